@@ -1,0 +1,28 @@
+"""Analyzers: pure functions from a :class:`~tracekit.model.Run` to frozen results."""
+
+from __future__ import annotations
+
+from tracekit.analyzers.analysis import Analysis, RankFacts, RunFacts, analyze
+from tracekit.analyzers.annotations import AnnotationResult, annotation_breakdown
+from tracekit.analyzers.breakdown import BreakdownResult, gpu_breakdown
+from tracekit.analyzers.kernels import KernelResult, kernel_summary
+from tracekit.analyzers.overlap import OverlapResult, comm_overlap
+from tracekit.analyzers.steps import StepResult, analyze_steps, gpu_activity
+
+__all__ = [
+    "Analysis",
+    "AnnotationResult",
+    "BreakdownResult",
+    "KernelResult",
+    "OverlapResult",
+    "RankFacts",
+    "RunFacts",
+    "StepResult",
+    "analyze",
+    "analyze_steps",
+    "annotation_breakdown",
+    "comm_overlap",
+    "gpu_activity",
+    "gpu_breakdown",
+    "kernel_summary",
+]

@@ -1,0 +1,25 @@
+"""Summary statistics shared by the analyzers (mean, median, p95 as polars expressions)."""
+
+from __future__ import annotations
+
+import polars as pl
+
+
+def summary_exprs(column: str, prefix: str = "") -> list[pl.Expr]:
+    """count, mean, median, p95, min and max of ``column`` (nearest-rank p95)."""
+    col = pl.col(column)
+    return [
+        col.count().alias(f"{prefix}count"),
+        col.mean().alias(f"{prefix}mean_ns"),
+        col.median().alias(f"{prefix}median_ns"),
+        col.quantile(0.95, interpolation="higher").alias(f"{prefix}p95_ns"),
+        col.min().alias(f"{prefix}min_ns"),
+        col.max().alias(f"{prefix}max_ns"),
+    ]
+
+
+def share(part: str, whole: str, alias: str) -> pl.Expr:
+    """``part / whole`` as a percentage, null when ``whole`` is zero."""
+    return (
+        pl.when(pl.col(whole) > 0).then(100.0 * pl.col(part) / pl.col(whole)).otherwise(None).alias(alias)
+    )

@@ -1,0 +1,52 @@
+"""The ``tracekit`` command: argument parsing and the one error handler; no logic."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from tracekit import __version__
+from tracekit.errors import TracekitError
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="tracekit")
+def cli() -> None:
+    """Why is this distributed PyTorch training run slow?"""
+
+
+@cli.command()
+@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path),
+              help="Also write every number as versioned JSON to this file.")
+@click.option("--ranks", "rank_spec", help="Analyze only these ranks, e.g. 0-3,7.")
+@click.option("--rank", type=int, help="The rank of a single trace file that does not record one.")
+@click.option("--top", default=10, show_default=True, type=click.IntRange(min=1), help="Kernels to list.")
+@click.option("--jobs", type=click.IntRange(min=1), help="Parsing processes [default: number of cores].")
+@click.option("--window", type=click.Choice(["steps", "gpu_span"]), default="steps", show_default=True,
+              help="Measure GPU time over profiler steps, or first-to-last GPU activity (as HTA).")
+def analyze(paths: tuple[Path, ...], json_path: Path | None, rank_spec: str | None, rank: int | None,
+            top: int, jobs: int | None, window: str) -> None:
+    """Analyze Kineto traces (files or folders of *.json / *.json.gz, one per rank)."""
+    from tracekit.cli.commands import run_analyze
+
+    run_analyze(paths, json_path=json_path, rank_spec=rank_spec, rank=rank, top=top, jobs=jobs, window=window)
+
+
+def main() -> None:
+    """Entry point: run the CLI; input errors become one line on stderr and exit code 2."""
+    try:
+        cli(standalone_mode=False)
+    except TracekitError as exc:
+        click.echo(f"tracekit: error: {exc.message}", err=True)
+        sys.exit(exc.exit_code)
+    except click.exceptions.Abort:
+        click.echo("tracekit: aborted", err=True)
+        sys.exit(130)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)

@@ -1,0 +1,34 @@
+"""The errors a user can cause with bad input.
+
+Every error names the file (or argument) at fault and the reason; the CLI turns each into
+one line on stderr and exit code 2, never a traceback.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+class TracekitError(Exception):
+    """Base class of every error caused by input: bad files, bad arguments."""
+
+    exit_code = 2
+
+    def __init__(self, reason: str, *, path: str | Path | None = None) -> None:
+        self.reason = reason
+        self.path = None if path is None else str(path)
+        super().__init__(self.message)
+
+    @property
+    def message(self) -> str:
+        """One line: ``file: reason`` (or just the reason when no file is at fault)."""
+        text = " ".join(self.reason.split())
+        return f"{self.path}: {text}" if self.path else text
+
+
+class TraceReadError(TracekitError):
+    """A trace file that cannot be read: missing, empty, truncated, not a trace."""
+
+
+class InputError(TracekitError):
+    """Input that is readable but inconsistent: duplicate ranks, mixed jobs, no traces."""

@@ -1,0 +1,78 @@
+"""A ``Run``: every rank's events and what is known about each rank."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import polars as pl
+
+from tracekit.model.schema import GPU_ACTIVITY_KINDS
+
+
+@dataclass(frozen=True)
+class RankInfo:
+    """What a trace file says about the rank that wrote it."""
+
+    rank: int
+    source: str
+    world_size: int | None = None
+    backend: str | None = None
+    devices: tuple[str, ...] = ()
+    #: How the rank was decided: "distributedInfo", "file name" or "--rank".
+    rank_source: str = "distributedInfo"
+    #: The format and clock of the file, e.g. "kineto (host us)".
+    clock: str = ""
+    schema_version: str | None = None
+    event_count: int = 0
+
+
+@dataclass(frozen=True)
+class SkippedFile:
+    """A file that was not analyzed, and why."""
+
+    path: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class Run:
+    """Every rank's events (one frame, ``rank`` column) and per-rank metadata.
+
+    ``events`` follows :data:`tracekit.model.schema.SCHEMA` and is sorted by rank and start.
+    """
+
+    events: pl.DataFrame
+    ranks: tuple[RankInfo, ...]
+    skipped: tuple[SkippedFile, ...] = ()
+    warnings: tuple[str, ...] = field(default=())
+
+    @property
+    def rank_ids(self) -> list[int]:
+        """The ranks present, ascending."""
+        return sorted(r.rank for r in self.ranks)
+
+    @property
+    def world_size(self) -> int | None:
+        """The world size the traces claim (the largest claimed), or None."""
+        sizes = [r.world_size for r in self.ranks if r.world_size]
+        return max(sizes) if sizes else None
+
+    @property
+    def backend(self) -> str | None:
+        """The distributed backend, when the traces record it."""
+        names = sorted({r.backend for r in self.ranks if r.backend})
+        return ",".join(names) if names else None
+
+    @property
+    def devices(self) -> list[str]:
+        """Distinct device names over all ranks."""
+        return sorted({d for r in self.ranks for d in r.devices})
+
+    @property
+    def has_gpu(self) -> bool:
+        """Whether any rank recorded GPU activity (kernels, copies, sets)."""
+        return bool(self.events.select(pl.col("kind").is_in(GPU_ACTIVITY_KINDS).any()).item())
+
+    def rank_events(self, rank: int) -> pl.DataFrame:
+        """The events of one rank."""
+        return self.events.filter(pl.col("rank") == rank)

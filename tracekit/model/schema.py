@@ -1,0 +1,68 @@
+"""The one event schema that every reader produces and every analyzer reads.
+
+Times are integer nanoseconds on one clock per run. A row is one interval (or an instant,
+``start_ns == end_ns``) on one rank. CPU-side rows have a null ``device``; GPU-side rows
+(kernels, copies, sets, GPU syncs and GPU annotations) have the device and stream.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+import polars as pl
+
+#: What an event is, independent of the file format it came from.
+KINDS: Final = (
+    "cpu_op",  # an operator on the host (aten::mm, c10d::allreduce_, ...)
+    "annotation",  # a user range on the host (record_function, NVTX push/pop)
+    "step",  # a profiler step range on the host (ProfilerStep#N)
+    "python",  # a Python function frame
+    "runtime",  # a CUDA/HIP runtime call (cudaLaunchKernel, cudaMemcpyAsync, ...)
+    "driver",  # a CUDA driver call (cuLaunchKernel, ...)
+    "kernel",  # a GPU kernel
+    "memcpy",  # a GPU copy
+    "memset",  # a GPU memset
+    "sync",  # a GPU-side synchronization (cuda_sync: stream/event/context waits)
+    "gpu_annotation",  # a user range projected onto the GPU timeline
+    "instant",  # an instant event
+    "other",  # anything else worth keeping
+)
+Kind = pl.Enum(list(KINDS))
+
+#: What an event costs or does, the classification every analysis shares.
+CATEGORIES: Final = ("compute", "collective", "memory", "sync", "other")
+Category = pl.Enum(list(CATEGORIES))
+
+#: Kinds that run on a GPU (device is set).
+GPU_KINDS: Final = ("kernel", "memcpy", "memset", "sync", "gpu_annotation")
+#: GPU kinds that keep the device busy (sync and annotations do not).
+GPU_ACTIVITY_KINDS: Final = ("kernel", "memcpy", "memset")
+
+#: The columns, in order, with their dtypes.
+SCHEMA: Final[dict[str, pl.DataType]] = {
+    "rank": pl.Int32(),
+    "kind": Kind,
+    "category": Category,
+    "name": pl.Categorical(),
+    "start_ns": pl.Int64(),
+    "end_ns": pl.Int64(),
+    "pid": pl.Int64(),
+    "tid": pl.Int64(),
+    "device": pl.Int32(),
+    "stream": pl.Int64(),
+    "correlation": pl.Int64(),
+    "external_id": pl.Int64(),
+    "bytes": pl.Int64(),
+    "coll_name": pl.Categorical(),
+    "msg_nelems": pl.Int64(),
+    "pg_name": pl.Categorical(),
+    "group_size": pl.Int32(),
+}
+
+#: The columns a reader fills; ``category`` is derived from them (see ``classify``).
+READER_COLUMNS: Final = tuple(c for c in SCHEMA if c != "category")
+
+
+def empty_events() -> pl.DataFrame:
+    """An event frame with the schema and no rows."""
+    return pl.DataFrame(schema=SCHEMA)

@@ -1,0 +1,64 @@
+"""Which files are traces, and which rank a file name claims."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Final
+
+from tracekit.errors import InputError
+
+#: Endings of Kineto traces.
+TRACE_SUFFIXES: Final = (".json", ".json.gz")
+#: Files tracekit itself writes next to traces; never read as traces from a folder.
+_OWN_OUTPUTS: Final = re.compile(r"^(summary\.json|phases\.rank\d+\.json|.*\.tracekit\.json)$")
+_RANK_IN_NAME: Final = re.compile(r"(?:^|[^a-z])(?:rank|worker)[-_]?(\d+)", re.IGNORECASE)
+
+
+def is_trace_name(path: Path) -> bool:
+    """Whether a file in a folder looks like a trace by its name."""
+    name = path.name.lower()
+    return name.endswith(TRACE_SUFFIXES) and not _OWN_OUTPUTS.match(name)
+
+
+def discover(paths: Iterable[str | Path]) -> list[Path]:
+    """The trace files named by ``paths``: files as given, folders searched recursively.
+
+    Raises :class:`InputError` for a path that does not exist or a folder without traces.
+    """
+    found: list[Path] = []
+    for raw in paths:
+        path = Path(raw)
+        if path.is_dir():
+            inside = sorted(p for p in path.rglob("*") if p.is_file() and is_trace_name(p))
+            if not inside:
+                raise InputError("no trace files (*.json, *.json.gz) in this folder", path=path)
+            found.extend(inside)
+        elif path.exists():
+            found.append(path)
+        else:
+            raise InputError("no such file or folder", path=path)
+    unique: dict[Path, None] = dict.fromkeys(p.resolve() for p in found)
+    return list(unique)
+
+
+def rank_from_name(path: str | Path) -> int | None:
+    """The rank in a file name (``rank3``, ``rank-3``, ``rank_3``, ``worker3``), if any."""
+    matches = _RANK_IN_NAME.findall(Path(path).name)
+    return int(matches[-1]) if matches else None
+
+
+def parse_rank_spec(spec: str) -> set[int]:
+    """Ranks from a spec such as ``0-3,7``; raises :class:`InputError` when malformed."""
+    ranks: set[int] = set()
+    for part in spec.split(","):
+        item = part.strip()
+        match = re.fullmatch(r"(\d+)(?:-(\d+))?", item)
+        if not match:
+            raise InputError(f"--ranks: {item!r} is not a rank or a range like 0-3")
+        low, high = int(match[1]), int(match[2] or match[1])
+        if high < low:
+            raise InputError(f"--ranks: range {item!r} runs backwards")
+        ranks.update(range(low, high + 1))
+    return ranks

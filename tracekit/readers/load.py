@@ -1,0 +1,180 @@
+"""Files on disk -> one :class:`~tracekit.model.Run`: discovery, parallel parsing, ranks.
+
+One unreadable file does not stop the others: it is skipped and named in the run. Input
+that cannot be analyzed as one job (two files claiming one rank, files of different jobs)
+is an error naming the files.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from multiprocessing import get_context
+from pathlib import Path
+from typing import Final
+
+import polars as pl
+
+from tracekit.errors import InputError, TracekitError
+from tracekit.model.run import RankInfo, Run, SkippedFile
+from tracekit.model.schema import GPU_ACTIVITY_KINDS
+from tracekit.readers.discover import discover, rank_from_name
+from tracekit.readers.kineto import KinetoTrace, read_kineto
+
+#: Below this many bytes in all, parse in this process: starting workers costs more.
+PARALLEL_MIN_BYTES: Final = 16 * 1024 * 1024
+#: Traces recorded further apart than this are not one job.
+SAME_JOB_MAX_GAP_NS: Final = 10 * 60 * 1_000_000_000
+
+ProgressCallback = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class _Parsed:
+    path: str
+    trace: KinetoTrace | None
+    error: str | None
+
+
+def _parse(path: str) -> _Parsed:
+    try:
+        return _Parsed(path, read_kineto(path), None)
+    except TracekitError as exc:
+        return _Parsed(path, None, exc.reason)
+    except Exception as exc:  # noqa: BLE001 - a reader bug must not lose the other ranks
+        return _Parsed(path, None, f"could not be read ({type(exc).__name__}: {exc})")
+
+
+def _parse_all(paths: Sequence[Path], jobs: int, progress: ProgressCallback | None) -> list[_Parsed]:
+    names = [str(p) for p in paths]
+    total = sum(p.stat().st_size for p in paths)
+    if jobs <= 1 or len(paths) <= 1 or total < PARALLEL_MIN_BYTES:
+        results = []
+        for name in names:
+            results.append(_parse(name))
+            if progress:
+                progress(name)
+        return results
+    with ProcessPoolExecutor(max_workers=min(jobs, len(paths)), mp_context=get_context("spawn")) as pool:
+        results = []
+        for result in pool.map(_parse, names):
+            results.append(result)
+            if progress:
+                progress(result.path)
+        return results
+
+
+def load_run(
+    paths: Iterable[str | Path],
+    *,
+    ranks: set[int] | None = None,
+    rank: int | None = None,
+    jobs: int | None = None,
+    progress: ProgressCallback | None = None,
+) -> Run:
+    """Read trace files and folders into a :class:`Run`.
+
+    ``ranks`` keeps only those ranks; ``rank`` sets the rank of a single file that does not
+    record one; ``jobs`` is the number of parsing processes (default: the number of cores).
+    Raises :class:`~tracekit.errors.TracekitError` when nothing can be analyzed.
+    """
+    files = discover(paths)
+    if rank is not None and len(files) != 1:
+        raise InputError(f"--rank applies to a single trace file, not {len(files)}")
+    parsed = _parse_all(files, jobs or os.cpu_count() or 1, progress)
+    skipped = [SkippedFile(p.path, p.error) for p in parsed if p.error is not None]
+    good = [p.trace for p in parsed if p.trace is not None]
+    if not good:
+        detail = "; ".join(f"{s.path}: {s.reason}" for s in skipped)
+        raise InputError(f"no readable trace ({detail})" if len(skipped) > 1 else skipped[0].reason,
+                         path=None if len(skipped) > 1 else skipped[0].path)
+    infos, frames, rank_skips = _assign_ranks(good, override=rank)
+    skipped.extend(rank_skips)
+    if not infos:
+        raise InputError("; ".join(f"{s.path}: {s.reason}" for s in skipped))
+    _check_one_job(infos, frames)
+    if ranks is not None:
+        infos = [i for i in infos if i.rank in ranks]
+        if not infos:
+            raise InputError(f"--ranks selects none of the ranks present")
+    keep = {i.rank for i in infos}
+    events = pl.concat([f for r, f in frames.items() if r in keep], how="vertical")
+    infos.sort(key=lambda i: i.rank)
+    return Run(
+        events=events.sort("rank", "start_ns"),
+        ranks=tuple(infos),
+        skipped=tuple(skipped),
+        warnings=tuple(_collective_warnings(infos, events)),
+    )
+
+
+def _assign_ranks(
+    traces: list[KinetoTrace], *, override: int | None
+) -> tuple[list[RankInfo], dict[int, pl.DataFrame], list[SkippedFile]]:
+    infos: list[RankInfo] = []
+    frames: dict[int, pl.DataFrame] = {}
+    owners: dict[int, str] = {}
+    skipped: list[SkippedFile] = []
+    for trace in traces:
+        if override is not None:
+            rank, how = override, "--rank"
+        elif trace.rank is not None:
+            rank, how = trace.rank, "distributedInfo"
+        elif (named := rank_from_name(trace.path)) is not None:
+            rank, how = named, "file name"
+        elif len(traces) == 1:
+            rank, how = 0, "assumed 0 (a single file without a rank; set it with --rank)"
+        else:
+            skipped.append(SkippedFile(trace.path, "no rank in distributedInfo or in the file "
+                                       "name (rank3, rank-3, worker3); rename it, or analyze it "
+                                       "alone with --rank N"))
+            continue
+        if rank in owners:
+            raise InputError(f"two files claim rank {rank}: {owners[rank]} and {trace.path}")
+        owners[rank] = trace.path
+        frames[rank] = trace.events.with_columns(pl.lit(rank, dtype=pl.Int32).alias("rank"))
+        infos.append(RankInfo(
+            rank=rank, source=trace.path, world_size=trace.world_size, backend=trace.backend,
+            devices=trace.devices, rank_source=how, clock="kineto: host clock, us -> ns",
+            schema_version=trace.schema_version, event_count=trace.events.height,
+        ))
+    return infos, frames, skipped
+
+
+def _check_one_job(infos: list[RankInfo], frames: dict[int, pl.DataFrame]) -> None:
+    sizes = {i.world_size for i in infos if i.world_size is not None}
+    if len(sizes) > 1:
+        by_size = {i.world_size: i.source for i in infos if i.world_size is not None}
+        listed = ", ".join(f"{path} (world size {size})" for size, path in sorted(by_size.items()))
+        raise InputError(f"files of different jobs: {listed}")
+    spans = [(frames[i.rank]["start_ns"].min(), frames[i.rank]["end_ns"].max(), i.source)
+             for i in infos if frames[i.rank].height]
+    if len(spans) > 1:
+        first = min(spans, key=lambda s: s[1])  # type: ignore[arg-type,return-value]
+        last = max(spans, key=lambda s: s[0])  # type: ignore[arg-type,return-value]
+        gap = int(last[0]) - int(first[1])  # type: ignore[call-overload]
+        if gap > SAME_JOB_MAX_GAP_NS:
+            raise InputError(f"files of different jobs: {first[2]} and {last[2]} were recorded "
+                             f"{gap / 3.6e12:.1f} hours apart")
+
+
+def _collective_warnings(infos: list[RankInfo], events: pl.DataFrame) -> list[str]:
+    """A distributed GPU run whose kernels match no collective is a bug to surface."""
+    per_rank = events.group_by("rank").agg(
+        gpu=pl.col("kind").is_in(GPU_ACTIVITY_KINDS).sum(),
+        coll_kernels=((pl.col("kind") == "kernel") & (pl.col("category") == "collective")).sum(),
+        coll_host=((pl.col("kind") != "kernel") & (pl.col("category") == "collective")).sum(),
+    )
+    counts = {row["rank"]: row for row in per_rank.iter_rows(named=True)}
+    out = []
+    for info in infos:
+        row = counts.get(info.rank)
+        if row is None or row["gpu"] == 0 or row["coll_kernels"] > 0:
+            continue
+        if row["coll_host"] > 0 or (info.world_size or 1) > 1:
+            out.append(f"rank {info.rank}: distributed run (world size {info.world_size}, "
+                       f"{row['coll_host']} host-side collective ops) but no GPU kernel matched a "
+                       "collective name; communication time will read as zero")
+    return out
