@@ -6,7 +6,10 @@ one line on stderr and exit code 2, never a traceback.
 
 from __future__ import annotations
 
-from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 
 class TracekitError(Exception):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import polars as pl
 
@@ -12,7 +13,9 @@ from tracekit.analyzers.breakdown import BreakdownResult, gpu_breakdown
 from tracekit.analyzers.kernels import KernelResult, kernel_summary
 from tracekit.analyzers.overlap import OverlapResult, comm_overlap
 from tracekit.analyzers.steps import StepResult, analyze_steps, gpu_activity
-from tracekit.model.run import Run
+
+if TYPE_CHECKING:
+    from tracekit.model.run import Run
 
 
 @dataclass(frozen=True)
@@ -61,16 +64,27 @@ def run_facts(run: Run, activity: pl.DataFrame) -> RunFacts:
     gpu_counts = activity.group_by("rank").agg(pl.len().alias("n"))
     n = dict(counts.iter_rows())
     g = dict(gpu_counts.iter_rows())
-    span = run.events.select((pl.col("end_ns").max() - pl.col("start_ns").min())).item()
+    span = run.events.select(pl.col("end_ns").max() - pl.col("start_ns").min()).item()
     warnings = list(run.warnings)
     if activity.height == 0:
-        warnings.append("no GPU activity in these traces: a CPU-only run; GPU breakdown, overlap "
-                        "and kernel tables are empty, host-side steps and phases are reported")
+        warnings.append(
+            "no GPU activity in these traces: a CPU-only run; GPU breakdown, overlap "
+            "and kernel tables are empty, host-side steps and phases are reported"
+        )
     return RunFacts(
-        ranks=tuple(RankFacts(rank=r.rank, source=r.source, rank_source=r.rank_source,
-                              world_size=r.world_size, backend=r.backend, devices=r.devices,
-                              events=int(n.get(r.rank, 0)), gpu_events=int(g.get(r.rank, 0)))
-                    for r in run.ranks),
+        ranks=tuple(
+            RankFacts(
+                rank=r.rank,
+                source=r.source,
+                rank_source=r.rank_source,
+                world_size=r.world_size,
+                backend=r.backend,
+                devices=r.devices,
+                events=int(n.get(r.rank, 0)),
+                gpu_events=int(g.get(r.rank, 0)),
+            )
+            for r in run.ranks
+        ),
         world_size=run.world_size,
         backend=run.backend,
         devices=tuple(run.devices),

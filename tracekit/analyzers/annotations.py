@@ -14,14 +14,16 @@ while the training thread waits inside the ``backward`` range).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 import polars as pl
 
 from tracekit.analyzers import intervals as iv
 from tracekit.analyzers.stats import share, summary_exprs
-from tracekit.analyzers.steps import StepResult
-from tracekit.model.run import Run
+
+if TYPE_CHECKING:
+    from tracekit.analyzers.steps import StepResult
+    from tracekit.model.run import Run
 
 UNANNOTATED: Final = "(unannotated)"
 LEVEL: Final = (
@@ -65,11 +67,13 @@ def _gpu_time(run: Run, top: pl.DataFrame, activity: pl.DataFrame) -> pl.DataFra
     """ann_id, gpu_ns: union of GPU activity launched inside each top-level annotation."""
     launches = run.events.filter(pl.col("kind").is_in(["runtime", "driver"]), pl.col("correlation").is_not_null())
     owned = (
-        launches.select("rank", "pid", "start_ns", "correlation")
-        .sort("rank", "pid", "start_ns")
-        .join_asof(top.select("rank", "pid", "ann_id", pl.col("start_ns").alias("a"), pl.col("end_ns").alias("b")).sort("rank", "pid", "a"),
-                   left_on="start_ns", right_on="a", by=["rank", "pid"], strategy="backward", check_sortedness=False)
-        .filter(pl.col("start_ns") < pl.col("b"))
+        iv.locate(
+            launches.select("rank", "pid", "start_ns", "correlation"),
+            "start_ns",
+            top,
+            by=["rank", "pid"],
+            keep=["ann_id"],
+        )
         .select("rank", "correlation", "ann_id")
         .unique(["rank", "correlation"])
     )
@@ -86,14 +90,10 @@ def annotation_breakdown(run: Run, steps: StepResult, activity: pl.DataFrame) ->
         pl.col("gpu_ns").fill_null(0), cpu_ns=pl.col("end_ns") - pl.col("start_ns")
     )
     if steps.has_steps:
-        frames = steps.steps.select("rank", "step", pl.col("start_ns").alias("s"), pl.col("end_ns").alias("e"),
-                                    pl.col("duration_ns").alias("step_ns"))
-        top = (top.sort("rank", "start_ns")
-               .join_asof(frames.sort("rank", "s"), left_on="start_ns", right_on="s", by="rank",
-                          strategy="backward", check_sortedness=False)
-               .filter(pl.col("start_ns") < pl.col("e"))
-               # a range running past its step's end counts up to that end only
-               .with_columns(cpu_ns=pl.min_horizontal("end_ns", "e") - pl.col("start_ns")))
+        # a range running past its step's end counts up to that end only
+        top = iv.locate(top, "start_ns", steps.steps, by=["rank"], keep=["step"]).with_columns(
+            cpu_ns=pl.min_horizontal("end_ns", "frame_end_ns") - pl.col("start_ns")
+        )
         level = LEVEL
     else:
         top = top.with_columns(step=pl.lit(None, dtype=pl.Int64))
@@ -103,38 +103,59 @@ def annotation_breakdown(run: Run, steps: StepResult, activity: pl.DataFrame) ->
         per_step = _complete(per_step, steps)
     per_rank = _summarize(per_step, ["rank", "name"], steps).sort(["rank", "cpu_ns"], descending=[False, True])
     summary = _summarize(per_step, ["name"], steps).sort("cpu_ns", descending=True)
-    return AnnotationResult(per_rank=per_rank, summary=summary, per_step=per_step.sort("rank", "step", "name"),
-                            level=level)
+    return AnnotationResult(
+        per_rank=per_rank, summary=summary, per_step=per_step.sort("rank", "step", "name"), level=level
+    )
 
 
 def _complete(per_step: pl.DataFrame, steps: StepResult) -> pl.DataFrame:
     """Every (rank, step, name), zero where a name is absent; plus the unannotated rest."""
-    grid = steps.steps.select("rank", "step", "duration_ns").join(
-        per_step.select("rank", "name").unique(), on="rank", how="left"
-    ).filter(pl.col("name").is_not_null())
+    grid = (
+        steps.steps.select("rank", "step", "duration_ns")
+        .join(per_step.select("rank", "name").unique(), on="rank", how="left")
+        .filter(pl.col("name").is_not_null())
+    )
     full = grid.join(per_step, on=["rank", "step", "name"], how="left").with_columns(
         pl.col("cpu_ns", "gpu_ns", "count").fill_null(0)
     )
     rest = (
         steps.steps.select("rank", "step", "duration_ns")
-        .join(per_step.group_by("rank", "step").agg(pl.col("cpu_ns").sum().alias("covered")),
-              on=["rank", "step"], how="left")
-        .select("rank", "step", pl.lit(UNANNOTATED).alias("name"),
-                (pl.col("duration_ns") - pl.col("covered").fill_null(0)).clip(lower_bound=0).alias("cpu_ns"),
-                pl.lit(0, dtype=pl.Int64).alias("gpu_ns"), pl.lit(0, dtype=pl.UInt32).alias("count"))
+        .join(
+            per_step.group_by("rank", "step").agg(pl.col("cpu_ns").sum().alias("covered")),
+            on=["rank", "step"],
+            how="left",
+        )
+        .select(
+            "rank",
+            "step",
+            pl.lit(UNANNOTATED).alias("name"),
+            (pl.col("duration_ns") - pl.col("covered").fill_null(0)).clip(lower_bound=0).alias("cpu_ns"),
+            pl.lit(0, dtype=pl.Int64).alias("gpu_ns"),
+            pl.lit(0, dtype=pl.UInt32).alias("count"),
+        )
     )
     return pl.concat([full.drop("duration_ns").select(rest.columns), rest], how="vertical_relaxed")
 
 
 def _summarize(per_step: pl.DataFrame, keys: list[str], steps: StepResult) -> pl.DataFrame:
-    out = per_step.group_by(keys).agg(
-        pl.col("count").sum(), pl.col("cpu_ns").sum(), pl.col("gpu_ns").sum(),
-        pl.col("rank").n_unique().alias("ranks"), *summary_exprs("cpu_ns", "step_"),
-    ).drop("step_count")
+    out = (
+        per_step.group_by(keys)
+        .agg(
+            pl.col("count").sum(),
+            pl.col("cpu_ns").sum(),
+            pl.col("gpu_ns").sum(),
+            pl.col("rank").n_unique().alias("ranks"),
+            *summary_exprs("cpu_ns", "step_"),
+        )
+        .drop("step_count")
+    )
     if not steps.has_steps:
         return out.with_columns(cpu_pct=pl.lit(None, dtype=pl.Float64))
     total_key = [k for k in keys if k == "rank"]
-    step_total = steps.steps.group_by(total_key).agg(pl.col("duration_ns").sum().alias("step_total_ns")) if total_key \
+    step_total = (
+        steps.steps.group_by(total_key).agg(pl.col("duration_ns").sum().alias("step_total_ns"))
+        if total_key
         else pl.DataFrame({"step_total_ns": [int(steps.steps["duration_ns"].sum())]})
+    )
     out = out.join(step_total, on=total_key, how="left") if total_key else out.join(step_total, how="cross")
     return out.with_columns(share("cpu_ns", "step_total_ns", "cpu_pct")).drop("step_total_ns")

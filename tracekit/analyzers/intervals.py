@@ -7,9 +7,12 @@ here, so time is always measured on wall-clock unions, never on per-stream sums.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import polars as pl
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
 
 START, END = "start_ns", "end_ns"
 _KEY = "__group"
@@ -69,8 +72,7 @@ def sweep(df: pl.DataFrame, label: str, labels: Sequence[str], by: Sequence[str]
         ]
     ).sort(*keys, "t")
     flags = [
-        ((pl.col(label) == name).cast(pl.Int32) * pl.col("d")).cum_sum().over(keys).gt(0).alias(name)
-        for name in labels
+        ((pl.col(label) == name).cast(pl.Int32) * pl.col("d")).cum_sum().over(keys).gt(0).alias(name) for name in labels
     ]
     segments = (
         points.with_columns(*flags, pl.col("t").shift(-1).over(keys).alias(END))
@@ -109,6 +111,34 @@ def gaps(df: pl.DataFrame, by: Sequence[str] = (), window: pl.DataFrame | None =
     ``window`` frame (``by + [start_ns, end_ns]``), within those windows.
     """
     if window is None:
-        window = (df.group_by(*by).agg(pl.col(START).min(), pl.col(END).max()) if by
-                  else df.select(pl.col(START).min(), pl.col(END).max()).drop_nulls())
+        window = (
+            df.group_by(*by).agg(pl.col(START).min(), pl.col(END).max())
+            if by
+            else df.select(pl.col(START).min(), pl.col(END).max()).drop_nulls()
+        )
     return subtract(window, df, by)
+
+
+def locate(
+    df: pl.DataFrame, time: str, frames: pl.DataFrame, *, by: Sequence[str], keep: Sequence[str]
+) -> pl.DataFrame:
+    """Attach to each row of ``df`` the frame that contains its ``time`` column.
+
+    ``frames`` holds non-overlapping intervals per group (``by + [start_ns, end_ns] +
+    keep``); the ``keep`` columns of the containing frame are added, with ``frame_end_ns``.
+    Rows whose time falls in no frame are dropped.
+    """
+    right = frames.select(*by, *keep, pl.col(START).alias("frame_start_ns"), pl.col(END).alias("frame_end_ns"))
+    return (
+        df.sort(*by, time)
+        .join_asof(
+            right.sort(*by, "frame_start_ns"),
+            left_on=time,
+            right_on="frame_start_ns",
+            by=list(by),
+            strategy="backward",
+            check_sortedness=False,
+        )
+        .filter(pl.col(time) < pl.col("frame_end_ns"))
+        .drop("frame_start_ns")
+    )

@@ -31,8 +31,13 @@ def kernel_summary(activity: pl.DataFrame) -> KernelResult:
     grand = pl.col("total_ns").sum()
     top = (
         acts.group_by("name", "kind", "category")
-        .agg(count=pl.len(), ranks=pl.col("rank").n_unique(), total_ns=pl.col("dur").sum(),
-             mean_ns=pl.col("dur").mean(), max_ns=pl.col("dur").max())
+        .agg(
+            count=pl.len(),
+            ranks=pl.col("rank").n_unique(),
+            total_ns=pl.col("dur").sum(),
+            mean_ns=pl.col("dur").mean(),
+            max_ns=pl.col("dur").max(),
+        )
         .with_columns(share_pct=pl.when(grand > 0).then(100.0 * pl.col("total_ns") / grand))
         .sort(["total_ns", "name"], descending=[True, False])
     )
@@ -45,7 +50,8 @@ def kernel_summary(activity: pl.DataFrame) -> KernelResult:
         .sort(["rank", "total_ns", "name"], descending=[False, True, False])
     )
     by_category = (
-        acts.group_by("category").agg(count=pl.len(), total_ns=pl.col("dur").sum())
+        acts.group_by("category")
+        .agg(count=pl.len(), total_ns=pl.col("dur").sum())
         .with_columns(share_pct=pl.when(grand > 0).then(100.0 * pl.col("total_ns") / grand))
         .sort("total_ns", descending=True)
     )

@@ -20,6 +20,4 @@ def summary_exprs(column: str, prefix: str = "") -> list[pl.Expr]:
 
 def share(part: str, whole: str, alias: str) -> pl.Expr:
     """``part / whole`` as a percentage, null when ``whole`` is zero."""
-    return (
-        pl.when(pl.col(whole) > 0).then(100.0 * pl.col(part) / pl.col(whole)).otherwise(None).alias(alias)
-    )
+    return pl.when(pl.col(whole) > 0).then(100.0 * pl.col(part) / pl.col(whole)).otherwise(None).alias(alias)

@@ -11,12 +11,16 @@ overlap, so per-step measures add up to the run's.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import polars as pl
 
+from tracekit.analyzers import intervals as iv
 from tracekit.analyzers.stats import summary_exprs
-from tracekit.model.run import Run
 from tracekit.model.schema import GPU_ACTIVITY_KINDS
+
+if TYPE_CHECKING:
+    from tracekit.model.run import Run
 
 
 @dataclass(frozen=True)
@@ -44,8 +48,11 @@ def gpu_activity(run: Run) -> pl.DataFrame:
     launches = (
         events.filter(pl.col("kind").is_in(["runtime", "driver"]), pl.col("correlation").is_not_null())
         .group_by("rank", "correlation")
-        .agg(pl.col("start_ns").min().alias("launch_ns"), pl.col("tid").first().alias("launch_tid"),
-             pl.col("pid").first().alias("launch_pid"))
+        .agg(
+            pl.col("start_ns").min().alias("launch_ns"),
+            pl.col("tid").first().alias("launch_tid"),
+            pl.col("pid").first().alias("launch_pid"),
+        )
     )
     return (
         events.filter(pl.col("kind").is_in(GPU_ACTIVITY_KINDS))
@@ -70,10 +77,7 @@ def analyze_steps(run: Run, *, activity: pl.DataFrame | None = None) -> StepResu
         .sort("rank", "start_ns")
     )
     owned = (
-        activity.sort("rank", "launch_ns")
-        .join_asof(host.select("rank", "step", pl.col("start_ns").alias("s"), pl.col("end_ns").alias("e")),
-                   left_on="launch_ns", right_on="s", by="rank", strategy="backward", check_sortedness=False)
-        .filter(pl.col("launch_ns") < pl.col("e"))
+        iv.locate(activity, "launch_ns", host, by=["rank"], keep=["step"])
         .group_by("rank", "step")
         .agg(gpu_start_ns=pl.col("start_ns").min(), gpu_end_ns=pl.col("end_ns").max(), gpu_ops=pl.len())
     )
@@ -83,12 +87,24 @@ def analyze_steps(run: Run, *, activity: pl.DataFrame | None = None) -> StepResu
         .with_columns(win_start_ns=pl.min_horizontal("start_ns", "gpu_start_ns"))
         .sort("rank", "win_start_ns")
         .with_columns(
-            win_end_ns=pl.col("win_start_ns").shift(-1).over("rank").fill_null(
-                pl.max_horizontal("end_ns", "gpu_end_ns")
-            )
+            win_end_ns=pl.col("win_start_ns")
+            .shift(-1)
+            .over("rank")
+            .fill_null(pl.max_horizontal("end_ns", "gpu_end_ns"))
         )
-        .select("rank", "step", "name", "start_ns", "end_ns", "duration_ns", "gpu_start_ns",
-                "gpu_end_ns", "gpu_ops", "win_start_ns", "win_end_ns")
+        .select(
+            "rank",
+            "step",
+            "name",
+            "start_ns",
+            "end_ns",
+            "duration_ns",
+            "gpu_start_ns",
+            "gpu_end_ns",
+            "gpu_ops",
+            "win_start_ns",
+            "win_end_ns",
+        )
     )
     stats = steps.group_by("rank").agg(summary_exprs("duration_ns")).sort("rank")
     return StepResult(steps=steps, stats=stats)

@@ -7,12 +7,14 @@ streams and devices of a rank.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import polars as pl
 
 from tracekit.analyzers import intervals as iv
-from tracekit.analyzers.steps import StepResult
+
+if TYPE_CHECKING:
+    from tracekit.analyzers.steps import StepResult
 
 Window = Literal["steps", "gpu_span"]
 LABELS = ("compute", "collective", "memory")
@@ -24,13 +26,16 @@ def windows(activity: pl.DataFrame, steps: StepResult, window: Window = "steps")
     ``steps``: the step windows where a rank has steps, else its GPU span. ``gpu_span``: from
     the first GPU activity of the rank to its last end, the definition HTA uses.
     """
-    span = activity.group_by("rank").agg(pl.col("start_ns").min(), pl.col("end_ns").max()).with_columns(
-        step=pl.lit(None, dtype=pl.Int64)
+    span = (
+        activity.group_by("rank")
+        .agg(pl.col("start_ns").min(), pl.col("end_ns").max())
+        .with_columns(step=pl.lit(None, dtype=pl.Int64))
     )
     if window == "gpu_span" or not steps.has_steps:
         return span.select("rank", "step", "start_ns", "end_ns").sort("rank")
-    stepped = steps.steps.select("rank", "step", pl.col("win_start_ns").alias("start_ns"),
-                                 pl.col("win_end_ns").alias("end_ns"))
+    stepped = steps.steps.select(
+        "rank", "step", pl.col("win_start_ns").alias("start_ns"), pl.col("win_end_ns").alias("end_ns")
+    )
     stepped = stepped.filter(pl.col("rank").is_in(span["rank"].implode()))
     with_steps = stepped["rank"].unique().implode()
     rest = span.filter(~pl.col("rank").is_in(with_steps)).select("rank", "step", "start_ns", "end_ns")
@@ -48,10 +53,7 @@ def segments(activity: pl.DataFrame, frames: pl.DataFrame) -> pl.DataFrame:
     marks = frames.select("rank", pl.lit("window").alias("label"), "start_ns", "end_ns")
     cut = iv.sweep(pl.concat([gpu, marks]), "label", [*LABELS, "window"], ["rank"])
     return (
-        cut.filter(pl.col("window"))
-        .sort("rank", "start_ns")
-        .join_asof(frames.select("rank", "step", pl.col("start_ns").alias("w")).sort("rank", "w"),
-                   left_on="start_ns", right_on="w", by="rank", strategy="backward", check_sortedness=False)
+        iv.locate(cut.filter(pl.col("window")), "start_ns", frames, by=["rank"], keep=["step"])
         .with_columns(length_ns=pl.col("end_ns") - pl.col("start_ns"))
         .select("rank", "step", "start_ns", "end_ns", "length_ns", *LABELS)
     )

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+import shutil
 import sys
-from pathlib import Path
-from typing import Literal, cast
+from typing import TYPE_CHECKING, Literal, cast
 
 import click
 
@@ -12,6 +12,9 @@ from tracekit.analyzers import analyze
 from tracekit.errors import InputError
 from tracekit.readers import load_run, parse_rank_spec
 from tracekit.reports import TerminalRenderer, render_json
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 
 def write_text(path: Path, text: str) -> None:
@@ -22,13 +25,21 @@ def write_text(path: Path, text: str) -> None:
         raise InputError(f"cannot write ({exc.strerror})", path=path) from None
 
 
-def run_analyze(paths: tuple[Path, ...], *, json_path: Path | None, rank_spec: str | None,
-                rank: int | None, top: int, jobs: int | None, window: str) -> None:
+def run_analyze(
+    paths: tuple[Path, ...],
+    *,
+    json_path: Path | None,
+    rank_spec: str | None,
+    rank: int | None,
+    top: int,
+    jobs: int | None,
+    window: str,
+) -> None:
     """``tracekit analyze``."""
     ranks = parse_rank_spec(rank_spec) if rank_spec else None
     run = load_run(paths, ranks=ranks, rank=rank, jobs=jobs)
-    result = analyze(run, window=cast(Literal["steps", "gpu_span"], window))
-    width = click.get_terminal_size()[0] if sys.stdout.isatty() else 120
+    result = analyze(run, window=cast("Literal['steps', 'gpu_span']", window))
+    width = shutil.get_terminal_size().columns if sys.stdout.isatty() else 120
     click.echo(TerminalRenderer(top=top, width=max(width, 100), color=sys.stdout.isatty()).render(result), nl=False)
     if json_path is not None:
         write_text(json_path, render_json(result))

@@ -19,16 +19,32 @@ def cli() -> None:
 
 @cli.command()
 @click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
-@click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path),
-              help="Also write every number as versioned JSON to this file.")
+@click.option(
+    "--json",
+    "json_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Also write every number as versioned JSON to this file.",
+)
 @click.option("--ranks", "rank_spec", help="Analyze only these ranks, e.g. 0-3,7.")
 @click.option("--rank", type=int, help="The rank of a single trace file that does not record one.")
 @click.option("--top", default=10, show_default=True, type=click.IntRange(min=1), help="Kernels to list.")
 @click.option("--jobs", type=click.IntRange(min=1), help="Parsing processes [default: number of cores].")
-@click.option("--window", type=click.Choice(["steps", "gpu_span"]), default="steps", show_default=True,
-              help="Measure GPU time over profiler steps, or first-to-last GPU activity (as HTA).")
-def analyze(paths: tuple[Path, ...], json_path: Path | None, rank_spec: str | None, rank: int | None,
-            top: int, jobs: int | None, window: str) -> None:
+@click.option(
+    "--window",
+    type=click.Choice(["steps", "gpu_span"]),
+    default="steps",
+    show_default=True,
+    help="Measure GPU time over profiler steps, or first-to-last GPU activity (as HTA).",
+)
+def analyze(
+    paths: tuple[Path, ...],
+    json_path: Path | None,
+    rank_spec: str | None,
+    rank: int | None,
+    top: int,
+    jobs: int | None,
+    window: str,
+) -> None:
     """Analyze Kineto traces (files or folders of *.json / *.json.gz, one per rank)."""
     from tracekit.cli.commands import run_analyze
 

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
 from pathlib import Path
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from tracekit.errors import InputError
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
 
 #: Endings of Kineto traces.
 TRACE_SUFFIXES: Final = (".json", ".json.gz")

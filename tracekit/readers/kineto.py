@@ -71,10 +71,10 @@ class _Event(msgspec.Struct, gc=False):
 
 
 class _Trace(msgspec.Struct):
-    traceEvents: list[_Event]  # noqa: N815 - the file's key
-    distributedInfo: dict[str, Any] | None = None  # noqa: N815
-    deviceProperties: list[dict[str, Any]] | None = None  # noqa: N815
-    schemaVersion: Any = None  # noqa: N815
+    traceEvents: list[_Event]
+    distributedInfo: dict[str, Any] | None = None
+    deviceProperties: list[dict[str, Any]] | None = None
+    schemaVersion: Any = None
 
 
 # The lenient variant accepts any JSON type in any field; used only when the typed decoder
@@ -104,10 +104,10 @@ class _LooseEvent(msgspec.Struct, gc=False):
 
 
 class _LooseTrace(msgspec.Struct):
-    traceEvents: list[_LooseEvent]  # noqa: N815
-    distributedInfo: Any = None  # noqa: N815
-    deviceProperties: Any = None  # noqa: N815
-    schemaVersion: Any = None  # noqa: N815
+    traceEvents: list[_LooseEvent]
+    distributedInfo: Any = None
+    deviceProperties: Any = None
+    schemaVersion: Any = None
 
 
 _DECODER: Final = msgspec.json.Decoder(_Trace | list[_Event])
@@ -220,7 +220,8 @@ def _column(values: list[Any], dtype: pl.DataType) -> pl.Series:
     series = pl.Series(values, strict=False)
     if dtype.is_integer() and series.dtype == pl.String:
         series = series.str.extract(r"(-?\d+)\s*$")
-    return series.cast(dtype, strict=False)
+    out: pl.Series = series.cast(dtype, strict=False)
+    return out
 
 
 def _to_frame(raw: list[Any]) -> pl.DataFrame:
@@ -268,7 +269,5 @@ def _normalize(df: pl.DataFrame) -> pl.DataFrame:
             rank=pl.lit(None, dtype=pl.Int32),
         )
     )
-    out = out.select(
-        [pl.col(c).cast(t) for c, t in SCHEMA.items() if c != "category"]
-    ).with_columns(category_expr())
+    out = out.select([pl.col(c).cast(t) for c, t in SCHEMA.items() if c != "category"]).with_columns(category_expr())
     return out.select(list(SCHEMA)).sort("start_ns")

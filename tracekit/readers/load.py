@@ -12,8 +12,7 @@ from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from multiprocessing import get_context
-from pathlib import Path
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 import polars as pl
 
@@ -22,6 +21,9 @@ from tracekit.model.run import RankInfo, Run, SkippedFile
 from tracekit.model.schema import GPU_ACTIVITY_KINDS
 from tracekit.readers.discover import discover, rank_from_name
 from tracekit.readers.kineto import KinetoTrace, read_kineto
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 #: Below this many bytes in all, parse in this process: starting workers costs more.
 PARALLEL_MIN_BYTES: Final = 16 * 1024 * 1024
@@ -43,7 +45,7 @@ def _parse(path: str) -> _Parsed:
         return _Parsed(path, read_kineto(path), None)
     except TracekitError as exc:
         return _Parsed(path, None, exc.reason)
-    except Exception as exc:  # noqa: BLE001 - a reader bug must not lose the other ranks
+    except Exception as exc:
         return _Parsed(path, None, f"could not be read ({type(exc).__name__}: {exc})")
 
 
@@ -88,8 +90,10 @@ def load_run(
     good = [p.trace for p in parsed if p.trace is not None]
     if not good:
         detail = "; ".join(f"{s.path}: {s.reason}" for s in skipped)
-        raise InputError(f"no readable trace ({detail})" if len(skipped) > 1 else skipped[0].reason,
-                         path=None if len(skipped) > 1 else skipped[0].path)
+        raise InputError(
+            f"no readable trace ({detail})" if len(skipped) > 1 else skipped[0].reason,
+            path=None if len(skipped) > 1 else skipped[0].path,
+        )
     infos, frames, rank_skips = _assign_ranks(good, override=rank)
     skipped.extend(rank_skips)
     if not infos:
@@ -98,7 +102,7 @@ def load_run(
     if ranks is not None:
         infos = [i for i in infos if i.rank in ranks]
         if not infos:
-            raise InputError(f"--ranks selects none of the ranks present")
+            raise InputError("--ranks selects none of the ranks present")
     keep = {i.rank for i in infos}
     events = pl.concat([f for r, f in frames.items() if r in keep], how="vertical")
     infos.sort(key=lambda i: i.rank)
@@ -127,19 +131,32 @@ def _assign_ranks(
         elif len(traces) == 1:
             rank, how = 0, "assumed 0 (a single file without a rank; set it with --rank)"
         else:
-            skipped.append(SkippedFile(trace.path, "no rank in distributedInfo or in the file "
-                                       "name (rank3, rank-3, worker3); rename it, or analyze it "
-                                       "alone with --rank N"))
+            skipped.append(
+                SkippedFile(
+                    trace.path,
+                    "no rank in distributedInfo or in the file "
+                    "name (rank3, rank-3, worker3); rename it, or analyze it "
+                    "alone with --rank N",
+                )
+            )
             continue
         if rank in owners:
             raise InputError(f"two files claim rank {rank}: {owners[rank]} and {trace.path}")
         owners[rank] = trace.path
         frames[rank] = trace.events.with_columns(pl.lit(rank, dtype=pl.Int32).alias("rank"))
-        infos.append(RankInfo(
-            rank=rank, source=trace.path, world_size=trace.world_size, backend=trace.backend,
-            devices=trace.devices, rank_source=how, clock="kineto: host clock, us -> ns",
-            schema_version=trace.schema_version, event_count=trace.events.height,
-        ))
+        infos.append(
+            RankInfo(
+                rank=rank,
+                source=trace.path,
+                world_size=trace.world_size,
+                backend=trace.backend,
+                devices=trace.devices,
+                rank_source=how,
+                clock="kineto: host clock, us -> ns",
+                schema_version=trace.schema_version,
+                event_count=trace.events.height,
+            )
+        )
     return infos, frames, skipped
 
 
@@ -149,15 +166,19 @@ def _check_one_job(infos: list[RankInfo], frames: dict[int, pl.DataFrame]) -> No
         by_size = {i.world_size: i.source for i in infos if i.world_size is not None}
         listed = ", ".join(f"{path} (world size {size})" for size, path in sorted(by_size.items()))
         raise InputError(f"files of different jobs: {listed}")
-    spans = [(frames[i.rank]["start_ns"].min(), frames[i.rank]["end_ns"].max(), i.source)
-             for i in infos if frames[i.rank].height]
+    spans: list[tuple[int, int, str]] = [
+        (int(df["start_ns"].min()), int(df["end_ns"].max()), i.source)  # type: ignore[arg-type]
+        for i in infos
+        if (df := frames[i.rank]).height
+    ]
     if len(spans) > 1:
-        first = min(spans, key=lambda s: s[1])  # type: ignore[arg-type,return-value]
-        last = max(spans, key=lambda s: s[0])  # type: ignore[arg-type,return-value]
-        gap = int(last[0]) - int(first[1])  # type: ignore[call-overload]
+        first = min(spans, key=lambda s: s[1])
+        last = max(spans, key=lambda s: s[0])
+        gap = last[0] - first[1]
         if gap > SAME_JOB_MAX_GAP_NS:
-            raise InputError(f"files of different jobs: {first[2]} and {last[2]} were recorded "
-                             f"{gap / 3.6e12:.1f} hours apart")
+            raise InputError(
+                f"files of different jobs: {first[2]} and {last[2]} were recorded {gap / 3.6e12:.1f} hours apart"
+            )
 
 
 def _collective_warnings(infos: list[RankInfo], events: pl.DataFrame) -> list[str]:
@@ -174,7 +195,9 @@ def _collective_warnings(infos: list[RankInfo], events: pl.DataFrame) -> list[st
         if row is None or row["gpu"] == 0 or row["coll_kernels"] > 0:
             continue
         if row["coll_host"] > 0 or (info.world_size or 1) > 1:
-            out.append(f"rank {info.rank}: distributed run (world size {info.world_size}, "
-                       f"{row['coll_host']} host-side collective ops) but no GPU kernel matched a "
-                       "collective name; communication time will read as zero")
+            out.append(
+                f"rank {info.rank}: distributed run (world size {info.world_size}, "
+                f"{row['coll_host']} host-side collective ops) but no GPU kernel matched a "
+                "collective name; communication time will read as zero"
+            )
     return out

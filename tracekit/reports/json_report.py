@@ -9,13 +9,16 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
-import polars as pl
 
 from tracekit import __version__
-from tracekit.analyzers.analysis import Analysis
+
+if TYPE_CHECKING:
+    import polars as pl
+
+    from tracekit.analyzers.analysis import Analysis
 
 SCHEMA: Final = "tracekit.analysis"
 SCHEMA_VERSION: Final = "1.0"

@@ -1,0 +1,65 @@
+"""Annotation (phase) breakdown: nesting, GPU time through correlation, shares."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.factories import ev, make_run
+from tracekit.analyzers import analyze
+from tracekit.analyzers.annotations import UNANNOTATED
+
+
+def rows() -> list[dict[str, object]]:
+    return [
+        ev("step", "ProfilerStep#1", 0, 100, tid=1),
+        ev("annotation", "forward", 5, 40, tid=1),
+        ev("annotation", "inner", 10, 20, tid=1),  # nested: folded into forward
+        ev("runtime", "cudaLaunchKernel", 12, 13, tid=1, correlation=1),
+        ev("kernel", "k_fwd", 20, 30, correlation=1),
+        ev("annotation", "backward", 50, 90, tid=1),
+        # backward kernels are launched from autograd's thread, another tid of the process
+        ev("runtime", "cudaLaunchKernel", 60, 61, tid=2, correlation=2),
+        ev("runtime", "cudaLaunchKernel", 62, 63, tid=2, correlation=3),
+        ev("kernel", "k_bwd1", 65, 80, correlation=2, stream=7),
+        ev("kernel", "k_bwd2", 70, 85, correlation=3, stream=8),  # overlaps k_bwd1: union 20
+        ev("annotation", "other_thread_range", 0, 100, tid=3),  # not on the training thread
+    ]
+
+
+def test_outermost_level_only_and_shares_sum_to_100() -> None:
+    result = analyze(make_run(rows()))
+    table = {r["name"]: r for r in result.annotations.per_rank.iter_rows(named=True)}
+    assert set(table) == {"forward", "backward", UNANNOTATED}
+    assert table["forward"]["cpu_ns"] == 35
+    assert table["backward"]["cpu_ns"] == 40
+    assert table[UNANNOTATED]["cpu_ns"] == 25
+    assert sum(r["cpu_pct"] for r in table.values()) == pytest.approx(100)
+    assert "outermost" in result.annotations.level
+
+
+def test_gpu_time_follows_launches_from_any_thread_as_a_union() -> None:
+    table = {r["name"]: r for r in analyze(make_run(rows())).annotations.per_rank.iter_rows(named=True)}
+    assert table["forward"]["gpu_ns"] == 10
+    assert table["backward"]["gpu_ns"] == 20
+
+
+def test_per_step_statistics_fill_missing_steps_with_zero() -> None:
+    data = [
+        ev("step", "ProfilerStep#1", 0, 100),
+        ev("annotation", "load", 0, 30),
+        ev("step", "ProfilerStep#2", 100, 200),
+        ev("annotation", "load", 100, 110),
+        ev("step", "ProfilerStep#3", 200, 300),
+    ]
+    row = analyze(make_run(data)).annotations.summary.filter(name="load").row(0, named=True)
+    assert row["cpu_ns"] == 40
+    assert row["step_mean_ns"] == pytest.approx(40 / 3)
+    assert row["step_median_ns"] == 10
+    assert row["step_max_ns"] == 30
+
+
+def test_without_steps_every_thread_counts() -> None:
+    data = [ev("annotation", "a", 0, 10, tid=1), ev("annotation", "b", 5, 20, tid=2)]
+    result = analyze(make_run(data))
+    assert sorted(result.annotations.summary["name"].to_list()) == ["a", "b"]
+    assert "no profiler steps" in result.annotations.level

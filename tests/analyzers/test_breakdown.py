@@ -1,0 +1,96 @@
+"""GPU time breakdown and overlap on hand-built timelines."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.factories import ev, make_run
+from tracekit.analyzers import analyze
+
+
+def one_step_run() -> list[dict[str, object]]:
+    # step [0,100); compute on two overlapping streams [10,40) + [30,50): union 40, not 50;
+    # NCCL [45,80): 5 hidden under compute, 30 exposed; copy [85,90): 5; sync [90,95): idle.
+    return [
+        ev("step", "ProfilerStep#1", 0, 100),
+        ev("runtime", "cudaLaunchKernel", 1, 2, correlation=1),
+        ev("runtime", "cudaLaunchKernel", 3, 4, correlation=2),
+        ev("runtime", "cudaLaunchKernel", 5, 6, correlation=3),
+        ev("runtime", "cudaMemcpyAsync", 7, 8, correlation=4),
+        ev("kernel", "gemm_a", 10, 40, stream=7, correlation=1),
+        ev("kernel", "gemm_b", 30, 50, stream=8, correlation=2),
+        ev("kernel", "ncclDevKernel_AllReduce", 45, 80, stream=20, correlation=3),
+        ev("memcpy", "Memcpy HtoD", 85, 90, stream=7, correlation=4),
+        ev("sync", "Stream Wait Event", 90, 95, stream=7),
+    ]
+
+
+def test_breakdown_counts_each_instant_once_by_priority() -> None:
+    result = analyze(make_run(one_step_run()))
+    row = result.breakdown.per_rank.row(0, named=True)
+    assert row["window_ns"] == 100
+    assert (row["compute_ns"], row["comm_ns"], row["memory_ns"], row["idle_ns"]) == (40, 30, 5, 25)
+    assert row["compute_pct"] + row["comm_pct"] + row["memory_pct"] + row["idle_pct"] == pytest.approx(100)
+
+
+def test_overlap_is_share_of_collective_time_under_compute() -> None:
+    row = analyze(make_run(one_step_run())).overlap.per_rank.row(0, named=True)
+    assert (row["comm_ns"], row["overlapped_ns"], row["exposed_ns"]) == (35, 5, 30)
+    assert row["overlap_pct"] == pytest.approx(100 * 5 / 35)
+
+
+def test_gpu_span_window_is_first_to_last_gpu_activity() -> None:
+    row = analyze(make_run(one_step_run()), window="gpu_span").breakdown.per_rank.row(0, named=True)
+    # [10, 90): sync is not activity; idle inside = 0 (10..90 all busy but 80..85) -> 5
+    assert row["window_ns"] == 80
+    assert row["idle_ns"] == 5
+
+
+def test_step_windows_tile_and_add_up() -> None:
+    rows = [
+        ev("step", "ProfilerStep#1", 0, 100),
+        ev("step", "ProfilerStep#2", 100, 200),
+        ev("runtime", "cudaLaunchKernel", 90, 95, correlation=1),  # launched late in step 1 ...
+        ev("kernel", "k1", 95, 130, correlation=1),  # ... runs into step 2's host time
+        ev("runtime", "cudaLaunchKernel", 150, 151, correlation=2),
+        ev("kernel", "k2", 160, 210, correlation=2),  # ends after step 2's host end
+    ]
+    result = analyze(make_run(rows))
+    steps = result.steps.steps
+    assert steps["win_start_ns"].to_list() == [0, 100]
+    assert steps["win_end_ns"].to_list() == [100, 210]
+    per_step = result.breakdown.per_step
+    assert per_step["window_ns"].to_list() == [100, 110]
+    assert per_step["compute_ns"].to_list() == [5, 30 + 50]
+    assert result.breakdown.per_rank["window_ns"].item() == 210
+    assert result.breakdown.per_rank["compute_ns"].item() == 85
+
+
+def test_ranks_are_kept_apart() -> None:
+    rows = [*one_step_run(), *[{**r, "rank": 1} for r in one_step_run()[:1]]]
+    result = analyze(make_run(rows))
+    assert result.breakdown.per_rank["rank"].to_list() == [0]  # rank 1 has no GPU activity
+    assert result.steps.stats["rank"].to_list() == [0, 1]
+
+
+def test_cpu_only_run_reports_host_side_and_says_no_gpu() -> None:
+    rows = [
+        ev("step", "ProfilerStep#3", 0, 100),
+        ev("annotation", "tracekit.phase/forward", 10, 60),
+        ev("cpu_op", "gloo:all_reduce", 60, 90),
+    ]
+    result = analyze(make_run(rows))
+    assert not result.facts.has_gpu
+    assert result.breakdown.per_rank.height == 0
+    assert result.overlap.per_rank.height == 0
+    assert result.kernels.top.height == 0
+    assert any("CPU-only" in w for w in result.facts.warnings)
+    assert result.steps.stats["mean_ns"].item() == 100
+
+
+def test_empty_trace() -> None:
+    result = analyze(make_run([]))
+    assert not result.steps.has_steps
+    assert result.breakdown.per_rank.height == 0
+    assert result.annotations.summary.height == 0
+    assert result.facts.span_ns == 0

@@ -1,0 +1,108 @@
+"""The ``tracekit`` command end to end: outputs, exit codes, one-line errors."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import subprocess
+import sys
+from typing import TYPE_CHECKING
+
+import pytest
+
+from tests.conftest import SAMPLES
+from tests.factories import simple_step, write_kineto
+from tracekit import __version__
+from tracekit.reports import SCHEMA
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+
+def tracekit(*args: str | Path, env_code: str = "") -> subprocess.CompletedProcess[str]:
+    code = f"{env_code}\nfrom tracekit.cli.main import main\nimport sys\nsys.argv=['tracekit', *sys.argv[1:]]\nmain()"
+    return subprocess.run(
+        [sys.executable, "-c", code, *map(str, args)], capture_output=True, text=True, timeout=120, check=False
+    )
+
+
+def test_version_and_module_entry_point() -> None:
+    out = subprocess.run([sys.executable, "-m", "tracekit", "--version"], capture_output=True, text=True, check=True)
+    assert __version__ in out.stdout
+
+
+def test_analyze_writes_summary_and_versioned_json(tmp_path: Path) -> None:
+    for r in range(2):
+        write_kineto(tmp_path / f"rank{r}.json.gz", simple_step(offset=r * 3.0), rank=r)
+    out = tmp_path / "out.json"
+    result = tracekit("analyze", tmp_path, "--json", out, "--top", "1")
+    assert result.returncode == 0, result.stderr
+    assert "GPU time breakdown per rank" in result.stdout
+    assert "Top 1 GPU kernels" in result.stdout
+    doc = json.loads(out.read_text())
+    assert doc["schema"] == SCHEMA and doc["schema_version"].startswith("1.")
+    assert [r["rank"] for r in doc["run"]["ranks"]] == [0, 1]
+    assert list(doc)[:4] == ["schema", "schema_version", "tracekit_version", "run"]
+    rank0 = doc["gpu_breakdown"]["per_rank"][0]
+    assert sum(rank0[f"{p}_pct"] for p in ("compute", "comm", "memory", "idle")) == pytest.approx(100)
+
+
+def test_analyze_runs_without_torch(tmp_path: Path) -> None:
+    write_kineto(tmp_path / "rank0.json", simple_step())
+    block = "import sys; sys.modules['torch'] = None; sys.modules['accelerate'] = None"
+    result = tracekit("analyze", tmp_path, env_code=block)
+    assert result.returncode == 0, result.stderr
+    assert "tracekit analysis" in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("content", "reason"),
+    [
+        (b"", "empty file"),
+        (gzip.compress(json.dumps({"traceEvents": [{"ph": "X"}] * 99}).encode())[:-30], "truncated or corrupt gzip"),
+        (b'{"traceEvents": [{"ph": "X", "ts": 1', "truncated JSON"),
+        (b'{"hello": 1}', "not a Kineto trace"),
+    ],
+)
+def test_bad_input_is_one_line_exit_2(tmp_path: Path, content: bytes, reason: str) -> None:
+    path = tmp_path / "rank0.json.gz"
+    path.write_bytes(content)
+    result = tracekit("analyze", path)
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and str(path) in lines[0] and reason in lines[0]
+
+
+def test_folder_without_traces_and_bad_options(tmp_path: Path) -> None:
+    result = tracekit("analyze", tmp_path)
+    assert result.returncode == 2 and "no trace files" in result.stderr and "Traceback" not in result.stderr
+    write_kineto(tmp_path / "rank0.json", simple_step())
+    result = tracekit("analyze", tmp_path, "--ranks", "x")
+    assert result.returncode == 2 and "--ranks" in result.stderr
+    result = tracekit("analyze", tmp_path, "--top", "0")
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+
+
+def test_skipped_rank_is_named_and_the_rest_analyzed(tmp_path: Path) -> None:
+    write_kineto(tmp_path / "rank0.json", simple_step())
+    (tmp_path / "rank1.json").write_bytes(b'{"traceEvents": [')
+    out = tmp_path / "r.json"
+    result = tracekit("analyze", tmp_path, "--json", out)
+    assert result.returncode == 0, result.stderr
+    assert "skipped" in result.stdout and "rank1.json" in result.stdout
+    doc = json.loads(out.read_text())
+    assert [s["path"].endswith("rank1.json") for s in doc["run"]["skipped"]] == [True]
+
+
+def test_unwritable_json_is_an_error(tmp_path: Path) -> None:
+    write_kineto(tmp_path / "rank0.json", simple_step())
+    result = tracekit("analyze", tmp_path, "--json", tmp_path / "missing" / "x.json")
+    assert result.returncode == 2 and "cannot write" in result.stderr
+
+
+def test_committed_sample_analyzes() -> None:
+    result = tracekit("analyze", SAMPLES / "cpu-ddp-8rank")
+    assert result.returncode == 0, result.stderr
+    assert "ranks: 8 (0-7)" in result.stdout and "backend: gloo" in result.stdout
+    assert "tracekit.phase/forward" in result.stdout

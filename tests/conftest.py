@@ -1,0 +1,27 @@
+"""Shared fixtures: the real traces in ../shared/traces, and synthetic trace builders."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+SHARED_TRACES = Path(__file__).resolve().parents[1].parent / "shared" / "traces"
+SAMPLES = Path(__file__).resolve().parents[1] / "samples"
+
+
+@pytest.fixture(scope="session")
+def shared_traces() -> Path:
+    """../shared/traces; fails in CI (CI=true) when missing, skips elsewhere."""
+    if not SHARED_TRACES.is_dir():
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(f"{SHARED_TRACES} is missing: CI must run with ../shared beside the clone")
+        pytest.skip(f"{SHARED_TRACES} not present (real traces live beside the repository)")
+    return SHARED_TRACES
+
+
+@pytest.fixture(scope="session")
+def kineto_dir(shared_traces: Path) -> Path:
+    """../shared/traces/kineto."""
+    return shared_traces / "kineto"

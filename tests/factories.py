@@ -1,0 +1,117 @@
+"""Builders of small synthetic inputs whose answers can be worked out by hand."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from typing import TYPE_CHECKING, Any
+
+import polars as pl
+
+from tracekit.model import SCHEMA, RankInfo, Run, classify
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+GPU = {"kernel", "memcpy", "memset", "sync", "gpu_annotation"}
+
+
+def ev(
+    kind: str,
+    name: str,
+    start: int,
+    end: int,
+    *,
+    rank: int = 0,
+    tid: int = 1,
+    pid: int = 100,
+    stream: int | None = None,
+    correlation: int | None = None,
+    device: int | None = None,
+) -> dict[str, Any]:
+    """One event row (times in ns)."""
+    gpu = kind in GPU
+    return {
+        "rank": rank,
+        "kind": kind,
+        "name": name,
+        "start_ns": start,
+        "end_ns": end,
+        "pid": pid,
+        "tid": tid,
+        "device": (device if device is not None else 0) if gpu else None,
+        "stream": (stream if stream is not None else 7) if gpu else None,
+        "correlation": correlation,
+    }
+
+
+def make_run(rows: list[dict[str, Any]], *, world_size: int | None = None) -> Run:
+    """A Run from event rows (missing columns are null)."""
+    schema = {k: v for k, v in SCHEMA.items() if k != "category"}
+    df = (
+        pl.DataFrame([{c: r.get(c) for c in schema} for r in rows], schema=schema)
+        if rows
+        else pl.DataFrame(schema=schema)
+    )
+    df = classify(df).select(list(SCHEMA)).sort("rank", "start_ns")
+    ranks = sorted(set(df["rank"].to_list())) or [0]
+    return Run(events=df, ranks=tuple(RankInfo(rank=r, source=f"rank{r}.json", world_size=world_size) for r in ranks))
+
+
+def kineto_event(cat: str, name: str, ts: float, dur: float, **args: Any) -> dict[str, Any]:
+    """One Kineto 'X' event; GPU categories go on pid 0."""
+    gpu = cat in ("kernel", "gpu_memcpy", "gpu_memset", "Kernel", "Memcpy", "Memset", "cuda_sync")
+    return {
+        "ph": "X",
+        "cat": cat,
+        "name": name,
+        "pid": 0 if gpu else 100,
+        "tid": args.get("stream", 7) if gpu else 1,
+        "ts": ts,
+        "dur": dur,
+        "args": args,
+    }
+
+
+def write_kineto(
+    path: Path,
+    events: list[dict[str, Any]],
+    *,
+    rank: int | None = 0,
+    world_size: int = 2,
+    backend: str = "nccl",
+    devices: tuple[str, ...] = ("NVIDIA H100",),
+) -> Path:
+    """Write a small Kineto trace (gzipped when the name ends in .gz)."""
+    doc: dict[str, Any] = {
+        "schemaVersion": 1,
+        "deviceProperties": [{"id": i, "name": n} for i, n in enumerate(devices)],
+    }
+    if rank is not None:
+        doc["distributedInfo"] = {"backend": backend, "rank": rank, "world_size": world_size}
+    doc["traceEvents"] = events
+    data = json.dumps(doc).encode()
+    path.write_bytes(gzip.compress(data) if path.name.endswith(".gz") else data)
+    return path
+
+
+def simple_step(rank: int = 0, offset: float = 0.0) -> list[dict[str, Any]]:
+    """One step on one GPU: a 100 us step, a compute kernel and an overlapping NCCL kernel."""
+    t = 1_000_000.0 + offset
+    return [
+        kineto_event("user_annotation", "ProfilerStep#1", t, 100),
+        kineto_event("user_annotation", "tracekit.phase/forward", t + 5, 40),
+        kineto_event("cuda_runtime", "cudaLaunchKernel", t + 10, 2, correlation=1),
+        kineto_event("kernel", "sm90_gemm", t + 20, 30, correlation=1, stream=7, device=0),
+        kineto_event("user_annotation", "tracekit.phase/backward", t + 50, 40),
+        kineto_event("cuda_runtime", "cudaLaunchKernel", t + 55, 2, correlation=2),
+        kineto_event(
+            "kernel",
+            "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*)",
+            t + 40,
+            40,
+            correlation=2,
+            stream=20,
+            device=0,
+        ),
+    ]

@@ -1,0 +1,190 @@
+"""The Kineto reader on synthetic files: formats, ranks, precision, bad input."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from tests.factories import kineto_event, simple_step, write_kineto
+from tracekit.errors import InputError, TraceReadError
+from tracekit.readers import load_run, parse_rank_spec, rank_from_name, read_kineto
+
+
+def test_reads_json_and_gzip_alike(tmp_path: Path) -> None:
+    a = read_kineto(write_kineto(tmp_path / "a.json", simple_step()))
+    b = read_kineto(write_kineto(tmp_path / "b.json.gz", simple_step()))
+    assert a.events.equals(b.events)
+    assert a.rank == 0 and a.world_size == 2 and a.backend == "nccl" and a.devices == ("NVIDIA H100",)
+    kinds = dict(a.events.group_by("kind").len().iter_rows())
+    assert kinds == {"step": 1, "annotation": 2, "runtime": 2, "kernel": 2}
+    nccl = a.events.filter(pl.col("category") == "collective")
+    assert nccl["stream"].to_list() == [20] and nccl["device"].to_list() == [0]
+
+
+def test_timestamps_become_exact_integer_ns(tmp_path: Path) -> None:
+    # today's Kineto writes monotonic-clock us with 3 decimals (~4.4e12): exact to the ns;
+    # integer epoch us (~1.7e15) stay exact although *1000 passes float64's 2**53
+    events = [
+        kineto_event("kernel", "k", 4459158588101.665, 4.928, stream=7, device=0),
+        kineto_event("kernel", "k", 4459158588102.001, 0.001, stream=7, device=0),
+    ]
+    rows = read_kineto(write_kineto(tmp_path / "t.json", events)).events.rows(named=True)
+    assert [r["start_ns"] for r in rows] == [4459158588101665, 4459158588102001]
+    assert [r["end_ns"] - r["start_ns"] for r in rows] == [4928, 1]
+    epoch = [kineto_event("cpu_op", "a", 1694128201435418, 52), kineto_event("cpu_op", "b", 1694128201435419, 1)]
+    rows = read_kineto(write_kineto(tmp_path / "e.json", epoch)).events.rows(named=True)
+    assert [r["start_ns"] for r in rows] == [1694128201435418000, 1694128201435419000]
+
+
+def test_legacy_2021_category_names(tmp_path: Path) -> None:
+    events = [
+        kineto_event("Operator", "ProfilerStep#3", 0, 100),
+        kineto_event("Operator", "aten::conv2d", 1, 10),
+        kineto_event("Runtime", "cudaLaunchKernel", 2, 1, correlation=5, **{"external id": 9}),
+        {**kineto_event("Kernel", "implicit_gemm", 5, 20, correlation=5, stream=7, device=0), "tid": "stream 7"},
+        kineto_event("Memcpy", "Memcpy HtoD (Pageable -> Device)", 30, 5, stream=7, device=0),
+        kineto_event("Memset", "Memset (Device)", 40, 1, stream=7, device=0),
+    ]
+    df = read_kineto(write_kineto(tmp_path / "worker0.pt.trace.json", events)).events
+    assert df["kind"].cast(pl.String).to_list() == ["step", "cpu_op", "runtime", "kernel", "memcpy", "memset"]
+    assert df.filter(kind="runtime")["external_id"].item() == 9
+    assert df.filter(kind="kernel")["tid"].item() == 7
+
+
+def test_array_format_is_accepted(tmp_path: Path) -> None:
+    path = tmp_path / "rank1.json"
+    path.write_text(json.dumps([kineto_event("cpu_op", "aten::mm", 0, 5)]))
+    assert read_kineto(path).events.height == 1
+
+
+def test_off_type_fields_fall_back_to_lenient_decoding(tmp_path: Path) -> None:
+    events = [kineto_event("kernel", "k", 0, 5, stream="7", device=0, correlation="12")]
+    df = read_kineto(write_kineto(tmp_path / "t.json", events)).events
+    assert df["stream"].item() == 7 and df["correlation"].item() == 12
+
+
+@pytest.mark.parametrize(
+    ("name", "rank"),
+    [
+        ("rank3.json", 3),
+        ("trace_rank-3.json.gz", 3),
+        ("rank_12.pt.trace.json", 12),
+        ("worker3_step_12.1694128201545.pt.trace.json", 3),
+        ("sampled_rank-1.json.gz", 1),
+        ("trace.json", None),
+    ],
+)
+def test_rank_from_name(name: str, rank: int | None) -> None:
+    assert rank_from_name(name) == rank
+
+
+def test_rank_spec() -> None:
+    assert parse_rank_spec("0-3,7") == {0, 1, 2, 3, 7}
+    with pytest.raises(InputError):
+        parse_rank_spec("3-1")
+    with pytest.raises(InputError):
+        parse_rank_spec("x")
+
+
+def test_rank_from_file_name_when_distributed_info_is_missing(tmp_path: Path) -> None:
+    write_kineto(tmp_path / "rank0.json", simple_step(), rank=None)
+    write_kineto(tmp_path / "rank1.json", simple_step(), rank=None)
+    run = load_run([tmp_path])
+    assert run.rank_ids == [0, 1]
+    assert {r.rank_source for r in run.ranks} == {"file name"}
+
+
+def test_single_file_without_rank_is_rank_0_or_rank_option(tmp_path: Path) -> None:
+    path = write_kineto(tmp_path / "trace.json", simple_step(), rank=None)
+    assert load_run([path]).ranks[0].rank_source.startswith("assumed 0")
+    assert load_run([path], rank=5).rank_ids == [5]
+
+
+def test_files_without_any_rank_are_skipped_with_a_reason(tmp_path: Path) -> None:
+    write_kineto(tmp_path / "rank0.json", simple_step())
+    write_kineto(tmp_path / "a.json", simple_step(), rank=None)
+    write_kineto(tmp_path / "b.json", simple_step(), rank=None)
+    run = load_run([tmp_path])
+    assert run.rank_ids == [0]
+    assert sorted(Path(s.path).name for s in run.skipped) == ["a.json", "b.json"]
+    assert "--rank" in run.skipped[0].reason
+
+
+def test_two_files_claiming_one_rank(tmp_path: Path) -> None:
+    write_kineto(tmp_path / "x.json", simple_step(), rank=1)
+    write_kineto(tmp_path / "y.json", simple_step(), rank=1)
+    with pytest.raises(InputError, match=r"two files claim rank 1: .*x\.json and .*y\.json"):
+        load_run([tmp_path])
+
+
+def test_files_of_different_jobs(tmp_path: Path) -> None:
+    write_kineto(tmp_path / "rank0.json", simple_step(), rank=0, world_size=2)
+    write_kineto(tmp_path / "rank1.json", simple_step(), rank=1, world_size=8)
+    with pytest.raises(InputError, match="different jobs"):
+        load_run([tmp_path])
+    write_kineto(tmp_path / "rank1.json", simple_step(offset=3600e6 * 5), rank=1, world_size=2)
+    with pytest.raises(InputError, match="hours apart"):
+        load_run([tmp_path])
+
+
+def bad_files(tmp_path: Path) -> dict[str, tuple[Path, str]]:
+    good = json.dumps({"traceEvents": [kineto_event("cpu_op", "a", 0, 1)] * 50}).encode()
+    files = {
+        "empty": (tmp_path / "rank1.json", b"", "empty file"),
+        "truncated gzip": (tmp_path / "rank2.json.gz", gzip.compress(good)[:-40], "truncated or corrupt gzip"),
+        "truncated json": (tmp_path / "rank3.json", good[: len(good) // 2], "truncated JSON"),
+        "not a trace": (tmp_path / "rank4.json", b'{"loss": [1, 2]}', "not a Kineto trace"),
+        "not json": (tmp_path / "rank5.json", b"hello", "not valid JSON"),
+    }
+    for path, data, _ in files.values():
+        path.write_bytes(data)
+    return {k: (p, reason) for k, (p, _, reason) in files.items()}
+
+
+@pytest.mark.parametrize("case", ["empty", "truncated gzip", "truncated json", "not a trace", "not json"])
+def test_bad_file_is_one_error_naming_the_file(tmp_path: Path, case: str) -> None:
+    path, reason = bad_files(tmp_path)[case]
+    with pytest.raises(TraceReadError, match=reason) as info:
+        read_kineto(path)
+    assert info.value.path == str(path)
+    assert "\n" not in info.value.message
+    with pytest.raises(InputError, match=reason):
+        load_run([path])
+
+
+def test_broken_rank_is_skipped_and_the_others_analyzed(tmp_path: Path) -> None:
+    bad = bad_files(tmp_path)
+    write_kineto(tmp_path / "rank0.json", simple_step())
+    run = load_run([tmp_path])
+    assert run.rank_ids == [0]
+    assert sorted(s.path for s in run.skipped) == sorted(str(p.resolve()) for p, _ in bad.values())
+
+
+def test_folder_without_traces_and_missing_path(tmp_path: Path) -> None:
+    (tmp_path / "notes.txt").write_text("x")
+    (tmp_path / "summary.json").write_text("{}")  # tracekit's own output is not a trace
+    with pytest.raises(InputError, match="no trace files"):
+        load_run([tmp_path])
+    with pytest.raises(InputError, match="no such file"):
+        load_run([tmp_path / "missing"])
+
+
+def test_ranks_filter(tmp_path: Path) -> None:
+    for r in range(4):
+        write_kineto(tmp_path / f"rank{r}.json", simple_step(), rank=r, world_size=4)
+    assert load_run([tmp_path], ranks={1, 3}).rank_ids == [1, 3]
+    with pytest.raises(InputError, match="selects none"):
+        load_run([tmp_path], ranks={9})
+
+
+def test_parallel_parsing_gives_the_same_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    for r in range(3):
+        write_kineto(tmp_path / f"rank{r}.json", simple_step(), rank=r, world_size=3)
+    serial = load_run([tmp_path], jobs=1)
+    monkeypatch.setattr("tracekit.readers.load.PARALLEL_MIN_BYTES", 0)
+    parallel = load_run([tmp_path], jobs=2)
+    assert serial.events.equals(parallel.events)

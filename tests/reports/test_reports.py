@@ -1,0 +1,57 @@
+"""Renderers on the same fixtures, including empty and CPU-only ones."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.analyzers.test_breakdown import one_step_run
+from tests.factories import ev, make_run
+from tracekit.analyzers import Analysis, analyze
+from tracekit.reports import TerminalRenderer, render_json
+
+FIXTURES = {
+    "gpu": lambda: analyze(make_run(one_step_run())),
+    "cpu_only": lambda: analyze(make_run([ev("step", "ProfilerStep#1", 0, 10), ev("annotation", "fwd", 1, 5)])),
+    "empty": lambda: analyze(make_run([])),
+}
+
+
+@pytest.fixture(params=sorted(FIXTURES))
+def analysis(request: pytest.FixtureRequest) -> Analysis:
+    return FIXTURES[request.param]()
+
+
+def test_terminal_renders_every_section_or_says_why(analysis: Analysis) -> None:
+    text = TerminalRenderer(top=5).render(analysis)
+    assert text.startswith("tracekit analysis")
+    for marker in (
+        "ranks:",
+        "Step time" if analysis.steps.has_steps else "no ProfilerStep",
+        "GPU time breakdown" if analysis.facts.has_gpu else "no GPU activity",
+    ):
+        assert marker in text
+
+
+def test_json_is_stable_and_complete(analysis: Analysis) -> None:
+    text = render_json(analysis)
+    assert text == render_json(analysis)
+    doc = json.loads(text)
+    assert list(doc) == [
+        "schema",
+        "schema_version",
+        "tracekit_version",
+        "run",
+        "steps",
+        "gpu_breakdown",
+        "overlap",
+        "kernels",
+        "annotations",
+    ]
+
+
+def test_hostile_names_render_as_text() -> None:
+    rows = [*one_step_run(), ev("kernel", "<script>alert(1)</script>[bold]x[/bold]", 91, 92)]
+    text = TerminalRenderer(top=10).render(analyze(make_run(rows)))
+    assert "<script>alert(1)</script>[bold]x[/bold]" in text
