@@ -55,3 +55,10 @@ def test_hostile_names_render_as_text() -> None:
     rows = [*one_step_run(), ev("kernel", "<script>alert(1)</script>[bold]x[/bold]", 91, 92)]
     text = TerminalRenderer(top=10).render(analyze(make_run(rows)))
     assert "<script>alert(1)</script>[bold]x[/bold]" in text
+
+
+def test_many_ranks_show_the_worst_and_point_to_json() -> None:
+    rows = [{**r, "rank": rank} for rank in range(20) for r in one_step_run()]
+    text = TerminalRenderer(top=3).render(analyze(make_run(rows)))
+    assert "16 of 20 ranks shown" in text
+    assert "ranks: 20 (0-19)" in text
