@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from tracekit.readers.discover import discover, parse_rank_spec, rank_from_name
-from tracekit.readers.kineto import KinetoTrace, read_kineto
-from tracekit.readers.load import load_run
+from tracekit.readers.kineto import read_kineto
+from tracekit.readers.load import load_run, read_file
+from tracekit.readers.trace import RankTrace
 
-__all__ = ["KinetoTrace", "discover", "load_run", "parse_rank_spec", "rank_from_name", "read_kineto"]
+__all__ = ["RankTrace", "discover", "load_run", "parse_rank_spec", "rank_from_name", "read_file", "read_kineto"]

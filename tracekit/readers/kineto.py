@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import gzip
 import zlib
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
@@ -21,6 +20,7 @@ import polars as pl
 from tracekit.errors import TraceReadError
 from tracekit.model.classify import category_expr
 from tracekit.model.schema import GPU_KINDS, SCHEMA
+from tracekit.readers.trace import RankTrace
 
 #: Kineto category (lower-cased) -> event kind, for today's names and the 2021 ones.
 CATEGORY_KINDS: Final[dict[str, str]] = {
@@ -126,19 +126,6 @@ _ARG_FIELDS: Final = (
 )
 
 
-@dataclass(frozen=True)
-class KinetoTrace:
-    """One decoded Kineto file: its events (no ``rank`` yet) and what its header says."""
-
-    path: str
-    events: pl.DataFrame
-    rank: int | None
-    world_size: int | None
-    backend: str | None
-    devices: tuple[str, ...]
-    schema_version: str | None
-
-
 def read_bytes(path: Path) -> bytes:
     """The decompressed bytes of ``path``; errors name the file and the reason."""
     try:
@@ -160,7 +147,7 @@ def read_bytes(path: Path) -> bytes:
     return data
 
 
-def read_kineto(path: str | Path) -> KinetoTrace:
+def read_kineto(path: str | Path) -> RankTrace:
     """Decode one Kineto trace file into the event schema (without ``rank``)."""
     path = Path(path)
     data = read_bytes(path)
@@ -179,7 +166,7 @@ def read_kineto(path: str | Path) -> KinetoTrace:
         props = trace.deviceProperties if isinstance(trace.deviceProperties, list) else []
     events = _to_frame(raw_events)
     del raw_events, trace
-    return KinetoTrace(
+    return RankTrace(
         path=str(path),
         events=events,
         rank=_as_int(info.get("rank")),

@@ -20,10 +20,12 @@ from tracekit.errors import InputError, TracekitError
 from tracekit.model.run import RankInfo, Run, SkippedFile
 from tracekit.model.schema import GPU_ACTIVITY_KINDS
 from tracekit.readers.discover import discover, rank_from_name
-from tracekit.readers.kineto import KinetoTrace, read_kineto
+from tracekit.readers.kineto import read_kineto
 
 if TYPE_CHECKING:
     from pathlib import Path
+
+    from tracekit.readers.trace import RankTrace
 
 #: Below this many bytes in all, parse in this process: starting workers costs more.
 PARALLEL_MIN_BYTES: Final = 16 * 1024 * 1024
@@ -36,17 +38,22 @@ ProgressCallback = Callable[[str], None]
 @dataclass(frozen=True)
 class _Parsed:
     path: str
-    trace: KinetoTrace | None
+    traces: tuple[RankTrace, ...]
     error: str | None
+
+
+def read_file(path: str | Path) -> list[RankTrace]:
+    """Read one trace file of any supported format into its ranks."""
+    return [read_kineto(path)]
 
 
 def _parse(path: str) -> _Parsed:
     try:
-        return _Parsed(path, read_kineto(path), None)
+        return _Parsed(path, tuple(read_file(path)), None)
     except TracekitError as exc:
-        return _Parsed(path, None, exc.reason)
-    except Exception as exc:
-        return _Parsed(path, None, f"could not be read ({type(exc).__name__}: {exc})")
+        return _Parsed(path, (), exc.reason)
+    except Exception as exc:  # a reader bug must not lose the other ranks
+        return _Parsed(path, (), f"could not be read ({type(exc).__name__}: {exc})")
 
 
 def _parse_all(paths: Sequence[Path], jobs: int, progress: ProgressCallback | None) -> list[_Parsed]:
@@ -87,7 +94,7 @@ def load_run(
         raise InputError(f"--rank applies to a single trace file, not {len(files)}")
     parsed = _parse_all(files, jobs or os.cpu_count() or 1, progress)
     skipped = [SkippedFile(p.path, p.error) for p in parsed if p.error is not None]
-    good = [p.trace for p in parsed if p.trace is not None]
+    good = [t for p in parsed for t in p.traces]
     if not good:
         detail = "; ".join(f"{s.path}: {s.reason}" for s in skipped)
         raise InputError(
@@ -115,7 +122,7 @@ def load_run(
 
 
 def _assign_ranks(
-    traces: list[KinetoTrace], *, override: int | None
+    traces: list[RankTrace], *, override: int | None
 ) -> tuple[list[RankInfo], dict[int, pl.DataFrame], list[SkippedFile]]:
     infos: list[RankInfo] = []
     frames: dict[int, pl.DataFrame] = {}
@@ -125,7 +132,7 @@ def _assign_ranks(
         if override is not None:
             rank, how = override, "--rank"
         elif trace.rank is not None:
-            rank, how = trace.rank, "distributedInfo"
+            rank, how = trace.rank, trace.rank_source
         elif (named := rank_from_name(trace.path)) is not None:
             rank, how = named, "file name"
         elif len(traces) == 1:
@@ -152,7 +159,7 @@ def _assign_ranks(
                 backend=trace.backend,
                 devices=trace.devices,
                 rank_source=how,
-                clock="kineto: host clock, us -> ns",
+                clock=trace.clock,
                 schema_version=trace.schema_version,
                 event_count=trace.events.height,
             )

@@ -1,0 +1,30 @@
+"""``RankTrace``: what every reader returns for one rank of one file."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import polars as pl
+
+
+@dataclass(frozen=True)
+class RankTrace:
+    """One rank's decoded events (no ``rank`` column yet) and what its file says about it.
+
+    A Kineto file holds one rank; an Nsight Systems export may hold several processes, each
+    a ``RankTrace`` with its own ``rank`` (and ``rank_source`` saying how it was decided).
+    """
+
+    path: str
+    events: pl.DataFrame
+    rank: int | None
+    world_size: int | None
+    backend: str | None
+    devices: tuple[str, ...]
+    schema_version: str | None
+    #: How ``rank`` was decided when the file itself decided it ("distributedInfo", ...).
+    rank_source: str = "distributedInfo"
+    #: The format and clock, e.g. "kineto: host clock, us -> ns".
+    clock: str = "kineto: host clock, us -> ns"
