@@ -102,7 +102,7 @@ def test_unwritable_json_is_an_error(tmp_path: Path) -> None:
 
 
 def test_committed_sample_analyzes() -> None:
-    result = tracekit("analyze", SAMPLES / "cpu-ddp-8rank")
+    result = tracekit("analyze", SAMPLES / "captures" / "straggler")
     assert result.returncode == 0, result.stderr
     assert "ranks: 8 (0-7)" in result.stdout and "backend: gloo" in result.stdout
     assert "tracekit.phase/forward" in result.stdout

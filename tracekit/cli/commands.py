@@ -44,3 +44,16 @@ def run_analyze(
     if json_path is not None:
         write_text(json_path, render_json(result))
         click.echo(f"wrote {json_path}")
+
+
+def run_capture(config_path: Path | None, extra_args: list[str]) -> None:
+    """``tracekit capture``."""
+    from tracekit.capture.config import load_config, parse_overrides
+    from tracekit.capture.launcher import capture
+    from tracekit.reports.capture_summary import render_capture_summary
+
+    config = load_config(config_path, parse_overrides(extra_args))
+    click.echo(f"capturing {config.nproc} rank(s) of {config.workload!r} into {config.out_dir} ...", err=True)
+    summary = capture(config)
+    click.echo(render_capture_summary(summary), nl=False)
+    click.echo(f"wrote {config.out_dir}: rank*.pt.trace.json.gz, phases.rank*.json, summary.json")

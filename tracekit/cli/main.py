@@ -51,6 +51,22 @@ def analyze(
     run_analyze(paths, json_path=json_path, rank_spec=rank_spec, rank=rank, top=top, jobs=jobs, window=window)
 
 
+@cli.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
+@click.option(
+    "--config_path",
+    "--config-path",
+    "config_path",
+    type=click.Path(path_type=Path),
+    help="JSON config file; any field can be set as --field=value or --section.field=value.",
+)
+@click.pass_context
+def capture(ctx: click.Context, config_path: Path | None) -> None:
+    """Run the training step on N ranks under torch.profiler and write traces + summary.json."""
+    from tracekit.cli.commands import run_capture
+
+    run_capture(config_path, list(ctx.args))
+
+
 def main() -> None:
     """Entry point: run the CLI; input errors become one line on stderr and exit code 2."""
     try:

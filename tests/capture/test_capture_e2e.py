@@ -1,0 +1,197 @@
+"""End to end: ``tracekit capture`` on 8 gloo ranks on CPU, then ``tracekit analyze``."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import SAMPLES
+from tracekit.readers import load_run
+
+pytest.importorskip("torch")
+pytest.importorskip("accelerate")
+
+FEW_STEPS = ["--warmup_steps=1", "--measured_steps=3", "--profiler.warmup=0", "--profiler.active=2"]
+
+
+def tracekit(*args: str | Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "tracekit", *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        env={**os.environ, **(env or {})},
+    )
+
+
+def capture(config: str, out: Path, *extra: str) -> dict[str, object]:
+    result = tracekit(
+        "capture",
+        "--config_path",
+        SAMPLES / "configs" / f"{config}.json",
+        "--nproc",
+        "8",
+        "--out_dir",
+        out,
+        *FEW_STEPS,
+        *extra,
+    )
+    assert result.returncode == 0, result.stderr + result.stdout
+    assert "Phases over" in result.stdout
+    summary: dict[str, object] = json.loads((out / "summary.json").read_text())
+    return summary
+
+
+def test_healthy_capture_is_read_by_analyze(tmp_path: Path) -> None:
+    out = tmp_path / "healthy"
+    summary = capture("healthy", out)
+    assert sorted(p.name for p in out.glob("rank*.pt.trace.json.gz")) == [f"rank{r}.pt.trace.json.gz" for r in range(8)]
+    assert len(list(out.glob("phases.rank*.json"))) == 8
+    env = summary["environment"]
+    assert isinstance(env, dict)
+    assert env["backend"] == "gloo" and env["world_size"] == 8 and env["distributed_type"] == "MULTI_CPU"
+    phases = summary["phases"]
+    step = summary["step"]
+    assert isinstance(phases, list) and isinstance(step, dict)
+    assert sum(p["mean_ns"] for p in phases) == pytest.approx(step["mean_ns"], rel=0.05)
+    assert sum(p["share_pct"] for p in phases) == pytest.approx(100)
+    run = load_run([out])
+    assert run.rank_ids == list(range(8)) and run.world_size == 8 and run.backend == "gloo"
+    result = tracekit("analyze", out)
+    assert result.returncode == 0 and "ranks: 8 (0-7)" in result.stdout
+    assert "tracekit.phase/forward" in result.stdout
+
+
+def test_straggler_capture_names_the_injected_rank(tmp_path: Path) -> None:
+    summary = capture("straggler", tmp_path / "s")
+    throughput = summary["throughput"]
+    assert isinstance(throughput, dict)
+    assert throughput["slowest_rank"] == 5
+
+
+def test_data_bound_capture_has_data_wait_as_largest_phase(tmp_path: Path) -> None:
+    summary = capture("data_bound", tmp_path / "d")
+    phases = summary["phases"]
+    assert isinstance(phases, list)
+    assert max(phases, key=lambda p: p["share_pct"])["phase"] == "dataload_wait"
+
+
+USER_WORKLOAD = """
+import torch
+from tracekit.capture import Workload
+from tracekit.capture.workloads import mlp
+
+def crashing(ctx, crash_rank=1, crash_call=3):
+    w = mlp(ctx, hidden=32, depth=1)
+    calls = {"n": 0}
+    def loss_fn(out, target):
+        calls["n"] += 1
+        if ctx.rank == crash_rank and calls["n"] == crash_call:
+            raise RuntimeError("loss exploded on purpose")
+        return torch.nn.functional.cross_entropy(out, target)
+    w.loss_fn = loss_fn
+    return w
+
+def raising(ctx):
+    raise ValueError("no such dataset: /data/imagenet")
+"""
+
+
+@pytest.fixture
+def user_module(tmp_path: Path) -> dict[str, str]:
+    (tmp_path / "userwl.py").write_text(USER_WORKLOAD)
+    return {"PYTHONPATH": f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+
+
+def test_a_crashing_rank_stops_the_run_with_its_number_and_error(tmp_path: Path, user_module: dict[str, str]) -> None:
+    result = tracekit(
+        "capture",
+        "--workload=userwl:crashing",
+        "--nproc",
+        "2",
+        "--out_dir",
+        tmp_path / "c",
+        *FEW_STEPS,
+        env=user_module,
+    )
+    assert result.returncode == 1
+    lines = result.stderr.strip().splitlines()
+    assert "rank 1 failed" in lines[-1] and "loss exploded on purpose" in lines[-1]
+    assert "Traceback (most recent call last)" not in result.stderr
+    assert 'raise RuntimeError("loss exploded on purpose")' in lines[-1]  # where it raised
+
+
+def test_a_raising_factory_is_one_line_exit_2(tmp_path: Path, user_module: dict[str, str]) -> None:
+    result = tracekit(
+        "capture", "--workload=userwl:raising", "--nproc", "2", "--out_dir", tmp_path / "r", *FEW_STEPS, env=user_module
+    )
+    assert result.returncode == 2
+    last = result.stderr.strip().splitlines()[-1]
+    assert last == "tracekit: error: workload 'userwl:raising' raised ValueError: no such dataset: /data/imagenet"
+
+
+def test_config_errors_are_one_line_exit_2(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"workload": "mlp", "batchsize": 4}))
+    result = tracekit("capture", "--config_path", bad)
+    assert result.returncode == 2
+    assert result.stderr.strip() == f"tracekit: error: {bad}: unknown config key batchsize; did you mean batch_size?"
+    result = tracekit("capture", "--workload=nosuch.module:make")
+    assert result.returncode == 2 and "cannot import nosuch.module" in result.stderr
+
+
+def test_gradient_accumulation_counts_optimizer_phases_once_per_step(tmp_path: Path) -> None:
+    import polars as pl
+
+    out = tmp_path / "ga"
+    result = tracekit(
+        "capture",
+        "--nproc",
+        "2",
+        "--out_dir",
+        out,
+        "--gradient_accumulation_steps=2",
+        "--max_grad_norm=1.0",
+        "--batch_size=8",
+        *FEW_STEPS,
+    )
+    assert result.returncode == 0, result.stderr
+    run = load_run([out])
+    events = run.events.filter(pl.col("rank") == 0)
+    steps = events.filter(kind="step")
+    assert steps.height == 2
+    phases = events.filter(pl.col("name").cast(pl.String).str.starts_with("tracekit.phase/"))
+    counts = dict(phases.group_by(pl.col("name").cast(pl.String)).len().iter_rows())
+    assert counts["tracekit.phase/forward"] == 2 * counts["tracekit.phase/optim_step"]
+    assert counts["tracekit.phase/clip"] == counts["tracekit.phase/optim_step"]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["throughput"]["samples_per_step_per_rank"] == 16
+
+
+def test_transformer_with_host_sync_and_comm_heavy_knobs(tmp_path: Path) -> None:
+    import polars as pl
+
+    out = tmp_path / "tf"
+    args = '{"layers": 1, "d_model": 64, "seq_len": 16, "host_sync": true, "comm_heavy": true}'
+    result = tracekit(
+        "capture",
+        "--workload=transformer",
+        f"--workload_args={args}",
+        "--nproc",
+        "2",
+        "--batch_size=4",
+        "--out_dir",
+        out,
+        *FEW_STEPS,
+    )
+    assert result.returncode == 0, result.stderr
+    events = load_run([out]).events.filter(pl.col("rank") == 0)
+    names = events["name"].cast(pl.String)
+    assert (names == "aten::item").sum() >= 2  # host_sync: one .item() in every forward
+    assert (names == "gloo:all_reduce").sum() >= 2  # gradients of a 32k vocabulary all-reduced

@@ -1,0 +1,71 @@
+"""Capture config: JSON + --field=value overrides, typed validation, helpful errors."""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING
+
+import pytest
+
+from tracekit.capture.config import load_config, parse_overrides, to_dict
+from tracekit.errors import InputError
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+
+def test_file_then_overrides_with_sections_and_json_values(tmp_path: Path) -> None:
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps({"workload": "transformer", "nproc": 2, "profiler": {"active": 2}}))
+    overrides = parse_overrides(["--nproc", "8", "--profiler.wait=0", '--workload_args={"layers": 1}', "--nvtx=false"])
+    config = load_config(path, overrides)
+    assert (config.workload, config.nproc, config.nvtx) == ("transformer", 8, False)
+    assert (config.profiler.wait, config.profiler.active) == (0, 2)
+    assert config.workload_args == {"layers": 1}
+    assert to_dict(config)["profiler"]["active"] == 2
+
+
+def test_bare_flag_and_stray_words() -> None:
+    assert parse_overrides(["--nsys", "--out_dir", "x"]) == {"nsys": "true", "out_dir": "x"}
+    with pytest.raises(InputError, match="unexpected argument"):
+        parse_overrides(["oops"])
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"batchsize": "3"}, "unknown config key batchsize; did you mean batch_size?"),
+        ({"profiler.activ": "3"}, "unknown config key profiler.activ; did you mean profiler.active?"),
+        ({"nproc": "eight"}, "Expected `int`, got `str` - at `nproc`"),
+        ({"profiler.active": "x"}, "at `profiler.active`"),
+        ({"mixed_precision": "fp8"}, "at `mixed_precision`"),
+        ({"nproc": "0"}, "nproc is out of range"),
+        ({"measured_steps": "1", "warmup_steps": "0"}, "the profiler schedule needs 5 steps"),
+        ({"prefetch_factor": "2"}, "prefetch_factor needs num_workers > 0"),
+    ],
+)
+def test_errors_name_the_field(overrides: dict[str, str], message: str) -> None:
+    with pytest.raises(InputError, match=message.replace("?", r"\?").replace("(", r"\(")) as info:
+        load_config(None, overrides)
+    assert "\n" not in info.value.message
+
+
+def test_bad_files(tmp_path: Path) -> None:
+    with pytest.raises(InputError, match="cannot read config"):
+        load_config(tmp_path / "missing.json")
+    bad = tmp_path / "bad.json"
+    bad.write_text("{nope")
+    with pytest.raises(InputError, match="not valid JSON"):
+        load_config(bad)
+    bad.write_text("[1]")
+    with pytest.raises(InputError, match="must be a JSON object"):
+        load_config(bad)
+
+
+def test_sample_configs_are_valid() -> None:
+    from tests.conftest import SAMPLES
+
+    configs = sorted((SAMPLES / "configs").glob("*.json"))
+    assert {p.stem for p in configs} >= {"healthy", "data_bound", "straggler"}
+    for path in configs:
+        assert load_config(path).nproc == 8

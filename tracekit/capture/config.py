@@ -1,0 +1,194 @@
+"""The capture configuration: a JSON file plus ``--field=value`` / ``--section.field=value``.
+
+Validation is typed (msgspec): an unknown key is an error naming it and the closest valid
+key, a value of the wrong type names the field. Command-line values are read as JSON when
+they parse as JSON (``--nvtx=false``, ``--workload_args={"depth": 4}``), else as strings.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+from pathlib import Path
+from typing import Any, Literal
+
+import msgspec
+
+from tracekit.errors import InputError
+
+Backend = Literal["auto", "nccl", "gloo"]
+Precision = Literal["no", "fp16", "bf16"]
+
+
+class ProfilerConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    """torch.profiler's schedule and options. The active steps are those traced."""
+
+    wait: int = 1
+    warmup: int = 1
+    active: int = 3
+    repeat: int = 1
+    record_shapes: bool = False
+    profile_memory: bool = False
+    with_stack: bool = False
+
+
+class CaptureConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    """Everything ``tracekit capture`` needs to run a training step on N ranks."""
+
+    #: "package.module:function" (a factory returning a Workload) or a built-in name.
+    workload: str = "mlp"
+    #: Keyword arguments for the workload factory.
+    workload_args: dict[str, Any] = msgspec.field(default_factory=dict)
+    #: Per-rank batch size.
+    batch_size: int = 32
+    num_workers: int = 0
+    pin_memory: bool = False
+    prefetch_factor: int | None = None
+    persistent_workers: bool = False
+    #: Steps run first and excluded from the timings.
+    warmup_steps: int = 2
+    #: Steps timed after warmup.
+    measured_steps: int = 5
+    profiler: ProfilerConfig = msgspec.field(default_factory=ProfilerConfig)
+    nproc: int = 1
+    backend: Backend = "auto"
+    #: The user's accelerate YAML (DDP, FSDP, DeepSpeed); generated when absent.
+    accelerate_config: str | None = None
+    gradient_accumulation_steps: int = 1
+    mixed_precision: Precision = "no"
+    #: Clip gradients to this norm (adds the ``clip`` phase); none when null.
+    max_grad_norm: float | None = None
+    learning_rate: float = 1e-3
+    out_dir: str = "tracekit-capture"
+    seed: int = 0
+    nvtx: bool = True
+    #: Also record with Nsight Systems (needs nsys and a GPU).
+    nsys: bool = False
+    #: Port of the rendezvous; 0 picks a free one.
+    main_process_port: int = 0
+
+    @property
+    def total_steps(self) -> int:
+        """Warmup plus measured steps."""
+        return self.warmup_steps + self.measured_steps
+
+
+_SECTIONS: dict[str, type[msgspec.Struct]] = {"profiler": ProfilerConfig}
+
+
+def _check_keys(data: dict[str, Any], struct: type[msgspec.Struct], prefix: str, source: str) -> None:
+    valid = list(struct.__struct_fields__)
+    for key, value in data.items():
+        if key not in valid:
+            close = difflib.get_close_matches(key, valid, n=1, cutoff=0.5)
+            hint = f"; did you mean {prefix}{close[0]}?" if close else f"; valid keys: {', '.join(valid)}"
+            raise InputError(f"unknown config key {prefix}{key}{hint}", path=source)
+        if key in _SECTIONS and isinstance(value, dict):
+            _check_keys(value, _SECTIONS[key], f"{key}.", source)
+
+
+def _parse_value(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return text
+
+
+def apply_overrides(data: dict[str, Any], overrides: dict[str, str]) -> dict[str, Any]:
+    """``data`` with ``{"field": "value", "section.field": "value"}`` set."""
+    merged: dict[str, Any] = json.loads(json.dumps(data))
+    for dotted, text in overrides.items():
+        target = merged
+        *parents, leaf = dotted.split(".")
+        for part in parents:
+            node = target.setdefault(part, {})
+            if not isinstance(node, dict):
+                raise InputError(f"--{dotted}: {part} is not a section")
+            target = node
+        target[leaf] = _parse_value(text)
+    return merged
+
+
+def build_config(data: dict[str, Any], *, source: str = "config") -> CaptureConfig:
+    """Validate plain data into a :class:`CaptureConfig`; errors name the field."""
+    _check_keys(data, CaptureConfig, "", source)
+    try:
+        config = msgspec.convert(data, CaptureConfig, strict=False)
+    except msgspec.ValidationError as exc:
+        text = str(exc).replace("`$.", "`").replace("$.", "")
+        raise InputError(f"invalid config: {text}", path=source) from None
+    _check_ranges(config, source)
+    return config
+
+
+def _check_ranges(config: CaptureConfig, source: str) -> None:
+    checks = {
+        "nproc": config.nproc >= 1,
+        "batch_size": config.batch_size >= 1,
+        "measured_steps": config.measured_steps >= 1,
+        "warmup_steps": config.warmup_steps >= 0,
+        "gradient_accumulation_steps": config.gradient_accumulation_steps >= 1,
+        "num_workers": config.num_workers >= 0,
+        "profiler.active": config.profiler.active >= 1,
+        "profiler.repeat": config.profiler.repeat >= 1,
+    }
+    for name, ok in checks.items():
+        if not ok:
+            raise InputError(f"invalid config: {name} is out of range", path=source)
+    p = config.profiler
+    needed = (p.wait + p.warmup + p.active) * p.repeat
+    if needed > config.total_steps:
+        raise InputError(
+            f"invalid config: the profiler schedule needs {needed} steps "
+            f"((wait {p.wait} + warmup {p.warmup} + active {p.active}) x repeat {p.repeat}) but "
+            f"warmup_steps + measured_steps is {config.total_steps}",
+            path=source,
+        )
+    if config.prefetch_factor is not None and config.num_workers == 0:
+        raise InputError("invalid config: prefetch_factor needs num_workers > 0", path=source)
+    if config.persistent_workers and config.num_workers == 0:
+        raise InputError("invalid config: persistent_workers needs num_workers > 0", path=source)
+
+
+def load_config(path: str | Path | None, overrides: dict[str, str] | None = None) -> CaptureConfig:
+    """Read a JSON config file (or defaults when ``path`` is None) and apply overrides."""
+    data: dict[str, Any] = {}
+    source = "command line"
+    if path is not None:
+        source = str(path)
+        try:
+            data = json.loads(Path(path).read_text(encoding="utf-8"))
+        except OSError as exc:
+            raise InputError(f"cannot read config ({exc.strerror})", path=path) from None
+        except json.JSONDecodeError as exc:
+            raise InputError(f"config is not valid JSON ({exc.msg} at line {exc.lineno})", path=path) from None
+        if not isinstance(data, dict):
+            raise InputError("config must be a JSON object", path=path)
+    return build_config(apply_overrides(data, overrides or {}), source=source)
+
+
+def to_dict(config: CaptureConfig) -> dict[str, Any]:
+    """The config as plain data (for summary.json and for the ranks)."""
+    result: dict[str, Any] = dict(msgspec.structs.asdict(config))
+    result["profiler"] = msgspec.structs.asdict(config.profiler)
+    return result
+
+
+def parse_overrides(args: list[str]) -> dict[str, str]:
+    """``["--a=1", "--b.c", "2"]`` -> ``{"a": "1", "b.c": "2"}``; errors on stray words."""
+    out: dict[str, str] = {}
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if not arg.startswith("--") or len(arg) == 2:
+            raise InputError(f"unexpected argument {arg!r}; options look like --field=value")
+        key, eq, value = arg[2:].partition("=")
+        if not eq:
+            if i + 1 >= len(args) or args[i + 1].startswith("--"):
+                value = "true"  # a bare flag: --nsys
+            else:
+                i += 1
+                value = args[i]
+        out[key.replace("-", "_")] = value
+        i += 1
+    return out

@@ -1,0 +1,206 @@
+"""One rank of ``tracekit capture``: the training step loop under ``accelerate.Accelerator``.
+
+Started by the launcher on every rank as ``python -m tracekit.capture.runner CONFIG``. A
+failure leaves ``.rank{r}.error.txt`` in the output folder: its first line is one line
+for the user, the rest the traceback.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import traceback
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from tracekit.capture import files
+from tracekit.capture.config import CaptureConfig, load_config, to_dict
+from tracekit.capture.profiler import Profiler
+from tracekit.capture.workloads import Workload, WorkloadContext, resolve
+from tracekit.errors import InputError
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+
+def _forever(loader: Any) -> Iterator[Any]:
+    while True:
+        yield from loader
+
+
+def _to_device(batch: Any, device: Any, non_blocking: bool) -> Any:
+    if isinstance(batch, (list, tuple)):
+        return type(batch)(_to_device(b, device, non_blocking) for b in batch)
+    if isinstance(batch, dict):
+        return {k: _to_device(v, device, non_blocking) for k, v in batch.items()}
+    return batch.to(device, non_blocking=non_blocking) if hasattr(batch, "to") else batch
+
+
+def _build_workload(config: CaptureConfig, rank: int, world_size: int) -> Workload:
+    factory = resolve(config.workload)
+    ctx = WorkloadContext(rank, world_size, config.batch_size, config.seed, config.learning_rate)
+    try:
+        workload = factory(ctx, **config.workload_args)
+    except TypeError as exc:
+        raise InputError(f"workload {config.workload!r}: {exc}") from exc
+    except Exception as exc:
+        raise InputError(f"workload {config.workload!r} raised {type(exc).__name__}: {exc}") from exc
+    if not isinstance(workload, Workload) or (workload.dataset is None and workload.dataloader is None):
+        raise InputError(f"workload {config.workload!r} must return a tracekit.capture.Workload with data")
+    return workload
+
+
+def _dataloader(config: CaptureConfig, workload: Workload) -> Any:
+    from torch.utils.data import DataLoader
+
+    if workload.dataloader is not None:
+        return workload.dataloader
+    extra: dict[str, Any] = {}
+    if config.num_workers > 0:
+        extra["persistent_workers"] = config.persistent_workers
+        if config.prefetch_factor is not None:
+            extra["prefetch_factor"] = config.prefetch_factor
+    return DataLoader(
+        workload.dataset,
+        batch_size=config.batch_size,
+        shuffle=False,
+        drop_last=True,
+        num_workers=config.num_workers,
+        pin_memory=config.pin_memory,
+        **extra,
+    )
+
+
+def environment(accelerator: Any, backend: str) -> dict[str, Any]:
+    """Versions, devices and the distributed setup, for summary.json."""
+    import accelerate
+    import torch
+
+    cuda = torch.cuda.is_available()
+    return {
+        "torch": torch.__version__,
+        "accelerate": accelerate.__version__,
+        "cuda": torch.version.cuda if cuda else None,
+        "devices": [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())] if cuda else ["cpu"],
+        "backend": backend,
+        "world_size": accelerator.num_processes,
+        "distributed_type": str(accelerator.distributed_type).split(".")[-1],
+        "mixed_precision": accelerator.mixed_precision,
+        "python": sys.version.split()[0],
+    }
+
+
+def run(config: CaptureConfig) -> None:
+    """Run warmup + measured steps of the configured workload on this rank."""
+    import torch
+    import torch.distributed as dist
+    from accelerate import Accelerator
+
+    cuda = torch.cuda.is_available()
+    backend = config.backend if config.backend != "auto" else ("nccl" if cuda else "gloo")
+    world_size = int(os.environ.get("WORLD_SIZE", "1"))
+    if world_size > 1 and not dist.is_initialized():
+        if cuda:
+            torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+        dist.init_process_group(backend=backend)
+    if not cuda:
+        torch.set_num_threads(max(1, (os.cpu_count() or 1) // max(1, world_size)))
+    # without cpu=True, accelerate on a machine without GPU sees one process (DistributedType.NO)
+    # on every rank: no DDP, no gradient all-reduce, every rank "rank 0"
+    accelerator = Accelerator(
+        cpu=not cuda,
+        mixed_precision=config.mixed_precision,
+        gradient_accumulation_steps=config.gradient_accumulation_steps,
+    )
+    if accelerator.num_processes != world_size:
+        raise RuntimeError(
+            f"accelerate set up {accelerator.num_processes} process(es) ({accelerator.distributed_type}) "
+            f"but the launcher started {world_size}"
+        )
+    rank = accelerator.process_index
+    workload = _build_workload(config, rank, accelerator.num_processes)
+    loader = accelerator.prepare_data_loader(_dataloader(config, workload), device_placement=False)
+    prepared = accelerator.prepare(workload.model, workload.optimizer, *(x for x in [workload.scheduler] if x))
+    notes = []
+    if "DEEPSPEED" in str(accelerator.distributed_type):
+        notes.append(
+            "DeepSpeed runs the optimizer inside backward hooks: only total step time compares across backends"
+        )
+    p = config.profiler
+    prof = Profiler(
+        config.out_dir,
+        warmup_steps=config.warmup_steps,
+        measured_steps=config.measured_steps,
+        wait=p.wait,
+        warmup=p.warmup,
+        active=p.active,
+        repeat=p.repeat,
+        record_shapes=p.record_shapes,
+        profile_memory=p.profile_memory,
+        with_stack=p.with_stack,
+        nvtx=config.nvtx,
+        cuda_profiler_range=config.nsys,
+        samples_per_step=config.batch_size * config.gradient_accumulation_steps,
+        summary_extra={"config": to_dict(config), "environment": environment(accelerator, backend), "notes": notes},
+    )
+    _loop(config, accelerator, prof, workload=workload, loader=loader, prepared=prepared)
+    accelerator.wait_for_everyone()
+    if dist.is_initialized():
+        dist.destroy_process_group()
+
+
+def _loop(
+    config: CaptureConfig, accelerator: Any, prof: Profiler, *, workload: Workload, loader: Any, prepared: Any
+) -> None:
+    """The training steps: each phase timed and marked; one optimizer step per step."""
+    model, optimizer = prepared[0], prepared[1]
+    scheduler = prepared[2] if len(prepared) > 2 else None
+    model.train()
+    losses = []
+    with prof:
+        batches = prof.loader(_forever(loader))
+        while not prof.done:
+            for _ in range(config.gradient_accumulation_steps):
+                inputs, targets = next(batches)
+                with prof.phase("h2d"):
+                    inputs, targets = _to_device((inputs, targets), accelerator.device, config.pin_memory)
+                with accelerator.accumulate(model):
+                    with prof.phase("forward"), accelerator.autocast():
+                        loss = workload.loss_fn(model(inputs), targets)
+                    with prof.phase("backward"):
+                        accelerator.backward(loss)
+                    if accelerator.sync_gradients:
+                        if config.max_grad_norm is not None:
+                            with prof.phase("clip"):
+                                accelerator.clip_grad_norm_(model.parameters(), config.max_grad_norm)
+                        with prof.phase("optim_step"):
+                            optimizer.step()
+                        with prof.phase("zero_grad"):
+                            if scheduler is not None:
+                                scheduler.step()
+                            optimizer.zero_grad(set_to_none=True)
+            with prof.phase("sync"):
+                losses.append(accelerator.reduce(loss.detach(), reduction="mean"))
+            prof.step()
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point of one rank."""
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 1:
+        raise SystemExit("usage: python -m tracekit.capture.runner CONFIG.json")
+    config = load_config(args[0])
+    rank = int(os.environ.get("RANK", "0"))
+    try:
+        run(config)
+    except BaseException as exc:
+        if isinstance(exc, SystemExit) and not exc.code:
+            raise
+        headline = exc.message if isinstance(exc, InputError) else f"{type(exc).__name__}: {exc}"
+        error = Path(config.out_dir) / files.error_name(rank)
+        error.write_text(f"{headline}\n{traceback.format_exc()}", encoding="utf-8")
+        raise SystemExit(2 if isinstance(exc, InputError) else 1) from None
+
+
+if __name__ == "__main__":
+    main()

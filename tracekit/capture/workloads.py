@@ -1,0 +1,200 @@
+"""Reference workloads and the workload protocol.
+
+A workload factory is called as ``factory(ctx, **workload_args)`` with a
+:class:`WorkloadContext` and returns a :class:`Workload`. ``"package.module:function"``
+names a user's factory; ``mlp`` and ``transformer`` are built in, each with knobs that
+inject a real bottleneck:
+
+* ``loader_delay_ms``: every ``__getitem__`` sleeps (data-bound);
+* ``straggler_rank`` + ``straggler_delay_ms``: that rank's forward sleeps (a straggler);
+* ``comm_heavy``: many parameters and little compute (comms-bound);
+* ``host_sync``: a ``.item()`` inside every forward (sync-bound).
+"""
+
+from __future__ import annotations
+
+import importlib
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from tracekit.errors import InputError
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+
+@dataclass(frozen=True)
+class WorkloadContext:
+    """What a factory may need to know about the rank it builds for."""
+
+    rank: int
+    world_size: int
+    batch_size: int
+    seed: int
+    learning_rate: float
+
+
+@dataclass
+class Workload:
+    """A model, its optimizer, data and loss. Give ``dataset`` (tracekit builds the
+    DataLoader from the config's DataLoader knobs) or a ready ``dataloader``."""
+
+    model: Any
+    optimizer: Any
+    loss_fn: Callable[[Any, Any], Any]
+    dataset: Any = None
+    dataloader: Any = None
+    scheduler: Any = None
+
+
+class _SyntheticDataset:
+    """Deterministic random (input, target) pairs; optionally slow."""
+
+    def __init__(self, size: int, make: Callable[[int], tuple[Any, Any]], delay_ms: float = 0.0) -> None:
+        self.size, self.make, self.delay_s = size, make, delay_ms / 1000.0
+
+    def __len__(self) -> int:
+        return self.size
+
+    def __getitem__(self, index: int) -> tuple[Any, Any]:
+        if self.delay_s:
+            time.sleep(self.delay_s)
+        return self.make(index)
+
+
+def _wrap(
+    model: Any, ctx: WorkloadContext, straggler_rank: int | None, straggler_delay_ms: float, host_sync: bool
+) -> Any:
+    import torch
+
+    class Injected(torch.nn.Module):
+        def __init__(self, inner: Any) -> None:
+            super().__init__()
+            self.inner = inner
+
+        def forward(self, x: Any) -> Any:
+            if straggler_rank is not None and ctx.rank == straggler_rank and straggler_delay_ms > 0:
+                time.sleep(straggler_delay_ms / 1000.0)
+            out = self.inner(x)
+            if host_sync:
+                out.detach().float().abs().mean().item()  # a device-to-host sync every step
+            return out
+
+    return Injected(model)
+
+
+def mlp(
+    ctx: WorkloadContext,
+    *,
+    in_features: int = 256,
+    hidden: int = 512,
+    depth: int = 3,
+    classes: int = 10,
+    samples: int = 4096,
+    loader_delay_ms: float = 0.0,
+    straggler_rank: int | None = None,
+    straggler_delay_ms: float = 0.0,
+    comm_heavy: bool = False,
+    host_sync: bool = False,
+) -> Workload:
+    """A small MLP classifier on synthetic data."""
+    import torch
+
+    torch.manual_seed(ctx.seed)
+    if comm_heavy:  # ~25M parameters of cheap layers: gradients dwarf the compute
+        hidden, depth = 2048, 6
+    layers: list[Any] = []
+    width = in_features
+    for _ in range(depth):
+        layers += [torch.nn.Linear(width, hidden), torch.nn.ReLU()]
+        width = hidden
+    layers.append(torch.nn.Linear(width, classes))
+    model = _wrap(torch.nn.Sequential(*layers), ctx, straggler_rank, straggler_delay_ms, host_sync)
+
+    def make(i: int) -> tuple[Any, Any]:
+        g = torch.Generator().manual_seed(ctx.seed * 100_003 + i)
+        return torch.randn(in_features, generator=g), torch.randint(0, classes, (), generator=g)
+
+    return Workload(
+        model=model,
+        optimizer=torch.optim.AdamW(model.parameters(), lr=ctx.learning_rate),
+        loss_fn=torch.nn.functional.cross_entropy,
+        dataset=_SyntheticDataset(samples, make, loader_delay_ms),
+    )
+
+
+def transformer(
+    ctx: WorkloadContext,
+    *,
+    vocab: int = 1024,
+    d_model: int = 128,
+    heads: int = 4,
+    layers: int = 2,
+    seq_len: int = 64,
+    samples: int = 2048,
+    loader_delay_ms: float = 0.0,
+    straggler_rank: int | None = None,
+    straggler_delay_ms: float = 0.0,
+    comm_heavy: bool = False,
+    host_sync: bool = False,
+) -> Workload:
+    """A small causal transformer language model on synthetic tokens."""
+    import torch
+
+    torch.manual_seed(ctx.seed)
+    if comm_heavy:
+        vocab = 32768  # a large embedding and head: many parameters, little compute
+
+    class TinyLM(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.embed = torch.nn.Embedding(vocab, d_model)
+            block = torch.nn.TransformerEncoderLayer(d_model, heads, 4 * d_model, batch_first=True, dropout=0.0)
+            self.blocks = torch.nn.TransformerEncoder(block, layers)
+            self.head = torch.nn.Linear(d_model, vocab)
+            self.register_buffer(
+                "mask", torch.nn.Transformer.generate_square_subsequent_mask(seq_len), persistent=False
+            )
+
+        def forward(self, tokens: Any) -> Any:
+            hidden = self.blocks(self.embed(tokens), mask=self.mask, is_causal=True)
+            return self.head(hidden)
+
+    model = _wrap(TinyLM(), ctx, straggler_rank, straggler_delay_ms, host_sync)
+
+    def make(i: int) -> tuple[Any, Any]:
+        g = torch.Generator().manual_seed(ctx.seed * 100_003 + i)
+        tokens = torch.randint(0, vocab, (seq_len + 1,), generator=g)
+        return tokens[:-1], tokens[1:]
+
+    def loss_fn(logits: Any, targets: Any) -> Any:
+        return torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
+
+    return Workload(
+        model=model,
+        optimizer=torch.optim.AdamW(model.parameters(), lr=ctx.learning_rate),
+        loss_fn=loss_fn,
+        dataset=_SyntheticDataset(samples, make, loader_delay_ms),
+    )
+
+
+BUILTIN: dict[str, Callable[..., Workload]] = {"mlp": mlp, "transformer": transformer}
+
+
+def resolve(spec: str) -> Callable[..., Workload]:
+    """The factory named by ``spec``: a built-in name or ``package.module:function``."""
+    if spec in BUILTIN:
+        return BUILTIN[spec]
+    module_name, sep, attr = spec.partition(":")
+    if not sep or not module_name or not attr:
+        known = ", ".join(sorted(BUILTIN))
+        raise InputError(f"workload {spec!r} is neither built in ({known}) nor 'package.module:function'")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise InputError(f"workload {spec!r}: cannot import {module_name} ({exc})") from None
+    factory = getattr(module, attr, None)
+    if not callable(factory):
+        raise InputError(f"workload {spec!r}: {module_name} has no callable {attr}")
+    return factory  # type: ignore[no-any-return]
