@@ -23,7 +23,7 @@ def test_user_loop_writes_trace_phases_and_summary(tmp_path: Path) -> None:
     model = torch.nn.Linear(8, 2)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     data = [torch.randn(4, 8) for _ in range(20)]
-    with Profiler(tmp_path, warmup_steps=1, measured_steps=3, wait=1, warmup=0, active=2) as prof:
+    with Profiler(tmp_path, warmup_steps=1, measured_steps=3, wait=1, warmup=1, active=2) as prof:
         for batch in prof.loader(data):
             with prof.phase("forward"):
                 loss = model(batch).sum()
@@ -46,7 +46,7 @@ def test_user_loop_writes_trace_phases_and_summary(tmp_path: Path) -> None:
     assert sum(p["share_pct"] for p in summary["phases"]) == pytest.approx(100)
     with gzip.open(tmp_path / "rank0.pt.trace.json.gz", "rt") as f:
         names = {e.get("name") for e in json.load(f)["traceEvents"]}
-    assert {"tracekit.phase/forward", "tracekit.phase/dataload_wait", "ProfilerStep#1", "ProfilerStep#2"} <= names
+    assert {"tracekit.phase/forward", "tracekit.phase/dataload_wait", "ProfilerStep#2", "ProfilerStep#3"} <= names
     run = load_run([tmp_path])
     assert run.rank_ids == [0]
     assert not list(tmp_path.glob(".*.tmp"))  # atomic writes leave no temporary file
