@@ -11,8 +11,8 @@ from tracekit.errors import InputError
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
-#: Endings of Kineto traces.
-TRACE_SUFFIXES: Final = (".json", ".json.gz")
+#: Endings of traces: Kineto JSON, Nsight Systems SQLite exports.
+TRACE_SUFFIXES: Final = (".json", ".json.gz", ".sqlite")
 #: Files tracekit itself writes next to traces; never read as traces from a folder.
 _OWN_OUTPUTS: Final = re.compile(r"^(summary\.json|phases\.rank\d+\.json|.*\.tracekit\.json)$")
 _RANK_IN_NAME: Final = re.compile(r"(?:^|[^a-z])(?:rank|worker)[-_]?(\d+)", re.IGNORECASE)
@@ -35,7 +35,7 @@ def discover(paths: Iterable[str | Path]) -> list[Path]:
         if path.is_dir():
             inside = sorted(p for p in path.rglob("*") if p.is_file() and is_trace_name(p))
             if not inside:
-                raise InputError("no trace files (*.json, *.json.gz) in this folder", path=path)
+                raise InputError("no trace files (*.json, *.json.gz, *.sqlite) in this folder", path=path)
             found.extend(inside)
         elif path.exists():
             found.append(path)
