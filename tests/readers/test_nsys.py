@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import time
 from contextlib import closing
@@ -13,7 +14,7 @@ import pytest
 from tests.factories import gid, write_nsys
 from tracekit.analyzers import analyze
 from tracekit.errors import InputError, TraceReadError
-from tracekit.readers import load_run, read_file
+from tracekit.readers import discover, load_run, read_file
 from tracekit.readers.nsys import read_nsys
 
 if TYPE_CHECKING:
@@ -241,6 +242,48 @@ def test_not_an_export_is_one_line_error_naming_the_file(tmp_path: Path) -> None
             read_file(path)
         assert info.value.path == str(path) and str(path) in info.value.message
         assert "\n" not in info.value.message
+
+
+def test_nsys_rep_without_nsys_says_how_to_export(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    rep = tmp_path / "rank0.nsys-rep"
+    rep.write_bytes(b"report")
+    monkeypatch.setenv("TRACEKIT_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr("tracekit.readers.nsys_export.shutil.which", lambda _: None)
+    with pytest.raises(TraceReadError, match="nsys is not installed") as info:
+        read_file(rep)
+    assert f"nsys export --type sqlite {rep}" in info.value.message and str(rep) in info.value.message
+
+
+def test_nsys_rep_is_exported_once_into_the_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    source = write_nsys(tmp_path / "source.sqlite", one_rank_tables(), strings=STRINGS)
+    bin_dir, log = tmp_path / "bin", tmp_path / "calls.log"
+    bin_dir.mkdir()
+    fake = bin_dir / "nsys"
+    fake.write_text(
+        '#!/bin/sh\necho "$@" >> "$NSYS_LOG"\nwhile [ "$1" != "--output" ]; do shift; done\ncp "$NSYS_SOURCE" "$2"\n'
+    )
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("NSYS_LOG", str(log))
+    monkeypatch.setenv("NSYS_SOURCE", str(source))
+    monkeypatch.setenv("TRACEKIT_CACHE_DIR", str(tmp_path / "cache"))
+    rep = tmp_path / "worker3.nsys-rep"
+    rep.write_bytes(b"report")
+    for _ in range(2):
+        [trace] = read_file(rep)
+        assert (trace.path, trace.rank, trace.rank_source) == (str(rep), 3, "file name")
+    calls = log.read_text().splitlines()
+    assert len(calls) == 1 and calls[0].startswith("export --type sqlite")
+    time.sleep(0.01)
+    rep.touch()  # a newer report is exported again
+    read_file(rep)
+    assert len(log.read_text().splitlines()) == 2
+
+
+def test_discover_prefers_an_export_over_its_report(tmp_path: Path) -> None:
+    for name in ("a.nsys-rep", "a.sqlite", "b.nsys-rep", "c.json"):
+        (tmp_path / name).write_bytes(b"x")
+    assert sorted(p.name for p in discover([tmp_path])) == ["a.sqlite", "b.nsys-rep", "c.json"]
 
 
 # ---- the real exports in ../shared/traces/nsys ---------------------------------------------

@@ -23,6 +23,7 @@ from tracekit.model.schema import GPU_ACTIVITY_KINDS
 from tracekit.readers.discover import discover, rank_from_name
 from tracekit.readers.kineto import read_kineto
 from tracekit.readers.nsys import is_sqlite, read_nsys
+from tracekit.readers.nsys_export import REP_SUFFIX, export_sqlite
 
 if TYPE_CHECKING:
     from tracekit.readers.trace import RankTrace
@@ -45,9 +46,12 @@ class _Parsed:
 def read_file(path: str | Path) -> list[RankTrace]:
     """Read one trace file of any supported format into its ranks.
 
-    SQLite files (and anything named ``.sqlite``) are Nsight Systems exports; the rest is Kineto.
+    ``.nsys-rep`` reports are exported to SQLite first (needs ``nsys`` on PATH); SQLite
+    files (and anything named ``.sqlite``) are Nsight Systems exports; the rest is Kineto.
     """
     path = Path(path)
+    if path.name.endswith(REP_SUFFIX):
+        return read_nsys(export_sqlite(path), shown=path)
     if path.suffix == ".sqlite" or is_sqlite(path):
         return read_nsys(path)
     return [read_kineto(path)]
