@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import gzip
 import json
+import sqlite3
+from contextlib import closing
 from typing import TYPE_CHECKING, Any
 
 import polars as pl
@@ -115,3 +117,31 @@ def simple_step(rank: int = 0, offset: float = 0.0) -> list[dict[str, Any]]:
             device=0,
         ),
     ]
+
+
+#: A hardware/VM prefix like the ones real exports carry above the pid, to check masking.
+NSYS_VM = 1 << 48
+
+
+def gid(pid: int, tid: int = 0) -> int:
+    """An nsys serialized global id: ``(pid << 24) | tid`` under a VM prefix."""
+    return NSYS_VM | (pid << 24) | tid
+
+
+def write_nsys(path: Path, tables: dict[str, list[dict[str, Any]]], *, strings: dict[int, str] | None = None) -> Path:
+    """Write a minimal Nsight Systems-like SQLite export.
+
+    ``tables`` maps a table name to its rows (columns: the union of the rows' keys, in order);
+    ``strings`` fills ``StringIds``. Only the tables given exist, as in real exports, where a
+    table without rows is left out.
+    """
+    all_tables = dict(tables)
+    if strings is not None:
+        all_tables["StringIds"] = [{"id": k, "value": v} for k, v in strings.items()]
+    with closing(sqlite3.connect(path)) as db, db:
+        for name, rows in all_tables.items():
+            cols = list(dict.fromkeys(k for r in rows for k in r))
+            db.execute(f"CREATE TABLE {name} ({', '.join(cols)})")
+            marks = ", ".join("?" for _ in cols)
+            db.executemany(f"INSERT INTO {name} VALUES ({marks})", [[r.get(c) for c in cols] for r in rows])
+    return path

@@ -106,3 +106,12 @@ def test_committed_sample_analyzes() -> None:
     assert result.returncode == 0, result.stderr
     assert "ranks: 8 (0-7)" in result.stdout and "backend: gloo" in result.stdout
     assert "tracekit.phase/forward" in result.stdout
+
+
+@pytest.mark.real
+def test_analyze_nsys_export(shared_traces: Path) -> None:
+    result = tracekit("analyze", shared_traces / "nsys" / "nsysai-mfu-2gpu-before.sqlite")
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert "ranks: 2 (0-1)" in out and "backend: nccl" in out and "process order by GPU" in out
+    assert "GPU time breakdown per rank" in out and "ncclDevKernel_SendRecv" in out and "FlashAttnFunc" in out

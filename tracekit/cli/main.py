@@ -45,7 +45,7 @@ def analyze(
     jobs: int | None,
     window: str,
 ) -> None:
-    """Analyze Kineto traces (files or folders of *.json / *.json.gz, one per rank)."""
+    """Analyze Kineto traces (*.json / *.json.gz, one per rank) or Nsight Systems exports (*.sqlite, *.nsys-rep)."""
     from tracekit.cli.commands import run_analyze
 
     run_analyze(paths, json_path=json_path, rank_spec=rank_spec, rank=rank, top=top, jobs=jobs, window=window)

@@ -11,8 +11,8 @@ from tracekit.errors import InputError
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
-#: Endings of Kineto traces.
-TRACE_SUFFIXES: Final = (".json", ".json.gz")
+#: Endings of traces: Kineto JSON, Nsight Systems SQLite exports and reports.
+TRACE_SUFFIXES: Final = (".json", ".json.gz", ".sqlite", ".nsys-rep")
 #: Files tracekit itself writes next to traces; never read as traces from a folder.
 _OWN_OUTPUTS: Final = re.compile(r"^(summary\.json|phases\.rank\d+\.json|.*\.tracekit\.json)$")
 _RANK_IN_NAME: Final = re.compile(r"(?:^|[^a-z])(?:rank|worker)[-_]?(\d+)", re.IGNORECASE)
@@ -35,14 +35,24 @@ def discover(paths: Iterable[str | Path]) -> list[Path]:
         if path.is_dir():
             inside = sorted(p for p in path.rglob("*") if p.is_file() and is_trace_name(p))
             if not inside:
-                raise InputError("no trace files (*.json, *.json.gz) in this folder", path=path)
-            found.extend(inside)
+                raise InputError("no trace files (*.json, *.json.gz, *.sqlite, *.nsys-rep) in this folder", path=path)
+            found.extend(_without_exported_reports(inside))
         elif path.exists():
             found.append(path)
         else:
             raise InputError("no such file or folder", path=path)
     unique: dict[Path, None] = dict.fromkeys(p.resolve() for p in found)
     return list(unique)
+
+
+def _without_exported_reports(files: list[Path]) -> list[Path]:
+    """Drop ``x.nsys-rep`` where ``x.sqlite`` (its export) sits beside it."""
+    exported = {p.with_name(p.name.removesuffix(".sqlite")) for p in files if p.name.endswith(".sqlite")}
+    return [
+        p
+        for p in files
+        if not (p.name.endswith(".nsys-rep") and p.with_name(p.name.removesuffix(".nsys-rep")) in exported)
+    ]
 
 
 def rank_from_name(path: str | Path) -> int | None:

@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from multiprocessing import get_context
+from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
 import polars as pl
@@ -21,10 +22,10 @@ from tracekit.model.run import RankInfo, Run, SkippedFile
 from tracekit.model.schema import GPU_ACTIVITY_KINDS
 from tracekit.readers.discover import discover, rank_from_name
 from tracekit.readers.kineto import read_kineto
+from tracekit.readers.nsys import is_sqlite, read_nsys
+from tracekit.readers.nsys_export import REP_SUFFIX, export_sqlite
 
 if TYPE_CHECKING:
-    from pathlib import Path
-
     from tracekit.readers.trace import RankTrace
 
 #: Below this many bytes in all, parse in this process: starting workers costs more.
@@ -43,7 +44,16 @@ class _Parsed:
 
 
 def read_file(path: str | Path) -> list[RankTrace]:
-    """Read one trace file of any supported format into its ranks."""
+    """Read one trace file of any supported format into its ranks.
+
+    ``.nsys-rep`` reports are exported to SQLite first (needs ``nsys`` on PATH); SQLite
+    files (and anything named ``.sqlite``) are Nsight Systems exports; the rest is Kineto.
+    """
+    path = Path(path)
+    if path.name.endswith(REP_SUFFIX):
+        return read_nsys(export_sqlite(path), shown=path)
+    if path.suffix == ".sqlite" or is_sqlite(path):
+        return read_nsys(path)
     return [read_kineto(path)]
 
 
@@ -95,6 +105,11 @@ def load_run(
     parsed = _parse_all(files, jobs or os.cpu_count() or 1, progress)
     skipped = [SkippedFile(p.path, p.error) for p in parsed if p.error is not None]
     good = [t for p in parsed for t in p.traces]
+    if rank is not None and len(good) > 1:
+        raise InputError(
+            f"--rank applies to a file holding one rank; this one holds {len(good)} processes with GPU work",
+            path=good[0].path,
+        )
     if not good:
         detail = "; ".join(f"{s.path}: {s.reason}" for s in skipped)
         raise InputError(
@@ -141,9 +156,8 @@ def _assign_ranks(
             skipped.append(
                 SkippedFile(
                     trace.path,
-                    "no rank in distributedInfo or in the file "
-                    "name (rank3, rank-3, worker3); rename it, or analyze it "
-                    "alone with --rank N",
+                    "no rank recorded in the file (Kineto distributedInfo, nsys RANK env) or in "
+                    "its name (rank3, rank-3, worker3); rename it, or analyze it alone with --rank N",
                 )
             )
             continue

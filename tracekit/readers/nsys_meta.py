@@ -1,0 +1,186 @@
+"""What an Nsight Systems export says about itself: clock, schema, ranks, GPUs.
+
+Everything here is a handful of rows (session start, export metadata, the recorded
+environment and arguments of the profiled command, the GPU tables), read once per file.
+Events are read in :mod:`tracekit.readers.nsys`.
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Final
+
+from tracekit.errors import TraceReadError
+from tracekit.readers.discover import rank_from_name
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+#: Environment variables that name the rank of a process, most specific first. MPI
+#: launchers set theirs per rank, as torchrun sets RANK.
+RANK_ENV: Final = ("RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK")
+_WANTED_ENV: Final = (*RANK_ENV, "LOCAL_RANK", "WORLD_SIZE")
+_ENV_ITEM: Final = re.compile(r'^([A-Za-z_][A-Za-z0-9_]*)="?(.*?)"?$')
+_RANK_ARG: Final = re.compile(r"(?:^|\s)--rank[= ](\d+)(?:\s|$)")
+_LOCAL_RANK_ARG: Final = re.compile(r"(?:^|\s)--local[-_]rank[= ](\d+)(?:\s|$)")
+
+
+class Export:
+    """A read-only connection to one export, with the tables and columns it has."""
+
+    def __init__(self, path: Path, *, shown: str) -> None:
+        self.shown = shown
+        self.conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro&immutable=1", uri=True)
+        try:
+            rows = self.conn.execute("SELECT name FROM sqlite_master WHERE type IN ('table', 'view')").fetchall()
+        except sqlite3.Error as exc:
+            self.conn.close()
+            raise TraceReadError(f"not a readable SQLite database ({exc})", path=shown) from None
+        self.tables: frozenset[str] = frozenset(str(r[0]) for r in rows)
+        self._columns: dict[str, frozenset[str]] = {}
+
+    def columns(self, table: str) -> frozenset[str]:
+        """The columns of ``table``; empty when the export has no such table."""
+        if table not in self.tables:
+            return frozenset()
+        if table not in self._columns:
+            info = self.query(f"PRAGMA table_info({table})")
+            self._columns[table] = frozenset(str(r[1]) for r in info)
+        return self._columns[table]
+
+    def query(self, sql: str) -> list[tuple[object, ...]]:
+        """All rows of ``sql``; a failure is a one-line error naming the file."""
+        try:
+            return self.conn.execute(sql).fetchall()
+        except sqlite3.Error as exc:
+            raise TraceReadError(f"unexpected Nsight Systems export layout ({exc})", path=self.shown) from None
+
+    @property
+    def strings(self) -> str:
+        """What to join names against: ``StringIds``, or an empty table when it is missing."""
+        return "StringIds" if "StringIds" in self.tables else "(SELECT NULL AS id, NULL AS value WHERE 0)"
+
+    def close(self) -> None:
+        """Close the connection."""
+        self.conn.close()
+
+
+@dataclass(frozen=True)
+class ExportMeta:
+    """The per-file facts of an export."""
+
+    #: UTC epoch ns of the session start (event times are ns after it), when recorded.
+    epoch_ns: int | None
+    schema_version: str | None
+    #: RANK, LOCAL_RANK, WORLD_SIZE, ... as recorded for the profiled command.
+    env: dict[str, str] = field(default_factory=dict)
+    #: The profiled command's arguments, in order.
+    args: tuple[str, ...] = ()
+    #: GPU id -> name (TARGET_INFO_GPU).
+    gpu_names: dict[int, str] = field(default_factory=dict)
+    #: (pid, CUDA device id) -> GPU id (TARGET_INFO_CUDA_DEVICE).
+    cuda_devices: dict[tuple[int, int], int] = field(default_factory=dict)
+
+
+def read_meta(db: Export) -> ExportMeta:
+    """Session start, schema version, recorded environment and arguments, GPUs."""
+    epoch = None
+    if "utcEpochNs" in db.columns("TARGET_INFO_SESSION_START_TIME"):
+        rows = db.query("SELECT utcEpochNs FROM TARGET_INFO_SESSION_START_TIME WHERE utcEpochNs IS NOT NULL")
+        epoch = int(str(rows[0][0])) if rows else None
+    return ExportMeta(
+        epoch_ns=epoch,
+        schema_version=_schema_version(db),
+        env=_environment(db),
+        args=_arguments(db),
+        gpu_names=_pairs(db, "TARGET_INFO_GPU", "id", "name"),
+        cuda_devices=_cuda_devices(db),
+    )
+
+
+def _schema_version(db: Export) -> str | None:
+    for table in ("META_DATA_EXPORT", "EXPORT_META_DATA"):
+        if {"name", "value"} <= db.columns(table):
+            rows = db.query(f"SELECT value FROM {table} WHERE name = 'EXPORT_SCHEMA_VERSION'")
+            if rows:
+                return f"nsys export {rows[0][0]}"
+    return None
+
+
+def _environment(db: Export) -> dict[str, str]:
+    """Rank-related variables: the profiled command's own environment over the CLI's."""
+    env: dict[str, str] = {}
+    if {"name", "value"} <= db.columns("TARGET_INFO_SYSTEM_ENV"):
+        for (value,) in db.query("SELECT value FROM TARGET_INFO_SYSTEM_ENV WHERE name = 'DeviceEnvironment'"):
+            for item in str(value).split(";"):
+                key, _, val = item.partition("=")
+                if key in _WANTED_ENV:
+                    env[key] = val
+    if {"name", "value"} <= db.columns("META_DATA_CAPTURE"):
+        rows = db.query("SELECT value FROM META_DATA_CAPTURE WHERE name LIKE 'PROCESS_%:ENVIRONMENT_VARIABLE'")
+        for (value,) in rows:
+            match = _ENV_ITEM.match(str(value))
+            if match and match[1] in _WANTED_ENV:
+                env[match[1]] = match[2]
+    return env
+
+
+def _arguments(db: Export) -> tuple[str, ...]:
+    if not {"name", "value"} <= db.columns("META_DATA_CAPTURE"):
+        return ()
+    rows = db.query("SELECT name, value FROM META_DATA_CAPTURE WHERE name LIKE 'PROCESS_%:ARGUMENT_%'")
+    indexed = sorted((int(m[1]), str(v)) for n, v in rows if (m := re.search(r"ARGUMENT_(\d+)$", str(n))))
+    return tuple(v for _, v in indexed)
+
+
+def _pairs(db: Export, table: str, key: str, value: str) -> dict[int, str]:
+    if not {key, value} <= db.columns(table):
+        return {}
+    rows = db.query(f"SELECT {key}, {value} FROM {table} WHERE {key} IS NOT NULL AND {value} IS NOT NULL")
+    return {int(str(k)): str(v) for k, v in rows}
+
+
+def _cuda_devices(db: Export) -> dict[tuple[int, int], int]:
+    if not {"pid", "cudaId", "gpuId"} <= db.columns("TARGET_INFO_CUDA_DEVICE"):
+        return {}
+    rows = db.query("SELECT pid, cudaId, gpuId FROM TARGET_INFO_CUDA_DEVICE WHERE gpuId IS NOT NULL")
+    return {(int(str(p)), int(str(c))): int(str(g)) for p, c, g in rows}
+
+
+def _as_rank(text: str | None) -> int | None:
+    return int(text) if text is not None and text.strip().isdigit() else None
+
+
+def rank_hint(meta: ExportMeta, name: str) -> tuple[int, str] | None:
+    """The rank of a single-process export, and where it came from, if anything says.
+
+    In order: a recorded rank variable (``RANK``, or an MPI launcher's), a ``--rank``
+    argument, the file name (``rank3``, ``worker3``), ``LOCAL_RANK``, ``--local_rank``.
+    """
+    args = " ".join(meta.args)
+    for var in RANK_ENV:
+        if (rank := _as_rank(meta.env.get(var))) is not None:
+            return rank, f"{var} env"
+    if match := _RANK_ARG.search(args):
+        return int(match[1]), "--rank argument"
+    if (named := rank_from_name(name)) is not None:
+        return named, "file name"
+    if (rank := _as_rank(meta.env.get("LOCAL_RANK"))) is not None:
+        return rank, "LOCAL_RANK env"
+    if match := _LOCAL_RANK_ARG.search(args):
+        return int(match[1]), "--local_rank argument"
+    return None
+
+
+def device_names(meta: ExportMeta, pid: int | None, device_ids: list[int]) -> tuple[str, ...]:
+    """Names of the GPUs a process used (CUDA device ids), where the export records them."""
+    names = []
+    for device in device_ids:
+        gpu = meta.cuda_devices.get((pid, device), device) if pid is not None else device
+        if gpu in meta.gpu_names:
+            names.append(meta.gpu_names[gpu])
+        elif meta.cuda_devices:
+            names.append(f"GPU {gpu}")
+    return tuple(dict.fromkeys(names))
