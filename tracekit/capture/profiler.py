@@ -55,6 +55,7 @@ class _StepRecord:
     step: int
     start_ns: int
     phases: dict[str, int] = field(default_factory=dict)
+    nvtx_range: Any = None
 
 
 def _dist() -> tuple[int, int]:
@@ -140,6 +141,7 @@ class Profiler:
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
+        self._end_step_range(self._current)
         self._current = None  # a step left open by an exception is not recorded
         self._set_cuda_range(False)
         self._torch_profiler.__exit__(exc_type, exc, tb)
@@ -192,6 +194,7 @@ class Profiler:
             record = self._current
             record.phases[DEVICE_SYNC] = now - sync_start
             record.phases[OTHER] = max(0, now - record.start_ns - sum(record.phases.values()))
+            self._end_step_range(record)
             if self._step >= self.warmup_steps:
                 self._records.append(record)
         self._step += 1
@@ -207,7 +210,14 @@ class Profiler:
 
     # -- internals ---------------------------------------------------------------------
     def _begin_step(self) -> None:
-        self._current = _StepRecord(step=self._step, start_ns=time.perf_counter_ns())
+        # an NVTX range per step (Nsight Systems has no ProfilerStep#N): read back as a step
+        nvtx_range = self._nvtx_domain.start_range(message=f"step#{self._step}") if self._nvtx_domain else None
+        self._current = _StepRecord(step=self._step, start_ns=time.perf_counter_ns(), nvtx_range=nvtx_range)
+
+    def _end_step_range(self, record: _StepRecord | None) -> None:
+        if record is not None and record.nvtx_range is not None:
+            self._nvtx_domain.end_range(record.nvtx_range)
+            record.nvtx_range = None
 
     def _in_active_window(self) -> bool:
         wait, warmup, active, repeat = self.schedule
