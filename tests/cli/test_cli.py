@@ -42,7 +42,7 @@ def test_analyze_writes_summary_and_versioned_json(tmp_path: Path) -> None:
     doc = json.loads(out.read_text())
     assert doc["schema"] == SCHEMA and doc["schema_version"].startswith("1.")
     assert [r["rank"] for r in doc["run"]["ranks"]] == [0, 1]
-    assert list(doc)[:4] == ["schema", "schema_version", "tracekit_version", "run"]
+    assert list(doc)[:5] == ["schema", "schema_version", "tracekit_version", "verdict", "run"]
     rank0 = doc["gpu_breakdown"]["per_rank"][0]
     assert sum(rank0[f"{p}_pct"] for p in ("compute", "comm", "memory", "idle")) == pytest.approx(100)
 

@@ -7,12 +7,18 @@ from typing import TYPE_CHECKING
 
 import polars as pl
 
-from tracekit.analyzers import timeline
+from tracekit.analyzers import evidence, timeline
 from tracekit.analyzers.annotations import AnnotationResult, annotation_breakdown
 from tracekit.analyzers.breakdown import BreakdownResult, gpu_breakdown
+from tracekit.analyzers.collectives import CollectiveResult, match_collectives
+from tracekit.analyzers.dataloader import DataLoaderResult, dataloader_gaps, fetch_ranges
+from tracekit.analyzers.idle import IdleResult, idle_causes
 from tracekit.analyzers.kernels import KernelResult, kernel_summary
 from tracekit.analyzers.overlap import OverlapResult, comm_overlap
 from tracekit.analyzers.steps import StepResult, analyze_steps, gpu_activity
+from tracekit.analyzers.stragglers import StragglerResult, find_stragglers
+from tracekit.analyzers.syncs import SyncResult, host_syncs
+from tracekit.analyzers.verdict import Finding, Verdict, decide
 
 if TYPE_CHECKING:
     from tracekit.model.run import Run
@@ -48,14 +54,24 @@ class RunFacts:
 
 @dataclass(frozen=True)
 class Analysis:
-    """All per-rank analyses of one run."""
+    """Every analysis of one run, the verdict first among them."""
 
     facts: RunFacts
+    verdict: Verdict
     steps: StepResult
+    #: GPU time breakdown (empty on a CPU-only run)
     breakdown: BreakdownResult
     overlap: OverlapResult
     kernels: KernelResult
     annotations: AnnotationResult
+    collectives: CollectiveResult
+    stragglers: StragglerResult
+    dataloader: DataLoaderResult
+    syncs: SyncResult
+    #: GPU idle by cause (None on a CPU-only run)
+    idle: IdleResult | None
+    #: the host's time breakdown on a CPU-only run (the host is the device there), else None
+    host_breakdown: BreakdownResult | None
 
 
 def run_facts(run: Run, activity: pl.DataFrame) -> RunFacts:
@@ -96,19 +112,64 @@ def run_facts(run: Run, activity: pl.DataFrame) -> RunFacts:
 
 
 def analyze(run: Run, *, window: timeline.Window = "steps") -> Analysis:
-    """Run every per-rank analysis on ``run``.
+    """Run every analysis on ``run`` and decide the verdict.
 
     ``window``: measure GPU time over the profiler steps (default) or over each rank's
     whole GPU span (``"gpu_span"``, HTA's definition).
     """
     activity = gpu_activity(run)
     steps = analyze_steps(run, activity=activity)
-    segments = timeline.segments(activity, timeline.windows(activity, steps, window))
-    return Analysis(
-        facts=run_facts(run, activity),
+    has_gpu = activity.height > 0
+    device = activity if has_gpu else timeline.host_activity(run)
+    frames = timeline.windows(device, steps, window)
+    segments = timeline.segments(device, frames)
+    measured = gpu_breakdown(segments, window=window)
+    gpu_segments = segments if has_gpu else segments.clear()
+    breakdown = measured if has_gpu else gpu_breakdown(gpu_segments, window=window)
+    overlap = comm_overlap(gpu_segments)
+    kernels = kernel_summary(activity)
+    annotations = annotation_breakdown(run, steps, activity)
+    facts = run_facts(run, activity)
+    collectives = match_collectives(run, activity, steps)
+    stragglers = find_stragglers(collectives, steps, annotations, span_ns=facts.span_ns)
+    fetch = fetch_ranges(run)
+    dataloader = dataloader_gaps(run, segments, frames, has_gpu=has_gpu)
+    syncs = host_syncs(run, activity, frames)
+    idle = idle_causes(run, segments, fetch, syncs.calls) if has_gpu else None
+    costs = evidence.costs(
+        measured,
+        measured_on="gpu" if has_gpu else "host (CPU-only run)",
+        collectives=collectives,
+        dataloader=dataloader,
+        idle=idle,
+    )
+    lines = evidence.evidence(
         steps=steps,
-        breakdown=gpu_breakdown(segments, window=window),
-        overlap=comm_overlap(segments),
-        kernels=kernel_summary(activity),
-        annotations=annotation_breakdown(run, steps, activity),
+        dataloader=dataloader,
+        collectives=collectives,
+        stragglers=stragglers,
+        overlap=overlap if has_gpu else None,
+        syncs=syncs,
+        kernels=kernels,
+    )
+    extra: list[Finding] = [f for f in (evidence.sync_finding(syncs, has_gpu=has_gpu),) if f]
+    verdict = decide(costs, stragglers=stragglers, evidence=lines, extra_findings=tuple(extra))
+    comms_share = float(verdict.costs.filter(bound="comms-bound")["share_pct"].sum())
+    low_overlap = evidence.overlap_finding(overlap, comms_share)
+    if low_overlap is not None:
+        verdict = Verdict(verdict.primary, (*verdict.secondary, low_overlap), verdict.costs, verdict.measured_on)
+    return Analysis(
+        facts=facts,
+        verdict=verdict,
+        steps=steps,
+        breakdown=breakdown,
+        overlap=overlap,
+        kernels=kernels,
+        annotations=annotations,
+        collectives=collectives,
+        stragglers=stragglers,
+        dataloader=dataloader,
+        syncs=syncs,
+        idle=idle,
+        host_breakdown=None if has_gpu else measured,
     )

@@ -21,3 +21,8 @@ def summary_exprs(column: str, prefix: str = "") -> list[pl.Expr]:
 def share(part: str, whole: str, alias: str) -> pl.Expr:
     """``part / whole`` as a percentage, null when ``whole`` is zero."""
     return pl.when(pl.col(whole) > 0).then(100.0 * pl.col(part) / pl.col(whole)).otherwise(None).alias(alias)
+
+
+def num(value: object) -> float:
+    """A polars scalar (``mean()``, ``sum()``, a row value) as a float; 0.0 for null."""
+    return 0.0 if value is None else float(value)  # type: ignore[arg-type]

@@ -15,6 +15,7 @@ from tracekit.analyzers import intervals as iv
 
 if TYPE_CHECKING:
     from tracekit.analyzers.steps import StepResult
+    from tracekit.model.run import Run
 
 Window = Literal["steps", "gpu_span"]
 LABELS = ("compute", "collective", "memory")
@@ -57,3 +58,24 @@ def segments(activity: pl.DataFrame, frames: pl.DataFrame) -> pl.DataFrame:
         .with_columns(length_ns=pl.col("end_ns") - pl.col("start_ns"))
         .select("rank", "step", "start_ns", "end_ns", "length_ns", *LABELS)
     )
+
+
+#: Host operations that are collectives' own work on CPU backends (their spans include waits).
+HOST_COLLECTIVE = r"^(?:gloo|mpi|ucc):"
+
+
+def host_activity(run: Run) -> pl.DataFrame:
+    """The host as the device of a CPU-only run: operators as compute, backend collectives
+    (``gloo:all_reduce``...) as collectives. Same columns as GPU activity where it matters."""
+    events = run.events
+    name = pl.col("name").cast(pl.String)
+    compute = events.filter(pl.col("kind") == "cpu_op", pl.col("category") != "collective").with_columns(
+        category=pl.lit("compute")
+    )
+    collective = events.filter(pl.col("kind").is_in(["cpu_op", "annotation"]), name.str.contains(HOST_COLLECTIVE))
+    return pl.concat(
+        [
+            df.select("rank", "kind", "name", pl.col("category").cast(pl.String), "start_ns", "end_ns")
+            for df in (compute, collective)
+        ]
+    ).with_columns(launch_ns=pl.col("start_ns"))

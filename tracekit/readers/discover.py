@@ -14,7 +14,7 @@ if TYPE_CHECKING:
 #: Endings of traces: Kineto JSON, Nsight Systems SQLite exports and reports.
 TRACE_SUFFIXES: Final = (".json", ".json.gz", ".sqlite", ".nsys-rep")
 #: Files tracekit itself writes next to traces; never read as traces from a folder.
-_OWN_OUTPUTS: Final = re.compile(r"^(summary\.json|phases\.rank\d+\.json|.*\.tracekit\.json)$")
+_OWN_OUTPUTS: Final = re.compile(r"^(summary\.json|capture_config\.json|phases\.rank\d+\.json|.*\.tracekit\.json)$")
 _RANK_IN_NAME: Final = re.compile(r"(?:^|[^a-z])(?:rank|worker)[-_]?(\d+)", re.IGNORECASE)
 
 

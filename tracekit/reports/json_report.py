@@ -19,9 +19,12 @@ if TYPE_CHECKING:
     import polars as pl
 
     from tracekit.analyzers.analysis import Analysis
+    from tracekit.analyzers.verdict import Finding
 
 SCHEMA: Final = "tracekit.analysis"
-SCHEMA_VERSION: Final = "1.0"
+SCHEMA_VERSION: Final = "1.1"
+#: The longest GPU idle intervals listed (all are summed in ``idle_causes.per_rank``).
+IDLE_INTERVALS: Final = 50
 
 
 def _clean(value: Any) -> Any:
@@ -39,10 +42,17 @@ def to_document(analysis: Analysis, *, top: int | None = None) -> dict[str, Any]
     facts = asdict(analysis.facts)
     facts["skipped"] = [{"path": p, "reason": r} for p, r in analysis.facts.skipped]
     kernels = analysis.kernels.top if top is None else analysis.kernels.top.head(top)
+    verdict = analysis.verdict
     return {
         "schema": SCHEMA,
         "schema_version": SCHEMA_VERSION,
         "tracekit_version": __version__,
+        "verdict": {
+            "measured_on": verdict.measured_on,
+            "primary": _finding(verdict.primary),
+            "secondary": [_finding(f) for f in verdict.secondary],
+            "costs": _rows(verdict.costs),
+        },
         "run": facts,
         "steps": {
             "per_step": _rows(analysis.steps.steps),
@@ -66,6 +76,46 @@ def to_document(analysis: Analysis, *, top: int | None = None) -> dict[str, Any]
             "summary": _rows(analysis.annotations.summary),
             "per_rank": _rows(analysis.annotations.per_rank),
         },
+        "collectives": {
+            "instances": _rows(analysis.collectives.instances),
+            "per_rank": _rows(analysis.collectives.per_rank),
+        },
+        "stragglers": {
+            "stragglers": [_clean_dict(asdict(s)) for s in analysis.stragglers.stragglers],
+            "per_rank": _rows(analysis.stragglers.per_rank),
+            "lateness_matrix": _rows(analysis.stragglers.matrix),
+        },
+        "dataloader": {
+            "measure": analysis.dataloader.measure,
+            "per_rank": _rows(analysis.dataloader.per_rank),
+            "per_step": _rows(analysis.dataloader.per_step),
+        },
+        "host_syncs": {"per_rank": _rows(analysis.syncs.per_rank), "per_step": _rows(analysis.syncs.per_step)},
+        "idle_causes": None
+        if analysis.idle is None
+        else {
+            "per_rank": _rows(analysis.idle.per_rank),
+            "longest": _rows(analysis.idle.intervals.sort("length_ns", descending=True).head(IDLE_INTERVALS)),
+        },
+        "host_breakdown": None
+        if analysis.host_breakdown is None
+        else {"per_rank": _rows(analysis.host_breakdown.per_rank), "per_step": _rows(analysis.host_breakdown.per_step)},
+    }
+
+
+def _clean_dict(data: dict[str, Any]) -> dict[str, Any]:
+    return {k: _clean(v) for k, v in data.items()}
+
+
+def _finding(finding: Finding) -> dict[str, Any]:
+    return {
+        "kind": finding.kind,
+        "title": finding.title,
+        "share_pct": _clean(finding.share_pct),
+        "confidence": finding.confidence,
+        "evidence": list(finding.evidence),
+        "recommendations": list(finding.recommendations),
+        "numbers": _clean_dict(dict(finding.numbers)),
     }
 
 

@@ -5,14 +5,13 @@ from __future__ import annotations
 import io
 from typing import TYPE_CHECKING, Any
 
+import polars as pl
 from rich.console import Console, Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
-
-    import polars as pl
 
     from tracekit.analyzers.analysis import Analysis
 
@@ -66,14 +65,127 @@ class TerminalRenderer:
         return buffer.getvalue()
 
     def sections(self, analysis: Analysis) -> list[RenderableType]:
-        """Each section, in order."""
+        """Each section, in order: the verdict first, then the evidence."""
         return [
+            self._verdict(analysis),
             self._facts(analysis),
             self._steps(analysis),
             self._breakdown(analysis),
+            self._host_breakdown(analysis),
+            self._stragglers(analysis),
+            self._dataloader(analysis),
+            self._syncs(analysis),
+            self._idle(analysis),
             self._kernels(analysis),
             self._phases(analysis),
         ]
+
+    def _verdict(self, a: Analysis) -> RenderableType:
+        v = a.verdict
+        text = Text()
+        text.append("tracekit verdict", style="bold")
+        text.append(f" (measured on {v.measured_on})\n")
+        good = v.primary.kind in ("gpu-compute-bound", "compute-bound")
+        text.append(v.primary.title, style="bold green" if good else "bold red")
+        share = "" if v.primary.share_pct is None else f"{v.primary.share_pct:.1f}% of the time, "
+        text.append(f"  [{share}confidence {v.primary.confidence}]\n")
+        for line in v.primary.evidence:
+            text.append(f"  - {line}\n")
+        for rec in v.primary.recommendations[:4]:
+            text.append(f"  > {rec}\n", style="cyan")
+        for f in v.secondary:
+            share = "" if f.share_pct is None else f" ({f.share_pct:.1f}%)"
+            text.append(f"also: {f.title}{share}, confidence {f.confidence}\n", style="yellow")
+            for line in f.evidence[1:] if f.share_pct is not None else f.evidence:
+                text.append(f"  - {line}\n")
+            if f.recommendations:
+                text.append(f"  > {f.recommendations[0]}\n", style="cyan")
+        return text
+
+    def _host_breakdown(self, a: Analysis) -> RenderableType:
+        if a.host_breakdown is None or not a.host_breakdown.per_rank.height:
+            return Text("")
+        df, note = _limit_ranks(a.host_breakdown.per_rank, "idle_pct")
+        rows = [
+            [str(r["rank"]), ms(r["window_ns"]), pct(r["compute_pct"]), pct(r["comm_pct"]), pct(r["idle_pct"])]
+            for r in df.iter_rows(named=True)
+        ]
+        caption = (
+            "operators = any host operator running; collectives = gloo/MPI work not overlapped by an operator, "
+            "waits included" + (f"; {note}" if note else "")
+        )
+        return _table(
+            "Host time breakdown per rank (CPU-only run: the host is the device)",
+            ["rank", "window ms", "operators", "collectives", "idle"],
+            rows,
+            caption,
+        )
+
+    def _stragglers(self, a: Analysis) -> RenderableType:
+        if not a.collectives.has_collectives:
+            return Text("stragglers: no collectives matched across ranks (a single rank, or no communication)\n")
+        worst = a.stragglers.matrix.group_by("rank").agg(pl.col("lateness_ns").max().alias("worst_step_ns"))
+        df, note = _limit_ranks(a.stragglers.per_rank.join(worst, on="rank", how="left"), "score")
+        rows = [
+            [
+                str(r["rank"]),
+                f"{r['times_last']}/{r['instances']}",
+                ms(r["mean_lateness_ns"]),
+                ms(r["caused_wait_ns"]),
+                pct(100 * r["score"]),
+                ms(r["worst_step_ns"]),
+            ]
+            for r in df.iter_rows(named=True)
+        ]
+        named = ", ".join(f"rank {s.rank} ({s.cause})" for s in a.stragglers.stragglers) or "none"
+        caption = (
+            f"stragglers: {named}; last = arrived last at that many collectives; lateness = how much later than "
+            "the first rank; others waited = their wait while it was last; score = that wait per step / step time"
+            + (f"; {note}" if note else "")
+        )
+        columns = ["rank", "last", "mean lateness ms", "others waited ms", "score", "worst step ms"]
+        return _table("Collectives: who arrives last", columns, rows, caption)
+
+    def _dataloader(self, a: Analysis) -> RenderableType:
+        dl = a.dataloader.per_rank
+        if not dl.height or not int(dl["fetch_ns"].sum()):
+            return Text("DataLoader: no DataLoader fetch ranges recorded\n")
+        dl, note = _limit_ranks(dl, "share_pct")
+        rows = [
+            [str(r["rank"]), ms(r["fetch_ns"]), ms(r["idle_ns"]), pct(r["share_pct"])] for r in dl.iter_rows(named=True)
+        ]
+        caption = f"measured as {a.dataloader.measure}" + (f"; {note}" if note else "")
+        return _table("DataLoader gaps per rank", ["rank", "host fetch ms", "device idle ms", "share"], rows, caption)
+
+    def _syncs(self, a: Analysis) -> RenderableType:
+        s = a.syncs.per_rank
+        if (
+            not s.height
+            or not s.select(pl.sum_horizontal(pl.col("sync_calls", "sync_ops", "gpu_sync_events").sum())).item()
+        ):
+            return Text("host syncs: none recorded\n")
+        s, note = _limit_ranks(s, "idle_after_ns")
+        rows = [
+            [
+                str(r["rank"]),
+                f"{r['per_step_calls']:.1f}",
+                f"{r['per_step_ops']:.1f}",
+                str(r["gpu_sync_events"]),
+                ms(r["idle_after_ns"]),
+            ]
+            for r in s.iter_rows(named=True)
+        ]
+        columns = ["rank", "sync calls/step", ".item()/step", "GPU sync events", "GPU idle after ms"]
+        return _table("Host syncs per rank", columns, rows, note)
+
+    def _idle(self, a: Analysis) -> RenderableType:
+        if a.idle is None or not a.idle.per_rank.height:
+            return Text("")
+        wide = a.idle.per_rank.pivot(on="cause", index="rank", values="idle_ns").fill_null(0).sort("rank")
+        causes = [c for c in ("data", "host_sync", "peer", "launch", "unexplained") if c in wide.columns]
+        wide, note = _limit_ranks(wide.with_columns(total=pl.sum_horizontal(causes)), "total")
+        rows = [[str(r["rank"]), *[ms(r[c]) for c in causes]] for r in wide.iter_rows(named=True)]
+        return _table("GPU idle by cause (ms)", ["rank", *causes], rows, note)
 
     def _facts(self, a: Analysis) -> RenderableType:
         f = a.facts
@@ -118,7 +230,10 @@ class TerminalRenderer:
             for r in stats.iter_rows(named=True)
         ]
         slowest = a.steps.stats.sort("mean_ns", descending=True).row(0, named=True)
-        caption = f"slowest rank: {slowest['rank']} (mean {ms(slowest['mean_ns'])} ms per step)"
+        caption = (
+            f"longest mean step: rank {slowest['rank']} ({ms(slowest['mean_ns'])} ms); collectives make ranks wait "
+            "for each other, so see who arrives last for the straggler"
+        )
         return _table(
             "Step time per rank (host, ms)",
             ["rank", "steps", "mean", "median", "p95", "min", "max"],

@@ -1,0 +1,76 @@
+"""DataLoader gaps: time the device sits idle while the host fetches the next batch.
+
+Measured from the device's side (DESIGN.md): GPU idle time that overlaps a host fetch
+(``enumerate(DataLoader)#...__next__``, ``tracekit.phase/dataload_wait``), not the fetch's
+own duration, which a prefetching loader hides. On a CPU-only run the host is the device:
+the fetch time itself is the cost.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Final
+
+import polars as pl
+
+from tracekit.analyzers import intervals as iv
+
+if TYPE_CHECKING:
+    from tracekit.model.run import Run
+
+#: Host ranges that fetch a batch.
+FETCH_PATTERN: Final = r"(?i)dataloader.*__next__|^tracekit\.phase/dataload_wait$"
+
+
+@dataclass(frozen=True)
+class DataLoaderResult:
+    """Per rank and step: host fetch time and the device idle it causes."""
+
+    #: rank, step, window_ns, fetch_ns, idle_ns (device idle during fetches), share_pct
+    per_step: pl.DataFrame
+    #: rank, window_ns, fetch_ns, idle_ns, share_pct
+    per_rank: pl.DataFrame
+    #: "gpu idle during fetch" or "host fetch time (CPU-only run)"
+    measure: str
+
+
+def fetch_ranges(run: Run) -> pl.DataFrame:
+    """Union of host fetch ranges per rank: rank, start_ns, end_ns."""
+    fetches = run.events.filter(
+        pl.col("kind").is_in(["cpu_op", "annotation", "python"]),
+        pl.col("name").cast(pl.String).str.contains(FETCH_PATTERN),
+    )
+    return iv.union(fetches.select("rank", "start_ns", "end_ns"), ["rank"])
+
+
+def dataloader_gaps(run: Run, segments: pl.DataFrame, frames: pl.DataFrame, *, has_gpu: bool) -> DataLoaderResult:
+    """DataLoader cost per rank and step; ``frames`` are the measured windows (rank, step, start, end)."""
+    fetch = fetch_ranges(run)
+    window = frames.group_by("rank", "step").agg((pl.col("end_ns") - pl.col("start_ns")).sum().alias("window_ns"))
+    host = _per_window(iv.intersect(fetch, frames.select("rank", "start_ns", "end_ns"), ["rank"]), frames, "fetch_ns")
+    if has_gpu:
+        idle = segments.filter(~pl.col("compute") & ~pl.col("collective") & ~pl.col("memory"))
+        gpu = _per_window(iv.intersect(idle.select("rank", "start_ns", "end_ns"), fetch, ["rank"]), frames, "idle_ns")
+        measure = "gpu idle during fetch"
+    else:
+        gpu = host.rename({"fetch_ns": "idle_ns"})
+        measure = "host fetch time (CPU-only run)"
+    per_step = (
+        window.join(host, on=["rank", "step"], how="left", nulls_equal=True)
+        .join(gpu, on=["rank", "step"], how="left", nulls_equal=True)
+        .with_columns(pl.col("fetch_ns", "idle_ns").fill_null(0))
+        .sort("rank", "step")
+    )
+    per_rank = per_step.group_by("rank").agg(pl.col("window_ns", "fetch_ns", "idle_ns").sum()).sort("rank")
+
+    def shares(df: pl.DataFrame) -> pl.DataFrame:
+        return df.with_columns(
+            share_pct=pl.when(pl.col("window_ns") > 0).then(100 * pl.col("idle_ns") / pl.col("window_ns"))
+        )
+
+    return DataLoaderResult(per_step=shares(per_step), per_rank=shares(per_rank), measure=measure)
+
+
+def _per_window(parts: pl.DataFrame, frames: pl.DataFrame, name: str) -> pl.DataFrame:
+    located = iv.locate(parts, "start_ns", frames, by=["rank"], keep=["step"])
+    return located.group_by("rank", "step").agg((pl.col("end_ns") - pl.col("start_ns")).sum().alias(name))
