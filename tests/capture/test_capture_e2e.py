@@ -68,11 +68,29 @@ def test_healthy_capture_is_read_by_analyze(tmp_path: Path) -> None:
     assert "tracekit.phase/forward" in result.stdout
 
 
+def verdict_of(out: Path) -> tuple[str, list[str], str]:
+    """The verdict of ``tracekit analyze --json``: primary kind, secondary kinds, primary title."""
+    report = out.parent / f"{out.name}.tracekit.json"
+    result = tracekit("analyze", out, "--json", report)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("tracekit verdict")
+    verdict = json.loads(report.read_text())["verdict"]
+    return verdict["primary"]["kind"], [f["kind"] for f in verdict["secondary"]], verdict["primary"]["title"]
+
+
 def test_straggler_capture_names_the_injected_rank(tmp_path: Path) -> None:
-    summary = capture("straggler", tmp_path / "s")
+    out = tmp_path / "s"
+    summary = capture("straggler", out)
     throughput = summary["throughput"]
     assert isinstance(throughput, dict)
     assert throughput["slowest_rank"] == 5
+    kind, _, title = verdict_of(out)
+    assert kind == "straggler-bound" and "rank 5" in title
+    stragglers = load_run([out])
+    from tracekit.analyzers import analyze
+
+    (straggler,) = analyze(stragglers).stragglers.stragglers
+    assert straggler.rank == 5 and straggler.cause == "tracekit.phase/forward"
 
 
 def test_data_bound_capture_has_data_wait_as_largest_phase(tmp_path: Path) -> None:
@@ -80,6 +98,20 @@ def test_data_bound_capture_has_data_wait_as_largest_phase(tmp_path: Path) -> No
     phases = summary["phases"]
     assert isinstance(phases, list)
     assert max(phases, key=lambda p: p["share_pct"])["phase"] == "dataload_wait"
+    assert verdict_of(tmp_path / "d")[0] == "data-bound"
+
+
+def test_comm_heavy_capture_is_comms_bound(tmp_path: Path) -> None:
+    out = tmp_path / "c"
+    capture("healthy", out, '--workload_args={"comm_heavy": true}')
+    assert verdict_of(out)[0] == "comms-bound"
+
+
+def test_host_sync_capture_names_the_syncs(tmp_path: Path) -> None:
+    out = tmp_path / "h"
+    capture("healthy", out, '--workload_args={"host_sync": true}')
+    _, secondary, _ = verdict_of(out)
+    assert "host-syncs" in secondary  # one .item() per forward: free on CPU, named all the same
 
 
 USER_WORKLOAD = """

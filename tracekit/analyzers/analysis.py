@@ -142,6 +142,7 @@ def analyze(run: Run, *, window: timeline.Window = "steps") -> Analysis:
         collectives=collectives,
         dataloader=dataloader,
         idle=idle,
+        has_stragglers=bool(stragglers.stragglers),
     )
     lines = evidence.evidence(
         steps=steps,

@@ -32,8 +32,13 @@ def costs(
     collectives: CollectiveResult,
     dataloader: DataLoaderResult,
     idle: IdleResult | None,
+    has_stragglers: bool,
 ) -> Costs:
-    """Per-rank ns of each candidate bound over the measured windows."""
+    """Per-rank ns of each candidate bound over the measured windows.
+
+    Waiting inside collectives is the stragglers' cost when the straggler analysis names
+    one; otherwise (no rank systematically last) it is jitter of the collectives: comms.
+    """
     waits = collectives.per_rank.group_by("rank").agg(pl.col("wait_ns").sum().alias("wait_ns"))
     idle_by = (
         idle.per_rank.pivot(on="cause", index="rank", values="idle_ns")
@@ -49,13 +54,13 @@ def costs(
         .join(dataloader.per_rank.select("rank", pl.col("idle_ns").alias("data_ns")), on="rank", how="left")
         .join(idle_by.select("rank", "host_sync", "launch", "peer"), on="rank", how="left")
         .fill_null(0)
-        .with_columns(waiting=pl.min_horizontal("wait_ns", "comm_ns"))
+        .with_columns(waiting=pl.min_horizontal("wait_ns", "comm_ns") if has_stragglers else pl.lit(0))
         .select(
             "rank",
             "window_ns",
             "data_ns",
-            (pl.col("comm_ns") - pl.col("waiting")).alias("comms_ns"),
-            (pl.col("waiting") + pl.col("peer")).alias("straggler_ns"),
+            (pl.col("comm_ns") - pl.col("waiting") + (0 if has_stragglers else pl.col("peer"))).alias("comms_ns"),
+            (pl.col("waiting") + (pl.col("peer") if has_stragglers else 0)).alias("straggler_ns"),
             pl.col("host_sync").alias("sync_ns"),
             pl.col("launch").alias("host_ns"),
             "compute_ns",
