@@ -106,11 +106,14 @@ def evidence(
     if stragglers.stragglers:
         lines = []
         for s in stragglers.stragglers:
-            cause = "started its steps late" if s.cause == LATE_START else f"{s.cause} +{_ms(s.cause_excess_ns)}"
+            cause = (
+                f"it starts its steps {_ms(s.cause_excess_ns)} later than the median rank"
+                if s.cause == LATE_START
+                else f"its {s.cause} takes {_ms(s.cause_excess_ns)} longer than on the median rank"
+            )
             lines.append(
                 f"rank {s.rank} arrived last at {s.times_last} of {s.instances} collectives; the others waited "
-                f"{_ms(s.caused_wait_ns / n_steps)} per step for it ({100 * s.score:.1f}% of a step); cause: {cause} "
-                "than the median rank"
+                f"{_ms(s.caused_wait_ns / n_steps)} per step for it ({100 * s.score:.1f}% of a step); cause: {cause}"
             )
         out["straggler-bound"] = tuple(lines)
     elif inst.height:

@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import shutil
 import sys
-from typing import TYPE_CHECKING, Literal, cast
+import time
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 import click
 
 from tracekit.analyzers import analyze
 from tracekit.errors import InputError
-from tracekit.readers import load_run, parse_rank_spec
-from tracekit.reports import TerminalRenderer, render_json
+from tracekit.readers import capture_summary, load_run, parse_rank_spec
+from tracekit.reports import TerminalRenderer
+from tracekit.reports.html import render_html
+from tracekit.reports.json_report import dump_document, load_document, to_document
+from tracekit.reports.markdown import render_markdown
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -28,7 +32,7 @@ def write_text(path: Path, text: str) -> None:
 def run_analyze(
     paths: tuple[Path, ...],
     *,
-    json_path: Path | None,
+    outputs: dict[str, Path | None],
     rank_spec: str | None,
     rank: int | None,
     top: int,
@@ -36,14 +40,35 @@ def run_analyze(
     window: str,
 ) -> None:
     """``tracekit analyze``."""
+    started = time.perf_counter()
     ranks = parse_rank_spec(rank_spec) if rank_spec else None
     run = load_run(paths, ranks=ranks, rank=rank, jobs=jobs)
     result = analyze(run, window=cast("Literal['steps', 'gpu_span']", window))
     width = shutil.get_terminal_size().columns if sys.stdout.isatty() else 120
     click.echo(TerminalRenderer(top=top, width=max(width, 100), color=sys.stdout.isatty()).render(result), nl=False)
-    if json_path is not None:
-        write_text(json_path, render_json(result))
-        click.echo(f"wrote {json_path}")
+    if any(outputs.values()):
+        doc = to_document(result, capture=capture_summary(paths), analysis_seconds=time.perf_counter() - started)
+        write_reports(doc, outputs)
+
+
+def write_reports(doc: dict[str, Any], outputs: dict[str, Path | None]) -> None:
+    """Write each requested format of the report document."""
+    renderers = {"json": dump_document, "html": render_html, "md": render_markdown}
+    for fmt, path in outputs.items():
+        if path is not None:
+            write_text(path, renderers[fmt](doc))
+            click.echo(f"wrote {path}")
+
+
+def run_report(report: Path, *, outputs: dict[str, Path | None]) -> None:
+    """``tracekit report``: render a saved JSON report again."""
+    if not any(outputs.values()):
+        raise InputError("nothing to write: give --html FILE and/or --md FILE")
+    try:
+        text = report.read_bytes()
+    except OSError as exc:
+        raise InputError(f"cannot read ({exc.strerror})", path=report) from None
+    write_reports(load_document(text, source=str(report)), outputs)
 
 
 def run_capture(config_path: Path | None, extra_args: list[str]) -> None:

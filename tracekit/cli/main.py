@@ -25,6 +25,18 @@ def cli() -> None:
     type=click.Path(dir_okay=False, path_type=Path),
     help="Also write every number as versioned JSON to this file.",
 )
+@click.option(
+    "--html",
+    "html_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Also write one self-contained HTML report (opens offline) to this file.",
+)
+@click.option(
+    "--md",
+    "md_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Also write a Markdown report (for a GitHub issue comment) to this file.",
+)
 @click.option("--ranks", "rank_spec", help="Analyze only these ranks, e.g. 0-3,7.")
 @click.option("--rank", type=int, help="The rank of a single trace file that does not record one.")
 @click.option("--top", default=10, show_default=True, type=click.IntRange(min=1), help="Kernels to list.")
@@ -39,6 +51,8 @@ def cli() -> None:
 def analyze(
     paths: tuple[Path, ...],
     json_path: Path | None,
+    html_path: Path | None,
+    md_path: Path | None,
     rank_spec: str | None,
     rank: int | None,
     top: int,
@@ -48,7 +62,26 @@ def analyze(
     """Analyze Kineto traces (*.json / *.json.gz, one per rank) or Nsight Systems exports (*.sqlite, *.nsys-rep)."""
     from tracekit.cli.commands import run_analyze
 
-    run_analyze(paths, json_path=json_path, rank_spec=rank_spec, rank=rank, top=top, jobs=jobs, window=window)
+    run_analyze(
+        paths,
+        outputs={"json": json_path, "html": html_path, "md": md_path},
+        rank_spec=rank_spec,
+        rank=rank,
+        top=top,
+        jobs=jobs,
+        window=window,
+    )
+
+
+@cli.command()
+@click.argument("report", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--html", "html_path", type=click.Path(dir_okay=False, path_type=Path), help="Write the HTML report.")
+@click.option("--md", "md_path", type=click.Path(dir_okay=False, path_type=Path), help="Write the Markdown report.")
+def report(report: Path, html_path: Path | None, md_path: Path | None) -> None:
+    """Render a saved JSON report (from analyze --json) again, without the traces."""
+    from tracekit.cli.commands import run_report
+
+    run_report(report, outputs={"html": html_path, "md": md_path})
 
 
 @cli.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from tracekit.errors import InputError
 
@@ -74,3 +75,22 @@ def parse_rank_spec(spec: str) -> set[int]:
             raise InputError(f"--ranks: range {item!r} runs backwards")
         ranks.update(range(low, high + 1))
     return ranks
+
+
+def capture_summary(paths: Iterable[str | Path]) -> dict[str, Any] | None:
+    """The ``summary.json`` of ``tracekit capture`` beside the traces, if there is one.
+
+    Looked for in each folder given and beside each file given; anything that is not a
+    tracekit capture summary is ignored (it is context for the report, not input).
+    """
+    for raw in paths:
+        path = Path(raw)
+        folder = path if path.is_dir() else path.parent
+        candidate = folder / "summary.json"
+        try:
+            data = json.loads(candidate.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if isinstance(data, dict) and data.get("schema") == "tracekit.capture_summary":
+            return data
+    return None

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Final
 import msgspec
 
 from tracekit import __version__
+from tracekit.errors import InputError
 
 if TYPE_CHECKING:
     import polars as pl
@@ -22,7 +23,7 @@ if TYPE_CHECKING:
     from tracekit.analyzers.verdict import Finding
 
 SCHEMA: Final = "tracekit.analysis"
-SCHEMA_VERSION: Final = "1.1"
+SCHEMA_VERSION: Final = "1.2"
 #: The longest GPU idle intervals listed (all are summed in ``idle_causes.per_rank``).
 IDLE_INTERVALS: Final = 50
 
@@ -37,8 +38,18 @@ def _rows(df: pl.DataFrame) -> list[dict[str, Any]]:
     return [{k: _clean(v) for k, v in row.items()} for row in df.to_dicts()]
 
 
-def to_document(analysis: Analysis, *, top: int | None = None) -> dict[str, Any]:
-    """The report as plain Python data (dicts keep the schema's key order)."""
+def to_document(
+    analysis: Analysis,
+    *,
+    top: int | None = None,
+    capture: dict[str, Any] | None = None,
+    analysis_seconds: float | None = None,
+) -> dict[str, Any]:
+    """The report as plain Python data (dicts keep the schema's key order).
+
+    ``capture`` is the ``summary.json`` of ``tracekit capture`` when the traces came with one;
+    ``analysis_seconds`` how long reading and analyzing took.
+    """
     facts = asdict(analysis.facts)
     facts["skipped"] = [{"path": p, "reason": r} for p, r in analysis.facts.skipped]
     kernels = analysis.kernels.top if top is None else analysis.kernels.top.head(top)
@@ -54,6 +65,8 @@ def to_document(analysis: Analysis, *, top: int | None = None) -> dict[str, Any]
             "costs": _rows(verdict.costs),
         },
         "run": facts,
+        "analysis_seconds": _clean(analysis_seconds),
+        "capture": capture,
         "steps": {
             "per_step": _rows(analysis.steps.steps),
             "per_rank": _rows(analysis.steps.stats),
@@ -121,5 +134,27 @@ def _finding(finding: Finding) -> dict[str, Any]:
 
 def render_json(analysis: Analysis, *, top: int | None = None) -> str:
     """The JSON report as text (indented, keys in schema order, ends with a newline)."""
-    encoded = msgspec.json.encode(to_document(analysis, top=top))
-    return msgspec.json.format(encoded, indent=2).decode() + "\n"
+    return dump_document(to_document(analysis, top=top))
+
+
+def dump_document(doc: dict[str, Any]) -> str:
+    """A report document as JSON text."""
+    return msgspec.json.format(msgspec.json.encode(doc), indent=2).decode() + "\n"
+
+
+def load_document(text: str | bytes, *, source: str) -> dict[str, Any]:
+    """Parse a saved JSON report; a file that is not one is an InputError naming it."""
+    try:
+        doc = msgspec.json.decode(text)
+    except msgspec.DecodeError as exc:
+        raise InputError(f"not valid JSON ({exc})", path=source) from None
+    if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
+        raise InputError(f'not a tracekit report (no "schema": "{SCHEMA}")', path=source)
+    major = str(doc.get("schema_version", "")).split(".")[0]
+    if major != SCHEMA_VERSION.split(".")[0]:
+        raise InputError(
+            f"report schema version {doc.get('schema_version')} is not readable by this tracekit "
+            f"(reads {SCHEMA_VERSION.split('.')[0]}.x)",
+            path=source,
+        )
+    return doc

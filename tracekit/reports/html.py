@@ -1,0 +1,174 @@
+"""One self-contained HTML file: the verdict, the charts and sortable tables, offline.
+
+plotly.js is inlined once, the charts' data is embedded as JSON, and nothing is fetched:
+the file opens from ``file://`` with no network. All text goes through Jinja's autoescaping
+(and chart labels through HTML escaping), so a kernel named ``<script>…`` shows as text.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from dataclasses import dataclass, field
+from functools import cache
+from typing import Any
+
+import jinja2
+from plotly.offline import get_plotlyjs
+
+from tracekit.reports import figures
+from tracekit.reports import tables as tb
+
+
+@dataclass
+class _Section:
+    key: str
+    title: str
+    nav: str
+    charts: list[figures.Chart] = field(default_factory=list)
+    tables: list[str] = field(default_factory=list)
+    note: str = ""
+
+
+@cache
+def _template() -> jinja2.Template:
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("tracekit.reports", "templates"),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+    )
+    return env.get_template("report.html.j2")
+
+
+@cache
+def _plotly_js() -> str:
+    return str(get_plotlyjs())
+
+
+def table_html(t: tb.Table) -> str:
+    """A sortable HTML table (escaped), or its 'nothing to show' line."""
+    esc = html.escape
+    if not t.rows:
+        return f'<h3>{esc(t.title)}</h3><p class="empty">{esc(t.empty or "Nothing to show.")}</p>'
+    numeric = [t.numeric[i] if i < len(t.numeric) else False for i in range(len(t.columns))]
+    head = "".join(f'<th class="{"num" if n else ""}">{esc(c)}</th>' for c, n in zip(t.columns, numeric, strict=True))
+    body = "".join(
+        "<tr>"
+        + "".join(f'<td class="{"num" if n else ""}">{esc(v)}</td>' for v, n in zip(row, numeric, strict=True))
+        + "</tr>"
+        for row in t.rows
+    )
+    caption = f'<div class="caption">{esc(t.caption)}</div>' if t.caption else ""
+    return (
+        f'<h3>{esc(t.title)}</h3><div class="scroll"><table class="sortable"><thead><tr>{head}</tr></thead>'
+        f"<tbody>{body}</tbody></table></div>{caption}"
+    )
+
+
+def _cost_table(doc: dict[str, Any]) -> str:
+    rows = [
+        (r["bound"], tb.pct(r["share_pct"]), tb.pct(r["max_rank_share_pct"]), str(r["worst_rank"]))
+        for r in doc["verdict"]["costs"]
+    ]
+    return table_html(
+        tb.Table(
+            "costs",
+            "Share of measured time per candidate bound",
+            ("bound", "mean over ranks", "worst rank's share", "worst rank"),
+            tuple(rows),
+            "Thresholds and rules: tracekit/analyzers/verdict.py.",
+            (False, True, True, True),
+        )
+    )
+
+
+def _escape_figure(value: Any) -> Any:
+    """HTML-escape every string plotly would render as markup (names, labels, hover text)."""
+    if isinstance(value, str):
+        return html.escape(value, quote=False)
+    if isinstance(value, list):
+        return [_escape_figure(v) for v in value]
+    if isinstance(value, dict):
+        return {
+            k: v
+            if k in ("type", "orientation", "barmode", "mode", "colorscale", "template", "autorange")
+            else _escape_figure(v)
+            for k, v in value.items()
+        }
+    return value
+
+
+def _sections(doc: dict[str, Any], charts: dict[str, figures.Chart]) -> list[_Section]:
+    limit = None if len(doc["run"]["ranks"]) <= 64 else 64
+    T = {t.key: t for t in tb.all_tables(doc, limit=limit)}
+
+    def pick(*keys: str) -> list[str]:
+        return [table_html(T[k]) for k in keys if k in T]
+
+    def chart(*keys: str) -> list[figures.Chart]:
+        return [charts[k] for k in keys if k in charts]
+
+    gpu = doc["run"].get("has_gpu")
+    sections = [
+        _Section("facts", "Run", "Run", tables=pick("facts")),
+        _Section("steps", "Step time per rank", "Steps", chart("steps"), pick("steps")),
+        _Section("phases", "Phase breakdown", "Phases", chart("phases"), pick("phases", "phases_per_rank")),
+        _Section(
+            "gpu",
+            "GPU time breakdown and comm/compute overlap" if gpu else "Host time breakdown (CPU-only run)",
+            "GPU time" if gpu else "Host time",
+            chart("gpu", "overlap"),
+            pick("gpu", "host"),
+        ),
+        _Section("stragglers", "Stragglers", "Stragglers", chart("lateness"), pick("stragglers", "collectives")),
+        _Section(
+            "dataloader",
+            "DataLoader gaps and host syncs",
+            "Data & syncs",
+            chart("dataloader"),
+            pick("dataloader", "syncs"),
+        ),
+        _Section("idle", "GPU idle by cause", "Idle", chart("idle"), pick("idle")),
+        _Section("kernels", "Top kernels", "Kernels", chart("kernels"), pick("kernels")),
+    ]
+    if doc.get("capture"):
+        sections.append(
+            _Section("capture", "Capture summary", "Capture", tables=pick("capture_phases", "capture_facts"))
+        )
+    else:
+        sections.append(
+            _Section(
+                "capture",
+                "Capture summary",
+                "Capture",
+                note="No summary.json beside these traces (they were not made by tracekit capture).",
+            )
+        )
+    sections.append(_Section("files", "Trace files", "Files", tables=pick("files")))
+    for s in sections:
+        if s.key == "lateness" or (s.key == "stragglers" and not s.charts):
+            s.note = s.note or "No lateness to chart: no collectives matched across ranks and steps."
+    return sections
+
+
+def render_html(doc: dict[str, Any]) -> str:
+    """The HTML report of a JSON document (see :func:`tracekit.reports.to_document`)."""
+    charts = {c.key: c for c in figures.all_charts(doc)}
+    payload = json.dumps({k: _escape_figure(c.figure) for k, c in charts.items()}, separators=(",", ":"))
+    payload = payload.replace("</", "<\\/").replace("<!--", "<\\!--")
+    run = doc["run"]
+    facts_line = (
+        f"{len(run['ranks'])} rank(s), world size {run.get('world_size') or '?'}, "
+        f"backend {run.get('backend') or '?'}, {', '.join(run.get('devices') or []) or 'no device recorded'}"
+        f" · tracekit {doc.get('tracekit_version')}"
+    )
+    primary = doc["verdict"]["primary"]["kind"]
+    return _template().render(
+        verdict=doc["verdict"],
+        good=primary in ("gpu-compute-bound", "compute-bound"),
+        facts_line=facts_line,
+        sections=_sections(doc, charts),
+        cost_table=_cost_table(doc),
+        charts_json=payload,
+        plotly_js=_plotly_js(),
+    )
