@@ -39,7 +39,16 @@ def test_json_is_stable_and_complete(analysis: Analysis) -> None:
     text = render_json(analysis)
     assert text == render_json(analysis)
     doc = json.loads(text)
-    assert list(doc)[:6] == ["schema", "schema_version", "tracekit_version", "verdict", "run", "steps"]
+    assert list(doc)[:8] == [
+        "schema",
+        "schema_version",
+        "tracekit_version",
+        "verdict",
+        "run",
+        "analysis_seconds",
+        "capture",
+        "steps",
+    ]
     assert {"collectives", "stragglers", "dataloader", "host_syncs", "idle_causes", "host_breakdown"} <= set(doc)
 
 
