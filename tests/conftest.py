@@ -25,3 +25,13 @@ def shared_traces() -> Path:
 def kineto_dir(shared_traces: Path) -> Path:
     """../shared/traces/kineto."""
     return shared_traces / "kineto"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--update-golden", action="store_true", help="rewrite the golden report files")
+
+
+@pytest.fixture
+def update_golden(request: pytest.FixtureRequest) -> bool:
+    """Whether to rewrite golden files instead of comparing (--update-golden)."""
+    return bool(request.config.getoption("--update-golden"))

@@ -1,0 +1,157 @@
+"""Markdown, HTML and the JSON document: every fixture renders, goldens, escaping, sizes."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.analyzers.test_cross_rank import three_ranks
+from tests.conftest import SAMPLES
+from tests.factories import ev, make_run
+from tracekit.analyzers import analyze
+from tracekit.errors import InputError
+from tracekit.reports.html import render_html
+from tracekit.reports.json_report import dump_document, load_document, to_document
+from tracekit.reports.markdown import MAX_CHARS, render_markdown
+
+GOLDEN = Path(__file__).parent / "golden"
+HOSTILE = "<script>alert(1)</script> | [x](y)"
+
+
+def doc_of(rows: list[dict[str, Any]], world_size: int | None = None) -> dict[str, Any]:
+    doc = json.loads(dump_document(to_document(analyze(make_run(rows, world_size=world_size)))))
+    doc["tracekit_version"] = "X.Y.Z"  # goldens do not change with the version
+    return doc
+
+
+FIXTURES = {
+    "multi_rank_gpu": lambda: doc_of(three_ranks(), world_size=3),
+    "cpu_only": lambda: doc_of(
+        [ev("step", "ProfilerStep#1", 0, 10_000), ev("annotation", "fwd", 1, 5_000), ev("cpu_op", "aten::mm", 1, 4_000)]
+    ),
+    "single_rank_no_collectives": lambda: doc_of(
+        [
+            ev("step", "ProfilerStep#1", 0, 100),
+            ev("runtime", "cudaLaunchKernel", 1, 2, correlation=1),
+            ev("kernel", HOSTILE, 10, 60, correlation=1),
+        ]
+    ),
+    "empty": lambda: doc_of([]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(FIXTURES))
+def test_every_fixture_renders_every_section_or_says_why(name: str) -> None:
+    doc = FIXTURES[name]()
+    md = render_markdown(doc)
+    html = render_html(doc)
+    assert md.startswith("## tracekit verdict")
+    assert len(md) < MAX_CHARS
+    for section in (
+        "verdict",
+        "facts",
+        "steps",
+        "phases",
+        "gpu",
+        "stragglers",
+        "dataloader",
+        "idle",
+        "kernels",
+        "capture",
+        "files",
+    ):
+        assert f'<section id="{section}"' in html or f'id="{section}"' in html, section
+    # a section with nothing to show says why instead of showing an empty table
+    assert "<tbody></tbody>" not in html
+    if name in ("cpu_only", "empty"):
+        assert "No GPU activity" in md or "no GPU activity" in md.lower()
+
+
+@pytest.mark.parametrize("fmt", ["md", "json"])
+def test_golden(fmt: str, update_golden: bool) -> None:
+    doc = FIXTURES["multi_rank_gpu"]()
+    text = render_markdown(doc) if fmt == "md" else dump_document(doc)
+    path = GOLDEN / f"multi_rank_gpu.{fmt}"
+    if update_golden:
+        path.write_text(text, encoding="utf-8")
+    assert text == path.read_text(encoding="utf-8"), f"run pytest --update-golden to accept changes to {path}"
+
+
+def test_hostile_names_are_text_everywhere() -> None:
+    doc = FIXTURES["single_rank_no_collectives"]()
+    html = render_html(doc)
+    assert "<script>alert(1)</script>" not in html
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+    md = render_markdown(doc)
+    assert "<script>" not in md and "&lt;script&gt;alert(1)&lt;/script&gt; \\| [x](y)" in md
+
+
+def test_markdown_stays_under_the_comment_limit_for_512_ranks() -> None:
+    rows = [{**r, "rank": rank} for rank in range(512) for r in three_ranks()[:1] + three_ranks()[3:5]]
+    doc = doc_of(rows, world_size=512)
+    md = render_markdown(doc)
+    assert len(md) < MAX_CHARS
+    assert "16 of 512 ranks shown" in md
+    html = render_html(doc)
+    assert "ranks 0-7" in html  # 512 ranks binned into 64 bars
+
+
+def test_html_of_8_ranks_is_under_5_mb() -> None:
+    from tracekit.readers import load_run
+
+    html = render_html(json.loads(dump_document(to_document(analyze(load_run([SAMPLES / "captures" / "straggler"]))))))
+    assert len(html.encode()) < 5 * 1024 * 1024
+    assert html.count("Plotly.newPlot") == 1  # plotly.js inlined once, one render loop
+
+
+def test_report_command_renders_saved_json_again(tmp_path: Path) -> None:
+    sample = SAMPLES / "captures" / "data_bound"
+    run = [sys.executable, "-m", "tracekit"]
+    first = subprocess.run(
+        [
+            *run,
+            "analyze",
+            sample,
+            "--json",
+            tmp_path / "r.json",
+            "--md",
+            tmp_path / "a.md",
+            "--html",
+            tmp_path / "a.html",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert first.returncode == 0, first.stderr
+    again = subprocess.run(
+        [*run, "report", tmp_path / "r.json", "--md", tmp_path / "b.md", "--html", tmp_path / "b.html"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert again.returncode == 0, again.stderr
+    assert (tmp_path / "a.md").read_text() == (tmp_path / "b.md").read_text()
+    assert (tmp_path / "a.html").read_text() == (tmp_path / "b.html").read_text()
+    doc = json.loads((tmp_path / "r.json").read_text())
+    assert doc["capture"]["schema"] == "tracekit.capture_summary"  # the folder's summary.json
+    assert "Capture summary" in (tmp_path / "a.md").read_text()
+
+
+def test_report_of_something_else_is_one_line(tmp_path: Path) -> None:
+    bad = tmp_path / "x.json"
+    bad.write_text('{"hello": 1}')
+    with pytest.raises(InputError, match="not a tracekit report"):
+        load_document(bad.read_bytes(), source=str(bad))
+    result = subprocess.run(
+        [sys.executable, "-m", "tracekit", "report", bad, "--md", tmp_path / "y.md"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 2 and result.stderr.count("\n") == 1 and "not a tracekit report" in result.stderr
