@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 import polars as pl
 
 from tracekit.analyzers.stats import num
-from tracekit.analyzers.stragglers import LATE_START, StragglerResult
+from tracekit.analyzers.stragglers import StragglerResult, describe_cause
 from tracekit.analyzers.verdict import COMMS_MIN_SHARE, LOW_OVERLAP_PCT, Costs, Finding
 
 if TYPE_CHECKING:
@@ -106,11 +106,7 @@ def evidence(
     if stragglers.stragglers:
         lines = []
         for s in stragglers.stragglers:
-            cause = (
-                f"it starts its steps {_ms(s.cause_excess_ns)} later than the median rank"
-                if s.cause == LATE_START
-                else f"its {s.cause} takes {_ms(s.cause_excess_ns)} longer than on the median rank"
-            )
+            cause = describe_cause(s)
             lines.append(
                 f"rank {s.rank} arrived last at {s.times_last} of {s.instances} collectives; the others waited "
                 f"{_ms(s.caused_wait_ns / n_steps)} per step for it ({100 * s.score:.1f}% of a step); cause: {cause}"

@@ -26,6 +26,9 @@ STRAGGLER_MIN_SHARE: Final = 0.05
 STRAGGLER_MIN_LAST_SHARE: Final = 0.5
 #: The cause named when a straggler starts its steps later than the median rank.
 LATE_START: Final = "(started the step late)"
+#: The causes named when no phase explains a straggler.
+NO_PHASES: Final = "(no phase annotations)"
+NOT_IN_PHASES: Final = "(not found in the phases: host work outside annotated ranges)"
 
 
 @dataclass(frozen=True)
@@ -112,9 +115,9 @@ def _explain(row: dict[str, object], steps: StepResult, annotations: AnnotationR
         late = start.filter(pl.col("rank") == rank)["rel"].mean()
         if late is not None:
             candidates[LATE_START] = float(late)  # type: ignore[arg-type]
-    cause, excess = max(candidates.items(), key=lambda kv: kv[1], default=("(no phase annotations)", 0.0))
+    cause, excess = max(candidates.items(), key=lambda kv: kv[1], default=(NO_PHASES, 0.0))
     if excess <= 0:
-        cause, excess = "(not found in the phases: host work outside annotated ranges)", 0.0
+        cause, excess = NOT_IN_PHASES, 0.0
     return Straggler(
         rank=rank,
         score=float(row["score"]),  # type: ignore[arg-type]
@@ -124,6 +127,18 @@ def _explain(row: dict[str, object], steps: StepResult, annotations: AnnotationR
         cause=cause,
         cause_excess_ns=excess,
     )
+
+
+def describe_cause(straggler: Straggler) -> str:
+    """The straggler's cause as a sentence fragment ("its forward takes 2.00 ms longer ...")."""
+    ms = f"{straggler.cause_excess_ns / 1e6:.2f} ms"
+    if straggler.cause == LATE_START:
+        return f"it starts its steps {ms} later than the median rank, per step"
+    if straggler.cause == NO_PHASES:
+        return "no phase annotations to compare with the other ranks: add record_function ranges"
+    if straggler.cause == NOT_IN_PHASES:
+        return "no annotated phase takes longer than on the median rank: look at host work outside the ranges"
+    return f"its {straggler.cause} takes {ms} longer per step than on the median rank"
 
 
 def phase_excess(annotations: AnnotationResult, rank: int) -> dict[str, float]:

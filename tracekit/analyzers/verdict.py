@@ -26,7 +26,7 @@ from typing import Final
 import polars as pl
 
 from tracekit.analyzers.stats import num
-from tracekit.analyzers.stragglers import LATE_START, StragglerResult
+from tracekit.analyzers.stragglers import StragglerResult, describe_cause
 
 #: Data wait above this share of step time makes a run data-bound (common practice: ~5%).
 DATA_MIN_SHARE: Final = 0.05
@@ -224,10 +224,5 @@ def _finding(
         s = stragglers.stragglers[0]
         title = f"Straggler-bound: rank {s.rank} arrives last and the others wait for it"
         numbers.update(straggler_rank=s.rank, cause=s.cause, cause_excess_ns=s.cause_excess_ns)
-        cause = (
-            "it starts its steps later than the median rank"
-            if s.cause == LATE_START
-            else f"its {s.cause} takes longer than on the median rank"
-        )
-        recs = (f"Rank {s.rank}: {cause} (+{s.cause_excess_ns / 1e6:.2f} ms per step).", *recs)
+        recs = (f"Rank {s.rank}: {describe_cause(s)}.", *recs)
     return Finding(bound, title, share, confidence, tuple(lines), recs, numbers)
