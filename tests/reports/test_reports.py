@@ -29,8 +29,9 @@ def test_terminal_renders_every_section_or_says_why(analysis: Analysis) -> None:
     assert "tracekit analysis" in text
     for marker in (
         "ranks:",
-        "Step time" if analysis.steps.has_steps else "no ProfilerStep",
-        "GPU time breakdown" if analysis.facts.has_gpu else "no GPU activity",
+        "Step time per rank",
+        "No ProfilerStep#N ranges" if not analysis.steps.has_steps else "mean",
+        "GPU time breakdown per rank" if analysis.facts.has_gpu else "No GPU activity was recorded",
     ):
         assert marker in text
 

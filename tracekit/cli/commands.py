@@ -44,11 +44,11 @@ def run_analyze(
     ranks = parse_rank_spec(rank_spec) if rank_spec else None
     run = load_run(paths, ranks=ranks, rank=rank, jobs=jobs)
     result = analyze(run, window=cast("Literal['steps', 'gpu_span']", window))
+    doc = to_document(result, capture=capture_summary(paths), analysis_seconds=time.perf_counter() - started)
     width = shutil.get_terminal_size().columns if sys.stdout.isatty() else 120
-    click.echo(TerminalRenderer(top=top, width=max(width, 100), color=sys.stdout.isatty()).render(result), nl=False)
-    if any(outputs.values()):
-        doc = to_document(result, capture=capture_summary(paths), analysis_seconds=time.perf_counter() - started)
-        write_reports(doc, outputs)
+    renderer = TerminalRenderer(top=top, width=max(width, 100), color=sys.stdout.isatty())
+    click.echo(renderer.render_document(doc), nl=False)
+    write_reports(doc, outputs)
 
 
 def write_reports(doc: dict[str, Any], outputs: dict[str, Path | None]) -> None:
