@@ -24,6 +24,7 @@ def costs(**shares: float) -> Costs:
         "straggler_ns": 0,
         "sync_ns": 0,
         "host_ns": 0,
+        "idle_ns": 0,
         "compute_ns": 0,
     }
     row.update({f"{k}_ns": int(v * 1000) for k, v in shares.items()})
@@ -48,6 +49,11 @@ def test_close_wastes_give_low_confidence_and_a_secondary_finding() -> None:
     assert verdict.primary.kind == "comms-bound"
     assert verdict.primary.confidence == "low"
     assert [f.kind for f in verdict.secondary] == ["straggler-bound"]
+
+
+def test_unexplained_idle_is_not_compute_bound() -> None:
+    verdict = decide(costs(idle=0.95, compute=0.001), stragglers=NO_STRAGGLERS, evidence={})
+    assert verdict.primary.kind == "gpu-idle"
 
 
 def test_nothing_measured() -> None:

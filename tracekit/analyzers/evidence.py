@@ -45,14 +45,14 @@ def costs(
         if idle is not None and idle.per_rank.height
         else pl.DataFrame(schema={"rank": pl.Int32})
     )
-    for cause in ("host_sync", "launch", "peer"):
+    for cause in ("host_sync", "launch", "peer", "unexplained"):
         if cause not in idle_by.columns:
             idle_by = idle_by.with_columns(pl.lit(0, dtype=pl.Int64).alias(cause))
     df = (
         breakdown.per_rank.select("rank", "window_ns", "compute_ns", "comm_ns")
         .join(waits, on="rank", how="left")
         .join(dataloader.per_rank.select("rank", pl.col("idle_ns").alias("data_ns")), on="rank", how="left")
-        .join(idle_by.select("rank", "host_sync", "launch", "peer"), on="rank", how="left")
+        .join(idle_by.select("rank", "host_sync", "launch", "peer", "unexplained"), on="rank", how="left")
         .fill_null(0)
         .with_columns(waiting=pl.min_horizontal("wait_ns", "comm_ns") if has_stragglers else pl.lit(0))
         .select(
@@ -63,6 +63,7 @@ def costs(
             (pl.col("waiting") + (pl.col("peer") if has_stragglers else 0)).alias("straggler_ns"),
             pl.col("host_sync").alias("sync_ns"),
             pl.col("launch").alias("host_ns"),
+            pl.col("unexplained").alias("idle_ns"),
             "compute_ns",
         )
     )
@@ -127,6 +128,7 @@ def evidence(
             f"top kernel: {r['name'][:80]} ({r['share_pct']:.1f}% of GPU time)" for r in top.iter_rows(named=True)
         )
     out["host-bound"] = ("GPU idle while the host was busy in operators and runtime calls (launch-bound idle)",)
+    out["gpu-idle"] = ("GPU idle with no DataLoader fetch, host sync, collective or busy host in the trace around it",)
     return out
 
 

@@ -38,6 +38,8 @@ SYNC_MIN_SHARE: Final = 0.05
 HOST_MIN_SHARE: Final = 0.10
 #: Waiting for stragglers above this share is a finding.
 STRAGGLER_MIN_SHARE: Final = 0.05
+#: GPU idle that no host activity in the trace explains, above this share, is a finding.
+IDLE_MIN_SHARE: Final = 0.20
 #: Comm/compute overlap below this (with comms above COMMS_MIN_SHARE) is a finding.
 LOW_OVERLAP_PCT: Final = 50.0
 #: Confidence is high when the primary waste is at least this multiple of its threshold and
@@ -51,6 +53,7 @@ THRESHOLDS: Final = {
     "straggler-bound": STRAGGLER_MIN_SHARE,
     "sync-bound": SYNC_MIN_SHARE,
     "host-bound": HOST_MIN_SHARE,
+    "gpu-idle": IDLE_MIN_SHARE,
 }
 
 RECOMMENDATIONS: Final[dict[str, tuple[str, ...]]] = {
@@ -87,6 +90,13 @@ RECOMMENDATIONS: Final[dict[str, tuple[str, ...]]] = {
         "torch.compile(mode='reduce-overhead').",
         "Fuse small ops (torch.compile, fused optimizers: AdamW(fused=True) / foreach=True).",
         "Raise the per-GPU batch size so each launch does more work.",
+    ),
+    "gpu-idle": (
+        "The GPU waits while the trace shows no host activity: the time goes to code the profiler does not "
+        "record (Python outside operators, checkpointing, logging, evaluation, torch.compile).",
+        "Sample the host during the gaps: py-spy record -o profile.svg --pid <training process>.",
+        "Record Python frames with torch.profiler(with_stack=True) to see what runs between operators.",
+        "Profile steady-state steps only: compilation and warmup belong in the profiler's wait/warmup steps.",
     ),
     "gpu-compute-bound": (
         "The GPU is busy: make each kernel cheaper. Use bf16 autocast, and TF32 for fp32 matmuls "
@@ -130,7 +140,7 @@ class Verdict:
 class Costs:
     """Per-rank time of each candidate bound, in ns, with the window it is a share of."""
 
-    #: rank, window_ns, data_ns, comms_ns, straggler_ns, sync_ns, host_ns, compute_ns
+    #: rank, window_ns, data_ns, comms_ns, straggler_ns, sync_ns, host_ns, idle_ns, compute_ns
     per_rank: pl.DataFrame
     measured_on: str
 
@@ -142,6 +152,7 @@ def _cost_table(costs: Costs) -> pl.DataFrame:
         "straggler_ns": "straggler-bound",
         "sync_ns": "sync-bound",
         "host_ns": "host-bound",
+        "idle_ns": "gpu-idle",
         "compute_ns": "gpu-compute-bound" if costs.measured_on == "gpu" else "compute-bound",
     }
     df = costs.per_rank
@@ -211,6 +222,7 @@ def _finding(
         "straggler-bound": "Straggler-bound: ranks wait at collectives for the last rank to arrive",
         "sync-bound": "Sync-bound: host syncs drain the GPU queue every step",
         "host-bound": "Host/launch-bound: the GPU starves while the host launches work",
+        "gpu-idle": "The GPU sits idle, and the trace does not show why",
         "gpu-compute-bound": "GPU-compute-bound: the GPU is busy computing",
         "compute-bound": "Compute-bound: the host is busy computing (CPU-only run)",
     }[bound]
