@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Literal, cast
 import click
 
 from tracekit.analyzers import analyze
+from tracekit.cli.progress import DelayedProgress
 from tracekit.errors import InputError
 from tracekit.readers import load_run, parse_rank_spec
 from tracekit.reports import TerminalRenderer, render_json
@@ -33,16 +34,32 @@ def run_analyze(
     rank: int | None,
     top: int,
     jobs: int | None,
+    cache_dir: Path | None,
+    use_cache: bool,
     window: str,
 ) -> None:
     """``tracekit analyze``."""
     ranks = parse_rank_spec(rank_spec) if rank_spec else None
-    run = load_run(paths, ranks=ranks, rank=rank, jobs=jobs)
-    result = analyze(run, window=cast("Literal['steps', 'gpu_span']", window))
     width = shutil.get_terminal_size().columns if sys.stdout.isatty() else 120
-    click.echo(TerminalRenderer(top=top, width=max(width, 100), color=sys.stdout.isatty()).render(result), nl=False)
-    if json_path is not None:
-        write_text(json_path, render_json(result))
+    with DelayedProgress() as progress:
+        run = load_run(
+            paths,
+            ranks=ranks,
+            rank=rank,
+            jobs=jobs,
+            progress=progress.file_done,
+            cache_dir=cache_dir,
+            use_cache=use_cache,
+        )
+        progress.stage(f"analyzing {len(run.ranks)} rank(s)")
+        result = analyze(run, window=cast("Literal['steps', 'gpu_span']", window))
+        del run
+        progress.stage("writing reports")
+        text = TerminalRenderer(top=top, width=max(width, 100), color=sys.stdout.isatty()).render(result)
+        document = None if json_path is None else render_json(result)
+    click.echo(text, nl=False)
+    if json_path is not None and document is not None:
+        write_text(json_path, document)
         click.echo(f"wrote {json_path}")
 
 
