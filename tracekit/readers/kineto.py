@@ -11,6 +11,7 @@ relative to an integer base to keep nanosecond precision beyond float64's 2**53.
 
 from __future__ import annotations
 
+import importlib
 import zlib
 from functools import reduce
 from itertools import compress, repeat
@@ -48,6 +49,19 @@ CATEGORY_KINDS: Final[dict[str, str]] = {
 #: Categories that carry no event of interest (the profiler's own span).
 _SKIPPED_CATEGORIES: Final = ("trace",)
 _STEP_PREFIX: Final = "ProfilerStep#"
+
+
+def _inflate_module() -> Any:
+    """ISA-L's zlib (``isal``, a dependency: inflates twice as fast), else zlib: one API."""
+    try:
+        return importlib.import_module("isal.isal_zlib")
+    except ImportError:
+        return zlib
+
+
+_INFLATE: Final = _inflate_module()
+#: What inflating corrupt or truncated gzip data raises.
+GZIP_ERRORS: Final[tuple[type[BaseException], ...]] = (EOFError, OSError, zlib.error, _INFLATE.error)
 #: What building a column of one dtype from values of other JSON types raises.
 _MIXED: Final = (TypeError, ValueError, OverflowError, pl.exceptions.PolarsError)
 #: The integer in a text id such as "stream 7".
@@ -175,7 +189,7 @@ def read_bytes(path: Path) -> bytes:
     if data[:2] == b"\x1f\x8b":
         try:
             data = gunzip(data)
-        except (EOFError, OSError, zlib.error) as exc:
+        except GZIP_ERRORS as exc:
             raise TraceReadError(
                 f"truncated or corrupt gzip ({exc}); was the profiler stopped mid-write?",
                 path=path,
@@ -186,15 +200,15 @@ def read_bytes(path: Path) -> bytes:
 
 
 def gunzip(data: bytes) -> bytes:
-    """Decompress gzip ``data``, every member of it, checking each member's CRC in zlib.
+    """Decompress gzip ``data``, every member of it, checking each member's CRC.
 
-    One ``zlib`` pass per member, which checks the CRC as it inflates (``gzip.decompress``
-    computes it in a second pass over the output).
-    Raises :class:`zlib.error` or :class:`EOFError` for corrupt or truncated input.
+    One pass per member, which checks the CRC as it inflates (``gzip.decompress`` computes
+    it in a second pass over the output), with ISA-L when it is installed (``isal``: twice
+    as fast as zlib). Raises one of :data:`GZIP_ERRORS` for corrupt or truncated input.
     """
     parts = []
     while data:
-        inflater = zlib.decompressobj(wbits=31)
+        inflater = _INFLATE.decompressobj(wbits=31)
         parts.append(inflater.decompress(data))
         if not inflater.eof:
             raise EOFError("compressed file ended before the end-of-stream marker was reached")
