@@ -1,0 +1,283 @@
+"""Benchmark: tracekit's full analysis against HTA's stages and the parse floor, same files.
+
+``python -m benchmarks.run`` generates (or reuses) 8 ranks of about 125 MB of JSON each by
+repeating a real A100 trace in time (``benchmarks.generate``), then runs, each in its own
+subprocess so that every contender's peak memory is its own:
+
+* ``floor``: gunzip plus a typed msgspec decode of every file in one process (``floor.py``);
+  ``floor_isal`` the same with ISA-L's gunzip, which tracekit uses (for reference: no target);
+* ``tracekit_cold``: ``python -m tracekit analyze DIR --json ...`` (and every other report
+  format ``analyze --help`` offers) with an empty cache folder, which it fills;
+* ``tracekit_warm``: the same command again, reading the cache;
+* ``tracekit_nocache``: the same with ``--no-cache``;
+* ``hta``: HTA's load + temporal + overlap + idle time + kernel breakdown (``hta_stages.py``);
+* with ``--linearity``, ``tracekit_cold_2x``: tracekit cold at twice the size.
+
+Wall time is from process start to exit, Python start-up included. Peak RSS is the largest
+sum of resident memory over the contender's process tree (it and every descendant, such as
+parsing workers), sampled every 50 ms with psutil: what the machine has to hold at once.
+``max_process_rss_mb`` is the largest single process (``ru_maxrss`` from ``wait4``). Prints a
+table and writes everything as JSON (``--out``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass, replace
+from importlib import metadata
+from pathlib import Path
+from typing import Any, Final
+
+import psutil
+
+from benchmarks.generate import DATA_DIR, ROOT, Spec, describe, generate
+
+HERE: Final = Path(__file__).resolve().parent
+SAMPLE_S: Final = 0.05
+QUICK_MB: Final = 16.0
+#: (name, how it is computed, the bound, whether the value must be at least or at most it)
+TARGETS: Final = (
+    ("speedup_vs_hta", "hta wall / tracekit_cold wall", 10.0, "min"),
+    ("cold_over_floor", "tracekit_cold wall / floor wall", 1.5, "max"),
+    ("rss_over_hta", "tracekit_cold peak RSS / hta peak RSS", 0.5, "max"),
+    ("warm_speedup_vs_hta", "hta wall / tracekit_warm wall", 50.0, "min"),
+    ("time_at_2x", "tracekit_cold_2x wall / tracekit_cold wall", 2.2, "max"),
+    ("rss_at_2x", "tracekit_cold_2x peak RSS / tracekit_cold peak RSS", 2.2, "max"),
+)
+
+
+@dataclass(frozen=True)
+class Measure:
+    """One contender's run."""
+
+    wall_s: float
+    #: user + system CPU of the process and its waited-for descendants
+    cpu_s: float
+    peak_rss_mb: float
+    max_process_rss_mb: float
+    returncode: int
+    stdout_tail: str
+    #: wall times of every repeat (the fields above are of the fastest)
+    walls_s: tuple[float, ...] = ()
+
+
+def _tree_rss(proc: psutil.Process) -> int:
+    total = 0
+    for p in [proc, *proc.children(recursive=True)]:
+        with contextlib.suppress(psutil.NoSuchProcess, psutil.AccessDenied):
+            total += p.memory_info().rss
+    return total
+
+
+def measure(command: list[str], *, env: dict[str, str] | None = None) -> Measure:
+    """Run ``command``; its wall time, peak tree RSS and largest process RSS."""
+    with tempfile.TemporaryFile() as out:
+        began = time.perf_counter()
+        child = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env)
+        watch = psutil.Process(child.pid)
+        peak = 0
+        while True:
+            pid, status, usage = os.wait4(child.pid, os.WNOHANG)
+            if pid:
+                break
+            with contextlib.suppress(psutil.NoSuchProcess):
+                peak = max(peak, _tree_rss(watch))
+            time.sleep(SAMPLE_S)
+        wall = time.perf_counter() - began
+        child.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        tail = out.read().decode(errors="replace")[-4000:]
+    cpu = usage.ru_utime + usage.ru_stime
+    return Measure(wall, cpu, peak / 1e6, usage.ru_maxrss / 1e3, child.returncode, tail, (wall,))
+
+
+def _env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
+    return env
+
+
+def tracekit_command(folder: Path, out_dir: Path, *, jobs: int | None, cache: Path | None) -> list[str]:
+    """``tracekit analyze`` writing every report format the installed version offers."""
+    base = [sys.executable, "-m", "tracekit", "analyze"]
+    helptext = subprocess.run([*base, "--help"], capture_output=True, text=True, env=_env(), check=True).stdout
+    command = [*base, str(folder), "--json", str(out_dir / "analysis.json")]
+    for option, suffix in (("--md", "md"), ("--markdown", "md"), ("--html", "html")):
+        if f"{option} " in helptext:
+            command += [option, str(out_dir / f"analysis.{suffix}")]
+    if jobs is not None:
+        command += ["--jobs", str(jobs)]
+    if "--cache-dir" in helptext:
+        command += ["--no-cache"] if cache is None else ["--cache-dir", str(cache)]
+    return command
+
+
+def _last_json(text: str) -> Any:
+    for line in reversed(text.strip().splitlines()):
+        if line.startswith("{"):
+            return json.loads(line)
+    return None
+
+
+def run_all(
+    spec: Spec,
+    *,
+    data_dir: Path = DATA_DIR,
+    jobs: int | None,
+    hta: bool,
+    linearity: bool,
+    repeat: int = 1,
+    log: Any,
+) -> dict[str, Any]:
+    """Generate the data and measure every contender; the JSON document of the results.
+
+    With ``repeat`` > 1 every contender runs that many times (in turns, so that a burst of
+    load elsewhere on the machine does not hit one contender only) and keeps its fastest run.
+    """
+    folder = generate(spec, data_dir, log=True)
+    double = Spec(ranks=spec.ranks, mb_per_rank=2 * spec.mb_per_rank, source=spec.source)
+    folder2 = generate(double, data_dir, log=True) if linearity else None
+    env = _env()
+    results: dict[str, Measure] = {}
+    details: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory(prefix="tracekit-bench-") as tmp:
+        work = Path(tmp)
+        cache = work / "cache"
+
+        def run(name: str, command: list[str], *, fresh_cache: bool = False) -> None:
+            if fresh_cache:
+                shutil.rmtree(cache, ignore_errors=True)
+            log(f"running {name} ...")
+            m = measure(command, env=env)
+            state = "ok" if m.returncode == 0 else f"FAILED (exit {m.returncode}):\n{m.stdout_tail}"
+            log(f"  {name}: {m.wall_s:.2f} s, cpu {m.cpu_s:.1f} s, peak RSS {m.peak_rss_mb:.0f} MB, {state}")
+            best = results.get(name)
+            walls = (*best.walls_s, m.wall_s) if best else (m.wall_s,)
+            if best is None or (m.returncode == 0 and m.wall_s < best.wall_s):
+                best, details[name] = m, None if name.startswith("tracekit") else _last_json(m.stdout_tail)
+            results[name] = replace(best, walls_s=walls)
+
+        for _ in range(repeat):
+            run("floor", [sys.executable, str(HERE / "floor.py"), str(folder)])
+            run("floor_isal", [sys.executable, str(HERE / "floor.py"), "--isal", str(folder)])
+            run("tracekit_cold", tracekit_command(folder, work, jobs=jobs, cache=cache), fresh_cache=True)
+            run("tracekit_warm", tracekit_command(folder, work, jobs=jobs, cache=cache))
+            nocache = tracekit_command(folder, work, jobs=jobs, cache=None)
+            if "--no-cache" in nocache:
+                run("tracekit_nocache", nocache)
+            if hta:
+                run("hta", [sys.executable, str(HERE / "hta_stages.py"), str(folder)])
+            if folder2 is not None:
+                run("tracekit_cold_2x", tracekit_command(folder2, work, jobs=jobs, cache=cache), fresh_cache=True)
+    return {
+        "machine": _machine(),
+        "spec": asdict(spec),
+        "data": {k: v for k, v in describe(spec, data_dir).items() if k != "spec"},
+        "results": {k: asdict(v) | {"detail": details.get(k)} for k, v in results.items()},
+        "targets": _targets(results),
+    }
+
+
+def _machine() -> dict[str, Any]:
+    versions = {}
+    for package in ("polars", "msgspec", "holistictraceanalysis", "pandas"):
+        try:
+            versions[package] = metadata.version(package)
+        except metadata.PackageNotFoundError:
+            versions[package] = None
+    return {
+        "cpus": os.cpu_count(),
+        "memory_gb": round(psutil.virtual_memory().total / 2**30, 1),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        **versions,
+    }
+
+
+def _targets(r: dict[str, Measure]) -> dict[str, Any]:
+    def ratio(a: str, b: str, rss: bool = False) -> float | None:
+        if a not in r or b not in r or r[a].returncode or r[b].returncode:
+            return None
+        x, y = (r[a].peak_rss_mb, r[b].peak_rss_mb) if rss else (r[a].wall_s, r[b].wall_s)
+        return x / y if y else None
+
+    values = {
+        "speedup_vs_hta": ratio("hta", "tracekit_cold"),
+        "cold_over_floor": ratio("tracekit_cold", "floor"),
+        "rss_over_hta": ratio("tracekit_cold", "hta", rss=True),
+        "warm_speedup_vs_hta": ratio("hta", "tracekit_warm"),
+        "time_at_2x": ratio("tracekit_cold_2x", "tracekit_cold"),
+        "rss_at_2x": ratio("tracekit_cold_2x", "tracekit_cold", rss=True),
+    }
+    out = {}
+    for name, how, bound, kind in TARGETS:
+        value = values[name]
+        met = None if value is None else (value >= bound if kind == "min" else value <= bound)
+        out[name] = {"value": value, "target": f"{'>=' if kind == 'min' else '<='} {bound:g}", "how": how, "met": met}
+    return out
+
+
+def table(doc: dict[str, Any]) -> str:
+    """The results as a plain-text table."""
+    lines = [f"{'contender':<18} {'wall s':>8} {'cpu s':>8} {'peak RSS MB':>12} {'max proc MB':>12}"]
+    for name, m in doc["results"].items():
+        failed = "" if m["returncode"] == 0 else f"  FAILED (exit {m['returncode']})"
+        lines.append(
+            f"{name:<18} {m['wall_s']:>8.2f} {m['cpu_s']:>8.1f} {m['peak_rss_mb']:>12.0f} "
+            f"{m['max_process_rss_mb']:>12.0f}{failed}"
+        )
+    lines.append("")
+    lines.append(f"{'target':<20} {'value':>8} {'bound':>8}  met   (how)")
+    for name, t in doc["targets"].items():
+        value = "n/a" if t["value"] is None else f"{t['value']:.2f}"
+        met = {None: "n/a", True: "yes", False: "NO"}[t["met"]]
+        lines.append(f"{name:<20} {value:>8} {t['target']:>8}  {met:<5} ({t['how']})")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Command line: see ``--help``."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--ranks", type=int, default=8, help="ranks (files) [8]")
+    parser.add_argument("--mb-per-rank", type=float, default=125.0, help="MB of JSON per rank [125]")
+    parser.add_argument("--quick", action="store_true", help=f"{QUICK_MB:g} MB per rank: a fast check")
+    parser.add_argument("--jobs", type=int, help="tracekit --jobs [its default: the number of cores]")
+    parser.add_argument("--no-hta", action="store_true", help="skip HTA (its ratios read n/a)")
+    parser.add_argument("--linearity", action="store_true", help="also run tracekit cold at twice the size")
+    parser.add_argument("--repeat", type=int, default=1, help="runs of each contender; the fastest counts [1]")
+    parser.add_argument("--data-dir", type=Path, default=DATA_DIR, help="where generated traces are kept")
+    parser.add_argument("--out", type=Path, help="results JSON [benchmarks/results/<size>.json]")
+    args = parser.parse_args(argv)
+    mb = QUICK_MB if args.quick else args.mb_per_rank
+    spec = Spec(ranks=args.ranks, mb_per_rank=mb)
+
+    def log(text: str) -> None:
+        print(text, file=sys.stderr, flush=True)
+
+    doc = run_all(
+        spec,
+        data_dir=args.data_dir,
+        jobs=args.jobs,
+        hta=not args.no_hta,
+        linearity=args.linearity,
+        repeat=args.repeat,
+        log=log,
+    )
+    out = args.out or HERE / "results" / f"{spec.ranks}x{mb:g}mb.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(doc, indent=1) + "\n")
+    print(table(doc))
+    print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()
