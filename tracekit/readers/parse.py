@@ -2,13 +2,16 @@
 
 Each file is read from the cache when it holds a valid entry, else decoded (in worker
 processes when there is enough to read for workers to pay). A worker writes what it decoded
-into the cache and answers only "done": the parent then reads the Parquet, which costs less
-than pickling the frames back. Without a cache, workers return the frames themselves.
+as Parquet and answers only "done"; once every worker has exited, the parent reads the
+Parquet (0.03 s for a 125 MB trace, against 0.16 s to pickle the frame back and forth), so
+it never holds decoded ranks while the workers hold theirs. Without a cache the Parquet goes
+to a temporary folder, removed afterwards.
 """
 
 from __future__ import annotations
 
 import os
+import tempfile
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
@@ -59,16 +62,19 @@ def read_file(path: str | Path, *, cache_root: Path | None = None) -> list[RankT
     return [read_kineto(path)]
 
 
-def _parse(path: str, cache_root: str | None, store: bool, in_worker: bool) -> Parsed:
-    root = None if cache_root is None else Path(cache_root)
+def _parse(path: str, exports: str | None, store: str | None, in_worker: bool) -> Parsed:
+    """Read ``path`` (``.nsys-rep`` exports into ``exports``), storing it in the cache at ``store``.
+
+    A worker whose traces are stored answers with ``in_cache`` and no traces.
+    """
     try:
-        identity = FileIdentity.of(path) if store else None  # before reading: what was read
-        traces = read_file(path, cache_root=root)
+        identity = None if store is None else FileIdentity.of(path)  # before reading: what was read
+        traces = read_file(path, cache_root=None if exports is None else Path(exports))
     except TracekitError as exc:
         return Parsed(path, (), exc.reason)
     except Exception as exc:  # a reader bug must not lose the other ranks
         return Parsed(path, (), f"could not be read ({type(exc).__name__}: {exc})")
-    if root is not None and identity is not None and EventCache(root).store(identity, traces) and in_worker:
+    if store is not None and identity is not None and EventCache(store).store(identity, traces) and in_worker:
         return Parsed(path, (), None, in_cache=True)
     return Parsed(path, tuple(traces), None)
 
@@ -103,43 +109,72 @@ def parse_files(
     """
     names = [str(p) for p in paths]
     done: dict[str, Parsed] = {}
+    reported: set[str] = set()
+
+    def report(path: str) -> None:
+        if path not in reported:
+            reported.add(path)
+            if progress:
+                progress(path, len(reported), len(names))
 
     def finish(result: Parsed) -> None:
         done[result.path] = result
-        if progress:
-            progress(result.path, len(done), len(names))
+        report(result.path)
 
     for name in names:
         if cache is not None and (hit := cache.load(name)) is not None:
             finish(Parsed(name, tuple(hit), None))
     todo = sorted((n for n in names if n not in done), key=lambda n: data_bytes(Path(n)), reverse=True)
     folder = cache.root if cache is not None else cache_root
-    root = None if folder is None else str(folder)
-    if jobs <= 1 or len(todo) <= 1 or sum(data_bytes(Path(n)) for n in todo) < PARALLEL_MIN_BYTES:
+    exports = None if folder is None else str(folder)
+    workers = min(jobs, len(todo))
+    if workers <= 1 or sum(data_bytes(Path(n)) for n in todo) < PARALLEL_MIN_BYTES:
+        store = None if cache is None else str(cache.root)
         for name in todo:
-            finish(_parse(name, root, cache is not None, in_worker=False))
-    else:
-        _parse_in_workers(todo, min(jobs, len(todo)), root, cache, finish)
+            finish(_parse(name, exports, store, in_worker=False))
+    elif cache is not None:
+        _parse_in_workers(todo, workers, exports=exports, cache=cache, finish=finish, report=report)
+    else:  # the workers hand their frames over through a cache of this run only
+        with tempfile.TemporaryDirectory(prefix="tracekit-") as spool:
+            _parse_in_workers(todo, workers, exports=exports, cache=EventCache(spool), finish=finish, report=report)
     return [done[n] for n in names]
 
 
 def _parse_in_workers(
-    names: list[str], workers: int, root: str | None, cache: EventCache | None, finish: Callable[[Parsed], None]
+    names: list[str],
+    workers: int,
+    *,
+    exports: str | None,
+    cache: EventCache,
+    finish: Callable[[Parsed], None],
+    report: Callable[[str], None],
 ) -> None:
-    """Parse in ``workers`` processes; a file whose worker failed is parsed here instead."""
+    """Parse in ``workers`` processes; a file whose worker failed is parsed here instead.
+
+    What workers stored in the cache is read once they have all exited, so that this
+    process does not hold the decoded ranks while they still hold theirs.
+    """
     retry: list[str] = []
+    stored: list[str] = []
     with ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn")) as pool:
-        futures: dict[Future[Parsed], str] = {pool.submit(_parse, n, root, cache is not None, True): n for n in names}
+        store = str(cache.root)
+        futures: dict[Future[Parsed], str] = {pool.submit(_parse, n, exports, store, True): n for n in names}
         for future in as_completed(futures):
             try:
                 result = future.result()
             except Exception:  # a worker that died (out of memory, killed): retry in this process
                 retry.append(futures[future])
                 continue
-            loaded = cache.load(result.path) if result.in_cache and cache is not None else None
-            if result.in_cache and loaded is None:  # the file changed meanwhile: read it again
-                retry.append(result.path)
-                continue
-            finish(result if loaded is None else Parsed(result.path, tuple(loaded), None))
+            if result.in_cache:
+                stored.append(result.path)
+                report(result.path)
+            else:
+                finish(result)
+    for name in stored:
+        loaded = cache.load(name)
+        if loaded is None:  # the file changed meanwhile: read it again
+            retry.append(name)
+        else:
+            finish(Parsed(name, tuple(loaded), None))
     for name in retry:
-        finish(_parse(name, root, cache is not None, in_worker=False))
+        finish(_parse(name, exports, None, in_worker=False))
