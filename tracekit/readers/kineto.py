@@ -64,6 +64,8 @@ _INFLATE: Final = _inflate_module()
 GZIP_ERRORS: Final[tuple[type[BaseException], ...]] = (EOFError, OSError, zlib.error, _INFLATE.error)
 #: What building a column of one dtype from values of other JSON types raises.
 _MIXED: Final = (TypeError, ValueError, OverflowError, pl.exceptions.PolarsError)
+#: Integer columns that Kineto writes as text in some rows (``"pid": "Spans"``).
+_OFTEN_TEXT: Final = ("pid", "tid")
 #: The integer in a text id such as "stream 7".
 _INT_IN_TEXT: Final = r"(-?\d+)\s*$"
 
@@ -273,10 +275,11 @@ def _as_int(value: Any) -> int | None:
 
 def _column(name: str, values: list[Any], dtype: pl.DataType) -> pl.Series:
     """A column of ``dtype`` from decoded values; mixed JSON types take a tolerant path."""
-    try:
-        return pl.Series(name, values, dtype=dtype, strict=True)
-    except _MIXED:
-        pass
+    if name not in _OFTEN_TEXT:
+        try:
+            return pl.Series(name, values, dtype=dtype, strict=True)
+        except _MIXED:
+            pass
     if dtype.is_integer():
         try:
             ints: pl.Series = _ints_and_text(name, values).cast(dtype, strict=False)
@@ -317,7 +320,7 @@ def _to_frame(raw: list[Any]) -> pl.DataFrame:
     cols = [_column(name, list(map(attrgetter(path), events)), dtype) for name, (path, dtype) in _RAW_COLUMNS.items()]
     instant = pl.Series("instant", list(map(isinstance, events, repeat(_Instant))), dtype=pl.Boolean)
     del events
-    return _normalize(pl.DataFrame([instant, *cols]).filter(pl.col("ts").is_not_null()))
+    return _normalize(pl.DataFrame([instant, *cols]))
 
 
 def _loose_frame(raw: list[_LooseEvent]) -> pl.DataFrame:
@@ -328,13 +331,13 @@ def _loose_frame(raw: list[_LooseEvent]) -> pl.DataFrame:
     del events
     return _normalize(
         pl.DataFrame([ph, *cols])
-        .filter(pl.col("ph").is_in(_KEPT_PHASES), pl.col("ts").is_not_null())
+        .filter(pl.col("ph").is_in(_KEPT_PHASES))
         .select(pl.col("ph").ne("X").alias("instant"), *_RAW_COLUMNS)
     )
 
 
 def _normalize(df: pl.DataFrame) -> pl.DataFrame:
-    """Raw Kineto columns -> the event schema (ns times, kinds, GPU device/stream)."""
+    """Raw Kineto columns -> the event schema (ns times, kinds, GPU device/stream), one query."""
     base = int(df["ts"].min() or 0)  # type: ignore[arg-type]
     cat = pl.col("cat").str.to_lowercase()
     kind = (
@@ -347,8 +350,9 @@ def _normalize(df: pl.DataFrame) -> pl.DataFrame:
     start = ((pl.col("ts") - base) * 1000).round().cast(pl.Int64) + base * 1000
     dur = (pl.col("dur").fill_null(0).clip(lower_bound=0) * 1000).round().cast(pl.Int64)
     is_gpu = pl.col("kind").is_in(GPU_KINDS)
-    out = (
-        df.filter(cat.is_null() | ~cat.is_in(_SKIPPED_CATEGORIES))
+    return (
+        df.lazy()
+        .filter(pl.col("ts").is_not_null(), cat.is_null() | ~cat.is_in(_SKIPPED_CATEGORIES))
         .with_columns(kind=kind, start_ns=start, dur_ns=dur)
         .with_columns(
             end_ns=pl.col("start_ns") + pl.col("dur_ns"),
@@ -357,6 +361,9 @@ def _normalize(df: pl.DataFrame) -> pl.DataFrame:
             external_id=pl.coalesce("external_id", "external_id_2021"),
             rank=pl.lit(None, dtype=pl.Int32),
         )
+        .select([pl.col(c).cast(t) for c, t in SCHEMA.items() if c != "category"])
+        .with_columns(category_expr())
+        .select(list(SCHEMA))
+        .sort("start_ns")
+        .collect()
     )
-    out = out.select([pl.col(c).cast(t) for c, t in SCHEMA.items() if c != "category"]).with_columns(category_expr())
-    return out.select(list(SCHEMA)).sort("start_ns")
