@@ -16,7 +16,9 @@ subprocess so that every contender's peak memory is its own:
 Wall time is from process start to exit, Python start-up included. Peak RSS is the largest
 sum of resident memory over the contender's process tree (it and every descendant, such as
 parsing workers), sampled every 50 ms with psutil: what the machine has to hold at once.
-``max_process_rss_mb`` is the largest single process (``ru_maxrss`` from ``wait4``). Prints a
+Beside it: the peak sum of PSS (pages that forked processes share counted once, which RSS
+sums count in each of them; sampled every 200 ms), the largest single process, and the
+tree's CPU seconds. Prints a
 table and writes everything as JSON (``--out``).
 """
 
@@ -60,9 +62,14 @@ class Measure:
     """One contender's run."""
 
     wall_s: float
-    #: user + system CPU of the process and its waited-for descendants
+    #: user + system CPU of the process tree (as sampled, or as ``wait4`` reports, the larger)
     cpu_s: float
+    #: the largest sum of RSS over the process tree
     peak_rss_mb: float
+    #: the largest sum of PSS over the process tree (pages shared between processes of
+    #: the tree, as after a fork, counted once)
+    peak_pss_mb: float
+    #: the largest RSS of one process of the tree
     max_process_rss_mb: float
     returncode: int
     stdout_tail: str
@@ -70,34 +77,63 @@ class Measure:
     walls_s: tuple[float, ...] = ()
 
 
-def _tree_rss(proc: psutil.Process) -> int:
-    total = 0
-    for p in [proc, *proc.children(recursive=True)]:
-        with contextlib.suppress(psutil.NoSuchProcess, psutil.AccessDenied):
-            total += p.memory_info().rss
-    return total
+class _Tree:
+    """Samples of a process tree: peak sums of RSS and PSS, largest process, CPU per process.
+
+    Finding the tree's processes (a scan of /proc) and reading PSS (smaps) cost about 2 ms,
+    so they happen every ``FULL_EVERY`` samples; RSS and CPU are read at every sample.
+    """
+
+    FULL_EVERY = 4
+
+    def __init__(self, pid: int) -> None:
+        self.top = psutil.Process(pid)
+        self.procs = [self.top]
+        self.samples = 0
+        self.peak_rss = self.peak_pss = self.max_process = 0
+        self.cpu: dict[int, float] = {}
+
+    def sample(self) -> None:
+        full = self.samples % self.FULL_EVERY == 0
+        self.samples += 1
+        if full:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                self.procs = [self.top, *self.top.children(recursive=True)]
+        rss = pss = 0
+        for p in self.procs:
+            with contextlib.suppress(psutil.NoSuchProcess, psutil.AccessDenied):
+                resident = p.memory_info().rss
+                times = p.cpu_times()
+                rss += resident
+                self.max_process = max(self.max_process, resident)
+                self.cpu[p.pid] = times.user + times.system
+                if full:
+                    pss += p.memory_full_info().pss
+        self.peak_rss = max(self.peak_rss, rss)
+        if full:
+            self.peak_pss = max(self.peak_pss, pss)
 
 
 def measure(command: list[str], *, env: dict[str, str] | None = None) -> Measure:
-    """Run ``command``; its wall time, peak tree RSS and largest process RSS."""
+    """Run ``command``; its wall time, CPU time and memory (see :class:`Measure`)."""
     with tempfile.TemporaryFile() as out:
         began = time.perf_counter()
         child = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env)
-        watch = psutil.Process(child.pid)
-        peak = 0
+        tree = _Tree(child.pid)
         while True:
             pid, status, usage = os.wait4(child.pid, os.WNOHANG)
             if pid:
                 break
-            with contextlib.suppress(psutil.NoSuchProcess):
-                peak = max(peak, _tree_rss(watch))
+            tree.sample()
             time.sleep(SAMPLE_S)
         wall = time.perf_counter() - began
         child.returncode = os.waitstatus_to_exitcode(status)
         out.seek(0)
         tail = out.read().decode(errors="replace")[-4000:]
-    cpu = usage.ru_utime + usage.ru_stime
-    return Measure(wall, cpu, peak / 1e6, usage.ru_maxrss / 1e3, child.returncode, tail, (wall,))
+    cpu = max(usage.ru_utime + usage.ru_stime, sum(tree.cpu.values()))
+    return Measure(
+        wall, cpu, tree.peak_rss / 1e6, tree.peak_pss / 1e6, tree.max_process / 1e6, child.returncode, tail, (wall,)
+    )
 
 
 def _env() -> dict[str, str]:
@@ -228,11 +264,13 @@ def _targets(r: dict[str, Measure]) -> dict[str, Any]:
 
 def table(doc: dict[str, Any]) -> str:
     """The results as a plain-text table."""
-    lines = [f"{'contender':<18} {'wall s':>8} {'cpu s':>8} {'peak RSS MB':>12} {'max proc MB':>12}"]
+    lines = [
+        f"{'contender':<18} {'wall s':>8} {'cpu s':>8} {'peak RSS MB':>12} {'peak PSS MB':>12} {'max proc MB':>12}"
+    ]
     for name, m in doc["results"].items():
         failed = "" if m["returncode"] == 0 else f"  FAILED (exit {m['returncode']})"
         lines.append(
-            f"{name:<18} {m['wall_s']:>8.2f} {m['cpu_s']:>8.1f} {m['peak_rss_mb']:>12.0f} "
+            f"{name:<18} {m['wall_s']:>8.2f} {m['cpu_s']:>8.1f} {m['peak_rss_mb']:>12.0f} {m['peak_pss_mb']:>12.0f} "
             f"{m['max_process_rss_mb']:>12.0f}{failed}"
         )
     lines.append("")
