@@ -168,16 +168,16 @@ _LOOSE_DECODER: Final = msgspec.json.Decoder(_LooseTrace | list[_LooseEvent])
 _KEPT_PHASES: Final = ("X", "i", "I")
 _STRING_ARGS: Final = ("coll_name", "pg_name")
 _ARG_FIELDS: Final = tuple(_Args.__struct_fields__)
-#: Raw column -> (attribute path on a decoded event, dtype).
-_RAW_COLUMNS: Final[dict[str, tuple[str, pl.DataType]]] = {
-    "cat": ("cat", pl.String()),
-    "name": ("name", pl.String()),
-    "pid": ("pid", pl.Int64()),
-    "tid": ("tid", pl.Int64()),
-    "ts": ("ts", pl.Float64()),
-    "dur": ("dur", pl.Float64()),
-    **{f: (f"args.{f}", pl.String() if f in _STRING_ARGS else pl.Int64()) for f in _ARG_FIELDS},
+#: The raw columns of an event's own fields, and of its ``args``: name -> dtype.
+_EVENT_COLUMNS: Final[dict[str, pl.DataType]] = {
+    "cat": pl.String(),
+    "name": pl.String(),
+    "pid": pl.Int64(),
+    "tid": pl.Int64(),
+    "ts": pl.Float64(),
+    "dur": pl.Float64(),
 }
+_ARG_COLUMNS: Final[dict[str, pl.DataType]] = {f: pl.String() if f in _STRING_ARGS else pl.Int64() for f in _ARG_FIELDS}
 
 
 def read_bytes(path: Path) -> bytes:
@@ -311,28 +311,32 @@ def _ints_and_text(name: str, values: list[Any]) -> pl.Series:
 def _to_frame(raw: list[Any]) -> pl.DataFrame:
     """Columns from decoded events; keeps durations ('X') and instants ('i', 'I').
 
-    Each column is one ``map(attrgetter(field), events)`` pass, which runs in C, as does
+    Each column is one ``map(attrgetter(field), ...)`` pass, which runs in C, as does
     picking the kept events out of the tagged union (``compress`` over ``isinstance``).
     """
     if raw and isinstance(raw[0], _LooseEvent):
         return _loose_frame(raw)
     events = list(compress(raw, map(isinstance, raw, repeat(_Event))))
-    cols = [_column(name, list(map(attrgetter(path), events)), dtype) for name, (path, dtype) in _RAW_COLUMNS.items()]
     instant = pl.Series("instant", list(map(isinstance, events, repeat(_Instant))), dtype=pl.Boolean)
-    del events
-    return _normalize(pl.DataFrame([instant, *cols]))
+    return _normalize(pl.DataFrame([instant, *_columns(events)]))
+
+
+def _columns(events: list[Any]) -> list[pl.Series]:
+    """The raw columns of ``events`` (typed or loose structs), in ``_EVENT_COLUMNS``, ``_ARG_COLUMNS`` order."""
+    cols = [_column(name, list(map(attrgetter(name), events)), dtype) for name, dtype in _EVENT_COLUMNS.items()]
+    args = list(map(attrgetter("args"), events))  # a pass over the args alone: fewer cache misses
+    cols += [_column(name, list(map(attrgetter(name), args)), dtype) for name, dtype in _ARG_COLUMNS.items()]
+    return cols
 
 
 def _loose_frame(raw: list[_LooseEvent]) -> pl.DataFrame:
     """The same columns from leniently decoded events (a rare path: any JSON type anywhere)."""
     events = [e if e.args is not None else msgspec.structs.replace(e, args=_NO_LOOSE_ARGS) for e in raw]
-    cols = [_column(name, list(map(attrgetter(path), events)), dtype) for name, (path, dtype) in _RAW_COLUMNS.items()]
     ph = _column("ph", list(map(attrgetter("ph"), events)), pl.String())
-    del events
     return _normalize(
-        pl.DataFrame([ph, *cols])
+        pl.DataFrame([ph, *_columns(events)])
         .filter(pl.col("ph").is_in(_KEPT_PHASES))
-        .select(pl.col("ph").ne("X").alias("instant"), *_RAW_COLUMNS)
+        .select(pl.col("ph").ne("X").alias("instant"), *_EVENT_COLUMNS, *_ARG_COLUMNS)
     )
 
 
