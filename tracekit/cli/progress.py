@@ -65,9 +65,8 @@ class DelayedProgress:
 
     def file_done(self, path: str, done: int, total: int) -> None:
         """A file was read (the ``progress`` callback of :func:`tracekit.readers.load_run`)."""
-        self._progress.update(
-            self._task, completed=done, total=total, description=f"reading traces ({Path(path).name})"
-        )
+        last = Path(path).name
+        self._progress.update(self._task, completed=done, total=total, description=f"reading traces (last: {last})")
 
     def stage(self, description: str) -> None:
         """The analysis moved on to ``description`` (analyzing, rendering)."""
