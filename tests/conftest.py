@@ -11,6 +11,14 @@ SHARED_TRACES = Path(__file__).resolve().parents[1].parent / "shared" / "traces"
 SAMPLES = Path(__file__).resolve().parents[1] / "samples"
 
 
+@pytest.fixture(autouse=True)
+def cache_dir(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """tracekit's cache folder for one test (never ~/.cache), also for the commands it runs."""
+    folder = tmp_path_factory.mktemp("tracekit-cache")
+    monkeypatch.setenv("TRACEKIT_CACHE_DIR", str(folder))
+    return folder
+
+
 @pytest.fixture(scope="session")
 def shared_traces() -> Path:
     """../shared/traces; fails in CI (CI=true) when missing, skips elsewhere."""

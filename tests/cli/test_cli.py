@@ -47,6 +47,28 @@ def test_analyze_writes_summary_and_versioned_json(tmp_path: Path) -> None:
     assert sum(rank0[f"{p}_pct"] for p in ("compute", "comm", "memory", "idle")) == pytest.approx(100)
 
 
+def test_cache_options(tmp_path: Path) -> None:
+    folder = tmp_path / "traces"
+    folder.mkdir()
+    for r in range(2):
+        write_kineto(folder / f"rank{r}.json.gz", simple_step(offset=r * 3.0), rank=r)
+    cache = tmp_path / "cache"
+    cold = tracekit("analyze", folder, "--cache-dir", cache)
+    assert cold.returncode == 0, cold.stderr
+    assert len(list((cache / "events").glob("*.parquet"))) == 2
+    assert cold.stderr == ""  # no progress display when stderr is not a terminal
+    warm = tracekit("analyze", folder, "--cache-dir", cache)
+    bypass = tracekit("analyze", folder, "--cache-dir", tmp_path / "unused", "--no-cache")
+
+    # the same report, but for the analysis time it states
+    def report(result: subprocess.CompletedProcess[str]) -> list[str]:
+        return [line for line in result.stdout.splitlines() if "analysis time" not in line]
+
+    assert report(warm) == report(cold) == report(bypass)
+    assert not (tmp_path / "unused").exists()
+    assert "--no-cache" in tracekit("analyze", "--help").stdout
+
+
 def test_analyze_runs_without_torch(tmp_path: Path) -> None:
     write_kineto(tmp_path / "rank0.json", simple_step())
     block = "import sys; sys.modules['torch'] = None; sys.modules['accelerate'] = None"

@@ -184,7 +184,11 @@ def test_ranks_filter(tmp_path: Path) -> None:
 def test_parallel_parsing_gives_the_same_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     for r in range(3):
         write_kineto(tmp_path / f"rank{r}.json", simple_step(), rank=r, world_size=3)
-    serial = load_run([tmp_path], jobs=1)
-    monkeypatch.setattr("tracekit.readers.load.PARALLEL_MIN_BYTES", 0)
-    parallel = load_run([tmp_path], jobs=2)
+    serial = load_run([tmp_path], jobs=1, use_cache=False)
+    monkeypatch.setattr("tracekit.readers.parse.PARALLEL_MIN_BYTES", 0)
+    parallel = load_run([tmp_path], jobs=2, use_cache=False)
     assert serial.events.equals(parallel.events)
+    # workers that store into the cache, and the parent reading it back
+    cached = load_run([tmp_path], jobs=2, cache_dir=tmp_path / "cache")
+    assert serial.events.equals(cached.events) and serial.ranks == cached.ranks
+    assert len(list((tmp_path / "cache" / "events").glob("*.parquet"))) == 3

@@ -101,8 +101,11 @@ def annotation_breakdown(run: Run, steps: StepResult, activity: pl.DataFrame) ->
     per_step = top.group_by("rank", "step", "name").agg(pl.col("cpu_ns", "gpu_ns").sum(), count=pl.len())
     if steps.has_steps:
         per_step = _complete(per_step, steps)
-    per_rank = _summarize(per_step, ["rank", "name"], steps).sort(["rank", "cpu_ns"], descending=[False, True])
-    summary = _summarize(per_step, ["name"], steps).sort("cpu_ns", descending=True)
+    # ties in time are ordered by name, so that the same input always gives the same report
+    per_rank = _summarize(per_step, ["rank", "name"], steps).sort(
+        ["rank", "cpu_ns", "name"], descending=[False, True, False]
+    )
+    summary = _summarize(per_step, ["name"], steps).sort(["cpu_ns", "name"], descending=[True, False])
     return AnnotationResult(
         per_rank=per_rank, summary=summary, per_step=per_step.sort("rank", "step", "name"), level=level
     )

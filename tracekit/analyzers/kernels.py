@@ -53,6 +53,6 @@ def kernel_summary(activity: pl.DataFrame) -> KernelResult:
         acts.group_by("category")
         .agg(count=pl.len(), total_ns=pl.col("dur").sum())
         .with_columns(share_pct=pl.when(grand > 0).then(100.0 * pl.col("total_ns") / grand))
-        .sort("total_ns", descending=True)
+        .sort(["total_ns", "category"], descending=[True, False])
     )
     return KernelResult(top=top, per_rank=per_rank, by_category=by_category)

@@ -94,7 +94,7 @@ def find_stragglers(
             pl.col("times_last") >= STRAGGLER_MIN_LAST_SHARE * pl.col("instances"),
             pl.col("times_last") > 0,
         )
-        .sort("score", descending=True)
+        .sort(["score", "rank"], descending=[True, False])
         .iter_rows(named=True)
     )
     return StragglerResult(per_rank=per_rank, matrix=matrix, stragglers=stragglers, per_ns=base)

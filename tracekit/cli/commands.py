@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, Literal, cast
 import click
 
 from tracekit.analyzers import analyze
+from tracekit.cli.progress import DelayedProgress
 from tracekit.errors import InputError
 from tracekit.readers import capture_summary, load_run, parse_rank_spec
 from tracekit.reports import TerminalRenderer
@@ -37,17 +38,32 @@ def run_analyze(
     rank: int | None,
     top: int,
     jobs: int | None,
+    cache_dir: Path | None,
+    use_cache: bool,
     window: str,
 ) -> None:
     """``tracekit analyze``."""
     started = time.perf_counter()
     ranks = parse_rank_spec(rank_spec) if rank_spec else None
-    run = load_run(paths, ranks=ranks, rank=rank, jobs=jobs)
-    result = analyze(run, window=cast("Literal['steps', 'gpu_span']", window))
-    doc = to_document(result, capture=capture_summary(paths), analysis_seconds=time.perf_counter() - started)
     width = shutil.get_terminal_size().columns if sys.stdout.isatty() else 120
-    renderer = TerminalRenderer(top=top, width=max(width, 100), color=sys.stdout.isatty())
-    click.echo(renderer.render_document(doc), nl=False)
+    with DelayedProgress() as progress:
+        run = load_run(
+            paths,
+            ranks=ranks,
+            rank=rank,
+            jobs=jobs,
+            progress=progress.file_done,
+            cache_dir=cache_dir,
+            use_cache=use_cache,
+        )
+        progress.stage(f"analyzing {len(run.ranks)} rank(s)")
+        result = analyze(run, window=cast("Literal['steps', 'gpu_span']", window))
+        del run
+        progress.stage("writing reports")
+        doc = to_document(result, capture=capture_summary(paths), analysis_seconds=time.perf_counter() - started)
+        renderer = TerminalRenderer(top=top, width=max(width, 100), color=sys.stdout.isatty())
+        text = renderer.render_document(doc)
+    click.echo(text, nl=False)
     write_reports(doc, outputs)
 
 

@@ -42,6 +42,12 @@ def cli() -> None:
 @click.option("--top", default=10, show_default=True, type=click.IntRange(min=1), help="Kernels to list.")
 @click.option("--jobs", type=click.IntRange(min=1), help="Parsing processes [default: number of cores].")
 @click.option(
+    "--cache-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Cache of decoded traces [default: $TRACEKIT_CACHE_DIR, else ~/.cache/tracekit].",
+)
+@click.option("--no-cache", is_flag=True, help="Neither read nor write the cache of decoded traces.")
+@click.option(
     "--window",
     type=click.Choice(["steps", "gpu_span"]),
     default="steps",
@@ -57,6 +63,8 @@ def analyze(
     rank: int | None,
     top: int,
     jobs: int | None,
+    cache_dir: Path | None,
+    no_cache: bool,
     window: str,
 ) -> None:
     """Analyze Kineto traces (*.json / *.json.gz, one per rank) or Nsight Systems exports (*.sqlite, *.nsys-rep)."""
@@ -69,6 +77,8 @@ def analyze(
         rank=rank,
         top=top,
         jobs=jobs,
+        cache_dir=cache_dir,
+        use_cache=not no_cache,
         window=window,
     )
 

@@ -1,16 +1,21 @@
 """Read one Kineto (torch.profiler) Chrome trace, ``.json`` or ``.json.gz``, into columns.
 
-Decoding is typed (msgspec structs that keep only the fields the analyses use, with the
-garbage collector off for them), then each field becomes one column; no per-event dict
-survives the function. Timestamps become int64 nanoseconds: Kineto writes float
-microseconds, so they are converted once here, relative to an integer base to keep
-nanosecond precision beyond float64's 2**53.
+Decoding is typed: msgspec structs that keep only the fields the analyses use, untracked by
+the garbage collector, in a union tagged by the event phase so that flows, metadata and
+counters (a third of a training trace) decode into empty structs with their fields skipped.
+Each field then becomes one column in one C-level pass (``map(attrgetter(...))``), with
+no Python loop over events; no per-event object survives the function. Timestamps become
+int64 nanoseconds: Kineto writes float microseconds, so they are converted once here,
+relative to an integer base to keep nanosecond precision beyond float64's 2**53.
 """
 
 from __future__ import annotations
 
-import gzip
+import importlib
 import zlib
+from functools import reduce
+from itertools import compress, repeat
+from operator import attrgetter, or_
 from pathlib import Path
 from typing import Any, Final
 
@@ -46,7 +51,26 @@ _SKIPPED_CATEGORIES: Final = ("trace",)
 _STEP_PREFIX: Final = "ProfilerStep#"
 
 
-class _Args(msgspec.Struct, gc=False):
+def _inflate_module() -> Any:
+    """ISA-L's zlib (``isal``, a dependency: inflates twice as fast), else zlib: one API."""
+    try:
+        return importlib.import_module("isal.isal_zlib")
+    except ImportError:
+        return zlib
+
+
+_INFLATE: Final = _inflate_module()
+#: What inflating corrupt or truncated gzip data raises.
+GZIP_ERRORS: Final[tuple[type[BaseException], ...]] = (EOFError, OSError, zlib.error, _INFLATE.error)
+#: What building a column of one dtype from values of other JSON types raises.
+_MIXED: Final = (TypeError, ValueError, OverflowError, pl.exceptions.PolarsError)
+#: Integer columns that Kineto writes as text in some rows (``"pid": "Spans"``).
+_OFTEN_TEXT: Final = ("pid", "tid")
+#: The integer in a text id such as "stream 7".
+_INT_IN_TEXT: Final = r"(-?\d+)\s*$"
+
+
+class _Args(msgspec.Struct, gc=False, frozen=True):
     external_id: int | None = msgspec.field(default=None, name="External id")
     external_id_2021: int | None = msgspec.field(default=None, name="external id")
     correlation: int | None = None
@@ -59,27 +83,53 @@ class _Args(msgspec.Struct, gc=False):
     group_size: int | None = msgspec.field(default=None, name="Group size")
 
 
-class _Event(msgspec.Struct, gc=False):
-    ph: str = ""
+#: The arguments of an event that has none: one shared instance, so that every event has
+#: ``args`` and a column is one C-level ``attrgetter("args.<field>")`` pass over the events.
+_NO_ARGS: Final = _Args()
+
+
+# Events are a union tagged by ``ph``: durations ("X") and instants ("i", "I") decode into
+# full structs; every other phase of the Chrome trace format (flows, metadata, counters...)
+# into an empty struct, its fields skipped unread. A phase outside the format fails the
+# typed decode, and the file takes the lenient path below.
+class _Event(msgspec.Struct, gc=False, tag_field="ph", tag="X"):
     cat: str | None = None
     name: str | None = None
     pid: int | str | None = None
     tid: int | str | None = None
     ts: float | None = None
     dur: float | None = None
-    args: _Args | None = None
+    args: _Args = _NO_ARGS
 
 
-class _Trace(msgspec.Struct):
-    traceEvents: list[_Event]
-    distributedInfo: dict[str, Any] | None = None
-    deviceProperties: list[dict[str, Any]] | None = None
-    schemaVersion: Any = None
+class _Instant(_Event, tag="i"):
+    pass
+
+
+class _InstantLegacy(_Instant, tag="I"):
+    pass
+
+
+#: The phases of the Chrome trace event format that carry nothing tracekit reads.
+_OTHER_PHASES: Final = "BECbneSTpFstfPONDMVvRc()"
+_SKIPPED_EVENTS: Final = tuple(
+    msgspec.defstruct(f"_Skipped{i}", [], tag_field="ph", tag=ph, gc=False) for i, ph in enumerate(_OTHER_PHASES)
+)
+_ANY_EVENT: Any = reduce(or_, (_Event, _Instant, _InstantLegacy, *_SKIPPED_EVENTS))
+_Trace: Any = msgspec.defstruct(
+    "_Trace",
+    [
+        ("traceEvents", list[_ANY_EVENT]),
+        ("distributedInfo", dict[str, Any] | None, None),
+        ("deviceProperties", list[dict[str, Any]] | None, None),
+        ("schemaVersion", Any, None),
+    ],
+)
 
 
 # The lenient variant accepts any JSON type in any field; used only when the typed decoder
 # rejects a file (a string where an int belongs, say), and normalized column by column.
-class _LooseArgs(msgspec.Struct, gc=False):
+class _LooseArgs(msgspec.Struct, gc=False, frozen=True):
     external_id: Any = msgspec.field(default=None, name="External id")
     external_id_2021: Any = msgspec.field(default=None, name="external id")
     correlation: Any = None
@@ -90,6 +140,9 @@ class _LooseArgs(msgspec.Struct, gc=False):
     msg_nelems: Any = msgspec.field(default=None, name="In msg nelems")
     pg_name: Any = msgspec.field(default=None, name="Process Group Name")
     group_size: Any = msgspec.field(default=None, name="Group size")
+
+
+_NO_LOOSE_ARGS: Final = _LooseArgs()
 
 
 class _LooseEvent(msgspec.Struct, gc=False):
@@ -110,20 +163,21 @@ class _LooseTrace(msgspec.Struct):
     schemaVersion: Any = None
 
 
-_DECODER: Final = msgspec.json.Decoder(_Trace | list[_Event])
+_DECODER: Final = msgspec.json.Decoder(_Trace | list[_ANY_EVENT])
 _LOOSE_DECODER: Final = msgspec.json.Decoder(_LooseTrace | list[_LooseEvent])
-_ARG_FIELDS: Final = (
-    "external_id",
-    "external_id_2021",
-    "correlation",
-    "device",
-    "stream",
-    "bytes",
-    "coll_name",
-    "msg_nelems",
-    "pg_name",
-    "group_size",
-)
+_KEPT_PHASES: Final = ("X", "i", "I")
+_STRING_ARGS: Final = ("coll_name", "pg_name")
+_ARG_FIELDS: Final = tuple(_Args.__struct_fields__)
+#: The raw columns of an event's own fields, and of its ``args``: name -> dtype.
+_EVENT_COLUMNS: Final[dict[str, pl.DataType]] = {
+    "cat": pl.String(),
+    "name": pl.String(),
+    "pid": pl.Int64(),
+    "tid": pl.Int64(),
+    "ts": pl.Float64(),
+    "dur": pl.Float64(),
+}
+_ARG_COLUMNS: Final[dict[str, pl.DataType]] = {f: pl.String() if f in _STRING_ARGS else pl.Int64() for f in _ARG_FIELDS}
 
 
 def read_bytes(path: Path) -> bytes:
@@ -136,8 +190,8 @@ def read_bytes(path: Path) -> bytes:
         raise TraceReadError("empty file", path=path)
     if data[:2] == b"\x1f\x8b":
         try:
-            data = gzip.decompress(data)
-        except (EOFError, OSError, zlib.error) as exc:
+            data = gunzip(data)
+        except GZIP_ERRORS as exc:
             raise TraceReadError(
                 f"truncated or corrupt gzip ({exc}); was the profiler stopped mid-write?",
                 path=path,
@@ -145,6 +199,23 @@ def read_bytes(path: Path) -> bytes:
         if not data.strip():
             raise TraceReadError("empty file (after gunzip)", path=path)
     return data
+
+
+def gunzip(data: bytes) -> bytes:
+    """Decompress gzip ``data``, every member of it, checking each member's CRC.
+
+    One pass per member, which checks the CRC as it inflates (``gzip.decompress`` computes
+    it in a second pass over the output), with ISA-L when it is installed (``isal``: twice
+    as fast as zlib). Raises one of :data:`GZIP_ERRORS` for corrupt or truncated input.
+    """
+    parts = []
+    while data:
+        inflater = _INFLATE.decompressobj(wbits=31)
+        parts.append(inflater.decompress(data))
+        if not inflater.eof:
+            raise EOFError("compressed file ended before the end-of-stream marker was reached")
+        data = inflater.unused_data.lstrip(b"\x00")  # members may be followed by zero padding
+    return parts[0] if len(parts) == 1 else b"".join(parts)
 
 
 def read_kineto(path: str | Path) -> RankTrace:
@@ -202,41 +273,79 @@ def _as_int(value: Any) -> int | None:
         return None
 
 
-def _column(values: list[Any], dtype: pl.DataType) -> pl.Series:
-    """A column of ``dtype`` from decoded values, tolerating mixed JSON types."""
-    series = pl.Series(values, strict=False)
+def _column(name: str, values: list[Any], dtype: pl.DataType) -> pl.Series:
+    """A column of ``dtype`` from decoded values; mixed JSON types take a tolerant path."""
+    if name not in _OFTEN_TEXT:
+        try:
+            return pl.Series(name, values, dtype=dtype, strict=True)
+        except _MIXED:
+            pass
+    if dtype.is_integer():
+        try:
+            ints: pl.Series = _ints_and_text(name, values).cast(dtype, strict=False)
+            return ints
+        except _MIXED:
+            pass
+    series = pl.Series(name, values, strict=False)
     if dtype.is_integer() and series.dtype == pl.String:
-        series = series.str.extract(r"(-?\d+)\s*$")
+        series = series.str.extract(_INT_IN_TEXT)
     out: pl.Series = series.cast(dtype, strict=False)
     return out
 
 
+def _ints_and_text(name: str, values: list[Any]) -> pl.Series:
+    """Integers that some rows write as text (``"pid": "Spans"``, ``"tid": "stream 7"``).
+
+    The text values (found by one C-level ``map(isinstance, ...)`` pass) are taken out of
+    ``values`` and parsed on their own (their last run of digits, else null), so that the
+    rest still builds on the fast path.
+    """
+    at = pl.Series(list(map(isinstance, values, repeat(str))), dtype=pl.Boolean).arg_true().to_list()
+    text = pl.Series([values[i] for i in at], dtype=pl.String)
+    for i in at:
+        values[i] = None
+    ints = pl.Series(name, values, dtype=pl.Int64, strict=True)
+    return ints.scatter(at, text.str.extract(_INT_IN_TEXT).cast(pl.Int64, strict=False)) if at else ints
+
+
 def _to_frame(raw: list[Any]) -> pl.DataFrame:
-    """Columns from decoded events; keeps durations ('X') and instants ('i', 'I')."""
-    keep = [e for e in raw if e.ph in ("X", "i", "I") and e.ts is not None]
-    args = [e.args for e in keep]
-    cols: dict[str, pl.Series] = {
-        "ph": _column([e.ph for e in keep], pl.String()),
-        "cat": _column([e.cat for e in keep], pl.String()),
-        "name": _column([e.name for e in keep], pl.String()),
-        "pid": _column([e.pid for e in keep], pl.Int64()),
-        "tid": _column([e.tid for e in keep], pl.Int64()),
-        "ts": _column([e.ts for e in keep], pl.Float64()),
-        "dur": _column([e.dur for e in keep], pl.Float64()),
-    }
-    for fname in _ARG_FIELDS:
-        dtype = pl.String() if fname in ("coll_name", "pg_name") else pl.Int64()
-        cols[fname] = _column([None if a is None else getattr(a, fname) for a in args], dtype)
-    del keep, args
-    return _normalize(pl.DataFrame(cols))
+    """Columns from decoded events; keeps durations ('X') and instants ('i', 'I').
+
+    Each column is one ``map(attrgetter(field), ...)`` pass, which runs in C, as does
+    picking the kept events out of the tagged union (``compress`` over ``isinstance``).
+    """
+    if raw and isinstance(raw[0], _LooseEvent):
+        return _loose_frame(raw)
+    events = list(compress(raw, map(isinstance, raw, repeat(_Event))))
+    instant = pl.Series("instant", list(map(isinstance, events, repeat(_Instant))), dtype=pl.Boolean)
+    return _normalize(pl.DataFrame([instant, *_columns(events)]))
+
+
+def _columns(events: list[Any]) -> list[pl.Series]:
+    """The raw columns of ``events`` (typed or loose structs), in ``_EVENT_COLUMNS``, ``_ARG_COLUMNS`` order."""
+    cols = [_column(name, list(map(attrgetter(name), events)), dtype) for name, dtype in _EVENT_COLUMNS.items()]
+    args = list(map(attrgetter("args"), events))  # a pass over the args alone: fewer cache misses
+    cols += [_column(name, list(map(attrgetter(name), args)), dtype) for name, dtype in _ARG_COLUMNS.items()]
+    return cols
+
+
+def _loose_frame(raw: list[_LooseEvent]) -> pl.DataFrame:
+    """The same columns from leniently decoded events (a rare path: any JSON type anywhere)."""
+    events = [e if e.args is not None else msgspec.structs.replace(e, args=_NO_LOOSE_ARGS) for e in raw]
+    ph = _column("ph", list(map(attrgetter("ph"), events)), pl.String())
+    return _normalize(
+        pl.DataFrame([ph, *_columns(events)])
+        .filter(pl.col("ph").is_in(_KEPT_PHASES))
+        .select(pl.col("ph").ne("X").alias("instant"), *_EVENT_COLUMNS, *_ARG_COLUMNS)
+    )
 
 
 def _normalize(df: pl.DataFrame) -> pl.DataFrame:
-    """Raw Kineto columns -> the event schema (ns times, kinds, GPU device/stream)."""
+    """Raw Kineto columns -> the event schema (ns times, kinds, GPU device/stream), one query."""
     base = int(df["ts"].min() or 0)  # type: ignore[arg-type]
     cat = pl.col("cat").str.to_lowercase()
     kind = (
-        pl.when(pl.col("ph") != "X")
+        pl.when(pl.col("instant"))
         .then(pl.lit("instant"))
         .when(pl.col("name").str.starts_with(_STEP_PREFIX) & cat.is_in(["cpu_op", "operator", "user_annotation"]))
         .then(pl.lit("step"))
@@ -245,8 +354,9 @@ def _normalize(df: pl.DataFrame) -> pl.DataFrame:
     start = ((pl.col("ts") - base) * 1000).round().cast(pl.Int64) + base * 1000
     dur = (pl.col("dur").fill_null(0).clip(lower_bound=0) * 1000).round().cast(pl.Int64)
     is_gpu = pl.col("kind").is_in(GPU_KINDS)
-    out = (
-        df.filter(cat.is_null() | ~cat.is_in(_SKIPPED_CATEGORIES))
+    return (
+        df.lazy()
+        .filter(pl.col("ts").is_not_null(), cat.is_null() | ~cat.is_in(_SKIPPED_CATEGORIES))
         .with_columns(kind=kind, start_ns=start, dur_ns=dur)
         .with_columns(
             end_ns=pl.col("start_ns") + pl.col("dur_ns"),
@@ -255,6 +365,9 @@ def _normalize(df: pl.DataFrame) -> pl.DataFrame:
             external_id=pl.coalesce("external_id", "external_id_2021"),
             rank=pl.lit(None, dtype=pl.Int32),
         )
+        .select([pl.col(c).cast(t) for c, t in SCHEMA.items() if c != "category"])
+        .with_columns(category_expr())
+        .select(list(SCHEMA))
+        .sort("start_ns")
+        .collect()
     )
-    out = out.select([pl.col(c).cast(t) for c, t in SCHEMA.items() if c != "category"]).with_columns(category_expr())
-    return out.select(list(SCHEMA)).sort("start_ns")

@@ -8,81 +8,27 @@ is an error naming the files.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass
-from multiprocessing import get_context
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
 import polars as pl
 
-from tracekit.errors import InputError, TracekitError
+from tracekit.errors import InputError
 from tracekit.model.run import RankInfo, Run, SkippedFile
 from tracekit.model.schema import GPU_ACTIVITY_KINDS
+from tracekit.readers.cache import EventCache, default_cache_dir
 from tracekit.readers.discover import discover, rank_from_name
-from tracekit.readers.kineto import read_kineto
-from tracekit.readers.nsys import is_sqlite, read_nsys
-from tracekit.readers.nsys_export import REP_SUFFIX, export_sqlite
+from tracekit.readers.parse import ProgressCallback, parse_files, read_file
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
     from tracekit.readers.trace import RankTrace
 
-#: Below this many bytes in all, parse in this process: starting workers costs more.
-PARALLEL_MIN_BYTES: Final = 16 * 1024 * 1024
+__all__ = ["ProgressCallback", "load_run", "read_file"]
+
 #: Traces recorded further apart than this are not one job.
 SAME_JOB_MAX_GAP_NS: Final = 10 * 60 * 1_000_000_000
-
-ProgressCallback = Callable[[str], None]
-
-
-@dataclass(frozen=True)
-class _Parsed:
-    path: str
-    traces: tuple[RankTrace, ...]
-    error: str | None
-
-
-def read_file(path: str | Path) -> list[RankTrace]:
-    """Read one trace file of any supported format into its ranks.
-
-    ``.nsys-rep`` reports are exported to SQLite first (needs ``nsys`` on PATH); SQLite
-    files (and anything named ``.sqlite``) are Nsight Systems exports; the rest is Kineto.
-    """
-    path = Path(path)
-    if path.name.endswith(REP_SUFFIX):
-        return read_nsys(export_sqlite(path), shown=path)
-    if path.suffix == ".sqlite" or is_sqlite(path):
-        return read_nsys(path)
-    return [read_kineto(path)]
-
-
-def _parse(path: str) -> _Parsed:
-    try:
-        return _Parsed(path, tuple(read_file(path)), None)
-    except TracekitError as exc:
-        return _Parsed(path, (), exc.reason)
-    except Exception as exc:  # a reader bug must not lose the other ranks
-        return _Parsed(path, (), f"could not be read ({type(exc).__name__}: {exc})")
-
-
-def _parse_all(paths: Sequence[Path], jobs: int, progress: ProgressCallback | None) -> list[_Parsed]:
-    names = [str(p) for p in paths]
-    total = sum(p.stat().st_size for p in paths)
-    if jobs <= 1 or len(paths) <= 1 or total < PARALLEL_MIN_BYTES:
-        results = []
-        for name in names:
-            results.append(_parse(name))
-            if progress:
-                progress(name)
-        return results
-    with ProcessPoolExecutor(max_workers=min(jobs, len(paths)), mp_context=get_context("spawn")) as pool:
-        results = []
-        for result in pool.map(_parse, names):
-            results.append(result)
-            if progress:
-                progress(result.path)
-        return results
 
 
 def load_run(
@@ -92,17 +38,24 @@ def load_run(
     rank: int | None = None,
     jobs: int | None = None,
     progress: ProgressCallback | None = None,
+    cache_dir: str | Path | None = None,
+    use_cache: bool = True,
 ) -> Run:
     """Read trace files and folders into a :class:`Run`.
 
     ``ranks`` keeps only those ranks; ``rank`` sets the rank of a single file that does not
-    record one; ``jobs`` is the number of parsing processes (default: the number of cores).
+    record one; ``jobs`` is the number of parsing processes (default: the number of cores);
+    ``progress`` is called after each file with (file, files done, files in all). Decoded
+    events are cached per file in ``cache_dir`` (default: ``$TRACEKIT_CACHE_DIR``, else
+    ``~/.cache/tracekit``; see :mod:`tracekit.readers.cache`) unless ``use_cache`` is False.
     Raises :class:`~tracekit.errors.TracekitError` when nothing can be analyzed.
     """
     files = discover(paths)
     if rank is not None and len(files) != 1:
         raise InputError(f"--rank applies to a single trace file, not {len(files)}")
-    parsed = _parse_all(files, jobs or os.cpu_count() or 1, progress)
+    root = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+    cache = EventCache(root) if use_cache else None
+    parsed = parse_files(files, jobs=jobs or os.cpu_count() or 1, cache=cache, cache_root=root, progress=progress)
     skipped = [SkippedFile(p.path, p.error) for p in parsed if p.error is not None]
     good = [t for p in parsed for t in p.traces]
     if rank is not None and len(good) > 1:
@@ -125,15 +78,22 @@ def load_run(
         infos = [i for i in infos if i.rank in ranks]
         if not infos:
             raise InputError("--ranks selects none of the ranks present")
-    keep = {i.rank for i in infos}
-    events = pl.concat([f for r, f in frames.items() if r in keep], how="vertical")
     infos.sort(key=lambda i: i.rank)
+    # each rank's frame is sorted by start (readers sort, the cache keeps the order): in rank
+    # order they make the run's order without a sort; one chunk, since polars would otherwise
+    # re-chunk the whole frame again in every query the analyses make
+    events = pl.concat([_by_start(frames[i.rank]) for i in infos], how="vertical", rechunk=True)
+    del frames, good, parsed
     return Run(
-        events=events.sort("rank", "start_ns"),
+        events=events,
         ranks=tuple(infos),
         skipped=tuple(skipped),
         warnings=tuple(_collective_warnings(infos, events)),
     )
+
+
+def _by_start(events: pl.DataFrame) -> pl.DataFrame:
+    return events if events["start_ns"].is_sorted() else events.sort("start_ns")
 
 
 def _assign_ranks(

@@ -1,7 +1,8 @@
 """``.nsys-rep`` reports -> SQLite exports in tracekit's cache, through the ``nsys`` CLI.
 
-The export lands in ``$TRACEKIT_CACHE_DIR`` (default ``~/.cache/tracekit/nsys``) and is
-reused while it is newer than its report. Its name carries a digest of the report's full
+The export lands in ``nsys/`` of tracekit's cache folder (``$TRACEKIT_CACHE_DIR``, default
+``~/.cache/tracekit``; see :mod:`tracekit.readers.cache`) and is reused while it is newer
+than its report. Its name carries a digest of the report's full
 path, so that reports of one name in different folders (``rank0/report.nsys-rep``,
 ``rank1/report.nsys-rep``) never share an export.
 """
@@ -9,31 +10,28 @@ path, so that reports of one name in different folders (``rank0/report.nsys-rep`
 from __future__ import annotations
 
 import hashlib
-import os
 import shutil
 import subprocess
 from pathlib import Path
 from typing import Final
 
 from tracekit.errors import TraceReadError
+from tracekit.readers.cache import default_cache_dir
 
 REP_SUFFIX: Final = ".nsys-rep"
 
 
-def cache_dir() -> Path:
-    """Where exports are cached: ``$TRACEKIT_CACHE_DIR`` or ``~/.cache/tracekit/nsys``."""
-    configured = os.environ.get("TRACEKIT_CACHE_DIR")
-    return Path(configured) if configured else Path.home() / ".cache" / "tracekit" / "nsys"
-
-
-def cached_export(report: Path) -> Path:
+def cached_export(report: Path, cache_root: Path | None = None) -> Path:
     """The path of ``report``'s export in the cache (it may not exist yet)."""
     digest = hashlib.sha1(str(report.resolve()).encode(), usedforsecurity=False).hexdigest()[:10]
-    return cache_dir() / f"{report.name.removesuffix(REP_SUFFIX)}.{digest}.sqlite"
+    folder = (cache_root or default_cache_dir()) / "nsys"
+    return folder / f"{report.name.removesuffix(REP_SUFFIX)}.{digest}.sqlite"
 
 
-def export_sqlite(report: str | Path) -> Path:
+def export_sqlite(report: str | Path, *, cache_root: Path | None = None) -> Path:
     """Export ``report`` with ``nsys export --type sqlite`` (unless cached) and return the file.
+
+    ``cache_root`` is tracekit's cache folder (default: :func:`default_cache_dir`).
 
     Raises :class:`TraceReadError` when ``nsys`` is not on PATH (saying how to export by
     hand) or when the export fails.
@@ -43,7 +41,7 @@ def export_sqlite(report: str | Path) -> Path:
         report_mtime = report.stat().st_mtime
     except OSError as exc:
         raise TraceReadError(f"cannot read file ({exc.strerror})", path=report) from None
-    out = cached_export(report)
+    out = cached_export(report, cache_root)
     if out.exists() and out.stat().st_mtime >= report_mtime:
         return out
     nsys = shutil.which("nsys")

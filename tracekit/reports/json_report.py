@@ -108,7 +108,11 @@ def to_document(
         if analysis.idle is None
         else {
             "per_rank": _rows(analysis.idle.per_rank),
-            "longest": _rows(analysis.idle.intervals.sort("length_ns", descending=True).head(IDLE_INTERVALS)),
+            "longest": _rows(
+                analysis.idle.intervals.sort(["length_ns", "rank", "start_ns"], descending=[True, False, False]).head(
+                    IDLE_INTERVALS
+                )
+            ),
         },
         "host_breakdown": None
         if analysis.host_breakdown is None

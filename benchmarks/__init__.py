@@ -1,0 +1,1 @@
+"""Benchmarks: large multi-rank traces, and tracekit against HTA and the parse floor."""

@@ -1,0 +1,179 @@
+"""Large multi-rank Kineto traces, made by repeating a real trace in time.
+
+The events of the source trace are repeated back to back, each copy shifted by the trace's
+span plus a gap, with correlation ids, ``External id`` and flow ids offset so that they stay
+unique, and ``ProfilerStep#N`` renumbered so that steps stay distinct. A part of a copy
+(its first events in time) tops the size up to the requested one. Every rank
+gets the same events, one gzipped file per rank with its own ``distributedInfo``.
+
+The files land in ``<data_dir>/<name>/rank<r>.json.gz``; a marker ``<name>.done.json`` beside
+the folder (not inside, where trace readers would take it for a trace) records the
+parameters, so a later run with the same parameters reuses the files.
+"""
+
+from __future__ import annotations
+
+import argparse
+import bisect
+import gzip
+import json
+import re
+import shutil
+import sys
+from dataclasses import asdict, dataclass
+from itertools import accumulate
+from pathlib import Path
+from typing import Any, Final
+
+import orjson
+
+ROOT: Final = Path(__file__).resolve().parents[1]
+SOURCE: Final = ROOT.parent / "shared" / "traces" / "kineto" / "hta-trace-diff" / "control-rank3-a100.json.gz"
+DATA_DIR: Final = Path(__file__).resolve().parent / "data"
+#: Idle time between two copies of the source, in the trace's microseconds.
+GAP_US: Final = 1000
+#: Bump when the generated content changes, so that old data is not reused.
+GENERATOR_VERSION: Final = 1
+_STEP: Final = re.compile(r"^ProfilerStep#(\d+)$")
+
+
+@dataclass(frozen=True)
+class Spec:
+    """What to generate: ``ranks`` files of about ``mb_per_rank`` MB of JSON each."""
+
+    ranks: int = 8
+    mb_per_rank: float = 125.0
+    source: str = str(SOURCE)
+    world_size: int | None = None
+    version: int = GENERATOR_VERSION
+
+    @property
+    def name(self) -> str:
+        """The folder name for these parameters."""
+        return f"{Path(self.source).name.split('.')[0]}-{self.ranks}x{self.mb_per_rank:g}mb"
+
+
+def _load(source: Path) -> dict[str, Any]:
+    data = source.read_bytes()
+    if data[:2] == b"\x1f\x8b":
+        data = gzip.decompress(data)
+    doc: dict[str, Any] = orjson.loads(data)
+    return doc
+
+
+def _max_id(events: list[dict[str, Any]]) -> int:
+    best = 0
+    for e in events:
+        args = e.get("args") or {}
+        for value in (args.get("External id"), args.get("correlation"), e.get("id")):
+            if isinstance(value, int) and value > best:
+                best = value
+    return best
+
+
+def _copy(
+    events: list[dict[str, Any]], k: int, *, shift: int, id_offset: int, step_offset: int
+) -> list[dict[str, Any]]:
+    """The ``k``-th copy of ``events``: shifted in time, ids and steps offset."""
+    out = []
+    for e in events:
+        c = dict(e)
+        c["ts"] = e["ts"] + k * shift
+        if isinstance(e.get("id"), int):
+            c["id"] = e["id"] + k * id_offset
+        args = e.get("args")
+        if args and ("External id" in args or "correlation" in args):
+            a = dict(args)
+            for key in ("External id", "correlation"):
+                if isinstance(a.get(key), int):
+                    a[key] += k * id_offset
+            c["args"] = a
+        if (m := _STEP.match(str(e.get("name", "")))) is not None:
+            c["name"] = f"ProfilerStep#{int(m[1]) + k * step_offset}"
+        out.append(c)
+    return out
+
+
+def build_events(doc: dict[str, Any], target_bytes: int) -> tuple[bytes, int]:
+    """The events of about ``target_bytes`` of JSON (without brackets), and their count."""
+    events = [e for e in doc["traceEvents"] if "ts" in e]
+    meta = [e for e in events if e.get("ph") == "M" or e.get("cat") == "Trace"]
+    body = sorted((e for e in events if not (e.get("ph") == "M" or e.get("cat") == "Trace")), key=lambda e: e["ts"])
+    start = min(int(e["ts"]) for e in body)
+    end = max(int(e["ts"]) + int(e.get("dur", 0)) for e in body)
+    shift = end - start + GAP_US
+    id_offset = _max_id(body) + 1
+    steps = [int(m[1]) for e in body if (m := _STEP.match(str(e.get("name", ""))))]
+    step_offset = (max(steps) - min(steps) + 1) if steps else 0
+    sizes = list(accumulate(len(orjson.dumps(e)) + 1 for e in body))  # with the comma
+    whole, rest = divmod(target_bytes, sizes[-1])
+    chunks: list[bytes] = []
+    count = 0
+    for k in range(whole + 1):
+        batch = body if k < whole else body[: bisect.bisect_left(sizes, rest)]  # the first part in time
+        if batch:
+            chunks.append(
+                orjson.dumps(_copy(batch, k, shift=shift, id_offset=id_offset, step_offset=step_offset))[1:-1]
+            )
+            count += len(batch)
+    span = (whole + 1) * shift
+    head = [dict(e, dur=span) if e.get("cat") == "Trace" else e for e in meta]
+    if head:
+        chunks.insert(0, orjson.dumps(head)[1:-1])
+        count += len(head)
+    return b",".join(chunks), count
+
+
+def generate(spec: Spec, data_dir: Path = DATA_DIR, *, log: bool = False) -> Path:
+    """The folder of ``spec``'s traces, generated unless already there with the same parameters."""
+    folder = data_dir / spec.name
+    marker = data_dir / f"{spec.name}.done.json"
+    if marker.is_file() and folder.is_dir():
+        try:
+            if json.loads(marker.read_text())["spec"] == asdict(spec):
+                return folder
+        except (ValueError, KeyError):
+            pass
+    marker.unlink(missing_ok=True)
+    if folder.exists():
+        shutil.rmtree(folder)
+    folder.mkdir(parents=True)
+    doc = _load(Path(spec.source))
+    body, count = build_events(doc, int(spec.mb_per_rank * 1e6))
+    info = doc.get("distributedInfo") or {}
+    world = spec.world_size or spec.ranks
+    sizes = []
+    for rank in range(spec.ranks):
+        head = {
+            "schemaVersion": doc.get("schemaVersion", 1),
+            "deviceProperties": doc.get("deviceProperties", []),
+            "distributedInfo": {"backend": info.get("backend", "nccl"), "rank": rank, "world_size": world},
+        }
+        # HTA finds the rank with the pattern '"rank":\s+(\d+)': keep json's ": " separator
+        data = json.dumps(head).encode()[:-1] + b', "traceEvents": [' + body + b"]}"
+        (folder / f"rank{rank}.json.gz").write_bytes(gzip.compress(data, compresslevel=1, mtime=0))
+        sizes.append(len(data))
+        if log:
+            print(f"  wrote {folder / f'rank{rank}.json.gz'} ({len(data) / 1e6:.0f} MB of JSON)", file=sys.stderr)
+    marker.write_text(json.dumps({"spec": asdict(spec), "events_per_rank": count, "json_bytes": sizes}, indent=1))
+    return folder
+
+
+def describe(spec: Spec, data_dir: Path = DATA_DIR) -> dict[str, Any]:
+    """What the marker of a generated folder records (events per rank, JSON bytes)."""
+    doc: dict[str, Any] = json.loads((data_dir / f"{spec.name}.done.json").read_text())
+    return doc
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``python -m benchmarks.generate --ranks 8 --mb-per-rank 125``."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--ranks", type=int, default=8)
+    parser.add_argument("--mb-per-rank", type=float, default=125.0)
+    parser.add_argument("--data-dir", type=Path, default=DATA_DIR)
+    args = parser.parse_args(argv)
+    print(generate(Spec(ranks=args.ranks, mb_per_rank=args.mb_per_rank), args.data_dir, log=True))
+
+
+if __name__ == "__main__":
+    main()

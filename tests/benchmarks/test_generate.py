@@ -1,0 +1,57 @@
+"""The benchmark's trace generator makes traces that tracekit (and HTA) read as one job.
+
+No timing here: the benchmark itself runs by hand (see the README).
+"""
+
+from __future__ import annotations
+
+import gzip
+import re
+from typing import TYPE_CHECKING
+
+import polars as pl
+import pytest
+
+from benchmarks.generate import Spec, describe, generate
+from tracekit.readers import load_run
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+pytestmark = pytest.mark.real
+
+
+@pytest.fixture
+def source(shared_traces: Path) -> str:
+    return str(shared_traces / "kineto" / "hta-trace-diff" / "control-rank3-a100.json.gz")
+
+
+def test_small_multi_rank_traces_read_as_one_job(tmp_path: Path, source: str) -> None:
+    spec = Spec(ranks=2, mb_per_rank=0.5, source=source)
+    folder = generate(spec, tmp_path)
+    files = sorted(p.name for p in folder.iterdir())
+    assert files == ["rank0.json.gz", "rank1.json.gz"]
+    head = gzip.decompress((folder / "rank1.json.gz").read_bytes()).split(b'"traceEvents"')[0].decode()
+    assert re.findall(r'"rank":\s+(\d+)', head) == ["1"]  # HTA finds the rank with this pattern
+    run = load_run([folder], use_cache=False)
+    assert run.rank_ids == [0, 1] and run.world_size == 2 and run.backend == "nccl"
+    assert run.events.filter(rank=0).drop("rank").equals(run.events.filter(rank=1).drop("rank"))
+    json_bytes = describe(spec, tmp_path)["json_bytes"]
+    assert all(400_000 < b < 1_000_000 for b in json_bytes)
+    modified = (folder / "rank0.json.gz").stat().st_mtime_ns
+    assert generate(spec, tmp_path) == folder  # reused, not written again
+    assert (folder / "rank0.json.gz").stat().st_mtime_ns == modified
+
+
+def test_copies_follow_in_time_with_unique_ids_and_steps(tmp_path: Path, source: str) -> None:
+    folder = generate(Spec(ranks=1, mb_per_rank=40, source=source), tmp_path)  # 1 copy and a part
+    events = load_run([folder], use_cache=False).events
+    steps = events.filter(kind="step").sort("start_ns")
+    names = steps["name"].cast(pl.String).to_list()
+    assert len(names) > 6 and len(set(names)) == len(names)
+    assert names[:7] == [f"ProfilerStep#{n}" for n in range(1009, 1016)]
+    assert (steps["start_ns"].diff().drop_nulls() > 0).all()
+    launches = events.filter(pl.col("kind") == "runtime", pl.col("correlation").is_not_null())
+    assert launches["correlation"].n_unique() == launches.height
+    kernels = events.filter(kind="kernel")
+    assert kernels.join(launches, on="correlation", how="anti").height == 0  # every kernel has its launch

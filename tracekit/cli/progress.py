@@ -1,0 +1,73 @@
+"""A progress display for long analyses: rich, on stderr, only on a terminal, only when slow.
+
+Nothing is drawn for the first ``delay`` seconds, so a quick analysis prints its report
+and nothing else; nothing is drawn at all when stderr is not a terminal (a pipe, a file,
+CI logs). The display is transient: it is erased before the report is printed.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+from pathlib import Path
+from typing import TYPE_CHECKING, Final
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+if TYPE_CHECKING:
+    from types import TracebackType
+
+#: Seconds of silence before the display appears.
+DELAY_S: Final = 2.0
+
+
+class DelayedProgress:
+    """Files read, then the stage of the analysis; shown after ``delay`` seconds on a terminal."""
+
+    def __init__(self, *, delay: float = DELAY_S, enabled: bool | None = None, console: Console | None = None) -> None:
+        self.enabled = sys.stderr.isatty() if enabled is None else enabled
+        self._progress = Progress(
+            SpinnerColumn(),
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=console or Console(stderr=True),
+            transient=True,
+        )
+        self._task = self._progress.add_task("reading traces", total=None)
+        self._lock = threading.Lock()
+        self._timer = threading.Timer(delay, self._show)
+        self._timer.daemon = True
+        self._shown = False
+        self._closed = False
+
+    def __enter__(self) -> DelayedProgress:
+        if self.enabled:
+            self._timer.start()
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
+        self._timer.cancel()
+        with self._lock:
+            self._closed = True
+            if self._shown:
+                self._progress.stop()
+
+    def _show(self) -> None:
+        with self._lock:
+            if not self._closed:
+                self._progress.start()
+                self._shown = True
+
+    def file_done(self, path: str, done: int, total: int) -> None:
+        """A file was read (the ``progress`` callback of :func:`tracekit.readers.load_run`)."""
+        last = Path(path).name
+        self._progress.update(self._task, completed=done, total=total, description=f"reading traces (last: {last})")
+
+    def stage(self, description: str) -> None:
+        """The analysis moved on to ``description`` (analyzing, rendering)."""
+        self._progress.update(self._task, description=description)

@@ -1,0 +1,180 @@
+"""Trace files -> their rank traces: through the cache, in parallel processes.
+
+Each file is read from the cache when it holds a valid entry, else decoded (in worker
+processes when there is enough to read for workers to pay). A worker writes what it decoded
+as Parquet and answers only "done"; once every worker has exited, the parent reads the
+Parquet (0.03 s for a 125 MB trace, against 0.16 s to pickle the frame back and forth), so
+it never holds decoded ranks while the workers hold theirs. Without a cache the Parquet goes
+to a temporary folder, removed afterwards.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ProcessPoolExecutor, as_completed
+from dataclasses import dataclass
+from multiprocessing import get_context
+from pathlib import Path
+from typing import TYPE_CHECKING, Final
+
+from tracekit.errors import TracekitError
+from tracekit.readers.cache import EventCache, FileIdentity
+from tracekit.readers.kineto import read_kineto
+from tracekit.readers.nsys import is_sqlite, read_nsys
+from tracekit.readers.nsys_export import REP_SUFFIX, export_sqlite
+
+if TYPE_CHECKING:
+    from tracekit.readers.trace import RankTrace
+
+#: Below this many bytes to decode in all, parse in this process: starting workers costs more.
+PARALLEL_MIN_BYTES: Final = 64 * 1024 * 1024
+_GZIP_MAGIC: Final = b"\x1f\x8b"
+
+#: Called after each file with (file, files done, files in all).
+ProgressCallback = Callable[[str, int, int], None]
+
+
+@dataclass(frozen=True)
+class Parsed:
+    """What reading one file gave: its rank traces, or why it could not be read."""
+
+    path: str
+    traces: tuple[RankTrace, ...]
+    error: str | None
+    #: A worker stored the traces in the cache, for the parent to read from there.
+    in_cache: bool = False
+
+
+def read_file(path: str | Path, *, cache_root: Path | None = None) -> list[RankTrace]:
+    """Read one trace file of any supported format into its ranks.
+
+    ``.nsys-rep`` reports are exported to SQLite first (needs ``nsys`` on PATH; the export
+    goes to ``cache_root``, default the cache folder); SQLite files (and anything named
+    ``.sqlite``) are Nsight Systems exports; the rest is Kineto.
+    """
+    path = Path(path)
+    if path.name.endswith(REP_SUFFIX):
+        return read_nsys(export_sqlite(path, cache_root=cache_root), shown=path)
+    if path.suffix == ".sqlite" or is_sqlite(path):
+        return read_nsys(path)
+    return [read_kineto(path)]
+
+
+def _parse(path: str, exports: str | None, store: str | None, in_worker: bool) -> Parsed:
+    """Read ``path`` (``.nsys-rep`` exports into ``exports``), storing it in the cache at ``store``.
+
+    A worker whose traces are stored answers with ``in_cache`` and no traces.
+    """
+    try:
+        identity = None if store is None else FileIdentity.of(path)  # before reading: what was read
+        traces = read_file(path, cache_root=None if exports is None else Path(exports))
+    except TracekitError as exc:
+        return Parsed(path, (), exc.reason)
+    except Exception as exc:  # a reader bug must not lose the other ranks
+        return Parsed(path, (), f"could not be read ({type(exc).__name__}: {exc})")
+    if store is not None and identity is not None and EventCache(store).store(identity, traces) and in_worker:
+        return Parsed(path, (), None, in_cache=True)
+    return Parsed(path, tuple(traces), None)
+
+
+def data_bytes(path: Path) -> int:
+    """About how many bytes decoding ``path`` reads: a gzip file's uncompressed size."""
+    try:
+        size = path.stat().st_size
+        if size < 18:
+            return size
+        with path.open("rb") as handle:
+            if handle.read(2) != _GZIP_MAGIC:
+                return size
+            handle.seek(-4, os.SEEK_END)
+            return max(size, int.from_bytes(handle.read(4), "little"))  # ISIZE: the size mod 2**32
+    except OSError:
+        return 0
+
+
+def parse_files(
+    paths: Sequence[Path],
+    *,
+    jobs: int,
+    cache: EventCache | None = None,
+    cache_root: Path | None = None,
+    progress: ProgressCallback | None = None,
+) -> list[Parsed]:
+    """Read every file of ``paths`` (in their order), from ``cache`` where it is valid.
+
+    ``cache_root`` is where ``.nsys-rep`` exports go when there is no ``cache`` (default:
+    the cache folder).
+    """
+    names = [str(p) for p in paths]
+    done: dict[str, Parsed] = {}
+    reported: set[str] = set()
+
+    def report(path: str) -> None:
+        if path not in reported:
+            reported.add(path)
+            if progress:
+                progress(path, len(reported), len(names))
+
+    def finish(result: Parsed) -> None:
+        done[result.path] = result
+        report(result.path)
+
+    for name in names:
+        if cache is not None and (hit := cache.load(name)) is not None:
+            finish(Parsed(name, tuple(hit), None))
+    todo = sorted((n for n in names if n not in done), key=lambda n: data_bytes(Path(n)), reverse=True)
+    folder = cache.root if cache is not None else cache_root
+    exports = None if folder is None else str(folder)
+    workers = min(jobs, len(todo))
+    if workers <= 1 or sum(data_bytes(Path(n)) for n in todo) < PARALLEL_MIN_BYTES:
+        store = None if cache is None else str(cache.root)
+        for name in todo:
+            finish(_parse(name, exports, store, in_worker=False))
+    elif cache is not None:
+        _parse_in_workers(todo, workers, exports=exports, cache=cache, finish=finish, report=report)
+    else:  # the workers hand their frames over through a cache of this run only
+        with tempfile.TemporaryDirectory(prefix="tracekit-") as spool:
+            _parse_in_workers(todo, workers, exports=exports, cache=EventCache(spool), finish=finish, report=report)
+    return [done[n] for n in names]
+
+
+def _parse_in_workers(
+    names: list[str],
+    workers: int,
+    *,
+    exports: str | None,
+    cache: EventCache,
+    finish: Callable[[Parsed], None],
+    report: Callable[[str], None],
+) -> None:
+    """Parse in ``workers`` processes; a file whose worker failed is parsed here instead.
+
+    What workers stored in the cache is read once they have all exited, so that this
+    process does not hold the decoded ranks while they still hold theirs.
+    """
+    retry: list[str] = []
+    stored: list[str] = []
+    with ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn")) as pool:
+        store = str(cache.root)
+        futures: dict[Future[Parsed], str] = {pool.submit(_parse, n, exports, store, True): n for n in names}
+        for future in as_completed(futures):
+            try:
+                result = future.result()
+            except Exception:  # a worker that died (out of memory, killed): retry in this process
+                retry.append(futures[future])
+                continue
+            if result.in_cache:
+                stored.append(result.path)
+                report(result.path)
+            else:
+                finish(result)
+    for name in stored:
+        loaded = cache.load(name)
+        if loaded is None:  # the file changed meanwhile: read it again
+            retry.append(name)
+        else:
+            finish(Parsed(name, tuple(loaded), None))
+    for name in retry:
+        finish(_parse(name, exports, None, in_worker=False))
