@@ -6,6 +6,7 @@ import pytest
 
 from tests.factories import ev, make_run
 from tracekit.analyzers import analyze
+from tracekit.analyzers.steps import gpu_activity
 
 
 def one_step_run() -> list[dict[str, object]]:
@@ -94,3 +95,20 @@ def test_empty_trace() -> None:
     assert result.breakdown.per_rank.height == 0
     assert result.annotations.summary.height == 0
     assert result.facts.span_ns == 0
+
+
+@pytest.mark.parametrize("base", [1, -5, 1 << 45], ids=["packed-key", "negative-ids", "huge-ids"])
+def test_gpu_activity_links_each_kernel_to_its_earliest_launch(base: int) -> None:
+    rows = [
+        ev("runtime", "cudaLaunchKernel", 10, 12, correlation=base, pid=7),
+        ev("kernel", "k1", 20, 30, correlation=base),
+        ev("runtime", "cudaLaunchKernel", 40, 41, correlation=base + 1, rank=1),  # same id, other rank
+        ev("kernel", "k2", 50, 60, correlation=base + 1, rank=1),
+        ev("kernel", "k3", 70, 80, correlation=base + 9),  # never launched: counts where it starts
+    ]
+    act = gpu_activity(make_run(rows)).sort("start_ns")
+    assert act.select("name", "launch_ns", "launch_pid").rows() == [("k1", 10, 7), ("k2", 40, 100), ("k3", 70, None)]
+    # an id launched twice on one rank (a replayed or split launch): once, at the earliest
+    twice = gpu_activity(make_run([*rows, ev("runtime", "cudaLaunchKernel", 5, 6, correlation=base, pid=8)]))
+    assert twice.height == 3
+    assert twice.sort("start_ns").select("launch_ns", "launch_pid").row(0) == (5, 8)

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import itertools
+import random
+
 import polars as pl
+import pytest
 
 from tracekit.analyzers import intervals as iv
 
@@ -58,16 +62,13 @@ def test_gaps_between_and_within_window() -> None:
 
 
 def test_sweep_flags_every_segment() -> None:
-    df = pl.DataFrame(
-        {
-            "start_ns": [0, 5, 20],
-            "end_ns": [10, 15, 25],
-            "what": ["x", "y", "x"],
-        }
-    )
-    seg = iv.sweep(df, "what", ["x", "y"])
+    x = frame([(0, 10), (20, 25), (2, 4)])  # (2, 4) nests in (0, 10): cut at its ends, still x
+    y = frame([(5, 15)])
+    seg = iv.sweep({"x": x, "y": y})
     assert seg.rows() == [
-        (0, 5, True, False),
+        (0, 2, True, False),
+        (2, 4, True, False),
+        (4, 5, True, False),
         (5, 10, True, True),
         (10, 15, False, True),
         (15, 20, False, False),
@@ -80,4 +81,60 @@ def test_empty_inputs() -> None:
     assert iv.union(empty).height == 0
     assert iv.total(empty) == 0
     assert iv.gaps(empty).height == 0
-    assert iv.sweep(empty.with_columns(what=pl.lit("x")), "what", ["x"]).height == 0
+    assert iv.sweep({"x": empty}).height == 0
+
+
+def test_sweep_keeps_interleaved_groups_apart() -> None:
+    # rank 1 starts before rank 0 ends and rank 0's last end is past rank 1's start:
+    # no segment may span from one rank's timeline into the other's
+    x = pl.concat([frame([(0, 100)], rank=0), frame([(50, 60)], rank=1)])
+    y = pl.concat([frame([(90, 120)], rank=0), frame([(40, 55), (58, 70)], rank=1)])
+    seg = iv.sweep({"x": x, "y": y}, ["rank"]).sort("rank", "start_ns")
+    assert seg.select("rank", "start_ns", "end_ns", "x", "y").rows() == [
+        (0, 0, 90, True, False),
+        (0, 90, 100, True, True),
+        (0, 100, 120, False, True),
+        (1, 40, 50, False, True),
+        (1, 50, 55, True, True),
+        (1, 55, 58, True, False),
+        (1, 58, 60, True, True),
+        (1, 60, 70, False, True),
+    ]
+
+
+def test_union_of_interleaved_groups_and_unsorted_rows() -> None:
+    df = pl.concat([frame([(30, 40), (0, 50)], rank=1), frame([(45, 47), (0, 10), (5, 46)], rank=0)])
+    out = iv.union(df, ["rank"]).sort("rank", "start_ns")
+    assert out.rows() == [(0, 0, 47), (1, 0, 50)]
+    assert iv.intersect(frame([(0, 100)], rank=0), df, ["rank"]).rows() == [(0, 0, 47)]
+
+
+def _covered(rows: list[tuple[int, int, int]]) -> set[tuple[int, int]]:
+    """Brute force: every (rank, unit of time) some interval covers."""
+    return {(r, t) for r, s, e in rows for t in range(s, e)}
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_union_and_sweep_agree_with_brute_force_on_both_paths(seed: int) -> None:
+    # one integer key takes the fast path (groups laid end to end); two keys the general one
+    rng = random.Random(seed)
+    rows = []
+    for _ in range(200):
+        r, s = rng.randrange(4), rng.randrange(-50, 500)
+        rows.append((r, s, s + rng.choice([0, 1, 3, 20, 80])))
+    df = pl.DataFrame(rows, schema={"rank": pl.Int32, "start_ns": pl.Int64, "end_ns": pl.Int64}, orient="row")
+    fast = iv.union(df, ["rank"])
+    general = iv.union(df.with_columns(host=pl.lit("a")), ["rank", "host"]).drop("host")
+    assert fast.sort("rank", "start_ns").rows() == general.sort("rank", "start_ns").rows()
+    merged = fast.rows()
+    assert _covered(merged) == _covered(rows)
+    assert all(a[0] != b[0] or a[2] < b[1] for a, b in itertools.pairwise(merged))  # disjoint, not touching
+    other = df.sample(fraction=0.5, seed=seed).with_columns(pl.col("start_ns") + 7, pl.col("end_ns") + 7)
+    for key in (["rank"], ["rank", "host"]):
+        cut = iv.sweep({"x": df.with_columns(host=pl.lit("a")), "y": other.with_columns(host=pl.lit("a"))}, key)
+        both = {
+            (r, t) for r, s, e in cut.filter("x", "y").select("rank", "start_ns", "end_ns").rows() for t in range(s, e)
+        }
+        assert both == _covered(rows) & _covered(other.rows())
+        inter = iv.intersect(df.with_columns(host=pl.lit("a")), other.with_columns(host=pl.lit("a")), key)
+        assert _covered(inter.select("rank", "start_ns", "end_ns").rows()) == both

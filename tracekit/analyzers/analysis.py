@@ -133,9 +133,9 @@ def analyze(run: Run, *, window: timeline.Window = "steps") -> Analysis:
     collectives = match_collectives(run, activity, steps)
     stragglers = find_stragglers(collectives, steps, annotations, span_ns=facts.span_ns)
     fetch = fetch_ranges(run)
-    dataloader = dataloader_gaps(run, segments, frames, has_gpu=has_gpu)
+    dataloader = dataloader_gaps(run, segments, frames, has_gpu=has_gpu, fetch=fetch)
     syncs = host_syncs(run, activity, frames)
-    idle = idle_causes(run, segments, fetch, syncs.calls) if has_gpu else None
+    idle = idle_causes(run, segments, frames, fetch, syncs.calls) if has_gpu else None
     costs = evidence.costs(
         measured,
         measured_on="gpu" if has_gpu else "host (CPU-only run)",

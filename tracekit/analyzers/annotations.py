@@ -48,11 +48,9 @@ class AnnotationResult:
 
 
 def _top_level(run: Run, steps: StepResult) -> pl.DataFrame:
-    ann = run.events.filter(pl.col("kind") == "annotation").select(
-        "rank", "pid", "tid", pl.col("name").cast(pl.String), "start_ns", "end_ns"
-    )
+    ann = run.select(["annotation"], "rank", "pid", "tid", pl.col("name").cast(pl.String), "start_ns", "end_ns")
     if steps.has_steps:
-        threads = run.events.filter(pl.col("kind") == "step").select("rank", "pid", "tid").unique()
+        threads = run.select(["step"], "rank", "pid", "tid").unique()
         ann = ann.join(threads, on=["rank", "pid", "tid"], how="semi")
     keys = ["rank", "pid", "tid"]
     reach = pl.col("end_ns").cum_max().shift(1).over(keys)
@@ -63,22 +61,13 @@ def _top_level(run: Run, steps: StepResult) -> pl.DataFrame:
     )
 
 
-def _gpu_time(run: Run, top: pl.DataFrame, activity: pl.DataFrame) -> pl.DataFrame:
+def _gpu_time(top: pl.DataFrame, activity: pl.DataFrame) -> pl.DataFrame:
     """ann_id, gpu_ns: union of GPU activity launched inside each top-level annotation."""
-    launches = run.events.filter(pl.col("kind").is_in(["runtime", "driver"]), pl.col("correlation").is_not_null())
-    owned = (
-        iv.locate(
-            launches.select("rank", "pid", "start_ns", "correlation"),
-            "start_ns",
-            top,
-            by=["rank", "pid"],
-            keep=["ann_id"],
-        )
-        .select("rank", "correlation", "ann_id")
-        .unique(["rank", "correlation"])
+    launched = activity.filter(pl.col("launch_pid").is_not_null()).select(
+        "rank", pl.col("launch_pid").alias("pid"), "launch_ns", "start_ns", "end_ns"
     )
-    gpu = activity.select("rank", "correlation", "start_ns", "end_ns").join(owned, on=["rank", "correlation"])
-    totals = iv.total(gpu, ["ann_id"])
+    gpu = iv.locate(launched, "launch_ns", top, by=["rank", "pid"], keep=["ann_id"])
+    totals = iv.total(gpu.select("ann_id", "start_ns", "end_ns"), ["ann_id"])
     assert isinstance(totals, pl.DataFrame)
     return totals.rename({"total_ns": "gpu_ns"})
 
@@ -86,7 +75,7 @@ def _gpu_time(run: Run, top: pl.DataFrame, activity: pl.DataFrame) -> pl.DataFra
 def annotation_breakdown(run: Run, steps: StepResult, activity: pl.DataFrame) -> AnnotationResult:
     """Break step time down by top-level annotation, per rank and over the run."""
     top = _top_level(run, steps)
-    top = top.join(_gpu_time(run, top, activity), on="ann_id", how="left").with_columns(
+    top = top.join(_gpu_time(top, activity), on="ann_id", how="left").with_columns(
         pl.col("gpu_ns").fill_null(0), cpu_ns=pl.col("end_ns") - pl.col("start_ns")
     )
     if steps.has_steps:

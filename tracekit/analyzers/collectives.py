@@ -62,11 +62,14 @@ def _kernel_collectives(activity: pl.DataFrame) -> pl.DataFrame:
 
 
 def _host_collectives(run: Run, ranks_with_kernels: pl.Series) -> pl.DataFrame:
-    host = run.events.filter(
-        pl.col("category") == "collective",
-        pl.col("kind").is_in(["cpu_op", "annotation"]),
-        ~pl.col("rank").is_in(ranks_with_kernels.implode()),
-    ).with_columns(pl.col("name").cast(pl.String).alias("n"))
+    host = run.select(
+        ["cpu_op", "annotation"],
+        "rank",
+        pl.col("name").cast(pl.String).alias("n"),
+        "start_ns",
+        "end_ns",
+        where=(pl.col("category") == "collective") & ~pl.col("rank").is_in(ranks_with_kernels.implode()),
+    )
     backend = host.filter(pl.col("n").str.contains(HOST_OP)).with_columns(op=pl.col("n").str.extract(HOST_OP))
     c10d = host.filter(
         pl.col("n").str.contains(C10D_OP), ~pl.col("rank").is_in(backend["rank"].unique().implode())

@@ -36,16 +36,18 @@ class DataLoaderResult:
 
 def fetch_ranges(run: Run) -> pl.DataFrame:
     """Union of host fetch ranges per rank: rank, start_ns, end_ns."""
-    fetches = run.events.filter(
-        pl.col("kind").is_in(["cpu_op", "annotation", "python"]),
-        pl.col("name").cast(pl.String).str.contains(FETCH_PATTERN),
-    )
-    return iv.union(fetches.select("rank", "start_ns", "end_ns"), ["rank"])
+    fetches = run.select(["cpu_op", "annotation", "python"], "rank", "start_ns", "end_ns", name=FETCH_PATTERN)
+    return iv.union(fetches, ["rank"])
 
 
-def dataloader_gaps(run: Run, segments: pl.DataFrame, frames: pl.DataFrame, *, has_gpu: bool) -> DataLoaderResult:
-    """DataLoader cost per rank and step; ``frames`` are the measured windows (rank, step, start, end)."""
-    fetch = fetch_ranges(run)
+def dataloader_gaps(
+    run: Run, segments: pl.DataFrame, frames: pl.DataFrame, *, has_gpu: bool, fetch: pl.DataFrame | None = None
+) -> DataLoaderResult:
+    """DataLoader cost per rank and step; ``frames`` are the measured windows (rank, step, start, end).
+
+    ``fetch``: the host fetch ranges, when already found (:func:`fetch_ranges`).
+    """
+    fetch = fetch_ranges(run) if fetch is None else fetch
     window = frames.group_by("rank", "step").agg((pl.col("end_ns") - pl.col("start_ns")).sum().alias("window_ns"))
     host = _per_window(iv.intersect(fetch, frames.select("rank", "start_ns", "end_ns"), ["rank"]), frames, "fetch_ns")
     if has_gpu:

@@ -41,28 +41,33 @@ class IdleResult:
     per_rank: pl.DataFrame
 
 
-def idle_causes(run: Run, segments: pl.DataFrame, fetch: pl.DataFrame, syncs: pl.DataFrame) -> IdleResult:
-    """Attribute each GPU idle interval (from the timeline segments) to one cause."""
+def idle_causes(
+    run: Run, segments: pl.DataFrame, frames: pl.DataFrame, fetch: pl.DataFrame, syncs: pl.DataFrame
+) -> IdleResult:
+    """Attribute each GPU idle interval (from the timeline segments) to one cause.
+
+    ``frames``: the measured windows (rank, step, start_ns, end_ns) the segments were cut in.
+    """
     idle = segments.filter(~pl.col("compute") & ~pl.col("collective") & ~pl.col("memory"))
     intervals = iv.union(idle.select("rank", "start_ns", "end_ns"), ["rank"])
     intervals = (
         iv.locate(
-            intervals, "start_ns", segments.select("rank", "step", "start_ns", "end_ns"), by=["rank"], keep=["step"]
+            intervals, "start_ns", frames.select("rank", "step", "start_ns", "end_ns"), by=["rank"], keep=["step"]
         )
         .drop("frame_end_ns")
         .sort("rank", "start_ns")
         .with_row_index("idle_id")
     )
-    events = run.events
-    host_coll = events.filter(pl.col("category") == "collective", pl.col("kind").is_in(["cpu_op", "annotation"]))
-    busy = events.filter(pl.col("kind").is_in(["cpu_op", "runtime", "driver", "python"]))
+    columns = ("rank", "start_ns", "end_ns")
+    # coverage is all that counts here, and the unions of nested host ranges are far smaller
+    host_coll = iv.union(
+        run.select(["cpu_op", "annotation"], *columns, where=pl.col("category") == "collective"), ["rank"]
+    )
+    busy = iv.union(run.select(["cpu_op", "runtime", "driver", "python"], *columns), ["rank"])
     sync_zone = syncs.with_columns(pl.col("end_ns") + SYNC_FOLLOW_NS)
     labels = {"data": fetch, "peer": host_coll, "launch": busy}
-    marks = pl.concat(
-        [intervals.select("rank", pl.lit("idle").alias("label"), "start_ns", "end_ns")]
-        + [df.select("rank", pl.lit(name).alias("label"), "start_ns", "end_ns") for name, df in labels.items()]
-    )
-    cut = iv.sweep(marks, "label", ["idle", *labels], ["rank"]).filter(pl.col("idle"))
+    parts = {name: df.select("rank", "start_ns", "end_ns") for name, df in {"idle": intervals, **labels}.items()}
+    cut = iv.sweep(parts, ["rank"]).filter(pl.col("idle"))
     cut = iv.locate(
         cut, "start_ns", intervals.select("rank", "idle_id", "start_ns", "end_ns"), by=["rank"], keep=["idle_id"]
     )

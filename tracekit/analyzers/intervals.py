@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 import polars as pl
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Mapping, Sequence
 
 START, END = "start_ns", "end_ns"
 _KEY = "__group"
@@ -29,22 +29,74 @@ def _ungrouped(df: pl.DataFrame, by: Sequence[str]) -> pl.DataFrame:
     return df if by else df.drop(_KEY)
 
 
+def _offset(df: pl.DataFrame, keys: Sequence[str], columns: Sequence[str]) -> pl.Expr | None:
+    """A per-row shift that lays the groups' times end to end, or None where it cannot.
+
+    With one integer key (a rank, an id) and no nulls, ``time + offset`` equals ``(key - min
+    key) * width + (time - first time)``, ``width`` beyond the span of every ``columns``:
+    increasing from group to group, and in time order within a group. Sorting that one
+    integer is several times faster in polars than sorting several columns (whose rows it
+    encodes first), and a running maximum over it never leaks from one group into the next,
+    so no per-group window is needed. None when it would not fit in 62 bits.
+    """
+    if len(keys) != 1 or df.height == 0 or not df.schema[keys[0]].is_integer():
+        return None
+    if any(not df.schema[c].is_integer() or df.get_column(c).null_count() for c in (keys[0], *columns)):
+        return None
+    key = pl.col(keys[0]).cast(pl.Int64)
+    stats = [key.min().alias("kmin"), key.max().alias("kmax")]
+    stats += [pl.min_horizontal(*(pl.col(c).min() for c in columns)).alias("tmin")]
+    stats += [pl.max_horizontal(*(pl.col(c).max() for c in columns)).alias("tmax")]
+    kmin, kmax, tmin, tmax = df.select(stats).row(0)
+    width = tmax - tmin + 1
+    if (kmax - kmin + 1) * width >= 1 << 62:
+        return None
+    offset: pl.Expr = (key - kmin) * width - tmin
+    return offset
+
+
+def sort_within(df: pl.DataFrame, keys: Sequence[str], column: str) -> pl.DataFrame:
+    """``df`` sorted by ``keys``, then by ``column`` within each group (fast: see ``_offset``)."""
+    if not keys:
+        return df.sort(column)
+    offset = _offset(df, keys, [column])
+    if offset is None:
+        return df.sort(*keys, column)
+    return df.sort(pl.col(column) + offset)
+
+
+def _same_group_as_next(keys: Sequence[str]) -> pl.Expr:
+    same = [pl.col(k).shift(-1) == pl.col(k) for k in keys]
+    return pl.all_horizontal(same).fill_null(False)
+
+
 def union(df: pl.DataFrame, by: Sequence[str] = ()) -> pl.DataFrame:
     """Merge overlapping or touching intervals within each group.
 
     Returns ``by + [start_ns, end_ns]``, disjoint and sorted. Empty intervals are dropped.
     """
-    df, keys = _grouped(df.filter(pl.col(END) > pl.col(START)), by)
-    reach = pl.col(END).cum_max().shift(1).over(keys)
-    return _ungrouped(
-        df.select(*keys, START, END)
-        .sort(*keys, START)
-        .with_columns(island=(pl.col(START) > reach).fill_null(True).cum_sum().over(keys))
-        .group_by(*keys, "island", maintain_order=True)
-        .agg(pl.col(START).min(), pl.col(END).max())
-        .drop("island"),
-        by,
-    )
+    df, keys = _grouped(df.filter(pl.col(END) > pl.col(START)).select(*by, START, END), by)
+    # an island (a merged interval) starts where a start lies beyond every earlier end of
+    # its group and ends at the running maximum of ends on its last row; rows are sorted
+    # by group, so filters keep islands in order and starts line up with ends
+    offset = _offset(df, keys, [START, END])
+    if offset is None:
+        marked = df.sort(*keys, START).with_columns(
+            new=(pl.col(START) > pl.col(END).cum_max().shift(1).over(keys)).fill_null(True),
+            reach=pl.col(END).cum_max().over(keys),
+        )
+        last = (~_same_group_as_next(keys)) | pl.col("new").shift(-1).fill_null(True)
+    else:
+        # groups laid end to end: one running maximum over all of them at once
+        flat = df.with_columns(offset.alias("off")).sort(pl.col(START) + pl.col("off"))
+        reach = (pl.col(END) + pl.col("off")).cum_max()
+        marked = flat.with_columns(
+            new=(pl.col(START) + pl.col("off") > reach.shift(1)).fill_null(True), reach=reach - pl.col("off")
+        )
+        last = pl.col("new").shift(-1).fill_null(True)
+    starts = marked.filter(pl.col("new")).select(*keys, START)
+    ends = marked.filter(last).select(pl.col("reach").alias(END))
+    return _ungrouped(starts.hstack(ends), by)
 
 
 def total(df: pl.DataFrame, by: Sequence[str] = ()) -> pl.DataFrame | int:
@@ -55,27 +107,36 @@ def total(df: pl.DataFrame, by: Sequence[str] = ()) -> pl.DataFrame | int:
     return merged.group_by(*by).agg(pl.col("total_ns").sum())
 
 
-def sweep(df: pl.DataFrame, label: str, labels: Sequence[str], by: Sequence[str] = ()) -> pl.DataFrame:
+def sweep(parts: Mapping[str, pl.DataFrame], by: Sequence[str] = ()) -> pl.DataFrame:
     """Cut the timeline of each group into elementary segments.
 
-    ``df`` holds intervals with a ``label`` column. The result has ``by + [start_ns,
-    end_ns]`` and one boolean column per name in ``labels``, true where at least one
+    ``parts`` maps a label to its intervals (``by + [start_ns, end_ns]``). The result has
+    ``by + [start_ns, end_ns]`` and one boolean column per label, true where at least one
     interval of that label covers the segment. Segments cover ``[first start, last end]``
     of each group without gaps (uncovered stretches have every flag false) and never cross
-    an interval boundary, so any measure is a filter and a sum of lengths.
+    an interval boundary, so any measure is a filter and a sum of lengths. Sweeping costs a
+    sort of every start and end: a caller that needs coverage only, not the boundaries of
+    each interval, passes unions (:func:`union`), which are often much smaller.
     """
-    df, keys = _grouped(df.filter(pl.col(END) >= pl.col(START)), by)
-    points = pl.concat(
-        [
-            df.select(*keys, pl.col(START).alias("t"), pl.col(label).cast(pl.String), pl.lit(1).alias("d")),
-            df.select(*keys, pl.col(END).alias("t"), pl.col(label).cast(pl.String), pl.lit(-1).alias("d")),
-        ]
-    ).sort(*keys, "t")
+    labels = list(parts)
+    points = []
+    for code, frame in enumerate(parts.values()):
+        merged, keys = _grouped(frame.filter(pl.col(END) >= pl.col(START)).select(*by, START, END), by)
+        code_col = pl.lit(code, dtype=pl.Int16).alias("code")
+        points.append(merged.select(*keys, pl.col(START).alias("t"), code_col, pl.lit(1, dtype=pl.Int8).alias("d")))
+        points.append(merged.select(*keys, pl.col(END).alias("t"), code_col, pl.lit(-1, dtype=pl.Int8).alias("d")))
+    if not points:
+        return pl.DataFrame(schema={**dict.fromkeys(by, pl.Int64), START: pl.Int64, END: pl.Int64})
+    keys = list(by) or [_KEY]
+    # every interval ends in its own group, so each label's depth is 0 again at the end of
+    # every group: a running sum over all groups at once is each group's own
     flags = [
-        ((pl.col(label) == name).cast(pl.Int32) * pl.col("d")).cum_sum().over(keys).gt(0).alias(name) for name in labels
+        pl.when(pl.col("code") == code).then(pl.col("d")).otherwise(0).cum_sum().gt(0).alias(name)
+        for code, name in enumerate(labels)
     ]
     segments = (
-        points.with_columns(*flags, pl.col("t").shift(-1).over(keys).alias(END))
+        sort_within(pl.concat(points, how="vertical_relaxed"), keys, "t")
+        .with_columns(*flags, pl.when(_same_group_as_next(keys)).then(pl.col("t").shift(-1)).alias(END))
         .filter(pl.col(END) > pl.col("t"))
         .rename({"t": START})
         .select(*keys, START, END, *labels)
@@ -94,13 +155,7 @@ def subtract(a: pl.DataFrame, b: pl.DataFrame, by: Sequence[str] = ()) -> pl.Dat
 
 
 def _combine(a: pl.DataFrame, b: pl.DataFrame, by: Sequence[str], keep: pl.Expr) -> pl.DataFrame:
-    both = pl.concat(
-        [
-            a.select(*by, START, END).with_columns(pl.lit("a").alias("which")),
-            b.select(*by, START, END).with_columns(pl.lit("b").alias("which")),
-        ]
-    )
-    cut = sweep(both, "which", ["a", "b"], by).filter(keep)
+    cut = sweep({"a": a.select(*by, START, END), "b": b.select(*by, START, END)}, by).filter(keep)
     return union(cut.select(*by, START, END), by)
 
 
@@ -130,9 +185,9 @@ def locate(
     """
     right = frames.select(*by, *keep, pl.col(START).alias("frame_start_ns"), pl.col(END).alias("frame_end_ns"))
     return (
-        df.sort(*by, time)
+        sort_within(df, by, time)
         .join_asof(
-            right.sort(*by, "frame_start_ns"),
+            sort_within(right, by, "frame_start_ns"),
             left_on=time,
             right_on="frame_start_ns",
             by=list(by),

@@ -26,32 +26,48 @@ def kernel_summary(activity: pl.DataFrame) -> KernelResult:
 
     Shares are of the summed duration of all GPU activities (kernel time, not wall time).
     """
-    dur = (pl.col("end_ns") - pl.col("start_ns")).alias("dur")
-    acts = activity.with_columns(dur, pl.col("name").cast(pl.String))
+    dur = pl.col("end_ns") - pl.col("start_ns")
     grand = pl.col("total_ns").sum()
+    # one pass over the activities (grouped on the name's category codes); the run-wide
+    # and per-category rows add up the per-rank ones
+    by_rank = (
+        activity.group_by("rank", "name", "kind", "category")
+        .agg(count=pl.len(), total_ns=dur.sum(), max_ns=dur.max())
+        .with_columns(pl.col("name").cast(pl.String))
+    )
     top = (
-        acts.group_by("name", "kind", "category")
+        by_rank.group_by("name", "kind", "category")
         .agg(
-            count=pl.len(),
+            count=pl.col("count").sum(),
             ranks=pl.col("rank").n_unique(),
-            total_ns=pl.col("dur").sum(),
-            mean_ns=pl.col("dur").mean(),
-            max_ns=pl.col("dur").max(),
+            total_ns=pl.col("total_ns").sum(),
+            max_ns=pl.col("max_ns").max(),
+        )
+        .select(
+            "name",
+            "kind",
+            "category",
+            "count",
+            "ranks",
+            "total_ns",
+            mean_ns=pl.col("total_ns") / pl.col("count"),
+            max_ns="max_ns",
         )
         .with_columns(share_pct=pl.when(grand > 0).then(100.0 * pl.col("total_ns") / grand))
         .sort(["total_ns", "name"], descending=[True, False])
     )
     per_rank = (
-        acts.group_by("rank", "name", "kind", "category")
-        .agg(count=pl.len(), total_ns=pl.col("dur").sum(), mean_ns=pl.col("dur").mean())
+        by_rank.select(
+            "rank", "name", "kind", "category", "count", "total_ns", mean_ns=pl.col("total_ns") / pl.col("count")
+        )
         .with_columns(rank_total=pl.col("total_ns").sum().over("rank"))
         .with_columns(share("total_ns", "rank_total", "share_pct"))
         .drop("rank_total")
         .sort(["rank", "total_ns", "name"], descending=[False, True, False])
     )
     by_category = (
-        acts.group_by("category")
-        .agg(count=pl.len(), total_ns=pl.col("dur").sum())
+        top.group_by("category")
+        .agg(count=pl.col("count").sum(), total_ns=pl.col("total_ns").sum())
         .with_columns(share_pct=pl.when(grand > 0).then(100.0 * pl.col("total_ns") / grand))
         .sort(["total_ns", "category"], descending=[True, False])
     )

@@ -11,7 +11,7 @@ overlap, so per-step measures add up to the run's.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 import polars as pl
 
@@ -42,24 +42,49 @@ class StepResult:
 def gpu_activity(run: Run) -> pl.DataFrame:
     """GPU activities (kernels, copies, sets) with ``launch_ns``: when the host launched them.
 
-    Columns: rank, name, category, start_ns, end_ns, device, stream, correlation, launch_ns.
+    Columns: rank, kind, name, category, start_ns, end_ns, device, stream, correlation,
+    launch_ns, launch_pid (the process that launched it; null when no launch was recorded).
     """
-    events = run.events
-    launches = (
-        events.filter(pl.col("kind").is_in(["runtime", "driver"]), pl.col("correlation").is_not_null())
-        .group_by("rank", "correlation")
-        .agg(
-            pl.col("start_ns").min().alias("launch_ns"),
-            pl.col("tid").first().alias("launch_tid"),
-            pl.col("pid").first().alias("launch_pid"),
-        )
+    launches = run.select(
+        ["runtime", "driver"],
+        "rank",
+        "correlation",
+        pl.col("start_ns").alias("launch_ns"),
+        pl.col("pid").alias("launch_pid"),
+        where=pl.col("correlation").is_not_null(),
     )
-    return (
-        events.filter(pl.col("kind").is_in(GPU_ACTIVITY_KINDS))
-        .select("rank", "kind", "name", "category", "start_ns", "end_ns", "device", "stream", "correlation")
-        .join(launches, on=["rank", "correlation"], how="left")
-        .with_columns(pl.col("launch_ns").fill_null(pl.col("start_ns")))
+    activity = run.select(
+        GPU_ACTIVITY_KINDS, "rank", "kind", "name", "category", "start_ns", "end_ns", "device", "stream", "correlation"
     )
+    return _link(activity, launches).with_columns(pl.col("launch_ns").fill_null(pl.col("start_ns")))
+
+
+#: Correlation ids below this pack with the rank into one join key.
+_CORRELATION_LIMIT: Final = 1 << 40
+
+
+def _link(activity: pl.DataFrame, launches: pl.DataFrame) -> pl.DataFrame:
+    """``activity`` with the launch (rank, correlation) of each row: launch_ns, launch_pid.
+
+    Joins on one integer, ``rank * 2**40 + correlation``, when the ids allow it (a join on
+    two columns costs twice as much), and skips grouping the launches by id unless some id
+    was launched more than once (then the earliest launch counts).
+    """
+    both = pl.concat([activity.select("correlation"), launches.select("correlation")])
+    low, high = both.select(pl.col("correlation").min().alias("a"), pl.col("correlation").max().alias("b")).row(0)
+    packs = low is None or (low >= 0 and high < _CORRELATION_LIMIT)
+    keys = ["_key"] if packs else ["rank", "correlation"]
+
+    def keyed(df: pl.DataFrame) -> pl.DataFrame:
+        key = pl.col("rank").cast(pl.Int64) * _CORRELATION_LIMIT + pl.col("correlation")
+        return df.with_columns(key.alias("_key")) if packs else df
+
+    right = keyed(launches).select(*keys, "launch_ns", "launch_pid")
+    joined = keyed(activity).join(right, on=keys, how="left")
+    if joined.height != activity.height:  # an id launched more than once: the earliest launch
+        right = right.group_by(keys).agg(pl.col("launch_ns").min(), pl.col("launch_pid").first())
+        joined = keyed(activity).join(right, on=keys, how="left")
+    return joined.drop("_key", strict=False)
 
 
 def _step_number(name: pl.Expr) -> pl.Expr:
@@ -70,8 +95,7 @@ def analyze_steps(run: Run, *, activity: pl.DataFrame | None = None) -> StepResu
     """Find the profiler steps of every rank and their GPU windows."""
     activity = gpu_activity(run) if activity is None else activity
     host = (
-        run.events.filter(pl.col("kind") == "step")
-        .select("rank", pl.col("name").cast(pl.String), "start_ns", "end_ns")
+        run.select(["step"], "rank", pl.col("name").cast(pl.String), "start_ns", "end_ns")
         .with_columns(step=_step_number(pl.col("name")), duration_ns=pl.col("end_ns") - pl.col("start_ns"))
         .unique(["rank", "start_ns", "name"])
         .sort("rank", "start_ns")

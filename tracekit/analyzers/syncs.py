@@ -9,6 +9,7 @@ until the host launches again. Counted per step: blocking runtime calls
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
@@ -23,6 +24,7 @@ if TYPE_CHECKING:
 SYNC_CALLS: Final = r"^(?:cuda|hip)(?:Stream|Device|Event|Ctx)Synchronize|^(?:cuda|hip)Memcpy(?:_v\d+)?$"
 #: Operators whose result is read on the host (a sync on GPU tensors).
 SYNC_OPS: Final = ("aten::item", "aten::_local_scalar_dense")
+SYNC_OPS_PATTERN: Final = "^(?:" + "|".join(re.escape(op) for op in SYNC_OPS) + ")$"
 #: Ranges whose ``.item()`` calls are not syncs: optimizers keep their step counters on the
 #: host (unless ``capturable``), so AdamW's per-parameter ``step.item()`` never waits.
 NOT_SYNC_RANGES: Final = r"^Optimizer\.step#|^tracekit\.phase/optim_step$"
@@ -42,9 +44,7 @@ class SyncResult:
 
 def sync_calls(run: Run) -> pl.DataFrame:
     """The host's blocking sync calls (rank, start_ns, end_ns)."""
-    return run.events.filter(
-        pl.col("kind").is_in(["runtime", "driver"]), pl.col("name").cast(pl.String).str.contains(SYNC_CALLS)
-    ).select("rank", "start_ns", "end_ns")
+    return run.select(["runtime", "driver"], "rank", "start_ns", "end_ns", name=SYNC_CALLS)
 
 
 def host_syncs(run: Run, activity: pl.DataFrame, frames: pl.DataFrame) -> SyncResult:
@@ -57,17 +57,13 @@ def host_syncs(run: Run, activity: pl.DataFrame, frames: pl.DataFrame) -> SyncRe
         .join_asof(starts, left_on="end_ns", right_on="next_ns", by="rank", strategy="forward", check_sortedness=False)
         .with_columns(idle=(pl.col("next_ns") - pl.col("end_ns")).clip(lower_bound=0).fill_null(0))
     )
-    ops = run.events.filter(pl.col("kind") == "cpu_op", pl.col("name").cast(pl.String).is_in(SYNC_OPS))
+    ops = run.select(["cpu_op"], "rank", "start_ns", "end_ns", name=SYNC_OPS_PATTERN)
     # count aten::item once, not again for the _local_scalar_dense it calls
-    ops = iv.union(ops.select("rank", "start_ns", "end_ns"), ["rank"])
-    optimizer = run.events.filter(
-        pl.col("kind").is_in(["cpu_op", "annotation"]), pl.col("name").cast(pl.String).str.contains(NOT_SYNC_RANGES)
-    )
-    inside = iv.locate(
-        ops, "start_ns", iv.union(optimizer.select("rank", "start_ns", "end_ns"), ["rank"]), by=["rank"], keep=[]
-    )
+    ops = iv.union(ops, ["rank"])
+    optimizer = run.select(["cpu_op", "annotation"], "rank", "start_ns", "end_ns", name=NOT_SYNC_RANGES)
+    inside = iv.locate(ops, "start_ns", iv.union(optimizer, ["rank"]), by=["rank"], keep=[])
     ops = ops.join(inside.select("rank", "start_ns"), on=["rank", "start_ns"], how="anti")
-    gpu_syncs = run.events.filter(pl.col("kind") == "sync").select("rank", "start_ns", "end_ns")
+    gpu_syncs = run.select(["sync"], "rank", "start_ns", "end_ns")
     parts = [
         _count(after.select("rank", "start_ns", "end_ns", "idle"), frames, "sync_calls", idle=True),
         _count(ops, frames, "sync_ops"),

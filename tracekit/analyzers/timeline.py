@@ -48,11 +48,10 @@ def segments(activity: pl.DataFrame, frames: pl.DataFrame) -> pl.DataFrame:
 
     Columns: rank, step, start_ns, end_ns, length_ns, compute, collective, memory.
     """
-    gpu = activity.filter(pl.col("category").is_in(LABELS)).select(
-        "rank", pl.col("category").cast(pl.String).alias("label"), "start_ns", "end_ns"
-    )
-    marks = frames.select("rank", pl.lit("window").alias("label"), "start_ns", "end_ns")
-    cut = iv.sweep(pl.concat([gpu, marks]), "label", [*LABELS, "window"], ["rank"])
+    parts = {
+        label: activity.filter(pl.col("category") == label).select("rank", "start_ns", "end_ns") for label in LABELS
+    }
+    cut = iv.sweep({**parts, "window": frames.select("rank", "start_ns", "end_ns")}, ["rank"])
     return (
         iv.locate(cut.filter(pl.col("window")), "start_ns", frames, by=["rank"], keep=["step"])
         .with_columns(length_ns=pl.col("end_ns") - pl.col("start_ns"))
@@ -67,15 +66,9 @@ HOST_COLLECTIVE = r"^(?:gloo|mpi|ucc):"
 def host_activity(run: Run) -> pl.DataFrame:
     """The host as the device of a CPU-only run: operators as compute, backend collectives
     (``gloo:all_reduce``...) as collectives. Same columns as GPU activity where it matters."""
-    events = run.events
-    name = pl.col("name").cast(pl.String)
-    compute = events.filter(pl.col("kind") == "cpu_op", pl.col("category") != "collective").with_columns(
+    columns = ("rank", "kind", "name", pl.col("category").cast(pl.String), "start_ns", "end_ns")
+    compute = run.select(["cpu_op"], *columns, where=pl.col("category") != "collective").with_columns(
         category=pl.lit("compute")
     )
-    collective = events.filter(pl.col("kind").is_in(["cpu_op", "annotation"]), name.str.contains(HOST_COLLECTIVE))
-    return pl.concat(
-        [
-            df.select("rank", "kind", "name", pl.col("category").cast(pl.String), "start_ns", "end_ns")
-            for df in (compute, collective)
-        ]
-    ).with_columns(launch_ns=pl.col("start_ns"))
+    collective = run.select(["cpu_op", "annotation"], *columns, name=HOST_COLLECTIVE)
+    return pl.concat([compute, collective]).with_columns(launch_ns=pl.col("start_ns"))

@@ -1,5 +1,9 @@
 """The charts of the HTML report, built once from the JSON document (plotly).
 
+Figures are plain plotly.js dicts (``{"data": [...], "layout": {...}}``) rather than
+plotly.py graph objects, whose validation and template loading cost more than the rest of
+the report together; the browser test checks that plotly.js draws every one of them.
+
 Per-rank charts show every rank up to ``MAX_BARS`` ranks; beyond that, consecutive ranks are
 grouped into bins (mean over the ranks of each bin, labelled ``a-b``), so 512 ranks stay
 readable. The lateness heatmap keeps one row per rank (it is small: ranks x steps).
@@ -10,13 +14,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
-import plotly.graph_objects as go
-
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
 #: Above this many ranks, per-rank bars are binned.
 MAX_BARS: Final = 64
+#: Grid lines (plotly_white's).
+GRID: Final = "#ebf0f8"
 COLORS: Final = {
     "compute": "#2e7d32",
     "comm": "#1565c0",
@@ -67,19 +71,25 @@ def _layout(title: str, *, y: str, barmode: str | None = None, height: int = 380
         "margin": {"l": 60, "r": 20, "t": 50, "b": 80},
         "yaxis": {"title": {"text": y}},
         "legend": {"orientation": "h", "y": -0.25},
-        "template": "plotly_white",
+        "paper_bgcolor": "white",
+        "plot_bgcolor": "white",
+        "xaxis": {"gridcolor": GRID, "zerolinecolor": GRID},
     }
+    layout["yaxis"].update(gridcolor=GRID, zerolinecolor=GRID)
     if barmode:
         layout["barmode"] = barmode
     return layout
 
 
-def _fig(data: list[Any], layout: dict[str, Any]) -> dict[str, Any]:
-    fig = go.Figure(data=data, layout=layout)
-    out: dict[str, Any] = fig.to_plotly_json()
-    out["layout"].pop("template", None)  # the full template is large; plotly_white is set by name
-    out["layout"]["template"] = "plotly_white"
-    return out
+def _fig(data: list[dict[str, Any]], layout: dict[str, Any]) -> dict[str, Any]:
+    return {"data": data, "layout": layout}
+
+
+def _trace(kind: str, **attributes: Any) -> dict[str, Any]:
+    """One plotly.js trace; ``marker_color=`` stands for ``marker={"color": ...}``."""
+    if "marker_color" in attributes:
+        attributes["marker"] = {"color": attributes.pop("marker_color")}
+    return {"type": kind, **attributes}
 
 
 def step_time(doc: dict[str, Any]) -> Chart | None:
@@ -89,8 +99,10 @@ def step_time(doc: dict[str, Any]) -> Chart | None:
         return None
     labels, v = _binned(rows, ["mean_ns", "p95_ns"])
     data = [
-        go.Bar(x=labels, y=[x / 1e6 for x in v["mean_ns"]], name="mean", marker_color="#1565c0"),
-        go.Scatter(x=labels, y=[x / 1e6 for x in v["p95_ns"]], name="p95", mode="markers", marker_color="#e53935"),
+        _trace("bar", x=labels, y=[x / 1e6 for x in v["mean_ns"]], name="mean", marker_color="#1565c0"),
+        _trace(
+            "scatter", x=labels, y=[x / 1e6 for x in v["p95_ns"]], name="p95", mode="markers", marker_color="#e53935"
+        ),
     ]
     return Chart("steps", "Step time per rank", _fig(data, _layout("Step time per rank (host)", y="ms")))
 
@@ -104,7 +116,7 @@ def phases(doc: dict[str, Any]) -> Chart | None:
     for r in doc["annotations"]["per_rank"]:
         by_rank.setdefault(r["rank"], {"rank": r["rank"]})[r["name"]] = r["step_mean_ns"]
     labels, v = _binned(list(by_rank.values()), names)
-    data = [go.Bar(x=labels, y=[x / 1e6 for x in v[n]], name=n[:60]) for n in names]
+    data = [_trace("bar", x=labels, y=[x / 1e6 for x in v[n]], name=n[:60]) for n in names]
     return Chart(
         "phases", "Phases per rank", _fig(data, _layout("Phase time per step, per rank", y="ms", barmode="stack"))
     )
@@ -118,7 +130,7 @@ def gpu_breakdown(doc: dict[str, Any]) -> Chart | None:
     host = not doc["gpu_breakdown"]["per_rank"]
     parts = ["compute", "comm", "memory", "idle"]
     labels, v = _binned(rows, [f"{p}_pct" for p in parts])
-    data = [go.Bar(x=labels, y=v[f"{p}_pct"], name=p, marker_color=COLORS[p]) for p in parts]
+    data = [_trace("bar", x=labels, y=v[f"{p}_pct"], name=p, marker_color=COLORS[p]) for p in parts]
     title = "Host time breakdown per rank (CPU-only run)" if host else "GPU time breakdown per rank"
     return Chart("gpu", title, _fig(data, _layout(title, y="% of measured time", barmode="stack")))
 
@@ -129,7 +141,7 @@ def overlap(doc: dict[str, Any]) -> Chart | None:
     if not rows:
         return None
     labels, v = _binned(rows, ["overlap_pct"])
-    data = [go.Bar(x=labels, y=v["overlap_pct"], name="overlap", marker_color=COLORS["comm"])]
+    data = [_trace("bar", x=labels, y=v["overlap_pct"], name="overlap", marker_color=COLORS["comm"])]
     return Chart("overlap", "Comm/compute overlap", _fig(data, _layout("Collective time hidden by compute", y="%")))
 
 
@@ -143,7 +155,8 @@ def lateness(doc: dict[str, Any]) -> Chart | None:
     grid = {(c["rank"], c["step"]): c["lateness_ns"] / 1e6 for c in cells}
     z = [[grid.get((r, s)) for s in steps] for r in ranks]
     data = [
-        go.Heatmap(
+        _trace(
+            "heatmap",
             z=z,
             x=[str(s) for s in steps],
             y=[str(r) for r in ranks],
@@ -155,8 +168,8 @@ def lateness(doc: dict[str, Any]) -> Chart | None:
     layout = _layout(
         "Lateness at collectives (rank x step)", y="rank", height=max(300, min(900, 20 * len(ranks) + 120))
     )
-    layout["xaxis"] = {"title": {"text": "step"}, "type": "category"}
-    layout["yaxis"] = {"title": {"text": "rank"}, "type": "category", "autorange": "reversed"}
+    layout["xaxis"].update(title={"text": "step"}, type="category")
+    layout["yaxis"].update(title={"text": "rank"}, type="category", autorange="reversed")
     return Chart("lateness", "Straggler lateness", _fig(data, layout))
 
 
@@ -176,8 +189,8 @@ def data_and_syncs(doc: dict[str, Any]) -> Chart | None:
     ]
     labels, v = _binned(rows, ["data", "sync"])
     data = [
-        go.Bar(x=labels, y=v["data"], name="waiting for data", marker_color=COLORS["data"]),
-        go.Bar(x=labels, y=v["sync"], name="idle after host syncs", marker_color=COLORS["host_sync"]),
+        _trace("bar", x=labels, y=v["data"], name="waiting for data", marker_color=COLORS["data"]),
+        _trace("bar", x=labels, y=v["sync"], name="idle after host syncs", marker_color=COLORS["host_sync"]),
     ]
     return Chart(
         "dataloader",
@@ -196,7 +209,7 @@ def idle_causes(doc: dict[str, Any]) -> Chart | None:
     for r in idle["per_rank"]:
         by_rank.setdefault(r["rank"], {"rank": r["rank"]})[r["cause"]] = r["idle_ns"] / 1e6
     labels, v = _binned(list(by_rank.values()), causes)
-    data = [go.Bar(x=labels, y=v[c], name=c, marker_color=COLORS[c]) for c in causes]
+    data = [_trace("bar", x=labels, y=v[c], name=c, marker_color=COLORS[c]) for c in causes]
     return Chart("idle", "GPU idle by cause", _fig(data, _layout("GPU idle time by cause", y="ms", barmode="stack")))
 
 
@@ -208,7 +221,8 @@ def kernels(doc: dict[str, Any], top: int = 15) -> Chart | None:
     rows = list(reversed(rows))
     names = [r["name"] if len(r["name"]) <= 60 else r["name"][:59] + "…" for r in rows]
     data = [
-        go.Bar(
+        _trace(
+            "bar",
             y=names,
             x=[r["total_ns"] / 1e6 for r in rows],
             orientation="h",
@@ -219,7 +233,7 @@ def kernels(doc: dict[str, Any], top: int = 15) -> Chart | None:
     ]
     layout = _layout("Top GPU kernels (total over ranks)", y="", height=max(300, 28 * len(rows) + 120))
     layout["margin"]["l"] = 380
-    layout["xaxis"] = {"title": {"text": "ms"}}
+    layout["xaxis"].update(title={"text": "ms"})
     return Chart("kernels", "Top kernels", _fig(data, layout))
 
 
