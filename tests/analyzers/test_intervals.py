@@ -138,3 +138,39 @@ def test_union_and_sweep_agree_with_brute_force_on_both_paths(seed: int) -> None
         assert both == _covered(rows) & _covered(other.rows())
         inter = iv.intersect(df.with_columns(host=pl.lit("a")), other.with_columns(host=pl.lit("a")), key)
         assert _covered(inter.select("rank", "start_ns", "end_ns").rows()) == both
+
+
+def test_covered_measures_each_row_by_hand() -> None:
+    rows = pl.concat([frame([(0, 10), (20, 40), (50, 55)], rank=0), frame([(0, 10)], rank=1)])
+    cover = pl.concat([frame([(5, 25), (8, 12), (30, 31)], rank=0), frame([(-5, 2), (9, 30)], rank=1)])
+    assert iv.covered(rows, cover, ["rank"]).to_list() == [5, 6, 0, 3]
+    assert iv.covered(rows, cover.head(0), ["rank"]).to_list() == [0, 0, 0, 0]
+    assert iv.covered(frame([(0, 10)]), frame([(3, 4), (9, 20)])).to_list() == [2]
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_covered_agrees_with_brute_force_on_both_paths(seed: int) -> None:
+    rng = random.Random(seed)
+
+    def random_rows(n: int) -> list[tuple[int, int, int]]:
+        out = []
+        for _ in range(n):
+            s = rng.randrange(-50, 500)
+            out.append((rng.randrange(4), s, s + rng.choice([0, 1, 5, 30, 90])))
+        return out
+
+    schema = {"rank": pl.Int32, "start_ns": pl.Int64, "end_ns": pl.Int64}
+    rows, cover = random_rows(60), random_rows(150)
+    expected = [len(_covered([(r, s, e)]) & _covered(cover)) for r, s, e in rows]
+    df, cv = pl.DataFrame(rows, schema=schema, orient="row"), pl.DataFrame(cover, schema=schema, orient="row")
+    assert iv.covered(df, cv, ["rank"]).to_list() == expected
+    general = iv.covered(df.with_columns(host=pl.lit("a")), cv.with_columns(host=pl.lit("a")), ["rank", "host"])
+    assert general.to_list() == expected
+
+
+def test_covered_one_group_at_a_time_when_groups_do_not_pack() -> None:
+    # group ids 2**30 apart and times 2**33 ns apart: (ids x span) does not fit in 62 bits
+    far = 1 << 33
+    rows = pl.DataFrame({"g": [0, 1 << 30], "start_ns": [0, far], "end_ns": [10, far + 10]})
+    cover = pl.DataFrame({"g": [0, 1 << 30], "start_ns": [5, far - 5], "end_ns": [6, far + 2]})
+    assert iv.covered(rows, cover, ["g"]).to_list() == [1, 2]

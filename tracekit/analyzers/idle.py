@@ -59,24 +59,15 @@ def idle_causes(
         .with_row_index("idle_id")
     )
     columns = ("rank", "start_ns", "end_ns")
-    # coverage is all that counts here, and the unions of nested host ranges are far smaller
-    host_coll = iv.union(
-        run.select(["cpu_op", "annotation"], *columns, where=pl.col("category") == "collective"), ["rank"]
-    )
-    busy = iv.union(run.select(["cpu_op", "runtime", "driver", "python"], *columns), ["rank"])
+    host_coll = run.select(["cpu_op", "annotation"], *columns, where=pl.col("category") == "collective")
+    busy = run.select(["cpu_op", "runtime", "driver", "python"], *columns)
     sync_zone = syncs.with_columns(pl.col("end_ns") + SYNC_FOLLOW_NS)
     labels = {"data": fetch, "peer": host_coll, "launch": busy}
-    parts = {name: df.select("rank", "start_ns", "end_ns") for name, df in {"idle": intervals, **labels}.items()}
-    cut = iv.sweep(parts, ["rank"]).filter(pl.col("idle"))
-    cut = iv.locate(
-        cut, "start_ns", intervals.select("rank", "idle_id", "start_ns", "end_ns"), by=["rank"], keep=["idle_id"]
-    )
     length = pl.col("end_ns") - pl.col("start_ns")
-    overlap = cut.group_by("idle_id").agg(**{f"{n}_ns": length.filter(pl.col(n)).sum() for n in labels})
+    overlap = {f"{name}_ns": iv.covered(intervals, cover, ["rank"]) for name, cover in labels.items()}
     after_sync = iv.locate(intervals.select("rank", "idle_id", "start_ns"), "start_ns", sync_zone, by=["rank"], keep=[])
     intervals = (
-        intervals.join(overlap, on="idle_id", how="left")
-        .with_columns(pl.col("data_ns", "peer_ns", "launch_ns").fill_null(0), length_ns=length)
+        intervals.with_columns(**overlap, length_ns=length)
         .with_columns(sync=pl.col("idle_id").is_in(after_sync["idle_id"].implode()))
         .with_columns(
             cause=pl.when(pl.col("data_ns") > 0)
