@@ -1,0 +1,88 @@
+"""The domain vocabulary, defined once: bound kinds, idle causes, straggler causes, windows,
+how steps were found. Plain ``str`` enums, so they encode as their values in JSON and compare
+equal to those strings.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+
+
+class BoundKind(str, Enum):
+    """What bounds a run: the candidates of the verdict."""
+
+    DATA = "data-bound"  # the device waits for the input pipeline (DataLoader, preprocessing)
+    COMMS = "comms-bound"  # exposed communication
+    STRAGGLER = "straggler-bound"  # ranks wait for a rank that arrives late
+    SYNC = "sync-bound"  # host syncs and blocking copies drain the GPU queue
+    LAUNCH = "launch-bound"  # the host dispatches many small ops and cannot keep the GPU fed
+    HOST = "host-bound"  # the host is late doing CPU work that launches nothing (not data, not launches)
+    TRANSFER = "transfer-bound"  # host<->device or peer copies dominate the device's busy time
+    DEPENDENCY = "dependency-bound"  # the GPU waits on events / other streams, not on the host
+    IDLE = "gpu-idle"  # idle that nothing in the trace explains
+    GPU_COMPUTE = "gpu-compute-bound"  # GPU compute is the largest busy share
+    COMPUTE = "compute-bound"  # the host computes (CPU-only run)
+    MIXED = "mixed"  # no candidate dominates beyond run-to-run variation
+    UNDETERMINED = "undetermined"  # nothing was measured
+
+
+class Confidence(str, Enum):
+    """How sure a finding is."""
+
+    HIGH = "high"
+    MEDIUM = "medium"
+    LOW = "low"
+
+
+class IdleCause(str, Enum):
+    """Why the GPU was idle in one gap, from the work that ends the gap and when it was launched.
+
+    Launched *before* the gap began (the GPU was not waiting for the host): ``dependency``
+    (an event / stream wait, another stream), ``peer`` (a collective on another stream, a peer).
+    Launched *after* the gap began (the host was late), by what the host was doing meanwhile:
+    ``data``, ``host_sync``, ``blocking_collective``, ``one_time``, ``launch``, ``host_work``.
+    """
+
+    DATA = "data"  # host fetching a batch or preprocessing input
+    HOST_SYNC = "host_sync"  # host blocked in a sync or a blocking (pageable) copy
+    BLOCKING_COLLECTIVE = "blocking_collective"  # host blocked in gloo/MPI, wait(), barrier
+    ONE_TIME = "one_time"  # autotune, compile, lazy init, allocator growth
+    LAUNCH = "launch"  # host dispatching many small ops: launch-bound
+    HOST_WORK = "host_work"  # host busy in CPU work that launches no GPU work
+    DEPENDENCY = "dependency"  # work was queued: waited on an event, another stream, a graph
+    PEER = "peer"  # work was queued: waited on a collective / a peer rank
+    UNEXPLAINED = "unexplained"  # nothing in the trace explains it
+
+
+class StragglerCause(str, Enum):
+    """Why a straggler arrives late."""
+
+    PHASE = "phase"  # a phase takes longer on it than on the median rank
+    LATE_START = "late_start"  # it starts its steps late
+    NO_PHASES = "no_phases"  # no phase annotations to compare
+    NOT_IN_PHASES = "not_in_phases"  # no annotated phase explains it: host work outside the ranges
+
+
+class WindowKind(str, Enum):
+    """What time a rank's figures are shares of."""
+
+    STEPS = "steps"  # the profiler (or inferred) steps
+    GPU_SPAN = "gpu_span"  # first to last GPU activity (HTA's definition)
+
+
+class StepSource(str, Enum):
+    """How the steps of a trace were found."""
+
+    TRACEKIT = "tracekit step#N"
+    PROFILER_STEP = "ProfilerStep#N"
+    DATALOADER = "DataLoader __next__ starts"
+    OPTIMIZER = "Optimizer.step ends"
+    ANNOTATION = "repeated outermost annotation"
+    NONE = "none (the whole trace is one window)"
+
+
+class MeasuredOn(str, Enum):
+    """Which timeline the costs are shares of."""
+
+    GPU = "gpu"
+    HOST = "host"  # a CPU-only run: the host is the device
