@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tests.factories import ev, make_run
-from tracekit.analyzers import analyze
+from tracekit.analyzers import run_analysis
 from tracekit.analyzers.annotations import UNANNOTATED
 
 
@@ -27,7 +27,7 @@ def rows() -> list[dict[str, object]]:
 
 
 def test_outermost_level_only_and_shares_sum_to_100() -> None:
-    result = analyze(make_run(rows()))
+    result = run_analysis(make_run(rows())).frames
     table = {r["name"]: r for r in result.annotations.per_rank.iter_rows(named=True)}
     assert set(table) == {"forward", "backward", UNANNOTATED}
     assert table["forward"]["cpu_ns"] == 35
@@ -38,7 +38,7 @@ def test_outermost_level_only_and_shares_sum_to_100() -> None:
 
 
 def test_gpu_time_follows_launches_from_any_thread_as_a_union() -> None:
-    table = {r["name"]: r for r in analyze(make_run(rows())).annotations.per_rank.iter_rows(named=True)}
+    table = {r["name"]: r for r in run_analysis(make_run(rows())).frames.annotations.per_rank.iter_rows(named=True)}
     assert table["forward"]["gpu_ns"] == 10
     assert table["backward"]["gpu_ns"] == 20
 
@@ -51,7 +51,7 @@ def test_per_step_statistics_fill_missing_steps_with_zero() -> None:
         ev("annotation", "load", 100, 110),
         ev("step", "ProfilerStep#3", 200, 300),
     ]
-    row = analyze(make_run(data)).annotations.summary.filter(name="load").row(0, named=True)
+    row = run_analysis(make_run(data)).frames.annotations.summary.filter(name="load").row(0, named=True)
     assert row["cpu_ns"] == 40
     assert row["step_mean_ns"] == pytest.approx(40 / 3)
     assert row["step_median_ns"] == 10
@@ -60,6 +60,6 @@ def test_per_step_statistics_fill_missing_steps_with_zero() -> None:
 
 def test_without_steps_every_thread_counts() -> None:
     data = [ev("annotation", "a", 0, 10, tid=1), ev("annotation", "b", 5, 20, tid=2)]
-    result = analyze(make_run(data))
+    result = run_analysis(make_run(data)).frames
     assert sorted(result.annotations.summary["name"].to_list()) == ["a", "b"]
     assert "no profiler steps" in result.annotations.level

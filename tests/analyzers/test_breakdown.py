@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tests.factories import ev, make_run
-from tracekit.analyzers import analyze
+from tracekit.analyzers import run_analysis
 from tracekit.analyzers.steps import gpu_activity
 
 
@@ -27,7 +27,7 @@ def one_step_run() -> list[dict[str, object]]:
 
 
 def test_breakdown_counts_each_instant_once_by_priority() -> None:
-    result = analyze(make_run(one_step_run()))
+    result = run_analysis(make_run(one_step_run())).frames
     row = result.breakdown.per_rank.row(0, named=True)
     assert row["window_ns"] == 100
     assert (row["compute_ns"], row["comm_ns"], row["memory_ns"], row["idle_ns"]) == (40, 30, 5, 25)
@@ -35,13 +35,13 @@ def test_breakdown_counts_each_instant_once_by_priority() -> None:
 
 
 def test_overlap_is_share_of_collective_time_under_compute() -> None:
-    row = analyze(make_run(one_step_run())).overlap.per_rank.row(0, named=True)
+    row = run_analysis(make_run(one_step_run())).frames.overlap.per_rank.row(0, named=True)
     assert (row["comm_ns"], row["overlapped_ns"], row["exposed_ns"]) == (35, 5, 30)
     assert row["overlap_pct"] == pytest.approx(100 * 5 / 35)
 
 
 def test_gpu_span_window_is_first_to_last_gpu_activity() -> None:
-    row = analyze(make_run(one_step_run()), window="gpu_span").breakdown.per_rank.row(0, named=True)
+    row = run_analysis(make_run(one_step_run()), window="gpu_span").frames.breakdown.per_rank.row(0, named=True)
     # [10, 90): sync is not activity; idle inside = 0 (10..90 all busy but 80..85) -> 5
     assert row["window_ns"] == 80
     assert row["idle_ns"] == 5
@@ -56,7 +56,7 @@ def test_step_windows_tile_and_add_up() -> None:
         ev("runtime", "cudaLaunchKernel", 150, 151, correlation=2),
         ev("kernel", "k2", 160, 210, correlation=2),  # ends after step 2's host end
     ]
-    result = analyze(make_run(rows))
+    result = run_analysis(make_run(rows)).frames
     steps = result.steps.steps
     assert steps["win_start_ns"].to_list() == [0, 100]
     assert steps["win_end_ns"].to_list() == [100, 210]
@@ -69,7 +69,7 @@ def test_step_windows_tile_and_add_up() -> None:
 
 def test_ranks_are_kept_apart() -> None:
     rows = [*one_step_run(), *[{**r, "rank": 1} for r in one_step_run()[:1]]]
-    result = analyze(make_run(rows))
+    result = run_analysis(make_run(rows)).frames
     assert result.breakdown.per_rank["rank"].to_list() == [0]  # rank 1 has no GPU activity
     assert result.steps.stats["rank"].to_list() == [0, 1]
 
@@ -80,9 +80,9 @@ def test_cpu_only_run_reports_host_side_and_says_no_gpu() -> None:
         ev("annotation", "tracekit.phase/forward", 10, 60),
         ev("cpu_op", "gloo:all_reduce", 60, 90),
     ]
-    result = analyze(make_run(rows))
+    result = run_analysis(make_run(rows)).frames
     assert not result.facts.has_gpu
-    assert result.breakdown.per_rank.height == 0
+    assert result.results["gpu_breakdown"].per_rank == []
     assert result.overlap.per_rank.height == 0
     assert result.kernels.top.height == 0
     assert any("CPU-only" in w for w in result.facts.warnings)
@@ -90,7 +90,7 @@ def test_cpu_only_run_reports_host_side_and_says_no_gpu() -> None:
 
 
 def test_empty_trace() -> None:
-    result = analyze(make_run([]))
+    result = run_analysis(make_run([])).frames
     assert not result.steps.has_steps
     assert result.breakdown.per_rank.height == 0
     assert result.annotations.summary.height == 0

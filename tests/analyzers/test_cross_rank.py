@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tests.factories import ev, make_run
-from tracekit.analyzers import analyze
+from tracekit.analyzers import run_analysis
 
 NCCL = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*)"
 US = 1000  # times below in microseconds: the tolerances are tens of microseconds
@@ -30,7 +30,7 @@ def three_ranks() -> list[dict[str, object]]:
 
 
 def test_collective_floor_wait_and_last_rank() -> None:
-    result = analyze(make_run(three_ranks(), world_size=3)).collectives
+    result = run_analysis(make_run(three_ranks(), world_size=3)).frames.collectives
     first = result.per_rank.filter(k=0).sort("rank")
     assert first["floor_ns"].to_list() == [20 * US] * 3
     assert first["wait_ns"].to_list() == [80 * US, 40 * US, 0]
@@ -45,11 +45,11 @@ def test_collective_floor_wait_and_last_rank() -> None:
 
 def test_single_rank_has_no_straggler() -> None:
     rows = [ev("step", "ProfilerStep#1", 0, 300), *coll(0, 10, 110, 1)]
-    result = analyze(make_run(rows))
+    result = run_analysis(make_run(rows)).frames
     assert result.collectives.instances["ranks"].to_list() == [1]
     assert not result.collectives.per_rank["is_last"].any()
     assert result.stragglers.stragglers == ()
-    assert result.verdict.primary.kind != "straggler-bound"
+    assert result.verdict.primary.bound != "straggler-bound"
 
 
 def test_straggler_score_and_cause_from_the_phase_before_the_collective() -> None:
@@ -63,18 +63,18 @@ def test_straggler_score_and_cause_from_the_phase_before_the_collective() -> Non
             rows.append(ev("cpu_op", "aten::linear", t, t + (600 if late else 200) * US, rank=r))
             start = t + (600 if late else 200) * US
             rows += coll(r, start, t + 700 * US, 10 * step + 1)
-    result = analyze(make_run(rows, world_size=3))
+    result = run_analysis(make_run(rows, world_size=3)).frames
     per = {r["rank"]: r for r in result.stragglers.per_rank.iter_rows(named=True)}
     assert per[2]["times_last"] == 4 and per[0]["times_last"] == 0
     # the others waited 400 us per step for rank 2: 40% of a 1000 us step
     assert per[2]["caused_wait_ns"] == 4 * 400 * US
     assert per[2]["score"] == pytest.approx(0.4)
     (straggler,) = result.stragglers.stragglers
-    assert straggler.rank == 2 and straggler.cause == "forward" and straggler.cause_excess_ns == 400 * US
+    assert straggler.rank == 2 and straggler.phase == "forward" and straggler.cause_excess_ns == 400 * US
     matrix = result.stragglers.matrix.filter(rank=2)
     assert matrix["lateness_ns"].to_list() == [400 * US] * 4
-    findings = {f.kind: f for f in (result.verdict.primary, *result.verdict.secondary)}
-    assert "rank 2" in findings["straggler-bound"].title
+    findings = {f.bound: f for f in (result.verdict.primary, *result.verdict.secondary)}
+    assert findings["straggler-bound"].straggler_rank == 2
 
 
 def test_dataloader_gap_is_device_idle_during_the_fetch() -> None:
@@ -84,7 +84,7 @@ def test_dataloader_gap_is_device_idle_during_the_fetch() -> None:
         ev("runtime", "cudaLaunchKernel", 1, 2, correlation=1),
         ev("kernel", "gemm", 20, 60, correlation=1),
     ]
-    dl = analyze(make_run(rows)).dataloader.per_rank.row(0, named=True)
+    dl = run_analysis(make_run(rows)).frames.dataloader.per_rank.row(0, named=True)
     assert dl["fetch_ns"] == 30
     assert dl["idle_ns"] == 20  # [0, 20): the fetch's last 10 ns overlap the kernel
     assert dl["share_pct"] == pytest.approx(20.0)
@@ -103,7 +103,7 @@ def test_host_syncs_count_and_idle_after_but_not_optimizer_items() -> None:
         ev("annotation", "Optimizer.step#AdamW.step", 100, 150),
         ev("cpu_op", "aten::item", 110, 111),  # AdamW's CPU step counter: no sync
     ]
-    result = analyze(make_run(rows))
+    result = run_analysis(make_run(rows)).frames
     row = result.syncs.per_rank.row(0, named=True)
     assert (row["sync_calls"], row["sync_ops"]) == (1, 1)
     assert row["idle_after_ns"] == 20  # the sync returns at 50, the next kernel starts at 70
@@ -123,7 +123,7 @@ def test_each_idle_interval_gets_one_cause_by_priority() -> None:
         ev("runtime", "cudaDeviceSynchronize", 15 * US, 20 * US),
         ev("cpu_op", "aten::copy_", 75 * US, 88 * US),  # idle [75,90), host busy 13 of 15 us: launch
     ]
-    idle = analyze(make_run(rows)).idle
+    idle = run_analysis(make_run(rows)).frames.idle
     assert idle is not None
     causes = {(r["start_ns"] // US, r["end_ns"] // US): r["cause"] for r in idle.intervals.iter_rows(named=True)}
     assert causes == {(0, 10): "data", (20, 60): "host_sync", (75, 90): "launch"}
@@ -138,7 +138,7 @@ def test_peer_and_unexplained_idle() -> None:
         ev("kernel", "k2", 50, 60, correlation=2),
         ev("cpu_op", "gloo:barrier", 25, 45),  # host blocked on the others during [20,50)
     ]
-    idle = analyze(make_run(rows)).idle
+    idle = run_analysis(make_run(rows)).frames.idle
     assert idle is not None
     causes = {(r["start_ns"], r["end_ns"]): r["cause"] for r in idle.intervals.iter_rows(named=True)}
     assert causes == {(20, 50): "peer", (60, 100): "unexplained"}

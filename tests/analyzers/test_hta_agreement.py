@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 import pytest
 
-from tracekit.analyzers import Analysis, analyze
+from tracekit.analyzers import run_analysis
+from tracekit.analyzers.mapreduce import Reduced
 from tracekit.readers import load_run
 
 if TYPE_CHECKING:
@@ -55,7 +56,7 @@ def hta_numbers(trace_analysis: Any, folder: Path, **options: Any) -> dict[int, 
     return out
 
 
-def tracekit_numbers(result: Analysis, step: int | None = None) -> dict[int, dict[str, float]]:
+def tracekit_numbers(result: Reduced, step: int | None = None) -> dict[int, dict[str, float]]:
     b = result.breakdown.per_rank if step is None else result.breakdown.per_step.filter(step=step)
     o = result.overlap.per_rank if step is None else result.overlap.per_step.filter(step=step)
     df = b.join(o.select("rank", "overlap_pct"), on="rank").with_columns(
@@ -81,20 +82,20 @@ def assert_close(ours: dict[int, dict[str, float]], theirs: dict[int, dict[str, 
 
 def test_dlrm_8_ranks_agree(trace_analysis: Any, kineto_dir: Path) -> None:
     folder = kineto_dir / "param-dlrm-8rank-v100"  # one step: HTA filters nothing
-    ours = tracekit_numbers(analyze(load_run([folder]), window="gpu_span"))
+    ours = tracekit_numbers(run_analysis(load_run([folder]), window="gpu_span").frames)
     assert_close(ours, hta_numbers(trace_analysis, folder))
 
 
 def test_sampled_2_ranks_agree_over_the_whole_trace(trace_analysis: Any, kineto_dir: Path) -> None:
     folder = kineto_dir / "hta-sampled-2rank"
-    ours = tracekit_numbers(analyze(load_run([folder]), window="gpu_span"))
+    ours = tracekit_numbers(run_analysis(load_run([folder]), window="gpu_span").frames)
     assert_close(ours, hta_numbers(trace_analysis, folder, include_last_profiler_step=True))
 
 
 def test_sampled_2_ranks_agree_on_the_step_hta_keeps(trace_analysis: Any, kineto_dir: Path) -> None:
     # HTA's default drops the last step (#552): its figures are step #551's
     folder = kineto_dir / "hta-sampled-2rank"
-    ours = tracekit_numbers(analyze(load_run([folder])), step=551)
+    ours = tracekit_numbers(run_analysis(load_run([folder])).frames, step=551)
     assert_close(ours, hta_numbers(trace_analysis, folder))
 
 
@@ -107,7 +108,7 @@ def test_gpu_syncs_are_not_compute_where_hta_counts_them(trace_analysis: Any, ki
     ta = trace_analysis(trace_dir=str(tmp_path))
     hta = ta.get_temporal_breakdown(visualize=False).iloc[0]
     run = load_run([source])
-    ours = analyze(run, window="gpu_span").breakdown.per_rank.row(0, named=True)
+    ours = run_analysis(run, window="gpu_span").frames.breakdown.per_rank.row(0, named=True)
     syncs = run.events.filter(kind="sync")
     assert syncs.height == 41
     # the compute kernels alone, measured by hand on the events: tracekit's figure

@@ -7,10 +7,11 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from tracekit.analyzers import analyze
+from tracekit.analyzers import run_analysis
 from tracekit.analyzers.stragglers import StragglerResult
 from tracekit.analyzers.verdict import DATA_MIN_SHARE, Costs, decide
 from tracekit.readers import load_run
+from tracekit.results.vocab import MeasuredOn
 
 NO_STRAGGLERS = StragglerResult(per_rank=pl.DataFrame(), matrix=pl.DataFrame(), stragglers=(), per_ns=1.0)
 
@@ -23,56 +24,56 @@ def costs(**shares: float) -> Costs:
         "comms_ns": 0,
         "straggler_ns": 0,
         "sync_ns": 0,
-        "host_ns": 0,
+        "launch_ns": 0,
         "idle_ns": 0,
         "compute_ns": 0,
     }
     row.update({f"{k}_ns": int(v * 1000) for k, v in shares.items()})
-    return Costs(per_rank=pl.DataFrame([row]), measured_on="gpu")
+    return Costs(per_rank=pl.DataFrame([row]), measured_on=MeasuredOn.GPU)
 
 
 def test_waste_above_its_threshold_beats_a_larger_compute_share() -> None:
-    verdict = decide(costs(data=0.20, compute=0.70), stragglers=NO_STRAGGLERS, evidence={})
-    assert verdict.primary.kind == "data-bound"
+    verdict = decide(costs(data=0.20, compute=0.70), stragglers=NO_STRAGGLERS)
+    assert verdict.primary.bound == "data-bound"
     assert verdict.primary.confidence == "high"  # 4x its threshold, nothing else above one
-    assert verdict.primary.recommendations[0].startswith("Raise DataLoader num_workers")
+    assert verdict.primary.threshold_pct == 100 * DATA_MIN_SHARE
 
 
 def test_no_waste_above_threshold_is_compute_bound() -> None:
-    verdict = decide(costs(data=DATA_MIN_SHARE * 0.8, compute=0.9), stragglers=NO_STRAGGLERS, evidence={})
-    assert verdict.primary.kind == "gpu-compute-bound"
+    verdict = decide(costs(data=DATA_MIN_SHARE * 0.8, compute=0.9), stragglers=NO_STRAGGLERS)
+    assert verdict.primary.bound == "gpu-compute-bound"
     assert verdict.secondary == ()
 
 
 def test_close_wastes_give_low_confidence_and_a_secondary_finding() -> None:
-    verdict = decide(costs(comms=0.30, straggler=0.28, compute=0.4), stragglers=NO_STRAGGLERS, evidence={})
-    assert verdict.primary.kind == "comms-bound"
+    verdict = decide(costs(comms=0.30, straggler=0.28, compute=0.4), stragglers=NO_STRAGGLERS)
+    assert verdict.primary.bound == "comms-bound"
     assert verdict.primary.confidence == "low"
-    assert [f.kind for f in verdict.secondary] == ["straggler-bound"]
+    assert [f.bound for f in verdict.secondary] == ["straggler-bound"]
 
 
 def test_unexplained_idle_is_not_compute_bound() -> None:
-    verdict = decide(costs(idle=0.95, compute=0.001), stragglers=NO_STRAGGLERS, evidence={})
-    assert verdict.primary.kind == "gpu-idle"
+    verdict = decide(costs(idle=0.95, compute=0.001), stragglers=NO_STRAGGLERS)
+    assert verdict.primary.bound == "gpu-idle"
 
 
 def test_nothing_measured() -> None:
-    verdict = decide(costs(), stragglers=NO_STRAGGLERS, evidence={})
-    assert verdict.primary.kind == "undetermined"
+    verdict = decide(costs(), stragglers=NO_STRAGGLERS)
+    assert verdict.primary.bound == "undetermined"
 
 
 @pytest.mark.real
 def test_dataloader_starved_pair(kineto_dir: Path) -> None:
-    starved = analyze(load_run([kineto_dir / "tbplugin-resnet50-workers0"])).verdict
-    control = analyze(load_run([kineto_dir / "tbplugin-resnet50-workers4"])).verdict
-    assert starved.primary.kind == "data-bound"
-    assert control.primary.kind != "data-bound"
-    assert "data-bound" not in {f.kind for f in control.secondary}
+    starved = run_analysis(load_run([kineto_dir / "tbplugin-resnet50-workers0"])).frames.verdict
+    control = run_analysis(load_run([kineto_dir / "tbplugin-resnet50-workers4"])).frames.verdict
+    assert starved.primary.bound == "data-bound"
+    assert control.primary.bound != "data-bound"
+    assert "data-bound" not in {f.bound for f in control.secondary}
 
 
 @pytest.mark.real
 def test_dlrm_stragglers(kineto_dir: Path) -> None:
-    result = analyze(load_run([kineto_dir / "param-dlrm-8rank-v100"]))
+    result = run_analysis(load_run([kineto_dir / "param-dlrm-8rank-v100"])).frames
     inst = result.collectives.instances
     first_all_to_all = inst.filter(op="SendRecv", k=0).row(0, named=True)
     assert first_all_to_all["last_rank"] == 7
@@ -83,5 +84,5 @@ def test_dlrm_stragglers(kineto_dir: Path) -> None:
     assert waits.filter(rank=7)["wait_ns"].item() < 20_000  # rank 7 waits ~10 us ...
     assert waits.filter(rank=1)["wait_ns"].item() > 7_000_000  # ... while rank 1 waits ~7.6 ms
     assert result.stragglers.stragglers[0].rank == 7
-    assert result.verdict.primary.kind == "straggler-bound"
-    assert "rank 7" in result.verdict.primary.title
+    assert result.verdict.primary.bound == "straggler-bound"
+    assert result.verdict.primary.straggler_rank == 7

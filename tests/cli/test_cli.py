@@ -13,7 +13,7 @@ import pytest
 from tests.conftest import SAMPLES
 from tests.factories import simple_step, write_kineto
 from tracekit import __version__
-from tracekit.reports import SCHEMA
+from tracekit.results.analysis import SCHEMA
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -40,7 +40,7 @@ def test_analyze_writes_summary_and_versioned_json(tmp_path: Path) -> None:
     assert "GPU time breakdown per rank" in result.stdout
     assert "Top 1 GPU kernels" in result.stdout
     doc = json.loads(out.read_text())
-    assert doc["schema"] == SCHEMA and doc["schema_version"].startswith("1.")
+    assert doc["schema"] == SCHEMA and doc["schema_version"].startswith("2.")
     assert [r["rank"] for r in doc["run"]["ranks"]] == [0, 1]
     assert list(doc)[:5] == ["schema", "schema_version", "tracekit_version", "verdict", "run"]
     rank0 = doc["gpu_breakdown"]["per_rank"][0]

@@ -12,7 +12,7 @@ import polars as pl
 import pytest
 
 from tests.factories import gid, write_nsys
-from tracekit.analyzers import analyze
+from tracekit.analyzers import run_analysis
 from tracekit.errors import InputError, TraceReadError
 from tracekit.readers import discover, load_run, read_file
 from tracekit.readers.nsys import read_nsys
@@ -137,7 +137,7 @@ def test_synthetic_export_maps_every_kind(tmp_path: Path) -> None:
 
 def test_steps_phases_and_gpu_projection_on_nsys_input(tmp_path: Path) -> None:
     write_nsys(tmp_path / "job.sqlite", one_rank_tables(), strings=STRINGS)
-    result = analyze(load_run([tmp_path / "job.sqlite"]))
+    result = run_analysis(load_run([tmp_path / "job.sqlite"])).frames
     assert result.steps.steps.select("step", "gpu_ops").rows() == [(3, 2)]
     per_rank = {r["name"]: r for r in result.annotations.per_rank.iter_rows(named=True)}
     assert per_rank["tracekit.phase/forward"]["gpu_ns"] == 1000  # the GEMM launched inside it
@@ -334,7 +334,7 @@ def test_mfu_before_matches_direct_sql(nsys_dir: Path) -> None:
 @pytest.mark.real
 def test_mfu_before_end_to_end_analysis(nsys_dir: Path) -> None:
     path = nsys_dir / "nsysai-mfu-2gpu-before.sqlite"
-    result = analyze(load_run([path]))
+    result = run_analysis(load_run([path])).frames
     breakdown = result.breakdown.per_rank
     assert breakdown["rank"].to_list() == [0, 1]
     for row in breakdown.iter_rows(named=True):

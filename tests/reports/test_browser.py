@@ -12,8 +12,7 @@ import pytest
 from tests.conftest import SAMPLES
 from tracekit.analyzers import analyze
 from tracekit.readers import load_run
-from tracekit.reports.html import render_html
-from tracekit.reports.json_report import dump_document, to_document
+from tracekit.reports import renderer
 
 
 def chromium() -> str:
@@ -26,9 +25,9 @@ def chromium() -> str:
 def test_report_renders_offline_in_chromium(tmp_path: Path) -> None:
     executable = chromium()
     sync_api = pytest.importorskip("playwright.sync_api", reason="playwright (a dev dependency) is not installed")
-    doc = json.loads(dump_document(to_document(analyze(load_run([SAMPLES / "captures" / "straggler"])))))
+    doc = analyze(load_run([SAMPLES / "captures" / "straggler"]))
     report = tmp_path / "report.html"
-    report.write_text(render_html(doc), encoding="utf-8")
+    report.write_text(renderer("html").render(doc), encoding="utf-8")
     errors: list[str] = []
     remote: list[str] = []
     with sync_api.sync_playwright() as p:

@@ -8,6 +8,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 import pytest
 
 from tests.analyzers.test_cross_rank import three_ranks
@@ -15,18 +17,26 @@ from tests.conftest import SAMPLES
 from tests.factories import ev, make_run
 from tracekit.analyzers import analyze
 from tracekit.errors import InputError
-from tracekit.reports.html import render_html
-from tracekit.reports.json_report import dump_document, load_document, to_document
-from tracekit.reports.markdown import MAX_CHARS, render_markdown
+from tracekit.reports import renderer
+from tracekit.reports.markdown import MAX_CHARS
+from tracekit.results.analysis import Analysis
+from tracekit.results.io import decode_analysis, dump_analysis
+
+
+def render_markdown(analysis: Analysis) -> str:
+    return renderer("md").render(analysis)
+
+
+def render_html(analysis: Analysis) -> str:
+    return renderer("html").render(analysis)
 
 GOLDEN = Path(__file__).parent / "golden"
 HOSTILE = "<script>alert(1)</script> | [x](y)"
 
 
-def doc_of(rows: list[dict[str, Any]], world_size: int | None = None) -> dict[str, Any]:
-    doc = json.loads(dump_document(to_document(analyze(make_run(rows, world_size=world_size)))))
-    doc["tracekit_version"] = "X.Y.Z"  # goldens do not change with the version
-    return doc
+def doc_of(rows: list[dict[str, Any]], world_size: int | None = None) -> Analysis:
+    analysis = analyze(make_run(rows, world_size=world_size))
+    return msgspec.structs.replace(analysis, tracekit_version="X.Y.Z")  # goldens do not change with the version
 
 
 FIXTURES = {
@@ -75,7 +85,7 @@ def test_every_fixture_renders_every_section_or_says_why(name: str) -> None:
 @pytest.mark.parametrize("fmt", ["md", "json"])
 def test_golden(fmt: str, update_golden: bool) -> None:
     doc = FIXTURES["multi_rank_gpu"]()
-    text = render_markdown(doc) if fmt == "md" else dump_document(doc)
+    text = render_markdown(doc) if fmt == "md" else dump_analysis(doc)
     path = GOLDEN / f"multi_rank_gpu.{fmt}"
     if update_golden:
         path.write_text(text, encoding="utf-8")
@@ -104,7 +114,7 @@ def test_markdown_stays_under_the_comment_limit_for_512_ranks() -> None:
 def test_html_of_8_ranks_is_under_5_mb() -> None:
     from tracekit.readers import load_run
 
-    html = render_html(json.loads(dump_document(to_document(analyze(load_run([SAMPLES / "captures" / "straggler"]))))))
+    html = render_html(analyze(load_run([SAMPLES / "captures" / "straggler"])))
     assert len(html.encode()) < 5 * 1024 * 1024
     assert html.count("Plotly.newPlot") == 1  # plotly.js inlined once, one render loop
 
@@ -140,18 +150,42 @@ def test_report_command_renders_saved_json_again(tmp_path: Path) -> None:
     assert (tmp_path / "a.html").read_text() == (tmp_path / "b.html").read_text()
     doc = json.loads((tmp_path / "r.json").read_text())
     assert doc["capture"]["schema"] == "tracekit.capture_summary"  # the folder's summary.json
+    assert decode_analysis((tmp_path / "r.json").read_bytes(), source="r.json").capture is not None
     assert "Capture summary" in (tmp_path / "a.md").read_text()
 
 
 def test_report_of_something_else_is_one_line(tmp_path: Path) -> None:
     bad = tmp_path / "x.json"
     bad.write_text('{"hello": 1}')
-    with pytest.raises(InputError, match="not a tracekit report"):
-        load_document(bad.read_bytes(), source=str(bad))
+    with pytest.raises(InputError, match="not a tracekit analysis"):
+        decode_analysis(bad.read_bytes(), source=str(bad))
     result = subprocess.run(
         [sys.executable, "-m", "tracekit", "report", bad, "--md", tmp_path / "y.md"],
         capture_output=True,
         text=True,
         check=False,
     )
-    assert result.returncode == 2 and result.stderr.count("\n") == 1 and "not a tracekit report" in result.stderr
+    assert result.returncode == 2 and result.stderr.count("\n") == 1 and "not a tracekit analysis" in result.stderr
+
+
+@pytest.mark.parametrize("name", sorted(FIXTURES))
+def test_analysis_round_trips_through_json(name: str) -> None:
+    analysis = FIXTURES[name]()
+    text = dump_analysis(analysis)
+    assert decode_analysis(text, source="x") == analysis
+    assert dump_analysis(decode_analysis(text, source="x")) == text
+
+
+def test_a_newer_major_version_is_one_clear_error(tmp_path: Path) -> None:
+    doc = json.loads(dump_analysis(FIXTURES["empty"]()))
+    doc["schema_version"] = "99.0"
+    with pytest.raises(InputError, match=r"schema version 99.0 is not readable"):
+        decode_analysis(json.dumps(doc), source="new.json")
+
+
+def test_every_registered_renderer_renders_every_fixture() -> None:
+    from tracekit.reports import RENDERERS
+
+    for name in RENDERERS:
+        for fixture in FIXTURES.values():
+            assert renderer(name).render(fixture()).strip(), name

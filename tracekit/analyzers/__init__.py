@@ -1,8 +1,8 @@
-"""Analyzers: pure functions from a :class:`~tracekit.model.Run` to frozen results."""
+"""Analyzers: pure functions from a :class:`~tracekit.model.Run` to typed results."""
 
 from __future__ import annotations
 
-from tracekit.analyzers.analysis import Analysis, RankFacts, RunFacts, analyze
+from tracekit.analyzers.analysis import Outcome, analyze, run_analysis, write_details
 from tracekit.analyzers.annotations import AnnotationResult, annotation_breakdown
 from tracekit.analyzers.breakdown import BreakdownResult, gpu_breakdown
 from tracekit.analyzers.kernels import KernelResult, kernel_summary
@@ -10,13 +10,11 @@ from tracekit.analyzers.overlap import OverlapResult, comm_overlap
 from tracekit.analyzers.steps import StepResult, analyze_steps, gpu_activity
 
 __all__ = [
-    "Analysis",
     "AnnotationResult",
     "BreakdownResult",
     "KernelResult",
+    "Outcome",
     "OverlapResult",
-    "RankFacts",
-    "RunFacts",
     "StepResult",
     "analyze",
     "analyze_steps",
@@ -25,4 +23,6 @@ __all__ = [
     "gpu_activity",
     "gpu_breakdown",
     "kernel_summary",
+    "run_analysis",
+    "write_details",
 ]

@@ -1,176 +1,93 @@
-"""``analyze``: every per-rank analysis of a ``Run``, bundled into one frozen result."""
+"""``analyze``: every registered analysis of a ``Run``, mapped per rank and reduced across ranks,
+into one typed :class:`~tracekit.results.analysis.Analysis`.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import TYPE_CHECKING, Final
 
 import polars as pl
 
-from tracekit.analyzers import evidence, timeline
-from tracekit.analyzers.annotations import AnnotationResult, annotation_breakdown
-from tracekit.analyzers.breakdown import BreakdownResult, gpu_breakdown
-from tracekit.analyzers.collectives import CollectiveResult, match_collectives
-from tracekit.analyzers.dataloader import DataLoaderResult, dataloader_gaps, fetch_ranges
-from tracekit.analyzers.idle import IdleResult, idle_causes
-from tracekit.analyzers.kernels import KernelResult, kernel_summary
-from tracekit.analyzers.overlap import OverlapResult, comm_overlap
-from tracekit.analyzers.steps import StepResult, analyze_steps, gpu_activity
-from tracekit.analyzers.stragglers import StragglerResult, find_stragglers
-from tracekit.analyzers.syncs import SyncResult, host_syncs
-from tracekit.analyzers.verdict import Finding, Verdict, decide
+from tracekit.analyzers.context import Options
+from tracekit.analyzers.mapreduce import RankSummary, Reduced, map_ranks, reduce_ranks
+from tracekit.analyzers.registry import ANALYSES
+from tracekit.errors import InputError
+from tracekit.results.analysis import Analysis
+from tracekit.results.vocab import WindowKind
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from tracekit.model.run import Run
 
-
-@dataclass(frozen=True)
-class RankFacts:
-    """What is known about one rank, for reports."""
-
-    rank: int
-    source: str
-    rank_source: str
-    world_size: int | None
-    backend: str | None
-    devices: tuple[str, ...]
-    events: int
-    gpu_events: int
+#: The per-instance tables that go to the details file, not into the typed result.
+DETAIL_TABLES: Final = ("collectives_per_rank", "idle_intervals")
 
 
 @dataclass(frozen=True)
-class RunFacts:
-    """What the run is: ranks, devices, files, what was skipped and why."""
+class Outcome:
+    """The typed analysis; the polars frames behind it; the large per-instance tables (``details``)."""
 
-    ranks: tuple[RankFacts, ...]
-    world_size: int | None
-    backend: str | None
-    devices: tuple[str, ...]
-    has_gpu: bool
-    span_ns: int
-    skipped: tuple[tuple[str, str], ...]
-    warnings: tuple[str, ...]
+    analysis: Analysis
+    #: every intermediate result as polars frames (steps, breakdown, collectives per rank, ...)
+    frames: Reduced
 
-
-@dataclass(frozen=True)
-class Analysis:
-    """Every analysis of one run, the verdict first among them."""
-
-    facts: RunFacts
-    verdict: Verdict
-    steps: StepResult
-    #: GPU time breakdown (empty on a CPU-only run)
-    breakdown: BreakdownResult
-    overlap: OverlapResult
-    kernels: KernelResult
-    annotations: AnnotationResult
-    collectives: CollectiveResult
-    stragglers: StragglerResult
-    dataloader: DataLoaderResult
-    syncs: SyncResult
-    #: GPU idle by cause (None on a CPU-only run)
-    idle: IdleResult | None
-    #: the host's time breakdown on a CPU-only run (the host is the device there), else None
-    host_breakdown: BreakdownResult | None
+    @property
+    def details(self) -> dict[str, pl.DataFrame]:
+        """The per-instance tables that the typed result leaves out."""
+        out = {"collectives_per_rank": self.frames.collectives.per_rank}
+        if self.frames.idle is not None:
+            out["idle_intervals"] = self.frames.idle.intervals.with_columns(pl.col("cause").cast(pl.String))
+        return out
 
 
-def run_facts(run: Run, activity: pl.DataFrame) -> RunFacts:
-    """Facts of ``run`` for reports (no events)."""
-    counts = run.events.group_by("rank").agg(pl.len().alias("n"))
-    gpu_counts = activity.group_by("rank").agg(pl.len().alias("n"))
-    n = dict(counts.iter_rows())
-    g = dict(gpu_counts.iter_rows())
-    span = run.events.select(pl.col("end_ns").max() - pl.col("start_ns").min()).item()
-    warnings = list(run.warnings)
-    if activity.height == 0:
-        warnings.append(
-            "no GPU activity in these traces: a CPU-only run; GPU breakdown, overlap "
-            "and kernel tables are empty, host-side steps and phases are reported"
-        )
-    return RunFacts(
-        ranks=tuple(
-            RankFacts(
-                rank=r.rank,
-                source=r.source,
-                rank_source=r.rank_source,
-                world_size=r.world_size,
-                backend=r.backend,
-                devices=r.devices,
-                events=int(n.get(r.rank, 0)),
-                gpu_events=int(g.get(r.rank, 0)),
-            )
-            for r in run.ranks
-        ),
-        world_size=run.world_size,
-        backend=run.backend,
-        devices=tuple(run.devices),
-        has_gpu=activity.height > 0,
-        span_ns=int(span or 0),
-        skipped=tuple((s.path, s.reason) for s in run.skipped),
-        warnings=tuple(warnings),
-    )
+def options_for(run: Run, *, window: WindowKind | str = WindowKind.STEPS) -> Options:
+    """The options of an analysis of ``run``: the window, and whether its device is the GPU."""
+    return Options(window=WindowKind(window), has_gpu=run.has_gpu)
 
 
-def analyze(run: Run, *, window: timeline.Window = "steps") -> Analysis:
+def shards(run: Run, size: int | None = None) -> list[Run]:
+    """``run`` split into runs of at most ``size`` ranks each (all of it when ``size`` is None)."""
+    ids = run.rank_ids
+    if size is None or size >= len(ids):
+        return [run]
+    return [run.only(ids[i : i + size]) for i in range(0, len(ids), size)]
+
+
+def run_analysis(run: Run, *, window: WindowKind | str = WindowKind.STEPS, shard_ranks: int | None = None) -> Outcome:
+    """Map every rank (in shards of ``shard_ranks``; one shard by default), reduce, and keep the details."""
+    options = options_for(run, window=window)
+    mapped = [map_ranks(part, options, ANALYSES) for part in shards(run, shard_ranks)]
+    return reduce_outcome(mapped, options, run)
+
+
+def reduce_outcome(mapped: Sequence[RankSummary], options: Options, run: Run) -> Outcome:
+    """The outcome of mapped shards; ``run`` supplies only the metadata (ranks, files, warnings)."""
+    reduced = reduce_ranks(mapped, options, ANALYSES, run)
+    fields = {k: v for k, v in reduced.results.items() if k in Analysis.__struct_fields__}
+    return Outcome(analysis=Analysis(**fields), frames=reduced)
+
+
+def analyze(run: Run, *, window: WindowKind | str = WindowKind.STEPS) -> Analysis:
     """Run every analysis on ``run`` and decide the verdict.
 
-    ``window``: measure GPU time over the profiler steps (default) or over each rank's
-    whole GPU span (``"gpu_span"``, HTA's definition).
+    ``window``: measure time over the steps (default) or over each rank's whole GPU span
+    (``"gpu_span"``, HTA's definition).
     """
-    activity = gpu_activity(run)
-    steps = analyze_steps(run, activity=activity)
-    has_gpu = activity.height > 0
-    device = activity if has_gpu else timeline.host_activity(run)
-    frames = timeline.windows(device, steps, window)
-    segments = timeline.segments(device, frames)
-    measured = gpu_breakdown(segments, window=window)
-    gpu_segments = segments if has_gpu else segments.clear()
-    breakdown = measured if has_gpu else gpu_breakdown(gpu_segments, window=window)
-    overlap = comm_overlap(gpu_segments)
-    kernels = kernel_summary(activity)
-    annotations = annotation_breakdown(run, steps, activity)
-    facts = run_facts(run, activity)
-    collectives = match_collectives(run, activity, steps)
-    stragglers = find_stragglers(collectives, steps, annotations, span_ns=facts.span_ns)
-    fetch = fetch_ranges(run)
-    dataloader = dataloader_gaps(run, segments, frames, has_gpu=has_gpu, fetch=fetch)
-    syncs = host_syncs(run, activity, frames)
-    idle = idle_causes(run, segments, frames, fetch, syncs.calls) if has_gpu else None
-    costs = evidence.costs(
-        measured,
-        measured_on="gpu" if has_gpu else "host (CPU-only run)",
-        collectives=collectives,
-        dataloader=dataloader,
-        idle=idle,
-        has_stragglers=bool(stragglers.stragglers),
+    return run_analysis(run, window=window).analysis
+
+
+def write_details(details: dict[str, pl.DataFrame], path: str | Path) -> None:
+    """Write the per-instance tables as one Parquet file (a ``table`` column names each row's table)."""
+    frames = [df.with_columns(pl.lit(name).alias("table")) for name, df in details.items() if df.height]
+    data = (
+        pl.concat(frames, how="diagonal_relaxed")
+        if frames
+        else pl.DataFrame({"table": []}, schema={"table": pl.String})
     )
-    lines = evidence.evidence(
-        steps=steps,
-        dataloader=dataloader,
-        collectives=collectives,
-        stragglers=stragglers,
-        overlap=overlap if has_gpu else None,
-        syncs=syncs,
-        kernels=kernels,
-    )
-    extra: list[Finding] = [f for f in (evidence.sync_finding(syncs, has_gpu=has_gpu),) if f]
-    verdict = decide(costs, stragglers=stragglers, evidence=lines, extra_findings=tuple(extra))
-    comms_share = float(verdict.costs.filter(bound="comms-bound")["share_pct"].sum())
-    low_overlap = evidence.overlap_finding(overlap, comms_share)
-    if low_overlap is not None:
-        verdict = Verdict(verdict.primary, (*verdict.secondary, low_overlap), verdict.costs, verdict.measured_on)
-    return Analysis(
-        facts=facts,
-        verdict=verdict,
-        steps=steps,
-        breakdown=breakdown,
-        overlap=overlap,
-        kernels=kernels,
-        annotations=annotations,
-        collectives=collectives,
-        stragglers=stragglers,
-        dataloader=dataloader,
-        syncs=syncs,
-        idle=idle,
-        host_breakdown=None if has_gpu else measured,
-    )
+    try:
+        data.write_parquet(Path(path))
+    except OSError as exc:
+        raise InputError(f"cannot write ({exc.strerror})", path=path) from None

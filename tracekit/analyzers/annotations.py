@@ -74,6 +74,11 @@ def _gpu_time(top: pl.DataFrame, activity: pl.DataFrame) -> pl.DataFrame:
 
 def annotation_breakdown(run: Run, steps: StepResult, activity: pl.DataFrame) -> AnnotationResult:
     """Break step time down by top-level annotation, per rank and over the run."""
+    return summarize_annotations(annotations_per_step(run, steps, activity), steps)
+
+
+def annotations_per_step(run: Run, steps: StepResult, activity: pl.DataFrame) -> pl.DataFrame:
+    """The per-rank part: rank, step, name, cpu_ns, gpu_ns, count of each top-level range."""
     top = _top_level(run, steps)
     top = top.join(_gpu_time(top, activity), on="ann_id", how="left").with_columns(
         pl.col("gpu_ns").fill_null(0), cpu_ns=pl.col("end_ns") - pl.col("start_ns")
@@ -83,21 +88,23 @@ def annotation_breakdown(run: Run, steps: StepResult, activity: pl.DataFrame) ->
         top = iv.locate(top, "start_ns", steps.steps, by=["rank"], keep=["step"]).with_columns(
             cpu_ns=pl.min_horizontal("end_ns", "frame_end_ns") - pl.col("start_ns")
         )
-        level = LEVEL
     else:
         top = top.with_columns(step=pl.lit(None, dtype=pl.Int64))
-        level = LEVEL_NO_STEPS
     per_step = top.group_by("rank", "step", "name").agg(pl.col("cpu_ns", "gpu_ns").sum(), count=pl.len())
     if steps.has_steps:
         per_step = _complete(per_step, steps)
+    return per_step.sort("rank", "step", "name")
+
+
+def summarize_annotations(per_step: pl.DataFrame, steps: StepResult) -> AnnotationResult:
+    """The cross-rank part: per-rank and run-wide rows from every rank's per-step rows."""
     # ties in time are ordered by name, so that the same input always gives the same report
     per_rank = _summarize(per_step, ["rank", "name"], steps).sort(
         ["rank", "cpu_ns", "name"], descending=[False, True, False]
     )
     summary = _summarize(per_step, ["name"], steps).sort(["cpu_ns", "name"], descending=[True, False])
-    return AnnotationResult(
-        per_rank=per_rank, summary=summary, per_step=per_step.sort("rank", "step", "name"), level=level
-    )
+    level = LEVEL if steps.has_steps else LEVEL_NO_STEPS
+    return AnnotationResult(per_rank=per_rank, summary=summary, per_step=per_step, level=level)
 
 
 def _complete(per_step: pl.DataFrame, steps: StepResult) -> pl.DataFrame:

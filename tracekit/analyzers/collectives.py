@@ -81,11 +81,33 @@ def _host_collectives(run: Run, ranks_with_kernels: pl.Series) -> pl.DataFrame:
 
 def match_collectives(run: Run, activity: pl.DataFrame, steps: StepResult) -> CollectiveResult:
     """Match every rank's collectives and measure floors, waits and who arrived last."""
+    return match_found(find_collectives(run, activity, steps))
+
+
+def find_collectives(run: Run, activity: pl.DataFrame, steps: StepResult) -> pl.DataFrame:
+    """The per-rank part: every collective of each rank, numbered (k) per group and op, with its step.
+
+    Columns: rank, pg, op, k, source, step, arrival_ns, start_ns, end_ns, duration_ns.
+    """
     kernels = _kernel_collectives(activity)
     found = pl.concat([kernels, _host_collectives(run, kernels["rank"].unique())]).with_columns(
         pg=pl.lit(""), duration_ns=pl.col("end_ns") - pl.col("start_ns")
     )
     found = found.sort("rank", "start_ns").with_columns(k=pl.int_range(pl.len()).over("rank", "pg", "op"))
+    keys = ["pg", "op", "k"]
+    if steps.has_steps:
+        frames = steps.steps.select(
+            "rank", "step", pl.col("win_start_ns").alias("start_ns"), pl.col("win_end_ns").alias("end_ns")
+        )
+        located = iv.locate(found, "arrival_ns", frames, by=["rank"], keep=["step"]).drop("frame_end_ns")
+        found = found.join(located.select("rank", *keys, "step"), on=["rank", *keys], how="left")
+    else:
+        found = found.with_columns(step=pl.lit(None, dtype=pl.Int64))
+    return found.select("rank", *keys, "source", "step", "arrival_ns", "start_ns", "end_ns", "duration_ns")
+
+
+def match_found(found: pl.DataFrame) -> CollectiveResult:
+    """The cross-rank part: match the k-th instances, floors, waits, who arrived last."""
     keys = ["pg", "op", "k"]
     found = found.with_columns(floor_ns=pl.col("duration_ns").min().over(keys)).with_columns(
         wait_ns=pl.col("duration_ns") - pl.col("floor_ns")
@@ -98,14 +120,6 @@ def match_collectives(run: Run, activity: pl.DataFrame, steps: StepResult) -> Co
         & (pl.len().over(keys) > 1)
         & (spread > LAST_TOLERANCE_NS),
     )
-    if steps.has_steps:
-        frames = steps.steps.select(
-            "rank", "step", pl.col("win_start_ns").alias("start_ns"), pl.col("win_end_ns").alias("end_ns")
-        )
-        located = iv.locate(found, "arrival_ns", frames, by=["rank"], keep=["step"]).drop("frame_end_ns")
-        found = found.join(located.select("rank", *keys, "step"), on=["rank", *keys], how="left")
-    else:
-        found = found.with_columns(step=pl.lit(None, dtype=pl.Int64))
     per_rank = found.select(
         "rank",
         *keys,

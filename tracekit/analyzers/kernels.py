@@ -26,15 +26,22 @@ def kernel_summary(activity: pl.DataFrame) -> KernelResult:
 
     Shares are of the summed duration of all GPU activities (kernel time, not wall time).
     """
+    return summarize_kernels(kernels_by_rank(activity))
+
+
+def kernels_by_rank(activity: pl.DataFrame) -> pl.DataFrame:
+    """The per-rank part: rank, name, kind, category, count, total_ns, max_ns (one pass)."""
     dur = pl.col("end_ns") - pl.col("start_ns")
-    grand = pl.col("total_ns").sum()
-    # one pass over the activities (grouped on the name's category codes); the run-wide
-    # and per-category rows add up the per-rank ones
-    by_rank = (
+    return (
         activity.group_by("rank", "name", "kind", "category")
         .agg(count=pl.len(), total_ns=dur.sum(), max_ns=dur.max())
-        .with_columns(pl.col("name").cast(pl.String))
+        .with_columns(pl.col("name").cast(pl.String), pl.col("kind", "category").cast(pl.String))
     )
+
+
+def summarize_kernels(by_rank: pl.DataFrame) -> KernelResult:
+    """The cross-rank part: the run-wide and per-category rows add up the per-rank ones."""
+    grand = pl.col("total_ns").sum()
     top = (
         by_rank.group_by("name", "kind", "category")
         .agg(

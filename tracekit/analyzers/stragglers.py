@@ -15,20 +15,16 @@ from typing import TYPE_CHECKING, Final
 
 import polars as pl
 
+from tracekit.results.thresholds import STRAGGLER_MIN_SHARE
+from tracekit.results.vocab import StragglerCause
+
 if TYPE_CHECKING:
     from tracekit.analyzers.annotations import AnnotationResult
     from tracekit.analyzers.collectives import CollectiveResult
     from tracekit.analyzers.steps import StepResult
 
-#: A rank is a straggler when the wait it causes is at least this share of the step time ...
-STRAGGLER_MIN_SHARE: Final = 0.05
 #: ... and it arrives last at this share of its collectives at least (systematic, not noise).
 STRAGGLER_MIN_LAST_SHARE: Final = 0.5
-#: The cause named when a straggler starts its steps later than the median rank.
-LATE_START: Final = "(started the step late)"
-#: The causes named when no phase explains a straggler.
-NO_PHASES: Final = "(no phase annotations)"
-NOT_IN_PHASES: Final = "(not found in the phases: host work outside annotated ranges)"
 
 
 @dataclass(frozen=True)
@@ -40,7 +36,9 @@ class Straggler:
     times_last: int
     instances: int
     caused_wait_ns: float
-    cause: str
+    cause: StragglerCause
+    #: the phase that takes longer on it, when ``cause`` is PHASE
+    phase: str | None
     cause_excess_ns: float
 
 
@@ -107,6 +105,10 @@ def _time_base(steps: StepResult, span_ns: int) -> tuple[float, int]:
     return float(steps.steps["duration_ns"].mean() or 0.0), int(per_rank_steps.max() or 1)  # type: ignore[arg-type]
 
 
+#: The key of a late step start among the phase candidates (no phase has this name).
+_LATE: Final = "\x00late start"
+
+
 def _explain(row: dict[str, object], steps: StepResult, annotations: AnnotationResult) -> Straggler:
     rank = int(row["rank"])  # type: ignore[call-overload]
     candidates = phase_excess(annotations, rank)
@@ -114,10 +116,16 @@ def _explain(row: dict[str, object], steps: StepResult, annotations: AnnotationR
         start = steps.steps.with_columns(rel=pl.col("start_ns") - pl.col("start_ns").median().over("step"))
         late = start.filter(pl.col("rank") == rank)["rel"].mean()
         if late is not None:
-            candidates[LATE_START] = float(late)  # type: ignore[arg-type]
-    cause, excess = max(candidates.items(), key=lambda kv: kv[1], default=(NO_PHASES, 0.0))
-    if excess <= 0:
-        cause, excess = NOT_IN_PHASES, 0.0
+            candidates[_LATE] = float(late)  # type: ignore[arg-type]
+    name, excess = max(candidates.items(), key=lambda kv: kv[1], default=(None, 0.0))
+    if name is None:
+        cause, phase = StragglerCause.NO_PHASES, None
+    elif excess <= 0:
+        cause, phase, excess = StragglerCause.NOT_IN_PHASES, None, 0.0
+    elif name == _LATE:
+        cause, phase = StragglerCause.LATE_START, None
+    else:
+        cause, phase = StragglerCause.PHASE, name
     return Straggler(
         rank=rank,
         score=float(row["score"]),  # type: ignore[arg-type]
@@ -125,20 +133,9 @@ def _explain(row: dict[str, object], steps: StepResult, annotations: AnnotationR
         instances=int(row["instances"]),  # type: ignore[call-overload]
         caused_wait_ns=float(row["caused_wait_ns"]),  # type: ignore[arg-type]
         cause=cause,
+        phase=phase,
         cause_excess_ns=excess,
     )
-
-
-def describe_cause(straggler: Straggler) -> str:
-    """The straggler's cause as a sentence fragment ("its forward takes 2.00 ms longer ...")."""
-    ms = f"{straggler.cause_excess_ns / 1e6:.2f} ms"
-    if straggler.cause == LATE_START:
-        return f"it starts its steps {ms} later than the median rank, per step"
-    if straggler.cause == NO_PHASES:
-        return "no phase annotations to compare with the other ranks: add record_function ranges"
-    if straggler.cause == NOT_IN_PHASES:
-        return "no annotated phase takes longer than on the median rank: look at host work outside the ranges"
-    return f"its {straggler.cause} takes {ms} longer per step than on the median rank"
 
 
 def phase_excess(annotations: AnnotationResult, rank: int) -> dict[str, float]:

@@ -5,28 +5,32 @@ from __future__ import annotations
 import shutil
 import sys
 import time
-from typing import TYPE_CHECKING, Any, Literal, cast
+from typing import TYPE_CHECKING
 
 import click
+import msgspec
 
-from tracekit.analyzers import analyze
+from tracekit.analyzers import run_analysis, write_details
 from tracekit.cli.progress import DelayedProgress
 from tracekit.errors import InputError
 from tracekit.readers import capture_summary, load_run, parse_rank_spec
-from tracekit.reports import TerminalRenderer
-from tracekit.reports.html import render_html
-from tracekit.reports.json_report import dump_document, load_document, to_document
-from tracekit.reports.markdown import render_markdown
+from tracekit.reports import TerminalRenderer, renderer
+from tracekit.results.io import load_analysis
 
 if TYPE_CHECKING:
     from pathlib import Path
 
+    from tracekit.results.analysis import Analysis
+
 
 def write_text(path: Path, text: str) -> None:
-    """Write an output file; a failure is an input error naming the file."""
+    """Write an output file atomically; a failure is an input error naming the file."""
+    temp = path.with_name(f".{path.name}.tmp")
     try:
-        path.write_text(text, encoding="utf-8")
+        temp.write_text(text, encoding="utf-8")
+        temp.replace(path)
     except OSError as exc:
+        temp.unlink(missing_ok=True)
         raise InputError(f"cannot write ({exc.strerror})", path=path) from None
 
 
@@ -34,6 +38,7 @@ def run_analyze(
     paths: tuple[Path, ...],
     *,
     outputs: dict[str, Path | None],
+    details: Path | None,
     rank_spec: str | None,
     rank: int | None,
     top: int,
@@ -57,34 +62,35 @@ def run_analyze(
             use_cache=use_cache,
         )
         progress.stage(f"analyzing {len(run.ranks)} rank(s)")
-        result = analyze(run, window=cast("Literal['steps', 'gpu_span']", window))
+        outcome = run_analysis(run, window=window)
         del run
         progress.stage("writing reports")
-        doc = to_document(result, capture=capture_summary(paths), analysis_seconds=time.perf_counter() - started)
-        renderer = TerminalRenderer(top=top, width=max(width, 100), color=sys.stdout.isatty())
-        text = renderer.render_document(doc)
+        analysis = msgspec.structs.replace(
+            outcome.analysis,
+            capture=capture_summary(paths),
+            analysis_seconds=round(time.perf_counter() - started, 4),
+        )
+        text = TerminalRenderer(top=top, width=max(width, 100), color=sys.stdout.isatty()).render(analysis)
     click.echo(text, nl=False)
-    write_reports(doc, outputs)
+    write_reports(analysis, outputs)
+    if details is not None:
+        write_details(outcome.details, details)
+        click.echo(f"wrote {details}")
 
 
-def write_reports(doc: dict[str, Any], outputs: dict[str, Path | None]) -> None:
-    """Write each requested format of the report document."""
-    renderers = {"json": dump_document, "html": render_html, "md": render_markdown}
+def write_reports(analysis: Analysis, outputs: dict[str, Path | None]) -> None:
+    """Write each requested format of the analysis."""
     for fmt, path in outputs.items():
         if path is not None:
-            write_text(path, renderers[fmt](doc))
+            write_text(path, renderer(fmt).render(analysis))
             click.echo(f"wrote {path}")
 
 
 def run_report(report: Path, *, outputs: dict[str, Path | None]) -> None:
-    """``tracekit report``: render a saved JSON report again."""
+    """``tracekit report``: render a saved JSON analysis again."""
     if not any(outputs.values()):
         raise InputError("nothing to write: give --html FILE and/or --md FILE")
-    try:
-        text = report.read_bytes()
-    except OSError as exc:
-        raise InputError(f"cannot read ({exc.strerror})", path=report) from None
-    write_reports(load_document(text, source=str(report)), outputs)
+    write_reports(load_analysis(report), outputs)
 
 
 def run_capture(config_path: Path | None, extra_args: list[str]) -> None:

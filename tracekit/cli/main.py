@@ -37,6 +37,11 @@ def cli() -> None:
     type=click.Path(dir_okay=False, path_type=Path),
     help="Also write a Markdown report (for a GitHub issue comment) to this file.",
 )
+@click.option(
+    "--details",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Also write the per-instance tables (collectives per rank, every GPU idle interval) as Parquet.",
+)
 @click.option("--ranks", "rank_spec", help="Analyze only these ranks, e.g. 0-3,7.")
 @click.option("--rank", type=int, help="The rank of a single trace file that does not record one.")
 @click.option("--top", default=10, show_default=True, type=click.IntRange(min=1), help="Kernels to list.")
@@ -59,6 +64,7 @@ def analyze(
     json_path: Path | None,
     html_path: Path | None,
     md_path: Path | None,
+    details: Path | None,
     rank_spec: str | None,
     rank: int | None,
     top: int,
@@ -73,6 +79,7 @@ def analyze(
     run_analyze(
         paths,
         outputs={"json": json_path, "html": html_path, "md": md_path},
+        details=details,
         rank_spec=rank_spec,
         rank=rank,
         top=top,

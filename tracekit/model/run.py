@@ -108,3 +108,13 @@ class Run:
     def rank_events(self, rank: int) -> pl.DataFrame:
         """The events of one rank."""
         return self.events.filter(pl.col("rank") == rank)
+
+    def only(self, ranks: Sequence[int]) -> Run:
+        """The same run restricted to ``ranks`` (events and metadata)."""
+        keep = set(ranks)
+        return Run(
+            events=self.events.filter(pl.col("rank").is_in(list(keep))),
+            ranks=tuple(r for r in self.ranks if r.rank in keep),
+            skipped=self.skipped,
+            warnings=self.warnings,
+        )

@@ -1,8 +1,8 @@
-"""Renderers: analysis results -> text (terminal, JSON). They never see raw events."""
+"""Renderers: a typed analysis -> text (terminal, JSON, Markdown, HTML). They never see raw events."""
 
 from __future__ import annotations
 
-from tracekit.reports.json_report import SCHEMA, SCHEMA_VERSION, render_json, to_document
+from tracekit.reports.base import RENDERERS, Renderer, renderer
 from tracekit.reports.terminal import TerminalRenderer
 
-__all__ = ["SCHEMA", "SCHEMA_VERSION", "TerminalRenderer", "render_json", "to_document"]
+__all__ = ["RENDERERS", "Renderer", "TerminalRenderer", "renderer"]

@@ -1,4 +1,4 @@
-"""The charts of the HTML report, built once from the JSON document (plotly).
+"""The charts of the HTML report, built once from the typed analysis (plotly).
 
 Figures are plain plotly.js dicts (``{"data": [...], "layout": {...}}``) rather than
 plotly.py graph objects, whose validation and template loading cost more than the rest of
@@ -12,10 +12,17 @@ readable. The lateness heatmap keeps one row per rank (it is small: ranks x step
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Final, TypeVar, Union
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
+
+    from tracekit.results.analysis import Analysis
+
+#: A plotly.js figure is JSON data.
+JSON = Union[str, int, float, bool, None, list["JSON"], dict[str, "JSON"]]  # noqa: UP007  (a recursive alias)
+Figure = dict[str, JSON]
+T = TypeVar("T")
 
 #: Above this many ranks, per-rank bars are binned.
 MAX_BARS: Final = 64
@@ -28,8 +35,12 @@ COLORS: Final = {
     "idle": "#bdbdbd",
     "data": "#8e24aa",
     "host_sync": "#e53935",
-    "peer": "#3949ab",
+    "blocking_collective": "#5e35b1",
+    "one_time": "#6d4c41",
     "launch": "#fb8c00",
+    "host_work": "#00897b",
+    "dependency": "#00acc1",
+    "peer": "#3949ab",
     "unexplained": "#9e9e9e",
 }
 
@@ -40,7 +51,7 @@ class Chart:
 
     key: str
     title: str
-    figure: dict[str, Any]
+    figure: Figure
 
 
 def _bins(ranks: Sequence[int]) -> list[list[int]]:
@@ -51,109 +62,131 @@ def _bins(ranks: Sequence[int]) -> list[list[int]]:
     return [ordered[i : i + size] for i in range(0, len(ordered), size)]
 
 
-def _binned(rows: list[dict[str, Any]], fields: Sequence[str]) -> tuple[list[str], dict[str, list[float]]]:
-    """Labels and per-field means over the rank bins of ``rows`` (each with ``rank``)."""
-    by_rank = {r["rank"]: r for r in rows}
-    labels: list[str] = []
-    values: dict[str, list[float]] = {f: [] for f in fields}
-    for group in _bins(list(by_rank)):
+def _binned(
+    rows: dict[int, T], fields: dict[str, Callable[[T], float | None]]
+) -> tuple[list[JSON], dict[str, list[JSON]]]:
+    """Labels and per-field means over the rank bins of ``rows`` (by rank)."""
+    labels: list[JSON] = []
+    values: dict[str, list[JSON]] = {f: [] for f in fields}
+    for group in _bins(list(rows)):
         labels.append(f"rank {group[0]}" if len(group) == 1 else f"ranks {group[0]}-{group[-1]}")
-        for f in fields:
-            vals = [by_rank[r].get(f) or 0.0 for r in group]
+        for f, get in fields.items():
+            vals = [get(rows[r]) or 0.0 for r in group]
             values[f].append(sum(vals) / len(vals))
     return labels, values
 
 
-def _layout(title: str, *, y: str, barmode: str | None = None, height: int = 380) -> dict[str, Any]:
-    layout: dict[str, Any] = {
+def _layout(
+    title: str,
+    *,
+    y: str,
+    barmode: str | None = None,
+    height: int = 380,
+    xaxis: dict[str, JSON] | None = None,
+    yaxis: dict[str, JSON] | None = None,
+    left: int = 60,
+) -> dict[str, JSON]:
+    layout: dict[str, JSON] = {
         "title": {"text": title},
         "height": height,
-        "margin": {"l": 60, "r": 20, "t": 50, "b": 80},
-        "yaxis": {"title": {"text": y}},
+        "margin": {"l": left, "r": 20, "t": 50, "b": 80},
+        "yaxis": {"title": {"text": y}, "gridcolor": GRID, "zerolinecolor": GRID, **(yaxis or {})},
         "legend": {"orientation": "h", "y": -0.25},
         "paper_bgcolor": "white",
         "plot_bgcolor": "white",
-        "xaxis": {"gridcolor": GRID, "zerolinecolor": GRID},
+        "xaxis": {"gridcolor": GRID, "zerolinecolor": GRID, **(xaxis or {})},
     }
-    layout["yaxis"].update(gridcolor=GRID, zerolinecolor=GRID)
     if barmode:
         layout["barmode"] = barmode
     return layout
 
 
-def _fig(data: list[dict[str, Any]], layout: dict[str, Any]) -> dict[str, Any]:
+def _fig(data: list[JSON], layout: dict[str, JSON]) -> Figure:
     return {"data": data, "layout": layout}
 
 
-def _trace(kind: str, **attributes: Any) -> dict[str, Any]:
+def _trace(kind: str, *, marker_color: JSON = None, **attributes: JSON) -> JSON:
     """One plotly.js trace; ``marker_color=`` stands for ``marker={"color": ...}``."""
-    if "marker_color" in attributes:
-        attributes["marker"] = {"color": attributes.pop("marker_color")}
-    return {"type": kind, **attributes}
+    out: dict[str, JSON] = {"type": kind, **attributes}
+    if marker_color is not None:
+        out["marker"] = {"color": marker_color}
+    return out
 
 
-def step_time(doc: dict[str, Any]) -> Chart | None:
+def _ms(values: list[JSON]) -> list[JSON]:
+    return [v / 1e6 if isinstance(v, (int, float)) else v for v in values]
+
+
+def _getter(key: str) -> Callable[[dict[str, float | None]], float | None]:
+    return lambda values: values.get(key)
+
+
+def step_time(a: Analysis) -> Chart | None:
     """Mean step time per rank with its p95."""
-    rows = doc["steps"]["per_rank"]
-    if not rows:
+    if not a.steps.per_rank:
         return None
-    labels, v = _binned(rows, ["mean_ns", "p95_ns"])
+    labels, v = _binned({r.rank: r for r in a.steps.per_rank}, {"mean": lambda r: r.mean_ns, "p95": lambda r: r.p95_ns})
     data = [
-        _trace("bar", x=labels, y=[x / 1e6 for x in v["mean_ns"]], name="mean", marker_color="#1565c0"),
-        _trace(
-            "scatter", x=labels, y=[x / 1e6 for x in v["p95_ns"]], name="p95", mode="markers", marker_color="#e53935"
-        ),
+        _trace("bar", x=labels, y=_ms(v["mean"]), name="mean", marker_color="#1565c0"),
+        _trace("scatter", x=labels, y=_ms(v["p95"]), name="p95", mode="markers", marker_color="#e53935"),
     ]
     return Chart("steps", "Step time per rank", _fig(data, _layout("Step time per rank (host)", y="ms")))
 
 
-def phases(doc: dict[str, Any]) -> Chart | None:
+def phases(a: Analysis) -> Chart | None:
     """Host time per step of each phase, stacked per rank."""
-    names = [r["name"] for r in doc["annotations"]["summary"]]
-    if not names or not doc["steps"]["per_rank"]:
+    names = [r.name for r in a.annotations.summary]
+    if not names or not a.steps.per_rank:
         return None
-    by_rank: dict[int, dict[str, Any]] = {}
-    for r in doc["annotations"]["per_rank"]:
-        by_rank.setdefault(r["rank"], {"rank": r["rank"]})[r["name"]] = r["step_mean_ns"]
-    labels, v = _binned(list(by_rank.values()), names)
-    data = [_trace("bar", x=labels, y=[x / 1e6 for x in v[n]], name=n[:60]) for n in names]
+    by_rank: dict[int, dict[str, float | None]] = {}
+    for r in a.annotations.per_rank:
+        by_rank.setdefault(r.rank or 0, {})[r.name] = r.step_mean_ns
+    labels, v = _binned(by_rank, {n: _getter(n) for n in names})
+    data = [_trace("bar", x=labels, y=_ms(v[n]), name=n[:60]) for n in names]
     return Chart(
         "phases", "Phases per rank", _fig(data, _layout("Phase time per step, per rank", y="ms", barmode="stack"))
     )
 
 
-def gpu_breakdown(doc: dict[str, Any]) -> Chart | None:
+def gpu_breakdown(a: Analysis) -> Chart | None:
     """Compute / comm / memory / idle shares, stacked per rank."""
-    rows = doc["gpu_breakdown"]["per_rank"] or (doc.get("host_breakdown") or {}).get("per_rank", [])
+    host = a.host_breakdown is not None and not a.gpu_breakdown.per_rank
+    rows = a.host_breakdown.per_rank if host and a.host_breakdown is not None else a.gpu_breakdown.per_rank
     if not rows:
         return None
-    host = not doc["gpu_breakdown"]["per_rank"]
-    parts = ["compute", "comm", "memory", "idle"]
-    labels, v = _binned(rows, [f"{p}_pct" for p in parts])
-    data = [_trace("bar", x=labels, y=v[f"{p}_pct"], name=p, marker_color=COLORS[p]) for p in parts]
+    labels, v = _binned(
+        {r.rank: r for r in rows},
+        {
+            "compute": lambda r: r.compute_pct,
+            "comm": lambda r: r.comm_pct,
+            "memory": lambda r: r.memory_pct,
+            "idle": lambda r: r.idle_pct,
+        },
+    )
+    data = [_trace("bar", x=labels, y=v[p], name=p, marker_color=COLORS[p]) for p in v]
     title = "Host time breakdown per rank (CPU-only run)" if host else "GPU time breakdown per rank"
     return Chart("gpu", title, _fig(data, _layout(title, y="% of measured time", barmode="stack")))
 
 
-def overlap(doc: dict[str, Any]) -> Chart | None:
+def overlap(a: Analysis) -> Chart | None:
     """Share of collective time hidden by compute, per rank."""
-    rows = [r for r in doc["overlap"]["per_rank"] if r.get("overlap_pct") is not None]
+    rows = {r.rank: r for r in a.overlap.per_rank if r.overlap_pct is not None}
     if not rows:
         return None
-    labels, v = _binned(rows, ["overlap_pct"])
-    data = [_trace("bar", x=labels, y=v["overlap_pct"], name="overlap", marker_color=COLORS["comm"])]
+    labels, v = _binned(rows, {"overlap": lambda r: r.overlap_pct})
+    data = [_trace("bar", x=labels, y=v["overlap"], name="overlap", marker_color=COLORS["comm"])]
     return Chart("overlap", "Comm/compute overlap", _fig(data, _layout("Collective time hidden by compute", y="%")))
 
 
-def lateness(doc: dict[str, Any]) -> Chart | None:
+def lateness(a: Analysis) -> Chart | None:
     """The rank x step lateness heatmap."""
-    cells = doc["stragglers"]["lateness_matrix"]
+    cells = a.stragglers.lateness_matrix
     if not cells:
         return None
-    ranks = sorted({c["rank"] for c in cells})
-    steps = sorted({c["step"] for c in cells})
-    grid = {(c["rank"], c["step"]): c["lateness_ns"] / 1e6 for c in cells}
-    z = [[grid.get((r, s)) for s in steps] for r in ranks]
+    ranks = sorted({c.rank for c in cells})
+    steps = sorted({c.step for c in cells})
+    grid = {(c.rank, c.step): (c.lateness_ns or 0) / 1e6 for c in cells}
+    z: list[JSON] = [[grid.get((r, s)) for s in steps] for r in ranks]
     data = [
         _trace(
             "heatmap",
@@ -166,28 +199,35 @@ def lateness(doc: dict[str, Any]) -> Chart | None:
         )
     ]
     layout = _layout(
-        "Lateness at collectives (rank x step)", y="rank", height=max(300, min(900, 20 * len(ranks) + 120))
+        "Lateness at collectives (rank x step)",
+        y="rank",
+        height=max(300, min(900, 20 * len(ranks) + 120)),
+        xaxis={"title": {"text": "step"}, "type": "category"},
+        yaxis={"type": "category", "autorange": "reversed"},
     )
-    layout["xaxis"].update(title={"text": "step"}, type="category")
-    layout["yaxis"].update(title={"text": "rank"}, type="category", autorange="reversed")
     return Chart("lateness", "Straggler lateness", _fig(data, layout))
 
 
-def data_and_syncs(doc: dict[str, Any]) -> Chart | None:
+@dataclass(frozen=True)
+class _Lost:
+    data: float
+    sync: float
+
+
+def data_and_syncs(a: Analysis) -> Chart | None:
     """DataLoader idle share and GPU idle after syncs, per rank."""
-    dl = {r["rank"]: r for r in doc["dataloader"]["per_rank"]}
-    sy = {r["rank"]: r for r in doc["host_syncs"]["per_rank"]}
-    if not any(r["fetch_ns"] for r in dl.values()) and not any(r["idle_after_ns"] for r in sy.values()):
+    dl = {r.rank: r for r in a.dataloader.per_rank}
+    sy = {r.rank: r for r in a.host_syncs.per_rank}
+    if not any(r.fetch_ns for r in dl.values()) and not any(r.idle_after_ns for r in sy.values()):
         return None
-    rows = [
-        {
-            "rank": r,
-            "data": (dl.get(r, {}).get("share_pct") or 0.0),
-            "sync": 100 * (sy.get(r, {}).get("idle_after_ns") or 0) / max(1, dl.get(r, {}).get("window_ns") or 1),
-        }
+    rows = {
+        r: _Lost(
+            data=(d.share_pct or 0.0) if (d := dl.get(r)) else 0.0,
+            sync=100 * (y.idle_after_ns if (y := sy.get(r)) else 0) / max(1, d.window_ns if d else 1),
+        )
         for r in sorted(set(dl) | set(sy))
-    ]
-    labels, v = _binned(rows, ["data", "sync"])
+    }
+    labels, v = _binned(rows, {"data": lambda r: r.data, "sync": lambda r: r.sync})
     data = [
         _trace("bar", x=labels, y=v["data"], name="waiting for data", marker_color=COLORS["data"]),
         _trace("bar", x=labels, y=v["sync"], name="idle after host syncs", marker_color=COLORS["host_sync"]),
@@ -199,45 +239,47 @@ def data_and_syncs(doc: dict[str, Any]) -> Chart | None:
     )
 
 
-def idle_causes(doc: dict[str, Any]) -> Chart | None:
+def idle_causes(a: Analysis) -> Chart | None:
     """GPU idle by cause, stacked per rank."""
-    idle = doc.get("idle_causes")
-    if not idle or not idle["per_rank"]:
+    if a.idle_causes is None or not a.idle_causes.per_rank:
         return None
-    causes = ["data", "host_sync", "peer", "launch", "unexplained"]
-    by_rank: dict[int, dict[str, Any]] = {}
-    for r in idle["per_rank"]:
-        by_rank.setdefault(r["rank"], {"rank": r["rank"]})[r["cause"]] = r["idle_ns"] / 1e6
-    labels, v = _binned(list(by_rank.values()), causes)
-    data = [_trace("bar", x=labels, y=v[c], name=c, marker_color=COLORS[c]) for c in causes]
+    causes = list(dict.fromkeys(r.cause.value for r in a.idle_causes.per_rank))
+    by_rank: dict[int, dict[str, float | None]] = {}
+    for r in a.idle_causes.per_rank:
+        by_rank.setdefault(r.rank, {})[r.cause.value] = r.idle_ns / 1e6
+    labels, v = _binned(by_rank, {c: _getter(c) for c in causes})
+    data = [_trace("bar", x=labels, y=v[c], name=c, marker_color=COLORS.get(c, "#9e9e9e")) for c in causes]
     return Chart("idle", "GPU idle by cause", _fig(data, _layout("GPU idle time by cause", y="ms", barmode="stack")))
 
 
-def kernels(doc: dict[str, Any], top: int = 15) -> Chart | None:
+def kernels(a: Analysis, top: int = 15) -> Chart | None:
     """Top kernels by total time."""
-    rows = doc["kernels"]["top"][:top]
+    rows = list(reversed(a.kernels.top[:top]))
     if not rows:
         return None
-    rows = list(reversed(rows))
-    names = [r["name"] if len(r["name"]) <= 60 else r["name"][:59] + "…" for r in rows]
+    names: list[JSON] = [r.name if len(r.name) <= 60 else r.name[:59] + "…" for r in rows]
     data = [
         _trace(
             "bar",
             y=names,
-            x=[r["total_ns"] / 1e6 for r in rows],
+            x=[r.total_ns / 1e6 for r in rows],
             orientation="h",
-            marker_color=[COLORS["comm"] if r["category"] == "collective" else COLORS["compute"] for r in rows],
-            hovertext=[r["name"] for r in rows],
+            marker_color=[COLORS["comm"] if r.category == "collective" else COLORS["compute"] for r in rows],
+            hovertext=[r.name for r in rows],
             name="total ms",
         )
     ]
-    layout = _layout("Top GPU kernels (total over ranks)", y="", height=max(300, 28 * len(rows) + 120))
-    layout["margin"]["l"] = 380
-    layout["xaxis"].update(title={"text": "ms"})
+    layout = _layout(
+        "Top GPU kernels (total over ranks)",
+        y="",
+        height=max(300, 28 * len(rows) + 120),
+        xaxis={"title": {"text": "ms"}},
+        left=380,
+    )
     return Chart("kernels", "Top kernels", _fig(data, layout))
 
 
-def all_charts(doc: dict[str, Any]) -> list[Chart]:
+def all_charts(a: Analysis) -> list[Chart]:
     """Every chart that has data, in report order."""
     builders = (step_time, phases, gpu_breakdown, overlap, lateness, data_and_syncs, idle_causes, kernels)
-    return [c for c in (b(doc) for b in builders) if c is not None]
+    return [c for c in (b(a) for b in builders) if c is not None]

@@ -11,13 +11,17 @@ import html
 import json
 from dataclasses import dataclass, field
 from functools import cache
-from typing import Any
+from typing import TYPE_CHECKING
 
 import jinja2
 from plotly.offline import get_plotlyjs
 
 from tracekit.reports import figures
 from tracekit.reports import tables as tb
+from tracekit.reports.sentences import write_verdict
+
+if TYPE_CHECKING:
+    from tracekit.results.analysis import Analysis
 
 
 @dataclass
@@ -65,24 +69,7 @@ def table_html(t: tb.Table) -> str:
     )
 
 
-def _cost_table(doc: dict[str, Any]) -> str:
-    rows = [
-        (r["bound"], tb.pct(r["share_pct"]), tb.pct(r["max_rank_share_pct"]), str(r["worst_rank"]))
-        for r in doc["verdict"]["costs"]
-    ]
-    return table_html(
-        tb.Table(
-            "costs",
-            "Share of measured time per candidate bound",
-            ("bound", "mean over ranks", "worst rank's share", "worst rank"),
-            tuple(rows),
-            "Thresholds and rules: tracekit/analyzers/verdict.py.",
-            (False, True, True, True),
-        )
-    )
-
-
-def _escape_figure(value: Any) -> Any:
+def _escape_figure(value: figures.JSON) -> figures.JSON:
     """HTML-escape every string plotly would render as markup (names, labels, hover text)."""
     if isinstance(value, str):
         return html.escape(value, quote=False)
@@ -98,9 +85,9 @@ def _escape_figure(value: Any) -> Any:
     return value
 
 
-def _sections(doc: dict[str, Any], charts: dict[str, figures.Chart]) -> list[_Section]:
-    limit = None if len(doc["run"]["ranks"]) <= 64 else 64
-    T = {t.key: t for t in tb.all_tables(doc, limit=limit)}
+def _sections(a: Analysis, charts: dict[str, figures.Chart]) -> list[_Section]:
+    limit = None if len(a.run.ranks) <= 64 else 64
+    T = {t.key: t for t in tb.all_tables(a, limit=limit)}
 
     def pick(*keys: str) -> list[str]:
         return [table_html(T[k]) for k in keys if k in T]
@@ -108,7 +95,7 @@ def _sections(doc: dict[str, Any], charts: dict[str, figures.Chart]) -> list[_Se
     def chart(*keys: str) -> list[figures.Chart]:
         return [charts[k] for k in keys if k in charts]
 
-    gpu = doc["run"].get("has_gpu")
+    gpu = a.run.has_gpu
     sections = [
         _Section("facts", "Run", "Run", tables=pick("facts")),
         _Section("steps", "Step time per rank", "Steps", chart("steps"), pick("steps")),
@@ -131,7 +118,7 @@ def _sections(doc: dict[str, Any], charts: dict[str, figures.Chart]) -> list[_Se
         _Section("idle", "GPU idle by cause", "Idle", chart("idle"), pick("idle")),
         _Section("kernels", "Top kernels", "Kernels", chart("kernels"), pick("kernels")),
     ]
-    if doc.get("capture"):
+    if a.capture is not None:
         sections.append(
             _Section("capture", "Capture summary", "Capture", tables=pick("capture_phases", "capture_facts"))
         )
@@ -151,24 +138,29 @@ def _sections(doc: dict[str, Any], charts: dict[str, figures.Chart]) -> list[_Se
     return sections
 
 
-def render_html(doc: dict[str, Any]) -> str:
-    """The HTML report of a JSON document (see :func:`tracekit.reports.to_document`)."""
-    charts = {c.key: c for c in figures.all_charts(doc)}
-    payload = json.dumps({k: _escape_figure(c.figure) for k, c in charts.items()}, separators=(",", ":"))
-    payload = payload.replace("</", "<\\/").replace("<!--", "<\\!--")
-    run = doc["run"]
-    facts_line = (
-        f"{len(run['ranks'])} rank(s), world size {run.get('world_size') or '?'}, "
-        f"backend {run.get('backend') or '?'}, {', '.join(run.get('devices') or []) or 'no device recorded'}"
-        f" · tracekit {doc.get('tracekit_version')}"
-    )
-    primary = doc["verdict"]["primary"]["kind"]
-    return _template().render(
-        verdict=doc["verdict"],
-        good=primary in ("gpu-compute-bound", "compute-bound"),
-        facts_line=facts_line,
-        sections=_sections(doc, charts),
-        cost_table=_cost_table(doc),
-        charts_json=payload,
-        plotly_js=_plotly_js(),
-    )
+class HtmlRenderer:
+    """One self-contained HTML file (plotly inlined; opens offline)."""
+
+    name = "html"
+
+    def render(self, analysis: Analysis) -> str:
+        """The HTML report of an analysis."""
+        charts = {c.key: c for c in figures.all_charts(analysis)}
+        payload = json.dumps({k: _escape_figure(c.figure) for k, c in charts.items()}, separators=(",", ":"))
+        payload = payload.replace("</", "<\\/").replace("<!--", "<\\!--")
+        run = analysis.run
+        facts_line = (
+            f"{len(run.ranks)} rank(s), world size {run.world_size or '?'}, "
+            f"backend {run.backend or '?'}, {', '.join(run.devices) or 'no device recorded'}"
+            f" · tracekit {analysis.tracekit_version}"
+        )
+        verdict = write_verdict(analysis.verdict)
+        return _template().render(
+            verdict=verdict,
+            good=verdict.primary.good,
+            facts_line=facts_line,
+            sections=_sections(analysis, charts),
+            cost_table=table_html(tb.costs(analysis)),
+            charts_json=payload,
+            plotly_js=_plotly_js(),
+        )

@@ -6,9 +6,13 @@ stays under GitHub's 65,536-character comment limit whatever the run size.
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import TYPE_CHECKING, Final
 
 from tracekit.reports import tables as tb
+from tracekit.reports.sentences import write_verdict
+
+if TYPE_CHECKING:
+    from tracekit.results.analysis import Analysis
 
 #: GitHub rejects comments of 65,536 characters or more; stay clearly below.
 MAX_CHARS: Final = 65_000
@@ -36,44 +40,49 @@ def table(t: tb.Table) -> str:
     return "\n".join([*lines, ""])
 
 
-def verdict(doc: dict[str, Any]) -> str:
+def verdict(analysis: Analysis) -> str:
     """The verdict section."""
-    v = doc["verdict"]
-    p = v["primary"]
-    share = "" if p["share_pct"] is None else f"{p['share_pct']:.1f}% of the time, "
+    v = write_verdict(analysis.verdict)
+    p = v.primary
+    share = "" if p.share_pct is None else f"{p.share_pct:.1f}% of the time, "
     lines = [
-        f"## tracekit verdict: {_escape(p['title'])}",
+        f"## tracekit verdict: {_escape(p.title)}",
         "",
-        f"**{share}confidence {p['confidence']}** (measured on {v['measured_on']})",
+        f"**{share}confidence {p.confidence}** (measured on {v.measured_on})",
         "",
     ]
-    lines += [f"- {_escape(e)}" for e in p["evidence"]]
-    if p["recommendations"]:
-        lines += ["", "**What to change**", ""] + [f"1. {_escape(r)}" for r in p["recommendations"][:5]]
-    if v["secondary"]:
+    lines += [f"- {_escape(e)}" for e in p.evidence]
+    if p.recommendations:
+        lines += ["", "**What to change**", ""] + [f"1. {_escape(r)}" for r in p.recommendations[:5]]
+    if v.secondary:
         lines += ["", "**Also found**", ""]
-        for f in v["secondary"]:
-            share = "" if f["share_pct"] is None else f" ({f['share_pct']:.1f}%)"
-            first = f["recommendations"][0] if f["recommendations"] else ""
-            lines.append(f"- {_escape(f['title'])}{share}, confidence {f['confidence']}. {_escape(first)}")
+        for f in v.secondary:
+            share = "" if f.share_pct is None else f" ({f.share_pct:.1f}%)"
+            first = f.recommendations[0] if f.recommendations else ""
+            lines.append(f"- {_escape(f.title)}{share}, confidence {f.confidence}. {_escape(first)}")
     return "\n".join([*lines, ""])
 
 
-def render_markdown(doc: dict[str, Any]) -> str:
-    """The Markdown report of a JSON document (see :func:`tracekit.reports.to_document`)."""
-    parts = [verdict(doc)]
-    footer = (
-        f"\n<sub>tracekit {doc.get('tracekit_version')} · report schema {doc.get('schema_version')} · "
-        "every number, for every rank and step, is in the JSON report</sub>\n"
-    )
-    budget = MAX_CHARS - len(footer) - len(parts[0])
-    for t in tb.all_tables(doc, limit=RANK_ROWS):
-        if t.key in ("collectives", "files", "capture_phases"):
-            continue
-        text = table(t)
-        if len(text) + 200 > budget:
-            parts.append("_Further tables left out to stay under GitHub's comment limit: see the JSON report._\n")
-            break
-        parts.append(text)
-        budget -= len(text) + 1
-    return "\n".join(parts) + footer
+class MarkdownRenderer:
+    """Markdown for a GitHub issue comment: the verdict, what to change, the key tables."""
+
+    name = "md"
+
+    def render(self, analysis: Analysis) -> str:
+        """The Markdown report (under GitHub's comment limit whatever the run size)."""
+        parts = [verdict(analysis)]
+        footer = (
+            f"\n<sub>tracekit {analysis.tracekit_version} · analysis schema {analysis.schema_version} · "
+            "every number, for every rank and step, is in the JSON report</sub>\n"
+        )
+        budget = MAX_CHARS - len(footer) - len(parts[0])
+        for t in tb.all_tables(analysis, limit=RANK_ROWS):
+            if t.key in ("collectives", "files", "capture_phases"):
+                continue
+            text = table(t)
+            if len(text) + 200 > budget:
+                parts.append("_Further tables left out to stay under GitHub's comment limit: see the JSON report._\n")
+                break
+            parts.append(text)
+            budget -= len(text) + 1
+        return "\n".join(parts) + footer

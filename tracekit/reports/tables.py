@@ -1,17 +1,26 @@
-"""The tables every shareable report shows, built once from the JSON document.
+"""The tables every report shows, built once from the typed analysis.
 
-Markdown and HTML render the same :class:`Table` objects, so a number cannot differ between
-them. Per-rank tables keep the ``limit`` ranks with the largest value of the table's sort key
-when a run has more ranks (the JSON keeps them all) and say so in the caption.
+The terminal, Markdown and HTML render the same :class:`Table` objects, so a number cannot
+differ between them. Per-rank tables keep the ``limit`` ranks with the largest value of the
+table's sort key when a run has more ranks (the JSON keeps them all) and say so in the caption.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
-Row = dict[str, Any]
+if TYPE_CHECKING:
+    from tracekit.results.analysis import Analysis
+
+
+class _Ranked(Protocol):
+    @property
+    def rank(self) -> int | None: ...
+
+
+R = TypeVar("R", bound=_Ranked)
 
 
 @dataclass(frozen=True)
@@ -27,28 +36,28 @@ class Table:
     empty: str = ""
 
 
-def ms(ns: Any) -> str:
+def ms(ns: float | None) -> str:
     """ns as ms."""
     return "-" if ns is None else f"{ns / 1e6:,.2f}"
 
 
-def pct(value: Any) -> str:
+def pct(value: float | None) -> str:
     """A percentage."""
     return "-" if value is None else f"{value:.1f}%"
 
 
-def short(name: Any, limit: int = 90) -> str:
+def short(name: object, limit: int = 90) -> str:
     """A long name cut to ``limit`` characters."""
     text = str(name)
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def _limited(rows: list[Row], key: str, limit: int | None) -> tuple[list[Row], str]:
+def _limited(rows: Sequence[R], key: Callable[[R], float | None], limit: int | None, label: str) -> tuple[list[R], str]:
     if limit is None or len(rows) <= limit:
-        return rows, ""
-    kept = sorted(rows, key=lambda r: (r.get(key) is None, -(r.get(key) or 0)))[:limit]
-    kept.sort(key=lambda r: r.get("rank", 0))
-    return kept, f" {limit} of {len(rows)} ranks shown (largest {key}); all are in the JSON."
+        return list(rows), ""
+    kept = sorted(rows, key=lambda r: (key(r) is None, -(key(r) or 0)))[:limit]
+    kept.sort(key=lambda r: r.rank or 0)
+    return kept, f" {limit} of {len(rows)} ranks shown (largest {label}); all are in the JSON."
 
 
 def _table(
@@ -66,133 +75,124 @@ def _table(
     return Table(key, title, tuple(columns), body, caption.strip(), flags, empty)
 
 
-def run_facts(doc: dict[str, Any]) -> Table:
+def run_facts(a: Analysis) -> Table:
     """Run facts as a two-column table."""
-    run = doc["run"]
-    ranks = run["ranks"]
-    steps = doc["steps"]["per_rank"]
+    run = a.run
+    ranks = run.ranks
     rows = [
-        ("ranks", f"{len(ranks)} ({', '.join(str(r['rank']) for r in ranks[:16])}{'…' if len(ranks) > 16 else ''})"),
-        ("world size", str(run.get("world_size") or "not recorded")),
-        ("backend", str(run.get("backend") or "not recorded")),
-        ("devices", ", ".join(run.get("devices") or []) or "none recorded"),
-        ("GPU activity", "yes" if run.get("has_gpu") else "none (CPU-only run)"),
-        ("steps per rank", str(max((s["count"] for s in steps), default=0))),
-        ("trace span", f"{ms(run.get('span_ns'))} ms"),
-        ("trace files", f"{len(ranks)}" + (f", {len(run['skipped'])} skipped" if run.get("skipped") else "")),
-        ("tracekit", str(doc.get("tracekit_version"))),
+        ("ranks", f"{len(ranks)} ({', '.join(str(r.rank) for r in ranks[:16])}{'…' if len(ranks) > 16 else ''})"),
+        ("world size", str(run.world_size or "not recorded")),
+        ("backend", str(run.backend or "not recorded")),
+        ("devices", ", ".join(run.devices) or "none recorded"),
+        ("GPU activity", "yes" if run.has_gpu else "none (CPU-only run)"),
+        ("steps per rank", str(max((s.count for s in a.steps.per_rank), default=0))),
+        ("steps found from", a.steps.source.value if a.steps.source is not None else "ProfilerStep#N"),
+        ("trace span", f"{ms(run.span_ns)} ms"),
+        ("trace files", f"{len(ranks)}" + (f", {len(run.skipped)} skipped" if run.skipped else "")),
+        ("tracekit", a.tracekit_version),
     ]
-    if doc.get("analysis_seconds") is not None:
-        rows.append(("analysis time", f"{doc['analysis_seconds']:.2f} s"))
+    if a.analysis_seconds is not None:
+        rows.append(("analysis time", f"{a.analysis_seconds:.2f} s"))
     return _table("facts", "Facts", ["fact", "value"], rows, numeric=[False, False])
 
 
-def trace_files(doc: dict[str, Any]) -> Table:
+def trace_files(a: Analysis) -> Table:
     """Which file is which rank, and how that was decided; skipped files."""
-    rows = [
-        (str(r["rank"]), short(r["source"], 120), r["rank_source"], f"{r['events']:,}") for r in doc["run"]["ranks"]
-    ]
-    rows += [("skipped", short(s["path"], 120), short(s["reason"], 120), "") for s in doc["run"].get("skipped", [])]
+    rows = [(str(r.rank), short(r.source, 120), r.rank_source, f"{r.events:,}") for r in a.run.ranks]
+    rows += [("skipped", short(s.path, 120), short(s.reason, 120), "") for s in a.run.skipped]
     return _table(
         "files", "Trace files", ["rank", "file", "rank from", "events"], rows, numeric=[True, False, False, True]
     )
 
 
-def step_times(doc: dict[str, Any], limit: int | None) -> Table:
+def step_times(a: Analysis, limit: int | None) -> Table:
     """Step time per rank."""
-    rows, note = _limited(doc["steps"]["per_rank"], "mean_ns", limit)
+    rows, note = _limited(a.steps.per_rank, lambda r: r.mean_ns, limit, "mean_ns")
     return _table(
         "steps",
         "Step time per rank (host, ms)",
         ["rank", "steps", "mean", "median", "p95", "min", "max"],
         (
-            [
-                str(r["rank"]),
-                str(r["count"]),
-                ms(r["mean_ns"]),
-                ms(r["median_ns"]),
-                ms(r["p95_ns"]),
-                ms(r["min_ns"]),
-                ms(r["max_ns"]),
-            ]
+            [str(r.rank), str(r.count), ms(r.mean_ns), ms(r.median_ns), ms(r.p95_ns), ms(r.min_ns), ms(r.max_ns)]
             for r in rows
         ),
         note,
-        empty="No ProfilerStep#N ranges in these traces: per-step figures are not available.",
+        empty="No steps in these traces: per-step figures are not available.",
     )
 
 
-def phases(doc: dict[str, Any]) -> Table:
+def phases(a: Analysis) -> Table:
     """Phase (top-level annotation) breakdown over ranks and steps."""
-    ann = doc["annotations"]
-    gpu = doc["run"].get("has_gpu")
-    rank_steps = max(1, sum(r["count"] for r in doc["steps"]["per_rank"]))
+    ann = a.annotations
+    gpu = a.run.has_gpu
+    rank_steps = max(1, sum(r.count for r in a.steps.per_rank))
     columns = ["phase", "mean ms/step", "median", "p95", "share", *(["GPU ms/step"] if gpu else [])]
     rows = (
         [
-            short(r["name"]),
-            ms(r["step_mean_ns"]),
-            ms(r["step_median_ns"]),
-            ms(r["step_p95_ns"]),
-            pct(r["cpu_pct"]),
-            *([ms(r["gpu_ns"] / rank_steps)] if gpu else []),
+            short(r.name),
+            ms(r.step_mean_ns),
+            ms(r.step_median_ns),
+            ms(r.step_p95_ns),
+            pct(r.cpu_pct),
+            *([ms(r.gpu_ns / rank_steps)] if gpu else []),
         ]
-        for r in ann["summary"]
+        for r in ann.summary
     )
     return _table(
         "phases",
         "Phases (host time per step, over ranks and steps)",
         columns,
         rows,
-        f"Level: {ann['level']}. Shares are of step time and sum to 100%.",
+        f"Level: {ann.level}. Shares are of step time and sum to 100%.",
         numeric=[False, *([True] * (len(columns) - 1))],
         empty="No user annotations (record_function / NVTX ranges) were recorded.",
     )
 
 
-def phases_per_rank(doc: dict[str, Any], limit: int | None) -> Table:
+@dataclass(frozen=True)
+class _RankPhases:
+    rank: int
+    means: dict[str, float | None]
+    total: float
+
+
+def phases_per_rank(a: Analysis, limit: int | None) -> Table:
     """Mean host ms per step of each phase, per rank (the stacked-bar data)."""
-    names = [r["name"] for r in doc["annotations"]["summary"]]
-    by_rank: dict[int, dict[str, Any]] = {}
-    for r in doc["annotations"]["per_rank"]:
-        by_rank.setdefault(r["rank"], {"rank": r["rank"]})[r["name"]] = r["step_mean_ns"]
-    rows = list(by_rank.values())
-    for row in rows:
-        row["total"] = sum(v or 0 for k, v in row.items() if k in names)
-    rows, note = _limited(rows, "total", limit)
+    names = [r.name for r in a.annotations.summary]
+    by_rank: dict[int, dict[str, float | None]] = {}
+    for r in a.annotations.per_rank:
+        by_rank.setdefault(r.rank or 0, {})[r.name] = r.step_mean_ns
+    data = [_RankPhases(rank, m, sum(v or 0 for k, v in m.items() if k in names)) for rank, m in by_rank.items()]
+    rows, note = _limited(data, lambda r: r.total, limit, "total")
     return _table(
         "phases_per_rank",
         "Phases per rank (host ms per step)",
         ["rank", *map(short, names)],
-        ([str(r["rank"]), *(ms(r.get(n)) for n in names)] for r in rows),
+        ([str(r.rank), *(ms(r.means.get(n)) for n in names)] for r in rows),
         note,
         empty="No user annotations were recorded.",
     )
 
 
-def gpu_breakdown(doc: dict[str, Any], limit: int | None) -> Table:
+def gpu_breakdown(a: Analysis, limit: int | None) -> Table:
     """GPU time breakdown and overlap per rank."""
-    overlap = {r["rank"]: r for r in doc["overlap"]["per_rank"]}
-    rows = [
-        dict(r, **{f"ov_{k}": v for k, v in overlap.get(r["rank"], {}).items()})
-        for r in doc["gpu_breakdown"]["per_rank"]
-    ]
-    rows, note = _limited(rows, "idle_pct", limit)
-    window = "profiler steps" if doc["gpu_breakdown"]["window"] == "steps" else "first to last GPU activity"
+    overlap = {r.rank: r for r in a.overlap.per_rank}
+    rows, note = _limited(a.gpu_breakdown.per_rank, lambda r: r.idle_pct, limit, "idle_pct")
+    window = "profiler steps" if a.gpu_breakdown.window.value == "steps" else "first to last GPU activity"
     return _table(
         "gpu",
         "GPU time breakdown per rank",
         ["rank", "window ms", "compute", "comm", "memory", "idle", "collective ms", "overlap"],
         (
             [
-                str(r["rank"]),
-                ms(r["window_ns"]),
-                pct(r["compute_pct"]),
-                pct(r["comm_pct"]),
-                pct(r["memory_pct"]),
-                pct(r["idle_pct"]),
-                ms(r.get("ov_comm_ns")),
-                pct(r.get("ov_overlap_pct")),
+                str(r.rank),
+                ms(r.window_ns),
+                pct(r.compute_pct),
+                pct(r.comm_pct),
+                pct(r.memory_pct),
+                pct(r.idle_pct),
+                ms(o.comm_ns if (o := overlap.get(r.rank)) else None),
+                pct(o.overlap_pct if o else None),
             ]
             for r in rows
         ),
@@ -202,40 +202,37 @@ def gpu_breakdown(doc: dict[str, Any], limit: int | None) -> Table:
     )
 
 
-def host_breakdown(doc: dict[str, Any], limit: int | None) -> Table | None:
+def host_breakdown(a: Analysis, limit: int | None) -> Table | None:
     """The host timeline of a CPU-only run."""
-    host = doc.get("host_breakdown")
-    if not host:
+    host = a.host_breakdown
+    if host is None:
         return None
-    rows, note = _limited(host["per_rank"], "idle_pct", limit)
+    rows, note = _limited(host.per_rank, lambda r: r.idle_pct, limit, "idle_pct")
     return _table(
         "host",
         "Host time breakdown per rank (CPU-only run)",
         ["rank", "window ms", "operators", "collectives", "idle"],
-        (
-            [str(r["rank"]), ms(r["window_ns"]), pct(r["compute_pct"]), pct(r["comm_pct"]), pct(r["idle_pct"])]
-            for r in rows
-        ),
+        ([str(r.rank), ms(r.window_ns), pct(r.compute_pct), pct(r.comm_pct), pct(r.idle_pct)] for r in rows),
         "The host is the device of a CPU-only run: operators as compute, gloo/MPI work as collectives." + note,
     )
 
 
-def stragglers(doc: dict[str, Any], limit: int | None) -> Table:
+def stragglers(a: Analysis, limit: int | None) -> Table:
     """Who arrives last at collectives."""
-    s = doc["stragglers"]
-    rows, note = _limited(s["per_rank"], "score", limit)
-    named = ", ".join(f"rank {x['rank']} ({x['cause']})" for x in s["stragglers"]) or "none"
+    s = a.stragglers
+    rows, note = _limited(s.per_rank, lambda r: r.score, limit, "score")
+    named = ", ".join(f"rank {x.rank} ({x.phase or x.cause.value})" for x in s.stragglers) or "none"
     return _table(
         "stragglers",
         "Collectives: who arrives last",
         ["rank", "last / collectives", "mean lateness ms", "others waited ms", "score"],
         (
             [
-                str(r["rank"]),
-                f"{r['times_last']}/{r['instances']}",
-                ms(r["mean_lateness_ns"]),
-                ms(r["caused_wait_ns"]),
-                pct(100 * (r["score"] or 0)),
+                str(r.rank),
+                f"{r.times_last}/{r.instances}",
+                ms(r.mean_lateness_ns),
+                ms(r.caused_wait_ns),
+                pct(100 * (r.score or 0)),
             ]
             for r in rows
         ),
@@ -244,10 +241,9 @@ def stragglers(doc: dict[str, Any], limit: int | None) -> Table:
     )
 
 
-def collectives(doc: dict[str, Any], limit: int = 40) -> Table:
+def collectives(a: Analysis, limit: int = 40) -> Table:
     """Matched collective instances."""
-    inst = doc["collectives"]["instances"]
-    rows = inst[:limit]
+    inst = a.collectives.instances
     note = f" {limit} of {len(inst)} shown." if len(inst) > limit else ""
     return _table(
         "collectives",
@@ -255,15 +251,15 @@ def collectives(doc: dict[str, Any], limit: int = 40) -> Table:
         ["operation", "k", "ranks", "latency floor ms", "spread ms", "last rank", "last ranks"],
         (
             [
-                short(r["op"], 40),
-                str(r["k"]),
-                str(r["ranks"]),
-                ms(r["floor_ns"]),
-                ms(r["spread_ns"]),
-                str(r["last_rank"]),
-                ", ".join(map(str, r["last_ranks"] or [])),
+                short(r.op, 40),
+                str(r.k),
+                str(r.ranks),
+                ms(r.floor_ns),
+                ms(r.spread_ns),
+                str(r.last_rank),
+                ", ".join(map(str, r.last_ranks)),
             ]
-            for r in rows
+            for r in inst[:limit]
         ),
         "Latency floor = the shortest duration over ranks; the rest of each rank's duration is waiting." + note,
         numeric=[False, True, True, True, True, True, False],
@@ -271,38 +267,38 @@ def collectives(doc: dict[str, Any], limit: int = 40) -> Table:
     )
 
 
-def dataloader(doc: dict[str, Any], limit: int | None) -> Table:
+def dataloader(a: Analysis, limit: int | None) -> Table:
     """DataLoader gaps per rank."""
-    dl = doc["dataloader"]
-    rows, note = _limited(dl["per_rank"], "share_pct", limit)
-    has = any(r["fetch_ns"] for r in dl["per_rank"])
+    dl = a.dataloader
+    rows, note = _limited(dl.per_rank, lambda r: r.share_pct, limit, "share_pct")
+    has = any(r.fetch_ns for r in dl.per_rank)
     return _table(
         "dataloader",
         "DataLoader gaps per rank",
         ["rank", "host fetch ms", "device idle ms", "share"],
-        ([str(r["rank"]), ms(r["fetch_ns"]), ms(r["idle_ns"]), pct(r["share_pct"])] for r in rows) if has else [],
-        f"Measured as {dl['measure']}." + note,
+        ([str(r.rank), ms(r.fetch_ns), ms(r.idle_ns), pct(r.share_pct)] for r in rows) if has else [],
+        f"Measured as {dl.measure}." + note,
         empty="No DataLoader fetch ranges (enumerate(DataLoader)#…__next__, tracekit.phase/dataload_wait) "
         "were recorded.",
     )
 
 
-def syncs(doc: dict[str, Any], limit: int | None) -> Table:
+def syncs(a: Analysis, limit: int | None) -> Table:
     """Host syncs per rank."""
-    per = doc["host_syncs"]["per_rank"]
-    rows, note = _limited(per, "idle_after_ns", limit)
-    has = any(r["sync_calls"] or r["sync_ops"] or r["gpu_sync_events"] for r in per)
+    per = a.host_syncs.per_rank
+    rows, note = _limited(per, lambda r: r.idle_after_ns, limit, "idle_after_ns")
+    has = any(r.sync_calls or r.sync_ops or r.gpu_sync_events for r in per)
     return _table(
         "syncs",
         "Host syncs per rank",
         ["rank", "sync calls / step", ".item() / step", "GPU sync events", "GPU idle after ms"],
         (
             [
-                str(r["rank"]),
-                f"{r['per_step_calls']:.1f}",
-                f"{r['per_step_ops']:.1f}",
-                str(r["gpu_sync_events"]),
-                ms(r["idle_after_ns"]),
+                str(r.rank),
+                f"{r.per_step_calls or 0:.1f}",
+                f"{r.per_step_ops or 0:.1f}",
+                str(r.gpu_sync_events),
+                ms(r.idle_after_ns),
             ]
             for r in rows
         )
@@ -313,41 +309,41 @@ def syncs(doc: dict[str, Any], limit: int | None) -> Table:
     )
 
 
-def idle_causes(doc: dict[str, Any], limit: int | None) -> Table:
+@dataclass(frozen=True)
+class _RankIdle:
+    rank: int
+    by_cause: dict[str, int]
+    total: int
+
+
+def idle_causes(a: Analysis, limit: int | None) -> Table:
     """GPU idle by cause per rank."""
-    idle = doc.get("idle_causes")
-    causes = ("data", "host_sync", "peer", "launch", "unexplained")
-    by_rank: dict[int, dict[str, Any]] = {}
-    for r in (idle or {}).get("per_rank", []):
-        by_rank.setdefault(r["rank"], {"rank": r["rank"], "total": 0})[r["cause"]] = r["idle_ns"]
-        by_rank[r["rank"]]["total"] += r["idle_ns"]
-    rows, note = _limited(list(by_rank.values()), "total", limit)
+    rows_in = a.idle_causes.per_rank if a.idle_causes is not None else []
+    causes = list(dict.fromkeys(r.cause.value for r in rows_in))
+    by_rank: dict[int, dict[str, int]] = {}
+    for r in rows_in:
+        by_rank.setdefault(r.rank, {})[r.cause.value] = r.idle_ns
+    data = [_RankIdle(rank, c, sum(c.values())) for rank, c in by_rank.items()]
+    rows, note = _limited(data, lambda r: r.total, limit, "total")
     return _table(
         "idle",
         "GPU idle by cause (ms)",
         ["rank", *causes],
-        ([str(r["rank"]), *(ms(r.get(c, 0)) for c in causes)] for r in rows),
-        "Each idle interval has one cause, in priority order: data, host sync, peer, launch, unexplained." + note,
+        ([str(r.rank), *(ms(r.by_cause.get(c, 0)) for c in causes)] for r in rows),
+        "Each idle interval has one cause: what ended it and, when the host was late, what the host was doing." + note,
         empty="No GPU idle to attribute (no GPU activity).",
     )
 
 
-def kernels(doc: dict[str, Any], top: int = 15) -> Table:
+def kernels(a: Analysis, top: int = 15) -> Table:
     """Top GPU kernels."""
-    rows = doc["kernels"]["top"][:top]
+    rows = a.kernels.top[:top]
     return _table(
         "kernels",
         f"Top {min(top, len(rows))} GPU kernels over all ranks",
         ["kernel", "category", "count", "total ms", "mean us", "share"],
         (
-            [
-                short(r["name"]),
-                str(r["category"]),
-                f"{r['count']:,}",
-                ms(r["total_ns"]),
-                f"{r['mean_ns'] / 1e3:,.1f}",
-                pct(r["share_pct"]),
-            ]
+            [short(r.name), r.category, f"{r.count:,}", ms(r.total_ns), f"{r.mean_ns / 1e3:,.1f}", pct(r.share_pct)]
             for r in rows
         ),
         "Share of summed GPU activity time.",
@@ -356,69 +352,36 @@ def kernels(doc: dict[str, Any], top: int = 15) -> Table:
     )
 
 
-def capture_tables(doc: dict[str, Any]) -> list[Table]:
-    """The capture summary (phases, throughput, memory) when the folder had one."""
-    cap = doc.get("capture")
-    if not cap:
-        return []
-    phase_rows = (
-        [r["phase"], ms(r["mean_ns"]), ms(r["median_ns"]), ms(r["p95_ns"]), pct(r.get("share_pct"))]
-        for r in cap.get("phases", [])
+def costs(a: Analysis) -> Table:
+    """The share of each candidate bound."""
+    return _table(
+        "costs",
+        "Share of measured time per candidate bound",
+        ("bound", "mean over ranks", "worst rank's share", "worst rank"),
+        ((r.bound.value, pct(r.share_pct), pct(r.max_rank_share_pct), str(r.worst_rank)) for r in a.verdict.costs),
+        "Thresholds and rules: tracekit/analyzers/verdict.py.",
+        numeric=(False, True, True, True),
     )
-    t = cap.get("throughput", {})
-    facts = [
-        ("steps/s", f"{t['steps_per_s']:.2f}" if t.get("steps_per_s") else "-"),
-        ("global samples/s", f"{t['global_samples_per_s']:,.0f}" if t.get("global_samples_per_s") else "-"),
-        ("slowest rank", str(t.get("slowest_rank"))),
-        ("straggler", "yes" if t.get("is_straggler") else "no"),
-    ]
-    for r in cap.get("per_rank", []):
-        mem = r.get("memory", {})
-        peak = mem.get("peak_allocated_bytes", mem.get("peak_rss_bytes"))
-        label = "allocated" if "peak_allocated_bytes" in mem else "RSS"
-        if peak is not None:
-            facts.append((f"rank {r['rank']} peak memory", f"{peak / 2**20:,.0f} MiB {label}"))
-    return [
-        _table(
-            "capture_phases",
-            "Capture summary: phases (host ms)",
-            ["phase", "mean", "median", "p95", "share"],
-            phase_rows,
-            "From summary.json written by tracekit capture.",
-            numeric=[False, True, True, True, True],
-        ),
-        _table(
-            "capture_facts",
-            "Capture summary: throughput and memory",
-            ["measure", "value"],
-            facts,
-            numeric=[False, False],
-        ),
-    ]
 
 
-Builder = Callable[[dict[str, Any]], Table]
+Builder = Callable[["Analysis", "int | None"], "Table | None"]
 
 
-def all_tables(doc: dict[str, Any], *, limit: int | None) -> list[Table]:
+def all_tables(a: Analysis, *, limit: int | None) -> list[Table]:
     """Every table, in report order (after the verdict)."""
-    tables = [
-        run_facts(doc),
-        step_times(doc, limit),
-        phases(doc),
-        phases_per_rank(doc, limit),
-        gpu_breakdown(doc, limit),
-    ]
-    host = host_breakdown(doc, limit)
+    from tracekit.reports.capture_tables import capture_tables  # noqa: PLC0415  (it imports this module)
+
+    tables = [run_facts(a), step_times(a, limit), phases(a), phases_per_rank(a, limit), gpu_breakdown(a, limit)]
+    host = host_breakdown(a, limit)
     tables += [host] if host else []
     tables += [
-        stragglers(doc, limit),
-        collectives(doc),
-        dataloader(doc, limit),
-        syncs(doc, limit),
-        idle_causes(doc, limit),
-        kernels(doc),
-        *capture_tables(doc),
-        trace_files(doc),
+        stragglers(a, limit),
+        collectives(a),
+        dataloader(a, limit),
+        syncs(a, limit),
+        idle_causes(a, limit),
+        kernels(a),
+        *capture_tables(a.capture),
+        trace_files(a),
     ]
     return tables

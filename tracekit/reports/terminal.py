@@ -1,23 +1,23 @@
 """The terminal summary: the verdict, then the same tables as the Markdown and HTML reports.
 
-Rendered with rich from the JSON document (:func:`tracekit.reports.to_document`), through
-the shared :mod:`tracekit.reports.tables`, so the terminal, Markdown and HTML always agree.
+Rendered with rich from the typed analysis, through the shared :mod:`tracekit.reports.tables`
+and :mod:`tracekit.reports.sentences`, so the terminal, Markdown and HTML always agree.
 """
 
 from __future__ import annotations
 
 import io
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from rich.console import Console, Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
 from tracekit.reports import tables as tb
-from tracekit.reports.json_report import to_document
+from tracekit.reports.sentences import write_verdict
 
 if TYPE_CHECKING:
-    from tracekit.analyzers.analysis import Analysis
+    from tracekit.results.analysis import Analysis
 
 #: Above this many ranks, per-rank tables show the worst ranks only (the JSON has them all).
 MAX_RANK_ROWS = 16
@@ -28,6 +28,8 @@ _SKIPPED = ("collectives", "capture_phases", "capture_facts")
 class TerminalRenderer:
     """Renders an :class:`Analysis` as text for a terminal."""
 
+    name = "terminal"
+
     def __init__(self, *, top: int = 10, width: int = 120, color: bool = False) -> None:
         self.top = top
         self.width = width
@@ -35,64 +37,59 @@ class TerminalRenderer:
 
     def render(self, analysis: Analysis) -> str:
         """The summary as text (ANSI colored when ``color``)."""
-        return self.render_document(to_document(analysis))
-
-    def render_document(self, doc: dict[str, Any]) -> str:
-        """The summary of a report document as text."""
         buffer = io.StringIO()
         console = Console(
             file=buffer, width=self.width, force_terminal=self.color, no_color=not self.color, highlight=False
         )
-        console.print(Group(*self.sections(doc)))
+        console.print(Group(*self.sections(analysis)))
         return buffer.getvalue()
 
-    def sections(self, doc: dict[str, Any]) -> list[RenderableType]:
+    def sections(self, analysis: Analysis) -> list[RenderableType]:
         """The verdict, the run's warnings, then every shared table."""
-        out: list[RenderableType] = [verdict(doc), notes(doc)]
-        for table in tb.all_tables(doc, limit=MAX_RANK_ROWS):
+        out: list[RenderableType] = [verdict(analysis), notes(analysis)]
+        for table in tb.all_tables(analysis, limit=MAX_RANK_ROWS):
             if table.key not in _SKIPPED:
-                out.append(rich_table(tb.kernels(doc, top=self.top) if table.key == "kernels" else table))
+                out.append(rich_table(tb.kernels(analysis, top=self.top) if table.key == "kernels" else table))
         return out
 
 
-def verdict(doc: dict[str, Any]) -> Text:
+def verdict(analysis: Analysis) -> Text:
     """The verdict with its evidence and what to change."""
-    v = doc["verdict"]
-    p = v["primary"]
+    v = write_verdict(analysis.verdict)
+    p = v.primary
     text = Text()
     text.append("tracekit verdict", style="bold")
-    text.append(f" (measured on {v['measured_on']})\n")
-    good = p["kind"] in ("gpu-compute-bound", "compute-bound")
-    text.append(p["title"], style="bold green" if good else "bold red")
-    share = "" if p["share_pct"] is None else f"{p['share_pct']:.1f}% of the time, "
-    text.append(f"  [{share}confidence {p['confidence']}]\n")
-    for line in p["evidence"]:
+    text.append(f" (measured on {v.measured_on})\n")
+    text.append(p.title, style="bold green" if p.good else "bold red")
+    share = "" if p.share_pct is None else f"{p.share_pct:.1f}% of the time, "
+    text.append(f"  [{share}confidence {p.confidence}]\n")
+    for line in p.evidence:
         text.append(f"  - {line}\n")
-    for rec in p["recommendations"][:4]:
+    for rec in p.recommendations[:4]:
         text.append(f"  > {rec}\n", style="cyan")
-    for f in v["secondary"]:
-        share = "" if f["share_pct"] is None else f" ({f['share_pct']:.1f}%)"
-        text.append(f"also: {f['title']}{share}, confidence {f['confidence']}\n", style="yellow")
-        for line in f["evidence"][1:] if f["share_pct"] is not None else f["evidence"]:
+    for f in v.secondary:
+        share = "" if f.share_pct is None else f" ({f.share_pct:.1f}%)"
+        text.append(f"also: {f.title}{share}, confidence {f.confidence}\n", style="yellow")
+        for line in f.evidence[1:] if f.share_pct is not None else f.evidence:
             text.append(f"  - {line}\n")
-        if f["recommendations"]:
-            text.append(f"  > {f['recommendations'][0]}\n", style="cyan")
+        if f.recommendations:
+            text.append(f"  > {f.recommendations[0]}\n", style="cyan")
     return text
 
 
-def notes(doc: dict[str, Any]) -> Text:
+def notes(analysis: Analysis) -> Text:
     """What the analysis wants the reader to know before the tables: the run, skips, warnings."""
-    run = doc["run"]
-    ranks = [r["rank"] for r in run["ranks"]]
+    run = analysis.run
+    ranks = [r.rank for r in run.ranks]
     text = Text()
     text.append("\ntracekit analysis", style="bold")
     text.append(
-        f"  ranks: {len(ranks)} ({_rank_list(ranks)})   world size: {run.get('world_size') or 'not recorded'}"
-        f"   backend: {run.get('backend') or 'not recorded'}\n"
+        f"  ranks: {len(ranks)} ({_rank_list(ranks)})   world size: {run.world_size or 'not recorded'}"
+        f"   backend: {run.backend or 'not recorded'}\n"
     )
-    for path, reason in ((s["path"], s["reason"]) for s in run.get("skipped", [])):
-        text.append(f"skipped {path}: {reason}\n", style="yellow")
-    for warning in run.get("warnings", []):
+    for skipped in run.skipped:
+        text.append(f"skipped {skipped.path}: {skipped.reason}\n", style="yellow")
+    for warning in run.warnings:
         text.append(f"warning: {warning}\n", style="yellow")
     return text
 

@@ -86,3 +86,10 @@ class MeasuredOn(str, Enum):
 
     GPU = "gpu"
     HOST = "host"  # a CPU-only run: the host is the device
+
+
+class NoteKind(str, Enum):
+    """Findings that are facts worth acting on but not bounds."""
+
+    HOST_SYNCS = "host-syncs"  # per-step host reads of device values (.item())
+    LOW_OVERLAP = "low-overlap"  # compute hides little of the collective time

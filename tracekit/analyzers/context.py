@@ -1,0 +1,88 @@
+"""What the analyses share: the options, and the intermediates of the ranks being mapped.
+
+A :class:`RankContext` holds the events of one shard of ranks (one rank, or several: every
+per-rank analysis groups by rank, so a shard's results are the union of its ranks' results)
+and computes each shared intermediate once, when the first analysis asks for it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+from typing import TYPE_CHECKING
+
+from tracekit.analyzers import timeline
+from tracekit.analyzers.dataloader import fetch_ranges
+from tracekit.analyzers.steps import StepResult, analyze_steps, gpu_activity
+from tracekit.analyzers.syncs import SyncResult, host_syncs
+from tracekit.results.vocab import WindowKind
+
+if TYPE_CHECKING:
+    import polars as pl
+
+    from tracekit.model.run import Run
+
+
+@dataclass(frozen=True)
+class Options:
+    """How to analyze: which window the shares are of; whether the run has GPU activity.
+
+    ``has_gpu`` is a fact of the whole run (decided before mapping), so that every shard
+    measures the same timeline: the GPU's, or the host's on a CPU-only run.
+    """
+
+    window: WindowKind = WindowKind.STEPS
+    has_gpu: bool = True
+
+
+class RankContext:
+    """The events of a shard of ranks, with the intermediates the per-rank analyses share."""
+
+    def __init__(self, run: Run, options: Options) -> None:
+        self.run = run
+        self.options = options
+
+    @property
+    def has_gpu(self) -> bool:
+        """Whether the run's device timeline is the GPU's."""
+        return self.options.has_gpu
+
+    @cached_property
+    def activity(self) -> pl.DataFrame:
+        """GPU activities with their launch times."""
+        return gpu_activity(self.run)
+
+    @cached_property
+    def steps(self) -> StepResult:
+        """The steps of each rank and their windows."""
+        return analyze_steps(self.run, activity=self.activity)
+
+    @cached_property
+    def device(self) -> pl.DataFrame:
+        """The device timeline: GPU activity, or the host's on a CPU-only run."""
+        return self.activity if self.has_gpu else timeline.host_activity(self.run)
+
+    @cached_property
+    def frames(self) -> pl.DataFrame:
+        """The measured windows: rank, step, start_ns, end_ns."""
+        return timeline.windows(self.device, self.steps, self.options.window.value)
+
+    @cached_property
+    def segments(self) -> pl.DataFrame:
+        """The device timeline cut into flagged segments inside the windows."""
+        return timeline.segments(self.device, self.frames)
+
+    @cached_property
+    def gpu_segments(self) -> pl.DataFrame:
+        """The GPU's segments (none on a CPU-only run)."""
+        return self.segments if self.has_gpu else self.segments.clear()
+
+    @cached_property
+    def fetch(self) -> pl.DataFrame:
+        """Host DataLoader fetch ranges."""
+        return fetch_ranges(self.run)
+
+    @cached_property
+    def syncs(self) -> SyncResult:
+        """Host syncs per step."""
+        return host_syncs(self.run, self.activity, self.frames)

@@ -1,0 +1,33 @@
+"""The registry of analyses: each entry fills one field of :class:`~tracekit.results.analysis.Analysis`.
+
+To add an analysis: write its module (a per-rank function of a ``RankContext`` returning
+frames, a cross-rank function of the ``Reduced`` shards returning its typed section), add
+its section Struct as a field of ``Analysis``, and add one line here. Entries run in this
+order, so a cross-rank part may read the results of the entries above it.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from tracekit.analyzers import sections as s
+from tracekit.analyzers.mapreduce import Entry
+
+ANALYSES: Final[tuple[Entry, ...]] = (
+    Entry("tracekit_version", cross_rank=s.version),
+    Entry("facts", s.facts_map),
+    Entry("run", cross_rank=s.facts_reduce),
+    Entry("steps", s.steps_map, s.steps_reduce),
+    Entry("breakdown", s.breakdown_map),
+    Entry("gpu_breakdown", cross_rank=s.gpu_breakdown_reduce),
+    Entry("host_breakdown", cross_rank=s.host_breakdown_reduce),
+    Entry("overlap", s.overlap_map, s.overlap_reduce),
+    Entry("kernels", s.kernels_map, s.kernels_reduce),
+    Entry("annotations", s.annotations_map, s.annotations_reduce),
+    Entry("collectives", s.collectives_map, s.collectives_reduce),
+    Entry("stragglers", cross_rank=s.stragglers_reduce),
+    Entry("dataloader", s.dataloader_map, s.dataloader_reduce),
+    Entry("host_syncs", s.syncs_map, s.syncs_reduce),
+    Entry("idle_causes", s.idle_map, s.idle_reduce),
+    Entry("verdict", cross_rank=s.verdict_reduce),
+)

@@ -1,0 +1,281 @@
+"""Each analysis as a registry entry: its per-rank part and its cross-rank part (a typed section).
+
+The per-rank parts read the shared intermediates of a :class:`RankContext`; the cross-rank
+parts read the :class:`Reduced` shards and return the section of the typed result.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Final
+
+import polars as pl
+
+from tracekit import __version__
+from tracekit.analyzers import evidence as ev
+from tracekit.analyzers.annotations import annotations_per_step
+from tracekit.analyzers.breakdown import gpu_breakdown
+from tracekit.analyzers.collectives import find_collectives
+from tracekit.analyzers.convert import rows
+from tracekit.analyzers.dataloader import dataloader_gaps
+from tracekit.analyzers.idle import idle_causes
+from tracekit.analyzers.kernels import kernels_by_rank
+from tracekit.analyzers.overlap import comm_overlap
+from tracekit.analyzers.verdict import decide
+from tracekit.model.schema import GPU_ACTIVITY_KINDS
+from tracekit.results import rows as r
+from tracekit.results.analysis import (
+    BreakdownSection,
+    CollectivesSection,
+    DataLoaderSection,
+    IdleSection,
+    KernelsSection,
+    OverlapSection,
+    PhasesSection,
+    RankFacts,
+    RunFacts,
+    SkippedFile,
+    StepsSection,
+    StragglersSection,
+    SyncsSection,
+    Verdict,
+)
+from tracekit.results.vocab import MeasuredOn, WindowKind
+
+if TYPE_CHECKING:
+    from tracekit.analyzers.context import RankContext
+    from tracekit.analyzers.mapreduce import Parts, Reduced
+
+#: The longest GPU idle intervals kept in the result (all of them are in the details).
+IDLE_INTERVALS: Final = 50
+
+
+def steps_map(ctx: RankContext) -> Parts:
+    """Steps and step-time statistics."""
+    return {"steps": ctx.steps.steps, "stats": ctx.steps.stats}
+
+
+def steps_reduce(red: Reduced) -> StepsSection:
+    """Per-step rows and per-rank statistics."""
+    return StepsSection(per_step=rows(red.steps.steps, r.StepRow), per_rank=rows(red.steps.stats, r.StepStats))
+
+
+def breakdown_map(ctx: RankContext) -> Parts:
+    """Device time by what it did, per step and per rank."""
+    result = gpu_breakdown(ctx.segments, window=ctx.options.window.value)
+    return {"per_step": result.per_step, "per_rank": result.per_rank}
+
+
+def _breakdown(red: Reduced) -> BreakdownSection:
+    m = red.measured
+    return BreakdownSection(
+        window=WindowKind(m.window),
+        per_rank=rows(m.per_rank, r.BreakdownRow),
+        per_step=rows(m.per_step, r.BreakdownRow),
+    )
+
+
+def gpu_breakdown_reduce(red: Reduced) -> BreakdownSection:
+    """The GPU breakdown (empty on a CPU-only run)."""
+    if red.has_gpu:
+        return _breakdown(red)
+    return BreakdownSection(window=red.options.window, per_rank=[], per_step=[])
+
+
+def host_breakdown_reduce(red: Reduced) -> BreakdownSection | None:
+    """The host's breakdown on a CPU-only run, else None."""
+    return None if red.has_gpu else _breakdown(red)
+
+
+def overlap_map(ctx: RankContext) -> Parts:
+    """Comm/compute overlap on the GPU."""
+    result = comm_overlap(ctx.gpu_segments)
+    return {"per_step": result.per_step, "per_rank": result.per_rank}
+
+
+def overlap_reduce(red: Reduced) -> OverlapSection:
+    """Overlap per rank and step."""
+    o = red.overlap
+    return OverlapSection(per_rank=rows(o.per_rank, r.OverlapRow), per_step=rows(o.per_step, r.OverlapRow))
+
+
+def kernels_map(ctx: RankContext) -> Parts:
+    """GPU activities by rank and name."""
+    return {"by_rank": kernels_by_rank(ctx.activity)}
+
+
+def kernels_reduce(red: Reduced) -> KernelsSection:
+    """Kernels over the run and by category."""
+    k = red.kernels
+    return KernelsSection(by_category=rows(k.by_category, r.CategoryRow), top=rows(k.top, r.KernelRow))
+
+
+def annotations_map(ctx: RankContext) -> Parts:
+    """Top-level annotations per rank and step."""
+    return {"per_step": annotations_per_step(ctx.run, ctx.steps, ctx.activity)}
+
+
+def annotations_reduce(red: Reduced) -> PhasesSection:
+    """Phases over the run and per rank."""
+    a = red.annotations
+    return PhasesSection(level=a.level, summary=rows(a.summary, r.PhaseRow), per_rank=rows(a.per_rank, r.PhaseRow))
+
+
+def collectives_map(ctx: RankContext) -> Parts:
+    """Every collective of each rank."""
+    return {"found": find_collectives(ctx.run, ctx.activity, ctx.steps)}
+
+
+def collectives_reduce(red: Reduced) -> CollectivesSection:
+    """Instances matched across ranks (per-rank rows are details)."""
+    inst = red.collectives.instances
+    return CollectivesSection(instances=rows(inst, r.CollectiveInstance), count=inst.height)
+
+
+def stragglers_reduce(red: Reduced) -> StragglersSection:
+    """Who arrives last, and the stragglers named."""
+    s = red.stragglers
+    named = [
+        r.Straggler(
+            rank=x.rank,
+            score=round(x.score, 4),
+            times_last=x.times_last,
+            instances=x.instances,
+            caused_wait_ns=round(x.caused_wait_ns, 4),
+            cause=x.cause,
+            phase=x.phase,
+            cause_excess_ns=round(x.cause_excess_ns, 4),
+        )
+        for x in s.stragglers
+    ]
+    return StragglersSection(
+        stragglers=named, per_rank=rows(s.per_rank, r.StragglerRank), lateness_matrix=rows(s.matrix, r.LatenessCell)
+    )
+
+
+def dataloader_map(ctx: RankContext) -> Parts:
+    """DataLoader gaps per rank and step."""
+    result = dataloader_gaps(ctx.run, ctx.segments, ctx.frames, has_gpu=ctx.has_gpu, fetch=ctx.fetch)
+    return {"per_step": result.per_step, "per_rank": result.per_rank}
+
+
+def dataloader_reduce(red: Reduced) -> DataLoaderSection:
+    """DataLoader gaps."""
+    d = red.dataloader
+    return DataLoaderSection(
+        measure=d.measure, per_rank=rows(d.per_rank, r.DataLoaderRow), per_step=rows(d.per_step, r.DataLoaderRow)
+    )
+
+
+def syncs_map(ctx: RankContext) -> Parts:
+    """Host syncs per rank and step."""
+    return {"per_step": ctx.syncs.per_step, "per_rank": ctx.syncs.per_rank}
+
+
+def syncs_reduce(red: Reduced) -> SyncsSection:
+    """Host syncs."""
+    s = red.syncs
+    return SyncsSection(per_rank=rows(s.per_rank, r.SyncRow), per_step=rows(s.per_step, r.SyncRow))
+
+
+def idle_map(ctx: RankContext) -> Parts:
+    """GPU idle intervals and their causes (nothing on a CPU-only run)."""
+    if not ctx.has_gpu:
+        return {}
+    result = idle_causes(ctx.run, ctx.segments, ctx.frames, ctx.fetch, ctx.syncs.calls)
+    return {"intervals": result.intervals, "per_rank": result.per_rank}
+
+
+def idle_reduce(red: Reduced) -> IdleSection | None:
+    """GPU idle by cause, and the longest intervals."""
+    idle = red.idle
+    if idle is None:
+        return None
+    longest = idle.intervals.sort(["length_ns", "rank", "start_ns"], descending=[True, False, False]).head(
+        IDLE_INTERVALS
+    )
+    return IdleSection(per_rank=rows(idle.per_rank, r.IdleCauseRow), longest=rows(longest, r.IdleInterval))
+
+
+def facts_map(ctx: RankContext) -> Parts:
+    """Event counts and the span of each rank."""
+    events = ctx.run.events
+    counts = events.group_by("rank").agg(
+        events=pl.len(),
+        gpu_events=pl.col("kind").is_in(GPU_ACTIVITY_KINDS).sum(),
+        start_ns=pl.col("start_ns").min(),
+        end_ns=pl.col("end_ns").max(),
+    )
+    return {"span": counts.sort("rank")}
+
+
+def facts_reduce(red: Reduced) -> RunFacts:
+    """What the run is."""
+    run = red.run_meta
+    counts = {row["rank"]: row for row in red.part("facts", "span").iter_rows(named=True)}
+    warnings = list(run.warnings)
+    if not red.has_gpu:
+        warnings.append(
+            "no GPU activity in these traces: a CPU-only run; GPU breakdown, overlap "
+            "and kernel tables are empty, host-side steps and phases are reported"
+        )
+    return RunFacts(
+        ranks=[
+            RankFacts(
+                rank=i.rank,
+                source=i.source,
+                rank_source=i.rank_source,
+                world_size=i.world_size,
+                backend=i.backend,
+                devices=list(i.devices),
+                events=int(counts.get(i.rank, {}).get("events") or 0),
+                gpu_events=int(counts.get(i.rank, {}).get("gpu_events") or 0),
+            )
+            for i in run.ranks
+        ],
+        world_size=run.world_size,
+        backend=run.backend,
+        devices=run.devices,
+        has_gpu=red.has_gpu,
+        span_ns=red.span_ns,
+        skipped=[SkippedFile(path=s.path, reason=s.reason) for s in run.skipped],
+        warnings=warnings,
+    )
+
+
+def verdict_reduce(red: Reduced) -> Verdict:
+    """The verdict from every cost, with the evidence behind it."""
+    measured_on = MeasuredOn.GPU if red.has_gpu else MeasuredOn.HOST
+    costs = ev.costs(
+        red.measured,
+        measured_on=measured_on,
+        collectives=red.collectives,
+        dataloader=red.dataloader,
+        idle=red.idle,
+        has_stragglers=bool(red.stragglers.stragglers),
+    )
+    decision = decide(costs, stragglers=red.stragglers)
+    notes = [f for f in (ev.sync_finding(red.syncs, has_gpu=red.has_gpu),) if f]
+    comms = decision.costs.filter(pl.col("bound") == "comms-bound")["share_pct"].sum()
+    if (low := ev.overlap_finding(red.overlap, float(comms))) is not None:
+        notes.append(low)
+    evidence = ev.evidence(
+        steps=red.steps,
+        dataloader=red.dataloader,
+        collectives=red.collectives,
+        stragglers=red.stragglers,
+        overlap=red.overlap if red.has_gpu else None,
+        syncs=red.syncs,
+        kernels=red.kernels,
+    )
+    return Verdict(
+        measured_on=measured_on,
+        primary=decision.primary,
+        secondary=[*decision.secondary, *notes],
+        costs=rows(decision.costs, r.CostRow),
+        evidence=evidence,
+    )
+
+
+def version(_: Reduced) -> str:
+    """The tracekit version that made the result."""
+    return __version__

@@ -1,0 +1,264 @@
+"""The words of a report: titles, evidence and advice, written from structured findings.
+
+Analyzers return numbers and enums; every sentence a reader sees is made here, once, and
+shared by the terminal, Markdown and HTML renderers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Final
+
+from tracekit.results.vocab import BoundKind, Confidence, NoteKind, StragglerCause
+
+if TYPE_CHECKING:
+    from tracekit.results.analysis import Evidence, Finding, StragglerEvidence, Verdict
+
+TITLES: Final = {
+    BoundKind.DATA: "Data-bound: the device waits for the DataLoader",
+    BoundKind.COMMS: "Comms-bound: collectives are exposed, not hidden behind compute",
+    BoundKind.STRAGGLER: "Straggler-bound: ranks wait at collectives for the last rank to arrive",
+    BoundKind.SYNC: "Sync-bound: host syncs drain the GPU queue every step",
+    BoundKind.LAUNCH: "Launch-bound: the GPU starves while the host dispatches many small ops",
+    BoundKind.HOST: "Host-bound: the GPU waits while the host does CPU work",
+    BoundKind.TRANSFER: "Transfer-bound: copies between host and device (or peers) take the device's time",
+    BoundKind.DEPENDENCY: "Dependency-bound: the GPU waits on events and other streams, not on the host",
+    BoundKind.IDLE: "The GPU sits idle, and the trace does not show why",
+    BoundKind.GPU_COMPUTE: "GPU-compute-bound: the GPU is busy computing",
+    BoundKind.COMPUTE: "Compute-bound: the host is busy computing (CPU-only run)",
+    BoundKind.MIXED: "Mixed: no single bound dominates",
+    BoundKind.UNDETERMINED: "No verdict: nothing was measured in these traces",
+}
+
+RECOMMENDATIONS: Final[dict[BoundKind, tuple[str, ...]]] = {
+    BoundKind.DATA: (
+        "Raise DataLoader num_workers (start at 4-8 per GPU) so batches are prepared ahead of the step.",
+        "Set persistent_workers=True so workers survive between epochs.",
+        "Set pin_memory=True and copy with .to(device, non_blocking=True) to overlap the copy with compute.",
+        "Raise prefetch_factor (default 2) if workers keep up on average but not at every step.",
+        "Move decoding/augmentation off the training process (pre-process, or GPU augmentation).",
+    ),
+    BoundKind.COMMS: (
+        "Tune DDP bucket_cap_mb (default 25): larger buckets mean fewer, better-utilized collectives.",
+        "Keep communication overlapped with backward: avoid find_unused_parameters=True unless needed, "
+        "use gradient_as_bucket_view=True.",
+        "Send less: bf16 gradients (a DDP comm hook such as bf16_compress_hook), or FSDP/ZeRO sharding.",
+        "Do more compute per collective: a larger per-rank batch or gradient accumulation with no_sync().",
+        "Check the interconnect: NCCL_DEBUG=INFO shows the transport (NVLink/IB vs. sockets).",
+    ),
+    BoundKind.STRAGGLER: (
+        "Look at the straggler's cause below: the phase that takes longer on it than on the median rank.",
+        "A slow data phase on one rank: give that rank's loader more workers or check its storage.",
+        "A slow compute phase on one rank: check that host/GPU for throttling, other processes, or a "
+        "slower device (nvidia-smi -q -d PERFORMANCE,CLOCK).",
+        "Uneven work per rank (variable sequence lengths): bucket or pack samples to balance the load.",
+    ),
+    BoundKind.SYNC: (
+        "Remove per-step .item(), .cpu(), .tolist() and print(loss): keep metrics on the device and read "
+        "them every N steps.",
+        "Find the syncs: torch.cuda.set_sync_debug_mode('warn') reports every synchronizing call.",
+        "Copy to pinned memory (pin_memory=True, .to(non_blocking=True)): copies to pageable memory block the host.",
+        "Avoid data-dependent shapes (torch.nonzero, boolean masks) in the step, which force a sync.",
+    ),
+    BoundKind.LAUNCH: (
+        "The GPU starves while Python launches kernels: capture the step with CUDA graphs, or "
+        "torch.compile(mode='reduce-overhead').",
+        "Fuse small ops (torch.compile, fused optimizers: AdamW(fused=True) / foreach=True).",
+        "Raise the per-GPU batch size so each launch does more work.",
+    ),
+    BoundKind.HOST: (
+        "The host does CPU work between launches: find it in the host ranges named in the evidence "
+        "(py-spy record, or torch.profiler with_stack=True).",
+        "Move CPU preprocessing into DataLoader workers, or onto the GPU.",
+    ),
+    BoundKind.TRANSFER: (
+        "Copy less between host and device: keep tensors on the device across steps.",
+        "Use pinned memory and non_blocking copies on a side stream so copies overlap compute.",
+        "Check the copies' sizes and directions in the kernel table; batch many small copies into one.",
+    ),
+    BoundKind.DEPENDENCY: (
+        "The GPU waits on events or other streams: look at cross-stream dependencies (record_stream, "
+        "wait_stream, events) and whether the work they wait for could start earlier.",
+    ),
+    BoundKind.IDLE: (
+        "The GPU waits while the trace shows no host activity: the time goes to code the profiler does not "
+        "record (Python outside operators, checkpointing, logging, evaluation, torch.compile).",
+        "Sample the host during the gaps: py-spy record -o profile.svg --pid <training process>.",
+        "Record Python frames with torch.profiler(with_stack=True) to see what runs between operators.",
+        "Profile steady-state steps only: compilation and warmup belong in the profiler's wait/warmup steps.",
+    ),
+    BoundKind.GPU_COMPUTE: (
+        "The GPU is busy: make each kernel cheaper. Use bf16 autocast, and TF32 for fp32 matmuls "
+        "(torch.backends.cuda.matmul.allow_tf32 = True).",
+        "Use fused attention (torch.nn.functional.scaled_dot_product_attention / FlashAttention).",
+        "torch.compile to fuse elementwise ops; look at the top kernels for the largest targets.",
+    ),
+    BoundKind.COMPUTE: (
+        "The host computes most of the step: on CPU, use more threads per rank (torch.set_num_threads) "
+        "or fewer ranks per machine; on GPUs, this run would be compute-bound.",
+    ),
+}
+
+NOTE_RECOMMENDATIONS: Final[dict[NoteKind, tuple[str, ...]]] = {
+    NoteKind.HOST_SYNCS: (
+        "Keep per-step metrics on the device (accumulate in a tensor) and read them every N steps.",
+        "Find the callers with torch.cuda.set_sync_debug_mode('warn').",
+    ),
+    NoteKind.LOW_OVERLAP: (
+        "Overlap gradient all-reduce with backward (DDP buckets, no find_unused_parameters), and "
+        "prefetch parameters in FSDP (forward_prefetch / backward_prefetch).",
+    ),
+}
+
+GOOD: Final = (BoundKind.GPU_COMPUTE, BoundKind.COMPUTE)
+
+
+def ms(ns: float | None) -> str:
+    """ns as '1.23 ms'."""
+    return "-" if ns is None else f"{ns / 1e6:.2f} ms"
+
+
+def title(finding: Finding, verdict: Verdict) -> str:
+    """The headline of a finding."""
+    if finding.note is NoteKind.HOST_SYNCS:
+        return f"{finding.value or 0:.1f} host reads of device values (.item()) per step outside the optimizer"
+    if finding.note is NoteKind.LOW_OVERLAP:
+        return f"Compute hides only {finding.value or 0:.1f}% of collective time"
+    bound = finding.bound or BoundKind.UNDETERMINED
+    if bound is BoundKind.STRAGGLER and finding.straggler_rank is not None:
+        return f"Straggler-bound: rank {finding.straggler_rank} arrives last and the others wait for it"
+    if bound is BoundKind.COMPUTE or (bound is BoundKind.GPU_COMPUTE and verdict.measured_on.value == "host"):
+        return TITLES[BoundKind.COMPUTE]
+    return TITLES[bound]
+
+
+def is_good(finding: Finding) -> bool:
+    """Whether the finding is where a run should be (compute-bound)."""
+    return finding.bound in GOOD
+
+
+def cause(s: StragglerEvidence) -> str:
+    """A straggler's cause as a sentence fragment."""
+    excess = ms(s.cause_excess_ns)
+    if s.cause is StragglerCause.LATE_START:
+        return f"it starts its steps {excess} later than the median rank, per step"
+    if s.cause is StragglerCause.NO_PHASES:
+        return "no phase annotations to compare with the other ranks: add record_function ranges"
+    if s.cause is StragglerCause.NOT_IN_PHASES:
+        return "no annotated phase takes longer than on the median rank: look at host work outside the ranges"
+    return f"its {s.phase} takes {excess} longer per step than on the median rank"
+
+
+def evidence(finding: Finding, verdict: Verdict) -> list[str]:
+    """The evidence lines of a finding, from the numbers behind it."""
+    e = verdict.evidence
+    if finding.note is NoteKind.HOST_SYNCS:
+        note = (
+            "each forces the host to wait for the GPU and drains its queue"
+            if finding.confidence is not Confidence.LOW
+            else "free on this CPU-only run, but on GPU tensors each one stalls the host until the GPU is done"
+        )
+        reads = f"{finding.value or 0:.1f} per step per rank"
+        return [f"aten::item / aten::_local_scalar_dense outside Optimizer.step: {reads}; {note}"]
+    if finding.note is NoteKind.LOW_OVERLAP:
+        return [f"overlap per rank: {', '.join(f'{v:.0f}%' for v in finding.values)}"]
+    lines = []
+    if finding.share_pct is not None:
+        lines.append(
+            f"{finding.share_pct:.1f}% of the measured time on average over ranks "
+            f"(most on rank {finding.worst_rank}: {finding.max_rank_share_pct or 0:.1f}%)"
+        )
+    return lines + _bound_lines(finding.bound, e)
+
+
+def _bound_lines(bound: BoundKind | None, e: Evidence) -> list[str]:  # noqa: PLR0911  (one case per bound)
+    if bound is BoundKind.DATA and e.data_measure is not None:
+        return [
+            f"measured as {e.data_measure}; host fetch time {ms(e.fetch_per_step_ns)} per step per rank",
+            f"worst step: rank {e.worst_data_rank} step {e.worst_data_step}: {e.worst_data_share_pct or 0:.1f}% "
+            "of the step",
+        ]
+    if bound is BoundKind.COMMS and e.ops:
+        ops = ", ".join(f"{o.op} x{o.count} (latency {ms(o.floor_ns)}, mean wait {ms(o.mean_wait_ns)})" for o in e.ops)
+        lines = [f"collectives matched across ranks: {ops}"]
+        if e.mean_overlap_pct is not None:
+            lines.append(f"compute hides {e.mean_overlap_pct:.1f}% of collective time on average")
+        return lines
+    if bound is BoundKind.STRAGGLER:
+        if e.stragglers:
+            return [
+                f"rank {s.rank} arrived last at {s.times_last} of {s.instances} collectives; the others waited "
+                f"{ms(s.caused_wait_per_step_ns)} per step for it ({100 * s.score:.1f}% of a step); cause: {cause(s)}"
+                for s in e.stragglers
+            ]
+        if e.has_collectives:
+            return ["no rank arrives last systematically: the waiting is spread over ranks"]
+        return []
+    if bound is BoundKind.SYNC and e.sync_calls_per_step is not None:
+        return [
+            f"{e.sync_calls_per_step:.1f} blocking sync calls and {e.sync_ops_per_step or 0:.1f} "
+            f".item()-style reads per step per rank; GPU idle after syncs {ms(e.idle_after_sync_per_step_ns)} per step"
+        ]
+    if bound is BoundKind.GPU_COMPUTE:
+        return [f"top kernel: {k.name[:80]} ({k.share_pct or 0:.1f}% of GPU time)" for k in e.top_kernels]
+    if bound is BoundKind.LAUNCH:
+        return ["GPU idle while the host was busy in operators and runtime calls (launch-bound idle)"]
+    if bound is BoundKind.IDLE:
+        return ["GPU idle with no DataLoader fetch, host sync, collective or busy host in the trace around it"]
+    return []
+
+
+def recommendations(finding: Finding, verdict: Verdict) -> list[str]:
+    """What to change, most specific first."""
+    if finding.note is not None:
+        return list(NOTE_RECOMMENDATIONS.get(finding.note, ()))
+    bound = finding.bound or BoundKind.UNDETERMINED
+    if bound is BoundKind.GPU_COMPUTE and verdict.measured_on.value == "host":
+        bound = BoundKind.COMPUTE
+    recs = list(RECOMMENDATIONS.get(bound, ()))
+    if bound is BoundKind.STRAGGLER and verdict.evidence.stragglers:
+        s = verdict.evidence.stragglers[0]
+        recs.insert(0, f"Rank {s.rank}: {cause(s)}.")
+    return recs
+
+
+@dataclass(frozen=True)
+class Written:
+    """A finding in words: what every renderer shows of it."""
+
+    title: str
+    share_pct: float | None
+    confidence: str
+    evidence: tuple[str, ...]
+    recommendations: tuple[str, ...]
+    good: bool
+
+
+@dataclass(frozen=True)
+class WrittenVerdict:
+    """The verdict in words."""
+
+    measured_on: str
+    primary: Written
+    secondary: tuple[Written, ...]
+
+
+def write(finding: Finding, verdict: Verdict) -> Written:
+    """One finding in words."""
+    return Written(
+        title=title(finding, verdict),
+        share_pct=finding.share_pct,
+        confidence=finding.confidence.value,
+        evidence=tuple(evidence(finding, verdict)),
+        recommendations=tuple(recommendations(finding, verdict)),
+        good=is_good(finding),
+    )
+
+
+def write_verdict(verdict: Verdict) -> WrittenVerdict:
+    """The whole verdict in words."""
+    return WrittenVerdict(
+        measured_on=verdict.measured_on.value,
+        primary=write(verdict.primary, verdict),
+        secondary=tuple(write(f, verdict) for f in verdict.secondary),
+    )

@@ -1,0 +1,262 @@
+"""The typed analysis of one run: every section a report shows, and the verdict.
+
+``Analysis`` round-trips through JSON (:mod:`tracekit.results.io`): what ``tracekit analyze``
+saves with ``--json`` loads back into the same object, so reports can be rendered again and
+runs compared without the traces. Large per-instance tables (collectives per rank, every idle
+interval) are not in it: they go to the optional Parquet details file.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+import msgspec
+
+from tracekit.results.rows import (  # noqa: TC001  (msgspec reads annotations at run time)
+    BreakdownRow,
+    CategoryRow,
+    CollectiveInstance,
+    CostRow,
+    DataLoaderRow,
+    IdleCauseRow,
+    IdleInterval,
+    KernelRow,
+    LatenessCell,
+    OverlapRow,
+    PhaseRow,
+    StepRow,
+    StepStats,
+    Straggler,
+    StragglerRank,
+    SyncRow,
+)
+from tracekit.results.vocab import (  # noqa: TC001
+    BoundKind,
+    Confidence,
+    MeasuredOn,
+    NoteKind,
+    StepSource,
+    StragglerCause,
+    WindowKind,
+)
+
+SCHEMA: Final = "tracekit.analysis"
+#: The major version changes when a reader of the previous one would misread a file.
+SCHEMA_VERSION: Final = "2.0"
+
+
+class Struct(msgspec.Struct, frozen=True, kw_only=True):
+    """Base of the result Structs."""
+
+
+class RankFacts(Struct, frozen=True, kw_only=True):
+    """What is known about one rank."""
+
+    rank: int
+    source: str
+    rank_source: str
+    world_size: int | None
+    backend: str | None
+    devices: list[str]
+    events: int
+    gpu_events: int
+
+
+class SkippedFile(Struct, frozen=True, kw_only=True):
+    """A file that was not analyzed, and why."""
+
+    path: str
+    reason: str
+
+
+class RunFacts(Struct, frozen=True, kw_only=True):
+    """What the run is: ranks, devices, files, what was skipped and why."""
+
+    ranks: list[RankFacts]
+    world_size: int | None
+    backend: str | None
+    devices: list[str]
+    has_gpu: bool
+    span_ns: int
+    skipped: list[SkippedFile]
+    warnings: list[str]
+
+
+class Finding(Struct, frozen=True, kw_only=True):
+    """A bound (or a notable fact) with the numbers behind it; sentences are rendered from it.
+
+    ``bound`` is set for a candidate bound, ``note`` for a fact that is not a bound.
+    """
+
+    bound: BoundKind | None = None
+    note: NoteKind | None = None
+    share_pct: float | None = None
+    confidence: Confidence
+    worst_rank: int | None = None
+    max_rank_share_pct: float | None = None
+    #: the threshold the share passed (percent), when a threshold decided it
+    threshold_pct: float | None = None
+    #: the primary share over the next candidate's (or over its threshold): what decided confidence
+    margin: float | None = None
+    #: the straggler this finding names, for straggler-bound
+    straggler_rank: int | None = None
+    #: notes' own figures (per-step .item() calls, overlap per rank)
+    value: float | None = None
+    values: list[float] = msgspec.field(default_factory=list)
+
+
+class OpLatency(Struct, frozen=True, kw_only=True):
+    """Matched instances of one collective operation: how many, latency floors, mean waits."""
+
+    op: str
+    count: int
+    floor_ns: int
+    mean_wait_ns: float
+
+
+class KernelShare(Struct, frozen=True, kw_only=True):
+    """A top compute kernel and its share of GPU time."""
+
+    name: str
+    share_pct: float | None
+
+
+class StragglerEvidence(Struct, frozen=True, kw_only=True):
+    """A named straggler, per step."""
+
+    rank: int
+    times_last: int
+    instances: int
+    caused_wait_per_step_ns: float
+    score: float
+    cause: StragglerCause
+    phase: str | None
+    cause_excess_ns: float
+
+
+class Evidence(Struct, frozen=True, kw_only=True):
+    """The figures behind each candidate bound, from which the reports write the evidence."""
+
+    steps_per_rank: int
+    data_measure: str | None = None
+    fetch_per_step_ns: float | None = None
+    worst_data_rank: int | None = None
+    worst_data_step: int | None = None
+    worst_data_share_pct: float | None = None
+    ops: list[OpLatency] = msgspec.field(default_factory=list)
+    mean_overlap_pct: float | None = None
+    stragglers: list[StragglerEvidence] = msgspec.field(default_factory=list)
+    has_collectives: bool = False
+    sync_calls_per_step: float | None = None
+    sync_ops_per_step: float | None = None
+    idle_after_sync_per_step_ns: float | None = None
+    top_kernels: list[KernelShare] = msgspec.field(default_factory=list)
+
+
+class Verdict(Struct, frozen=True, kw_only=True):
+    """The primary bound, the secondary findings, the cost of every candidate and its evidence."""
+
+    measured_on: MeasuredOn
+    primary: Finding
+    secondary: list[Finding]
+    costs: list[CostRow]
+    evidence: Evidence
+
+
+class StepsSection(Struct, frozen=True, kw_only=True):
+    """Steps: per-step rows and per-rank statistics."""
+
+    per_step: list[StepRow]
+    per_rank: list[StepStats]
+    source: StepSource | None = None
+
+
+class BreakdownSection(Struct, frozen=True, kw_only=True):
+    """Time breakdown (GPU, or host on a CPU-only run)."""
+
+    window: WindowKind
+    per_rank: list[BreakdownRow]
+    per_step: list[BreakdownRow]
+
+
+class OverlapSection(Struct, frozen=True, kw_only=True):
+    """Comm/compute overlap."""
+
+    per_rank: list[OverlapRow]
+    per_step: list[OverlapRow]
+
+
+class KernelsSection(Struct, frozen=True, kw_only=True):
+    """GPU activities by name and category."""
+
+    by_category: list[CategoryRow]
+    top: list[KernelRow]
+
+
+class PhasesSection(Struct, frozen=True, kw_only=True):
+    """Top-level annotations."""
+
+    level: str
+    summary: list[PhaseRow]
+    per_rank: list[PhaseRow]
+
+
+class CollectivesSection(Struct, frozen=True, kw_only=True):
+    """Collective instances matched across ranks (per-rank rows go to the details file)."""
+
+    instances: list[CollectiveInstance]
+    count: int = 0
+
+
+class StragglersSection(Struct, frozen=True, kw_only=True):
+    """Who arrives last, by how much, and the stragglers named."""
+
+    stragglers: list[Straggler]
+    per_rank: list[StragglerRank]
+    lateness_matrix: list[LatenessCell]
+
+
+class DataLoaderSection(Struct, frozen=True, kw_only=True):
+    """DataLoader gaps."""
+
+    measure: str
+    per_rank: list[DataLoaderRow]
+    per_step: list[DataLoaderRow]
+
+
+class SyncsSection(Struct, frozen=True, kw_only=True):
+    """Host syncs."""
+
+    per_rank: list[SyncRow]
+    per_step: list[SyncRow]
+
+
+class IdleSection(Struct, frozen=True, kw_only=True):
+    """GPU idle by cause, and the longest idle intervals (all are in the details file)."""
+
+    per_rank: list[IdleCauseRow]
+    longest: list[IdleInterval]
+
+
+class Analysis(Struct, frozen=True, kw_only=True):
+    """Every analysis of one run, the verdict first among them."""
+
+    schema: str = SCHEMA
+    schema_version: str = SCHEMA_VERSION
+    tracekit_version: str
+    verdict: Verdict
+    run: RunFacts
+    analysis_seconds: float | None = None
+    #: the capture's summary.json, when the traces came with one
+    capture: dict[str, object] | None = None
+    steps: StepsSection
+    gpu_breakdown: BreakdownSection
+    overlap: OverlapSection
+    kernels: KernelsSection
+    annotations: PhasesSection
+    collectives: CollectivesSection
+    stragglers: StragglersSection
+    dataloader: DataLoaderSection
+    host_syncs: SyncsSection
+    idle_causes: IdleSection | None
+    host_breakdown: BreakdownSection | None

@@ -1,0 +1,214 @@
+"""Row Structs of the tables a report shows: one Struct per table, fields named as the columns.
+
+Times are integer (or mean, float) nanoseconds (``*_ns``), shares are percentages
+(``*_pct``); ``None`` where a value does not exist (a share of an empty window).
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+from tracekit.results.vocab import BoundKind, IdleCause, StragglerCause  # noqa: TC001  (msgspec reads them at run time)
+
+
+class Row(msgspec.Struct, frozen=True, kw_only=True):
+    """Base of every row."""
+
+
+class StepRow(Row, frozen=True, kw_only=True):
+    """One step of one rank: its host range, its GPU work and the window it costs."""
+
+    rank: int
+    step: int | None
+    name: str
+    start_ns: int
+    end_ns: int
+    duration_ns: int
+    gpu_start_ns: int | None
+    gpu_end_ns: int | None
+    gpu_ops: int
+    win_start_ns: int | None
+    win_end_ns: int | None
+
+
+class StepStats(Row, frozen=True, kw_only=True):
+    """Step-time statistics of one rank (host duration of its steps)."""
+
+    rank: int
+    count: int
+    mean_ns: float | None
+    median_ns: float | None
+    p95_ns: float | None
+    min_ns: int | None
+    max_ns: int | None
+
+
+class BreakdownRow(Row, frozen=True, kw_only=True):
+    """Time of one rank (and step, in per-step rows) by what the device did."""
+
+    rank: int
+    step: int | None = None
+    window_ns: int
+    compute_ns: int
+    comm_ns: int
+    memory_ns: int
+    idle_ns: int
+    compute_pct: float | None
+    comm_pct: float | None
+    memory_pct: float | None
+    idle_pct: float | None
+
+
+class OverlapRow(Row, frozen=True, kw_only=True):
+    """Collective time of one rank (and step) and how much of it compute hides."""
+
+    rank: int
+    step: int | None = None
+    comm_ns: int
+    overlapped_ns: int
+    exposed_ns: int
+    overlap_pct: float | None
+
+
+class KernelRow(Row, frozen=True, kw_only=True):
+    """GPU activities of one name over the run."""
+
+    name: str
+    kind: str
+    category: str
+    count: int
+    ranks: int
+    total_ns: int
+    mean_ns: float
+    max_ns: int
+    share_pct: float | None
+
+
+class CategoryRow(Row, frozen=True, kw_only=True):
+    """GPU activity time of one category over the run."""
+
+    category: str
+    count: int
+    total_ns: int
+    share_pct: float | None
+
+
+class PhaseRow(Row, frozen=True, kw_only=True):
+    """A top-level annotation (phase), over the run (``rank`` None) or on one rank."""
+
+    rank: int | None = None
+    name: str
+    count: int
+    cpu_ns: int
+    gpu_ns: int
+    ranks: int
+    step_mean_ns: float | None
+    step_median_ns: float | None
+    step_p95_ns: float | None
+    step_min_ns: int | None
+    step_max_ns: int | None
+    cpu_pct: float | None
+
+
+class CollectiveInstance(Row, frozen=True, kw_only=True):
+    """One collective instance matched across the ranks that hold it."""
+
+    pg: str
+    op: str
+    k: int
+    ranks: int
+    first_start_ns: int
+    floor_ns: int | None
+    spread_ns: int | None
+    mean_wait_ns: float | None
+    last_rank: int | None
+    last_ranks: list[int]
+
+
+class StragglerRank(Row, frozen=True, kw_only=True):
+    """How often one rank arrived last, and the waiting it caused."""
+
+    rank: int
+    instances: int
+    times_last: int
+    times_among_last: int
+    mean_lateness_ns: float | None
+    caused_wait_ns: float | None
+    score: float | None
+
+
+class LatenessCell(Row, frozen=True, kw_only=True):
+    """The longest a rank kept the earliest rank waiting in one step."""
+
+    rank: int
+    step: int
+    lateness_ns: int | None
+    times_last: int
+
+
+class Straggler(Row, frozen=True, kw_only=True):
+    """A rank named as a straggler, with its cause (found before the collective)."""
+
+    rank: int
+    score: float
+    times_last: int
+    instances: int
+    caused_wait_ns: float
+    cause: StragglerCause
+    #: the phase that takes longer on it, when ``cause`` is PHASE
+    phase: str | None = None
+    cause_excess_ns: float
+
+
+class DataLoaderRow(Row, frozen=True, kw_only=True):
+    """Host fetch time and the device idle it causes, per rank (and step)."""
+
+    rank: int
+    step: int | None = None
+    window_ns: int
+    fetch_ns: int
+    idle_ns: int
+    share_pct: float | None
+
+
+class SyncRow(Row, frozen=True, kw_only=True):
+    """Host syncs of one rank (and step)."""
+
+    rank: int
+    step: int | None = None
+    sync_calls: int
+    sync_ops: int
+    gpu_sync_events: int
+    idle_after_ns: int
+    per_step_calls: float | None = None
+    per_step_ops: float | None = None
+
+
+class IdleCauseRow(Row, frozen=True, kw_only=True):
+    """GPU idle of one rank with one cause."""
+
+    rank: int
+    cause: IdleCause
+    idle_ns: int
+    count: int
+    share_pct: float | None
+
+
+class IdleInterval(Row, frozen=True, kw_only=True):
+    """One GPU idle interval and its cause."""
+
+    rank: int
+    step: int | None
+    start_ns: int
+    end_ns: int
+    length_ns: int
+    cause: IdleCause
+
+
+class CostRow(Row, frozen=True, kw_only=True):
+    """The cost of one candidate bound: its share of the measured time."""
+
+    bound: BoundKind
+    share_pct: float
+    max_rank_share_pct: float
+    worst_rank: int | None
