@@ -3,7 +3,6 @@ drawn, no request leaving the machine. Skips (saying why) only where Chromium is
 
 from __future__ import annotations
 
-import json
 import shutil
 from pathlib import Path
 

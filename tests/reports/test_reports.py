@@ -16,6 +16,7 @@ from tracekit.results.analysis import Analysis
 def render_json(analysis: Analysis) -> str:
     return renderer("json").render(analysis)
 
+
 FIXTURES = {
     "gpu": lambda: analyze(make_run(one_step_run())),
     "cpu_only": lambda: analyze(make_run([ev("step", "ProfilerStep#1", 0, 10), ev("annotation", "fwd", 1, 5)])),

@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
-
 import pytest
 
 from tests.analyzers.test_cross_rank import three_ranks
@@ -29,6 +28,7 @@ def render_markdown(analysis: Analysis) -> str:
 
 def render_html(analysis: Analysis) -> str:
     return renderer("html").render(analysis)
+
 
 GOLDEN = Path(__file__).parent / "golden"
 HOSTILE = "<script>alert(1)</script> | [x](y)"

@@ -28,10 +28,10 @@ from tracekit.analyzers.stragglers import StragglerResult, find_stragglers
 from tracekit.analyzers.syncs import SyncResult
 
 if TYPE_CHECKING:
-    from tracekit.results.analysis import RunFacts, Verdict
     from collections.abc import Callable, Sequence
 
     from tracekit.model.run import Run
+    from tracekit.results.analysis import RunFacts, Verdict
 
 #: What one analysis's per-rank part returns: named frames, one row per rank (or rank and step...).
 Parts = dict[str, pl.DataFrame]
