@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 import pytest
 
 from tests.conftest import SAMPLES
 from tracekit.errors import InputError
+from tracekit.readers import capture_summary
 from tracekit.results.capture import (
     CAPTURE_SCHEMA,
     CAPTURE_SCHEMA_VERSION,
@@ -23,6 +24,9 @@ from tracekit.results.capture import (
     dump_capture_summary,
     load_capture_summary,
 )
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 SAMPLE_NAMES = ("data_bound", "healthy", "straggler")
 
@@ -148,3 +152,15 @@ def test_as_capture_summary_takes_decoded_json_or_the_struct() -> None:
     summary = small_summary()
     assert as_capture_summary(msgspec.to_builtins(summary), source="x") == summary
     assert as_capture_summary(summary, source="x") is summary
+
+
+def test_discover_finds_the_summary_beside_the_traces(tmp_path: Path) -> None:
+    sample = SAMPLES / "captures" / "healthy"
+    found = capture_summary([sample])
+    assert isinstance(found, CaptureSummary) and found.throughput.slowest_rank == 7
+    assert capture_summary([sample / "rank0.pt.trace.json.gz"]) == found
+    (tmp_path / "summary.json").write_text('{"something": "else"}')
+    assert capture_summary([tmp_path]) is None  # not a capture summary: not ours, ignored
+    (tmp_path / "summary.json").write_bytes(_dumped(schema_version="2.0"))
+    with pytest.raises(InputError, match=r"summary\.json: capture summary schema version 2\.0"):
+        capture_summary([tmp_path])

@@ -133,7 +133,9 @@ def _sections(doc: dict[str, Any], charts: dict[str, figures.Chart]) -> list[_Se
     ]
     if doc.get("capture"):
         sections.append(
-            _Section("capture", "Capture summary", "Capture", tables=pick("capture_phases", "capture_facts"))
+            _Section(
+                "capture", "Capture summary", "Capture", tables=pick("capture_phases", "capture_ranks", "capture_facts")
+            )
         )
     else:
         sections.append(

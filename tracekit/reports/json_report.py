@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 
     from tracekit.analyzers.analysis import Analysis
     from tracekit.analyzers.verdict import Finding
+    from tracekit.results.capture import CaptureSummary
 
 SCHEMA: Final = "tracekit.analysis"
 SCHEMA_VERSION: Final = "1.2"
@@ -42,7 +43,7 @@ def to_document(
     analysis: Analysis,
     *,
     top: int | None = None,
-    capture: dict[str, Any] | None = None,
+    capture: CaptureSummary | None = None,
     analysis_seconds: float | None = None,
 ) -> dict[str, Any]:
     """The report as plain Python data (dicts keep the schema's key order).
@@ -66,7 +67,7 @@ def to_document(
         },
         "run": facts,
         "analysis_seconds": _clean(analysis_seconds),
-        "capture": capture,
+        "capture": None if capture is None else msgspec.to_builtins(capture),
         "steps": {
             "per_step": _rows(analysis.steps.steps),
             "per_rank": _rows(analysis.steps.stats),
