@@ -164,3 +164,14 @@ def test_discover_finds_the_summary_beside_the_traces(tmp_path: Path) -> None:
     (tmp_path / "summary.json").write_bytes(_dumped(schema_version="2.0"))
     with pytest.raises(InputError, match=r"summary\.json: capture summary schema version 2\.0"):
         capture_summary([tmp_path])
+
+
+def test_version_strings_that_subclass_str_are_written_as_text() -> None:
+    class Version(str):  # like torch.__version__ (a TorchVersion)
+        pass
+
+    summary = msgspec.structs.replace(small_summary(), environment={"torch": Version("2.13.0+cpu")})
+    loaded = load_capture_summary(dump_capture_summary(summary), source="s.json")
+    assert loaded.environment == {"torch": "2.13.0+cpu"}
+    with pytest.raises(TypeError, match="cannot write object values"):
+        dump_capture_summary(msgspec.structs.replace(small_summary(), environment={"x": object()}))

@@ -162,6 +162,16 @@ def load_capture_summary(data: bytes | str, *, source: str) -> CaptureSummary:
     return as_capture_summary(decoded, source=source)
 
 
+def _str_subclass(value: object) -> str:
+    """Version strings such as ``torch.__version__`` are ``str`` subclasses: write them as text."""
+    if isinstance(value, str):
+        return str(value)
+    raise TypeError(f"cannot write {type(value).__name__} values to summary.json")
+
+
+_ENCODER: Final = msgspec.json.Encoder(enc_hook=_str_subclass)
+
+
 def dump_capture_summary(summary: CaptureSummary) -> bytes:
     """``summary.json`` text: indented JSON, keys in the schema's order, a final newline."""
-    return msgspec.json.format(msgspec.json.encode(summary), indent=2) + b"\n"
+    return msgspec.json.format(_ENCODER.encode(summary), indent=2) + b"\n"
