@@ -29,11 +29,16 @@ def error_name(rank: int) -> str:
     return f".rank{rank}.error.txt"
 
 
-def write_json_atomic(path: Path, data: Any) -> None:
-    """Write JSON under a temporary name, then rename: readers never see half a file."""
+def write_bytes_atomic(path: Path, data: bytes) -> None:
+    """Write ``data`` under a temporary name, then rename: readers never see half a file."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+    tmp.write_bytes(data)
     tmp.replace(path)
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    """Write JSON atomically (see :func:`write_bytes_atomic`)."""
+    write_bytes_atomic(path, (json.dumps(data, indent=2) + "\n").encode("utf-8"))
 
 
 def gzip_atomic(source: Path, target: Path) -> None:

@@ -8,20 +8,23 @@ last lines of its error; the traces of ranks that finished stay in ``out_dir``.
 from __future__ import annotations
 
 import importlib.util
-import json
 import os
 import shutil
 import socket
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from tracekit.capture import files
 from tracekit.capture.config import CaptureConfig, to_dict
 from tracekit.capture.summary import write_summary
 from tracekit.capture.workloads import resolve
 from tracekit.errors import InputError, TracekitError
+from tracekit.results.capture import load_capture_summary
+
+if TYPE_CHECKING:
+    from tracekit.results.capture import CaptureSummary
 
 LOG = "capture.log"
 ERROR_TAIL_LINES = 3
@@ -118,7 +121,7 @@ def _failure(out_dir: Path, returncode: int) -> TracekitError:
     return CaptureError(f"the launcher exited with code {returncode}; last lines of {log}: {tail}")
 
 
-def capture(config: CaptureConfig) -> dict[str, Any]:
+def capture(config: CaptureConfig) -> CaptureSummary:
     """Run the capture described by ``config``; returns the summary written to summary.json."""
     check_nsys(config)
     resolve(config.workload)  # an import error fails here, before N ranks start
@@ -136,6 +139,5 @@ def capture(config: CaptureConfig) -> dict[str, Any]:
         raise _failure(out_dir, proc.returncode)
     summary_path = out_dir / files.SUMMARY
     if summary_path.exists():
-        result: dict[str, Any] = json.loads(summary_path.read_text(encoding="utf-8"))
-        return result
-    return write_summary(out_dir, extra={"config": to_dict(config)})
+        return load_capture_summary(summary_path.read_bytes(), source=str(summary_path))
+    return write_summary(out_dir, config=to_dict(config))

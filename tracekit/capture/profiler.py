@@ -66,6 +66,10 @@ def _dist() -> tuple[int, int]:
     return int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
 
 
+#: What ``summary_extra`` may hold: stored in summary.json as given.
+SUMMARY_EXTRA_KEYS = frozenset({"config", "environment", "notes"})
+
+
 class Profiler:
     """Profile one rank: torch.profiler on a schedule, NVTX + record_function phases,
     host phase timings per step, peak memory, and files other tracekit tools read.
@@ -102,6 +106,9 @@ class Profiler:
         self.cuda_profiler_range = cuda_profiler_range
         self.samples_per_step = samples_per_step
         self.write_summary = write_summary
+        unknown = sorted(set(summary_extra or {}) - SUMMARY_EXTRA_KEYS)
+        if unknown:
+            raise TypeError(f"summary_extra: unknown key(s) {', '.join(unknown)} (known: config, environment, notes)")
         self.summary_extra = summary_extra or {}
         self.rank, self.world_size = 0, 1
         self._records: list[_StepRecord] = []
@@ -283,7 +290,7 @@ class Profiler:
             if dist.is_available() and dist.is_initialized():
                 dist.barrier()
         if self.rank == 0:
-            write_summary(self.out_dir, extra=self.summary_extra)
+            write_summary(self.out_dir, **self.summary_extra)
 
     def phase_record(self) -> dict[str, Any]:
         """This rank's measured steps and memory, as written to ``phases.rank{r}.json``."""

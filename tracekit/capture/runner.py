@@ -78,7 +78,7 @@ def environment(accelerator: Any, backend: str) -> dict[str, Any]:
 
     cuda = torch.cuda.is_available()
     return {
-        "torch": torch.__version__,
+        "torch": str(torch.__version__),  # a TorchVersion, not a plain str
         "accelerate": accelerate.__version__,
         "cuda": torch.version.cuda if cuda else None,
         "devices": [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())] if cuda else ["cpu"],

@@ -97,7 +97,7 @@ def run_capture(config_path: Path | None, extra_args: list[str]) -> None:
     """``tracekit capture``."""
     from tracekit.capture.config import load_config, parse_overrides
     from tracekit.capture.launcher import capture
-    from tracekit.reports.capture_summary import render_capture_summary
+    from tracekit.reports.capture_tables import render_capture_summary
 
     config = load_config(config_path, parse_overrides(extra_args))
     click.echo(f"capturing {config.nproc} rank(s) of {config.workload!r} into {config.out_dir} ...", err=True)

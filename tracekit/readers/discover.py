@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Final
+
+import msgspec
 
 from tracekit.errors import InputError
+from tracekit.results.capture import CAPTURE_SCHEMA, as_capture_summary
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
+
+    from tracekit.results.capture import CaptureSummary
 
 #: Endings of traces: Kineto JSON, Nsight Systems SQLite exports and reports.
 TRACE_SUFFIXES: Final = (".json", ".json.gz", ".sqlite", ".nsys-rep")
@@ -77,20 +81,22 @@ def parse_rank_spec(spec: str) -> set[int]:
     return ranks
 
 
-def capture_summary(paths: Iterable[str | Path]) -> dict[str, Any] | None:
+def capture_summary(paths: Iterable[str | Path]) -> CaptureSummary | None:
     """The ``summary.json`` of ``tracekit capture`` beside the traces, if there is one.
 
-    Looked for in each folder given and beside each file given; anything that is not a
-    tracekit capture summary is ignored (it is context for the report, not input).
+    Looked for in each folder given and beside each file given; a ``summary.json`` that is
+    not a tracekit capture summary is ignored (it is context for the report, not input). One
+    that says it is, but of a newer major version or malformed, is an :class:`InputError`
+    naming it.
     """
     for raw in paths:
         path = Path(raw)
         folder = path if path.is_dir() else path.parent
         candidate = folder / "summary.json"
         try:
-            data = json.loads(candidate.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+            data = msgspec.json.decode(candidate.read_bytes())
+        except (OSError, msgspec.DecodeError):
             continue
-        if isinstance(data, dict) and data.get("schema") == "tracekit.capture_summary":
-            return data
+        if isinstance(data, dict) and data.get("schema") == CAPTURE_SCHEMA:
+            return as_capture_summary(data, source=str(candidate))
     return None

@@ -1,47 +1,129 @@
-"""The capture summary's tables (placeholder until the typed capture summary lands)."""
+"""The tables of a capture summary, built once and shown everywhere.
+
+``tracekit capture`` prints them (:func:`render_capture_summary`), and the analysis reports
+(Markdown, HTML) show them when the traces came with a ``summary.json``
+(:func:`tracekit.reports.tables.capture_tables`), so the two cannot disagree.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+import io
+from typing import TYPE_CHECKING
 
-from tracekit.reports.tables import Table, _table, ms, pct
+from rich.console import Console, Group
+
+from tracekit.reports.tables import Table, ms, pct
+from tracekit.reports.terminal import rich_table
+from tracekit.results.thresholds import STRAGGLER_MIN_SHARE
+
+if TYPE_CHECKING:
+    from tracekit.results.capture import CaptureSummary, Memory, RankPhases, Throughput
+
+__all__ = ["capture_tables", "render_capture_summary"]
+
+_PRE_COLLECTIVE = "host time before the step's first collective"
 
 
-def capture_tables(cap: Any) -> list[Table]:
-    """The capture summary (phases, throughput, memory) when the folder had one."""
-    if not cap:
-        return []
-    phase_rows = (
-        [r["phase"], ms(r["mean_ns"]), ms(r["median_ns"]), ms(r["p95_ns"]), pct(r.get("share_pct"))]
-        for r in cap.get("phases", [])
+def capture_tables(summary: CaptureSummary, *, limit: int | None = None) -> list[Table]:
+    """Phases (with the step row), per-rank arrival and memory, throughput and stragglers.
+
+    With more than ``limit`` ranks the per-rank table keeps those that arrive latest.
+    """
+    return [_phases(summary), _ranks(summary, limit), _facts(summary)]
+
+
+def _phases(summary: CaptureSummary) -> Table:
+    step = summary.step
+    rows = [(p.phase, ms(p.mean_ns), ms(p.median_ns), ms(p.p95_ns), pct(p.share_pct)) for p in summary.phases]
+    if step.count:
+        rows.append(("step", ms(step.mean_ns), ms(step.median_ns), ms(step.p95_ns), pct(100.0)))
+    return Table(
+        "capture_phases",
+        f"Phases over {step.count} measured rank-steps (host ms)",
+        ("phase", "mean", "median", "p95", "share"),
+        tuple(rows),
+        "From summary.json written by tracekit capture, over every measured step of every rank. "
+        "Shares are of the mean step time and sum to 100%.",
+        (False, True, True, True, True),
+        "No measured steps in summary.json.",
     )
-    t = cap.get("throughput", {})
-    facts = [
-        ("steps/s", f"{t['steps_per_s']:.2f}" if t.get("steps_per_s") else "-"),
-        ("global samples/s", f"{t['global_samples_per_s']:,.0f}" if t.get("global_samples_per_s") else "-"),
-        ("slowest rank", str(t.get("slowest_rank"))),
-        ("straggler", "yes" if t.get("is_straggler") else "no"),
+
+
+def _peak(memory: Memory) -> str:
+    peak = memory.peak_bytes
+    if peak is None:
+        return "-"
+    label = "allocated" if memory.peak_allocated_bytes is not None else "RSS"
+    return f"{peak / 2**20:,.0f} MiB {label}"
+
+
+def _ranks(summary: CaptureSummary, limit: int | None) -> Table:
+    ranks: list[RankPhases] = list(summary.per_rank)
+    note = ""
+    if limit is not None and len(ranks) > limit:
+        ranks = sorted(ranks, key=lambda r: -r.pre_collective_mean_ns)[:limit]
+        ranks.sort(key=lambda r: r.rank)
+        note = f" {limit} of {len(summary.per_rank)} ranks shown (the latest to arrive); all are in summary.json."
+    return Table(
+        "capture_ranks",
+        "Capture summary: per rank",
+        ("rank", "step mean ms", "before 1st collective ms", "peak memory"),
+        tuple((str(r.rank), ms(r.step_mean_ns), ms(r.pre_collective_mean_ns), _peak(r.memory)) for r in ranks),
+        "before 1st collective: mean host ms per step before the step's first collective; "
+        "the rank with the most arrives last." + note,
+        (True, True, True, True),
+        "No ranks in summary.json.",
+    )
+
+
+def _straggler(t: Throughput) -> str:
+    share = t.straggler_min_share if t.straggler_min_share is not None else STRAGGLER_MIN_SHARE
+    if t.slowest_rank is None:
+        return "-"
+    if t.median_other_pre_collective_mean_ns is None:
+        return "no: a single rank, no other rank waits for it"
+    if not t.is_straggler:
+        return f"no: no rank reaches the step's first collective later than {share:.0%} of a step after the others"
+    return (
+        f"yes: rank {t.slowest_rank} arrives {ms(t.lateness_ns)} ms after the others' median, "
+        f"more than {share:.0%} of the {ms(t.step_mean_ns)} ms step"
+    )
+
+
+def _facts(summary: CaptureSummary) -> Table:
+    t = summary.throughput
+    samples = "-"
+    if t.global_samples_per_s:
+        per_rank = f", {t.samples_per_step_per_rank} per step per rank" if t.samples_per_step_per_rank else ""
+        samples = f"{t.global_samples_per_s:,.0f} over {summary.world_size} ranks{per_rank}"
+    slowest = "-"
+    if t.slowest_rank is not None:
+        median = t.median_other_pre_collective_mean_ns
+        slowest = (
+            f"rank {t.slowest_rank}, the last to arrive: {ms(t.slowest_rank_pre_collective_mean_ns)} ms per step of "
+            f"{t.slowest_rank_by or _PRE_COLLECTIVE}"
+            + (f", against a median of {ms(median)} ms on the others" if median is not None else "")
+        )
+    rows = [
+        ("steps/s", f"{t.steps_per_s:.2f}" if t.steps_per_s else "-"),
+        ("global samples/s", samples),
+        ("slowest rank", slowest),
+        ("straggler", _straggler(t)),
+        *(("note", note) for note in summary.notes),
     ]
-    for r in cap.get("per_rank", []):
-        mem = r.get("memory", {})
-        peak = mem.get("peak_allocated_bytes", mem.get("peak_rss_bytes"))
-        label = "allocated" if "peak_allocated_bytes" in mem else "RSS"
-        if peak is not None:
-            facts.append((f"rank {r['rank']} peak memory", f"{peak / 2**20:,.0f} MiB {label}"))
-    return [
-        _table(
-            "capture_phases",
-            "Capture summary: phases (host ms)",
-            ["phase", "mean", "median", "p95", "share"],
-            phase_rows,
-            "From summary.json written by tracekit capture.",
-            numeric=[False, True, True, True, True],
-        ),
-        _table(
-            "capture_facts",
-            "Capture summary: throughput and memory",
-            ["measure", "value"],
-            facts,
-            numeric=[False, False],
-        ),
-    ]
+    return Table(
+        "capture_facts",
+        "Capture summary: throughput and stragglers",
+        ("measure", "value"),
+        tuple(rows),
+        "Throughput is set by the longest per-rank mean step.",
+        (False, False),
+    )
+
+
+def render_capture_summary(summary: CaptureSummary, *, width: int = 100) -> str:
+    """The capture summary's tables as plain text, as ``tracekit capture`` prints them."""
+    buffer = io.StringIO()
+    console = Console(file=buffer, width=width, no_color=True, highlight=False)
+    console.print(Group(*(rich_table(t) for t in capture_tables(summary))))
+    return buffer.getvalue()

@@ -120,7 +120,9 @@ def _sections(a: Analysis, charts: dict[str, figures.Chart]) -> list[_Section]:
     ]
     if a.capture is not None:
         sections.append(
-            _Section("capture", "Capture summary", "Capture", tables=pick("capture_phases", "capture_facts"))
+            _Section(
+                "capture", "Capture summary", "Capture", tables=pick("capture_phases", "capture_ranks", "capture_facts")
+            )
         )
     else:
         sections.append(

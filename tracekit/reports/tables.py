@@ -381,7 +381,7 @@ def all_tables(a: Analysis, *, limit: int | None) -> list[Table]:
         syncs(a, limit),
         idle_causes(a, limit),
         kernels(a),
-        *capture_tables(a.capture),
+        *(capture_tables(a.capture, limit=limit) if a.capture is not None else []),
         trace_files(a),
     ]
     return tables

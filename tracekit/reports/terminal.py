@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 #: Above this many ranks, per-rank tables show the worst ranks only (the JSON has them all).
 MAX_RANK_ROWS = 16
 #: Tables the terminal leaves to the other formats (long, or of interest only when shared).
-_SKIPPED = ("collectives", "capture_phases", "capture_facts")
+_SKIPPED = ("collectives", "capture_phases", "capture_ranks", "capture_facts")
 
 
 class TerminalRenderer:

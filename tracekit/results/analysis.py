@@ -12,6 +12,7 @@ from typing import Final
 
 import msgspec
 
+from tracekit.results.capture import CaptureSummary  # noqa: TC001
 from tracekit.results.rows import (  # noqa: TC001  (msgspec reads annotations at run time)
     BreakdownRow,
     CategoryRow,
@@ -248,7 +249,7 @@ class Analysis(Struct, frozen=True, kw_only=True):
     run: RunFacts
     analysis_seconds: float | None = None
     #: the capture's summary.json, when the traces came with one
-    capture: dict[str, object] | None = None
+    capture: CaptureSummary | None = None
     steps: StepsSection
     gpu_breakdown: BreakdownSection
     overlap: OverlapSection

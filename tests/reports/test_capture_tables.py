@@ -1,0 +1,123 @@
+"""The capture summary's one table builder, on a small hand-made summary."""
+
+from __future__ import annotations
+
+import msgspec
+
+from tests.results.test_capture import small_summary
+from tracekit.reports import tables
+from tracekit.reports.capture_tables import capture_tables, render_capture_summary
+from tracekit.results.capture import CaptureSummary, RankPhases, StepStats, Throughput
+
+
+def test_phase_rows_end_with_the_step_row() -> None:
+    phases, _, _ = capture_tables(small_summary())
+    assert phases.key == "capture_phases"
+    assert phases.title == "Phases over 4 measured rank-steps (host ms)"
+    assert phases.columns == ("phase", "mean", "median", "p95", "share")
+    assert phases.rows == (
+        ("forward", "25.00", "20.00", "50.00", "50.0%"),
+        ("backward", "25.00", "25.00", "30.00", "50.0%"),
+        ("step", "50.00", "45.00", "80.00", "100.0%"),
+    )
+
+
+def test_phase_rows_in_ms() -> None:
+    summary = msgspec.structs.replace(
+        small_summary(), step=StepStats(mean_ns=2e6, median_ns=1.5e6, p95_ns=4.25e6, count=4)
+    )
+    assert capture_tables(summary)[0].rows[-1] == ("step", "2.00", "1.50", "4.25", "100.0%")
+
+
+def test_per_rank_rows_show_arrival_and_peak_memory() -> None:
+    _, ranks, _ = capture_tables(small_summary())
+    assert ranks.key == "capture_ranks"
+    assert ranks.columns == ("rank", "step mean ms", "before 1st collective ms", "peak memory")
+    assert ranks.rows == (
+        ("0", "30.00", "10.00", "3 MiB RSS"),
+        ("1", "70.00", "40.00", "1,024 MiB allocated"),
+    )
+
+
+def test_per_rank_limit_keeps_the_latest_to_arrive() -> None:
+    _, ranks, _ = capture_tables(small_summary(), limit=1)
+    assert [r[0] for r in ranks.rows] == ["1"]
+    assert "1 of 2 ranks shown" in ranks.caption
+
+
+def test_facts_name_throughput_slowest_rank_straggler_and_notes() -> None:
+    facts = capture_tables(small_summary())[2]
+    assert facts.key == "capture_facts"
+    assert facts.rows == (
+        ("steps/s", "14.29"),
+        ("global samples/s", "114 over 2 ranks, 4 per step per rank"),
+        (
+            "slowest rank",
+            "rank 1, the last to arrive: 40.00 ms per step of host time before the step's first collective "
+            "(dataload_wait, h2d, forward), against a median of 10.00 ms on the others",
+        ),
+        ("straggler", "yes: rank 1 arrives 30.00 ms after the others' median, more than 5% of the 70.00 ms step"),
+        ("note", "a note"),
+    )
+
+
+def test_no_straggler_and_single_rank_lines() -> None:
+    balanced = msgspec.structs.replace(
+        small_summary(), throughput=msgspec.structs.replace(small_summary().throughput, is_straggler=False)
+    )
+    assert capture_tables(balanced)[2].rows[3] == (
+        "straggler",
+        "no: no rank reaches the step's first collective later than 5% of a step after the others",
+    )
+    alone = Throughput(slowest_rank=0, slowest_rank_pre_collective_mean_ns=1e6, steps_per_s=2.0)
+    assert capture_tables(msgspec.structs.replace(small_summary(), throughput=alone))[2].rows[1:4] == (
+        ("global samples/s", "-"),
+        (
+            "slowest rank",
+            "rank 0, the last to arrive: 1.00 ms per step of host time before the step's first collective",
+        ),
+        ("straggler", "no: a single rank, no other rank waits for it"),
+    )
+
+
+def test_a_summary_without_steps_says_so() -> None:
+    empty = CaptureSummary(
+        world_size=1,
+        ranks=[0],
+        measured_steps=0,
+        step=StepStats(),
+        phases=[],
+        per_rank=[RankPhases(rank=0, steps=0)],
+        throughput=Throughput(),
+    )
+    phases, ranks, facts = capture_tables(empty)
+    assert phases.rows == () and phases.empty
+    assert ranks.rows == (("0", "-", "0.00", "-"),)
+    assert facts.rows == (("steps/s", "-"), ("global samples/s", "-"), ("slowest rank", "-"), ("straggler", "-"))
+
+
+def test_analysis_reports_build_the_same_tables_from_the_analysis() -> None:
+    from tests.factories import make_run
+    from tracekit.analyzers import analyze
+
+    summary = small_summary()
+    analysis = msgspec.structs.replace(analyze(make_run([])), capture=summary)
+    keys = [t.key for t in tables.all_tables(analysis, limit=None)]
+    assert [t for t in tables.all_tables(analysis, limit=None) if t.key.startswith("capture")] == capture_tables(
+        summary
+    )
+    assert "capture_phases" in keys
+    assert not [k for k in tables.all_tables(analyze(make_run([])), limit=None) if k.key.startswith("capture")]
+
+
+def test_terminal_text_shows_every_table() -> None:
+    text = render_capture_summary(small_summary(), width=200)
+    for expected in (
+        "Phases over 4 measured rank-steps",
+        "Capture summary: per rank",
+        "1,024 MiB allocated",
+        "steps/s",
+        "note",
+        "a note",
+    ):
+        assert expected in text

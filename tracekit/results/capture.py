@@ -1,0 +1,177 @@
+"""The capture summary (``summary.json`` of ``tracekit capture``) as typed Structs.
+
+Built once by :mod:`tracekit.capture.summary` from the per-rank phase timings, written with
+msgspec, and read back here by everything that shows it (``tracekit capture`` in the terminal,
+the analysis reports), through one table builder (:mod:`tracekit.reports.capture_tables`).
+
+Times are nanoseconds (means are floats), shares percentages. Layout of schema 1.x:
+
+- ``config``, ``environment``: the capture configuration and the versions, devices and
+  distributed setup it ran with, as plain JSON objects (absent when a user's own loop
+  wrote the summary through :class:`tracekit.capture.Profiler`);
+- ``step`` and ``phases``: mean / median / p95 over every measured step of every rank
+  (:mod:`tracekit.results.stats`); the phases tile each step, so their shares sum to 100%;
+- ``per_rank``: each rank's mean step, mean per phase, host time before the step's first
+  collective, and peak memory;
+- ``throughput``: the slowest rank (the last to reach the step's first collective), whether
+  it is a straggler, and steps and samples per second set by the longest mean step.
+
+Version history: 1.0 first; 1.1 adds ``throughput.straggler_min_share`` (the threshold the
+straggler decision used). Any 1.x file loads; a newer major version is refused.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+import msgspec
+
+from tracekit.errors import InputError
+
+__all__ = [
+    "CAPTURE_SCHEMA",
+    "CAPTURE_SCHEMA_VERSION",
+    "CaptureSummary",
+    "Memory",
+    "PhaseStats",
+    "RankPhases",
+    "StepStats",
+    "Throughput",
+    "as_capture_summary",
+    "dump_capture_summary",
+    "load_capture_summary",
+]
+
+CAPTURE_SCHEMA: Final = "tracekit.capture_summary"
+CAPTURE_SCHEMA_VERSION: Final = "1.1"
+
+
+class StepStats(msgspec.Struct, kw_only=True, frozen=True):
+    """Step time over every measured step of every rank (``None`` when there were none)."""
+
+    mean_ns: float | None = None
+    median_ns: float | None = None
+    p95_ns: float | None = None
+    count: int = 0
+
+
+class PhaseStats(msgspec.Struct, kw_only=True, frozen=True):
+    """One phase over every measured step of every rank; ``share_pct`` of the mean step."""
+
+    phase: str
+    mean_ns: float
+    median_ns: float
+    p95_ns: float
+    share_pct: float | None = None
+
+
+class Memory(msgspec.Struct, kw_only=True, frozen=True, omit_defaults=True):
+    """Peak memory of one rank: device memory on a GPU, the process's peak RSS on CPU."""
+
+    device: str | None = None
+    peak_allocated_bytes: int | None = None
+    peak_reserved_bytes: int | None = None
+    peak_rss_bytes: int | None = None
+    scope: str | None = None  # "measured steps" (GPU) or "whole process" (RSS)
+
+    @property
+    def peak_bytes(self) -> int | None:
+        """The peak to show: allocated device memory when measured, else the peak RSS."""
+        return self.peak_allocated_bytes if self.peak_allocated_bytes is not None else self.peak_rss_bytes
+
+
+class RankPhases(msgspec.Struct, kw_only=True, frozen=True):
+    """One rank's measured steps: mean step, mean per phase, arrival, memory."""
+
+    rank: int
+    steps: int
+    step_mean_ns: float | None = None
+    phase_means_ns: dict[str, float] = {}
+    memory: Memory = msgspec.field(default_factory=Memory)
+    #: Mean host time per step before the step's first collective (data wait, copy, forward).
+    pre_collective_mean_ns: float = 0.0
+
+
+class Throughput(msgspec.Struct, kw_only=True, frozen=True):
+    """The slowest rank, the straggler decision, and the throughput it sets (all ``None``
+    when no rank measured a step)."""
+
+    slowest_rank: int | None = None
+    slowest_rank_pre_collective_mean_ns: float | None = None
+    median_other_pre_collective_mean_ns: float | None = None  # None with one rank
+    lateness_ns: float | None = None
+    is_straggler: bool = False
+    slowest_rank_by: str | None = None
+    step_mean_ns: float | None = None  # the longest per-rank mean step
+    steps_per_s: float | None = None
+    global_samples_per_s: float | None = None
+    samples_per_step_per_rank: int | None = None
+    straggler_min_share: float | None = None  # since 1.1; None in 1.0 files
+
+
+class CaptureSummary(msgspec.Struct, kw_only=True, frozen=True):
+    """``summary.json``: the phase timings of every rank of one capture, summarized."""
+
+    schema: str = CAPTURE_SCHEMA
+    schema_version: str = CAPTURE_SCHEMA_VERSION
+    config: dict[str, Any] | None = None
+    environment: dict[str, Any] | None = None
+    notes: list[str] = []
+    world_size: int
+    ranks: list[int]
+    measured_steps: int
+    step: StepStats
+    phases: list[PhaseStats]
+    per_rank: list[RankPhases]
+    throughput: Throughput
+
+
+def _major(version: str) -> str:
+    return version.split(".", maxsplit=1)[0]
+
+
+def as_capture_summary(data: object, *, source: str) -> CaptureSummary:
+    """Validate decoded JSON (or a :class:`CaptureSummary`) as a capture summary.
+
+    Raises :class:`InputError` naming ``source`` when it is not one, when its major schema
+    version is not this tracekit's, or when a field has the wrong type.
+    """
+    if isinstance(data, CaptureSummary):
+        return data
+    if not isinstance(data, dict) or data.get("schema") != CAPTURE_SCHEMA:
+        raise InputError(f'not a tracekit capture summary (no "schema": "{CAPTURE_SCHEMA}")', path=source)
+    version = data.get("schema_version")
+    if not isinstance(version, str) or _major(version) != _major(CAPTURE_SCHEMA_VERSION):
+        raise InputError(
+            f"capture summary schema version {version} is not readable by this tracekit "
+            f"(reads {_major(CAPTURE_SCHEMA_VERSION)}.x)",
+            path=source,
+        )
+    try:
+        return msgspec.convert(data, CaptureSummary)
+    except msgspec.ValidationError as exc:
+        raise InputError(f"not a valid capture summary ({exc})", path=source) from None
+
+
+def load_capture_summary(data: bytes | str, *, source: str) -> CaptureSummary:
+    """Parse ``summary.json`` text; anything else is an :class:`InputError` naming ``source``."""
+    try:
+        decoded = msgspec.json.decode(data)
+    except msgspec.DecodeError as exc:
+        raise InputError(f"not valid JSON ({exc})", path=source) from None
+    return as_capture_summary(decoded, source=source)
+
+
+def _str_subclass(value: object) -> str:
+    """Version strings such as ``torch.__version__`` are ``str`` subclasses: write them as text."""
+    if isinstance(value, str):
+        return str(value)
+    raise TypeError(f"cannot write {type(value).__name__} values to summary.json")
+
+
+_ENCODER: Final = msgspec.json.Encoder(enc_hook=_str_subclass)
+
+
+def dump_capture_summary(summary: CaptureSummary) -> bytes:
+    """``summary.json`` text: indented JSON, keys in the schema's order, a final newline."""
+    return msgspec.json.format(_ENCODER.encode(summary), indent=2) + b"\n"
