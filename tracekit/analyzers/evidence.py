@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING
 
 import polars as pl
 
+from tracekit.analyzers.convert import DECIMALS
 from tracekit.analyzers.stats import num
 from tracekit.analyzers.verdict import COMMS_MIN_SHARE, LOW_OVERLAP_PCT, Costs
 from tracekit.results.analysis import Evidence, Finding, KernelShare, OpLatency, StragglerEvidence
@@ -95,7 +96,12 @@ def evidence(
     if inst.height:
         by_op = inst.group_by("op").agg(pl.len().alias("n"), pl.col("floor_ns").sum(), pl.col("mean_wait_ns").sum())
         fields["ops"] = [
-            OpLatency(op=r["op"], count=r["n"], floor_ns=int(r["floor_ns"]), mean_wait_ns=num(r["mean_wait_ns"]))
+            OpLatency(
+                op=r["op"],
+                count=r["n"],
+                floor_ns=int(r["floor_ns"]),
+                mean_wait_ns=round(num(r["mean_wait_ns"]), DECIMALS),
+            )
             for r in by_op.sort(["floor_ns", "op"], descending=[True, False]).head(4).iter_rows(named=True)
         ]
         fields["has_collectives"] = True
@@ -106,11 +112,11 @@ def evidence(
             rank=s.rank,
             times_last=s.times_last,
             instances=s.instances,
-            caused_wait_per_step_ns=s.caused_wait_ns / n_steps,
-            score=s.score,
+            caused_wait_per_step_ns=round(s.caused_wait_ns / n_steps, DECIMALS),
+            score=round(s.score, DECIMALS),
             cause=s.cause,
             phase=s.phase,
-            cause_excess_ns=s.cause_excess_ns,
+            cause_excess_ns=round(s.cause_excess_ns, DECIMALS),
         )
         for s in stragglers.stragglers
     ]
@@ -122,8 +128,12 @@ def evidence(
             idle_after_sync_per_step_ns=num(per["idle_after_ns"].mean()) / n_steps,
         )
     top = kernels.top.filter(pl.col("category") == "compute").head(3)
-    fields["top_kernels"] = [KernelShare(name=r["name"], share_pct=r["share_pct"]) for r in top.iter_rows(named=True)]
-    return Evidence(**fields)  # type: ignore[arg-type]
+    fields["top_kernels"] = [
+        KernelShare(name=r["name"], share_pct=None if r["share_pct"] is None else round(r["share_pct"], DECIMALS))
+        for r in top.iter_rows(named=True)
+    ]
+    rounded = {k: round(v, DECIMALS) if isinstance(v, float) else v for k, v in fields.items()}
+    return Evidence(**rounded)  # type: ignore[arg-type]
 
 
 def sync_finding(syncs: SyncResult, *, has_gpu: bool) -> Finding | None:

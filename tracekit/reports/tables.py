@@ -96,12 +96,16 @@ def run_facts(a: Analysis) -> Table:
     return _table("facts", "Facts", ["fact", "value"], rows, numeric=[False, False])
 
 
-def trace_files(a: Analysis) -> Table:
-    """Which file is which rank, and how that was decided; skipped files."""
-    rows = [(str(r.rank), short(r.source, 120), r.rank_source, f"{r.events:,}") for r in a.run.ranks]
+def trace_files(a: Analysis, limit: int | None = None) -> Table:
+    """Which file is which rank, and how that was decided (the first ``limit`` ranks); skipped files."""
+    ranks = a.run.ranks if limit is None else a.run.ranks[:limit]
+    rows = [(str(r.rank), short(r.source, 120), r.rank_source, f"{r.events:,}") for r in ranks]
     rows += [("skipped", short(s.path, 120), short(s.reason, 120), "") for s in a.run.skipped]
+    note = (
+        f"{len(ranks)} of {len(a.run.ranks)} ranks shown; all are in the JSON." if len(ranks) < len(a.run.ranks) else ""
+    )
     return _table(
-        "files", "Trace files", ["rank", "file", "rank from", "events"], rows, numeric=[True, False, False, True]
+        "files", "Trace files", ["rank", "file", "rank from", "events"], rows, note, numeric=[True, False, False, True]
     )
 
 
@@ -382,6 +386,6 @@ def all_tables(a: Analysis, *, limit: int | None) -> list[Table]:
         idle_causes(a, limit),
         kernels(a),
         *(capture_tables(a.capture, limit=limit) if a.capture is not None else []),
-        trace_files(a),
+        trace_files(a, limit),
     ]
     return tables
