@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tracekit.model.classify import category_expr, classify
+from tracekit.model.classify import category_expr, classify, classify_run
 from tracekit.model.run import RankInfo, Run, SkippedFile
 from tracekit.model.schema import (
     CATEGORIES,
@@ -28,5 +28,6 @@ __all__ = [
     "SkippedFile",
     "category_expr",
     "classify",
+    "classify_run",
     "empty_events",
 ]
