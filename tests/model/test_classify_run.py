@@ -134,3 +134,18 @@ def test_nothing_to_do_keeps_the_frame() -> None:
     out = classify_run(run.events)
     assert out.equals(run.events)
     assert classify_run(run.events.clear()).height == 0
+
+
+def test_events_out_of_time_order_give_the_same_answer() -> None:
+    rows = [
+        ev("cpu_op", "c10d::alltoall_base_", 1000, 2000),
+        *launched("my_a2a_kernel", 1500, 1),
+        *launched("later", 2500, 2),
+        *launched("on_rank_1", 1500, 1, rank=1),
+    ]
+    events = make_run(rows).events
+    shuffled = events.sample(fraction=1.0, shuffle=True, seed=3)
+    key = ["rank", "kind", "name", "start_ns"]
+    ordered = classify_run(events).sort(key)
+    assert classify_run(shuffled).sort(key)["category"].to_list() == ordered["category"].to_list()
+    assert ordered.filter(pl.col("name") == "my_a2a_kernel")["category"].to_list() == ["collective"]

@@ -14,14 +14,17 @@ from tracekit.model.schema import (
     Kind,
     empty_events,
 )
+from tracekit.model.taxonomy import COMM_PATTERNS, CommPattern, kernel_op_expr
 
 __all__ = [
     "CATEGORIES",
+    "COMM_PATTERNS",
     "GPU_ACTIVITY_KINDS",
     "GPU_KINDS",
     "KINDS",
     "SCHEMA",
     "Category",
+    "CommPattern",
     "Kind",
     "RankInfo",
     "Run",
@@ -30,4 +33,5 @@ __all__ = [
     "classify",
     "classify_run",
     "empty_events",
+    "kernel_op_expr",
 ]

@@ -75,6 +75,16 @@ def _host_spans(comm: pl.DataFrame) -> pl.DataFrame:
     )
 
 
+def _in_time_order(launches: pl.DataFrame) -> pl.DataFrame:
+    """``launches`` sorted by start within each thread, as the asof join wants; events in run
+    order (rank, start) already are, and are not sorted again."""
+    rank, start = pl.col("rank"), pl.col("start_ns")
+    in_order = (rank > rank.shift(1)) | ((rank == rank.shift(1)) & (start >= start.shift(1)))
+    if launches.select(in_order.fill_null(True).all()).item():
+        return launches
+    return launches.sort([*_THREAD, "start_ns"])
+
+
 def launched_in_comm(events: pl.DataFrame, kernels: pl.DataFrame) -> pl.Series:
     """Rows of ``kernels`` launched from inside a communication host event."""
     comm = (
@@ -86,12 +96,16 @@ def launched_in_comm(events: pl.DataFrame, kernels: pl.DataFrame) -> pl.Series:
     none = pl.Series("_row", [], dtype=pl.get_index_type())
     if comm.is_empty() or kernels.is_empty():
         return none
-    launches = events.lazy().filter(pl.col("kind").is_in(list(LAUNCH_KINDS)), pl.col("correlation").is_not_null())
+    launches = (
+        events.lazy()
+        .filter(pl.col("kind").is_in(list(LAUNCH_KINDS)), pl.col("correlation").is_not_null())
+        .select(*_THREAD, "start_ns", "correlation", "external_id")
+        .collect()
+    )
     spans = _host_spans(comm.filter(pl.col("end_ns") > pl.col("start_ns")))
     inside = (
-        launches.join(spans.lazy().select(_THREAD).unique(), on=_THREAD, how="semi")
-        .select(*_THREAD, "start_ns", "correlation")
-        .sort([*_THREAD, "start_ns"])
+        _in_time_order(launches)
+        .lazy()
         .join_asof(
             spans.lazy(),
             left_on="start_ns",
@@ -104,7 +118,7 @@ def launched_in_comm(events: pl.DataFrame, kernels: pl.DataFrame) -> pl.Series:
         .select(_LAUNCH)
     )
     ids = comm.lazy().filter(pl.col("external_id").is_not_null()).select("rank", "external_id").unique()
-    linked = launches.join(ids, on=["rank", "external_id"], how="semi").select(_LAUNCH)
+    linked = launches.lazy().join(ids, on=["rank", "external_id"], how="semi").select(_LAUNCH)
     launched = pl.concat([inside, linked]).unique()
     rows: pl.Series = kernels.lazy().join(launched, on=_LAUNCH, how="semi").select("_row").collect().to_series()
     return rows
