@@ -1,4 +1,4 @@
-"""The event schema, the ``Run`` and event classification (imports polars only)."""
+"""The event schema, the ``Run``, the communication taxonomy and event classification (imports polars)."""
 
 from __future__ import annotations
 
