@@ -6,9 +6,10 @@ together, so the shortest duration of an instance over ranks is its *latency flo
 cost of the communication itself) and the rest of each rank's duration is *waiting* for
 the others: the rank that waits least arrived last.
 
-GPU runs use collective kernels (NCCL/RCCL/MSCCL); a rank without any uses its host-side
-collectives: ``gloo:``/``mpi:``/``ucc:`` operations (whose spans include the wait), else
-``c10d::`` calls.
+GPU runs use communication kernels (every family of :mod:`tracekit.model.taxonomy`, each named
+by its operation: ``AllReduce``, ``deepep_dispatch``, ``symm_mem_one_shot_all_reduce``); a rank
+without any uses its host-side collectives: ``gloo:``/``mpi:``/``ucc:`` operations (whose spans
+include the wait), else ``c10d::`` calls.
 """
 
 from __future__ import annotations
@@ -19,12 +20,12 @@ from typing import TYPE_CHECKING, Final
 import polars as pl
 
 from tracekit.analyzers import intervals as iv
+from tracekit.model.taxonomy import kernel_op_expr
 
 if TYPE_CHECKING:
     from tracekit.analyzers.steps import StepResult
     from tracekit.model.run import Run
 
-KERNEL_OP: Final = r"(?i)(?:nccl|rccl|msccl)(?:Dev)?Kernel_([A-Za-z0-9]+)"
 HOST_OP: Final = r"^(?:gloo|nccl|mpi|ucc):([A-Za-z0-9_]+)"
 C10D_OP: Final = r"^c10d(?:_functional)?::([A-Za-z0-9_]+?)_?$"
 #: A rank "arrived last" when its wait is within this share of the instance's spread ...
@@ -53,7 +54,7 @@ class CollectiveResult:
 def _kernel_collectives(activity: pl.DataFrame) -> pl.DataFrame:
     return activity.filter(pl.col("category") == "collective", pl.col("kind") == "kernel").select(
         "rank",
-        pl.col("name").cast(pl.String).str.extract(KERNEL_OP).fill_null(pl.col("name").cast(pl.String)).alias("op"),
+        kernel_op_expr(pl.col("name").cast(pl.String)).alias("op"),
         pl.col("launch_ns").alias("arrival_ns"),
         "start_ns",
         "end_ns",

@@ -1,46 +1,69 @@
 """Classification of events into compute / collective / memory / sync / other.
 
-One polars expression, used by every reader and analyzer, so that a kernel is a collective
-in exactly one place. Collectives are matched by name on both sides:
+Two steps, so that a kernel is a collective in exactly one place:
 
-* GPU kernels of NCCL (``ncclKernel_*``, ``ncclDevKernel_*``), RCCL and MSCCL;
-* host operators of CPU backends and of the c10d front end (``gloo:all_reduce``,
-  ``c10d::allreduce_``, ``nccl:all_reduce``, ``record_param_comms``), which are the only
-  record of communication in a CPU-only (gloo) run.
+* :func:`category_expr`, one polars expression over ``kind`` and ``name``, matches the names of
+  the communication taxonomy (:mod:`tracekit.model.taxonomy`): kernels of NCCL/RCCL/MSCCL,
+  DeepEP, NVSHMEM, PyTorch SymmetricMemory, custom all-reduce, TransformerEngine userbuffers,
+  HCCL/oneCCL; and host events of c10d, its backends (``gloo:all_reduce``...), SymmetricMemory
+  and DeepEP. Readers apply it to each file (and the cache keeps the result).
+* :func:`classify_run` runs once on every rank's events together and adds what names alone
+  miss (see :mod:`tracekit.model.comm_evidence`): the user's kernel patterns, kernels launched
+  from inside a communication host op, and kernels without a recorded launch on a stream that
+  carries only communication. It only ever turns compute kernels into collectives.
 """
 
 from __future__ import annotations
 
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 import polars as pl
 
-from tracekit.model.schema import Category
-
-#: GPU kernels that are collectives (NCCL, RCCL, MSCCL), matched case-insensitively.
-COLLECTIVE_KERNEL_PATTERN: Final = r"(?i)(^|[^a-z])(nccl|rccl|msccl)"
-#: Host-side collective operators and annotations.
-COLLECTIVE_HOST_PATTERN: Final = (
-    r"^(gloo:|nccl:|mpi:|ucc:|c10d::|c10d_functional::|_c10d_functional::)|^record_param_comms$"
+from tracekit.model.comm_evidence import (
+    kernels_of,
+    launched_in_comm,
+    unlaunched_on_comm_streams,
+    user_kernel_pattern,
 )
+from tracekit.model.schema import Category
+from tracekit.model.taxonomy import (
+    COMM_HOST_PATTERN,
+    COMM_KERNEL_PATTERN,
+    HOST_KINDS,
+    NOT_COMM_KERNEL_PATTERN,
+    is_comm_host_name,
+    is_comm_kernel_name,
+)
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+__all__ = [
+    "COLLECTIVE_HOST_PATTERN",
+    "COLLECTIVE_KERNEL_PATTERN",
+    "category_expr",
+    "classify",
+    "classify_run",
+]
+
+#: GPU kernels that are communication by name (every kernel family of the taxonomy).
+COLLECTIVE_KERNEL_PATTERN: Final = COMM_KERNEL_PATTERN
+#: Host-side communication: operators, ranges and Python frames.
+COLLECTIVE_HOST_PATTERN: Final = COMM_HOST_PATTERN
 
 
 def category_expr() -> pl.Expr:
-    """The ``category`` of every event, from ``kind`` and ``name``."""
+    """The ``category`` of every event, from ``kind`` and ``name`` (names only)."""
     kind = pl.col("kind")
     name = pl.col("name").cast(pl.String)
     return (
         pl.when(kind == "kernel")
-        .then(
-            pl.when(name.str.contains(COLLECTIVE_KERNEL_PATTERN))
-            .then(pl.lit("collective"))
-            .otherwise(pl.lit("compute"))
-        )
+        .then(pl.when(is_comm_kernel_name(name)).then(pl.lit("collective")).otherwise(pl.lit("compute")))
         .when(kind.is_in(["memcpy", "memset"]))
         .then(pl.lit("memory"))
         .when(kind == "sync")
         .then(pl.lit("sync"))
-        .when(kind.is_in(["cpu_op", "annotation"]) & name.str.contains(COLLECTIVE_HOST_PATTERN))
+        .when(kind.is_in(list(HOST_KINDS)) & is_comm_host_name(name))
         .then(pl.lit("collective"))
         .otherwise(pl.lit("other"))
         .cast(Category)
@@ -49,5 +72,47 @@ def category_expr() -> pl.Expr:
 
 
 def classify(events: pl.DataFrame) -> pl.DataFrame:
-    """``events`` with its ``category`` column (re)computed."""
+    """``events`` with its ``category`` column (re)computed from names."""
     return events.with_columns(category_expr())
+
+
+def classify_run(events: pl.DataFrame, *, comm_kernels: Sequence[str] = ()) -> pl.DataFrame:
+    """Every rank's events (classified by name) with communication found beyond names.
+
+    A compute kernel becomes a collective when its name matches one of ``comm_kernels``
+    (regular expressions; an invalid one raises :class:`~tracekit.errors.InputError`), when
+    it was launched from inside a communication host op, or when it has no recorded launch
+    and runs on a stream whose launched kernels are all collectives. Kernels that only
+    compute a layout (:data:`~tracekit.model.taxonomy.NOT_COMM_KERNEL_PATTERN`) stay compute
+    unless a user pattern names them. Rows and their order are unchanged.
+    """
+    user = user_kernel_pattern(comm_kernels)
+    kernels = kernels_of(events)
+    if kernels.is_empty():
+        return events
+    kernels = kernels.with_columns(_named=pl.col("category"))
+    names = kernels.get_column("name").unique().cast(pl.String).drop_nulls()
+    compute = pl.col("category") == "compute"
+    if user is not None:
+        named = names.filter(names.str.contains(user)).implode()
+        kernels = _promote(kernels, kernels.filter(compute, pl.col("name").is_in(named)).get_column("_row"))
+    excluded = names.filter(names.str.contains(NOT_COMM_KERNEL_PATTERN)).implode()
+    candidates = kernels.filter(compute, ~pl.col("name").is_in(excluded))
+    kernels = _promote(kernels, launched_in_comm(events, candidates))
+    candidates = kernels.filter(compute, ~pl.col("name").is_in(excluded))
+    kernels = _promote(kernels, unlaunched_on_comm_streams(events, kernels, candidates=candidates))
+    rows = kernels.filter(pl.col("category") != pl.col("_named")).get_column("_row")
+    if rows.len() == 0:
+        return events
+    category = events.get_column("category").clone().scatter(rows, "collective")
+    return events.with_columns(category)
+
+
+def _promote(kernels: pl.DataFrame, rows: pl.Series) -> pl.DataFrame:
+    """``kernels`` with the kernels at these event ``rows`` made collectives."""
+    if rows.len() == 0:
+        return kernels
+    hit = pl.col("_row").is_in(rows.implode())
+    return kernels.with_columns(
+        pl.when(hit).then(pl.lit("collective", dtype=Category)).otherwise("category").alias("category")
+    )

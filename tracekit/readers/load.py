@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING, Final
 import polars as pl
 
 from tracekit.errors import InputError
+from tracekit.model.classify import classify_run
+from tracekit.model.comm_evidence import user_kernel_pattern
 from tracekit.model.run import RankInfo, Run, SkippedFile
 from tracekit.model.schema import GPU_ACTIVITY_KINDS
 from tracekit.readers.cache import EventCache, default_cache_dir
@@ -21,7 +23,7 @@ from tracekit.readers.discover import discover, rank_from_name
 from tracekit.readers.parse import ProgressCallback, parse_files, read_file
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable
+    from collections.abc import Iterable, Sequence
 
     from tracekit.readers.trace import RankTrace
 
@@ -40,6 +42,7 @@ def load_run(
     progress: ProgressCallback | None = None,
     cache_dir: str | Path | None = None,
     use_cache: bool = True,
+    comm_kernels: Sequence[str] = (),
 ) -> Run:
     """Read trace files and folders into a :class:`Run`.
 
@@ -48,8 +51,13 @@ def load_run(
     ``progress`` is called after each file with (file, files done, files in all). Decoded
     events are cached per file in ``cache_dir`` (default: ``$TRACEKIT_CACHE_DIR``, else
     ``~/.cache/tracekit``; see :mod:`tracekit.readers.cache`) unless ``use_cache`` is False.
-    Raises :class:`~tracekit.errors.TracekitError` when nothing can be analyzed.
+    ``comm_kernels``: regular expressions of kernel names that are communication, beside the
+    taxonomy (:mod:`tracekit.model.taxonomy`); communication is also found from launching host
+    ops and dedicated streams, after the cache (:func:`~tracekit.model.classify.classify_run`).
+    Raises :class:`~tracekit.errors.TracekitError` when nothing can be analyzed, or when a
+    pattern is not a valid regular expression.
     """
+    user_kernel_pattern(comm_kernels)  # a bad pattern fails before any file is read
     files = discover(paths)
     if rank is not None and len(files) != 1:
         raise InputError(f"--rank applies to a single trace file, not {len(files)}")
@@ -84,6 +92,7 @@ def load_run(
     # re-chunk the whole frame again in every query the analyses make
     events = pl.concat([_by_start(frames[i.rank]) for i in infos], how="vertical", rechunk=True)
     del frames, good, parsed
+    events = classify_run(events, comm_kernels=comm_kernels)
     return Run(
         events=events,
         ranks=tuple(infos),
@@ -178,7 +187,7 @@ def _collective_warnings(infos: list[RankInfo], events: pl.DataFrame) -> list[st
         if row["coll_host"] > 0 or (info.world_size or 1) > 1:
             out.append(
                 f"rank {info.rank}: distributed run (world size {info.world_size}, "
-                f"{row['coll_host']} host-side collective ops) but no GPU kernel matched a "
-                "collective name; communication time will read as zero"
+                f"{row['coll_host']} host-side collective ops) but no GPU kernel was recognized as "
+                "communication; communication time will read as zero (name its kernels with --comm-kernel REGEX)"
             )
     return out

@@ -1,0 +1,151 @@
+"""Communication beyond names: launching host op, dedicated streams, user patterns."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import polars as pl
+import pytest
+
+from tests.factories import ev, make_run
+from tracekit.errors import InputError
+from tracekit.model import classify_run
+
+NCCL = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*)"
+GEMM = "sm90_xmma_gemm_bf16bf16_bf16f32"
+
+
+def launched(
+    name: str, start: int, corr: int, *, stream: int = 7, rank: int = 0, tid: int = 1, ext: int | None = None
+) -> list[dict[str, Any]]:
+    """A runtime launch at ``start`` (on thread ``tid``) and its kernel 100 ns later."""
+    call = ev("runtime", "cudaLaunchKernel", start, start + 5, rank=rank, tid=tid, correlation=corr)
+    call["external_id"] = ext
+    return [call, ev("kernel", name, start + 100, start + 200, rank=rank, stream=stream, correlation=corr)]
+
+
+def categories(rows: list[dict[str, Any]], **options: Any) -> dict[tuple[int, str], str]:
+    """(rank, kernel name) -> category after classify_run (kernel names are unique per rank here)."""
+    events = classify_run(make_run(rows).events, **options)
+    kernels = events.filter(pl.col("kind") == "kernel")
+    return {(r, str(n)): str(c) for r, n, c in zip(kernels["rank"], kernels["name"], kernels["category"], strict=True)}
+
+
+def test_kernel_launched_inside_a_comm_host_op_is_a_collective() -> None:
+    rows = [
+        ev("cpu_op", "c10d::alltoall_base_", 1000, 2000),
+        ev("cpu_op", "record_param_comms", 1100, 1900),  # nested: merged into one span
+        *launched("my_a2a_kernel", 1500, 1),
+        *launched("my_other_kernel", 2500, 2),  # after the op ended
+        *launched("on_another_thread", 1500, 3, tid=9),
+    ]
+    got = categories(rows)
+    assert got[(0, "my_a2a_kernel")] == "collective"
+    assert got[(0, "my_other_kernel")] == "compute"
+    assert got[(0, "on_another_thread")] == "compute"
+
+
+def test_kernel_launched_from_deepep_python_entry_point() -> None:
+    rows = [
+        ev("python", "deep_ep/buffer.py(341): dispatch", 1000, 5000),
+        *launched("void deep_ep_v9::send_tokens<8>(int4*)", 1200, 1, stream=30),
+        ev("python", "deep_ep/buffer.py(250): get_dispatch_layout", 6000, 7000),
+        *launched("void deep_ep::layout::get_dispatch_layout<256, 32, 8>(long const*)", 6100, 2, stream=30),
+        *launched(GEMM, 8000, 3, stream=7),
+    ]
+    got = categories(rows)
+    assert got[(0, "void deep_ep_v9::send_tokens<8>(int4*)")] == "collective"
+    assert got[(0, "void deep_ep::layout::get_dispatch_layout<256, 32, 8>(long const*)")] == "compute"
+    assert got[(0, GEMM)] == "compute"
+
+
+def test_layout_kernel_stays_compute_even_inside_a_comm_range() -> None:
+    layout = "void deep_ep::layout::get_dispatch_layout<256, 32, 8>(long const*)"
+    rows = [ev("annotation", "deep_ep.dispatch", 1000, 5000), *launched(layout, 1200, 1)]
+    assert categories(rows)[(0, layout)] == "compute"
+
+
+def test_kernel_linked_by_external_id_to_a_comm_op() -> None:
+    op = ev("cpu_op", "c10d::allreduce_", 1000, 2000, tid=1)
+    op["external_id"] = 42
+    rows = [op, *launched("custom_ar_kernel", 5000, 1, tid=2, ext=42), *launched("plain", 5000, 2, tid=2, ext=43)]
+    got = categories(rows)
+    assert got[(0, "custom_ar_kernel")] == "collective"
+    assert got[(0, "plain")] == "compute"
+
+
+def test_unlaunched_kernel_on_a_stream_of_collectives() -> None:
+    rows = [
+        *launched(NCCL, 1000, 1, stream=20),
+        ev("kernel", "unknown_comm_helper", 3000, 3100, stream=20, correlation=99),  # no launch recorded
+        ev("kernel", "lone_kernel", 3000, 3100, stream=7),  # no launch, compute stream
+        *launched(GEMM, 1000, 2, stream=7),
+    ]
+    got = categories(rows)
+    assert got[(0, "unknown_comm_helper")] == "collective"
+    assert got[(0, "lone_kernel")] == "compute"
+
+
+def test_stream_with_a_launched_compute_kernel_is_not_dedicated() -> None:
+    rows = [
+        *launched(NCCL, 1000, 1, stream=20),
+        *launched(GEMM, 2000, 2, stream=20),
+        ev("kernel", "unknown", 3000, 3100, stream=20),
+    ]
+    got = categories(rows)
+    assert got[(0, "unknown")] == "compute"
+    assert got[(0, GEMM)] == "compute"
+
+
+def test_streams_and_launches_are_per_rank() -> None:
+    rows = [
+        ev("cpu_op", "c10d::allreduce_", 1000, 2000, rank=0),
+        *launched("k", 1500, 1, rank=0),
+        *launched("k", 1500, 1, rank=1),  # same correlation on another rank, no comm op there
+    ]
+    got = categories(rows)
+    assert got[(0, "k")] == "collective"
+    assert got[(1, "k")] == "compute"
+
+
+def test_user_pattern() -> None:
+    rows = [*launched("my_fancy_a2a<8>(int*)", 1000, 1), *launched(GEMM, 2000, 2)]
+    assert categories(rows)[(0, "my_fancy_a2a<8>(int*)")] == "compute"
+    got = categories(rows, comm_kernels=(r"^my_fancy_a2a", r"unused\d+"))
+    assert got[(0, "my_fancy_a2a<8>(int*)")] == "collective"
+    assert got[(0, GEMM)] == "compute"
+
+
+def test_user_pattern_overrides_the_layout_exclusion() -> None:
+    layout = "void deep_ep::layout::get_dispatch_layout<256, 32, 8>(long const*)"
+    assert categories(launched(layout, 1000, 1), comm_kernels=("get_dispatch_layout",))[(0, layout)] == "collective"
+
+
+@pytest.mark.parametrize("pattern", ["(unclosed", "[z-a]", "*abc", "(?<=lookbehind)x"])
+def test_bad_user_pattern_is_one_line(pattern: str) -> None:
+    with pytest.raises(InputError) as info:
+        classify_run(make_run(launched(GEMM, 1000, 1)).events, comm_kernels=(pattern,))
+    assert "\n" not in info.value.message
+    assert pattern in info.value.message
+
+
+def test_nothing_to_do_keeps_the_frame() -> None:
+    run = make_run([*launched(NCCL, 1000, 1, stream=20), *launched(GEMM, 1000, 2)])
+    out = classify_run(run.events)
+    assert out.equals(run.events)
+    assert classify_run(run.events.clear()).height == 0
+
+
+def test_events_out_of_time_order_give_the_same_answer() -> None:
+    rows = [
+        ev("cpu_op", "c10d::alltoall_base_", 1000, 2000),
+        *launched("my_a2a_kernel", 1500, 1),
+        *launched("later", 2500, 2),
+        *launched("on_rank_1", 1500, 1, rank=1),
+    ]
+    events = make_run(rows).events
+    shuffled = events.sample(fraction=1.0, shuffle=True, seed=3)
+    key = ["rank", "kind", "name", "start_ns"]
+    ordered = classify_run(events).sort(key)
+    assert classify_run(shuffled).sort(key)["category"].to_list() == ordered["category"].to_list()
+    assert ordered.filter(pl.col("name") == "my_a2a_kernel")["category"].to_list() == ["collective"]

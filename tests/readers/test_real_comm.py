@@ -1,0 +1,35 @@
+"""Communication beyond names on the real traces: it finds the NCCL kernels, and nothing else."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import polars as pl
+import pytest
+
+from tracekit.model import classify
+from tracekit.model.comm_evidence import kernels_of, launched_in_comm
+from tracekit.readers import load_run
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+pytestmark = pytest.mark.real
+
+
+@pytest.mark.parametrize(
+    ("folder", "launched"),
+    [
+        ("kineto/param-dlrm-8rank-v100", 64),  # 5 all-to-all + 3 all-reduce on each of 8 ranks
+        ("kineto/hta-misc/nccl-rank0-world2.json.gz", 21),
+        ("nsys/nsysai-mfu-2gpu-before.sqlite", 64),  # c10d:: NVTX ranges (emit_nvtx)
+    ],
+)
+def test_launching_host_op_finds_exactly_the_nccl_kernels(shared_traces: Path, folder: str, launched: int) -> None:
+    run = load_run([shared_traces / folder], use_cache=False)
+    kernels = kernels_of(run.events)
+    found = kernels.filter(pl.col("_row").is_in(launched_in_comm(run.events, kernels).implode()))
+    assert found.height == launched
+    assert found["name"].cast(pl.String).str.contains("^nccl").all()
+    # classify_run (inside load_run) changed nothing that names had not already decided
+    assert run.events["category"].equals(classify(run.events)["category"])

@@ -1,0 +1,154 @@
+"""Communication found beyond kernel names: user patterns, launching host ops, dedicated streams.
+
+Each function takes every rank's events (one frame, ``rank`` column) and the frame of
+candidate kernels (``_row``: the kernel's row in the events, ``rank``, ``name``, ``category``,
+``correlation``, ``device``, ``stream``), and answers with the rows of kernels that are
+communication. Everything is joins over few rows: communication host ranges are few, and
+only streams that carry a collective are looked at.
+
+* **Launching host op.** A kernel's launch is the runtime/driver call with its
+  ``correlation``. It is communication when that call ran inside a communication host event
+  (a ``c10d::`` operator, ``record_param_comms``, a DeepEP ``Buffer.dispatch`` Python frame or
+  range: see :mod:`tracekit.model.taxonomy`) on the same thread, or when the call's
+  ``external_id`` is that of a communication operator (Kineto's operator -> runtime link).
+* **Dedicated stream.** A kernel with no recorded launch (its call fell outside the trace, or
+  came from a thread the profiler did not follow) is communication when it runs on a stream
+  where every kernel whose launch is recorded is a collective.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Final
+
+import polars as pl
+
+from tracekit.errors import InputError
+from tracekit.model.taxonomy import HOST_KINDS
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+#: Host calls that launch GPU work, linked to it by ``correlation``.
+LAUNCH_KINDS: Final = ("runtime", "driver")
+_THREAD: Final = ["rank", "pid", "tid"]
+_STREAM: Final = ["rank", "device", "stream"]
+_LAUNCH: Final = ["rank", "correlation"]
+
+
+def user_kernel_pattern(patterns: Sequence[str]) -> str | None:
+    """The user's kernel patterns as one regular expression, or None when there are none.
+
+    Raises :class:`~tracekit.errors.InputError` (one line) for a pattern polars cannot compile.
+    """
+    for pattern in patterns:
+        try:
+            pl.Series([""], dtype=pl.String).str.contains(pattern)
+        except pl.exceptions.PolarsError as error:
+            lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+            reason = next((line for line in lines if line.startswith("error:")), lines[-1] if lines else "")
+            raise InputError(f"--comm-kernel {pattern!r} is not a valid regular expression ({reason})") from None
+    return "|".join(f"(?:{p})" for p in patterns) if patterns else None
+
+
+def kernels_of(events: pl.DataFrame) -> pl.DataFrame:
+    """The kernels of ``events`` with their row numbers (``_row``), for the functions below."""
+    return (
+        events.lazy()
+        .with_row_index("_row")
+        .filter(pl.col("kind") == "kernel")
+        .select("_row", "rank", "name", "category", "correlation", "device", "stream")
+        .collect()
+    )
+
+
+def _host_spans(comm: pl.DataFrame) -> pl.DataFrame:
+    """Communication host events merged per thread into disjoint spans (rank, pid, tid, start, end)."""
+    reach = pl.col("end_ns").cum_max().shift(1).over(_THREAD)
+    return (
+        comm.sort([*_THREAD, "start_ns"])
+        .with_columns(new=(pl.col("start_ns") >= reach).fill_null(True))
+        .with_columns(span=pl.col("new").cum_sum())
+        .group_by([*_THREAD, "span"])
+        .agg(pl.col("start_ns").min().alias("span_start_ns"), pl.col("end_ns").max().alias("span_end_ns"))
+        .drop("span")
+        .sort([*_THREAD, "span_start_ns"])
+    )
+
+
+def _in_time_order(launches: pl.DataFrame) -> pl.DataFrame:
+    """``launches`` sorted by start within each thread, as the asof join wants; events in run
+    order (rank, start) already are, and are not sorted again."""
+    rank, start = pl.col("rank"), pl.col("start_ns")
+    in_order = (rank > rank.shift(1)) | ((rank == rank.shift(1)) & (start >= start.shift(1)))
+    if launches.select(in_order.fill_null(True).all()).item():
+        return launches
+    return launches.sort([*_THREAD, "start_ns"])
+
+
+def launched_in_comm(events: pl.DataFrame, kernels: pl.DataFrame) -> pl.Series:
+    """Rows of ``kernels`` launched from inside a communication host event."""
+    comm = (
+        events.lazy()
+        .filter(pl.col("kind").is_in(list(HOST_KINDS)), pl.col("category") == "collective")
+        .select(*_THREAD, "start_ns", "end_ns", "external_id")
+        .collect()
+    )
+    none = pl.Series("_row", [], dtype=pl.get_index_type())
+    if comm.is_empty() or kernels.is_empty():
+        return none
+    launches = (
+        events.lazy()
+        .filter(pl.col("kind").is_in(list(LAUNCH_KINDS)), pl.col("correlation").is_not_null())
+        .select(*_THREAD, "start_ns", "correlation", "external_id")
+        .collect()
+    )
+    spans = _host_spans(comm.filter(pl.col("end_ns") > pl.col("start_ns")))
+    inside = (
+        _in_time_order(launches)
+        .lazy()
+        .join_asof(
+            spans.lazy(),
+            left_on="start_ns",
+            right_on="span_start_ns",
+            by=_THREAD,
+            strategy="backward",
+            check_sortedness=False,
+        )
+        .filter(pl.col("start_ns") < pl.col("span_end_ns"))
+        .select(_LAUNCH)
+    )
+    ids = comm.lazy().filter(pl.col("external_id").is_not_null()).select("rank", "external_id").unique()
+    linked = launches.lazy().join(ids, on=["rank", "external_id"], how="semi").select(_LAUNCH)
+    launched = pl.concat([inside, linked]).unique()
+    rows: pl.Series = kernels.lazy().join(launched, on=_LAUNCH, how="semi").select("_row").collect().to_series()
+    return rows
+
+
+def unlaunched_on_comm_streams(events: pl.DataFrame, kernels: pl.DataFrame, *, candidates: pl.DataFrame) -> pl.Series:
+    """Rows of ``candidates`` with no recorded launch, on streams where every kernel of ``kernels``
+    whose launch is recorded is a collective (and one is)."""
+    streams = kernels.filter(pl.col("category") == "collective").select(_STREAM).unique()
+    if streams.is_empty():
+        return pl.Series("_row", [], dtype=pl.get_index_type())
+    on = kernels.join(streams, on=_STREAM, how="semi")
+    recorded = (
+        events.lazy()
+        .filter(pl.col("kind").is_in(list(LAUNCH_KINDS)), pl.col("correlation").is_not_null())
+        .select(_LAUNCH)
+        .join(on.lazy().select(_LAUNCH).unique(), on=_LAUNCH, how="semi")
+        .unique()
+        .with_columns(launched=pl.lit(True))
+    )
+    on = (
+        on.lazy()
+        .join(recorded, on=_LAUNCH, how="left", nulls_equal=False)
+        .with_columns(pl.col("launched").fill_null(False))
+        .collect()
+    )
+    dedicated = on.group_by(_STREAM).agg(ok=(~pl.col("launched") | (pl.col("category") == "collective")).all())
+    rows: pl.Series = (
+        on.filter(~pl.col("launched"), pl.col("_row").is_in(candidates.get_column("_row").implode()))
+        .join(dedicated.filter("ok").select(_STREAM), on=_STREAM, how="semi")
+        .get_column("_row")
+    )
+    return rows
