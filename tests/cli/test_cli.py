@@ -137,3 +137,39 @@ def test_analyze_nsys_export(shared_traces: Path) -> None:
     out = result.stdout
     assert "ranks: 2 (0-1)" in out and "backend: nccl" in out and "process order by GPU" in out
     assert "GPU time breakdown per rank" in out and "ncclDevKernel_SendRecv" in out and "FlashAttnFunc" in out
+
+
+def test_comm_kernel_pattern_makes_a_kernel_communication(tmp_path: Path) -> None:
+    trace = write_kineto(
+        tmp_path / "rank0.json",
+        [
+            {"ph": "X", "cat": "cpu_op", "name": "ProfilerStep#1", "ts": 0, "dur": 100, "pid": 1, "tid": 1},
+            {
+                "ph": "X",
+                "cat": "cuda_runtime",
+                "name": "cudaLaunchKernel",
+                "ts": 1,
+                "dur": 1,
+                "pid": 1,
+                "tid": 1,
+                "args": {"correlation": 5},
+            },
+            {
+                "ph": "X",
+                "cat": "kernel",
+                "name": "my_custom_allreduce",
+                "ts": 10,
+                "dur": 50,
+                "pid": 0,
+                "tid": 7,
+                "args": {"correlation": 5, "device": 0, "stream": 7},
+            },
+        ],
+        world_size=1,
+    )
+    out = tmp_path / "a.json"
+    result = tracekit("analyze", trace, "--no-cache", "--comm-kernel", "custom_allreduce", "--json", out)
+    assert result.returncode == 0, result.stderr
+    assert [r["category"] for r in json.loads(out.read_text())["kernels"]["top"]] == ["collective"]
+    bad = tracekit("analyze", trace, "--no-cache", "--comm-kernel", "(unclosed")
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "unclosed" in bad.stderr

@@ -39,6 +39,7 @@ def run_analyze(
     *,
     outputs: dict[str, Path | None],
     details: Path | None,
+    comm_kernels: tuple[str, ...] = (),
     rank_spec: str | None,
     rank: int | None,
     top: int,
@@ -60,6 +61,7 @@ def run_analyze(
             progress=progress.file_done,
             cache_dir=cache_dir,
             use_cache=use_cache,
+            comm_kernels=comm_kernels,
         )
         progress.stage(f"analyzing {len(run.ranks)} rank(s)")
         outcome = run_analysis(run, window=window)

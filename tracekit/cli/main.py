@@ -42,6 +42,13 @@ def cli() -> None:
     type=click.Path(dir_okay=False, path_type=Path),
     help="Also write the per-instance tables (collectives per rank, every GPU idle interval) as Parquet.",
 )
+@click.option(
+    "--comm-kernel",
+    "comm_kernels",
+    multiple=True,
+    metavar="REGEX",
+    help="Kernel names (a regular expression) that are communication, beside the built-in table. Repeatable.",
+)
 @click.option("--ranks", "rank_spec", help="Analyze only these ranks, e.g. 0-3,7.")
 @click.option("--rank", type=int, help="The rank of a single trace file that does not record one.")
 @click.option("--top", default=10, show_default=True, type=click.IntRange(min=1), help="Kernels to list.")
@@ -65,6 +72,7 @@ def analyze(
     html_path: Path | None,
     md_path: Path | None,
     details: Path | None,
+    comm_kernels: tuple[str, ...],
     rank_spec: str | None,
     rank: int | None,
     top: int,
@@ -80,6 +88,7 @@ def analyze(
         paths,
         outputs={"json": json_path, "html": html_path, "md": md_path},
         details=details,
+        comm_kernels=comm_kernels,
         rank_spec=rank_spec,
         rank=rank,
         top=top,
