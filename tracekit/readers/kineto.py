@@ -49,6 +49,8 @@ CATEGORY_KINDS: Final[dict[str, str]] = {
 #: Categories that carry no event of interest (the profiler's own span).
 _SKIPPED_CATEGORIES: Final = ("trace",)
 _STEP_PREFIX: Final = "ProfilerStep#"
+#: The clock of every Kineto trace, as :class:`RankTrace` reports it.
+CLOCK: Final = "kineto: host clock, us -> ns"
 
 
 def _inflate_module() -> Any:
@@ -218,6 +220,12 @@ def gunzip(data: bytes) -> bytes:
     return parts[0] if len(parts) == 1 else b"".join(parts)
 
 
+def read(path: Path, *, cache_root: Path | None = None) -> list[RankTrace]:
+    """The registry's reader (:mod:`tracekit.readers.formats`): one Kineto file is one rank."""
+    del cache_root  # nothing to keep on the way
+    return [read_kineto(path)]
+
+
 def read_kineto(path: str | Path) -> RankTrace:
     """Decode one Kineto trace file into the event schema (without ``rank``)."""
     path = Path(path)
@@ -245,6 +253,7 @@ def read_kineto(path: str | Path) -> RankTrace:
         backend=str(info["backend"]) if info.get("backend") else None,
         devices=tuple(dict.fromkeys(str(p["name"]) for p in props if isinstance(p, dict) and p.get("name"))),
         schema_version=None if version is None else str(version),
+        clock=CLOCK,
     )
 
 

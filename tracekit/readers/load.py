@@ -17,8 +17,10 @@ from tracekit.errors import InputError
 from tracekit.model.run import RankInfo, Run, SkippedFile
 from tracekit.model.schema import GPU_ACTIVITY_KINDS
 from tracekit.readers.cache import EventCache, default_cache_dir
-from tracekit.readers.discover import discover, rank_from_name
-from tracekit.readers.parse import ProgressCallback, parse_files, read_file
+from tracekit.readers.discover import discover
+from tracekit.readers.formats import read_file
+from tracekit.readers.parse import ProgressCallback, parse_files
+from tracekit.readers.ranks import rank_from_name
 
 if TYPE_CHECKING:
     from collections.abc import Iterable

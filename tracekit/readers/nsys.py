@@ -115,6 +115,12 @@ def is_sqlite(path: Path) -> bool:
         return False
 
 
+def read(path: Path, *, cache_root: Path | None = None) -> list[RankTrace]:
+    """The registry's reader (:mod:`tracekit.readers.formats`): an export, one trace per process."""
+    del cache_root  # nothing to keep on the way
+    return read_nsys(path)
+
+
 def read_nsys(path: str | Path, *, shown: str | Path | None = None) -> list[RankTrace]:
     """Read an Nsight Systems SQLite export: one :class:`RankTrace` per process with GPU work.
 
