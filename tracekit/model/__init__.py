@@ -1,8 +1,9 @@
-"""The event schema, the ``Run`` and event classification (imports polars only)."""
+"""The event schema, the counters table, the ``Run`` and event classification (imports polars only)."""
 
 from __future__ import annotations
 
 from tracekit.model.classify import category_expr, classify
+from tracekit.model.counters import COUNTER_SCHEMA, DEVICE_TYPES, DeviceType, empty_counters
 from tracekit.model.run import RankInfo, Run, SkippedFile
 from tracekit.model.schema import (
     CATEGORIES,
@@ -17,16 +18,20 @@ from tracekit.model.schema import (
 
 __all__ = [
     "CATEGORIES",
+    "COUNTER_SCHEMA",
+    "DEVICE_TYPES",
     "GPU_ACTIVITY_KINDS",
     "GPU_KINDS",
     "KINDS",
     "SCHEMA",
     "Category",
+    "DeviceType",
     "Kind",
     "RankInfo",
     "Run",
     "SkippedFile",
     "category_expr",
     "classify",
+    "empty_counters",
     "empty_events",
 ]
