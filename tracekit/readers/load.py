@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Final
 import polars as pl
 
 from tracekit.errors import InputError
+from tracekit.model.counters import empty_counters
 from tracekit.model.run import RankInfo, Run, SkippedFile
 from tracekit.model.schema import GPU_ACTIVITY_KINDS
 from tracekit.readers.cache import EventCache, default_cache_dir
@@ -71,7 +72,7 @@ def load_run(
             f"no readable trace ({detail})" if len(skipped) > 1 else skipped[0].reason,
             path=None if len(skipped) > 1 else skipped[0].path,
         )
-    infos, frames, rank_skips = _assign_ranks(good, override=rank)
+    infos, frames, counters, rank_skips = _assign_ranks(good, override=rank)
     skipped.extend(rank_skips)
     if not infos:
         raise InputError("; ".join(f"{s.path}: {s.reason}" for s in skipped))
@@ -91,6 +92,7 @@ def load_run(
         ranks=tuple(infos),
         skipped=tuple(skipped),
         warnings=tuple(_collective_warnings(infos, events)),
+        counters=pl.concat([empty_counters(), *(_by_time(counters[i.rank]) for i in infos)], rechunk=True),
     )
 
 
@@ -98,11 +100,17 @@ def _by_start(events: pl.DataFrame) -> pl.DataFrame:
     return events if events["start_ns"].is_sorted() else events.sort("start_ns")
 
 
+def _by_time(counters: pl.DataFrame) -> pl.DataFrame:
+    return counters if counters["time_ns"].is_sorted() else counters.sort("time_ns", maintain_order=True)
+
+
 def _assign_ranks(
     traces: list[RankTrace], *, override: int | None
-) -> tuple[list[RankInfo], dict[int, pl.DataFrame], list[SkippedFile]]:
+) -> tuple[list[RankInfo], dict[int, pl.DataFrame], dict[int, pl.DataFrame], list[SkippedFile]]:
+    """Each trace's rank: its info, and its events and counters with the ``rank`` column set."""
     infos: list[RankInfo] = []
     frames: dict[int, pl.DataFrame] = {}
+    counters: dict[int, pl.DataFrame] = {}
     owners: dict[int, str] = {}
     skipped: list[SkippedFile] = []
     for trace in traces:
@@ -127,6 +135,7 @@ def _assign_ranks(
             raise InputError(f"two files claim rank {rank}: {owners[rank]} and {trace.path}")
         owners[rank] = trace.path
         frames[rank] = trace.events.with_columns(pl.lit(rank, dtype=pl.Int32).alias("rank"))
+        counters[rank] = trace.counters.with_columns(pl.lit(rank, dtype=pl.Int32).alias("rank"))
         infos.append(
             RankInfo(
                 rank=rank,
@@ -140,7 +149,7 @@ def _assign_ranks(
                 event_count=trace.events.height,
             )
         )
-    return infos, frames, skipped
+    return infos, frames, counters, skipped
 
 
 def _check_one_job(infos: list[RankInfo], frames: dict[int, pl.DataFrame]) -> None:
