@@ -11,7 +11,8 @@ from tracekit.errors import TraceReadError
 if TYPE_CHECKING:
     from pathlib import Path
 
-_GZIP_MAGIC: Final = b"\x1f\x8b"
+#: The first two bytes of a gzip file.
+GZIP_MAGIC: Final = b"\x1f\x8b"
 
 
 def _inflate_module() -> Any:
@@ -35,7 +36,7 @@ def read_bytes(path: Path) -> bytes:
         raise TraceReadError(f"cannot read file ({exc.strerror})", path=path) from None
     if not data:
         raise TraceReadError("empty file", path=path)
-    if data[:2] == _GZIP_MAGIC:
+    if data[:2] == GZIP_MAGIC:
         try:
             data = gunzip(data)
         except GZIP_ERRORS as exc:

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Final
 
 from tracekit.errors import TracekitError
 from tracekit.readers.cache import EventCache, FileIdentity
+from tracekit.readers.compressed import GZIP_MAGIC
 from tracekit.readers.formats import read_file
 
 if TYPE_CHECKING:
@@ -28,7 +29,6 @@ if TYPE_CHECKING:
 
 #: Below this many bytes to decode in all, parse in this process: starting workers costs more.
 PARALLEL_MIN_BYTES: Final = 64 * 1024 * 1024
-_GZIP_MAGIC: Final = b"\x1f\x8b"
 
 #: Called after each file with (file, files done, files in all).
 ProgressCallback = Callable[[str, int, int], None]
@@ -69,7 +69,7 @@ def data_bytes(path: Path) -> int:
         if size < 18:
             return size
         with path.open("rb") as handle:
-            if handle.read(2) != _GZIP_MAGIC:
+            if handle.read(2) != GZIP_MAGIC:
                 return size
             handle.seek(-4, os.SEEK_END)
             return max(size, int.from_bytes(handle.read(4), "little"))  # ISIZE: the size mod 2**32
