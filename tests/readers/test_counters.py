@@ -129,6 +129,17 @@ def test_a_damaged_counters_entry_reads_the_source_again(tmp_path: Path) -> None
     assert load_run([path], cache_dir=cache).counters.equals(first.counters)
 
 
+def test_parallel_parsing_hands_the_counters_back(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    for r in range(2):
+        write_kineto(tmp_path / f"rank{r}.json", simple_step() + memory_events()[r:], rank=r)
+    serial = load_run([tmp_path], jobs=1, use_cache=False)
+    monkeypatch.setattr("tracekit.readers.parse.PARALLEL_MIN_BYTES", 0)
+    spooled = load_run([tmp_path], jobs=2, use_cache=False)  # through a cache of this run only
+    cached = load_run([tmp_path], jobs=2, cache_dir=tmp_path / "cache")
+    assert serial.counters.height == 11
+    assert serial.counters.equals(spooled.counters) and serial.counters.equals(cached.counters)
+
+
 # ---- Nsight Systems: CUDA_GPU_MEMORY_USAGE_EVENTS ------------------------------------------
 
 
