@@ -2,7 +2,10 @@
 
 Decoding is typed: msgspec structs that keep only the fields the analyses use, untracked by
 the garbage collector, in a union tagged by the event phase so that flows, metadata and
-counters (a third of a training trace) decode into empty structs with their fields skipped.
+Chrome counter events (a third of a training trace) decode into empty structs with their
+fields skipped. Instants named ``[memory]`` (written with ``profile_memory=True``) become
+the rank's counters (:mod:`tracekit.model.counters`), not events; only instants decode the
+memory arguments.
 Each field then becomes one column in one C-level pass (``map(attrgetter(...))``), with
 no Python loop over events; no per-event object survives the function. Timestamps become
 int64 nanoseconds: Kineto writes float microseconds, so they are converted once here,
