@@ -75,6 +75,31 @@ def kineto_event(cat: str, name: str, ts: float, dur: float, **args: Any) -> dic
     }
 
 
+def kineto_memory(
+    ts: float, nbytes: int, *, allocated: int, reserved: int, device_type: int = 1, device: int = 0, addr: int = 0
+) -> dict[str, Any]:
+    """One Kineto ``[memory]`` instant (``profile_memory=True``); device type 0 is the CPU (device -1)."""
+    return {
+        "ph": "i",
+        "cat": "cpu_instant_event",
+        "s": "t",
+        "name": "[memory]",
+        "pid": 100,
+        "tid": 1,
+        "ts": ts,
+        "args": {
+            "Total Reserved": reserved,
+            "Total Allocated": allocated,
+            "Bytes": nbytes,
+            "Device Id": device,
+            "Device Type": device_type,
+            "Addr": addr,
+            "finished": False,
+            "Ev Idx": 1,
+        },
+    }
+
+
 def write_kineto(
     path: Path,
     events: list[dict[str, Any]],

@@ -43,7 +43,7 @@ def test_new_families_match_across_ranks_by_operation() -> None:
 
 def test_deepseek_style_all_to_all_hidden_behind_gemms_is_communication() -> None:
     """DeepEP's all-to-all takes 88% of the step, 96% of it under GEMMs: comm, not '0%'."""
-    from tracekit.analyzers import analyze
+    from tracekit.analyzers import run_analysis
 
     rows: list[dict[str, object]] = [ev("step", "ProfilerStep#1", 0, 1000 * US)]
     rows += [
@@ -52,7 +52,7 @@ def test_deepseek_style_all_to_all_hidden_behind_gemms_is_communication() -> Non
         ev("runtime", "cudaLaunchKernelExC", 3 * US, 4 * US, correlation=2),
         ev("kernel", KERNELS["dispatch"], 20 * US, 900 * US, correlation=2, stream=30),
     ]
-    result = analyze(make_run(rows, world_size=8))
+    result = run_analysis(make_run(rows, world_size=8)).frames
     overlap = result.overlap.per_rank.row(0, named=True)
     assert overlap["comm_ns"] == 880 * US
     assert overlap["overlapped_ns"] == 845 * US  # 96% hidden behind the GEMM

@@ -21,16 +21,16 @@ if TYPE_CHECKING:
 @pytest.fixture
 def reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The Kineto files actually decoded (not served from the cache), in order."""
-    from tracekit.readers import parse
+    from tracekit.readers import kineto
 
     decoded: list[str] = []
-    real = parse.read_kineto
+    real = kineto.read_kineto
 
     def counting(path: Any) -> Any:
         decoded.append(os.path.basename(path))
         return real(path)
 
-    monkeypatch.setattr(parse, "read_kineto", counting)
+    monkeypatch.setattr(kineto, "read_kineto", counting)
     return decoded
 
 

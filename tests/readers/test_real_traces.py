@@ -24,6 +24,7 @@ def test_every_shared_kineto_file_reads(kineto_dir: Path) -> None:
         assert trace.events.height > 0, path
         assert trace.events["start_ns"].null_count() == 0, path
         assert (trace.events["end_ns"] >= trace.events["start_ns"]).all(), path
+        assert trace.counters.height == 0, path  # none was recorded with profile_memory=True
 
 
 def test_dlrm_8_ranks(kineto_dir: Path) -> None:

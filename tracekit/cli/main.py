@@ -17,7 +17,18 @@ def cli() -> None:
     """Why is this distributed PyTorch training run slow?"""
 
 
-@cli.command()
+class _AnalyzeCommand(click.Command):
+    """``analyze``, whose help lists the input formats of the registry (imported only for --help)."""
+
+    def format_help_text(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        super().format_help_text(ctx, formatter)
+        from tracekit.readers.formats import help_rows
+
+        with formatter.section("Input formats"):
+            formatter.write_dl(help_rows())
+
+
+@cli.command(cls=_AnalyzeCommand)
 @click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.option(
     "--json",
@@ -81,7 +92,10 @@ def analyze(
     no_cache: bool,
     window: str,
 ) -> None:
-    """Analyze Kineto traces (*.json / *.json.gz, one per rank) or Nsight Systems exports (*.sqlite, *.nsys-rep)."""
+    """Analyze the traces of a run: one file per rank, or one file holding every rank.
+
+    PATHS are trace files (formats below) or folders searched for them.
+    """
     from tracekit.cli.commands import run_analyze
 
     run_analyze(

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 import polars as pl
 
+from tracekit.model.counters import empty_counters
 from tracekit.model.schema import GPU_ACTIVITY_KINDS
 
 if TYPE_CHECKING:
@@ -41,15 +42,18 @@ class SkippedFile:
 
 @dataclass(frozen=True)
 class Run:
-    """Every rank's events (one frame, ``rank`` column) and per-rank metadata.
+    """Every rank's events (one frame, ``rank`` column), counters and per-rank metadata.
 
-    ``events`` follows :data:`tracekit.model.schema.SCHEMA` and is sorted by rank and start.
+    ``events`` follows :data:`tracekit.model.schema.SCHEMA` and is sorted by rank and start;
+    ``counters`` (memory over time) follows :data:`tracekit.model.counters.COUNTER_SCHEMA` and
+    is sorted by rank and time; it has no rows when the traces recorded none.
     """
 
     events: pl.DataFrame
     ranks: tuple[RankInfo, ...]
     skipped: tuple[SkippedFile, ...] = ()
     warnings: tuple[str, ...] = field(default=())
+    counters: pl.DataFrame = field(default_factory=empty_counters)
 
     @property
     def rank_ids(self) -> list[int]:
@@ -110,11 +114,16 @@ class Run:
         return self.events.filter(pl.col("rank") == rank)
 
     def only(self, ranks: Sequence[int]) -> Run:
-        """The same run restricted to ``ranks`` (events and metadata)."""
-        keep = set(ranks)
+        """The same run restricted to ``ranks`` (events, counters and metadata)."""
+        keep = list(set(ranks))
         return Run(
-            events=self.events.filter(pl.col("rank").is_in(list(keep))),
+            events=self.events.filter(pl.col("rank").is_in(keep)),
             ranks=tuple(r for r in self.ranks if r.rank in keep),
             skipped=self.skipped,
             warnings=self.warnings,
+            counters=self.counters.filter(pl.col("rank").is_in(keep)),
         )
+
+    def rank_counters(self, rank: int) -> pl.DataFrame:
+        """The counters of one rank, in time order."""
+        return self.counters.filter(pl.col("rank") == rank)

@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
-from tracekit.readers.discover import capture_summary, discover, parse_rank_spec, rank_from_name
+from tracekit.readers.discover import capture_summary, discover
+from tracekit.readers.formats import FORMATS, InputFormat, format_of, read_file
 from tracekit.readers.kineto import read_kineto
-from tracekit.readers.load import load_run, read_file
+from tracekit.readers.load import load_run
+from tracekit.readers.ranks import parse_rank_spec, rank_from_name
 from tracekit.readers.trace import RankTrace
 
 __all__ = [
+    "FORMATS",
+    "InputFormat",
     "RankTrace",
     "capture_summary",
     "discover",
+    "format_of",
     "load_run",
     "parse_rank_spec",
     "rank_from_name",

@@ -2,7 +2,8 @@
 
 Reading a trace again costs a Parquet read instead of a JSON or SQLite decode. An entry is
 ``<root>/events/<digest of the resolved path>.json`` (what the reader said about each rank
-in the file, and the file identity it was read from) beside one ``.parquet`` per rank trace.
+in the file, and the file identity it was read from) beside one ``.parquet`` of events per
+rank trace, and one ``.counters.parquet`` per rank trace that has counters (memory over time).
 It is used only while the file still has that identity (size, mtime in ns, inode, and a
 digest of its first and last 64 KiB, since mtimes tick only every few ms) and was written
 by this tracekit version with this :data:`CACHE_VERSION`; a changed file's entry is replaced
@@ -26,6 +27,7 @@ from typing import TYPE_CHECKING, Any, Final
 import polars as pl
 
 from tracekit import __version__
+from tracekit.model.counters import COUNTER_SCHEMA, empty_counters
 from tracekit.model.schema import SCHEMA
 from tracekit.readers.trace import RankTrace
 
@@ -94,18 +96,21 @@ class EventCache:
             meta = json.loads((self.folder / f"{stem}.json").read_bytes())
             if meta.get("key") != self._key(identity):
                 return None
-            return [
-                self._read_trace(item, self.folder / f"{stem}.{i}.parquet") for i, item in enumerate(meta["traces"])
-            ]
+            return [self._read_trace(item, self.folder / f"{stem}.{i}") for i, item in enumerate(meta["traces"])]
         except _UNUSABLE:
             return None
 
     @staticmethod
-    def _read_trace(item: dict[str, Any], parquet: Path) -> RankTrace:
-        events = pl.read_parquet(parquet)
-        if events.schema != pl.Schema(SCHEMA) or events.height != item["rows"]:
-            raise ValueError(f"{parquet}: not the event schema, or not the rows recorded")
-        return RankTrace(events=events, devices=tuple(item["devices"]), **{k: item[k] for k in _METADATA})
+    def _read_trace(item: dict[str, Any], base: Path) -> RankTrace:
+        """One rank trace from ``<base>.parquet`` (and ``<base>.counters.parquet`` when it has counters)."""
+        events = _read_frame(base.with_name(f"{base.name}.parquet"), SCHEMA, rows=item["rows"])
+        counters = (
+            _read_frame(base.with_name(f"{base.name}.counters.parquet"), COUNTER_SCHEMA, rows=item["counter_rows"])
+            if item["counter_rows"]
+            else empty_counters()
+        )
+        meta = {k: item[k] for k in _METADATA}
+        return RankTrace(events=events, counters=counters, devices=tuple(item["devices"]), **meta)
 
     def store(self, identity: FileIdentity, traces: Sequence[RankTrace]) -> bool:
         """Write the entry of the file read as ``identity``; False when it cannot be written."""
@@ -114,8 +119,18 @@ class EventCache:
             self.folder.mkdir(parents=True, exist_ok=True)
             for i, trace in enumerate(traces):
                 _replace(self.folder / f"{stem}.{i}.parquet", partial(_write_parquet, trace.events))
+                counters = self.folder / f"{stem}.{i}.counters.parquet"
+                if trace.counters.height:
+                    _replace(counters, partial(_write_parquet, trace.counters))
+                else:
+                    counters.unlink(missing_ok=True)  # what an earlier version of the file had
             items = [
-                {**{k: getattr(t, k) for k in _METADATA}, "devices": list(t.devices), "rows": t.events.height}
+                {
+                    **{k: getattr(t, k) for k in _METADATA},
+                    "devices": list(t.devices),
+                    "rows": t.events.height,
+                    "counter_rows": t.counters.height,
+                }
                 for t in traces
             ]
             text = json.dumps({"key": self._key(identity), "traces": items}, indent=1)
@@ -125,8 +140,15 @@ class EventCache:
         return True
 
 
-def _write_parquet(events: pl.DataFrame, path: Path) -> None:
-    events.write_parquet(path, compression="lz4", statistics=False)  # zstd: half the size, 1.5x the CPU
+def _read_frame(parquet: Path, schema: dict[str, pl.DataType], *, rows: int) -> pl.DataFrame:
+    frame = pl.read_parquet(parquet)
+    if frame.schema != pl.Schema(schema) or frame.height != rows:
+        raise ValueError(f"{parquet}: not the schema, or not the rows recorded")
+    return frame
+
+
+def _write_parquet(frame: pl.DataFrame, path: Path) -> None:
+    frame.write_parquet(path, compression="lz4", statistics=False)  # zstd: half the size, 1.5x the CPU
 
 
 def _replace(target: Path, write: Callable[[Path], object]) -> None:

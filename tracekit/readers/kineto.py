@@ -2,7 +2,10 @@
 
 Decoding is typed: msgspec structs that keep only the fields the analyses use, untracked by
 the garbage collector, in a union tagged by the event phase so that flows, metadata and
-counters (a third of a training trace) decode into empty structs with their fields skipped.
+Chrome counter events (a third of a training trace) decode into empty structs with their
+fields skipped. Instants named ``[memory]`` (written with ``profile_memory=True``) become
+the rank's counters (:mod:`tracekit.model.counters`), not events; only instants decode the
+memory arguments.
 Each field then becomes one column in one C-level pass (``map(attrgetter(...))``), with
 no Python loop over events; no per-event object survives the function. Timestamps become
 int64 nanoseconds: Kineto writes float microseconds, so they are converted once here,
@@ -11,8 +14,6 @@ relative to an integer base to keep nanosecond precision beyond float64's 2**53.
 
 from __future__ import annotations
 
-import importlib
-import zlib
 from functools import reduce
 from itertools import compress, repeat
 from operator import attrgetter, or_
@@ -24,7 +25,10 @@ import polars as pl
 
 from tracekit.errors import TraceReadError
 from tracekit.model.classify import category_expr
+from tracekit.model.counters import COUNTER_SCHEMA, DeviceType, empty_counters
 from tracekit.model.schema import GPU_KINDS, SCHEMA
+from tracekit.readers.columns import column
+from tracekit.readers.compressed import read_bytes
 from tracekit.readers.trace import RankTrace
 
 #: Kineto category (lower-cased) -> event kind, for today's names and the 2021 ones.
@@ -49,25 +53,21 @@ CATEGORY_KINDS: Final[dict[str, str]] = {
 #: Categories that carry no event of interest (the profiler's own span).
 _SKIPPED_CATEGORIES: Final = ("trace",)
 _STEP_PREFIX: Final = "ProfilerStep#"
-
-
-def _inflate_module() -> Any:
-    """ISA-L's zlib (``isal``, a dependency: inflates twice as fast), else zlib: one API."""
-    try:
-        return importlib.import_module("isal.isal_zlib")
-    except ImportError:
-        return zlib
-
-
-_INFLATE: Final = _inflate_module()
-#: What inflating corrupt or truncated gzip data raises.
-GZIP_ERRORS: Final[tuple[type[BaseException], ...]] = (EOFError, OSError, zlib.error, _INFLATE.error)
-#: What building a column of one dtype from values of other JSON types raises.
-_MIXED: Final = (TypeError, ValueError, OverflowError, pl.exceptions.PolarsError)
-#: Integer columns that Kineto writes as text in some rows (``"pid": "Spans"``).
-_OFTEN_TEXT: Final = ("pid", "tid")
-#: The integer in a text id such as "stream 7".
-_INT_IN_TEXT: Final = r"(-?\d+)\s*$"
+#: The clock of every Kineto trace, as :class:`RankTrace` reports it.
+CLOCK: Final = "kineto: host clock, us -> ns"
+#: The name of the instants ``profile_memory=True`` writes: counters, not events.
+MEMORY_EVENT: Final = "[memory]"
+#: Their ``Device Type``: c10::DeviceType -> the counters table's device types ("other" else).
+DEVICE_TYPE_CODES: Final = {
+    0: "cpu",
+    1: "cuda",
+    6: "hip",
+    12: "xpu",
+    13: "mps",
+    15: "hpu",
+    19: "mtia",
+    20: "privateuse1",
+}
 
 
 class _Args(msgspec.Struct, gc=False, frozen=True):
@@ -83,9 +83,21 @@ class _Args(msgspec.Struct, gc=False, frozen=True):
     group_size: int | None = msgspec.field(default=None, name="Group size")
 
 
+class _InstantArgs(_Args, frozen=True):
+    """An instant's arguments: those of a ``[memory]`` instant besides the others."""
+
+    device_type: int | None = msgspec.field(default=None, name="Device Type")
+    device_id: int | None = msgspec.field(default=None, name="Device Id")
+    addr: int | None = msgspec.field(default=None, name="Addr")
+    mem_bytes: int | None = msgspec.field(default=None, name="Bytes")
+    total_allocated: int | None = msgspec.field(default=None, name="Total Allocated")
+    total_reserved: int | None = msgspec.field(default=None, name="Total Reserved")
+
+
 #: The arguments of an event that has none: one shared instance, so that every event has
 #: ``args`` and a column is one C-level ``attrgetter("args.<field>")`` pass over the events.
 _NO_ARGS: Final = _Args()
+_NO_INSTANT_ARGS: Final = _InstantArgs()
 
 
 # Events are a union tagged by ``ph``: durations ("X") and instants ("i", "I") decode into
@@ -103,7 +115,7 @@ class _Event(msgspec.Struct, gc=False, tag_field="ph", tag="X"):
 
 
 class _Instant(_Event, tag="i"):
-    pass
+    args: _InstantArgs = _NO_INSTANT_ARGS  # only instants pay for the memory fields
 
 
 class _InstantLegacy(_Instant, tag="I"):
@@ -140,6 +152,12 @@ class _LooseArgs(msgspec.Struct, gc=False, frozen=True):
     msg_nelems: Any = msgspec.field(default=None, name="In msg nelems")
     pg_name: Any = msgspec.field(default=None, name="Process Group Name")
     group_size: Any = msgspec.field(default=None, name="Group size")
+    device_type: Any = msgspec.field(default=None, name="Device Type")
+    device_id: Any = msgspec.field(default=None, name="Device Id")
+    addr: Any = msgspec.field(default=None, name="Addr")
+    mem_bytes: Any = msgspec.field(default=None, name="Bytes")
+    total_allocated: Any = msgspec.field(default=None, name="Total Allocated")
+    total_reserved: Any = msgspec.field(default=None, name="Total Reserved")
 
 
 _NO_LOOSE_ARGS: Final = _LooseArgs()
@@ -178,44 +196,16 @@ _EVENT_COLUMNS: Final[dict[str, pl.DataType]] = {
     "dur": pl.Float64(),
 }
 _ARG_COLUMNS: Final[dict[str, pl.DataType]] = {f: pl.String() if f in _STRING_ARGS else pl.Int64() for f in _ARG_FIELDS}
+#: The raw columns of a ``[memory]`` instant's args.
+_MEMORY_COLUMNS: Final[dict[str, pl.DataType]] = {
+    f: pl.Int64() for f in _InstantArgs.__struct_fields__ if f not in _ARG_FIELDS
+}
 
 
-def read_bytes(path: Path) -> bytes:
-    """The decompressed bytes of ``path``; errors name the file and the reason."""
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise TraceReadError(f"cannot read file ({exc.strerror})", path=path) from None
-    if not data:
-        raise TraceReadError("empty file", path=path)
-    if data[:2] == b"\x1f\x8b":
-        try:
-            data = gunzip(data)
-        except GZIP_ERRORS as exc:
-            raise TraceReadError(
-                f"truncated or corrupt gzip ({exc}); was the profiler stopped mid-write?",
-                path=path,
-            ) from None
-        if not data.strip():
-            raise TraceReadError("empty file (after gunzip)", path=path)
-    return data
-
-
-def gunzip(data: bytes) -> bytes:
-    """Decompress gzip ``data``, every member of it, checking each member's CRC.
-
-    One pass per member, which checks the CRC as it inflates (``gzip.decompress`` computes
-    it in a second pass over the output), with ISA-L when it is installed (``isal``: twice
-    as fast as zlib). Raises one of :data:`GZIP_ERRORS` for corrupt or truncated input.
-    """
-    parts = []
-    while data:
-        inflater = _INFLATE.decompressobj(wbits=31)
-        parts.append(inflater.decompress(data))
-        if not inflater.eof:
-            raise EOFError("compressed file ended before the end-of-stream marker was reached")
-        data = inflater.unused_data.lstrip(b"\x00")  # members may be followed by zero padding
-    return parts[0] if len(parts) == 1 else b"".join(parts)
+def read(path: Path, *, cache_root: Path | None = None) -> list[RankTrace]:
+    """The registry's reader (:mod:`tracekit.readers.formats`): one Kineto file is one rank."""
+    del cache_root  # nothing to keep on the way
+    return [read_kineto(path)]
 
 
 def read_kineto(path: str | Path) -> RankTrace:
@@ -235,16 +225,18 @@ def read_kineto(path: str | Path) -> RankTrace:
         raw_events, version = trace.traceEvents, trace.schemaVersion
         info = trace.distributedInfo if isinstance(trace.distributedInfo, dict) else {}
         props = trace.deviceProperties if isinstance(trace.deviceProperties, list) else []
-    events = _to_frame(raw_events)
+    events, counters = _to_frames(raw_events)
     del raw_events, trace
     return RankTrace(
         path=str(path),
         events=events,
+        counters=counters,
         rank=_as_int(info.get("rank")),
         world_size=_as_int(info.get("world_size")),
         backend=str(info["backend"]) if info.get("backend") else None,
         devices=tuple(dict.fromkeys(str(p["name"]) for p in props if isinstance(p, dict) and p.get("name"))),
         schema_version=None if version is None else str(version),
+        clock=CLOCK,
     )
 
 
@@ -273,76 +265,74 @@ def _as_int(value: Any) -> int | None:
         return None
 
 
-def _column(name: str, values: list[Any], dtype: pl.DataType) -> pl.Series:
-    """A column of ``dtype`` from decoded values; mixed JSON types take a tolerant path."""
-    if name not in _OFTEN_TEXT:
-        try:
-            return pl.Series(name, values, dtype=dtype, strict=True)
-        except _MIXED:
-            pass
-    if dtype.is_integer():
-        try:
-            ints: pl.Series = _ints_and_text(name, values).cast(dtype, strict=False)
-            return ints
-        except _MIXED:
-            pass
-    series = pl.Series(name, values, strict=False)
-    if dtype.is_integer() and series.dtype == pl.String:
-        series = series.str.extract(_INT_IN_TEXT)
-    out: pl.Series = series.cast(dtype, strict=False)
-    return out
-
-
-def _ints_and_text(name: str, values: list[Any]) -> pl.Series:
-    """Integers that some rows write as text (``"pid": "Spans"``, ``"tid": "stream 7"``).
-
-    The text values (found by one C-level ``map(isinstance, ...)`` pass) are taken out of
-    ``values`` and parsed on their own (their last run of digits, else null), so that the
-    rest still builds on the fast path.
-    """
-    at = pl.Series(list(map(isinstance, values, repeat(str))), dtype=pl.Boolean).arg_true().to_list()
-    text = pl.Series([values[i] for i in at], dtype=pl.String)
-    for i in at:
-        values[i] = None
-    ints = pl.Series(name, values, dtype=pl.Int64, strict=True)
-    return ints.scatter(at, text.str.extract(_INT_IN_TEXT).cast(pl.Int64, strict=False)) if at else ints
-
-
-def _to_frame(raw: list[Any]) -> pl.DataFrame:
-    """Columns from decoded events; keeps durations ('X') and instants ('i', 'I').
+def _to_frames(raw: list[Any]) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Events and counters from decoded events; keeps durations ('X') and instants ('i', 'I').
 
     Each column is one ``map(attrgetter(field), ...)`` pass, which runs in C, as does
     picking the kept events out of the tagged union (``compress`` over ``isinstance``).
     """
     if raw and isinstance(raw[0], _LooseEvent):
-        return _loose_frame(raw)
+        return _loose_frames(raw)
     events = list(compress(raw, map(isinstance, raw, repeat(_Event))))
-    instant = pl.Series("instant", list(map(isinstance, events, repeat(_Instant))), dtype=pl.Boolean)
-    return _normalize(pl.DataFrame([instant, *_columns(events)]))
+    is_instant = list(map(isinstance, events, repeat(_Instant)))
+    memory = _memory_frame(list(compress(events, is_instant)))
+    instant = pl.Series("instant", is_instant, dtype=pl.Boolean)
+    return _normalize(pl.DataFrame([instant, *_columns(events)]), memory)
 
 
 def _columns(events: list[Any]) -> list[pl.Series]:
     """The raw columns of ``events`` (typed or loose structs), in ``_EVENT_COLUMNS``, ``_ARG_COLUMNS`` order."""
-    cols = [_column(name, list(map(attrgetter(name), events)), dtype) for name, dtype in _EVENT_COLUMNS.items()]
+    cols = [column(name, list(map(attrgetter(name), events)), dtype) for name, dtype in _EVENT_COLUMNS.items()]
     args = list(map(attrgetter("args"), events))  # a pass over the args alone: fewer cache misses
-    cols += [_column(name, list(map(attrgetter(name), args)), dtype) for name, dtype in _ARG_COLUMNS.items()]
+    cols += [column(name, list(map(attrgetter(name), args)), dtype) for name, dtype in _ARG_COLUMNS.items()]
     return cols
 
 
-def _loose_frame(raw: list[_LooseEvent]) -> pl.DataFrame:
-    """The same columns from leniently decoded events (a rare path: any JSON type anywhere)."""
+def _memory_frame(instants: list[Any]) -> pl.DataFrame | None:
+    """``ts`` and the ``_MEMORY_COLUMNS`` of the ``[memory]`` instants among ``instants``; None without any."""
+    names = column("name", list(map(attrgetter("name"), instants)), pl.String())
+    is_memory = names.eq_missing(MEMORY_EVENT)
+    if not is_memory.any():
+        return None
+    memory = list(compress(instants, is_memory.to_list()))
+    args = list(map(attrgetter("args"), memory))
+    return pl.DataFrame(
+        [
+            column("ts", list(map(attrgetter("ts"), memory)), pl.Float64()),
+            *(column(name, list(map(attrgetter(name), args)), dtype) for name, dtype in _MEMORY_COLUMNS.items()),
+        ]
+    )
+
+
+def _loose_frames(raw: list[_LooseEvent]) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The same frames from leniently decoded events (a rare path: any JSON type anywhere)."""
     events = [e if e.args is not None else msgspec.structs.replace(e, args=_NO_LOOSE_ARGS) for e in raw]
-    ph = _column("ph", list(map(attrgetter("ph"), events)), pl.String())
-    return _normalize(
+    ph = column("ph", list(map(attrgetter("ph"), events)), pl.String())
+    memory = _memory_frame(list(compress(events, ph.is_in(_KEPT_PHASES[1:]).fill_null(False).to_list())))
+    frame = (
         pl.DataFrame([ph, *_columns(events)])
         .filter(pl.col("ph").is_in(_KEPT_PHASES))
         .select(pl.col("ph").ne("X").alias("instant"), *_EVENT_COLUMNS, *_ARG_COLUMNS)
     )
+    return _normalize(frame, memory)
 
 
-def _normalize(df: pl.DataFrame) -> pl.DataFrame:
-    """Raw Kineto columns -> the event schema (ns times, kinds, GPU device/stream), one query."""
+def _ns(ts: pl.Expr, base: int) -> pl.Expr:
+    """Float us -> int64 ns, exact to the ns: relative to the integer ``base`` (us) first."""
+    return ((ts - base) * 1000).round().cast(pl.Int64) + base * 1000
+
+
+def _normalize(df: pl.DataFrame, memory: pl.DataFrame | None) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Raw columns -> the event schema (ns times, kinds, GPU device/stream) and the counters.
+
+    The ``[memory]`` instants among ``df`` become the counters (``memory``: their args).
+    """
     base = int(df["ts"].min() or 0)  # type: ignore[arg-type]
+    return _events(df, base), empty_counters() if memory is None else _counters(memory, base)
+
+
+def _events(df: pl.DataFrame, base: int) -> pl.DataFrame:
+    """Raw Kineto columns -> the event schema, one query."""
     cat = pl.col("cat").str.to_lowercase()
     kind = (
         pl.when(pl.col("instant"))
@@ -351,12 +341,16 @@ def _normalize(df: pl.DataFrame) -> pl.DataFrame:
         .then(pl.lit("step"))
         .otherwise(cat.replace_strict(CATEGORY_KINDS, default="other"))
     )
-    start = ((pl.col("ts") - base) * 1000).round().cast(pl.Int64) + base * 1000
+    start = _ns(pl.col("ts"), base)
     dur = (pl.col("dur").fill_null(0).clip(lower_bound=0) * 1000).round().cast(pl.Int64)
     is_gpu = pl.col("kind").is_in(GPU_KINDS)
     return (
         df.lazy()
-        .filter(pl.col("ts").is_not_null(), cat.is_null() | ~cat.is_in(_SKIPPED_CATEGORIES))
+        .filter(
+            pl.col("ts").is_not_null(),
+            cat.is_null() | ~cat.is_in(_SKIPPED_CATEGORIES),
+            ~(pl.col("instant") & pl.col("name").eq_missing(MEMORY_EVENT)),
+        )
         .with_columns(kind=kind, start_ns=start, dur_ns=dur)
         .with_columns(
             end_ns=pl.col("start_ns") + pl.col("dur_ns"),
@@ -369,5 +363,27 @@ def _normalize(df: pl.DataFrame) -> pl.DataFrame:
         .with_columns(category_expr())
         .select(list(SCHEMA))
         .sort("start_ns")
+        .collect()
+    )
+
+
+def _counters(memory: pl.DataFrame, base: int) -> pl.DataFrame:
+    """``[memory]`` instants -> the counters table (ns times; a negative device id is the host's)."""
+    device_type = pl.col("device_type").replace_strict(DEVICE_TYPE_CODES, default="other", return_dtype=DeviceType)
+    return (
+        memory.lazy()
+        .filter(pl.col("ts").is_not_null())
+        .select(
+            rank=pl.lit(None, dtype=pl.Int32),
+            time_ns=_ns(pl.col("ts"), base),
+            device_type=device_type,
+            device=pl.when(pl.col("device_id") >= 0).then(pl.col("device_id")),
+            addr=pl.col("addr"),
+            bytes=pl.col("mem_bytes"),
+            total_allocated=pl.col("total_allocated"),
+            total_reserved=pl.col("total_reserved"),
+        )
+        .select([pl.col(c).cast(t) for c, t in COUNTER_SCHEMA.items()])
+        .sort("time_ns", maintain_order=True)
         .collect()
     )

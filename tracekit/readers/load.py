@@ -16,11 +16,14 @@ import polars as pl
 from tracekit.errors import InputError
 from tracekit.model.classify import classify_run
 from tracekit.model.comm_evidence import user_kernel_pattern
+from tracekit.model.counters import empty_counters
 from tracekit.model.run import RankInfo, Run, SkippedFile
 from tracekit.model.schema import GPU_ACTIVITY_KINDS
 from tracekit.readers.cache import EventCache, default_cache_dir
-from tracekit.readers.discover import discover, rank_from_name
-from tracekit.readers.parse import ProgressCallback, parse_files, read_file
+from tracekit.readers.discover import discover
+from tracekit.readers.formats import read_file
+from tracekit.readers.parse import ProgressCallback, parse_files
+from tracekit.readers.ranks import rank_from_name
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
@@ -77,7 +80,7 @@ def load_run(
             f"no readable trace ({detail})" if len(skipped) > 1 else skipped[0].reason,
             path=None if len(skipped) > 1 else skipped[0].path,
         )
-    infos, frames, rank_skips = _assign_ranks(good, override=rank)
+    infos, frames, counters, rank_skips = _assign_ranks(good, override=rank)
     skipped.extend(rank_skips)
     if not infos:
         raise InputError("; ".join(f"{s.path}: {s.reason}" for s in skipped))
@@ -98,6 +101,7 @@ def load_run(
         ranks=tuple(infos),
         skipped=tuple(skipped),
         warnings=tuple(_collective_warnings(infos, events)),
+        counters=pl.concat([empty_counters(), *(_by_time(counters[i.rank]) for i in infos)], rechunk=True),
     )
 
 
@@ -105,11 +109,17 @@ def _by_start(events: pl.DataFrame) -> pl.DataFrame:
     return events if events["start_ns"].is_sorted() else events.sort("start_ns")
 
 
+def _by_time(counters: pl.DataFrame) -> pl.DataFrame:
+    return counters if counters["time_ns"].is_sorted() else counters.sort("time_ns", maintain_order=True)
+
+
 def _assign_ranks(
     traces: list[RankTrace], *, override: int | None
-) -> tuple[list[RankInfo], dict[int, pl.DataFrame], list[SkippedFile]]:
+) -> tuple[list[RankInfo], dict[int, pl.DataFrame], dict[int, pl.DataFrame], list[SkippedFile]]:
+    """Each trace's rank: its info, and its events and counters with the ``rank`` column set."""
     infos: list[RankInfo] = []
     frames: dict[int, pl.DataFrame] = {}
+    counters: dict[int, pl.DataFrame] = {}
     owners: dict[int, str] = {}
     skipped: list[SkippedFile] = []
     for trace in traces:
@@ -134,6 +144,7 @@ def _assign_ranks(
             raise InputError(f"two files claim rank {rank}: {owners[rank]} and {trace.path}")
         owners[rank] = trace.path
         frames[rank] = trace.events.with_columns(pl.lit(rank, dtype=pl.Int32).alias("rank"))
+        counters[rank] = trace.counters.with_columns(pl.lit(rank, dtype=pl.Int32).alias("rank"))
         infos.append(
             RankInfo(
                 rank=rank,
@@ -147,7 +158,7 @@ def _assign_ranks(
                 event_count=trace.events.height,
             )
         )
-    return infos, frames, skipped
+    return infos, frames, counters, skipped
 
 
 def _check_one_job(infos: list[RankInfo], frames: dict[int, pl.DataFrame]) -> None:

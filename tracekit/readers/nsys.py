@@ -9,6 +9,8 @@ versions), so each query is built from the tables and columns the file has.
   ``correlation`` links each to the CUDA runtime or driver call that launched it.
 * Host: CUDA runtime and driver calls (``cudaLaunchKernel``: the ``_v7000`` suffix is
   dropped), NVTX push/pop and start/end ranges (``annotation``) and marks (``instant``).
+* Memory: CUDA allocations and frees (``CUDA_GPU_MEMORY_USAGE_EVENTS``, when recorded) become
+  each rank's counters (see :mod:`tracekit.readers.nsys_memory`).
 * NVTX ranges in the ``tracekit`` domain are tracekit's phases (``forward`` becomes
   ``tracekit.phase/forward``), ``ProfilerStep#N`` (any domain) and ``step#N`` (tracekit
   domain) are steps; other ranges keep their text, without the ``, seq = N, op_id = N``
@@ -32,6 +34,7 @@ import polars as pl
 from tracekit.errors import TraceReadError
 from tracekit.model.classify import category_expr
 from tracekit.model.schema import GPU_ACTIVITY_KINDS, GPU_KINDS, SCHEMA
+from tracekit.readers.nsys_memory import memory_rows
 from tracekit.readers.nsys_meta import Export, ExportMeta, device_names, rank_hint, read_meta
 from tracekit.readers.trace import RankTrace
 
@@ -115,6 +118,12 @@ def is_sqlite(path: Path) -> bool:
         return False
 
 
+def read(path: Path, *, cache_root: Path | None = None) -> list[RankTrace]:
+    """The registry's reader (:mod:`tracekit.readers.formats`): an export, one trace per process."""
+    del cache_root  # nothing to keep on the way
+    return read_nsys(path)
+
+
 def read_nsys(path: str | Path, *, shown: str | Path | None = None) -> list[RankTrace]:
     """Read an Nsight Systems SQLite export: one :class:`RankTrace` per process with GPU work.
 
@@ -130,13 +139,14 @@ def read_nsys(path: str | Path, *, shown: str | Path | None = None) -> list[Rank
             raise TraceReadError("not an Nsight Systems export (no CUPTI/NVTX tables)", path=name)
         meta = read_meta(db)
         raw = pl.concat([*(_gpu_rows(db, spec) for spec in _GPU_TABLES), _runtime_rows(db), _nvtx_rows(db)])
+        memory = memory_rows(db, epoch_ns=meta.epoch_ns or 0)
     finally:
         db.close()
     if raw.height == 0:
         raise TraceReadError(
             "no CUDA or NVTX events in this export (profile with `nsys profile --trace=cuda,nvtx`)", path=name
         )
-    return _split_ranks(_normalize(raw, meta.epoch_ns or 0), meta, name)
+    return _split_ranks(_normalize(raw, meta.epoch_ns or 0), memory, meta, name)
 
 
 def _check_file(path: Path, name: str) -> None:
@@ -280,8 +290,8 @@ def _normalize(raw: pl.DataFrame, epoch_ns: int) -> pl.DataFrame:
     return out.select(list(SCHEMA)).sort("start_ns")
 
 
-def _split_ranks(events: pl.DataFrame, meta: ExportMeta, name: str) -> list[RankTrace]:
-    """One RankTrace per process with GPU work (ordered by first GPU, then pid)."""
+def _split_ranks(events: pl.DataFrame, memory: pl.DataFrame, meta: ExportMeta, name: str) -> list[RankTrace]:
+    """One RankTrace per process with GPU work (ordered by first GPU, then pid), with its memory rows."""
     procs = (
         events.filter(pl.col("kind").is_in(GPU_ACTIVITY_KINDS))
         .group_by("pid")
@@ -301,6 +311,7 @@ def _split_ranks(events: pl.DataFrame, meta: ExportMeta, name: str) -> list[Rank
     else:  # a lone process: what the export or its name says, else load_run decides
         ranks = [rank_hint(meta, name) or (None, "none recorded")]
     by_pid = events.partition_by("pid", as_dict=True, maintain_order=True)
+    memory_by_pid = memory.partition_by("pid", as_dict=True, maintain_order=True, include_key=False)
     traces = []
     for (pid, devices), (rank, how) in zip(procs.iter_rows(), ranks, strict=True):
         frame = by_pid.get((pid,), events.clear())
@@ -309,6 +320,7 @@ def _split_ranks(events: pl.DataFrame, meta: ExportMeta, name: str) -> list[Rank
             RankTrace(
                 path=name,
                 events=frame,
+                counters=memory_by_pid.get((pid,), memory.drop("pid").clear()),
                 rank=rank,
                 world_size=count if count > 1 else _world_size(meta),
                 backend="nccl" if nccl else None,

@@ -13,12 +13,22 @@ import hashlib
 import shutil
 import subprocess
 from pathlib import Path
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from tracekit.errors import TraceReadError
 from tracekit.readers.cache import default_cache_dir
+from tracekit.readers.nsys import read_nsys
+
+if TYPE_CHECKING:
+    from tracekit.readers.trace import RankTrace
 
 REP_SUFFIX: Final = ".nsys-rep"
+
+
+def read(report: Path, *, cache_root: Path | None = None) -> list[RankTrace]:
+    """The registry's reader (:mod:`tracekit.readers.formats`): export ``report`` (see
+    :func:`export_sqlite`), then read the export under the report's name."""
+    return read_nsys(export_sqlite(report, cache_root=cache_root), shown=report)
 
 
 def cached_export(report: Path, cache_root: Path | None = None) -> Path:

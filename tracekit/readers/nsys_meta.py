@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final
 
 from tracekit.errors import TraceReadError
-from tracekit.readers.discover import rank_from_name
+from tracekit.readers.ranks import rank_from_name
 
 if TYPE_CHECKING:
     from pathlib import Path

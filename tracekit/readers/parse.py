@@ -21,16 +21,14 @@ from typing import TYPE_CHECKING, Final
 
 from tracekit.errors import TracekitError
 from tracekit.readers.cache import EventCache, FileIdentity
-from tracekit.readers.kineto import read_kineto
-from tracekit.readers.nsys import is_sqlite, read_nsys
-from tracekit.readers.nsys_export import REP_SUFFIX, export_sqlite
+from tracekit.readers.compressed import GZIP_MAGIC
+from tracekit.readers.formats import read_file
 
 if TYPE_CHECKING:
     from tracekit.readers.trace import RankTrace
 
 #: Below this many bytes to decode in all, parse in this process: starting workers costs more.
 PARALLEL_MIN_BYTES: Final = 64 * 1024 * 1024
-_GZIP_MAGIC: Final = b"\x1f\x8b"
 
 #: Called after each file with (file, files done, files in all).
 ProgressCallback = Callable[[str, int, int], None]
@@ -45,21 +43,6 @@ class Parsed:
     error: str | None
     #: A worker stored the traces in the cache, for the parent to read from there.
     in_cache: bool = False
-
-
-def read_file(path: str | Path, *, cache_root: Path | None = None) -> list[RankTrace]:
-    """Read one trace file of any supported format into its ranks.
-
-    ``.nsys-rep`` reports are exported to SQLite first (needs ``nsys`` on PATH; the export
-    goes to ``cache_root``, default the cache folder); SQLite files (and anything named
-    ``.sqlite``) are Nsight Systems exports; the rest is Kineto.
-    """
-    path = Path(path)
-    if path.name.endswith(REP_SUFFIX):
-        return read_nsys(export_sqlite(path, cache_root=cache_root), shown=path)
-    if path.suffix == ".sqlite" or is_sqlite(path):
-        return read_nsys(path)
-    return [read_kineto(path)]
 
 
 def _parse(path: str, exports: str | None, store: str | None, in_worker: bool) -> Parsed:
@@ -86,7 +69,7 @@ def data_bytes(path: Path) -> int:
         if size < 18:
             return size
         with path.open("rb") as handle:
-            if handle.read(2) != _GZIP_MAGIC:
+            if handle.read(2) != GZIP_MAGIC:
                 return size
             handle.seek(-4, os.SEEK_END)
             return max(size, int.from_bytes(handle.read(4), "little"))  # ISIZE: the size mod 2**32

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
+
+from tracekit.model.counters import empty_counters
 
 if TYPE_CHECKING:
     import polars as pl
@@ -11,7 +13,7 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class RankTrace:
-    """One rank's decoded events (no ``rank`` column yet) and what its file says about it.
+    """One rank's decoded events and counters (``rank`` still null) and what its file says about it.
 
     A Kineto file holds one rank; an Nsight Systems export may hold several processes, each
     a ``RankTrace`` with its own ``rank`` (and ``rank_source`` saying how it was decided).
@@ -28,3 +30,5 @@ class RankTrace:
     rank_source: str = "distributedInfo"
     #: The format and clock, e.g. "kineto: host clock, us -> ns".
     clock: str = "kineto: host clock, us -> ns"
+    #: Memory over time (:data:`tracekit.model.counters.COUNTER_SCHEMA`), on the events' clock.
+    counters: pl.DataFrame = field(default_factory=empty_counters)

@@ -1,0 +1,66 @@
+"""A trace file's bytes, gunzipped when they are gzip (one pass per member, ISA-L when installed)."""
+
+from __future__ import annotations
+
+import importlib
+import zlib
+from typing import TYPE_CHECKING, Any, Final
+
+from tracekit.errors import TraceReadError
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+#: The first two bytes of a gzip file.
+GZIP_MAGIC: Final = b"\x1f\x8b"
+
+
+def _inflate_module() -> Any:
+    """ISA-L's zlib (``isal``, a dependency: inflates twice as fast), else zlib: one API."""
+    try:
+        return importlib.import_module("isal.isal_zlib")
+    except ImportError:
+        return zlib
+
+
+_INFLATE: Final = _inflate_module()
+#: What inflating corrupt or truncated gzip data raises.
+GZIP_ERRORS: Final[tuple[type[BaseException], ...]] = (EOFError, OSError, zlib.error, _INFLATE.error)
+
+
+def read_bytes(path: Path) -> bytes:
+    """The decompressed bytes of ``path``; errors name the file and the reason."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise TraceReadError(f"cannot read file ({exc.strerror})", path=path) from None
+    if not data:
+        raise TraceReadError("empty file", path=path)
+    if data[:2] == GZIP_MAGIC:
+        try:
+            data = gunzip(data)
+        except GZIP_ERRORS as exc:
+            raise TraceReadError(
+                f"truncated or corrupt gzip ({exc}); was the profiler stopped mid-write?",
+                path=path,
+            ) from None
+        if not data.strip():
+            raise TraceReadError("empty file (after gunzip)", path=path)
+    return data
+
+
+def gunzip(data: bytes) -> bytes:
+    """Decompress gzip ``data``, every member of it, checking each member's CRC.
+
+    One pass per member, which checks the CRC as it inflates (``gzip.decompress`` computes
+    it in a second pass over the output), with ISA-L when it is installed (``isal``: twice
+    as fast as zlib). Raises one of :data:`GZIP_ERRORS` for corrupt or truncated input.
+    """
+    parts = []
+    while data:
+        inflater = _INFLATE.decompressobj(wbits=31)
+        parts.append(inflater.decompress(data))
+        if not inflater.eof:
+            raise EOFError("compressed file ended before the end-of-stream marker was reached")
+        data = inflater.unused_data.lstrip(b"\x00")  # members may be followed by zero padding
+    return parts[0] if len(parts) == 1 else b"".join(parts)
