@@ -16,7 +16,8 @@ first one it has:
 
 Inferred steps tile the anchor thread. The edge step that no anchor closes (the last one of
 a start-anchored source, the first one of the optimizer source) runs to the thread's last
-(from its first) host activity; it is flagged ``edge`` (its length is a guess). An inferred
+(from its first) host activity, the profiler's own frames aside; it is flagged ``edge``
+(its length is a guess). An inferred
 source is trusted only with real repetition: at least :data:`MIN_STEPS` steps, and every
 *inner* step (neither an edge nor the first complete iteration, which may be warm-up) within
 a factor :data:`SIMILAR_FACTOR` of the inner steps' median. Anything else (a recurring
@@ -31,6 +32,7 @@ from typing import TYPE_CHECKING, Final
 
 import polars as pl
 
+from tracekit.analyzers import intervals as iv
 from tracekit.analyzers.dataloader import FETCH_PATTERN
 from tracekit.results.vocab import StepSource
 
@@ -48,8 +50,11 @@ MIN_COVERAGE: Final = 0.2
 OPTIMIZER_PATTERN: Final = r"^Optimizer\.step#"
 #: Annotation names that are never step anchors: operators and communication.
 NOT_ANCHOR: Final = r"(?i)::|^(?:nccl|rccl|gloo|mpi|ucc|record_param_comms)"
-#: Host kinds that make up a thread's activity (its first start, its last end).
-HOST_KINDS: Final = ("cpu_op", "annotation", "python", "runtime", "driver", "step")
+#: Host kinds that make up a thread's activity (its first start, its last end); not Python
+#: frames, whose outermost (the script's ``main``) span the whole run.
+HOST_KINDS: Final = ("cpu_op", "annotation", "runtime", "driver", "step")
+#: The profiler's own Python frames (``torch/profiler/profiler.py(235): stop_trace``).
+PROFILER_FRAME: Final = r"^torch/(?:profiler/|autograd/profiler\.py)"
 #: The marker names of tracekit's own steps (the NVTX ``step#N`` ranges of a capture).
 TRACEKIT_STEP: Final = r"^step#\d+$"
 
@@ -146,12 +151,7 @@ def _anchors(run: Run, source: StepSource, ranks: list[int]) -> pl.DataFrame:
 def _inferred(run: Run, source: StepSource, ranks: list[int]) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Steps of ``ranks`` from one inferred ``source``, on the ranks where it repeats."""
     anchors = _anchors(run, source, ranks)
-    extent = (
-        run.select(HOST_KINDS, *THREAD, "start_ns", "end_ns", where=pl.col("rank").is_in(ranks))
-        .join(anchors.select(THREAD).unique(), on=THREAD, how="semi")
-        .group_by(THREAD)
-        .agg(first_ns=pl.col("start_ns").min(), last_ns=pl.col("end_ns").max())
-    )
+    extent = _extent(run, anchors.select(THREAD).unique())
     by_start = source != StepSource.OPTIMIZER
     nxt, prev = pl.col("at_ns").shift(-1).over(_GROUP), pl.col("at_ns").shift(1).over(_GROUP)
     tiles = (
@@ -173,6 +173,22 @@ def _inferred(run: Run, source: StepSource, ranks: list[int]) -> tuple[pl.DataFr
         .with_columns(length=pl.col("end_ns") - pl.col("start_ns"))
     )
     return _best(tiles, source)
+
+
+def _extent(run: Run, threads: pl.DataFrame) -> pl.DataFrame:
+    """rank, pid, tid, first_ns, last_ns: the host activity of ``threads``, the profiler's own aside.
+
+    What starts inside the profiler's own Python frames (``profiler.stop()`` waits for the
+    device: tens of ms after the last iteration) is no iteration's.
+    """
+    where = pl.col("rank").is_in(threads["rank"].unique().implode())
+    host = run.select(HOST_KINDS, *THREAD, "start_ns", "end_ns", where=where).join(threads, on=THREAD, how="semi")
+    own = run.select(["python"], *THREAD, "start_ns", "end_ns", where=where, name=PROFILER_FRAME)
+    if own.height:
+        host = host.with_row_index("_row")
+        inside = iv.locate(host, "start_ns", iv.union(own, THREAD), by=THREAD, keep=[])
+        host = host.join(inside.select("_row"), on="_row", how="anti")
+    return host.group_by(THREAD).agg(first_ns=pl.col("start_ns").min(), last_ns=pl.col("end_ns").max())
 
 
 def _best(tiles: pl.DataFrame, source: StepSource) -> tuple[pl.DataFrame, pl.DataFrame]:

@@ -69,8 +69,8 @@ class StepResult:
     stats: pl.DataFrame
     #: every step found or inferred, warm-up included (same columns as ``steps``)
     all_steps: pl.DataFrame = field(default_factory=lambda: _empty({"rank": pl.Int32(), "step": pl.Int64()}))
-    #: the steps detected as warm-up: the ``steps`` columns, ratio (the step's window over
-    #: the median of the others'), reason (a :class:`~tracekit.results.vocab.WarmupReason`
+    #: the steps detected as warm-up: the ``steps`` columns, ratio (the step's host duration
+    #: over the median of the others'), reason (a :class:`~tracekit.results.vocab.WarmupReason`
     #: value). Kept out of ``steps`` unless ``include_warmup`` or a selection keeps them.
     warmup: pl.DataFrame = field(default_factory=lambda: _empty({"rank": pl.Int32(), "step": pl.Int64()}))
     #: one row per rank: rank, source (a StepSource value), anchor (the name inferred from),

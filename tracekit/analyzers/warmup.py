@@ -16,7 +16,8 @@ steps, so that "the median of the others" means something) when
   ``DataLoader.__next__`` of a loop that ends, or the tail of an iteration cut off by the
   profiler.
 
-A step's length here is its window (host range and the GPU work it launched).
+A step's length here is its host duration (an inferred step's tile), not its window: where
+the GPU runs behind the host, the last window holds the whole drain of the queue.
 
 A user may instead name the steps: :func:`step_filter` parses a selection such as ``"3-"``,
 ``"2-5"``, ``"0,2,4"`` or ``"-4,7"`` (ranges inclusive) into a condition on the ``step``
@@ -92,15 +93,15 @@ def one_time_steps(run: Run, steps: pl.DataFrame) -> pl.DataFrame:
 def flag_warmup(run: Run, steps: pl.DataFrame) -> pl.DataFrame:
     """The steps to keep out of the steady state: rank, step, ratio, reason.
 
-    ``steps``: rank, step, win_start_ns, win_end_ns, edge (an inferred step bounded by no
-    anchor on one side). ``ratio`` is the step's window over the median of the others'.
+    ``steps``: rank, step, duration_ns, win_start_ns, win_end_ns, edge (an inferred step
+    bounded by no anchor on one side). ``ratio`` is the step's duration over the median of
+    the others'.
     """
     once = one_time_steps(run, steps).with_columns(once=pl.lit(True))
     rated = (
         steps.sort("rank", "win_start_ns")
-        .with_columns(length=pl.col("win_end_ns") - pl.col("win_start_ns"))
         .with_columns(
-            ratio=pl.col("length") / median_of_others("length", "rank"),
+            ratio=pl.col("duration_ns") / median_of_others("duration_ns", "rank"),
             first=pl.int_range(pl.len()).over("rank") == 0,
             n=pl.len().over("rank"),
         )
