@@ -47,9 +47,10 @@ def test_with_warmup_included_the_first_iteration_drowns_the_dataloader() -> Non
     assert share.to_list() == [pytest.approx(100 * 5 * 270 / 44_000)]  # 3.1%
 
 
-def test_first_iteration_with_one_time_work_the_others_lack() -> None:
+@pytest.mark.parametrize("first", [1000, 1500])
+def test_first_iteration_with_one_time_work_the_others_lack(first: int) -> None:
     init = [ev("runtime", "cudaGetDeviceProperties", 20, 30)]
-    rows = training_loop([1500, 1000, 1000, 1000], markers="ProfilerStep#{}") + init
+    rows = training_loop([first, 1000, 1000, 1000], markers="ProfilerStep#{}") + init
     result = analyze_steps(make_run(rows))
     assert result.warmup.select("step", "reason").rows() == [(0, WarmupReason.ONE_TIME.value)]
     # the same call in every step is no sign of one-time work
