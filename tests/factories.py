@@ -13,6 +13,7 @@ import polars as pl
 from tracekit.model import SCHEMA, RankInfo, Run, classify
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
     from pathlib import Path
 
 GPU = {"kernel", "memcpy", "memset", "sync", "gpu_annotation"}
@@ -58,6 +59,48 @@ def make_run(rows: list[dict[str, Any]], *, world_size: int | None = None) -> Ru
     df = classify(df).select(list(SCHEMA)).sort("rank", "start_ns")
     ranks = sorted(set(df["rank"].to_list())) or [0]
     return Run(events=df, ranks=tuple(RankInfo(rank=r, source=f"rank{r}.json", world_size=world_size) for r in ranks))
+
+
+FETCH = "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"
+OPTIMIZER_STEP = "Optimizer.step#SGD.step"
+
+
+def training_loop(
+    lengths: Sequence[int],
+    *,
+    fetch: int = 0,
+    optimizer: bool = False,
+    annotation: str | None = None,
+    markers: str | None = None,
+    first: int = 0,
+    rank: int = 0,
+    start: int = 0,
+) -> list[dict[str, Any]]:
+    """A training thread (tid 1) running iterations of ``lengths`` ns back to back.
+
+    Iteration ``i`` over ``[t, t + L)`` holds: a DataLoader fetch ``[t, t + fetch)`` (when
+    ``fetch``); a kernel launch ``[t + fetch, t + fetch + 1)`` whose kernel runs
+    ``[t + fetch + 1, t + L - 10)``; the ``annotation`` range ``[t + fetch, t + L - 10)``
+    (``{i}`` in its name becomes ``first + i``); host work ``[t + L - 10, t + L)``, an
+    ``Optimizer.step`` when ``optimizer``; and a step marker ``[t, t + L)`` named
+    ``markers.format(first + i)`` when ``markers`` is given. The GPU is idle during each
+    fetch (and ``[t, t + fetch + 1)``, ``[t + L - 10, t + L)``).
+    """
+    rows: list[dict[str, Any]] = []
+    t = start
+    for i, length in enumerate(lengths):
+        n, corr = first + i, rank * 1_000_000 + i + 1
+        if fetch:
+            rows.append(ev("cpu_op", FETCH, t, t + fetch, rank=rank))
+        rows.append(ev("runtime", "cudaLaunchKernel", t + fetch, t + fetch + 1, rank=rank, correlation=corr))
+        rows.append(ev("kernel", "sm90_gemm", t + fetch + 1, t + length - 10, rank=rank, correlation=corr))
+        if annotation is not None:
+            rows.append(ev("annotation", annotation.format(n), t + fetch, t + length - 10, rank=rank))
+        rows.append(ev("cpu_op", OPTIMIZER_STEP if optimizer else "aten::add_", t + length - 10, t + length, rank=rank))
+        if markers is not None:
+            rows.append(ev("step", markers.format(n), t, t + length, rank=rank))
+        t += length
+    return rows
 
 
 def kineto_event(cat: str, name: str, ts: float, dur: float, **args: Any) -> dict[str, Any]:

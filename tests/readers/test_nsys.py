@@ -115,7 +115,7 @@ def test_synthetic_export_maps_every_kind(tmp_path: Path) -> None:
         ("runtime", "cudaLaunchKernel"),
         ("memcpy", "Memcpy HtoD"),
         ("sync", "Stream Sync"),
-        ("step", "ProfilerStep#3"),
+        ("step", "step#3"),
         ("annotation", "tracekit.phase/forward"),
         ("annotation", "tracekit.phase/backward"),
         ("annotation", "aten::mm"),

@@ -2,7 +2,7 @@
 
 One level is reported, so that shares never double count: the *outermost* user annotations
 (``record_function``, NVTX ranges) on each rank's training thread, the thread that records
-``ProfilerStep#N`` (every thread when a rank has no steps). A range nested in another is
+``ProfilerStep#N`` or that steps were inferred on (every thread when a rank has no steps). A range nested in another is
 folded into its outermost parent. Within steps, the time no top-level range covers is the
 ``(unannotated)`` row, so host shares sum to 100% of step time.
 
@@ -50,7 +50,8 @@ class AnnotationResult:
 def _top_level(run: Run, steps: StepResult) -> pl.DataFrame:
     ann = run.select(["annotation"], "rank", "pid", "tid", pl.col("name").cast(pl.String), "start_ns", "end_ns")
     if steps.has_steps:
-        threads = run.select(["step"], "rank", "pid", "tid").unique()
+        # the threads with step markers, and the thread inferred steps are on
+        threads = pl.concat([run.select(["step"], "rank", "pid", "tid"), steps.threads]).unique()
         ann = ann.join(threads, on=["rank", "pid", "tid"], how="semi")
     keys = ["rank", "pid", "tid"]
     reach = pl.col("end_ns").cum_max().shift(1).over(keys)

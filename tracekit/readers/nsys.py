@@ -13,7 +13,7 @@ versions), so each query is built from the tables and columns the file has.
   each rank's counters (see :mod:`tracekit.readers.nsys_memory`).
 * NVTX ranges in the ``tracekit`` domain are tracekit's phases (``forward`` becomes
   ``tracekit.phase/forward``), ``ProfilerStep#N`` (any domain) and ``step#N`` (tracekit
-  domain) are steps; other ranges keep their text, without the ``, seq = N, op_id = N``
+  domain, name kept) are steps; other ranges keep their text, without the ``, seq = N, op_id = N``
   suffix that ``torch.autograd.profiler.emit_nvtx`` adds, so that they aggregate by name.
 * ``pid = (globalTid >> 24) & 0xFFFFFF``, ``tid = globalTid & 0xFFFFFF``; times are ns after
   ``TARGET_INFO_SESSION_START_TIME.utcEpochNs``, so files of one job align.
@@ -244,7 +244,7 @@ def _nvtx_kinds(df: pl.DataFrame) -> pl.DataFrame:
     )
     name = (
         pl.when(~mark & step.is_not_null())
-        .then(pl.lit("ProfilerStep#") + step)
+        .then(text)  # ProfilerStep#N, or tracekit's step#N: how steps were found tells them apart
         .when(ours & ~text.str.starts_with(PHASE_PREFIX))
         .then(pl.lit(PHASE_PREFIX) + text)
         .otherwise(text)

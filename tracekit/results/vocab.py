@@ -1,5 +1,5 @@
 """The domain vocabulary, defined once: bound kinds, idle causes, straggler causes, windows,
-how steps were found. Plain ``str`` enums, so they encode as their values in JSON and compare
+how steps were found, why a step is warm-up. Plain ``str`` enums, so they encode as their values in JSON and compare
 equal to those strings.
 """
 
@@ -79,6 +79,15 @@ class StepSource(str, Enum):
     OPTIMIZER = "Optimizer.step ends"
     ANNOTATION = "repeated outermost annotation"
     NONE = "none (the whole trace is one window)"
+
+
+class WarmupReason(str, Enum):
+    """Why a step was kept out of the steady state."""
+
+    LONG_FIRST = "long first iteration"  # the first step is much longer than the others' median
+    ONE_TIME = "one-time work"  # the first step holds autotune, compile or lazy-init work the others lack
+    OUTLIER = "outlier"  # a step several times the others' median
+    PARTIAL = "partial iteration"  # an inferred edge step much shorter than the others (a cut-off loop)
 
 
 class MeasuredOn(str, Enum):
