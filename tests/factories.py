@@ -83,14 +83,18 @@ def write_kineto(
     world_size: int = 2,
     backend: str = "nccl",
     devices: tuple[str, ...] = ("NVIDIA H100",),
+    pg_config: list[dict[str, Any]] | None = None,
 ) -> Path:
-    """Write a small Kineto trace (gzipped when the name ends in .gz)."""
+    """Write a small Kineto trace (gzipped when the name ends in .gz); ``pg_config`` lists
+    process groups as Kineto's ``distributedInfo`` does."""
     doc: dict[str, Any] = {
         "schemaVersion": 1,
         "deviceProperties": [{"id": i, "name": n} for i, n in enumerate(devices)],
     }
     if rank is not None:
         doc["distributedInfo"] = {"backend": backend, "rank": rank, "world_size": world_size}
+        if pg_config is not None:
+            doc["distributedInfo"]["pg_config"] = pg_config
     doc["traceEvents"] = events
     data = json.dumps(doc).encode()
     path.write_bytes(gzip.compress(data) if path.name.endswith(".gz") else data)

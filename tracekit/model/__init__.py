@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from tracekit.model.classify import category_expr, classify
-from tracekit.model.run import RankInfo, Run, SkippedFile
+from tracekit.model.run import ProcessGroup, RankInfo, Run, SkippedFile
 from tracekit.model.schema import (
     CATEGORIES,
     GPU_ACTIVITY_KINDS,
@@ -23,6 +23,7 @@ __all__ = [
     "SCHEMA",
     "Category",
     "Kind",
+    "ProcessGroup",
     "RankInfo",
     "Run",
     "SkippedFile",

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Final
 import polars as pl
 
 from tracekit import __version__
+from tracekit.model.run import ProcessGroup
 from tracekit.model.schema import SCHEMA
 from tracekit.readers.trace import RankTrace
 
@@ -33,7 +34,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
 #: Bump whenever a reader's output (columns, values, rank metadata) changes for the same file.
-CACHE_VERSION: Final = 1
+CACHE_VERSION: Final = 2
 #: The environment variable naming the cache root.
 CACHE_ENV: Final = "TRACEKIT_CACHE_DIR"
 _ENDS: Final = 64 * 1024
@@ -105,7 +106,13 @@ class EventCache:
         events = pl.read_parquet(parquet)
         if events.schema != pl.Schema(SCHEMA) or events.height != item["rows"]:
             raise ValueError(f"{parquet}: not the event schema, or not the rows recorded")
-        return RankTrace(events=events, devices=tuple(item["devices"]), **{k: item[k] for k in _METADATA})
+        groups = tuple(
+            ProcessGroup(name=g["name"], ranks=tuple(g["ranks"]), description=g["description"])
+            for g in item.get("process_groups", ())
+        )
+        return RankTrace(
+            events=events, devices=tuple(item["devices"]), process_groups=groups, **{k: item[k] for k in _METADATA}
+        )
 
     def store(self, identity: FileIdentity, traces: Sequence[RankTrace]) -> bool:
         """Write the entry of the file read as ``identity``; False when it cannot be written."""
@@ -115,7 +122,12 @@ class EventCache:
             for i, trace in enumerate(traces):
                 _replace(self.folder / f"{stem}.{i}.parquet", partial(_write_parquet, trace.events))
             items = [
-                {**{k: getattr(t, k) for k in _METADATA}, "devices": list(t.devices), "rows": t.events.height}
+                {
+                    **{k: getattr(t, k) for k in _METADATA},
+                    "devices": list(t.devices),
+                    "process_groups": [asdict(g) for g in t.process_groups],
+                    "rows": t.events.height,
+                }
                 for t in traces
             ]
             text = json.dumps({"key": self._key(identity), "traces": items}, indent=1)

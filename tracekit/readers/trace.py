@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import polars as pl
 
+    from tracekit.model.run import ProcessGroup
+
 
 @dataclass(frozen=True)
 class RankTrace:
@@ -28,3 +30,5 @@ class RankTrace:
     rank_source: str = "distributedInfo"
     #: The format and clock, e.g. "kineto: host clock, us -> ns".
     clock: str = "kineto: host clock, us -> ns"
+    #: The process groups the file lists (Kineto ``distributedInfo.pg_config``).
+    process_groups: tuple[ProcessGroup, ...] = ()
