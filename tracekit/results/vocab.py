@@ -86,3 +86,21 @@ class MeasuredOn(str, Enum):
 
     GPU = "gpu"
     HOST = "host"  # a CPU-only run: the host is the device
+
+
+class CollectiveMatch(str, Enum):
+    """How far collectives could be matched across ranks: what their floors and waits mean."""
+
+    NONE = "none"  # no collective in the traces
+    SINGLE_RANK = "single_rank"  # no collective held by two ranks: latency and waiting cannot be separated
+    PARTIAL = "partial"  # ranks of a group are missing: floors and waits among the ranks present, no straggler named
+    COMPLETE = "complete"  # every rank of each group is present
+
+
+class MatchKey(str, Enum):
+    """What paired a collective on one rank with the same collective on the others."""
+
+    SEQUENCE = "sequence"  # its sequence number in its process group (Kineto "Seq")
+    GROUP_ORDER = "group_order"  # the k-th of its operation in its process group
+    STREAM_ORDER = "stream_order"  # the k-th of its operation on its collective stream (no group recorded)
+    OP_ORDER = "op_order"  # the k-th of its operation on the rank (nothing better recorded)
