@@ -168,3 +168,25 @@ def test_arrival_is_the_kernel_start_and_lateness_runs_from_the_earliest() -> No
     assert per["unexplained_wait_ns"].to_list() == [0, 0, 0]
     (row,) = result.instances.iter_rows(named=True)
     assert (row["last_rank"], row["last_ranks"], row["spread_ns"]) == (2, [2], 80 * US)
+
+
+def test_a_gloo_op_queued_behind_the_previous_collective_is_not_late() -> None:
+    # gloo runs a rank's collectives on a worker thread, one after the other: an op starts
+    # when the worker is free, so its start includes queueing. The rank arrives when its
+    # thread calls c10d (times in us):
+    #   rank 0: calls at 0 and 10;  gloo ops [0, 300], [300, 400]
+    #   rank 1: calls at 50 and 60; gloo ops [50, 250], [250, 400]
+    # #0: floor 200, rank 0 waits 100 of which rank 1's 50 us lateness explains 50.
+    # #1: floor 100, rank 1 waits 50 and arrived last itself: rank 0's later start (300, queued
+    # behind its #0) is no lateness, so nothing explains that wait.
+    rows = []
+    for rank, calls, ops in ((0, (0, 10), ((0, 300), (300, 400))), (1, (50, 60), ((50, 250), (250, 400)))):
+        rows += [ev("cpu_op", "c10d::allreduce_", t * US, t * US + 500, rank=rank) for t in calls]
+        rows += [ev("annotation", "gloo:all_reduce", a * US, b * US, rank=rank, tid=9) for a, b in ops]
+    result = collectives(make_run(rows, world_size=2))
+    per = result.per_rank.sort("k", "rank")
+    assert per["arrival_ns"].to_list() == [0, 50 * US, 10 * US, 60 * US]
+    assert per["wait_ns"].to_list() == [100 * US, 0, 0, 50 * US]
+    assert per["explained_wait_ns"].to_list() == [50 * US, 0, 0, 0]
+    assert per["unexplained_wait_ns"].to_list() == [50 * US, 0, 0, 50 * US]
+    assert result.instances.sort("k")["last_rank"].to_list() == [1, 1]

@@ -15,8 +15,10 @@ An instance is *matched* when two or more ranks hold it; only then has it a *lat
 floor* (the shortest duration over its ranks: the communication itself, since ranks leave
 a collective together) and *waits* (the rest of each rank's duration); with one rank,
 latency and waiting cannot be separated and both are null. It is *complete* when every
-rank of its group is present. A rank's *arrival* is its kernel's start on the GPU (the
-host op's start for gloo/MPI), and its *lateness* its arrival minus the earliest arrival,
+rank of its group is present. A rank's *arrival* is its kernel's start on the GPU, or for
+host collectives the ``c10d::`` call that enqueued the gloo/MPI op (a worker thread starts
+it later, behind the rank's previous collectives: queueing that is communication, not
+lateness); its *lateness* is its arrival minus the earliest arrival,
 on the shared clock, independent of durations. The rank that arrives last explains each
 other rank's wait up to the gap between their arrivals (``explained_wait_ns``); the rest
 (``unexplained_wait_ns``) no arrival explains: the collective's own cost (bandwidth,
@@ -111,19 +113,40 @@ def _host_collectives(run: Run, ranks_with_kernels: pl.Series) -> pl.DataFrame:
         where=(pl.col("category") == "collective") & ~pl.col("rank").is_in(ranks_with_kernels.implode()),
     )
     backend = host.filter(pl.col("n").str.contains(HOST_OP)).with_columns(op=pl.col("n").str.extract(HOST_OP))
-    c10d = host.filter(
-        pl.col("n").str.contains(C10D_OP), ~pl.col("rank").is_in(backend["rank"].unique().implode())
-    ).with_columns(op=pl.col("n").str.extract(C10D_OP))
-    return pl.concat([backend, c10d]).select(
+    c10d = host.filter(pl.col("n").str.contains(C10D_OP)).with_columns(op=pl.col("n").str.extract(C10D_OP))
+    alone = c10d.filter(~pl.col("rank").is_in(backend["rank"].unique().implode()))
+    return pl.concat([_host_launches(backend, c10d), alone.with_columns(launch_ns=pl.col("start_ns"))]).select(
         "rank",
         "op",
-        pl.col("start_ns").alias("launch_ns"),
+        "launch_ns",
         "start_ns",
         "end_ns",
         pl.lit("host").alias("source"),
         pl.lit(None, dtype=pl.Int64).alias("stream"),
         pl.lit(None, dtype=pl.Int64).alias("correlation"),
         *_ARGS,
+    )
+
+
+def _host_launches(backend: pl.DataFrame, c10d: pl.DataFrame) -> pl.DataFrame:
+    """``backend`` ops with ``launch_ns``: when the rank's own thread asked for each one.
+
+    A backend op (``gloo:all_reduce``) runs on a worker thread once the worker is free, so
+    its start includes queueing behind the rank's previous collectives; the ``c10d::`` call
+    that enqueued it marks when the rank got there. Workers take calls in order, so the
+    k-th backend op of a rank is its k-th ``c10d::`` call, where the counts agree; else the
+    op's start stands in.
+    """
+    order = pl.int_range(pl.len()).over("rank")
+    calls = c10d.sort("rank", "start_ns").select("rank", order.alias("i"), pl.col("start_ns").alias("call_ns"))
+    ops = backend.sort("rank", "start_ns").with_columns(i=order)
+    counts_agree = (pl.len().over("rank") == pl.col("calls")).fill_null(False)
+    launch = pl.when(counts_agree).then(pl.min_horizontal("call_ns", "start_ns")).otherwise(pl.col("start_ns"))
+    return (
+        ops.join(calls.group_by("rank").agg(calls=pl.len()), on="rank", how="left")
+        .join(calls, on=["rank", "i"], how="left")
+        .with_columns(launch_ns=launch)
+        .drop("i", "calls", "call_ns")
     )
 
 
@@ -231,13 +254,16 @@ def _measure(found: pl.DataFrame) -> pl.DataFrame:
     """Floors, waits, lateness and the explained part of each wait (null when unmatched)."""
     keys = list(KEYS)
     matched = pl.col("rank").n_unique().over(keys) >= 2
-    found = found.with_columns(
-        duration_ns=pl.col("end_ns") - pl.col("start_ns"),
-        first_arrival_ns=pl.col("start_ns").min().over(keys),
-        last_arrival_ns=pl.col("start_ns").max().over(keys),
-    ).with_columns(
-        arrival_ns=pl.col("start_ns"),
-        floor_ns=pl.when(matched).then(pl.col("duration_ns").min().over(keys)),
+    arrival = pl.when(pl.col("source") == "kernel").then(pl.col("start_ns")).otherwise(pl.col("launch_ns"))
+    found = (
+        found.with_columns(duration_ns=pl.col("end_ns") - pl.col("start_ns"), arrival_ns=arrival)
+        .with_columns(
+            first_arrival_ns=pl.col("arrival_ns").min().over(keys),
+            last_arrival_ns=pl.col("arrival_ns").max().over(keys),
+        )
+        .with_columns(
+            floor_ns=pl.when(matched).then(pl.col("duration_ns").min().over(keys)),
+        )
     )
     spread = pl.col("last_arrival_ns") - pl.col("first_arrival_ns")
     tolerance = pl.max_horizontal(spread * LAST_TOLERANCE_SHARE, pl.lit(LAST_TOLERANCE_NS))
