@@ -88,6 +88,15 @@ def test_interleaved_process_groups_match_within_their_group(shared_names: bool)
     assert (result.ranks_present, result.world_size) == (4, 4)
 
 
+def test_the_group_of_a_launch_numbered_apart_is_that_of_the_op_around_it() -> None:
+    # older traces give the launch an external id of its own: the record_param_comms op
+    # open on the launching thread at the launch is the one that launched the kernel
+    rows = [*nccl_call(0, 10 * US, 30 * US, corr=1, pg="dp"), *nccl_call(1, 20 * US, 30 * US, corr=1, pg="dp")]
+    rows = [r | {"external_id": 999} if r["kind"] == "runtime" else r for r in rows]
+    (row,) = collectives(make_run(rows, world_size=2)).instances.iter_rows(named=True)
+    assert (row["pg"], row["matched_by"], row["ranks"], row["floor_ns"]) == ("dp", MatchKey.GROUP_ORDER, 2, 10 * US)
+
+
 def test_shared_group_names_without_members_are_not_complete() -> None:
     # split_group names without pg_config: each "tp" instance holds 4 ranks of a 2-rank group
     run = interleaved(shared_names=True)
