@@ -31,6 +31,7 @@ class Args(msgspec.Struct, gc=False):
     msg_nelems: int | None = msgspec.field(default=None, name="In msg nelems")
     pg_name: str | None = msgspec.field(default=None, name="Process Group Name")
     group_size: int | None = msgspec.field(default=None, name="Group size")
+    seq: int | None = msgspec.field(default=None, name="Seq")
 
 
 class Event(msgspec.Struct, gc=False):

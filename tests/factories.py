@@ -10,10 +10,10 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
-from tracekit.model import SCHEMA, RankInfo, Run, classify
+from tracekit.model import SCHEMA, ProcessGroup, RankInfo, Run, classify
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Mapping, Sequence
     from pathlib import Path
 
 GPU = {"kernel", "memcpy", "memset", "sync", "gpu_annotation"}
@@ -48,8 +48,13 @@ def ev(
     }
 
 
-def make_run(rows: list[dict[str, Any]], *, world_size: int | None = None) -> Run:
-    """A Run from event rows (missing columns are null)."""
+def make_run(
+    rows: list[dict[str, Any]],
+    *,
+    world_size: int | None = None,
+    process_groups: Mapping[int, tuple[ProcessGroup, ...]] | None = None,
+) -> Run:
+    """A Run from event rows (missing columns are null); ``process_groups`` per rank."""
     schema = {k: v for k, v in SCHEMA.items() if k != "category"}
     df = (
         pl.DataFrame([{c: r.get(c) for c in schema} for r in rows], schema=schema)
@@ -58,7 +63,39 @@ def make_run(rows: list[dict[str, Any]], *, world_size: int | None = None) -> Ru
     )
     df = classify(df).select(list(SCHEMA)).sort("rank", "start_ns")
     ranks = sorted(set(df["rank"].to_list())) or [0]
-    return Run(events=df, ranks=tuple(RankInfo(rank=r, source=f"rank{r}.json", world_size=world_size) for r in ranks))
+    groups = process_groups or {}
+    return Run(
+        events=df,
+        ranks=tuple(
+            RankInfo(rank=r, source=f"rank{r}.json", world_size=world_size, process_groups=groups.get(r, ()))
+            for r in ranks
+        ),
+    )
+
+
+def nccl_call(
+    rank: int,
+    start: int,
+    end: int,
+    *,
+    corr: int,
+    pg: str | None = None,
+    seq: int | None = None,
+    coll: str = "allreduce",
+    group_size: int | None = None,
+    stream: int = 20,
+    kernel: str = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*)",
+) -> list[dict[str, Any]]:
+    """One NCCL collective as Kineto records it: the ``record_param_comms`` host op (with the
+    process group, name, group size and sequence number), the launch inside it (same
+    external id) and the kernel on ``stream`` over [start, end). ``corr`` must be unique per rank.
+    """
+    comms = {"external_id": corr, "pg_name": pg, "coll_name": coll if pg else None, "group_size": group_size}
+    return [
+        ev("cpu_op", "record_param_comms", start - 30, start - 5, rank=rank) | comms | {"seq": seq},
+        ev("runtime", "cudaLaunchKernel", start - 20, start - 10, rank=rank, correlation=corr) | {"external_id": corr},
+        ev("kernel", kernel, start, end, rank=rank, correlation=corr, stream=stream),
+    ]
 
 
 FETCH = "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"
@@ -151,14 +188,18 @@ def write_kineto(
     world_size: int = 2,
     backend: str = "nccl",
     devices: tuple[str, ...] = ("NVIDIA H100",),
+    pg_config: list[dict[str, Any]] | None = None,
 ) -> Path:
-    """Write a small Kineto trace (gzipped when the name ends in .gz)."""
+    """Write a small Kineto trace (gzipped when the name ends in .gz); ``pg_config`` lists
+    process groups as Kineto's ``distributedInfo`` does."""
     doc: dict[str, Any] = {
         "schemaVersion": 1,
         "deviceProperties": [{"id": i, "name": n} for i, n in enumerate(devices)],
     }
     if rank is not None:
         doc["distributedInfo"] = {"backend": backend, "rank": rank, "world_size": world_size}
+        if pg_config is not None:
+            doc["distributedInfo"]["pg_config"] = pg_config
     doc["traceEvents"] = events
     data = json.dumps(doc).encode()
     path.write_bytes(gzip.compress(data) if path.name.endswith(".gz") else data)

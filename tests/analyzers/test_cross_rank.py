@@ -6,6 +6,7 @@ import pytest
 
 from tests.factories import ev, make_run
 from tracekit.analyzers import run_analysis
+from tracekit.results.vocab import StragglerCause
 
 NCCL = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*)"
 US = 1000  # times below in microseconds: the tolerances are tens of microseconds
@@ -70,7 +71,8 @@ def test_straggler_score_and_cause_from_the_phase_before_the_collective() -> Non
     assert per[2]["caused_wait_ns"] == 4 * 400 * US
     assert per[2]["score"] == pytest.approx(0.4)
     (straggler,) = result.stragglers.stragglers
-    assert straggler.rank == 2 and straggler.phase == "forward" and straggler.cause_excess_ns == 400 * US
+    assert (straggler.rank, straggler.cause, straggler.phase) == (2, StragglerCause.PHASE, "forward")
+    assert straggler.cause_excess_ns == 400 * US
     matrix = result.stragglers.matrix.filter(rank=2)
     assert matrix["lateness_ns"].to_list() == [400 * US] * 4
     findings = {f.bound: f for f in (result.verdict.primary, *result.verdict.secondary)}

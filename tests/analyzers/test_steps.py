@@ -6,7 +6,7 @@ import polars as pl
 import pytest
 
 from tests.factories import FETCH, ev, make_run, training_loop
-from tracekit.analyzers import analyze, analyze_steps
+from tracekit.analyzers import analyze_steps, run_analysis
 from tracekit.analyzers.step_inference import host_steps
 from tracekit.results.vocab import StepSource
 
@@ -81,7 +81,7 @@ def test_the_earliest_repeated_annotation_anchors() -> None:
 @pytest.mark.parametrize("n", [1, 2])
 def test_too_few_iterations_fall_back_to_the_whole_trace(n: int) -> None:
     run = make_run(training_loop(STEADY[:n], fetch=270))
-    result = analyze(run)
+    result = run_analysis(run).frames
     assert result.steps.sources == {0: StepSource.NONE}
     assert not result.steps.has_steps
     assert result.dataloader.per_rank["window_ns"].to_list() == [1000 * n - 271 - 10]  # the GPU span
@@ -125,6 +125,6 @@ def test_each_rank_records_how_its_steps_were_found() -> None:
 
 def test_phases_are_broken_down_over_inferred_steps() -> None:
     run = make_run(training_loop(STEADY, fetch=200, annotation="forward"))
-    table = {r["name"]: r for r in analyze(run).annotations.per_rank.iter_rows(named=True)}
+    table = {r["name"]: r for r in run_analysis(run).frames.annotations.per_rank.iter_rows(named=True)}
     assert table["forward"]["cpu_ns"] == 4 * (1000 - 200 - 10)
     assert sum(r["cpu_pct"] for r in table.values()) == pytest.approx(100)

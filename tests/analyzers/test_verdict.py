@@ -84,5 +84,7 @@ def test_dlrm_stragglers(kineto_dir: Path) -> None:
     assert waits.filter(rank=7)["wait_ns"].item() < 20_000  # rank 7 waits ~10 us ...
     assert waits.filter(rank=1)["wait_ns"].item() > 7_000_000  # ... while rank 1 waits ~7.6 ms
     assert result.stragglers.stragglers[0].rank == 7
-    assert result.verdict.primary.bound == "straggler-bound"
-    assert result.verdict.primary.straggler_rank == 7
+    # rank 7's lateness is named as a finding, whether or not it is the largest cost (the host
+    # dispatch gaps on the slowest rank are as large: see tests/truth)
+    findings = {f.bound: f for f in (result.verdict.primary, *result.verdict.secondary)}
+    assert findings["straggler-bound"].straggler_rank == 7

@@ -9,7 +9,7 @@ import polars as pl
 import pytest
 
 from tests.factories import FETCH, ev, make_run, training_loop
-from tracekit.analyzers import analyze, analyze_steps, gpu_activity, timeline
+from tracekit.analyzers import analyze_steps, gpu_activity, run_analysis, timeline
 from tracekit.analyzers.dataloader import dataloader_gaps
 from tracekit.analyzers.warmup import median_of_others
 from tracekit.errors import InputError
@@ -26,7 +26,7 @@ def reasons(lengths: list[int]) -> dict[int, str]:
 
 def test_a_long_first_iteration_is_warmup_and_kept_out_of_every_figure() -> None:
     run = make_run(training_loop(COLD_START, fetch=270))
-    result = analyze(run)
+    result = run_analysis(run).frames
     steps = result.steps
     assert steps.sources == {0: StepSource.DATALOADER}
     assert steps.warmup.select("step", "reason", "ratio").rows() == [(0, WarmupReason.LONG_FIRST.value, 40.0)]

@@ -192,3 +192,23 @@ def test_parallel_parsing_gives_the_same_run(tmp_path: Path, monkeypatch: pytest
     cached = load_run([tmp_path], jobs=2, cache_dir=tmp_path / "cache")
     assert serial.events.equals(cached.events) and serial.ranks == cached.ranks
     assert len(list((tmp_path / "cache" / "events").glob("*.parquet"))) == 3
+
+
+def test_process_groups_and_collective_sequence_numbers(tmp_path: Path) -> None:
+    pg_config = [
+        {"pg_name": "0", "pg_desc": "default_pg", "pg_size": 4, "ranks": [0, 1, 2, 3]},
+        {"pg_name": "1", "pg_desc": "tp", "pg_size": 2, "ranks": [0, 1]},
+        {"pg_name": "bad", "ranks": ["x"]},  # not integer ranks: left out
+    ]
+    comms = {"Process Group Name": "1", "Collective name": "allreduce", "Group size": 2, "Seq": 7}
+    events = [kineto_event("cpu_op", "record_param_comms", 0, 5, **comms)]
+    trace = read_kineto(write_kineto(tmp_path / "rank0.json", events, world_size=4, pg_config=pg_config))
+    assert [(g.name, g.ranks, g.description) for g in trace.process_groups] == [
+        ("0", (0, 1, 2, 3), "default_pg"),
+        ("1", (0, 1), "tp"),
+    ]
+    row = trace.events.row(0, named=True)
+    assert (row["pg_name"], row["coll_name"], row["group_size"], row["seq"]) == ("1", "allreduce", 2, 7)
+    run = load_run([tmp_path / "rank0.json"])
+    assert run.ranks[0].process_groups == trace.process_groups
+    assert load_run([tmp_path / "rank0.json"]).ranks == run.ranks  # the cached read keeps them

@@ -36,7 +36,7 @@ def test_terminal_renders_every_section_or_says_why(analysis: Analysis) -> None:
     for marker in (
         "ranks:",
         "Step time per rank",
-        "No steps in these traces" if not analysis.steps.per_step else "mean",
+        "No steps found" if not analysis.steps.per_step else "mean",
         "GPU time breakdown per rank" if analysis.run.has_gpu else "No GPU activity was recorded",
     ):
         assert marker in text

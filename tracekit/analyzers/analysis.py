@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Final
 
 import polars as pl
 
+from tracekit.analyzers.collectives import group_members
 from tracekit.analyzers.context import Options
 from tracekit.analyzers.mapreduce import RankSummary, Reduced, map_ranks, reduce_ranks
 from tracekit.analyzers.registry import ANALYSES
@@ -43,9 +44,19 @@ class Outcome:
         return out
 
 
-def options_for(run: Run, *, window: WindowKind | str = WindowKind.STEPS) -> Options:
-    """The options of an analysis of ``run``: the window, and whether its device is the GPU."""
-    return Options(window=WindowKind(window), has_gpu=run.has_gpu)
+def options_for(
+    run: Run, *, window: WindowKind | str = WindowKind.STEPS, steps: str | None = None, include_warmup: bool = False
+) -> Options:
+    """The options of an analysis of ``run``: the user's choices and the run-level facts the map needs."""
+    return Options(
+        window=WindowKind(window),
+        has_gpu=run.has_gpu,
+        steps=steps,
+        include_warmup=include_warmup,
+        world_size=run.world_size,
+        ranks_present=len(run.ranks),
+        groups=group_members(run),
+    )
 
 
 def shards(run: Run, size: int | None = None) -> list[Run]:
@@ -56,9 +67,20 @@ def shards(run: Run, size: int | None = None) -> list[Run]:
     return [run.only(ids[i : i + size]) for i in range(0, len(ids), size)]
 
 
-def run_analysis(run: Run, *, window: WindowKind | str = WindowKind.STEPS, shard_ranks: int | None = None) -> Outcome:
-    """Map every rank (in shards of ``shard_ranks``; one shard by default), reduce, and keep the details."""
-    options = options_for(run, window=window)
+def run_analysis(
+    run: Run,
+    *,
+    window: WindowKind | str = WindowKind.STEPS,
+    steps: str | None = None,
+    include_warmup: bool = False,
+    shard_ranks: int | None = None,
+) -> Outcome:
+    """Map every rank (in shards of ``shard_ranks``; one shard by default), reduce, and keep the details.
+
+    ``steps``: which steps to measure ("3-", "2-5", "0,2,4"; default: the steady state, warm-up
+    excluded); ``include_warmup``: keep warm-up steps in the figures.
+    """
+    options = options_for(run, window=window, steps=steps, include_warmup=include_warmup)
     mapped = [map_ranks(part, options, ANALYSES) for part in shards(run, shard_ranks)]
     return reduce_outcome(mapped, options, run)
 
@@ -70,13 +92,15 @@ def reduce_outcome(mapped: Sequence[RankSummary], options: Options, run: Run) ->
     return Outcome(analysis=Analysis(**fields), frames=reduced)
 
 
-def analyze(run: Run, *, window: WindowKind | str = WindowKind.STEPS) -> Analysis:
+def analyze(
+    run: Run, *, window: WindowKind | str = WindowKind.STEPS, steps: str | None = None, include_warmup: bool = False
+) -> Analysis:
     """Run every analysis on ``run`` and decide the verdict.
 
     ``window``: measure time over the steps (default) or over each rank's whole GPU span
-    (``"gpu_span"``, HTA's definition).
+    (``"gpu_span"``, HTA's definition); ``steps``, ``include_warmup``: see :func:`run_analysis`.
     """
-    return run_analysis(run, window=window).analysis
+    return run_analysis(run, window=window, steps=steps, include_warmup=include_warmup).analysis
 
 
 def write_details(details: dict[str, pl.DataFrame], path: str | Path) -> None:

@@ -1,15 +1,32 @@
-"""Collectives matched across ranks: the k-th instance of each collective, on every rank.
+"""Collectives matched across ranks: each call, with the same call on the other ranks of its group.
 
-An instance is keyed by (process group, operation, k): the k-th ``AllReduce`` kernel of a
-rank is matched with the k-th ``AllReduce`` of every other rank. Ranks leave a collective
-together, so the shortest duration of an instance over ranks is its *latency floor* (the
-cost of the communication itself) and the rest of each rank's duration is *waiting* for
-the others: the rank that waits least arrived last.
+An instance is keyed by (process group, operation, k), k being, best first: the call's
+sequence number in its process group (Kineto ``Seq``); its order among the rank's calls of
+that operation in that group; with no group recorded, its order on its collective stream
+(the rank's collective streams numbered by first use); for host collectives with no group,
+its order among the rank's calls of that operation. A kernel's group is that of the
+``record_param_comms`` host op that launched it (the launch's external id, else the op
+around the launch on its thread), else that of the other kernels of its stream. Groups
+that share a name over disjoint ranks (``split_group``) are told apart by their members in
+``distributedInfo.pg_config``; a group's size comes from there, else from the op's
+arguments, else (the default group, or none recorded) from the world size.
 
-GPU runs use communication kernels (every family of :mod:`tracekit.model.taxonomy`, each named
-by its operation: ``AllReduce``, ``deepep_dispatch``, ``symm_mem_one_shot_all_reduce``); a rank
-without any uses its host-side collectives: ``gloo:``/``mpi:``/``ucc:`` operations (whose spans
-include the wait), else ``c10d::`` calls.
+An instance is *matched* when two or more ranks hold it; only then has it a *latency
+floor* (the shortest duration over its ranks: the communication itself, since ranks leave
+a collective together) and *waits* (the rest of each rank's duration); with one rank,
+latency and waiting cannot be separated and both are null. It is *complete* when every
+rank of its group is present. A rank's *arrival* is its kernel's start on the GPU, or for
+host collectives the ``c10d::`` call that enqueued the gloo/MPI op (a worker thread starts
+it later, behind the rank's previous collectives: queueing that is communication, not
+lateness); its *lateness* is its arrival minus the earliest arrival,
+on the shared clock, independent of durations. The rank that arrives last explains each
+other rank's wait up to the gap between their arrivals (``explained_wait_ns``); the rest
+(``unexplained_wait_ns``) no arrival explains: the collective's own cost (bandwidth,
+contention, ranks that leave at different times).
+
+GPU runs use collective kernels (NCCL/RCCL/MSCCL); a rank without any uses its host-side
+collectives: ``gloo:``/``mpi:``/``ucc:`` operations (whose spans include the wait), else
+``c10d::`` calls.
 """
 
 from __future__ import annotations
@@ -21,6 +38,7 @@ import polars as pl
 
 from tracekit.analyzers import intervals as iv
 from tracekit.model.taxonomy import kernel_op_expr
+from tracekit.results.vocab import CollectiveMatch, MatchKey
 
 if TYPE_CHECKING:
     from tracekit.analyzers.steps import StepResult
@@ -28,37 +46,59 @@ if TYPE_CHECKING:
 
 HOST_OP: Final = r"^(?:gloo|nccl|mpi|ucc):([A-Za-z0-9_]+)"
 C10D_OP: Final = r"^c10d(?:_functional)?::([A-Za-z0-9_]+?)_?$"
-#: A rank "arrived last" when its wait is within this share of the instance's spread ...
+#: The host op that records a collective's arguments (group, name, size, sequence number).
+PARAM_COMMS: Final = r"^record_param_comms$"
+#: The name PyTorch gives the default (world) process group.
+DEFAULT_PG: Final = "0"
+#: A rank "arrived last" when its arrival is within this share of the instance's spread ...
 LAST_TOLERANCE_SHARE: Final = 0.05
-#: ... or within this many ns of the shortest wait.
+#: ... or within this many ns of the latest arrival.
 LAST_TOLERANCE_NS: Final = 20_000
+#: The columns that identify an instance.
+KEYS: Final = ("pg", "op", "matched_by", "k")
+_ARGS: Final = ("pg_name", "coll_name", "group_size", "seq")
 
 
 @dataclass(frozen=True)
 class CollectiveResult:
-    """Matched collective instances."""
+    """Matched collective instances, and how far the ranks present allow matching them."""
 
-    #: rank, pg, op, k, source ("kernel"/"host"), step, arrival_ns (launch or start), start_ns,
-    #: end_ns, duration_ns, floor_ns, wait_ns, lateness_ns, is_last
+    #: rank, pg, op, matched_by, k, source ("kernel"/"host"), stream, step, launch_ns,
+    #: arrival_ns, start_ns, end_ns, duration_ns, floor_ns, wait_ns, lateness_ns,
+    #: explained_wait_ns, unexplained_wait_ns, is_last (the last six null when unmatched)
     per_rank: pl.DataFrame
-    #: pg, op, k, ranks, first_start_ns, floor_ns, spread_ns, mean_wait_ns, last_rank (shortest
-    #: wait), last_ranks (within tolerance of it)
+    #: pg, op, matched_by, k, ranks, expected_ranks, matched, complete, first_start_ns,
+    #: first_arrival_ns, floor_ns, spread_ns (of arrivals), mean_wait_ns, explained_wait_ns,
+    #: unexplained_wait_ns (means over its ranks), last_rank (latest arrival), last_ranks
+    #: (within tolerance of it); floors, waits and last ranks are null when unmatched
     instances: pl.DataFrame
+    #: ranks whose traces are present
+    ranks_present: int = 0
+    #: the job's world size, when the traces record it
+    world_size: int | None = None
+    match: CollectiveMatch = CollectiveMatch.NONE
 
     @property
     def has_collectives(self) -> bool:
         """Whether any collective was found."""
         return self.per_rank.height > 0
 
+    @property
+    def separates_waiting(self) -> bool:
+        """Whether some instance is held by two ranks or more (latency apart from waiting)."""
+        return self.match in (CollectiveMatch.PARTIAL, CollectiveMatch.COMPLETE)
+
 
 def _kernel_collectives(activity: pl.DataFrame) -> pl.DataFrame:
     return activity.filter(pl.col("category") == "collective", pl.col("kind") == "kernel").select(
         "rank",
         kernel_op_expr(pl.col("name").cast(pl.String)).alias("op"),
-        pl.col("launch_ns").alias("arrival_ns"),
+        "launch_ns",
         "start_ns",
         "end_ns",
         pl.lit("kernel").alias("source"),
+        "stream",
+        "correlation",
     )
 
 
@@ -69,63 +109,279 @@ def _host_collectives(run: Run, ranks_with_kernels: pl.Series) -> pl.DataFrame:
         pl.col("name").cast(pl.String).alias("n"),
         "start_ns",
         "end_ns",
+        *(pl.col(a).cast(pl.String) if a in ("pg_name", "coll_name") else pl.col(a) for a in _ARGS),
         where=(pl.col("category") == "collective") & ~pl.col("rank").is_in(ranks_with_kernels.implode()),
     )
     backend = host.filter(pl.col("n").str.contains(HOST_OP)).with_columns(op=pl.col("n").str.extract(HOST_OP))
-    c10d = host.filter(
-        pl.col("n").str.contains(C10D_OP), ~pl.col("rank").is_in(backend["rank"].unique().implode())
-    ).with_columns(op=pl.col("n").str.extract(C10D_OP))
-    return pl.concat([backend, c10d]).select(
-        "rank", "op", pl.col("start_ns").alias("arrival_ns"), "start_ns", "end_ns", pl.lit("host").alias("source")
+    c10d = host.filter(pl.col("n").str.contains(C10D_OP)).with_columns(op=pl.col("n").str.extract(C10D_OP))
+    alone = c10d.filter(~pl.col("rank").is_in(backend["rank"].unique().implode()))
+    return pl.concat([_host_launches(backend, c10d), alone.with_columns(launch_ns=pl.col("start_ns"))]).select(
+        "rank",
+        "op",
+        "launch_ns",
+        "start_ns",
+        "end_ns",
+        pl.lit("host").alias("source"),
+        pl.lit(None, dtype=pl.Int64).alias("stream"),
+        pl.lit(None, dtype=pl.Int64).alias("correlation"),
+        *_ARGS,
     )
+
+
+def _host_launches(backend: pl.DataFrame, c10d: pl.DataFrame) -> pl.DataFrame:
+    """``backend`` ops with ``launch_ns``: when the rank's own thread asked for each one.
+
+    A backend op (``gloo:all_reduce``) runs on a worker thread once the worker is free, so
+    its start includes queueing behind the rank's previous collectives; the ``c10d::`` call
+    that enqueued it marks when the rank got there. Workers take calls in order, so the
+    k-th backend op of a rank is its k-th ``c10d::`` call, where the counts agree; else the
+    op's start stands in.
+    """
+    order = pl.int_range(pl.len()).over("rank")
+    calls = c10d.sort("rank", "start_ns").select("rank", order.alias("i"), pl.col("start_ns").alias("call_ns"))
+    ops = backend.sort("rank", "start_ns").with_columns(i=order)
+    counts_agree = (pl.len().over("rank") == pl.col("calls")).fill_null(False)
+    launch = pl.when(counts_agree).then(pl.min_horizontal("call_ns", "start_ns")).otherwise(pl.col("start_ns"))
+    return (
+        ops.join(calls.group_by("rank").agg(calls=pl.len()), on="rank", how="left")
+        .join(calls, on=["rank", "i"], how="left")
+        .with_columns(launch_ns=launch)
+        .drop("i", "calls", "call_ns")
+    )
+
+
+def _launch_args(run: Run, kernels: pl.DataFrame) -> pl.DataFrame:
+    """``kernels`` with the arguments of the ``record_param_comms`` op that launched each one.
+
+    The op is the one whose external id the launch carries, else the innermost one open on
+    the launching thread when the launch was made (older traces number them apart).
+    """
+    launches = run.select(
+        ["runtime", "driver"],
+        "rank",
+        "correlation",
+        "tid",
+        "external_id",
+        pl.col("start_ns").alias("at_ns"),
+        where=pl.col("correlation").is_in(kernels["correlation"].drop_nulls().unique().implode()),
+    )
+    params = run.select(
+        ["cpu_op"],
+        "rank",
+        "tid",
+        "external_id",
+        "start_ns",
+        "end_ns",
+        pl.col("pg_name").cast(pl.String),
+        pl.col("coll_name").cast(pl.String),
+        "group_size",
+        "seq",
+        name=PARAM_COMMS,
+    )
+    by_id = launches.join(params.drop("tid", "start_ns", "end_ns"), on=["rank", "external_id"], how="inner")
+    rest = launches.join(by_id, on=["rank", "correlation"], how="anti")
+    by_time = iv.locate(rest, "at_ns", params.drop("external_id"), by=["rank", "tid"], keep=list(_ARGS))
+    found = pl.concat([by_id.select("rank", "correlation", *_ARGS), by_time.select("rank", "correlation", *_ARGS)])
+    found = found.unique(["rank", "correlation"], keep="first", maintain_order=True)
+    return kernels.join(found, on=["rank", "correlation"], how="left")
+
+
+def no_groups() -> pl.DataFrame:
+    """The frame of :func:`group_members` for a run that lists no process groups."""
+    schema = {"rank": pl.Int32, "pg_name": pl.String, "members": pl.Int64, "label": pl.String}
+    return pl.DataFrame(schema=schema)
+
+
+def group_members(run: Run) -> pl.DataFrame:
+    """Per rank and group name: the group's size and its label (``name@first member`` where
+    groups of one name have different members on different ranks, as ``split_group`` makes).
+
+    Built from the metadata of every rank of the run (not only the ranks being mapped)."""
+    rows = [
+        (r.rank, g.name, len(g.ranks), min(g.ranks, default=-1), str(g.ranks))
+        for r in run.ranks
+        for g in r.process_groups
+    ]
+    schema = {"rank": pl.Int32, "pg_name": pl.String, "members": pl.Int64, "first": pl.Int64, "set": pl.String}
+    df = pl.DataFrame(rows, schema=schema, orient="row")
+    shared = pl.col("set").n_unique().over("pg_name") > 1
+    label = pl.when(shared).then(pl.format("{}@{}", "pg_name", "first")).otherwise("pg_name")
+    return df.select("rank", "pg_name", "members", label.alias("label"))
+
+
+def _stream_groups(found: pl.DataFrame) -> pl.DataFrame:
+    """Kernels without a group take the group of their stream, when it carries exactly one."""
+    one = (
+        found.filter(pl.col("pg_name").is_not_null(), pl.col("stream").is_not_null())
+        .group_by("rank", "stream")
+        .agg(pl.col("pg_name").unique().alias("names"))
+        .filter(pl.col("names").list.len() == 1)
+        .select("rank", "stream", pl.col("names").list.first().alias("stream_pg"))
+    )
+    return (
+        found.join(one, on=["rank", "stream"], how="left")
+        .with_columns(pl.coalesce("pg_name", "stream_pg").alias("pg_name"))
+        .drop("stream_pg")
+    )
+
+
+def _keys(found: pl.DataFrame, groups: pl.DataFrame, world_size: int | None) -> pl.DataFrame:
+    """The instance key of each call (pg, op, matched_by, k) and the size of its group."""
+    found = _stream_groups(found).join(groups, on=["rank", "pg_name"], how="left")
+    no_group = pl.col("pg_name").is_null() & (pl.col("source") == "kernel")
+    first_use = pl.col("start_ns").min().over("rank", "stream")
+    slot = pl.when(no_group).then(first_use).rank("dense").over("rank") - 1
+    pg = (
+        pl.when(pl.col("pg_name").is_not_null())
+        .then(pl.coalesce("label", "pg_name"))
+        .when(no_group)
+        .then(pl.format("stream#{}", slot))
+        .otherwise(pl.lit(""))
+    )
+    how = (
+        pl.when(pl.col("pg_name").is_not_null() & pl.col("seq").is_not_null())
+        .then(pl.lit(MatchKey.SEQUENCE.value))
+        .when(pl.col("pg_name").is_not_null())
+        .then(pl.lit(MatchKey.GROUP_ORDER.value))
+        .when(no_group)
+        .then(pl.lit(MatchKey.STREAM_ORDER.value))
+        .otherwise(pl.lit(MatchKey.OP_ORDER.value))
+    )
+    world = pl.lit(world_size, dtype=pl.Int64)
+    default = pl.col("pg_name").is_null() | (pl.col("pg_name") == DEFAULT_PG)
+    expected = pl.coalesce("members", pl.col("group_size").cast(pl.Int64), pl.when(default).then(world))
+    found = found.with_columns(pg=pg, matched_by=how, op=pl.coalesce("coll_name", "op"), expected_ranks=expected).sort(
+        "rank", "start_ns"
+    )
+    order = pl.int_range(pl.len()).over("rank", "pg", "op", "matched_by")
+    k = pl.when(pl.col("matched_by") == MatchKey.SEQUENCE.value).then(pl.col("seq")).otherwise(order)
+    return found.with_columns(k=k)
+
+
+def _measure(found: pl.DataFrame) -> pl.DataFrame:
+    """Floors, waits, lateness and the explained part of each wait (null when unmatched)."""
+    keys = list(KEYS)
+    matched = pl.col("rank").n_unique().over(keys) >= 2
+    found = found.with_columns(
+        first_arrival_ns=pl.col("arrival_ns").min().over(keys),
+        last_arrival_ns=pl.col("arrival_ns").max().over(keys),
+    ).with_columns(
+        floor_ns=pl.when(matched).then(pl.col("duration_ns").min().over(keys)),
+    )
+    spread = pl.col("last_arrival_ns") - pl.col("first_arrival_ns")
+    tolerance = pl.max_horizontal(spread * LAST_TOLERANCE_SHARE, pl.lit(LAST_TOLERANCE_NS))
+    gap = pl.col("last_arrival_ns") - pl.col("arrival_ns")
+    found = found.with_columns(
+        wait_ns=pl.col("duration_ns") - pl.col("floor_ns"),
+        lateness_ns=pl.when(matched).then(pl.col("arrival_ns") - pl.col("first_arrival_ns")),
+        is_last=matched & (spread > LAST_TOLERANCE_NS) & (gap <= tolerance),
+    )
+    explained = pl.min_horizontal("wait_ns", gap).clip(lower_bound=0)
+    return found.with_columns(explained_wait_ns=pl.when(matched).then(explained)).with_columns(
+        unexplained_wait_ns=pl.col("wait_ns") - pl.col("explained_wait_ns")
+    )
+
+
+def _instances(found: pl.DataFrame) -> pl.DataFrame:
+    keys = list(KEYS)
+    last = pl.col("rank").sort_by("arrival_ns", "wait_ns", "rank", descending=[True, False, False]).first()
+    out = found.group_by(keys).agg(
+        ranks=pl.col("rank").n_unique(),
+        expected_ranks=pl.col("expected_ranks").max(),
+        first_start_ns=pl.col("start_ns").min(),
+        first_arrival_ns=pl.col("arrival_ns").min(),
+        floor_ns=pl.col("floor_ns").first(),
+        spread_ns=pl.col("lateness_ns").max(),
+        mean_wait_ns=pl.col("wait_ns").mean(),
+        explained_wait_ns=pl.col("explained_wait_ns").mean(),
+        unexplained_wait_ns=pl.col("unexplained_wait_ns").mean(),
+        last_rank=last,
+        last_ranks=pl.col("rank").filter(pl.col("is_last")).sort(),
+    )
+    matched = pl.col("ranks") >= 2
+    return (
+        out.with_columns(
+            matched=matched,
+            # more ranks than the group has: groups that share a name were merged, not complete
+            complete=matched & (pl.col("ranks") == pl.coalesce("expected_ranks", "ranks")),
+            last_rank=pl.when(matched).then(pl.col("last_rank")),
+        )
+        .select(
+            *keys,
+            "ranks",
+            "expected_ranks",
+            "matched",
+            "complete",
+            "first_start_ns",
+            "first_arrival_ns",
+            "floor_ns",
+            "spread_ns",
+            "mean_wait_ns",
+            "explained_wait_ns",
+            "unexplained_wait_ns",
+            "last_rank",
+            "last_ranks",
+        )
+        .sort("pg", "op", "matched_by", "k")
+    )
+
+
+def _located(found: pl.DataFrame, steps: StepResult) -> pl.DataFrame:
+    """``found`` with the step whose window holds each call's launch (null outside steps)."""
+    if not steps.has_steps:
+        return found.with_columns(step=pl.lit(None, dtype=pl.Int64))
+    frames = steps.steps.select(
+        "rank", "step", pl.col("win_start_ns").alias("start_ns"), pl.col("win_end_ns").alias("end_ns")
+    )
+    found = found.with_row_index("_row")
+    located = iv.locate(found.select("_row", "rank", "launch_ns"), "launch_ns", frames, by=["rank"], keep=["step"])
+    return found.join(located.select("_row", "step"), on="_row", how="left").drop("_row")
+
+
+def _status(instances: pl.DataFrame, *, ranks_present: int, world_size: int | None) -> CollectiveMatch:
+    if instances.height == 0:
+        return CollectiveMatch.NONE
+    if not instances["matched"].any():
+        return CollectiveMatch.SINGLE_RANK
+    missing = world_size is not None and ranks_present < world_size
+    if missing or instances.filter(pl.col("matched"), ~pl.col("complete")).height:
+        return CollectiveMatch.PARTIAL
+    return CollectiveMatch.COMPLETE
 
 
 def match_collectives(run: Run, activity: pl.DataFrame, steps: StepResult) -> CollectiveResult:
-    """Match every rank's collectives and measure floors, waits and who arrived last."""
-    return match_found(find_collectives(run, activity, steps))
+    """Match every rank's collectives within their groups; measure floors, waits and arrivals."""
+    found = find_collectives(run, activity, steps, groups=group_members(run), world_size=run.world_size)
+    return match_found(found, ranks_present=len(run.ranks), world_size=run.world_size)
 
 
-def find_collectives(run: Run, activity: pl.DataFrame, steps: StepResult) -> pl.DataFrame:
-    """The per-rank part: every collective of each rank, numbered (k) per group and op, with its step.
+def find_collectives(
+    run: Run, activity: pl.DataFrame, steps: StepResult, *, groups: pl.DataFrame, world_size: int | None
+) -> pl.DataFrame:
+    """The per-rank part: each rank's collectives keyed (pg, op, matched_by, k), with arrival and step.
 
-    Columns: rank, pg, op, k, source, step, arrival_ns, start_ns, end_ns, duration_ns.
+    ``groups``: :func:`group_members` of the whole run; ``world_size``: the run's.
     """
     kernels = _kernel_collectives(activity)
-    found = pl.concat([kernels, _host_collectives(run, kernels["rank"].unique())]).with_columns(
-        pg=pl.lit(""), duration_ns=pl.col("end_ns") - pl.col("start_ns")
+    host = _host_collectives(run, kernels["rank"].unique())
+    found = pl.concat([_launch_args(run, kernels), host], how="vertical_relaxed")
+    arrival = pl.when(pl.col("source") == "kernel").then(pl.col("start_ns")).otherwise(pl.col("launch_ns"))
+    found = _keys(found, groups, world_size).with_columns(
+        duration_ns=pl.col("end_ns") - pl.col("start_ns"), arrival_ns=arrival
     )
-    found = found.sort("rank", "start_ns").with_columns(k=pl.int_range(pl.len()).over("rank", "pg", "op"))
-    keys = ["pg", "op", "k"]
-    if steps.has_steps:
-        frames = steps.steps.select(
-            "rank", "step", pl.col("win_start_ns").alias("start_ns"), pl.col("win_end_ns").alias("end_ns")
-        )
-        located = iv.locate(found, "arrival_ns", frames, by=["rank"], keep=["step"]).drop("frame_end_ns")
-        found = found.join(located.select("rank", *keys, "step"), on=["rank", *keys], how="left")
-    else:
-        found = found.with_columns(step=pl.lit(None, dtype=pl.Int64))
-    return found.select("rank", *keys, "source", "step", "arrival_ns", "start_ns", "end_ns", "duration_ns")
+    return _located(found, steps)
 
 
-def match_found(found: pl.DataFrame) -> CollectiveResult:
-    """The cross-rank part: match the k-th instances, floors, waits, who arrived last."""
-    keys = ["pg", "op", "k"]
-    found = found.with_columns(floor_ns=pl.col("duration_ns").min().over(keys)).with_columns(
-        wait_ns=pl.col("duration_ns") - pl.col("floor_ns")
-    )
-    spread = pl.col("wait_ns").max().over(keys) - pl.col("wait_ns").min().over(keys)
-    tolerance = pl.max_horizontal(spread * LAST_TOLERANCE_SHARE, pl.lit(LAST_TOLERANCE_NS))
-    found = found.with_columns(
-        lateness_ns=pl.col("wait_ns").max().over(keys) - pl.col("wait_ns"),
-        is_last=(pl.col("wait_ns") - pl.col("wait_ns").min().over(keys) <= tolerance)
-        & (pl.len().over(keys) > 1)
-        & (spread > LAST_TOLERANCE_NS),
-    )
+def match_found(found: pl.DataFrame, *, ranks_present: int, world_size: int | None) -> CollectiveResult:
+    """The cross-rank part: floors, waits, lateness and instances of every rank's collectives."""
+    found = _measure(found)
     per_rank = found.select(
         "rank",
-        *keys,
+        *KEYS,
         "source",
+        "stream",
         "step",
+        "launch_ns",
         "arrival_ns",
         "start_ns",
         "end_ns",
@@ -133,19 +389,16 @@ def match_found(found: pl.DataFrame) -> CollectiveResult:
         "floor_ns",
         "wait_ns",
         "lateness_ns",
+        "explained_wait_ns",
+        "unexplained_wait_ns",
         "is_last",
     ).sort("rank", "start_ns")
-    instances = (
-        found.group_by(keys)
-        .agg(
-            ranks=pl.len(),
-            first_start_ns=pl.col("start_ns").min(),
-            floor_ns=pl.col("floor_ns").first(),
-            spread_ns=pl.col("wait_ns").max() - pl.col("wait_ns").min(),
-            mean_wait_ns=pl.col("wait_ns").mean(),
-            last_rank=pl.col("rank").sort_by("wait_ns", "start_ns", descending=[False, True]).first(),
-            last_ranks=pl.col("rank").filter(pl.col("is_last")).sort(),
-        )
-        .sort("op", "k")
+    instances = _instances(found)
+    present, world = ranks_present, world_size
+    return CollectiveResult(
+        per_rank=per_rank,
+        instances=instances,
+        ranks_present=present,
+        world_size=world,
+        match=_status(instances, ranks_present=present, world_size=world),
     )
-    return CollectiveResult(per_rank=per_rank, instances=instances)

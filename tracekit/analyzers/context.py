@@ -7,11 +7,12 @@ and computes each shared intermediate once, when the first analysis asks for it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING
 
 from tracekit.analyzers import timeline
+from tracekit.analyzers.collectives import no_groups
 from tracekit.analyzers.dataloader import fetch_ranges
 from tracekit.analyzers.steps import StepResult, analyze_steps, gpu_activity
 from tracekit.analyzers.syncs import SyncResult, host_syncs
@@ -33,6 +34,15 @@ class Options:
 
     window: WindowKind = WindowKind.STEPS
     has_gpu: bool = True
+    #: the user's step selection ("3-", "2-5", "0,2,4"), or None for the steady state found
+    steps: str | None = None
+    #: keep warm-up steps in the figures
+    include_warmup: bool = False
+    #: facts of the whole run the per-rank parts need: its world size, how many ranks are
+    #: present, and the process groups of every rank (:func:`collectives.group_members`)
+    world_size: int | None = None
+    ranks_present: int = 1
+    groups: pl.DataFrame = field(default_factory=no_groups)
 
 
 class RankContext:
@@ -55,7 +65,9 @@ class RankContext:
     @cached_property
     def steps(self) -> StepResult:
         """The steps of each rank and their windows."""
-        return analyze_steps(self.run, activity=self.activity)
+        return analyze_steps(
+            self.run, activity=self.activity, select=self.options.steps, include_warmup=self.options.include_warmup
+        )
 
     @cached_property
     def device(self) -> pl.DataFrame:

@@ -31,14 +31,19 @@ def costs(
     collectives: CollectiveResult,
     dataloader: DataLoaderResult,
     idle: IdleResult | None,
-    has_stragglers: bool,
+    stragglers: StragglerResult,
 ) -> Costs:
     """Per-rank ns of each candidate bound over the measured windows.
 
-    Waiting inside collectives is the stragglers' cost when the straggler analysis names
-    one; otherwise (no rank systematically last) it is jitter of the collectives: comms.
+    Of the exposed collective time, the waiting that named stragglers' measured lateness
+    explains is the stragglers' cost; the rest (the collective's own latency and bandwidth,
+    waiting no rank's lateness explains) is communication.
     """
-    waits = collectives.per_rank.group_by("rank").agg(pl.col("wait_ns").sum().alias("wait_ns"))
+    waits = (
+        stragglers.per_rank.select("rank", pl.col("straggler_wait_ns").fill_null(0).alias("wait_ns"))
+        if "straggler_wait_ns" in stragglers.per_rank.columns
+        else pl.DataFrame(schema={"rank": pl.Int32, "wait_ns": pl.Int64})
+    )
     idle_by = (
         idle.per_rank.with_columns(pl.col("cause").cast(pl.String)).pivot(on="cause", index="rank", values="idle_ns")
         if idle is not None and idle.per_rank.height
@@ -53,13 +58,13 @@ def costs(
         .join(dataloader.per_rank.select("rank", pl.col("idle_ns").alias("data_ns")), on="rank", how="left")
         .join(idle_by.select("rank", "host_sync", "launch", "peer", "unexplained"), on="rank", how="left")
         .fill_null(0)
-        .with_columns(waiting=pl.min_horizontal("wait_ns", "comm_ns") if has_stragglers else pl.lit(0))
+        .with_columns(waiting=pl.min_horizontal("wait_ns", "comm_ns"))
         .select(
             "rank",
             "window_ns",
             "data_ns",
-            (pl.col("comm_ns") - pl.col("waiting") + (0 if has_stragglers else pl.col("peer"))).alias("comms_ns"),
-            (pl.col("waiting") + (pl.col("peer") if has_stragglers else 0)).alias("straggler_ns"),
+            (pl.col("comm_ns") - pl.col("waiting") + pl.col("peer")).alias("comms_ns"),
+            pl.col("waiting").alias("straggler_ns"),
             pl.col("host_sync").alias("sync_ns"),
             pl.col("launch").alias("launch_ns"),
             pl.col("unexplained").alias("idle_ns"),

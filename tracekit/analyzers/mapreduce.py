@@ -88,7 +88,15 @@ class Reduced:
     @cached_property
     def steps(self) -> StepResult:
         """Every rank's steps."""
-        return StepResult(steps=self.part("steps", "steps"), stats=self.part("steps", "stats"))
+        return StepResult(
+            steps=self.part("steps", "steps"),
+            stats=self.part("steps", "stats"),
+            all_steps=self.part("steps", "all_steps"),
+            warmup=self.part("steps", "warmup"),
+            how_found=self.part("steps", "how_found"),
+            selection=self.options.steps,
+            include_warmup=self.options.include_warmup,
+        )
 
     @cached_property
     def measured(self) -> BreakdownResult:
@@ -134,7 +142,11 @@ class Reduced:
     @cached_property
     def collectives(self) -> CollectiveResult:
         """Collectives matched across ranks."""
-        return match_found(self.part("collectives", "found"))
+        return match_found(
+            self.part("collectives", "found"),
+            ranks_present=self.options.ranks_present,
+            world_size=self.options.world_size,
+        )
 
     @cached_property
     def span_ns(self) -> int:

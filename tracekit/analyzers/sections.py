@@ -51,12 +51,21 @@ IDLE_INTERVALS: Final = 50
 
 def steps_map(ctx: RankContext) -> Parts:
     """Steps and step-time statistics."""
-    return {"steps": ctx.steps.steps, "stats": ctx.steps.stats}
+    s = ctx.steps
+    return {"steps": s.steps, "stats": s.stats, "all_steps": s.all_steps, "warmup": s.warmup, "how_found": s.how_found}
 
 
 def steps_reduce(red: Reduced) -> StepsSection:
     """Per-step rows and per-rank statistics."""
-    return StepsSection(per_step=rows(red.steps.steps, r.StepRow), per_rank=rows(red.steps.stats, r.StepStats))
+    s = red.steps
+    return StepsSection(
+        per_step=rows(s.steps, r.StepRow),
+        per_rank=rows(s.stats, r.StepStats),
+        found=rows(s.how_found, r.StepsFound),
+        warmup=rows(s.warmup, r.WarmupStep),
+        selection=s.selection,
+        include_warmup=s.include_warmup,
+    )
 
 
 def breakdown_map(ctx: RankContext) -> Parts:
@@ -122,13 +131,21 @@ def annotations_reduce(red: Reduced) -> PhasesSection:
 
 def collectives_map(ctx: RankContext) -> Parts:
     """Every collective of each rank."""
-    return {"found": find_collectives(ctx.run, ctx.activity, ctx.steps)}
+    options = ctx.options
+    found = find_collectives(ctx.run, ctx.activity, ctx.steps, groups=options.groups, world_size=options.world_size)
+    return {"found": found}
 
 
 def collectives_reduce(red: Reduced) -> CollectivesSection:
     """Instances matched across ranks (per-rank rows are details)."""
-    inst = red.collectives.instances
-    return CollectivesSection(instances=rows(inst, r.CollectiveInstance), count=inst.height)
+    c = red.collectives
+    return CollectivesSection(
+        instances=rows(c.instances, r.CollectiveInstance),
+        count=c.instances.height,
+        ranks_present=c.ranks_present,
+        world_size=c.world_size,
+        match=c.match,
+    )
 
 
 def stragglers_reduce(red: Reduced) -> StragglersSection:
@@ -144,6 +161,8 @@ def stragglers_reduce(red: Reduced) -> StragglersSection:
             cause=x.cause,
             phase=x.phase,
             cause_excess_ns=round(x.cause_excess_ns, 4),
+            steps_last=x.steps_last,
+            steps=x.steps,
         )
         for x in s.stragglers
     ]
@@ -251,7 +270,7 @@ def verdict_reduce(red: Reduced) -> Verdict:
         collectives=red.collectives,
         dataloader=red.dataloader,
         idle=red.idle,
-        has_stragglers=bool(red.stragglers.stragglers),
+        stragglers=red.stragglers,
     )
     decision = decide(costs, stragglers=red.stragglers)
     notes = [f for f in (ev.sync_finding(red.syncs, has_gpu=red.has_gpu),) if f]

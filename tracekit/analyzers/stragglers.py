@@ -1,11 +1,21 @@
-"""Stragglers: which ranks arrive last at collectives, how often, by how much, and why.
+"""Stragglers: which ranks arrive last at collectives, how much of the others' waiting their
+lateness explains, and why they are late.
 
-From the matched collectives: per rank, how often it arrived last and how long the others
-waited for it then; a rank x step lateness matrix (the longest a rank kept the earliest
-rank waiting in that step: small, one number per rank and step, for a heatmap); the run's
-stragglers with a score (the others' wait it causes, as a share of the step time); and for
-each straggler the cause, found *before* the collective: the phase that took longer on it
-than on the median rank, or a late start of the step.
+From the matched collectives: per rank, how often it arrived last and how much of the
+others' waiting its lateness explains then (each other rank's wait up to the gap between
+its arrival and the last one's; their mean at each instance); a rank x step lateness
+matrix (how late a rank arrived at the step's collectives, at most, after the earliest
+rank: one number per rank and step, for a heatmap); the run's stragglers with a score (the
+explained wait they cause per step, as a share of the step); and for each straggler the
+cause, found *before* the collective: the phase that took longer on it than on the median
+rank, or a late start of the step.
+
+A rank is a straggler only when it is last at most of its collectives and the wait its
+lateness explains passes :data:`STRAGGLER_MIN_SHARE` of a step; only instances held by every
+rank of their group count (with ranks missing, the last rank may not be in the traces).
+Waiting that no arrival explains is the collectives' own cost, never a straggler's: per
+rank, ``straggler_wait_ns`` is the wait explained by a named straggler and ``comms_wait_ns``
+the rest of its wait.
 """
 
 from __future__ import annotations
@@ -15,7 +25,7 @@ from typing import TYPE_CHECKING, Final
 
 import polars as pl
 
-from tracekit.results.thresholds import STRAGGLER_MIN_SHARE
+from tracekit.analyzers.collectives import KEYS
 from tracekit.results.vocab import StragglerCause
 
 if TYPE_CHECKING:
@@ -23,78 +33,116 @@ if TYPE_CHECKING:
     from tracekit.analyzers.collectives import CollectiveResult
     from tracekit.analyzers.steps import StepResult
 
-#: ... and it arrives last at this share of its collectives at least (systematic, not noise).
+#: A rank is a straggler when the wait its lateness explains is at least this share of a step ...
+STRAGGLER_MIN_SHARE: Final = 0.05
+#: ... and it arrives last at this share of its complete collectives at least (systematic, not noise).
 STRAGGLER_MIN_LAST_SHARE: Final = 0.5
+#: Annotation names that are no phase of the step.
+_NOT_PHASES: Final = ("(unannotated)",)
 
 
 @dataclass(frozen=True)
 class Straggler:
-    """One straggler rank with its evidence."""
+    """One straggler rank with its evidence (numbers only: reports write the sentences)."""
 
     rank: int
+    #: the explained wait it causes per step, as a share of the mean step
     score: float
+    #: complete instances it arrived last at, of those it held
     times_last: int
     instances: int
+    #: the others' wait its lateness explains, summed over the run (their mean per instance)
     caused_wait_ns: float
     cause: StragglerCause
-    #: the phase that takes longer on it, when ``cause`` is PHASE
+    #: the phase that takes longer on it, when ``cause`` is ``PHASE``
     phase: str | None
+    #: by how much, per step, than on the median rank (the phase, or the start of the step)
     cause_excess_ns: float
+    #: steps in which it arrived last at least once, of the steps with complete instances
+    steps_last: int = 0
+    steps: int = 0
 
 
 @dataclass(frozen=True)
 class StragglerResult:
     """Lateness per rank and step, and the run's stragglers."""
 
-    #: rank, instances, times_last, times_among_last, mean_lateness_ns, caused_wait_ns, score
+    #: rank, instances (matched), complete, times_last (at complete instances),
+    #: times_among_last, mean_lateness_ns, caused_wait_ns, score, wait_ns,
+    #: explained_wait_ns, unexplained_wait_ns, straggler_wait_ns, comms_wait_ns
     per_rank: pl.DataFrame
-    #: rank, step, lateness_ns (max over the step's collectives), times_last
+    #: rank, step, lateness_ns (max over the step's matched collectives), times_last
     matrix: pl.DataFrame
     stragglers: tuple[Straggler, ...]
     #: the time base of ``score``: mean step duration, or the trace span without steps
     per_ns: float
 
 
-def find_stragglers(
-    collectives: CollectiveResult, steps: StepResult, annotations: AnnotationResult, *, span_ns: int
-) -> StragglerResult:
-    """Score every rank's lateness and name the stragglers with their cause."""
-    per = collectives.per_rank
-    instances = collectives.instances.select("pg", "op", "k", "last_rank", "mean_wait_ns", "ranks")
-    joined = per.join(instances, on=["pg", "op", "k"], how="left").with_columns(
-        arrived_last=pl.col("rank") == pl.col("last_rank"),
-        # how long the others waited for this rank when it was the last: their mean wait
-        others_wait=(pl.col("mean_wait_ns") * pl.col("ranks") - pl.col("wait_ns")) / (pl.col("ranks") - 1).clip(1),
+def _attributed(collectives: CollectiveResult) -> pl.DataFrame:
+    """Matched calls with their instance's last rank, and at the last rank's row the others'
+    mean explained wait (``others_wait``): what its lateness cost them there."""
+    keys = list(KEYS)
+    inst = collectives.instances.filter(pl.col("matched")).select(*keys, "last_rank", "ranks", "complete")
+    explained = pl.col("explained_wait_ns").fill_null(0)
+    return (
+        collectives.per_rank.join(inst, on=keys, how="inner")
+        .with_columns(arrived_last=(pl.col("rank") == pl.col("last_rank")) & pl.col("complete"))
+        .with_columns(
+            others_wait=(explained.sum().over(keys) - explained) / (pl.col("ranks") - 1).clip(1),
+        )
     )
-    base, n_steps = _time_base(steps, span_ns)
-    per_rank = (
+
+
+def _per_rank(joined: pl.DataFrame, *, base: float, n_steps: int) -> pl.DataFrame:
+    return (
         joined.group_by("rank")
         .agg(
             instances=pl.len(),
+            complete=pl.col("complete").sum(),
             times_last=pl.col("arrived_last").sum(),
             times_among_last=pl.col("is_last").sum(),
             mean_lateness_ns=pl.col("lateness_ns").mean(),
             caused_wait_ns=pl.col("others_wait").filter(pl.col("arrived_last")).sum(),
+            wait_ns=pl.col("wait_ns").sum(),
+            explained_wait_ns=pl.col("explained_wait_ns").sum(),
+            unexplained_wait_ns=pl.col("unexplained_wait_ns").sum(),
         )
         .with_columns(score=pl.col("caused_wait_ns") / n_steps / base if base > 0 else pl.lit(0.0))
         .sort("rank")
     )
+
+
+def _straggler_waits(joined: pl.DataFrame, per_rank: pl.DataFrame, named: list[int]) -> pl.DataFrame:
+    """``per_rank`` with the wait each rank spent on named stragglers, and the rest."""
+    by_straggler = pl.col("complete") & pl.col("last_rank").is_in(named)
+    waits = joined.group_by("rank").agg(
+        straggler_wait_ns=pl.col("explained_wait_ns").filter(by_straggler).sum(),
+    )
+    return per_rank.join(waits, on="rank", how="left").with_columns(
+        comms_wait_ns=pl.col("wait_ns") - pl.col("straggler_wait_ns")
+    )
+
+
+def find_stragglers(
+    collectives: CollectiveResult, steps: StepResult, annotations: AnnotationResult, *, span_ns: int
+) -> StragglerResult:
+    """Score every rank's lateness and name the stragglers with their cause."""
+    joined = _attributed(collectives)
+    base, n_steps = _time_base(steps, span_ns)
+    per_rank = _per_rank(joined, base=base, n_steps=n_steps)
     matrix = (
         joined.filter(pl.col("step").is_not_null())
         .group_by("rank", "step")
         .agg(lateness_ns=pl.col("lateness_ns").max(), times_last=pl.col("arrived_last").sum())
         .sort("rank", "step")
     )
-    stragglers = tuple(
-        _explain(row, steps, annotations)
-        for row in per_rank.filter(
-            pl.col("score") >= STRAGGLER_MIN_SHARE,
-            pl.col("times_last") >= STRAGGLER_MIN_LAST_SHARE * pl.col("instances"),
-            pl.col("times_last") > 0,
-        )
-        .sort(["score", "rank"], descending=[True, False])
-        .iter_rows(named=True)
-    )
+    named = per_rank.filter(
+        pl.col("score") >= STRAGGLER_MIN_SHARE,
+        pl.col("times_last") >= STRAGGLER_MIN_LAST_SHARE * pl.col("complete"),
+        pl.col("times_last") > 0,
+    ).sort(["score", "rank"], descending=[True, False])
+    per_rank = _straggler_waits(joined, per_rank, named["rank"].to_list())
+    stragglers = tuple(_explain(row, steps, annotations, matrix) for row in named.iter_rows(named=True))
     return StragglerResult(per_rank=per_rank, matrix=matrix, stragglers=stragglers, per_ns=base)
 
 
@@ -105,36 +153,52 @@ def _time_base(steps: StepResult, span_ns: int) -> tuple[float, int]:
     return float(steps.steps["duration_ns"].mean() or 0.0), int(per_rank_steps.max() or 1)  # type: ignore[arg-type]
 
 
-#: The key of a late step start among the phase candidates (no phase has this name).
-_LATE: Final = "\x00late start"
+def late_start(steps: StepResult, rank: int) -> float | None:
+    """How much later than the median rank ``rank`` starts its steps, on average (ns)."""
+    if not steps.has_steps:
+        return None
+    start = steps.steps.with_columns(rel=pl.col("start_ns") - pl.col("start_ns").median().over("step"))
+    late = start.filter(pl.col("rank") == rank)["rel"].mean()
+    return None if late is None else float(late)  # type: ignore[arg-type]
 
 
-def _explain(row: dict[str, object], steps: StepResult, annotations: AnnotationResult) -> Straggler:
+def straggler_cause(
+    annotations: AnnotationResult, steps: StepResult, rank: int
+) -> tuple[StragglerCause, str | None, float]:
+    """Why ``rank`` arrives late, from what happened before the collectives: the phase that
+    takes longest beyond the median rank's, or a late start of its steps, whichever is larger.
+
+    Returns (cause, phase name or None, excess ns per step).
+    """
+    phases = phase_excess(annotations, rank)
+    candidates: dict[str | None, float] = dict(phases.items())
+    late = late_start(steps, rank)
+    if late is not None:
+        candidates[None] = late
+    if candidates:
+        phase, excess = max(candidates.items(), key=lambda kv: (kv[1], kv[0] or ""))
+        if excess > 0:
+            return (StragglerCause.LATE_START if phase is None else StragglerCause.PHASE), phase, excess
+    return (StragglerCause.NOT_IN_PHASES if phases else StragglerCause.NO_PHASES), None, 0.0
+
+
+def _explain(
+    row: dict[str, object], steps: StepResult, annotations: AnnotationResult, matrix: pl.DataFrame
+) -> Straggler:
     rank = int(row["rank"])  # type: ignore[call-overload]
-    candidates = phase_excess(annotations, rank)
-    if steps.has_steps:
-        start = steps.steps.with_columns(rel=pl.col("start_ns") - pl.col("start_ns").median().over("step"))
-        late = start.filter(pl.col("rank") == rank)["rel"].mean()
-        if late is not None:
-            candidates[_LATE] = float(late)  # type: ignore[arg-type]
-    name, excess = max(candidates.items(), key=lambda kv: kv[1], default=(None, 0.0))
-    if name is None:
-        cause, phase = StragglerCause.NO_PHASES, None
-    elif excess <= 0:
-        cause, phase, excess = StragglerCause.NOT_IN_PHASES, None, 0.0
-    elif name == _LATE:
-        cause, phase = StragglerCause.LATE_START, None
-    else:
-        cause, phase = StragglerCause.PHASE, name
+    cause, phase, excess = straggler_cause(annotations, steps, rank)
+    mine = matrix.filter(pl.col("rank") == rank)
     return Straggler(
         rank=rank,
         score=float(row["score"]),  # type: ignore[arg-type]
         times_last=int(row["times_last"]),  # type: ignore[call-overload]
-        instances=int(row["instances"]),  # type: ignore[call-overload]
+        instances=int(row["complete"]),  # type: ignore[call-overload]
         caused_wait_ns=float(row["caused_wait_ns"]),  # type: ignore[arg-type]
         cause=cause,
         phase=phase,
         cause_excess_ns=excess,
+        steps_last=mine.filter(pl.col("times_last") > 0).height,
+        steps=mine.height,
     )
 
 
@@ -142,9 +206,5 @@ def phase_excess(annotations: AnnotationResult, rank: int) -> dict[str, float]:
     """Per phase: the rank's mean time per step minus the median rank's."""
     means = annotations.per_step.group_by("rank", "name").agg(pl.col("cpu_ns").mean().alias("mean_ns"))
     median = means.group_by("name").agg(pl.col("mean_ns").median().alias("median_ns"))
-    mine = means.filter(pl.col("rank") == rank).join(median, on="name")
-    return {
-        str(r["name"]): float(r["mean_ns"] - r["median_ns"])
-        for r in mine.iter_rows(named=True)
-        if r["name"] != "(unannotated)"
-    }
+    mine = means.filter(pl.col("rank") == rank, ~pl.col("name").is_in(_NOT_PHASES)).join(median, on="name")
+    return dict(zip(mine["name"].cast(pl.String), (mine["mean_ns"] - mine["median_ns"]).cast(pl.Float64), strict=True))

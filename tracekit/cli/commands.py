@@ -40,6 +40,8 @@ def run_analyze(
     outputs: dict[str, Path | None],
     details: Path | None,
     comm_kernels: tuple[str, ...] = (),
+    steps: str | None = None,
+    include_warmup: bool = False,
     rank_spec: str | None,
     rank: int | None,
     top: int,
@@ -64,7 +66,7 @@ def run_analyze(
             comm_kernels=comm_kernels,
         )
         progress.stage(f"analyzing {len(run.ranks)} rank(s)")
-        outcome = run_analysis(run, window=window)
+        outcome = run_analysis(run, window=window, steps=steps, include_warmup=include_warmup)
         del run
         progress.stage("writing reports")
         analysis = msgspec.structs.replace(

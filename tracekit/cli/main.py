@@ -60,6 +60,13 @@ class _AnalyzeCommand(click.Command):
     metavar="REGEX",
     help="Kernel names (a regular expression) that are communication, beside the built-in table. Repeatable.",
 )
+@click.option(
+    "--steps",
+    "steps",
+    metavar="SPEC",
+    help="Measure only these steps, e.g. 3- or 2-5 or 0,2,4 (trace step numbers; ordinals for inferred steps).",
+)
+@click.option("--include-warmup", is_flag=True, help="Keep warm-up steps in the figures and the verdict.")
 @click.option("--ranks", "rank_spec", help="Analyze only these ranks, e.g. 0-3,7.")
 @click.option("--rank", type=int, help="The rank of a single trace file that does not record one.")
 @click.option("--top", default=10, show_default=True, type=click.IntRange(min=1), help="Kernels to list.")
@@ -84,6 +91,8 @@ def analyze(
     md_path: Path | None,
     details: Path | None,
     comm_kernels: tuple[str, ...],
+    steps: str | None,
+    include_warmup: bool,
     rank_spec: str | None,
     rank: int | None,
     top: int,
@@ -103,6 +112,8 @@ def analyze(
         outputs={"json": json_path, "html": html_path, "md": md_path},
         details=details,
         comm_kernels=comm_kernels,
+        steps=steps,
+        include_warmup=include_warmup,
         rank_spec=rank_spec,
         rank=rank,
         top=top,

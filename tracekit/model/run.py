@@ -16,6 +16,16 @@ if TYPE_CHECKING:
 
 
 @dataclass(frozen=True)
+class ProcessGroup:
+    """A process group as a trace lists it (Kineto ``distributedInfo.pg_config``)."""
+
+    name: str
+    #: the global ranks of its members
+    ranks: tuple[int, ...]
+    description: str = ""
+
+
+@dataclass(frozen=True)
 class RankInfo:
     """What a trace file says about the rank that wrote it."""
 
@@ -30,6 +40,8 @@ class RankInfo:
     clock: str = ""
     schema_version: str | None = None
     event_count: int = 0
+    #: the process groups the rank belongs to, when the trace lists them
+    process_groups: tuple[ProcessGroup, ...] = ()
 
 
 @dataclass(frozen=True)

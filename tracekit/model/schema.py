@@ -57,6 +57,7 @@ SCHEMA: Final[dict[str, pl.DataType]] = {
     "msg_nelems": pl.Int64(),
     "pg_name": pl.Categorical(),
     "group_size": pl.Int32(),
+    "seq": pl.Int32(),  # a collective's sequence number in its process group (Kineto "Seq")
 }
 
 #: The columns a reader fills; ``category`` is derived from them (see ``classify``).

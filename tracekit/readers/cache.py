@@ -28,6 +28,7 @@ import polars as pl
 
 from tracekit import __version__
 from tracekit.model.counters import COUNTER_SCHEMA, empty_counters
+from tracekit.model.run import ProcessGroup
 from tracekit.model.schema import SCHEMA
 from tracekit.readers.trace import RankTrace
 
@@ -35,7 +36,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
 #: Bump whenever a reader's output (columns, values, rank metadata) changes for the same file.
-CACHE_VERSION: Final = 2
+CACHE_VERSION: Final = 3
 #: The environment variable naming the cache root.
 CACHE_ENV: Final = "TRACEKIT_CACHE_DIR"
 _ENDS: Final = 64 * 1024
@@ -109,8 +110,14 @@ class EventCache:
             if item["counter_rows"]
             else empty_counters()
         )
+        groups = tuple(
+            ProcessGroup(name=g["name"], ranks=tuple(g["ranks"]), description=g["description"])
+            for g in item.get("process_groups", ())
+        )
         meta = {k: item[k] for k in _METADATA}
-        return RankTrace(events=events, counters=counters, devices=tuple(item["devices"]), **meta)
+        return RankTrace(
+            events=events, counters=counters, devices=tuple(item["devices"]), process_groups=groups, **meta
+        )
 
     def store(self, identity: FileIdentity, traces: Sequence[RankTrace]) -> bool:
         """Write the entry of the file read as ``identity``; False when it cannot be written."""
@@ -128,6 +135,7 @@ class EventCache:
                 {
                     **{k: getattr(t, k) for k in _METADATA},
                     "devices": list(t.devices),
+                    "process_groups": [asdict(g) for g in t.process_groups],
                     "rows": t.events.height,
                     "counter_rows": t.counters.height,
                 }

@@ -26,6 +26,7 @@ import polars as pl
 from tracekit.errors import TraceReadError
 from tracekit.model.classify import category_expr
 from tracekit.model.counters import COUNTER_SCHEMA, DeviceType, empty_counters
+from tracekit.model.run import ProcessGroup
 from tracekit.model.schema import GPU_KINDS, SCHEMA
 from tracekit.readers.columns import column
 from tracekit.readers.compressed import read_bytes
@@ -81,6 +82,7 @@ class _Args(msgspec.Struct, gc=False, frozen=True):
     msg_nelems: int | None = msgspec.field(default=None, name="In msg nelems")
     pg_name: str | None = msgspec.field(default=None, name="Process Group Name")
     group_size: int | None = msgspec.field(default=None, name="Group size")
+    seq: int | None = msgspec.field(default=None, name="Seq")
 
 
 class _InstantArgs(_Args, frozen=True):
@@ -158,6 +160,7 @@ class _LooseArgs(msgspec.Struct, gc=False, frozen=True):
     mem_bytes: Any = msgspec.field(default=None, name="Bytes")
     total_allocated: Any = msgspec.field(default=None, name="Total Allocated")
     total_reserved: Any = msgspec.field(default=None, name="Total Reserved")
+    seq: Any = msgspec.field(default=None, name="Seq")
 
 
 _NO_LOOSE_ARGS: Final = _LooseArgs()
@@ -237,7 +240,33 @@ def read_kineto(path: str | Path) -> RankTrace:
         devices=tuple(dict.fromkeys(str(p["name"]) for p in props if isinstance(p, dict) and p.get("name"))),
         schema_version=None if version is None else str(version),
         clock=CLOCK,
+        process_groups=process_groups(info.get("pg_config")),
     )
+
+
+def process_groups(config: Any) -> tuple[ProcessGroup, ...]:
+    """The groups of ``distributedInfo.pg_config`` (a list of ``{pg_name, ranks, pg_desc}``).
+
+    Entries without a name or with ranks that are not integers are left out.
+    """
+    if not isinstance(config, list):
+        return ()
+    groups = []
+    for entry in config:
+        if not isinstance(entry, dict) or entry.get("pg_name") is None or not isinstance(entry.get("ranks"), list):
+            continue
+        ranks = [_as_int(r) for r in entry["ranks"]]
+        if any(r is None for r in ranks):
+            continue
+        desc = entry.get("pg_desc")
+        groups.append(
+            ProcessGroup(
+                name=str(entry["pg_name"]),
+                ranks=tuple(r for r in ranks if r is not None),
+                description=str(desc) if desc is not None else "",
+            )
+        )
+    return tuple(groups)
 
 
 def _decode_loose(data: bytes, path: Path) -> Any:

@@ -156,6 +156,7 @@ def _assign_ranks(
                 clock=trace.clock,
                 schema_version=trace.schema_version,
                 event_count=trace.events.height,
+                process_groups=trace.process_groups,
             )
         )
     return infos, frames, counters, skipped

@@ -10,6 +10,8 @@ from tracekit.model.counters import empty_counters
 if TYPE_CHECKING:
     import polars as pl
 
+    from tracekit.model.run import ProcessGroup
+
 
 @dataclass(frozen=True)
 class RankTrace:
@@ -32,3 +34,5 @@ class RankTrace:
     clock: str = "kineto: host clock, us -> ns"
     #: Memory over time (:data:`tracekit.model.counters.COUNTER_SCHEMA`), on the events' clock.
     counters: pl.DataFrame = field(default_factory=empty_counters)
+    #: The process groups the file lists (Kineto ``distributedInfo.pg_config``).
+    process_groups: tuple[ProcessGroup, ...] = ()

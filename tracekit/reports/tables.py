@@ -86,7 +86,7 @@ def run_facts(a: Analysis) -> Table:
         ("devices", ", ".join(run.devices) or "none recorded"),
         ("GPU activity", "yes" if run.has_gpu else "none (CPU-only run)"),
         ("steps per rank", str(max((s.count for s in a.steps.per_rank), default=0))),
-        ("steps found from", a.steps.source.value if a.steps.source is not None else "ProfilerStep#N"),
+        ("steps found from", steps_found(a)),
         ("trace span", f"{ms(run.span_ns)} ms"),
         ("trace files", f"{len(ranks)}" + (f", {len(run.skipped)} skipped" if run.skipped else "")),
         ("tracekit", a.tracekit_version),
@@ -94,6 +94,39 @@ def run_facts(a: Analysis) -> Table:
     if a.analysis_seconds is not None:
         rows.append(("analysis time", f"{a.analysis_seconds:.2f} s"))
     return _table("facts", "Facts", ["fact", "value"], rows, numeric=[False, False])
+
+
+def steps_found(a: Analysis) -> str:
+    """How steps were found, over ranks: '8 ranks: ProfilerStep#N'; what was excluded as warm-up."""
+    by_source: dict[str, int] = {}
+    for f in a.steps.found:
+        by_source[f.source.value] = by_source.get(f.source.value, 0) + 1
+    text = "; ".join(f"{n} rank{'s' if n > 1 else ''}: {src}" for src, n in by_source.items()) or "none"
+    if a.steps.selection:
+        text += f" (steps {a.steps.selection} selected)"
+    elif a.steps.warmup:
+        text += f"; {len(a.steps.warmup)} warm-up step(s) excluded"
+    elif a.steps.include_warmup:
+        text += " (warm-up included)"
+    return text
+
+
+def warmup(a: Analysis, limit: int | None) -> Table:
+    """The steps kept out of the steady state, and why."""
+    rows = a.steps.warmup if limit is None else a.steps.warmup[: max(limit, 16)]
+    return _table(
+        "warmup",
+        "Warm-up steps (excluded from every figure and from the verdict)",
+        ["rank", "step", "ms", "x median", "reason"],
+        (
+            [str(w.rank), str(w.step), ms(w.duration_ns), "-" if w.ratio is None else f"{w.ratio:.1f}", w.reason.value]
+            for w in rows
+        ),
+        "Warm-up: the first step when it holds one-time work or is far longer than the others, or any step "
+        "several times the median. Choose steps with --steps (e.g. 3-) or keep them with --include-warmup.",
+        numeric=[True, True, True, True, False],
+        empty="No warm-up steps were excluded.",
+    )
 
 
 def trace_files(a: Analysis, limit: int | None = None) -> Table:
@@ -121,7 +154,8 @@ def step_times(a: Analysis, limit: int | None) -> Table:
             for r in rows
         ),
         note,
-        empty="No steps in these traces: per-step figures are not available.",
+        empty="No steps found (no ProfilerStep#N or step#N ranges, and no repeated DataLoader, optimizer or "
+        "annotation structure): the whole trace is measured as one window.",
     )
 
 
@@ -375,7 +409,9 @@ def all_tables(a: Analysis, *, limit: int | None) -> list[Table]:
     """Every table, in report order (after the verdict)."""
     from tracekit.reports.capture_tables import capture_tables  # noqa: PLC0415  (it imports this module)
 
-    tables = [run_facts(a), step_times(a, limit), phases(a), phases_per_rank(a, limit), gpu_breakdown(a, limit)]
+    tables = [run_facts(a), step_times(a, limit)]
+    tables += [warmup(a, limit)] if a.steps.warmup else []
+    tables += [phases(a), phases_per_rank(a, limit), gpu_breakdown(a, limit)]
     host = host_breakdown(a, limit)
     tables += [host] if host else []
     tables += [

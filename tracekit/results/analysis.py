@@ -26,17 +26,19 @@ from tracekit.results.rows import (  # noqa: TC001  (msgspec reads annotations a
     OverlapRow,
     PhaseRow,
     StepRow,
+    StepsFound,
     StepStats,
     Straggler,
     StragglerRank,
     SyncRow,
+    WarmupStep,
 )
-from tracekit.results.vocab import (  # noqa: TC001
+from tracekit.results.vocab import (
     BoundKind,
+    CollectiveMatch,
     Confidence,
     MeasuredOn,
     NoteKind,
-    StepSource,
     StragglerCause,
     WindowKind,
 )
@@ -169,7 +171,12 @@ class StepsSection(Struct, frozen=True, kw_only=True):
 
     per_step: list[StepRow]
     per_rank: list[StepStats]
-    source: StepSource | None = None
+    #: how each rank's steps were found
+    found: list[StepsFound]
+    #: steps kept out of the steady state (warm-up), with the reason
+    warmup: list[WarmupStep]
+    selection: str | None = None
+    include_warmup: bool = False
 
 
 class BreakdownSection(Struct, frozen=True, kw_only=True):
@@ -207,6 +214,10 @@ class CollectivesSection(Struct, frozen=True, kw_only=True):
 
     instances: list[CollectiveInstance]
     count: int = 0
+    ranks_present: int = 0
+    world_size: int | None = None
+    #: how far instances could be matched: what their floors and waits mean
+    match: CollectiveMatch = CollectiveMatch.NONE
 
 
 class StragglersSection(Struct, frozen=True, kw_only=True):

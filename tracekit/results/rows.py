@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import msgspec
 
-from tracekit.results.vocab import BoundKind, IdleCause, StragglerCause  # noqa: TC001  (msgspec reads them at run time)
+from tracekit.results.vocab import BoundKind, IdleCause, MatchKey, StepSource, StragglerCause, WarmupReason  # noqa: TC001  (msgspec reads them at run time)
 
 
 class Row(msgspec.Struct, frozen=True, kw_only=True):
@@ -29,6 +29,30 @@ class StepRow(Row, frozen=True, kw_only=True):
     gpu_ops: int
     win_start_ns: int | None
     win_end_ns: int | None
+
+
+class StepsFound(Row, frozen=True, kw_only=True):
+    """How one rank's steps were found, and how many were kept."""
+
+    rank: int
+    source: StepSource
+    #: the range name the steps were inferred from (None for step markers)
+    anchor: str | None = None
+    found: int
+    steady: int
+    warmup: int
+
+
+class WarmupStep(Row, frozen=True, kw_only=True):
+    """A step kept out of the steady state, and why."""
+
+    rank: int
+    step: int
+    start_ns: int
+    duration_ns: int
+    #: its duration over the median of the others'
+    ratio: float | None
+    reason: WarmupReason
 
 
 class StepStats(Row, frozen=True, kw_only=True):
@@ -115,12 +139,23 @@ class CollectiveInstance(Row, frozen=True, kw_only=True):
 
     pg: str
     op: str
+    matched_by: MatchKey
     k: int
     ranks: int
+    expected_ranks: int | None
+    #: held by two ranks or more (else it has no latency floor and no wait)
+    matched: bool
+    #: held by every rank of its group
+    complete: bool
     first_start_ns: int
+    first_arrival_ns: int
     floor_ns: int | None
+    #: from the first rank's arrival to the last's
     spread_ns: int | None
     mean_wait_ns: float | None
+    #: the mean wait the last rank's lateness explains, and the rest (the collective's own cost)
+    explained_wait_ns: float | None
+    unexplained_wait_ns: float | None
     last_rank: int | None
     last_ranks: list[int]
 
@@ -158,6 +193,9 @@ class Straggler(Row, frozen=True, kw_only=True):
     #: the phase that takes longer on it, when ``cause`` is PHASE
     phase: str | None = None
     cause_excess_ns: float
+    #: steps in which it arrived last at least once, of the steps with complete instances
+    steps_last: int = 0
+    steps: int = 0
 
 
 class DataLoaderRow(Row, frozen=True, kw_only=True):

@@ -102,3 +102,21 @@ class NoteKind(str, Enum):
 
     HOST_SYNCS = "host-syncs"  # per-step host reads of device values (.item())
     LOW_OVERLAP = "low-overlap"  # compute hides little of the collective time
+
+
+class CollectiveMatch(str, Enum):
+    """How far collectives could be matched across ranks: what their floors and waits mean."""
+
+    NONE = "none"  # no collective in the traces
+    SINGLE_RANK = "single_rank"  # no collective held by two ranks: latency and waiting cannot be separated
+    PARTIAL = "partial"  # ranks of a group are missing: floors and waits among the ranks present, no straggler named
+    COMPLETE = "complete"  # every rank of each group is present
+
+
+class MatchKey(str, Enum):
+    """What paired a collective on one rank with the same collective on the others."""
+
+    SEQUENCE = "sequence"  # its sequence number in its process group (Kineto "Seq")
+    GROUP_ORDER = "group_order"  # the k-th of its operation in its process group
+    STREAM_ORDER = "stream_order"  # the k-th of its operation on its collective stream (no group recorded)
+    OP_ORDER = "op_order"  # the k-th of its operation on the rank (nothing better recorded)

@@ -1,0 +1,130 @@
+"""Stragglers: named only when their measured lateness explains the others' waiting."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from tests.factories import ev, make_run, nccl_call
+from tracekit.analyzers.annotations import annotation_breakdown
+from tracekit.analyzers.collectives import CollectiveResult, match_collectives
+from tracekit.analyzers.steps import analyze_steps, gpu_activity
+from tracekit.analyzers.stragglers import StragglerResult, find_stragglers
+from tracekit.results.vocab import StragglerCause
+
+if TYPE_CHECKING:
+    from tracekit.model import Run
+
+US = 1000
+STEP = 1000 * US
+
+
+def cross_rank(run: Run) -> tuple[CollectiveResult, StragglerResult]:
+    activity = gpu_activity(run)
+    steps = analyze_steps(run, activity=activity)
+    collectives = match_collectives(run, activity, steps)
+    annotations = annotation_breakdown(run, steps, activity)
+    span = int(run.events["end_ns"].max() - run.events["start_ns"].min())  # type: ignore[operator]
+    return collectives, find_stragglers(collectives, steps, annotations, span_ns=span)
+
+
+def per_rank(result: StragglerResult) -> dict[int, dict[str, Any]]:
+    return {r["rank"]: r for r in result.per_rank.iter_rows(named=True)}
+
+
+def test_a_late_arrival_far_below_the_wait_is_no_straggler() -> None:
+    # 4 gloo ranks, 3 steps. Each step the ranks enter the all-reduce 10 us apart (rank 3
+    # last, 30 us after rank 0) but leave it at different times, 270 us apart:
+    #   rank:       0    1    2    3
+    #   enters:   100  110  120  130   (us into the step)
+    #   leaves:   700  600  500  430
+    #   duration: 600  490  380  300   -> floor 300, waits 300 190 80 0
+    # Rank 3's lateness explains 30, 20, 10 us of those waits: 20 us per step for the
+    # others on average, 2% of a step; the other 270, 170, 70 us are the collective's cost.
+    leaves = {0: 700, 1: 600, 2: 500, 3: 430}
+    rows: list[dict[str, object]] = []
+    for step in range(3):
+        t = step * STEP
+        for r in range(4):
+            rows.append(ev("step", f"ProfilerStep#{step}", t, t + STEP, rank=r))
+            rows.append(ev("annotation", "gloo:all_reduce", t + (100 + 10 * r) * US, t + leaves[r] * US, rank=r, tid=9))
+    collectives, result = cross_rank(make_run(rows, world_size=4))
+    per = collectives.per_rank.filter(step=0).sort("rank")
+    assert per["wait_ns"].to_list() == [300 * US, 190 * US, 80 * US, 0]
+    assert per["lateness_ns"].to_list() == [0, 10 * US, 20 * US, 30 * US]
+    assert per["explained_wait_ns"].to_list() == [30 * US, 20 * US, 10 * US, 0]
+    assert per["unexplained_wait_ns"].to_list() == [270 * US, 170 * US, 70 * US, 0]
+    ranks = per_rank(result)
+    assert ranks[3]["times_last"] == 3 and ranks[3]["caused_wait_ns"] == pytest.approx(3 * 20 * US)
+    assert ranks[3]["score"] == pytest.approx(0.02)
+    assert result.stragglers == ()
+    # no straggler named: every wait is the collective's own cost, none the stragglers'
+    assert ranks[0]["unexplained_wait_ns"] == 3 * 270 * US
+    assert (ranks[0]["straggler_wait_ns"], ranks[0]["comms_wait_ns"]) == (0, 3 * 300 * US)
+
+
+def late_forward(*, extra_end_us: int = 0) -> list[dict[str, object]]:
+    """3 ranks, 4 steps of 1000 us; rank 2's forward takes 600 us instead of 200, so it
+    enters the all-reduce 400 us after the others; all leave at 700 us, rank 0 at
+    700 + ``extra_end_us``."""
+    rows: list[dict[str, object]] = []
+    for step in range(4):
+        t = step * STEP
+        for r in range(3):
+            forward = (600 if r == 2 else 200) * US
+            rows.append(ev("step", f"ProfilerStep#{step}", t, t + STEP, rank=r))
+            rows.append(ev("annotation", "forward", t, t + forward, rank=r))
+            end = t + (700 + (extra_end_us if r == 0 else 0)) * US
+            rows += nccl_call(r, t + forward, end, corr=step + 1)
+    return rows
+
+
+def test_a_straggler_whose_lateness_explains_the_wait_is_named_with_its_phase() -> None:
+    # rank 0 leaves 50 us after the others: floor 100 us (ranks 1, 2), rank 0 waits 450 us,
+    # of which rank 2's 400 us lateness explains 400; the other 50 are the collective's cost
+    collectives, result = cross_rank(make_run(late_forward(extra_end_us=50), world_size=3))
+    first = collectives.per_rank.filter(step=0).sort("rank")
+    assert first["wait_ns"].to_list() == [450 * US, 400 * US, 0]
+    assert first["explained_wait_ns"].to_list() == [400 * US, 400 * US, 0]
+    assert first["unexplained_wait_ns"].to_list() == [50 * US, 0, 0]
+    (straggler,) = result.stragglers
+    assert (straggler.rank, straggler.times_last, straggler.instances) == (2, 4, 4)
+    assert (straggler.steps_last, straggler.steps) == (4, 4)
+    assert straggler.caused_wait_ns == 4 * 400 * US  # the others' explained wait, per instance their mean
+    assert straggler.score == pytest.approx(0.4)
+    assert (straggler.cause, straggler.phase, straggler.cause_excess_ns) == (StragglerCause.PHASE, "forward", 400 * US)
+    ranks = per_rank(result)
+    assert (ranks[0]["straggler_wait_ns"], ranks[0]["comms_wait_ns"]) == (4 * 400 * US, 4 * 50 * US)
+    assert (ranks[1]["straggler_wait_ns"], ranks[1]["comms_wait_ns"]) == (4 * 400 * US, 0)
+    assert result.matrix.filter(rank=2)["lateness_ns"].to_list() == [400 * US] * 4
+
+
+def test_a_late_step_start_is_the_cause_when_no_phase_explains_it() -> None:
+    rows: list[dict[str, object]] = []
+    for step in range(2):
+        t = step * STEP
+        for r in range(3):
+            late = 300 * US if r == 2 else 0
+            rows.append(ev("step", f"ProfilerStep#{step}", t + late, t + STEP, rank=r))
+            rows += nccl_call(r, t + late + 100 * US, t + 500 * US, corr=step + 1)
+    _, result = cross_rank(make_run(rows, world_size=3))
+    (straggler,) = result.stragglers
+    assert straggler.rank == 2
+    assert (straggler.cause, straggler.phase, straggler.cause_excess_ns) == (StragglerCause.LATE_START, None, 300 * US)
+
+
+def test_no_straggler_is_named_without_every_rank_of_the_group() -> None:
+    # ranks 0 and 1 of a world of 8: rank 1 is late by 400 us, but the others are not here
+    rows = [r for r in late_forward() if r["rank"] == 0] + [{**r, "rank": 1} for r in late_forward() if r["rank"] == 2]
+    collectives, result = cross_rank(make_run(rows, world_size=8))
+    assert collectives.per_rank["wait_ns"].drop_nulls().len() == 8  # matched: floors and waits
+    assert not collectives.instances["complete"].any()
+    assert result.stragglers == ()
+    assert per_rank(result)[1]["times_last"] == 0  # last among 2 of 8 is not last
+
+
+def test_a_single_rank_has_no_straggler_rows() -> None:
+    rows = [ev("step", "ProfilerStep#1", 0, STEP), *nccl_call(0, 10 * US, 110 * US, corr=1)]
+    _, result = cross_rank(make_run(rows, world_size=16))
+    assert result.per_rank.height == 0 and result.matrix.height == 0 and result.stragglers == ()
