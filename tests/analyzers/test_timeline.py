@@ -19,22 +19,29 @@ TRAIN, GLOO = 1, 2  # the training thread and a gloo worker thread
 
 
 def ddp_step(rank: int = 0) -> list[dict[str, object]]:
-    """One DDP step on CPU, step [0, 1000) on the training thread.
+    """One DDP step on CPU, step [0, 1000) on the training thread, as gloo traces show it.
 
-    compute [10, 300) (forward, then backward, during which the bucket's all-reduce starts
-    at 250 on gloo's thread); ``c10d::allreduce_`` [300, 310) issues the last bucket; the
-    thread then runs nothing until DDP's reducer copies the bucket back [600, 620), 20 ns
-    after ``gloo:all_reduce`` [250, 580) ends; Python [620, 650); optimizer [650, 900).
+    forward [10, 100); backward [100, 250); the last gradient's hook [250, 300), in which
+    DDP's reducer copies it into the bucket (``mul_out`` [255, 290), an ``aten::mul`` inside)
+    and issues the bucket's all-reduce (``c10d::allreduce_`` [290, 298)); gloo runs it on its
+    own thread [298, 580); the training thread runs nothing until the reducer copies the
+    bucket back [600, 620), 20 ns after the all-reduce ends; Python [620, 650); optimizer
+    [650, 900).
     """
+    accumulate = "autograd::engine::evaluate_function: torch::autograd::AccumulateGrad"
     return [
         ev("step", "ProfilerStep#1", 0, 1000, rank=rank, tid=TRAIN),
         ev("annotation", "tracekit.phase/forward", 5, 100, rank=rank, tid=TRAIN),
         ev("cpu_op", "aten::addmm", 10, 100, rank=rank, tid=TRAIN),
         ev("annotation", "tracekit.phase/backward", 100, 620, rank=rank, tid=TRAIN),
-        ev("cpu_op", "autograd::engine::evaluate_function: AddmmBackward0", 100, 300, rank=rank, tid=TRAIN),
-        ev("cpu_op", "c10d::allreduce_", 300, 310, rank=rank, tid=TRAIN),
-        ev("annotation", "gloo:all_reduce", 250, 580, rank=rank, tid=GLOO),
+        ev("cpu_op", "autograd::engine::evaluate_function: AddmmBackward0", 100, 250, rank=rank, tid=TRAIN),
+        ev("cpu_op", accumulate, 250, 300, rank=rank, tid=TRAIN),
+        ev("cpu_op", "torch::distributed::reducer::mul_out", 255, 290, rank=rank, tid=TRAIN),
+        ev("cpu_op", "aten::mul", 260, 285, rank=rank, tid=TRAIN),
+        ev("cpu_op", "c10d::allreduce_", 290, 298, rank=rank, tid=TRAIN),
+        ev("annotation", "gloo:all_reduce", 298, 580, rank=rank, tid=GLOO),
         ev("cpu_op", "torch.distributed.ddp.reducer::copy_bucket_to_grad", 600, 620, rank=rank, tid=TRAIN),
+        ev("cpu_op", "aten::copy_", 601, 619, rank=rank, tid=TRAIN),
         ev("cpu_op", "aten::add_", 650, 900, rank=rank, tid=TRAIN),
     ]
 
@@ -57,55 +64,55 @@ def waits(run: Run) -> list[tuple[int, int, int]]:
 
 def test_training_thread_blocked_on_an_all_reduce_is_communication() -> None:
     run = make_run(ddp_step())
-    # blocked [310, 600) with the all-reduce in flight, woken 20 ns after it ends: a wait
-    assert waits(run) == [(0, 310, 600)]
-    # compute: [10, 300) (the all-reduce under backward's compute is hidden) + [600, 620)
-    # + [650, 900) = 560; comm: c10d::allreduce_ and the wait [300, 600) = 300; idle:
-    # before the first op [0, 10), Python [620, 650), after the optimizer [900, 1000)
-    assert host_breakdown(run) == {"window": 1000, "compute": 560, "comm": 300, "idle": 140}
+    # blocked [300, 600) with the all-reduce in flight, woken 20 ns after it ends: a wait
+    assert waits(run) == [(0, 300, 600)]
+    # compute: forward 90 + backward 150 + the hook outside the reducer's copy
+    # ([250, 255) + [290, 300)) 15 + optimizer 250 = 505; comm: the reducer's copies
+    # (35 + 20) and the wait 300 = 355; idle: [0, 10), Python [620, 650), [900, 1000).
+    # Before the wait and the reducer counted, comm was 280 (gloo's span outside the
+    # hook) and compute 560: the wake-up was idle, the bucket copies compute.
+    assert host_breakdown(run) == {"window": 1000, "compute": 505, "comm": 355, "idle": 140}
 
 
-def test_without_the_wait_the_wakeup_was_idle() -> None:
-    # the same step with the gloo span alone (what the host timeline counted before): the
-    # 20 ns between the all-reduce's end and the reducer's copy were idle
+def test_ddp_reducer_copies_are_communication_with_the_operators_inside() -> None:
     activity = timeline.host_activity(make_run(ddp_step()))
-    assert activity.filter(pl.col("name") != timeline.COLLECTIVE_WAIT).filter(category="collective").height == 1
-    gloo_only = activity.filter(pl.col("name") != timeline.COLLECTIVE_WAIT)
-    run = make_run(ddp_step())
-    frames = timeline.windows(gloo_only, analyze_steps(run, activity=gpu_activity(run)))
-    row = gpu_breakdown(timeline.segments(gloo_only, frames)).per_rank.row(0, named=True)
-    assert (row["compute_ns"], row["comm_ns"], row["idle_ns"]) == (560, 280, 160)
+    compute = activity.filter(category="compute").select("start_ns", "end_ns").sort("start_ns").rows()
+    assert compute == [(10, 255), (290, 300), (650, 900)]
+    reducer = activity.filter(pl.col("name").cast(pl.String).str.contains("reducer::"))
+    assert reducer["category"].unique().to_list() == ["collective"]
 
 
 def test_a_wait_starts_when_a_collective_is_in_flight() -> None:
     # Python [620, 650) during which an all-reduce runs [630, 640): waiting from 630 only
     rows = [*ddp_step(), ev("annotation", "gloo:all_reduce", 630, 640, tid=GLOO)]
     run = make_run(rows)
-    assert waits(run) == [(0, 310, 600), (0, 630, 650)]
-    assert host_breakdown(run) == {"window": 1000, "compute": 560, "comm": 320, "idle": 120}
+    assert waits(run) == [(0, 300, 600), (0, 630, 650)]
+    assert host_breakdown(run) == {"window": 1000, "compute": 505, "comm": 375, "idle": 120}
 
 
 def test_another_ranks_collective_is_no_wait() -> None:
     # the all-reduce runs on rank 1 only: it cannot hold rank 0's thread, whose blocked
-    # stretch stays idle (``c10d::allreduce_`` only issues the collective: not its work)
+    # stretch stays idle
     rows = [r for r in ddp_step() if r["name"] != "gloo:all_reduce"]
-    rows.append(ev("annotation", "gloo:all_reduce", 250, 580, rank=1, tid=GLOO))
+    rows.append(ev("annotation", "gloo:all_reduce", 298, 580, rank=1, tid=GLOO))
     run = make_run(rows)
     assert waits(run) == []
-    assert host_breakdown(run, rank=0) == {"window": 1000, "compute": 560, "comm": 0, "idle": 440}
+    assert host_breakdown(run, rank=0) == {"window": 1000, "compute": 505, "comm": 55, "idle": 440}
 
 
 def test_ranks_are_measured_apart() -> None:
     run = make_run([*ddp_step(0), *ddp_step(1)], world_size=2)
-    assert waits(run) == [(0, 310, 600), (1, 310, 600)]
-    assert host_breakdown(run) == {"window": 2000, "compute": 1120, "comm": 600, "idle": 280}
+    assert waits(run) == [(0, 300, 600), (1, 300, 600)]
+    assert host_breakdown(run) == {"window": 2000, "compute": 1010, "comm": 710, "idle": 280}
 
 
-def test_one_rank_without_collectives_is_unchanged() -> None:
-    rows = [r for r in ddp_step() if r["name"] not in ("gloo:all_reduce", "c10d::allreduce_")]
+def test_one_rank_without_ddp_is_operators_and_idle() -> None:
+    ddp = ("gloo:all_reduce", "c10d::allreduce_", "torch::distributed::reducer::mul_out")
+    rows = [r for r in ddp_step() if r["name"] not in ddp and "ddp.reducer" not in str(r["name"])]
     run = make_run(rows)
     assert waits(run) == []
-    assert host_breakdown(run) == {"window": 1000, "compute": 560, "comm": 0, "idle": 440}
+    # [10, 300) and [601, 619) and [650, 900) are operators; the rest idle
+    assert host_breakdown(run) == {"window": 1000, "compute": 558, "comm": 0, "idle": 442}
 
 
 def test_training_thread_is_the_step_thread_else_the_busiest() -> None:
@@ -115,12 +122,12 @@ def test_training_thread_is_the_step_thread_else_the_busiest() -> None:
     no_steps += [ev("cpu_op", "aten::copy_", 0, 5, tid=GLOO)]  # one op on gloo's thread
     run = make_run(no_steps)
     assert timeline.training_threads(run).select("rank", "tid").rows() == [(0, TRAIN)]
-    assert waits(run) == [(0, 310, 600)]
+    assert waits(run) == [(0, 300, 600)]
 
 
 def test_an_operator_on_another_thread_is_still_compute() -> None:
     # a side thread's operator during the wait keeps the host busy: compute wins there
     rows = [*ddp_step(), ev("cpu_op", "aten::copy_", 400, 450, tid=3)]
     run = make_run(rows)
-    assert waits(run) == [(0, 310, 600)]
-    assert host_breakdown(run) == {"window": 1000, "compute": 610, "comm": 250, "idle": 140}
+    assert waits(run) == [(0, 300, 600)]
+    assert host_breakdown(run) == {"window": 1000, "compute": 555, "comm": 305, "idle": 140}

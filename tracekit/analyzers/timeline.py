@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Literal
 import polars as pl
 
 from tracekit.analyzers import intervals as iv
+from tracekit.model.schema import KINDS
 
 if TYPE_CHECKING:
     from tracekit.analyzers.steps import StepResult
@@ -19,6 +20,7 @@ if TYPE_CHECKING:
 
 Window = Literal["steps", "gpu_span"]
 LABELS = ("compute", "collective", "memory")
+COLLECTIVE = pl.col("category") == "collective"
 
 
 def windows(activity: pl.DataFrame, steps: StepResult, window: Window = "steps") -> pl.DataFrame:
@@ -59,30 +61,47 @@ def segments(activity: pl.DataFrame, frames: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-#: Host operations that are collectives' own work on CPU backends (their spans include waits).
-HOST_COLLECTIVE = r"^(?:gloo|mpi|ucc):"
+#: Host ranges of DDP's reducer (``torch::distributed::reducer::mul_out``,
+#: ``torch.distributed.ddp.reducer::copy_bucket_to_grad``): gradients copied into and out of
+#: the all-reduce's buckets, work that exists only to communicate (none on one rank).
+DDP_REDUCER = r"^torch(?:::|\.)distributed(?:::|\.)(?:ddp\.)?reducer::"
 #: The name of the host activity rows that are a training thread waiting on a collective.
 COLLECTIVE_WAIT = "tracekit.wait/collective"
+#: The name of the host activity rows that are operators' time (their union, cut around DDP's
+#: reducer ranges).
+OPERATORS = "tracekit.host/operators"
 
 
 def host_activity(run: Run) -> pl.DataFrame:
-    """The host as the device of a CPU-only run, in the columns of GPU activity.
+    """The host as the device of a CPU-only run: ``rank, kind, name, category, start_ns,
+    end_ns, launch_ns`` like GPU activity.
 
-    * operators (any thread) are compute;
-    * backend collectives (``gloo:all_reduce``..., on the backend's worker threads) are
-      collectives;
+    * operators (any thread) are compute, except inside DDP's reducer ranges;
+    * collectives are collectives: the backend's own work (``gloo:all_reduce`` on its worker
+      threads, spans that include waiting for peers), the front end's calls
+      (``c10d::allreduce_``) and DDP's reducer ranges (:data:`DDP_REDUCER`);
     * the training thread waiting on a collective of its rank is a collective too (see
       :func:`collective_waits`): DDP's reducer blocks the thread at the end of backward
       until the gradient all-reduce is done, and ``work.wait()`` blocks it in the open.
     """
     columns = ("rank", "kind", "name", pl.col("category").cast(pl.String), "start_ns", "end_ns")
-    compute = run.select(["cpu_op"], *columns, where=pl.col("category") != "collective").with_columns(
-        category=pl.lit("compute")
+    kind = pl.Enum(list(KINDS))
+    reducer = run.select(["cpu_op", "annotation"], *columns, name=DDP_REDUCER).with_columns(
+        category=pl.lit("collective")
     )
-    collective = run.select(["cpu_op", "annotation"], *columns, name=HOST_COLLECTIVE)
+    operators = run.select(["cpu_op"], "rank", "start_ns", "end_ns", where=pl.col("category") != "collective")
+    compute = (iv.subtract(operators, reducer, ["rank"]) if reducer.height else iv.union(operators, ["rank"])).select(
+        pl.col("rank").cast(pl.Int32),
+        pl.lit("cpu_op", dtype=kind).alias("kind"),
+        pl.lit(OPERATORS, dtype=pl.Categorical()).alias("name"),
+        pl.lit("compute").alias("category"),
+        "start_ns",
+        "end_ns",
+    )
+    collective = pl.concat([run.select(["cpu_op", "annotation"], *columns, where=COLLECTIVE), reducer])
     waits = collective_waits(run, collective).select(
         "rank",
-        pl.lit("other", dtype=compute.schema["kind"]).alias("kind"),
+        pl.lit("other", dtype=kind).alias("kind"),
         pl.lit(COLLECTIVE_WAIT, dtype=pl.Categorical()).alias("name"),
         pl.lit("collective").alias("category"),
         "start_ns",
