@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Literal
 import polars as pl
 
 from tracekit.analyzers import intervals as iv
+from tracekit.model.schema import KINDS
 
 if TYPE_CHECKING:
     from tracekit.analyzers.steps import StepResult
@@ -19,6 +20,7 @@ if TYPE_CHECKING:
 
 Window = Literal["steps", "gpu_span"]
 LABELS = ("compute", "collective", "memory")
+COLLECTIVE = pl.col("category") == "collective"
 
 
 def windows(activity: pl.DataFrame, steps: StepResult, window: Window = "steps") -> pl.DataFrame:
@@ -59,16 +61,96 @@ def segments(activity: pl.DataFrame, frames: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-#: Host operations that are collectives' own work on CPU backends (their spans include waits).
-HOST_COLLECTIVE = r"^(?:gloo|mpi|ucc):"
+#: Host ranges of DDP's reducer (``torch::distributed::reducer::mul_out``,
+#: ``torch.distributed.ddp.reducer::copy_bucket_to_grad``): gradients copied into and out of
+#: the all-reduce's buckets, work that exists only to communicate (none on one rank).
+DDP_REDUCER = r"^torch(?:::|\.)distributed(?:::|\.)(?:ddp\.)?reducer::"
+#: The name of the host activity rows that are a training thread waiting on a collective.
+COLLECTIVE_WAIT = "tracekit.wait/collective"
+#: The name of the host activity rows that are operators' time (their union, cut around DDP's
+#: reducer ranges).
+OPERATORS = "tracekit.host/operators"
 
 
 def host_activity(run: Run) -> pl.DataFrame:
-    """The host as the device of a CPU-only run: operators as compute, backend collectives
-    (``gloo:all_reduce``...) as collectives. Same columns as GPU activity where it matters."""
+    """The host as the device of a CPU-only run: ``rank, kind, name, category, start_ns,
+    end_ns, launch_ns`` like GPU activity.
+
+    * operators (any thread) are compute, except inside DDP's reducer ranges;
+    * collectives are collectives: the backend's own work (``gloo:all_reduce`` on its worker
+      threads, spans that include waiting for peers), the front end's calls
+      (``c10d::allreduce_``) and DDP's reducer ranges (:data:`DDP_REDUCER`);
+    * the training thread waiting on a collective of its rank is a collective too (see
+      :func:`collective_waits`): DDP's reducer blocks the thread at the end of backward
+      until the gradient all-reduce is done, and ``work.wait()`` blocks it in the open.
+    """
     columns = ("rank", "kind", "name", pl.col("category").cast(pl.String), "start_ns", "end_ns")
-    compute = run.select(["cpu_op"], *columns, where=pl.col("category") != "collective").with_columns(
-        category=pl.lit("compute")
+    kind = pl.Enum(list(KINDS))
+    reducer = run.select(["cpu_op", "annotation"], *columns, name=DDP_REDUCER).with_columns(
+        category=pl.lit("collective")
     )
-    collective = run.select(["cpu_op", "annotation"], *columns, name=HOST_COLLECTIVE)
-    return pl.concat([compute, collective]).with_columns(launch_ns=pl.col("start_ns"))
+    operators = run.select(["cpu_op"], "rank", "start_ns", "end_ns", where=pl.col("category") != "collective")
+    compute = (iv.subtract(operators, reducer, ["rank"]) if reducer.height else iv.union(operators, ["rank"])).select(
+        pl.col("rank").cast(pl.Int32),
+        pl.lit("cpu_op", dtype=kind).alias("kind"),
+        pl.lit(OPERATORS, dtype=pl.Categorical()).alias("name"),
+        pl.lit("compute").alias("category"),
+        "start_ns",
+        "end_ns",
+    )
+    collective = pl.concat([run.select(["cpu_op", "annotation"], *columns, where=COLLECTIVE), reducer])
+    waits = collective_waits(run, collective).select(
+        "rank",
+        pl.lit("other", dtype=kind).alias("kind"),
+        pl.lit(COLLECTIVE_WAIT, dtype=pl.Categorical()).alias("name"),
+        pl.lit("collective").alias("category"),
+        "start_ns",
+        "end_ns",
+    )
+    return pl.concat([compute, collective, waits]).with_columns(launch_ns=pl.col("start_ns"))
+
+
+def training_threads(run: Run) -> pl.DataFrame:
+    """``rank, pid, tid`` of each rank's training thread: the thread recording the steps, or
+    on a rank without steps the thread that records the most operators."""
+    stepped = run.select(["step"], "rank", "pid", "tid").unique()
+    busiest = (
+        run.select(["cpu_op"], "rank", "pid", "tid")
+        .group_by("rank", "pid", "tid")
+        .len()
+        .filter(~pl.col("rank").is_in(stepped["rank"].implode()))
+        .sort(["rank", "len", "pid", "tid"], descending=[False, True, False, False])
+        .group_by("rank", maintain_order=True)
+        .first()
+        .drop("len")
+    )
+    return pl.concat([stepped, busiest]).sort("rank", "pid", "tid")
+
+
+def collective_waits(run: Run, collectives: pl.DataFrame) -> pl.DataFrame:
+    """Where each rank's training thread waits on a collective of its rank: ``rank,
+    start_ns, end_ns``.
+
+    A stretch in which the training thread runs no operator is a wait on a collective from
+    the moment a collective of its rank is in flight in it (from its start, when one already
+    is) to its end: the thread resumes at its next operator, once the collective's
+    completion has reached it. In gloo traces the blocked thread records nothing (DDP's
+    reducer waits in autograd's final callback, between ``copy_bucket_to_grad`` ranges)
+    while the collective runs on gloo's own threads; the stretch after the collective's
+    span ends is the thread being woken. Stretches with no collective in flight (Python
+    between operators, a data wait) are not waits on one.
+    """
+    threads = training_threads(run)
+    ops = run.select(["cpu_op"], "rank", "pid", "tid", "start_ns", "end_ns").join(
+        threads, on=["rank", "pid", "tid"], how="semi"
+    )
+    gaps = iv.gaps(ops.select("rank", "start_ns", "end_ns"), ["rank"]).with_row_index("gap_id")
+    coll = collectives.select(pl.col("rank").cast(pl.Int32), "start_ns", "end_ns")
+    if gaps.height == 0 or coll.height == 0:
+        return pl.DataFrame(schema={"rank": pl.Int32, "start_ns": pl.Int64, "end_ns": pl.Int64})
+    cut = iv.sweep({"idle": gaps.select("rank", "start_ns", "end_ns"), "coll": coll}, ["rank"]).filter("idle")
+    located = iv.locate(cut, "start_ns", gaps, by=["rank"], keep=["gap_id"])
+    # from the first collective in flight in the gap to the gap's end
+    in_flight_yet = pl.col("coll").cast(pl.Int8).cum_max().over("gap_id") > 0
+    waiting = located.sort("gap_id", "start_ns").filter(in_flight_yet)
+    return iv.union(waiting.select("rank", "start_ns", "end_ns"), ["rank"])

@@ -7,8 +7,13 @@ inject a real bottleneck:
 
 * ``loader_delay_ms``: every ``__getitem__`` sleeps (data-bound);
 * ``straggler_rank`` + ``straggler_delay_ms``: that rank's forward sleeps (a straggler);
-* ``comm_heavy``: many parameters and little compute (comms-bound);
-* ``host_sync``: a ``.item()`` inside every forward (sync-bound).
+* ``comm_heavy``: many parameters and little compute (comms-bound): the ``mlp`` gets
+  ~21.5M parameters (6 layers of 2048), the ``transformer`` a 32k vocabulary;
+* ``host_sync``: a ``.item()`` inside every forward (sync-bound);
+* ``optimizer``: ``adamw`` (default) or ``sgd``. AdamW's step reads and writes four
+  parameter-sized tensors and makes temporaries: on a gradient-heavy model with a tiny batch
+  it costs more than forward and backward together. Plain SGD (one ``add_`` per parameter)
+  leaves the gradient all-reduce as the step's main cost.
 """
 
 from __future__ import annotations
@@ -97,6 +102,7 @@ def mlp(
     straggler_delay_ms: float = 0.0,
     comm_heavy: bool = False,
     host_sync: bool = False,
+    optimizer: str = "adamw",
 ) -> Workload:
     """A small MLP classifier on synthetic data."""
     import torch
@@ -118,7 +124,7 @@ def mlp(
 
     return Workload(
         model=model,
-        optimizer=torch.optim.AdamW(model.parameters(), lr=ctx.learning_rate),
+        optimizer=_optimizer(optimizer, model, ctx.learning_rate),
         loss_fn=torch.nn.functional.cross_entropy,
         dataset=_SyntheticDataset(samples, make, loader_delay_ms),
     )
@@ -138,6 +144,7 @@ def transformer(
     straggler_delay_ms: float = 0.0,
     comm_heavy: bool = False,
     host_sync: bool = False,
+    optimizer: str = "adamw",
 ) -> Workload:
     """A small causal transformer language model on synthetic tokens."""
     import torch
@@ -173,10 +180,23 @@ def transformer(
 
     return Workload(
         model=model,
-        optimizer=torch.optim.AdamW(model.parameters(), lr=ctx.learning_rate),
+        optimizer=_optimizer(optimizer, model, ctx.learning_rate),
         loss_fn=loss_fn,
         dataset=_SyntheticDataset(samples, make, loader_delay_ms),
     )
+
+
+OPTIMIZERS = ("adamw", "sgd")
+
+
+def _optimizer(name: str, model: Any, learning_rate: float) -> Any:
+    import torch
+
+    if name == "adamw":
+        return torch.optim.AdamW(model.parameters(), lr=learning_rate)
+    if name == "sgd":
+        return torch.optim.SGD(model.parameters(), lr=learning_rate)
+    raise InputError(f"optimizer {name!r} is not one of {', '.join(OPTIMIZERS)}")
 
 
 BUILTIN: dict[str, Callable[..., Workload]] = {"mlp": mlp, "transformer": transformer}
