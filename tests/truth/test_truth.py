@@ -95,9 +95,10 @@ def _tracekit(paths: list[Path]) -> Observed:
 _SEEN: dict[str, Observed | BaseException] = {}
 
 
-def _observe(case: Case, shared: Path) -> Observed:
+def _observe(case: Case, request: pytest.FixtureRequest) -> Observed:
+    """tracekit's answer for ``case``, computed once per session (the shared traces via their fixture)."""
     if case.id not in _SEEN:
-        base = shared if case.root == "shared" else SAMPLES
+        base = request.getfixturevalue("shared_traces") if case.root == "shared" else SAMPLES
         try:
             _SEEN[case.id] = _tracekit([base / p for p in case.paths])
         except Exception as exc:  # reported by each test of the case
@@ -113,25 +114,25 @@ def case(request: pytest.FixtureRequest) -> Case:
     return request.param
 
 
-def test_primary_verdict(case: Case, shared_traces: Path) -> None:
-    seen = _observe(case, shared_traces)
+def test_primary_verdict(case: Case, request: pytest.FixtureRequest) -> None:
+    seen = _observe(case, request)
     accepted = (case.primary, *case.alternatives)
     assert seen.primary in accepted, (
         f"{case.id}: expected {' or '.join(accepted)} ({case.deciding}), got {seen.primary}"
     )
 
 
-def test_secondary_findings(case: Case, shared_traces: Path) -> None:
-    seen = _observe(case, shared_traces)
+def test_secondary_findings(case: Case, request: pytest.FixtureRequest) -> None:
+    seen = _observe(case, request)
     present = {seen.primary, *seen.secondary}
     missing = [k for k in case.secondary if k not in present]
     assert not missing, f"{case.id}: findings {missing} missing; tracekit found {sorted(present)}"
 
 
-def test_key_figures(case: Case, shared_traces: Path) -> None:
+def test_key_figures(case: Case, request: pytest.FixtureRequest) -> None:
     if not case.figures:
         pytest.skip(f"{case.id}: no figure an expert would check")
-    seen = _observe(case, shared_traces)
+    seen = _observe(case, request)
     wrong = []
     for f in case.figures:
         where = "run" if f.rank is None else f"rank {f.rank}"
