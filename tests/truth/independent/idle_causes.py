@@ -1,0 +1,148 @@
+"""GPU idle gaps of one Kineto rank, each explained by the work that ends it.
+
+Usage: python tests/truth/independent/idle_causes.py PATH [--exclude 0,...] [--window steps|gpu]
+
+Rule (DESIGN.md): the GPU op that ends a gap was launched (runtime call, by correlation id)
+either before the gap began -> the GPU waited on something else: ``peer`` when that op is a
+communication kernel, else ``dependency``; or after -> the host was late, and what the
+launching thread did between the gap start and the launch is the cause:
+  ``data``       >50% of that time under a DataLoader fetch range
+  ``host_sync``  >50% under a blocking sync call (cuda*Synchronize, synchronous cudaMemcpy,
+                 a D2H copy to pageable memory)
+  ``alloc``      >50% in cudaMalloc/cudaFree/cudaHostAlloc (allocator growth)
+  ``launch``     the late time is no longer than a few dispatch intervals of that thread
+                 (<= max(50 us, 5 x median interval between its launch calls in the window)):
+                 the host dispatches ops one by one and the GPU drains faster than it is fed
+  ``host_work``  longer: the thread issued no launch for many dispatch intervals, it was
+                 doing CPU work that launches nothing
+Gaps with no ending op (trailing idle of a window) are ``tail``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import bisect
+import collections
+import statistics
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+import itertools
+
+from _common import gaps, intersect, is_comm_kernel, length, load_kineto, load_nsys, union
+
+LAUNCHES = ("LaunchKernel", "MemcpyAsync", "MemsetAsync", "GraphLaunch", "LaunchCooperativeKernel", "Memcpy", "Memset")
+SYNCS = (
+    "cudaDeviceSynchronize",
+    "cudaStreamSynchronize",
+    "cudaEventSynchronize",
+    "hipDeviceSynchronize",
+    "hipStreamSynchronize",
+    "hipEventSynchronize",
+    "cudaMemcpy",
+    "hipMemcpy",
+)
+ALLOC = ("cudaMalloc", "cudaFree", "cudaHostAlloc", "hipMalloc", "hipFree", "cudaMallocHost")
+
+
+def is_launch(name: str) -> bool:
+    return any(k in name for k in LAUNCHES)
+
+
+def explain(  # noqa: PLR0912, PLR0915
+    path: Path, exclude: set[int], window: str, verbose: int = 0, nsys_rank: int | None = None
+) -> dict[str, float]:
+    t = load_nsys(path)[nsys_rank] if nsys_rank is not None else load_kineto(path)
+    ev = t.events
+    gpu = [e for e in ev if e[0] in ("kernel", "memcpy", "memset")]
+    busy = union((e[4], e[5]) for e in gpu)
+    steps = sorted((e for e in ev if e[0] == "cpu" and e[1].startswith("ProfilerStep#")), key=lambda e: e[4])
+    if window == "steps" and steps:
+        windows = [(s[4], s[5]) for i, s in enumerate(steps) if i not in exclude]
+    else:
+        windows = [(min(e[4] for e in gpu), max(e[5] for e in gpu))]
+    rt = [e for e in ev if e[0] == "runtime"]
+    by_corr = {e[6]["correlation"]: e for e in rt if "correlation" in e[6]}
+    starts = sorted(gpu, key=lambda e: e[4])
+    keys = [e[4] for e in starts]
+    fetch = union(
+        (e[4], e[5])
+        for e in ev
+        if e[0] == "cpu" and "DataLoader" in e[1] and ("__next__" in e[1] or "enumerate" in e[1])
+    )
+    pageable_d2h = {e[6].get("correlation") for e in ev if e[0] == "memcpy" and "DtoH" in e[1] and "Pageable" in e[1]}
+    sync_by_tid: dict[object, list] = collections.defaultdict(list)
+    alloc_by_tid: dict[object, list] = collections.defaultdict(list)
+    launch_by_tid: dict[object, list] = collections.defaultdict(list)
+    for e in rt:
+        if e[1] in SYNCS or e[1].endswith("Synchronize") or e[6].get("correlation") in pageable_d2h:
+            sync_by_tid[e[3]].append((e[4], e[5]))
+        if e[1] in ALLOC:
+            alloc_by_tid[e[3]].append((e[4], e[5]))
+        if is_launch(e[1]):
+            launch_by_tid[e[3]].append(e[4])
+    sync_u = {k: union(v) for k, v in sync_by_tid.items()}
+    alloc_u = {k: union(v) for k, v in alloc_by_tid.items()}
+    interval = {}
+    for k, v in launch_by_tid.items():
+        v.sort()
+        inside = [b - a for a, b in itertools.pairwise(v) if any(lo <= a < hi for lo, hi in windows)]
+        interval[k] = statistics.median(inside) if inside else 0
+    total = sum(hi - lo for lo, hi in windows)
+    out: dict[str, float] = collections.Counter()
+    count: dict[str, int] = collections.Counter()
+    rows = []
+    for lo, hi in windows:
+        for gs, ge in gaps(busy, lo, hi):
+            k = bisect.bisect_left(keys, ge)
+            nxt = starts[k] if k < len(starts) and starts[k][4] == ge else None
+            launch = by_corr.get(nxt[6].get("correlation")) if nxt else None
+            if nxt is None:
+                cause = "tail"
+            elif launch is None:
+                cause = "unexplained"
+            elif launch[4] <= gs:
+                cause = "peer" if (nxt[0] == "kernel" and is_comm_kernel(nxt[1])) else "dependency"
+            else:
+                late = [(gs, min(launch[4], ge))]
+                late_len = length(late)
+                tid = launch[3]
+                if length(intersect(late, fetch)) > late_len / 2:
+                    cause = "data"
+                elif length(intersect(late, sync_u.get(tid, []))) > late_len / 2:
+                    cause = "host_sync"
+                elif length(intersect(late, alloc_u.get(tid, []))) > late_len / 2:
+                    cause = "alloc"
+                elif late_len <= max(50_000, 5 * interval.get(tid, 0)):
+                    cause = "launch"
+                else:
+                    cause = "host_work"
+            out[cause] += ge - gs
+            count[cause] += 1
+            rows.append((ge - gs, gs, cause, nxt[1][:50] if nxt else ""))
+    idle = sum(out.values())
+    print(f"{path.name}: window {total / 1e6:.3f} ms, idle {idle / 1e6:.3f} ms ({100 * idle / total:.2f}%)")
+    print("median launch interval per thread (us):", {k: v / 1e3 for k, v in interval.items()})
+    for c, v in sorted(out.items(), key=lambda kv: -kv[1]):
+        print(f"  {c:12s} {v / 1e6:9.3f} ms {100 * v / total:6.2f}% of window, {count[c]} gaps")
+    if verbose:
+        rows.sort(reverse=True)
+        for d, gs, c, n in rows[:verbose]:
+            print(f"    gap {d / 1e3:9.1f} us at +{(gs - windows[0][0]) / 1e6:9.3f} ms {c:10s} ended by {n}")
+    return {c: 100 * v / total for c, v in out.items()}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("path")
+    ap.add_argument("--exclude", default="")
+    ap.add_argument("--window", default="steps")
+    ap.add_argument("-v", type=int, default=0)
+    ap.add_argument("--nsys-rank", type=int, default=None)
+    a = ap.parse_args()
+    explain(Path(a.path), {int(x) for x in a.exclude.split(",") if x}, a.window, a.v, a.nsys_rank)
+
+
+if __name__ == "__main__":
+    main()
