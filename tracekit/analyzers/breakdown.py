@@ -44,9 +44,11 @@ def gpu_breakdown(segments: pl.DataFrame, *, window: str = "steps") -> Breakdown
             compute_ns=length.filter(compute).sum(),
             comm_ns=length.filter(~compute & coll).sum(),
             memory_ns=length.filter(~compute & ~coll & mem).sum(),
+            transfer_ns=length.filter(~compute & ~coll & pl.col("transfer")).sum(),
             idle_ns=length.filter(~compute & ~coll & ~mem).sum(),
         )
         .sort("rank", "step")
     )
-    per_rank = per_step.group_by("rank").agg(pl.col(f"{p}_ns").sum() for p in ("window", *PARTS)).sort("rank")
+    totals = ("window", *PARTS, "transfer")
+    per_rank = per_step.group_by("rank").agg(pl.col(f"{p}_ns").sum() for p in totals).sort("rank")
     return BreakdownResult(per_step=_with_shares(per_step), per_rank=_with_shares(per_rank), window=window)

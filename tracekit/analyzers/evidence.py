@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 import polars as pl
 
 from tracekit.analyzers.convert import DECIMALS
 from tracekit.analyzers.stats import num
-from tracekit.analyzers.verdict import COMMS_MIN_SHARE, LOW_OVERLAP_PCT, Costs
+from tracekit.analyzers.verdict import COMMS_MIN_SHARE, COST_COLUMNS, LOW_OVERLAP_PCT, Costs
 from tracekit.results.analysis import Evidence, Finding, KernelShare, OpLatency, StragglerEvidence
 from tracekit.results.vocab import Confidence, MeasuredOn, NoteKind
 
@@ -22,6 +22,20 @@ if TYPE_CHECKING:
     from tracekit.analyzers.steps import StepResult
     from tracekit.analyzers.stragglers import StragglerResult
     from tracekit.analyzers.syncs import SyncResult
+
+
+#: GPU idle causes -> the cost column they count in (data is measured as idle during fetches).
+IDLE_BOUNDS: Final = {
+    "data": "data_idle_ns",
+    "host_sync": "sync_ns",
+    "blocking_collective": "comms_idle_ns",
+    "peer": "comms_idle_ns",
+    "one_time": "host_ns",
+    "host_work": "host_ns",
+    "launch": "launch_ns",
+    "dependency": "dependency_ns",
+    "unexplained": "idle_ns",
+}
 
 
 def costs(
@@ -45,31 +59,27 @@ def costs(
         else pl.DataFrame(schema={"rank": pl.Int32, "wait_ns": pl.Int64})
     )
     idle_by = (
-        idle.per_rank.with_columns(pl.col("cause").cast(pl.String)).pivot(on="cause", index="rank", values="idle_ns")
+        idle.per_rank.with_columns(pl.col("cause").cast(pl.String))
+        .with_columns(bound=pl.col("cause").replace_strict(IDLE_BOUNDS, default="idle_ns"))
+        .pivot(on="bound", index="rank", values="idle_ns", aggregate_function="sum")
         if idle is not None and idle.per_rank.height
         else pl.DataFrame(schema={"rank": pl.Int32})
     )
-    for cause in ("host_sync", "launch", "peer", "unexplained"):
-        if cause not in idle_by.columns:
-            idle_by = idle_by.with_columns(pl.lit(0, dtype=pl.Int64).alias(cause))
+    for column in (*set(IDLE_BOUNDS.values()), "idle_ns"):
+        if column not in idle_by.columns:
+            idle_by = idle_by.with_columns(pl.lit(0, dtype=pl.Int64).alias(column))
     df = (
-        breakdown.per_rank.select("rank", "window_ns", "compute_ns", "comm_ns")
+        breakdown.per_rank.select("rank", "window_ns", "compute_ns", "comm_ns", "transfer_ns")
         .join(waits, on="rank", how="left")
         .join(dataloader.per_rank.select("rank", pl.col("idle_ns").alias("data_ns")), on="rank", how="left")
-        .join(idle_by.select("rank", "host_sync", "launch", "peer", "unexplained"), on="rank", how="left")
+        .join(idle_by, on="rank", how="left")
         .fill_null(0)
         .with_columns(waiting=pl.min_horizontal("wait_ns", "comm_ns"))
-        .select(
-            "rank",
-            "window_ns",
-            "data_ns",
-            (pl.col("comm_ns") - pl.col("waiting") + pl.col("peer")).alias("comms_ns"),
-            pl.col("waiting").alias("straggler_ns"),
-            pl.col("host_sync").alias("sync_ns"),
-            pl.col("launch").alias("launch_ns"),
-            pl.col("unexplained").alias("idle_ns"),
-            "compute_ns",
+        .with_columns(
+            comms_ns=pl.col("comm_ns") - pl.col("waiting") + pl.col("comms_idle_ns"),
+            straggler_ns=pl.col("waiting"),
         )
+        .select("rank", "window_ns", *COST_COLUMNS)
     )
     return Costs(per_rank=df, measured_on=measured_on)
 

@@ -113,6 +113,11 @@ class Reduced:
         return self.measured
 
     @property
+    def host_breakdown(self) -> BreakdownResult | None:
+        """The host's time breakdown on a CPU-only run (where the host is the device), else None."""
+        return None if self.has_gpu else self.measured
+
+    @property
     def facts(self) -> RunFacts:
         """The typed facts of the run, once the reduce has gathered them."""
         facts: RunFacts = self.results["run"]

@@ -12,6 +12,7 @@ import polars as pl
 
 from tracekit import __version__
 from tracekit.analyzers import evidence as ev
+from tracekit.analyzers import intervals as iv
 from tracekit.analyzers.annotations import annotations_per_step
 from tracekit.analyzers.breakdown import gpu_breakdown
 from tracekit.analyzers.collectives import find_collectives
@@ -20,6 +21,7 @@ from tracekit.analyzers.dataloader import dataloader_gaps
 from tracekit.analyzers.idle import idle_causes
 from tracekit.analyzers.kernels import kernels_by_rank
 from tracekit.analyzers.overlap import comm_overlap
+from tracekit.analyzers.stats import num
 from tracekit.analyzers.verdict import decide
 from tracekit.model.schema import GPU_ACTIVITY_KINDS
 from tracekit.results import rows as r
@@ -27,6 +29,7 @@ from tracekit.results.analysis import (
     BreakdownSection,
     CollectivesSection,
     DataLoaderSection,
+    Finding,
     IdleSection,
     KernelsSection,
     OverlapSection,
@@ -39,7 +42,7 @@ from tracekit.results.analysis import (
     SyncsSection,
     Verdict,
 )
-from tracekit.results.vocab import MeasuredOn, WindowKind
+from tracekit.results.vocab import Confidence, MeasuredOn, NoteKind, WindowKind
 
 if TYPE_CHECKING:
     from tracekit.analyzers.context import RankContext
@@ -215,14 +218,28 @@ def idle_reduce(red: Reduced) -> IdleSection | None:
     return IdleSection(per_rank=rows(idle.per_rank, r.IdleCauseRow), longest=rows(longest, r.IdleInterval))
 
 
+#: Host events that only a GPU job records (its device events may have been left out).
+GPU_JOB_SIGNS: Final = r"(?i)^nccl:|^rccl:|record_stream|cudnn|miopen|^cuda[A-Z]|^hip[A-Z]"
+
+
 def facts_map(ctx: RankContext) -> Parts:
-    """Event counts and the span of each rank."""
+    """Event counts, the span of each rank, signs of a GPU job, and the device's busy time in steps."""
     events = ctx.run.events
+    host = pl.col("kind").is_in(["cpu_op", "annotation", "runtime", "driver"])
     counts = events.group_by("rank").agg(
         events=pl.len(),
         gpu_events=pl.col("kind").is_in(GPU_ACTIVITY_KINDS).sum(),
+        gpu_signs=(host & pl.col("name").cast(pl.String).str.contains(GPU_JOB_SIGNS)).sum(),
         start_ns=pl.col("start_ns").min(),
         end_ns=pl.col("end_ns").max(),
+    )
+    busy = iv.total(ctx.activity.select("rank", "start_ns", "end_ns"), ["rank"])
+    assert isinstance(busy, pl.DataFrame)
+    steps = ctx.steps.steps.group_by("rank").len("steps")
+    counts = (
+        counts.join(busy.rename({"total_ns": "busy_ns"}), on="rank", how="left")
+        .join(steps, on="rank", how="left")
+        .with_columns(pl.col("busy_ns", "steps").fill_null(0))
     )
     return {"span": counts.sort("rank")}
 
@@ -272,8 +289,8 @@ def verdict_reduce(red: Reduced) -> Verdict:
         idle=red.idle,
         stragglers=red.stragglers,
     )
-    decision = decide(costs, stragglers=red.stragglers)
-    notes = [f for f in (ev.sync_finding(red.syncs, has_gpu=red.has_gpu),) if f]
+    decision = decide(costs, stragglers=red.stragglers, undetermined=_undetermined(red))
+    notes = [f for f in (ev.sync_finding(red.syncs, has_gpu=red.has_gpu), _partial_ranks(red)) if f]
     comms = decision.costs.filter(pl.col("bound") == "comms-bound")["share_pct"].sum()
     if (low := ev.overlap_finding(red.overlap, float(comms))) is not None:
         notes.append(low)
@@ -292,6 +309,38 @@ def verdict_reduce(red: Reduced) -> Verdict:
         secondary=[*decision.secondary, *notes],
         costs=rows(decision.costs, r.CostRow),
         evidence=evidence,
+    )
+
+
+#: Below this much device work per rank (union of GPU activity), with one step or none, a trace
+#: is a snippet, not a run: no steady state, and per-launch overheads and the profiler itself
+#: dominate it (the real runs here have 66 ms or more; the snippets 0.4 ms or less).
+MIN_BUSY_NS: Final = 1_000_000
+
+
+def _undetermined(red: Reduced) -> tuple[Finding, ...]:
+    """Why the trace cannot support a verdict, if it cannot."""
+    facts = red.part("facts", "span")
+    ranks_listing_gpus = sum(1 for r in red.run_meta.ranks if r.devices)
+    if not red.has_gpu and (num(facts["gpu_signs"].sum()) > 0 or ranks_listing_gpus):
+        return (Finding(note=NoteKind.GPU_EVENTS_MISSING, confidence=Confidence.HIGH),)
+    if red.has_gpu and num(facts["steps"].max()) <= 1:
+        busy = num(facts["busy_ns"].max())
+        if busy < MIN_BUSY_NS:
+            return (Finding(note=NoteKind.TOO_LITTLE_WORK, confidence=Confidence.HIGH, value=busy),)
+    return ()
+
+
+def _partial_ranks(red: Reduced) -> Finding | None:
+    """Not every rank of the world is here: latency floors and stragglers cannot be measured."""
+    c = red.collectives
+    if c.world_size is None or c.world_size <= 1 or c.ranks_present >= c.world_size:
+        return None
+    return Finding(
+        note=NoteKind.PARTIAL_RANKS,
+        confidence=Confidence.HIGH,
+        value=float(c.ranks_present),
+        values=[float(c.world_size)],
     )
 
 

@@ -20,6 +20,9 @@ if TYPE_CHECKING:
 
 Window = Literal["steps", "gpu_span"]
 LABELS = ("compute", "collective", "memory")
+#: Copies that move data between the host and a device, or between devices (not on-device
+#: copies and sets, which are device work like kernels): what a transfer-bound run waits on.
+TRANSFER_COPY = r"(?i)HtoD|DtoH|PtoP|Host|Pageable|Pinned|Peer"
 COLLECTIVE = pl.col("category") == "collective"
 
 
@@ -48,16 +51,19 @@ def windows(activity: pl.DataFrame, steps: StepResult, window: Window = "steps")
 def segments(activity: pl.DataFrame, frames: pl.DataFrame) -> pl.DataFrame:
     """Elementary segments inside ``frames`` (from :func:`windows`).
 
-    Columns: rank, step, start_ns, end_ns, length_ns, compute, collective, memory.
+    Columns: rank, step, start_ns, end_ns, length_ns, compute, collective, memory, transfer
+    (a host<->device or peer copy runs).
     """
     parts = {
         label: activity.filter(pl.col("category") == label).select("rank", "start_ns", "end_ns") for label in LABELS
     }
+    copies = (pl.col("kind") == "memcpy") & pl.col("name").cast(pl.String).str.contains(TRANSFER_COPY)
+    parts["transfer"] = activity.filter(copies).select("rank", "start_ns", "end_ns")
     cut = iv.sweep({**parts, "window": frames.select("rank", "start_ns", "end_ns")}, ["rank"])
     return (
         iv.locate(cut.filter(pl.col("window")), "start_ns", frames, by=["rank"], keep=["step"])
         .with_columns(length_ns=pl.col("end_ns") - pl.col("start_ns"))
-        .select("rank", "step", "start_ns", "end_ns", "length_ns", *LABELS)
+        .select("rank", "step", "start_ns", "end_ns", "length_ns", *LABELS, "transfer")
     )
 
 

@@ -31,6 +31,12 @@ COMMS_MIN_SHARE: Final = 0.10
 SYNC_MIN_SHARE: Final = 0.05
 #: Launch-bound idle above this share is a finding.
 LAUNCH_MIN_SHARE: Final = 0.10
+#: GPU idle while the host does CPU work that launches nothing, above this share, is a finding.
+HOST_MIN_SHARE: Final = 0.10
+#: Copies and sets (not hidden by compute or communication) above this share are a finding.
+TRANSFER_MIN_SHARE: Final = 0.10
+#: GPU idle waiting on events / other streams above this share is a finding.
+DEPENDENCY_MIN_SHARE: Final = 0.10
 #: GPU idle that no host activity in the trace explains, above this share, is a finding.
 IDLE_MIN_SHARE: Final = 0.20
 #: Comm/compute overlap below this (with comms above COMMS_MIN_SHARE) is a finding.
@@ -46,6 +52,9 @@ THRESHOLDS: Final = {
     BoundKind.STRAGGLER: STRAGGLER_MIN_SHARE,
     BoundKind.SYNC: SYNC_MIN_SHARE,
     BoundKind.LAUNCH: LAUNCH_MIN_SHARE,
+    BoundKind.HOST: HOST_MIN_SHARE,
+    BoundKind.TRANSFER: TRANSFER_MIN_SHARE,
+    BoundKind.DEPENDENCY: DEPENDENCY_MIN_SHARE,
     BoundKind.IDLE: IDLE_MIN_SHARE,
 }
 
@@ -56,6 +65,9 @@ COST_COLUMNS: Final = {
     "straggler_ns": BoundKind.STRAGGLER,
     "sync_ns": BoundKind.SYNC,
     "launch_ns": BoundKind.LAUNCH,
+    "host_ns": BoundKind.HOST,
+    "transfer_ns": BoundKind.TRANSFER,
+    "dependency_ns": BoundKind.DEPENDENCY,
     "idle_ns": BoundKind.IDLE,
     "compute_ns": BoundKind.GPU_COMPUTE,
 }
@@ -99,31 +111,62 @@ def cost_table(costs: Costs) -> pl.DataFrame:
     return pl.DataFrame(rows).sort("share_pct", descending=True, maintain_order=True)
 
 
-def decide(costs: Costs, *, stragglers: StragglerResult) -> Decision:
-    """Pick the primary bound and the secondary findings from the costs."""
+def costs_of(per_rank: pl.DataFrame, measured_on: MeasuredOn) -> Costs:
+    """Costs from per-rank columns, with every column of :data:`COST_COLUMNS` (0 where absent)."""
+    missing = [pl.lit(0, dtype=pl.Int64).alias(c) for c in COST_COLUMNS if c not in per_rank.columns]
+    return Costs(per_rank=per_rank.with_columns(missing), measured_on=measured_on)
+
+
+def decide(costs: Costs, *, stragglers: StragglerResult, undetermined: tuple[Finding, ...] = ()) -> Decision:
+    """Pick the primary bound and the secondary findings from the costs.
+
+    ``undetermined``: notes saying why the trace cannot support a verdict (GPU events
+    missing, too little work); with any, the primary is undetermined and the notes explain it.
+    When the two largest wastes are within :data:`MEDIUM_CONFIDENCE_RATIO` of each other (the
+    margin that run-to-run variation moves them by), the primary is ``mixed``, naming both.
+    """
     table = cost_table(costs)
     ranked = list(table.iter_rows(named=True))
-    if not ranked or ranked[0]["share_pct"] <= 0:
-        return Decision(Finding(bound=BoundKind.UNDETERMINED, confidence=Confidence.LOW), (), table)
+    if undetermined or not ranked or ranked[0]["share_pct"] <= 0:
+        return Decision(Finding(bound=BoundKind.UNDETERMINED, confidence=Confidence.LOW), undetermined, table)
     waste = [r for r in ranked if _threshold(r) is not None and r["share_pct"] >= 100 * (_threshold(r) or 0)]
-    if waste:
-        top = waste[0]
-        over_threshold = top["share_pct"] / (100 * (_threshold(top) or 1))
-        over_next = top["share_pct"] / waste[1]["share_pct"] if len(waste) > 1 else float("inf")
-        margin = min(over_threshold, over_next)
-    else:
-        top = next(r for r in ranked if _threshold(r) is None)
-        margin = HIGH_CONFIDENCE_RATIO if top["share_pct"] >= 50 else MEDIUM_CONFIDENCE_RATIO
-    confidence = (
-        Confidence.HIGH
-        if margin >= HIGH_CONFIDENCE_RATIO
-        else Confidence.MEDIUM
-        if margin >= MEDIUM_CONFIDENCE_RATIO
-        else Confidence.LOW
-    )
-    primary = _finding(top, confidence, stragglers, margin=margin)
+    if not waste:
+        return _busy(ranked, stragglers, table)
+    top = waste[0]
+    over_threshold = top["share_pct"] / (100 * (_threshold(top) or 1))
+    over_next = top["share_pct"] / waste[1]["share_pct"] if len(waste) > 1 else float("inf")
+    margin = min(over_threshold, over_next)
+    if over_next < MEDIUM_CONFIDENCE_RATIO:
+        mixed = Finding(
+            bound=BoundKind.MIXED,
+            share_pct=round(num(top["share_pct"]), 4),
+            confidence=Confidence.LOW,
+            margin=round(over_next, 4),
+            components=[BoundKind(top["bound"]), BoundKind(waste[1]["bound"])],
+        )
+        return Decision(mixed, tuple(_finding(r, Confidence.LOW, stragglers) for r in waste), table)
+    primary = _finding(top, _confidence(margin), stragglers, margin=margin)
     secondary = tuple(_finding(r, Confidence.MEDIUM, stragglers) for r in waste if r is not top)
     return Decision(primary, secondary, table)
+
+
+def _confidence(margin: float) -> Confidence:
+    if margin >= HIGH_CONFIDENCE_RATIO:
+        return Confidence.HIGH
+    return Confidence.MEDIUM if margin >= MEDIUM_CONFIDENCE_RATIO else Confidence.LOW
+
+
+def _busy(ranked: list[dict[str, object]], stragglers: StragglerResult, table: pl.DataFrame) -> Decision:
+    """No waste passes its threshold: compute-bound when compute is the largest share, else mixed."""
+    compute = next(r for r in ranked if _threshold(r) is None)
+    share = num(compute["share_pct"])
+    larger = [r for r in ranked if r is not compute and num(r["share_pct"]) > share]
+    if larger:  # a waste below its threshold is still larger than compute: nothing dominates
+        parts = [BoundKind(r["bound"]) for r in (larger[0], compute)]
+        mixed = Finding(bound=BoundKind.MIXED, share_pct=round(share, 4), confidence=Confidence.LOW, components=parts)
+        return Decision(mixed, (), table)
+    margin = HIGH_CONFIDENCE_RATIO if share >= 50 else MEDIUM_CONFIDENCE_RATIO
+    return Decision(_finding(compute, _confidence(margin), stragglers, margin=margin), (), table)
 
 
 def _threshold(row: dict[str, object]) -> float | None:

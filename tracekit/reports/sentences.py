@@ -99,7 +99,25 @@ RECOMMENDATIONS: Final[dict[BoundKind, tuple[str, ...]]] = {
     ),
 }
 
+NOTE_TITLES: Final = {
+    NoteKind.PARTIAL_RANKS: "Not every rank is here: collective latency cannot be separated from waiting",
+    NoteKind.GPU_EVENTS_MISSING: "No verdict: this GPU job's device events are not in the trace",
+    NoteKind.TOO_LITTLE_WORK: "No verdict: the device did too little work in this trace to judge",
+}
+
 NOTE_RECOMMENDATIONS: Final[dict[NoteKind, tuple[str, ...]]] = {
+    NoteKind.PARTIAL_RANKS: (
+        "Analyze every rank's trace together (one file per rank in one folder) to measure latency floors "
+        "and name stragglers.",
+    ),
+    NoteKind.GPU_EVENTS_MISSING: (
+        "Record the device too: torch.profiler(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]), "
+        "and do not filter GPU events out of the trace.",
+    ),
+    NoteKind.TOO_LITTLE_WORK: (
+        "Profile several steady-state training steps (torch.profiler schedule with wait/warmup/active) "
+        "rather than a snippet.",
+    ),
     NoteKind.HOST_SYNCS: (
         "Keep per-step metrics on the device (accumulate in a tensor) and read them every N steps.",
         "Find the callers with torch.cuda.set_sync_debug_mode('warn').",
@@ -118,8 +136,13 @@ def ms(ns: float | None) -> str:
     return "-" if ns is None else f"{ns / 1e6:.2f} ms"
 
 
-def title(finding: Finding, verdict: Verdict) -> str:
+def title(finding: Finding, verdict: Verdict) -> str:  # noqa: PLR0911  (one case per kind)
     """The headline of a finding."""
+    if finding.note in NOTE_TITLES:
+        return NOTE_TITLES[finding.note]
+    if finding.bound is BoundKind.MIXED and finding.components:
+        names = " and ".join(TITLES[c].split(":")[0] for c in finding.components)
+        return f"Mixed: {names} weigh about the same"
     if finding.note is NoteKind.HOST_SYNCS:
         return f"{finding.value or 0:.1f} host reads of device values (.item()) per step outside the optimizer"
     if finding.note is NoteKind.LOW_OVERLAP:
@@ -162,13 +185,38 @@ def evidence(finding: Finding, verdict: Verdict) -> list[str]:
         return [f"aten::item / aten::_local_scalar_dense outside Optimizer.step: {reads}; {note}"]
     if finding.note is NoteKind.LOW_OVERLAP:
         return [f"overlap per rank: {', '.join(f'{v:.0f}%' for v in finding.values)}"]
+    if finding.note is NoteKind.PARTIAL_RANKS:
+        world = int(finding.values[0]) if finding.values else 0
+        return [
+            f"{int(finding.value or 0)} of {world} ranks present: a collective's duration on one rank mixes its "
+            "latency with waiting for the others, and stragglers need every rank's trace"
+        ]
+    if finding.note is NoteKind.GPU_EVENTS_MISSING:
+        return [
+            "the host ops belong to a GPU job (NCCL, cuDNN, record_stream, CUDA calls, or GPUs listed), "
+            "but no kernel, copy or set was recorded: what bounds it cannot be told from the host alone"
+        ]
+    if finding.note is NoteKind.TOO_LITTLE_WORK:
+        return [
+            f"the device was busy {ms(finding.value)} in all and no repeated steps were found: a snippet, "
+            "not a training run; any share of it would be noise"
+        ]
     lines = []
     if finding.share_pct is not None:
         lines.append(
             f"{finding.share_pct:.1f}% of the measured time on average over ranks "
             f"(most on rank {finding.worst_rank}: {finding.max_rank_share_pct or 0:.1f}%)"
         )
-    return lines + _bound_lines(finding.bound, e)
+    lines += _bound_lines(finding.bound, e)
+    if finding.bound is BoundKind.MIXED and finding.components:
+        lines.append(
+            f"{' and '.join(c.value for c in finding.components)} are within {finding.margin or 1:.2f}x of each "
+            "other: closer than run-to-run variation separates, so neither is named alone"
+        )
+    elif finding.threshold_pct is not None and finding.share_pct is not None:
+        ahead = f", {finding.margin:.1f}x the next candidate" if finding.margin else ""
+        lines.append(f"decided by: {finding.share_pct:.1f}% against a threshold of {finding.threshold_pct:.0f}%{ahead}")
+    return lines
 
 
 def _bound_lines(bound: BoundKind | None, e: Evidence) -> list[str]:  # noqa: PLR0911  (one case per bound)
@@ -215,6 +263,10 @@ def recommendations(finding: Finding, verdict: Verdict) -> list[str]:
     bound = finding.bound or BoundKind.UNDETERMINED
     if bound is BoundKind.GPU_COMPUTE and verdict.measured_on.value == "host":
         bound = BoundKind.COMPUTE
+    if bound is BoundKind.MIXED:
+        return [r for c in finding.components for r in RECOMMENDATIONS.get(c, ())[:2]]
+    if bound is BoundKind.UNDETERMINED:
+        return [r for f in verdict.secondary if f.note is not None for r in NOTE_RECOMMENDATIONS.get(f.note, ())]
     recs = list(RECOMMENDATIONS.get(bound, ()))
     if bound is BoundKind.STRAGGLER and verdict.evidence.stragglers:
         s = verdict.evidence.stragglers[0]

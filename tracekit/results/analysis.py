@@ -103,9 +103,11 @@ class Finding(Struct, frozen=True, kw_only=True):
     margin: float | None = None
     #: the straggler this finding names, for straggler-bound
     straggler_rank: int | None = None
-    #: notes' own figures (per-step .item() calls, overlap per rank)
+    #: notes' own figures (per-step .item() calls, overlap per rank, ranks present of the world)
     value: float | None = None
     values: list[float] = msgspec.field(default_factory=list)
+    #: the candidates a "mixed" verdict could not tell apart, largest first
+    components: list[BoundKind] = msgspec.field(default_factory=list)
 
 
 class OpLatency(Struct, frozen=True, kw_only=True):

@@ -77,6 +77,8 @@ class BreakdownRow(Row, frozen=True, kw_only=True):
     comm_ns: int
     memory_ns: int
     idle_ns: int
+    #: the part of memory_ns that is host<->device or peer copies (a transfer-bound run's cost)
+    transfer_ns: int = 0
     compute_pct: float | None
     comm_pct: float | None
     memory_pct: float | None

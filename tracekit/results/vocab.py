@@ -102,6 +102,9 @@ class NoteKind(str, Enum):
 
     HOST_SYNCS = "host-syncs"  # per-step host reads of device values (.item())
     LOW_OVERLAP = "low-overlap"  # compute hides little of the collective time
+    PARTIAL_RANKS = "partial-ranks"  # not every rank's trace is here: no latency floor, no straggler
+    GPU_EVENTS_MISSING = "gpu-events-missing"  # a GPU job whose device events are not in the trace
+    TOO_LITTLE_WORK = "too-little-work"  # the device did too little work, with no steps, to judge
 
 
 class CollectiveMatch(str, Enum):
