@@ -9,27 +9,17 @@ import pytest
 
 from tracekit.analyzers import run_analysis
 from tracekit.analyzers.stragglers import StragglerResult
-from tracekit.analyzers.verdict import DATA_MIN_SHARE, Costs, decide
+from tracekit.analyzers.verdict import DATA_MIN_SHARE, Costs, costs_of, decide
 from tracekit.readers import load_run
-from tracekit.results.vocab import MeasuredOn
+from tracekit.results.analysis import Finding
+from tracekit.results.vocab import Confidence, MeasuredOn, NoteKind
 
 NO_STRAGGLERS = StragglerResult(per_rank=pl.DataFrame(), matrix=pl.DataFrame(), stragglers=(), per_ns=1.0)
 
 
 def costs(**shares: float) -> Costs:
-    row = {
-        "rank": 0,
-        "window_ns": 1000,
-        "data_ns": 0,
-        "comms_ns": 0,
-        "straggler_ns": 0,
-        "sync_ns": 0,
-        "launch_ns": 0,
-        "idle_ns": 0,
-        "compute_ns": 0,
-    }
-    row.update({f"{k}_ns": int(v * 1000) for k, v in shares.items()})
-    return Costs(per_rank=pl.DataFrame([row]), measured_on=MeasuredOn.GPU)
+    row = {"rank": 0, "window_ns": 1000, **{f"{k}_ns": int(v * 1000) for k, v in shares.items()}}
+    return costs_of(pl.DataFrame([row]), MeasuredOn.GPU)
 
 
 def test_waste_above_its_threshold_beats_a_larger_compute_share() -> None:
@@ -45,11 +35,33 @@ def test_no_waste_above_threshold_is_compute_bound() -> None:
     assert verdict.secondary == ()
 
 
-def test_close_wastes_give_low_confidence_and_a_secondary_finding() -> None:
+def test_close_wastes_are_mixed_with_low_confidence_and_both_findings() -> None:
+    # 30% against 28%: within the run-to-run margin (1.25x), so neither is named alone
     verdict = decide(costs(comms=0.30, straggler=0.28, compute=0.4), stragglers=NO_STRAGGLERS)
-    assert verdict.primary.bound == "comms-bound"
+    assert verdict.primary.bound == "mixed"
     assert verdict.primary.confidence == "low"
+    assert verdict.primary.components == ["comms-bound", "straggler-bound"]
+    assert [f.bound for f in verdict.secondary] == ["comms-bound", "straggler-bound"]
+
+
+def test_a_clear_margin_names_one_bound() -> None:
+    verdict = decide(costs(comms=0.40, straggler=0.20, compute=0.4), stragglers=NO_STRAGGLERS)
+    assert verdict.primary.bound == "comms-bound"
+    assert verdict.primary.margin == 2.0  # 40 / 20
     assert [f.bound for f in verdict.secondary] == ["straggler-bound"]
+
+
+def test_copies_between_host_and_device_make_a_run_transfer_bound() -> None:
+    # the device busy 97% in host-to-device copies, 2.3% in kernels: not compute-bound
+    verdict = decide(costs(transfer=0.97, compute=0.023), stragglers=NO_STRAGGLERS)
+    assert verdict.primary.bound == "transfer-bound"
+
+
+def test_compute_bound_only_when_compute_is_the_largest_share() -> None:
+    # unexplained idle 18% (under its 20% threshold) is still larger than compute's 15%
+    verdict = decide(costs(idle=0.18, compute=0.15), stragglers=NO_STRAGGLERS)
+    assert verdict.primary.bound == "mixed"
+    assert verdict.primary.components == ["gpu-idle", "gpu-compute-bound"]
 
 
 def test_unexplained_idle_is_not_compute_bound() -> None:
@@ -60,6 +72,13 @@ def test_unexplained_idle_is_not_compute_bound() -> None:
 def test_nothing_measured() -> None:
     verdict = decide(costs(), stragglers=NO_STRAGGLERS)
     assert verdict.primary.bound == "undetermined"
+
+
+def test_a_reason_for_no_verdict_overrides_the_costs() -> None:
+    note = Finding(note=NoteKind.TOO_LITTLE_WORK, confidence=Confidence.HIGH, value=5_000.0)
+    verdict = decide(costs(launch=0.9, compute=0.05), stragglers=NO_STRAGGLERS, undetermined=(note,))
+    assert verdict.primary.bound == "undetermined"
+    assert verdict.secondary == (note,)
 
 
 @pytest.mark.real

@@ -40,7 +40,10 @@ def doc_of(rows: list[dict[str, Any]], world_size: int | None = None) -> Analysi
 
 
 FIXTURES = {
-    "multi_rank_gpu": lambda: doc_of(three_ranks(), world_size=3),
+    # the cross-rank fixture with times in ms rather than us: a run, not a sub-millisecond snippet
+    "multi_rank_gpu": lambda: doc_of(
+        [{**r, "start_ns": r["start_ns"] * 1000, "end_ns": r["end_ns"] * 1000} for r in three_ranks()], world_size=3
+    ),
     "cpu_only": lambda: doc_of(
         [ev("step", "ProfilerStep#1", 0, 10_000), ev("annotation", "fwd", 1, 5_000), ev("cpu_op", "aten::mm", 1, 4_000)]
     ),

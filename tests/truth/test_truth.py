@@ -89,6 +89,7 @@ def _tracekit(paths: list[Path]) -> Observed:
     inst = a.collectives.per_rank
     if inst.height and "wait_ns" in inst.columns:
         put(corpus.MAX_WAIT, inst.group_by("rank").agg(pl.col("wait_ns").max()), "wait_ns", 1e-6)
+
     def kind(finding: object) -> str:
         bound, note = getattr(finding, "bound", None), getattr(finding, "note", None)
         return str((bound or note).value) if (bound or note) is not None else ""

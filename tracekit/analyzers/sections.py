@@ -312,9 +312,9 @@ def verdict_reduce(red: Reduced) -> Verdict:
     )
 
 
-#: Below this much device work per rank (union of GPU activity), with one step or none, a trace
-#: is a snippet, not a run: no steady state, and per-launch overheads and the profiler itself
-#: dominate it (the real runs here have 66 ms or more; the snippets 0.4 ms or less).
+#: Below this much device work on every rank (union of GPU activity over the trace), a trace is
+#: a snippet, not a run: per-launch overheads and the profiler itself dominate any share of it
+#: (the real runs in ../shared/traces have 66 ms or more; the snippets 0.4 ms or less).
 MIN_BUSY_NS: Final = 1_000_000
 
 
@@ -324,10 +324,9 @@ def _undetermined(red: Reduced) -> tuple[Finding, ...]:
     ranks_listing_gpus = sum(1 for r in red.run_meta.ranks if r.devices)
     if not red.has_gpu and (num(facts["gpu_signs"].sum()) > 0 or ranks_listing_gpus):
         return (Finding(note=NoteKind.GPU_EVENTS_MISSING, confidence=Confidence.HIGH),)
-    if red.has_gpu and num(facts["steps"].max()) <= 1:
-        busy = num(facts["busy_ns"].max())
-        if busy < MIN_BUSY_NS:
-            return (Finding(note=NoteKind.TOO_LITTLE_WORK, confidence=Confidence.HIGH, value=busy),)
+    busy = num(facts["busy_ns"].max())
+    if red.has_gpu and busy < MIN_BUSY_NS:
+        return (Finding(note=NoteKind.TOO_LITTLE_WORK, confidence=Confidence.HIGH, value=busy),)
     return ()
 
 

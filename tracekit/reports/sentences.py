@@ -105,6 +105,9 @@ NOTE_TITLES: Final = {
     NoteKind.TOO_LITTLE_WORK: "No verdict: the device did too little work in this trace to judge",
 }
 
+#: Notes that say why there is no verdict.
+NO_VERDICT: Final = (NoteKind.GPU_EVENTS_MISSING, NoteKind.TOO_LITTLE_WORK)
+
 NOTE_RECOMMENDATIONS: Final[dict[NoteKind, tuple[str, ...]]] = {
     NoteKind.PARTIAL_RANKS: (
         "Analyze every rank's trace together (one file per rank in one folder) to measure latency floors "
@@ -140,6 +143,9 @@ def title(finding: Finding, verdict: Verdict) -> str:  # noqa: PLR0911  (one cas
     """The headline of a finding."""
     if finding.note in NOTE_TITLES:
         return NOTE_TITLES[finding.note]
+    if finding.bound is BoundKind.UNDETERMINED:
+        why = [f for f in verdict.secondary if f.note in NO_VERDICT]
+        return NOTE_TITLES[why[0].note] if why and why[0].note else TITLES[BoundKind.UNDETERMINED]
     if finding.bound is BoundKind.MIXED and finding.components:
         names = " and ".join(TITLES[c].split(":")[0] for c in finding.components)
         return f"Mixed: {names} weigh about the same"
@@ -198,8 +204,8 @@ def evidence(finding: Finding, verdict: Verdict) -> list[str]:
         ]
     if finding.note is NoteKind.TOO_LITTLE_WORK:
         return [
-            f"the device was busy {ms(finding.value)} in all and no repeated steps were found: a snippet, "
-            "not a training run; any share of it would be noise"
+            f"the device was busy {ms(finding.value)} in all (under 1 ms): a snippet, not a training run; "
+            "per-launch overheads and the profiler dominate any share of it"
         ]
     lines = []
     if finding.share_pct is not None:
@@ -266,7 +272,7 @@ def recommendations(finding: Finding, verdict: Verdict) -> list[str]:
     if bound is BoundKind.MIXED:
         return [r for c in finding.components for r in RECOMMENDATIONS.get(c, ())[:2]]
     if bound is BoundKind.UNDETERMINED:
-        return [r for f in verdict.secondary if f.note is not None for r in NOTE_RECOMMENDATIONS.get(f.note, ())]
+        return [r for f in verdict.secondary if f.note in NO_VERDICT for r in NOTE_RECOMMENDATIONS[f.note]]
     recs = list(RECOMMENDATIONS.get(bound, ()))
     if bound is BoundKind.STRAGGLER and verdict.evidence.stragglers:
         s = verdict.evidence.stragglers[0]
