@@ -1,4 +1,4 @@
-"""Collectives, stragglers, DataLoader gaps, host syncs and idle causes on hand-built runs."""
+"""Collectives, stragglers, DataLoader gaps and host syncs on hand-built runs (idle causes: test_idle.py)."""
 
 from __future__ import annotations
 
@@ -109,38 +109,3 @@ def test_host_syncs_count_and_idle_after_but_not_optimizer_items() -> None:
     row = result.syncs.per_rank.row(0, named=True)
     assert (row["sync_calls"], row["sync_ops"]) == (1, 1)
     assert row["idle_after_ns"] == 20  # the sync returns at 50, the next kernel starts at 70
-
-
-def test_each_idle_interval_gets_one_cause_by_priority() -> None:
-    rows = [
-        ev("step", "ProfilerStep#1", 0, 100 * US),
-        ev("runtime", "cudaLaunchKernel", 1, 2, correlation=1),
-        ev("runtime", "cudaLaunchKernel", 3, 4, correlation=2),
-        ev("runtime", "cudaLaunchKernel", 5, 6, correlation=3),
-        ev("kernel", "k1", 10 * US, 20 * US, correlation=1),
-        ev("kernel", "k2", 60 * US, 75 * US, correlation=2),
-        ev("kernel", "k3", 90 * US, 100 * US, correlation=3),
-        ev("annotation", "tracekit.phase/dataload_wait", 0, 5 * US),  # idle [0,10): data
-        # idle [20,60) starts as the sync returns (and within 50 us of it): host_sync
-        ev("runtime", "cudaDeviceSynchronize", 15 * US, 20 * US),
-        ev("cpu_op", "aten::copy_", 75 * US, 88 * US),  # idle [75,90), host busy 13 of 15 us: launch
-    ]
-    idle = run_analysis(make_run(rows)).frames.idle
-    assert idle is not None
-    causes = {(r["start_ns"] // US, r["end_ns"] // US): r["cause"] for r in idle.intervals.iter_rows(named=True)}
-    assert causes == {(0, 10): "data", (20, 60): "host_sync", (75, 90): "launch"}
-
-
-def test_peer_and_unexplained_idle() -> None:
-    rows = [
-        ev("step", "ProfilerStep#1", 0, 100),
-        ev("runtime", "cudaLaunchKernel", 0, 1, correlation=1),
-        ev("runtime", "cudaLaunchKernel", 2, 3, correlation=2),
-        ev("kernel", "k1", 0, 20, correlation=1),
-        ev("kernel", "k2", 50, 60, correlation=2),
-        ev("cpu_op", "gloo:barrier", 25, 45),  # host blocked on the others during [20,50)
-    ]
-    idle = run_analysis(make_run(rows)).frames.idle
-    assert idle is not None
-    causes = {(r["start_ns"], r["end_ns"]): r["cause"] for r in idle.intervals.iter_rows(named=True)}
-    assert causes == {(20, 50): "peer", (60, 100): "unexplained"}

@@ -82,7 +82,10 @@ def one_rank_tables(pid: int = 100, *, device: int = 0, epoch: int | None = EPOC
         ],
         "CUPTI_ACTIVITY_KIND_MEMCPY": [
             {"start": 500, "end": 600, "deviceId": device, "streamId": 7, "correlationId": 3, "globalPid": gid(pid)}
-            | {"bytes": 4096, "copyKind": 1}
+            | {"bytes": 4096, "copyKind": 1},
+            # a copy from pageable memory: ENUM_CUDA_MEM_KIND 0 (Pageable) -> 2 (Device)
+            {"start": 600, "end": 700, "deviceId": device, "streamId": 7, "correlationId": 5, "globalPid": gid(pid)}
+            | {"bytes": 64, "copyKind": 1, "srcKind": 0, "dstKind": 2},
         ],
         "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION": [
             {"start": 8000, "end": 8100, "deviceId": device, "streamId": 7, "correlationId": 4, "globalPid": gid(pid)}
@@ -114,6 +117,7 @@ def test_synthetic_export_maps_every_kind(tmp_path: Path) -> None:
         ("kernel", NCCL),
         ("runtime", "cudaLaunchKernel"),
         ("memcpy", "Memcpy HtoD"),
+        ("memcpy", "Memcpy HtoD (Pageable -> Device)"),
         ("sync", "Stream Sync"),
         ("step", "step#3"),
         ("annotation", "tracekit.phase/forward"),
@@ -375,7 +379,7 @@ def test_old_schema_export(nsys_dir: Path) -> None:
     ev = trace.events.with_columns(pl.col("name").cast(pl.String))
     counts = dict(ev.group_by("name").len().iter_rows())
     assert (counts["MPI_Send"], counts["MPI_Recv"], counts["saxpy"]) == (10, 5, 5)
-    assert counts["Memcpy HtoD"] + counts["Memcpy DtoH"] == 15
+    assert counts["Memcpy HtoD (Pageable -> Device)"] + counts["Memcpy DtoH (Device -> Pageable)"] == 15
     assert ev.filter(kind="memcpy")["bytes"].unique().to_list() == [262144000]
     runtime = sql(path, "SELECT COUNT(*) FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE eventClass = 0")[0][0]
     assert ev.filter(kind="runtime").height == runtime  # the duplicate class-67 rows are dropped

@@ -1,10 +1,21 @@
 """Host syncs: where the host blocks until the device finishes, and the idle that follows.
 
 A device-to-host synchronization empties the GPU's queue: after it returns the GPU waits
-until the host launches again. Counted per step: blocking runtime calls
-(``cudaStreamSynchronize``, ``cudaDeviceSynchronize``, ``cudaEventSynchronize``, synchronous
-``cudaMemcpy``, their HIP twins), the operators that cause them (``aten::item``,
-``aten::_local_scalar_dense``) and GPU-side ``cuda_sync`` events.
+until the host launches again. Counted per step:
+
+* blocking runtime calls: ``cudaStreamSynchronize``, ``cudaDeviceSynchronize``,
+  ``cudaEventSynchronize``, synchronous ``cudaMemcpy``, their HIP twins;
+* blocking copies: a copy call (``cudaMemcpyAsync``...) whose GPU copy goes to or from
+  pageable memory (``Memcpy DtoH (Device -> Pageable)``: the Kineto name, kept by both
+  Kineto schemas and given by tracekit's nsys reader). The driver stages such a copy through
+  a pinned buffer and the call returns only when it is done, so it blocks the host like
+  ``.cpu()``; its blocking span is the runtime call. Also counted as sync calls, and apart
+  as ``blocking_copies``;
+* the operators that cause them (``aten::item``, ``aten::_local_scalar_dense``);
+* GPU-side ``cuda_sync`` events.
+
+Each blocking call is named by the operator that issued it: the innermost enclosing CPU
+operator, found through ``external_id`` (Kineto), else by time on the calling thread.
 """
 
 from __future__ import annotations
@@ -22,41 +33,84 @@ if TYPE_CHECKING:
 
 #: Runtime calls that block the host until the device is done.
 SYNC_CALLS: Final = r"^(?:cuda|hip)(?:Stream|Device|Event|Ctx)Synchronize|^(?:cuda|hip)Memcpy(?:_v\d+)?$"
+#: Runtime or driver calls that may issue a copy (cudaMemcpyAsync, cuMemcpyDtoHAsync_v2...).
+COPY_CALLS: Final = r"(?i)memcpy"
+#: GPU copies that block the host: to or from pageable memory.
+PAGEABLE_COPY: Final = r"\bPageable\b"
 #: Operators whose result is read on the host (a sync on GPU tensors).
 SYNC_OPS: Final = ("aten::item", "aten::_local_scalar_dense")
 SYNC_OPS_PATTERN: Final = "^(?:" + "|".join(re.escape(op) for op in SYNC_OPS) + ")$"
 #: Ranges whose ``.item()`` calls are not syncs: optimizers keep their step counters on the
 #: host (unless ``capturable``), so AdamW's per-parameter ``step.item()`` never waits.
 NOT_SYNC_RANGES: Final = r"^Optimizer\.step#|^tracekit\.phase/optim_step$"
+#: ``kind`` of a blocking call.
+SYNC, BLOCKING_COPY = "sync", "blocking_copy"
 
 
 @dataclass(frozen=True)
 class SyncResult:
     """Host syncs per rank and step."""
 
-    #: rank, step, sync_calls, sync_ops, gpu_sync_events, idle_after_ns
+    #: rank, step, sync_calls, idle_after_ns, blocking_copies, sync_ops, gpu_sync_events
     per_step: pl.DataFrame
-    #: rank, sync_calls, sync_ops, gpu_sync_events, idle_after_ns, per_step_calls
+    #: rank, sync_calls, blocking_copies, sync_ops, gpu_sync_events, idle_after_ns,
+    #: per_step_calls, per_step_ops
     per_rank: pl.DataFrame
-    #: the blocking calls: rank, start_ns, end_ns (for idle attribution)
+    #: the blocking calls (see :func:`sync_calls`), for idle attribution
     calls: pl.DataFrame
 
 
 def sync_calls(run: Run) -> pl.DataFrame:
-    """The host's blocking sync calls (rank, start_ns, end_ns)."""
-    return run.select(["runtime", "driver"], "rank", "start_ns", "end_ns", name=SYNC_CALLS)
+    """The host's blocking calls, syncs and blocking copies, in event order.
+
+    Columns: rank, tid, start_ns, end_ns, name (the runtime call), kind (``sync`` or
+    ``blocking_copy``), op (the operator that issued it; null when none encloses it).
+    """
+    columns = ("rank", "tid", "start_ns", "end_ns", pl.col("name").cast(pl.String), "correlation", "external_id")
+    named = run.select(["runtime", "driver"], *columns, name=SYNC_CALLS)
+    linked = pl.col("correlation").is_not_null()
+    pageable = run.select(["memcpy"], "rank", "correlation", name=PAGEABLE_COPY, where=linked)
+    copies = run.select(["runtime", "driver"], *columns, name=COPY_CALLS).join(
+        pageable.unique(), on=["rank", "correlation"], how="semi"
+    )
+    calls = (
+        pl.concat([copies.with_columns(kind=pl.lit(BLOCKING_COPY)), named.with_columns(kind=pl.lit(SYNC))])
+        .unique(["rank", "tid", "start_ns", "name"], keep="first", maintain_order=True)
+        .sort("rank", "start_ns")
+    )
+    return _issuing_op(run, calls).select("rank", "tid", "start_ns", "end_ns", "name", "kind", "op")
+
+
+def _issuing_op(run: Run, calls: pl.DataFrame) -> pl.DataFrame:
+    """``calls`` with ``op``: the operator with their external id, else the latest operator
+    on the same thread that started before the call and was still open when it returned."""
+    if calls.height == 0:
+        return calls.with_columns(op=pl.lit(None, dtype=pl.String))
+    ops = run.select(["cpu_op"], "rank", "tid", "start_ns", "end_ns", "external_id", pl.col("name").cast(pl.String))
+    by_id = (
+        ops.filter(pl.col("external_id").is_not_null())
+        .select("rank", "external_id", pl.col("name").alias("op_by_id"))
+        .join(calls.select("rank", "external_id").unique(), on=["rank", "external_id"], how="semi")
+        .unique(["rank", "external_id"], keep="first", maintain_order=True)
+    )
+    by_time = ops.select("rank", "tid", "name", op_start="start_ns", op_end="end_ns").rename({"name": "op"})
+    return (
+        calls.join(by_id, on=["rank", "external_id"], how="left", nulls_equal=False)
+        .join_asof(
+            by_time,
+            left_on="start_ns",
+            right_on="op_start",
+            by=["rank", "tid"],
+            strategy="backward",
+            check_sortedness=False,
+        )
+        .with_columns(op=pl.coalesce("op_by_id", pl.when(pl.col("op_end") >= pl.col("end_ns")).then(pl.col("op"))))
+    )
 
 
 def host_syncs(run: Run, activity: pl.DataFrame, frames: pl.DataFrame) -> SyncResult:
-    """Count syncs per step and measure the GPU idle after each blocking call."""
+    """Count syncs per step and measure the GPU idle after the blocking calls."""
     calls = sync_calls(run)
-    # idle after a sync: from its return to the next GPU activity starting after it
-    starts = activity.select("rank", pl.col("start_ns").alias("next_ns")).sort("rank", "next_ns")
-    after = (
-        calls.sort("rank", "end_ns")
-        .join_asof(starts, left_on="end_ns", right_on="next_ns", by="rank", strategy="forward", check_sortedness=False)
-        .with_columns(idle=(pl.col("next_ns") - pl.col("end_ns")).clip(lower_bound=0).fill_null(0))
-    )
     ops = run.select(["cpu_op"], "rank", "start_ns", "end_ns", name=SYNC_OPS_PATTERN)
     # count aten::item once, not again for the _local_scalar_dense it calls
     ops = iv.union(ops, ["rank"])
@@ -65,21 +119,22 @@ def host_syncs(run: Run, activity: pl.DataFrame, frames: pl.DataFrame) -> SyncRe
     ops = ops.join(inside.select("rank", "start_ns"), on=["rank", "start_ns"], how="anti")
     gpu_syncs = run.select(["sync"], "rank", "start_ns", "end_ns")
     parts = [
-        _count(after.select("rank", "start_ns", "end_ns", "idle"), frames, "sync_calls", idle=True),
+        _count(calls, frames, "sync_calls"),
+        _idle_after(calls, activity, frames),
+        _count(calls.filter(kind=BLOCKING_COPY), frames, "blocking_copies"),
         _count(ops, frames, "sync_ops"),
         _count(gpu_syncs, frames, "gpu_sync_events"),
     ]
     per_step = frames.select("rank", "step").unique()
     for part in parts:
         per_step = per_step.join(part, on=["rank", "step"], how="left", nulls_equal=True)
-    per_step = per_step.with_columns(
-        pl.col("sync_calls", "sync_ops", "gpu_sync_events").fill_null(0).cast(pl.Int64),
-        pl.col("idle_after_ns").fill_null(0),
-    ).sort("rank", "step")
+    counts = ("sync_calls", "blocking_copies", "sync_ops", "gpu_sync_events")
+    per_step = per_step.with_columns(pl.col(*counts).fill_null(0).cast(pl.Int64), pl.col("idle_after_ns").fill_null(0))
+    per_step = per_step.select("rank", "step", "sync_calls", "idle_after_ns", *counts[1:]).sort("rank", "step")
     per_rank = (
         per_step.group_by("rank")
         .agg(
-            pl.col("sync_calls", "sync_ops", "gpu_sync_events", "idle_after_ns").sum(),
+            pl.col(*counts, "idle_after_ns").sum(),
             per_step_calls=pl.col("sync_calls").mean(),
             per_step_ops=pl.col("sync_ops").mean(),
         )
@@ -88,15 +143,23 @@ def host_syncs(run: Run, activity: pl.DataFrame, frames: pl.DataFrame) -> SyncRe
     return SyncResult(per_step=per_step, per_rank=per_rank, calls=calls)
 
 
-def _count(events: pl.DataFrame, frames: pl.DataFrame, name: str, *, idle: bool = False) -> pl.DataFrame:
-    located = iv.locate(events, "start_ns", frames, by=["rank"], keep=["step"])
-    aggs = [pl.len().alias(name)]
-    if idle:
-        aggs.append(
-            pl.col("idle")
-            .clip(upper_bound=pl.col("frame_end_ns") - pl.col("end_ns"))
-            .clip(0)
-            .sum()
-            .alias("idle_after_ns")
-        )
-    return located.group_by("rank", "step").agg(aggs)
+def _idle_after(calls: pl.DataFrame, activity: pl.DataFrame, frames: pl.DataFrame) -> pl.DataFrame:
+    """GPU idle after blocking calls per rank and step: from each call's return to the next
+    GPU activity that starts after it, within the call's window; counted once where the
+    stretches of several calls overlap (``.item()`` is a copy and a stream sync)."""
+    starts = activity.select("rank", pl.col("start_ns").alias("next_ns")).sort("rank", "next_ns")
+    stretches = (
+        calls.sort("rank", "end_ns")
+        .join_asof(starts, left_on="end_ns", right_on="next_ns", by="rank", strategy="forward", check_sortedness=False)
+        .filter(pl.col("next_ns") > pl.col("end_ns"))
+        .select("rank", pl.col("end_ns").alias("start_ns"), pl.col("next_ns").alias("end_ns"))
+    )
+    # the idle counts in the window where the call returned, up to that window's end
+    located = iv.locate(iv.union(stretches, ["rank"]), "start_ns", frames, by=["rank"], keep=["step"])
+    idle = pl.min_horizontal("end_ns", "frame_end_ns") - pl.col("start_ns")
+    return located.group_by("rank", "step").agg(idle.sum().alias("idle_after_ns"))
+
+
+def _count(events: pl.DataFrame, frames: pl.DataFrame, name: str) -> pl.DataFrame:
+    located = iv.locate(events.select("rank", "start_ns"), "start_ns", frames, by=["rank"], keep=["step"])
+    return located.group_by("rank", "step").agg(pl.len().alias(name))

@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
 #: Bump whenever a reader's output (columns, values, rank metadata) changes for the same file.
-CACHE_VERSION: Final = 3
+CACHE_VERSION: Final = 4
 #: The environment variable naming the cache root.
 CACHE_ENV: Final = "TRACEKIT_CACHE_DIR"
 _ENDS: Final = 64 * 1024

@@ -4,7 +4,8 @@ One SQL query per table, names joined to ``StringIds`` in SQL; every other trans
 polars expression. Tables exist only when they have rows (and columns drift between export
 versions), so each query is built from the tables and columns the file has.
 
-* GPU: kernels (demangled name), memcpy (``Memcpy HtoD``..., bytes), memset, synchronization
+* GPU: kernels (demangled name), memcpy (``Memcpy DtoH (Device -> Pageable)``..., bytes: the
+  Kineto name, with the memory kinds where the export records them), memset, synchronization
   (``Stream Sync``...); ``device`` is the CUDA device id, ``stream`` the stream id,
   ``correlation`` links each to the CUDA runtime or driver call that launched it.
 * Host: CUDA runtime and driver calls (``cudaLaunchKernel``: the ``_v7000`` suffix is
@@ -68,6 +69,17 @@ COPY_KINDS: Final = {
     12: "DtoH (unified)",
     13: "DtoD (unified)",
 }
+#: ENUM_CUDA_MEM_KIND (``srcKind``, ``dstKind`` of copies), as Kineto spells memory kinds;
+#: the same codes in exports that have no such table (checked on a 2.9 export).
+MEMORY_KINDS: Final = {
+    0: "Pageable",
+    1: "Pinned",
+    2: "Device",
+    3: "Array",
+    4: "Managed",
+    5: "Device Static",
+    6: "Managed Static",
+}
 #: ENUM_CUPTI_SYNC_TYPE, with Kineto's cuda_sync names.
 SYNC_NAMES: Final = {1: "Event Sync", 2: "Stream Wait Event", 3: "Stream Sync", 4: "Context Sync"}
 _EMIT_NVTX_SUFFIX: Final = r", (?:seq|op_id|sizes|input_op_ids) = .*$"
@@ -86,6 +98,8 @@ _RAW: Final[dict[str, pl.DataType]] = {
     "stream": pl.Int64(),
     "correlation": pl.Int64(),
     "bytes": pl.Int64(),
+    "src_kind": pl.Int64(),
+    "dst_kind": pl.Int64(),
 }
 
 
@@ -98,11 +112,13 @@ class _GpuTable:
     #: the column of an enum code that names the row (copy direction, sync type)
     code: str | None = None
     bytes: str | None = None
+    #: the columns of the source and destination memory kinds (copies)
+    kinds: tuple[str, str] | None = None
 
 
 _GPU_TABLES: Final = (
     _GpuTable("kernel", "CUPTI_ACTIVITY_KIND_KERNEL", name_ids=("demangledName", "shortName")),
-    _GpuTable("memcpy", "CUPTI_ACTIVITY_KIND_MEMCPY", code="copyKind", bytes="bytes"),
+    _GpuTable("memcpy", "CUPTI_ACTIVITY_KIND_MEMCPY", code="copyKind", bytes="bytes", kinds=("srcKind", "dstKind")),
     _GpuTable("memset", "CUPTI_ACTIVITY_KIND_MEMSET", bytes="bytes"),
     _GpuTable("sync", "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION", code="syncType"),
 )
@@ -176,6 +192,7 @@ def _gpu_rows(db: Export, spec: _GpuTable) -> pl.DataFrame:
     """Kernels, copies, sets or syncs: one query, names joined to StringIds."""
     cols = db.columns(spec.table)
     names = ["name", "code", "start_ns", "end_ns", "gid", "device", "stream", "correlation", "bytes"]
+    names += ["src_kind", "dst_kind"]
     if not cols:
         return _frame([], names)
     present = [c for c in spec.name_ids if c in cols]
@@ -184,7 +201,8 @@ def _gpu_rows(db: Export, spec: _GpuTable) -> pl.DataFrame:
     sql = (
         f"SELECT {name}, {_col(cols, spec.code)}, t.start, t.end, {_col(cols, 'globalPid')}, "
         f"{_col(cols, 'deviceId')}, {_col(cols, 'streamId')}, {_col(cols, 'correlationId')}, "
-        f"{_col(cols, spec.bytes)} FROM {spec.table} t{joins}"
+        f"{_col(cols, spec.bytes)}, {', '.join(_col(cols, k) for k in spec.kinds or (None, None))} "
+        f"FROM {spec.table} t{joins}"
     )
     return _frame(db.query(sql), names).with_columns(kind=pl.lit(spec.kind))
 
@@ -256,11 +274,20 @@ def _nvtx_kinds(df: pl.DataFrame) -> pl.DataFrame:
     )
 
 
+_MEMORY_COLUMNS: Final = ("src_kind", "dst_kind")
+
+
 def _gpu_name() -> pl.Expr:
     kind, code = pl.col("kind"), pl.col("code")
+    src, dst = (pl.col(c).replace_strict(MEMORY_KINDS, default=None, return_dtype=pl.String) for c in _MEMORY_COLUMNS)
+    kinds = (pl.lit(" (") + src + pl.lit(" -> ") + dst + pl.lit(")")).fill_null("")
     return (
         pl.when(kind == "memcpy")
-        .then(pl.lit("Memcpy ") + code.replace_strict(COPY_KINDS, default="(unknown kind)", return_dtype=pl.String))
+        .then(
+            pl.lit("Memcpy ")
+            + code.replace_strict(COPY_KINDS, default="(unknown kind)", return_dtype=pl.String)
+            + kinds
+        )
         .when(kind == "memset")
         .then(pl.lit("Memset (Device)"))
         .when(kind == "sync")

@@ -1,0 +1,208 @@
+"""Idle causes on hand-built runs: each gap explained by the work that ends it.
+
+Times are in microseconds (``US``): the thresholds (50 us pauses, 50 us CPU work) are tens of
+microseconds. Every run has one step, a first kernel ``k1`` on stream 7 ending at 10 us, and
+then one gap whose ending work and host activity each test chooses.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import polars as pl
+
+from tests.factories import ev, make_run
+from tracekit.analyzers import analyze
+from tracekit.analyzers.idle import IdleResult
+
+US = 1000
+NCCL = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*)"
+Row = dict[str, Any]
+
+
+def launch(start: float, correlation: int, *, tid: int = 1, dur: float = 2) -> Row:
+    return ev("runtime", "cudaLaunchKernel", int(start * US), int((start + dur) * US), correlation=correlation, tid=tid)
+
+
+def kernel(name: str, start: float, end: float, correlation: int, *, stream: int = 7) -> Row:
+    return ev("kernel", name, int(start * US), int(end * US), correlation=correlation, stream=stream)
+
+
+def host(kind: str, name: str, start: float, end: float, *, tid: int = 1) -> Row:
+    return ev(kind, name, int(start * US), int(end * US), tid=tid)
+
+
+def first_kernel() -> list[Row]:
+    """The step [0, 200) and k1 [0, 10) on stream 7, launched at 0.1 us."""
+    return [ev("step", "ProfilerStep#1", 0, 200 * US), launch(0.1, 1, dur=0.2), kernel("k1", 0.5, 10, 1)]
+
+
+def idle_of(rows: list[Row]) -> IdleResult:
+    result = analyze(make_run(rows)).idle
+    assert result is not None
+    return result
+
+
+def gap(rows: list[Row], start: float, end: float) -> dict[str, Any]:
+    """The idle interval [start, end) (us) of the run of ``rows``."""
+    intervals = idle_of(rows).intervals
+    found = intervals.filter(pl.col("start_ns") == int(start * US), pl.col("end_ns") == int(end * US))
+    assert found.height == 1, intervals
+    return found.row(0, named=True)
+
+
+def test_work_queued_on_another_stream_waits_on_a_dependency() -> None:
+    # k2 on stream 8 was launched (and its stream told to wait for an event) at 2 us, long
+    # before k1 ended; it starts at 50: the GPU waited for the event, not for the host
+    rows = [
+        *first_kernel(),
+        kernel("k0", 0.5, 5, 3, stream=8),
+        launch(1, 3, dur=0.5),
+        ev("runtime", "cudaStreamWaitEvent", 2 * US, 2 * US + 300),
+        ev("sync", "Stream Wait Event", 2 * US + 100, 2 * US + 200, stream=8),
+        launch(2.5, 2, dur=0.5),
+        kernel("k2", 50, 60, 2, stream=8),
+        host("cpu_op", "aten::copy_", 12, 45),  # a busy host changes nothing: k2 was queued
+    ]
+    row = gap(rows, 10, 50)
+    assert (row["cause"], row["ended_by"], row["launch_ns"]) == ("dependency", "k2", 2500)
+
+
+def test_a_queued_collective_waits_on_peers() -> None:
+    rows = [*first_kernel(), launch(3, 2, dur=0.5), kernel(NCCL, 50, 60, 2, stream=20)]
+    assert gap(rows, 10, 50)["cause"] == "peer"
+
+
+def test_work_queued_right_behind_on_its_stream_is_back_to_back() -> None:
+    rows = [*first_kernel(), launch(3, 2, dur=0.5), kernel("k2", 11, 20, 2)]
+    assert gap(rows, 10, 11)["cause"] == "back_to_back"
+
+
+def test_late_work_after_a_dataloader_fetch_is_data() -> None:
+    fetch = "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"
+    rows = [
+        *first_kernel(),
+        host("cpu_op", fetch, 12, 90),
+        host("cpu_op", "aten::add", 93, 98),
+        launch(95, 2),
+        kernel("k2", 100, 110, 2),
+    ]
+    row = gap(rows, 10, 100)
+    assert (row["cause"], row["host_range"], row["launch_ns"]) == ("data", fetch, 95 * US)
+
+
+def test_late_work_after_a_blocking_pageable_copy_is_host_sync() -> None:
+    # .cpu() of k1's output: the copy runs [10, 12) and the call returns at 58; the host
+    # then launches k2 at 66
+    rows = [
+        *first_kernel(),
+        host("cpu_op", "aten::to", 8, 60),
+        ev("runtime", "cudaMemcpyAsync", 9 * US, 58 * US, correlation=3),
+        ev("memcpy", "Memcpy DtoH (Device -> Pageable)", 10 * US, 12 * US, correlation=3),
+        host("cpu_op", "aten::add", 64, 70),
+        launch(66, 2),
+        kernel("k2", 70, 80, 2),
+    ]
+    row = gap(rows, 12, 70)
+    assert (row["cause"], row["host_range"]) == ("host_sync", "aten::to")
+
+
+def test_a_gap_that_began_in_a_sync_is_the_syncs_even_when_dispatch_follows() -> None:
+    # the sync returns as k1 ends; the host then dispatches for 30 us: without the sync
+    # those launches would have queued behind k1
+    rows = [
+        *first_kernel(),
+        ev("runtime", "cudaStreamSynchronize", 4 * US, 10 * US + 500),
+        host("cpu_op", "aten::mul", 12, 25),
+        host("cpu_op", "aten::add", 26, 40),
+        launch(38, 2),
+        kernel("k2", 40, 50, 2),
+    ]
+    assert gap(rows, 10, 40)["cause"] == "host_sync"
+
+
+def test_late_work_after_autotuning_is_one_time() -> None:
+    rows = [
+        *first_kernel(),
+        host("annotation", "CachingAutotuner.benchmark_all_configs", 11, 85),
+        host("cpu_op", "aten::mm", 86, 90),
+        launch(87, 2),
+        kernel("k2", 90, 100, 2),
+    ]
+    assert gap(rows, 10, 90)["cause"] == "one_time"
+
+
+def test_a_burst_of_small_launches_is_launch_bound() -> None:
+    # five ops of 10 us, each launching a 2 us kernel: the GPU idles 8 us between kernels
+    rows = list(first_kernel())
+    for i in range(5):
+        t = 10 + 10 * i
+        rows += [host("cpu_op", "aten::add", t, t + 10), launch(t + 5, 10 + i), kernel("tiny", t + 8, t + 10, 10 + i)]
+    idle = idle_of(rows).intervals.filter(pl.col("start_ns") >= 10 * US, pl.col("end_ns") <= 60 * US)
+    assert idle.height == 5
+    assert idle["cause"].to_list() == ["launch"] * 5
+    assert idle["host_range"].to_list() == ["aten::add"] * 5
+    assert idle["launches"].to_list() == [1] * 5
+
+
+def test_cpu_work_that_launches_nothing_is_host_work() -> None:
+    rows = [
+        *first_kernel(),
+        host("cpu_op", "aten::linear", 11, 85),  # launches k2 at its end
+        host("cpu_op", "aten::copy_", 12, 80),  # CPU work inside it: 68 us, no launch
+        launch(82, 2),
+        kernel("k2", 86, 90, 2),
+    ]
+    row = gap(rows, 10, 86)
+    assert (row["cause"], row["host_range"]) == ("host_work", "aten::linear")
+
+
+def test_short_ops_that_launch_nothing_are_dispatch() -> None:
+    # views and reshapes between launches are dispatch overhead, not CPU work
+    rows = [*first_kernel()]
+    rows += [host("cpu_op", "aten::view", 11 + 4 * i, 14 + 4 * i) for i in range(8)]
+    rows += [host("cpu_op", "aten::add", 44, 48), launch(45, 2), kernel("k2", 48, 50, 2)]
+    assert gap(rows, 10, 48)["cause"] == "launch"
+
+
+def test_an_async_nccl_call_is_a_launch_not_peers() -> None:
+    # c10d::allreduce_ on NCCL only enqueues the kernel; the GPU idles under it until the
+    # host launches it: launch cost, not waiting for peers
+    rows = [
+        *first_kernel(),
+        host("cpu_op", "c10d::allreduce_", 11, 40),
+        host("cpu_op", "record_param_comms", 12, 39),
+        launch(36, 2),
+        kernel(NCCL, 41, 60, 2, stream=20),
+    ]
+    row = gap(rows, 10, 41)
+    assert (row["cause"], row["host_range"]) == ("launch", "c10d::allreduce_")
+
+
+def test_a_gloo_collective_blocks_the_host() -> None:
+    rows = [*first_kernel(), host("cpu_op", "gloo:all_reduce", 11, 80), launch(82, 2), kernel("k2", 85, 90, 2)]
+    assert gap(rows, 10, 85)["cause"] == "blocking_collective"
+
+
+def test_nothing_recorded_on_the_host_is_unexplained() -> None:
+    rows = [*first_kernel(), launch(150, 2), kernel("k2", 152, 160, 2)]
+    row = gap(rows, 10, 152)
+    assert (row["cause"], row["host_range"], row["launches"]) == ("unexplained", None, 1)
+
+
+def test_per_rank_sums_by_cause() -> None:
+    fetch = "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"
+    rows = [
+        *first_kernel(),
+        host("cpu_op", fetch, 12, 90),
+        launch(95, 2),
+        kernel("k2", 100, 110, 2),
+        launch(96, 3, dur=1),
+        kernel("k3", 111, 120, 3),
+    ]
+    per = idle_of(rows).per_rank
+    by = {r["cause"]: r for r in per.iter_rows(named=True)}
+    assert by["data"]["idle_ns"] == 90 * US and by["back_to_back"]["idle_ns"] == 1 * US
+    # [0, 0.5) before k1: the host launching it; [120, 200) at the end: nothing ends it
+    assert by["launch"]["idle_ns"] == 500 and by["unexplained"]["idle_ns"] == 80 * US
+    assert sum(r["share_pct"] for r in by.values()) == 100

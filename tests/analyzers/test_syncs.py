@@ -1,0 +1,66 @@
+"""Host syncs and blocking copies on hand-built runs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tests.factories import ev, make_run
+from tracekit.analyzers import analyze
+from tracekit.analyzers.syncs import sync_calls
+
+
+def op(name: str, start: int, end: int, external_id: int, **kw: Any) -> dict[str, Any]:
+    return {**ev("cpu_op", name, start, end, **kw), "external_id": external_id}
+
+
+def call(name: str, start: int, end: int, *, correlation: int, external_id: int | None = None) -> dict[str, Any]:
+    return {**ev("runtime", name, start, end, correlation=correlation), "external_id": external_id}
+
+
+def item_then_pinned_copy() -> list[dict[str, Any]]:
+    """``.item()`` at [40, 52]: a pageable DtoH copy call [42, 50] (its copy [45, 47]) and a
+    stream sync [50, 51]; later a pinned HtoD copy call [60, 61], which does not block."""
+    return [
+        ev("step", "ProfilerStep#1", 0, 200),
+        ev("runtime", "cudaLaunchKernel", 1, 2, correlation=1),
+        ev("kernel", "gemm", 5, 45, correlation=1),
+        op("aten::item", 40, 52, 7),
+        op("aten::_local_scalar_dense", 41, 52, 8),
+        call("cudaMemcpyAsync", 42, 50, correlation=2, external_id=8),
+        ev("memcpy", "Memcpy DtoH (Device -> Pageable)", 45, 47, correlation=2),
+        call("cudaStreamSynchronize", 50, 51, correlation=3, external_id=8),
+        op("aten::to", 58, 62, 9),
+        call("cudaMemcpyAsync", 60, 61, correlation=4, external_id=9),
+        ev("memcpy", "Memcpy HtoD (Pinned -> Device)", 63, 64, correlation=4),
+        ev("runtime", "cudaLaunchKernel", 65, 66, correlation=5),
+        ev("kernel", "gemm", 70, 90, correlation=5),
+    ]
+
+
+def test_a_pageable_copy_is_a_blocking_call_named_by_its_operator() -> None:
+    calls = sync_calls(make_run(item_then_pinned_copy()))
+    rows = [(r["name"], r["kind"], r["op"], r["start_ns"], r["end_ns"]) for r in calls.iter_rows(named=True)]
+    assert rows == [
+        ("cudaMemcpyAsync", "blocking_copy", "aten::_local_scalar_dense", 42, 50),
+        ("cudaStreamSynchronize", "sync", "aten::_local_scalar_dense", 50, 51),
+    ]
+
+
+def test_the_op_is_found_by_time_without_external_ids() -> None:
+    rows = [{**r, "external_id": None} for r in item_then_pinned_copy()]
+    calls = sync_calls(make_run(rows))
+    assert calls["op"].to_list() == ["aten::_local_scalar_dense", "aten::_local_scalar_dense"]
+
+
+def test_blocking_copies_count_as_syncs_and_idle_after_counts_once() -> None:
+    result = analyze(make_run(item_then_pinned_copy())).syncs
+    row = result.per_rank.row(0, named=True)
+    assert (row["sync_calls"], row["blocking_copies"], row["sync_ops"]) == (2, 1, 1)
+    # the copy returns at 50 and the sync at 51; the next GPU work starts at 63 (the pinned
+    # copy): [50, 63) once, not [50, 63) + [51, 63)
+    assert row["idle_after_ns"] == 13
+
+
+def test_a_copy_call_without_its_gpu_side_is_not_a_sync() -> None:
+    rows = [r for r in item_then_pinned_copy() if r["kind"] != "memcpy"]
+    assert sync_calls(make_run(rows))["name"].to_list() == ["cudaStreamSynchronize"]

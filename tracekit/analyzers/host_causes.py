@@ -1,0 +1,293 @@
+"""Why the host was late: the host-side cause of a GPU idle gap that ended with work launched
+after the gap began (see :mod:`tracekit.analyzers.idle` for the whole model).
+
+A gap's time is split by what the host was doing; each instant goes to the first category, in
+this order, whose ranges cover it:
+
+1. ``data``: a DataLoader fetch (:func:`~tracekit.analyzers.dataloader.fetch_ranges`) or input
+   preprocessing (:data:`INPUT_RANGES`), on any thread of the process;
+2. ``blocking_collective``: a host collective that blocks (:data:`BLOCKING_COLLECTIVE`: gloo,
+   MPI and UCC operations, barriers, c10d waits), on any thread. An asynchronous NCCL call
+   (``c10d::allreduce_``, ``nccl:all_reduce``) is none of these: it launches a kernel, so it
+   is dispatch like any other operator;
+3. ``host_sync``: a blocking sync or blocking copy call (:func:`~tracekit.analyzers.syncs.sync_calls`);
+4. ``one_time``: autotuning, compilation, lazy init and module loading (:data:`ONE_TIME_RANGES`),
+   allocator growth and set-up calls (:data:`ONE_TIME_CALLS`: ``cudaMalloc``, ``cudaFree``,
+   ``cudaHostAlloc``, module loads, graph instantiation), and launch calls slower than
+   :data:`SLOW_LAUNCH_NS` (lazy module loading, JIT), on any thread;
+5. ``host_work``: on the launching thread, operators (at any depth) that run at least
+   :data:`DISPATCH_GAP_NS` and launch nothing: CPU work;
+6. ``launch``: on the launching thread, operators that launch GPU work (with everything
+   they run) and shorter ones that launch nothing (views, reshapes), runtime calls, the
+   pauses shorter than :data:`DISPATCH_GAP_NS` between recorded host events (Python between
+   operators), and the time from the launch of the work that ends the gap to its start
+   (launch latency): the host dispatching work. An asynchronous NCCL call is such an
+   operator;
+7. ``host_work``: on the launching thread, user annotations and Python frames around the
+   longer stretches without an operator: Python that ran that long without launching
+   anything;
+
+and the rest (nothing recorded on the launching thread but, at most, its profiler step) votes
+for ``unexplained``. The cause is the one with the most time (ties go to the earlier one in
+this list); except that a gap that began while the host was blocked in a sync (or within
+:data:`SYNC_SKEW_NS` of its return) is ``host_sync`` when its time is otherwise ``launch``,
+``host_work`` or unexplained: the sync drained the queue that the host's later work would
+have kept full.
+
+Past a first filter, only host events that overlap a late gap are read, so the cost follows
+the events, not the gaps times the events.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Final
+
+import polars as pl
+
+from tracekit.analyzers import intervals as iv
+from tracekit.analyzers.dataloader import FETCH_PATTERN
+from tracekit.results.vocab import IdleCause
+
+if TYPE_CHECKING:
+    from tracekit.model.run import Run
+
+#: Host ranges that preprocess input outside a DataLoader fetch.
+INPUT_RANGES: Final = (
+    FETCH_PATTERN + r"|(?i:preprocess|image_?processor|feature_?extract|video_?(?:decod|read)|decord|tokeniz)"
+)
+#: Host collectives that block the host: CPU backends' own operations, barriers, waits.
+BLOCKING_COLLECTIVE: Final = r"^(?:gloo|mpi|ucc):|(?i:barrier)|^_?c10d(?:_functional)?::\w*wait"
+#: Ranges of one-time work: autotuning, compilation, lazy initialization, module loading.
+ONE_TIME_RANGES: Final = (
+    r"(?i:autotun|benchmark_all_configs|select_algorithm|cudnn_?find|find_?algorithm"
+    r"|torch/_dynamo/(?:convert_frame|symbolic_convert|output_graph)"
+    r"|torch/_inductor/(?:compile_fx|codecache|graph|scheduler|async_compile)"
+    r"|compile_fx|compile_inner|dynamo_timed|aot_?autograd|create_aot_dispatcher"
+    r"|lazy_?init|load_?module|module_?load)"
+)
+#: Runtime and driver calls of one-time work: allocator growth, set-up, module loading.
+ONE_TIME_CALLS: Final = (
+    r"^(?:cuda|hip)(?:Malloc|MallocHost|MallocManaged|MallocPitch|HostAlloc|HostRegister|Free|FreeHost"
+    r"|GraphInstantiate\w*|GraphUpload|StreamBeginCapture\w*|StreamEndCapture|SetDevice|GetDeviceProperties\w*)"
+    r"(?:_v\d+)?$"
+    r"|^cu(?:MemAlloc\w*|MemFree\w*|MemCreate|MemMap|MemHostAlloc\w*|ModuleLoad\w*|LibraryLoad\w*"
+    r"|ModuleGetFunction|LibraryGetKernel|CtxCreate\w*|DevicePrimaryCtxRetain|Init)(?:_v\d+)?$"
+)
+#: Runtime and driver calls that put work on the GPU.
+LAUNCH_CALLS: Final = r"(?i)^(?:cuda|cu|hip)\w*(?:Launch|Memcpy|Memset)"
+#: A launch call this slow on an idle GPU is loading a module or compiling, not dispatching.
+SLOW_LAUNCH_NS: Final = 1_000_000
+#: Host time of the launching thread without an operator, or in an operator that launches
+#: nothing, up to this long is dispatch overhead (Python between operators); longer is other
+#: work.
+DISPATCH_GAP_NS: Final = 50_000
+#: A gap this soon after a sync returned began in it (host and device clocks differ a little).
+SYNC_SKEW_NS: Final = 5_000
+#: The host categories, in priority order; unrecorded time votes for ``unexplained``.
+ORDER: Final = (
+    IdleCause.DATA,
+    IdleCause.BLOCKING_COLLECTIVE,
+    IdleCause.HOST_SYNC,
+    IdleCause.ONE_TIME,
+    IdleCause.LAUNCH,
+    IdleCause.HOST_WORK,
+    IdleCause.UNEXPLAINED,
+)
+_AFTER_SYNC: Final = [c.value for c in (IdleCause.LAUNCH, IdleCause.HOST_WORK, IdleCause.UNEXPLAINED)]
+#: Annotations and Python frames that name a gap's host range (operators always do).
+_NAMED: Final = f"{INPUT_RANGES}|{BLOCKING_COLLECTIVE}|{ONE_TIME_RANGES}"
+_SPAN: Final = ("start_ns", "end_ns")
+
+
+def late_causes(gaps: pl.DataFrame, run: Run, *, fetch: pl.DataFrame, syncs: pl.DataFrame) -> pl.DataFrame:
+    """The host-side cause of each gap.
+
+    ``gaps``: idle_id, rank, tid (the launching thread), start_ns, end_ns, launch_ns (of the
+    work that ends the gap; null when unknown), disjoint per rank.
+    ``fetch``: the DataLoader fetch ranges; ``syncs``: the blocking calls (rank, start_ns,
+    end_ns). Returns idle_id, cause (:class:`IdleCause` values), host_range (the outermost
+    range on the launching thread at the gap's middle), launches (launch calls on the rank
+    during the gap).
+    """
+    threads = gaps.select("rank", "tid").unique().sort("rank", "tid").with_row_index("thread")
+    keyed = gaps.join(threads, on=["rank", "tid"]).select("idle_id", "rank", "thread", *_SPAN).sort("rank", "start_ns")
+    process = _process_ranges(run, fetch=fetch, syncs=syncs)
+    events = _thread_events(run, keyed, threads)
+    covers = [(c, _per_thread(process[c], threads)) for c in ORDER[:4]]
+    latency = gaps.filter(pl.col("launch_ns").is_not_null()).join(threads, on=["rank", "tid"])
+    latency = latency.select("thread", start_ns=pl.max_horizontal("start_ns", "launch_ns"), end_ns="end_ns")
+    covers += [
+        (IdleCause.HOST_WORK, events.cpu_work),
+        (IdleCause.LAUNCH, pl.concat([events.dispatch, latency])),
+        (IdleCause.HOST_WORK, events.recorded),
+    ]
+    times = _exclusive(keyed, covers)
+    names = [c.value for c in ORDER]
+    length = pl.col("end_ns") - pl.col("start_ns")
+    keyed = keyed.with_columns(times).with_columns((length - pl.sum_horizontal(names[:-1])).alias(names[-1]))
+    voted = pl.concat_list(names).list.arg_max().replace_strict(dict(enumerate(names)), return_dtype=pl.String)
+    began_in_sync = iv.covered(
+        keyed.select("rank", "start_ns", end_ns=pl.col("start_ns") + 1),
+        process[IdleCause.HOST_SYNC].with_columns(pl.col("end_ns") + SYNC_SKEW_NS),
+        ["rank"],
+    )
+    after_sync = pl.col("in_sync") & pl.col("cause").is_in(_AFTER_SYNC)
+    on_rank = events.launches.select("rank", "start_ns")
+    launches = _count_before(keyed, "end_ns", on_rank, ["rank"]) - _count_before(keyed, "start_ns", on_rank, ["rank"])
+    middle = keyed.select("idle_id", "thread", t=(pl.col("start_ns") + pl.col("end_ns")) // 2)
+    return (
+        keyed.with_columns(cause=voted, in_sync=began_in_sync > 0, launches=launches)
+        .with_columns(cause=pl.when(after_sync).then(pl.lit(IdleCause.HOST_SYNC.value)).otherwise(pl.col("cause")))
+        .join(_range_at(middle, events.named), on="idle_id", how="left")
+        .select("idle_id", "cause", "host_range", "launches")
+    )
+
+
+@dataclass(frozen=True)
+class _ThreadEvents:
+    """What the launching threads did around the gaps (``thread``, start_ns, end_ns rows)."""
+
+    #: operators of at least ``DISPATCH_GAP_NS`` that launch nothing
+    cpu_work: pl.DataFrame
+    #: operators that launch or are short, calls, and the short pauses between host events
+    dispatch: pl.DataFrame
+    #: every recorded host event: operators, calls, annotations (but steps), Python frames
+    recorded: pl.DataFrame
+    #: the outermost-range candidates, with their name: operators, and annotations and
+    #: Python frames of data, collective or one-time work
+    named: pl.DataFrame
+    #: launch calls of every thread: rank, start_ns, in time order
+    launches: pl.DataFrame
+
+
+def _thread_events(run: Run, gaps: pl.DataFrame, threads: pl.DataFrame) -> _ThreadEvents:
+    """The host events of the launching threads that overlap a gap (see :class:`_ThreadEvents`)."""
+    cols = ("rank", "tid", "start_ns", "end_ns")
+    keys = threads.select("rank", "tid", "thread")
+
+    def on_threads(events: pl.DataFrame) -> pl.DataFrame:
+        return _overlapping(events, gaps).join(keys, on=["rank", "tid"]).drop("rank", "tid")
+
+    ops = on_threads(run.select(["cpu_op"], *cols, "name"))
+    scopes = on_threads(run.select(["annotation", "python"], *cols, "name"))
+    names = run.names.filter(run.names.str.contains(LAUNCH_CALLS))
+    every = run.select(["runtime", "driver"], *cols, pl.col("name").is_in(names.implode()).alias("launch"))
+    calls = on_threads(every.drop("launch")).select("thread", *_SPAN)
+    launches = every.filter("launch").select("rank", "tid", "start_ns")
+    mine = launches.join(keys, on=["rank", "tid"]).select("thread", "start_ns")
+    held = _count_before(ops, "end_ns", mine, ["thread"]) - _count_before(ops, "start_ns", mine, ["thread"])
+    ops = ops.with_columns(launching=held > 0)
+    long = (pl.col("end_ns") - pl.col("start_ns")) >= DISPATCH_GAP_NS
+    busy = iv.union(pl.concat([ops.filter(pl.col("launching") | ~long).select("thread", *_SPAN), calls]), ["thread"])
+    named = pl.concat([ops.drop("launching"), scopes.filter(pl.col("name").cast(pl.String).str.contains(_NAMED))])
+    return _ThreadEvents(
+        cpu_work=ops.filter(~pl.col("launching") & long).select("thread", *_SPAN),
+        dispatch=pl.concat([busy, _pauses(pl.concat([ops.select("thread", *_SPAN), calls]))]),
+        recorded=pl.concat([ops.select("thread", *_SPAN), scopes.select("thread", *_SPAN)]),
+        named=named.with_columns(pl.col("name").cast(pl.String)),
+        launches=launches.select("rank", "start_ns"),
+    )
+
+
+def _pauses(events: pl.DataFrame) -> pl.DataFrame:
+    """The stretches shorter than ``DISPATCH_GAP_NS`` between host events of one thread."""
+    busy = iv.union(events, ["thread"])
+    same = pl.col("thread").shift(-1) == pl.col("thread")
+    return (
+        busy.with_columns(following=pl.when(same).then(pl.col("start_ns").shift(-1)))
+        .filter(pl.col("following") - pl.col("end_ns") < DISPATCH_GAP_NS)
+        .select("thread", start_ns="end_ns", end_ns="following")
+    )
+
+
+def _process_ranges(run: Run, *, fetch: pl.DataFrame, syncs: pl.DataFrame) -> dict[IdleCause, pl.DataFrame]:
+    """The process-wide categories: rank, start_ns, end_ns ranges of each."""
+    cols = ("rank", "start_ns", "end_ns")
+    ranges = ["cpu_op", "annotation", "python"]
+    calls = ["runtime", "driver"]
+    slow = (pl.col("end_ns") - pl.col("start_ns")) >= SLOW_LAUNCH_NS
+
+    def both(*frames: pl.DataFrame) -> pl.DataFrame:
+        return pl.concat([f.select(pl.col("rank").cast(pl.Int32), *_SPAN) for f in frames], how="vertical_relaxed")
+
+    return {
+        IdleCause.DATA: both(fetch, run.select(ranges, *cols, name=INPUT_RANGES)),
+        IdleCause.BLOCKING_COLLECTIVE: both(run.select(["cpu_op", "annotation"], *cols, name=BLOCKING_COLLECTIVE)),
+        IdleCause.HOST_SYNC: both(syncs),
+        IdleCause.ONE_TIME: both(
+            run.select(ranges, *cols, name=ONE_TIME_RANGES),
+            run.select(calls, *cols, name=ONE_TIME_CALLS),
+            run.select(calls, *cols, name=LAUNCH_CALLS, where=slow),
+        ),
+    }
+
+
+def _per_thread(ranges: pl.DataFrame, threads: pl.DataFrame) -> pl.DataFrame:
+    """Process-wide ranges repeated for every launching thread of their rank."""
+    return ranges.join(threads.select("rank", "thread"), on="rank").select("thread", *_SPAN)
+
+
+def _overlapping(events: pl.DataFrame, gaps: pl.DataFrame) -> pl.DataFrame:
+    """The ``events`` (in rank, start order) that overlap one of the ``gaps`` of their rank."""
+    ends = gaps.select("rank", gap_start="start_ns", gap_end="end_ns")
+    found = events.join_asof(
+        ends,
+        left_on="start_ns",
+        right_on="gap_end",
+        by="rank",
+        strategy="forward",
+        allow_exact_matches=False,
+        check_sortedness=False,
+    )
+    return found.filter(pl.col("gap_start") < pl.col("end_ns")).drop("gap_start", "gap_end")
+
+
+def _count_before(df: pl.DataFrame, column: str, events: pl.DataFrame, by: list[str]) -> pl.Series:
+    """For each row of ``df``, how many ``events`` of its group start before its ``column``."""
+    if df.height == 0:
+        return pl.Series("n", [], dtype=pl.Int64)
+    counted = iv.sort_within(events.select(*by, t="start_ns"), by, "t").with_columns(
+        n=pl.int_range(1, pl.len() + 1, dtype=pl.Int64).over(by)
+    )
+    found = iv.sort_within(df.select(*by, column).with_row_index("_row"), by, column).join_asof(
+        counted,
+        left_on=column,
+        right_on="t",
+        by=by,
+        strategy="backward",
+        allow_exact_matches=False,
+        check_sortedness=False,
+    )
+    return found.sort("_row")["n"].fill_null(0).alias("n")
+
+
+def _exclusive(gaps: pl.DataFrame, covers: list[tuple[IdleCause, pl.DataFrame]]) -> list[pl.Series]:
+    """Time of each gap that each cause's covers take, earlier covers taking it first."""
+    rows = gaps.select("thread", *_SPAN)
+    taken = pl.Series(values=[0] * gaps.height, dtype=pl.Int64)
+    merged = pl.DataFrame(schema={"thread": pl.UInt32, "start_ns": pl.Int64, "end_ns": pl.Int64})
+    times = {cause: pl.Series(values=[0] * gaps.height, dtype=pl.Int64) for cause in ORDER[:-1]}
+    for cause, cover in covers:
+        merged = iv.union(pl.concat([merged, cover.select("thread", *_SPAN)], how="vertical_relaxed"), ["thread"])
+        now = iv.covered(rows, merged, ["thread"])
+        times[cause] = times[cause] + (now - taken)
+        taken = now
+    return [series.alias(cause.value) for cause, series in times.items()]
+
+
+def _range_at(points: pl.DataFrame, ops: pl.DataFrame) -> pl.DataFrame:
+    """For each point (idle_id, thread, t), the outermost range on its thread holding it.
+
+    ``ops`` holds every range that overlaps a gap, so also every range enclosing one of those:
+    the outermost ones among them are outermost in the whole trace.
+    """
+    ordered = ops.sort("thread", "start_ns", "end_ns", descending=[False, False, True])
+    reach = pl.col("end_ns").cum_max().shift(1).over("thread")
+    outer = ordered.filter(reach.is_null() | (pl.col("start_ns") >= reach))
+    ranges = outer.select("thread", pl.col("start_ns").alias("t"), "end_ns", "name")
+    return (
+        points.sort("thread", "t")
+        .join_asof(ranges, on="t", by="thread", strategy="backward", check_sortedness=False)
+        .select("idle_id", host_range=pl.when(pl.col("end_ns") > pl.col("t")).then(pl.col("name")))
+    )
