@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Final
 
+from tracekit.analyzers import memory
 from tracekit.analyzers import sections as s
 from tracekit.analyzers.mapreduce import Entry
 
@@ -29,5 +30,6 @@ ANALYSES: Final[tuple[Entry, ...]] = (
     Entry("dataloader", s.dataloader_map, s.dataloader_reduce),
     Entry("host_syncs", s.syncs_map, s.syncs_reduce),
     Entry("idle_causes", s.idle_map, s.idle_reduce),
+    Entry("memory", memory.memory_map, memory.memory_reduce),
     Entry("verdict", cross_rank=s.verdict_reduce),
 )

@@ -390,6 +390,35 @@ def kernels(a: Analysis, top: int = 15) -> Table:
     )
 
 
+def memory(a: Analysis, limit: int | None) -> Table:
+    """Peak and final memory per rank and device, from the allocator's counters."""
+    per = a.memory.per_device if a.memory is not None else []
+    rows, note = _limited(per, lambda r: r.peak_allocated_bytes, limit, "peak_allocated_bytes")
+
+    def mib(value: int | None) -> str:
+        return "-" if value is None else f"{value / 2**20:,.1f}"
+
+    return _table(
+        "memory",
+        "Memory per rank (MiB, from the allocator's [memory] counters)",
+        ["rank", "device", "peak allocated", "peak reserved", "final allocated", "samples"],
+        (
+            [
+                str(r.rank),
+                f"{r.device_type or '?'}:{'' if r.device is None else r.device}",
+                mib(r.peak_allocated_bytes),
+                mib(r.peak_reserved_bytes),
+                mib(r.final_allocated_bytes),
+                f"{r.samples:,}",
+            ]
+            for r in rows
+        ),
+        "Recorded when the profiler ran with profile_memory=True (Kineto) or nsys --cuda-memory-usage=true." + note,
+        numeric=[True, False, True, True, True, True],
+        empty="No memory counters in these traces (record them with torch.profiler(profile_memory=True)).",
+    )
+
+
 def costs(a: Analysis) -> Table:
     """The share of each candidate bound."""
     return _table(
@@ -421,6 +450,7 @@ def all_tables(a: Analysis, *, limit: int | None) -> list[Table]:
         syncs(a, limit),
         idle_causes(a, limit),
         kernels(a),
+        memory(a, limit),
         *(capture_tables(a.capture, limit=limit) if a.capture is not None else []),
         trace_files(a, limit),
     ]

@@ -23,6 +23,7 @@ from tracekit.results.rows import (  # noqa: TC001  (msgspec reads annotations a
     IdleInterval,
     KernelRow,
     LatenessCell,
+    MemoryRow,
     OverlapRow,
     PhaseRow,
     StepRow,
@@ -252,6 +253,14 @@ class IdleSection(Struct, frozen=True, kw_only=True):
     longest: list[IdleInterval]
 
 
+class MemorySection(Struct, frozen=True, kw_only=True):
+    """Peak and final memory per rank and device (empty when the traces carry no counters)."""
+
+    per_device: list[MemoryRow]
+    #: the rank with the highest peak allocated
+    peak_rank: int | None = None
+
+
 class Analysis(Struct, frozen=True, kw_only=True):
     """Every analysis of one run, the verdict first among them."""
 
@@ -274,3 +283,4 @@ class Analysis(Struct, frozen=True, kw_only=True):
     host_syncs: SyncsSection
     idle_causes: IdleSection | None
     host_breakdown: BreakdownSection | None
+    memory: MemorySection | None = None

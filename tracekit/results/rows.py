@@ -245,6 +245,20 @@ class IdleInterval(Row, frozen=True, kw_only=True):
     cause: IdleCause
 
 
+class MemoryRow(Row, frozen=True, kw_only=True):
+    """Memory of one rank and device over the trace, from the allocator's counters."""
+
+    rank: int
+    device_type: str | None
+    device: int | None
+    samples: int
+    peak_allocated_bytes: int | None
+    peak_reserved_bytes: int | None
+    final_allocated_bytes: int | None
+    final_reserved_bytes: int | None
+    peak_time_ns: int | None
+
+
 class CostRow(Row, frozen=True, kw_only=True):
     """The cost of one candidate bound: its share of the measured time."""
 
