@@ -233,13 +233,21 @@ def facts_map(ctx: RankContext) -> Parts:
         start_ns=pl.col("start_ns").min(),
         end_ns=pl.col("end_ns").max(),
     )
+    calls = (
+        ctx.run.select(["runtime", "driver"], "rank", "correlation", where=pl.col("correlation").is_not_null())
+        .sort("rank", "correlation")
+        .with_columns(jump=pl.col("correlation").diff().over("rank"))
+        .group_by("rank")
+        .agg(calls=pl.col("jump").is_not_null().sum(), jumps=(pl.col("jump") >= SAMPLED_JUMP).sum())
+    )
     busy = iv.total(ctx.activity.select("rank", "start_ns", "end_ns"), ["rank"])
     assert isinstance(busy, pl.DataFrame)
     steps = ctx.steps.steps.group_by("rank").len("steps")
     counts = (
         counts.join(busy.rename({"total_ns": "busy_ns"}), on="rank", how="left")
         .join(steps, on="rank", how="left")
-        .with_columns(pl.col("busy_ns", "steps").fill_null(0))
+        .join(calls, on="rank", how="left")
+        .with_columns(pl.col("busy_ns", "steps", "calls", "jumps").fill_null(0))
     )
     return {"span": counts.sort("rank")}
 
@@ -312,6 +320,12 @@ def verdict_reduce(red: Reduced) -> Verdict:
     )
 
 
+#: Consecutive CUDA calls (by correlation id) further apart than this had calls between them
+#: that the trace dropped; when most consecutive pairs do, the trace is a sample (HTA's trace
+#: filter, say) whose device timeline misses most of its work. Complete traces here: 0-6%.
+SAMPLED_JUMP: Final = 20
+SAMPLED_MIN_SHARE: Final = 0.5
+
 #: Below this much device work on every rank (union of GPU activity over the trace), a trace is
 #: a snippet, not a run: per-launch overheads and the profiler itself dominate any share of it
 #: (the real runs in ../shared/traces have 66 ms or more; the snippets 0.4 ms or less).
@@ -324,6 +338,10 @@ def _undetermined(red: Reduced) -> tuple[Finding, ...]:
     ranks_listing_gpus = sum(1 for r in red.run_meta.ranks if r.devices)
     if not red.has_gpu and (num(facts["gpu_signs"].sum()) > 0 or ranks_listing_gpus):
         return (Finding(note=NoteKind.GPU_EVENTS_MISSING, confidence=Confidence.HIGH),)
+    calls = num(facts["calls"].sum())
+    if calls and num(facts["jumps"].sum()) > SAMPLED_MIN_SHARE * calls:
+        share = round(100 * num(facts["jumps"].sum()) / calls, 1)
+        return (Finding(note=NoteKind.EVENTS_SAMPLED, confidence=Confidence.HIGH, value=share),)
     busy = num(facts["busy_ns"].max())
     if red.has_gpu and busy < MIN_BUSY_NS:
         return (Finding(note=NoteKind.TOO_LITTLE_WORK, confidence=Confidence.HIGH, value=busy),)

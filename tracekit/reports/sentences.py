@@ -103,10 +103,11 @@ NOTE_TITLES: Final = {
     NoteKind.PARTIAL_RANKS: "Not every rank is here: collective latency cannot be separated from waiting",
     NoteKind.GPU_EVENTS_MISSING: "No verdict: this GPU job's device events are not in the trace",
     NoteKind.TOO_LITTLE_WORK: "No verdict: the device did too little work in this trace to judge",
+    NoteKind.EVENTS_SAMPLED: "No verdict: this trace is a sample: most of its CUDA calls were dropped",
 }
 
 #: Notes that say why there is no verdict.
-NO_VERDICT: Final = (NoteKind.GPU_EVENTS_MISSING, NoteKind.TOO_LITTLE_WORK)
+NO_VERDICT: Final = (NoteKind.GPU_EVENTS_MISSING, NoteKind.TOO_LITTLE_WORK, NoteKind.EVENTS_SAMPLED)
 
 NOTE_RECOMMENDATIONS: Final[dict[NoteKind, tuple[str, ...]]] = {
     NoteKind.PARTIAL_RANKS: (
@@ -116,6 +117,9 @@ NOTE_RECOMMENDATIONS: Final[dict[NoteKind, tuple[str, ...]]] = {
     NoteKind.GPU_EVENTS_MISSING: (
         "Record the device too: torch.profiler(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]), "
         "and do not filter GPU events out of the trace.",
+    ),
+    NoteKind.EVENTS_SAMPLED: (
+        "Analyze the unfiltered trace: idle time in a sampled trace is mostly work that was dropped.",
     ),
     NoteKind.TOO_LITTLE_WORK: (
         "Profile several steady-state training steps (torch.profiler schedule with wait/warmup/active) "
@@ -178,7 +182,7 @@ def cause(s: StragglerEvidence) -> str:
     return f"its {s.phase} takes {excess} longer per step than on the median rank"
 
 
-def evidence(finding: Finding, verdict: Verdict) -> list[str]:
+def evidence(finding: Finding, verdict: Verdict) -> list[str]:  # noqa: PLR0911  (one case per note)
     """The evidence lines of a finding, from the numbers behind it."""
     e = verdict.evidence
     if finding.note is NoteKind.HOST_SYNCS:
@@ -201,6 +205,11 @@ def evidence(finding: Finding, verdict: Verdict) -> list[str]:
         return [
             "the host ops belong to a GPU job (NCCL, cuDNN, record_stream, CUDA calls, or GPUs listed), "
             "but no kernel, copy or set was recorded: what bounds it cannot be told from the host alone"
+        ]
+    if finding.note is NoteKind.EVENTS_SAMPLED:
+        return [
+            f"{finding.value or 0:.1f}% of consecutive CUDA calls skip 20 or more correlation ids (complete "
+            "traces: under 7%): most calls, and the GPU work they launched, are not in the trace"
         ]
     if finding.note is NoteKind.TOO_LITTLE_WORK:
         return [

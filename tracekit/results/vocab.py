@@ -107,7 +107,8 @@ class NoteKind(str, Enum):
     LOW_OVERLAP = "low-overlap"  # compute hides little of the collective time
     PARTIAL_RANKS = "partial-ranks"  # not every rank's trace is here: no latency floor, no straggler
     GPU_EVENTS_MISSING = "gpu-events-missing"  # a GPU job whose device events are not in the trace
-    TOO_LITTLE_WORK = "too-little-work"  # the device did too little work, with no steps, to judge
+    TOO_LITTLE_WORK = "too-little-work"  # the device did too little work to judge
+    EVENTS_SAMPLED = "events-sampled"  # most CUDA calls between the kept ones are missing: a sampled trace
 
 
 class CollectiveMatch(str, Enum):
