@@ -132,6 +132,22 @@ def test_late_work_after_autotuning_is_one_time() -> None:
     assert gap(rows, 10, 90)["cause"] == "one_time"
 
 
+def test_a_first_call_far_slower_than_the_others_is_one_time() -> None:
+    # the first convolution sets cuDNN up for 2 ms before launching; the next takes 15 us
+    rows = [
+        ev("step", "ProfilerStep#1", 0, 3000 * US),
+        *first_kernel()[1:],
+        host("cpu_op", "aten::conv2d", 11, 2011),
+        launch(2005, 2),
+        kernel("k2", 2010, 2020, 2),
+        host("cpu_op", "aten::conv2d", 2030, 2045),
+        launch(2040, 3),
+        kernel("k3", 2046, 2050, 3),
+    ]
+    assert gap(rows, 10, 2010)["cause"] == "one_time"
+    assert gap(rows, 2020, 2046)["cause"] == "launch"
+
+
 def test_a_burst_of_small_launches_is_launch_bound() -> None:
     # five ops of 10 us, each launching a 2 us kernel: the GPU idles 8 us between kernels
     rows = list(first_kernel())
