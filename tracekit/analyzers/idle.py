@@ -135,8 +135,8 @@ def _gaps(segments: pl.DataFrame, frames: pl.DataFrame) -> pl.DataFrame:
 def _ending_work(gaps: pl.DataFrame, activity: pl.DataFrame, calls: pl.DataFrame) -> pl.DataFrame:
     """``gaps`` with the work that ends each, its launch, and who the GPU waited for.
 
-    Adds ended_by, launch_ns, launch_end_ns, tid (of the launch call; else the rank's busiest
-    launching thread, -1 when none), late (no launch call had returned when the gap began),
+    Adds ended_by, launch_ns, launch_end_ns, tid (of the launch call; else the thread of the
+    rank's first launch call after the gap began, else -1), late (no launch call had returned when the gap began),
     queued_cause (the cause when not late). Joins on one packed integer per key (see
     :func:`_keys`): most gaps are micro-gaps, so these joins run on many rows.
     """
@@ -155,14 +155,12 @@ def _ending_work(gaps: pl.DataFrame, activity: pl.DataFrame, calls: pl.DataFrame
     at_end, at_start, launched = _keys(gaps, work, finished)
     launches = _launches_of(calls, work)
     ended = _exact(gaps.with_columns(_key=at_end), work.with_columns(_key=at_end).drop("rank", "end_ns"))
-    ended = ended.with_columns(_key=launched).join(
-        launches.with_columns(_key=launched).drop("rank", "correlation"), on="_key", how="left"
-    )
+    launches = launches.select(launched.alias("_key"), "tid", "launch_ns", "launch_end_ns")
+    ended = ended.with_columns(_key=launched).join(launches, on="_key", how="left")
     if ended.height != gaps.height:  # several start as the gap ends: the first launched
         ended = ended.sort("idle_id", "launch_ns", nulls_last=True).unique("idle_id", keep="first", maintain_order=True)
     late = pl.col("launch_end_ns").is_null() | (pl.col("launch_end_ns") > pl.col("start_ns"))
-    ended = ended.with_columns(late=late).join(_busiest_thread(calls), on="rank", how="left")
-    ended = ended.with_columns(tid=pl.coalesce("tid", "busiest_tid", pl.lit(-1, dtype=pl.Int64)))
+    ended = _next_launcher(ended.with_columns(late=late), calls)
     queued = _queued_causes(ended.filter(~pl.col("late")), activity, finished, at_start)
     return ended.join(queued, on="idle_id", how="left").drop("_key")
 
@@ -226,27 +224,32 @@ _PACK: Final = 1 << 40
 
 def _launches_of(calls: pl.DataFrame, work: pl.DataFrame) -> pl.DataFrame:
     """The runtime and driver calls that launched ``work`` (rank, correlation): rank,
-    correlation, tid, launch_ns, launch_end_ns; the earliest where an id was launched twice.
+    correlation, tid, launch_ns, launch_end_ns (an id launched twice: both).
     Matched on one integer packing the rank and the id (a lookup on one column costs a third
     of one on two); ids that do not pack (negative, or beyond 2**40) are not linked."""
     packs = pl.col("correlation").is_between(0, _PACK - 1)
     key = pl.col("rank").cast(pl.Int64) * _PACK + pl.col("correlation")
     wanted = work.filter(packs).select(key.unique()).to_series().implode()
-    found = calls.filter(packs & key.is_in(wanted)).select(
+    return calls.filter(packs & key.is_in(wanted)).select(
         "rank", "correlation", "tid", launch_ns="start_ns", launch_end_ns="end_ns"
     )
-    return found.sort("launch_ns").unique(["rank", "correlation"], keep="first", maintain_order=True)
 
 
-def _busiest_thread(calls: pl.DataFrame) -> pl.DataFrame:
-    """rank, busiest_tid: the thread of each rank with the most launch calls."""
-    names = calls.get_column("name").unique().cast(pl.String)
+def _next_launcher(ended: pl.DataFrame, calls: pl.DataFrame) -> pl.DataFrame:
+    """``ended`` with ``tid`` filled where no launch was found: the thread of the rank's first
+    launch call after the gap began (the thread that went on feeding the GPU), else -1."""
+    unknown = ended.filter(pl.col("tid").is_null())
+    if unknown.height == 0:
+        return ended
+    names = calls.get_column("name").unique().cast(pl.String).drop_nulls()
     launch = pl.col("name").is_in(names.filter(names.str.contains(LAUNCH_CALLS)).implode())
+    launches = calls.filter(launch).select("rank", "start_ns", next_tid="tid")
+    found = unknown.select("idle_id", "rank", "start_ns").join_asof(
+        launches, on="start_ns", by="rank", strategy="forward", check_sortedness=False
+    )
+    tids = found.select("idle_id", "next_tid")
     return (
-        calls.filter(launch)
-        .group_by("rank", "tid")
-        .agg(n=pl.len())
-        .sort("rank", "n", "tid", descending=[False, True, False])
-        .unique("rank", keep="first", maintain_order=True)
-        .select("rank", busiest_tid="tid")
+        ended.join(tids, on="idle_id", how="left")
+        .with_columns(tid=pl.coalesce("tid", "next_tid", pl.lit(-1, dtype=pl.Int64)))
+        .drop("next_tid")
     )
