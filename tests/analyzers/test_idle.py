@@ -283,3 +283,11 @@ def test_async_nccl_calls_are_not_peer_waits(kineto_dir: Path) -> None:
     by_cause = shares(real_idle(kineto_dir / "param-dlrm-8rank-v100"))
     assert by_cause.get("peer", 0) < 1
     assert max(by_cause, key=by_cause.__getitem__) == "launch"
+
+
+def test_kernels_alone_and_no_gaps() -> None:
+    # no host events at all: every gap is unexplained, and nothing fails on empty frames
+    only = [ev("kernel", "k1", 0, 10 * US), ev("kernel", "k2", 50 * US, 60 * US)]
+    assert idle_of(only).intervals["cause"].to_list() == ["unexplained"]
+    busy = [ev("runtime", "cudaLaunchKernel", 0, 1, correlation=1), ev("kernel", "k1", 5, 10 * US, correlation=1)]
+    assert idle_of(busy).intervals.height == 0

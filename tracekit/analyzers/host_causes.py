@@ -112,10 +112,10 @@ def late_causes(
     """The host-side cause of each gap.
 
     ``gaps``: idle_id, rank, tid (the launching thread), start_ns, end_ns, launch_ns (of the
-    work that ends the gap; null when unknown), disjoint per rank.
-    ``fetch``: the DataLoader fetch ranges; ``syncs``: the blocking calls (rank, start_ns,
-    end_ns); ``calls``: the runtime and driver calls (rank, tid, start_ns, end_ns, name),
-    read from ``run`` when not given. Returns idle_id, cause (:class:`IdleCause` values), host_range (the outermost
+    work that ends the gap; null when unknown), disjoint per rank. ``fetch``: the DataLoader
+    fetch ranges; ``syncs``: the blocking calls (rank, start_ns, end_ns); ``calls``: the
+    runtime and driver calls (rank, tid, start_ns, end_ns, name), read from ``run`` when not
+    given. Returns idle_id, cause (:class:`IdleCause` values), host_range (the outermost
     range on the launching thread at the gap's middle), launches (launch calls on the rank
     during the gap).
     """
@@ -125,35 +125,43 @@ def late_causes(
         calls = run.select(["runtime", "driver"], "rank", "tid", "start_ns", "end_ns", "name")
     process = _process_ranges(run, fetch=fetch, syncs=syncs, calls=calls)
     events = _thread_events(run, keyed, threads, calls)
-    covers = [(c, _per_thread(process[c], threads)) for c in ORDER[:4]]
     latency = gaps.filter(pl.col("launch_ns").is_not_null()).join(threads, on=["rank", "tid"])
     latency = latency.select("thread", start_ns=pl.max_horizontal("start_ns", "launch_ns"), end_ns="end_ns")
+    covers = [(c, _per_thread(process[c], threads)) for c in ORDER[:4]]
     covers += [
         (IdleCause.HOST_WORK, events.cpu_work),
         (IdleCause.LAUNCH, pl.concat([events.dispatch, latency])),
         (IdleCause.HOST_WORK, events.recorded),
     ]
-    times = _exclusive(keyed, covers)
-    names = [c.value for c in ORDER]
-    length = pl.col("end_ns") - pl.col("start_ns")
-    keyed = keyed.with_columns(times).with_columns((length - pl.sum_horizontal(names[:-1])).alias(names[-1]))
-    most = pl.max_horizontal(names)
-    voted = pl.coalesce([pl.when(pl.col(n) == most).then(pl.lit(n)) for n in names])  # ties: the earlier
-    began_in_sync = iv.covered(
-        keyed.select("rank", "start_ns", end_ns=pl.col("start_ns") + 1),
-        process[IdleCause.HOST_SYNC].with_columns(pl.col("end_ns") + SYNC_SKEW_NS),
-        ["rank"],
-    )
-    after_sync = pl.col("in_sync") & pl.col("cause").is_in(_AFTER_SYNC)
     on_rank = events.launches.select("rank", "start_ns")
     launches = _count_before(keyed, "end_ns", on_rank, ["rank"]) - _count_before(keyed, "start_ns", on_rank, ["rank"])
     middle = keyed.select("idle_id", "thread", t=(pl.col("start_ns") + pl.col("end_ns")) // 2)
     return (
-        keyed.with_columns(cause=voted, in_sync=began_in_sync > 0, launches=launches)
-        .with_columns(cause=pl.when(after_sync).then(pl.lit(IdleCause.HOST_SYNC.value)).otherwise(pl.col("cause")))
+        _vote(keyed, covers, process[IdleCause.HOST_SYNC])
+        .with_columns(launches=launches)
         .join(_range_at(middle, events.named), on="idle_id", how="left")
         .select("idle_id", "cause", "host_range", "launches")
     )
+
+
+def _vote(gaps: pl.DataFrame, covers: list[tuple[IdleCause, pl.DataFrame]], syncs: pl.DataFrame) -> pl.DataFrame:
+    """``gaps`` (idle_id, rank, thread, start_ns, end_ns) with ``cause``: the one whose covers
+    take the most of the gap (ties: the earlier in ``ORDER``), or ``host_sync`` for a gap
+    that began in a blocking call (``syncs``) and is otherwise dispatch, CPU work or
+    unexplained."""
+    names = [c.value for c in ORDER]
+    length = pl.col("end_ns") - pl.col("start_ns")
+    timed = gaps.with_columns(_exclusive(gaps, covers))
+    timed = timed.with_columns((length - pl.sum_horizontal(names[:-1])).alias(names[-1]))
+    most = pl.max_horizontal(names)
+    voted = pl.coalesce([pl.when(pl.col(n) == most).then(pl.lit(n)) for n in names])
+    began_in_sync = iv.covered(
+        gaps.select("rank", "start_ns", end_ns=pl.col("start_ns") + 1),
+        syncs.with_columns(pl.col("end_ns") + SYNC_SKEW_NS),
+        ["rank"],
+    )
+    after_sync = pl.lit(began_in_sync > 0) & voted.is_in(_AFTER_SYNC)
+    return timed.with_columns(cause=pl.when(after_sync).then(pl.lit(IdleCause.HOST_SYNC.value)).otherwise(voted))
 
 
 @dataclass(frozen=True)

@@ -136,9 +136,10 @@ def _ending_work(gaps: pl.DataFrame, activity: pl.DataFrame, calls: pl.DataFrame
     """``gaps`` with the work that ends each, its launch, and who the GPU waited for.
 
     Adds ended_by, launch_ns, launch_end_ns, tid (of the launch call; else the thread of the
-    rank's first launch call after the gap began, else -1), late (no launch call had returned when the gap began),
-    queued_cause (the cause when not late). Joins on one packed integer per key (see
-    :func:`_keys`): most gaps are micro-gaps, so these joins run on many rows.
+    rank's first launch call after the gap began, else -1), late (no launch call had
+    returned when the gap began) and queued_cause (the cause when not late). Joins on one
+    packed integer per key (see :func:`_keys`): most gaps are micro-gaps, so these joins run
+    on many rows.
     """
     stream = ["rank", "device", "stream"]
     # one-column lookups first: most activity neither starts nor ends a gap
