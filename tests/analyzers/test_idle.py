@@ -7,13 +7,18 @@ then one gap whose ending work and host activity each test chooses.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
+import pytest
 
 from tests.factories import ev, make_run
 from tracekit.analyzers import analyze
 from tracekit.analyzers.idle import IdleResult
+from tracekit.readers import load_run
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 US = 1000
 NCCL = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*)"
@@ -132,6 +137,22 @@ def test_late_work_after_autotuning_is_one_time() -> None:
     assert gap(rows, 10, 90)["cause"] == "one_time"
 
 
+def test_a_first_call_far_slower_than_the_others_is_one_time() -> None:
+    # the first convolution sets cuDNN up for 2 ms before launching; the next takes 15 us
+    rows = [
+        ev("step", "ProfilerStep#1", 0, 3000 * US),
+        *first_kernel()[1:],
+        host("cpu_op", "aten::conv2d", 11, 2011),
+        launch(2005, 2),
+        kernel("k2", 2010, 2020, 2),
+        host("cpu_op", "aten::conv2d", 2030, 2045),
+        launch(2040, 3),
+        kernel("k3", 2046, 2050, 3),
+    ]
+    assert gap(rows, 10, 2010)["cause"] == "one_time"
+    assert gap(rows, 2020, 2046)["cause"] == "launch"
+
+
 def test_a_burst_of_small_launches_is_launch_bound() -> None:
     # five ops of 10 us, each launching a 2 us kernel: the GPU idles 8 us between kernels
     rows = list(first_kernel())
@@ -206,3 +227,67 @@ def test_per_rank_sums_by_cause() -> None:
     # [0, 0.5) before k1: the host launching it; [120, 200) at the end: nothing ends it
     assert by["launch"]["idle_ns"] == 500 and by["unexplained"]["idle_ns"] == 80 * US
     assert sum(r["share_pct"] for r in by.values()) == 100
+
+
+def shares(idle: IdleResult) -> dict[str, float]:
+    """Share (%) of all ranks' idle time by cause."""
+    per = idle.per_rank.group_by("cause").agg(pl.col("idle_ns").sum())
+    total = per["idle_ns"].sum()
+    return {r["cause"]: 100 * r["idle_ns"] / total for r in per.iter_rows(named=True)}
+
+
+def real_idle(path: Path) -> IdleResult:
+    result = analyze(load_run([path])).idle
+    assert result is not None
+    return result
+
+
+@pytest.mark.real
+def test_a_starved_dataloader_is_data_and_its_control_is_not(kineto_dir: Path) -> None:
+    starved = shares(real_idle(kineto_dir / "tbplugin-resnet50-workers0"))
+    control = shares(real_idle(kineto_dir / "tbplugin-resnet50-workers4"))
+    assert max(starved, key=starved.__getitem__) == "data" and starved["data"] > 60
+    assert control.get("data", 0) < 1
+
+
+@pytest.mark.real
+def test_first_iteration_setup_is_one_time_not_launch(kineto_dir: Path) -> None:
+    # AlexNet's first iteration: cudaFree/cudaMalloc, cuDNN set-up in the first convolution,
+    # lazy loading in a 3 s cudaLaunchKernel: 12.8 s that the old model called launch-bound
+    by_cause = shares(real_idle(kineto_dir / "hta-misc" / "alexnet-a100-cuda-sync.json.gz"))
+    assert by_cause["one_time"] > 95 and by_cause.get("launch", 0) < 1
+
+
+@pytest.mark.real
+def test_idle_after_a_blocking_item_copy_is_host_sync(kineto_dir: Path) -> None:
+    # .item(): a pageable DtoH copy whose call returns after the copy, then a stream sync;
+    # the GPU idles until the host launches the spin kernel 90 us later
+    intervals = real_idle(kineto_dir / "hta-misc" / "cuda-event-sync.json.gz").intervals
+    row = intervals.filter(pl.col("ended_by").cast(pl.String).str.contains("spin_kernel")).row(0, named=True)
+    assert row["cause"] == "host_sync"
+
+
+@pytest.mark.real
+def test_a_host_that_records_nothing_leaves_the_gap_unexplained(kineto_dir: Path) -> None:
+    # three matmuls on three streams; between the second and the third the host records
+    # nothing for 18.4 ms, then launches: the third's wait on another stream's event cost
+    # nothing (that stream was done), so the 18.8 ms gap is the host's, and unexplained
+    intervals = real_idle(kineto_dir / "hta-misc" / "cuda-event-sync-multistream.json.gz").intervals
+    longest = intervals.sort("length_ns", descending=True).row(0, named=True)
+    assert longest["length_ns"] > 18_000_000 and longest["cause"] == "unexplained"
+    assert longest["launch_ns"] > longest["start_ns"]  # launched late, not queued
+
+
+@pytest.mark.real
+def test_async_nccl_calls_are_not_peer_waits(kineto_dir: Path) -> None:
+    by_cause = shares(real_idle(kineto_dir / "param-dlrm-8rank-v100"))
+    assert by_cause.get("peer", 0) < 1
+    assert max(by_cause, key=by_cause.__getitem__) == "launch"
+
+
+def test_kernels_alone_and_no_gaps() -> None:
+    # no host events at all: every gap is unexplained, and nothing fails on empty frames
+    only = [ev("kernel", "k1", 0, 10 * US), ev("kernel", "k2", 50 * US, 60 * US)]
+    assert idle_of(only).intervals["cause"].to_list() == ["unexplained"]
+    busy = [ev("runtime", "cudaLaunchKernel", 0, 1, correlation=1), ev("kernel", "k1", 5, 10 * US, correlation=1)]
+    assert idle_of(busy).intervals.height == 0

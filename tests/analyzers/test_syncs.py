@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+import pytest
 
 from tests.factories import ev, make_run
 from tracekit.analyzers import analyze
 from tracekit.analyzers.syncs import sync_calls
+from tracekit.readers import load_run
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 
 def op(name: str, start: int, end: int, external_id: int, **kw: Any) -> dict[str, Any]:
@@ -64,3 +70,13 @@ def test_blocking_copies_count_as_syncs_and_idle_after_counts_once() -> None:
 def test_a_copy_call_without_its_gpu_side_is_not_a_sync() -> None:
     rows = [r for r in item_then_pinned_copy() if r["kind"] != "memcpy"]
     assert sync_calls(make_run(rows))["name"].to_list() == ["cudaStreamSynchronize"]
+
+
+@pytest.mark.real
+def test_pageable_batch_copies_are_blocking_calls(kineto_dir: Path) -> None:
+    # the 2021 schema: every step copies its batch from pageable memory (Memcpy HtoD
+    # (Pageable -> Device)) through aten::copy_
+    calls = sync_calls(load_run([kineto_dir / "tbplugin-resnet50-workers0"]))
+    copies = calls.filter(kind="blocking_copy")
+    assert copies.height == 12 and set(copies["op"]) == {"aten::copy_"}
+    assert set(copies["name"]) == {"cudaMemcpyAsync"}

@@ -13,8 +13,10 @@ this order, whose ranges cover it:
 3. ``host_sync``: a blocking sync or blocking copy call (:func:`~tracekit.analyzers.syncs.sync_calls`);
 4. ``one_time``: autotuning, compilation, lazy init and module loading (:data:`ONE_TIME_RANGES`),
    allocator growth and set-up calls (:data:`ONE_TIME_CALLS`: ``cudaMalloc``, ``cudaFree``,
-   ``cudaHostAlloc``, module loads, graph instantiation), and launch calls slower than
-   :data:`SLOW_LAUNCH_NS` (lazy module loading, JIT), on any thread;
+   ``cudaHostAlloc``, module loads, graph instantiation), launch calls slower than
+   :data:`SLOW_LAUNCH_NS` (lazy module loading, JIT), and the first call of an operator that
+   took :data:`FIRST_CALL_RATIO` times its shortest call (cuDNN set-up and autotuning in the
+   first convolution), on any thread;
 5. ``host_work``: on the launching thread, operators (at any depth) that run at least
    :data:`DISPATCH_GAP_NS` and launch nothing: CPU work;
 6. ``launch``: on the launching thread, operators that launch GPU work (with everything
@@ -78,6 +80,10 @@ ONE_TIME_CALLS: Final = (
 LAUNCH_CALLS: Final = r"(?i)^(?:cuda|cu|hip)\w*(?:Launch|Memcpy|Memset)"
 #: A launch call this slow on an idle GPU is loading a module or compiling, not dispatching.
 SLOW_LAUNCH_NS: Final = 1_000_000
+#: A first call this many times slower than the operator's shortest, and at least
+#: ``FIRST_CALL_MIN_NS`` long, is set-up.
+FIRST_CALL_RATIO: Final = 100
+FIRST_CALL_MIN_NS: Final = 1_000_000
 #: Host time of the launching thread without an operator, or in an operator that launches
 #: nothing, up to this long is dispatch overhead (Python between operators); longer is other
 #: work.
@@ -100,48 +106,62 @@ _NAMED: Final = f"{INPUT_RANGES}|{BLOCKING_COLLECTIVE}|{ONE_TIME_RANGES}"
 _SPAN: Final = ("start_ns", "end_ns")
 
 
-def late_causes(gaps: pl.DataFrame, run: Run, *, fetch: pl.DataFrame, syncs: pl.DataFrame) -> pl.DataFrame:
+def late_causes(
+    gaps: pl.DataFrame, run: Run, *, fetch: pl.DataFrame, syncs: pl.DataFrame, calls: pl.DataFrame | None = None
+) -> pl.DataFrame:
     """The host-side cause of each gap.
 
     ``gaps``: idle_id, rank, tid (the launching thread), start_ns, end_ns, launch_ns (of the
-    work that ends the gap; null when unknown), disjoint per rank.
-    ``fetch``: the DataLoader fetch ranges; ``syncs``: the blocking calls (rank, start_ns,
-    end_ns). Returns idle_id, cause (:class:`IdleCause` values), host_range (the outermost
+    work that ends the gap; null when unknown), disjoint per rank. ``fetch``: the DataLoader
+    fetch ranges; ``syncs``: the blocking calls (rank, start_ns, end_ns); ``calls``: the
+    runtime and driver calls (rank, tid, start_ns, end_ns, name), read from ``run`` when not
+    given. Returns idle_id, cause (:class:`IdleCause` values), host_range (the outermost
     range on the launching thread at the gap's middle), launches (launch calls on the rank
     during the gap).
     """
     threads = gaps.select("rank", "tid").unique().sort("rank", "tid").with_row_index("thread")
     keyed = gaps.join(threads, on=["rank", "tid"]).select("idle_id", "rank", "thread", *_SPAN).sort("rank", "start_ns")
-    process = _process_ranges(run, fetch=fetch, syncs=syncs)
-    events = _thread_events(run, keyed, threads)
-    covers = [(c, _per_thread(process[c], threads)) for c in ORDER[:4]]
+    if calls is None:
+        calls = run.select(["runtime", "driver"], "rank", "tid", "start_ns", "end_ns", "name")
+    process = _process_ranges(run, fetch=fetch, syncs=syncs, calls=calls)
+    events = _thread_events(run, keyed, threads, calls)
     latency = gaps.filter(pl.col("launch_ns").is_not_null()).join(threads, on=["rank", "tid"])
     latency = latency.select("thread", start_ns=pl.max_horizontal("start_ns", "launch_ns"), end_ns="end_ns")
+    covers = [(c, _per_thread(process[c], threads)) for c in ORDER[:4]]
     covers += [
         (IdleCause.HOST_WORK, events.cpu_work),
         (IdleCause.LAUNCH, pl.concat([events.dispatch, latency])),
         (IdleCause.HOST_WORK, events.recorded),
     ]
-    times = _exclusive(keyed, covers)
-    names = [c.value for c in ORDER]
-    length = pl.col("end_ns") - pl.col("start_ns")
-    keyed = keyed.with_columns(times).with_columns((length - pl.sum_horizontal(names[:-1])).alias(names[-1]))
-    voted = pl.concat_list(names).list.arg_max().replace_strict(dict(enumerate(names)), return_dtype=pl.String)
-    began_in_sync = iv.covered(
-        keyed.select("rank", "start_ns", end_ns=pl.col("start_ns") + 1),
-        process[IdleCause.HOST_SYNC].with_columns(pl.col("end_ns") + SYNC_SKEW_NS),
-        ["rank"],
-    )
-    after_sync = pl.col("in_sync") & pl.col("cause").is_in(_AFTER_SYNC)
     on_rank = events.launches.select("rank", "start_ns")
     launches = _count_before(keyed, "end_ns", on_rank, ["rank"]) - _count_before(keyed, "start_ns", on_rank, ["rank"])
     middle = keyed.select("idle_id", "thread", t=(pl.col("start_ns") + pl.col("end_ns")) // 2)
     return (
-        keyed.with_columns(cause=voted, in_sync=began_in_sync > 0, launches=launches)
-        .with_columns(cause=pl.when(after_sync).then(pl.lit(IdleCause.HOST_SYNC.value)).otherwise(pl.col("cause")))
+        _vote(keyed, covers, process[IdleCause.HOST_SYNC])
+        .with_columns(launches=launches)
         .join(_range_at(middle, events.named), on="idle_id", how="left")
         .select("idle_id", "cause", "host_range", "launches")
     )
+
+
+def _vote(gaps: pl.DataFrame, covers: list[tuple[IdleCause, pl.DataFrame]], syncs: pl.DataFrame) -> pl.DataFrame:
+    """``gaps`` (idle_id, rank, thread, start_ns, end_ns) with ``cause``: the one whose covers
+    take the most of the gap (ties: the earlier in ``ORDER``), or ``host_sync`` for a gap
+    that began in a blocking call (``syncs``) and is otherwise dispatch, CPU work or
+    unexplained."""
+    names = [c.value for c in ORDER]
+    length = pl.col("end_ns") - pl.col("start_ns")
+    timed = gaps.with_columns(_exclusive(gaps, covers))
+    timed = timed.with_columns((length - pl.sum_horizontal(names[:-1])).alias(names[-1]))
+    most = pl.max_horizontal(names)
+    voted = pl.coalesce([pl.when(pl.col(n) == most).then(pl.lit(n)) for n in names])
+    began_in_sync = iv.covered(
+        gaps.select("rank", "start_ns", end_ns=pl.col("start_ns") + 1),
+        syncs.with_columns(pl.col("end_ns") + SYNC_SKEW_NS),
+        ["rank"],
+    )
+    after_sync = pl.lit(began_in_sync > 0) & voted.is_in(_AFTER_SYNC)
+    return timed.with_columns(cause=pl.when(after_sync).then(pl.lit(IdleCause.HOST_SYNC.value)).otherwise(voted))
 
 
 @dataclass(frozen=True)
@@ -152,7 +172,7 @@ class _ThreadEvents:
     cpu_work: pl.DataFrame
     #: operators that launch or are short, calls, and the short pauses between host events
     dispatch: pl.DataFrame
-    #: every recorded host event: operators, calls, annotations (but steps), Python frames
+    #: user annotations (but steps) and Python frames (every operator is CPU work or dispatch)
     recorded: pl.DataFrame
     #: the outermost-range candidates, with their name: operators, and annotations and
     #: Python frames of data, collective or one-time work
@@ -161,7 +181,7 @@ class _ThreadEvents:
     launches: pl.DataFrame
 
 
-def _thread_events(run: Run, gaps: pl.DataFrame, threads: pl.DataFrame) -> _ThreadEvents:
+def _thread_events(run: Run, gaps: pl.DataFrame, threads: pl.DataFrame, every: pl.DataFrame) -> _ThreadEvents:
     """The host events of the launching threads that overlap a gap (see :class:`_ThreadEvents`)."""
     cols = ("rank", "tid", "start_ns", "end_ns")
     keys = threads.select("rank", "tid", "thread")
@@ -172,22 +192,33 @@ def _thread_events(run: Run, gaps: pl.DataFrame, threads: pl.DataFrame) -> _Thre
     ops = on_threads(run.select(["cpu_op"], *cols, "name"))
     scopes = on_threads(run.select(["annotation", "python"], *cols, "name"))
     names = run.names.filter(run.names.str.contains(LAUNCH_CALLS))
-    every = run.select(["runtime", "driver"], *cols, pl.col("name").is_in(names.implode()).alias("launch"))
-    calls = on_threads(every.drop("launch")).select("thread", *_SPAN)
-    launches = every.filter("launch").select("rank", "tid", "start_ns")
-    mine = launches.join(keys, on=["rank", "tid"]).select("thread", "start_ns")
-    held = _count_before(ops, "end_ns", mine, ["thread"]) - _count_before(ops, "start_ns", mine, ["thread"])
-    ops = ops.with_columns(launching=held > 0)
+    calls = on_threads(every.select(*cols)).select("thread", *_SPAN)
+    launches = every.filter(pl.col("name").is_in(names.implode())).select("rank", "tid", "start_ns")
+    mine = launches.join(keys, on=["rank", "tid"]).select("thread", next_launch="start_ns")
+    ops = _launching(ops, mine)
     long = (pl.col("end_ns") - pl.col("start_ns")) >= DISPATCH_GAP_NS
     busy = iv.union(pl.concat([ops.filter(pl.col("launching") | ~long).select("thread", *_SPAN), calls]), ["thread"])
     named = pl.concat([ops.drop("launching"), scopes.filter(pl.col("name").cast(pl.String).str.contains(_NAMED))])
     return _ThreadEvents(
         cpu_work=ops.filter(~pl.col("launching") & long).select("thread", *_SPAN),
         dispatch=pl.concat([busy, _pauses(pl.concat([ops.select("thread", *_SPAN), calls]))]),
-        recorded=pl.concat([ops.select("thread", *_SPAN), scopes.select("thread", *_SPAN)]),
-        named=named.with_columns(pl.col("name").cast(pl.String)),
+        recorded=scopes.select("thread", *_SPAN),
+        named=named,
         launches=launches.select("rank", "start_ns"),
     )
+
+
+def _launching(ops: pl.DataFrame, launches: pl.DataFrame) -> pl.DataFrame:
+    """``ops`` with ``launching``: whether a launch call of its thread starts inside it."""
+    found = iv.sort_within(ops, ["thread"], "start_ns").join_asof(
+        iv.sort_within(launches, ["thread"], "next_launch"),
+        left_on="start_ns",
+        right_on="next_launch",
+        by="thread",
+        strategy="forward",
+        check_sortedness=False,
+    )
+    return found.with_columns(launching=(pl.col("next_launch") < pl.col("end_ns")).fill_null(False)).drop("next_launch")
 
 
 def _pauses(events: pl.DataFrame) -> pl.DataFrame:
@@ -201,26 +232,54 @@ def _pauses(events: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def _process_ranges(run: Run, *, fetch: pl.DataFrame, syncs: pl.DataFrame) -> dict[IdleCause, pl.DataFrame]:
-    """The process-wide categories: rank, start_ns, end_ns ranges of each."""
-    cols = ("rank", "start_ns", "end_ns")
-    ranges = ["cpu_op", "annotation", "python"]
-    calls = ["runtime", "driver"]
+def _process_ranges(
+    run: Run, *, fetch: pl.DataFrame, syncs: pl.DataFrame, calls: pl.DataFrame
+) -> dict[IdleCause, pl.DataFrame]:
+    """The process-wide categories: rank, start_ns, end_ns ranges of each (one selection of
+    the named ranges, whose few names are then told apart)."""
+    named = run.select(["cpu_op", "annotation", "python"], "rank", "kind", *_SPAN, "name", name=_NAMED)
     slow = (pl.col("end_ns") - pl.col("start_ns")) >= SLOW_LAUNCH_NS
 
     def both(*frames: pl.DataFrame) -> pl.DataFrame:
         return pl.concat([f.select(pl.col("rank").cast(pl.Int32), *_SPAN) for f in frames], how="vertical_relaxed")
 
+    collective = _matching(named, BLOCKING_COLLECTIVE).filter(pl.col("kind").is_in(["cpu_op", "annotation"]))
     return {
-        IdleCause.DATA: both(fetch, run.select(ranges, *cols, name=INPUT_RANGES)),
-        IdleCause.BLOCKING_COLLECTIVE: both(run.select(["cpu_op", "annotation"], *cols, name=BLOCKING_COLLECTIVE)),
+        IdleCause.DATA: both(fetch, _matching(named, INPUT_RANGES)),
+        IdleCause.BLOCKING_COLLECTIVE: both(collective),
         IdleCause.HOST_SYNC: both(syncs),
         IdleCause.ONE_TIME: both(
-            run.select(ranges, *cols, name=ONE_TIME_RANGES),
-            run.select(calls, *cols, name=ONE_TIME_CALLS),
-            run.select(calls, *cols, name=LAUNCH_CALLS, where=slow),
+            _matching(named, ONE_TIME_RANGES),
+            _matching(calls, ONE_TIME_CALLS),
+            _matching(calls.filter(slow), LAUNCH_CALLS),
+            _first_calls(run),
         ),
     }
+
+
+def _matching(events: pl.DataFrame, pattern: str) -> pl.DataFrame:
+    """The rows of ``events`` whose name matches ``pattern`` (tested once per distinct name)."""
+    names = events.get_column("name").unique().cast(pl.String).drop_nulls()
+    return events.filter(pl.col("name").is_in(names.filter(names.str.contains(pattern)).implode()))
+
+
+def _first_calls(run: Run) -> pl.DataFrame:
+    """First calls of operators that took ``FIRST_CALL_RATIO`` times as long as their shortest
+    call, and at least ``FIRST_CALL_MIN_NS``: one-time set-up no name shows (cuDNN and cuBLAS
+    initialization and autotuning inside the first convolution or matmul, lazy loading).
+    rank, start_ns, end_ns."""
+    length = pl.col("end_ns") - pl.col("start_ns")
+    slow = run.select(["cpu_op"], "name", where=length >= FIRST_CALL_MIN_NS)["name"].unique()
+    calls = run.select(["cpu_op"], "rank", "name", "start_ns", "end_ns", where=pl.col("name").is_in(slow.implode()))
+    first = calls.group_by("rank", "name").agg(
+        pl.col("start_ns").min(),
+        pl.col("end_ns").sort_by("start_ns").first(),
+        shortest=length.min(),
+        calls=pl.len(),
+    )
+    return first.filter(
+        pl.col("calls") > 1, length >= FIRST_CALL_MIN_NS, length >= FIRST_CALL_RATIO * pl.col("shortest")
+    ).select("rank", *_SPAN)
 
 
 def _per_thread(ranges: pl.DataFrame, threads: pl.DataFrame) -> pl.DataFrame:
@@ -229,18 +288,23 @@ def _per_thread(ranges: pl.DataFrame, threads: pl.DataFrame) -> pl.DataFrame:
 
 
 def _overlapping(events: pl.DataFrame, gaps: pl.DataFrame) -> pl.DataFrame:
-    """The ``events`` (in rank, start order) that overlap one of the ``gaps`` of their rank."""
-    ends = gaps.select("rank", gap_start="start_ns", gap_end="end_ns")
-    found = events.join_asof(
-        ends,
-        left_on="start_ns",
-        right_on="gap_end",
-        by="rank",
-        strategy="forward",
-        allow_exact_matches=False,
-        check_sortedness=False,
+    """The ``events`` (in rank, start order) that overlap one of the ``gaps`` of their rank.
+
+    One as-of join on a key packing the rank with the time (rank * width + offset, sorted in
+    both frames), which runs several times faster than one grouped by rank.
+    """
+    if events.height == 0 or gaps.height == 0:
+        return events.clear()
+    bounds = [f.select(low=pl.col("start_ns").min(), high=pl.col("end_ns").max()) for f in (events, gaps)]
+    low, high = pl.concat(bounds).select(pl.col("low").min(), pl.col("high").max()).row(0)
+    width = high - low + 1
+    key = pl.col("rank").cast(pl.Int64) * width - low
+    ends = gaps.select(_at=key + pl.col("end_ns"), gap_start="start_ns", gap_rank="rank")
+    found = events.with_columns(_at=key + pl.col("start_ns")).join_asof(
+        ends, on="_at", strategy="forward", allow_exact_matches=False, check_sortedness=False
     )
-    return found.filter(pl.col("gap_start") < pl.col("end_ns")).drop("gap_start", "gap_end")
+    inside = (pl.col("gap_rank") == pl.col("rank")) & (pl.col("gap_start") < pl.col("end_ns"))
+    return found.filter(inside).drop("_at", "gap_start", "gap_rank")
 
 
 def _count_before(df: pl.DataFrame, column: str, events: pl.DataFrame, by: list[str]) -> pl.Series:
@@ -269,6 +333,8 @@ def _exclusive(gaps: pl.DataFrame, covers: list[tuple[IdleCause, pl.DataFrame]])
     merged = pl.DataFrame(schema={"thread": pl.UInt32, "start_ns": pl.Int64, "end_ns": pl.Int64})
     times = {cause: pl.Series(values=[0] * gaps.height, dtype=pl.Int64) for cause in ORDER[:-1]}
     for cause, cover in covers:
+        if cover.height == 0:
+            continue
         merged = iv.union(pl.concat([merged, cover.select("thread", *_SPAN)], how="vertical_relaxed"), ["thread"])
         now = iv.covered(rows, merged, ["thread"])
         times[cause] = times[cause] + (now - taken)
@@ -276,18 +342,30 @@ def _exclusive(gaps: pl.DataFrame, covers: list[tuple[IdleCause, pl.DataFrame]])
     return [series.alias(cause.value) for cause, series in times.items()]
 
 
-def _range_at(points: pl.DataFrame, ops: pl.DataFrame) -> pl.DataFrame:
-    """For each point (idle_id, thread, t), the outermost range on its thread holding it.
+def _range_at(points: pl.DataFrame, ranges: pl.DataFrame) -> pl.DataFrame:
+    """For each point (idle_id, thread, t), the name of the outermost range on its thread
+    holding it.
 
-    ``ops`` holds every range that overlaps a gap, so also every range enclosing one of those:
-    the outermost ones among them are outermost in the whole trace.
+    ``ranges`` holds every range that overlaps a gap, so also every range enclosing one of
+    those: the outermost ones among them are outermost in the whole trace. Sorted on the
+    times alone; names are gathered for the points' ranges only.
     """
-    ordered = ops.sort("thread", "start_ns", "end_ns", descending=[False, False, True])
-    reach = pl.col("end_ns").cum_max().shift(1).over("thread")
-    outer = ordered.filter(reach.is_null() | (pl.col("start_ns") >= reach))
-    ranges = outer.select("thread", pl.col("start_ns").alias("t"), "end_ns", "name")
-    return (
-        points.sort("thread", "t")
-        .join_asof(ranges, on="t", by="thread", strategy="backward", check_sortedness=False)
-        .select("idle_id", host_range=pl.when(pl.col("end_ns") > pl.col("t")).then(pl.col("name")))
+    if ranges.height == 0:
+        return points.select("idle_id", host_range=pl.lit(None, dtype=pl.Categorical))
+    low, high = ranges.select(pl.col("start_ns").min(), pl.col("end_ns").max()).row(0)
+    # threads laid end to end (see intervals._offset): one running maximum, no window
+    shift = pl.col("thread").cast(pl.Int64) * (high - low + 1) - low
+    ordered = (
+        ranges.select("thread", *_SPAN)
+        .with_row_index("_range")
+        .sort("end_ns", descending=True)
+        .sort(pl.col("start_ns") + shift, maintain_order=True)  # an enclosing range first
     )
+    reach = (pl.col("end_ns") + shift).cum_max().shift(1)
+    outer = ordered.filter((pl.col("start_ns") + shift >= reach).fill_null(True)).rename({"start_ns": "t"})
+    found = (
+        points.sort("thread", "t")
+        .join_asof(outer, on="t", by="thread", strategy="backward", check_sortedness=False)
+        .select("idle_id", _range=pl.when(pl.col("end_ns") > pl.col("t")).then(pl.col("_range")))
+    )
+    return found.select("idle_id").with_columns(host_range=ranges.get_column("name").gather(found["_range"]))

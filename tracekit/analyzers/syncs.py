@@ -84,28 +84,30 @@ def sync_calls(run: Run) -> pl.DataFrame:
 def _issuing_op(run: Run, calls: pl.DataFrame) -> pl.DataFrame:
     """``calls`` with ``op``: the operator with their external id, else the latest operator
     on the same thread that started before the call and was still open when it returned."""
-    if calls.height == 0:
-        return calls.with_columns(op=pl.lit(None, dtype=pl.String))
-    ops = run.select(["cpu_op"], "rank", "tid", "start_ns", "end_ns", "external_id", pl.col("name").cast(pl.String))
+    ids = calls["external_id"].drop_nulls().unique()
+    with_id = pl.col("external_id").is_in(ids.implode())
     by_id = (
-        ops.filter(pl.col("external_id").is_not_null())
-        .select("rank", "external_id", pl.col("name").alias("op_by_id"))
-        .join(calls.select("rank", "external_id").unique(), on=["rank", "external_id"], how="semi")
+        run.select(["cpu_op"], "rank", "external_id", pl.col("name").alias("op"), where=with_id)
         .unique(["rank", "external_id"], keep="first", maintain_order=True)
+        .with_columns(pl.col("op").cast(pl.String))
     )
-    by_time = ops.select("rank", "tid", "name", op_start="start_ns", op_end="end_ns").rename({"name": "op"})
-    return (
-        calls.join(by_id, on=["rank", "external_id"], how="left", nulls_equal=False)
-        .join_asof(
-            by_time,
-            left_on="start_ns",
-            right_on="op_start",
-            by=["rank", "tid"],
-            strategy="backward",
-            check_sortedness=False,
-        )
-        .with_columns(op=pl.coalesce("op_by_id", pl.when(pl.col("op_end") >= pl.col("end_ns")).then(pl.col("op"))))
+    named = calls.join(by_id, on=["rank", "external_id"], how="left")
+    unnamed = named.filter(pl.col("op").is_null())
+    if unnamed.height == 0:
+        return named
+    threads = pl.struct("rank", "tid").is_in(unnamed.select(pl.struct("rank", "tid").unique()).to_series().implode())
+    ops = run.select(["cpu_op"], "rank", "tid", "start_ns", "end_ns", "name", where=threads)
+    by_time = unnamed.drop("op").join_asof(
+        ops.select("rank", "tid", op_name="name", op_start="start_ns", op_end="end_ns"),
+        left_on="start_ns",
+        right_on="op_start",
+        by=["rank", "tid"],
+        strategy="backward",
+        check_sortedness=False,
     )
+    open_at_return = pl.when(pl.col("op_end") >= pl.col("end_ns")).then(pl.col("op_name").cast(pl.String))
+    by_time = by_time.with_columns(op=open_at_return).select(named.columns)
+    return pl.concat([named.filter(pl.col("op").is_not_null()), by_time]).sort("rank", "start_ns")
 
 
 def host_syncs(run: Run, activity: pl.DataFrame, frames: pl.DataFrame) -> SyncResult:
