@@ -140,6 +140,8 @@ def late_causes(
         _vote(keyed, covers, process[IdleCause.HOST_SYNC])
         .with_columns(launches=launches)
         .join(_range_at(middle, events.named), on="idle_id", how="left")
+        .join(_range_at(middle, events.annotations).rename({"host_range": "annotation"}), on="idle_id", how="left")
+        .with_columns(host_range=pl.coalesce("host_range", "annotation"))
         .select("idle_id", "cause", "host_range", "launches")
     )
 
@@ -177,6 +179,9 @@ class _ThreadEvents:
     #: the outermost-range candidates, with their name: operators, and annotations and
     #: Python frames of data, collective or one-time work
     named: pl.DataFrame
+    #: user annotations with their name: the outermost range where no operator is recorded
+    #: (an Nsight Systems export, whose operators are NVTX ranges)
+    annotations: pl.DataFrame
     #: launch calls of every thread: rank, start_ns, in time order
     launches: pl.DataFrame
 
@@ -190,7 +195,7 @@ def _thread_events(run: Run, gaps: pl.DataFrame, threads: pl.DataFrame, every: p
         return _overlapping(events, gaps).join(keys, on=["rank", "tid"]).drop("rank", "tid")
 
     ops = on_threads(run.select(["cpu_op"], *cols, "name"))
-    scopes = on_threads(run.select(["annotation", "python"], *cols, "name"))
+    scopes = on_threads(run.select(["annotation", "python"], *cols, "kind", "name"))
     names = run.names.filter(run.names.str.contains(LAUNCH_CALLS))
     calls = on_threads(every.select(*cols)).select("thread", *_SPAN)
     launches = every.filter(pl.col("name").is_in(names.implode())).select("rank", "tid", "start_ns")
@@ -198,12 +203,14 @@ def _thread_events(run: Run, gaps: pl.DataFrame, threads: pl.DataFrame, every: p
     ops = _launching(ops, mine)
     long = (pl.col("end_ns") - pl.col("start_ns")) >= DISPATCH_GAP_NS
     busy = iv.union(pl.concat([ops.filter(pl.col("launching") | ~long).select("thread", *_SPAN), calls]), ["thread"])
-    named = pl.concat([ops.drop("launching"), scopes.filter(pl.col("name").cast(pl.String).str.contains(_NAMED))])
+    named = scopes.filter(pl.col("name").cast(pl.String).str.contains(_NAMED)).drop("kind")
+    named = pl.concat([ops.drop("launching"), named])
     return _ThreadEvents(
         cpu_work=ops.filter(~pl.col("launching") & long).select("thread", *_SPAN),
         dispatch=pl.concat([busy, _pauses(pl.concat([ops.select("thread", *_SPAN), calls]))]),
         recorded=scopes.select("thread", *_SPAN),
         named=named,
+        annotations=scopes.filter(kind="annotation").drop("kind"),
         launches=launches.select("rank", "start_ns"),
     )
 

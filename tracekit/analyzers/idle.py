@@ -18,14 +18,15 @@ one launched first) says who the GPU was waiting for:
 * **Launched after the gap began** (or still being launched when it began, or no ending work
   or launch recorded): the host was late, and the cause is what the host was doing during
   the gap (details in :mod:`tracekit.analyzers.host_causes`). Each instant of the gap goes to
-  the first of these that covers it, and the one with the most time wins (ties: this order):
+  the first of these that covers it:
 
   1. ``data``: a DataLoader fetch or input preprocessing;
   2. ``blocking_collective``: a blocking host collective (gloo/MPI/UCC, barriers, waits; an
      asynchronous NCCL call is not one: it launches a kernel, and counts as a launch below);
   3. ``host_sync``: a blocking sync or blocking (pageable) copy; also any gap that began in
      one and is otherwise ``host_work``, ``launch`` or ``unexplained``;
-  4. ``one_time``: autotuning, compilation, lazy init and module loading, allocator growth;
+  4. ``one_time``: autotuning, compilation, lazy init and module loading, allocator growth,
+     an operator's first call when 100 times slower than its others (cuDNN set-up);
   5. ``host_work``: an operator that ran 50 us or more without launching anything (CPU work);
   6. ``launch``: the host dispatching ops: operators that launch, short ones, runtime calls,
      pauses under 50 us between them (Python between ops), the ending work's launch latency,
@@ -34,8 +35,9 @@ one launched first) says who the GPU was waiting for:
      Python frame of the launching thread (Python that launches nothing);
   8. ``unexplained``: the rest: no host activity recorded on the launching thread.
 
-Ties go to the earlier cause. Every threshold and name pattern is a constant of
-:mod:`tracekit.analyzers.host_causes`.
+The cause with the most time wins; ties go to the earlier of data, blocking_collective,
+host_sync, one_time, launch, host_work, unexplained. Every threshold and name pattern is a
+constant of :mod:`tracekit.analyzers.host_causes`.
 """
 
 from __future__ import annotations
@@ -46,14 +48,17 @@ from typing import TYPE_CHECKING, Final
 import polars as pl
 
 from tracekit.analyzers import intervals as iv
-from tracekit.analyzers.host_causes import LAUNCH_CALLS, late_causes
+from tracekit.analyzers.host_causes import LAUNCH_CALLS, ORDER, late_causes
 from tracekit.results.vocab import IdleCause
 
 if TYPE_CHECKING:
     from tracekit.model.run import Run
 
-#: Every cause, in the order of the module docstring.
-CAUSES = tuple(c.value for c in IdleCause)
+#: Every cause: those of queued work, then the host's in their order of ties.
+CAUSES: Final = (
+    *(c.value for c in (IdleCause.BACK_TO_BACK, IdleCause.PEER, IdleCause.DEPENDENCY)),
+    *(c.value for c in ORDER),
+)
 #: The columns of :attr:`IdleResult.intervals`.
 INTERVAL_COLUMNS = (
     *("rank", "step", "start_ns", "end_ns", "length_ns", "cause"),
