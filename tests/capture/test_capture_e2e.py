@@ -69,13 +69,17 @@ def test_healthy_capture_is_read_by_analyze(tmp_path: Path) -> None:
 
 
 def verdict_of(out: Path) -> tuple[str, list[str], str]:
-    """The verdict of ``tracekit analyze --json``: primary kind, secondary kinds, primary title."""
+    """The verdict of ``tracekit analyze --json``: primary kind, secondary kinds, the terminal's headline."""
     report = out.parent / f"{out.name}.tracekit.json"
     result = tracekit("analyze", out, "--json", report)
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith("tracekit verdict")
     verdict = json.loads(report.read_text())["verdict"]
-    return verdict["primary"]["kind"], [f["kind"] for f in verdict["secondary"]], verdict["primary"]["title"]
+
+    def kind(finding: dict[str, str | None]) -> str:
+        return str(finding.get("bound") or finding.get("note"))
+
+    return kind(verdict["primary"]), [kind(f) for f in verdict["secondary"]], result.stdout.splitlines()[1]
 
 
 def test_straggler_capture_names_the_injected_rank(tmp_path: Path) -> None:
@@ -90,7 +94,7 @@ def test_straggler_capture_names_the_injected_rank(tmp_path: Path) -> None:
     from tracekit.analyzers import analyze
 
     (straggler,) = analyze(stragglers).stragglers.stragglers
-    assert straggler.rank == 5 and straggler.cause == "tracekit.phase/forward"
+    assert straggler.rank == 5 and straggler.phase == "tracekit.phase/forward"
 
 
 def test_data_bound_capture_has_data_wait_as_largest_phase(tmp_path: Path) -> None:

@@ -104,6 +104,10 @@ class Case:
     alternatives: tuple[str, ...] = ()
     secondary: tuple[str, ...] = ()  # findings that must be present (primary counts)
     figures: tuple[Figure, ...] = ()
+    #: what tracekit cannot do yet, by test ("primary", "secondary", "figures"): those tests are
+    #: strict expected failures (they fail loudly once tracekit gets it right); never a way to
+    #: loosen an expectation
+    known_gaps: tuple[tuple[str, str], ...] = ()
 
 
 STEADY = "steady ProfilerStep windows"
@@ -298,6 +302,13 @@ CASES: tuple[Case, ...] = (
         primary="host-bound",
         deciding="measured forward: GPU idle 85.5%, host in cudaMalloc for 83.3% of it",
         alternatives=("undetermined",),
+        known_gaps=(
+            (
+                "figures",
+                "no steps: tracekit measures the whole 12.9 s trace (one-time set-up included), not the measured "
+                "forward inside the benchmark's own range; steps from a user-named range are not inferred",
+            ),
+        ),
         figures=(
             _share(COMPUTE, 14.52, 0, "the measured forward (inner PARAM range)"),
             _share(IDLE, 85.47, 0, "the measured forward (inner PARAM range)"),
@@ -520,6 +531,18 @@ CASES: tuple[Case, ...] = (
         primary="host-bound",
         deciding="GPU idle 68%: host CPU work in main() 51% of each iteration; copies 24%, kernel 7.5%",
         secondary=("transfer-bound", "comms-bound"),
+        known_gaps=(
+            (
+                "primary",
+                "tracekit does not read nsys CPU samples (SAMPLING_CALLCHAINS): without them the 135 ms of main() "
+                "per iteration is host time with nothing recorded, which it reports as gpu-idle",
+            ),
+            (
+                "secondary",
+                "each idle gap gets one cause, the largest: MPI's 23% of every gap is outvoted by the 75% with "
+                "nothing recorded, so no comms finding",
+            ),
+        ),
         figures=(
             Figure(COMPUTE, 7.8, 2, 0, "iterations or GPU span", "steady iterations 7.5, GPU span 8.1"),
             Figure(MEMORY, 25.1, 3, 0, "iterations or GPU span", "steady iterations 24.2, GPU span 25.9"),

@@ -34,6 +34,7 @@ IDLE_BOUNDS: Final = {
     "host_work": "host_ns",
     "launch": "launch_ns",
     "dependency": "dependency_ns",
+    "back_to_back": "switch_ns",  # the GPU switching between queued work: not a waste to fix
     "unexplained": "idle_ns",
 }
 

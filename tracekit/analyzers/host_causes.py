@@ -32,9 +32,12 @@ this order, whose ranges cover it:
 and the rest (nothing recorded on the launching thread but, at most, its profiler step) votes
 for ``unexplained``. The cause is the one with the most time (ties go to the earlier one in
 this list); except that a gap that began while the host was blocked in a sync (or within
-:data:`SYNC_SKEW_NS` of its return) is ``host_sync`` when its time is otherwise ``launch``,
-``host_work`` or unexplained: the sync drained the queue that the host's later work would
-have kept full.
+:data:`SYNC_SKEW_NS` of its return) is ``host_sync`` when its time is otherwise ``launch``
+(the sync drained the queue that the host's dispatching would have kept full), or CPU work or
+unexplained no longer than twice the time the host sat blocked in the sync (a sync costs the
+overlap it prevented: at most its blocked time). A host that spends a gap in far more of its
+own work than it sat blocked would have left the GPU idle without the sync too: that work is
+the cause.
 
 Past a first filter, only host events that overlap a late gap are read, so the cost follows
 the events, not the gaps times the events.
@@ -59,7 +62,10 @@ INPUT_RANGES: Final = (
     FETCH_PATTERN + r"|(?i:preprocess|image_?processor|feature_?extract|video_?(?:decod|read)|decord|tokeniz)"
 )
 #: Host collectives that block the host: CPU backends' own operations, barriers, waits.
-BLOCKING_COLLECTIVE: Final = r"^(?:gloo|mpi|ucc):|(?i:barrier)|^_?c10d(?:_functional)?::\w*wait"
+BLOCKING_COLLECTIVE: Final = (
+    r"^(?:gloo|mpi|ucc):|(?i:barrier)|^_?c10d(?:_functional)?::\w*wait"
+    r"|^MPI_(?:I?[SR]end|I?[Rr]ecv|Sendrecv|Wait|Test|Probe|Barrier|I?Bcast|I?All|I?Reduce|I?Gather|I?Scatter)\w*$"
+)
 #: Ranges of one-time work: autotuning, compilation, lazy initialization, module loading.
 ONE_TIME_RANGES: Final = (
     r"(?i:autotun|benchmark_all_configs|select_algorithm|cudnn_?find|find_?algorithm"
@@ -100,7 +106,11 @@ ORDER: Final = (
     IdleCause.HOST_WORK,
     IdleCause.UNEXPLAINED,
 )
-_AFTER_SYNC: Final = [c.value for c in (IdleCause.LAUNCH, IdleCause.HOST_WORK, IdleCause.UNEXPLAINED)]
+_AFTER_SYNC: Final = [IdleCause.LAUNCH.value]
+#: The host's own work after a sync (CPU work, nothing recorded): the sync's when the host sat
+#: blocked in it at least this share of the gap (the overlap the sync prevented).
+_OWN_WORK: Final = [c.value for c in (IdleCause.HOST_WORK, IdleCause.UNEXPLAINED)]
+SYNC_OVERLAP_SHARE: Final = 0.5
 #: Annotations and Python frames that name a gap's host range (operators always do).
 _NAMED: Final = f"{INPUT_RANGES}|{BLOCKING_COLLECTIVE}|{ONE_TIME_RANGES}"
 _SPAN: Final = ("start_ns", "end_ns")
@@ -157,13 +167,42 @@ def _vote(gaps: pl.DataFrame, covers: list[tuple[IdleCause, pl.DataFrame]], sync
     timed = timed.with_columns((length - pl.sum_horizontal(names[:-1])).alias(names[-1]))
     most = pl.max_horizontal(names)
     voted = pl.coalesce([pl.when(pl.col(n) == most).then(pl.lit(n)) for n in names])
-    began_in_sync = iv.covered(
-        gaps.select("rank", "start_ns", end_ns=pl.col("start_ns") + 1),
-        syncs.with_columns(pl.col("end_ns") + SYNC_SKEW_NS),
-        ["rank"],
-    )
-    after_sync = pl.lit(began_in_sync > 0) & voted.is_in(_AFTER_SYNC)
+    blocked = _blocked_at_start(gaps, syncs)
+    # dispatch after a sync: the queue it drained would have stayed full; the host's own work
+    # after it: the sync cost the overlap it prevented, at most the time the host sat blocked
+    own_work = voted.is_in(_OWN_WORK) & (blocked >= SYNC_OVERLAP_SHARE * length)
+    after_sync = (blocked > 0) & (voted.is_in(_AFTER_SYNC) | own_work)
     return timed.with_columns(cause=pl.when(after_sync).then(pl.lit(IdleCause.HOST_SYNC.value)).otherwise(voted))
+
+
+def _blocked_at_start(gaps: pl.DataFrame, syncs: pl.DataFrame) -> pl.Series:
+    """Per gap (in order): how long the host had been blocked in the sync it began in (0: none)."""
+    calls = (
+        syncs.select("rank", "start_ns", "end_ns")
+        .with_columns(reach=pl.col("end_ns") + SYNC_SKEW_NS)
+        .sort("rank", "reach")
+    )
+    found = (
+        gaps.select("rank", "start_ns")
+        .with_row_index("_i")
+        .sort("rank", "start_ns")
+        .join_asof(
+            calls.rename({"start_ns": "call_start", "end_ns": "call_end"}),
+            left_on="start_ns",
+            right_on="reach",
+            by="rank",
+            strategy="forward",
+            check_sortedness=False,
+        )
+        .with_columns(
+            blocked=pl.when(pl.col("call_start") <= pl.col("start_ns"))
+            .then(pl.col("call_end") - pl.col("call_start"))
+            .otherwise(0)
+            .fill_null(0)
+        )
+        .sort("_i")
+    )
+    return found["blocked"]
 
 
 @dataclass(frozen=True)

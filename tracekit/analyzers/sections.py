@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Final
 
+import msgspec
 import polars as pl
 
 from tracekit import __version__
@@ -203,7 +204,7 @@ def idle_map(ctx: RankContext) -> Parts:
     """GPU idle intervals and their causes (nothing on a CPU-only run)."""
     if not ctx.has_gpu:
         return {}
-    result = idle_causes(ctx.run, ctx.segments, ctx.frames, ctx.fetch, ctx.syncs.calls)
+    result = idle_causes(ctx.run, ctx.segments, ctx.frames, ctx.fetch, ctx.syncs.calls, activity=ctx.activity)
     return {"intervals": result.intervals, "per_rank": result.per_rank}
 
 
@@ -218,6 +219,9 @@ def idle_reduce(red: Reduced) -> IdleSection | None:
     return IdleSection(per_rank=rows(idle.per_rank, r.IdleCauseRow), longest=rows(longest, r.IdleInterval))
 
 
+#: Host events of a PyTorch program (a plain CUDA or MPI application has none).
+PYTORCH_SIGNS: Final = r"^aten::|^autograd::|^ProfilerStep#|^Optimizer\.|^enumerate\(DataLoader\)|^c10d::|^tracekit\."
+
 #: Host events that only a GPU job records (its device events may have been left out).
 GPU_JOB_SIGNS: Final = r"(?i)^nccl:|^rccl:|record_stream|cudnn|miopen|^cuda[A-Z]|^hip[A-Z]"
 
@@ -230,6 +234,7 @@ def facts_map(ctx: RankContext) -> Parts:
         events=pl.len(),
         gpu_events=pl.col("kind").is_in(GPU_ACTIVITY_KINDS).sum(),
         gpu_signs=(host & pl.col("name").cast(pl.String).str.contains(GPU_JOB_SIGNS)).sum(),
+        torch_ops=(host & pl.col("name").cast(pl.String).str.contains(PYTORCH_SIGNS)).sum(),
         start_ns=pl.col("start_ns").min(),
         end_ns=pl.col("end_ns").max(),
     )
@@ -311,6 +316,8 @@ def verdict_reduce(red: Reduced) -> Verdict:
         syncs=red.syncs,
         kernels=red.kernels,
     )
+    pytorch = num(red.part("facts", "span")["torch_ops"].sum()) > 0
+    evidence = msgspec.structs.replace(evidence, pytorch=pytorch)
     return Verdict(
         measured_on=measured_on,
         primary=decision.primary,

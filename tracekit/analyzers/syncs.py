@@ -12,6 +12,9 @@ until the host launches again. Counted per step:
   ``.cpu()``; its blocking span is the runtime call. Also counted as sync calls, and apart
   as ``blocking_copies``;
 * the operators that cause them (``aten::item``, ``aten::_local_scalar_dense``);
+
+``sync_calls`` counts sync *points*: the blocking calls one operator call makes (a pageable
+copy and the stream sync after it, in ``.item()``) are one point where the host waited.
 * GPU-side ``cuda_sync`` events.
 
 Each blocking call is named by the operator that issued it: the innermost enclosing CPU
@@ -78,7 +81,19 @@ def sync_calls(run: Run) -> pl.DataFrame:
         .unique(["rank", "tid", "start_ns", "name"], keep="first", maintain_order=True)
         .sort("rank", "start_ns")
     )
-    return _issuing_op(run, calls).select("rank", "tid", "start_ns", "end_ns", "name", "kind", "op")
+    return _issuing_op(run, calls).select("rank", "tid", "start_ns", "end_ns", "name", "kind", "op", "op_start_ns")
+
+
+def sync_points(calls: pl.DataFrame) -> pl.DataFrame:
+    """One row per point where the host waited: the blocking calls of one operator call are one
+    (``.item()`` is a pageable copy and a stream sync); a call no operator encloses is its own."""
+    issued = pl.col("op_start_ns").is_not_null()
+    return pl.concat(
+        [
+            calls.filter(issued).unique(["rank", "tid", "op_start_ns"], keep="first", maintain_order=True),
+            calls.filter(~issued),
+        ]
+    ).sort("rank", "start_ns")
 
 
 def _issuing_op(run: Run, calls: pl.DataFrame) -> pl.DataFrame:
@@ -87,7 +102,14 @@ def _issuing_op(run: Run, calls: pl.DataFrame) -> pl.DataFrame:
     ids = calls["external_id"].drop_nulls().unique()
     with_id = pl.col("external_id").is_in(ids.implode())
     by_id = (
-        run.select(["cpu_op"], "rank", "external_id", pl.col("name").alias("op"), where=with_id)
+        run.select(
+            ["cpu_op"],
+            "rank",
+            "external_id",
+            pl.col("name").alias("op"),
+            pl.col("start_ns").alias("op_start_ns"),
+            where=with_id,
+        )
         .unique(["rank", "external_id"], keep="first", maintain_order=True)
         .with_columns(pl.col("op").cast(pl.String))
     )
@@ -105,8 +127,11 @@ def _issuing_op(run: Run, calls: pl.DataFrame) -> pl.DataFrame:
         strategy="backward",
         check_sortedness=False,
     )
-    open_at_return = pl.when(pl.col("op_end") >= pl.col("end_ns")).then(pl.col("op_name").cast(pl.String))
-    by_time = by_time.with_columns(op=open_at_return).select(named.columns)
+    is_open = pl.col("op_end") >= pl.col("end_ns")
+    by_time = by_time.with_columns(
+        op=pl.when(is_open).then(pl.col("op_name").cast(pl.String)),
+        op_start_ns=pl.when(is_open).then(pl.col("op_start")),
+    ).select(named.columns)
     return pl.concat([named.filter(pl.col("op").is_not_null()), by_time]).sort("rank", "start_ns")
 
 
@@ -121,7 +146,7 @@ def host_syncs(run: Run, activity: pl.DataFrame, frames: pl.DataFrame) -> SyncRe
     ops = ops.join(inside.select("rank", "start_ns"), on=["rank", "start_ns"], how="anti")
     gpu_syncs = run.select(["sync"], "rank", "start_ns", "end_ns")
     parts = [
-        _count(calls, frames, "sync_calls"),
+        _count(sync_points(calls), frames, "sync_calls"),
         _idle_after(calls, activity, frames),
         _count(calls.filter(kind=BLOCKING_COPY), frames, "blocking_copies"),
         _count(ops, frames, "sync_ops"),

@@ -135,6 +135,32 @@ NOTE_RECOMMENDATIONS: Final[dict[NoteKind, tuple[str, ...]]] = {
     ),
 }
 
+#: Advice for programs that are not PyTorch (a CUDA or MPI application in Nsight Systems).
+CUDA_RECOMMENDATIONS: Final[dict[BoundKind, tuple[str, ...]]] = {
+    BoundKind.IDLE: (
+        "The GPU waits while the host runs code the trace does not record: profile the host too "
+        "(nsys profile --sample=cpu --trace=cuda,nvtx,osrt,mpi) and mark its phases with NVTX ranges.",
+        "Overlap host work with the device: queue the next iteration's copies and kernels on a stream "
+        "(cudaMemcpyAsync from pinned memory) before the host's own work.",
+    ),
+    BoundKind.SYNC: (
+        "Replace synchronous cudaMemcpy with cudaMemcpyAsync from pinned (cudaMallocHost) memory on a stream, "
+        "and synchronize once per iteration (cudaStreamSynchronize / events) only where the host needs results.",
+    ),
+    BoundKind.TRANSFER: (
+        "Keep data on the device between iterations instead of copying it back and forth.",
+        "Use pinned host memory and cudaMemcpyAsync on a side stream so copies overlap kernels.",
+    ),
+    BoundKind.LAUNCH: (
+        "Launch fewer, larger kernels (fuse work per launch), or capture the repeated sequence in a CUDA graph.",
+    ),
+    BoundKind.HOST: ("Move the host's computation onto the device, or overlap it with queued device work.",),
+    BoundKind.COMMS: (
+        "Overlap communication with computation (non-blocking MPI_Isend/MPI_Irecv, or CUDA-aware MPI / NCCL "
+        "on device buffers).",
+    ),
+}
+
 GOOD: Final = (BoundKind.GPU_COMPUTE, BoundKind.COMPUTE)
 
 
@@ -279,9 +305,12 @@ def recommendations(finding: Finding, verdict: Verdict) -> list[str]:
     if bound is BoundKind.GPU_COMPUTE and verdict.measured_on.value == "host":
         bound = BoundKind.COMPUTE
     if bound is BoundKind.MIXED:
-        return [r for c in finding.components for r in RECOMMENDATIONS.get(c, ())[:2]]
+        table = RECOMMENDATIONS if verdict.evidence.pytorch else {**RECOMMENDATIONS, **CUDA_RECOMMENDATIONS}
+        return [r for c in finding.components for r in table.get(c, ())[:2]]
     if bound is BoundKind.UNDETERMINED:
         return [r for f in verdict.secondary if f.note in NO_VERDICT for r in NOTE_RECOMMENDATIONS[f.note]]
+    if not verdict.evidence.pytorch and bound in CUDA_RECOMMENDATIONS:
+        return list(CUDA_RECOMMENDATIONS[bound])
     recs = list(RECOMMENDATIONS.get(bound, ()))
     if bound is BoundKind.STRAGGLER and verdict.evidence.stragglers:
         s = verdict.evidence.stragglers[0]

@@ -157,6 +157,8 @@ class Evidence(Struct, frozen=True, kw_only=True):
     sync_ops_per_step: float | None = None
     idle_after_sync_per_step_ns: float | None = None
     top_kernels: list[KernelShare] = msgspec.field(default_factory=list)
+    #: whether the traces are of a PyTorch program (advice differs for a plain CUDA/MPI program)
+    pytorch: bool = True
 
 
 class Verdict(Struct, frozen=True, kw_only=True):
