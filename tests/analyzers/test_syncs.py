@@ -81,3 +81,10 @@ def test_pageable_batch_copies_are_blocking_calls(kineto_dir: Path) -> None:
     copies = calls.filter(kind="blocking_copy")
     assert copies.height == 12 and set(copies["op"]) == {"aten::copy_"}
     assert set(copies["name"]) == {"cudaMemcpyAsync"}
+
+
+def test_the_evidence_names_the_operators_that_block() -> None:
+    from tracekit.analyzers import analyze
+
+    sources = analyze(make_run(item_then_pinned_copy())).verdict.evidence.sync_sources
+    assert [(s.op, s.kind, s.per_step) for s in sources] == [("aten::_local_scalar_dense", "blocking_copy", 1.0)]

@@ -23,6 +23,7 @@ from tracekit.analyzers.idle import idle_causes
 from tracekit.analyzers.kernels import kernels_by_rank
 from tracekit.analyzers.overlap import comm_overlap
 from tracekit.analyzers.stats import num
+from tracekit.analyzers.syncs import sync_points
 from tracekit.analyzers.verdict import decide
 from tracekit.model.schema import GPU_ACTIVITY_KINDS
 from tracekit.results import rows as r
@@ -40,6 +41,7 @@ from tracekit.results.analysis import (
     SkippedFile,
     StepsSection,
     StragglersSection,
+    SyncSource,
     SyncsSection,
     Verdict,
 )
@@ -191,7 +193,9 @@ def dataloader_reduce(red: Reduced) -> DataLoaderSection:
 
 def syncs_map(ctx: RankContext) -> Parts:
     """Host syncs per rank and step."""
-    return {"per_step": ctx.syncs.per_step, "per_rank": ctx.syncs.per_rank}
+    points = sync_points(ctx.syncs.calls)
+    by_op = points.group_by("rank", pl.col("op").fill_null("(no operator)"), "kind").agg(points=pl.len())
+    return {"per_step": ctx.syncs.per_step, "per_rank": ctx.syncs.per_rank, "by_op": by_op}
 
 
 def syncs_reduce(red: Reduced) -> SyncsSection:
@@ -317,7 +321,7 @@ def verdict_reduce(red: Reduced) -> Verdict:
         kernels=red.kernels,
     )
     pytorch = num(red.part("facts", "span")["torch_ops"].sum()) > 0
-    evidence = msgspec.structs.replace(evidence, pytorch=pytorch)
+    evidence = msgspec.structs.replace(evidence, pytorch=pytorch, sync_sources=_sync_sources(red))
     return Verdict(
         measured_on=measured_on,
         primary=decision.primary,
@@ -366,6 +370,25 @@ def _partial_ranks(red: Reduced) -> Finding | None:
         value=float(c.ranks_present),
         values=[float(c.world_size)],
     )
+
+
+def _sync_sources(red: Reduced) -> list[SyncSource]:
+    """The operators that issued the most blocking syncs and copies, over the run."""
+    by_op = red.part("host_syncs", "by_op")
+    if by_op.height == 0:
+        return []
+    steps = max(1, int(num(red.steps.steps.group_by("rank").len()["len"].max())) if red.steps.has_steps else 1)
+    ranks = max(1, red.options.ranks_present)
+    top = (
+        by_op.group_by("op", "kind")
+        .agg(pl.col("points").sum())
+        .sort(["points", "op"], descending=[True, False])
+        .head(3)
+    )
+    return [
+        SyncSource(op=r["op"], kind=r["kind"], per_step=round(r["points"] / steps / ranks, 4))
+        for r in top.iter_rows(named=True)
+    ]
 
 
 def version(_: Reduced) -> str:

@@ -284,10 +284,13 @@ def _bound_lines(bound: BoundKind | None, e: Evidence) -> list[str]:  # noqa: PL
             return ["no rank arrives last systematically: the waiting is spread over ranks"]
         return []
     if bound is BoundKind.SYNC and e.sync_calls_per_step is not None:
-        return [
-            f"{e.sync_calls_per_step:.1f} blocking sync calls and {e.sync_ops_per_step or 0:.1f} "
+        lines = [
+            f"{e.sync_calls_per_step:.1f} blocking syncs and {e.sync_ops_per_step or 0:.1f} "
             f".item()-style reads per step per rank; GPU idle after syncs {ms(e.idle_after_sync_per_step_ns)} per step"
         ]
+        kinds = {"sync": "blocking syncs", "blocking_copy": "copies to or from pageable memory"}
+        lines += [f"{s.per_step:.1f} {kinds.get(s.kind, s.kind)} per step from {s.op}" for s in e.sync_sources]
+        return lines
     if bound is BoundKind.GPU_COMPUTE:
         return [f"top kernel: {k.name[:80]} ({k.share_pct or 0:.1f}% of GPU time)" for k in e.top_kernels]
     if bound is BoundKind.LAUNCH:

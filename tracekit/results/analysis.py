@@ -140,6 +140,15 @@ class StragglerEvidence(Struct, frozen=True, kw_only=True):
     cause_excess_ns: float
 
 
+class SyncSource(Struct, frozen=True, kw_only=True):
+    """An operator that issued blocking syncs or copies, and how many per step per rank."""
+
+    op: str
+    #: "sync" (a blocking sync call) or "blocking_copy" (a copy to or from pageable memory)
+    kind: str
+    per_step: float
+
+
 class Evidence(Struct, frozen=True, kw_only=True):
     """The figures behind each candidate bound, from which the reports write the evidence."""
 
@@ -157,6 +166,7 @@ class Evidence(Struct, frozen=True, kw_only=True):
     sync_ops_per_step: float | None = None
     idle_after_sync_per_step_ns: float | None = None
     top_kernels: list[KernelShare] = msgspec.field(default_factory=list)
+    sync_sources: list[SyncSource] = msgspec.field(default_factory=list)
     #: whether the traces are of a PyTorch program (advice differs for a plain CUDA/MPI program)
     pytorch: bool = True
 
