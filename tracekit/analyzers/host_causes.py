@@ -52,6 +52,7 @@ import polars as pl
 
 from tracekit.analyzers import intervals as iv
 from tracekit.analyzers.dataloader import FETCH_PATTERN
+from tracekit.model.taxonomy import ONE_TIME_CALLS, ONE_TIME_RANGES
 from tracekit.results.vocab import IdleCause
 
 if TYPE_CHECKING:
@@ -65,22 +66,6 @@ INPUT_RANGES: Final = (
 BLOCKING_COLLECTIVE: Final = (
     r"^(?:gloo|mpi|ucc):|(?i:barrier)|^_?c10d(?:_functional)?::\w*wait"
     r"|^MPI_(?:I?[SR]end|I?[Rr]ecv|Sendrecv|Wait|Test|Probe|Barrier|I?Bcast|I?All|I?Reduce|I?Gather|I?Scatter)\w*$"
-)
-#: Ranges of one-time work: autotuning, compilation, lazy initialization, module loading.
-ONE_TIME_RANGES: Final = (
-    r"(?i:autotun|benchmark_all_configs|select_algorithm|cudnn_?find|find_?algorithm"
-    r"|torch/_dynamo/(?:convert_frame|symbolic_convert|output_graph)"
-    r"|torch/_inductor/(?:compile_fx|codecache|graph|scheduler|async_compile)"
-    r"|compile_fx|compile_inner|dynamo_timed|aot_?autograd|create_aot_dispatcher"
-    r"|lazy_?init|load_?module|module_?load)"
-)
-#: Runtime and driver calls of one-time work: allocator growth, set-up, module loading.
-ONE_TIME_CALLS: Final = (
-    r"^(?:cuda|hip)(?:Malloc|MallocHost|MallocManaged|MallocPitch|HostAlloc|HostRegister|Free|FreeHost"
-    r"|GraphInstantiate\w*|GraphUpload|StreamBeginCapture\w*|StreamEndCapture|SetDevice|GetDeviceProperties\w*)"
-    r"(?:_v\d+)?$"
-    r"|^cu(?:MemAlloc\w*|MemFree\w*|MemCreate|MemMap|MemHostAlloc\w*|ModuleLoad\w*|LibraryLoad\w*"
-    r"|ModuleGetFunction|LibraryGetKernel|CtxCreate\w*|DevicePrimaryCtxRetain|Init)(?:_v\d+)?$"
 )
 #: Runtime and driver calls that put work on the GPU.
 LAUNCH_CALLS: Final = r"(?i)^(?:cuda|cu|hip)\w*(?:Launch|Memcpy|Memset)"

@@ -36,6 +36,7 @@ import polars as pl
 from tracekit.analyzers import intervals as iv
 from tracekit.errors import InputError
 from tracekit.model.schema import KINDS
+from tracekit.model.taxonomy import ONE_TIME_WORK
 from tracekit.results.vocab import WarmupReason
 
 if TYPE_CHECKING:
@@ -47,12 +48,9 @@ ONE_TIME_FACTOR: Final = 1.0
 OUTLIER_FACTOR: Final = 3.0
 MAX_OUTLIER_SHARE: Final = 0.2
 PARTIAL_FACTOR: Final = 0.5
-#: Names of one-time work: cudnn/Triton autotune, TorchDynamo/Inductor compilation, device
-#: queries and module loading of lazy CUDA init, allocator growth.
-ONE_TIME_PATTERN: Final = (
-    r"(?i)cudnn.*(?:find|benchmark|autotun)|autotun|torch/_dynamo|torch/_inductor|"
-    r"^cudaGetDeviceProperties|^cuModuleLoad|^cuLibraryLoad|^cudaMalloc$|^cuMemCreate$|^cudaHostAlloc$"
-)
+#: Names of one-time work (cudnn/Triton autotune, TorchDynamo/Inductor compilation, lazy CUDA
+#: init and module loading, allocator growth): one definition, shared with the idle causes.
+ONE_TIME_PATTERN: Final = ONE_TIME_WORK
 _PART: Final = re.compile(r"^(?:(\d+)|(\d*)\s*-\s*(\d*))$")
 
 

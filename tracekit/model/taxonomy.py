@@ -184,3 +184,24 @@ def kernel_op_expr(name: pl.Expr) -> pl.Expr:
         .str.strip_chars()
     )
     return pl.coalesce(*named, pl.when(function != "").then(function), name)
+
+
+#: Host ranges of one-time work: autotuning, compilation, lazy initialization, module loading.
+#: Shared by warm-up detection (a first step holding them) and the idle causes (``one_time``).
+ONE_TIME_RANGES: Final = (
+    r"(?i:autotun|benchmark_all_configs|select_algorithm|cudnn_?find|find_?algorithm"
+    r"|torch/_dynamo/(?:convert_frame|symbolic_convert|output_graph)"
+    r"|torch/_inductor/(?:compile_fx|codecache|graph|scheduler|async_compile)"
+    r"|compile_fx|compile_inner|dynamo_timed|aot_?autograd|create_aot_dispatcher"
+    r"|lazy_?init|load_?module|module_?load)"
+)
+#: Runtime and driver calls of one-time work: allocator growth, set-up, module loading.
+ONE_TIME_CALLS: Final = (
+    r"^(?:cuda|hip)(?:Malloc|MallocHost|MallocManaged|MallocPitch|HostAlloc|HostRegister|Free|FreeHost"
+    r"|GraphInstantiate\w*|GraphUpload|StreamBeginCapture\w*|StreamEndCapture|SetDevice|GetDeviceProperties\w*)"
+    r"(?:_v\d+)?$"
+    r"|^cu(?:MemAlloc\w*|MemFree\w*|MemCreate|MemMap|MemHostAlloc\w*|ModuleLoad\w*|LibraryLoad\w*"
+    r"|ModuleGetFunction|LibraryGetKernel|CtxCreate\w*|DevicePrimaryCtxRetain|Init)(?:_v\d+)?$"
+)
+#: Either of the above.
+ONE_TIME_WORK: Final = f"{ONE_TIME_RANGES}|{ONE_TIME_CALLS}"
