@@ -43,7 +43,6 @@ def costs(
     breakdown: BreakdownResult,
     *,
     measured_on: MeasuredOn,
-    collectives: CollectiveResult,
     dataloader: DataLoaderResult,
     idle: IdleResult | None,
     stragglers: StragglerResult,

@@ -301,7 +301,6 @@ def verdict_reduce(red: Reduced) -> Verdict:
     costs = ev.costs(
         red.measured,
         measured_on=measured_on,
-        collectives=red.collectives,
         dataloader=red.dataloader,
         idle=red.idle,
         stragglers=red.stragglers,

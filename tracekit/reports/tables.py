@@ -7,11 +7,12 @@ table's sort key when a run has more ranks (the JSON keeps them all) and say so 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
 if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable, Sequence
+
     from tracekit.results.analysis import Analysis
 
 
@@ -429,9 +430,6 @@ def costs(a: Analysis) -> Table:
         "Thresholds and rules: tracekit/analyzers/verdict.py.",
         numeric=(False, True, True, True),
     )
-
-
-Builder = Callable[["Analysis", "int | None"], "Table | None"]
 
 
 def all_tables(a: Analysis, *, limit: int | None) -> list[Table]:
