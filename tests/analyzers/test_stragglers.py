@@ -114,6 +114,25 @@ def test_a_late_step_start_is_the_cause_when_no_phase_explains_it() -> None:
     assert (straggler.cause, straggler.phase, straggler.cause_excess_ns) == (StragglerCause.LATE_START, None, 300 * US)
 
 
+def test_lateness_that_nothing_on_the_rank_explains_is_jitter_not_a_straggler() -> None:
+    # rank 2 enters every all-reduce 400 us after the others, but its forward is only 100 us
+    # longer than theirs (300 vs 200) and its steps start on time: 100 us of phase excess
+    # against 400 us of waiting it causes per step (under half): the lateness is not found
+    # before the collective on rank 2 (scheduling, not its work), so its waiting is the
+    # collective's cost, not a straggler's
+    rows: list[dict[str, object]] = []
+    for step in range(4):
+        t = step * STEP
+        for r in range(3):
+            rows.append(ev("step", f"ProfilerStep#{step}", t, t + STEP, rank=r))
+            rows.append(ev("annotation", "forward", t, t + (300 if r == 2 else 200) * US, rank=r))
+            rows += nccl_call(r, t + (600 if r == 2 else 200) * US, t + 700 * US, corr=step + 1)
+    _, result = cross_rank(make_run(rows, world_size=3))
+    assert result.stragglers == ()
+    ranks = per_rank(result)
+    assert ranks[0]["straggler_wait_ns"] == 0 and ranks[0]["comms_wait_ns"] == 4 * 400 * US
+
+
 def test_no_straggler_is_named_without_every_rank_of_the_group() -> None:
     # ranks 0 and 1 of a world of 8: rank 1 is late by 400 us, but the others are not here
     rows = [r for r in late_forward() if r["rank"] == 0] + [{**r, "rank": 1} for r in late_forward() if r["rank"] == 2]

@@ -37,6 +37,12 @@ if TYPE_CHECKING:
 STRAGGLER_MIN_SHARE: Final = 0.05
 #: ... and it arrives last at this share of its complete collectives at least (systematic, not noise).
 STRAGGLER_MIN_LAST_SHARE: Final = 0.5
+#: ... and what happened before the collective on it (a phase longer than on the median rank,
+#: or a late start of the step) accounts for at least this share of the wait it causes per
+#: step. Lateness that nothing on the rank explains is jitter (a different rank each capture
+#: when ranks share cores), and its waiting is the collective's cost. Without phase annotations
+#: nothing can be checked and the rank is named.
+STRAGGLER_MIN_CAUSE_SHARE: Final = 0.5
 #: Annotation names that are no phase of the step.
 _NOT_PHASES: Final = ("(unannotated)",)
 
@@ -141,9 +147,19 @@ def find_stragglers(
         pl.col("times_last") >= STRAGGLER_MIN_LAST_SHARE * pl.col("complete"),
         pl.col("times_last") > 0,
     ).sort(["score", "rank"], descending=[True, False])
-    per_rank = _straggler_waits(joined, per_rank, named["rank"].to_list())
-    stragglers = tuple(_explain(row, steps, annotations, matrix) for row in named.iter_rows(named=True))
+    explained = [_explain(row, steps, annotations, matrix) for row in named.iter_rows(named=True)]
+    stragglers = tuple(s for s in explained if _caused(s, n_steps=n_steps))
+    per_rank = _straggler_waits(joined, per_rank, [s.rank for s in stragglers])
     return StragglerResult(per_rank=per_rank, matrix=matrix, stragglers=stragglers, per_ns=base)
+
+
+def _caused(straggler: Straggler, *, n_steps: int) -> bool:
+    """Whether the straggler's cause accounts for the waiting it is named for (see
+    :data:`STRAGGLER_MIN_CAUSE_SHARE`)."""
+    if straggler.cause is StragglerCause.NO_PHASES:
+        return True
+    per_step = straggler.caused_wait_ns / max(n_steps, 1)
+    return straggler.cause_excess_ns >= STRAGGLER_MIN_CAUSE_SHARE * per_step
 
 
 def _time_base(steps: StepResult, span_ns: int) -> tuple[float, int]:
