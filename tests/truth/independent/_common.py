@@ -76,6 +76,22 @@ class Trace:
         return [e for e in self.events if e[0] in kinds]
 
 
+#: CUDA/HIP runtime calls that block the host until the device is done (synchronous cudaMemcpy by
+#: its exact name), shared by every script that counts syncs.
+BLOCKING_SYNC_CALLS = frozenset(
+    {
+        "cudaDeviceSynchronize",
+        "cudaStreamSynchronize",
+        "cudaEventSynchronize",
+        "hipDeviceSynchronize",
+        "hipStreamSynchronize",
+        "hipEventSynchronize",
+        "cudaMemcpy",
+        "hipMemcpy",
+    }
+)
+
+
 def _ns(x: float) -> int:
     return round(float(x) * 1000)
 

@@ -30,19 +30,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 import itertools
 
-from _common import gaps, intersect, is_comm_kernel, length, load_kineto, load_nsys, union
+from _common import BLOCKING_SYNC_CALLS, gaps, intersect, is_comm_kernel, length, load_kineto, load_nsys, union
 
 LAUNCHES = ("LaunchKernel", "MemcpyAsync", "MemsetAsync", "GraphLaunch", "LaunchCooperativeKernel", "Memcpy", "Memset")
-SYNCS = (
-    "cudaDeviceSynchronize",
-    "cudaStreamSynchronize",
-    "cudaEventSynchronize",
-    "hipDeviceSynchronize",
-    "hipStreamSynchronize",
-    "hipEventSynchronize",
-    "cudaMemcpy",
-    "hipMemcpy",
-)
 ALLOC = ("cudaMalloc", "cudaFree", "cudaHostAlloc", "hipMalloc", "hipFree", "cudaMallocHost")
 
 
@@ -76,7 +66,7 @@ def explain(  # noqa: PLR0912, PLR0915
     alloc_by_tid: dict[object, list] = collections.defaultdict(list)
     launch_by_tid: dict[object, list] = collections.defaultdict(list)
     for e in rt:
-        if e[1] in SYNCS or e[1].endswith("Synchronize") or e[6].get("correlation") in pageable_d2h:
+        if e[1] in BLOCKING_SYNC_CALLS or e[1].endswith("Synchronize") or e[6].get("correlation") in pageable_d2h:
             sync_by_tid[e[3]].append((e[4], e[5]))
         if e[1] in ALLOC:
             alloc_by_tid[e[3]].append((e[4], e[5]))

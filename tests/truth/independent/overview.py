@@ -14,6 +14,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 from _common import (
+    BLOCKING_SYNC_CALLS,
     clip,
     gaps,
     gpu_shares,
@@ -25,21 +26,11 @@ from _common import (
     union,
 )
 
-SYNC_CALLS = (
-    "cudaDeviceSynchronize",
-    "cudaStreamSynchronize",
-    "cudaEventSynchronize",
-    "hipDeviceSynchronize",
-    "hipStreamSynchronize",
-    "hipEventSynchronize",
-    "cudaMemcpy",  # synchronous copy (exact name)
-    "hipMemcpy",
-)
 FETCH = ("DataLoader", "__next__", "enumerate(DataLoader)")
 
 
 def is_sync_call(name: str) -> bool:
-    return name in SYNC_CALLS or name.endswith("Synchronize")
+    return name in BLOCKING_SYNC_CALLS or name.endswith("Synchronize")
 
 
 def is_fetch(name: str) -> bool:

@@ -16,18 +16,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _common import load_kineto
-
-BLOCKING = {
-    "cudaDeviceSynchronize",
-    "cudaStreamSynchronize",
-    "cudaEventSynchronize",
-    "hipDeviceSynchronize",
-    "hipStreamSynchronize",
-    "hipEventSynchronize",
-    "cudaMemcpy",
-    "hipMemcpy",
-}
+from _common import BLOCKING_SYNC_CALLS, load_kineto
 
 
 def main() -> None:
@@ -38,10 +27,12 @@ def main() -> None:
         rt = [e for e in ev if e[0] == "runtime"]
         pageable = [e for e in ev if e[0] == "memcpy" and "DtoH" in e[1] and "Pageable" in e[1]]
         launch_of = {e[6].get("correlation"): e for e in rt}
-        print(Path(p).name, "total blocking calls:", collections.Counter(e[1] for e in rt if e[1] in BLOCKING))
+        print(
+            Path(p).name, "total blocking calls:", collections.Counter(e[1] for e in rt if e[1] in BLOCKING_SYNC_CALLS)
+        )
         for s in steps:
-            c = collections.Counter(e[1] for e in rt if e[1] in BLOCKING and s[4] <= e[4] < s[5])
-            dur = sum(e[5] - e[4] for e in rt if e[1] in BLOCKING and s[4] <= e[4] < s[5])
+            c = collections.Counter(e[1] for e in rt if e[1] in BLOCKING_SYNC_CALLS and s[4] <= e[4] < s[5])
+            dur = sum(e[5] - e[4] for e in rt if e[1] in BLOCKING_SYNC_CALLS and s[4] <= e[4] < s[5])
             pg = sum(
                 1
                 for e in pageable
