@@ -6,13 +6,13 @@ import sqlite3
 from contextlib import closing
 from typing import TYPE_CHECKING
 
+import polars as pl
 import pytest
 from click.testing import CliRunner
 
-from tests.factories import simple_step, write_kineto
+from tests.factories import ev, make_run, simple_step, write_kineto
 from tracekit.cli.main import cli
 from tracekit.errors import InputError, TraceReadError
-from tracekit.model.schema import empty_events
 from tracekit.readers import discover, formats, load_run, read_file
 from tracekit.readers.formats import FORMATS, InputFormat, format_of
 from tracekit.readers.trace import RankTrace
@@ -65,9 +65,10 @@ def test_export_beside_its_report_is_read_instead(tmp_path: Path) -> None:
 
 
 def fake_read(path: Path, *, cache_root: Path | None) -> list[RankTrace]:
-    """A reader of a made-up format: one empty rank per file, rank 5."""
+    """A reader of a made-up format: one rank per file, rank 5, with one event."""
     del cache_root
-    return [RankTrace(str(path), empty_events(), rank=5, world_size=8, backend=None, devices=(), schema_version=None)]
+    events = make_run([ev("cpu_op", "aten::mm", 0, 10)]).events.with_columns(pl.lit(None, dtype=pl.Int32).alias("rank"))
+    return [RankTrace(str(path), events, rank=5, world_size=8, backend=None, devices=(), schema_version=None)]
 
 
 @pytest.fixture

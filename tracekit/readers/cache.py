@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
 #: Bump whenever a reader's output (columns, values, rank metadata) changes for the same file.
-CACHE_VERSION: Final = 4
+CACHE_VERSION: Final = 5
 #: The environment variable naming the cache root.
 CACHE_ENV: Final = "TRACEKIT_CACHE_DIR"
 _ENDS: Final = 64 * 1024
@@ -116,7 +116,12 @@ class EventCache:
         )
         meta = {k: item[k] for k in _METADATA}
         return RankTrace(
-            events=events, counters=counters, devices=tuple(item["devices"]), process_groups=groups, **meta
+            events=events,
+            counters=counters,
+            devices=tuple(item["devices"]),
+            process_groups=groups,
+            warnings=tuple(str(w) for w in item["warnings"]),
+            **meta,
         )
 
     def store(self, identity: FileIdentity, traces: Sequence[RankTrace]) -> bool:
@@ -136,6 +141,7 @@ class EventCache:
                     **{k: getattr(t, k) for k in _METADATA},
                     "devices": list(t.devices),
                     "process_groups": [asdict(g) for g in t.process_groups],
+                    "warnings": list(t.warnings),
                     "rows": t.events.height,
                     "counter_rows": t.counters.height,
                 }

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+import re
 from itertools import repeat
 from typing import Any, Final
 
@@ -32,11 +34,38 @@ def column(name: str, values: list[Any], dtype: pl.DataType) -> pl.Series:
             return ints
         except _MIXED:
             pass
-    series = pl.Series(name, values, strict=False)
-    if dtype.is_integer() and series.dtype == pl.String:
-        series = series.str.extract(_INT_IN_TEXT)
-    out: pl.Series = series.cast(dtype, strict=False)
-    return out
+    return pl.Series(name, [_tolerant(v, dtype) for v in values], dtype=dtype)
+
+
+#: The range of an Int64 column.
+_INT64: Final = (-(2**63), 2**63 - 1)
+
+
+def _tolerant(value: Any, dtype: pl.DataType) -> Any:
+    """One value as ``dtype`` wants it, or None: the slow path, for files with values of any type.
+
+    Booleans are not numbers here (``"ts": true`` is no time), integers beyond int64 and
+    non-finite floats are no value, text becomes a number only where an id is written as
+    text (its last run of digits), and containers are never a value.
+    """
+    if value is None or isinstance(value, bool | dict | list | tuple):
+        return None
+    if dtype == pl.String:
+        return value if isinstance(value, str) else str(value)
+    if dtype.is_integer():
+        return _tolerant_int(value)
+    if isinstance(value, int | float) and math.isfinite(value):
+        return float(value)
+    return None
+
+
+def _tolerant_int(value: Any) -> int | None:
+    if isinstance(value, str):
+        digits = re.search(_INT_IN_TEXT, value)
+        value = int(digits.group(1)) if digits else None
+    elif isinstance(value, float):
+        value = int(value) if math.isfinite(value) and value.is_integer() else None
+    return value if isinstance(value, int) and _INT64[0] <= value <= _INT64[1] else None
 
 
 def _ints_and_text(name: str, values: list[Any]) -> pl.Series:
@@ -48,6 +77,7 @@ def _ints_and_text(name: str, values: list[Any]) -> pl.Series:
     """
     at = pl.Series(list(map(isinstance, values, repeat(str))), dtype=pl.Boolean).arg_true().to_list()
     text = pl.Series([values[i] for i in at], dtype=pl.String)
+    values = list(values)  # the caller's list stays as it was, for its fallback
     for i in at:
         values[i] = None
     ints = pl.Series(name, values, dtype=pl.Int64, strict=True)

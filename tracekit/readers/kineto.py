@@ -18,7 +18,7 @@ from functools import reduce
 from itertools import compress, repeat
 from operator import attrgetter, or_
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
 import polars as pl
@@ -30,7 +30,12 @@ from tracekit.model.run import ProcessGroup
 from tracekit.model.schema import GPU_KINDS, SCHEMA
 from tracekit.readers.columns import column
 from tracekit.readers.compressed import read_bytes
+from tracekit.readers.plausible import Dropped, screen
+from tracekit.readers.ranks import is_rank
 from tracekit.readers.trace import RankTrace
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
 
 #: Kineto category (lower-cased) -> event kind, for today's names and the 2021 ones.
 CATEGORY_KINDS: Final[dict[str, str]] = {
@@ -56,6 +61,8 @@ _SKIPPED_CATEGORIES: Final = ("trace",)
 _STEP_PREFIX: Final = "ProfilerStep#"
 #: The clock of every Kineto trace, as :class:`RankTrace` reports it.
 CLOCK: Final = "kineto: host clock, us -> ns"
+#: The name of an event the file gives none.
+UNNAMED: Final = "(unnamed)"
 #: The name of the instants ``profile_memory=True`` writes: counters, not events.
 MEMORY_EVENT: Final = "[memory]"
 #: Their ``Device Type``: c10::DeviceType -> the counters table's device types ("other" else).
@@ -228,19 +235,23 @@ def read_kineto(path: str | Path) -> RankTrace:
         raw_events, version = trace.traceEvents, trace.schemaVersion
         info = trace.distributedInfo if isinstance(trace.distributedInfo, dict) else {}
         props = trace.deviceProperties if isinstance(trace.deviceProperties, list) else []
-    events, counters = _to_frames(raw_events)
+    events, counters, dropped = _to_frames(raw_events)
     del raw_events, trace
+    rank, rank_problem = _distributed_int(info, "rank", lowest=0)
+    world_size, world_problem = _distributed_int(info, "world_size", lowest=1)
+    problems = tuple(p for p in (rank_problem, world_problem) if p)
     return RankTrace(
         path=str(path),
         events=events,
         counters=counters,
-        rank=_as_int(info.get("rank")),
-        world_size=_as_int(info.get("world_size")),
+        rank=rank,
+        world_size=world_size,
         backend=str(info["backend"]) if info.get("backend") else None,
         devices=tuple(dict.fromkeys(str(p["name"]) for p in props if isinstance(p, dict) and p.get("name"))),
         schema_version=None if version is None else str(version),
         clock=CLOCK,
         process_groups=process_groups(info.get("pg_config")),
+        warnings=problems + dropped.warnings(),
     )
 
 
@@ -255,14 +266,14 @@ def process_groups(config: Any) -> tuple[ProcessGroup, ...]:
     for entry in config:
         if not isinstance(entry, dict) or entry.get("pg_name") is None or not isinstance(entry.get("ranks"), list):
             continue
-        ranks = [_as_int(r) for r in entry["ranks"]]
-        if any(r is None for r in ranks):
+        ranks = entry["ranks"]
+        if not all(is_rank(r) for r in ranks):
             continue
         desc = entry.get("pg_desc")
         groups.append(
             ProcessGroup(
                 name=str(entry["pg_name"]),
-                ranks=tuple(r for r in ranks if r is not None),
+                ranks=tuple(ranks),
                 description=str(desc) if desc is not None else "",
             )
         )
@@ -287,14 +298,21 @@ def _json_problem(exc: msgspec.DecodeError) -> str:
     return f"not valid JSON ({text})"
 
 
-def _as_int(value: Any) -> int | None:
-    try:
-        return None if value is None else int(value)
-    except (TypeError, ValueError):
-        return None
+def _distributed_int(info: dict[str, Any], key: str, *, lowest: int) -> tuple[int | None, str]:
+    """``distributedInfo[key]`` when it is a whole number from ``lowest`` to :data:`MAX_RANK`, and
+    else None with a sentence saying why it was not used (empty when the key is absent)."""
+    value = info.get(key)
+    if value is None:
+        return None, ""
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if is_rank(value) and value >= lowest:
+        return value, ""
+    shown = repr(value)[:40]
+    return None, f"distributedInfo.{key} is {shown}, which is not a {key.replace('_', ' ')}; it was ignored"
 
 
-def _to_frames(raw: list[Any]) -> tuple[pl.DataFrame, pl.DataFrame]:
+def _to_frames(raw: list[Any]) -> tuple[pl.DataFrame, pl.DataFrame, Dropped]:
     """Events and counters from decoded events; keeps durations ('X') and instants ('i', 'I').
 
     Each column is one ``map(attrgetter(field), ...)`` pass, which runs in C, as does
@@ -309,11 +327,20 @@ def _to_frames(raw: list[Any]) -> tuple[pl.DataFrame, pl.DataFrame]:
     return _normalize(pl.DataFrame([instant, *_columns(events)]), memory)
 
 
-def _columns(events: list[Any]) -> list[pl.Series]:
-    """The raw columns of ``events`` (typed or loose structs), in ``_EVENT_COLUMNS``, ``_ARG_COLUMNS`` order."""
-    cols = [column(name, list(map(attrgetter(name), events)), dtype) for name, dtype in _EVENT_COLUMNS.items()]
+def _columns(events: list[Any], *, loose: bool = False) -> list[pl.Series]:
+    """The raw columns of ``events`` (typed or loose structs), in ``_EVENT_COLUMNS``, ``_ARG_COLUMNS`` order.
+
+    ``loose``: the values may be of any JSON type; a boolean (``"ts": true``) is no value,
+    though polars would take it for 1.
+    """
+    clean = _no_bools if loose else list
+
+    def values(items: list[Any], name: str) -> list[Any]:
+        return clean(map(attrgetter(name), items))
+
+    cols = [column(name, values(events, name), dtype) for name, dtype in _EVENT_COLUMNS.items()]
     args = list(map(attrgetter("args"), events))  # a pass over the args alone: fewer cache misses
-    cols += [column(name, list(map(attrgetter(name), args)), dtype) for name, dtype in _ARG_COLUMNS.items()]
+    cols += [column(name, values(args, name), dtype) for name, dtype in _ARG_COLUMNS.items()]
     return cols
 
 
@@ -333,17 +360,21 @@ def _memory_frame(instants: list[Any]) -> pl.DataFrame | None:
     )
 
 
-def _loose_frames(raw: list[_LooseEvent]) -> tuple[pl.DataFrame, pl.DataFrame]:
+def _loose_frames(raw: list[_LooseEvent]) -> tuple[pl.DataFrame, pl.DataFrame, Dropped]:
     """The same frames from leniently decoded events (a rare path: any JSON type anywhere)."""
     events = [e if e.args is not None else msgspec.structs.replace(e, args=_NO_LOOSE_ARGS) for e in raw]
     ph = column("ph", list(map(attrgetter("ph"), events)), pl.String())
     memory = _memory_frame(list(compress(events, ph.is_in(_KEPT_PHASES[1:]).fill_null(False).to_list())))
     frame = (
-        pl.DataFrame([ph, *_columns(events)])
+        pl.DataFrame([ph, *_columns(events, loose=True)])
         .filter(pl.col("ph").is_in(_KEPT_PHASES))
         .select(pl.col("ph").ne("X").alias("instant"), *_EVENT_COLUMNS, *_ARG_COLUMNS)
     )
     return _normalize(frame, memory)
+
+
+def _no_bools(values: Iterable[Any]) -> list[Any]:
+    return [None if isinstance(v, bool) else v for v in values]
 
 
 def _ns(ts: pl.Expr, base: int) -> pl.Expr:
@@ -351,13 +382,39 @@ def _ns(ts: pl.Expr, base: int) -> pl.Expr:
     return ((ts - base) * 1000).round().cast(pl.Int64) + base * 1000
 
 
-def _normalize(df: pl.DataFrame, memory: pl.DataFrame | None) -> tuple[pl.DataFrame, pl.DataFrame]:
+def _normalize(df: pl.DataFrame, memory: pl.DataFrame | None) -> tuple[pl.DataFrame, pl.DataFrame, Dropped]:
     """Raw columns -> the event schema (ns times, kinds, GPU device/stream) and the counters.
 
     The ``[memory]`` instants among ``df`` become the counters (``memory``: their args).
+    Events and counters with impossible times are dropped first (:mod:`tracekit.readers.plausible`).
     """
+    cat = pl.col("cat").str.to_lowercase()
+    df = df.filter(
+        cat.is_null() | ~cat.is_in(_SKIPPED_CATEGORIES),
+        ~(pl.col("instant") & pl.col("name").eq_missing(MEMORY_EVENT)),
+    )
+    instant = pl.col("instant")
+    df, dropped, window = screen(
+        df,
+        start=pl.col("ts"),
+        end=pl.when(instant).then(pl.col("ts")).otherwise(pl.col("ts") + pl.col("dur")),
+        needs_extent=~instant,
+        unit_ns=1000,
+        unit="us",
+    )
     base = int(df["ts"].min() or 0)  # type: ignore[arg-type]
-    return _events(df, base), empty_counters() if memory is None else _counters(memory, base)
+    if memory is None:
+        return _events(df, base), empty_counters(), dropped
+    memory, dropped_memory, _ = screen(
+        memory.with_columns(name=pl.lit(MEMORY_EVENT)),
+        start=pl.col("ts"),
+        end=pl.col("ts"),
+        needs_extent=False,
+        unit_ns=1000,
+        unit="us",
+        window=window,
+    )
+    return _events(df, base), _counters(memory, base), dropped + dropped_memory
 
 
 def _events(df: pl.DataFrame, base: int) -> pl.DataFrame:
@@ -371,21 +428,17 @@ def _events(df: pl.DataFrame, base: int) -> pl.DataFrame:
         .otherwise(cat.replace_strict(CATEGORY_KINDS, default="other"))
     )
     start = _ns(pl.col("ts"), base)
-    dur = (pl.col("dur").fill_null(0).clip(lower_bound=0) * 1000).round().cast(pl.Int64)
+    dur = pl.when(pl.col("instant")).then(0).otherwise((pl.col("dur") * 1000).round()).cast(pl.Int64)
     is_gpu = pl.col("kind").is_in(GPU_KINDS)
     return (
         df.lazy()
-        .filter(
-            pl.col("ts").is_not_null(),
-            cat.is_null() | ~cat.is_in(_SKIPPED_CATEGORIES),
-            ~(pl.col("instant") & pl.col("name").eq_missing(MEMORY_EVENT)),
-        )
         .with_columns(kind=kind, start_ns=start, dur_ns=dur)
         .with_columns(
             end_ns=pl.col("start_ns") + pl.col("dur_ns"),
             device=pl.when(is_gpu).then(pl.coalesce("device", "pid")),
             stream=pl.when(is_gpu).then(pl.coalesce("stream", "tid")),
             external_id=pl.coalesce("external_id", "external_id_2021"),
+            name=pl.col("name").fill_null(UNNAMED),
             rank=pl.lit(None, dtype=pl.Int32),
         )
         .select([pl.col(c).cast(t) for c, t in SCHEMA.items() if c != "category"])
@@ -401,7 +454,6 @@ def _counters(memory: pl.DataFrame, base: int) -> pl.DataFrame:
     device_type = pl.col("device_type").replace_strict(DEVICE_TYPE_CODES, default="other", return_dtype=DeviceType)
     return (
         memory.lazy()
-        .filter(pl.col("ts").is_not_null())
         .select(
             rank=pl.lit(None, dtype=pl.Int32),
             time_ns=_ns(pl.col("ts"), base),

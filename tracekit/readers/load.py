@@ -23,7 +23,7 @@ from tracekit.readers.cache import EventCache, default_cache_dir
 from tracekit.readers.discover import discover
 from tracekit.readers.formats import read_file
 from tracekit.readers.parse import ProgressCallback, parse_files
-from tracekit.readers.ranks import rank_from_name
+from tracekit.readers.ranks import MAX_RANK, format_ranks, is_rank, rank_from_name
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
@@ -61,6 +61,8 @@ def load_run(
     pattern is not a valid regular expression.
     """
     user_kernel_pattern(comm_kernels)  # a bad pattern fails before any file is read
+    if rank is not None and not is_rank(rank):
+        raise InputError(f"--rank {rank} is not a rank (0 to {MAX_RANK})")
     files = discover(paths)
     if rank is not None and len(files) != 1:
         raise InputError(f"--rank applies to a single trace file, not {len(files)}")
@@ -68,7 +70,13 @@ def load_run(
     cache = EventCache(root) if use_cache else None
     parsed = parse_files(files, jobs=jobs or os.cpu_count() or 1, cache=cache, cache_root=root, progress=progress)
     skipped = [SkippedFile(p.path, p.error) for p in parsed if p.error is not None]
-    good = [t for p in parsed for t in p.traces]
+    good = [t for p in parsed for t in p.traces if t.events.height or t.counters.height]
+    skipped += [
+        SkippedFile(t.path, "no events: the trace is empty (was the profiler's schedule ever active?)")
+        for p in parsed
+        for t in p.traces
+        if not (t.events.height or t.counters.height)
+    ]
     if rank is not None and len(good) > 1:
         raise InputError(
             f"--rank applies to a file holding one rank; this one holds {len(good)} processes with GPU work",
@@ -94,13 +102,15 @@ def load_run(
     # order they make the run's order without a sort; one chunk, since polars would otherwise
     # re-chunk the whole frame again in every query the analyses make
     events = pl.concat([_by_start(frames[i.rank]) for i in infos], how="vertical", rechunk=True)
+    warnings = list(dict.fromkeys(f"{t.path}: {w}" for t in good for w in t.warnings))  # once per file
     del frames, good, parsed
     events = classify_run(events, comm_kernels=comm_kernels)
+    warnings += _rank_warnings(infos, selected=ranks is not None)
     return Run(
         events=events,
         ranks=tuple(infos),
         skipped=tuple(skipped),
-        warnings=tuple(_collective_warnings(infos, events)),
+        warnings=tuple(warnings + _collective_warnings(infos, events)),
         counters=pl.concat([empty_counters(), *(_by_time(counters[i.rank]) for i in infos)], rechunk=True),
     )
 
@@ -181,6 +191,26 @@ def _check_one_job(infos: list[RankInfo], frames: dict[int, pl.DataFrame]) -> No
             raise InputError(
                 f"files of different jobs: {first[2]} and {last[2]} were recorded {gap / 3.6e12:.1f} hours apart"
             )
+
+
+def _rank_warnings(infos: list[RankInfo], *, selected: bool) -> list[str]:
+    """Ranks outside the world their files claim, and (unless ``selected``) ranks missing from it."""
+    out = [
+        f"{i.source}: rank {i.rank} is outside the world of {i.world_size} ranks its file records"
+        for i in infos
+        if i.world_size is not None and i.rank >= i.world_size
+    ]
+    sizes = [i.world_size for i in infos if i.world_size is not None]
+    if sizes and not selected:
+        world = max(sizes)
+        missing = sorted(set(range(world)) - {i.rank for i in infos})
+        if missing:
+            out.append(
+                f"{len(missing)} of the {world} ranks of this world have no trace here "
+                f"({'rank' if len(missing) == 1 else 'ranks'} {format_ranks(missing)}): "
+                "cross-rank figures cover only the ranks present"
+            )
+    return out
 
 
 def _collective_warnings(infos: list[RankInfo], events: pl.DataFrame) -> list[str]:

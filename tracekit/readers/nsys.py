@@ -26,6 +26,7 @@ file name (see :func:`tracekit.readers.nsys_meta.rank_hint`).
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
@@ -37,6 +38,7 @@ from tracekit.model.classify import category_expr
 from tracekit.model.schema import GPU_ACTIVITY_KINDS, GPU_KINDS, SCHEMA
 from tracekit.readers.nsys_memory import memory_rows
 from tracekit.readers.nsys_meta import Export, ExportMeta, device_names, rank_hint, read_meta
+from tracekit.readers.plausible import Window, screen
 from tracekit.readers.trace import RankTrace
 
 SQLITE_MAGIC: Final = b"SQLite format 3\x00"
@@ -162,7 +164,25 @@ def read_nsys(path: str | Path, *, shown: str | Path | None = None) -> list[Rank
         raise TraceReadError(
             "no CUDA or NVTX events in this export (profile with `nsys profile --trace=cuda,nvtx`)", path=name
         )
-    return _split_ranks(_normalize(raw, meta.epoch_ns or 0), memory, meta, name)
+    raw, dropped, window = screen(
+        raw, start=pl.col("start_ns"), end=pl.col("end_ns"), needs_extent=True, unit_ns=1, unit="ns"
+    )
+    if window is not None:  # memory rows are on the epoch clock already
+        epoch = meta.epoch_ns or 0
+        memory, dropped_memory, _ = screen(
+            memory,
+            start=pl.col("time_ns"),
+            end=pl.col("time_ns"),
+            needs_extent=False,
+            unit_ns=1,
+            unit="ns",
+            window=Window(window.center + epoch, window.bound),
+        )
+        dropped += dropped_memory
+    return [
+        dataclasses.replace(t, warnings=dropped.warnings())
+        for t in _split_ranks(_normalize(raw, meta.epoch_ns or 0), memory, meta, name)
+    ]
 
 
 def _check_file(path: Path, name: str) -> None:

@@ -19,6 +19,8 @@ from multiprocessing import get_context
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
+import polars as pl
+
 from tracekit.errors import TracekitError
 from tracekit.readers.cache import EventCache, FileIdentity
 from tracekit.readers.compressed import GZIP_MAGIC
@@ -55,11 +57,18 @@ def _parse(path: str, exports: str | None, store: str | None, in_worker: bool) -
         traces = read_file(path, cache_root=None if exports is None else Path(exports))
     except TracekitError as exc:
         return Parsed(path, (), exc.reason)
-    except Exception as exc:  # a reader bug must not lose the other ranks
-        return Parsed(path, (), f"could not be read ({type(exc).__name__}: {exc})")
+    except (Exception, pl.exceptions.PanicException) as exc:  # a reader bug must not lose the other ranks
+        return Parsed(
+            path, (), f"could not be read (tracekit bug, please report it: {type(exc).__name__}: {_first_line(exc)})"
+        )
     if store is not None and identity is not None and EventCache(store).store(identity, traces) and in_worker:
         return Parsed(path, (), None, in_cache=True)
     return Parsed(path, tuple(traces), None)
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = str(exc).strip().splitlines()
+    return lines[0][:200] if lines else "no message"
 
 
 def data_bytes(path: Path) -> int:

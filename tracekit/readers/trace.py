@@ -36,3 +36,5 @@ class RankTrace:
     counters: pl.DataFrame = field(default_factory=empty_counters)
     #: The process groups the file lists (Kineto ``distributedInfo.pg_config``).
     process_groups: tuple[ProcessGroup, ...] = ()
+    #: What the reader found wrong in the file and worked around (dropped events), in words.
+    warnings: tuple[str, ...] = ()

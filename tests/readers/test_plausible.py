@@ -1,0 +1,220 @@
+"""Events with impossible times are dropped, counted and named; bad ranks are named; nothing poisons a rank."""
+
+from __future__ import annotations
+
+import copy
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+import polars as pl
+import pytest
+
+from tests.factories import gid, kineto_event, simple_step, write_kineto, write_nsys
+from tracekit.analyzers import analyze
+from tracekit.errors import InputError
+from tracekit.readers import load_run
+from tracekit.readers.kineto import read_kineto
+from tracekit.readers.plausible import FAR, NEGATIVE, NO_EXTENT, NO_TIME, screen
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from tracekit.results.analysis import Analysis
+
+
+#: Where the clock of a real trace is: microseconds since the epoch (September 2023).
+EPOCH_US = 1_694_128_201_545_000.0
+#: The start of the first step of :func:`steps`.
+T0 = EPOCH_US + 1_000_000.0
+
+
+def steps(rank: int, count: int = 3) -> list[dict[str, Any]]:
+    """``count`` steps of :func:`simple_step`, 200 us apart, on an epoch clock as real traces are."""
+    return [e for i in range(count) for e in simple_step(rank, offset=EPOCH_US + 200.0 * i)]
+
+
+def numbers(analysis: Analysis) -> bytes:
+    """What a report says about the ranks: steps, GPU breakdown, overlap, verdict."""
+    return msgspec.json.encode([analysis.steps, analysis.gpu_breakdown, analysis.overlap, analysis.verdict])
+
+
+def two_ranks(folder: Path, bad: list[dict[str, Any]] | None = None) -> Path:
+    folder.mkdir()
+    write_kineto(folder / "rank0.json", steps(0), rank=0, world_size=2)
+    write_kineto(folder / "rank1.json", steps(1) + (bad or []), rank=1, world_size=2)
+    return folder
+
+
+BAD_EVENTS: dict[str, tuple[dict[str, Any], str]] = {
+    "kernel at ts -5": (kineto_event("kernel", "sm90_gemm", -5, 10, stream=7, device=0), FAR),
+    "kernel at ts true": (kineto_event("kernel", "sm90_gemm", True, 10, stream=7, device=0), NO_TIME),  # type: ignore[arg-type]
+    "kernel at ts null": ({**kineto_event("kernel", "sm90_gemm", 0, 10), "ts": None}, NO_TIME),
+    "kernel at ts 'soon'": ({**kineto_event("kernel", "sm90_gemm", 0, 10), "ts": "soon"}, NO_TIME),
+    "kernel at ts 2**64": (kineto_event("kernel", "sm90_gemm", 2**64, 10), NO_TIME),
+    "kernel with dur -3": (kineto_event("kernel", "sm90_gemm", T0 + 50, -3, stream=7, device=0), NEGATIVE),
+    "kernel without dur": (
+        {k: v for k, v in kineto_event("kernel", "sm90_gemm", T0 + 50, 1).items() if k != "dur"},
+        NO_EXTENT,
+    ),
+    "step lasting 10**15 us": (kineto_event("user_annotation", "ProfilerStep#9", T0 + 700, 1e15), FAR),
+    "kernel a year later": (kineto_event("kernel", "sm90_gemm", T0 + 3.2e13, 5), FAR),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_EVENTS))
+def test_one_impossible_event_is_dropped_counted_and_named(tmp_path: Path, case: str) -> None:
+    event, reason = BAD_EVENTS[case]
+    clean = analyze(load_run([two_ranks(tmp_path / "clean")], use_cache=False))
+    run = load_run([two_ranks(tmp_path / "bad", [event])], use_cache=False)
+    [warning] = [w for w in run.warnings if "dropped" in w]
+    assert warning.startswith(str((tmp_path / "bad" / "rank1.json").resolve()) + ": dropped 1 event(s)")
+    assert f"1 with {reason}" in warning
+    assert "e.g. " in warning
+    assert numbers(analyze(run)) == numbers(clean)  # the other rank and this one: as if it were never there
+
+
+def test_the_drop_is_in_every_report_and_the_cache(tmp_path: Path) -> None:
+    folder = two_ranks(tmp_path / "t", [BAD_EVENTS["step lasting 10**15 us"][0]])
+    cache = tmp_path / "cache"
+    first = load_run([folder], cache_dir=cache)
+    again = load_run([folder], cache_dir=cache)  # from the cache: the warning is kept
+    assert [w for w in first.warnings if "dropped" in w] == [w for w in again.warnings if "dropped" in w] != []
+    assert any("'ProfilerStep#9' at 1694128202545700 us lasting 1000000000000000 us" in w for w in again.warnings)
+
+
+def test_relative_clocks_and_instants_are_not_dropped(tmp_path: Path) -> None:
+    events = [
+        kineto_event("user_annotation", "ProfilerStep#1", 0, 100),
+        kineto_event("cpu_op", "aten::mm", -5, 10),  # a few us before zero: a relative clock, not a fault
+        {"ph": "i", "cat": "cpu_instant_event", "name": "mark", "pid": 100, "tid": 1, "ts": 50, "s": "t"},
+        kineto_event("kernel", "k", 20, 0, stream=7, device=0),  # a zero duration is a duration
+    ]
+    trace = read_kineto(write_kineto(tmp_path / "rank0.json", events))
+    assert trace.warnings == ()
+    assert trace.events.height == 4
+
+
+def test_a_long_real_step_is_not_dropped(tmp_path: Path) -> None:
+    """A 13 s step in a 0.36 s recording (a real Triton trace has one): odd, not impossible."""
+    events = [*steps(0), kineto_event("user_annotation", "ProfilerStep#2", T0 + 400, 13.3e6)]
+    assert read_kineto(write_kineto(tmp_path / "rank0.json", events)).warnings == ()
+
+
+def test_screen_counts_each_reason_once() -> None:
+    df = pl.DataFrame(
+        {
+            "name": ["a", "b", "c", "d", "e", "f"],
+            "ts": [100.0, None, 110.0, 120.0, 130.0, -1e12],
+            "dur": [5.0, 1.0, None, -1.0, 2.0, 1.0],
+        }
+    )
+    kept, dropped, window = screen(
+        df, start=pl.col("ts"), end=pl.col("ts") + pl.col("dur"), needs_extent=True, unit_ns=1000, unit="us"
+    )
+    assert kept["name"].to_list() == ["a", "e"]
+    assert dropped.count == 4
+    assert dropped.reasons == {NO_TIME: 1, NO_EXTENT: 1, NEGATIVE: 1, FAR: 1}
+    assert window is not None and window.center == 100.0  # the median of the usable starts 100, 130, -1e12
+
+
+def test_memory_counters_out_of_range_are_dropped(tmp_path: Path) -> None:
+    from tests.factories import kineto_memory
+
+    events = [
+        *steps(0),
+        kineto_memory(T0 + 10, 64, allocated=64, reserved=128),
+        kineto_memory(-7e14, 8, allocated=72, reserved=128),
+    ]
+    trace = read_kineto(write_kineto(tmp_path / "rank0.json", events))
+    assert trace.counters.height == 1
+    assert "'[memory]'" in trace.warnings[0]
+
+
+def test_nsys_rows_that_end_before_they_start_are_dropped(tmp_path: Path) -> None:
+    strings = {1: "sm90_gemm"}
+    kernels = [
+        {
+            "start": 1000 + i * 100,
+            "end": 1050 + i * 100,
+            "deviceId": 0,
+            "streamId": 7,
+            "globalPid": gid(5),
+            "correlationId": i,
+            "demangledName": 1,
+            "shortName": 1,
+        }
+        for i in range(5)
+    ]
+    kernels.append({**kernels[0], "start": 2000, "end": 1500, "correlationId": 99})
+    path = write_nsys(tmp_path / "r.sqlite", {"CUPTI_ACTIVITY_KIND_KERNEL": kernels}, strings=strings)
+    run = load_run([path], use_cache=False)
+    assert run.events.filter(pl.col("kind") == "kernel").height == 5
+    assert any("dropped 1 event(s)" in w and NEGATIVE in w for w in run.warnings)
+
+
+@pytest.mark.parametrize(
+    ("rank", "shown"),
+    [
+        (-1, "-1"),
+        (7.9, "7.9"),
+        (10**12, "1000000000000"),
+        (2**64, "18446744073709551616"),
+        ("3", "'3'"),
+        (True, "True"),
+    ],
+)
+def test_a_rank_that_is_not_a_rank_is_ignored_and_named(tmp_path: Path, rank: Any, shown: str) -> None:
+    path = write_kineto(tmp_path / "worker2.json", steps(0), rank=None)
+    doc = msgspec.json.decode(path.read_bytes())
+    doc["distributedInfo"] = {"rank": rank, "world_size": 4, "backend": "nccl"}
+    path.write_bytes(msgspec.json.encode(doc))
+    run = load_run([path], use_cache=False)
+    assert run.rank_ids == [2]  # from the file name instead
+    assert any(f"distributedInfo.rank is {shown}, which is not a rank" in w for w in run.warnings)
+
+
+def test_rank_outside_its_world_and_missing_ranks_are_named(tmp_path: Path) -> None:
+    write_kineto(tmp_path / "a.json", steps(0), rank=0, world_size=8)
+    write_kineto(tmp_path / "b.json", steps(8), rank=8, world_size=8)
+    run = load_run([tmp_path], use_cache=False)
+    assert any("rank 8 is outside the world of 8 ranks" in w for w in run.warnings)
+    assert any("7 of the 8 ranks of this world have no trace here (ranks 1-7)" in w for w in run.warnings)
+    assert not any("have no trace" in w for w in load_run([tmp_path], ranks={0}, use_cache=False).warnings)
+
+
+def test_a_file_without_events_is_skipped_and_named(tmp_path: Path) -> None:
+    write_kineto(tmp_path / "rank0.json", steps(0), rank=0, world_size=2)
+    write_kineto(tmp_path / "rank1.json", [], rank=1, world_size=2)
+    run = load_run([tmp_path], use_cache=False)
+    assert run.rank_ids == [0]
+    [skip] = run.skipped
+    assert skip.path.endswith("rank1.json") and "no events" in skip.reason
+    with pytest.raises(InputError, match="no events"):
+        load_run([tmp_path / "rank1.json"], use_cache=False)
+
+
+def test_huge_rank_override_is_an_input_error(tmp_path: Path) -> None:
+    path = write_kineto(tmp_path / "x.json", steps(0), rank=None)
+    with pytest.raises(InputError, match="not a rank"):
+        load_run([path], rank=2**40, use_cache=False)
+    assert load_run([tmp_path / "x.json"], use_cache=False).rank_ids == [0]
+
+
+@pytest.mark.parametrize(
+    "args",
+    [{"correlation": {}}, {"correlation": []}, {"External id": {"a": 1}}, {"stream": "x"}, {"device": 2**70}],
+)
+def test_arguments_of_any_type_do_not_lose_the_file(tmp_path: Path, args: dict[str, Any]) -> None:
+    events = steps(0)
+    bad = copy.deepcopy(events[3])
+    bad["args"] = {**bad["args"], **args}
+    trace = read_kineto(write_kineto(tmp_path / "rank0.json", [*events, bad]))
+    assert trace.events.height == len(events) + 1
+
+
+def test_a_kernel_without_a_name_is_analyzed(tmp_path: Path) -> None:
+    events = steps(0)
+    nameless = {k: v for k, v in events[3].items() if k != "name"}
+    path = write_kineto(tmp_path / "rank0.json", [*events, nameless])
+    analysis = analyze(load_run([path], use_cache=False))
+    assert "(unnamed)" in [k.name for k in analysis.kernels.top]

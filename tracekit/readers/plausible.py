@@ -1,0 +1,173 @@
+"""Events whose times cannot be right are dropped, counted and named, never used.
+
+One event with an impossible time poisons a rank: a ``ProfilerStep`` lasting 10^15 us
+stretches the step window over decades and every share on that rank falls to zero. Every
+reader screens its raw rows through :func:`screen` before normalizing them. An event is
+dropped when:
+
+- its start is missing or not a finite number (``"ts": null``, ``"ts": true``);
+- it needs an extent and has none (a complete event without ``dur``, a GPU row without end);
+- it ends before it starts (a negative ``dur``);
+- it starts or ends far outside the time range of the rest of its rank.
+
+"Far" is measured against the bulk of the rank, robustly, so that the outliers themselves
+cannot stretch the yardstick: the median start ``m`` and the median absolute deviation of
+the starts ``d``. An event must lie within ``m ± max(40 d, 10 minutes)``. For events spread
+evenly over a recording of length ``S``, ``d = S / 4``: the bound is ten recordings' length
+on either side, and never less than :data:`FAR_NS` (the same ten minutes beyond which two
+files are not one job, :mod:`tracekit.readers.load`). Real traces stay well inside it (the
+largest overshoot among the real traces in the test corpus is a 13 s ``ProfilerStep`` in a
+0.36 s recording); a clock or encoding fault lands years away.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Final
+
+import polars as pl
+
+#: Two events further apart than this are not one recording (ns).
+FAR_NS: Final = 10 * 60 * 1_000_000_000
+#: How many median absolute deviations of the starts an event may lie from their median.
+SPREAD_FACTOR: Final = 40
+
+#: The reasons an event is dropped, in the order they are tested.
+NO_TIME: Final = "no numeric time"
+NO_EXTENT: Final = "no duration"
+NEGATIVE: Final = "a negative duration"
+FAR: Final = "a time far outside the rest of the rank"
+
+
+@dataclass(frozen=True)
+class Dropped:
+    """What :func:`screen` dropped from one file's rows: counts by reason and one example."""
+
+    count: int = 0
+    reasons: dict[str, int] = field(default_factory=dict)
+    example: str = ""
+
+    def __add__(self, other: Dropped) -> Dropped:
+        reasons = dict(self.reasons)
+        for reason, n in other.reasons.items():
+            reasons[reason] = reasons.get(reason, 0) + n
+        return Dropped(self.count + other.count, reasons, self.example or other.example)
+
+    def warnings(self) -> tuple[str, ...]:
+        """The run's warning about these drops (the file is named by the caller), if any."""
+        return (self.message(),) if self.count else ()
+
+    def message(self) -> str:
+        """One sentence for the run's warnings (the file is named by the caller)."""
+        by_reason = ", ".join(f"{n} with {reason}" for reason, n in self.reasons.items())
+        return (
+            f"dropped {self.count} event(s) whose times cannot be right ({by_reason}), "
+            f"e.g. {self.example}; the analysis does not use them"
+        )
+
+
+#: Beyond this many ns from the epoch no clock a trace uses can reach (int64 ns: 292 years).
+MAX_NS: Final = 2**62
+
+
+@dataclass(frozen=True)
+class Window:
+    """The plausible times of a rank, in the file's unit: ``center ± bound``."""
+
+    center: float
+    bound: float
+
+
+def screen(
+    df: pl.DataFrame,
+    *,
+    start: pl.Expr,
+    end: pl.Expr,
+    needs_extent: pl.Expr | bool,
+    unit_ns: float,
+    unit: str,
+    window: Window | None = None,
+) -> tuple[pl.DataFrame, Dropped, Window | None]:
+    """``df`` without its implausible rows, what was dropped, and the window it was judged by.
+
+    ``start`` and ``end`` are numeric expressions in the file's own unit (``unit_ns``
+    nanoseconds each, called ``unit`` in messages); ``end`` is null where the row has no
+    extent, which is an error only where ``needs_extent`` holds. ``window``: judge by this
+    one (another table of the same rank, such as its memory counters) instead of the
+    rows' own. ``df`` needs a ``name`` column (for the example) unless it has no rows.
+    """
+    if df.height == 0:
+        return df, Dropped(), window
+    limit = MAX_NS / unit_ns
+    start_f, end_f = start.cast(pl.Float64), end.cast(pl.Float64)
+    no_time = start_f.is_null() | ~start_f.is_finite() | (start_f.abs() > limit)
+    extent = pl.lit(needs_extent) if isinstance(needs_extent, bool) else needs_extent.fill_null(True)
+    no_extent = extent & (end_f.is_null() | ~end_f.is_finite())
+    negative = (end_f < start_f).fill_null(False)
+    beyond = (end_f.abs() > limit).fill_null(False)
+    flags = (
+        df.lazy()
+        .select(
+            no_time=no_time,
+            no_extent=~no_time & no_extent,
+            negative=~no_time & ~no_extent & negative,
+            beyond=~no_time & ~no_extent & ~negative & beyond,
+            start=start_f,
+            end=pl.coalesce(end_f, start_f),
+        )
+        .with_columns(ok=~pl.any_horizontal("no_time", "no_extent", "negative", "beyond"))
+        .collect()
+    )
+    if window is None:
+        window = _window(flags.filter("ok")["start"], unit_ns)
+    if window is None:  # nothing has a usable time
+        far = flags["ok"] & False
+    else:
+        c, b = window.center, window.bound
+        far = flags["ok"] & (((flags["start"] - c).abs() > b) | ((flags["end"] - c).abs() > b))
+    far = far | flags["beyond"]
+    keep = flags["ok"] & ~far
+    if keep.all():
+        return df, Dropped(), window
+    counts = {
+        NO_TIME: flags["no_time"].sum(),
+        NO_EXTENT: flags["no_extent"].sum(),
+        NEGATIVE: flags["negative"].sum(),
+        FAR: far.sum(),
+    }
+    dropped = Dropped(
+        count=int((~keep).sum()),
+        reasons={k: int(v) for k, v in counts.items() if v},
+        example=_example(df, flags, int((~keep).arg_true()[0]), unit=unit),
+    )
+    return df.filter(keep), dropped, window
+
+
+def _window(starts: pl.Series, unit_ns: float) -> Window | None:
+    """The median start, and how far from it an event may lie (see the module's docstring)."""
+    center = starts.median()
+    if center is None:
+        return None
+    center = float(center)  # type: ignore[arg-type]
+    spread = (starts - center).abs().median()
+    return Window(center, max(SPREAD_FACTOR * float(spread or 0.0), FAR_NS / unit_ns))
+
+
+def _example(df: pl.DataFrame, flags: pl.DataFrame, row: int, *, unit: str) -> str:
+    name = df["name"][row] if "name" in df.columns else None
+    start, end = flags["start"][row], flags["end"][row]
+    label = "an unnamed event" if name is None else repr(_short(str(name)))
+    if flags["no_time"][row]:
+        return f"{label} with no usable start time"
+    if flags["no_extent"][row]:
+        return f"{label} at {_num(start)} {unit} without a duration"
+    return f"{label} at {_num(start)} {unit} lasting {_num(end - start)} {unit}"
+
+
+def _num(value: float) -> str:
+    return f"{value:.0f}" if abs(value) < 1e18 else f"{value:.3g}"
+
+
+def _short(text: str, limit: int = 60) -> str:
+    text = "".join(ch if ch.isprintable() else "?" for ch in text)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
