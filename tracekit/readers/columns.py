@@ -50,6 +50,8 @@ def _tolerant(value: Any, dtype: pl.DataType) -> Any:
     """
     if value is None or isinstance(value, bool | dict | list | tuple):
         return None
+    if isinstance(value, bytes):  # a SQLite BLOB
+        value = value.decode("utf-8", errors="replace")
     if dtype == pl.String:
         return value if isinstance(value, str) else str(value)
     if dtype.is_integer():

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import re
+import stat
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
 import msgspec
 
 from tracekit.errors import InputError
+from tracekit.model.run import SkippedFile
 from tracekit.readers import formats
 from tracekit.results.capture import CAPTURE_SCHEMA, as_capture_summary
 
@@ -30,22 +32,60 @@ def is_trace_name(path: Path) -> bool:
 def discover(paths: Iterable[str | Path]) -> list[Path]:
     """The trace files named by ``paths``: files as given, folders searched recursively.
 
+    Raises :class:`InputError` for a path that does not exist or a folder without traces;
+    paths that are not regular files are left out (:func:`discover_files` names them).
+    """
+    return discover_files(paths)[0]
+
+
+def discover_files(paths: Iterable[str | Path]) -> tuple[list[Path], list[SkippedFile]]:
+    """The trace files named by ``paths``, and the paths left out because they are not regular files.
+
+    Only regular files are read: a FIFO or a pipe (what ``<(...)`` gives) would block or be
+    consumed, a device such as ``/dev/zero`` never ends. They are named, as is a trace name
+    in a folder that cannot be opened (a symlink loop, a dangling link).
     Raises :class:`InputError` for a path that does not exist or a folder without traces.
     """
     found: list[Path] = []
+    skipped: list[SkippedFile] = []
     for raw in paths:
         path = Path(raw)
         if path.is_dir():
-            inside = sorted(p for p in path.rglob("*") if p.is_file() and is_trace_name(p))
+            inside = sorted(p for p in path.rglob("*") if is_trace_name(p) and not p.is_dir())
+            regular = [p for p in inside if _not_regular(p) is None]
+            skipped += [SkippedFile(str(p), why) for p in inside if (why := _not_regular(p)) is not None]
             if not inside:
                 raise InputError(f"no trace files ({formats.suffix_list()}) in this folder", path=path)
-            found.extend(_without_exported_reports(inside))
-        elif path.exists():
+            found.extend(_without_exported_reports(regular))
+        elif (why := _not_regular(path)) is None:
             found.append(path)
+        elif path.exists() or path.is_symlink():
+            skipped.append(SkippedFile(str(path), why))
         else:
             raise InputError("no such file or folder", path=path)
     unique: dict[Path, None] = dict.fromkeys(p.resolve() for p in found)
-    return list(unique)
+    return list(unique), skipped
+
+
+def _not_regular(path: Path) -> str | None:
+    """Why ``path`` is not read (it is not a regular file), or None when it is one."""
+    try:
+        mode = path.stat().st_mode
+    except OSError as exc:
+        return f"cannot be opened ({exc.strerror or exc})"
+    if stat.S_ISREG(mode):
+        return None
+    if stat.S_ISFIFO(mode):
+        what = "a pipe or FIFO (process substitution <(...) gives one); save it to a file first"
+    elif stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        what = "a device"
+    elif stat.S_ISSOCK(mode):
+        what = "a socket"
+    elif stat.S_ISDIR(mode):
+        return None
+    else:
+        what = "a special file"
+    return f"not a regular file ({what}); only regular files are read"
 
 
 def _without_exported_reports(files: list[Path]) -> list[Path]:
@@ -66,6 +106,8 @@ def capture_summary(paths: Iterable[str | Path]) -> CaptureSummary | None:
         path = Path(raw)
         folder = path if path.is_dir() else path.parent
         candidate = folder / "summary.json"
+        if _not_regular(candidate) is not None:  # absent, or a FIFO that would block
+            continue
         try:
             data = msgspec.json.decode(candidate.read_bytes())
         except (OSError, msgspec.DecodeError):

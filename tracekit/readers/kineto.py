@@ -221,7 +221,7 @@ def read(path: Path, *, cache_root: Path | None = None) -> list[RankTrace]:
 def read_kineto(path: str | Path) -> RankTrace:
     """Decode one Kineto trace file into the event schema (without ``rank``)."""
     path = Path(path)
-    data = read_bytes(path)
+    data = utf8(read_bytes(path), path)
     try:
         trace: Any = _DECODER.decode(data)
     except msgspec.ValidationError:
@@ -253,6 +253,37 @@ def read_kineto(path: str | Path) -> RankTrace:
         process_groups=process_groups(info.get("pg_config")),
         warnings=problems + dropped.warnings(),
     )
+
+
+#: Byte-order marks -> the encoding they announce, whose decoder reads the mark (UTF-32 first:
+#: its little-endian mark starts like UTF-16's).
+_BOMS: Final = (
+    (b"\x00\x00\xfe\xff", "utf-32"),
+    (b"\xff\xfe\x00\x00", "utf-32"),
+    (b"\xef\xbb\xbf", "utf-8-sig"),
+    (b"\xfe\xff", "utf-16"),
+    (b"\xff\xfe", "utf-16"),
+)
+
+
+def utf8(data: bytes, path: Path) -> bytes:
+    """JSON text as UTF-8: a byte-order mark is dropped, UTF-16 and UTF-32 text re-encoded.
+
+    JSON is UTF-8 (RFC 8259), but editors on Windows save it with a BOM or as UTF-16; such a
+    file is still the trace it was. Without a BOM, UTF-16 shows as a NUL byte beside the
+    first character.
+    """
+    encoding = next((enc for bom, enc in _BOMS if data.startswith(bom)), None)
+    if encoding is None and len(data) >= 2 and b"\x00" in data[:2]:
+        encoding = "utf-16-le" if data[1] == 0 else "utf-16-be"
+    if encoding is None:
+        return data
+    if encoding == "utf-8-sig":
+        return data[3:]
+    try:
+        return data.decode(encoding).encode()
+    except UnicodeError:
+        raise TraceReadError(f"not valid {encoding.upper()} text (the file starts like one)", path=path) from None
 
 
 def process_groups(config: Any) -> tuple[ProcessGroup, ...]:

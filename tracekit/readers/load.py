@@ -20,7 +20,7 @@ from tracekit.model.counters import empty_counters
 from tracekit.model.run import RankInfo, Run, SkippedFile
 from tracekit.model.schema import GPU_ACTIVITY_KINDS
 from tracekit.readers.cache import EventCache, default_cache_dir
-from tracekit.readers.discover import discover
+from tracekit.readers.discover import discover_files
 from tracekit.readers.formats import read_file
 from tracekit.readers.parse import ProgressCallback, parse_files
 from tracekit.readers.ranks import MAX_RANK, format_ranks, is_rank, rank_from_name
@@ -63,13 +63,15 @@ def load_run(
     user_kernel_pattern(comm_kernels)  # a bad pattern fails before any file is read
     if rank is not None and not is_rank(rank):
         raise InputError(f"--rank {rank} is not a rank (0 to {MAX_RANK})")
-    files = discover(paths)
+    files, special = discover_files(paths)
+    if not files:
+        raise InputError("; ".join(f"{s.path}: {s.reason}" for s in special))
     if rank is not None and len(files) != 1:
         raise InputError(f"--rank applies to a single trace file, not {len(files)}")
     root = Path(cache_dir) if cache_dir is not None else default_cache_dir()
     cache = EventCache(root) if use_cache else None
     parsed = parse_files(files, jobs=jobs or os.cpu_count() or 1, cache=cache, cache_root=root, progress=progress)
-    skipped = [SkippedFile(p.path, p.error) for p in parsed if p.error is not None]
+    skipped = special + [SkippedFile(p.path, p.error) for p in parsed if p.error is not None]
     good = [t for p in parsed for t in p.traces if t.events.height or t.counters.height]
     skipped += [
         SkippedFile(t.path, "no events: the trace is empty (was the profiler's schedule ever active?)")

@@ -36,6 +36,7 @@ import polars as pl
 from tracekit.errors import TraceReadError
 from tracekit.model.classify import category_expr
 from tracekit.model.schema import GPU_ACTIVITY_KINDS, GPU_KINDS, SCHEMA
+from tracekit.readers.columns import column
 from tracekit.readers.nsys_memory import memory_rows
 from tracekit.readers.nsys_meta import Export, ExportMeta, device_names, rank_hint, read_meta
 from tracekit.readers.plausible import Window, screen
@@ -200,7 +201,13 @@ def _check_file(path: Path, name: str) -> None:
 
 def _frame(rows: list[tuple[object, ...]], columns: list[str]) -> pl.DataFrame:
     """Query rows (in ``columns`` order) as a frame with every column of ``_RAW``."""
-    df = pl.DataFrame(rows, schema={c: _RAW[c] for c in columns}, orient="row")
+    try:
+        df = pl.DataFrame(rows, schema={c: _RAW[c] for c in columns}, orient="row")
+    except (pl.exceptions.PolarsError, TypeError, ValueError, OverflowError):
+        # SQLite keeps any type in any column: a value of another type is null, and a row
+        # left without a time is then dropped and counted (readers/plausible.py)
+        values = list(zip(*rows, strict=True))
+        df = pl.DataFrame([column(c, list(v), _RAW[c]) for c, v in zip(columns, values, strict=True)])
     return df.with_columns(pl.lit(None, dtype=_RAW[c]).alias(c) for c in _RAW if c not in columns).select(list(_RAW))
 
 
