@@ -237,6 +237,23 @@ def gid(pid: int, tid: int = 0) -> int:
     return NSYS_VM | (pid << 24) | tid
 
 
+def nsys_kernel_rows(count: int, *, pid: int = 5, name_id: int = 1) -> list[dict[str, Any]]:
+    """``count`` rows of ``CUPTI_ACTIVITY_KIND_KERNEL``, 50 ns each, 100 ns apart, named ``name_id``."""
+    return [
+        {
+            "start": 1000 + i * 100,
+            "end": 1050 + i * 100,
+            "deviceId": 0,
+            "streamId": 7,
+            "globalPid": gid(pid),
+            "correlationId": i,
+            "demangledName": name_id,
+            "shortName": name_id,
+        }
+        for i in range(count)
+    ]
+
+
 def write_nsys(path: Path, tables: dict[str, list[dict[str, Any]]], *, strings: dict[int, str] | None = None) -> Path:
     """Write a minimal Nsight Systems-like SQLite export.
 

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 import polars as pl
 import pytest
 
-from tests.factories import gid, simple_step, write_kineto, write_nsys
+from tests.factories import gid, nsys_kernel_rows, simple_step, write_kineto, write_nsys
 from tracekit.errors import InputError
 from tracekit.readers import load_run
 from tracekit.readers.kineto import read_kineto
@@ -77,19 +77,7 @@ def test_broken_utf16_is_one_line_naming_the_encoding(tmp_path: Path) -> None:
 
 
 def test_nsys_values_of_other_types_are_dropped_not_fatal(tmp_path: Path) -> None:
-    kernels = [
-        {
-            "start": 1000 + i * 100,
-            "end": 1050 + i * 100,
-            "deviceId": 0,
-            "streamId": 7,
-            "globalPid": gid(5),
-            "correlationId": i,
-            "demangledName": 1,
-            "shortName": 1,
-        }
-        for i in range(5)
-    ]
+    kernels = nsys_kernel_rows(5)
     path = write_nsys(tmp_path / "r.sqlite", {"CUPTI_ACTIVITY_KIND_KERNEL": kernels}, strings={1: "sm90_gemm"})
     with closing(sqlite3.connect(path)) as db, db:
         db.execute("INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES ('soon', x'00ff', 0, 7, ?, 9, 1, 1)", (gid(5),))

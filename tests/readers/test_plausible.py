@@ -9,7 +9,7 @@ import msgspec
 import polars as pl
 import pytest
 
-from tests.factories import gid, kineto_event, simple_step, write_kineto, write_nsys
+from tests.factories import kineto_event, nsys_kernel_rows, simple_step, write_kineto, write_nsys
 from tracekit.analyzers import analyze
 from tracekit.errors import InputError
 from tracekit.readers import load_run
@@ -132,19 +132,7 @@ def test_memory_counters_out_of_range_are_dropped(tmp_path: Path) -> None:
 
 def test_nsys_rows_that_end_before_they_start_are_dropped(tmp_path: Path) -> None:
     strings = {1: "sm90_gemm"}
-    kernels = [
-        {
-            "start": 1000 + i * 100,
-            "end": 1050 + i * 100,
-            "deviceId": 0,
-            "streamId": 7,
-            "globalPid": gid(5),
-            "correlationId": i,
-            "demangledName": 1,
-            "shortName": 1,
-        }
-        for i in range(5)
-    ]
+    kernels = nsys_kernel_rows(5)
     kernels.append({**kernels[0], "start": 2000, "end": 1500, "correlationId": 99})
     path = write_nsys(tmp_path / "r.sqlite", {"CUPTI_ACTIVITY_KIND_KERNEL": kernels}, strings=strings)
     run = load_run([path], use_cache=False)
