@@ -97,7 +97,7 @@ def _sections(a: Analysis, charts: dict[str, figures.Chart]) -> list[_Section]:
 
     gpu = a.run.has_gpu
     sections = [
-        _Section("facts", "Run", "Run", tables=pick("facts")),
+        _Section("facts", "Run", "Run", tables=pick("problems", "facts")),
         _Section("steps", "Step time per rank", "Steps", chart("steps"), pick("steps", "warmup")),
         _Section("phases", "Phase breakdown", "Phases", chart("phases"), pick("phases", "phases_per_rank")),
         _Section(

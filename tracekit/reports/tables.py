@@ -97,6 +97,22 @@ def run_facts(a: Analysis) -> Table:
     return _table("facts", "Facts", ["fact", "value"], rows, numeric=[False, False])
 
 
+def input_problems(a: Analysis) -> Table | None:
+    """What was wrong with the input: files skipped and why, and the warnings; None when nothing was."""
+    rows = [("skipped", short(s.path, 120), short(s.reason, 300)) for s in a.run.skipped]
+    rows += [("warning", "", short(w, 400)) for w in a.run.warnings]
+    if not rows:
+        return None
+    return _table(
+        "problems",
+        "Input problems (read before the numbers)",
+        ["what", "file", "detail"],
+        rows,
+        "Skipped files are not in any figure; warned-about events were left out of the figures they name.",
+        numeric=[False, False, False],
+    )
+
+
 def steps_found(a: Analysis) -> str:
     """How steps were found, over ranks: '8 ranks: ProfilerStep#N'; what was excluded as warm-up."""
     by_source: dict[str, int] = {}
@@ -436,7 +452,8 @@ def all_tables(a: Analysis, *, limit: int | None) -> list[Table]:
     """Every table, in report order (after the verdict)."""
     from tracekit.reports.capture_tables import capture_tables  # noqa: PLC0415  (it imports this module)
 
-    tables = [run_facts(a), step_times(a, limit)]
+    problems = input_problems(a)
+    tables = [run_facts(a), *([problems] if problems else []), step_times(a, limit)]
     tables += [warmup(a, limit)] if a.steps.warmup else []
     tables += [phases(a), phases_per_rank(a, limit), gpu_breakdown(a, limit)]
     host = host_breakdown(a, limit)

@@ -21,8 +21,9 @@ if TYPE_CHECKING:
 
 #: Above this many ranks, per-rank tables show the worst ranks only (the JSON has them all).
 MAX_RANK_ROWS = 16
-#: Tables the terminal leaves to the other formats (long, or of interest only when shared).
-_SKIPPED = ("collectives", "capture_phases", "capture_ranks", "capture_facts")
+#: Tables the terminal leaves to the other formats (long, or of interest only when shared), and
+#: the input problems, which it prints above the tables in yellow.
+_SKIPPED = ("collectives", "capture_phases", "capture_ranks", "capture_facts", "problems")
 
 
 class TerminalRenderer:
