@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import json
 
+import msgspec
 import pytest
 
 from tests.analyzers.test_breakdown import one_step_run
 from tests.factories import ev, make_run
 from tracekit.analyzers import analyze
 from tracekit.reports import TerminalRenderer, renderer
-from tracekit.results.analysis import Analysis
+from tracekit.reports.sentences import evidence
+from tracekit.results.analysis import Analysis, Finding
+from tracekit.results.vocab import BoundKind, Confidence
 
 
 def render_json(analysis: Analysis) -> str:
@@ -70,3 +73,17 @@ def test_many_ranks_show_the_worst_and_point_to_json() -> None:
     text = TerminalRenderer(top=3).render(analyze(make_run(rows)))
     assert "16 of 20 ranks shown" in text
     assert "ranks: 20 (0-19)" in text
+
+
+def test_a_mixed_verdict_names_no_rank_it_does_not_have() -> None:
+    mixed = Finding(
+        bound=BoundKind.MIXED,
+        share_pct=30.7,
+        confidence=Confidence.LOW,
+        margin=1.2,
+        components=[BoundKind.LAUNCH, BoundKind.STRAGGLER],
+    )
+    ranked = msgspec.structs.replace(mixed, worst_rank=3, max_rank_share_pct=41.0)
+    verdict = analyze(make_run(one_step_run())).verdict
+    assert "rank None" not in " ".join(evidence(mixed, verdict))
+    assert "(most on rank 3: 41.0%)" in " ".join(evidence(ranked, verdict))

@@ -244,10 +244,12 @@ def evidence(finding: Finding, verdict: Verdict) -> list[str]:  # noqa: PLR0911 
         ]
     lines = []
     if finding.share_pct is not None:
-        lines.append(
-            f"{finding.share_pct:.1f}% of the measured time on average over ranks "
-            f"(most on rank {finding.worst_rank}: {finding.max_rank_share_pct or 0:.1f}%)"
+        worst = (
+            ""
+            if finding.worst_rank is None
+            else f" (most on rank {finding.worst_rank}: {finding.max_rank_share_pct or 0:.1f}%)"
         )
+        lines.append(f"{finding.share_pct:.1f}% of the measured time on average over ranks{worst}")
     lines += _bound_lines(finding.bound, e)
     if finding.bound is BoundKind.MIXED and finding.components:
         lines.append(
