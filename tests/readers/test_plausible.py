@@ -206,3 +206,9 @@ def test_a_kernel_without_a_name_is_analyzed(tmp_path: Path) -> None:
     path = write_kineto(tmp_path / "rank0.json", [*events, nameless])
     analysis = analyze(load_run([path], use_cache=False))
     assert "(unnamed)" in [k.name for k in analysis.kernels.top]
+
+
+def test_a_huge_world_is_named_without_listing_it(tmp_path: Path) -> None:
+    write_kineto(tmp_path / "rank5.json", steps(0), rank=5, world_size=2**31 - 1)
+    [warning] = [w for w in load_run([tmp_path], use_cache=False).warnings if "no trace here" in w]
+    assert "2147483646 of the 2147483647 ranks" in warning and "(ranks 0-4, 6-2147483646)" in warning

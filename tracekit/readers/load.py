@@ -7,6 +7,7 @@ is an error naming the files.
 
 from __future__ import annotations
 
+import itertools
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
@@ -23,7 +24,7 @@ from tracekit.readers.cache import EventCache, default_cache_dir
 from tracekit.readers.discover import discover_files
 from tracekit.readers.formats import read_file
 from tracekit.readers.parse import ProgressCallback, parse_files
-from tracekit.readers.ranks import MAX_RANK, format_ranks, is_rank, rank_from_name
+from tracekit.readers.ranks import MAX_RANK, is_rank, rank_from_name
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
@@ -205,11 +206,15 @@ def _rank_warnings(infos: list[RankInfo], *, selected: bool) -> list[str]:
     sizes = [i.world_size for i in infos if i.world_size is not None]
     if sizes and not selected:
         world = max(sizes)
-        missing = sorted(set(range(world)) - {i.rank for i in infos})
+        present = sorted({i.rank for i in infos if i.rank < world})
+        gaps = [(a + 1, b - 1) for a, b in itertools.pairwise([-1, *present, world]) if b - a > 1]
+        missing = sum(b - a + 1 for a, b in gaps)
         if missing:
+            shown = ", ".join(f"{a}" if a == b else f"{a}-{b}" for a, b in gaps[:12])
+            shown += f" and {len(gaps) - 12} more ranges" if len(gaps) > 12 else ""
             out.append(
-                f"{len(missing)} of the {world} ranks of this world have no trace here "
-                f"({'rank' if len(missing) == 1 else 'ranks'} {format_ranks(missing)}): "
+                f"{missing} of the {world} ranks of this world have no trace here "
+                f"({'rank' if missing == 1 else 'ranks'} {shown}): "
                 "cross-rank figures cover only the ranks present"
             )
     return out

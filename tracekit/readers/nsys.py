@@ -40,6 +40,7 @@ from tracekit.readers.columns import column
 from tracekit.readers.nsys_memory import memory_rows
 from tracekit.readers.nsys_meta import Export, ExportMeta, device_names, rank_hint, read_meta
 from tracekit.readers.plausible import Window, screen
+from tracekit.readers.ranks import is_rank
 from tracekit.readers.trace import RankTrace
 
 SQLITE_MAGIC: Final = b"SQLite format 3\x00"
@@ -389,4 +390,5 @@ def _split_ranks(events: pl.DataFrame, memory: pl.DataFrame, meta: ExportMeta, n
 
 def _world_size(meta: ExportMeta) -> int | None:
     value = meta.env.get("WORLD_SIZE", "")
-    return int(value) if value.isdigit() else None
+    size = int(value) if value.isdigit() else None
+    return size if is_rank(size) and size else None

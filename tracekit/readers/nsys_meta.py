@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final
 
 from tracekit.errors import TraceReadError
-from tracekit.readers.ranks import rank_from_name
+from tracekit.readers.ranks import is_rank, rank_from_name
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -150,7 +150,8 @@ def _cuda_devices(db: Export) -> dict[tuple[int, int], int]:
 
 
 def _as_rank(text: str | None) -> int | None:
-    return int(text) if text is not None and text.strip().isdigit() else None
+    value = int(text) if text is not None and text.strip().isdigit() else None
+    return value if is_rank(value) else None
 
 
 def rank_hint(meta: ExportMeta, name: str) -> tuple[int, str] | None:
@@ -163,13 +164,13 @@ def rank_hint(meta: ExportMeta, name: str) -> tuple[int, str] | None:
     for var in RANK_ENV:
         if (rank := _as_rank(meta.env.get(var))) is not None:
             return rank, f"{var} env"
-    if match := _RANK_ARG.search(args):
+    if (match := _RANK_ARG.search(args)) and is_rank(int(match[1])):
         return int(match[1]), "--rank argument"
     if (named := rank_from_name(name)) is not None:
         return named, "file name"
     if (rank := _as_rank(meta.env.get("LOCAL_RANK"))) is not None:
         return rank, "LOCAL_RANK env"
-    if match := _LOCAL_RANK_ARG.search(args):
+    if (match := _LOCAL_RANK_ARG.search(args)) and is_rank(int(match[1])):
         return int(match[1]), "--local_rank argument"
     return None
 

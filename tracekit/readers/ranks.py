@@ -41,15 +41,3 @@ def parse_rank_spec(spec: str) -> set[int]:
             raise InputError(f"--ranks: range {item!r} runs backwards")
         ranks.update(range(low, high + 1))
     return ranks
-
-
-def format_ranks(ranks: list[int], *, limit: int = 12) -> str:
-    """Sorted ranks as ranges, ``0-3, 7``; past ``limit`` ranges, the rest is counted."""
-    runs: list[tuple[int, int]] = []
-    for r in sorted(ranks):
-        if runs and r == runs[-1][1] + 1:
-            runs[-1] = (runs[-1][0], r)
-        else:
-            runs.append((r, r))
-    text = ", ".join(f"{a}" if a == b else f"{a}-{b}" for a, b in runs[:limit])
-    return text + (f" and {len(runs) - limit} more ranges" if len(runs) > limit else "")
