@@ -12,6 +12,7 @@ import msgspec
 
 from tracekit.analyzers import details_frame, run_analysis
 from tracekit.atomic import OutputFiles
+from tracekit.cli.paths import check_outputs
 from tracekit.cli.progress import DelayedProgress
 from tracekit.errors import InputError
 from tracekit.readers import capture_summary, load_run, parse_rank_spec
@@ -45,6 +46,7 @@ def run_analyze(
 ) -> None:
     """``tracekit analyze``."""
     started = time.perf_counter()
+    check_outputs({f"--{fmt}": path for fmt, path in outputs.items()} | {"--details": details}, paths)
     ranks = parse_rank_spec(rank_spec) if rank_spec else None
     width = shutil.get_terminal_size().columns if sys.stdout.isatty() else 120
     with DelayedProgress() as progress:
@@ -96,6 +98,7 @@ def run_report(report: Path, *, outputs: dict[str, Path | None]) -> None:
     """``tracekit report``: render a saved JSON analysis again."""
     if not any(outputs.values()):
         raise InputError("nothing to write: give --html FILE and/or --md FILE")
+    check_outputs({f"--{fmt}": path for fmt, path in outputs.items()}, [report])
     write_reports(load_analysis(report), outputs)
 
 
