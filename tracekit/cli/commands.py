@@ -109,7 +109,7 @@ def run_capture(config_path: Path | None, extra_args: list[str]) -> None:
     from tracekit.reports.capture_tables import render_capture_summary
 
     config = load_config(config_path, parse_overrides(extra_args))
-    click.echo(f"capturing {config.nproc} rank(s) of {config.workload!r} into {config.out_dir} ...", err=True)
+    click.echo(one_line(f"capturing {config.nproc} rank(s) of {config.workload!r} into {config.out_dir} ..."), err=True)
     summary = capture(config)
     click.echo(render_capture_summary(summary), nl=False)
-    click.echo(f"wrote {config.out_dir}: rank*.pt.trace.json.gz, phases.rank*.json, summary.json")
+    click.echo(one_line(f"wrote {config.out_dir}: rank*.pt.trace.json.gz, phases.rank*.json, summary.json"))
