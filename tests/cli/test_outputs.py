@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING
 import polars as pl
 import pytest
 
-from tests.factories import ev, make_run
+from tests.cli.test_cli import tracekit
+from tests.factories import ev, make_run, simple_step, write_kineto
 from tracekit.analyzers import analyze, write_details
 from tracekit.atomic import OutputFiles, write_atomically, write_text_atomically
 from tracekit.cli.commands import write_reports
@@ -195,3 +196,19 @@ def test_details_parquet_is_written_atomically(tmp_path: Path, monkeypatch: pyte
         write_details(details, path)
     assert path.read_bytes() == before
     assert leftovers(tmp_path) == []
+
+
+def test_analyze_whose_details_cannot_be_written_keeps_every_previous_output(tmp_path: Path) -> None:
+    trace = write_kineto(tmp_path / "rank0.json", simple_step())
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "r.json").write_text("previous json")
+    result = tracekit("analyze", trace, "--json", out / "r.json", "--details", out / "missing" / "d.parquet")
+    assert result.returncode == 2 and result.stderr.count("\n") == 1 and "cannot write" in result.stderr
+    assert "wrote" not in result.stdout
+    assert (out / "r.json").read_text() == "previous json"
+    assert sorted(p.name for p in out.iterdir()) == ["r.json"]
+    ok = tracekit("analyze", trace, "--json", out / "r.json", "--details", out / "d.parquet")
+    assert ok.returncode == 0, ok.stderr
+    assert "table" in pl.read_parquet(out / "d.parquet").columns
+    assert sorted(p.name for p in out.iterdir()) == ["d.parquet", "r.json"]
