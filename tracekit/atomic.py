@@ -31,10 +31,14 @@ class _Staged:
     def __init__(self, path: Path, write: Callable[[Path], object]) -> None:
         self.path = path
         # write through a symbolic link to the file it names (the link stays)
-        self.target = path.resolve() if path.is_symlink() else path
+        try:
+            self.target = path.resolve() if path.is_symlink() else path
+        except (OSError, RuntimeError):
+            raise InputError("cannot write (a loop of symbolic links)", path=path) from None
         self.temp = _reserve(self.target, shown=path)
         try:
             write(self.temp)
+            _keep_mode(self.target, self.temp)
             _sync(self.temp)
         except OSError as exc:
             self.discard()
@@ -57,7 +61,7 @@ class _Staged:
 
 
 def _reserve(target: Path, *, shown: Path) -> Path:
-    """A new, empty temporary file beside ``target``, with the mode ``target`` has (or would get)."""
+    """A new, empty temporary file beside ``target`` (its mode from the umask, as a new file's)."""
     for _ in range(100):
         temp = target.with_name(f".{target.name}.{os.getpid()}-{secrets.token_hex(4)}.tmp")
         try:
@@ -66,13 +70,15 @@ def _reserve(target: Path, *, shown: Path) -> Path:
             continue
         except OSError as exc:
             raise InputError(f"cannot write ({exc.strerror or exc})", path=shown) from None
-        try:
-            with contextlib.suppress(OSError):
-                os.fchmod(fd, stat.S_IMODE(target.stat().st_mode))  # keep a replaced file's mode
-        finally:
-            os.close(fd)
+        os.close(fd)
         return temp
     raise InputError("cannot write (no free temporary name beside it)", path=shown)  # pragma: no cover
+
+
+def _keep_mode(target: Path, temp: Path) -> None:
+    """Give ``temp`` the mode of the file it replaces (after writing: the mode may be read-only)."""
+    with contextlib.suppress(OSError):
+        os.chmod(temp, stat.S_IMODE(target.stat().st_mode))
 
 
 def _sync(path: Path) -> None:

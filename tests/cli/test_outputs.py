@@ -124,6 +124,9 @@ def test_a_replaced_file_keeps_its_mode_and_a_new_one_follows_the_umask(tmp_path
     kept.chmod(0o640)
     write_text_atomically(kept, "new")
     assert stat.S_IMODE(kept.stat().st_mode) == 0o640
+    kept.chmod(0o444)  # read-only: the mode is given after writing
+    write_text_atomically(kept, "newer")
+    assert stat.S_IMODE(kept.stat().st_mode) == 0o444 and kept.read_text() == "newer"
     old = os.umask(0o022)
     try:
         write_text_atomically(tmp_path / "new.md", "new")
@@ -139,6 +142,14 @@ def test_a_symbolic_link_is_written_through(tmp_path: Path) -> None:
     link.symlink_to(real)
     write_text_atomically(link, "new")
     assert link.is_symlink() and real.read_text() == "new"
+    assert leftovers(tmp_path) == []
+
+
+def test_a_loop_of_symbolic_links_is_one_error(tmp_path: Path) -> None:
+    (tmp_path / "a.md").symlink_to(tmp_path / "b.md")
+    (tmp_path / "b.md").symlink_to(tmp_path / "a.md")
+    with pytest.raises(InputError, match=r"a\.md: cannot write"):
+        write_text_atomically(tmp_path / "a.md", "x")
     assert leftovers(tmp_path) == []
 
 
