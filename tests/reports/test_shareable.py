@@ -101,7 +101,7 @@ def test_hostile_names_are_text_everywhere() -> None:
     assert "<script>alert(1)</script>" not in html
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
     md = render_markdown(doc)
-    assert "<script>" not in md and "&lt;script&gt;alert(1)&lt;/script&gt; \\| [x](y)" in md
+    assert "<script>" not in md and "&lt;script&gt;alert(1)&lt;/script&gt; \\| \\[x\\](y)" in md
 
 
 def test_markdown_stays_under_the_comment_limit_for_512_ranks() -> None:

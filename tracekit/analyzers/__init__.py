@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tracekit.analyzers.analysis import Outcome, analyze, run_analysis, write_details
+from tracekit.analyzers.analysis import Outcome, analyze, details_frame, run_analysis, write_details
 from tracekit.analyzers.annotations import AnnotationResult, annotation_breakdown
 from tracekit.analyzers.breakdown import BreakdownResult, gpu_breakdown
 from tracekit.analyzers.kernels import KernelResult, kernel_summary
@@ -20,6 +20,7 @@ __all__ = [
     "analyze_steps",
     "annotation_breakdown",
     "comm_overlap",
+    "details_frame",
     "gpu_activity",
     "gpu_breakdown",
     "kernel_summary",

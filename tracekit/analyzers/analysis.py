@@ -5,7 +5,6 @@ into one typed :class:`~tracekit.results.analysis.Analysis`.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
 import polars as pl
@@ -14,12 +13,13 @@ from tracekit.analyzers.collectives import group_members
 from tracekit.analyzers.context import Options
 from tracekit.analyzers.mapreduce import RankSummary, Reduced, map_ranks, reduce_ranks
 from tracekit.analyzers.registry import ANALYSES
-from tracekit.errors import InputError
+from tracekit.atomic import write_atomically
 from tracekit.results.analysis import Analysis
 from tracekit.results.vocab import WindowKind
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
+    from pathlib import Path
 
     from tracekit.model.run import Run
 
@@ -103,15 +103,14 @@ def analyze(
     return run_analysis(run, window=window, steps=steps, include_warmup=include_warmup).analysis
 
 
-def write_details(details: dict[str, pl.DataFrame], path: str | Path) -> None:
-    """Write the per-instance tables as one Parquet file (a ``table`` column names each row's table)."""
+def details_frame(details: dict[str, pl.DataFrame]) -> pl.DataFrame:
+    """The per-instance tables as one frame, a ``table`` column naming each row's table."""
     frames = [df.with_columns(pl.lit(name).alias("table")) for name, df in details.items() if df.height]
-    data = (
-        pl.concat(frames, how="diagonal_relaxed")
-        if frames
-        else pl.DataFrame({"table": []}, schema={"table": pl.String})
-    )
-    try:
-        data.write_parquet(Path(path))
-    except OSError as exc:
-        raise InputError(f"cannot write ({exc.strerror})", path=path) from None
+    if not frames:
+        return pl.DataFrame({"table": []}, schema={"table": pl.String})
+    return pl.concat(frames, how="diagonal_relaxed")
+
+
+def write_details(details: dict[str, pl.DataFrame], path: str | Path) -> None:
+    """Write the per-instance tables as one Parquet file, atomically (see :func:`details_frame`)."""
+    write_atomically(path, details_frame(details).write_parquet)

@@ -10,28 +10,22 @@ from typing import TYPE_CHECKING
 import click
 import msgspec
 
-from tracekit.analyzers import run_analysis, write_details
+from tracekit.analyzers import details_frame, run_analysis
+from tracekit.atomic import OutputFiles
+from tracekit.cli.paths import check_outputs
 from tracekit.cli.progress import DelayedProgress
 from tracekit.errors import InputError
 from tracekit.readers import capture_summary, load_run, parse_rank_spec
 from tracekit.reports import TerminalRenderer, renderer
+from tracekit.reports.text import one_line
 from tracekit.results.io import load_analysis
 
 if TYPE_CHECKING:
     from pathlib import Path
 
+    import polars as pl
+
     from tracekit.results.analysis import Analysis
-
-
-def write_text(path: Path, text: str) -> None:
-    """Write an output file atomically; a failure is an input error naming the file."""
-    temp = path.with_name(f".{path.name}.tmp")
-    try:
-        temp.write_text(text, encoding="utf-8")
-        temp.replace(path)
-    except OSError as exc:
-        temp.unlink(missing_ok=True)
-        raise InputError(f"cannot write ({exc.strerror})", path=path) from None
 
 
 def run_analyze(
@@ -52,6 +46,7 @@ def run_analyze(
 ) -> None:
     """``tracekit analyze``."""
     started = time.perf_counter()
+    check_outputs({f"--{fmt}": path for fmt, path in outputs.items()} | {"--details": details}, paths)
     ranks = parse_rank_spec(rank_spec) if rank_spec else None
     width = shutil.get_terminal_size().columns if sys.stdout.isatty() else 120
     with DelayedProgress() as progress:
@@ -76,24 +71,34 @@ def run_analyze(
         )
         text = TerminalRenderer(top=top, width=max(width, 100), color=sys.stdout.isatty()).render(analysis)
     click.echo(text, nl=False)
-    write_reports(analysis, outputs)
-    if details is not None:
-        write_details(outcome.details, details)
-        click.echo(f"wrote {details}")
+    write_reports(analysis, outputs, details=None if details is None else (details, details_frame(outcome.details)))
 
 
-def write_reports(analysis: Analysis, outputs: dict[str, Path | None]) -> None:
-    """Write each requested format of the analysis."""
-    for fmt, path in outputs.items():
-        if path is not None:
-            write_text(path, renderer(fmt).render(analysis))
-            click.echo(f"wrote {path}")
+def write_reports(
+    analysis: Analysis,
+    outputs: dict[str, Path | None],
+    *,
+    details: tuple[Path, pl.DataFrame] | None = None,
+) -> None:
+    """Render each requested format, then write them all atomically (none is replaced if one fails).
+
+    ``details``: the Parquet file of per-instance tables, and the table.
+    """
+    texts = {path: renderer(fmt).render(analysis) for fmt, path in outputs.items() if path is not None}
+    with OutputFiles() as files:
+        for path, text in texts.items():
+            files.add_text(path, text)
+        if details is not None:
+            files.add(details[0], details[1].write_parquet)
+    for path in [*texts, *([details[0]] if details else [])]:
+        click.echo(f"wrote {one_line(str(path))}")
 
 
 def run_report(report: Path, *, outputs: dict[str, Path | None]) -> None:
     """``tracekit report``: render a saved JSON analysis again."""
     if not any(outputs.values()):
         raise InputError("nothing to write: give --html FILE and/or --md FILE")
+    check_outputs({f"--{fmt}": path for fmt, path in outputs.items()}, [report])
     write_reports(load_analysis(report), outputs)
 
 
@@ -104,7 +109,7 @@ def run_capture(config_path: Path | None, extra_args: list[str]) -> None:
     from tracekit.reports.capture_tables import render_capture_summary
 
     config = load_config(config_path, parse_overrides(extra_args))
-    click.echo(f"capturing {config.nproc} rank(s) of {config.workload!r} into {config.out_dir} ...", err=True)
+    click.echo(one_line(f"capturing {config.nproc} rank(s) of {config.workload!r} into {config.out_dir} ..."), err=True)
     summary = capture(config)
     click.echo(render_capture_summary(summary), nl=False)
-    click.echo(f"wrote {config.out_dir}: rank*.pt.trace.json.gz, phases.rank*.json, summary.json")
+    click.echo(one_line(f"wrote {config.out_dir}: rank*.pt.trace.json.gz, phases.rank*.json, summary.json"))

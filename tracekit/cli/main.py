@@ -2,19 +2,39 @@
 
 from __future__ import annotations
 
+import os
 import sys
+import traceback
 from pathlib import Path
+from typing import Final, NoReturn
 
 import click
 
 from tracekit import __version__
 from tracekit.errors import TracekitError
 
+#: Exit codes: bad input or arguments (TracekitError.exit_code, click's usage errors), a bug in
+#: tracekit (an error it did not expect), and an interrupt.
+EXIT_INPUT: Final = 2
+EXIT_INTERNAL: Final = 3
+EXIT_ABORTED: Final = 130
+#: Where a user reports a bug.
+REPORT_TO: Final = "tracekit's issue tracker"
+#: Set to 1 (or give --debug) to see the traceback of an internal error.
+DEBUG_ENV: Final = "TRACEKIT_DEBUG"
+#: The longest error message shown (a message from a library can run to pages).
+MAX_MESSAGE: Final = 4000
+
+_debug = False
+
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="tracekit")
-def cli() -> None:
+@click.option("--debug", is_flag=True, help=f"Show the traceback of an error (also {DEBUG_ENV}=1).")
+def cli(debug: bool) -> None:
     """Why is this distributed PyTorch training run slow?"""
+    global _debug  # noqa: PLW0603  (set once per run, read by the error handler in main)
+    _debug = _debug or debug
 
 
 class _AnalyzeCommand(click.Command):
@@ -152,17 +172,91 @@ def capture(ctx: click.Context, config_path: Path | None) -> None:
 
 
 def main() -> None:
-    """Entry point: run the CLI; input errors become one line on stderr and exit code 2."""
+    """Entry point: run the CLI; every error becomes one line on stderr and an exit code, never a traceback.
+
+    Bad input is exit code 2 (the file and the reason); an error tracekit did not expect is a
+    bug in tracekit, exit code 3 (its type and where it happened; ``--debug`` or
+    ``TRACEKIT_DEBUG=1`` adds the traceback); an interrupt is 130.
+    """
+    global _debug  # noqa: PLW0603  (one run per process; reset for callers that run main twice)
+    _debug = os.environ.get(DEBUG_ENV, "").strip().lower() in ("1", "true", "yes", "on")
     try:
-        cli(standalone_mode=False)
+        cli(standalone_mode=False, prog_name="tracekit")
     except TracekitError as exc:
-        click.echo(f"tracekit: error: {exc.message}", err=True)
-        sys.exit(exc.exit_code)
+        _fail(exc.message, exc.exit_code, exc)
     except click.exceptions.Abort:
-        click.echo("tracekit: aborted", err=True)
-        sys.exit(130)
-    except click.ClickException as exc:
-        exc.show()
-        sys.exit(exc.exit_code)
+        _echo("aborted")
+        sys.exit(EXIT_ABORTED)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
+    except click.ClickException as exc:
+        _fail(_usage(exc), exc.exit_code, exc)
+    except MemoryError as exc:
+        _fail(
+            "out of memory: analyze fewer ranks at once (--ranks), or on a machine with more memory", EXIT_INTERNAL, exc
+        )
+    except OSError as exc:
+        if exc.filename is None:
+            _internal(exc)
+        _fail(f"{exc.filename}: {exc.strerror or exc}", EXIT_INPUT, exc)
+    except Exception as exc:  # anything else is a bug: one line, not a traceback
+        _internal(exc)
+    except BaseException as exc:
+        if not _is_panic(exc):  # KeyboardInterrupt, SystemExit, GeneratorExit: as Python does
+            raise
+        _internal(exc)
+
+
+def _echo(line: str) -> None:
+    """One line on stderr: control characters from names made visible, white space collapsed, cut."""
+    from tracekit.reports.text import one_line
+
+    text = one_line(line)
+    if len(text) > MAX_MESSAGE:
+        text = text[: MAX_MESSAGE - 1] + "…"
+    click.echo(f"tracekit: {text}", err=True)
+
+
+def _fail(message: str, code: int, exc: BaseException) -> NoReturn:
+    if _debug:
+        traceback.print_exception(type(exc), exc, exc.__traceback__)
+    _echo(f"error: {message}")
+    sys.exit(code)
+
+
+def _usage(exc: click.ClickException) -> str:
+    """A usage error in one line, with where to read how the command is used."""
+    message = exc.format_message()
+    ctx = getattr(exc, "ctx", None)
+    return f"{message} (see: {ctx.command_path if ctx is not None else 'tracekit'} --help)"
+
+
+def _is_panic(exc: BaseException) -> bool:
+    """Whether ``exc`` is a panic in polars' Rust code (a BaseException, not an Exception)."""
+    polars = sys.modules.get("polars")
+    panic = getattr(getattr(polars, "exceptions", None), "PanicException", None)
+    return isinstance(panic, type) and isinstance(exc, panic)
+
+
+def _where(exc: BaseException) -> str:
+    """The innermost line of tracekit's own code in the traceback (``tracekit/reports/tables.py:120``)."""
+    package = Path(__file__).resolve().parents[1]
+    frames = traceback.extract_tb(exc.__traceback__)
+    for frame in reversed(frames):
+        path = Path(frame.filename).resolve()
+        if path.is_relative_to(package):
+            return f"{path.relative_to(package.parent).as_posix()}:{frame.lineno} ({frame.name})"
+    return f"{Path(frames[-1].filename).name}:{frames[-1].lineno}" if frames else "unknown place"
+
+
+def _internal(exc: BaseException) -> NoReturn:
+    """An error tracekit did not expect: a bug. One line; the traceback with --debug."""
+    if _debug:
+        traceback.print_exception(type(exc), exc, exc.__traceback__)
+    detail = " ".join(str(exc).split())[:120]
+    _echo(
+        f"internal error (a bug in tracekit, not in your input): {type(exc).__name__}"
+        f"{': ' + detail if detail else ''} at {_where(exc)}; please report it on {REPORT_TO} with the "
+        f"command line and tracekit --version{'' if _debug else f'; --debug or {DEBUG_ENV}=1 shows the traceback'}"
+    )
+    sys.exit(EXIT_INTERNAL)

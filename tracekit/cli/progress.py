@@ -13,7 +13,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+from tracekit.reports.text import one_line
 
 if TYPE_CHECKING:
     from types import TracebackType
@@ -65,9 +68,9 @@ class DelayedProgress:
 
     def file_done(self, path: str, done: int, total: int) -> None:
         """A file was read (the ``progress`` callback of :func:`tracekit.readers.load_run`)."""
-        last = Path(path).name
+        last = escape(one_line(Path(path).name))  # the description is rich markup: a name is text
         self._progress.update(self._task, completed=done, total=total, description=f"reading traces (last: {last})")
 
     def stage(self, description: str) -> None:
         """The analysis moved on to ``description`` (analyzing, rendering)."""
-        self._progress.update(self._task, description=description)
+        self._progress.update(self._task, description=escape(one_line(description)))

@@ -2,7 +2,9 @@
 
 plotly.js is inlined once, the charts' data is embedded as JSON, and nothing is fetched:
 the file opens from ``file://`` with no network. All text goes through Jinja's autoescaping
-(and chart labels through HTML escaping), so a kernel named ``<script>…`` shows as text.
+(and chart labels through HTML escaping), so a kernel named ``<script>…`` shows as text, and
+through :func:`~tracekit.reports.text.printable`, so control characters show as escapes. The
+charts' JSON has no ``</`` in it: a name cannot close its script element.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from plotly.offline import get_plotlyjs
 from tracekit.reports import figures
 from tracekit.reports import tables as tb
 from tracekit.reports.sentences import write_verdict
+from tracekit.reports.text import printable
 
 if TYPE_CHECKING:
     from tracekit.results.analysis import Analysis
@@ -34,12 +37,18 @@ class _Section:
     note: str = ""
 
 
+def _finalize(value: object) -> object:
+    """Every string the template shows: control characters made visible (markup we made is kept)."""
+    return printable(value) if isinstance(value, str) and not hasattr(value, "__html__") else value
+
+
 @cache
 def _template() -> jinja2.Template:
     env = jinja2.Environment(
         loader=jinja2.PackageLoader("tracekit.reports", "templates"),
         autoescape=True,
         undefined=jinja2.StrictUndefined,
+        finalize=_finalize,
     )
     return env.get_template("report.html.j2")
 
@@ -51,7 +60,10 @@ def _plotly_js() -> str:
 
 def table_html(t: tb.Table) -> str:
     """A sortable HTML table (escaped), or its 'nothing to show' line."""
-    esc = html.escape
+
+    def esc(text: str) -> str:
+        return html.escape(printable(text))
+
     if not t.rows:
         return f'<h3>{esc(t.title)}</h3><p class="empty">{esc(t.empty or "Nothing to show.")}</p>'
     numeric = [t.numeric[i] if i < len(t.numeric) else False for i in range(len(t.columns))]
@@ -72,7 +84,7 @@ def table_html(t: tb.Table) -> str:
 def _escape_figure(value: figures.JSON) -> figures.JSON:
     """HTML-escape every string plotly would render as markup (names, labels, hover text)."""
     if isinstance(value, str):
-        return html.escape(value, quote=False)
+        return html.escape(printable(value), quote=False)
     if isinstance(value, list):
         return [_escape_figure(v) for v in value]
     if isinstance(value, dict):

@@ -6,10 +6,12 @@ stays under GitHub's 65,536-character comment limit whatever the run size.
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Final
 
 from tracekit.reports import tables as tb
 from tracekit.reports.sentences import write_verdict
+from tracekit.reports.text import one_line
 
 if TYPE_CHECKING:
     from tracekit.results.analysis import Analysis
@@ -20,23 +22,50 @@ MAX_CHARS: Final = 65_000
 RANK_ROWS: Final = 16
 
 
-def _escape(cell: str) -> str:
-    """A table cell: pipes escaped, HTML-significant characters neutralized, one line."""
-    text = " ".join(cell.split())
-    return text.replace("\\", "\\\\").replace("|", "\\|").replace("<", "&lt;").replace(">", "&gt;")
+_BACKSLASHED: Final = re.compile(r"[\\`*\[\]|~$]")
+#: An underscore that could open or close emphasis: not between two letters or digits.
+_UNDERSCORE: Final = re.compile(r"(?<![^\W_])_|_(?![^\W_])")
+#: What GitHub turns into a link by itself: URLs (``http://``), ``www.``, e-mail addresses and
+#: @mentions (an @ followed by a name), issue references (# followed by digits).
+_SCHEME: Final = re.compile(r":(?=//)")
+_WWW: Final = re.compile(r"(?i)\bwww\.")
+_ISSUE: Final = re.compile(r"(?<!\w)#(?=\d)")
+#: What starts a block at the start of a list item's text (a list, a numbered list, a heading),
+#: and a heading's closing #s.
+_LEADING: Final = re.compile(r"^(?:[-+](?=\s|$)|\d{1,9}(?=[.)](?:\s|$))|#)|(?<=\s)#+$")
+#: Placed after @ and # to keep GitHub from linking what follows; a reader does not see it.
+WORD_JOINER: Final = "\u2060"
+
+
+def escape(text: str) -> str:
+    """``text`` as inert Markdown: shown as written, never a link, image, HTML, code or emphasis.
+
+    Every string from a trace (and every other string the report shows) goes through here:
+    on one line, control characters made visible (:func:`~tracekit.reports.text.one_line`),
+    HTML-significant characters as entities, Markdown's punctuation backslash-escaped, and
+    GitHub's own links (URLs, ``www.``, e-mail, @mentions, #123) broken by an invisible
+    word joiner or an escape. Pipes are escaped, so a cell never splits a table row.
+    """
+    text = one_line(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    text = _BACKSLASHED.sub(r"\\\g<0>", text)
+    text = _UNDERSCORE.sub(r"\\_", text)
+    text = _SCHEME.sub(r"\\:", text)
+    text = _WWW.sub(lambda m: m[0][:-1] + "\\.", text)
+    text = _ISSUE.sub("#" + WORD_JOINER, text).replace("@", "@" + WORD_JOINER)
+    return _LEADING.sub(lambda m: m[0] + "\\" if m[0][0].isdigit() else "\\" + m[0], text)
 
 
 def table(t: tb.Table) -> str:
     """One GitHub-flavored Markdown table (or its 'nothing to show' line)."""
-    lines = [f"### {t.title}", ""]
+    lines = [f"### {escape(t.title)}", ""]
     if not t.rows:
-        return "\n".join([*lines, f"_{t.empty or 'Nothing to show.'}_", ""])
+        return "\n".join([*lines, f"_{escape(t.empty or 'Nothing to show.')}_", ""])
     align = ["---:" if (t.numeric[i] if i < len(t.numeric) else False) else ":---" for i in range(len(t.columns))]
-    lines.append("| " + " | ".join(_escape(c) for c in t.columns) + " |")
+    lines.append("| " + " | ".join(escape(c) for c in t.columns) + " |")
     lines.append("| " + " | ".join(align) + " |")
-    lines += ["| " + " | ".join(_escape(c) for c in row) + " |" for row in t.rows]
+    lines += ["| " + " | ".join(escape(c) for c in row) + " |" for row in t.rows]
     if t.caption:
-        lines += ["", f"<sub>{_escape(t.caption)}</sub>"]
+        lines += ["", f"<sub>{escape(t.caption)}</sub>"]
     return "\n".join([*lines, ""])
 
 
@@ -46,20 +75,20 @@ def verdict(analysis: Analysis) -> str:
     p = v.primary
     share = "" if p.share_pct is None else f"{p.share_pct:.1f}% of the time, "
     lines = [
-        f"## tracekit verdict: {_escape(p.title)}",
+        f"## tracekit verdict: {escape(p.title)}",
         "",
-        f"**{share}confidence {p.confidence}** (measured on {v.measured_on})",
+        f"**{share}confidence {escape(p.confidence)}** (measured on {escape(v.measured_on)})",
         "",
     ]
-    lines += [f"- {_escape(e)}" for e in p.evidence]
+    lines += [f"- {escape(e)}" for e in p.evidence]
     if p.recommendations:
-        lines += ["", "**What to change**", ""] + [f"1. {_escape(r)}" for r in p.recommendations[:5]]
+        lines += ["", "**What to change**", ""] + [f"1. {escape(r)}" for r in p.recommendations[:5]]
     if v.secondary:
         lines += ["", "**Also found**", ""]
         for f in v.secondary:
             share = "" if f.share_pct is None else f" ({f.share_pct:.1f}%)"
             first = f.recommendations[0] if f.recommendations else ""
-            lines.append(f"- {_escape(f.title)}{share}, confidence {f.confidence}. {_escape(first)}")
+            lines.append(f"- {escape(f.title)}{share}, confidence {escape(f.confidence)}. {escape(first)}")
     return "\n".join([*lines, ""])
 
 
@@ -72,7 +101,8 @@ class MarkdownRenderer:
         """The Markdown report (under GitHub's comment limit whatever the run size)."""
         parts = [verdict(analysis)]
         footer = (
-            f"\n<sub>tracekit {analysis.tracekit_version} · analysis schema {analysis.schema_version} · "
+            f"\n<sub>tracekit {escape(analysis.tracekit_version)} · "
+            f"analysis schema {escape(analysis.schema_version)} · "
             "every number, for every rank and step, is in the JSON report</sub>\n"
         )
         budget = MAX_CHARS - len(footer) - len(parts[0])

@@ -2,6 +2,9 @@
 
 Rendered with rich from the typed analysis, through the shared :mod:`tracekit.reports.tables`
 and :mod:`tracekit.reports.sentences`, so the terminal, Markdown and HTML always agree.
+Every string goes to rich as :class:`~rich.text.Text` (never parsed as markup) through
+:func:`~tracekit.reports.text.printable`, so no name from a trace can move the cursor, clear
+the screen, set a hyperlink or reorder the text (no control character reaches the terminal).
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from rich.text import Text
 
 from tracekit.reports import tables as tb
 from tracekit.reports.sentences import write_verdict
+from tracekit.reports.text import printable
 
 if TYPE_CHECKING:
     from tracekit.results.analysis import Analysis
@@ -54,27 +58,32 @@ class TerminalRenderer:
         return out
 
 
+def _line(text: Text, line: str, style: str | None = None, *, end: str = "\n") -> None:
+    """Append one line of words to ``text``: control characters made visible, never read as markup."""
+    text.append(printable(line) + end, style=style)
+
+
 def verdict(analysis: Analysis) -> Text:
     """The verdict with its evidence and what to change."""
     v = write_verdict(analysis.verdict)
     p = v.primary
     text = Text()
     text.append("tracekit verdict", style="bold")
-    text.append(f" (measured on {v.measured_on})\n")
-    text.append(p.title, style="bold green" if p.good else "bold red")
+    _line(text, f" (measured on {v.measured_on})")
+    _line(text, p.title, "bold green" if p.good else "bold red", end="")
     share = "" if p.share_pct is None else f"{p.share_pct:.1f}% of the time, "
-    text.append(f"  [{share}confidence {p.confidence}]\n")
+    _line(text, f"  [{share}confidence {p.confidence}]")
     for line in p.evidence:
-        text.append(f"  - {line}\n")
+        _line(text, f"  - {line}")
     for rec in p.recommendations[:4]:
-        text.append(f"  > {rec}\n", style="cyan")
+        _line(text, f"  > {rec}", "cyan")
     for f in v.secondary:
         share = "" if f.share_pct is None else f" ({f.share_pct:.1f}%)"
-        text.append(f"also: {f.title}{share}, confidence {f.confidence}\n", style="yellow")
+        _line(text, f"also: {f.title}{share}, confidence {f.confidence}", "yellow")
         for line in f.evidence[1:] if f.share_pct is not None else f.evidence:
-            text.append(f"  - {line}\n")
+            _line(text, f"  - {line}")
         if f.recommendations:
-            text.append(f"  > {f.recommendations[0]}\n", style="cyan")
+            _line(text, f"  > {f.recommendations[0]}", "cyan")
     return text
 
 
@@ -84,27 +93,38 @@ def notes(analysis: Analysis) -> Text:
     ranks = [r.rank for r in run.ranks]
     text = Text()
     text.append("\ntracekit analysis", style="bold")
-    text.append(
+    _line(
+        text,
         f"  ranks: {len(ranks)} ({_rank_list(ranks)})   world size: {run.world_size or 'not recorded'}"
-        f"   backend: {run.backend or 'not recorded'}\n"
+        f"   backend: {run.backend or 'not recorded'}",
     )
     for skipped in run.skipped:
-        text.append(f"skipped {skipped.path}: {skipped.reason}\n", style="yellow")
+        _line(text, f"skipped {skipped.path}: {skipped.reason}", "yellow")
     for warning in run.warnings:
-        text.append(f"warning: {warning}\n", style="yellow")
+        _line(text, f"warning: {warning}", "yellow")
     return text
+
+
+def _cell(text: str) -> Text:
+    """A title, header or cell: one line, control characters made visible, never read as markup."""
+    return Text(printable(text))
 
 
 def rich_table(t: tb.Table) -> RenderableType:
     """A shared table as a rich table (or its 'nothing to show' line)."""
     if not t.rows:
-        return Text(f"{t.title}: {t.empty or 'nothing to show.'}\n")
-    table = Table(title=t.title, title_justify="left", caption=t.caption or None, caption_justify="left")
+        return Text(printable(f"{t.title}: {t.empty or 'nothing to show.'}") + "\n")
+    table = Table(
+        title=_cell(t.title),
+        title_justify="left",
+        caption=_cell(t.caption) if t.caption else None,
+        caption_justify="left",
+    )
     for i, col in enumerate(t.columns):
         numeric = t.numeric[i] if i < len(t.numeric) else False
-        table.add_column(col, justify="right" if numeric else "left", overflow="fold")
+        table.add_column(_cell(col), justify="right" if numeric else "left", overflow="fold")
     for row in t.rows:
-        table.add_row(*(Text(cell) for cell in row))  # Text: names are never read as markup
+        table.add_row(*map(_cell, row))
     return table
 
 

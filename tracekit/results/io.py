@@ -2,21 +2,38 @@
 
 The file says what it is (``schema``) and which version (``schema_version``): a reader
 refuses another schema, and a major version it does not know, with one line naming the file.
+The rest is validated against the typed model (strict types: a number is not a string, a
+list is not an object, an enum has one of its values) and a file that does not fit says, in
+one line, which section or field is wrong and how. Fields a file of a newer minor version
+adds are ignored; in a file of this version or an older one, a field the schema does not
+have means the file was damaged or edited, and is refused like any other fault.
 """
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
+from typing import Any, Final
 
 import msgspec
 
 from tracekit.errors import InputError
 from tracekit.results.analysis import SCHEMA, SCHEMA_VERSION, Analysis
 
-
-class _Header(msgspec.Struct):
-    schema: str | None = None
-    schema_version: str | None = None
+#: JSON type names as msgspec writes them, in the words of a message.
+_TYPE_WORDS: Final = {
+    "object": "an object",
+    "array": "a list",
+    "str": "a string",
+    "int": "an integer",
+    "float": "a number",
+    "bool": "true or false",
+    "null": "null",
+}
+_EXPECTED: Final = re.compile(r"^Expected `(?P<expected>[^`]+)`, got `(?P<got>[^`]+)`(?: - at `\$(?P<at>[^`]*)`)?$")
+_MISSING: Final = re.compile(r"^Object missing required field `(?P<field>[^`]+)`(?: - at `\$(?P<at>[^`]*)`)?$")
+_ENUM: Final = re.compile(r"^Invalid enum value (?P<value>.+?)(?: - at `\$(?P<at>[^`]*)`)?$")
+_AT: Final = re.compile(r" - at `\$(?P<at>[^`]*)`$")
 
 
 def dump_analysis(analysis: Analysis) -> str:
@@ -24,25 +41,168 @@ def dump_analysis(analysis: Analysis) -> str:
     return msgspec.json.format(msgspec.json.encode(analysis), indent=2).decode() + "\n"
 
 
+def _version(text: str) -> tuple[str, int | None]:
+    major, _, minor = text.partition(".")
+    return major, int(minor.split(".")[0]) if minor.split(".")[0].isdigit() else None
+
+
 def decode_analysis(data: str | bytes, *, source: str) -> Analysis:
-    """An analysis from JSON text; anything else is an :class:`InputError` naming ``source``."""
+    """An analysis from JSON text; anything else is an :class:`InputError` naming ``source`` and the fault."""
+    raw = _json(data, source=source)
+    newer = _check_header(raw, source=source)
     try:
-        header = msgspec.json.decode(data, type=_Header)
-    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-        raise InputError(f"not a tracekit analysis ({exc})", path=source) from None
-    if header.schema != SCHEMA:
-        raise InputError(f'not a tracekit analysis (no "schema": "{SCHEMA}")', path=source)
-    major = (header.schema_version or "").split(".")[0]
-    if major != SCHEMA_VERSION.split(".")[0]:
+        analysis = msgspec.convert(raw, type=Analysis, strict=True)
+    except msgspec.ValidationError as exc:
+        raise InputError(f"damaged tracekit analysis: {_explain(str(exc))}", path=source) from None
+    if not newer:
+        extra = _unknown_field(raw, msgspec.to_builtins(analysis), "")
+        if extra is not None:
+            raise InputError(
+                f"damaged tracekit analysis: unknown field `{extra[:120]}` "
+                f"(analysis schema {SCHEMA_VERSION} has no such field)",
+                path=source,
+            )
+    return analysis
+
+
+def _json(data: str | bytes, *, source: str) -> dict[str, Any]:
+    """The document as a JSON object, or an error saying why the file is not one."""
+    if not data.strip():
+        raise InputError("not a tracekit analysis (the file is empty)", path=source)
+    try:
+        raw = msgspec.json.decode(data)
+    except msgspec.DecodeError as exc:
+        text = str(exc)
+        if "truncated" in text:
+            reason = "truncated JSON: the file ends before the document does"
+        else:
+            reason = "not JSON: " + re.sub(
+                r" \(byte (\d+)\)$", r" at byte \1", text.removeprefix("JSON is malformed: ")
+            )
+        raise InputError(f"not a tracekit analysis ({reason})", path=source) from None
+    except UnicodeDecodeError as exc:
+        raise InputError(f"not a tracekit analysis (not UTF-8 text: byte {exc.start})", path=source) from None
+    if not isinstance(raw, dict):
+        kind = _TYPE_WORDS.get(type(raw).__name__.replace("list", "array").replace("NoneType", "null"), "a value")
+        raise InputError(f"not a tracekit analysis (the file holds {kind}, not a JSON object)", path=source)
+    return raw
+
+
+def _check_header(raw: dict[str, Any], *, source: str) -> bool:
+    """Refuse another schema or an unknown major version; whether the file's minor version is newer."""
+    schema = raw.get("schema")
+    if schema != SCHEMA:
+        said = f"its schema is {schema!r}" if isinstance(schema, str) else f'no "schema": "{SCHEMA}"'
+        raise InputError(f"not a tracekit analysis ({said})", path=source)
+    version = raw.get("schema_version")
+    if not isinstance(version, str):
         raise InputError(
-            f"analysis schema version {header.schema_version} is not readable by this tracekit "
-            f"(it reads {SCHEMA_VERSION.split('.')[0]}.x; re-run tracekit analyze on the traces)",
+            f'damaged tracekit analysis: field `schema_version` should be a string such as "{SCHEMA_VERSION}", '
+            f"not {_word_of(version)}",
             path=source,
         )
-    try:
-        return msgspec.json.decode(data, type=Analysis)
-    except msgspec.ValidationError as exc:
-        raise InputError(f"damaged tracekit analysis ({exc})", path=source) from None
+    major, minor = _version(version)
+    ours, our_minor = _version(SCHEMA_VERSION)
+    if major != ours:
+        raise InputError(
+            f"analysis schema version {version} is not readable by this tracekit "
+            f"(it reads {ours}.x; re-run tracekit analyze on the traces)",
+            path=source,
+        )
+    return minor is not None and our_minor is not None and minor > our_minor
+
+
+def _word_of(value: object) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true or false"
+    name = {int: "int", float: "float", str: "str", list: "array", dict: "object"}.get(type(value), "")
+    return _TYPE_WORDS.get(name, "a value")
+
+
+def _where(at: str | None) -> str:
+    """A JSON path as msgspec writes it (``.run.ranks[0]``), as the message names it (``run.ranks[0]``)."""
+    return (at or "").lstrip(".")
+
+
+def _types(spec: str) -> str:
+    words = [_TYPE_WORDS.get(t.strip(), t.strip()) for t in spec.split("|")]
+    return " or ".join(words)
+
+
+def _what(path: str) -> str:
+    """``section `run``` for a top-level object of the analysis, else ``field `run.span_ns```."""
+    section = "." not in path and "[" not in path and _is_section(path)
+    return f"section `{path}`" if section else f"field `{path}`"
+
+
+def _is_section(name: str) -> bool:
+    info = msgspec.inspect.type_info(Analysis)
+    fields = info.fields if isinstance(info, msgspec.inspect.StructType) else ()
+    for f in fields:
+        if f.encode_name == name:
+            kinds = f.type.types if isinstance(f.type, msgspec.inspect.UnionType) else (f.type,)
+            return any(isinstance(k, msgspec.inspect.StructType) for k in kinds)
+    return False
+
+
+def _explain(message: str) -> str:
+    """msgspec's validation message in the words of the analysis: which section or field, and what is wrong."""
+    if m := _EXPECTED.match(message):
+        path = _where(m["at"])
+        if not path:
+            return f"the document should be {_types(m['expected'])}, not {_types(m['got'])}"
+        got = "null" if m["got"] == "null" else _types(m["got"])
+        return f"{_what(path)} is {got}; it should be {_types(m['expected'])}"
+    if m := _MISSING.match(message):
+        at = _where(m["at"])
+        field = f"{at}.{m['field']}" if at else m["field"]
+        return f"{_what(field)} is missing"
+    if m := _ENUM.match(message):
+        path = _where(m["at"])
+        values = _enum_values(path)
+        known = f" (it is one of: {', '.join(values)})" if values else ""
+        value = m["value"] if len(m["value"]) <= 80 else m["value"][:79] + "…"
+        return f"{_what(path)} has an unknown value {value}{known}"
+    if m := _AT.search(message):
+        return f"{_what(_where(m['at']))}: {message[: m.start()]}"
+    return message
+
+
+def _enum_values(path: str) -> list[str]:
+    """The values of the enum at ``path`` (``verdict.secondary[0].bound``) of the analysis."""
+    info: msgspec.inspect.Type = msgspec.inspect.type_info(Analysis)
+    for name, index in re.findall(r"([A-Za-z_0-9]+)|\[(\d+)\]", path):
+        while isinstance(info, msgspec.inspect.UnionType):  # X | None: the X
+            info = next((t for t in info.types if not isinstance(t, msgspec.inspect.NoneType)), info.types[0])
+        if index and isinstance(info, msgspec.inspect.ListType):
+            info = info.item_type
+        elif name and isinstance(info, msgspec.inspect.StructType):
+            info = next((f.type for f in info.fields if f.encode_name == name), msgspec.inspect.AnyType())
+        else:
+            return []
+    while isinstance(info, msgspec.inspect.UnionType):
+        info = next((t for t in info.types if not isinstance(t, msgspec.inspect.NoneType)), info.types[0])
+    return [str(m.value) for m in info.cls] if isinstance(info, msgspec.inspect.EnumType) else []
+
+
+def _unknown_field(raw: Any, known: Any, path: str) -> str | None:
+    """The first key in ``raw`` that the typed document ``known`` (its builtins) does not have."""
+    if isinstance(raw, dict) and isinstance(known, dict):
+        for key, value in raw.items():
+            where = f"{path}.{key}" if path else str(key)
+            if key not in known:
+                return where
+            found = _unknown_field(value, known[key], where)
+            if found is not None:
+                return found
+    elif isinstance(raw, list) and isinstance(known, list):
+        for i, (a, b) in enumerate(zip(raw, known, strict=False)):
+            found = _unknown_field(a, b, f"{path}[{i}]")
+            if found is not None:
+                return found
+    return None
 
 
 def load_analysis(path: str | Path) -> Analysis:
