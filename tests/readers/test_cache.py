@@ -6,7 +6,6 @@ import gzip
 import json
 import os
 import shutil
-import signal
 import time
 from concurrent.futures import ProcessPoolExecutor
 from functools import partial
@@ -24,7 +23,7 @@ from tracekit.readers.cache import CACHE_ENV, EventCache, default_cache_dir
 from tracekit.readers.identity import BLOCK, SAMPLES
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator
+    from collections.abc import Callable
 
     from tracekit.model.run import Run
 
@@ -150,20 +149,6 @@ def test_an_edit_in_the_middle_keeping_size_and_mtime_is_read_again(kineto_dir: 
 
 
 # ---- damage: every kind is read from the source, never a hang, a traceback or stale numbers ----
-
-
-@pytest.fixture
-def no_hang() -> Iterator[None]:
-    """Fail a test that blocks (on a FIFO, on an endless device) instead of hanging the run."""
-
-    def hung(signum: int, frame: object) -> None:
-        pytest.fail("blocked for 20 s")  # not an OSError, which the cache would take for a bad entry
-
-    previous = signal.signal(signal.SIGALRM, hung)
-    signal.alarm(20)
-    yield
-    signal.alarm(0)
-    signal.signal(signal.SIGALRM, previous)
 
 
 def _replace_with(path: Path, kind: str) -> None:
