@@ -2,18 +2,28 @@
 
 from __future__ import annotations
 
+import gzip
+import json
 import os
+import shutil
+import time
+from concurrent.futures import ProcessPoolExecutor
+from functools import partial
+from multiprocessing import get_context
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import polars as pl
 import pytest
 
 from tests.factories import simple_step, write_kineto
-from tracekit.readers import load_run
-from tracekit.readers.cache import CACHE_ENV, EventCache, FileIdentity, default_cache_dir
+from tracekit.analyzers import run_analysis
+from tracekit.readers import load_run, read_file
+from tracekit.readers.cache import CACHE_ENV, EventCache, default_cache_dir
+from tracekit.readers.identity import BLOCK, SAMPLES
 
 if TYPE_CHECKING:
-    from pathlib import Path
+    from collections.abc import Callable
 
     from tracekit.model.run import Run
 
@@ -95,32 +105,6 @@ def test_default_cache_dir_is_the_environment_variable(tmp_path: Path, monkeypat
     assert default_cache_dir().parts[-2:] == (".cache", "tracekit")
 
 
-@pytest.mark.parametrize("damage", ["parquet", "json", "schema"])
-def test_a_damaged_entry_is_ignored_and_rewritten(tmp_path: Path, reads: list[str], damage: str) -> None:
-    folder, cache = two_ranks(tmp_path / "t"), tmp_path / "cache"
-    first = load_run([folder], cache_dir=cache)
-    parquet = sorted((cache / "events").glob("*.parquet"))[0]
-    if damage == "parquet":
-        parquet.write_bytes(parquet.read_bytes()[:100])
-    elif damage == "json":
-        parquet.with_suffix("").with_suffix(".json").write_text("{not json")
-    else:
-        pl.read_parquet(parquet).drop("category").write_parquet(parquet)
-    reads.clear()
-    assert same_run(load_run([folder], cache_dir=cache), first)
-    assert len(reads) == 1
-    reads.clear()
-    load_run([folder], cache_dir=cache)
-    assert reads == []  # rewritten
-
-
-def test_an_unwritable_cache_is_no_error(tmp_path: Path) -> None:
-    blocker = tmp_path / "not-a-folder"
-    blocker.write_text("a file where the cache folder should be")
-    run = load_run([two_ranks(tmp_path / "t")], cache_dir=blocker)
-    assert run.rank_ids == [0, 1]
-
-
 def test_a_file_of_several_ranks_is_cached_as_a_list(shared_traces: Path, tmp_path: Path) -> None:
     export = shared_traces / "nsys" / "nsysai-mfu-2gpu-before.sqlite"
     first = load_run([export], cache_dir=tmp_path)
@@ -131,14 +115,193 @@ def test_a_file_of_several_ranks_is_cached_as_a_list(shared_traces: Path, tmp_pa
     assert same_run(first, second) and second.rank_ids == [0, 1]
 
 
-def test_identity_changes_with_content(tmp_path: Path) -> None:
-    path = tmp_path / "x.json"
-    path.write_bytes(b"a" * 200_000)
-    before = FileIdentity.of(path)
-    with path.open("r+b") as handle:
-        handle.seek(199_000)
-        handle.write(b"b")
-    os.utime(path, ns=(before.mtime_ns, before.mtime_ns))
-    after = FileIdentity.of(path)
-    assert (after.size, after.mtime_ns, after.inode) == (before.size, before.mtime_ns, before.inode)
-    assert after != before
+def test_an_edit_in_the_middle_keeping_size_and_mtime_is_read_again(kineto_dir: Path, tmp_path: Path) -> None:
+    """One kernel's duration changed in the middle of a real 9.8 MB trace, the mtime set back."""
+    trace = tmp_path / "rank0.json"
+    trace.write_bytes(gzip.decompress((kineto_dir / "hta-misc" / "nccl-rank0-world2.json.gz").read_bytes()))
+    data = trace.read_bytes()
+    middle = len(data) // 2
+    assert len(data) > BLOCK * SAMPLES  # sampled, not hashed whole
+    kernel = data.index(b'"cat": "kernel"', middle - 20_000)
+    dur = data.index(b'"dur": ', kernel) + len(b'"dur": ')
+    assert abs(dur - middle) < BLOCK // 2  # inside the block centred on the middle
+    old = data[dur : data.index(b",", dur)]
+    new = bytes([ord("9") if old[0] != ord("9") else ord("1")]) + old[1:]
+    delta_ns = round((float(new) - float(old)) * 1000)
+
+    def compute_ns(run: Run) -> int:
+        [row] = [r for r in run_analysis(run).analysis.kernels.by_category if r.category == "compute"]
+        return row.total_ns
+
+    first = load_run([trace], cache_dir=tmp_path / "cache")
+    assert same_run(load_run([trace], cache_dir=tmp_path / "cache"), first)  # served from the cache
+    info = trace.stat()
+    with trace.open("r+b") as handle:
+        handle.seek(dur)
+        handle.write(new)
+    os.utime(trace, ns=(info.st_atime_ns, info.st_mtime_ns))
+    assert (trace.stat().st_size, trace.stat().st_mtime_ns) == (info.st_size, info.st_mtime_ns)
+    edited = load_run([trace], cache_dir=tmp_path / "cache")
+    kernels = pl.col("kind") == "kernel"
+    busy = (pl.col("end_ns") - pl.col("start_ns")).filter(kernels).sum()
+    assert edited.events.select(busy).item() - first.events.select(busy).item() == delta_ns
+    assert compute_ns(edited) - compute_ns(first) == delta_ns
+
+
+# ---- damage: every kind is read from the source, never a hang, a traceback or stale numbers ----
+
+
+def _replace_with(path: Path, kind: str) -> None:
+    """Put something that is not a readable entry file at ``path``."""
+    path.unlink()
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "directory":
+        path.mkdir()
+    elif kind == "symlink to /dev/zero":
+        path.symlink_to("/dev/zero")
+
+
+def _edit_json(path: Path, edit: Callable[[dict[str, Any]], object]) -> None:
+    entry = json.loads(path.read_bytes())
+    edit(entry)
+    path.write_text(json.dumps(entry))
+
+
+JSON_DAMAGE: dict[str, Callable[[Path], object]] = {
+    **{kind: partial(_replace_with, kind=kind) for kind in ("fifo", "directory", "symlink to /dev/zero", "missing")},
+    "truncated": lambda p: p.write_bytes(p.read_bytes()[: p.stat().st_size // 2]),
+    "empty": lambda p: p.write_bytes(b""),
+    "garbage": lambda p: p.write_bytes(bytes(range(256)) * 8),
+    "a JSON list": lambda p: p.write_text("[1, 2]"),
+    "a field of the wrong type": lambda p: _edit_json(p, lambda e: e["traces"][0].update(rank="zero")),
+    "a field missing": lambda p: _edit_json(p, lambda e: e["traces"][0].pop("rows")),
+    "traces not a list": lambda p: _edit_json(p, lambda e: e.update(traces={"0": 1})),
+    "a token that is a path": lambda p: _edit_json(p, lambda e: e.update(token="../../../etc/passwd")),
+    "rows that are not the frame's": lambda p: _edit_json(p, lambda e: e["traces"][0].update(rows=1)),
+    "another tracekit version": lambda p: _edit_json(p, lambda e: e.update(tracekit="0.0.1")),
+}
+PARQUET_DAMAGE: dict[str, Callable[[Path], object]] = {
+    **{kind: partial(_replace_with, kind=kind) for kind in ("fifo", "directory", "symlink to /dev/zero", "missing")},
+    "truncated": lambda p: p.write_bytes(p.read_bytes()[:100]),
+    "garbage": lambda p: p.write_bytes(bytes(range(256)) * 8),
+    "another schema": lambda p: pl.read_parquet(p).drop("category").write_parquet(p),
+    "another dtype": lambda p: pl.read_parquet(p).with_columns(pl.col("start_ns").cast(pl.Float64)).write_parquet(p),
+}
+
+
+@pytest.mark.usefixtures("no_hang")
+@pytest.mark.parametrize(
+    ("part", "damage"),
+    [("json", d) for d in JSON_DAMAGE] + [("parquet", d) for d in PARQUET_DAMAGE],
+)
+def test_a_damaged_entry_is_read_from_the_source_and_rewritten(
+    tmp_path: Path, reads: list[str], part: str, damage: str
+) -> None:
+    folder, cache = two_ranks(tmp_path / "t"), tmp_path / "cache"
+    first = load_run([folder], cache_dir=cache)
+    parquet = sorted((cache / "events").glob("*.parquet"))[0]
+    entry = (cache / "events" / parquet.name.split(".")[0]).with_suffix(".json")
+    (JSON_DAMAGE if part == "json" else PARQUET_DAMAGE)[damage](entry if part == "json" else parquet)
+    reads.clear()
+    assert same_run(load_run([folder], cache_dir=cache), first)
+    assert len(reads) == 1  # the damaged entry's file only
+    reads.clear()
+    assert same_run(load_run([folder], cache_dir=cache), first)
+    assert reads == ([] if (part, damage) != ("json", "directory") else reads)  # rewritten (a folder stays)
+    assert not list((cache / "events").glob(".*.tmp"))
+
+
+def test_a_cache_root_that_is_a_file_is_no_error(tmp_path: Path) -> None:
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("a file where the cache folder should be")
+    run = load_run([two_ranks(tmp_path / "t")], cache_dir=blocker)
+    assert run.rank_ids == [0, 1]
+    assert blocker.read_text() == "a file where the cache folder should be"
+
+
+@pytest.mark.parametrize("how", ["read-only folder", "/proc"])
+def test_an_unwritable_cache_root_is_no_error(tmp_path: Path, reads: list[str], how: str) -> None:
+    folder = two_ranks(tmp_path / "t")
+    if how == "/proc":
+        if not Path("/proc/self/fdinfo").is_dir():
+            pytest.skip("no /proc")
+        root = Path("/proc/self/fdinfo")  # a folder nobody can create anything in, root included
+    else:
+        if os.geteuid() == 0:
+            pytest.skip("root writes into read-only folders")
+        root = tmp_path / "read-only"
+        root.mkdir(mode=0o555)
+    expected = load_run([folder], use_cache=False)
+    for _ in range(2):
+        assert same_run(load_run([folder], cache_dir=root), expected)
+    assert len(reads) == 6  # decoded every time
+
+
+def test_racing_writers_never_serve_one_version_under_another(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Process A stores version 2 of a file while process B stores version 1 in the middle of it."""
+    from tracekit.readers import cache as cache_module
+
+    trace = tmp_path / "rank0.json"
+    write_kineto(trace, simple_step(offset=7.0), rank=0)
+    old, old_traces = cache_module.FileIdentity.of(trace), read_file(trace)
+    write_kineto(trace, simple_step(offset=8.0), rank=0)
+    new, new_traces = cache_module.FileIdentity.of(trace), read_file(trace)
+    assert old != new and old.size == new.size and old_traces[0].events.height == new_traces[0].events.height
+    cache = EventCache(tmp_path / "cache")
+    real, interrupted = cache_module._replace, []
+
+    def interleaved(target: Path, write: Callable[[Path], object]) -> None:
+        real(target, write)
+        if target.suffix == ".parquet" and not interrupted:  # B, which read the file before it changed,
+            interrupted.append(target)  # stores all of its entry between A's frames and A's metadata
+            assert cache.store(old, old_traces)
+
+    monkeypatch.setattr(cache_module, "_replace", interleaved)
+    assert cache.store(new, new_traces)  # A, which read the new version
+    loaded = cache.load(trace)
+    assert loaded is None or loaded[0].events.equals(new_traces[0].events)
+    monkeypatch.undo()
+    run = load_run([trace], cache_dir=tmp_path / "cache")
+    assert run.events["start_ns"].min() == 1_000_008_000
+
+
+def _hammer(folder: str, cache: str, expected: str, rounds: int) -> list[str]:
+    """Load ``folder`` ``rounds`` times; what went wrong (each rank's events must be one whole version)."""
+    versions = [pl.read_parquet(p) for p in sorted(Path(expected).glob("*.parquet"))]
+    problems = []
+    for _ in range(rounds):
+        try:
+            run = load_run([folder], cache_dir=cache, jobs=1)
+        except Exception as exc:  # what is reported is the point
+            problems.append(repr(exc))
+            continue
+        if not any(run.events.equals(v) for v in versions):
+            problems.append("events of no version: a mixture")
+    return problems
+
+
+def test_processes_racing_on_one_cache_folder(shared_traces: Path, tmp_path: Path) -> None:
+    """Three processes load one two-rank export while it is replaced by another, then while it stays."""
+    exports = [shared_traces / "nsys" / f"nsysai-mfu-2gpu-{v}.sqlite" for v in ("before", "after")]
+    expected = tmp_path / "expected"
+    expected.mkdir()
+    for i, export in enumerate(exports):
+        load_run([export], use_cache=False).events.write_parquet(expected / f"{i}.parquet")
+    folder, cache = tmp_path / "t", tmp_path / "cache"
+    folder.mkdir()
+    target = folder / "job.sqlite"
+    shutil.copyfile(exports[0], target)
+    with ProcessPoolExecutor(3, mp_context=get_context("spawn")) as pool:
+        futures = [pool.submit(_hammer, str(folder), str(cache), str(expected), 6) for _ in range(3)]
+        flips = 0
+        while not all(f.done() for f in futures):
+            if flips < 4:  # then the files stay, and the processes share the entries
+                flips += 1
+                shutil.copyfile(exports[flips % 2], folder / ".next")
+                os.replace(folder / ".next", target)
+            time.sleep(0.3)
+        problems = [p for f in futures for p in f.result()]
+    assert problems == []
+    final = pl.read_parquet(expected / f"{flips % 2}.parquet")
+    assert load_run([target], cache_dir=cache).events.equals(final)  # not a stale version

@@ -2,47 +2,57 @@
 
 Reading a trace again costs a Parquet read instead of a JSON or SQLite decode. An entry is
 ``<root>/events/<digest of the resolved path>.json`` (what the reader said about each rank
-in the file, and the file identity it was read from) beside one ``.parquet`` of events per
-rank trace, and one ``.counters.parquet`` per rank trace that has counters (memory over time).
-It is used only while the file still has that identity (size, mtime in ns, inode, and a
-digest of its first and last 64 KiB, since mtimes tick only every few ms) and was written
-by this tracekit version with this :data:`CACHE_VERSION`; a changed file's entry is replaced
-by the next read. A corrupt or unreadable entry, or a cache folder that cannot be
-written, is never an error: the file is read from its source instead.
+in the file, the identity of the file it was read from, and a token naming its Parquet
+files) beside one ``<stem>.<token>.<i>.parquet`` of events per rank trace, and one
+``.counters.parquet`` per rank trace that has counters (memory over time). It is used only
+while the file still has that identity (path, size, mtime and ctime in ns, inode, and a
+digest of sampled blocks of its content: see :mod:`tracekit.readers.identity`) and was
+written by this tracekit version with this :data:`CACHE_VERSION`; a changed file's entry is
+replaced by the next read.
+
+Every file is written under a temporary name and renamed, the metadata last, and each entry
+writes Parquet files of its own token, so that processes sharing a cache folder never mix
+the files of two entries: a reader sees a whole entry, or none (its files removed by a later
+writer), and reads the source. A corrupt or unreadable entry (not a regular file, truncated,
+of another shape or schema), or a cache folder that cannot be written, is never an error:
+the file is read from its source instead.
 
 The root is ``$TRACEKIT_CACHE_DIR``, else ``~/.cache/tracekit`` (see :func:`default_cache_dir`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
-import json
 import os
 import uuid
-from dataclasses import asdict, dataclass
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Annotated, Final
 
+import msgspec
 import polars as pl
 
 from tracekit import __version__
 from tracekit.model.counters import COUNTER_SCHEMA, empty_counters
-from tracekit.model.run import ProcessGroup
+from tracekit.model.run import ProcessGroup  # noqa: TC001  (msgspec reads annotations at run time)
 from tracekit.model.schema import SCHEMA
+from tracekit.readers.identity import FileIdentity, open_regular, read_regular
 from tracekit.readers.trace import RankTrace
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
-#: Bump whenever a reader's output (columns, values, rank metadata) changes for the same file.
-CACHE_VERSION: Final = 5
+__all__ = ["CACHE_ENV", "CACHE_VERSION", "EventCache", "FileIdentity", "default_cache_dir"]
+
+#: Bump whenever a reader's output (columns, values, rank metadata) or the entry layout changes.
+CACHE_VERSION: Final = 6
 #: The environment variable naming the cache root.
 CACHE_ENV: Final = "TRACEKIT_CACHE_DIR"
-_ENDS: Final = 64 * 1024
-_METADATA: Final = ("path", "rank", "world_size", "backend", "schema_version", "rank_source", "clock")
+#: The largest entry metadata read (a few hundred bytes per rank trace).
+_META_LIMIT: Final = 16 * 1024 * 1024
 #: What an unusable entry can raise while it is read; each means "read the source instead".
-_UNUSABLE: Final = (OSError, ValueError, KeyError, TypeError, pl.exceptions.PolarsError)
+_UNUSABLE: Final = (OSError, ValueError, KeyError, TypeError, msgspec.MsgspecError, pl.exceptions.PolarsError)
 
 
 def default_cache_dir() -> Path:
@@ -51,28 +61,32 @@ def default_cache_dir() -> Path:
     return Path(configured).expanduser() if configured else Path.home() / ".cache" / "tracekit"
 
 
-@dataclass(frozen=True)
-class FileIdentity:
-    """What makes a cached read of a file valid: where it is and which version of it."""
+class _Trace(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """What an entry records of one rank trace besides its frames."""
 
     path: str
-    size: int
-    mtime_ns: int
-    inode: int
-    #: of the first and last 64 KiB (a gzip file ends with the CRC-32 of its content)
-    ends: str
+    rank: int | None
+    world_size: int | None
+    backend: str | None
+    schema_version: str | None
+    rank_source: str
+    clock: str
+    devices: tuple[str, ...]
+    process_groups: tuple[ProcessGroup, ...]
+    warnings: tuple[str, ...]
+    rows: Annotated[int, msgspec.Meta(ge=0)]
+    counter_rows: Annotated[int, msgspec.Meta(ge=0)]
 
-    @classmethod
-    def of(cls, path: str | Path) -> FileIdentity:
-        """The identity of ``path`` now; raises :class:`OSError` when it cannot be read."""
-        resolved = Path(path).resolve()
-        with resolved.open("rb") as handle:
-            info = os.fstat(handle.fileno())
-            digest = hashlib.sha1(handle.read(_ENDS), usedforsecurity=False)
-            if info.st_size > _ENDS:
-                handle.seek(max(_ENDS, info.st_size - _ENDS))
-                digest.update(handle.read(_ENDS))
-        return cls(str(resolved), info.st_size, info.st_mtime_ns, info.st_ino, digest.hexdigest())
+
+class _Entry(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """An entry's metadata: who wrote it, from which version of the file, and where its frames are."""
+
+    tracekit: str
+    cache_version: int
+    source: FileIdentity
+    #: names the entry's Parquet files: ``<stem>.<token>.<i>.parquet``
+    token: Annotated[str, msgspec.Meta(pattern="^[0-9a-f]{16}$")]
+    traces: tuple[_Trace, ...]
 
 
 class EventCache:
@@ -85,77 +99,98 @@ class EventCache:
     def _stem(self, identity: FileIdentity) -> str:
         return hashlib.sha1(identity.path.encode(), usedforsecurity=False).hexdigest()[:24]
 
-    @staticmethod
-    def _key(identity: FileIdentity) -> dict[str, Any]:
-        return {"tracekit": __version__, "cache_version": CACHE_VERSION, **asdict(identity)}
-
     def load(self, path: str | Path) -> list[RankTrace] | None:
         """The cached rank traces of ``path``, or None when there is no usable entry."""
         try:
             identity = FileIdentity.of(path)
             stem = self._stem(identity)
-            meta = json.loads((self.folder / f"{stem}.json").read_bytes())
-            if meta.get("key") != self._key(identity):
+            data = read_regular(self.folder / f"{stem}.json", limit=_META_LIMIT, follow=False)
+            entry = msgspec.json.decode(data, type=_Entry)
+            if (entry.tracekit, entry.cache_version, entry.source) != (__version__, CACHE_VERSION, identity):
                 return None
-            return [self._read_trace(item, self.folder / f"{stem}.{i}") for i, item in enumerate(meta["traces"])]
+            return [_read_trace(item, self.folder / f"{stem}.{entry.token}.{i}") for i, item in enumerate(entry.traces)]
         except _UNUSABLE:
             return None
-
-    @staticmethod
-    def _read_trace(item: dict[str, Any], base: Path) -> RankTrace:
-        """One rank trace from ``<base>.parquet`` (and ``<base>.counters.parquet`` when it has counters)."""
-        events = _read_frame(base.with_name(f"{base.name}.parquet"), SCHEMA, rows=item["rows"])
-        counters = (
-            _read_frame(base.with_name(f"{base.name}.counters.parquet"), COUNTER_SCHEMA, rows=item["counter_rows"])
-            if item["counter_rows"]
-            else empty_counters()
-        )
-        groups = tuple(
-            ProcessGroup(name=g["name"], ranks=tuple(g["ranks"]), description=g["description"])
-            for g in item.get("process_groups", ())
-        )
-        meta = {k: item[k] for k in _METADATA}
-        return RankTrace(
-            events=events,
-            counters=counters,
-            devices=tuple(item["devices"]),
-            process_groups=groups,
-            warnings=tuple(str(w) for w in item["warnings"]),
-            **meta,
-        )
 
     def store(self, identity: FileIdentity, traces: Sequence[RankTrace]) -> bool:
         """Write the entry of the file read as ``identity``; False when it cannot be written."""
         stem = self._stem(identity)
+        token = uuid.uuid4().hex[:16]
         try:
             self.folder.mkdir(parents=True, exist_ok=True)
             for i, trace in enumerate(traces):
-                _replace(self.folder / f"{stem}.{i}.parquet", partial(_write_parquet, trace.events))
-                counters = self.folder / f"{stem}.{i}.counters.parquet"
+                base = self.folder / f"{stem}.{token}.{i}"
+                _replace(base.with_name(f"{base.name}.parquet"), partial(_write_parquet, trace.events))
                 if trace.counters.height:
-                    _replace(counters, partial(_write_parquet, trace.counters))
-                else:
-                    counters.unlink(missing_ok=True)  # what an earlier version of the file had
-            items = [
-                {
-                    **{k: getattr(t, k) for k in _METADATA},
-                    "devices": list(t.devices),
-                    "process_groups": [asdict(g) for g in t.process_groups],
-                    "warnings": list(t.warnings),
-                    "rows": t.events.height,
-                    "counter_rows": t.counters.height,
-                }
-                for t in traces
-            ]
-            text = json.dumps({"key": self._key(identity), "traces": items}, indent=1)
-            _replace(self.folder / f"{stem}.json", partial(Path.write_text, data=text, encoding="utf-8"))
+                    _replace(base.with_name(f"{base.name}.counters.parquet"), partial(_write_parquet, trace.counters))
+            entry = _Entry(__version__, CACHE_VERSION, identity, token, tuple(_describe(t) for t in traces))
+            _replace(self.folder / f"{stem}.json", partial(_write_bytes, msgspec.json.encode(entry)))
         except (OSError, pl.exceptions.PolarsError):
+            self._sweep(stem, token, ours=True)
             return False
+        self._sweep(stem, token, ours=False)  # the files of the entry this one replaced
         return True
+
+    def _sweep(self, stem: str, token: str, *, ours: bool) -> None:
+        """Remove the Parquet files of ``stem`` that are (``ours``), or are not, of ``token``.
+
+        Files of another process's entry still being written may go too: its entry then
+        names missing files, which reads as no entry.
+        """
+        try:
+            found = list(self.folder.glob(f"{stem}.*.parquet"))
+        except OSError:
+            return
+        for path in found:
+            if path.name.startswith(f"{stem}.{token}.") == ours:
+                with contextlib.suppress(OSError):  # a folder put there stays
+                    path.unlink(missing_ok=True)
+
+
+def _describe(trace: RankTrace) -> _Trace:
+    return _Trace(
+        path=trace.path,
+        rank=trace.rank,
+        world_size=trace.world_size,
+        backend=trace.backend,
+        schema_version=trace.schema_version,
+        rank_source=trace.rank_source,
+        clock=trace.clock,
+        devices=trace.devices,
+        process_groups=trace.process_groups,
+        warnings=trace.warnings,
+        rows=trace.events.height,
+        counter_rows=trace.counters.height,
+    )
+
+
+def _read_trace(item: _Trace, base: Path) -> RankTrace:
+    """One rank trace from ``<base>.parquet`` (and ``<base>.counters.parquet`` when it has counters)."""
+    events = _read_frame(base.with_name(f"{base.name}.parquet"), SCHEMA, rows=item.rows)
+    counters = (
+        _read_frame(base.with_name(f"{base.name}.counters.parquet"), COUNTER_SCHEMA, rows=item.counter_rows)
+        if item.counter_rows
+        else empty_counters()
+    )
+    return RankTrace(
+        path=item.path,
+        events=events,
+        rank=item.rank,
+        world_size=item.world_size,
+        backend=item.backend,
+        devices=item.devices,
+        schema_version=item.schema_version,
+        rank_source=item.rank_source,
+        clock=item.clock,
+        counters=counters,
+        process_groups=item.process_groups,
+        warnings=item.warnings,
+    )
 
 
 def _read_frame(parquet: Path, schema: dict[str, pl.DataType], *, rows: int) -> pl.DataFrame:
-    frame = pl.read_parquet(parquet)
+    with open_regular(parquet, follow=False) as handle:
+        frame = pl.read_parquet(handle)
     if frame.schema != pl.Schema(schema) or frame.height != rows:
         raise ValueError(f"{parquet}: not the schema, or not the rows recorded")
     return frame
@@ -163,6 +198,10 @@ def _read_frame(parquet: Path, schema: dict[str, pl.DataType], *, rows: int) -> 
 
 def _write_parquet(frame: pl.DataFrame, path: Path) -> None:
     frame.write_parquet(path, compression="lz4", statistics=False)  # zstd: half the size, 1.5x the CPU
+
+
+def _write_bytes(data: bytes, path: Path) -> None:
+    path.write_bytes(data)
 
 
 def _replace(target: Path, write: Callable[[Path], object]) -> None:

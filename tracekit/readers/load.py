@@ -54,7 +54,8 @@ def load_run(
     record one; ``jobs`` is the number of parsing processes (default: the number of cores);
     ``progress`` is called after each file with (file, files done, files in all). Decoded
     events are cached per file in ``cache_dir`` (default: ``$TRACEKIT_CACHE_DIR``, else
-    ``~/.cache/tracekit``; see :mod:`tracekit.readers.cache`) unless ``use_cache`` is False.
+    ``~/.cache/tracekit``; see :mod:`tracekit.readers.cache`), and so are the SQLite exports of
+    ``.nsys-rep`` reports, unless ``use_cache`` is False (exports then go to a temporary folder).
     ``comm_kernels``: regular expressions of kernel names that are communication, beside the
     taxonomy (:mod:`tracekit.model.taxonomy`); communication is also found from launching host
     ops and dedicated streams, after the cache (:func:`~tracekit.model.classify.classify_run`).
@@ -71,7 +72,7 @@ def load_run(
         raise InputError(f"--rank applies to a single trace file, not {len(files)}")
     root = Path(cache_dir) if cache_dir is not None else default_cache_dir()
     cache = EventCache(root) if use_cache else None
-    parsed = parse_files(files, jobs=jobs or os.cpu_count() or 1, cache=cache, cache_root=root, progress=progress)
+    parsed = parse_files(files, jobs=jobs or os.cpu_count() or 1, cache=cache, progress=progress)
     skipped = special + [SkippedFile(p.path, p.error) for p in parsed if p.error is not None]
     good = [t for p in parsed for t in p.traces if t.events.height or t.counters.height]
     skipped += [

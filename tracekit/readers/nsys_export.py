@@ -1,34 +1,69 @@
 """``.nsys-rep`` reports -> SQLite exports in tracekit's cache, through the ``nsys`` CLI.
 
 The export lands in ``nsys/`` of tracekit's cache folder (``$TRACEKIT_CACHE_DIR``, default
-``~/.cache/tracekit``; see :mod:`tracekit.readers.cache`) and is reused while it is newer
-than its report. Its name carries a digest of the report's full
-path, so that reports of one name in different folders (``rank0/report.nsys-rep``,
-``rank1/report.nsys-rep``) never share an export.
+``~/.cache/tracekit``; see :mod:`tracekit.readers.cache`). Its name carries a digest of the
+report's full path, so that reports of one name in different folders
+(``rank0/report.nsys-rep``, ``rank1/report.nsys-rep``) never share an export. Beside it,
+``<export>.identity.json`` records the identity of the report it was made from and of the
+export itself (:class:`~tracekit.readers.identity.FileIdentity`: size, mtime, ctime, inode,
+a digest of sampled content): the export is reused only while both still match and it
+opens as SQLite, so a report replaced by another (even an older one) is exported again, and
+so is an export that was damaged. ``nsys`` writes to a temporary name in the same folder,
+renamed once the export succeeded: an interrupted export leaves nothing under the export's
+name. When the cache folder cannot be written, the export goes to a temporary folder,
+removed after the read.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import hashlib
+import os
 import shutil
+import sqlite3
 import subprocess
+import tempfile
+import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
+import msgspec
+
 from tracekit.errors import TraceReadError
 from tracekit.readers.cache import default_cache_dir
-from tracekit.readers.nsys import read_nsys
+from tracekit.readers.identity import FileIdentity, open_regular, read_regular
+from tracekit.readers.nsys import SQLITE_MAGIC, read_nsys
 
 if TYPE_CHECKING:
     from tracekit.readers.trace import RankTrace
 
 REP_SUFFIX: Final = ".nsys-rep"
+#: Bump when what an export is reused for changes.
+EXPORT_VERSION: Final = 1
+_RECORD_SUFFIX: Final = ".identity.json"
+
+
+class _Record(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """What ``<export>.identity.json`` says: which report the export was made from, and the export."""
+
+    version: int
+    report: FileIdentity
+    export: FileIdentity
+
+
+class _FolderError(Exception):
+    """The export folder cannot be created or written."""
 
 
 def read(report: Path, *, cache_root: Path | None = None) -> list[RankTrace]:
     """The registry's reader (:mod:`tracekit.readers.formats`): export ``report`` (see
     :func:`export_sqlite`), then read the export under the report's name."""
-    return read_nsys(export_sqlite(report, cache_root=cache_root), shown=report)
+    try:
+        return read_nsys(_export(report, cached_export(report, cache_root)), shown=report)
+    except _FolderError:  # an unwritable cache: export into a folder of this read only
+        with tempfile.TemporaryDirectory(prefix="tracekit-nsys-") as scratch:
+            return read_nsys(_export(report, cached_export(report, Path(scratch))), shown=report)
 
 
 def cached_export(report: Path, cache_root: Path | None = None) -> Path:
@@ -39,20 +74,28 @@ def cached_export(report: Path, cache_root: Path | None = None) -> Path:
 
 
 def export_sqlite(report: str | Path, *, cache_root: Path | None = None) -> Path:
-    """Export ``report`` with ``nsys export --type sqlite`` (unless cached) and return the file.
+    """Export ``report`` with ``nsys export --type sqlite`` (unless a valid export is cached) and return the file.
 
     ``cache_root`` is tracekit's cache folder (default: :func:`default_cache_dir`).
 
     Raises :class:`TraceReadError` when ``nsys`` is not on PATH (saying how to export by
-    hand) or when the export fails.
+    hand), when the export fails, or when the cache folder cannot be written.
     """
     report = Path(report)
+    out = cached_export(report, cache_root)
     try:
-        report_mtime = report.stat().st_mtime
+        return _export(report, out)
+    except _FolderError as exc:
+        raise TraceReadError(str(exc), path=report) from None
+
+
+def _export(report: Path, out: Path) -> Path:
+    """``out``, the export of ``report``: reused when it is valid, else made; see :func:`export_sqlite`."""
+    try:
+        identity = FileIdentity.of(report)
     except OSError as exc:
         raise TraceReadError(f"cannot read file ({exc.strerror})", path=report) from None
-    out = cached_export(report, cache_root)
-    if out.exists() and out.stat().st_mtime >= report_mtime:
+    if _reusable(out, identity):
         return out
     nsys = shutil.which("nsys")
     if nsys is None:
@@ -61,13 +104,68 @@ def export_sqlite(report: str | Path, *, cache_root: Path | None = None) -> Path
             path=report,
         )
     try:
+        if out.is_dir():  # cannot be replaced by a file
+            raise IsADirectoryError(errno.EISDIR, "a folder has the export's name")
         out.parent.mkdir(parents=True, exist_ok=True)
+        handle, name = tempfile.mkstemp(dir=out.parent, prefix=f".{out.stem}.", suffix=".partial.sqlite")
+        os.close(handle)
     except OSError as exc:
-        raise TraceReadError(f"cannot create the cache folder {out.parent} ({exc.strerror})", path=report) from None
-    command = [nsys, "export", "--type", "sqlite", "--force-overwrite", "true", "--output", str(out), str(report)]
-    done = subprocess.run(command, capture_output=True, text=True, check=False)
-    if done.returncode != 0 or not out.exists():
-        out.unlink(missing_ok=True)
-        detail = (done.stderr.strip() or done.stdout.strip() or "no output").splitlines()[-1]
-        raise TraceReadError(f"`nsys export --type sqlite` failed (exit {done.returncode}: {detail})", path=report)
+        raise _FolderError(f"cannot write the cache folder {out.parent} ({exc.strerror})") from None
+    partial = Path(name)
+    try:
+        command = [nsys, "export", "--type", "sqlite", "--force-overwrite", "true", "--output", name, str(report)]
+        done = subprocess.run(command, capture_output=True, text=True, check=False)
+        if done.returncode != 0:
+            detail = (done.stderr.strip() or done.stdout.strip() or "no output").splitlines()[-1]
+            raise TraceReadError(f"`nsys export --type sqlite` failed (exit {done.returncode}: {detail})", path=report)
+        if not _opens(partial):
+            raise TraceReadError("`nsys export --type sqlite` wrote no readable SQLite file", path=report)
+        try:
+            os.replace(partial, out)
+        except OSError as exc:
+            raise _FolderError(f"cannot write the cache folder {out.parent} ({exc.strerror})") from None
+    finally:
+        partial.unlink(missing_ok=True)
+    _write_record(out, identity)
     return out
+
+
+def _record_path(out: Path) -> Path:
+    return out.with_name(out.name + _RECORD_SUFFIX)
+
+
+def _reusable(out: Path, report: FileIdentity) -> bool:
+    """Whether ``out`` was exported from ``report`` as it is now, has not changed since, and opens."""
+    try:
+        record = msgspec.json.decode(read_regular(_record_path(out), limit=1 << 20, follow=False), type=_Record)
+        valid = (record.version, record.report, record.export) == (EXPORT_VERSION, report, FileIdentity.of(out))
+    except (OSError, msgspec.MsgspecError):
+        return False
+    return valid and _opens(out)
+
+
+def _write_record(out: Path, report: FileIdentity) -> None:
+    """Record what ``out`` was exported from; without the record it is exported again next time."""
+    record = _record_path(out)
+    temporary = record.with_name(f".{record.name}.{uuid.uuid4().hex}.tmp")
+    try:
+        temporary.write_bytes(msgspec.json.encode(_Record(EXPORT_VERSION, report, FileIdentity.of(out))))
+        os.replace(temporary, record)
+    except OSError:
+        pass
+    finally:
+        with contextlib.suppress(OSError):
+            temporary.unlink(missing_ok=True)
+
+
+def _opens(path: Path) -> bool:
+    """Whether ``path`` is a regular file that opens as an SQLite database and lists its tables."""
+    try:
+        with open_regular(path, follow=False) as handle:
+            if handle.read(len(SQLITE_MAGIC)) != SQLITE_MAGIC:
+                return False
+        with contextlib.closing(sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro&immutable=1", uri=True)) as db:
+            db.execute("SELECT count(*) FROM sqlite_master").fetchone()
+    except (OSError, sqlite3.Error):
+        return False
+    return True

@@ -4,16 +4,17 @@ Each file is read from the cache when it holds a valid entry, else decoded (in w
 processes when there is enough to read for workers to pay). A worker writes what it decoded
 as Parquet and answers only "done"; once every worker has exited, the parent reads the
 Parquet (0.03 s for a 125 MB trace, against 0.16 s to pickle the frame back and forth), so
-it never holds decoded ranks while the workers hold theirs. Without a cache the Parquet goes
-to a temporary folder, removed afterwards.
+it never holds decoded ranks while the workers hold theirs. Without a cache the Parquet, and
+the SQLite exports of ``.nsys-rep`` reports, go to temporary folders, removed afterwards.
 """
 
 from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor, as_completed
+from contextlib import contextmanager
 from dataclasses import dataclass
 from multiprocessing import get_context
 from pathlib import Path
@@ -96,8 +97,8 @@ def parse_files(
 ) -> list[Parsed]:
     """Read every file of ``paths`` (in their order), from ``cache`` where it is valid.
 
-    ``cache_root`` is where ``.nsys-rep`` exports go when there is no ``cache`` (default:
-    the cache folder).
+    ``.nsys-rep`` exports go to the root of ``cache``, else to ``cache_root``, else (no
+    cache) to a temporary folder removed before this returns.
     """
     names = [str(p) for p in paths]
     done: dict[str, Parsed] = {}
@@ -117,19 +118,28 @@ def parse_files(
         if cache is not None and (hit := cache.load(name)) is not None:
             finish(Parsed(name, tuple(hit), None))
     todo = sorted((n for n in names if n not in done), key=lambda n: data_bytes(Path(n)), reverse=True)
-    folder = cache.root if cache is not None else cache_root
-    exports = None if folder is None else str(folder)
-    workers = min(jobs, len(todo))
-    if workers <= 1 or sum(data_bytes(Path(n)) for n in todo) < PARALLEL_MIN_BYTES:
-        store = None if cache is None else str(cache.root)
-        for name in todo:
-            finish(_parse(name, exports, store, in_worker=False))
-    elif cache is not None:
-        _parse_in_workers(todo, workers, exports=exports, cache=cache, finish=finish, report=report)
-    else:  # the workers hand their frames over through a cache of this run only
-        with tempfile.TemporaryDirectory(prefix="tracekit-") as spool:
-            _parse_in_workers(todo, workers, exports=exports, cache=EventCache(spool), finish=finish, report=report)
+    with _exports_folder(cache.root if cache is not None else cache_root) as exports:
+        workers = min(jobs, len(todo))
+        if workers <= 1 or sum(data_bytes(Path(n)) for n in todo) < PARALLEL_MIN_BYTES:
+            store = None if cache is None else str(cache.root)
+            for name in todo:
+                finish(_parse(name, exports, store, in_worker=False))
+        elif cache is not None:
+            _parse_in_workers(todo, workers, exports=exports, cache=cache, finish=finish, report=report)
+        else:  # the workers hand their frames over through a cache of this run only
+            with tempfile.TemporaryDirectory(prefix="tracekit-") as spool:
+                _parse_in_workers(todo, workers, exports=exports, cache=EventCache(spool), finish=finish, report=report)
     return [done[n] for n in names]
+
+
+@contextmanager
+def _exports_folder(folder: Path | None) -> Iterator[str]:
+    """``folder``, else a temporary folder removed on exit: where ``.nsys-rep`` exports go."""
+    if folder is not None:
+        yield str(folder)
+        return
+    with tempfile.TemporaryDirectory(prefix="tracekit-exports-") as scratch:
+        yield scratch
 
 
 def _parse_in_workers(

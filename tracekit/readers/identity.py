@@ -1,0 +1,103 @@
+"""Which version of a file this is (:class:`FileIdentity`), and opening only regular files.
+
+What tracekit keeps on the way (decoded events, a ``.nsys-rep``'s SQLite export) is reused
+only while its source still has the identity it was made from. The identity is the
+resolved path, size, mtime and ctime (in ns), inode, and a digest of sampled blocks of the
+content: the whole file up to about 1 MiB, else 17 blocks of 64 KiB at evenly spaced
+offsets (the first and the last, which end a gzip file with the CRC-32 of its content, and
+one centred on the middle). The ctime cannot be set back by a user, so an in-place edit is
+seen even where the mtime was restored; the digest sees it where the ctime did not tick
+(timestamps advance only every few ms). Identifying a 2 GB file reads 1 MiB of it.
+
+Files tracekit made itself are opened with :func:`open_regular`: a FIFO, a folder or a
+device where one was expected is an :class:`OSError`, never a read that blocks or does not end.
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import os
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO, Final
+
+#: The size of one sampled block.
+BLOCK: Final = 64 * 1024
+#: Blocks sampled from a larger file; odd, so that one is centred on the middle byte.
+SAMPLES: Final = 17
+
+
+def sample_offsets(size: int) -> list[int]:
+    """Where the sampled blocks of a file of ``size`` bytes start ([0]: the whole file is read)."""
+    if size <= BLOCK * SAMPLES:
+        return [0]
+    last = size - BLOCK
+    return [i * last // (SAMPLES - 1) for i in range(SAMPLES)]
+
+
+@dataclass(frozen=True)
+class FileIdentity:
+    """Which version of a file was read: where it is and what distinguishes it from its edits."""
+
+    path: str
+    size: int
+    mtime_ns: int
+    ctime_ns: int
+    inode: int
+    #: BLAKE2b of the sampled blocks (see :func:`sample_offsets`)
+    digest: str
+
+    @classmethod
+    def of(cls, path: str | Path) -> FileIdentity:
+        """The identity of ``path`` now; :class:`OSError` when it cannot be read or is not a regular file."""
+        resolved = Path(path).resolve()
+        fd = open_fd(resolved)
+        try:
+            info = os.fstat(fd)
+            digest = hashlib.blake2b(digest_size=16)
+            offsets = sample_offsets(info.st_size)
+            if offsets == [0]:
+                while chunk := os.read(fd, 1 << 20):
+                    digest.update(chunk)
+            else:
+                for offset in offsets:
+                    digest.update(os.pread(fd, BLOCK, offset))
+        finally:
+            os.close(fd)
+        return cls(str(resolved), info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_ino, digest.hexdigest())
+
+
+def open_fd(path: str | Path, *, follow: bool = True) -> int:
+    """A read-only descriptor of ``path``, which must be a regular file (else :class:`OSError`).
+
+    Checked before opening (a device is never opened) and after (what was opened is what was
+    checked); opened non-blocking, so that a FIFO put there meanwhile cannot block.
+    ``follow=False`` refuses a symbolic link.
+    """
+    before = os.stat(path, follow_symlinks=follow)
+    if not stat.S_ISREG(before.st_mode):
+        raise OSError(errno.EINVAL, "not a regular file", str(path))
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0)
+    if not follow:
+        flags |= getattr(os, "O_NOFOLLOW", 0)
+    fd = os.open(path, flags)
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode) or (info.st_dev, info.st_ino) != (before.st_dev, before.st_ino):
+        os.close(fd)
+        raise OSError(errno.EINVAL, "not a regular file", str(path))
+    return fd
+
+
+def open_regular(path: str | Path, *, follow: bool = True) -> BinaryIO:
+    """``path`` opened for reading in binary mode, if it is a regular file (see :func:`open_fd`)."""
+    return os.fdopen(open_fd(path, follow=follow), "rb")
+
+
+def read_regular(path: str | Path, *, limit: int, follow: bool = True) -> bytes:
+    """The bytes of the regular file ``path``; :class:`OSError` when it is not one or is over ``limit``."""
+    with open_regular(path, follow=follow) as handle:
+        if os.fstat(handle.fileno()).st_size > limit:
+            raise OSError(errno.EFBIG, f"over {limit} bytes", str(path))
+        return handle.read(limit)
