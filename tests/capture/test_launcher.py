@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from tracekit.capture.config import load_config
-from tracekit.capture.launcher import CaptureError, _failure, build_command, check_nsys
+from tracekit.capture.launcher import CaptureError, build_command, check_nsys
+from tracekit.capture.ranks import failure, read_states
 from tracekit.errors import InputError
 
 
@@ -52,7 +53,7 @@ def test_failure_reports_rank_and_last_lines(tmp_path: Path) -> None:
     (tmp_path / ".rank3.error.txt").write_text(
         "RuntimeError: boom\nTraceback (most recent call last):\n  x\nRuntimeError: boom\n"
     )
-    err = _failure(tmp_path, 1)
+    err = failure(read_states(tmp_path, 4), tmp_path, 1)
     assert isinstance(err, CaptureError)
     assert err.message.startswith("rank 3 failed first") and "RuntimeError: boom" in err.message
     assert "\n" not in err.message
@@ -66,11 +67,11 @@ def test_failure_blames_the_first_rank_to_fail(tmp_path: Path) -> None:
     later = tmp_path / ".rank0.error.txt"
     later.write_text("RuntimeError: Connection closed by peer\n")
     os.utime(first, ns=(1_000_000_000, 1_000_000_000))
-    err = _failure(tmp_path, 1)
+    err = failure(read_states(tmp_path, 8), tmp_path, 1)
     assert err.message.startswith("rank 5 failed first (then rank(s) 0 failed too): RuntimeError: loss exploded")
 
 
 def test_failure_without_error_files_shows_the_log(tmp_path: Path) -> None:
     (tmp_path / "capture.log").write_text("a\nb\nSegmentation fault\n")
-    err = _failure(tmp_path, 139)
+    err = failure(read_states(tmp_path, 2), tmp_path, 139)
     assert "code 139" in err.message and "Segmentation fault" in err.message

@@ -2,7 +2,8 @@
 
 ``capture(config)`` is the whole ``tracekit capture``: check the config, start the ranks,
 and return the summary. A rank that fails stops the run with its rank number and the
-last lines of its error; the traces of ranks that finished stay in ``out_dir``.
+last lines of its error (:mod:`tracekit.capture.ranks`); the traces of ranks that finished
+stay in ``out_dir``.
 """
 
 from __future__ import annotations
@@ -16,24 +17,21 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tracekit.capture import files
+from tracekit.capture import files, ranks
 from tracekit.capture.config import CaptureConfig, to_dict
+from tracekit.capture.ranks import CaptureError
 from tracekit.capture.summary import write_summary
+from tracekit.capture.supervisor import PARENT_ENV
 from tracekit.capture.workloads import resolve
-from tracekit.errors import InputError, TracekitError
+from tracekit.errors import InputError
 from tracekit.results.capture import load_capture_summary
 
 if TYPE_CHECKING:
     from tracekit.results.capture import CaptureSummary
 
-LOG = "capture.log"
-ERROR_TAIL_LINES = 3
+LOG = files.LOG
 
-
-class CaptureError(TracekitError):
-    """A rank of the capture crashed while training."""
-
-    exit_code = 1
+__all__ = ["CaptureError", "build_command", "capture", "check_nsys", "free_port"]
 
 
 def free_port() -> int:
@@ -92,33 +90,10 @@ def check_nsys(config: CaptureConfig) -> None:
 
 
 def _clean(out_dir: Path) -> None:
-    for pattern in ("rank*.pt.trace.json.gz", "phases.rank*.json", ".rank*.error.txt", files.SUMMARY):
+    own = ("rank*.pt.trace.json.gz", "phases.rank*.json", files.SUMMARY)
+    for pattern in (*own, ".rank*.error.txt", ".rank*.done", ".rank*.exit", ".rank*.progress"):
         for old in out_dir.glob(pattern):
             old.unlink()
-
-
-def _failure(out_dir: Path, returncode: int) -> TracekitError:
-    # the first rank to fail is the cause; the others fail after it (a peer closed the connection)
-    errors = sorted(out_dir.glob(".rank*.error.txt"), key=lambda p: p.stat().st_mtime_ns)
-    if errors:
-        texts = {int(p.name[5:].split(".")[0]): p.read_text(encoding="utf-8") for p in errors}
-        first_rank, text = next(iter(texts.items()))
-        headline = text.splitlines()[0] if text else "failed"
-        others = ",".join(str(r) for r in texts if r != first_rank)
-        same = all(t.splitlines()[0] == headline for t in texts.values() if t)
-        if same and "tracekit.errors.InputError" in text:
-            return InputError(headline)
-        body = [line.strip() for line in text.splitlines()[1:] if line.strip() and not line.startswith("Traceback")]
-        tail = " | ".join(body[-ERROR_TAIL_LINES:])
-        also = f" (then rank(s) {others} failed too)" if others else ""
-        where = out_dir / files.error_name(first_rank)
-        return CaptureError(
-            f"rank {first_rank} failed first{also}: {headline}; last lines: {tail} (all of it: {where})"
-        )
-    log = out_dir / LOG
-    lines = log.read_text(encoding="utf-8", errors="replace").splitlines() if log.exists() else []
-    tail = " | ".join(line.strip() for line in lines[-ERROR_TAIL_LINES:] if line.strip())
-    return CaptureError(f"the launcher exited with code {returncode}; last lines of {log}: {tail}")
 
 
 def capture(config: CaptureConfig) -> CaptureSummary:
@@ -131,12 +106,13 @@ def capture(config: CaptureConfig) -> CaptureSummary:
     config_file = out_dir / "capture_config.json"
     files.write_json_atomic(config_file, to_dict(config))
     cmd = build_command(config, config_file, port=config.main_process_port or free_port())
-    env = {**os.environ, "PYTHONUNBUFFERED": "1", "TRACEKIT_CAPTURE": "1"}
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "TRACEKIT_CAPTURE": "1", PARENT_ENV: str(os.getpid())}
     env.setdefault("OMP_NUM_THREADS", "1")
     with (out_dir / LOG).open("w", encoding="utf-8") as log:
         proc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, check=False)
-    if proc.returncode != 0 or any(out_dir.glob(".rank*.error.txt")):
-        raise _failure(out_dir, proc.returncode)
+    states = ranks.read_states(out_dir, config.nproc)
+    if proc.returncode != 0 or not all(state.done for state in states):
+        raise ranks.failure(states, out_dir, proc.returncode)
     summary_path = out_dir / files.SUMMARY
     if summary_path.exists():
         return load_capture_summary(summary_path.read_bytes(), source=str(summary_path))
