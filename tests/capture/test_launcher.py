@@ -19,7 +19,7 @@ def test_accelerate_command_generated_and_user_config() -> None:
     assert cmd[:3] == [sys.executable, "-m", "accelerate.commands.launch"]
     assert cmd[cmd.index("--num_processes") + 1] == "8" and "--multi_gpu" in cmd
     assert cmd[cmd.index("--mixed_precision") + 1] == "bf16"
-    assert cmd[-3:] == ["-m", "tracekit.capture.runner", "c.json"]
+    assert cmd[-4:] == ["-m", "tracekit.capture.runner", "c.json", "tracekit-capture"]
     user = load_config(None, {"nproc": "4", "accelerate_config": "fsdp.yaml"})
     cmd = build_command(user, Path("c.json"), port=1, launcher="accelerate")
     assert cmd[cmd.index("--config_file") + 1] == "fsdp.yaml" and "--multi_gpu" not in cmd
@@ -34,10 +34,10 @@ def test_torchrun_fallback() -> None:
 
 def test_nsys_wraps_the_launch_and_needs_nsys_and_a_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
     config = load_config(None, {"nproc": "2", "nsys": "true", "out_dir": "out"})
-    cmd = build_command(config, Path("c.json"), port=1, launcher="accelerate")
+    cmd = build_command(config, Path("c.json"), port=1, out_dir=Path("run"), launcher="accelerate")
     assert cmd[:2] == ["nsys", "profile"]
     assert "cuda,nvtx,osrt" in cmd and "--capture-range=cudaProfilerApi" in cmd
-    assert cmd[cmd.index("-o") + 1] == str(Path("out") / "capture")
+    assert cmd[cmd.index("-o") + 1] == str(Path("run") / "capture") and cmd[-1] == "run"
     assert cmd.index("accelerate.commands.launch") > cmd.index("-o")
     monkeypatch.setattr("shutil.which", lambda name: None)
     with pytest.raises(InputError, match="no `nsys` on PATH"):

@@ -1,4 +1,4 @@
-"""The rank supervisor (small Python processes, no torch)."""
+"""Stopping every process of a run, and the rank supervisor (small Python processes, no torch)."""
 
 from __future__ import annotations
 
@@ -7,13 +7,56 @@ import os
 import signal
 import subprocess
 import sys
+import textwrap
 import time
+import uuid
 from pathlib import Path
 
-from tracekit.capture import files
+import pytest
+
+from tracekit.capture import files, processes
 from tracekit.capture.supervisor import PARENT_ENV
 
 ROOT = str(Path(__file__).resolve().parents[2])
+
+# a launcher that starts, like torchrun, a "rank" in a session of its own (out of the launcher's
+# process group) that ignores SIGTERM, and that rank a worker of its own
+TREE = textwrap.dedent(
+    """
+    import signal, subprocess, sys, time
+    rank = (
+        "import signal, subprocess, sys, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+        "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']); print('up', flush=True); "
+        "time.sleep(60)"
+    )
+    child = subprocess.Popen([sys.executable, "-c", rank], start_new_session=True, stdout=subprocess.PIPE)
+    child.stdout.readline()
+    print("ready", flush=True)
+    time.sleep(60)
+    """
+)
+
+
+def test_stop_ends_every_process_of_the_run_even_outside_its_group(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(processes, "TERM_GRACE_S", 0.5)
+    run_id = uuid.uuid4().hex
+    env = {**os.environ, processes.RUN_ENV: run_id}
+    proc = subprocess.Popen(
+        [sys.executable, "-c", TREE], env=env, start_new_session=True, stdout=subprocess.PIPE, text=True
+    )
+    assert proc.stdout is not None and proc.stdout.readline() == "ready\n"
+    assert len(processes.find(run_id)) == 3  # the launcher, the rank and its worker: not this process
+    assert processes.stop(proc, run_id) is True
+    assert processes.find(run_id) == [] and proc.returncode is not None
+    assert processes.stop(proc, run_id) is False  # nothing left to stop
+
+
+def test_sigterm_raises_while_waiting_and_the_handler_is_restored() -> None:
+    before = signal.getsignal(signal.SIGTERM)
+    with processes.interrupts_raise(), pytest.raises(processes.Interrupted) as caught:
+        os.kill(os.getpid(), signal.SIGTERM)  # the handler runs here, before os.kill returns
+    assert caught.value.signum == signal.SIGTERM and isinstance(caught.value, KeyboardInterrupt)
+    assert signal.getsignal(signal.SIGTERM) == before
 
 
 def supervised(folder: Path, body: str) -> list[str]:
