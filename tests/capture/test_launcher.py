@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from tracekit.capture.config import load_config
-from tracekit.capture.launcher import CaptureError, _failure, build_command, check_nsys
+from tracekit.capture.launcher import CaptureError, build_command, check_nsys
+from tracekit.capture.ranks import failure, read_states
 from tracekit.errors import InputError
 
 
@@ -18,7 +19,7 @@ def test_accelerate_command_generated_and_user_config() -> None:
     assert cmd[:3] == [sys.executable, "-m", "accelerate.commands.launch"]
     assert cmd[cmd.index("--num_processes") + 1] == "8" and "--multi_gpu" in cmd
     assert cmd[cmd.index("--mixed_precision") + 1] == "bf16"
-    assert cmd[-3:] == ["-m", "tracekit.capture.runner", "c.json"]
+    assert cmd[-4:] == ["-m", "tracekit.capture.runner", "c.json", "tracekit-capture"]
     user = load_config(None, {"nproc": "4", "accelerate_config": "fsdp.yaml"})
     cmd = build_command(user, Path("c.json"), port=1, launcher="accelerate")
     assert cmd[cmd.index("--config_file") + 1] == "fsdp.yaml" and "--multi_gpu" not in cmd
@@ -33,10 +34,10 @@ def test_torchrun_fallback() -> None:
 
 def test_nsys_wraps_the_launch_and_needs_nsys_and_a_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
     config = load_config(None, {"nproc": "2", "nsys": "true", "out_dir": "out"})
-    cmd = build_command(config, Path("c.json"), port=1, launcher="accelerate")
+    cmd = build_command(config, Path("c.json"), port=1, out_dir=Path("run"), launcher="accelerate")
     assert cmd[:2] == ["nsys", "profile"]
     assert "cuda,nvtx,osrt" in cmd and "--capture-range=cudaProfilerApi" in cmd
-    assert cmd[cmd.index("-o") + 1] == str(Path("out") / "capture")
+    assert cmd[cmd.index("-o") + 1] == str(Path("run") / "capture") and cmd[-1] == "run"
     assert cmd.index("accelerate.commands.launch") > cmd.index("-o")
     monkeypatch.setattr("shutil.which", lambda name: None)
     with pytest.raises(InputError, match="no `nsys` on PATH"):
@@ -52,7 +53,7 @@ def test_failure_reports_rank_and_last_lines(tmp_path: Path) -> None:
     (tmp_path / ".rank3.error.txt").write_text(
         "RuntimeError: boom\nTraceback (most recent call last):\n  x\nRuntimeError: boom\n"
     )
-    err = _failure(tmp_path, 1)
+    err = failure(read_states(tmp_path, 4), tmp_path, 1)
     assert isinstance(err, CaptureError)
     assert err.message.startswith("rank 3 failed first") and "RuntimeError: boom" in err.message
     assert "\n" not in err.message
@@ -66,11 +67,11 @@ def test_failure_blames_the_first_rank_to_fail(tmp_path: Path) -> None:
     later = tmp_path / ".rank0.error.txt"
     later.write_text("RuntimeError: Connection closed by peer\n")
     os.utime(first, ns=(1_000_000_000, 1_000_000_000))
-    err = _failure(tmp_path, 1)
+    err = failure(read_states(tmp_path, 8), tmp_path, 1)
     assert err.message.startswith("rank 5 failed first (then rank(s) 0 failed too): RuntimeError: loss exploded")
 
 
 def test_failure_without_error_files_shows_the_log(tmp_path: Path) -> None:
     (tmp_path / "capture.log").write_text("a\nb\nSegmentation fault\n")
-    err = _failure(tmp_path, 139)
+    err = failure(read_states(tmp_path, 2), tmp_path, 139)
     assert "code 139" in err.message and "Segmentation fault" in err.message

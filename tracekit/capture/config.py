@@ -66,6 +66,9 @@ class CaptureConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     nsys: bool = False
     #: Port of the rendezvous; 0 picks a free one.
     main_process_port: int = 0
+    #: Seconds the whole run (start-up included) may take; then every process of it is
+    #: stopped and the ranks that did not finish are named. null: no limit.
+    timeout: float | None = 1800.0
 
     @property
     def total_steps(self) -> int:
@@ -131,6 +134,7 @@ def _check_ranges(config: CaptureConfig, source: str) -> None:
         "num_workers": config.num_workers >= 0,
         "profiler.active": config.profiler.active >= 1,
         "profiler.repeat": config.profiler.repeat >= 1,
+        "timeout": config.timeout is None or config.timeout > 0,
     }
     for name, ok in checks.items():
         if not ok:

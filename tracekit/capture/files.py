@@ -2,16 +2,32 @@
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import json
 import os
+import re
 import shutil
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 if TYPE_CHECKING:
     from pathlib import Path
 
 SUMMARY = "summary.json"
+CONFIG = "capture_config.json"
+LOG = "capture.log"
+
+#: Every name ``tracekit capture`` writes into its folder (and its temporary files); any
+#: other entry of an earlier capture's folder is the user's and is kept.
+_OWN: Final = re.compile(
+    r"^(summary\.json|capture_config\.json|capture\.(log|nsys-rep|qdrep|qdstrm|sqlite)"
+    r"|rank\d+\.pt\.trace\.json\.gz|phases\.rank\d+\.json|cycle\d+|\.rank\d+\..+|\..+\.\d+\.tmp)$"
+)
+
+
+def is_own_output(name: str) -> bool:
+    """Whether ``name`` (a file or folder in a capture folder) is written by ``tracekit capture``."""
+    return _OWN.match(name) is not None
 
 
 def trace_name(rank: int) -> str:
@@ -29,11 +45,40 @@ def error_name(rank: int) -> str:
     return f".rank{rank}.error.txt"
 
 
+def done_name(rank: int) -> str:
+    """Written by a rank once it has finished every step and written its files."""
+    return f".rank{rank}.done"
+
+
+def exit_name(rank: int) -> str:
+    """How a rank's process ended (exit code or signal, and when), from its supervisor."""
+    return f".rank{rank}.exit"  # JSON, but not named .json: never taken for a trace
+
+
+def progress_name(rank: int) -> str:
+    """Where a rank is: its start-up stage, or its step and phase (overwritten in place)."""
+    return f".rank{rank}.progress"
+
+
+def status_names(rank: int) -> tuple[str, ...]:
+    """The files that track a rank while the run goes on (removed once it succeeded)."""
+    return (done_name(rank), exit_name(rank), progress_name(rank))
+
+
 def write_bytes_atomic(path: Path, data: bytes) -> None:
-    """Write ``data`` under a temporary name, then rename: readers never see half a file."""
+    """Write ``data`` under a temporary name, flush it to disk, then rename: readers (and a
+    crash) never leave half a file, only the old one or the new one."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_bytes(data)
-    tmp.replace(path)
+    try:
+        with tmp.open("wb") as out:
+            out.write(data)
+            out.flush()
+            os.fsync(out.fileno())
+        tmp.replace(path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
 
 
 def write_json_atomic(path: Path, data: Any) -> None:
@@ -44,7 +89,12 @@ def write_json_atomic(path: Path, data: Any) -> None:
 def gzip_atomic(source: Path, target: Path) -> None:
     """Gzip ``source`` into ``target`` (temporary name, then rename) and remove ``source``."""
     tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-    with source.open("rb") as src, gzip.open(tmp, "wb", compresslevel=6) as dst:
-        shutil.copyfileobj(src, dst, length=1 << 20)
-    tmp.replace(target)
+    try:
+        with source.open("rb") as src, gzip.open(tmp, "wb", compresslevel=6) as dst:
+            shutil.copyfileobj(src, dst, length=1 << 20)
+        tmp.replace(target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
     source.unlink()

@@ -1,8 +1,12 @@
 """Start N ranks of the runner through accelerate's launcher (torchrun as fallback).
 
-``capture(config)`` is the whole ``tracekit capture``: check the config, start the ranks,
-and return the summary. A rank that fails stops the run with its rank number and the
-last lines of its error; the traces of ranks that finished stay in ``out_dir``.
+``capture(config)`` is the whole ``tracekit capture``: check the config and ``out_dir``,
+start the ranks in a fresh folder beside ``out_dir``, wait for them at most ``timeout``
+seconds, and on success put the new capture in place of the previous one
+(:mod:`tracekit.capture.outdir`). On failure, timeout or interruption every process of the
+run is stopped (:mod:`tracekit.capture.processes`), the previous capture is left as it was,
+and the error names the rank at fault (:mod:`tracekit.capture.ranks`) and the failed
+run's folder, kept as ``<out_dir>.tracekit-failed``.
 """
 
 from __future__ import annotations
@@ -10,15 +14,20 @@ from __future__ import annotations
 import importlib.util
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
+import uuid
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tracekit.capture import files
+from tracekit.capture import files, outdir, processes, ranks
 from tracekit.capture.config import CaptureConfig, to_dict
+from tracekit.capture.ranks import CaptureError
 from tracekit.capture.summary import write_summary
+from tracekit.capture.supervisor import PARENT_ENV
 from tracekit.capture.workloads import resolve
 from tracekit.errors import InputError, TracekitError
 from tracekit.results.capture import load_capture_summary
@@ -26,14 +35,13 @@ from tracekit.results.capture import load_capture_summary
 if TYPE_CHECKING:
     from tracekit.results.capture import CaptureSummary
 
-LOG = "capture.log"
-ERROR_TAIL_LINES = 3
+__all__ = ["CaptureError", "CaptureInterrupted", "build_command", "capture", "check_nsys", "free_port"]
 
 
-class CaptureError(TracekitError):
-    """A rank of the capture crashed while training."""
+class CaptureInterrupted(CaptureError):
+    """``tracekit`` was interrupted (Ctrl-C, SIGTERM) while the ranks ran; exit 128 + signal."""
 
-    exit_code = 1
+    exit_code = 130
 
 
 def free_port() -> int:
@@ -60,11 +68,20 @@ def nsys_prefix(out_dir: Path) -> list[str]:
     ]
 
 
-def build_command(config: CaptureConfig, config_file: Path, *, port: int, launcher: str | None = None) -> list[str]:
-    """The command that starts every rank (``launcher``: "accelerate" or "torchrun")."""
+def build_command(
+    config: CaptureConfig,
+    config_file: Path,
+    *,
+    port: int,
+    out_dir: Path | None = None,
+    launcher: str | None = None,
+) -> list[str]:
+    """The command that starts every rank, writing into ``out_dir`` (default: the config's),
+    through ``launcher`` ("accelerate" or "torchrun"; default: accelerate when installed)."""
     if launcher is None:
         launcher = "accelerate" if importlib.util.find_spec("accelerate") else "torchrun"
-    target = ["-m", "tracekit.capture.runner", str(config_file)]
+    folder = Path(config.out_dir) if out_dir is None else out_dir
+    target = ["-m", "tracekit.capture.runner", str(config_file), str(folder)]
     if launcher == "accelerate":
         if config.accelerate_config:
             setup = ["--config_file", config.accelerate_config]
@@ -76,7 +93,7 @@ def build_command(config: CaptureConfig, config_file: Path, *, port: int, launch
     else:
         cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(config.nproc)]
         cmd += ["--master_addr", "127.0.0.1", "--master_port", str(port), *target]
-    return [*nsys_prefix(Path(config.out_dir)), *cmd] if config.nsys else cmd
+    return [*nsys_prefix(folder), *cmd] if config.nsys else cmd
 
 
 def check_nsys(config: CaptureConfig) -> None:
@@ -91,53 +108,99 @@ def check_nsys(config: CaptureConfig) -> None:
         raise InputError("--nsys needs a CUDA GPU: torch sees none")
 
 
-def _clean(out_dir: Path) -> None:
-    for pattern in ("rank*.pt.trace.json.gz", "phases.rank*.json", ".rank*.error.txt", files.SUMMARY):
-        for old in out_dir.glob(pattern):
-            old.unlink()
+@dataclass(frozen=True)
+class _Outcome:
+    """How the launcher's wait ended: its exit code, the timeout, or a signal to tracekit."""
 
+    returncode: int | None = None
+    timed_out: bool = False
+    interrupted_by: int | None = None
 
-def _failure(out_dir: Path, returncode: int) -> TracekitError:
-    # the first rank to fail is the cause; the others fail after it (a peer closed the connection)
-    errors = sorted(out_dir.glob(".rank*.error.txt"), key=lambda p: p.stat().st_mtime_ns)
-    if errors:
-        texts = {int(p.name[5:].split(".")[0]): p.read_text(encoding="utf-8") for p in errors}
-        first_rank, text = next(iter(texts.items()))
-        headline = text.splitlines()[0] if text else "failed"
-        others = ",".join(str(r) for r in texts if r != first_rank)
-        same = all(t.splitlines()[0] == headline for t in texts.values() if t)
-        if same and "tracekit.errors.InputError" in text:
-            return InputError(headline)
-        body = [line.strip() for line in text.splitlines()[1:] if line.strip() and not line.startswith("Traceback")]
-        tail = " | ".join(body[-ERROR_TAIL_LINES:])
-        also = f" (then rank(s) {others} failed too)" if others else ""
-        where = out_dir / files.error_name(first_rank)
-        return CaptureError(
-            f"rank {first_rank} failed first{also}: {headline}; last lines: {tail} (all of it: {where})"
-        )
-    log = out_dir / LOG
-    lines = log.read_text(encoding="utf-8", errors="replace").splitlines() if log.exists() else []
-    tail = " | ".join(line.strip() for line in lines[-ERROR_TAIL_LINES:] if line.strip())
-    return CaptureError(f"the launcher exited with code {returncode}; last lines of {log}: {tail}")
+    @property
+    def ok(self) -> bool:
+        return self.returncode == 0
 
 
 def capture(config: CaptureConfig) -> CaptureSummary:
-    """Run the capture described by ``config``; returns the summary written to summary.json."""
+    """Run the capture described by ``config``; returns the summary written to summary.json.
+
+    ``out_dir`` is replaced only when the run succeeds; otherwise it keeps the previous capture
+    and the error (a :class:`~tracekit.errors.TracekitError`) names the failed run's folder.
+    """
     check_nsys(config)
+    target = outdir.check(config.out_dir)
     resolve(config.workload)  # an import error fails here, before N ranks start
-    out_dir = Path(config.out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    _clean(out_dir)
-    config_file = out_dir / "capture_config.json"
+    had_capture = outdir.is_capture(target)
+    folder = outdir.staging(target)
+    try:
+        outcome = _launch(config, folder)
+        if outcome.ok and all(state.done for state in ranks.read_states(folder, config.nproc)):
+            with processes.interrupts_ignored():  # a late Ctrl-C does not cut the swap in half
+                summary = _summary(folder, config)
+                for rank in range(config.nproc):
+                    for name in files.status_names(rank):
+                        (folder / name).unlink(missing_ok=True)
+                outdir.commit(folder, target)
+            return summary
+    except BaseException:
+        with processes.interrupts_ignored():
+            outdir.keep_failed(folder, target)
+        raise
+    with processes.interrupts_ignored():
+        kept = outdir.keep_failed(folder, target)
+    error = _error(outcome, config, kept)
+    if had_capture:
+        error.reason += f"; {target} keeps the previous capture"
+    raise error
+
+
+def _launch(config: CaptureConfig, folder: Path) -> _Outcome:
+    """Start the ranks writing into ``folder`` and wait for them; stop every process of the run
+    on timeout or interruption (and any left behind)."""
+    config_file = folder / files.CONFIG
     files.write_json_atomic(config_file, to_dict(config))
-    cmd = build_command(config, config_file, port=config.main_process_port or free_port())
+    cmd = build_command(config, config_file, port=config.main_process_port or free_port(), out_dir=folder)
+    run_id = uuid.uuid4().hex
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "TRACEKIT_CAPTURE": "1"}
+    env.update({processes.RUN_ENV: run_id, PARENT_ENV: str(os.getpid())})
     env.setdefault("OMP_NUM_THREADS", "1")
-    with (out_dir / LOG).open("w", encoding="utf-8") as log:
-        proc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, check=False)
-    if proc.returncode != 0 or any(out_dir.glob(".rank*.error.txt")):
-        raise _failure(out_dir, proc.returncode)
-    summary_path = out_dir / files.SUMMARY
+    proc: subprocess.Popen[bytes] | None = None
+    with (folder / files.LOG).open("wb") as log, processes.interrupts_raise():
+        try:
+            proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+            proc.wait(timeout=config.timeout)
+            return _Outcome(returncode=proc.returncode)
+        except subprocess.TimeoutExpired:
+            return _Outcome(timed_out=True)
+        except KeyboardInterrupt as exc:
+            return _Outcome(interrupted_by=getattr(exc, "signum", signal.SIGINT))
+        finally:
+            if proc is not None:
+                with processes.interrupts_ignored():
+                    processes.stop(proc, run_id)
+
+
+def _summary(folder: Path, config: CaptureConfig) -> CaptureSummary:
+    summary_path = folder / files.SUMMARY
     if summary_path.exists():
         return load_capture_summary(summary_path.read_bytes(), source=str(summary_path))
-    return write_summary(out_dir, config=to_dict(config))
+    return write_summary(folder, config=to_dict(config))
+
+
+def _error(outcome: _Outcome, config: CaptureConfig, folder: Path) -> TracekitError:
+    """The one-line error of a run that did not succeed; ``folder`` holds what it left."""
+    logs = folder / files.LOG
+    if outcome.timed_out:
+        states = ranks.read_states(folder, config.nproc)
+        return CaptureError(
+            f"timed out after {config.timeout:g} s (the timeout setting): {ranks.hang(states)}; "
+            f"every process of the run was stopped; logs: {logs}"
+        )
+    if outcome.interrupted_by is not None:
+        error = CaptureInterrupted(
+            f"interrupted by {signal.Signals(outcome.interrupted_by).name}: every process of the run was stopped; "
+            f"logs: {logs}"
+        )
+        error.exit_code = 128 + outcome.interrupted_by
+        return error
+    return ranks.failure(ranks.read_states(folder, config.nproc), folder, outcome.returncode or 0)

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from tracekit.capture import files
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Iterator
+    from collections.abc import Callable, Iterable, Iterator
     from types import TracebackType
 
 T = TypeVar("T")
@@ -96,6 +96,7 @@ class Profiler:
         samples_per_step: int | None = None,
         write_summary: bool = True,
         summary_extra: dict[str, Any] | None = None,
+        progress: Callable[[int, str], None] | None = None,
     ) -> None:
         self.out_dir = Path(out_dir)
         self.warmup_steps = warmup_steps
@@ -110,6 +111,8 @@ class Profiler:
         if unknown:
             raise TypeError(f"summary_extra: unknown key(s) {', '.join(unknown)} (known: config, environment, notes)")
         self.summary_extra = summary_extra or {}
+        #: Called with (step, phase) as each phase begins, before it is timed.
+        self.progress = progress
         self.rank, self.world_size = 0, 1
         self._records: list[_StepRecord] = []
         self._current: _StepRecord | None = None
@@ -161,6 +164,8 @@ class Profiler:
         """Time ``name`` on the host and mark it for torch.profiler and Nsight Systems."""
         from torch.profiler import record_function
 
+        if self.progress is not None:
+            self.progress(self._step, name)
         nvtx_range = self._nvtx_domain.start_range(message=name) if self._nvtx_domain is not None else None
         start = time.perf_counter_ns()
         try:

@@ -1,8 +1,11 @@
 """One rank of ``tracekit capture``: the training step loop under ``accelerate.Accelerator``.
 
-Started by the launcher on every rank as ``python -m tracekit.capture.runner CONFIG``. A
-failure leaves ``.rank{r}.error.txt`` in the output folder: its first line is one line
-for the user, the rest the traceback.
+Started by the launcher on every rank as ``python -m tracekit.capture.runner CONFIG [FOLDER]``
+(FOLDER, where the files go, defaults to the config's ``out_dir``). A failure leaves
+``.rank{r}.error.txt`` there: its first line is one line for the user, the rest the
+traceback. The rank also records its progress and, once it has finished, ``.rank{r}.done``;
+under ``tracekit capture`` a supervisor records how its process ended
+(:mod:`tracekit.capture.ranks`, :mod:`tracekit.capture.supervisor`).
 """
 
 from __future__ import annotations
@@ -13,9 +16,10 @@ import traceback
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tracekit.capture import files
+from tracekit.capture import files, supervisor
 from tracekit.capture.config import CaptureConfig, load_config, to_dict
 from tracekit.capture.profiler import Profiler
+from tracekit.capture.ranks import RankProgress
 from tracekit.capture.workloads import Workload, WorkloadContext, resolve
 from tracekit.errors import InputError
 
@@ -90,12 +94,16 @@ def environment(accelerator: Any, backend: str) -> dict[str, Any]:
     }
 
 
-def run(config: CaptureConfig) -> None:
-    """Run warmup + measured steps of the configured workload on this rank."""
+def run(config: CaptureConfig, out_dir: Path | None = None, progress: RankProgress | None = None) -> None:
+    """Run warmup + measured steps of the configured workload on this rank, writing into
+    ``out_dir`` (default: the config's) and recording ``progress`` when given."""
     import torch
     import torch.distributed as dist
     from accelerate import Accelerator
 
+    folder = Path(config.out_dir) if out_dir is None else out_dir
+    stage = progress.stage if progress is not None else (lambda _name: None)
+    stage("init")
     cuda = torch.cuda.is_available()
     backend = config.backend if config.backend != "auto" else ("nccl" if cuda else "gloo")
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
@@ -118,7 +126,9 @@ def run(config: CaptureConfig) -> None:
             f"but the launcher started {world_size}"
         )
     rank = accelerator.process_index
+    stage("workload")
     workload = _build_workload(config, rank, accelerator.num_processes)
+    stage("prepare")
     loader = accelerator.prepare_data_loader(_dataloader(config, workload), device_placement=False)
     prepared = accelerator.prepare(workload.model, workload.optimizer, *(x for x in [workload.scheduler] if x))
     notes = []
@@ -128,7 +138,7 @@ def run(config: CaptureConfig) -> None:
         )
     p = config.profiler
     prof = Profiler(
-        config.out_dir,
+        folder,
         warmup_steps=config.warmup_steps,
         measured_steps=config.measured_steps,
         wait=p.wait,
@@ -142,8 +152,10 @@ def run(config: CaptureConfig) -> None:
         cuda_profiler_range=config.nsys,
         samples_per_step=config.batch_size * config.gradient_accumulation_steps,
         summary_extra={"config": to_dict(config), "environment": environment(accelerator, backend), "notes": notes},
+        progress=progress.phase if progress is not None else None,
     )
     _loop(config, accelerator, prof, workload=workload, loader=loader, prepared=prepared)
+    stage("finishing")
     accelerator.wait_for_everyone()
     if dist.is_initialized():
         dist.destroy_process_group()
@@ -187,19 +199,32 @@ def _loop(
 def main(argv: list[str] | None = None) -> None:
     """Entry point of one rank."""
     args = sys.argv[1:] if argv is None else argv
-    if len(args) != 1:
-        raise SystemExit("usage: python -m tracekit.capture.runner CONFIG.json")
+    if len(args) not in (1, 2):
+        raise SystemExit("usage: python -m tracekit.capture.runner CONFIG.json [FOLDER]")
     config = load_config(args[0])
+    folder = Path(args[1] if len(args) == 2 else config.out_dir)
     rank = int(os.environ.get("RANK", "0"))
+    if os.environ.get(supervisor.PARENT_ENV) and supervisor.available():
+        supervisor.fork(folder, rank)  # returns in the child; the parent waits and records its exit
+    progress = RankProgress(folder, rank)
+    progress.stage("start")
     try:
-        run(config)
+        run(config, folder, progress)
     except BaseException as exc:
-        if isinstance(exc, SystemExit) and not exc.code:
-            raise
-        headline = exc.message if isinstance(exc, InputError) else f"{type(exc).__name__}: {exc}"
-        error = Path(config.out_dir) / files.error_name(rank)
-        error.write_text(f"{headline}\n{traceback.format_exc()}", encoding="utf-8")
+        _report(exc, folder / files.error_name(rank))
         raise SystemExit(2 if isinstance(exc, InputError) else 1) from None
+    progress.done()
+
+
+def _report(exc: BaseException, path: Path) -> None:
+    """Write the error file: one line for the user, then the traceback."""
+    if isinstance(exc, InputError):
+        headline = exc.message
+    elif isinstance(exc, SystemExit):
+        headline = f"the workload called sys.exit({exc.code!r}) before the capture finished"
+    else:
+        headline = f"{type(exc).__name__}: {exc}".splitlines()[0] if str(exc) else type(exc).__name__
+    files.write_bytes_atomic(path, f"{headline}\n{traceback.format_exc()}".encode())
 
 
 if __name__ == "__main__":

@@ -19,8 +19,11 @@ inject a real bottleneck:
 from __future__ import annotations
 
 import importlib
+import os
 import time
+import traceback
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tracekit.errors import InputError
@@ -214,7 +217,25 @@ def resolve(spec: str) -> Callable[..., Workload]:
         module = importlib.import_module(module_name)
     except ImportError as exc:
         raise InputError(f"workload {spec!r}: cannot import {module_name} ({exc})") from None
+    except SyntaxError as exc:  # the module's own syntax: name the line
+        where = f"{exc.filename}, line {exc.lineno}" if exc.filename else "?"
+        raise InputError(f"workload {spec!r}: {module_name} has a syntax error ({exc.msg}; {where})") from None
+    except (Exception, SystemExit) as exc:  # raised while the module ran its top level
+        raise InputError(
+            f"workload {spec!r}: importing {module_name} raised {type(exc).__name__}: {exc}{_import_site(exc)}"
+        ) from None
     factory = getattr(module, attr, None)
     if not callable(factory):
         raise InputError(f"workload {spec!r}: {module_name} has no callable {attr}")
     return factory  # type: ignore[no-any-return]
+
+
+def _import_site(exc: BaseException) -> str:
+    """`` (file, line N)``: the line of the imported module whose top level raised (the first
+    frame past this function and importlib's own)."""
+    machinery = str(Path(importlib.__file__ or "").parent) + os.sep
+    for frame in traceback.extract_tb(exc.__traceback__):
+        name = frame.filename
+        if name != __file__ and not name.startswith(("<", machinery)):
+            return f" ({frame.filename}, line {frame.lineno})"
+    return ""

@@ -165,7 +165,12 @@ def report(report: Path, html_path: Path | None, md_path: Path | None) -> None:
 )
 @click.pass_context
 def capture(ctx: click.Context, config_path: Path | None) -> None:
-    """Run the training step on N ranks under torch.profiler and write traces + summary.json."""
+    """Run the training step on N ranks under torch.profiler and write traces + summary.json.
+
+    OUT_DIR is replaced only when the run succeeds; a failed run is kept in
+    OUT_DIR.tracekit-failed. --timeout SECONDS (default 1800) stops a run that hangs and
+    names the ranks that did not finish.
+    """
     from tracekit.cli.commands import run_capture
 
     run_capture(config_path, list(ctx.args))
