@@ -1,0 +1,1 @@
+"""The robustness corpus: malformed inputs run through the CLI, and a fuzz of the readers."""
