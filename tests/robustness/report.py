@@ -42,7 +42,7 @@ def _cell(text: str) -> str:
 def known_source(rows: list[dict[str, object]]) -> str:
     corpus = {str(r["id"]): _reason(list(r["problems"])) for r in rows if r["problems"]}  # type: ignore[call-overload]
     lines = [
-        "# ruff: noqa: E501",
+        "# ruff: noqa: E501, RUF100",  # long reasons when there are failures; none otherwise
         '"""The runs that the current code fails: test id -> what goes wrong (see FAILURES.md).',
         "",
         "Each is a strict expected failure: once a fix makes one pass, pytest reports XPASS as a",

@@ -92,7 +92,7 @@ def test_corpus(case: Case, mode: Mode, tmp_path: Path, clean: Clean, request: p
         process=case.process,
         shell_paths=procsub,
         cache_dir=cache,
-        md=mode == "mixed" or case.check is not None,
+        md=True,
         html=case.html,
     )
     marker = case.marker or bad.name

@@ -38,6 +38,7 @@ from tracekit.model.counters import COUNTER_SCHEMA, empty_counters
 from tracekit.model.run import ProcessGroup  # noqa: TC001  (msgspec reads annotations at run time)
 from tracekit.model.schema import SCHEMA
 from tracekit.readers.identity import FileIdentity, open_regular, read_regular
+from tracekit.readers.ranks import MAX_RANK
 from tracekit.readers.trace import RankTrace
 
 if TYPE_CHECKING:
@@ -65,8 +66,8 @@ class _Trace(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """What an entry records of one rank trace besides its frames."""
 
     path: str
-    rank: int | None
-    world_size: int | None
+    rank: Annotated[int, msgspec.Meta(ge=0, le=MAX_RANK)] | None
+    world_size: Annotated[int, msgspec.Meta(ge=1, le=MAX_RANK)] | None
     backend: str | None
     schema_version: str | None
     rank_source: str

@@ -17,6 +17,19 @@ _OFTEN_TEXT: Final = ("pid", "tid")
 _INT_IN_TEXT: Final = r"(-?\d+)\s*$"
 
 
+def rows_frame(rows: list[tuple[Any, ...]], schema: dict[str, pl.DataType]) -> pl.DataFrame:
+    """Query rows (in ``schema`` order) as a frame of ``schema``; values of other types are null.
+
+    SQLite keeps any type in any column: the fast row-wise build fails on such a value, and
+    the columns are then built one by one through :func:`column`.
+    """
+    try:
+        return pl.DataFrame(rows, schema=schema, orient="row")
+    except (pl.exceptions.PolarsError, TypeError, ValueError, OverflowError):
+        values = list(zip(*rows, strict=True)) if rows else [() for _ in schema]
+        return pl.DataFrame([column(c, list(v), t) for (c, t), v in zip(schema.items(), values, strict=True)])
+
+
 def column(name: str, values: list[Any], dtype: pl.DataType) -> pl.Series:
     """A column of ``dtype`` from decoded values; mixed JSON types take a tolerant path.
 

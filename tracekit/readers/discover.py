@@ -63,8 +63,10 @@ def discover_files(paths: Iterable[str | Path]) -> tuple[list[Path], list[Skippe
             skipped.append(SkippedFile(str(path), why))
         else:
             raise InputError("no such file or folder", path=path)
-    unique: dict[Path, None] = dict.fromkeys(p.resolve() for p in found)
-    return list(unique), skipped
+    unique: dict[Path, Path] = {}
+    for p in found:  # one file named twice is read once, under the first name given (not its target)
+        unique.setdefault(p.resolve(), p.absolute())
+    return list(unique.values()), skipped
 
 
 def _not_regular(path: Path) -> str | None:

@@ -184,15 +184,28 @@ class _LooseEvent(msgspec.Struct, gc=False):
     args: _LooseArgs | None = None
 
 
-class _LooseTrace(msgspec.Struct):
-    traceEvents: list[_LooseEvent]
+class _TraceFields(msgspec.Struct, kw_only=True):
+    """What a trace holds besides its events, of any JSON type."""
+
     distributedInfo: Any = None
     deviceProperties: Any = None
     schemaVersion: Any = None
 
 
+class _LooseTrace(_TraceFields, kw_only=True):
+    traceEvents: list[_LooseEvent]
+
+
 _DECODER: Final = msgspec.json.Decoder(_Trace | list[_ANY_EVENT])
 _LOOSE_DECODER: Final = msgspec.json.Decoder(_LooseTrace | list[_LooseEvent])
+
+
+class _AnyTrace(_TraceFields, kw_only=True):
+    traceEvents: list[Any]
+
+
+#: The last resort: any JSON value as an event, salvaged one by one (:func:`_salvage`).
+_ANY_DECODER: Final = msgspec.json.Decoder(_AnyTrace | list[Any])
 _KEPT_PHASES: Final = ("X", "i", "I")
 _STRING_ARGS: Final = ("coll_name", "pg_name")
 _ARG_FIELDS: Final = tuple(_Args.__struct_fields__)
@@ -222,10 +235,11 @@ def read_kineto(path: str | Path) -> RankTrace:
     """Decode one Kineto trace file into the event schema (without ``rank``)."""
     path = Path(path)
     data = utf8(read_bytes(path), path)
+    notes: tuple[str, ...] = ()
     try:
         trace: Any = _DECODER.decode(data)
     except msgspec.ValidationError:
-        trace = _decode_loose(data, path)
+        trace, notes = _decode_loose(data, path)
     except msgspec.DecodeError as exc:
         raise TraceReadError(_json_problem(exc), path=path) from None
     del data
@@ -251,7 +265,7 @@ def read_kineto(path: str | Path) -> RankTrace:
         schema_version=None if version is None else str(version),
         clock=CLOCK,
         process_groups=process_groups(info.get("pg_config")),
-        warnings=problems + dropped.warnings(),
+        warnings=problems + notes + dropped.warnings(),
     )
 
 
@@ -311,15 +325,61 @@ def process_groups(config: Any) -> tuple[ProcessGroup, ...]:
     return tuple(groups)
 
 
-def _decode_loose(data: bytes, path: Path) -> Any:
+def _decode_loose(data: bytes, path: Path) -> tuple[Any, tuple[str, ...]]:
+    """The trace decoded leniently (any JSON type in any field), and what had to be left out.
+
+    When even that fails (an entry of ``traceEvents`` that is not an object, ``args`` that
+    are not one), every entry is salvaged on its own: such entries are left out and counted,
+    such ``args`` are read as none, and the rest of the file is still the trace it was.
+    """
     try:
-        return _LOOSE_DECODER.decode(data)
-    except msgspec.ValidationError as exc:
-        raise TraceReadError(
-            f"not a Kineto trace: a JSON document without a traceEvents list ({exc})", path=path
-        ) from None
+        return _LOOSE_DECODER.decode(data), ()
+    except msgspec.ValidationError:
+        pass
     except msgspec.DecodeError as exc:
         raise TraceReadError(_json_problem(exc), path=path) from None
+    try:
+        trace = _ANY_DECODER.decode(data)
+    except msgspec.ValidationError:
+        raise TraceReadError(
+            "not a Kineto trace: a JSON document without a traceEvents list of events", path=path
+        ) from None
+    items = trace if isinstance(trace, list) else trace.traceEvents
+    events, not_events, bad_args = _salvage(items)
+    notes = []
+    if not_events:
+        notes.append(f"{not_events} entries of traceEvents are not events (not JSON objects); they were left out")
+    if bad_args:
+        notes.append(f"{bad_args} event(s) have args that are not a JSON object; they were read without their args")
+    if isinstance(trace, list):
+        return events, tuple(notes)
+    loose = _LooseTrace(
+        traceEvents=events,
+        distributedInfo=trace.distributedInfo,
+        deviceProperties=trace.deviceProperties,
+        schemaVersion=trace.schemaVersion,
+    )
+    return loose, tuple(notes)
+
+
+def _salvage(items: list[Any]) -> tuple[list[_LooseEvent], int, int]:
+    """Each entry that is an object as a loose event; the count of the others, and of bad ``args``."""
+    events: list[_LooseEvent] = []
+    not_events = bad_args = 0
+    for item in items:
+        if not isinstance(item, dict):
+            not_events += 1
+            continue
+        args = item.get("args")
+        entry = item
+        if args is not None and not isinstance(args, dict):
+            bad_args += 1
+            entry = {**item, "args": None}
+        try:
+            events.append(msgspec.convert(entry, _LooseEvent))
+        except msgspec.ValidationError:
+            not_events += 1
+    return events, not_events, bad_args
 
 
 def _json_problem(exc: msgspec.DecodeError) -> str:

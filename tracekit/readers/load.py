@@ -74,12 +74,12 @@ def load_run(
     cache = EventCache(root) if use_cache else None
     parsed = parse_files(files, jobs=jobs or os.cpu_count() or 1, cache=cache, progress=progress)
     skipped = special + [SkippedFile(p.path, p.error) for p in parsed if p.error is not None]
-    good = [t for p in parsed for t in p.traces if t.events.height or t.counters.height]
+    good = [t for p in parsed for t in p.traces if _has_content(t)]
     skipped += [
-        SkippedFile(t.path, "no events: the trace is empty (was the profiler's schedule ever active?)")
+        SkippedFile(t.path, "no events with a duration: nothing to analyze (was the profiler's schedule ever active?)")
         for p in parsed
         for t in p.traces
-        if not (t.events.height or t.counters.height)
+        if not _has_content(t)
     ]
     if rank is not None and len(good) > 1:
         raise InputError(
@@ -117,6 +117,11 @@ def load_run(
         warnings=tuple(warnings + _collective_warnings(infos, events)),
         counters=pl.concat([empty_counters(), *(_by_time(counters[i.rank]) for i in infos)], rechunk=True),
     )
+
+
+def _has_content(trace: RankTrace) -> bool:
+    """Whether a trace holds anything to analyze: an event with a duration, or memory counters."""
+    return bool(trace.counters.height) or bool(trace.events.select((pl.col("kind") != "instant").any()).item())
 
 
 def _by_start(events: pl.DataFrame) -> pl.DataFrame:

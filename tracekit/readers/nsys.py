@@ -36,7 +36,7 @@ import polars as pl
 from tracekit.errors import TraceReadError
 from tracekit.model.classify import category_expr
 from tracekit.model.schema import GPU_ACTIVITY_KINDS, GPU_KINDS, SCHEMA
-from tracekit.readers.columns import column
+from tracekit.readers.columns import rows_frame
 from tracekit.readers.nsys_memory import memory_rows
 from tracekit.readers.nsys_meta import Export, ExportMeta, device_names, rank_hint, read_meta
 from tracekit.readers.plausible import Window, screen
@@ -169,6 +169,8 @@ def read_nsys(path: str | Path, *, shown: str | Path | None = None) -> list[Rank
     raw, dropped, window = screen(
         raw, start=pl.col("start_ns"), end=pl.col("end_ns"), needs_extent=True, unit_ns=1, unit="ns"
     )
+    if raw.height == 0:
+        raise TraceReadError(f"no event with a usable time: {dropped.message()}", path=name)
     if window is not None:  # memory rows are on the epoch clock already
         epoch = meta.epoch_ns or 0
         memory, dropped_memory, _ = screen(
@@ -182,7 +184,7 @@ def read_nsys(path: str | Path, *, shown: str | Path | None = None) -> list[Rank
         )
         dropped += dropped_memory
     return [
-        dataclasses.replace(t, warnings=dropped.warnings())
+        dataclasses.replace(t, warnings=meta.problems + dropped.warnings())
         for t in _split_ranks(_normalize(raw, meta.epoch_ns or 0), memory, meta, name)
     ]
 
@@ -202,13 +204,7 @@ def _check_file(path: Path, name: str) -> None:
 
 def _frame(rows: list[tuple[object, ...]], columns: list[str]) -> pl.DataFrame:
     """Query rows (in ``columns`` order) as a frame with every column of ``_RAW``."""
-    try:
-        df = pl.DataFrame(rows, schema={c: _RAW[c] for c in columns}, orient="row")
-    except (pl.exceptions.PolarsError, TypeError, ValueError, OverflowError):
-        # SQLite keeps any type in any column: a value of another type is null, and a row
-        # left without a time is then dropped and counted (readers/plausible.py)
-        values = list(zip(*rows, strict=True))
-        df = pl.DataFrame([column(c, list(v), _RAW[c]) for c, v in zip(columns, values, strict=True)])
+    df = rows_frame(rows, {c: _RAW[c] for c in columns})
     return df.with_columns(pl.lit(None, dtype=_RAW[c]).alias(c) for c in _RAW if c not in columns).select(list(_RAW))
 
 

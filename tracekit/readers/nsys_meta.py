@@ -10,9 +10,10 @@ from __future__ import annotations
 import re
 import sqlite3
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, TypeGuard
 
 from tracekit.errors import TraceReadError
+from tracekit.readers.plausible import MAX_NS
 from tracekit.readers.ranks import is_rank, rank_from_name
 
 if TYPE_CHECKING:
@@ -82,18 +83,33 @@ class ExportMeta:
     gpu_names: dict[int, str] = field(default_factory=dict)
     #: (pid, CUDA device id) -> GPU id (TARGET_INFO_CUDA_DEVICE).
     cuda_devices: dict[tuple[int, int], int] = field(default_factory=dict)
+    #: What the export records that cannot be right and was ignored, in words.
+    problems: tuple[str, ...] = ()
 
 
 def read_meta(db: Export) -> ExportMeta:
     """Session start, schema version, recorded environment and arguments, GPUs."""
     epoch = None
+    problems = []
     if "utcEpochNs" in db.columns("TARGET_INFO_SESSION_START_TIME"):
         rows = db.query("SELECT utcEpochNs FROM TARGET_INFO_SESSION_START_TIME WHERE utcEpochNs IS NOT NULL")
-        epoch = int(str(rows[0][0])) if rows else None
+        value = rows[0][0] if rows else None
+        if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_NS:
+            epoch = value
+        elif value is not None:
+            problems.append(
+                f"the session start time (utcEpochNs) is {str(value)[:40]!r}, not a time: it was ignored, "
+                "so this file's clock is not aligned with other files"
+            )
+    env = _environment(db)
+    for var in (*RANK_ENV, "LOCAL_RANK", "WORLD_SIZE"):
+        if var in env and _as_rank(env[var]) is None:
+            problems.append(f"the recorded {var}={env[var][:40]!r} is not a rank number; it was ignored")
     return ExportMeta(
         epoch_ns=epoch,
+        problems=tuple(problems),
         schema_version=_schema_version(db),
-        env=_environment(db),
+        env=env,
         args=_arguments(db),
         gpu_names=_pairs(db, "TARGET_INFO_GPU", "id", "name"),
         cuda_devices=_cuda_devices(db),
@@ -139,14 +155,19 @@ def _pairs(db: Export, table: str, key: str, value: str) -> dict[int, str]:
     if not {key, value} <= db.columns(table):
         return {}
     rows = db.query(f"SELECT {key}, {value} FROM {table} WHERE {key} IS NOT NULL AND {value} IS NOT NULL")
-    return {int(str(k)): str(v) for k, v in rows}
+    return {k: str(v) for k, v in rows if _is_int(k)}
 
 
 def _cuda_devices(db: Export) -> dict[tuple[int, int], int]:
     if not {"pid", "cudaId", "gpuId"} <= db.columns("TARGET_INFO_CUDA_DEVICE"):
         return {}
     rows = db.query("SELECT pid, cudaId, gpuId FROM TARGET_INFO_CUDA_DEVICE WHERE gpuId IS NOT NULL")
-    return {(int(str(p)), int(str(c))): int(str(g)) for p, c, g in rows}
+    return {(p, c): g for p, c, g in rows if _is_int(p) and _is_int(c) and _is_int(g)}
+
+
+def _is_int(value: object) -> TypeGuard[int]:
+    """Whether a SQLite value is an integer (a column may hold any type)."""
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _as_rank(text: str | None) -> int | None:

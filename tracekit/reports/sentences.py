@@ -164,6 +164,11 @@ CUDA_RECOMMENDATIONS: Final[dict[BoundKind, tuple[str, ...]]] = {
 GOOD: Final = (BoundKind.GPU_COMPUTE, BoundKind.COMPUTE)
 
 
+def _name(text: str, limit: int = 80) -> str:
+    """A name from a trace, cut to ``limit`` characters."""
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 def ms(ns: float | None) -> str:
     """ns as '1.23 ms'."""
     return "-" if ns is None else f"{ns / 1e6:.2f} ms"
@@ -270,7 +275,9 @@ def _bound_lines(bound: BoundKind | None, e: Evidence) -> list[str]:  # noqa: PL
             "of the step",
         ]
     if bound is BoundKind.COMMS and e.ops:
-        ops = ", ".join(f"{o.op} x{o.count} (latency {ms(o.floor_ns)}, mean wait {ms(o.mean_wait_ns)})" for o in e.ops)
+        ops = ", ".join(
+            f"{_name(o.op)} x{o.count} (latency {ms(o.floor_ns)}, mean wait {ms(o.mean_wait_ns)})" for o in e.ops
+        )
         lines = [f"collectives matched across ranks: {ops}"]
         if e.mean_overlap_pct is not None:
             lines.append(f"compute hides {e.mean_overlap_pct:.1f}% of collective time on average")
@@ -344,14 +351,22 @@ class WrittenVerdict:
     secondary: tuple[Written, ...]
 
 
+#: The longest sentence a report shows: names from a trace can be any length, a report cannot.
+MAX_SENTENCE: Final = 600
+
+
+def _clip(line: str) -> str:
+    return line if len(line) <= MAX_SENTENCE else line[: MAX_SENTENCE - 1] + "…"
+
+
 def write(finding: Finding, verdict: Verdict) -> Written:
     """One finding in words."""
     return Written(
-        title=title(finding, verdict),
+        title=_clip(title(finding, verdict)),
         share_pct=finding.share_pct,
         confidence=finding.confidence.value,
-        evidence=tuple(evidence(finding, verdict)),
-        recommendations=tuple(recommendations(finding, verdict)),
+        evidence=tuple(map(_clip, evidence(finding, verdict))),
+        recommendations=tuple(map(_clip, recommendations(finding, verdict))),
         good=is_good(finding),
     )
 
