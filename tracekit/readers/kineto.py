@@ -344,6 +344,8 @@ def _decode_loose(data: bytes, path: Path) -> tuple[Any, tuple[str, ...]]:
         raise TraceReadError(
             "not a Kineto trace: a JSON document without a traceEvents list of events", path=path
         ) from None
+    except msgspec.DecodeError as exc:  # the lenient decoder stopped at a type before a syntax error
+        raise TraceReadError(_json_problem(exc), path=path) from None
     items = trace if isinstance(trace, list) else trace.traceEvents
     events, not_events, bad_args = _salvage(items)
     notes = []
@@ -532,7 +534,8 @@ def _events(df: pl.DataFrame, base: int) -> pl.DataFrame:
             name=pl.col("name").fill_null(UNNAMED),
             rank=pl.lit(None, dtype=pl.Int32),
         )
-        .select([pl.col(c).cast(t) for c, t in SCHEMA.items() if c != "category"])
+        # a value beyond its column's type (a group size of 2**31) is no value, as a wrong type is
+        .select([pl.col(c).cast(t, strict=False) for c, t in SCHEMA.items() if c != "category"])
         .with_columns(category_expr())
         .select(list(SCHEMA))
         .sort("start_ns")
@@ -555,7 +558,7 @@ def _counters(memory: pl.DataFrame, base: int) -> pl.DataFrame:
             total_allocated=pl.col("total_allocated"),
             total_reserved=pl.col("total_reserved"),
         )
-        .select([pl.col(c).cast(t) for c, t in COUNTER_SCHEMA.items()])
+        .select([pl.col(c).cast(t, strict=False) for c, t in COUNTER_SCHEMA.items()])
         .sort("time_ns", maintain_order=True)
         .collect()
     )

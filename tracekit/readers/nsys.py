@@ -337,7 +337,9 @@ def _normalize(raw: pl.DataFrame, epoch_ns: int) -> pl.DataFrame:
         rank=pl.lit(None, dtype=pl.Int32),
     )
     out = out.with_columns(pl.lit(None).alias(c) for c in SCHEMA if c not in out.columns)
-    out = out.select([pl.col(c).cast(t) for c, t in SCHEMA.items() if c != "category"]).with_columns(category_expr())
+    out = out.select([pl.col(c).cast(t, strict=False) for c, t in SCHEMA.items() if c != "category"]).with_columns(
+        category_expr()
+    )
     return out.select(list(SCHEMA)).sort("start_ns")
 
 

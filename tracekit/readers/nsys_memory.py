@@ -84,6 +84,6 @@ def memory_rows(db: Export, *, epoch_ns: int) -> pl.DataFrame:
             total_allocated=pl.lit(None, dtype=pl.Int64),
         )
         .with_columns(total_reserved=pl.col("bytes").cum_sum().over("pid", "device_type", "device"))
-        .select(pl.col("pid"), *(pl.col(c).cast(t) for c, t in COUNTER_SCHEMA.items()))
+        .select(pl.col("pid"), *(pl.col(c).cast(t, strict=False) for c, t in COUNTER_SCHEMA.items()))
         .collect()
     )
