@@ -67,3 +67,7 @@ READER_COLUMNS: Final = tuple(c for c in SCHEMA if c != "category")
 def empty_events() -> pl.DataFrame:
     """An event frame with the schema and no rows."""
     return pl.DataFrame(schema=SCHEMA)
+
+
+#: The name of an event its file gives none (every reader uses it).
+UNNAMED: Final = "(unnamed)"

@@ -52,8 +52,9 @@ def discover_files(paths: Iterable[str | Path]) -> tuple[list[Path], list[Skippe
         path = Path(raw)
         if path.is_dir():
             inside = sorted(p for p in path.rglob("*") if is_trace_name(p) and not p.is_dir())
-            regular = [p for p in inside if _not_regular(p) is None]
-            skipped += [SkippedFile(str(p), why) for p in inside if (why := _not_regular(p)) is not None]
+            why_not = {p: _not_regular(p) for p in inside}  # one stat per file
+            regular = [p for p, why in why_not.items() if why is None]
+            skipped += [SkippedFile(str(p), why) for p, why in why_not.items() if why is not None]
             if not inside:
                 raise InputError(f"no trace files ({formats.suffix_list()}) in this folder", path=path)
             found.extend(_without_exported_reports(regular))

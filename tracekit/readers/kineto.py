@@ -27,7 +27,7 @@ from tracekit.errors import TraceReadError
 from tracekit.model.classify import category_expr
 from tracekit.model.counters import COUNTER_SCHEMA, DeviceType, empty_counters
 from tracekit.model.run import ProcessGroup
-from tracekit.model.schema import GPU_KINDS, SCHEMA
+from tracekit.model.schema import GPU_KINDS, SCHEMA, UNNAMED
 from tracekit.readers.columns import column
 from tracekit.readers.compressed import read_bytes
 from tracekit.readers.plausible import Dropped, screen
@@ -61,8 +61,6 @@ _SKIPPED_CATEGORIES: Final = ("trace",)
 _STEP_PREFIX: Final = "ProfilerStep#"
 #: The clock of every Kineto trace, as :class:`RankTrace` reports it.
 CLOCK: Final = "kineto: host clock, us -> ns"
-#: The name of an event the file gives none.
-UNNAMED: Final = "(unnamed)"
 #: The name of the instants ``profile_memory=True`` writes: counters, not events.
 MEMORY_EVENT: Final = "[memory]"
 #: Their ``Device Type``: c10::DeviceType -> the counters table's device types ("other" else).

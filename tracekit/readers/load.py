@@ -74,12 +74,13 @@ def load_run(
     cache = EventCache(root) if use_cache else None
     parsed = parse_files(files, jobs=jobs or os.cpu_count() or 1, cache=cache, progress=progress)
     skipped = special + [SkippedFile(p.path, p.error) for p in parsed if p.error is not None]
-    good = [t for p in parsed for t in p.traces if _has_content(t)]
+    traces = [t for p in parsed for t in p.traces]
+    has_content = [_has_content(t) for t in traces]
+    good = [t for t, keep in zip(traces, has_content, strict=True) if keep]
     skipped += [
         SkippedFile(t.path, "no events with a duration: nothing to analyze (was the profiler's schedule ever active?)")
-        for p in parsed
-        for t in p.traces
-        if not _has_content(t)
+        for t, keep in zip(traces, has_content, strict=True)
+        if not keep
     ]
     if rank is not None and len(good) > 1:
         raise InputError(

@@ -35,7 +35,7 @@ import polars as pl
 
 from tracekit.errors import TraceReadError
 from tracekit.model.classify import category_expr
-from tracekit.model.schema import GPU_ACTIVITY_KINDS, GPU_KINDS, SCHEMA
+from tracekit.model.schema import GPU_ACTIVITY_KINDS, GPU_KINDS, SCHEMA, UNNAMED
 from tracekit.readers.columns import rows_frame
 from tracekit.readers.nsys_memory import memory_rows
 from tracekit.readers.nsys_meta import Export, ExportMeta, device_names, rank_hint, read_meta
@@ -319,7 +319,7 @@ def _gpu_name() -> pl.Expr:
         .when(kind.is_in(["runtime", "driver"]))
         .then(pl.col("name").str.replace(r"_v\d+$", ""))
         .otherwise(pl.col("name"))
-        .fill_null(pl.lit("(unnamed)"))
+        .fill_null(pl.lit(UNNAMED))
     )
 
 
