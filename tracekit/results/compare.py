@@ -1,0 +1,245 @@
+"""The typed comparison of two runs (``tracekit compare A B``): what changed, by how much, and
+whether it is more than noise.
+
+Built by :func:`tracekit.analyzers.compare.compare` from two (or, with repeats, several)
+:class:`~tracekit.results.analysis.Analysis` per side, saved as JSON like an analysis, and
+rendered by the same renderers.
+
+Conventions: ``delta`` is always B minus A, in the measure's unit; ``delta_pct`` is that
+over A's value; ``step_pct`` is that over A's mean step time (so a phase's change reads as a
+share of the step). Times are nanoseconds, shares percentages, memory bytes.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import Any, Final
+
+import msgspec
+
+from tracekit.results.analysis import Finding  # noqa: TC001  (msgspec reads annotations at run time)
+from tracekit.results.vocab import MeasuredOn  # noqa: TC001
+
+COMPARISON_SCHEMA: Final = "tracekit.comparison"
+COMPARISON_SCHEMA_VERSION: Final = "1.0"
+
+
+class Struct(msgspec.Struct, frozen=True, kw_only=True):
+    """Base of the comparison Structs."""
+
+
+class Change(str, Enum):
+    """What happened to a measure from A to B."""
+
+    FASTER = "faster"  # a time that went down beyond noise (or a throughput that went up)
+    SLOWER = "slower"  # a time that went up beyond noise (or a throughput that went down)
+    WITHIN_NOISE = "within noise"  # the interval holds zero, or the change is below the noise threshold
+    HIGHER = "higher"  # a quantity with no better direction (or measured once) that went up
+    LOWER = "lower"
+    SAME = "same"  # an exact quantity (a count) that did not change
+    APPEARED = "appeared"  # only in B
+    DISAPPEARED = "disappeared"  # only in A
+    NOT_MEASURED = "not measured"  # missing on one side or both
+
+
+class Unit(str, Enum):
+    """The unit of a measure's values."""
+
+    NS = "ns"
+    PCT = "pct"  # percentage points
+    BYTES = "bytes"
+    PER_S = "per_s"  # steps (or samples) per second
+    COUNT = "count"  # per step
+
+
+class Interval(Struct, frozen=True, kw_only=True):
+    """A confidence interval of a difference (B - A), at ``level`` (0.95 is 95%)."""
+
+    low: float
+    high: float
+    level: float
+
+
+class Measure(Struct, frozen=True, kw_only=True):
+    """One quantity measured on both runs, its change, and whether the change is beyond noise."""
+
+    #: "step", "step_median", "throughput", "phase:<name>", "rank:<r>", "peak_allocated", ...
+    key: str
+    label: str
+    unit: Unit
+    #: True when less is better (times), False when more is (throughput), None when neither
+    lower_is_better: bool | None = None
+    a: float | None = None  # A's mean (or its value, measured once)
+    b: float | None = None
+    a_median: float | None = None
+    b_median: float | None = None
+    delta: float | None = None  # b - a
+    delta_pct: float | None = None  # delta over a, percent
+    delta_median: float | None = None
+    #: delta over A's mean step time, percent (times only)
+    step_pct: float | None = None
+    ci: Interval | None = None  # of the difference of means
+    ci_median: Interval | None = None  # of the difference of medians
+    #: the smallest change of the mean this comparison could have detected (same unit)
+    detectable: float | None = None
+    n_a: int = 0  # samples behind a (steps, or runs x steps)
+    n_b: int = 0
+    change: Change = Change.NOT_MEASURED
+    rank: int | None = None
+    note: str | None = None
+
+
+class Distribution(Struct, frozen=True, kw_only=True):
+    """The step times of one side (``rank`` None: per step, the mean over ranks), for the charts."""
+
+    side: str  # "a" or "b"
+    rank: int | None = None
+    count: int
+    mean_ns: float | None = None
+    median_ns: float | None = None
+    p5_ns: float | None = None
+    p95_ns: float | None = None
+    min_ns: float | None = None
+    max_ns: float | None = None
+    values_ns: list[float] = msgspec.field(default_factory=list)
+
+
+class WorkKind(str, Enum):
+    """What a row of the work table counts."""
+
+    KERNEL = "kernel"  # a GPU activity (kernel, copy, set) by name
+    HOST_OP = "host_op"  # a CPU operator by name
+    COLLECTIVE = "collective"  # a collective operation by name
+    SYNC = "sync"  # a blocking sync or host read, by the operator that issued it
+
+
+class WorkChange(Struct, frozen=True, kw_only=True):
+    """One name of work on both sides, per step (per second of trace when a side has no steps)."""
+
+    kind: WorkKind
+    name: str
+    category: str | None = None
+    #: for syncs: the phase (outermost annotation) the sync was issued in, and its kind
+    phase: str | None = None
+    sync_kind: str | None = None
+    a_count: float | None = None  # per unit (step or second); None when absent
+    b_count: float | None = None
+    a_ns: float | None = None  # time per unit
+    b_ns: float | None = None
+    delta_count: float = 0.0
+    delta_ns: float = 0.0
+    change: Change = Change.SAME
+
+
+class SyncComparison(Struct, frozen=True, kw_only=True):
+    """Host syncs per step on both sides, by what counts as one on the device measured."""
+
+    #: what is counted: blocking sync calls (a GPU run), or host reads of tensor values
+    #: (``.item()``, ``bool(t)``: syncs on a GPU, counted on a CPU-only run)
+    measure: str
+    a_per_step: float | None = None
+    b_per_step: float | None = None
+    delta: float | None = None
+    #: "does B sync per step?" answered: the rows of :class:`WorkChange` of kind sync
+    sources: list[WorkChange] = msgspec.field(default_factory=list)
+
+
+class CostShift(Struct, frozen=True, kw_only=True):
+    """One candidate bound's share on both sides."""
+
+    bound: str
+    a_pct: float | None = None
+    b_pct: float | None = None
+    delta_pct: float | None = None
+
+
+class VerdictComparison(Struct, frozen=True, kw_only=True):
+    """The two verdicts side by side, and what moved between them."""
+
+    a: Finding
+    b: Finding
+    a_measured_on: MeasuredOn
+    b_measured_on: MeasuredOn
+    same_bound: bool
+    costs: list[CostShift] = msgspec.field(default_factory=list)
+
+
+class Side(Struct, frozen=True, kw_only=True):
+    """What one side of the comparison is."""
+
+    label: str  # "A" or "B" (or the user's label)
+    sources: list[str]
+    #: how many runs (captures) were pooled on this side (--repeats)
+    runs: int = 1
+    world_size: int | None = None
+    ranks: list[int] = msgspec.field(default_factory=list)
+    devices: list[str] = msgspec.field(default_factory=list)
+    backend: str | None = None
+    measured_on: MeasuredOn
+    #: measured steps per run, over every rank; 0 when the trace has no steps
+    steps: int = 0
+    step_source: str | None = None
+    #: from the capture summary, when the run was captured by tracekit
+    workload: str | None = None
+    batch_size: int | None = None
+    config: dict[str, Any] | None = None
+    tracekit_version: str | None = None
+
+
+class NoiseModel(Struct, frozen=True, kw_only=True):
+    """How "within noise" was decided (written beside the results, so the reader can judge)."""
+
+    #: "block bootstrap over steps (each step the mean over ranks)", "runs, then steps", ...
+    method: str
+    level: float  # confidence level of the intervals
+    resamples: int
+    #: a change smaller than this share of A's value is within noise even when the interval
+    #: excludes zero (run-to-run drift a single pair of runs cannot measure), percent
+    threshold_pct: float
+    #: what "per step" means: "step", or "second" when a side has no steps
+    unit: str
+    seed: int
+
+
+class GateResult(Struct, frozen=True, kw_only=True):
+    """One ``--fail-if`` condition and whether B breaks it."""
+
+    spec: str
+    key: str
+    label: str
+    limit: str
+    observed: str
+    failed: bool
+    message: str
+
+
+class Comparison(Struct, frozen=True, kw_only=True):
+    """Two runs compared: A the baseline, B the change."""
+
+    schema: str = COMPARISON_SCHEMA
+    schema_version: str = COMPARISON_SCHEMA_VERSION
+    tracekit_version: str
+    a: Side
+    b: Side
+    noise: NoiseModel
+    #: the step time (each step the mean over ranks): the headline
+    step: Measure
+    #: run-level measures: median step, throughput, peak memory, shares, exposed comm, overlap
+    measures: list[Measure] = msgspec.field(default_factory=list)
+    #: step time of each rank present on both sides
+    per_rank: list[Measure] = msgspec.field(default_factory=list)
+    #: each phase (outermost annotation) per step
+    phases: list[Measure] = msgspec.field(default_factory=list)
+    distributions: list[Distribution] = msgspec.field(default_factory=list)
+    #: kernels, host ops and collectives that appeared, disappeared or changed, largest first
+    work: list[WorkChange] = msgspec.field(default_factory=list)
+    syncs: SyncComparison
+    verdicts: VerdictComparison
+    #: how the runs differ in what they measure (world size, devices, batch, steps)
+    warnings: list[str] = msgspec.field(default_factory=list)
+    gate: list[GateResult] = msgspec.field(default_factory=list)
+
+
+def dump_comparison(comparison: Comparison) -> str:
+    """The comparison as indented JSON text (ends with a newline)."""
+    return msgspec.json.format(msgspec.json.encode(comparison), indent=2).decode() + "\n"
