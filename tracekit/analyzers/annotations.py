@@ -47,7 +47,8 @@ class AnnotationResult:
     level: str
 
 
-def _top_level(run: Run, steps: StepResult) -> pl.DataFrame:
+def top_level(run: Run, steps: StepResult) -> pl.DataFrame:
+    """The outermost annotations of the training threads: rank, pid, tid, name, start_ns, end_ns, ann_id."""
     ann = run.select(["annotation"], "rank", "pid", "tid", pl.col("name").cast(pl.String), "start_ns", "end_ns")
     if steps.has_steps:
         # the threads with step markers, and the thread inferred steps are on
@@ -80,7 +81,7 @@ def annotation_breakdown(run: Run, steps: StepResult, activity: pl.DataFrame) ->
 
 def annotations_per_step(run: Run, steps: StepResult, activity: pl.DataFrame) -> pl.DataFrame:
     """The per-rank part: rank, step, name, cpu_ns, gpu_ns, count of each top-level range."""
-    top = _top_level(run, steps)
+    top = top_level(run, steps)
     top = top.join(_gpu_time(top, activity), on="ann_id", how="left").with_columns(
         pl.col("gpu_ns").fill_null(0), cpu_ns=pl.col("end_ns") - pl.col("start_ns")
     )

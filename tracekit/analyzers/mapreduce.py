@@ -178,7 +178,10 @@ class Reduced:
         """Host syncs (the blocking calls themselves stay in the map)."""
         calls = pl.DataFrame(schema={"rank": pl.Int32, "start_ns": pl.Int64, "end_ns": pl.Int64})
         return SyncResult(
-            per_step=self.part("host_syncs", "per_step"), per_rank=self.part("host_syncs", "per_rank"), calls=calls
+            per_step=self.part("host_syncs", "per_step"),
+            per_rank=self.part("host_syncs", "per_rank"),
+            calls=calls,
+            reads=calls,
         )
 
     @cached_property

@@ -25,6 +25,8 @@ from tracekit.analyzers.overlap import comm_overlap
 from tracekit.analyzers.stats import num
 from tracekit.analyzers.syncs import sync_points
 from tracekit.analyzers.verdict import decide
+from tracekit.analyzers.work import MAX_ROWS as WORK_ROWS
+from tracekit.analyzers.work import work_tables
 from tracekit.model.schema import GPU_ACTIVITY_KINDS
 from tracekit.results import rows as r
 from tracekit.results.analysis import (
@@ -44,6 +46,7 @@ from tracekit.results.analysis import (
     SyncSource,
     SyncsSection,
     Verdict,
+    WorkSection,
 )
 from tracekit.results.vocab import Confidence, MeasuredOn, NoteKind, WindowKind
 
@@ -132,7 +135,13 @@ def annotations_map(ctx: RankContext) -> Parts:
 def annotations_reduce(red: Reduced) -> PhasesSection:
     """Phases over the run and per rank."""
     a = red.annotations
-    return PhasesSection(level=a.level, summary=rows(a.summary, r.PhaseRow), per_rank=rows(a.per_rank, r.PhaseRow))
+    per_step = a.per_step.filter(pl.col("step").is_not_null()) if a.per_step.height else a.per_step
+    return PhasesSection(
+        level=a.level,
+        summary=rows(a.summary, r.PhaseRow),
+        per_rank=rows(a.per_rank, r.PhaseRow),
+        per_step=rows(per_step, r.PhaseStepRow) if per_step.height else [],
+    )
 
 
 def collectives_map(ctx: RankContext) -> Parts:
@@ -388,6 +397,32 @@ def _sync_sources(red: Reduced) -> list[SyncSource]:
         SyncSource(op=r["op"], kind=r["kind"], per_step=round(r["points"] / steps / ranks, 4))
         for r in top.iter_rows(named=True)
     ]
+
+
+def work_reduce(red: Reduced) -> WorkSection:
+    """The work of the measured steps by name (what a comparison matches)."""
+    measured = red.measured.per_rank
+    window_ns = int(num(measured["window_ns"].sum())) if measured.height else 0
+    rank_steps = red.steps.steps.height if red.steps.has_steps else 0
+    out: list[r.WorkRow] = []
+    left_out: dict[str, int] = {}
+    for kind, table in work_tables(red).items():
+        if table.height > WORK_ROWS:
+            left_out[kind] = table.height - WORK_ROWS
+        for row in table.head(WORK_ROWS).iter_rows(named=True):
+            out.append(
+                r.WorkRow(
+                    kind=kind,
+                    name=row["name"],
+                    category=row.get("category"),
+                    sync_kind=row.get("sync_kind"),
+                    phase=row.get("phase"),
+                    count=int(row["count"]),
+                    total_ns=int(row["total_ns"]),
+                    ranks=int(row["ranks"]),
+                )
+            )
+    return WorkSection(rank_steps=rank_steps, window_ns=window_ns, rows=out, left_out=left_out)
 
 
 def version(_: Reduced) -> str:

@@ -61,6 +61,8 @@ class SyncResult:
     per_rank: pl.DataFrame
     #: the blocking calls (see :func:`sync_calls`), for idle attribution
     calls: pl.DataFrame
+    #: the host reads of tensor values counted as ``sync_ops``: rank, tid, start_ns, end_ns
+    reads: pl.DataFrame
 
 
 def sync_calls(run: Run) -> pl.DataFrame:
@@ -138,9 +140,9 @@ def _issuing_op(run: Run, calls: pl.DataFrame) -> pl.DataFrame:
 def host_syncs(run: Run, activity: pl.DataFrame, frames: pl.DataFrame) -> SyncResult:
     """Count syncs per step and measure the GPU idle after the blocking calls."""
     calls = sync_calls(run)
-    ops = run.select(["cpu_op"], "rank", "start_ns", "end_ns", name=SYNC_OPS_PATTERN)
+    ops = run.select(["cpu_op"], "rank", "tid", "start_ns", "end_ns", name=SYNC_OPS_PATTERN)
     # count aten::item once, not again for the _local_scalar_dense it calls
-    ops = iv.union(ops, ["rank"])
+    ops = iv.union(ops, ["rank", "tid"])
     optimizer = run.select(["cpu_op", "annotation"], "rank", "start_ns", "end_ns", name=NOT_SYNC_RANGES)
     inside = iv.locate(ops, "start_ns", iv.union(optimizer, ["rank"]), by=["rank"], keep=[])
     ops = ops.join(inside.select("rank", "start_ns"), on=["rank", "start_ns"], how="anti")
@@ -167,7 +169,7 @@ def host_syncs(run: Run, activity: pl.DataFrame, frames: pl.DataFrame) -> SyncRe
         )
         .sort("rank")
     )
-    return SyncResult(per_step=per_step, per_rank=per_rank, calls=calls)
+    return SyncResult(per_step=per_step, per_rank=per_rank, calls=calls, reads=ops)
 
 
 def _idle_after(calls: pl.DataFrame, activity: pl.DataFrame, frames: pl.DataFrame) -> pl.DataFrame:

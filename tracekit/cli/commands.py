@@ -2,29 +2,31 @@
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 import sys
-import time
 from typing import TYPE_CHECKING
 
 import click
-import msgspec
 
-from tracekit.analyzers import details_frame, run_analysis
+from tracekit.analyzers import details_frame
 from tracekit.atomic import OutputFiles
 from tracekit.cli.paths import check_outputs
 from tracekit.cli.progress import DelayedProgress
 from tracekit.errors import InputError
-from tracekit.readers import capture_summary, load_run, parse_rank_spec
+from tracekit.pipeline import AnalyzeOptions, analyze_paths, compare_paths
+from tracekit.readers import parse_rank_spec
 from tracekit.reports import TerminalRenderer, renderer
 from tracekit.reports.text import one_line
 from tracekit.results.io import load_analysis
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
     from pathlib import Path
 
     import polars as pl
 
+    from tracekit.analyzers.compare import Noise
     from tracekit.results.analysis import Analysis
 
 
@@ -45,30 +47,26 @@ def run_analyze(
     window: str,
 ) -> None:
     """``tracekit analyze``."""
-    started = time.perf_counter()
     check_outputs({f"--{fmt}": path for fmt, path in outputs.items()} | {"--details": details}, paths)
     ranks = parse_rank_spec(rank_spec) if rank_spec else None
     width = shutil.get_terminal_size().columns if sys.stdout.isatty() else 120
     with DelayedProgress() as progress:
-        run = load_run(
-            paths,
+        options = AnalyzeOptions(
+            comm_kernels=comm_kernels,
+            steps=steps,
+            include_warmup=include_warmup,
             ranks=ranks,
             rank=rank,
             jobs=jobs,
-            progress=progress.file_done,
             cache_dir=cache_dir,
             use_cache=use_cache,
-            comm_kernels=comm_kernels,
+            window=window,
+            progress=progress.file_done,
+            stage=progress.stage,
         )
-        progress.stage(f"analyzing {len(run.ranks)} rank(s)")
-        outcome = run_analysis(run, window=window, steps=steps, include_warmup=include_warmup)
-        del run
+        outcome = analyze_paths(paths, options)
         progress.stage("writing reports")
-        analysis = msgspec.structs.replace(
-            outcome.analysis,
-            capture=capture_summary(paths),
-            analysis_seconds=round(time.perf_counter() - started, 4),
-        )
+        analysis = outcome.analysis
         text = TerminalRenderer(top=top, width=max(width, 100), color=sys.stdout.isatty()).render(analysis)
     click.echo(text, nl=False)
     write_reports(analysis, outputs, details=None if details is None else (details, details_frame(outcome.details)))
@@ -113,3 +111,35 @@ def run_capture(config_path: Path | None, extra_args: list[str]) -> None:
     summary = capture(config)
     click.echo(render_capture_summary(summary), nl=False)
     click.echo(one_line(f"wrote {config.out_dir}: rank*.pt.trace.json.gz, phases.rank*.json, summary.json"))
+
+
+def run_compare(
+    a: Sequence[Path],
+    b: Sequence[Path],
+    *,
+    outputs: dict[str, Path | None],
+    fail_if: Sequence[str] = (),
+    options: AnalyzeOptions | None = None,
+    noise: Noise | None = None,
+    top: int = 15,
+) -> int:
+    """``tracekit compare``: print the comparison, write the outputs; the exit code of the gate
+    (1 when a ``--fail-if`` condition fails, else 0)."""
+    check_outputs({f"--{fmt}": path for fmt, path in outputs.items()}, [*a, *b])
+    width = shutil.get_terminal_size().columns if sys.stdout.isatty() else 120
+    with DelayedProgress() as progress:
+        options = options or AnalyzeOptions()
+        options = dataclasses.replace(options, progress=progress.file_done, stage=progress.stage)
+        comparison = compare_paths(a, b, options=options, noise=noise, fail_if=fail_if)
+        text = TerminalRenderer(top=top, width=max(width, 100), color=sys.stdout.isatty()).render_comparison(comparison)
+    click.echo(text, nl=False)
+    texts = {path: renderer(fmt).render_comparison(comparison) for fmt, path in outputs.items() if path is not None}
+    with OutputFiles() as files:
+        for path, body in texts.items():
+            files.add_text(path, body)
+    for path in texts:
+        click.echo(f"wrote {one_line(str(path))}")
+    failed = [g for g in comparison.gate if g.failed]
+    for g in failed:
+        click.echo(one_line(f"tracekit: FAIL {g.spec}: {g.message}"), err=True)
+    return 1 if failed else 0

@@ -155,6 +155,101 @@ def report(report: Path, html_path: Path | None, md_path: Path | None) -> None:
     run_report(report, outputs={"html": html_path, "md": md_path})
 
 
+@cli.command()
+@click.argument("runs", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path), help="Write it as JSON.")
+@click.option("--html", "html_path", type=click.Path(dir_okay=False, path_type=Path), help="Write offline HTML.")
+@click.option("--md", "md_path", type=click.Path(dir_okay=False, path_type=Path), help="Write Markdown (for a PR).")
+@click.option(
+    "--fail-if",
+    "fail_if",
+    multiple=True,
+    metavar="METRIC:LIMIT",
+    help="Exit 1 when B regresses beyond LIMIT: slower:1%, phase:forward:0.5ms, throughput:2%, memory:+512MiB, "
+    "syncs:+0. Times fail only when the change is beyond noise. Repeatable.",
+)
+@click.option(
+    "--noise-threshold",
+    default=1.0,
+    show_default=True,
+    type=click.FloatRange(min=0),
+    metavar="PCT",
+    help="A change smaller than this share of A (percent) is within noise even when its interval excludes zero.",
+)
+@click.option(
+    "--level",
+    default=0.95,
+    show_default=True,
+    type=click.FloatRange(min=0.5, max=0.999),
+    help="Confidence level of the intervals.",
+)
+@click.option("--steps", "steps", metavar="SPEC", help="Measure only these steps on both sides (as analyze).")
+@click.option("--include-warmup", is_flag=True, help="Keep warm-up steps in the figures (both sides).")
+@click.option("--window", type=click.Choice(["steps", "gpu_span"]), default="steps", show_default=True)
+@click.option("--comm-kernel", "comm_kernels", multiple=True, metavar="REGEX", help="As analyze. Repeatable.")
+@click.option("--top", default=15, show_default=True, type=click.IntRange(min=1), help="Work changes to list.")
+@click.option("--jobs", type=click.IntRange(min=1), help="Parsing processes [default: number of cores].")
+@click.option("--cache-dir", type=click.Path(file_okay=False, path_type=Path), help="Cache of decoded traces.")
+@click.option("--no-cache", is_flag=True, help="Neither read nor write the cache of decoded traces.")
+@click.pass_context
+def compare(
+    ctx: click.Context,
+    runs: tuple[Path, ...],
+    json_path: Path | None,
+    html_path: Path | None,
+    md_path: Path | None,
+    fail_if: tuple[str, ...],
+    noise_threshold: float,
+    level: float,
+    steps: str | None,
+    include_warmup: bool,
+    window: str,
+    comm_kernels: tuple[str, ...],
+    top: int,
+    jobs: int | None,
+    cache_dir: Path | None,
+    no_cache: bool,
+) -> None:
+    """Compare run B against the baseline run A: what changed, by how much, beyond noise or not.
+
+    RUNS is A B (each a saved analysis from analyze --json, a capture folder, a folder of
+    repeated captures, or trace files / folders), or one A/B capture folder (capture --ab)
+    holding a/ and b/. Exit status: 0, or 1 when a --fail-if condition fails, 2 on bad input.
+    """
+    from tracekit.analyzers.compare import Noise
+    from tracekit.cli.commands import run_compare
+    from tracekit.errors import InputError
+    from tracekit.pipeline import AnalyzeOptions, ab_folders
+
+    if len(runs) == 1:
+        pair = ab_folders(runs[0])
+        if pair is None:
+            raise InputError("give two runs (A B), or one A/B capture folder holding a/ and b/", path=runs[0])
+        a, b = pair
+    elif len(runs) == 2:
+        a, b = runs
+    else:
+        raise InputError(f"give two runs to compare (A B), not {len(runs)}")
+    code = run_compare(
+        [a],
+        [b],
+        outputs={"json": json_path, "html": html_path, "md": md_path},
+        fail_if=fail_if,
+        options=AnalyzeOptions(
+            comm_kernels=comm_kernels,
+            steps=steps,
+            include_warmup=include_warmup,
+            window=window,
+            jobs=jobs,
+            cache_dir=cache_dir,
+            use_cache=not no_cache,
+        ),
+        noise=Noise(level=level, threshold_pct=noise_threshold),
+        top=top,
+    )
+    ctx.exit(code)
+
+
 @cli.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
 @click.option(
     "--config_path",

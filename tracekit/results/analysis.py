@@ -26,6 +26,7 @@ from tracekit.results.rows import (  # noqa: TC001  (msgspec reads annotations a
     MemoryRow,
     OverlapRow,
     PhaseRow,
+    PhaseStepRow,
     StepRow,
     StepsFound,
     StepStats,
@@ -33,6 +34,7 @@ from tracekit.results.rows import (  # noqa: TC001  (msgspec reads annotations a
     StragglerRank,
     SyncRow,
     WarmupStep,
+    WorkRow,
 )
 from tracekit.results.vocab import (
     BoundKind,
@@ -46,7 +48,7 @@ from tracekit.results.vocab import (
 
 SCHEMA: Final = "tracekit.analysis"
 #: The major version changes when a reader of the previous one would misread a file.
-SCHEMA_VERSION: Final = "2.0"
+SCHEMA_VERSION: Final = "2.1"
 
 
 class Struct(msgspec.Struct, frozen=True, kw_only=True):
@@ -222,6 +224,8 @@ class PhasesSection(Struct, frozen=True, kw_only=True):
     level: str
     summary: list[PhaseRow]
     per_rank: list[PhaseRow]
+    #: each phase in each measured step of each rank (since 2.1; what a comparison tests)
+    per_step: list[PhaseStepRow] = msgspec.field(default_factory=list)
 
 
 class CollectivesSection(Struct, frozen=True, kw_only=True):
@@ -273,6 +277,20 @@ class MemorySection(Struct, frozen=True, kw_only=True):
     peak_rank: int | None = None
 
 
+class WorkSection(Struct, frozen=True, kw_only=True):
+    """The work of the measured steps by name: kernels, host operators, collectives and syncs.
+
+    Counts and times are totals over ``rank_steps`` measured (rank, step) pairs, or, when the
+    trace has no steps, over ``window_ns`` of measured time (each rank's whole trace).
+    """
+
+    rank_steps: int
+    window_ns: int
+    rows: list[WorkRow]
+    #: rows left out of each kind beyond the largest (by total time)
+    left_out: dict[str, int] = msgspec.field(default_factory=dict)
+
+
 class Analysis(Struct, frozen=True, kw_only=True):
     """Every analysis of one run, the verdict first among them."""
 
@@ -296,3 +314,5 @@ class Analysis(Struct, frozen=True, kw_only=True):
     idle_causes: IdleSection | None
     host_breakdown: BreakdownSection | None
     memory: MemorySection | None = None
+    #: since 2.1: the work by name, for comparisons (None in files of 2.0)
+    work: WorkSection | None = None

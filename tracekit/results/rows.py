@@ -136,6 +136,33 @@ class PhaseRow(Row, frozen=True, kw_only=True):
     cpu_pct: float | None
 
 
+class PhaseStepRow(Row, frozen=True, kw_only=True):
+    """A top-level annotation (phase) in one measured step of one rank."""
+
+    rank: int
+    step: int
+    name: str
+    count: int
+    cpu_ns: int
+    gpu_ns: int
+
+
+class WorkRow(Row, frozen=True, kw_only=True):
+    """One name of work over the measured steps of every rank (see :mod:`tracekit.analyzers.work`)."""
+
+    #: "kernel", "host_op", "collective" or "sync"
+    kind: str
+    name: str
+    #: a kernel's category (compute, collective, memory...)
+    category: str | None = None
+    #: a sync's kind ("sync", "blocking_copy", "host_read") and the phase it was issued in
+    sync_kind: str | None = None
+    phase: str | None = None
+    count: int
+    total_ns: int
+    ranks: int
+
+
 class CollectiveInstance(Row, frozen=True, kw_only=True):
     """One collective instance matched across the ranks that hold it."""
 

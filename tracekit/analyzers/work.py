@@ -1,0 +1,124 @@
+"""The work of the measured steps, by name: what a comparison of two runs matches.
+
+Per rank, inside the measured steps (the whole trace when a rank has no steps):
+
+* ``kernels``: GPU activities (kernels, copies, sets) starting in a measured window, by name;
+* ``host_ops``: CPU operators starting in a measured step's host range, by name (nested
+  operators count under their own names: ``aten::linear`` and the ``aten::addmm`` it calls);
+* ``syncs``: the points where the host waited for the device (blocking sync calls and copies),
+  and the host reads of tensor values (``.item()``, ``bool(t)``: a sync on a GPU, the only
+  trace of one on a CPU-only run), each named by the outermost operator that issued it and
+  the phase (outermost annotation) it was issued in.
+
+Collectives per step come from the collectives analysis (its per-rank rows carry the step).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Final
+
+import polars as pl
+
+from tracekit.analyzers import intervals as iv
+from tracekit.analyzers.annotations import top_level
+from tracekit.analyzers.syncs import sync_points
+
+if TYPE_CHECKING:
+    from tracekit.analyzers.context import RankContext
+    from tracekit.analyzers.mapreduce import Parts, Reduced
+
+#: The most rows of each kind kept in the result, largest total time first (a trace of
+#: generated Triton kernels can hold thousands of names; the rest are counted as left out).
+MAX_ROWS: Final = 2000
+#: ``sync_kind`` of a host read of a tensor value (``aten::item``...), beside the sync calls' kinds.
+HOST_READ: Final = "host_read"
+
+
+def outermost_ops(ctx: RankContext) -> pl.DataFrame:
+    """The outermost CPU operators of each thread: rank, tid, start_ns, end_ns, name."""
+    ops = ctx.run.select(["cpu_op"], "rank", "tid", "start_ns", "end_ns", pl.col("name").cast(pl.String))
+    reach = pl.col("end_ns").cum_max().shift(1).over("rank", "tid")
+    return ops.sort(["rank", "tid", "start_ns", "end_ns"], descending=[False, False, False, True]).filter(
+        (pl.col("start_ns") >= reach).fill_null(True)
+    )
+
+
+def _named(points: pl.DataFrame, ctx: RankContext) -> pl.DataFrame:
+    """``points`` (rank, tid, start_ns, sync_kind) with ``op`` (outermost operator) and ``phase``."""
+    if points.height == 0:
+        return points.with_columns(op=pl.lit(None, pl.String), phase=pl.lit(None, pl.String))
+    points = points.with_row_index("_i")
+    ops = outermost_ops(ctx)
+    by_op = iv.locate(points, "start_ns", ops.rename({"name": "op"}), by=["rank", "tid"], keep=["op"])
+    phases = top_level(ctx.run, ctx.steps).select("rank", "tid", "start_ns", "end_ns", pl.col("name").alias("phase"))
+    by_phase = iv.locate(points, "start_ns", phases, by=["rank", "tid"], keep=["phase"])
+    return points.join(by_op.select("_i", "op"), on="_i", how="left").join(
+        by_phase.select("_i", "phase"), on="_i", how="left"
+    )
+
+
+def work_map(ctx: RankContext) -> Parts:
+    """Kernels, host operators and sync points of the measured steps, by name, per rank."""
+    frames = ctx.frames
+    dur = pl.col("end_ns") - pl.col("start_ns")
+    activity = ctx.activity.select(
+        "rank", "start_ns", "end_ns", pl.col("name").cast(pl.String), pl.col("kind", "category").cast(pl.String)
+    )
+    kernels = (
+        iv.locate(activity, "start_ns", frames, by=["rank"], keep=[])
+        .group_by("rank", "name", "kind", "category")
+        .agg(count=pl.len(), total_ns=dur.sum())
+    )
+    ops = ctx.run.select(["cpu_op"], "rank", "start_ns", "end_ns", pl.col("name").cast(pl.String))
+    if ctx.steps.has_steps:
+        ops = iv.locate(ops, "start_ns", ctx.steps.steps.select("rank", "start_ns", "end_ns"), by=["rank"], keep=[])
+    host_ops = ops.group_by("rank", "name").agg(count=pl.len(), total_ns=dur.sum())
+    calls = sync_points(ctx.syncs.calls).select("rank", "tid", "start_ns", pl.col("kind").alias("sync_kind"))
+    reads = ctx.syncs.reads.select("rank", "tid", "start_ns", sync_kind=pl.lit(HOST_READ))
+    points = pl.concat([calls, reads], how="vertical_relaxed")
+    points = iv.locate(points, "start_ns", frames, by=["rank"], keep=[]).drop("frame_end_ns")
+    syncs = (
+        _named(points, ctx)
+        .group_by("rank", "sync_kind", pl.col("op").fill_null("(no operator)"), "phase")
+        .agg(count=pl.len())
+    )
+    return {"kernels": kernels, "host_ops": host_ops, "syncs": syncs}
+
+
+def work_tables(red: Reduced) -> dict[str, pl.DataFrame]:
+    """The cross-rank part: each table summed over ranks (count, total_ns, ranks), largest first."""
+    out: dict[str, pl.DataFrame] = {}
+    specs = {
+        "kernel": (red.part("work", "kernels"), ["name", "kind", "category"]),
+        "host_op": (red.part("work", "host_ops"), ["name"]),
+    }
+    for kind, (table, keys) in specs.items():
+        if table.height == 0:
+            continue
+        out[kind] = (
+            table.group_by(keys)
+            .agg(pl.col("count").sum(), pl.col("total_ns").sum(), ranks=pl.col("rank").n_unique())
+            .sort(["total_ns", "name"], descending=[True, False])
+        )
+    found = red.part("collectives", "found")
+    if found.height:
+        if red.steps.has_steps:
+            found = found.filter(pl.col("step").is_not_null())
+        out["collective"] = (
+            found.group_by(pl.col("op").cast(pl.String).alias("name"))
+            .agg(
+                count=pl.len(),
+                total_ns=(pl.col("end_ns") - pl.col("start_ns")).sum(),
+                ranks=pl.col("rank").n_unique(),
+            )
+            .sort(["total_ns", "name"], descending=[True, False])
+        )
+    syncs = red.part("work", "syncs")
+    if syncs.height:
+        out["sync"] = (
+            syncs.group_by("sync_kind", pl.col("op").alias("name"), "phase")
+            .agg(pl.col("count").sum(), ranks=pl.col("rank").n_unique())
+            .with_columns(total_ns=pl.lit(0, pl.Int64))
+            .sort(["count", "name"], descending=[True, False])
+        )
+    return out

@@ -1,0 +1,161 @@
+"""From paths on disk to typed results: what ``tracekit analyze`` and ``tracekit compare`` run.
+
+The one place that joins the readers and the analyzers for a command: load the traces, analyze
+them, attach the capture summary found beside them; or, for a comparison, turn each side's
+path into its runs (a saved analysis, a capture folder, a folder of repeated captures, trace
+files) and compare them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Final
+
+import msgspec
+
+from tracekit.errors import InputError
+from tracekit.readers import capture_summary, load_run
+from tracekit.results.analysis import SCHEMA
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+    from pathlib import Path
+
+    from tracekit.analyzers.analysis import Outcome
+    from tracekit.analyzers.compare import Noise
+    from tracekit.results.analysis import Analysis
+    from tracekit.results.compare import Comparison
+
+#: The file a capture writes beside its traces (a folder holding one is one run).
+SUMMARY: Final = "summary.json"
+#: How far into a JSON file its ``schema`` field is looked for (tracekit writes it first).
+HEAD_BYTES: Final = 4096
+
+
+@dataclass(frozen=True)
+class AnalyzeOptions:
+    """How traces are read and analyzed (``tracekit analyze``'s options, for both sides of a comparison)."""
+
+    comm_kernels: tuple[str, ...] = ()
+    steps: str | None = None
+    include_warmup: bool = False
+    ranks: set[int] | None = None
+    rank: int | None = None
+    jobs: int | None = None
+    cache_dir: Path | None = None
+    use_cache: bool = True
+    window: str = "steps"
+    progress: Callable[[str, int, int], None] | None = field(default=None, compare=False)
+    stage: Callable[[str], None] | None = field(default=None, compare=False)
+
+
+def analyze_paths(paths: Sequence[Path], options: AnalyzeOptions | None = None) -> Outcome:
+    """Load the traces at ``paths``, analyze them, attach the capture summary beside them."""
+    from tracekit.analyzers import run_analysis  # noqa: PLC0415  (polars-heavy; imported when used)
+
+    options = options or AnalyzeOptions()
+    started = time.perf_counter()
+    run = load_run(
+        paths,
+        ranks=options.ranks,
+        rank=options.rank,
+        jobs=options.jobs,
+        progress=options.progress,
+        cache_dir=options.cache_dir,
+        use_cache=options.use_cache,
+        comm_kernels=options.comm_kernels,
+    )
+    if options.stage is not None:
+        options.stage(f"analyzing {len(run.ranks)} rank(s)")
+    outcome = run_analysis(run, window=options.window, steps=options.steps, include_warmup=options.include_warmup)
+    del run
+    analysis = msgspec.structs.replace(
+        outcome.analysis,
+        capture=capture_summary(paths),
+        analysis_seconds=round(time.perf_counter() - started, 4),
+    )
+    return dataclasses.replace(outcome, analysis=analysis)
+
+
+def _schema_of(path: Path) -> str | None:
+    """The ``schema`` a tracekit JSON file declares at its start, if it is one."""
+    if path.suffix.lower() != ".json":
+        return None
+    try:
+        with path.open("rb") as f:
+            head = f.read(HEAD_BYTES)
+    except OSError as exc:
+        raise InputError(f"cannot read ({exc.strerror})", path=path) from None
+    marker = b'"schema":'
+    at = head.find(marker)
+    if at < 0 or head[:at].strip(b" \t\r\n{") != b"":
+        return None
+    rest = head[at + len(marker) :].lstrip()
+    if not rest.startswith(b'"'):
+        return None
+    end = rest.find(b'"', 1)
+    return rest[1:end].decode("utf-8", "replace") if end > 0 else None
+
+
+def run_folders(path: Path) -> list[Path]:
+    """The runs a path names: itself, or, for a folder of repeated captures, each capture folder.
+
+    A folder is one run when it holds a capture summary or trace files of its own; a folder
+    whose only contents are capture folders (``out_dir/a/run1``, ``run2`` of ``--repeats``)
+    is one run per capture folder, in name order.
+    """
+    if not path.is_dir() or (path / SUMMARY).is_file():
+        return [path]
+    from tracekit.readers.discover import is_trace_name  # noqa: PLC0415
+
+    if any(is_trace_name(p) and p.is_file() for p in path.iterdir()):
+        return [path]
+    captures = sorted(p for p in path.iterdir() if p.is_dir() and (p / SUMMARY).is_file())
+    return captures or [path]
+
+
+def load_side(path: Path, options: AnalyzeOptions | None = None) -> list[Analysis]:
+    """The analyses of one side of a comparison: a saved analysis (``analyze --json``), a
+    capture folder or trace files (analyzed now), or a folder of repeated captures (each one)."""
+    from tracekit.results.io import load_analysis  # noqa: PLC0415
+
+    if not path.exists():
+        raise InputError("no such file or folder", path=path)
+    if path.is_file():
+        schema = _schema_of(path)
+        if schema == SCHEMA:
+            return [load_analysis(path)]
+        if schema is not None and schema.startswith("tracekit."):
+            raise InputError(
+                f"a {schema} file, not an analysis: compare saved analyses (tracekit analyze --json), "
+                "capture folders or traces",
+                path=path,
+            )
+    return [analyze_paths([folder], options).analysis for folder in run_folders(path)]
+
+
+def ab_folders(path: Path) -> tuple[Path, Path] | None:
+    """``out_dir/a`` and ``out_dir/b`` of an A/B capture, when ``path`` is one."""
+    a, b = path / "a", path / "b"
+    return (a, b) if path.is_dir() and a.is_dir() and b.is_dir() else None
+
+
+def compare_paths(
+    a: Sequence[Path],
+    b: Sequence[Path],
+    *,
+    options: AnalyzeOptions | None = None,
+    noise: Noise | None = None,
+    fail_if: Sequence[str] = (),
+) -> Comparison:
+    """Compare the runs at ``b`` against the baseline at ``a`` (each: paths of one side's runs)."""
+    from tracekit.analyzers.compare import compare, evaluate_gate, parse_gate  # noqa: PLC0415
+
+    for spec in fail_if:  # a bad condition fails before any trace is read
+        parse_gate(spec)
+    runs_a = [x for p in a for x in load_side(p, options)]
+    runs_b = [x for p in b for x in load_side(p, options)]
+    comparison = compare(runs_a, runs_b, sources=([str(p) for p in a], [str(p) for p in b]), noise=noise)
+    return evaluate_gate(comparison, fail_if) if fail_if else comparison
