@@ -1,0 +1,222 @@
+"""Comparing two runs: differences worked out by hand on synthetic traces, the noise model, the gate."""
+
+from __future__ import annotations
+
+import random
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pytest
+
+from tests.factories import kineto_event, write_kineto
+from tracekit.analyzers.compare import Noise, _block_indices, compare, evaluate_gate, parse_gate
+from tracekit.errors import InputError
+from tracekit.pipeline import analyze_paths
+from tracekit.results.compare import Change, WorkKind
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from tracekit.results.analysis import Analysis
+
+US = 1000  # ns per us
+
+
+def _steps(
+    rank: int,
+    *,
+    steps: int = 20,
+    forward_us: float = 4000,
+    backward_us: float = 5000,
+    jitter_us: float = 200,
+    seed: int = 0,
+    item: bool = False,
+    extra_op: bool = False,
+) -> list[dict[str, Any]]:
+    """A CPU-only training thread: ProfilerStep#k holding forward and backward phases, each with an op."""
+    rng = random.Random(seed * 1000 + rank)
+    out: list[dict[str, Any]] = []
+    t = 1_000_000.0
+    for k in range(steps):
+        fwd = forward_us + rng.uniform(-jitter_us, jitter_us)
+        bwd = backward_us + rng.uniform(-jitter_us, jitter_us)
+        step = fwd + bwd + 100
+        out.append(kineto_event("user_annotation", f"ProfilerStep#{k}", t, step))
+        out.append(kineto_event("user_annotation", "tracekit.phase/forward", t + 10, fwd))
+        out.append(kineto_event("cpu_op", "aten::linear", t + 20, fwd - 200))
+        if item:
+            out.append(kineto_event("cpu_op", "aten::is_nonzero", t + fwd - 150, 40))
+            out.append(kineto_event("cpu_op", "aten::item", t + fwd - 140, 20))
+            out.append(kineto_event("cpu_op", "aten::_local_scalar_dense", t + fwd - 135, 10))
+        if extra_op:
+            out.append(kineto_event("cpu_op", "aten::amax", t + fwd - 100, 30))
+            out.append(kineto_event("cpu_op", "aten::amax", t + fwd - 60, 30))
+        out.append(kineto_event("user_annotation", "tracekit.phase/backward", t + 20 + fwd, bwd))
+        out.append(kineto_event("cpu_op", "aten::mm", t + 30 + fwd, bwd - 100))
+        t += step + 50
+    return out
+
+
+def _run(tmp: Path, name: str, ranks: int = 2, **kw: Any) -> Analysis:
+    folder = tmp / name
+    folder.mkdir()
+    for rank in range(ranks):
+        write_kineto(
+            folder / f"rank{rank}.pt.trace.json", _steps(rank, **kw), rank=rank, world_size=ranks, backend="gloo"
+        )
+    return analyze_paths([folder]).analysis
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Analysis]:
+    tmp = tmp_path_factory.mktemp("compare")
+    return {
+        "a": _run(tmp, "a", seed=1),
+        "a2": _run(tmp, "a2", seed=2),
+        "slow": _run(tmp, "slow", seed=3, forward_us=9000),
+        "sync": _run(tmp, "sync", seed=4, item=True, extra_op=True),
+        "four": _run(tmp, "four", ranks=4, seed=5),
+    }
+
+
+def test_a_5_ms_slower_forward_is_slower_by_5_ms_within_its_interval(runs: dict[str, Analysis]) -> None:
+    c = compare([runs["a"]], [runs["slow"]])
+    step = c.step
+    assert step.change is Change.SLOWER
+    assert step.delta is not None and step.ci is not None
+    assert step.delta == pytest.approx(5e6, abs=0.2e6)
+    assert step.ci.low <= 5e6 <= step.ci.high
+    assert step.ci.high - step.ci.low < 0.5e6  # 20 steps of +-0.2 ms jitter: a narrow interval
+    forward = next(m for m in c.phases if m.label == "forward")
+    assert forward.change is Change.SLOWER
+    assert forward.delta == pytest.approx(5e6, abs=0.2e6)
+    # as a share of A's step (about 9.1 ms): about 55%
+    assert forward.step_pct == pytest.approx(100 * forward.delta / step.a, rel=1e-3)
+    backward = next(m for m in c.phases if m.label == "backward")
+    assert backward.change is Change.WITHIN_NOISE
+    throughput = next(m for m in c.measures if m.key == "throughput")
+    assert throughput.change is Change.SLOWER  # fewer steps per second
+    assert throughput.b is not None and throughput.a is not None and throughput.b < throughput.a
+    assert [m.rank for m in c.per_rank] == [0, 1]
+    assert all(m.change is Change.SLOWER for m in c.per_rank)
+
+
+def test_two_runs_of_the_same_program_are_within_noise(runs: dict[str, Analysis]) -> None:
+    c = compare([runs["a"]], [runs["a2"]])
+    assert c.step.change is Change.WITHIN_NOISE
+    assert c.step.ci is not None and c.step.ci.low <= 0 <= c.step.ci.high
+    assert c.step.detectable is not None and c.step.detectable > 0
+    assert all(m.change is Change.WITHIN_NOISE for m in c.phases)
+    assert c.warnings == []
+
+
+def test_an_identical_run_differs_by_nothing(runs: dict[str, Analysis]) -> None:
+    c = compare([runs["a"]], [runs["a"]])
+    assert c.step.delta == 0
+    assert c.step.change is Change.WITHIN_NOISE
+    assert all(w.change is Change.SAME for w in c.work)
+
+
+def test_the_comparison_is_deterministic(runs: dict[str, Analysis]) -> None:
+    assert compare([runs["a"]], [runs["slow"]]) == compare([runs["a"]], [runs["slow"]])
+
+
+def test_a_per_step_host_read_in_forward_is_found_in_b_only(runs: dict[str, Analysis]) -> None:
+    c = compare([runs["a"]], [runs["sync"]])
+    assert c.syncs.a_per_step == 0
+    assert c.syncs.b_per_step == 1
+    assert "host reads" in c.syncs.measure
+    [source] = c.syncs.sources
+    assert source.name == "aten::is_nonzero"  # the outermost op: bool(tensor)
+    assert source.phase == "tracekit.phase/forward"
+    assert source.a_count is None and source.b_count == 1
+    assert source.change is Change.APPEARED
+    amax = next(w for w in c.work if w.name == "aten::amax")
+    assert amax.kind is WorkKind.HOST_OP and amax.change is Change.APPEARED
+    assert amax.b_count == 2  # two per step
+    assert amax.b_ns == pytest.approx(60 * US)
+    # the other way round: B does no sync at all
+    back = compare([runs["sync"]], [runs["a"]])
+    assert back.syncs.b_per_step == 0
+    assert back.syncs.sources[0].change is Change.DISAPPEARED
+
+
+def test_runs_that_differ_in_world_size_are_compared_with_a_warning(runs: dict[str, Analysis]) -> None:
+    c = compare([runs["a"]], [runs["four"]])
+    assert any("world size differs: A 2, B 4" in w for w in c.warnings)
+    assert any("ranks present differ" in w for w in c.warnings)
+    assert [m.rank for m in c.per_rank] == [0, 1]  # only the common ranks
+
+
+def test_repeats_pool_runs_and_widen_the_interval(runs: dict[str, Analysis]) -> None:
+    one = compare([runs["a"]], [runs["slow"]])
+    two = compare([runs["a"], runs["a2"]], [runs["slow"], runs["slow"]])
+    assert two.a.runs == 2
+    assert "runs resampled first" in two.noise.method
+    assert two.step.change is Change.SLOWER
+    assert two.step.n_a == 2 * one.step.n_a
+
+
+def test_block_bootstrap_indices_stay_in_range_and_keep_blocks() -> None:
+    rng = np.random.default_rng(0)
+    idx = _block_indices(27, 100, rng)
+    assert idx.shape == (100, 27)
+    assert idx.min() >= 0 and idx.max() <= 26
+    # blocks of 3 consecutive steps: positions 0,1,2 of a row are consecutive
+    assert np.all(idx[:, 1] == idx[:, 0] + 1) and np.all(idx[:, 2] == idx[:, 0] + 2)
+    assert _block_indices(1, 5, rng).tolist() == [[0]] * 5
+
+
+def test_the_noise_threshold_keeps_a_tiny_significant_change_within_noise(runs: dict[str, Analysis]) -> None:
+    strict = compare([runs["a"]], [runs["slow"]], noise=Noise(threshold_pct=80.0))
+    assert strict.step.change is Change.WITHIN_NOISE  # +55% is below an 80% allowance
+    assert strict.noise.threshold_pct == 80.0
+
+
+@pytest.mark.parametrize(
+    ("spec", "key", "pct", "amount"),
+    [
+        ("slower:1%", "step", 1.0, None),
+        ("slower:0.5ms", "step", None, 0.5e6),
+        ("slower:2", "step", None, 2e6),
+        ("syncs:+0", "syncs", None, 0.0),
+        ("memory:+512MiB", "peak_memory", None, 512 * 2**20),
+        ("phase:forward:3%", "phase:forward", 3.0, None),
+        ("phase:aten::to:10us", "phase:aten::to", None, 10e3),
+        ("throughput:2%", "throughput", 2.0, None),
+    ],
+)
+def test_gate_specs_parse(spec: str, key: str, pct: float | None, amount: float | None) -> None:
+    parsed = parse_gate(spec)
+    assert (parsed.key, parsed.pct, parsed.amount) == (key, pct, amount)
+
+
+@pytest.mark.parametrize("spec", ["slower", "faster:1%", "slower:-1%", "slower:abc", "phase::1%", "syncs:1ms", ":1%"])
+def test_bad_gate_specs_are_input_errors(spec: str) -> None:
+    with pytest.raises(InputError, match="--fail-if"):
+        parse_gate(spec)
+
+
+def test_the_gate_fails_a_real_regression_and_passes_noise(runs: dict[str, Analysis]) -> None:
+    slower = evaluate_gate(compare([runs["a"]], [runs["slow"]]), ["slower:1%", "slower:6ms", "phase:forward:1ms"])
+    assert [g.failed for g in slower.gate] == [True, False, True]
+    assert slower.gate[0].message.startswith("regressed: step time +")
+    assert "beyond the limit 1%" in slower.gate[0].message
+    noise = evaluate_gate(compare([runs["a"]], [runs["a2"]]), ["slower:0%", "syncs:+0"])
+    assert [g.failed for g in noise.gate] == [False, False]
+    assert noise.gate[0].message.startswith("within noise")
+    faster = evaluate_gate(compare([runs["slow"]], [runs["a"]]), ["slower:1%", "throughput:1%"])
+    assert [g.failed for g in faster.gate] == [False, False]
+
+
+def test_the_gate_fails_on_one_sync_per_step(runs: dict[str, Analysis]) -> None:
+    c = evaluate_gate(compare([runs["a"]], [runs["sync"]]), ["syncs:+0", "syncs:+1"])
+    assert [g.failed for g in c.gate] == [True, False]
+    assert "syncs per step +1" in c.gate[0].message
+
+
+def test_a_gate_on_what_is_not_measured_is_bad_input(runs: dict[str, Analysis]) -> None:
+    with pytest.raises(InputError, match="memory is not measured on both runs"):
+        evaluate_gate(compare([runs["a"]], [runs["a2"]]), ["memory:+0"])
+    with pytest.raises(InputError, match=r"nope is not measured on both runs \(phases: backward, forward"):
+        evaluate_gate(compare([runs["a"]], [runs["a2"]]), ["phase:nope:1%"])
