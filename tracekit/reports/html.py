@@ -24,6 +24,8 @@ from tracekit.reports.sentences import write_verdict
 from tracekit.reports.text import printable
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
     from tracekit.results.analysis import Analysis
 
 
@@ -35,6 +37,7 @@ class _Section:
     charts: list[figures.Chart] = field(default_factory=list)
     tables: list[str] = field(default_factory=list)
     note: str = ""
+    lines: list[str] = field(default_factory=list)
 
 
 def _finalize(value: object) -> object:
@@ -43,14 +46,14 @@ def _finalize(value: object) -> object:
 
 
 @cache
-def _template() -> jinja2.Template:
+def _template(name: str = "report.html.j2") -> jinja2.Template:
     env = jinja2.Environment(
         loader=jinja2.PackageLoader("tracekit.reports", "templates"),
         autoescape=True,
         undefined=jinja2.StrictUndefined,
         finalize=_finalize,
     )
-    return env.get_template("report.html.j2")
+    return env.get_template(name)
 
 
 @cache
@@ -95,6 +98,12 @@ def _escape_figure(value: figures.JSON) -> figures.JSON:
             for k, v in value.items()
         }
     return value
+
+
+def charts_json(charts: Iterable[figures.Chart]) -> str:
+    """The charts' figures as JSON for a script element: strings HTML-escaped, no ``</`` or ``<!--``."""
+    payload = json.dumps({c.key: _escape_figure(c.figure) for c in charts}, separators=(",", ":"))
+    return payload.replace("</", "<\\/").replace("<!--", "<\\!--")
 
 
 def _sections(a: Analysis, charts: dict[str, figures.Chart]) -> list[_Section]:
@@ -161,8 +170,6 @@ class HtmlRenderer:
     def render(self, analysis: Analysis) -> str:
         """The HTML report of an analysis."""
         charts = {c.key: c for c in figures.all_charts(analysis)}
-        payload = json.dumps({k: _escape_figure(c.figure) for k, c in charts.items()}, separators=(",", ":"))
-        payload = payload.replace("</", "<\\/").replace("<!--", "<\\!--")
         run = analysis.run
         facts_line = (
             f"{len(run.ranks)} rank(s), world size {run.world_size or '?'}, "
@@ -176,6 +183,6 @@ class HtmlRenderer:
             facts_line=facts_line,
             sections=_sections(analysis, charts),
             cost_table=table_html(tb.costs(analysis)),
-            charts_json=payload,
+            charts_json=charts_json(charts.values()),
             plotly_js=_plotly_js(),
         )
