@@ -58,11 +58,11 @@ def num(value: float, *, sign: bool = False) -> str:
     size = abs(value)
     if size == 0:
         return "0"
-    if size >= 1000:
+    if round(size) >= 1000:
         decimals = 0
-    elif size >= 100:
+    elif round(size, 1) >= 100:
         decimals = 1
-    elif size >= 0.01:
+    elif round(size, 2) >= 0.01:
         decimals = 2
     else:
         decimals = min(9, 1 - math.floor(math.log10(size)))
@@ -76,7 +76,7 @@ def per_unit(per: str) -> str:
 
 #: Units whose scale follows the size of the numbers: (from this size, divide by, suffix), largest first.
 _LADDERS: Final = {
-    Unit.NS: ((1e10, 1e9, "s"), (1e5, 1e6, "ms"), (1e2, 1e3, "µs"), (0.0, 1.0, "ns")),
+    Unit.NS: ((1e10, 1e9, "s"), (1e6, 1e6, "ms"), (1e3, 1e3, "µs"), (0.0, 1.0, "ns")),
     Unit.BYTES: ((2.0**30, 2.0**30, "GiB"), (2.0**20, 2.0**20, "MiB"), (2.0**10, 2.0**10, "KiB"), (0.0, 1.0, "B")),
 }
 
@@ -231,7 +231,7 @@ def _sources(rows: Iterable[WorkChange], side: str) -> str:
 def sync_line(c: Comparison) -> str:
     """'B: 0 syncs per step (A: 1.00, from aten::is_nonzero in forward)'."""
     s: SyncComparison = c.syncs
-    per = per_unit(c.noise.unit)
+    per = c.noise.unit
     if s.a_per_step is None and s.b_per_step is None:
         return f"{s.measure} per {per}: not measured on either run"
     b = "not measured" if s.b_per_step is None else num(s.b_per_step)
