@@ -68,6 +68,11 @@ def hostile(analysis: Analysis, payload: str) -> Analysis:
     return result
 
 
+def with_strings(value: Any, payload: str) -> Any:
+    """Any typed result (an analysis, a comparison) with every string field set to ``payload``."""
+    return _replace(value, msgspec.inspect.type_info(type(value)), payload)
+
+
 @cache
 def gpu_run() -> Analysis:
     """Three GPU ranks with collectives and kernels, and a skipped file and a warning."""

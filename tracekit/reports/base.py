@@ -8,6 +8,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from tracekit.results.analysis import Analysis
+    from tracekit.results.compare import Comparison
 
 
 class Renderer(Protocol):
@@ -17,6 +18,10 @@ class Renderer(Protocol):
 
     def render(self, analysis: Analysis) -> str:
         """The report of ``analysis`` as text."""
+        ...
+
+    def render_comparison(self, comparison: Comparison) -> str:
+        """The report of a comparison of two runs as text."""
         ...
 
 

@@ -18,13 +18,19 @@ from typing import TYPE_CHECKING
 import jinja2
 from plotly.offline import get_plotlyjs
 
-from tracekit.reports import figures
+from tracekit.reports import compare_figures, figures
+from tracekit.reports import compare_tables as ctb
+from tracekit.reports import compare_text as ct
 from tracekit.reports import tables as tb
-from tracekit.reports.sentences import write_verdict
+from tracekit.reports.sentences import write_alone, write_verdict
 from tracekit.reports.text import printable
+from tracekit.results.compare import Change
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
     from tracekit.results.analysis import Analysis
+    from tracekit.results.compare import Comparison, Side
 
 
 @dataclass
@@ -35,6 +41,7 @@ class _Section:
     charts: list[figures.Chart] = field(default_factory=list)
     tables: list[str] = field(default_factory=list)
     note: str = ""
+    lines: list[str] = field(default_factory=list)
 
 
 def _finalize(value: object) -> object:
@@ -43,14 +50,14 @@ def _finalize(value: object) -> object:
 
 
 @cache
-def _template() -> jinja2.Template:
+def _template(name: str = "report.html.j2") -> jinja2.Template:
     env = jinja2.Environment(
         loader=jinja2.PackageLoader("tracekit.reports", "templates"),
         autoescape=True,
         undefined=jinja2.StrictUndefined,
         finalize=_finalize,
     )
-    return env.get_template("report.html.j2")
+    return env.get_template(name)
 
 
 @cache
@@ -95,6 +102,12 @@ def _escape_figure(value: figures.JSON) -> figures.JSON:
             for k, v in value.items()
         }
     return value
+
+
+def charts_json(charts: Iterable[figures.Chart]) -> str:
+    """The charts' figures as JSON for a script element: strings HTML-escaped, no ``</`` or ``<!--``."""
+    payload = json.dumps({c.key: _escape_figure(c.figure) for c in charts}, separators=(",", ":"))
+    return payload.replace("</", "<\\/").replace("<!--", "<\\!--")
 
 
 def _sections(a: Analysis, charts: dict[str, figures.Chart]) -> list[_Section]:
@@ -158,11 +171,13 @@ class HtmlRenderer:
 
     name = "html"
 
+    def __init__(self, *, top: int = 15) -> None:
+        #: rows of a comparison's table and chart of work that changed
+        self.top = top
+
     def render(self, analysis: Analysis) -> str:
         """The HTML report of an analysis."""
         charts = {c.key: c for c in figures.all_charts(analysis)}
-        payload = json.dumps({k: _escape_figure(c.figure) for k, c in charts.items()}, separators=(",", ":"))
-        payload = payload.replace("</", "<\\/").replace("<!--", "<\\!--")
         run = analysis.run
         facts_line = (
             f"{len(run.ranks)} rank(s), world size {run.world_size or '?'}, "
@@ -176,6 +191,77 @@ class HtmlRenderer:
             facts_line=facts_line,
             sections=_sections(analysis, charts),
             cost_table=table_html(tb.costs(analysis)),
-            charts_json=payload,
+            charts_json=charts_json(charts.values()),
             plotly_js=_plotly_js(),
         )
+
+    def render_comparison(self, comparison: Comparison) -> str:
+        """The HTML report of a comparison of two runs (one self-contained file, opens offline)."""
+        c = comparison
+        charts = {ch.key: ch for ch in compare_figures.all_charts(c, top=self.top)}
+        tone = {Change.SLOWER: "", Change.FASTER: "good"}.get(c.step.change, "neutral")
+        return _template("compare.html.j2").render(
+            step_title=ct.step_title(c),
+            headline=ct.headline(c),
+            samples=ct.samples(c),
+            noise_line=ct.noise_line(c),
+            tone=tone,
+            warnings=c.warnings,
+            gate=[{"failed": g.failed, "line": ct.gate_line(g)} for g in c.gate],
+            gate_summary=ct.gate_summary(c),
+            facts_line=_comparison_facts(c),
+            sections=_comparison_sections(c, charts, top=self.top),
+            charts_json=charts_json(charts.values()),
+            plotly_js=_plotly_js(),
+        )
+
+
+def _comparison_facts(c: Comparison) -> str:
+    def side(s: Side) -> str:
+        more = f" and {len(s.sources) - 1} more" if len(s.sources) > 1 else ""
+        where = tb.short(s.sources[0], 60) if s.sources else "no source recorded"
+        return f"{s.label}: {where}{more} ({len(s.ranks)} rank(s))"
+
+    return f"{side(c.a)} · {side(c.b)} · tracekit {c.tracekit_version}"
+
+
+def _comparison_sections(c: Comparison, charts: dict[str, figures.Chart], *, top: int) -> list[_Section]:
+    def chart(*keys: str) -> list[figures.Chart]:
+        return [charts[k] for k in keys if k in charts]
+
+    v = c.verdicts
+    verdict_lines = [ct.cost_line(c)]
+    for label, finding, on in ((c.a.label, v.a, v.a_measured_on), (c.b.label, v.b, v.b_measured_on)):
+        verdict_lines += [f"{label}: {e}" for e in write_alone(finding, on).evidence]
+    advice = write_alone(v.b, v.b_measured_on).recommendations[:2]
+    verdict_lines += [f"What to change ({c.b.label}): {r}" for r in advice]
+    return [
+        _Section(
+            "measures", "Step time and run-level measures", "Measures", chart("steps"), [table_html(ctb.measures(c))]
+        ),
+        _Section(
+            "phases",
+            "Phases per step",
+            "Phases",
+            chart("phases"),
+            [table_html(ctb.phases(c))],
+            lines=[ct.measure_line(m, per=c.noise.unit) for m in c.phases],
+        ),
+        _Section("ranks", "Step time per rank", "Ranks", chart("rank_steps"), [table_html(ctb.per_rank(c))]),
+        _Section(
+            "syncs",
+            "Syncs",
+            "Syncs",
+            tables=[table_html(ctb.syncs(c))] if c.syncs.sources else [],
+            lines=[ct.sync_line(c)],
+        ),
+        _Section("work", "Work that changed", "Work", chart("work"), [table_html(ctb.work(c, top=top))]),
+        _Section(
+            "verdicts",
+            "Verdicts",
+            "Verdicts",
+            tables=[table_html(ctb.verdicts(c)), table_html(ctb.costs(c))],
+            lines=verdict_lines,
+        ),
+        _Section("sides", "The runs", "Runs", tables=[table_html(ctb.sides(c))]),
+    ]

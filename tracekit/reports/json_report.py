@@ -1,13 +1,15 @@
-"""The JSON report: the typed analysis itself, under a versioned schema (see :mod:`tracekit.results.io`)."""
+"""The JSON report: the typed analysis (or comparison) itself, under a versioned schema (:mod:`tracekit.results.io`)."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from tracekit.results.compare import dump_comparison
 from tracekit.results.io import dump_analysis
 
 if TYPE_CHECKING:
     from tracekit.results.analysis import Analysis
+    from tracekit.results.compare import Comparison
 
 
 class JsonRenderer:
@@ -18,3 +20,7 @@ class JsonRenderer:
     def render(self, analysis: Analysis) -> str:
         """The analysis as indented JSON text."""
         return dump_analysis(analysis)
+
+    def render_comparison(self, comparison: Comparison) -> str:
+        """The comparison as indented JSON text (loads back as a :class:`Comparison` with msgspec)."""
+        return dump_comparison(comparison)

@@ -9,10 +9,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
+from tracekit.results.analysis import Evidence, Verdict
 from tracekit.results.vocab import BoundKind, Confidence, NoteKind, StragglerCause
 
 if TYPE_CHECKING:
-    from tracekit.results.analysis import Evidence, Finding, StragglerEvidence, Verdict
+    from tracekit.results.analysis import Finding, StragglerEvidence
+    from tracekit.results.vocab import MeasuredOn
 
 TITLES: Final = {
     BoundKind.DATA: "Data-bound: the device waits for the DataLoader",
@@ -378,3 +380,15 @@ def write_verdict(verdict: Verdict) -> WrittenVerdict:
         primary=write(verdict.primary, verdict),
         secondary=tuple(write(f, verdict) for f in verdict.secondary),
     )
+
+
+def write_alone(finding: Finding, measured_on: MeasuredOn) -> Written:
+    """A finding in words without the rest of its verdict (a comparison keeps each run's primary finding).
+
+    The title, share, confidence and advice are those of the analysis report; the evidence is what the
+    finding itself holds (its share and what decided it), not the figures of the whole verdict.
+    """
+    alone = Verdict(
+        measured_on=measured_on, primary=finding, secondary=[], costs=[], evidence=Evidence(steps_per_rank=0)
+    )
+    return write(finding, alone)

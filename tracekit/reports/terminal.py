@@ -16,12 +16,16 @@ from rich.console import Console, Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from tracekit.reports import compare_tables as ctb
+from tracekit.reports import compare_text as ct
 from tracekit.reports import tables as tb
-from tracekit.reports.sentences import write_verdict
+from tracekit.reports.sentences import write_alone, write_verdict
 from tracekit.reports.text import printable
+from tracekit.results.compare import Change
 
 if TYPE_CHECKING:
     from tracekit.results.analysis import Analysis
+    from tracekit.results.compare import Comparison
 
 #: Above this many ranks, per-rank tables show the worst ranks only (the JSON has them all).
 MAX_RANK_ROWS = 16
@@ -35,7 +39,8 @@ class TerminalRenderer:
 
     name = "terminal"
 
-    def __init__(self, *, top: int = 10, width: int = 120, color: bool = False) -> None:
+    def __init__(self, *, top: int | None = None, width: int = 120, color: bool = False) -> None:
+        #: rows of the top-N tables: kernels of an analysis (10 when None), work of a comparison (15)
         self.top = top
         self.width = width
         self.color = color
@@ -49,12 +54,27 @@ class TerminalRenderer:
         console.print(Group(*self.sections(analysis)))
         return buffer.getvalue()
 
+    def render_comparison(self, comparison: Comparison) -> str:
+        """The comparison of two runs as text (ANSI colored when ``color``)."""
+        buffer = io.StringIO()
+        console = Console(
+            file=buffer, width=self.width, force_terminal=self.color, no_color=not self.color, highlight=False
+        )
+        console.print(Group(*comparison_sections(comparison, top=15 if self.top is None else self.top)))
+        return buffer.getvalue()
+
     def sections(self, analysis: Analysis) -> list[RenderableType]:
         """The verdict, the run's warnings, then every shared table."""
         out: list[RenderableType] = [verdict(analysis), notes(analysis)]
         for table in tb.all_tables(analysis, limit=MAX_RANK_ROWS):
             if table.key not in _SKIPPED:
-                out.append(rich_table(tb.kernels(analysis, top=self.top) if table.key == "kernels" else table))
+                out.append(
+                    rich_table(
+                        tb.kernels(analysis, top=10 if self.top is None else self.top)
+                        if table.key == "kernels"
+                        else table
+                    )
+                )
         return out
 
 
@@ -140,3 +160,66 @@ def _rank_list(ranks: list[int]) -> str:
         if r is not None:
             start = prev = r
     return ",".join(parts)
+
+
+#: How each change of the step time is colored.
+_CHANGE_STYLE = {Change.SLOWER: "bold red", Change.FASTER: "bold green", Change.WITHIN_NOISE: "bold"}
+
+
+def comparison_sections(c: Comparison, *, top: int = 15) -> list[RenderableType]:
+    """The headline, how the runs differ, the gate, then each table of the comparison."""
+    out: list[RenderableType] = [comparison_headline(c), rich_table(ctb.measures(c))]
+    per = c.noise.unit
+    if c.phases:
+        phases = Text()
+        phases.append("Phases per step\n", style="bold")
+        for m in c.phases:
+            _line(phases, f"  {ct.measure_line(m, per=per)}")
+        out.append(phases)
+    else:
+        out.append(rich_table(ctb.phases(c)))
+    syncs = Text()
+    syncs.append("Syncs\n", style="bold")
+    _line(syncs, f"  {ct.sync_line(c)}")
+    out += [rich_table(ctb.per_rank(c)), syncs]
+    if c.syncs.sources:
+        out.append(rich_table(ctb.syncs(c)))
+    out += [rich_table(ctb.work(c, top=top)), comparison_verdicts(c)]
+    out += [rich_table(ctb.costs(c)), rich_table(ctb.sides(c))]
+    return out
+
+
+def comparison_headline(c: Comparison) -> Text:
+    """The step time and its change, the noise model, the warnings (yellow) and the gate."""
+    text = Text()
+    text.append("tracekit comparison\n", style="bold")
+    _line(text, ct.step_title(c), "bold")
+    _line(text, ct.headline(c), _CHANGE_STYLE.get(c.step.change))
+    if samples := ct.samples(c):
+        _line(text, f"  ({samples})")
+    _line(text, ct.noise_line(c), "dim")
+    for warning in c.warnings:
+        _line(text, f"warning: {warning}", "yellow")
+    if c.gate:
+        _line(text, ct.gate_summary(c), "bold red" if any(g.failed for g in c.gate) else "bold green")
+        for g in c.gate:
+            _line(text, f"  {ct.gate_line(g)}", "red" if g.failed else "green")
+    return text
+
+
+def comparison_verdicts(c: Comparison) -> Text:
+    """Each run's verdict with its evidence, and whether the bound changed."""
+    v = c.verdicts
+    text = Text()
+    text.append("Verdicts\n", style="bold")
+    for label, finding, on in ((c.a.label, v.a, v.a_measured_on), (c.b.label, v.b, v.b_measured_on)):
+        w = write_alone(finding, on)
+        share = "" if w.share_pct is None else f"{w.share_pct:.1f}% of the time, "
+        _line(text, f"  {label}: {w.title} [{share}confidence {w.confidence}, measured on {on.value}]")
+        for line in w.evidence:
+            _line(text, f"      - {line}")
+    _line(text, f"  {ct.cost_line(c)}")
+    b = write_alone(v.b, v.b_measured_on)
+    for rec in b.recommendations[:2]:
+        _line(text, f"  > {rec}", "cyan")
+    return text

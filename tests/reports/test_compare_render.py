@@ -1,0 +1,268 @@
+"""A comparison of two runs rendered in every format: the key facts, in order, and escaped.
+
+The comparisons are built by hand in :mod:`tests.reports.comparisons` (slower by 5 ms in forward,
+within noise, a sync that disappeared, no steps), so every expected string is worked out there.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import msgspec
+import pytest
+
+from tests.reports.comparisons import CASES, MS, no_steps, slower, within_noise
+from tests.reports.hostile import PAYLOADS, with_strings
+from tests.reports.test_html_escaping import ALLOWED as HTML_ALLOWED
+from tests.reports.test_html_escaping import _Page
+from tests.reports.test_markdown_escaping import ALLOWED as MD_ALLOWED
+from tests.reports.test_markdown_escaping import github, shown
+from tests.reports.test_terminal_escaping import CONTROLS, SGR, assert_terminal_safe
+from tracekit.reports import RENDERERS, TerminalRenderer, renderer
+from tracekit.reports import compare_text as ct
+from tracekit.reports.html import _plotly_js
+from tracekit.reports.markdown import MAX_CHARS
+from tracekit.reports.text import one_line, printable
+from tracekit.results.compare import Comparison, Measure, Unit, WorkChange, WorkKind
+
+SLOWER_FACTS = (
+    "Step time A 40.50 ms -> B 45.52 ms",
+    "slower by 5.02 ms ± 0.31 (+12.4%), 95% CI +4.71..+5.33 ms",
+    "Noise model: block bootstrap over steps",
+    "FAIL step_time<+2%: step time rose 12.4% (limit +2%)",
+    "PASS syncs<=1",
+    "30.50 GiB",
+    "forward +5.00 ms ± 0.05 (+12.35% of the step) slower",
+    "B: 1.00 blocking sync calls per step, from aten::item in optimizer (A: 1.00, from aten::item in optimizer)",
+    "ampere_sgemm_128x64_tn",
+    "GPU-compute-bound: the GPU is busy computing",
+    "+3.5 pp",
+    "llama-1b",
+)
+#: What each case must say, in every format (terminal, Markdown as shown, HTML as shown).
+FACTS = {
+    "slower": SLOWER_FACTS,
+    "within_noise": (
+        "Step time A 40.50 ms -> B 40.53 ms",
+        "within noise: +0.03 ms (+0.1%), 95% CI -0.08..+0.14 ms; this comparison could have detected ±0.21 ms",
+    ),
+    "sync_gone": (
+        "faster by 4.00 ms ± 0.20 (-8.9%), 95% CI -4.20..-3.80 ms",
+        "B: 0 blocking sync calls per step (A: 1.00, from aten::is_nonzero in forward)",
+        "aten::is_nonzero",
+        "disappeared",
+        "The bound changed: A sync-bound -> B gpu-compute-bound",
+        "Sync-bound: host syncs drain the GPU queue every step",
+    ),
+    "no_steps": (
+        "No step time: a side has no steps; work is compared per second of trace",
+        "not measured (no steps in either trace)",
+        "counts are per second",
+        "per second (A: 2.00)",
+        "A count/s",
+        "+110.0 ms",
+        "A side has no steps",
+        "Compute-bound: the host is busy computing (CPU-only run)",
+    ),
+}
+#: Section titles in the order every format shows them.
+ORDER = (
+    "Step time A",
+    "different numbers of steps",
+    "Gate:",
+    "Run-level measures",
+    "Phases per step",
+    "Step time per rank",
+    "Syncs",
+    "Work that",
+)
+ORDER_END = ("Verdicts", "What moved", "steps found from")
+
+
+def terminal(c: Comparison, **options: object) -> str:
+    return TerminalRenderer(width=200, **options).render_comparison(c)  # type: ignore[arg-type]
+
+
+def markdown_shown(c: Comparison) -> str:
+    return shown(github(renderer("md").render_comparison(c)))
+
+
+def html_page(c: Comparison) -> tuple[str, _Page]:
+    report = renderer("html").render_comparison(c)
+    head, _, rest = report.partition(_plotly_js())
+    assert rest, "plotly.js is inlined once"
+    page = _Page()
+    page.feed(head + rest)
+    return report, page
+
+
+def html_shown(c: Comparison) -> str:
+    """The text of the page's main element (not its title, styles or navigation)."""
+    main = _Page()
+    main.feed(html_page(c)[0].partition("<main>")[2].partition("</main>")[0])
+    return " ".join("".join(main.text).split())
+
+
+def in_order(text: str, markers: tuple[str, ...]) -> None:
+    at = [text.find(m) for m in markers]
+    assert all(i >= 0 for i in at), dict(zip(markers, at, strict=True))
+    assert at == sorted(at), dict(zip(markers, at, strict=True))
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+@pytest.mark.parametrize("fmt", ["terminal", "md", "html"])
+def test_every_format_says_the_key_facts(case: str, fmt: str) -> None:
+    c = CASES[case]()
+    text = {"terminal": terminal, "md": markdown_shown, "html": html_shown}[fmt](c)
+    for fact in FACTS[case]:
+        assert fact in text, (fmt, fact)
+    if case == "slower":
+        in_order(text, ORDER + ORDER_END)
+    if case == "no_steps":
+        assert "% of the step)" not in text and "count/step" not in text and "per step (" not in text
+
+
+def test_terminal_shows_warnings_in_yellow_near_the_top() -> None:
+    text = terminal(no_steps(), color=True)
+    assert "\x1b[33mwarning: A side has no steps" in text
+    assert text.index("warning:") < text.index("Run-level measures")
+    assert_terminal_safe(text)
+
+
+def test_the_gate_shows_pass_and_fail() -> None:
+    text = terminal(slower(), color=True)
+    assert re.search(r"\x1b\[31m\s*FAIL step_time", text) and re.search(r"\x1b\[32m\s*PASS syncs", text)
+    assert "Gate" not in terminal(within_noise())
+
+
+def test_top_limits_the_work_table() -> None:
+    c = slower()
+    assert "aten::scaled_dot_product_attention" in terminal(c)
+    text = terminal(c, top=1)
+    assert "flash_fwd_kernel" in text and "ampere_sgemm" not in text and "1 of 3 shown" in text
+    assert "ampere_sgemm" not in renderer("md").__class__(top=1).render_comparison(c)  # type: ignore[call-arg]
+
+
+def test_json_round_trips() -> None:
+    for make in CASES.values():
+        c = make()
+        text = renderer("json").render_comparison(c)
+        assert msgspec.json.decode(text, type=Comparison) == c
+        assert list(json.loads(text))[:3] == ["schema", "schema_version", "tracekit_version"]
+
+
+def test_every_registered_renderer_renders_a_comparison() -> None:
+    for name in RENDERERS:
+        assert renderer(name).render_comparison(within_noise())
+
+
+def test_markdown_is_plain_github_markdown_under_the_limit() -> None:
+    c = slower()
+    many = [
+        WorkChange(kind=WorkKind.KERNEL, name=f"kernel_{i}_" + "x" * 400, a_count=1.0, a_ns=1e5, delta_ns=-1e5)
+        for i in range(500)
+    ]
+    ranks = [msgspec.structs.replace(c.per_rank[0], rank=r, label=f"rank {r}") for r in range(512)]
+    big = msgspec.structs.replace(c, work=many, per_rank=ranks, warnings=["w" * 300] * 50)
+    md = renderer("md").render_comparison(big)
+    assert len(md) < MAX_CHARS
+    assert "16 of 512 ranks shown" in md and "15 of 500 shown" in md
+    parsed = github(md)
+    assert {tag for tag, _ in parsed.tags} <= MD_ALLOWED | {"blockquote"}
+
+
+def test_html_is_one_offline_file_with_its_charts() -> None:
+    report, page = html_page(slower())
+    assert report.count(_plotly_js()) == 1
+    own = report.replace(_plotly_js(), "")
+    assert not re.search(r"<script[^>]+src=|<link[^>]+href=|https?:", own)  # nothing fetched
+    charts = json.loads(page.scripts[1])
+    assert set(charts) == {"steps", "rank_steps", "phases", "work"}
+    boxes = charts["steps"]["data"]
+    assert [b["type"] for b in boxes] == ["box", "box"] and [b["name"] for b in boxes] == ["A", "B"]
+    assert boxes[1]["y"][0] == pytest.approx(slower().distributions[-3].values_ns[0] / MS)
+    dots = charts["phases"]["data"][0]
+    assert dots["y"] == ["step (total)", "forward", "backward", "optimizer"]
+    assert dots["x"][1] == pytest.approx(5.0) and dots["error_x"]["array"][1] == pytest.approx(0.05)
+    assert {f"chart-{k}" for k in charts} <= {a.get("id") for _, a in page.tags}
+    assert "phases" not in json.loads(html_page(no_steps())[1].scripts[1])
+
+
+@pytest.mark.parametrize("name", sorted(PAYLOADS))
+def test_names_from_traces_are_text_in_every_format(name: str) -> None:
+    payload = PAYLOADS[name]
+    c = with_strings(slower(), payload)
+    text = terminal(c, color=True)
+    assert_terminal_safe(text)
+    assert f"warning: {printable(payload)}" in SGR.sub("", text)
+
+    md = renderer("md").render_comparison(c)
+    parsed = github(md)
+    for tag, attrs in parsed.tags:
+        assert tag in MD_ALLOWED, (tag, attrs)
+        assert all(key == "align" for key, _ in attrs), (tag, attrs)
+    assert parsed.comments == []
+    assert one_line(payload) in shown(parsed)
+    assert not CONTROLS.search(md)
+
+    report, page = html_page(c)
+    for tag, attrs in page.tags:
+        assert tag in HTML_ALLOWED, (tag, attrs)
+        assert not any(key.startswith("on") for key in attrs), (tag, attrs)
+    assert printable(payload) in "".join(page.text)
+    assert not CONTROLS.search("".join(page.text))
+    body = report.partition(_plotly_js())[2]
+    assert body.count("</script") == 3 and body.lower().count("<script") == 2  # no breakout from the charts' JSON
+    assert not any("<" in s for s in re.findall(r'"((?:[^"\\]|\\.)*)"', page.scripts[1]))
+
+
+@pytest.mark.parametrize(
+    ("unit", "values", "shown_as"),
+    [
+        (Unit.NS, (40.5e6, 45.52e6), ("40.50 ms", "45.52 ms", "+5.02 ms")),
+        (Unit.NS, (50e3, 120e3), ("50.00 µs", "120.0 µs", "+70.00 µs")),
+        (Unit.NS, (12e9, 13e9), ("12.00 s", "13.00 s", "+1.00 s")),
+        (Unit.BYTES, (512 * 2**20, 768 * 2**20), ("512.0 MiB", "768.0 MiB", "+256.0 MiB")),
+        (Unit.BYTES, (30.5 * 2**30, 31 * 2**30), ("30.50 GiB", "31.00 GiB", "+0.50 GiB")),
+        (Unit.PCT, (62.0, 65.5), ("62.00%", "65.50%", "+3.50 pp")),
+        (Unit.PER_S, (24.69, 21.97), ("24.69/s", "21.97/s", "-2.72/s")),
+        (Unit.COUNT, (1.0, 0.0), ("1.00/step", "0/step", "-1.00/step")),
+    ],
+)
+def test_numbers_are_shown_in_their_unit(unit: Unit, values: tuple[float, float], shown_as: tuple[str, ...]) -> None:
+    a, b = values
+    m = Measure(key="k", label="k", unit=unit, a=a, b=b, delta=b - a)
+    s = ct.of(m)
+    assert (s.show(m.a), s.show(m.b), s.show(m.delta, sign=True, delta=True)) == shown_as
+
+
+def test_compare_html_opens_offline_in_chromium(tmp_path: Path) -> None:
+    from tests.reports.test_browser import chromium
+
+    executable = chromium()
+    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright (a dev dependency) is not installed")
+    report = tmp_path / "compare.html"
+    report.write_text(renderer("html").render_comparison(slower()), encoding="utf-8")
+    errors: list[str] = []
+    remote: list[str] = []
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(
+            executable_path=executable, args=["--no-sandbox", "--disable-gpu", "--disable-background-networking"]
+        )
+        page = browser.new_page(viewport={"width": 1300, "height": 2000})
+        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.on(
+            "request",
+            lambda r: None if r.url.startswith(("file:", "data:", "about:", "blob:")) else remote.append(r.url),
+        )
+        page.goto(report.as_uri())
+        page.wait_for_function("document.querySelectorAll('[data-chart] .main-svg').length > 0")
+        charts = page.evaluate("document.querySelectorAll('[data-chart]').length")
+        drawn = page.evaluate("document.querySelectorAll('[data-chart] .main-svg').length")
+        page.locator("#work th").first.click()  # sortable tables sort
+        browser.close()
+    assert errors == [] and remote == []
+    assert charts == 4 and drawn >= charts

@@ -1,0 +1,251 @@
+"""The words of a comparison of two runs: numbers in their units, the headline, one line per measure.
+
+Written once here and shown by the terminal, Markdown and HTML renderers, so the formats agree.
+Every string returned is plain text that may hold names from a trace: each renderer escapes it
+(terminal :func:`~tracekit.reports.text.printable`, Markdown ``escape``, HTML autoescaping).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Final
+
+from tracekit.results.compare import Change, Unit
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+    from tracekit.results.compare import Comparison, GateResult, Measure, SyncComparison, WorkChange
+
+#: Changes that are beyond noise (each is said as "<change> by <amount>").
+MOVED: Final = (Change.SLOWER, Change.FASTER, Change.HIGHER, Change.LOWER)
+#: Sync sources named in one line before "and N more".
+SOURCES_IN_LINE: Final = 3
+
+
+@dataclass(frozen=True)
+class Scale:
+    """How a measure's numbers are shown: divided by ``factor``, followed by ``suffix``."""
+
+    factor: float
+    suffix: str
+    #: the suffix of a difference when it differs from a value's (percentage points)
+    delta_suffix: str = ""
+    space: bool = True
+
+    def show(self, value: float | None, *, sign: bool = False, delta: bool = False) -> str:
+        """``value`` in this scale with its unit ('45.52 ms', '+1.2 pp', '12.0%'); '-' when missing."""
+        if value is None:
+            return "-"
+        suffix = self.delta_suffix if delta and self.delta_suffix else self.suffix
+        return f"{num(value / self.factor, sign=sign)}{' ' if self.space else ''}{suffix}"
+
+    def bare(self, value: float | None, *, sign: bool = False) -> str:
+        """``value`` in this scale without its unit."""
+        return "-" if value is None else num(value / self.factor, sign=sign)
+
+    def unit(self, *, delta: bool = False) -> str:
+        """The unit as written after a number (with its leading space, if any)."""
+        suffix = self.delta_suffix if delta and self.delta_suffix else self.suffix
+        return f"{' ' if self.space else ''}{suffix}"
+
+
+def num(value: float, *, sign: bool = False) -> str:
+    """A number with as many decimals as it needs: 1,234 / 123.4 / 12.34 / 0.12 / 0.0042; 0 as '0'."""
+    if not math.isfinite(value):
+        return str(value)
+    size = abs(value)
+    if size == 0:
+        return "0"
+    if round(size) >= 1000:
+        decimals = 0
+    elif round(size, 1) >= 100:
+        decimals = 1
+    elif round(size, 2) >= 0.01:
+        decimals = 2
+    else:
+        decimals = min(9, 1 - math.floor(math.log10(size)))
+    return f"{value:{'+' if sign else ''},.{decimals}f}"
+
+
+def per_unit(per: str) -> str:
+    """What 'per step' is on this comparison: 'step', or 's' when a side has no steps."""
+    return "s" if per == "second" else per
+
+
+#: Units whose scale follows the size of the numbers: (from this size, divide by, suffix), largest first.
+_LADDERS: Final = {
+    Unit.NS: ((1e10, 1e9, "s"), (1e6, 1e6, "ms"), (1e3, 1e3, "µs"), (0.0, 1.0, "ns")),
+    Unit.BYTES: ((2.0**30, 2.0**30, "GiB"), (2.0**20, 2.0**20, "MiB"), (2.0**10, 2.0**10, "KiB"), (0.0, 1.0, "B")),
+}
+
+
+def scale(unit: Unit, values: Iterable[float | None], *, per: str = "step") -> Scale:
+    """The scale for numbers of ``unit`` whose largest magnitude is among ``values``."""
+    if unit in _LADDERS:
+        top = max((abs(v) for v in values if v is not None and math.isfinite(v)), default=0.0)
+        factor, suffix = next((f, s) for above, f, s in _LADDERS[unit] if top >= above)
+        return Scale(factor, suffix)
+    if unit is Unit.PCT:
+        return Scale(1.0, "%", delta_suffix=" pp", space=False)
+    if unit is Unit.PER_S:
+        return Scale(1.0, "/s", space=False)
+    return Scale(1.0, f"/{per_unit(per)}", space=False)
+
+
+def of(m: Measure, *, per: str = "step") -> Scale:
+    """The scale of one measure: from its values and its change."""
+    ci = (m.ci.low, m.ci.high) if m.ci else ()
+    return scale(m.unit, (m.a, m.b, m.delta, *ci), per=per)
+
+
+def half_width(m: Measure) -> float | None:
+    """The ± of a measure's change: half the width of its interval."""
+    return None if m.ci is None else (m.ci.high - m.ci.low) / 2
+
+
+def level(m: Measure) -> str:
+    """'95%' for an interval at 0.95."""
+    return "" if m.ci is None else f"{m.ci.level * 100:g}%"
+
+
+def interval(m: Measure, *, per: str = "step") -> str:
+    """'+4.71..+5.33 ms', or '-' when the change has no interval."""
+    if m.ci is None:
+        return "-"
+    s = of(m, per=per)
+    return f"{s.bare(m.ci.low, sign=True)}..{s.bare(m.ci.high, sign=True)}{s.unit(delta=True)}"
+
+
+def pct(value: float | None, *, sign: bool = True) -> str:
+    """A percentage change ('+12.4%'); '-' when missing."""
+    return "-" if value is None else f"{value:{'+' if sign else ''}.1f}%"
+
+
+def change(m: Measure, *, per: str = "step", detectable: bool = True) -> str:
+    """What happened to a measure, with its amount and interval.
+
+    'slower by 5.02 ms ± 0.31 (+12.4%), 95% CI +4.71..+5.33 ms';
+    'within noise: +0.03 ms (+0.1%), 95% CI -0.08..+0.14 ms; this comparison could have detected ±0.21 ms'.
+    """
+    s = of(m, per=per)
+    rel = "" if m.delta_pct is None else f" ({pct(m.delta_pct)})"
+    ci = "" if m.ci is None else f", {level(m)} CI {interval(m, per=per)}"
+    note = "" if not m.note else f" ({m.note})"
+    if m.change in MOVED and m.delta is not None:
+        pm = "" if (hw := half_width(m)) is None else f" ± {s.bare(hw)}"
+        return f"{m.change.value} by {s.show(abs(m.delta), delta=True)}{pm}{rel}{ci}{note}"
+    if m.change is Change.WITHIN_NOISE:
+        amount = "" if m.delta is None else f": {s.show(m.delta, sign=True, delta=True)}{rel}{ci}"
+        could = (
+            f"; this comparison could have detected ±{s.show(m.detectable, delta=True)}"
+            if detectable and m.detectable is not None
+            else ""
+        )
+        return f"within noise{amount}{could}{note}"
+    if m.change is Change.SAME:
+        return f"same: {s.show(m.a)}{note}"
+    if m.change is Change.APPEARED:
+        return f"appeared: {s.show(m.b)} in B only{note}"
+    if m.change is Change.DISAPPEARED:
+        return f"disappeared: {s.show(m.a)} in A only{note}"
+    amount = "" if m.delta is None else f": {s.show(m.delta, sign=True, delta=True)}"
+    return f"{m.change.value}{amount}{note}"
+
+
+def measure_line(m: Measure, *, per: str = "step") -> str:
+    """One measure on one line: 'forward +0.31 ms ± 0.05 (+0.03% of the step) slower'."""
+    s = of(m, per=per)
+    if m.delta is None:
+        return f"{m.label}: {change(m, per=per, detectable=False)}"
+    pm = "" if (hw := half_width(m)) is None else f" ± {s.bare(hw)}"
+    if m.step_pct is not None:
+        rel = f" ({m.step_pct:+.2f}% of the step)"
+    else:
+        rel = "" if m.delta_pct is None else f" ({pct(m.delta_pct)})"
+    note = "" if not m.note else f" ({m.note})"
+    return f"{m.label} {s.show(m.delta, sign=True, delta=True)}{pm}{rel} {m.change.value}{note}"
+
+
+def step_title(c: Comparison) -> str:
+    """'Step time A 40.50 ms -> B 45.52 ms', or why there is none."""
+    m, per = c.step, c.noise.unit
+    if m.a is None and m.b is None:
+        if per == "second":
+            return "No step time: a side has no steps; work is compared per second of trace"
+        return "No step time: the steps of these runs could not be compared"
+    s = of(m, per=per)
+    return f"Step time {c.a.label} {s.show(m.a)} -> {c.b.label} {s.show(m.b)}"
+
+
+def headline(c: Comparison) -> str:
+    """What happened to the step time, in one sentence."""
+    return change(c.step, per=c.noise.unit)
+
+
+def samples(c: Comparison) -> str:
+    """How many samples are behind the step time, and what a sample is."""
+    m = c.step
+    if not (m.n_a or m.n_b):
+        return ""
+    runs = "" if c.a.runs == c.b.runs == 1 else f" over {c.a.runs} and {c.b.runs} runs"
+    return f"{m.n_a} and {m.n_b} steps{runs}, each the mean over ranks"
+
+
+def noise_line(c: Comparison) -> str:
+    """How 'within noise' was decided, in one line."""
+    n = c.noise
+    return (
+        f"Noise model: {n.method}; {n.level * 100:g}% intervals from {n.resamples:,} resamples (seed {n.seed}); "
+        f"a change under {n.threshold_pct:g}% of A is within noise; counts are per {n.unit}"
+    )
+
+
+def gate_line(g: GateResult) -> str:
+    """'FAIL step_time < +2%: ...' for one --fail-if condition."""
+    return f"{'FAIL' if g.failed else 'PASS'} {g.spec}: {g.message}"
+
+
+def gate_summary(c: Comparison) -> str:
+    """'gate: 1 of 3 conditions failed' (empty without a gate)."""
+    if not c.gate:
+        return ""
+    failed = sum(g.failed for g in c.gate)
+    return f"Gate: {failed} of {len(c.gate)} condition{'s' if len(c.gate) != 1 else ''} failed"
+
+
+def _sources(rows: Iterable[WorkChange], side: str) -> str:
+    named = []
+    for w in rows:
+        count = w.a_count if side == "a" else w.b_count
+        if count:
+            named.append(w.name + (f" in {w.phase}" if w.phase else ""))
+    if not named:
+        return ""
+    more = len(named) - SOURCES_IN_LINE
+    listed = ", ".join(named[:SOURCES_IN_LINE])
+    return f", from {listed}" + (f" and {more} more" if more > 0 else "")
+
+
+def sync_line(c: Comparison) -> str:
+    """'B: 0 syncs per step (A: 1.00, from aten::is_nonzero in forward)'."""
+    s: SyncComparison = c.syncs
+    per = c.noise.unit
+    if s.a_per_step is None and s.b_per_step is None:
+        return f"{s.measure} per {per}: not measured on either run"
+    b = "not measured" if s.b_per_step is None else num(s.b_per_step)
+    a = "not measured" if s.a_per_step is None else num(s.a_per_step)
+    return (
+        f"{c.b.label}: {b} {s.measure} per {per}{_sources(s.sources, 'b')} ({c.a.label}: {a}{_sources(s.sources, 'a')})"
+    )
+
+
+def cost_line(c: Comparison) -> str:
+    """Whether the bound changed: 'same bound on both runs' / 'the bound changed: A ... -> B ...'."""
+    v = c.verdicts
+    if v.same_bound:
+        return "Same bound on both runs"
+    a = v.a.bound.value if v.a.bound else (v.a.note.value if v.a.note else "none")
+    b = v.b.bound.value if v.b.bound else (v.b.note.value if v.b.note else "none")
+    return f"The bound changed: {c.a.label} {a} -> {c.b.label} {b}"
