@@ -187,15 +187,17 @@ def _rel(delta: float | None, base: float | None) -> float | None:
 
 
 def _decide(
-    delta: float, ci: Interval, base: float, noise: Noise, lower_is_better: bool | None
+    delta: float, ci: Interval, base: float, noise: Noise, *, lower_is_better: bool | None, unit: Unit
 ) -> tuple[Change, float]:
-    """The change word of a tested difference, and the practical threshold in the unit."""
+    """The change word of a tested difference, and the practical threshold in the unit.
+
+    Times and rates are *slower* or *faster*; shares and counts, *higher* or *lower*."""
     allowance = abs(base) * noise.threshold_pct / 100.0
     beyond = (ci.low > 0 or ci.high < 0) and abs(delta) >= allowance
     if not beyond:
         return Change.WITHIN_NOISE, allowance
     up = delta > 0
-    if lower_is_better is None:
+    if lower_is_better is None or unit not in (Unit.NS, Unit.PER_S):
         return (Change.HIGHER if up else Change.LOWER), allowance
     worse = up if lower_is_better else not up
     return (Change.SLOWER if worse else Change.FASTER), allowance
@@ -236,7 +238,7 @@ def measure_of(
     diffs = rb - ra
     delta = vb - va
     ci = noise.interval(diffs)
-    change, allowance = _decide(delta, ci, va, noise, lower_is_better)
+    change, allowance = _decide(delta, ci, va, noise, lower_is_better=lower_is_better, unit=unit)
     detectable = max(noise.detectable(diffs), allowance)
     median_fields: dict[str, Any] = {}
     if medians:
@@ -497,8 +499,8 @@ def _overlap(column: str) -> Callable[[Analysis], np.ndarray]:
 def sync_measure(analysis: Analysis) -> str:
     """What counts as a sync of this run: the host's blocking calls on a GPU run, else host reads."""
     if _measured_on(analysis) is MeasuredOn.GPU:
-        return "blocking sync calls and copies per step (points where the host waited for the GPU)"
-    return "host reads of tensor values per step (.item(), bool(t): each a device-to-host sync on a GPU)"
+        return "blocking sync calls and copies (points where the host waited for the GPU)"
+    return "host reads of tensor values (.item(), bool(t): each a device-to-host sync on a GPU)"
 
 
 def _syncs(analysis: Analysis) -> np.ndarray:
@@ -744,7 +746,7 @@ def _per_rank(c: _Inputs, common: Sequence[int]) -> list[Measure]:
     for rank in common if c.has_steps else ():
         ra = _Samples(runs=[_per_step(df.filter(pl.col("rank") == rank), "duration_ns") for df in c.steps_a])
         rb = _Samples(runs=[_per_step(df.filter(pl.col("rank") == rank), "duration_ns") for df in c.steps_b])
-        label = f"rank {rank} step time"
+        label = f"rank {rank}"
         out.append(
             measure_of(f"rank:{rank}", label, Unit.NS, a=ra, b=rb, noise=c.noise, rng=c.rng, rank=rank, medians=False)
         )

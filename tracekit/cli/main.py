@@ -281,7 +281,9 @@ def main() -> None:
     global _debug  # noqa: PLW0603  (one run per process; reset for callers that run main twice)
     _debug = os.environ.get(DEBUG_ENV, "").strip().lower() in ("1", "true", "yes", "on")
     try:
-        cli(standalone_mode=False, prog_name="tracekit")
+        code = cli(standalone_mode=False, prog_name="tracekit")
+        if isinstance(code, int) and code:  # ctx.exit(code) of a command (compare's gate) returns here
+            sys.exit(code)
     except TracekitError as exc:
         _fail(exc.message, exc.exit_code, exc)
     except click.exceptions.Abort:
