@@ -8,7 +8,8 @@ failure the previous capture is left untouched and the failed run's folder (logs
 files, partial traces) becomes ``<out_dir>.tracekit-failed``, named in the error.
 
 ``out_dir`` may be missing, empty, or hold an earlier capture; a folder holding other files
-is refused: tracekit never deletes files it did not write.
+is refused: tracekit never deletes files it did not write. The same rules serve other kinds
+of output folder (an A/B capture: :mod:`tracekit.capture.ab`), each a :class:`FolderKind`.
 """
 
 from __future__ import annotations
@@ -18,23 +19,60 @@ import os
 import secrets
 import shutil
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from tracekit.capture import files
 from tracekit.errors import InputError
 from tracekit.results.capture import CAPTURE_SCHEMA
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 TMP_INFIX: Final = ".tracekit-tmp-"
 FAILED_SUFFIX: Final = ".tracekit-failed"
 _LISTED: Final = 3
 
 
-def check(out_dir: str | Path) -> Path:
+def is_capture(folder: Path) -> bool:
+    """Whether ``folder`` holds a tracekit capture (its ``summary.json``)."""
+    return _has_schema(folder / files.SUMMARY, CAPTURE_SCHEMA)
+
+
+def _has_schema(path: Path, schema: str) -> bool:
+    try:
+        data = json.loads(path.read_bytes())
+    except (OSError, ValueError):
+        return False
+    return isinstance(data, dict) and data.get("schema") == schema
+
+
+@dataclass(frozen=True)
+class FolderKind:
+    """A kind of output folder: the file that marks one, and the names tracekit writes in it."""
+
+    #: What a folder of this kind is, for errors ("a tracekit capture").
+    what: str
+    #: The file whose ``schema`` field marks a folder of this kind.
+    marker: str
+    schema: str
+    #: Whether a name in such a folder is tracekit's (any other is the user's, and kept).
+    own: Callable[[str], bool]
+
+    def holds(self, folder: Path) -> bool:
+        """Whether ``folder`` is a folder of this kind."""
+        return _has_schema(folder / self.marker, self.schema)
+
+
+CAPTURE: Final = FolderKind("a tracekit capture", files.SUMMARY, CAPTURE_SCHEMA, files.is_own_output)
+
+
+def check(out_dir: str | Path, kind: FolderKind = CAPTURE) -> Path:
     """``out_dir`` as an absolute path (symbolic links resolved) that a capture may replace.
 
     Raises :class:`InputError` naming the folder when it is a file, not writable, the current
-    folder (or holds it), or holds files that are not a tracekit capture.
+    folder (or holds it), or holds files that are not a folder of ``kind``.
     """
     target = Path(out_dir).expanduser().resolve()
     if target.exists() and not target.is_dir():
@@ -48,31 +86,23 @@ def check(out_dir: str | Path) -> Path:
         if not os.access(folder, os.W_OK | os.X_OK):
             raise InputError(f"out_dir is not writable ({folder} is read-only to this user)", path=target)
     if target.is_dir():
-        _check_replaceable(target)
+        _check_replaceable(target, kind)
     return target
 
 
-def _check_replaceable(target: Path) -> None:
-    foreign = sorted(p.name for p in target.iterdir() if not files.is_own_output(p.name))
-    capture = is_capture(target)
-    if not capture and (target / files.SUMMARY).exists():
-        foreign.insert(0, files.SUMMARY)  # a summary.json of something else
-    if foreign and not capture:
+def _check_replaceable(target: Path, kind: FolderKind) -> None:
+    if kind.holds(target):
+        return
+    foreign = sorted(p.name for p in target.iterdir() if not kind.own(p.name))
+    if (target / kind.marker).exists():
+        foreign.insert(0, kind.marker)  # a summary.json of something else
+    if foreign:
         listed = ", ".join(foreign[:_LISTED]) + (", ..." if len(foreign) > _LISTED else "")
         raise InputError(
-            f"out_dir holds files that are not a tracekit capture ({listed}); tracekit replaces only an "
-            "earlier capture and never deletes other files: give a new or empty folder",
+            f"out_dir holds files that are not {kind.what} ({listed}); tracekit replaces only an "
+            "earlier one and never deletes other files: give a new or empty folder",
             path=target,
         )
-
-
-def is_capture(folder: Path) -> bool:
-    """Whether ``folder`` holds a tracekit capture (its ``summary.json``)."""
-    try:
-        data = json.loads((folder / files.SUMMARY).read_bytes())
-    except (OSError, ValueError):
-        return False
-    return isinstance(data, dict) and data.get("schema") == CAPTURE_SCHEMA
 
 
 def staging(target: Path) -> Path:
@@ -90,7 +120,7 @@ def staging(target: Path) -> Path:
         raise InputError(f"cannot create the capture folder ({exc.strerror})", path=target) from None
 
 
-def commit(new: Path, target: Path) -> None:
+def commit(new: Path, target: Path, kind: FolderKind = CAPTURE) -> None:
     """Make the finished capture ``new`` the content of ``target``, replacing a previous capture.
 
     The user's own files in the previous capture are moved into the new one first; the
@@ -99,7 +129,7 @@ def commit(new: Path, target: Path) -> None:
     if not target.exists():
         new.rename(target)
         return
-    extras = [p for p in target.iterdir() if not files.is_own_output(p.name)]
+    extras = [p for p in target.iterdir() if not kind.own(p.name)]
     clash = [p.name for p in extras if (new / p.name).exists()]
     if clash:
         raise InputError(f"the new capture in {new} also has {', '.join(clash)}: {target} left as it was", path=target)
@@ -128,11 +158,11 @@ def commit(new: Path, target: Path) -> None:
     shutil.rmtree(old, ignore_errors=True)
 
 
-def keep_failed(run: Path, target: Path) -> Path:
+def keep_failed(run: Path, target: Path, kind: FolderKind = CAPTURE) -> Path:
     """Keep a failed run's folder as ``<target>.tracekit-failed`` (replacing an earlier failed
     run's folder); returns where it is."""
     failed = target.with_name(target.name + FAILED_SUFFIX)
-    if failed.is_dir() and all(files.is_own_output(p.name) for p in failed.iterdir()):
+    if failed.is_dir() and all(kind.own(p.name) for p in failed.iterdir()):
         shutil.rmtree(failed, ignore_errors=True)
     try:
         run.rename(failed)

@@ -10,6 +10,13 @@ inject a real bottleneck:
 * ``comm_heavy``: many parameters and little compute (comms-bound): the ``mlp`` gets
   ~21.5M parameters (6 layers of 2048), the ``transformer`` a 32k vocabulary;
 * ``host_sync``: a ``.item()`` inside every forward (sync-bound);
+* ``sync_check``: a per-step sanity check inside forward, as a pull request adds one: two
+  small max reductions over the output (``amax`` and ``abs().amax()``) and
+  ``bool(torch.isinf(maxes).any())``, one device-to-host read of one byte per forward that
+  blocks the host until the GPU has caught up (on CPU it shows as ``aten::is_nonzero`` /
+  ``aten::item`` / ``aten::_local_scalar_dense`` in the forward phase);
+* ``forward_delay_ms``: every rank's forward sleeps that long (a uniformly slower forward,
+  for checking that a comparison finds it);
 * ``optimizer``: ``adamw`` (default) or ``sgd``. AdamW's step reads and writes four
   parameter-sized tensors and makes temporaries: on a gradient-heavy model with a tiny batch
   it costs more than forward and backward together. Plain SGD (one ``add_`` per parameter)
@@ -72,21 +79,38 @@ class _SyntheticDataset:
 
 
 def _wrap(
-    model: Any, ctx: WorkloadContext, straggler_rank: int | None, straggler_delay_ms: float, host_sync: bool
+    model: Any,
+    ctx: WorkloadContext,
+    *,
+    straggler_rank: int | None,
+    straggler_delay_ms: float,
+    host_sync: bool,
+    sync_check: bool,
+    forward_delay_ms: float,
 ) -> Any:
     import torch
+
+    delay_s = forward_delay_ms / 1000.0
+    if straggler_rank is not None and ctx.rank == straggler_rank:
+        delay_s += straggler_delay_ms / 1000.0
 
     class Injected(torch.nn.Module):
         def __init__(self, inner: Any) -> None:
             super().__init__()
             self.inner = inner
+            self.nonfinite_steps = 0  # what sync_check found (never, on these workloads)
 
         def forward(self, x: Any) -> Any:
-            if straggler_rank is not None and ctx.rank == straggler_rank and straggler_delay_ms > 0:
-                time.sleep(straggler_delay_ms / 1000.0)
+            if delay_s > 0:
+                time.sleep(delay_s)
             out = self.inner(x)
             if host_sync:
                 out.detach().float().abs().mean().item()  # a device-to-host sync every step
+            if sync_check:  # an overflow guard: one 1-byte device-to-host read per forward
+                detached = out.detach()
+                maxes = torch.stack([detached.amax(), detached.abs().amax()])
+                if bool(torch.isinf(maxes).any()):
+                    self.nonfinite_steps += 1
             return out
 
     return Injected(model)
@@ -105,6 +129,8 @@ def mlp(
     straggler_delay_ms: float = 0.0,
     comm_heavy: bool = False,
     host_sync: bool = False,
+    sync_check: bool = False,
+    forward_delay_ms: float = 0.0,
     optimizer: str = "adamw",
 ) -> Workload:
     """A small MLP classifier on synthetic data."""
@@ -119,7 +145,15 @@ def mlp(
         layers += [torch.nn.Linear(width, hidden), torch.nn.ReLU()]
         width = hidden
     layers.append(torch.nn.Linear(width, classes))
-    model = _wrap(torch.nn.Sequential(*layers), ctx, straggler_rank, straggler_delay_ms, host_sync)
+    model = _wrap(
+        torch.nn.Sequential(*layers),
+        ctx,
+        straggler_rank=straggler_rank,
+        straggler_delay_ms=straggler_delay_ms,
+        host_sync=host_sync,
+        sync_check=sync_check,
+        forward_delay_ms=forward_delay_ms,
+    )
 
     def make(i: int) -> tuple[Any, Any]:
         g = torch.Generator().manual_seed(ctx.seed * 100_003 + i)
@@ -147,6 +181,8 @@ def transformer(
     straggler_delay_ms: float = 0.0,
     comm_heavy: bool = False,
     host_sync: bool = False,
+    sync_check: bool = False,
+    forward_delay_ms: float = 0.0,
     optimizer: str = "adamw",
 ) -> Workload:
     """A small causal transformer language model on synthetic tokens."""
@@ -171,7 +207,15 @@ def transformer(
             hidden = self.blocks(self.embed(tokens), mask=self.mask, is_causal=True)
             return self.head(hidden)
 
-    model = _wrap(TinyLM(), ctx, straggler_rank, straggler_delay_ms, host_sync)
+    model = _wrap(
+        TinyLM(),
+        ctx,
+        straggler_rank=straggler_rank,
+        straggler_delay_ms=straggler_delay_ms,
+        host_sync=host_sync,
+        sync_check=sync_check,
+        forward_delay_ms=forward_delay_ms,
+    )
 
     def make(i: int) -> tuple[Any, Any]:
         g = torch.Generator().manual_seed(ctx.seed * 100_003 + i)

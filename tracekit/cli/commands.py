@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import dataclasses
+import shlex
 import shutil
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
@@ -22,11 +24,11 @@ from tracekit.results.io import load_analysis
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
-    from pathlib import Path
 
     import polars as pl
 
     from tracekit.analyzers.compare import Noise
+    from tracekit.results.ab import Side
     from tracekit.results.analysis import Analysis
 
 
@@ -100,17 +102,51 @@ def run_report(report: Path, *, outputs: dict[str, Path | None]) -> None:
     write_reports(load_analysis(report), outputs)
 
 
-def run_capture(config_path: Path | None, extra_args: list[str]) -> None:
-    """``tracekit capture``."""
+def run_capture(
+    config_path: Path | None, extra_args: list[str], *, ab: tuple[str, str] | None = None, repeats: int | None = None
+) -> int:
+    """``tracekit capture``, and ``tracekit capture --ab A B [--repeats N]``; returns the exit code."""
     from tracekit.capture.config import load_config, parse_overrides
     from tracekit.capture.launcher import capture
     from tracekit.reports.capture_tables import render_capture_summary
 
+    if ab is not None:
+        return _run_ab(config_path, parse_overrides(extra_args), ab, repeats=repeats or 1)
+    if repeats is not None:
+        raise InputError("--repeats needs --ab A B")
     config = load_config(config_path, parse_overrides(extra_args))
     click.echo(one_line(f"capturing {config.nproc} rank(s) of {config.workload!r} into {config.out_dir} ..."), err=True)
     summary = capture(config)
     click.echo(render_capture_summary(summary), nl=False)
     click.echo(one_line(f"wrote {config.out_dir}: rank*.pt.trace.json.gz, phases.rank*.json, summary.json"))
+    return 0
+
+
+def _run_ab(config_path: Path | None, common: dict[str, str], ab: tuple[str, str], *, repeats: int) -> int:
+    """``tracekit capture --ab A B``: the interleaved captures, then the comparison of A with B."""
+    from tracekit.capture.ab import capture_ab, plan_ab
+    from tracekit.reports.capture_tables import render_ab
+
+    plan = plan_ab(config_path, common, ab, repeats=repeats)
+
+    def starting(side: Side, repeat: int, folder: Path) -> None:
+        config, text = plan.configs[side], plan.texts[side] or "config as is"
+        click.echo(
+            one_line(
+                f"capturing {side.upper()} ({text}), {repeat} of {plan.repeats}: "
+                f"{config.nproc} rank(s) of {config.workload!r} into {folder} ..."
+            ),
+            err=True,
+        )
+
+    record = capture_ab(plan, starting=starting)
+    out = Path(plan.out_dir)
+    click.echo(render_ab(record), nl=False)
+    click.echo(one_line(f"wrote {out}: a/, b/, ab.json"))
+    code = run_compare(a=[out / "a"], b=[out / "b"], outputs={"json": None, "html": None, "md": None}, fail_if=())
+    command = shlex.join(["tracekit", "compare", str(out / "a"), str(out / "b"), "--html", str(out / "compare.html")])
+    click.echo(one_line(f"for the full comparison: {command}"))
+    return code
 
 
 def run_compare(

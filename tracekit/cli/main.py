@@ -258,8 +258,20 @@ def compare(
     type=click.Path(path_type=Path),
     help="JSON config file; any field can be set as --field=value or --section.field=value.",
 )
+@click.option(
+    "--ab",
+    nargs=2,
+    metavar="A B",
+    help="Capture two variants, A and B (overrides such as 'workload_args.sync_check=true'; '' is the config "
+    "as is), interleaved, into OUT_DIR/a and OUT_DIR/b, then compare them.",
+)
+@click.option(
+    "--repeats",
+    type=click.IntRange(min=1),
+    help="With --ab: captures of each side, run A B A B ... into OUT_DIR/a/run1.. [default: 1].",
+)
 @click.pass_context
-def capture(ctx: click.Context, config_path: Path | None) -> None:
+def capture(ctx: click.Context, config_path: Path | None, ab: tuple[str, str] | None, repeats: int | None) -> None:
     """Run the training step on N ranks under torch.profiler and write traces + summary.json.
 
     OUT_DIR is replaced only when the run succeeds; a failed run is kept in
@@ -268,7 +280,9 @@ def capture(ctx: click.Context, config_path: Path | None) -> None:
     """
     from tracekit.cli.commands import run_capture
 
-    run_capture(config_path, list(ctx.args))
+    code = run_capture(config_path, list(ctx.args), ab=ab, repeats=repeats)
+    if code:
+        ctx.exit(code)
 
 
 def main() -> None:

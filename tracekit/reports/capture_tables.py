@@ -17,9 +17,10 @@ from tracekit.reports.terminal import rich_table
 from tracekit.results.thresholds import STRAGGLER_MIN_SHARE
 
 if TYPE_CHECKING:
+    from tracekit.results.ab import ABCapture
     from tracekit.results.capture import CaptureSummary, Memory, RankPhases, Throughput
 
-__all__ = ["capture_tables", "render_capture_summary"]
+__all__ = ["ab_table", "capture_tables", "render_ab", "render_capture_summary"]
 
 _PRE_COLLECTIVE = "host time before the step's first collective"
 
@@ -126,4 +127,28 @@ def render_capture_summary(summary: CaptureSummary, *, width: int = 100) -> str:
     buffer = io.StringIO()
     console = Console(file=buffer, width=width, no_color=True, highlight=False)
     console.print(Group(*(rich_table(t) for t in capture_tables(summary))))
+    return buffer.getvalue()
+
+
+def ab_table(record: ABCapture) -> Table:
+    """The captures of an A/B run in the order they ran, with each one's mean step."""
+    texts = {"a": record.a.text or "(config as is)", "b": record.b.text or "(config as is)"}
+    rows = tuple(
+        (str(i), run.side.upper(), texts[run.side], run.folder, ms(run.step_mean_ns), f"{run.seconds:.1f}")
+        for i, run in enumerate(record.order, start=1)
+    )
+    return Table(
+        "ab_runs",
+        f"A/B capture: {record.repeats} of each side, interleaved",
+        ("#", "side", "overrides", "folder", "mean step (ms)", "took (s)"),
+        rows,
+        "Mean host step time over every measured step of every rank (summary.json of each capture).",
+        (True, False, False, False, True, True),
+    )
+
+
+def render_ab(record: ABCapture, *, width: int = 100) -> str:
+    """The A/B run's captures as plain text, as ``tracekit capture --ab`` prints them."""
+    buffer = io.StringIO()
+    Console(file=buffer, width=width, no_color=True, highlight=False).print(rich_table(ab_table(record)))
     return buffer.getvalue()

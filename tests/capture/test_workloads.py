@@ -1,0 +1,48 @@
+"""The built-in workloads' knobs, run in this process (no ranks): what each puts in forward."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+
+from tracekit.capture.workloads import BUILTIN, WorkloadContext
+
+torch = pytest.importorskip("torch")
+
+CTX = WorkloadContext(rank=0, world_size=1, batch_size=4, seed=0, learning_rate=1e-3)
+HOST_READS = ("aten::is_nonzero", "aten::item", "aten::_local_scalar_dense")
+
+
+def forward_ops(name: str, calls: int = 3, **knobs: Any) -> list[str]:
+    """The names of the profiler's events of ``calls`` forward calls."""
+    from torch.profiler import profile
+
+    workload = BUILTIN[name](CTX, **knobs)
+    batch = torch.stack([workload.dataset[i][0] for i in range(4)])
+    with profile() as prof:
+        for _ in range(calls):
+            workload.model(batch)
+    return [event.name for event in prof.events()]
+
+
+@pytest.mark.parametrize("name", sorted(BUILTIN))
+def test_sync_check_reads_the_host_once_per_forward(name: str) -> None:
+    checked = forward_ops(name, sync_check=True)
+    for op in HOST_READS:
+        assert checked.count(op) == 3, op
+    assert checked.count("aten::amax") == 6  # two small reductions per forward
+    plain = forward_ops(name)
+    assert not any(op in plain for op in HOST_READS)
+
+
+@pytest.mark.parametrize("name", sorted(BUILTIN))
+def test_forward_delay_sleeps_in_every_forward_of_every_rank(name: str) -> None:
+    for rank in (0, 1):
+        ctx = WorkloadContext(rank=rank, world_size=2, batch_size=4, seed=0, learning_rate=1e-3)
+        workload = BUILTIN[name](ctx, forward_delay_ms=20.0)
+        batch = torch.stack([workload.dataset[i][0] for i in range(4)])
+        started = time.perf_counter()
+        workload.model(batch)
+        assert time.perf_counter() - started >= 0.020
