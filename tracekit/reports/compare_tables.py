@@ -109,37 +109,18 @@ def per_rank(c: Comparison, limit: int | None = RANK_ROWS) -> Table:
 
 
 def syncs(c: Comparison) -> Table:
-    """What issued the syncs, on both sides."""
+    """What issued the syncs, on both sides (counts: a sync's time is the idle it causes, in the analysis)."""
     per = ct.per_unit(c.noise.unit)
     rows = c.syncs.sources
-    sc = ct.scale(Unit.NS, [v for w in rows for v in (w.a_ns, w.b_ns)])
     return Table(
         "syncs",
         f"Sync sources ({c.syncs.measure})",
-        (
-            "operator",
-            "phase",
-            "kind",
-            f"{c.a.label} per {per}",
-            f"{c.b.label} per {per}",
-            f"{c.a.label} time/{per}",
-            f"{c.b.label} time/{per}",
-            "change",
-        ),
+        ("operator", "phase", "kind", f"{c.a.label} per {per}", f"{c.b.label} per {per}", "change"),
         tuple(
-            (
-                short(w.name),
-                w.phase or "-",
-                w.sync_kind or "-",
-                _count(w.a_count),
-                _count(w.b_count),
-                sc.show(w.a_ns),
-                sc.show(w.b_ns),
-                w.change.value,
-            )
+            (short(w.name), w.phase or "-", w.sync_kind or "-", _count(w.a_count), _count(w.b_count), w.change.value)
             for w in rows
         ),
-        numeric=(False, False, False, True, True, True, True, False),
+        numeric=(False, False, False, True, True, False),
         empty=f"No {c.syncs.measure} on either run.",
     )
 
