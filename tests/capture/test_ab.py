@@ -218,7 +218,8 @@ def ab_capture(out: Path, a: str, b: str, *extra: str) -> None:
     cmd += [*FEW_STEPS, *extra, "--ab", a, b]
     result = subprocess.run(cmd, capture_output=True, text=True, timeout=300, check=False)
     assert result.returncode == 0, result.stderr + result.stdout
-    assert f"compare: {out / 'a'} vs {out / 'b'}" in result.stdout
+    assert "tracekit comparison" in result.stdout  # the comparison of B with A ends the run
+    assert f"tracekit compare {out / 'a'} {out / 'b'}" in result.stdout
 
 
 def host_reads_per_forward(folder: Path) -> dict[str, list[int]]:
@@ -276,3 +277,34 @@ def test_forward_delay_lengthens_the_forward_phase(tmp_path: Path) -> None:
     # The typical delayed forward is >= 5 ms longer than the fastest plain one. Not the means:
     # one slow step without the delay (the profiler starting in the first traced step) moves them.
     assert delayed["median_ns"] - min(forward_steps("b")) >= 5e6
+
+
+@pytest.mark.e2e
+def test_ab_capture_ends_in_a_comparison_that_finds_the_delay_and_the_sync(tmp_path: Path) -> None:
+    """A: the per-step sync check; B: no check, a 5 ms sleep in every forward. 12 traced steps."""
+    from tracekit.pipeline import compare_paths
+    from tracekit.results.compare import Change
+
+    out = tmp_path / "ab"
+    steps = ["--measured_steps=12", "--profiler.active=12", '--workload_args={"hidden": 64, "depth": 2}']
+    ab_capture(out, "workload_args.sync_check=true", "workload_args.forward_delay_ms=5", *steps)
+    c = compare_paths([out / "a"], [out / "b"], fail_if=["slower:1%", "syncs:+0", "phase:forward:1ms"])
+    forward = next(m for m in c.phases if m.label == "forward")
+    assert forward.change is Change.SLOWER
+    assert forward.delta is not None and forward.ci is not None
+    # B sleeps 5 ms per forward (time.sleep overshoots a little) and skips A's ~0.1 ms check
+    assert 4.5e6 <= forward.delta <= 6.5e6
+    assert forward.ci.low > 4e6
+    assert c.syncs.a_per_step == 1 and c.syncs.b_per_step == 0
+    [source] = c.syncs.sources
+    assert (source.name, source.phase, source.a_count, source.b_count) == (
+        "aten::is_nonzero",
+        "tracekit.phase/forward",
+        1.0,
+        None,
+    )
+    gate = {g.spec: g.failed for g in c.gate}
+    assert gate == {"slower:1%": c.step.change is Change.SLOWER, "syncs:+0": False, "phase:forward:1ms": True}
+    # the other way round, B's sync is new: syncs:+0 fails
+    back = compare_paths([out / "b"], [out / "a"], fail_if=["syncs:+0"])
+    assert back.gate[0].failed
