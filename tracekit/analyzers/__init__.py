@@ -5,6 +5,7 @@ from __future__ import annotations
 from tracekit.analyzers.analysis import Outcome, analyze, details_frame, run_analysis, write_details
 from tracekit.analyzers.annotations import AnnotationResult, annotation_breakdown
 from tracekit.analyzers.breakdown import BreakdownResult, gpu_breakdown
+from tracekit.analyzers.compare import Noise, compare, evaluate_gate
 from tracekit.analyzers.kernels import KernelResult, kernel_summary
 from tracekit.analyzers.overlap import OverlapResult, comm_overlap
 from tracekit.analyzers.steps import StepResult, analyze_steps, gpu_activity
@@ -13,6 +14,7 @@ __all__ = [
     "AnnotationResult",
     "BreakdownResult",
     "KernelResult",
+    "Noise",
     "Outcome",
     "OverlapResult",
     "StepResult",
@@ -20,7 +22,9 @@ __all__ = [
     "analyze_steps",
     "annotation_breakdown",
     "comm_overlap",
+    "compare",
     "details_frame",
+    "evaluate_gate",
     "gpu_activity",
     "gpu_breakdown",
     "kernel_summary",
