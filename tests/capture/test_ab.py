@@ -187,13 +187,24 @@ def test_a_failed_capture_stops_the_run_naming_side_and_repeat(tmp_path: Path, m
     assert info.value.exit_code == 2  # the failed capture's exit code
 
 
-def test_cli_passes_ab_sides_repeats_and_shared_overrides(tmp_path: Path, fake: FakeCapture) -> None:
+def test_cli_passes_ab_sides_repeats_and_shared_overrides(
+    tmp_path: Path, fake: FakeCapture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tracekit.cli import commands
+
+    compared: list[tuple[list[Path], list[Path]]] = []
+
+    def run_compare(a: list[Path], b: list[Path], **_: object) -> int:  # the captures are fakes: no traces
+        compared.append((list(a), list(b)))
+        return 0
+
+    monkeypatch.setattr(commands, "run_compare", run_compare)
     out = tmp_path / "out"
     args = ["capture", "--nproc", "1", "--ab", "--seed=3", "", "--out_dir", str(out), "--repeats", "2"]
     result = CliRunner().invoke(cli, args, catch_exceptions=False)
     assert result.exit_code == 0, result.output
     assert [seed for seed, _ in fake.calls] == [3, 0, 3, 0]
-    assert f"compare: {out / 'a'} vs {out / 'b'}" in result.output
+    assert compared == [([out / "a"], [out / "b"])]
     assert f"tracekit compare {out / 'a'} {out / 'b'} --html {out / 'compare.html'}" in result.output
     assert "(config as is)" in result.output
     result = CliRunner().invoke(cli, ["capture", "--repeats", "2"])
