@@ -88,3 +88,17 @@ def test_the_evidence_names_the_operators_that_block() -> None:
 
     sources = analyze(make_run(item_then_pinned_copy())).verdict.evidence.sync_sources
     assert [(s.op, s.kind, s.per_step) for s in sources] == [("aten::_local_scalar_dense", "blocking_copy", 1.0)]
+
+
+def test_a_host_read_recorded_with_no_duration_is_counted_once() -> None:
+    """At 1 us resolution ``.item()`` and its ``_local_scalar_dense`` can both last 0 ns: still one
+    read (the DLRM trace has 81 such of 456; they used to vanish from the count)."""
+    rows = [
+        ev("step", "ProfilerStep#1", 0, 200),
+        op("aten::item", 40, 40, 7),
+        op("aten::_local_scalar_dense", 40, 40, 8),
+        op("aten::item", 90, 95, 9),
+        op("aten::_local_scalar_dense", 91, 94, 10),
+    ]
+    syncs = run_analysis(make_run(rows)).analysis.host_syncs
+    assert [r.sync_ops for r in syncs.per_step] == [2]

@@ -141,8 +141,9 @@ def host_syncs(run: Run, activity: pl.DataFrame, frames: pl.DataFrame) -> SyncRe
     """Count syncs per step and measure the GPU idle after the blocking calls."""
     calls = sync_calls(run)
     ops = run.select(["cpu_op"], "rank", "tid", "start_ns", "end_ns", name=SYNC_OPS_PATTERN)
-    # count aten::item once, not again for the _local_scalar_dense it calls
-    ops = iv.union(ops, ["rank", "tid"])
+    # a read recorded with no duration (1 us resolution) is a read: 1 ns long, so that the union
+    # keeps it; and it counts aten::item once, not again for the _local_scalar_dense it calls
+    ops = iv.union(ops.with_columns(end_ns=pl.max_horizontal("end_ns", pl.col("start_ns") + 1)), ["rank", "tid"])
     optimizer = run.select(["cpu_op", "annotation"], "rank", "start_ns", "end_ns", name=NOT_SYNC_RANGES)
     inside = iv.locate(ops, "start_ns", iv.union(optimizer, ["rank"]), by=["rank"], keep=[])
     ops = ops.join(inside.select("rank", "start_ns"), on=["rank", "start_ns"], how="anti")
