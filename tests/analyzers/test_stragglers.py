@@ -147,3 +147,28 @@ def test_a_single_rank_has_no_straggler_rows() -> None:
     rows = [ev("step", "ProfilerStep#1", 0, STEP), *nccl_call(0, 10 * US, 110 * US, corr=1)]
     _, result = cross_rank(make_run(rows, world_size=16))
     assert result.per_rank.height == 0 and result.matrix.height == 0 and result.stragglers == ()
+
+
+def test_waits_for_one_late_rank_at_collectives_in_flight_together_count_once() -> None:
+    # 3 gloo ranks, 2 steps, two all-reduces per step launched 50 us apart (DDP's buckets):
+    # ranks 0 and 1 enter them at 100 and 150 us; rank 2, whose forward ran 400 us late, at 500
+    # and 550 us. Ranks 0 and 1 wait 400 us at each, but from 100 to 500 and from 150 to 550:
+    # 450 us of wall time per step, not 800.
+    rows: list[dict[str, object]] = []
+    for step in range(2):
+        t = step * STEP
+        for r, enter in ((0, 100), (1, 100), (2, 500)):
+            rows.append(ev("step", f"ProfilerStep#{step}", t, t + STEP, rank=r))
+            rows.append(ev("annotation", "tracekit.phase/forward", t + 10 * US, t + (enter - 10) * US, rank=r))
+            for k in range(2):
+                start = t + (enter + 50 * k) * US
+                rows.append(ev("annotation", "gloo:all_reduce", start, t + (600 + 50 * k) * US, rank=r, tid=9))
+    collectives, result = cross_rank(make_run(rows, world_size=3))
+    per = collectives.per_rank.filter(step=0, rank=0).sort("arrival_ns")
+    assert per["explained_wait_ns"].to_list() == [400 * US, 400 * US]
+    ranks = per_rank(result)
+    assert ranks[2]["times_last"] == 4
+    assert ranks[2]["caused_wait_ns"] == pytest.approx(2 * 450 * US)  # was 2 x 800 us, summed
+    (straggler,) = result.stragglers
+    assert straggler.rank == 2 and straggler.phase == "tracekit.phase/forward"
+    assert straggler.cause_excess_ns == pytest.approx(400 * US)

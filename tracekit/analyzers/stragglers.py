@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Final
 
 import polars as pl
 
+from tracekit.analyzers import intervals as iv
 from tracekit.analyzers.collectives import KEYS
 from tracekit.results.vocab import StragglerCause
 
@@ -57,7 +58,7 @@ class Straggler:
     #: complete instances it arrived last at, of those it held
     times_last: int
     instances: int
-    #: the others' wait its lateness explains, summed over the run (their mean per instance)
+    #: the others' wait its lateness explains, over the run: wall time, their mean (see :func:`_caused_wait`)
     caused_wait_ns: float
     cause: StragglerCause
     #: the phase that takes longer on it, when ``cause`` is ``PHASE``
@@ -99,7 +100,36 @@ def _attributed(collectives: CollectiveResult) -> pl.DataFrame:
     )
 
 
+def _caused_wait(joined: pl.DataFrame) -> pl.DataFrame:
+    """rank, caused_wait_ns: the wall time the others spent waiting for the rank, at the
+    complete instances it arrived last at, their mean over the others.
+
+    Each other rank waited from its arrival for as long as the last rank's lateness explains;
+    those stretches are merged per waiting rank before they are added up, because collectives
+    in flight together (DDP's gradient buckets, launched one after another while the late rank
+    is still in its forward) wait for the same late arrival at the same time: summing their
+    waits would count that time once per bucket.
+    """
+    at_last = joined.filter(pl.col("complete") & (pl.col("rank") != pl.col("last_rank")))
+    waits = at_last.filter(pl.col("explained_wait_ns").fill_null(0) > 0).select(
+        pl.col("last_rank").alias("straggler"),
+        "rank",
+        pl.col("arrival_ns").alias("start_ns"),
+        (pl.col("arrival_ns") + pl.col("explained_wait_ns")).alias("end_ns"),
+    )
+    merged = iv.total(waits, ["straggler", "rank"])
+    assert isinstance(merged, pl.DataFrame)
+    others = at_last.group_by(pl.col("last_rank").alias("straggler")).agg(others=pl.col("rank").n_unique())
+    return (
+        merged.group_by("straggler")
+        .agg(pl.col("total_ns").sum())
+        .join(others, on="straggler")
+        .select(pl.col("straggler").alias("rank"), caused_wait_ns=pl.col("total_ns") / pl.col("others"))
+    )
+
+
 def _per_rank(joined: pl.DataFrame, *, base: float, n_steps: int) -> pl.DataFrame:
+    caused = _caused_wait(joined)
     return (
         joined.group_by("rank")
         .agg(
@@ -108,12 +138,26 @@ def _per_rank(joined: pl.DataFrame, *, base: float, n_steps: int) -> pl.DataFram
             times_last=pl.col("arrived_last").sum(),
             times_among_last=pl.col("is_last").sum(),
             mean_lateness_ns=pl.col("lateness_ns").mean(),
-            caused_wait_ns=pl.col("others_wait").filter(pl.col("arrived_last")).sum(),
             wait_ns=pl.col("wait_ns").sum(),
             explained_wait_ns=pl.col("explained_wait_ns").sum(),
             unexplained_wait_ns=pl.col("unexplained_wait_ns").sum(),
         )
+        .join(caused.with_columns(pl.col("rank").cast(joined.schema["rank"])), on="rank", how="left")
+        .with_columns(pl.col("caused_wait_ns").fill_null(0.0))
         .with_columns(score=pl.col("caused_wait_ns") / n_steps / base if base > 0 else pl.lit(0.0))
+        .select(
+            "rank",
+            "instances",
+            "complete",
+            "times_last",
+            "times_among_last",
+            "mean_lateness_ns",
+            "caused_wait_ns",
+            "wait_ns",
+            "explained_wait_ns",
+            "unexplained_wait_ns",
+            "score",
+        )
         .sort("rank")
     )
 
