@@ -4,7 +4,8 @@ drawn, no request leaving the machine. Skips (saying why) only where Chromium is
 from __future__ import annotations
 
 import shutil
-from pathlib import Path
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -12,6 +13,9 @@ from tests.conftest import SAMPLES
 from tracekit.analyzers import analyze
 from tracekit.readers import load_run
 from tracekit.reports import renderer
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 
 def chromium() -> str:
@@ -21,12 +25,21 @@ def chromium() -> str:
     return path
 
 
-def test_report_renders_offline_in_chromium(tmp_path: Path) -> None:
+@dataclass(frozen=True)
+class Opened:
+    """What a page showed in Chromium: console errors, requests that left the machine, charts."""
+
+    errors: list[str]
+    remote: list[str]
+    charts: int
+    drawn: int
+
+
+def open_offline(report: Path, *, sort_table: str, screenshot: Path | None = None) -> Opened:
+    """Open ``report`` from file:// in headless Chromium, wait for plotly, click the first header
+    of the sortable table ``#sort_table``; skips (saying why) where Chromium or playwright is missing."""
     executable = chromium()
     sync_api = pytest.importorskip("playwright.sync_api", reason="playwright (a dev dependency) is not installed")
-    doc = analyze(load_run([SAMPLES / "captures" / "straggler"]))
-    report = tmp_path / "report.html"
-    report.write_text(renderer("html").render(doc), encoding="utf-8")
     errors: list[str] = []
     remote: list[str] = []
     with sync_api.sync_playwright() as p:
@@ -42,14 +55,23 @@ def test_report_renders_offline_in_chromium(tmp_path: Path) -> None:
             lambda r: None if r.url.startswith(("file:", "data:", "about:", "blob:")) else remote.append(r.url),
         )
         page.goto(report.as_uri())
-        page.wait_for_function("document.querySelectorAll('[data-chart]').length > 0")
+        page.wait_for_function("document.querySelectorAll('[data-chart] .main-svg').length > 0")
         charts = page.evaluate("document.querySelectorAll('[data-chart]').length")
         drawn = page.evaluate("document.querySelectorAll('[data-chart] .main-svg').length")
-        page.locator("#steps th").first.click()  # sortable tables sort
-        page.screenshot(path=str(tmp_path / "report.png"), full_page=True)
+        page.locator(f"#{sort_table} th").first.click()  # sortable tables sort
+        if screenshot is not None:
+            page.screenshot(path=str(screenshot), full_page=True)
         browser.close()
-    assert errors == []
-    assert remote == []
-    assert charts >= 5
-    assert drawn >= charts  # plotly drew an SVG in every chart
+    return Opened(errors=errors, remote=remote, charts=charts, drawn=drawn)
+
+
+def test_report_renders_offline_in_chromium(tmp_path: Path) -> None:
+    doc = analyze(load_run([SAMPLES / "captures" / "straggler"]))
+    report = tmp_path / "report.html"
+    report.write_text(renderer("html").render(doc), encoding="utf-8")
+    opened = open_offline(report, sort_table="steps", screenshot=tmp_path / "report.png")
+    assert opened.errors == []
+    assert opened.remote == []
+    assert opened.charts >= 5
+    assert opened.drawn >= opened.charts  # plotly drew an SVG in every chart
     assert (tmp_path / "report.png").stat().st_size > 10_000

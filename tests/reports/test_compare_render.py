@@ -239,30 +239,10 @@ def test_numbers_are_shown_in_their_unit(unit: Unit, values: tuple[float, float]
 
 
 def test_compare_html_opens_offline_in_chromium(tmp_path: Path) -> None:
-    from tests.reports.test_browser import chromium
+    from tests.reports.test_browser import open_offline
 
-    executable = chromium()
-    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright (a dev dependency) is not installed")
     report = tmp_path / "compare.html"
     report.write_text(renderer("html").render_comparison(slower()), encoding="utf-8")
-    errors: list[str] = []
-    remote: list[str] = []
-    with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(
-            executable_path=executable, args=["--no-sandbox", "--disable-gpu", "--disable-background-networking"]
-        )
-        page = browser.new_page(viewport={"width": 1300, "height": 2000})
-        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-        page.on("pageerror", lambda e: errors.append(str(e)))
-        page.on(
-            "request",
-            lambda r: None if r.url.startswith(("file:", "data:", "about:", "blob:")) else remote.append(r.url),
-        )
-        page.goto(report.as_uri())
-        page.wait_for_function("document.querySelectorAll('[data-chart] .main-svg').length > 0")
-        charts = page.evaluate("document.querySelectorAll('[data-chart]').length")
-        drawn = page.evaluate("document.querySelectorAll('[data-chart] .main-svg').length")
-        page.locator("#work th").first.click()  # sortable tables sort
-        browser.close()
-    assert errors == [] and remote == []
-    assert charts == 4 and drawn >= charts
+    opened = open_offline(report, sort_table="work")
+    assert opened.errors == [] and opened.remote == []
+    assert opened.charts == 4 and opened.drawn >= opened.charts
