@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+import pytest
+
 from tests.factories import write_kineto
 from tracekit.analyzers import analyze, run_analysis
 from tracekit.readers import load_run
@@ -78,3 +80,53 @@ def test_shards_and_no_counters(tmp_path: Path) -> None:
     bare = analyze(load_run([empty], use_cache=False))
     assert bare.memory is not None and bare.memory.per_device == []
     assert "No memory counters" in renderer("terminal").render(bare)
+
+
+def _gap_trace(tmp_path: Path, *, reserved_over_allocated: float, rank: int = 0, peak_mib: int = 1000) -> Path:
+    """A forward range with allocations up to ``peak_mib`` of allocated memory, reserved at the
+    peak ``reserved_over_allocated`` times that, then frees."""
+    from tests.factories import kineto_event
+
+    peak = peak_mib * MIB
+    reserved = int(peak * reserved_over_allocated)
+    events = [
+        kineto_event("user_annotation", "ProfilerStep#1", 0, 1000),
+        kineto_event("user_annotation", "tracekit.phase/forward", 10, 500),
+        kineto_event("cpu_op", "aten::linear", 100, 200),
+        memory_event(50, device_type=1, device=0, delta=peak // 2, allocated=peak // 2, reserved=reserved),
+        memory_event(150, device_type=1, device=0, delta=peak // 2, allocated=peak, reserved=reserved),
+        memory_event(600, device_type=1, device=0, delta=-peak, allocated=0, reserved=reserved),
+    ]
+    return write_kineto(tmp_path / f"rank{rank}.json", events, rank=rank)
+
+
+def test_reserved_30_percent_over_allocated_at_the_peak_is_a_fragmentation_finding(tmp_path: Path) -> None:
+    from tracekit.results.vocab import MemoryNote
+
+    memory = analyze(load_run([_gap_trace(tmp_path, reserved_over_allocated=1.3)])).memory
+    assert memory is not None
+    [row] = memory.per_device
+    assert row.gap_at_peak_bytes == int(1000 * MIB * 1.3) - 1000 * MIB
+    assert row.gap_at_peak_pct == pytest.approx(100 * 0.3 / 1.3, rel=1e-3)  # 23% of reserved
+    assert (row.peak_phase, row.peak_op) == ("tracekit.phase/forward", "aten::linear")
+    [finding] = memory.findings
+    assert finding.note is MemoryNote.FRAGMENTATION and finding.rank == 0
+
+
+def test_reserved_2_percent_over_allocated_is_no_finding(tmp_path: Path) -> None:
+    memory = analyze(load_run([_gap_trace(tmp_path, reserved_over_allocated=1.02)])).memory
+    assert memory is not None
+    assert memory.per_device[0].gap_at_peak_pct == pytest.approx(100 * 0.02 / 1.02, rel=1e-3)
+    assert memory.findings == []
+
+
+def test_one_rank_peaking_far_above_the_others_is_an_imbalance(tmp_path: Path) -> None:
+    from tracekit.results.vocab import MemoryNote
+
+    for rank, peak in enumerate((1000, 1000, 1000, 1500)):
+        _gap_trace(tmp_path, reserved_over_allocated=1.02, rank=rank, peak_mib=peak)
+    memory = analyze(load_run([tmp_path])).memory
+    assert memory is not None
+    assert memory.imbalance == pytest.approx(1.5)
+    [finding] = memory.findings
+    assert (finding.note, finding.rank, finding.value) == (MemoryNote.IMBALANCE, 3, 1.5)

@@ -1,33 +1,57 @@
-"""Memory counters: the peak and final memory of each rank and device, from the counters table.
+"""Memory: the peak of each rank and device, what was running then, what fills it, and findings.
 
-Per rank (the map): over the ``[memory]`` samples of each (device type, device), the peak of
-``total_allocated`` and ``total_reserved``, the last value of each, and the number of samples
-(allocations and frees). Across ranks (the reduce): the rows, and the rank with the highest
-peak. A run without counters (``profile_memory=False``, or an nsys export without CUDA memory
-usage) has no rows.
+Per rank (the map):
+
+* from the counters table (Kineto ``[memory]`` events, nsys memory usage): over the samples of
+  each (device type, device), the peak of ``total_allocated`` and ``total_reserved``, the last
+  value of each, the number of samples; at the sample where allocated peaked, the *gap*:
+  reserved minus allocated, memory the caching allocator holds that no tensor uses (the
+  "reserved but unallocated" of an out-of-memory message), and its share of reserved; and what
+  was running then: the outermost annotation (the phase) and the innermost operator open;
+* from a categorized memory timeline (``export_memory_timeline``): the running total after
+  each row (rows in time order, memory from before profiling first), its peak, and each
+  category's bytes at that moment and at its own peak.
+
+Across ranks (the reduce): the rows; the rank with the highest peak; the imbalance (the worst
+rank's peak over the median rank's); and the findings: a fragmentation gap of at least
+:data:`GAP_MIN_SHARE` of reserved memory at the peak (advice: expandable segments), the
+category that fills memory at the peak (advice by category), a rank peaking at least
+:data:`IMBALANCE_MIN` times the median (uneven sharding or data).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 import polars as pl
 
 from tracekit.analyzers.convert import rows
-from tracekit.results.analysis import MemorySection
-from tracekit.results.rows import MemoryRow
+from tracekit.results.analysis import MemoryFinding, MemoryPeak, MemorySection
+from tracekit.results.rows import MemoryCategoryRow, MemoryRow
+from tracekit.results.vocab import MemoryNote
 
 if TYPE_CHECKING:
     from tracekit.analyzers.context import RankContext
     from tracekit.analyzers.mapreduce import Parts, Reduced
 
+#: Reserved-but-unallocated memory at the peak, as a share of reserved, from which it is a
+#: finding. The caching allocator rounds blocks (512 B, 2 MiB segments) and keeps freed blocks
+#: for reuse, so a few percent of slack is its normal working; a sixth of the device held by
+#: no tensor at the moment memory peaks is memory a larger batch could have used.
+GAP_MIN_SHARE: Final = 0.15
+#: A rank whose peak is this many times the median rank's is a finding (uneven shards or data).
+IMBALANCE_MIN: Final = 1.2
+#: A category holding at least this share of the peak "fills" memory.
+FILLED_MIN_SHARE: Final = 0.4
+
 
 def memory_map(ctx: RankContext) -> Parts:
-    """Peak and final allocated / reserved bytes per rank and device."""
+    """Peaks, gaps and what ran at the peak per rank and device; the categorized timeline's peak."""
     counters = ctx.run.counters
+    ordered = counters.sort("rank", "time_ns", maintain_order=True)
+    at_peak = pl.col("total_allocated").fill_null(-1).arg_max()
     peaks = (
-        counters.sort("rank", "time_ns", maintain_order=True)
-        .group_by("rank", "device_type", "device", maintain_order=True)
+        ordered.group_by("rank", "device_type", "device", maintain_order=True)
         .agg(
             samples=pl.len(),
             peak_allocated_bytes=pl.col("total_allocated").max(),
@@ -35,17 +59,165 @@ def memory_map(ctx: RankContext) -> Parts:
             final_allocated_bytes=pl.col("total_allocated").drop_nulls().last(),
             final_reserved_bytes=pl.col("total_reserved").drop_nulls().last(),
             peak_time_ns=pl.col("time_ns").sort_by(pl.col("total_allocated").fill_null(-1)).last(),
+            reserved_then=pl.col("total_reserved").gather(at_peak),
+            allocated_then=pl.col("total_allocated").gather(at_peak),
         )
-        .with_columns(pl.col("device_type").cast(pl.String))
+        .with_columns(pl.col("device_type").cast(pl.String), pl.col("reserved_then", "allocated_then").list.first())
+        .with_columns(
+            gap_at_peak_bytes=pl.when(pl.col("allocated_then").is_not_null() & pl.col("reserved_then").is_not_null())
+            .then(pl.col("reserved_then") - pl.col("allocated_then"))
+            .otherwise(None)
+        )
+        .with_columns(
+            gap_at_peak_pct=pl.when(pl.col("reserved_then") > 0).then(
+                100.0 * pl.col("gap_at_peak_bytes") / pl.col("reserved_then")
+            )
+        )
+        .drop("reserved_then", "allocated_then")
         .sort("rank", "device_type", "device", nulls_last=True)
     )
-    return {"per_device": peaks}
+    return {"per_device": _running_at_peak(ctx, peaks), **_categories(ctx.run.memory_categories)}
+
+
+def _running_at_peak(ctx: RankContext, peaks: pl.DataFrame) -> pl.DataFrame:
+    """``peaks`` with the outermost annotation and the innermost operator open at each peak."""
+    if peaks.height == 0:
+        return peaks.with_columns(peak_phase=pl.lit(None, pl.String), peak_op=pl.lit(None, pl.String))
+    moments = peaks.select("rank", "peak_time_ns").drop_nulls().unique()
+    open_at = (
+        ctx.run.select(["annotation", "cpu_op"], "rank", "kind", pl.col("name").cast(pl.String), "start_ns", "end_ns")
+        .join(moments, on="rank")
+        .filter((pl.col("start_ns") <= pl.col("peak_time_ns")) & (pl.col("end_ns") > pl.col("peak_time_ns")))
+    )
+    phase = (
+        open_at.filter(kind="annotation")
+        .sort("start_ns")
+        .group_by("rank", "peak_time_ns")
+        .agg(peak_phase=pl.col("name").first())
+    )
+    op = (
+        open_at.filter(kind="cpu_op")
+        .sort("start_ns")
+        .group_by("rank", "peak_time_ns")
+        .agg(peak_op=pl.col("name").last())
+    )
+    return peaks.join(phase, on=["rank", "peak_time_ns"], how="left").join(op, on=["rank", "peak_time_ns"], how="left")
+
+
+def _categories(timeline: pl.DataFrame) -> Parts:
+    """Per rank: the categorized timeline's peak, and each category at the peak and at its own peak."""
+    if timeline.height == 0:
+        return {}
+    ordered = timeline.with_row_index("order").sort("rank", "time_ns", "order", nulls_last=False)
+    ordered = ordered.with_columns(
+        total=pl.col("bytes").cum_sum().over("rank"),
+        held=pl.col("bytes").cum_sum().over("rank", "category"),
+    ).with_columns(index=pl.int_range(pl.len()).over("rank"))
+    peak = (
+        ordered.group_by("rank")
+        .agg(
+            peak_bytes=pl.col("total").max(),
+            peak_index=pl.col("index").sort_by("total").last(),
+            peak_time_ns=pl.col("time_ns").sort_by("total").last(),
+            rows=pl.len(),
+        )
+        .sort("rank")
+    )
+    # each category's holding at the peak: its running sum at the last row at or before the peak
+    upto = ordered.join(peak.select("rank", "peak_index"), on="rank").filter(pl.col("index") <= pl.col("peak_index"))
+    at_peak = upto.group_by("rank", "category").agg(at_peak_bytes=pl.col("held").last())
+    own_peak = ordered.group_by("rank", "category").agg(peak_bytes=pl.col("held").max())
+    categories = (
+        own_peak.join(at_peak, on=["rank", "category"], how="left")
+        .join(peak.select("rank", total="peak_bytes"), on="rank")
+        .with_columns(pl.col("at_peak_bytes").fill_null(0))
+        .with_columns(
+            at_peak_pct=pl.when(pl.col("total") > 0).then(100.0 * pl.col("at_peak_bytes") / pl.col("total")),
+            category=pl.col("category").cast(pl.String),
+        )
+        .select("rank", "category", "at_peak_bytes", "at_peak_pct", "peak_bytes")
+        .sort(["rank", "at_peak_bytes", "category"], descending=[False, True, False])
+    )
+    return {"peaks": peak.drop("peak_index"), "categories": categories}
 
 
 def memory_reduce(red: Reduced) -> MemorySection:
-    """Every rank's peaks, and the rank with the highest peak allocated."""
+    """Every rank's peaks, the rank with the highest peak, the imbalance, the findings."""
     per_device = red.part("memory", "per_device")
-    if per_device.height == 0:
-        return MemorySection(per_device=[], peak_rank=None)
-    top = per_device.sort("peak_allocated_bytes", descending=True, nulls_last=True).row(0, named=True)
-    return MemorySection(per_device=rows(per_device, MemoryRow), peak_rank=top["rank"])
+    peaks = red.part("memory", "peaks")
+    categories = red.part("memory", "categories")
+    peak_rank = None
+    if per_device.height:
+        peak_rank = per_device.sort("peak_allocated_bytes", descending=True, nulls_last=True).row(0, named=True)["rank"]
+    imbalance = _imbalance(per_device, peaks)
+    return MemorySection(
+        per_device=rows(per_device, MemoryRow) if per_device.height else [],
+        peak_rank=peak_rank,
+        peaks=rows(peaks, MemoryPeak) if peaks.height else [],
+        categories=rows(categories, MemoryCategoryRow) if categories.height else [],
+        imbalance=None if imbalance is None else round(imbalance[1], 4),
+        findings=_findings(per_device, categories, imbalance),
+    )
+
+
+def _rank_peaks(per_device: pl.DataFrame, peaks: pl.DataFrame) -> pl.DataFrame:
+    """rank, peak: each rank's peak allocated on its devices (not the host), else its timeline's peak."""
+    if per_device.height:
+        device = (
+            per_device.filter(pl.col("device_type") != "cpu")
+            if per_device["device_type"].ne("cpu").any()
+            else per_device
+        )
+        out = device.group_by("rank").agg(peak=pl.col("peak_allocated_bytes").max()).drop_nulls()
+        if out.height:
+            return out
+    if peaks.height:
+        return peaks.select("rank", peak="peak_bytes")
+    return pl.DataFrame(schema={"rank": pl.Int32, "peak": pl.Int64})
+
+
+def _imbalance(per_device: pl.DataFrame, peaks: pl.DataFrame) -> tuple[int, float] | None:
+    """The rank with the highest peak and its peak over the median rank's (two ranks or more)."""
+    by_rank = _rank_peaks(per_device, peaks)
+    if by_rank.height < 2:
+        return None
+    median = float(by_rank["peak"].median())  # type: ignore[arg-type]
+    top = by_rank.sort("peak", "rank", descending=[True, False]).row(0, named=True)
+    return (int(top["rank"]), float(top["peak"]) / median) if median > 0 else None
+
+
+def _findings(
+    per_device: pl.DataFrame, categories: pl.DataFrame, imbalance: tuple[int, float] | None
+) -> list[MemoryFinding]:
+    out: list[MemoryFinding] = []
+    gaps = per_device.filter(pl.col("gap_at_peak_pct") >= 100 * GAP_MIN_SHARE) if per_device.height else per_device
+    if gaps.height:
+        worst = gaps.sort("gap_at_peak_pct", "rank", descending=[True, False]).row(0, named=True)
+        out.append(
+            MemoryFinding(
+                note=MemoryNote.FRAGMENTATION,
+                rank=worst["rank"],
+                value=round(worst["gap_at_peak_pct"], 4),
+                bytes=worst["gap_at_peak_bytes"],
+            )
+        )
+    if categories.height:
+        top = (
+            categories.filter(pl.col("category") != "unknown")
+            .sort("at_peak_bytes", "rank", descending=[True, False])
+            .filter(pl.col("at_peak_pct") >= 100 * FILLED_MIN_SHARE)
+        )
+        if top.height:
+            row = top.row(0, named=True)
+            out.append(
+                MemoryFinding(
+                    note=MemoryNote.FILLED_BY,
+                    rank=row["rank"],
+                    value=round(row["at_peak_pct"], 4),
+                    bytes=row["at_peak_bytes"],
+                    category=row["category"],
+                )
+            )
+    if imbalance is not None and imbalance[1] >= IMBALANCE_MIN:
+        out.append(MemoryFinding(note=MemoryNote.IMBALANCE, rank=imbalance[0], value=round(imbalance[1], 4)))
+    return out

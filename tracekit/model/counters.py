@@ -47,3 +47,36 @@ COUNTER_SCHEMA: Final[dict[str, pl.DataType]] = {
 def empty_counters() -> pl.DataFrame:
     """A counters frame with the schema and no rows."""
     return pl.DataFrame(schema=COUNTER_SCHEMA)
+
+
+#: What a categorized memory timeline (``torch.profiler``'s ``export_memory_timeline``, raw form)
+#: calls each tensor, by the index the file writes: ``_CATEGORY_TO_INDEX`` of
+#: ``torch/profiler/_memory_profiler.py`` (the last, 7, is a tensor it could not categorize).
+MEMORY_CATEGORIES: Final = (
+    "parameter",
+    "optimizer_state",
+    "input",
+    "temporary",
+    "activation",
+    "gradient",
+    "autograd_detail",
+    "unknown",
+)
+MemoryCategory = pl.Enum(list(MEMORY_CATEGORIES))
+
+#: The categorized timeline of one rank: one row per change of one category's bytes.
+#: ``time_ns`` is null for memory that existed before profiling began (PREEXISTING).
+CATEGORY_SCHEMA: Final[dict[str, pl.DataType]] = {
+    "rank": pl.Int32(),
+    "time_ns": pl.Int64(),
+    #: torch's Action: 1 preexisting, 2 create, 3 increment version, 4 destroy
+    "action": pl.Int8(),
+    "category": MemoryCategory,
+    #: the signed change: + created, - destroyed
+    "bytes": pl.Int64(),
+}
+
+
+def empty_categories() -> pl.DataFrame:
+    """A categorized memory timeline with the schema and no rows."""
+    return pl.DataFrame(schema=CATEGORY_SCHEMA)

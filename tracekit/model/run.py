@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import polars as pl
 
-from tracekit.model.counters import empty_counters
+from tracekit.model.counters import empty_categories, empty_counters
 from tracekit.model.schema import GPU_ACTIVITY_KINDS
 
 if TYPE_CHECKING:
@@ -66,6 +66,9 @@ class Run:
     skipped: tuple[SkippedFile, ...] = ()
     warnings: tuple[str, ...] = field(default=())
     counters: pl.DataFrame = field(default_factory=empty_counters)
+    #: the categorized memory timeline (:data:`tracekit.model.counters.CATEGORY_SCHEMA`), when a
+    #: ``export_memory_timeline`` file came with the traces or alone
+    memory_categories: pl.DataFrame = field(default_factory=empty_categories)
 
     @property
     def rank_ids(self) -> list[int]:
@@ -134,6 +137,7 @@ class Run:
             skipped=self.skipped,
             warnings=self.warnings,
             counters=self.counters.filter(pl.col("rank").is_in(keep)),
+            memory_categories=self.memory_categories.filter(pl.col("rank").is_in(keep)),
         )
 
     def rank_counters(self, rank: int) -> pl.DataFrame:

@@ -12,6 +12,7 @@ import msgspec
 from tracekit.errors import InputError
 from tracekit.model.run import SkippedFile
 from tracekit.readers import formats
+from tracekit.readers.memory_timeline import is_memory_timeline
 from tracekit.results.capture import CAPTURE_SCHEMA, as_capture_summary
 
 if TYPE_CHECKING:
@@ -20,7 +21,9 @@ if TYPE_CHECKING:
     from tracekit.results.capture import CaptureSummary
 
 #: Files tracekit itself writes next to traces; never read as traces from a folder.
-_OWN_OUTPUTS: Final = re.compile(r"^(summary\.json|capture_config\.json|phases\.rank\d+\.json|.*\.tracekit\.json)$")
+_OWN_OUTPUTS: Final = re.compile(
+    r"^(summary\.json|capture_config\.json|phases\.rank\d+\.json|.*\.tracekit\.json|ab\.json|.*\.raw(\.json)?(\.gz)?)$"
+)
 
 
 def is_trace_name(path: Path) -> bool:
@@ -55,9 +58,11 @@ def discover_files(paths: Iterable[str | Path]) -> tuple[list[Path], list[Skippe
             why_not = {p: _not_regular(p) for p in inside}  # one stat per file
             regular = [p for p, why in why_not.items() if why is None]
             skipped += [SkippedFile(str(p), why) for p, why in why_not.items() if why is not None]
-            if not inside:
+            if not inside and not memory_timelines([path]):
                 raise InputError(f"no trace files ({formats.suffix_list()}) in this folder", path=path)
             found.extend(_without_exported_reports(regular))
+        elif is_memory_timeline(path):
+            continue  # read beside the traces (memory_timelines), not as one
         elif (why := _not_regular(path)) is None:
             found.append(path)
         elif path.exists() or path.is_symlink():
@@ -68,6 +73,19 @@ def discover_files(paths: Iterable[str | Path]) -> tuple[list[Path], list[Skippe
     for p in found:  # one file named twice is read once, under the first name given (not its target)
         unique.setdefault(p.resolve(), p.absolute())
     return list(unique.values()), skipped
+
+
+def memory_timelines(paths: Iterable[str | Path]) -> list[Path]:
+    """The raw memory timelines (``export_memory_timeline``) named by ``paths``: files as
+    given, folders searched recursively; only regular files."""
+    out: list[Path] = []
+    for raw in paths:
+        path = Path(raw)
+        if path.is_dir():
+            out += sorted(p for p in path.rglob("*") if is_memory_timeline(p) and _not_regular(p) is None)
+        elif is_memory_timeline(path) and _not_regular(path) is None:
+            out.append(path)
+    return list(dict.fromkeys(out))
 
 
 def _not_regular(path: Path) -> str | None:

@@ -17,12 +17,13 @@ import polars as pl
 from tracekit.errors import InputError
 from tracekit.model.classify import classify_run
 from tracekit.model.comm_evidence import user_kernel_pattern
-from tracekit.model.counters import empty_counters
+from tracekit.model.counters import empty_categories, empty_counters
 from tracekit.model.run import RankInfo, Run, SkippedFile
-from tracekit.model.schema import GPU_ACTIVITY_KINDS
+from tracekit.model.schema import GPU_ACTIVITY_KINDS, empty_events
 from tracekit.readers.cache import EventCache, default_cache_dir
-from tracekit.readers.discover import discover_files
+from tracekit.readers.discover import discover_files, memory_timelines
 from tracekit.readers.formats import read_file
+from tracekit.readers.memory_timeline import read_memory_timeline
 from tracekit.readers.parse import ProgressCallback, parse_files
 from tracekit.readers.ranks import MAX_RANK, is_rank, rank_from_name
 
@@ -66,6 +67,9 @@ def load_run(
     if rank is not None and not is_rank(rank):
         raise InputError(f"--rank {rank} is not a rank (0 to {MAX_RANK})")
     files, special = discover_files(paths)
+    timelines = memory_timelines(paths)
+    if not files and timelines and not special:
+        return _timelines_alone(timelines, rank=rank)
     if not files:
         raise InputError("; ".join(f"{s.path}: {s.reason}" for s in special))
     if rank is not None and len(files) != 1:
@@ -111,12 +115,74 @@ def load_run(
     del frames, good, parsed
     events = classify_run(events, comm_kernels=comm_kernels)
     warnings += _rank_warnings(infos, selected=ranks is not None)
+    categories, timeline_skips = _timelines_beside([i.rank for i in infos], timelines)
     return Run(
         events=events,
         ranks=tuple(infos),
-        skipped=tuple(skipped),
+        skipped=tuple(skipped + timeline_skips),
         warnings=tuple(warnings + _collective_warnings(infos, events)),
         counters=pl.concat([empty_counters(), *(_by_time(counters[i.rank]) for i in infos)], rechunk=True),
+        memory_categories=categories,
+    )
+
+
+def _timeline_rank(path: Path, ranks: Sequence[int]) -> int | None:
+    """The rank a memory timeline belongs to: from its name, else the only rank there is."""
+    named = rank_from_name(path)
+    if named is not None:
+        return named
+    return ranks[0] if len(ranks) == 1 else None
+
+
+def _timelines_beside(ranks: Sequence[int], timelines: Sequence[Path]) -> tuple[pl.DataFrame, list[SkippedFile]]:
+    """The categorized memory timelines of the ranks analyzed, and the files that are none of theirs."""
+    frames = [empty_categories()]
+    skipped: list[SkippedFile] = []
+    owners: dict[int, Path] = {}
+    for path in timelines:
+        rank = _timeline_rank(path, ranks)
+        if rank is None or rank not in ranks:
+            skipped.append(
+                SkippedFile(str(path), "a memory timeline of no rank analyzed (name it memory_timeline.rank<N>...)")
+            )
+            continue
+        if rank in owners:
+            skipped.append(SkippedFile(str(path), f"a second memory timeline of rank {rank} (first: {owners[rank]})"))
+            continue
+        try:
+            frames.append(read_memory_timeline(path, rank=rank))
+        except InputError as exc:
+            skipped.append(SkippedFile(str(path), exc.reason))
+            continue
+        owners[rank] = path
+    return pl.concat(frames, how="vertical"), skipped
+
+
+def _timelines_alone(timelines: Sequence[Path], *, rank: int | None) -> Run:
+    """A run of memory timelines only (``tracekit analyze x.raw.json.gz``): no events."""
+    if rank is not None and len(timelines) != 1:
+        raise InputError(f"--rank applies to a single file, not {len(timelines)}")
+    infos: list[RankInfo] = []
+    for path in timelines:
+        named = rank_from_name(path)
+        if rank is not None:
+            r, how = rank, "--rank"
+        elif named is not None:
+            r, how = named, "file name"
+        elif len(timelines) == 1:
+            r, how = 0, "assumed 0 (a single file without a rank; set it with --rank)"
+        else:
+            raise InputError("several memory timelines without a rank in their names (memory_timeline.rank<N>...)")
+        if any(i.rank == r for i in infos):
+            raise InputError(f"two memory timelines claim rank {r}", path=path)
+        infos.append(RankInfo(rank=r, source=str(path), rank_source=how, clock="memory timeline (raw)"))
+    infos.sort(key=lambda i: i.rank)
+    frames = [read_memory_timeline(Path(i.source), rank=i.rank) for i in infos]
+    return Run(
+        events=empty_events(),
+        ranks=tuple(infos),
+        warnings=("memory timelines only: no trace events, so no time breakdown or verdict; memory is reported",),
+        memory_categories=pl.concat([empty_categories(), *frames], how="vertical"),
     )
 
 

@@ -8,12 +8,14 @@ table's sort key when a run has more ranks (the JSON keeps them all) and say so 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol, TypeVar
+from typing import TYPE_CHECKING, Final, Protocol, TypeVar
+
+from tracekit.results.vocab import MemoryNote
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Sequence
 
-    from tracekit.results.analysis import Analysis
+    from tracekit.results.analysis import Analysis, MemoryFinding
 
 
 class _Ranked(Protocol):
@@ -407,32 +409,116 @@ def kernels(a: Analysis, top: int = 15) -> Table:
     )
 
 
+def _mib(value: float | None) -> str:
+    return "-" if value is None else f"{value / 2**20:,.1f}"
+
+
 def memory(a: Analysis, limit: int | None) -> Table:
     """Peak and final memory per rank and device, from the allocator's counters."""
     per = a.memory.per_device if a.memory is not None else []
     rows, note = _limited(per, lambda r: r.peak_allocated_bytes, limit, "peak_allocated_bytes")
-
-    def mib(value: int | None) -> str:
-        return "-" if value is None else f"{value / 2**20:,.1f}"
-
     return _table(
         "memory",
         "Memory per rank (MiB, from the allocator's [memory] counters)",
-        ["rank", "device", "peak allocated", "peak reserved", "final allocated", "samples"],
+        [
+            "rank",
+            "device",
+            "peak allocated",
+            "peak reserved",
+            "gap at peak",
+            "final allocated",
+            "at the peak",
+            "samples",
+        ],
         (
             [
                 str(r.rank),
                 f"{r.device_type or '?'}:{'' if r.device is None else r.device}",
-                mib(r.peak_allocated_bytes),
-                mib(r.peak_reserved_bytes),
-                mib(r.final_allocated_bytes),
+                _mib(r.peak_allocated_bytes),
+                _mib(r.peak_reserved_bytes),
+                "-" if r.gap_at_peak_bytes is None else f"{_mib(r.gap_at_peak_bytes)} ({pct(r.gap_at_peak_pct)})",
+                _mib(r.final_allocated_bytes),
+                short(" / ".join(x for x in (r.peak_phase, r.peak_op) if x) or "-"),
                 f"{r.samples:,}",
             ]
             for r in rows
         ),
-        "Recorded when the profiler ran with profile_memory=True (Kineto) or nsys --cuda-memory-usage=true." + note,
-        numeric=[True, False, True, True, True, True],
+        "Recorded when the profiler ran with profile_memory=True (Kineto) or nsys --cuda-memory-usage=true. "
+        "Gap at peak: reserved minus allocated when allocated peaked (held by the caching allocator, used by no "
+        "tensor), and its share of reserved. At the peak: the phase and the operator running then." + note,
+        numeric=[True, False, True, True, True, True, False, True],
         empty="No memory counters in these traces (record them with torch.profiler(profile_memory=True)).",
+    )
+
+
+def memory_categories(a: Analysis, limit: int | None) -> Table | None:
+    """What fills memory at each rank's peak, from a categorized memory timeline."""
+    memory = a.memory
+    if memory is None or not memory.categories:
+        return None
+    peaks = {p.rank: p for p in memory.peaks}
+    ranks = sorted(peaks)[: limit or None]
+    cut = f" {len(ranks)} of {len(peaks)} ranks shown." if len(ranks) < len(peaks) else ""
+    return _table(
+        "memory_categories",
+        "What fills memory at the peak (MiB, from export_memory_timeline)",
+        ["rank", "category", "at the peak", "share of the peak", "its own peak"],
+        (
+            [str(c.rank), c.category, _mib(c.at_peak_bytes), pct(c.at_peak_pct), _mib(c.peak_bytes)]
+            for c in memory.categories
+            if c.rank in ranks
+        ),
+        "Categories as torch.profiler's memory profiler assigns them; the peak is the largest running total of "
+        "the timeline (memory from before profiling included)." + cut,
+        numeric=[True, False, True, True, True],
+    )
+
+
+#: What to do about what fills memory, by category.
+FILL_ADVICE: Final = {
+    "activation": "activation checkpointing (torch.utils.checkpoint), or a smaller micro-batch with gradient "
+    "accumulation",
+    "optimizer_state": "shard the optimizer state (ZeRO-1/2, FSDP), or a fused or 8-bit optimizer",
+    "parameter": "shard the parameters (FSDP FULL_SHARD, ZeRO-3), or keep them in lower precision",
+    "gradient": "shard the gradients (ZeRO-2, FSDP SHARD_GRAD_OP), or accumulate in lower precision",
+    "autograd_detail": "fewer saved intermediates (checkpointing, fused kernels)",
+    "temporary": "fused kernels or in-place ops for the temporaries of the peak's operator",
+    "input": "a smaller batch or inputs kept on the host until needed",
+}
+
+
+def memory_findings(a: Analysis) -> Table | None:
+    """The memory findings and what to do about each."""
+    memory = a.memory
+    if memory is None or not memory.findings:
+        return None
+
+    def row(f: MemoryFinding) -> list[str]:
+        if f.note is MemoryNote.FRAGMENTATION:
+            return [
+                "fragmentation",
+                f"rank {f.rank}: {_mib(f.bytes)} MiB reserved but unallocated at the peak ({pct(f.value)} of reserved)",
+                "set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (growable segments, less stranded memory)",
+            ]
+        if f.note is MemoryNote.FILLED_BY:
+            return [
+                f"{f.category} fills memory",
+                f"rank {f.rank}: {_mib(f.bytes)} MiB, {pct(f.value)} of the peak",
+                FILL_ADVICE.get(f.category or "", "-"),
+            ]
+        return [
+            "imbalance",
+            f"rank {f.rank} peaks at {f.value:.2f}x the median rank",
+            "uneven sharding (parameters, embedding tables) or uneven data (lengths, batch composition)",
+        ]
+
+    return _table(
+        "memory_findings",
+        "Memory findings",
+        ["finding", "figures", "what to try"],
+        (row(f) for f in memory.findings),
+        "Beside the time verdict: what limits the batch that fits. Thresholds: tracekit/analyzers/memory.py.",
+        numeric=[False, False, False],
     )
 
 
@@ -466,6 +552,7 @@ def all_tables(a: Analysis, *, limit: int | None) -> list[Table]:
         idle_causes(a, limit),
         kernels(a),
         memory(a, limit),
+        *[t for t in (memory_categories(a, limit), memory_findings(a)) if t is not None],
         *(capture_tables(a.capture, limit=limit) if a.capture is not None else []),
         trace_files(a, limit),
     ]

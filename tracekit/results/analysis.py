@@ -23,6 +23,7 @@ from tracekit.results.rows import (  # noqa: TC001  (msgspec reads annotations a
     IdleInterval,
     KernelRow,
     LatenessCell,
+    MemoryCategoryRow,
     MemoryRow,
     OverlapRow,
     PhaseRow,
@@ -41,6 +42,7 @@ from tracekit.results.vocab import (
     CollectiveMatch,
     Confidence,
     MeasuredOn,
+    MemoryNote,
     NoteKind,
     StragglerCause,
     WindowKind,
@@ -269,12 +271,39 @@ class IdleSection(Struct, frozen=True, kw_only=True):
     longest: list[IdleInterval]
 
 
+class MemoryFinding(Struct, frozen=True, kw_only=True):
+    """A finding about memory, with the figures behind it (reports write the sentence and advice)."""
+
+    note: MemoryNote
+    rank: int | None = None
+    #: fragmentation: the gap's share of reserved; filled-by: the category's share of the peak;
+    #: imbalance: the rank's peak over the median rank's
+    value: float
+    bytes: int | None = None
+    category: str | None = None
+
+
+class MemoryPeak(Struct, frozen=True, kw_only=True):
+    """A rank's peak in its categorized memory timeline."""
+
+    rank: int
+    peak_bytes: int
+    peak_time_ns: int | None
+    rows: int
+
+
 class MemorySection(Struct, frozen=True, kw_only=True):
     """Peak and final memory per rank and device (empty when the traces carry no counters)."""
 
     per_device: list[MemoryRow]
     #: the rank with the highest peak allocated
     peak_rank: int | None = None
+    #: since 2.1: the categorized timeline's peak per rank, and each category at it
+    peaks: list[MemoryPeak] = msgspec.field(default_factory=list)
+    categories: list[MemoryCategoryRow] = msgspec.field(default_factory=list)
+    #: the worst rank's peak allocated over the median rank's (1.0 when balanced)
+    imbalance: float | None = None
+    findings: list[MemoryFinding] = msgspec.field(default_factory=list)
 
 
 class WorkSection(Struct, frozen=True, kw_only=True):

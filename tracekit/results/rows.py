@@ -284,6 +284,25 @@ class MemoryRow(Row, frozen=True, kw_only=True):
     final_allocated_bytes: int | None
     final_reserved_bytes: int | None
     peak_time_ns: int | None
+    #: reserved minus allocated when allocated peaked (memory the caching allocator holds that no
+    #: tensor uses: fragmentation), and its share of reserved then
+    gap_at_peak_bytes: int | None = None
+    gap_at_peak_pct: float | None = None
+    #: what was running at the peak: the outermost annotation (phase) and the innermost operator
+    peak_phase: str | None = None
+    peak_op: str | None = None
+
+
+class MemoryCategoryRow(Row, frozen=True, kw_only=True):
+    """One category of a rank's categorized memory timeline (``export_memory_timeline``)."""
+
+    rank: int
+    category: str
+    #: bytes the category held when the rank's total peaked, and its share of that total
+    at_peak_bytes: int
+    at_peak_pct: float | None
+    #: the most the category held at any time
+    peak_bytes: int
 
 
 class CostRow(Row, frozen=True, kw_only=True):

@@ -111,6 +111,14 @@ class NoteKind(str, Enum):
     EVENTS_SAMPLED = "events-sampled"  # most CUDA calls between the kept ones are missing: a sampled trace
 
 
+class MemoryNote(str, Enum):
+    """Findings about memory, beside the time verdict."""
+
+    FRAGMENTATION = "memory-fragmentation"  # reserved but unallocated memory at the peak is large
+    FILLED_BY = "memory-filled-by"  # what fills memory at the peak (the largest category)
+    IMBALANCE = "memory-imbalance"  # one rank peaks far above the others
+
+
 class CollectiveMatch(str, Enum):
     """How far collectives could be matched across ranks: what their floors and waits mean."""
 
