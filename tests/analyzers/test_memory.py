@@ -130,3 +130,19 @@ def test_one_rank_peaking_far_above_the_others_is_an_imbalance(tmp_path: Path) -
     assert memory.imbalance == pytest.approx(1.5)
     [finding] = memory.findings
     assert (finding.note, finding.rank, finding.value) == (MemoryNote.IMBALANCE, 3, 1.5)
+
+
+def test_compare_reports_peak_and_gap_deltas_and_gates_on_the_gap(tmp_path: Path) -> None:
+    from tracekit.analyzers.compare import compare, evaluate_gate
+
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    a = analyze(load_run([_gap_trace(tmp_path / "a", reserved_over_allocated=1.02)]))
+    b = analyze(load_run([_gap_trace(tmp_path / "b", reserved_over_allocated=1.3)]))
+    c = compare([a], [b])
+    gap = next(m for m in c.measures if m.key == "peak_gap")
+    assert gap.a == int(1000 * MIB * 1.02) - 1000 * MIB
+    assert gap.b == int(1000 * MIB * 1.3) - 1000 * MIB
+    reserved = next(m for m in c.measures if m.key == "peak_reserved")
+    assert reserved.delta == int(1000 * MIB * 1.3) - int(1000 * MIB * 1.02)
+    assert [g.failed for g in evaluate_gate(c, ["gap:+100MiB", "memory:+0"]).gate] == [True, False]

@@ -769,7 +769,18 @@ def _memory(c: _Inputs) -> list[Measure]:
     if reserved_a is not None or reserved_b is not None:
         label = "peak memory reserved (worst rank)"
         out.append(once("peak_reserved", label, Unit.BYTES, reserved_a, reserved_b, lower_is_better=True))
+    gap_a, gap_b = _gap(c.a[0]), _gap(c.b[0])
+    if gap_a is not None or gap_b is not None:
+        label = "reserved but unallocated at the peak (worst rank)"
+        out.append(once("peak_gap", label, Unit.BYTES, gap_a, gap_b, lower_is_better=True))
     return out
+
+
+def _gap(analysis: Analysis) -> float | None:
+    """The largest fragmentation gap at a peak (reserved minus allocated when allocated peaked)."""
+    memory = analysis.memory
+    gaps = [r.gap_at_peak_bytes for r in memory.per_device if r.gap_at_peak_bytes is not None] if memory else []
+    return float(max(gaps)) if gaps else None
 
 
 def _per_rank(c: _Inputs, common: Sequence[int]) -> list[Measure]:
@@ -929,13 +940,15 @@ GATE_METRICS: Final = {
     "throughput": "throughput",
     "memory": "peak_memory",
     "reserved": "peak_reserved",
+    "gap": "peak_gap",
     "syncs": "syncs",
     "exposed_comm": "exposed_comm",
 }
 _TIME_UNITS: Final = {"ns": 1.0, "us": 1e3, "µs": 1e3, "ms": 1e6, "s": 1e9}
 _BYTE_UNITS: Final = {"b": 1.0, "kb": 1e3, "mb": 1e6, "gb": 1e9, "kib": 2.0**10, "mib": 2.0**20, "gib": 2.0**30}
 GATE_HELP: Final = (
-    "METRIC:LIMIT, METRIC one of slower (step time), throughput, memory (peak), reserved, syncs (per step), "
+    "METRIC:LIMIT, METRIC one of slower (step time), throughput, memory (peak), reserved, gap (fragmentation), "
+    "syncs (per step), "
     "exposed_comm, phase:NAME; LIMIT a share of A (1%) or an amount (+0, 0.5ms, 512MiB)"
 )
 
@@ -980,7 +993,7 @@ def parse_gate(text: str) -> GateSpec:
 
 def _amount(limit: str, key: str) -> float:
     lowered = limit.lower()
-    units = _BYTE_UNITS if key in ("peak_memory", "peak_reserved") else _TIME_UNITS
+    units = _BYTE_UNITS if key in ("peak_memory", "peak_reserved", "peak_gap") else _TIME_UNITS
     if key in ("syncs", "throughput"):
         units = {}
     for suffix in sorted(units, key=len, reverse=True):
