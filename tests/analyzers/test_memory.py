@@ -146,3 +146,23 @@ def test_compare_reports_peak_and_gap_deltas_and_gates_on_the_gap(tmp_path: Path
     reserved = next(m for m in c.measures if m.key == "peak_reserved")
     assert reserved.delta == int(1000 * MIB * 1.3) - int(1000 * MIB * 1.02)
     assert [g.failed for g in evaluate_gate(c, ["gap:+100MiB", "memory:+0"]).gate] == [True, False]
+
+
+def test_the_chart_timeline_keeps_every_peak_in_at_most_256_points(tmp_path: Path) -> None:
+    from tests.factories import kineto_event
+
+    events = [kineto_event("user_annotation", "ProfilerStep#1", 0, 5000)]
+    for i in range(1000):  # 100 and 101 MiB in turn, and the top, 777 MiB, once at sample 777
+        allocated = 777 * MIB if i == 777 else (100 + i % 2) * MIB
+        delta = MIB
+        events.append(
+            memory_event(1 + i, device_type=1, device=0, delta=delta, allocated=allocated, reserved=800 * MIB)
+        )
+    memory = analyze(load_run([write_kineto(tmp_path / "rank0.json", events, rank=0)])).memory
+    assert memory is not None
+    assert len(memory.timeline) <= 256
+    assert (
+        max(p.allocated_bytes or 0 for p in memory.timeline) == memory.per_device[0].peak_allocated_bytes == 777 * MIB
+    )
+    html = renderer("html").render(analyze(load_run([tmp_path / "rank0.json"])))
+    assert "Memory over time" in html

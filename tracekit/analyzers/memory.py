@@ -27,7 +27,7 @@ import polars as pl
 
 from tracekit.analyzers.convert import rows
 from tracekit.results.analysis import MemoryFinding, MemoryPeak, MemorySection
-from tracekit.results.rows import MemoryCategoryRow, MemoryRow
+from tracekit.results.rows import MemoryCategoryRow, MemoryRow, MemorySample
 from tracekit.results.vocab import MemoryNote
 
 if TYPE_CHECKING:
@@ -64,7 +64,8 @@ def memory_map(ctx: RankContext) -> Parts:
         )
         .with_columns(pl.col("device_type").cast(pl.String), pl.col("reserved_then", "allocated_then").list.first())
         .with_columns(
-            gap_at_peak_bytes=pl.when(pl.col("allocated_then").is_not_null() & pl.col("reserved_then").is_not_null())
+            # the host has no caching allocator (reserved 0 on CPU): no gap there
+            gap_at_peak_bytes=pl.when(pl.col("allocated_then").is_not_null() & (pl.col("reserved_then") > 0))
             .then(pl.col("reserved_then") - pl.col("allocated_then"))
             .otherwise(None)
         )
@@ -76,7 +77,53 @@ def memory_map(ctx: RankContext) -> Parts:
         .drop("reserved_then", "allocated_then")
         .sort("rank", "device_type", "device", nulls_last=True)
     )
-    return {"per_device": _running_at_peak(ctx, peaks), **_categories(ctx.run.memory_categories)}
+    return {
+        "per_device": _running_at_peak(ctx, peaks),
+        "timeline": _downsampled(ordered),
+        **_categories(ctx.run.memory_categories),
+    }
+
+
+#: Points per rank and device in the timeline kept for charts.
+CHART_POINTS: Final = 256
+
+
+def _downsampled(ordered: pl.DataFrame) -> pl.DataFrame:
+    """At most :data:`CHART_POINTS` samples per rank and device: of each stretch, the sample with
+    the most allocated (reserved, where allocated is not recorded), so the peaks stay."""
+    keys = ["rank", "device_type", "device"]
+    if ordered.height == 0:
+        return pl.DataFrame(
+            schema={
+                "rank": pl.Int32,
+                "device_type": pl.String,
+                "device": pl.Int32,
+                "time_ns": pl.Int64,
+                "allocated_bytes": pl.Int64,
+                "reserved_bytes": pl.Int64,
+            }
+        )
+    size = pl.len().over(keys)
+    bucket = (pl.int_range(pl.len()).over(keys) * CHART_POINTS // size).alias("bucket")
+    value = pl.coalesce("total_allocated", "total_reserved").fill_null(-1)
+    return (
+        ordered.with_columns(bucket, _value=value)
+        .sort(
+            [*keys, "bucket", "_value", "time_ns"],
+            descending=[False, False, False, False, True, False],
+            nulls_last=True,
+        )
+        .unique([*keys, "bucket"], keep="first", maintain_order=True)
+        .select(
+            "rank",
+            pl.col("device_type").cast(pl.String),
+            "device",
+            "time_ns",
+            pl.col("total_allocated").alias("allocated_bytes"),
+            pl.col("total_reserved").alias("reserved_bytes"),
+        )
+        .sort("rank", "device_type", "device", "time_ns", nulls_last=True)
+    )
 
 
 def _running_at_peak(ctx: RankContext, peaks: pl.DataFrame) -> pl.DataFrame:
@@ -144,6 +191,7 @@ def _categories(timeline: pl.DataFrame) -> Parts:
 def memory_reduce(red: Reduced) -> MemorySection:
     """Every rank's peaks, the rank with the highest peak, the imbalance, the findings."""
     per_device = red.part("memory", "per_device")
+    timeline = red.part("memory", "timeline")
     peaks = red.part("memory", "peaks")
     categories = red.part("memory", "categories")
     peak_rank = None
@@ -157,6 +205,7 @@ def memory_reduce(red: Reduced) -> MemorySection:
         categories=rows(categories, MemoryCategoryRow) if categories.height else [],
         imbalance=None if imbalance is None else round(imbalance[1], 4),
         findings=_findings(per_device, categories, imbalance),
+        timeline=rows(timeline, MemorySample) if timeline.height else [],
     )
 
 

@@ -279,7 +279,76 @@ def kernels(a: Analysis, top: int = 15) -> Chart | None:
     return Chart("kernels", "Top kernels", _fig(data, layout))
 
 
+#: Ranks drawn in the memory timeline (those with the highest peaks).
+MEMORY_LINES: Final = 8
+
+
+def memory_timeline(a: Analysis) -> Chart | None:
+    """Allocated (and reserved, dotted) memory over time, per rank and device, from its first sample."""
+    memory = a.memory
+    if memory is None or not memory.timeline:
+        return None
+    series: dict[tuple[int, str], list[tuple[int, int | None, int | None]]] = {}
+    for p in memory.timeline:
+        label = f"rank {p.rank} {p.device_type or '?'}{'' if p.device is None else f':{p.device}'}"
+        series.setdefault((p.rank, label), []).append((p.time_ns, p.allocated_bytes, p.reserved_bytes))
+    top = sorted(series, key=lambda k: -max((v[1] or v[2] or 0) for v in series[k]))[:MEMORY_LINES]
+    data: list[JSON] = []
+    for key in sorted(top):
+        points = series[key]
+        start = points[0][0]
+        x: list[JSON] = [(t - start) / 1e6 for t, _, _ in points]
+        if any(v[1] is not None for v in points):
+            data.append(
+                _trace("scatter", x=x, y=[_gib(v[1]) for v in points], name=f"{key[1]} allocated", mode="lines")
+            )
+        if any(v[2] is not None for v in points):
+            data.append(
+                _trace(
+                    "scatter",
+                    x=x,
+                    y=[_gib(v[2]) for v in points],
+                    name=f"{key[1]} reserved",
+                    mode="lines",
+                    line={"dash": "dot"},
+                )
+            )
+    title = "Memory over time (GiB; dotted: reserved)"
+    layout = _layout(title, y="GiB", xaxis={"title": {"text": "ms from the rank's first sample"}})
+    return Chart("memory_timeline", "Memory over time", _fig(data, layout))
+
+
+def _gib(value: int | None) -> JSON:
+    return None if value is None else value / 2**30
+
+
+def memory_categories(a: Analysis) -> Chart | None:
+    """What fills memory at each rank's peak, stacked by category."""
+    memory = a.memory
+    if memory is None or not memory.categories:
+        return None
+    categories = list(dict.fromkeys(c.category for c in memory.categories))
+    by_rank: dict[int, dict[str, float | None]] = {}
+    for c in memory.categories:
+        by_rank.setdefault(c.rank, {})[c.category] = c.at_peak_bytes / 2**30
+    labels, v = _binned(by_rank, {c: _getter(c) for c in categories})
+    data = [_trace("bar", x=labels, y=v[c], name=c) for c in categories]
+    layout = _layout("Memory at the peak by category (GiB)", y="GiB", barmode="stack")
+    return Chart("memory_categories", "Memory at the peak by category", _fig(data, layout))
+
+
 def all_charts(a: Analysis) -> list[Chart]:
     """Every chart that has data, in report order."""
-    builders = (step_time, phases, gpu_breakdown, overlap, lateness, data_and_syncs, idle_causes, kernels)
+    builders = (
+        step_time,
+        phases,
+        gpu_breakdown,
+        overlap,
+        lateness,
+        data_and_syncs,
+        idle_causes,
+        kernels,
+        memory_timeline,
+        memory_categories,
+    )
     return [c for c in (b(a) for b in builders) if c is not None]

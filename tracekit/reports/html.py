@@ -142,7 +142,13 @@ def _sections(a: Analysis, charts: dict[str, figures.Chart]) -> list[_Section]:
         ),
         _Section("idle", "GPU idle by cause", "Idle", chart("idle"), pick("idle")),
         _Section("kernels", "Top kernels", "Kernels", chart("kernels"), pick("kernels")),
-        _Section("memory", "Memory", "Memory", tables=pick("memory_findings", "memory", "memory_categories")),
+        _Section(
+            "memory",
+            "Memory",
+            "Memory",
+            chart("memory_timeline", "memory_categories"),
+            pick("memory_findings", "memory", "memory_categories"),
+        ),
     ]
     if a.capture is not None:
         sections.append(

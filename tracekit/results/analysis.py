@@ -25,6 +25,7 @@ from tracekit.results.rows import (  # noqa: TC001  (msgspec reads annotations a
     LatenessCell,
     MemoryCategoryRow,
     MemoryRow,
+    MemorySample,
     OverlapRow,
     PhaseRow,
     PhaseStepRow,
@@ -304,6 +305,8 @@ class MemorySection(Struct, frozen=True, kw_only=True):
     #: the worst rank's peak allocated over the median rank's (1.0 when balanced)
     imbalance: float | None = None
     findings: list[MemoryFinding] = msgspec.field(default_factory=list)
+    #: each rank's counters downsampled for a chart (at most 256 points per rank and device)
+    timeline: list[MemorySample] = msgspec.field(default_factory=list)
 
 
 class WorkSection(Struct, frozen=True, kw_only=True):

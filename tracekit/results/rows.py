@@ -293,6 +293,18 @@ class MemoryRow(Row, frozen=True, kw_only=True):
     peak_op: str | None = None
 
 
+class MemorySample(Row, frozen=True, kw_only=True):
+    """One point of a rank's memory timeline, downsampled for charts (the largest value of its
+    stretch, so no peak is lost)."""
+
+    rank: int
+    device_type: str | None
+    device: int | None
+    time_ns: int
+    allocated_bytes: int | None
+    reserved_bytes: int | None
+
+
 class MemoryCategoryRow(Row, frozen=True, kw_only=True):
     """One category of a rank's categorized memory timeline (``export_memory_timeline``)."""
 
