@@ -340,8 +340,9 @@ class Profiler:
 
     def _memory(self) -> dict[str, Any]:
         """Peaks (device: since the measured steps began; RSS: the whole process) and memory now."""
-        host: dict[str, Any] = {"peak_rss_bytes": memory.peak_rss_bytes()}
         rss = memory.current_rss_bytes()
+        # ru_maxrss follows the resident set lazily: the peak is at least what is resident now
+        host: dict[str, Any] = {"peak_rss_bytes": max(memory.peak_rss_bytes(), rss or 0)}
         if rss is not None:
             host["rss_bytes"] = rss
         if self._cuda:
