@@ -61,6 +61,7 @@ def test_the_resident_set_grows_with_what_the_process_touches() -> None:
 
 def test_no_proc_means_no_resident_set(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setattr(memory, "_STATM", str(tmp_path / "missing"))
+    monkeypatch.setattr(memory, "_statm_fd", {})
     assert memory.current_rss_bytes() is None
     assert memory.sample(cuda=False) == {}
 
@@ -88,3 +89,19 @@ def test_memory_files_are_captures_own() -> None:
         assert files.is_own_output(name), name
     assert not files.is_own_output("memory_snapshot.pickle")
     assert not files.is_own_output("my_timeline.raw.json.gz")
+
+
+def test_a_forked_child_reads_its_own_resident_set() -> None:
+    assert memory.current_rss_bytes() is not None  # the parent's file is open now
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child grows by 64 MiB: its reading must show it, not the parent's
+        try:
+            before = memory.current_rss_bytes() or 0
+            block = b"x" * (64 * 2**20)
+            grew = (memory.current_rss_bytes() or 0) - before > 48 * 2**20 and len(block) > 0
+            os.write(write, b"1" if grew else b"0")
+        finally:
+            os._exit(0)
+    os.waitpid(pid, 0)
+    assert os.read(read, 1) == b"1"

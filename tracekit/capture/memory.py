@@ -39,13 +39,22 @@ _PAGE: Final = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 SNAPSHOT_MAX_ENTRIES: Final = 100_000
 
 
+#: The open ``/proc/self/statm`` of this process, by pid (a forked child opens its own).
+_statm_fd: dict[int, int] = {}
+
+
 def current_rss_bytes() -> int | None:
-    """The process's resident set size now (``/proc/self/statm``), or None without ``/proc``."""
+    """The process's resident set size now (``/proc/self/statm``), or None without ``/proc``.
+
+    The file stays open: a read is about 1.5 us, against 10 to open it each time.
+    """
     try:
-        with open(_STATM, "rb") as f:
-            fields = f.read().split()
-        return int(fields[1]) * _PAGE
-    except (OSError, IndexError, ValueError):
+        pid = os.getpid()
+        fd = _statm_fd.get(pid)
+        if fd is None:
+            fd = _statm_fd[pid] = os.open(_STATM, os.O_RDONLY | os.O_CLOEXEC)
+        return int(os.pread(fd, 128, 0).split()[1]) * _PAGE
+    except (OSError, IndexError, ValueError, AttributeError):  # AttributeError: no os.pread
         return None
 
 
