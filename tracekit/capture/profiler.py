@@ -212,9 +212,8 @@ class Profiler:
             self._history = False
             try:
                 memory.dump_snapshot(self.out_dir / files.memory_snapshot_name(self.rank))
-            except Exception:
-                if exc_type is None:
-                    raise
+            except Exception as error:  # after an error, that error is the one to report
+                self.notes.append(f"rank {self.rank}: no memory snapshot ({type(error).__name__}: {error})")
         if exc_type is None:
             self._finish()
 
