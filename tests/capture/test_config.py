@@ -25,6 +25,15 @@ def test_file_then_overrides_with_sections_and_json_values(tmp_path: Path) -> No
     assert to_dict(config)["profiler"]["active"] == 2
 
 
+def test_memory_flags_are_bare_flags() -> None:
+    config = load_config(None, parse_overrides(["--memory-snapshot", "--memory-timeline", "--nproc", "2"]))
+    assert (config.memory_snapshot, config.memory_timeline, config.nproc) == (True, True, 2)
+    assert config.memory_saved_tensors
+    default = load_config(None)
+    assert not default.memory_snapshot and not default.memory_timeline
+    assert not load_config(None, parse_overrides(["--memory_saved_tensors=false"])).memory_saved_tensors
+
+
 def test_bare_flag_and_stray_words() -> None:
     assert parse_overrides(["--nsys", "--out_dir", "x"]) == {"nsys": "true", "out_dir": "x"}
     with pytest.raises(InputError, match="unexpected argument"):

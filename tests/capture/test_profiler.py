@@ -41,12 +41,23 @@ def test_user_loop_writes_trace_phases_and_summary(tmp_path: Path) -> None:
         assert sum(step["phases_ns"].values()) == step["step_ns"]
         assert step["phases_ns"]["forward"] >= 4_000_000
         assert set(step["phases_ns"]) >= {"dataload_wait", "forward", "backward", "optim_step", "device_sync", "other"}
-    assert phases["memory"]["peak_rss_bytes"] > 0
+    assert phases["memory"]["peak_rss_bytes"] >= phases["memory"]["rss_bytes"] > 0
+    for step in phases["steps"]:  # memory around every phase; the phases' changes and other's make the step's
+        assert set(step["phase_memory"]) == set(step["phases_ns"]) - {"other"}
+        for m in step["phase_memory"].values():
+            assert m["delta"]["rss_bytes"] == m["end"]["rss_bytes"] - m["start"]["rss_bytes"]
+        assert step["memory_end"]["rss_bytes"] == step["phase_memory"]["device_sync"]["end"]["rss_bytes"]
+        assert step["saved_tensor_bytes"] == 4 * 8 * 4  # Linear saves its input, not its weight
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert sum(p["share_pct"] for p in summary["phases"]) == pytest.approx(100)
     with gzip.open(tmp_path / "rank0.pt.trace.json.gz", "rt") as f:
         names = {e.get("name") for e in json.load(f)["traceEvents"]}
     assert {"tracekit.phase/forward", "tracekit.phase/dataload_wait", "ProfilerStep#2", "ProfilerStep#3"} <= names
+    rank = summary["per_rank"][0]
+    assert rank["phase_memory_measure"] == "rss_bytes" and rank["saved_tensor_bytes_mean"] == 128
+    assert sum(rank["phase_memory_deltas"].values()) == pytest.approx(rank["step_memory_change_bytes"])
+    assert any("allocator snapshot are CUDA-only" in n for n in summary["notes"])
+    assert not list(tmp_path.glob("memory_*"))  # neither asked for
     run = load_run([tmp_path])
     assert run.rank_ids == [0]
     assert not list(tmp_path.glob(".*.tmp"))  # atomic writes leave no temporary file
@@ -61,4 +72,141 @@ def test_an_exception_inside_the_loop_propagates_and_writes_no_phase_file(tmp_pa
         prof.phase("forward"),
     ):
         raise ValueError("boom")
+    assert not (tmp_path / "phases.rank0.json").exists()
+
+
+def test_saved_tensors_are_counted_in_forward_of_measured_steps_only(tmp_path: Path) -> None:
+    from tracekit.capture import Profiler
+
+    weight = torch.randn(64, requires_grad=True)
+    held = []
+    with Profiler(tmp_path, warmup_steps=1, measured_steps=2, wait=0, warmup=1, active=1, nvtx=False) as prof:
+        while True:
+            with prof.phase("forward"):
+                loss = (weight * torch.randn(16, 64)).sin().sum()  # saves the input and the product: 2 x 4 KiB
+            with prof.phase("h2d"):
+                held.append((weight * torch.randn(1024, 64)).exp())  # saves 256 KiB, outside forward
+            with prof.phase("backward"):
+                loss.backward()
+            if not prof.step():
+                break
+    steps = json.loads((tmp_path / "phases.rank0.json").read_text())["steps"]
+    assert [s["saved_tensor_bytes"] for s in steps] == [2 * 16 * 64 * 4] * 2
+
+
+def test_memory_timeline_beside_the_trace_and_no_snapshot_on_cpu(tmp_path: Path) -> None:
+    from tracekit.capture import Profiler
+
+    model = torch.nn.Linear(32, 4)
+    with Profiler(
+        tmp_path,
+        warmup_steps=0,
+        measured_steps=3,
+        wait=0,
+        warmup=1,
+        active=2,
+        memory_timeline=True,
+        memory_snapshot=True,
+    ) as prof:
+        assert prof.options == {"record_shapes": True, "profile_memory": True, "with_stack": True}
+        while True:
+            with prof.phase("forward"):
+                loss = model(torch.randn(8, 32)).sum()
+            with prof.phase("backward"):
+                loss.backward()
+            if not prof.step():
+                break
+    with gzip.open(tmp_path / "memory_timeline.rank0.raw.json.gz", "rt") as f:
+        rows = json.load(f)
+    assert rows and all(len(row) == 4 for row in rows)
+    assert not list(tmp_path.glob("*.pickle")) and not list(tmp_path.glob(".*"))
+    notes = json.loads((tmp_path / "summary.json").read_text())["notes"]
+    assert "memory_snapshot: the allocator snapshot is CUDA-only; none was written on CPU" in notes
+    assert any(n.startswith("memory_timeline turned on record_shapes, profile_memory, with_stack") for n in notes)
+
+
+@pytest.fixture
+def fake_cuda(monkeypatch: pytest.MonkeyPatch) -> tuple[list[object], list[int]]:
+    """CUDA with the allocator faked (no GPU here): the calls made, the bytes allocated."""
+    import pickle
+
+    calls: list[object] = []
+    allocated = [0]
+
+    def dump(path: str) -> None:
+        calls.append("dump")
+        with open(path, "wb") as f:
+            pickle.dump({"segments": [], "device_traces": []}, f)
+
+    fakes = {
+        "is_available": lambda: True,
+        "synchronize": lambda *a, **k: None,
+        "current_device": lambda: 0,
+        "memory_allocated": lambda *a: allocated[0],
+        "memory_reserved": lambda *a: 2 * allocated[0],
+        "max_memory_allocated": lambda *a: 999,
+        "max_memory_reserved": lambda *a: 1999,
+        "reset_peak_memory_stats": lambda *a: calls.append("reset"),
+    }
+    for name, fake in fakes.items():
+        monkeypatch.setattr(torch.cuda, name, fake)
+    monkeypatch.setattr(torch.cuda.memory, "_record_memory_history", lambda *a, **k: calls.append(k))
+    monkeypatch.setattr(torch.cuda.memory, "_dump_snapshot", dump)
+    return calls, allocated
+
+
+def test_on_cuda_peaks_reset_where_measured_steps_begin_and_the_snapshot_is_written(
+    tmp_path: Path, fake_cuda: tuple[list[object], list[int]]
+) -> None:
+    """Device memory at phase boundaries, peaks reset and the allocator's history started
+    after the warm-up, its snapshot written atomically at the end and the history stopped."""
+    import pickle
+
+    from tracekit.capture import Profiler
+
+    calls, allocated = fake_cuda
+    with Profiler(
+        tmp_path, warmup_steps=1, measured_steps=2, wait=0, warmup=1, active=1, memory_snapshot=True, nvtx=False
+    ) as prof:
+        while True:
+            calls.append(f"step {prof._step}")
+            with prof.phase("forward"):
+                allocated[0] += 100
+            with prof.phase("backward"):
+                allocated[0] -= 60
+            if not prof.step():
+                break
+    assert calls == ["step 0", "reset", {"max_entries": 100_000}, "step 1", "step 2", "dump", {"enabled": None}]
+    with (tmp_path / "memory_snapshot.rank0.pickle").open("rb") as f:
+        assert pickle.load(f)["segments"] == []
+    assert not list(tmp_path.glob(".*"))
+    record = json.loads((tmp_path / "phases.rank0.json").read_text())
+    assert record["notes"] == []  # nothing left unrecorded
+    memory = record["memory"]
+    assert (memory["device"], memory["scope"]) == ("cuda", "measured steps")
+    assert (memory["peak_allocated_bytes"], memory["peak_reserved_bytes"]) == (999, 1999)
+    assert (memory["allocated_bytes"], memory["reserved_bytes"]) == (120, 240)
+    step = record["steps"][0]
+    assert step["memory_start"] == {"allocated_bytes": 40, "reserved_bytes": 80}
+    assert step["phase_memory"]["forward"]["delta"] == {"allocated_bytes": 100, "reserved_bytes": 200}
+    assert step["phase_memory"]["backward"]["delta"] == {"allocated_bytes": -60, "reserved_bytes": -120}
+    rank = json.loads((tmp_path / "summary.json").read_text())["per_rank"][0]
+    assert rank["phase_memory_measure"] == "allocated_bytes"
+    assert rank["phase_memory_deltas"] == {"forward": 100, "backward": -60, "device_sync": 0, "other": 0}
+    assert rank["phase_reserved_deltas"]["forward"] == 200 and rank["step_memory_change_bytes"] == 40
+
+
+def test_a_failing_step_still_leaves_the_snapshot(tmp_path: Path, fake_cuda: tuple[list[object], list[int]]) -> None:
+    """An out-of-memory is when the allocator's snapshot matters most."""
+    from tracekit.capture import Profiler
+
+    calls, _ = fake_cuda
+    with (
+        pytest.raises(MemoryError),
+        Profiler(tmp_path, warmup_steps=0, measured_steps=3, wait=0, warmup=1, active=1, memory_snapshot=True) as prof,
+        prof.phase("forward"),
+    ):
+        raise MemoryError("CUDA out of memory")
+    assert calls == ["reset", {"max_entries": 100_000}, "dump", {"enabled": None}]
+    assert (tmp_path / "memory_snapshot.rank0.pickle").exists()
     assert not (tmp_path / "phases.rank0.json").exists()

@@ -7,9 +7,16 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from tracekit.capture.summary import PhaseRecord, StepRecord, read_phase_files, summarize, write_summary
+from tracekit.capture.summary import (
+    PhaseMemoryRecord,
+    PhaseRecord,
+    StepRecord,
+    read_phase_files,
+    summarize,
+    write_summary,
+)
 from tracekit.errors import InputError
-from tracekit.results.capture import CAPTURE_SCHEMA_VERSION, load_capture_summary
+from tracekit.results.capture import CAPTURE_SCHEMA_VERSION, Memory, load_capture_summary
 from tracekit.results.thresholds import STRAGGLER_MIN_SHARE
 
 if TYPE_CHECKING:
@@ -96,3 +103,100 @@ def test_a_malformed_phase_file_names_the_file(tmp_path: Path) -> None:
     (tmp_path / "phases.rank0.json").write_text('{"rank": "zero"}')
     with pytest.raises(InputError, match=r"phases\.rank0\.json: unreadable phase timings"):
         read_phase_files(tmp_path)
+
+
+def memory_step(step: int, start: int, phases: dict[str, tuple[int, int]], end: int, **extra: int) -> StepRecord:
+    """A step whose memory is ``start`` at its beginning and ``end`` at its end; each phase
+    runs from its first value to its second (rss_bytes, as on CPU)."""
+    return StepRecord(
+        step=step,
+        step_ns=10 * len(phases),
+        phases_ns=dict.fromkeys([*phases, "other"], 10),
+        memory_start={"rss_bytes": start},
+        memory_end={"rss_bytes": end},
+        phase_memory={
+            n: PhaseMemoryRecord(start={"rss_bytes": a}, end={"rss_bytes": b}, delta={"rss_bytes": b - a})
+            for n, (a, b) in phases.items()
+        },
+        **extra,
+    )
+
+
+def test_phase_memory_deltas_add_up_to_the_step_change_with_other_as_the_rest() -> None:
+    # step 1: forward adds 100, backward frees 60, 5 more appear between phases: 1000 -> 1045
+    # step 2: forward adds 120, backward frees 100, 0 between phases: 1045 -> 1065
+    rank0 = PhaseRecord(
+        rank=0,
+        steps=[
+            memory_step(1, 1000, {"forward": (1000, 1100), "backward": (1102, 1042)}, 1045, saved_tensor_bytes=90),
+            memory_step(2, 1045, {"forward": (1045, 1165), "backward": (1165, 1065)}, 1065, saved_tensor_bytes=110),
+        ],
+        memory=Memory(device="cpu", peak_rss_bytes=2000, rss_bytes=1065),
+        notes=["memory on CPU: the allocator snapshot is CUDA-only"],
+    )
+    rank1 = PhaseRecord(
+        rank=1,
+        steps=[memory_step(1, 0, {"forward": (0, 300), "backward": (300, 0)}, 0)],
+        memory=Memory(device="cpu", peak_rss_bytes=3000),
+        notes=["memory on CPU: the allocator snapshot is CUDA-only", "rank 1: no memory timeline"],
+    )
+    s = summarize([rank0, rank1], notes=["given"])
+    r0, r1 = s.per_rank
+    assert r0.phase_memory_measure == "rss_bytes"
+    assert r0.phase_memory_deltas == {"forward": 110, "backward": -80, "other": 2.5}
+    assert r0.step_memory_change_bytes == 32.5
+    assert sum(r0.phase_memory_deltas.values()) == pytest.approx(r0.step_memory_change_bytes)
+    assert (r0.saved_tensor_bytes_mean, r0.saved_tensor_bytes_max) == (100, 110)
+    assert r0.phase_reserved_deltas == {} and r0.memory.rss_bytes == 1065
+    assert r1.phase_memory_deltas == {"forward": 300, "backward": -300, "other": 0}
+    assert r1.saved_tensor_bytes_mean is None
+    phases = {p.phase: p for p in s.memory_phases}
+    assert [p.phase for p in s.memory_phases] == ["forward", "backward", "other"]
+    assert phases["forward"].delta_bytes_mean == 205 and (
+        phases["forward"].max_rank,
+        phases["forward"].delta_bytes_max,
+    ) == (1, 300)
+    assert phases["backward"].delta_bytes_mean == -190 and phases["other"].delta_bytes_mean == 1.25
+    memory = s.memory
+    assert memory is not None
+    assert sum(p.delta_bytes_mean for p in s.memory_phases) == pytest.approx(memory.step_memory_change_bytes_mean)
+    assert (memory.worst_rank, memory.peak_rss_bytes, memory.peak_allocated_bytes) == (1, 3000, None)
+    assert memory.worst_rank_by == "peak RSS (whole process)" and memory.device == "cpu"
+    assert (memory.saved_tensor_bytes_mean, memory.saved_tensor_bytes_max) == (100, 110)
+    # every rank's notes once, after the given ones
+    assert s.notes == ["given", "memory on CPU: the allocator snapshot is CUDA-only", "rank 1: no memory timeline"]
+
+
+def test_device_memory_deltas_and_reserved_on_cuda() -> None:
+    def sample(allocated: int, reserved: int) -> dict[str, int]:
+        return {"allocated_bytes": allocated, "reserved_bytes": reserved}
+
+    step = StepRecord(
+        step=3,
+        step_ns=30,
+        phases_ns={"forward": 10, "backward": 10, "device_sync": 5, "other": 5},
+        memory_start=sample(100, 200),
+        memory_end=sample(110, 400),
+        phase_memory={
+            # forward twice (gradient accumulation): first start, last end, changes summed
+            "forward": PhaseMemoryRecord(start=sample(100, 200), end=sample(190, 400), delta=sample(140, 200)),
+            "backward": PhaseMemoryRecord(start=sample(150, 300), end=sample(110, 400), delta=sample(-130, 0)),
+            "device_sync": PhaseMemoryRecord(start=sample(110, 400), end=sample(110, 400), delta=sample(0, 0)),
+        },
+    )
+    memory = Memory(device="cuda", peak_allocated_bytes=500, peak_reserved_bytes=800, scope="measured steps")
+    s = summarize([PhaseRecord(rank=0, steps=[step], memory=memory)])
+    r = s.per_rank[0]
+    assert r.phase_memory_measure == "allocated_bytes"
+    assert r.phase_memory_deltas == {"forward": 140, "backward": -130, "device_sync": 0, "other": 0}
+    assert r.phase_reserved_deltas == {"forward": 200, "backward": 0, "device_sync": 0, "other": 0}
+    assert r.step_memory_change_bytes == 10
+    assert s.memory_phases[0].reserved_delta_bytes_mean == 200
+    assert s.memory is not None and s.memory.peak_reserved_bytes == 800
+    assert s.memory.worst_rank_by == "peak device memory allocated in the measured steps"
+
+
+def test_phase_files_without_memory_summarize_as_before() -> None:
+    s = summarize([record(0, [{"forward": 10, "other": 0}])])
+    assert s.memory is None and s.memory_phases == []
+    assert s.per_rank[0].phase_memory_deltas == {} and s.per_rank[0].step_memory_change_bytes is None

@@ -7,7 +7,15 @@ import msgspec
 from tests.results.test_capture import small_summary
 from tracekit.reports import tables
 from tracekit.reports.capture_tables import capture_tables, render_capture_summary
-from tracekit.results.capture import CaptureSummary, RankPhases, StepStats, Throughput
+from tracekit.results.capture import (
+    CaptureSummary,
+    Memory,
+    MemorySummary,
+    PhaseMemory,
+    RankPhases,
+    StepStats,
+    Throughput,
+)
 
 
 def test_phase_rows_end_with_the_step_row() -> None:
@@ -121,3 +129,68 @@ def test_terminal_text_shows_every_table() -> None:
         "a note",
     ):
         assert expected in text
+
+
+def with_memory() -> CaptureSummary:
+    """The small summary with memory per phase: rank 1 on a GPU, its forward adds 512 MiB."""
+    s = small_summary()
+    mib = 2**20
+    gpu = Memory(device="cuda", peak_allocated_bytes=2**30, peak_reserved_bytes=2**31, rss_bytes=900 * mib)
+    ranks = [
+        msgspec.structs.replace(
+            s.per_rank[0],
+            memory=Memory(device="cuda", peak_allocated_bytes=2**29, peak_reserved_bytes=2**30, rss_bytes=800 * mib),
+            phase_memory_measure="allocated_bytes",
+            phase_memory_deltas={"forward": 256 * mib, "backward": -256 * mib},
+            step_memory_change_bytes=0.0,
+            saved_tensor_bytes_mean=200 * mib,
+        ),
+        msgspec.structs.replace(
+            s.per_rank[1],
+            memory=gpu,
+            phase_memory_measure="allocated_bytes",
+            phase_memory_deltas={"forward": 512 * mib, "backward": -500 * mib},
+            step_memory_change_bytes=12 * mib,
+            saved_tensor_bytes_mean=400 * mib,
+            saved_tensor_bytes_max=410 * mib,
+        ),
+    ]
+    return msgspec.structs.replace(
+        s,
+        per_rank=ranks,
+        memory=MemorySummary(
+            device="cuda",
+            worst_rank=1,
+            worst_rank_by="peak device memory allocated in the measured steps",
+            peak_allocated_bytes=2**30,
+            peak_reserved_bytes=2**31,
+            phase_memory_measure="allocated_bytes",
+            step_memory_change_bytes_mean=6 * mib,
+            saved_tensor_bytes_mean=300 * mib,
+            saved_tensor_bytes_max=410 * mib,
+        ),
+        memory_phases=[
+            PhaseMemory(phase="forward", delta_bytes_mean=384 * mib),
+            PhaseMemory(phase="backward", delta_bytes_mean=-378 * mib),
+        ],
+    )
+
+
+def test_memory_columns_and_rows_when_the_summary_has_memory() -> None:
+    phases, ranks, facts = capture_tables(with_memory())
+    assert phases.columns[-1] == "memory change"
+    assert [(r[0], r[-1]) for r in phases.rows] == [
+        ("forward", "+384.0 MiB"),
+        ("backward", "-378.0 MiB"),
+        ("step", "+6.0 MiB"),
+    ]
+    assert "device memory allocated" in phases.caption
+    assert ranks.columns[3:] == ("peak memory", "peak reserved", "memory change/step", "forward saved", "RSS (peak)")
+    assert ranks.rows[1][3:] == ("1,024 MiB allocated", "2,048.0 MiB", "+12.0 MiB", "400.0 MiB", "900.0 MiB (-)")
+    rows = dict(facts.rows)
+    assert rows["peak memory"] == (
+        "rank 1 has the highest peak device memory allocated in the measured steps; largest over ranks: "
+        "1,024.0 MiB allocated, 2,048.0 MiB reserved"
+    )
+    assert rows["forward saves"] == "300.0 MiB per step, mean over ranks; at most 410.0 MiB"
+    assert facts.rows[-1] == ("note", "a note")  # notes stay last

@@ -104,6 +104,11 @@ def test_committed_samples_load_and_write_back_the_same(name: str) -> None:
     # every key of the 1.0 file comes back with the same value
     written = json.loads(dump_capture_summary(summary))
     written["throughput"].pop("straggler_min_share")
+    assert (written.pop("memory"), written.pop("memory_phases")) == (None, [])  # added in 1.2
+    added = ("phase_memory_measure", "phase_memory_deltas", "phase_reserved_deltas", "step_memory_change_bytes")
+    added += ("saved_tensor_bytes_mean", "saved_tensor_bytes_max")
+    for rank in written["per_rank"]:
+        assert not any(rank.pop(k) for k in added)  # None or {}
     assert written == json.loads(path.read_text())
 
 

@@ -64,6 +64,15 @@ class CaptureConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     nvtx: bool = True
     #: Also record with Nsight Systems (needs nsys and a GPU).
     nsys: bool = False
+    #: Write the profiler's categorized memory timeline per rank beside its trace
+    #: (``memory_timeline.rank{r}.raw.json.gz``); turns on the profiler's ``record_shapes``,
+    #: ``profile_memory`` and ``with_stack``, which it needs.
+    memory_timeline: bool = False
+    #: Record the CUDA allocator's history over the measured steps and write its snapshot per
+    #: rank (``memory_snapshot.rank{r}.pickle``); CUDA only (on CPU a note says so).
+    memory_snapshot: bool = False
+    #: Count the bytes autograd saves in forward (a saved-tensors hook inside forward).
+    memory_saved_tensors: bool = True
     #: Port of the rendezvous; 0 picks a free one.
     main_process_port: int = 0
     #: Seconds the whole run (start-up included) may take; then every process of it is

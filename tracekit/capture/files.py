@@ -21,7 +21,8 @@ LOG = "capture.log"
 #: other entry of an earlier capture's folder is the user's and is kept.
 _OWN: Final = re.compile(
     r"^(summary\.json|capture_config\.json|capture\.(log|nsys-rep|qdrep|qdstrm|sqlite)"
-    r"|rank\d+\.pt\.trace\.json\.gz|phases\.rank\d+\.json|cycle\d+|\.rank\d+\..+|\..+\.\d+\.tmp)$"
+    r"|rank\d+\.pt\.trace\.json\.gz|phases\.rank\d+\.json|cycle\d+|\.rank\d+\..+|\..+\.\d+\.tmp"
+    r"|\.?memory_timeline\.rank\d+(\.\d+)?\.raw\.json\.gz|memory_snapshot\.rank\d+\.pickle)$"
 )
 
 
@@ -38,6 +39,16 @@ def trace_name(rank: int) -> str:
 def phases_name(rank: int) -> str:
     """The per-step phase timings of one rank."""
     return f"phases.rank{rank}.json"
+
+
+def memory_timeline_name(rank: int) -> str:
+    """The profiler's categorized memory timeline of one rank (raw rows, gzipped JSON)."""
+    return f"memory_timeline.rank{rank}.raw.json.gz"
+
+
+def memory_snapshot_name(rank: int) -> str:
+    """The CUDA allocator's snapshot of one rank (``torch.cuda.memory._dump_snapshot``)."""
+    return f"memory_snapshot.rank{rank}.pickle"
 
 
 def error_name(rank: int) -> str:

@@ -20,20 +20,27 @@ Each phase is an NVTX range (domain ``tracekit``, visible to Nsight Systems) and
 ``record_function`` named ``tracekit.phase/<name>`` (visible in the Kineto trace). Host
 time of each phase is measured per step; the device is synchronized only at step
 boundaries, so the wait for the GPU at the end of a step is its own part, ``device_sync``.
+
+Memory is sampled at every phase boundary of every step (device memory allocated and
+reserved on CUDA, the process's resident set on CPU: :mod:`tracekit.capture.memory`), so
+what each phase adds or frees is measured; what changes outside every phase is ``other``'s.
+Autograd's saved tensors are counted during ``forward`` of measured steps (the activation
+proxy), and the device's peak statistics are reset where the measured steps begin. Optionally
+the profiler's categorized memory timeline (``memory_timeline``) and the CUDA allocator's
+snapshot over the measured steps (``memory_snapshot``) are written beside the trace.
+Phases do not nest: a phase inside another counts its time and memory twice.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-import resource
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from tracekit.capture import files
+from tracekit.capture import files, memory
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Iterator
@@ -56,6 +63,29 @@ class _StepRecord:
     start_ns: int
     phases: dict[str, int] = field(default_factory=dict)
     nvtx_range: Any = None
+    memory_start: dict[str, int] = field(default_factory=dict)
+    memory_end: dict[str, int] = field(default_factory=dict)
+    #: Per phase: memory at its first start, at its last end, and the sum of its changes.
+    phase_memory: dict[str, dict[str, dict[str, int]]] = field(default_factory=dict)
+    #: The largest of the step's forward passes (several with gradient accumulation).
+    saved_tensor_bytes: int | None = None
+
+    def add_memory(self, name: str, start: dict[str, int], end: dict[str, int]) -> None:
+        change = memory.delta(start, end)
+        entry = self.phase_memory.get(name)
+        if entry is None:
+            self.phase_memory[name] = {"start": start, "end": end, "delta": change}
+        else:
+            entry["end"] = end
+            entry["delta"] = {k: entry["delta"].get(k, 0) + v for k, v in change.items()}
+
+    def as_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"step": self.step, "step_ns": sum(self.phases.values()), "phases_ns": self.phases}
+        if self.memory_start and self.memory_end:
+            out |= {"memory_start": self.memory_start, "memory_end": self.memory_end, "phase_memory": self.phase_memory}
+        if self.saved_tensor_bytes is not None:
+            out["saved_tensor_bytes"] = self.saved_tensor_bytes
+        return out
 
 
 def _dist() -> tuple[int, int]:
@@ -72,10 +102,14 @@ SUMMARY_EXTRA_KEYS = frozenset({"config", "environment", "notes"})
 
 class Profiler:
     """Profile one rank: torch.profiler on a schedule, NVTX + record_function phases,
-    host phase timings per step, peak memory, and files other tracekit tools read.
+    host phase timings and memory per step, peak memory, and files other tracekit tools read.
 
     Writes ``rank{r}.pt.trace.json.gz`` and ``phases.rank{r}.json`` into ``out_dir``;
     rank 0 writes ``summary.json`` once every rank has finished (``write_summary``).
+    ``memory_timeline`` also writes ``memory_timeline.rank{r}.raw.json.gz`` beside each trace
+    (it turns on ``record_shapes``, ``profile_memory`` and ``with_stack``, which it needs);
+    ``memory_snapshot`` writes ``memory_snapshot.rank{r}.pickle`` (CUDA only; on CPU a note
+    says so). ``saved_tensors=False`` leaves autograd's saved-tensor hooks out of forward.
     """
 
     def __init__(
@@ -91,6 +125,9 @@ class Profiler:
         record_shapes: bool = False,
         profile_memory: bool = False,
         with_stack: bool = False,
+        memory_timeline: bool = False,
+        memory_snapshot: bool = False,
+        saved_tensors: bool = True,
         nvtx: bool = True,
         cuda_profiler_range: bool = False,
         samples_per_step: int | None = None,
@@ -103,6 +140,19 @@ class Profiler:
         self.measured_steps = measured_steps
         self.schedule = (wait, warmup, active, repeat)
         self.options = {"record_shapes": record_shapes, "profile_memory": profile_memory, "with_stack": with_stack}
+        self.memory_timeline = memory_timeline
+        self.memory_snapshot = memory_snapshot
+        #: Remarks for summary.json: what this rank could not record, or recorded differently.
+        self.notes: list[str] = []
+        if memory_timeline:
+            needed = [k for k, on in self.options.items() if not on]
+            self.options = dict.fromkeys(self.options, True)
+            if needed:
+                self.notes.append(
+                    "memory_timeline turned on " + ", ".join(needed) + " (export_memory_timeline needs them): "
+                    "the traced steps carry their host overhead"
+                )
+        self._saved = memory.SavedTensors() if saved_tensors else None
         self.nvtx = nvtx
         self.cuda_profiler_range = cuda_profiler_range
         self.samples_per_step = samples_per_step
@@ -121,8 +171,8 @@ class Profiler:
         self._cycle = 0
         self._cuda = False
         self._nvtx_domain: Any = None
-        self._peak: dict[str, int] = {}
         self._profiling_cuda_range = False
+        self._history = False  # recording the CUDA allocator's history for the snapshot
 
     # -- lifecycle ---------------------------------------------------------------
     def __enter__(self) -> Profiler:
@@ -132,6 +182,7 @@ class Profiler:
         self.rank, self.world_size = _dist()
         self.out_dir.mkdir(parents=True, exist_ok=True)
         self._cuda = torch.cuda.is_available()
+        self.notes.extend(_memory_notes(cuda=self._cuda, snapshot=self.memory_snapshot))
         activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if self._cuda else [])
         wait, warmup, active, repeat = self.schedule
         self._torch_profiler = profile(
@@ -145,6 +196,8 @@ class Profiler:
         if self.nvtx:
             self._nvtx_domain = _nvtx_domain()
         self._torch_profiler.__enter__()
+        if self.warmup_steps == 0:
+            self._start_measured()
         self._begin_step()
         return self
 
@@ -155,6 +208,12 @@ class Profiler:
         self._current = None  # a step left open by an exception is not recorded
         self._set_cuda_range(False)
         self._torch_profiler.__exit__(exc_type, exc, tb)
+        if self._history:  # also after an error: a snapshot is what explains an out-of-memory
+            self._history = False
+            try:
+                memory.dump_snapshot(self.out_dir / files.memory_snapshot_name(self.rank))
+            except Exception as error:  # after an error, that error is the one to report
+                self.notes.append(f"rank {self.rank}: no memory snapshot ({type(error).__name__}: {error})")
         if exc_type is None:
             self._finish()
 
@@ -166,17 +225,24 @@ class Profiler:
 
         if self.progress is not None:
             self.progress(self._step, name)
+        record = self._current
+        saved = self._saved if name == "forward" and self._step >= self.warmup_steps else None
+        counting = saved.counting() if saved is not None else contextlib.nullcontext()
+        memory_start = memory.sample(self._cuda) if record is not None else {}
         nvtx_range = self._nvtx_domain.start_range(message=name) if self._nvtx_domain is not None else None
         start = time.perf_counter_ns()
         try:
-            with record_function(PHASE_PREFIX + name):
+            with record_function(PHASE_PREFIX + name), counting:
                 yield
         finally:
             elapsed = time.perf_counter_ns() - start
             if nvtx_range is not None:
                 self._nvtx_domain.end_range(nvtx_range)
-            if self._current is not None:
-                self._current.phases[name] = self._current.phases.get(name, 0) + elapsed
+            if record is not None and record is self._current:
+                record.phases[name] = record.phases.get(name, 0) + elapsed
+                record.add_memory(name, memory_start, memory.sample(self._cuda))
+                if saved is not None:
+                    record.saved_tensor_bytes = max(record.saved_tensor_bytes or 0, saved.bytes)
 
     def loader(self, iterable: Iterable[T]) -> Iterator[T]:
         """Iterate ``iterable`` (a DataLoader), timing each fetch as ``dataload_wait``."""
@@ -200,10 +266,13 @@ class Profiler:
         Returns False once all warmup and measured steps have run.
         """
         if self._current is not None:
+            before = memory.sample(self._cuda)
             sync_start = time.perf_counter_ns()
             self._synchronize()
             now = time.perf_counter_ns()
             record = self._current
+            record.memory_end = memory.sample(self._cuda)
+            record.add_memory(DEVICE_SYNC, before, record.memory_end)
             record.phases[DEVICE_SYNC] = now - sync_start
             record.phases[OTHER] = max(0, now - record.start_ns - sum(record.phases.values()))
             self._end_step_range(record)
@@ -212,7 +281,7 @@ class Profiler:
         self._step += 1
         self._torch_profiler.step()
         if self._step == self.warmup_steps:
-            self._reset_peak_memory()
+            self._start_measured()
         self._set_cuda_range(self._in_active_window())
         if self.done:
             self._current = None
@@ -224,7 +293,10 @@ class Profiler:
     def _begin_step(self) -> None:
         # an NVTX range per step (Nsight Systems has no ProfilerStep#N): read back as a step
         nvtx_range = self._nvtx_domain.start_range(message=f"step#{self._step}") if self._nvtx_domain else None
-        self._current = _StepRecord(step=self._step, start_ns=time.perf_counter_ns(), nvtx_range=nvtx_range)
+        memory_start = memory.sample(self._cuda)
+        self._current = _StepRecord(
+            step=self._step, start_ns=time.perf_counter_ns(), nvtx_range=nvtx_range, memory_start=memory_start
+        )
 
     def _end_step_range(self, record: _StepRecord | None) -> None:
         if record is not None and record.nvtx_range is not None:
@@ -254,13 +326,24 @@ class Profiler:
 
             torch.cuda.synchronize()
 
-    def _reset_peak_memory(self) -> None:
-        if self._cuda:
-            import torch
+    def _start_measured(self) -> None:
+        """Where the measured steps begin: reset the device's peaks, start the allocator's history."""
+        if not self._cuda:
+            return
+        import torch
 
-            torch.cuda.reset_peak_memory_stats()
+        torch.cuda.reset_peak_memory_stats()
+        if self.memory_snapshot and not self._history:
+            memory.start_history()
+            self._history = True
 
     def _memory(self) -> dict[str, Any]:
+        """Peaks (device: since the measured steps began; RSS: the whole process) and memory now."""
+        rss = memory.current_rss_bytes()
+        # ru_maxrss follows the resident set lazily: the peak is at least what is resident now
+        host: dict[str, Any] = {"peak_rss_bytes": max(memory.peak_rss_bytes(), rss or 0)}
+        if rss is not None:
+            host["rss_bytes"] = rss
         if self._cuda:
             import torch
 
@@ -268,11 +351,19 @@ class Profiler:
                 "device": "cuda",
                 "peak_allocated_bytes": int(torch.cuda.max_memory_allocated()),
                 "peak_reserved_bytes": int(torch.cuda.max_memory_reserved()),
+                "allocated_bytes": int(torch.cuda.memory_allocated()),
+                "reserved_bytes": int(torch.cuda.memory_reserved()),
+                **host,
                 "scope": "measured steps",
             }
-        rss_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-        scale = 1 if sys.platform == "darwin" else 1024
-        return {"device": "cpu", "peak_rss_bytes": int(rss_kb * scale), "scope": "whole process"}
+        return {"device": "cpu", **host, "scope": "whole process"}
+
+    def _timeline_device(self) -> str:
+        if self._cuda:
+            import torch
+
+            return f"cuda:{torch.cuda.current_device()}"
+        return "cpu"
 
     def _write_trace(self, prof: Any) -> None:
         _wait, _warmup, _active, repeat = self.schedule
@@ -282,6 +373,11 @@ class Profiler:
         prof.export_chrome_trace(str(tmp))
         files.gzip_atomic(tmp, folder / files.trace_name(self.rank))
         self._cycle += 1
+        if self.memory_timeline:
+            try:
+                memory.export_timeline(prof, folder / files.memory_timeline_name(self.rank), self._timeline_device())
+            except Exception as exc:  # the trace is written: say what is missing, keep the capture
+                self.notes.append(f"rank {self.rank}: no memory timeline ({type(exc).__name__}: {exc})")
 
     def _finish(self) -> None:
         from tracekit.capture.summary import write_summary
@@ -304,11 +400,24 @@ class Profiler:
             "world_size": self.world_size,
             "samples_per_step": self.samples_per_step,
             "warmup_steps": self.warmup_steps,
-            "steps": [
-                {"step": r.step, "step_ns": sum(r.phases.values()), "phases_ns": r.phases} for r in self._records
-            ],
+            "steps": [r.as_json() for r in self._records],
             "memory": self._memory(),
+            "notes": self.notes,
         }
+
+
+def _memory_notes(*, cuda: bool, snapshot: bool) -> list[str]:
+    """What a CPU run cannot record about memory, said rather than left out."""
+    if cuda:
+        return []
+    notes = [
+        "memory on CPU: device memory allocated/reserved, their peaks and the allocator snapshot are CUDA-only "
+        "and not recorded; phase memory deltas are of the process's resident host memory (RSS), "
+        "peak RSS is of the whole process"
+    ]
+    if snapshot:
+        notes.append("memory_snapshot: the allocator snapshot is CUDA-only; none was written on CPU")
+    return notes
 
 
 def _nvtx_domain() -> Any:

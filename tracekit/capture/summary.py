@@ -11,6 +11,13 @@ with the most host time before the step's first collective (data wait, copy, for
 a straggler when it arrives later than the median of the others by more than
 :data:`~tracekit.results.thresholds.STRAGGLER_MIN_SHARE` of the longest mean step.
 Throughput is set by the largest per-rank mean step time.
+
+Memory: per rank, the mean change of memory in each phase over the measured steps (device
+memory allocated on CUDA, resident host memory on CPU), with ``other`` the change outside
+every phase, so that the phases' deltas add up to the change over the step; the mean and
+largest bytes autograd saved in forward; the peaks. Over ranks: the worst rank's peaks and
+each phase's delta averaged over ranks. Notes of every rank (what it could not record) are
+kept once each.
 """
 
 from __future__ import annotations
@@ -21,10 +28,13 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from tracekit.capture import files
+from tracekit.capture.memory import ALLOCATED, RESERVED, RSS
 from tracekit.errors import InputError
 from tracekit.results.capture import (
     CaptureSummary,
     Memory,
+    MemorySummary,
+    PhaseMemory,
     PhaseStats,
     RankPhases,
     StepStats,
@@ -39,14 +49,29 @@ if TYPE_CHECKING:
 
 #: Phases that run before a step's first collective (DDP's all-reduce starts in backward).
 PRE_COLLECTIVE = ("dataload_wait", "h2d", "forward")
+#: Host time, and change of memory, outside every phase (as :data:`tracekit.capture.profiler.OTHER`).
+OTHER = "other"
+
+
+class PhaseMemoryRecord(msgspec.Struct, frozen=True):
+    """Memory at a phase's first start and last end in one step, and the sum of its changes."""
+
+    start: dict[str, int] = {}
+    end: dict[str, int] = {}
+    delta: dict[str, int] = {}
 
 
 class StepRecord(msgspec.Struct, frozen=True):
-    """One measured step of one rank: its host time and the time of each phase."""
+    """One measured step of one rank: its host time and the time of each phase; memory at the
+    step's start and end and around each phase; bytes autograd saved in forward."""
 
     step: int
     step_ns: int
     phases_ns: dict[str, int]
+    memory_start: dict[str, int] = {}
+    memory_end: dict[str, int] = {}
+    phase_memory: dict[str, PhaseMemoryRecord] = {}
+    saved_tensor_bytes: int | None = None
 
 
 class PhaseRecord(msgspec.Struct, frozen=True):
@@ -58,6 +83,7 @@ class PhaseRecord(msgspec.Struct, frozen=True):
     warmup_steps: int = 0
     steps: list[StepRecord] = []
     memory: Memory = msgspec.field(default_factory=Memory)
+    notes: list[str] = []
 
 
 def read_phase_files(out_dir: Path) -> list[PhaseRecord]:
@@ -105,10 +131,40 @@ def _phase_stats(records: Sequence[PhaseRecord], names: Iterable[str], *, mean_s
     return phases
 
 
-def _rank_phases(rec: PhaseRecord, names: Iterable[str]) -> RankPhases:
+def _has(steps: Sequence[StepRecord], key: str) -> bool:
+    """Whether every step has ``key`` at its start and end."""
+    return bool(steps) and all(key in s.memory_start and key in s.memory_end for s in steps)
+
+
+def phase_deltas(steps: Sequence[StepRecord], names: Iterable[str], key: str) -> tuple[dict[str, float], float]:
+    """Per phase, the mean change of ``key`` over ``steps`` (``other``: the change outside
+    every phase), and the mean change over the step; the former add up to the latter."""
+    order = [n for n in names if n != OTHER] + [OTHER]
+    per_step: list[dict[str, int]] = []
+    changes = []
+    for s in steps:
+        change = s.memory_end[key] - s.memory_start[key]
+        deltas = {n: m.delta.get(key, 0) for n, m in s.phase_memory.items() if n != OTHER}
+        deltas[OTHER] = change - sum(deltas.values())
+        order += [n for n in deltas if n not in order]
+        per_step.append(deltas)
+        changes.append(change)
+    return {n: mean([d.get(n, 0) for d in per_step]) for n in order}, mean(changes)
+
+
+def _rank_phases(rec: PhaseRecord, names: Sequence[str]) -> RankPhases:
     if not rec.steps:
         return RankPhases(rank=rec.rank, steps=0, memory=rec.memory)
     means = {n: mean([s.phases_ns.get(n, 0) for s in rec.steps]) for n in names}
+    key = next((k for k in (ALLOCATED, RSS) if _has(rec.steps, k)), None)
+    deltas: dict[str, float] = {}
+    reserved: dict[str, float] = {}
+    change = None
+    if key is not None:
+        deltas, change = phase_deltas(rec.steps, names, key)
+        if key == ALLOCATED and _has(rec.steps, RESERVED):
+            reserved = phase_deltas(rec.steps, names, RESERVED)[0]
+    saved = [s.saved_tensor_bytes for s in rec.steps if s.saved_tensor_bytes is not None]
     return RankPhases(
         rank=rec.rank,
         steps=len(rec.steps),
@@ -116,7 +172,69 @@ def _rank_phases(rec: PhaseRecord, names: Iterable[str]) -> RankPhases:
         phase_means_ns=means,
         memory=rec.memory,
         pre_collective_mean_ns=sum(means.get(n, 0.0) for n in PRE_COLLECTIVE),
+        phase_memory_measure=key,
+        phase_memory_deltas=deltas,
+        phase_reserved_deltas=reserved,
+        step_memory_change_bytes=change,
+        saved_tensor_bytes_mean=mean(saved) if saved else None,
+        saved_tensor_bytes_max=max(saved) if saved else None,
     )
+
+
+def _max(values: Iterable[int | None]) -> int | None:
+    present = [v for v in values if v is not None]
+    return max(present) if present else None
+
+
+def _memory_phases(ranks: Sequence[RankPhases]) -> list[PhaseMemory]:
+    """Each phase's delta averaged over ``ranks`` (those that measured the same quantity)."""
+    order: dict[str, None] = {}
+    for r in ranks:
+        order.update(dict.fromkeys(r.phase_memory_deltas))
+    phases = []
+    for name in order:
+        values = [(r.phase_memory_deltas.get(name, 0.0), r.rank) for r in ranks]
+        reserved = [r.phase_reserved_deltas.get(name, 0.0) for r in ranks if r.phase_reserved_deltas]
+        top, top_rank = max(values, key=lambda v: v[0])
+        phases.append(
+            PhaseMemory(
+                phase=name,
+                delta_bytes_mean=mean([v for v, _ in values]),
+                reserved_delta_bytes_mean=mean(reserved) if reserved else None,
+                max_rank=top_rank,
+                delta_bytes_max=top,
+            )
+        )
+    return phases
+
+
+def _memory_summary(per_rank: Sequence[RankPhases]) -> tuple[MemorySummary | None, list[PhaseMemory]]:
+    """The worst rank's peaks and the per-phase deltas over ranks (None without any memory)."""
+    measure = next((r.phase_memory_measure for r in per_rank if r.phase_memory_measure is not None), None)
+    peaks = [r for r in per_rank if r.memory.peak_bytes is not None]
+    if not peaks and measure is None:
+        return None, []
+    worst = max(peaks, key=lambda r: r.memory.peak_bytes or 0) if peaks else None
+    by = None
+    if worst is not None:
+        device = worst.memory.peak_allocated_bytes is not None
+        by = "peak device memory allocated in the measured steps" if device else "peak RSS (whole process)"
+    measured = [r for r in per_rank if measure is not None and r.phase_memory_measure == measure]
+    changes = [r.step_memory_change_bytes for r in measured if r.step_memory_change_bytes is not None]
+    saved = [r.saved_tensor_bytes_mean for r in per_rank if r.saved_tensor_bytes_mean is not None]
+    summary = MemorySummary(
+        device=worst.memory.device if worst is not None else None,
+        worst_rank=worst.rank if worst is not None else None,
+        worst_rank_by=by,
+        peak_allocated_bytes=_max(r.memory.peak_allocated_bytes for r in per_rank),
+        peak_reserved_bytes=_max(r.memory.peak_reserved_bytes for r in per_rank),
+        peak_rss_bytes=_max(r.memory.peak_rss_bytes for r in per_rank),
+        phase_memory_measure=measure,
+        step_memory_change_bytes_mean=mean(changes) if changes else None,
+        saved_tensor_bytes_mean=mean(saved) if saved else None,
+        saved_tensor_bytes_max=_max(r.saved_tensor_bytes_max for r in per_rank),
+    )
+    return summary, _memory_phases(measured)
 
 
 def _throughput(per_rank: Sequence[RankPhases], *, samples: int | None, world: int) -> Throughput:
@@ -153,7 +271,8 @@ def summarize(
     notes: Sequence[str] = (),
 ) -> CaptureSummary:
     """The summary of per-rank phase records; ``config``, ``environment`` and ``notes`` are
-    stored as given (the capture configuration, versions and devices, remarks to show)."""
+    stored as given (the capture configuration, versions and devices, remarks to show), the
+    records' own notes after them, each once."""
     if not records:
         raise InputError("no phase timings to summarize")
     records = sorted(records, key=lambda r: r.rank)
@@ -161,10 +280,12 @@ def summarize(
     step = _step_stats([s.step_ns for rec in records for s in rec.steps])
     per_rank = [_rank_phases(rec, names) for rec in records]
     world = max(rec.world_size or 1 for rec in records)
+    memory, memory_phases = _memory_summary(per_rank)
+    every_note = dict.fromkeys([*notes, *(n for rec in records for n in rec.notes)])
     return CaptureSummary(
         config=config,
         environment=environment,
-        notes=list(notes),
+        notes=list(every_note),
         world_size=world,
         ranks=[rec.rank for rec in records],
         measured_steps=len(records[0].steps),
@@ -172,6 +293,8 @@ def summarize(
         phases=_phase_stats(records, names, mean_step=step.mean_ns or 0.0),
         per_rank=per_rank,
         throughput=_throughput(per_rank, samples=records[0].samples_per_step, world=world),
+        memory=memory,
+        memory_phases=memory_phases,
     )
 
 

@@ -276,7 +276,8 @@ def capture(ctx: click.Context, config_path: Path | None, ab: tuple[str, str] | 
 
     OUT_DIR is replaced only when the run succeeds; a failed run is kept in
     OUT_DIR.tracekit-failed. --timeout SECONDS (default 1800) stops a run that hangs and
-    names the ranks that did not finish.
+    names the ranks that did not finish. --memory-timeline writes each rank's categorized
+    memory timeline beside its trace; --memory-snapshot the CUDA allocator's snapshot.
     """
     from tracekit.cli.commands import run_capture
 

@@ -18,34 +18,62 @@ from tracekit.results.thresholds import STRAGGLER_MIN_SHARE
 
 if TYPE_CHECKING:
     from tracekit.results.ab import ABCapture
-    from tracekit.results.capture import CaptureSummary, Memory, RankPhases, Throughput
+    from tracekit.results.capture import CaptureSummary, Memory, MemorySummary, RankPhases, Throughput
 
 __all__ = ["ab_table", "capture_tables", "render_ab", "render_capture_summary"]
 
 _PRE_COLLECTIVE = "host time before the step's first collective"
+#: What the phase deltas measure, in words.
+_MEASURES = {"allocated_bytes": "device memory allocated", "rss_bytes": "host resident memory (RSS)"}
 
 
 def capture_tables(summary: CaptureSummary, *, limit: int | None = None) -> list[Table]:
     """Phases (with the step row), per-rank arrival and memory, throughput and stragglers.
 
-    With more than ``limit`` ranks the per-rank table keeps those that arrive latest.
+    With more than ``limit`` ranks the per-rank table keeps those that arrive latest. A
+    summary with memory per phase (schema 1.2) adds a memory column to the phases and
+    memory columns to the ranks; one without shows the tables as before.
     """
     return [_phases(summary), _ranks(summary, limit), _facts(summary)]
 
 
+def mib(value: float | None, *, signed: bool = False) -> str:
+    """Bytes as MiB (signed: a change)."""
+    if value is None:
+        return "-"
+    return f"{value / 2**20:+,.1f} MiB" if signed else f"{value / 2**20:,.1f} MiB"
+
+
 def _phases(summary: CaptureSummary) -> Table:
     step = summary.step
-    rows = [(p.phase, ms(p.mean_ns), ms(p.median_ns), ms(p.p95_ns), pct(p.share_pct)) for p in summary.phases]
+    rows: list[tuple[str, ...]] = [
+        (p.phase, ms(p.mean_ns), ms(p.median_ns), ms(p.p95_ns), pct(p.share_pct)) for p in summary.phases
+    ]
     if step.count:
         rows.append(("step", ms(step.mean_ns), ms(step.median_ns), ms(step.p95_ns), pct(100.0)))
+    columns: tuple[str, ...] = ("phase", "mean", "median", "p95", "share")
+    caption = (
+        "From summary.json written by tracekit capture, over every measured step of every rank. "
+        "Shares are of the mean step time and sum to 100%."
+    )
+    memory = summary.memory
+    if summary.memory_phases and memory is not None:
+        deltas: dict[str, float | None] = {p.phase: p.delta_bytes_mean for p in summary.memory_phases}
+        deltas["step"] = memory.step_memory_change_bytes_mean
+        rows = [(*row, mib(deltas.get(row[0], 0.0), signed=True)) for row in rows]
+        columns += ("memory change",)
+        measure = _MEASURES.get(memory.phase_memory_measure or "", memory.phase_memory_measure or "memory")
+        caption += (
+            f" memory change: the mean change of {measure} per step in the phase, averaged over ranks "
+            "(other: outside every phase, so the phases add up to the step's change)."
+        )
     return Table(
         "capture_phases",
         f"Phases over {step.count} measured rank-steps (host ms)",
-        ("phase", "mean", "median", "p95", "share"),
+        columns,
         tuple(rows),
-        "From summary.json written by tracekit capture, over every measured step of every rank. "
-        "Shares are of the mean step time and sum to 100%.",
-        (False, True, True, True, True),
+        caption,
+        (False, *(True,) * (len(columns) - 1)),
         "No measured steps in summary.json.",
     )
 
@@ -65,14 +93,31 @@ def _ranks(summary: CaptureSummary, limit: int | None) -> Table:
         ranks = sorted(ranks, key=lambda r: -r.pre_collective_mean_ns)[:limit]
         ranks.sort(key=lambda r: r.rank)
         note = f" {limit} of {len(summary.per_rank)} ranks shown (the latest to arrive); all are in summary.json."
+    columns: tuple[str, ...] = ("rank", "step mean ms", "before 1st collective ms", "peak memory")
+    rows = [[str(r.rank), ms(r.step_mean_ns), ms(r.pre_collective_mean_ns), _peak(r.memory)] for r in ranks]
+    caption = (
+        "before 1st collective: mean host ms per step before the step's first collective; "
+        "the rank with the most arrives last."
+    )
+    if summary.memory is not None and summary.memory_phases:
+        reserved = any(r.memory.peak_reserved_bytes is not None for r in ranks)
+        for row, r in zip(rows, ranks, strict=True):
+            row.extend([mib(r.memory.peak_reserved_bytes)] if reserved else [])
+            row.extend([mib(r.step_memory_change_bytes, signed=True), mib(r.saved_tensor_bytes_mean)])
+            row.append(f"{mib(r.memory.rss_bytes)} ({mib(r.memory.peak_rss_bytes)})")
+        columns += (*(("peak reserved",) if reserved else ()), "memory change/step", "forward saved", "RSS (peak)")
+        caption += (
+            " peak memory: device memory allocated since the measured steps began (GPU), else the process's "
+            "peak RSS. memory change/step: mean change over a step. forward saved: mean bytes autograd saved for "
+            "backward in forward, parameters excluded (the activations). RSS: at the end, peak of the whole process."
+        )
     return Table(
         "capture_ranks",
         "Capture summary: per rank",
-        ("rank", "step mean ms", "before 1st collective ms", "peak memory"),
-        tuple((str(r.rank), ms(r.step_mean_ns), ms(r.pre_collective_mean_ns), _peak(r.memory)) for r in ranks),
-        "before 1st collective: mean host ms per step before the step's first collective; "
-        "the rank with the most arrives last." + note,
-        (True, True, True, True),
+        columns,
+        tuple(tuple(row) for row in rows),
+        caption + note,
+        (True,) * len(columns),
         "No ranks in summary.json.",
     )
 
@@ -89,6 +134,21 @@ def _straggler(t: Throughput) -> str:
         f"yes: rank {t.slowest_rank} arrives {ms(t.lateness_ns)} ms after the others' median, "
         f"more than {share:.0%} of the {ms(t.step_mean_ns)} ms step"
     )
+
+
+def _worst(memory: MemorySummary) -> str:
+    """The worst rank's peaks, in one line."""
+    parts = []
+    if memory.peak_allocated_bytes is not None:
+        parts.append(f"{mib(memory.peak_allocated_bytes)} allocated")
+    if memory.peak_reserved_bytes is not None:
+        parts.append(f"{mib(memory.peak_reserved_bytes)} reserved")
+    if memory.peak_rss_bytes is not None:
+        parts.append(f"{mib(memory.peak_rss_bytes)} RSS")
+    largest = "largest over ranks: " + (", ".join(parts) or "-")
+    if memory.worst_rank is None:
+        return largest
+    return f"rank {memory.worst_rank} has the highest {memory.worst_rank_by or 'peak'}; {largest}"
 
 
 def _facts(summary: CaptureSummary) -> Table:
@@ -110,8 +170,19 @@ def _facts(summary: CaptureSummary) -> Table:
         ("global samples/s", samples),
         ("slowest rank", slowest),
         ("straggler", _straggler(t)),
-        *(("note", note) for note in summary.notes),
     ]
+    memory = summary.memory
+    if memory is not None and summary.memory_phases:
+        rows.append(("peak memory", _worst(memory)))
+        if memory.saved_tensor_bytes_max is not None:
+            rows.append(
+                (
+                    "forward saves",
+                    f"{mib(memory.saved_tensor_bytes_mean)} per step, mean over ranks; "
+                    f"at most {mib(memory.saved_tensor_bytes_max)}",
+                )
+            )
+    rows += [("note", note) for note in summary.notes]
     return Table(
         "capture_facts",
         "Capture summary: throughput and stragglers",

@@ -12,12 +12,23 @@ Times are nanoseconds (means are floats), shares percentages. Layout of schema 1
 - ``step`` and ``phases``: mean / median / p95 over every measured step of every rank
   (:mod:`tracekit.results.stats`); the phases tile each step, so their shares sum to 100%;
 - ``per_rank``: each rank's mean step, mean per phase, host time before the step's first
-  collective, and peak memory;
+  collective, memory (peaks, memory at the end), and what each phase adds to memory;
 - ``throughput``: the slowest rank (the last to reach the step's first collective), whether
-  it is a straggler, and steps and samples per second set by the longest mean step.
+  it is a straggler, and steps and samples per second set by the longest mean step;
+- ``memory`` and ``memory_phases``: the worst rank's peaks, and per phase the mean change of
+  memory over every measured step, averaged over ranks (absent in files without them).
+
+Memory is in bytes. What the phase deltas measure is ``phase_memory_measure``:
+``allocated_bytes`` (the CUDA caching allocator's allocated device memory) or ``rss_bytes``
+(the process's resident host memory, on CPU). A phase's delta is its memory at its end minus
+at its start (summed when it runs several times in a step); ``other`` is the change outside
+every phase, so the deltas add up to the change over the step (``step_memory_change_bytes``).
 
 Version history: 1.0 first; 1.1 adds ``throughput.straggler_min_share`` (the threshold the
-straggler decision used). Any 1.x file loads; a newer major version is refused.
+straggler decision used); 1.2 adds memory: ``Memory.allocated_bytes``, ``reserved_bytes`` and
+``rss_bytes`` (at the end of the capture), the per-phase deltas, saved-tensor bytes and the
+step's change per rank, ``memory`` and ``memory_phases``. Any 1.x file loads; a newer major
+version is refused.
 """
 
 from __future__ import annotations
@@ -33,6 +44,8 @@ __all__ = [
     "CAPTURE_SCHEMA_VERSION",
     "CaptureSummary",
     "Memory",
+    "MemorySummary",
+    "PhaseMemory",
     "PhaseStats",
     "RankPhases",
     "StepStats",
@@ -43,7 +56,7 @@ __all__ = [
 ]
 
 CAPTURE_SCHEMA: Final = "tracekit.capture_summary"
-CAPTURE_SCHEMA_VERSION: Final = "1.1"
+CAPTURE_SCHEMA_VERSION: Final = "1.2"
 
 
 class StepStats(msgspec.Struct, kw_only=True, frozen=True):
@@ -66,13 +79,18 @@ class PhaseStats(msgspec.Struct, kw_only=True, frozen=True):
 
 
 class Memory(msgspec.Struct, kw_only=True, frozen=True, omit_defaults=True):
-    """Peak memory of one rank: device memory on a GPU, the process's peak RSS on CPU."""
+    """Memory of one rank: device memory on a GPU (peaks since the measured steps began),
+    the process's resident set (peak over the whole process) on both."""
 
     device: str | None = None
     peak_allocated_bytes: int | None = None
     peak_reserved_bytes: int | None = None
     peak_rss_bytes: int | None = None
-    scope: str | None = None  # "measured steps" (GPU) or "whole process" (RSS)
+    scope: str | None = None  # of the device peaks: "measured steps" (GPU); "whole process" (CPU, RSS)
+    #: At the end of the capture (since 1.2): device memory allocated and reserved (GPU), RSS.
+    allocated_bytes: int | None = None
+    reserved_bytes: int | None = None
+    rss_bytes: int | None = None
 
     @property
     def peak_bytes(self) -> int | None:
@@ -90,6 +108,20 @@ class RankPhases(msgspec.Struct, kw_only=True, frozen=True):
     memory: Memory = msgspec.field(default_factory=Memory)
     #: Mean host time per step before the step's first collective (data wait, copy, forward).
     pre_collective_mean_ns: float = 0.0
+    # since 1.2: memory per step, mean over this rank's measured steps (bytes; {} / None when
+    # the file predates it or memory could not be read)
+    #: ``allocated_bytes`` (CUDA) or ``rss_bytes`` (CPU): what the deltas below measure.
+    phase_memory_measure: str | None = None
+    #: Per phase, mean bytes added (negative: freed); ``other`` is the change outside every
+    #: phase, so they add up to ``step_memory_change_bytes``.
+    phase_memory_deltas: dict[str, float] = {}
+    #: The same for reserved device memory (CUDA only).
+    phase_reserved_deltas: dict[str, float] = {}
+    step_memory_change_bytes: float | None = None  # mean of (end - start) of the step
+    #: Bytes of distinct storages autograd saved in forward (activation proxy, parameters
+    #: excluded): mean and largest over measured steps.
+    saved_tensor_bytes_mean: float | None = None
+    saved_tensor_bytes_max: int | None = None
 
 
 class Throughput(msgspec.Struct, kw_only=True, frozen=True):
@@ -109,6 +141,36 @@ class Throughput(msgspec.Struct, kw_only=True, frozen=True):
     straggler_min_share: float | None = None  # since 1.1; None in 1.0 files
 
 
+class PhaseMemory(msgspec.Struct, kw_only=True, frozen=True):
+    """One phase's mean change of memory per step, averaged over the ranks that measured it."""
+
+    phase: str
+    delta_bytes_mean: float
+    #: Reserved device memory (CUDA only).
+    reserved_delta_bytes_mean: float | None = None
+    #: The rank whose phase adds the most, and how much (with one rank, that rank).
+    max_rank: int | None = None
+    delta_bytes_max: float | None = None
+
+
+class MemorySummary(msgspec.Struct, kw_only=True, frozen=True):
+    """Memory over every rank: the worst rank's peaks and the phase deltas' common measure."""
+
+    device: str | None = None  # "cuda" or "cpu" (of the worst rank)
+    #: The rank with the highest peak: device memory allocated on GPU, RSS on CPU.
+    worst_rank: int | None = None
+    worst_rank_by: str | None = None
+    #: The largest of every rank's (each may come from another rank).
+    peak_allocated_bytes: int | None = None
+    peak_reserved_bytes: int | None = None
+    peak_rss_bytes: int | None = None
+    phase_memory_measure: str | None = None
+    #: Mean over ranks of each rank's mean change of memory over a step.
+    step_memory_change_bytes_mean: float | None = None
+    saved_tensor_bytes_mean: float | None = None  # mean over ranks
+    saved_tensor_bytes_max: int | None = None  # the largest of any rank's step
+
+
 class CaptureSummary(msgspec.Struct, kw_only=True, frozen=True):
     """``summary.json``: the phase timings of every rank of one capture, summarized."""
 
@@ -124,6 +186,8 @@ class CaptureSummary(msgspec.Struct, kw_only=True, frozen=True):
     phases: list[PhaseStats]
     per_rank: list[RankPhases]
     throughput: Throughput
+    memory: MemorySummary | None = None  # since 1.2
+    memory_phases: list[PhaseMemory] = []  # since 1.2; the step's phases with ``other``, in step order
 
 
 def _major(version: str) -> str:

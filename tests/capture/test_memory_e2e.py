@@ -1,0 +1,82 @@
+"""End to end: ``tracekit capture`` on 2 gloo ranks on CPU with memory: phase deltas, saved
+tensors, RSS, the memory timeline per rank, and what a CPU run cannot record."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from statistics import mean
+from typing import TYPE_CHECKING
+
+import pytest
+
+from tests.capture.test_capture_e2e import FEW_STEPS, tracekit
+from tests.conftest import SAMPLES
+from tracekit.results.capture import load_capture_summary
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+pytest.importorskip("torch")
+pytest.importorskip("accelerate")
+
+
+@pytest.mark.e2e
+def test_cpu_capture_records_memory_per_phase_and_the_timeline(tmp_path: Path) -> None:
+    out = tmp_path / "memory"
+    result = tracekit(
+        "capture",
+        "--config_path",
+        SAMPLES / "configs" / "healthy.json",
+        "--nproc",
+        "2",
+        "--out_dir",
+        out,
+        *FEW_STEPS,
+        "--memory-timeline",
+        "--profiler.profile_memory=true",
+    )
+    assert result.returncode == 0, result.stderr + result.stdout
+    assert "memory change" in result.stdout and "memory_timeline.rank*.raw.json.gz" in result.stdout
+    summary = load_capture_summary((out / "summary.json").read_bytes(), source="summary.json")
+    assert summary.schema_version == "1.2" and summary.config is not None
+    assert summary.config["memory_timeline"] is True and summary.config["profiler"]["profile_memory"] is True
+
+    for rank in summary.per_rank:
+        # the summary's deltas add up to the change over the step, and that change is the
+        # capture's own: memory at the end minus at the start of each measured step of the rank
+        record = json.loads((out / f"phases.rank{rank.rank}.json").read_text())
+        steps = record["steps"]
+        assert len(steps) == 3 == rank.steps
+        change = mean(s["memory_end"]["rss_bytes"] - s["memory_start"]["rss_bytes"] for s in steps)
+        assert rank.phase_memory_measure == "rss_bytes"
+        assert rank.step_memory_change_bytes == pytest.approx(change)
+        assert sum(rank.phase_memory_deltas.values()) == pytest.approx(change, abs=1e-6)
+        assert set(rank.phase_memory_deltas) == set(rank.phase_means_ns)  # every timed phase, other included
+        forward = mean(s["phase_memory"]["forward"]["delta"]["rss_bytes"] for s in steps)
+        assert rank.phase_memory_deltas["forward"] == pytest.approx(forward)
+        # forward saves activations; the process is resident; no device memory on CPU
+        assert rank.saved_tensor_bytes_mean is not None and rank.saved_tensor_bytes_mean > 0
+        assert rank.saved_tensor_bytes_max is not None and rank.saved_tensor_bytes_max >= rank.saved_tensor_bytes_mean
+        assert rank.memory.rss_bytes is not None and rank.memory.rss_bytes > 0
+        assert rank.memory.peak_rss_bytes is not None and rank.memory.peak_rss_bytes >= rank.memory.rss_bytes
+        assert rank.memory.peak_allocated_bytes is None and rank.memory.allocated_bytes is None
+
+    memory = summary.memory
+    assert memory is not None and memory.device == "cpu" and memory.worst_rank in (0, 1)
+    assert memory.peak_rss_bytes == max(r.memory.peak_rss_bytes or 0 for r in summary.per_rank)
+    assert memory.step_memory_change_bytes_mean is not None
+    assert sum(p.delta_bytes_mean for p in summary.memory_phases) == pytest.approx(memory.step_memory_change_bytes_mean)
+    assert [p.phase for p in summary.memory_phases][-1] == "other"
+
+    for r in (0, 1):
+        with gzip.open(out / f"memory_timeline.rank{r}.raw.json.gz", "rt") as f:
+            rows = json.load(f)
+        assert isinstance(rows, list) and rows
+        for t, action, size, category in rows:
+            assert isinstance(t, int) and isinstance(action, int) and isinstance(size, int)
+            assert category is None or isinstance(category, int)
+        with gzip.open(out / f"rank{r}.pt.trace.json.gz", "rt") as f:  # profile_memory keeps the events
+            assert any(e.get("name") == "[memory]" for e in json.load(f)["traceEvents"])
+    assert not list(out.glob("*.pickle"))
+    assert any("allocator snapshot are CUDA-only" in n for n in summary.notes), summary.notes
