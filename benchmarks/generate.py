@@ -46,11 +46,55 @@ class Spec:
     source: str = str(SOURCE)
     world_size: int | None = None
     version: int = GENERATOR_VERSION
+    #: add the [memory] events of profile_memory=True: an allocation as each operator starts and
+    #: its free as it ends (on the GPU the op's device), with the running totals
+    memory: bool = False
 
     @property
     def name(self) -> str:
         """The folder name for these parameters."""
-        return f"{Path(self.source).name.split('.')[0]}-{self.ranks}x{self.mb_per_rank:g}mb"
+        mem = "-mem" if self.memory else ""
+        return f"{Path(self.source).name.split('.')[0]}-{self.ranks}x{self.mb_per_rank:g}mb{mem}"
+
+
+#: Bytes each operator allocates in the generated [memory] events (cycling), and the caching
+#: allocator's reserve above the running total.
+MEMORY_SIZES: Final = (512, 4096, 1 << 20, 8 << 20, 64 << 10)
+RESERVE: Final = 256 << 20
+
+
+def with_memory(doc: dict[str, Any]) -> dict[str, Any]:
+    """``doc`` with a [memory] allocation and free around every CPU operator (profile_memory=True)."""
+    events = doc["traceEvents"]
+    ops = [e for e in events if e.get("cat") == "cpu_op" and "dur" in e]
+    changes = []
+    for i, op in enumerate(ops):
+        size = MEMORY_SIZES[i % len(MEMORY_SIZES)]
+        changes += [(op["ts"], size, op), (op["ts"] + op["dur"], -size, op)]
+    changes.sort(key=lambda c: c[0])
+    total, memory = 0, []
+    for ts, size, op in changes:
+        total += size
+        memory.append(
+            {
+                "ph": "i",
+                "cat": "cpu_instant_event",
+                "s": "t",
+                "name": "[memory]",
+                "pid": op.get("pid"),
+                "tid": op.get("tid"),
+                "ts": ts,
+                "args": {
+                    "Total Reserved": total + RESERVE,
+                    "Total Allocated": total,
+                    "Bytes": size,
+                    "Device Id": 0,
+                    "Device Type": 1,
+                    "Addr": 0,
+                },
+            }
+        )
+    return {**doc, "traceEvents": events + memory}
 
 
 def _load(source: Path) -> dict[str, Any]:
@@ -139,6 +183,8 @@ def generate(spec: Spec, data_dir: Path = DATA_DIR, *, log: bool = False) -> Pat
         shutil.rmtree(folder)
     folder.mkdir(parents=True)
     doc = _load(Path(spec.source))
+    if spec.memory:
+        doc = with_memory(doc)
     body, count = build_events(doc, int(spec.mb_per_rank * 1e6))
     info = doc.get("distributedInfo") or {}
     world = spec.world_size or spec.ranks

@@ -46,23 +46,25 @@ FILLED_MIN_SHARE: Final = 0.4
 
 
 def memory_map(ctx: RankContext) -> Parts:
-    """Peaks, gaps and what ran at the peak per rank and device; the categorized timeline's peak."""
-    counters = ctx.run.counters
-    ordered = counters.sort("rank", "time_ns", maintain_order=True)
-    at_peak = pl.col("total_allocated").fill_null(-1).arg_max()
+    """Peaks, gaps and what ran at the peak per rank and device; the timeline for charts; the
+    categorized timeline's peak."""
+    buckets = _buckets(ctx.run.counters)
+    keys = ["rank", "device_type", "device"]
+    first_peak = pl.col("max_allocated").fill_null(-1).arg_max()
     peaks = (
-        ordered.group_by("rank", "device_type", "device", maintain_order=True)
+        buckets.sort([*keys, "bucket"], nulls_last=True)
+        .group_by(keys, maintain_order=True)
         .agg(
-            samples=pl.len(),
-            peak_allocated_bytes=pl.col("total_allocated").max(),
-            peak_reserved_bytes=pl.col("total_reserved").max(),
-            final_allocated_bytes=pl.col("total_allocated").drop_nulls().last(),
-            final_reserved_bytes=pl.col("total_reserved").drop_nulls().last(),
-            peak_time_ns=pl.col("time_ns").sort_by(pl.col("total_allocated").fill_null(-1)).last(),
-            reserved_then=pl.col("total_reserved").gather(at_peak),
-            allocated_then=pl.col("total_allocated").gather(at_peak),
+            samples=pl.col("samples").sum(),
+            peak_allocated_bytes=pl.col("max_allocated").max(),
+            peak_reserved_bytes=pl.col("max_reserved").max(),
+            final_allocated_bytes=pl.col("last_allocated").drop_nulls().last(),
+            final_reserved_bytes=pl.col("last_reserved").drop_nulls().last(),
+            # the moment allocated first reached its peak
+            peak_time_ns=pl.col("peak_time_ns").gather(first_peak).first(),
+            reserved_then=pl.col("reserved_then").gather(first_peak).first(),
+            allocated_then=pl.col("max_allocated").gather(first_peak).first(),
         )
-        .with_columns(pl.col("device_type").cast(pl.String), pl.col("reserved_then", "allocated_then").list.first())
         .with_columns(
             # the host has no caching allocator (reserved 0 on CPU): no gap there
             gap_at_peak_bytes=pl.when(pl.col("allocated_then").is_not_null() & (pl.col("reserved_then") > 0))
@@ -75,11 +77,17 @@ def memory_map(ctx: RankContext) -> Parts:
             )
         )
         .drop("reserved_then", "allocated_then")
-        .sort("rank", "device_type", "device", nulls_last=True)
+        .sort(keys, nulls_last=True)
     )
+    timeline = buckets.select(
+        *keys,
+        "time_ns",
+        pl.col("point_allocated").alias("allocated_bytes"),
+        pl.col("point_reserved").alias("reserved_bytes"),
+    ).sort([*keys, "time_ns"], nulls_last=True)
     return {
         "per_device": _running_at_peak(ctx, peaks),
-        "timeline": _downsampled(ordered),
+        "timeline": timeline,
         **_categories(ctx.run.memory_categories),
     }
 
@@ -88,41 +96,36 @@ def memory_map(ctx: RankContext) -> Parts:
 CHART_POINTS: Final = 256
 
 
-def _downsampled(ordered: pl.DataFrame) -> pl.DataFrame:
-    """At most :data:`CHART_POINTS` samples per rank and device: of each stretch, the sample with
-    the most allocated (reserved, where allocated is not recorded), so the peaks stay."""
+def _buckets(counters: pl.DataFrame) -> pl.DataFrame:
+    """One pass over the samples: each rank and device's span cut into :data:`CHART_POINTS`
+    stretches of time, and per stretch what the peaks, the final values and the chart need:
+    the sample count, the largest allocated and reserved, the last of each, when allocated first
+    reached its largest and reserved then, and the chart's point: the sample holding the most
+    allocated (reserved, where allocated is not recorded), so no peak is lost."""
     keys = ["rank", "device_type", "device"]
-    if ordered.height == 0:
-        return pl.DataFrame(
-            schema={
-                "rank": pl.Int32,
-                "device_type": pl.String,
-                "device": pl.Int32,
-                "time_ns": pl.Int64,
-                "allocated_bytes": pl.Int64,
-                "reserved_bytes": pl.Int64,
-            }
-        )
-    size = pl.len().over(keys)
-    bucket = (pl.int_range(pl.len()).over(keys) * CHART_POINTS // size).alias("bucket")
+    time = pl.col("time_ns")
+    t0, t1 = time.min().over(keys), time.max().over(keys)
     value = pl.coalesce("total_allocated", "total_reserved").fill_null(-1)
+    at_alloc = pl.col("total_allocated").fill_null(-1).arg_max()
+    # the counters are in time order within each rank (Run's contract), and so within each group
     return (
-        ordered.with_columns(bucket, _value=value)
-        .sort(
-            [*keys, "bucket", "_value", "time_ns"],
-            descending=[False, False, False, False, True, False],
-            nulls_last=True,
+        counters.lazy()
+        .with_columns(bucket=(time - t0) * CHART_POINTS // (t1 - t0 + 1))
+        .group_by([*keys, "bucket"])
+        .agg(
+            samples=pl.len(),
+            max_allocated=pl.col("total_allocated").max(),
+            max_reserved=pl.col("total_reserved").max(),
+            last_allocated=pl.col("total_allocated").drop_nulls().last(),
+            last_reserved=pl.col("total_reserved").drop_nulls().last(),
+            peak_time_ns=time.gather(at_alloc).first(),
+            reserved_then=pl.col("total_reserved").gather(at_alloc).first(),
+            time_ns=time.gather(value.arg_max()).first(),
+            point_allocated=pl.col("total_allocated").gather(value.arg_max()).first(),
+            point_reserved=pl.col("total_reserved").gather(value.arg_max()).first(),
         )
-        .unique([*keys, "bucket"], keep="first", maintain_order=True)
-        .select(
-            "rank",
-            pl.col("device_type").cast(pl.String),
-            "device",
-            "time_ns",
-            pl.col("total_allocated").alias("allocated_bytes"),
-            pl.col("total_reserved").alias("reserved_bytes"),
-        )
-        .sort("rank", "device_type", "device", "time_ns", nulls_last=True)
+        .with_columns(pl.col("device_type").cast(pl.String))
+        .collect()
     )
 
 
@@ -131,8 +134,14 @@ def _running_at_peak(ctx: RankContext, peaks: pl.DataFrame) -> pl.DataFrame:
     if peaks.height == 0:
         return peaks.with_columns(peak_phase=pl.lit(None, pl.String), peak_op=pl.lit(None, pl.String))
     moments = peaks.select("rank", "peak_time_ns").drop_nulls().unique()
+    if moments.height == 0:
+        return peaks.with_columns(peak_phase=pl.lit(None, pl.String), peak_op=pl.lit(None, pl.String))
+    # only what was open at one of the moments (one pass, a few columns)
+    first, last = moments["peak_time_ns"].min(), moments["peak_time_ns"].max()
+    near = (pl.col("start_ns") <= last) & (pl.col("end_ns") > first)
+    columns = ("rank", "kind", pl.col("name").cast(pl.String), "start_ns", "end_ns")
     open_at = (
-        ctx.run.select(["annotation", "cpu_op"], "rank", "kind", pl.col("name").cast(pl.String), "start_ns", "end_ns")
+        ctx.run.select(["annotation", "cpu_op"], *columns, where=near)
         .join(moments, on="rank")
         .filter((pl.col("start_ns") <= pl.col("peak_time_ns")) & (pl.col("end_ns") > pl.col("peak_time_ns")))
     )
