@@ -142,6 +142,18 @@ def ab_folders(path: Path) -> tuple[Path, Path] | None:
     return (a, b) if path.is_dir() and a.is_dir() and b.is_dir() else None
 
 
+def pair(runs: Sequence[Path]) -> tuple[Path, Path]:
+    """A and B from the command line: two runs, or one A/B capture folder holding a/ and b/."""
+    if len(runs) == 1:
+        found = ab_folders(runs[0])
+        if found is None:
+            raise InputError("give two runs (A B), or one A/B capture folder holding a/ and b/", path=runs[0])
+        return found
+    if len(runs) != 2:
+        raise InputError(f"give two runs to compare (A B), not {len(runs)}")
+    return runs[0], runs[1]
+
+
 def compare_paths(
     a: Sequence[Path],
     b: Sequence[Path],

@@ -54,13 +54,7 @@ def top_level(run: Run, steps: StepResult) -> pl.DataFrame:
         # the threads with step markers, and the thread inferred steps are on
         threads = pl.concat([run.select(["step"], "rank", "pid", "tid"), steps.threads]).unique()
         ann = ann.join(threads, on=["rank", "pid", "tid"], how="semi")
-    keys = ["rank", "pid", "tid"]
-    reach = pl.col("end_ns").cum_max().shift(1).over(keys)
-    return (
-        ann.sort([*keys, "start_ns", "end_ns"], descending=[False, False, False, False, True])
-        .filter((pl.col("start_ns") >= reach).fill_null(True))
-        .with_row_index("ann_id")
-    )
+    return iv.outermost(ann, ["rank", "pid", "tid"]).with_row_index("ann_id")
 
 
 def _gpu_time(top: pl.DataFrame, activity: pl.DataFrame) -> pl.DataFrame:

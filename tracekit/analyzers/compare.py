@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from statistics import NormalDist
 from typing import TYPE_CHECKING, Any, Final
 
+import msgspec
 import numpy as np
 import polars as pl
 
@@ -38,6 +39,7 @@ from tracekit.results.compare import (
     Comparison,
     CostShift,
     Distribution,
+    GateResult,
     Interval,
     Measure,
     NoiseModel,
@@ -231,6 +233,32 @@ def _widest(ci: Interval, detectable: float, other: Interval, other_detectable: 
     return ci, max(detectable, other_detectable)
 
 
+def _unmeasured(
+    key: str,
+    label: str,
+    unit: Unit,
+    a: float | None,
+    b: float | None,
+    *,
+    lower_is_better: bool | None,
+    note: str | None = None,
+    **counts: Any,
+) -> Measure:
+    """A measure missing on one side or both: what there is, and which side lacks it."""
+    lacking = "measured on one side only" if (a, b) != (None, None) else "measured on neither side"
+    return Measure(
+        key=key,
+        label=label,
+        unit=unit,
+        lower_is_better=lower_is_better,
+        a=_r(a),
+        b=_r(b),
+        change=Change.NOT_MEASURED,
+        note=note or lacking,
+        **counts,
+    )
+
+
 def measure_of(
     key: str,
     label: str,
@@ -248,19 +276,9 @@ def measure_of(
 ) -> Measure:
     """A measure with samples on both sides: its difference, interval and verdict."""
     if not a.ok or not b.ok:
-        return Measure(
-            key=key,
-            label=label,
-            unit=unit,
-            lower_is_better=lower_is_better,
-            a=_r(float(stat(a.pooled[None, :])[0])) if a.n else None,
-            b=_r(float(stat(b.pooled[None, :])[0])) if b.n else None,
-            n_a=a.n,
-            n_b=b.n,
-            rank=rank,
-            change=Change.NOT_MEASURED,
-            note="measured on one side only" if a.n or b.n else "measured on neither side",
-        )
+        va = float(stat(a.pooled[None, :])[0]) if a.n else None
+        vb = float(stat(b.pooled[None, :])[0]) if b.n else None
+        return _unmeasured(key, label, unit, va, vb, lower_is_better=lower_is_better, n_a=a.n, n_b=b.n, rank=rank)
     va, vb = float(stat(a.pooled[None, :])[0]), float(stat(b.pooled[None, :])[0])
     ra, rb = _replicates(a, stat, noise.resamples, rng), _replicates(b, stat, noise.resamples, rng)
     diffs = rb - ra
@@ -314,16 +332,7 @@ def once(
 ) -> Measure:
     """A measure known once per run (a peak): its difference, no interval."""
     if a is None or b is None:
-        return Measure(
-            key=key,
-            label=label,
-            unit=unit,
-            lower_is_better=lower_is_better,
-            a=_r(a),
-            b=_r(b),
-            change=Change.NOT_MEASURED,
-            note=note or ("measured on one side only" if (a, b) != (None, None) else "measured on neither side"),
-        )
+        return _unmeasured(key, label, unit, a, b, lower_is_better=lower_is_better, note=note)
     delta = b - a
     same = delta == 0 if exact else abs(delta) <= COUNT_TOLERANCE * max(abs(a), abs(b))
     change = Change.SAME if same else (Change.HIGHER if delta > 0 else Change.LOWER)
@@ -551,15 +560,16 @@ def _phase_names(runs: Sequence[Analysis]) -> list[str]:
     return sorted(seen, key=lambda n: (-seen[n], n))
 
 
-def _phase(name: str) -> Callable[[Analysis], np.ndarray]:
-    def values(analysis: Analysis) -> np.ndarray:
-        rows = [r for r in analysis.annotations.per_step if r.name == name]
-        if not rows:
-            return np.empty(0)
-        df = pl.DataFrame({"key": [r.step for r in rows], "v": [float(r.cpu_ns) for r in rows]})
-        return _per_step(df, "v")
-
-    return values
+def _phase_series(analysis: Analysis) -> dict[str, np.ndarray]:
+    """Each phase's time per step (the mean over ranks), in step order, from one pass over the rows."""
+    rows = analysis.annotations.per_step
+    if not rows:
+        return {}
+    df = pl.DataFrame(
+        {"name": [r.name for r in rows], "key": [r.step for r in rows], "v": [float(r.cpu_ns) for r in rows]}
+    )
+    per = df.group_by("name", "key").agg(pl.col("v").mean()).sort("name", "key")
+    return {str(part["name"][0]): part["v"].to_numpy().astype(float) for part in per.partition_by("name")}
 
 
 def _label(name: str) -> str:
@@ -800,7 +810,21 @@ def _phases(c: _Inputs) -> list[Measure]:
         return []
     names = _phase_names(c.a)
     names += [n for n in _phase_names(c.b) if n not in names]
-    return [c.test(f"phase:{n}", _label(n), Unit.NS, _phase(n), step_mean=c.step_mean) for n in names]
+    series_a, series_b = [_phase_series(x) for x in c.a], [_phase_series(x) for x in c.b]
+    empty = np.empty(0)
+    return [
+        measure_of(
+            f"phase:{n}",
+            _label(n),
+            Unit.NS,
+            a=_Samples(runs=[s.get(n, empty) for s in series_a]),
+            b=_Samples(runs=[s.get(n, empty) for s in series_b]),
+            noise=c.noise,
+            rng=c.rng,
+            step_mean=c.step_mean,
+        )
+        for n in names
+    ]
 
 
 def _distributions(c: _Inputs, sa: _Samples, sb: _Samples) -> list[Distribution]:
@@ -1041,10 +1065,6 @@ def evaluate_gate(comparison: Comparison, specs: Sequence[str]) -> Comparison:
     (*slower*) and larger than the limit; a count or a peak fails when B exceeds A by more than
     the limit. A condition on something not measured on both sides is bad input.
     """
-    from msgspec.structs import replace  # noqa: PLC0415
-
-    from tracekit.results.compare import GateResult  # noqa: PLC0415
-
     results = []
     for text in specs:
         spec = parse_gate(text)
@@ -1087,4 +1107,4 @@ def evaluate_gate(comparison: Comparison, specs: Sequence[str]) -> Comparison:
                 message=message,
             )
         )
-    return replace(comparison, gate=results)
+    return msgspec.structs.replace(comparison, gate=results)

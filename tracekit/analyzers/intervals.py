@@ -232,6 +232,16 @@ def gaps(df: pl.DataFrame, by: Sequence[str] = (), window: pl.DataFrame | None =
     return subtract(window, df, by)
 
 
+def outermost(df: pl.DataFrame, keys: Sequence[str]) -> pl.DataFrame:
+    """The rows of ``df`` not nested in an earlier row of the same ``keys`` group (a range that
+    starts where an earlier one ends is not nested in it); rows of equal times keep their order."""
+    reach = pl.col(END).cum_max().shift(1).over(keys)
+    order = [*keys, START, END]
+    return df.sort(order, descending=[False] * (len(order) - 1) + [True], maintain_order=True).filter(
+        (pl.col(START) >= reach).fill_null(True)
+    )
+
+
 def locate(
     df: pl.DataFrame, time: str, frames: pl.DataFrame, *, by: Sequence[str], keep: Sequence[str]
 ) -> pl.DataFrame:

@@ -114,15 +114,6 @@ def _markers(run: Run) -> tuple[pl.DataFrame, pl.DataFrame]:
     return steps, found
 
 
-def outermost(df: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
-    """The rows of ``df`` not nested in an earlier row of the same ``keys`` group."""
-    reach = pl.col("end_ns").cum_max().shift(1).over(keys)
-    order = [*keys, "start_ns", "end_ns"]
-    return df.sort(order, descending=[False] * (len(order) - 1) + [True]).filter(
-        (pl.col("start_ns") >= reach).fill_null(True)
-    )
-
-
 def _anchors(run: Run, source: StepSource, ranks: list[int]) -> pl.DataFrame:
     """Outermost anchor ranges per thread: rank, pid, tid, anchor, start_ns, end_ns, at_ns.
 
@@ -132,7 +123,7 @@ def _anchors(run: Run, source: StepSource, ranks: list[int]) -> pl.DataFrame:
     cols: tuple[str | pl.Expr, ...] = (*THREAD, pl.col("name").cast(pl.String).alias("anchor"), "start_ns", "end_ns")
     where = pl.col("rank").is_in(ranks) & pl.col("pid").is_not_null() & pl.col("tid").is_not_null()
     if source == StepSource.ANNOTATION:
-        found = outermost(run.select(["annotation"], *cols, "category", where=where), THREAD)
+        found = iv.outermost(run.select(["annotation"], *cols, "category", where=where), THREAD)
         found = found.filter(
             pl.col("category") != "collective", ~pl.col("anchor").str.contains(NOT_ANCHOR).fill_null(True)
         ).with_columns(anchor=pl.col("anchor").str.replace_all(r"\d+", "N"))
@@ -142,7 +133,7 @@ def _anchors(run: Run, source: StepSource, ranks: list[int]) -> pl.DataFrame:
             if source == StepSource.DATALOADER
             else (["cpu_op", "annotation"], OPTIMIZER_PATTERN)
         )
-        found = outermost(run.select(kinds, *cols, where=where, name=pattern), THREAD)
+        found = iv.outermost(run.select(kinds, *cols, where=where, name=pattern), THREAD)
         found = found.with_columns(anchor=pl.col("anchor").first().over(THREAD))
     at = pl.col("end_ns") if source == StepSource.OPTIMIZER else pl.col("start_ns")
     return found.select(*_GROUP, "start_ns", "end_ns", at.alias("at_ns"))

@@ -37,14 +37,10 @@ HOST_READ: Final = "host_read"
 def outermost_ops(ctx: RankContext) -> pl.DataFrame:
     """The outermost CPU operators of each thread: rank, tid, start_ns, end_ns, name."""
     ops = ctx.run.select(["cpu_op"], "rank", "tid", "start_ns", "end_ns", pl.col("name").cast(pl.String))
-    reach = pl.col("end_ns").cum_max().shift(1).over("rank", "tid")
     # a parent and its child can share both times (``aten::item`` and the ``_local_scalar_dense``
     # it calls, at 1 us resolution): keep the first in event order, whatever the shard
-    ordered = ops.sort(
-        ["rank", "tid", "start_ns", "end_ns"], descending=[False, False, False, True], maintain_order=True
-    )
-    return ordered.unique(["rank", "tid", "start_ns", "end_ns"], keep="first", maintain_order=True).filter(
-        (pl.col("start_ns") >= reach).fill_null(True)
+    return iv.outermost(
+        ops.unique(["rank", "tid", "start_ns", "end_ns"], keep="first", maintain_order=True), ["rank", "tid"]
     )
 
 

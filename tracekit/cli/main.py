@@ -218,18 +218,9 @@ def compare(
     """
     from tracekit.analyzers.compare import Noise
     from tracekit.cli.commands import run_compare
-    from tracekit.errors import InputError
-    from tracekit.pipeline import AnalyzeOptions, ab_folders
+    from tracekit.pipeline import AnalyzeOptions, pair
 
-    if len(runs) == 1:
-        pair = ab_folders(runs[0])
-        if pair is None:
-            raise InputError("give two runs (A B), or one A/B capture folder holding a/ and b/", path=runs[0])
-        a, b = pair
-    elif len(runs) == 2:
-        a, b = runs
-    else:
-        raise InputError(f"give two runs to compare (A B), not {len(runs)}")
+    a, b = pair(runs)
     code = run_compare(
         [a],
         [b],

@@ -164,15 +164,10 @@ def _timelines_alone(timelines: Sequence[Path], *, rank: int | None) -> Run:
         raise InputError(f"--rank applies to a single file, not {len(timelines)}")
     infos: list[RankInfo] = []
     for path in timelines:
-        named = rank_from_name(path)
-        if rank is not None:
-            r, how = rank, "--rank"
-        elif named is not None:
-            r, how = named, "file name"
-        elif len(timelines) == 1:
-            r, how = 0, "assumed 0 (a single file without a rank; set it with --rank)"
-        else:
+        found = _rank_for(path, override=rank, alone=len(timelines) == 1)
+        if found is None:
             raise InputError("several memory timelines without a rank in their names (memory_timeline.rank<N>...)")
+        r, how = found
         if any(i.rank == r for i in infos):
             raise InputError(f"two memory timelines claim rank {r}", path=path)
         infos.append(RankInfo(rank=r, source=str(path), rank_source=how, clock="memory timeline (raw)"))
@@ -209,14 +204,11 @@ def _assign_ranks(
     owners: dict[int, str] = {}
     skipped: list[SkippedFile] = []
     for trace in traces:
-        if override is not None:
-            rank, how = override, "--rank"
-        elif trace.rank is not None:
-            rank, how = trace.rank, trace.rank_source
-        elif (named := rank_from_name(trace.path)) is not None:
-            rank, how = named, "file name"
-        elif len(traces) == 1:
-            rank, how = 0, "assumed 0 (a single file without a rank; set it with --rank)"
+        found = _rank_for(
+            trace.path, override=override, recorded=(trace.rank, trace.rank_source), alone=len(traces) == 1
+        )
+        if found is not None:
+            rank, how = found
         else:
             skipped.append(
                 SkippedFile(
@@ -246,6 +238,22 @@ def _assign_ranks(
             )
         )
     return infos, frames, counters, skipped
+
+
+def _rank_for(
+    path: str | Path, *, override: int | None, recorded: tuple[int | None, str] = (None, ""), alone: bool
+) -> tuple[int, str] | None:
+    """A file's rank and how it was decided: --rank, what the file records, its name, or 0 for a
+    single file; None when nothing decides it."""
+    if override is not None:
+        return override, "--rank"
+    if recorded[0] is not None:
+        return recorded[0], recorded[1]
+    if (named := rank_from_name(path)) is not None:
+        return named, "file name"
+    if alone:
+        return 0, "assumed 0 (a single file without a rank; set it with --rank)"
+    return None
 
 
 def _check_one_job(infos: list[RankInfo], frames: dict[int, pl.DataFrame]) -> None:
