@@ -189,13 +189,15 @@ def write_kineto(
     backend: str = "nccl",
     devices: tuple[str, ...] = ("NVIDIA H100",),
     pg_config: list[dict[str, Any]] | None = None,
+    device_memory: int | None = None,
 ) -> Path:
     """Write a small Kineto trace (gzipped when the name ends in .gz); ``pg_config`` lists
-    process groups as Kineto's ``distributedInfo`` does."""
-    doc: dict[str, Any] = {
-        "schemaVersion": 1,
-        "deviceProperties": [{"id": i, "name": n} for i, n in enumerate(devices)],
-    }
+    process groups as Kineto's ``distributedInfo`` does; ``device_memory`` is each device's
+    ``totalGlobalMem``."""
+    props = [{"id": i, "name": n} for i, n in enumerate(devices)]
+    if device_memory is not None:
+        props = [{**p, "totalGlobalMem": device_memory} for p in props]
+    doc: dict[str, Any] = {"schemaVersion": 1, "deviceProperties": props}
     if rank is not None:
         doc["distributedInfo"] = {"backend": backend, "rank": rank, "world_size": world_size}
         if pg_config is not None:

@@ -38,7 +38,7 @@ def memory_event(ts: float, *, device_type: int, device: int, delta: int, alloca
     }
 
 
-def trace(tmp_path: Path, rank: int, peak_mib: int) -> Path:
+def trace(tmp_path: Path, rank: int, peak_mib: int, capacity: int | None = None) -> Path:
     half = peak_mib // 2 * MIB
     events = [
         {"ph": "X", "cat": "cpu_op", "name": "ProfilerStep#1", "ts": 0, "dur": 100, "pid": 1, "tid": 1},
@@ -48,7 +48,7 @@ def trace(tmp_path: Path, rank: int, peak_mib: int) -> Path:
         memory_event(30, device_type=1, device=0, delta=-half, allocated=half, reserved=128 * MIB),
         memory_event(40, device_type=0, device=-1, delta=3 * MIB, allocated=3 * MIB, reserved=0),
     ]
-    return write_kineto(tmp_path / f"rank{rank}.json", events, rank=rank, world_size=2)
+    return write_kineto(tmp_path / f"rank{rank}.json", events, rank=rank, world_size=2, device_memory=capacity)
 
 
 def test_peaks_per_rank_and_device(tmp_path: Path) -> None:
@@ -82,7 +82,14 @@ def test_shards_and_no_counters(tmp_path: Path) -> None:
     assert "No memory counters" in renderer("terminal").render(bare)
 
 
-def _gap_trace(tmp_path: Path, *, reserved_over_allocated: float, rank: int = 0, peak_mib: int = 1000) -> Path:
+def _gap_trace(
+    tmp_path: Path,
+    *,
+    reserved_over_allocated: float,
+    rank: int = 0,
+    peak_mib: int = 1000,
+    capacity_mib: int | None = None,
+) -> Path:
     """A forward range with allocations up to ``peak_mib`` of allocated memory, reserved at the
     peak ``reserved_over_allocated`` times that, then frees."""
     from tests.factories import kineto_event
@@ -97,7 +104,8 @@ def _gap_trace(tmp_path: Path, *, reserved_over_allocated: float, rank: int = 0,
         memory_event(150, device_type=1, device=0, delta=peak // 2, allocated=peak, reserved=reserved),
         memory_event(600, device_type=1, device=0, delta=-peak, allocated=0, reserved=reserved),
     ]
-    return write_kineto(tmp_path / f"rank{rank}.json", events, rank=rank)
+    capacity = None if capacity_mib is None else capacity_mib * MIB
+    return write_kineto(tmp_path / f"rank{rank}.json", events, rank=rank, device_memory=capacity)
 
 
 def test_reserved_30_percent_over_allocated_at_the_peak_is_a_fragmentation_finding(tmp_path: Path) -> None:
@@ -130,6 +138,49 @@ def test_one_rank_peaking_far_above_the_others_is_an_imbalance(tmp_path: Path) -
     assert memory.imbalance == pytest.approx(1.5)
     [finding] = memory.findings
     assert (finding.note, finding.rank, finding.value) == (MemoryNote.IMBALANCE, 3, 1.5)
+
+
+def test_headroom_is_the_capacity_left_at_the_peak_on_the_rank_with_the_least(tmp_path: Path) -> None:
+    from tracekit.results.vocab import MemoryNote
+
+    # reserved peaks at 1020 MiB on both ranks; rank 1's device is smaller: 60 MiB (5.6%) left
+    _gap_trace(tmp_path, reserved_over_allocated=1.02, rank=0, capacity_mib=4000)
+    _gap_trace(tmp_path, reserved_over_allocated=1.02, rank=1, capacity_mib=1080)
+    analysis = analyze(load_run([tmp_path], use_cache=False))
+    memory = analysis.memory
+    assert memory is not None
+    rows = {r.rank: r for r in memory.per_device}
+    assert rows[0].capacity_bytes == 4000 * MIB and rows[0].headroom_bytes == 4000 * MIB - 1020 * MIB
+    assert rows[1].headroom_pct == pytest.approx(100 * 60 / 1080, rel=1e-3)
+    [finding] = memory.findings
+    assert (finding.note, finding.rank, finding.low) == (MemoryNote.HEADROOM, 1, True)
+    assert finding.bytes == 60 * MIB and finding.capacity_bytes == 1080 * MIB
+    # beside the time verdict, in every format
+    terminal = renderer("terminal").render(analysis)
+    assert "memory: Memory at the limit: 5.6% of the device left on rank 1" in terminal
+    assert "Memory at the limit" in renderer("md").render(analysis)
+    assert "Memory at the limit" in renderer("html").render(analysis)
+
+
+def test_ample_headroom_is_reported_without_advice(tmp_path: Path) -> None:
+    from tracekit.reports.sentences import write_memory
+
+    memory = analyze(load_run([_gap_trace(tmp_path, reserved_over_allocated=1.02, capacity_mib=4000)])).memory
+    assert memory is not None
+    [finding] = memory.findings
+    assert not finding.low and finding.value == pytest.approx(74.5)
+    written = write_memory(finding)
+    assert written.good and written.recommendations == ()
+    assert written.title == "Memory headroom: 74.5% of the device left on rank 0"
+
+
+def test_the_host_has_no_capacity_and_no_headroom(tmp_path: Path) -> None:
+    path = trace(tmp_path, 0, 40, capacity=1000 * MIB)
+    memory = analyze(load_run([path], use_cache=False)).memory
+    assert memory is not None
+    rows = {r.device_type: r for r in memory.per_device}
+    assert rows["cpu"].capacity_bytes is None and rows["cpu"].headroom_pct is None
+    assert rows["cuda"].headroom_bytes == 1000 * MIB - 128 * MIB
 
 
 def test_compare_reports_peak_and_gap_deltas_and_gates_on_the_gap(tmp_path: Path) -> None:

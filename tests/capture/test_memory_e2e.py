@@ -12,7 +12,7 @@ import pytest
 
 from tests.capture.test_capture_e2e import FEW_STEPS, tracekit
 from tests.conftest import SAMPLES
-from tracekit.results.capture import load_capture_summary
+from tracekit.results.capture import CAPTURE_SCHEMA_VERSION, load_capture_summary
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -39,7 +39,7 @@ def test_cpu_capture_records_memory_per_phase_and_the_timeline(tmp_path: Path) -
     assert result.returncode == 0, result.stderr + result.stdout
     assert "memory change" in result.stdout and "memory_timeline.rank*.raw.json.gz" in result.stdout
     summary = load_capture_summary((out / "summary.json").read_bytes(), source="summary.json")
-    assert summary.schema_version == "1.2" and summary.config is not None
+    assert summary.schema_version == CAPTURE_SCHEMA_VERSION and summary.config is not None
     assert summary.config["memory_timeline"] is True and summary.config["profiler"]["profile_memory"] is True
 
     for rank in summary.per_rank:

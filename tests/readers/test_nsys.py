@@ -369,6 +369,7 @@ def test_every_shared_export_reads_fast(nsys_dir: Path) -> None:
     assert len(read_nsys(nsys_dir / "nsysai-mfu-2gpu-after.sqlite")) == 2
     [mock] = read_nsys(nsys_dir / "nsysai-mock-rtx3080.sqlite")
     assert mock.devices == ("NVIDIA GeForce RTX 3080",) and mock.schema_version == "nsys export 3.24.14"
+    assert mock.device_memory == ((0, 10736893952),)  # TARGET_INFO_GPU.totalMemory, 10 GiB
 
 
 @pytest.mark.real

@@ -33,6 +33,8 @@ def test_dlrm_8_ranks(kineto_dir: Path) -> None:
     assert run.world_size == 8
     assert run.backend == "nccl"
     assert run.devices == ["Tesla V100-SXM2-32GB"]
+    # each rank's deviceProperties lists the node's 8 devices with their capacity (32 GB V100s)
+    assert {r.device_memory for r in run.ranks} == {tuple((d, 34079899648) for d in range(8))}
     assert run.warnings == ()
     coll = run.events.filter(pl.col("kind") == "kernel", pl.col("category") == "collective")
     assert dict(coll.group_by("rank").len().iter_rows()) == dict.fromkeys(range(8), 8)
@@ -67,5 +69,6 @@ def test_legacy_schema_and_cpu_only(kineto_dir: Path) -> None:
 def test_amd_and_triton_kernels(kineto_dir: Path) -> None:
     amd = load_run([kineto_dir / "hta-misc" / "amd-mi250-rocm.json.gz"])
     assert amd.events.filter(kind="kernel").height == 14
+    assert amd.ranks[0].device_memory == tuple((d, 68702699520) for d in range(4))  # ROCm: 4 x 64 GiB
     triton = load_run([kineto_dir / "hta-misc" / "triton-kernel.json.gz"])
     assert triton.events.filter(kind="kernel")["category"].to_list() == ["compute"]

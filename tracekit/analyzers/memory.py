@@ -43,6 +43,12 @@ GAP_MIN_SHARE: Final = 0.15
 IMBALANCE_MIN: Final = 1.2
 #: A category holding at least this share of the peak "fills" memory.
 FILLED_MIN_SHARE: Final = 0.4
+#: Headroom (device capacity not reserved at the peak) below this share of the capacity is
+#: "at the limit". The CUDA context, NCCL's buffers and other processes take device memory the
+#: allocator's counters do not show (typically 0.5 to 2 GiB of an 80 GiB device), and a step
+#: longer than the traced ones (a longer sequence, a larger last batch) needs more: under a
+#: tenth of the device free, a larger batch does not fit and an unlucky batch may not.
+HEADROOM_LOW_SHARE: Final = 0.1
 
 
 def memory_map(ctx: RankContext) -> Parts:
@@ -86,7 +92,7 @@ def memory_map(ctx: RankContext) -> Parts:
         pl.col("point_reserved").alias("reserved_bytes"),
     ).sort([*keys, "time_ns"], nulls_last=True)
     return {
-        "per_device": _running_at_peak(ctx, peaks),
+        "per_device": _with_headroom(ctx, _running_at_peak(ctx, peaks)),
         "timeline": timeline,
         **_categories(ctx.run.memory_categories),
     }
@@ -158,6 +164,26 @@ def _running_at_peak(ctx: RankContext, peaks: pl.DataFrame) -> pl.DataFrame:
         .agg(peak_op=pl.col("name").last())
     )
     return peaks.join(phase, on=["rank", "peak_time_ns"], how="left").join(op, on=["rank", "peak_time_ns"], how="left")
+
+
+def _with_headroom(ctx: RankContext, peaks: pl.DataFrame) -> pl.DataFrame:
+    """``peaks`` with each device's capacity (as its trace describes it) and the headroom at the
+    peak: capacity minus peak reserved (peak allocated where reserved is not recorded)."""
+    capacity = pl.DataFrame(
+        [(info.rank, device, total) for info in ctx.run.ranks for device, total in info.device_memory],
+        schema={"rank": pl.Int32, "device": peaks.schema.get("device", pl.Int64), "capacity_bytes": pl.Int64},
+        orient="row",
+    )
+    held = pl.coalesce("peak_reserved_bytes", "peak_allocated_bytes")
+    return (
+        peaks.join(capacity, on=["rank", "device"], how="left")
+        .with_columns(
+            # the host's memory is shared by the ranks on it and not a device's capacity
+            capacity_bytes=pl.when(pl.col("device_type") != "cpu").then(pl.col("capacity_bytes"))
+        )
+        .with_columns(headroom_bytes=pl.col("capacity_bytes") - held)
+        .with_columns(headroom_pct=100.0 * pl.col("headroom_bytes") / pl.col("capacity_bytes"))
+    )
 
 
 def _categories(timeline: pl.DataFrame) -> Parts:
@@ -248,6 +274,20 @@ def _findings(
     per_device: pl.DataFrame, categories: pl.DataFrame, imbalance: tuple[int, float] | None
 ) -> list[MemoryFinding]:
     out: list[MemoryFinding] = []
+    known = per_device.filter(pl.col("headroom_pct").is_not_null()) if per_device.height else per_device
+    if known.height:
+        # the rank with the least room: what decides whether a larger batch fits on every rank
+        least = known.sort("headroom_pct", "rank", nulls_last=True).row(0, named=True)
+        out.append(
+            MemoryFinding(
+                note=MemoryNote.HEADROOM,
+                rank=least["rank"],
+                value=round(least["headroom_pct"], 4),
+                bytes=least["headroom_bytes"],
+                capacity_bytes=least["capacity_bytes"],
+                low=least["headroom_pct"] < 100 * HEADROOM_LOW_SHARE,
+            )
+        )
     gaps = per_device.filter(pl.col("gap_at_peak_pct") >= 100 * GAP_MIN_SHARE) if per_device.height else per_device
     if gaps.height:
         worst = gaps.sort("gap_at_peak_pct", "rank", descending=[True, False]).row(0, named=True)

@@ -353,6 +353,7 @@ class Profiler:
                 "peak_reserved_bytes": int(torch.cuda.max_memory_reserved()),
                 "allocated_bytes": int(torch.cuda.memory_allocated()),
                 "reserved_bytes": int(torch.cuda.memory_reserved()),
+                "total_bytes": int(torch.cuda.get_device_properties(torch.cuda.current_device()).total_memory),
                 **host,
                 "scope": "measured steps",
             }

@@ -42,6 +42,8 @@ class RankInfo:
     event_count: int = 0
     #: the process groups the rank belongs to, when the trace lists them
     process_groups: tuple[ProcessGroup, ...] = ()
+    #: (device id, total bytes) of each device the trace describes
+    device_memory: tuple[tuple[int, int], ...] = ()
 
 
 @dataclass(frozen=True)

@@ -47,7 +47,7 @@ if TYPE_CHECKING:
 __all__ = ["CACHE_ENV", "CACHE_VERSION", "EventCache", "FileIdentity", "default_cache_dir"]
 
 #: Bump whenever a reader's output (columns, values, rank metadata) or the entry layout changes.
-CACHE_VERSION: Final = 6
+CACHE_VERSION: Final = 7
 #: The environment variable naming the cache root.
 CACHE_ENV: Final = "TRACEKIT_CACHE_DIR"
 #: The largest entry metadata read (a few hundred bytes per rank trace).
@@ -75,6 +75,7 @@ class _Trace(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     devices: tuple[str, ...]
     process_groups: tuple[ProcessGroup, ...]
     warnings: tuple[str, ...]
+    device_memory: tuple[tuple[int, int], ...]
     rows: Annotated[int, msgspec.Meta(ge=0)]
     counter_rows: Annotated[int, msgspec.Meta(ge=0)]
 
@@ -160,6 +161,7 @@ def _describe(trace: RankTrace) -> _Trace:
         devices=trace.devices,
         process_groups=trace.process_groups,
         warnings=trace.warnings,
+        device_memory=trace.device_memory,
         rows=trace.events.height,
         counter_rows=trace.counters.height,
     )
@@ -186,6 +188,7 @@ def _read_trace(item: _Trace, base: Path) -> RankTrace:
         counters=counters,
         process_groups=item.process_groups,
         warnings=item.warnings,
+        device_memory=item.device_memory,
     )
 
 

@@ -18,7 +18,7 @@ from functools import reduce
 from itertools import compress, repeat
 from operator import attrgetter, or_
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, TypeGuard
 
 import msgspec
 import polars as pl
@@ -264,6 +264,7 @@ def read_kineto(path: str | Path) -> RankTrace:
         clock=CLOCK,
         process_groups=process_groups(info.get("pg_config")),
         warnings=problems + notes + dropped.warnings(),
+        device_memory=device_memory(props),
     )
 
 
@@ -296,6 +297,23 @@ def utf8(data: bytes, path: Path) -> bytes:
         return data.decode(encoding).encode()
     except UnicodeError:
         raise TraceReadError(f"not valid {encoding.upper()} text (the file starts like one)", path=path) from None
+
+
+def device_memory(props: list[Any]) -> tuple[tuple[int, int], ...]:
+    """(id, ``totalGlobalMem``) of each entry of ``deviceProperties`` that has both as integers
+    (a device's capacity, positive); others are left out."""
+    out: dict[int, int] = {}
+    for p in props:
+        if not isinstance(p, dict):
+            continue
+        device, total = p.get("id"), p.get("totalGlobalMem")
+        if _is_count(device) and _is_count(total) and total > 0:
+            out.setdefault(device, total)
+    return tuple(out.items())
+
+
+def _is_count(value: object) -> TypeGuard[int]:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
 def process_groups(config: Any) -> tuple[ProcessGroup, ...]:

@@ -235,6 +235,7 @@ def _assign_ranks(
                 schema_version=trace.schema_version,
                 event_count=trace.events.height,
                 process_groups=trace.process_groups,
+                device_memory=trace.device_memory,
             )
         )
     return infos, frames, counters, skipped

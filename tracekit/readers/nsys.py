@@ -38,7 +38,7 @@ from tracekit.model.classify import category_expr
 from tracekit.model.schema import GPU_ACTIVITY_KINDS, GPU_KINDS, SCHEMA, UNNAMED
 from tracekit.readers.columns import rows_frame
 from tracekit.readers.nsys_memory import memory_rows
-from tracekit.readers.nsys_meta import Export, ExportMeta, device_names, rank_hint, read_meta
+from tracekit.readers.nsys_meta import Export, ExportMeta, device_memory, device_names, rank_hint, read_meta
 from tracekit.readers.plausible import Window, screen
 from tracekit.readers.ranks import is_rank
 from tracekit.readers.trace import RankTrace
@@ -378,6 +378,7 @@ def _split_ranks(events: pl.DataFrame, memory: pl.DataFrame, meta: ExportMeta, n
                 world_size=count if count > 1 else _world_size(meta),
                 backend="nccl" if nccl else None,
                 devices=device_names(meta, pid, list(devices)),
+                device_memory=device_memory(meta, pid, list(devices)),
                 schema_version=meta.schema_version,
                 rank_source=how,
                 clock=CLOCK if meta.epoch_ns is not None else CLOCK_UNALIGNED,

@@ -81,6 +81,8 @@ class ExportMeta:
     args: tuple[str, ...] = ()
     #: GPU id -> name (TARGET_INFO_GPU).
     gpu_names: dict[int, str] = field(default_factory=dict)
+    #: GPU id -> total memory in bytes (TARGET_INFO_GPU.totalMemory).
+    gpu_memory: dict[int, int] = field(default_factory=dict)
     #: (pid, CUDA device id) -> GPU id (TARGET_INFO_CUDA_DEVICE).
     cuda_devices: dict[tuple[int, int], int] = field(default_factory=dict)
     #: What the export records that cannot be right and was ignored, in words.
@@ -112,6 +114,7 @@ def read_meta(db: Export) -> ExportMeta:
         env=env,
         args=_arguments(db),
         gpu_names=_pairs(db, "TARGET_INFO_GPU", "id", "name"),
+        gpu_memory=_gpu_memory(db),
         cuda_devices=_cuda_devices(db),
     )
 
@@ -158,6 +161,13 @@ def _pairs(db: Export, table: str, key: str, value: str) -> dict[int, str]:
     return {k: str(v) for k, v in rows if _is_int(k)}
 
 
+def _gpu_memory(db: Export) -> dict[int, int]:
+    if not {"id", "totalMemory"} <= db.columns("TARGET_INFO_GPU"):
+        return {}
+    rows = db.query("SELECT id, totalMemory FROM TARGET_INFO_GPU")
+    return {g: m for g, m in rows if _is_int(g) and _is_int(m) and m > 0}
+
+
 def _cuda_devices(db: Export) -> dict[tuple[int, int], int]:
     if not {"pid", "cudaId", "gpuId"} <= db.columns("TARGET_INFO_CUDA_DEVICE"):
         return {}
@@ -194,6 +204,16 @@ def rank_hint(meta: ExportMeta, name: str) -> tuple[int, str] | None:
     if (match := _LOCAL_RANK_ARG.search(args)) and is_rank(int(match[1])):
         return int(match[1]), "--local_rank argument"
     return None
+
+
+def device_memory(meta: ExportMeta, pid: int | None, device_ids: list[int]) -> tuple[tuple[int, int], ...]:
+    """(CUDA device id, total bytes) of the GPUs a process used, where the export records them."""
+    out = []
+    for device in device_ids:
+        gpu = meta.cuda_devices.get((pid, device), device) if pid is not None else device
+        if gpu in meta.gpu_memory:
+            out.append((device, meta.gpu_memory[gpu]))
+    return tuple(out)
 
 
 def device_names(meta: ExportMeta, pid: int | None, device_ids: list[int]) -> tuple[str, ...]:

@@ -38,3 +38,7 @@ class RankTrace:
     process_groups: tuple[ProcessGroup, ...] = ()
     #: What the reader found wrong in the file and worked around (dropped events), in words.
     warnings: tuple[str, ...] = ()
+    #: (device id, total bytes) of each device the file describes (Kineto ``deviceProperties``
+    #: ``totalGlobalMem``, nsys ``TARGET_INFO_GPU.totalMemory``): the capacity memory peaks are
+    #: measured against
+    device_memory: tuple[tuple[int, int], ...] = ()

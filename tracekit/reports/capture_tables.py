@@ -101,14 +101,23 @@ def _ranks(summary: CaptureSummary, limit: int | None) -> Table:
     )
     if summary.memory is not None and summary.memory_phases:
         reserved = any(r.memory.peak_reserved_bytes is not None for r in ranks)
+        capacity = any(r.memory.total_bytes is not None for r in ranks)
         for row, r in zip(rows, ranks, strict=True):
             row.extend([mib(r.memory.peak_reserved_bytes)] if reserved else [])
+            row.extend([_headroom(r.memory)] if capacity else [])
             row.extend([mib(r.step_memory_change_bytes, signed=True), mib(r.saved_tensor_bytes_mean)])
             row.append(f"{mib(r.memory.rss_bytes)} ({mib(r.memory.peak_rss_bytes)})")
-        columns += (*(("peak reserved",) if reserved else ()), "memory change/step", "forward saved", "RSS (peak)")
+        columns += (
+            *(("peak reserved",) if reserved else ()),
+            *(("headroom",) if capacity else ()),
+            "memory change/step",
+            "forward saved",
+            "RSS (peak)",
+        )
         caption += (
             " peak memory: device memory allocated since the measured steps began (GPU), else the process's "
-            "peak RSS. memory change/step: mean change over a step. forward saved: mean bytes autograd saved for "
+            "peak RSS. headroom: the device's capacity minus peak reserved. memory change/step: mean change "
+            "over a step. forward saved: mean bytes autograd saved for "
             "backward in forward, parameters excluded (the activations). RSS: at the end, peak of the whole process."
         )
     return Table(
@@ -120,6 +129,13 @@ def _ranks(summary: CaptureSummary, limit: int | None) -> Table:
         (True,) * len(columns),
         "No ranks in summary.json.",
     )
+
+
+def _headroom(memory: Memory) -> str:
+    room, total = memory.headroom_bytes, memory.total_bytes
+    if room is None or not total:
+        return "-"
+    return f"{mib(room)} ({100 * room / total:.1f}%)"
 
 
 def _straggler(t: Throughput) -> str:

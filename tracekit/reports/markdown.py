@@ -74,7 +74,7 @@ def table(t: tb.Table) -> str:
 
 def verdict(analysis: Analysis) -> str:
     """The verdict section."""
-    v = write_verdict(analysis.verdict)
+    v = write_verdict(analysis.verdict, analysis.memory)
     p = v.primary
     share = "" if p.share_pct is None else f"{p.share_pct:.1f}% of the time, "
     lines = [
@@ -92,6 +92,11 @@ def verdict(analysis: Analysis) -> str:
             share = "" if f.share_pct is None else f" ({f.share_pct:.1f}%)"
             first = f.recommendations[0] if f.recommendations else ""
             lines.append(f"- {escape(f.title)}{share}, confidence {escape(f.confidence)}. {escape(first)}")
+    if v.memory:
+        lines += ["", "**Memory**", ""]
+        for m in v.memory:
+            said = "; ".join((*m.evidence, *m.recommendations[:1]))
+            lines.append(f"- {escape(m.title)}. {escape(said)}")
     return "\n".join([*lines, ""])
 
 

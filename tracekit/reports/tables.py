@@ -8,14 +8,14 @@ table's sort key when a run has more ranks (the JSON keeps them all) and say so 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Final, Protocol, TypeVar
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
-from tracekit.results.vocab import MemoryNote
+from tracekit.reports.sentences import write_memory
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Sequence
 
-    from tracekit.results.analysis import Analysis, MemoryFinding
+    from tracekit.results.analysis import Analysis
 
 
 class _Ranked(Protocol):
@@ -426,6 +426,7 @@ def memory(a: Analysis, limit: int | None) -> Table:
             "peak allocated",
             "peak reserved",
             "gap at peak",
+            "headroom",
             "final allocated",
             "at the peak",
             "samples",
@@ -437,6 +438,7 @@ def memory(a: Analysis, limit: int | None) -> Table:
                 _mib(r.peak_allocated_bytes),
                 _mib(r.peak_reserved_bytes),
                 "-" if r.gap_at_peak_bytes is None else f"{_mib(r.gap_at_peak_bytes)} ({pct(r.gap_at_peak_pct)})",
+                "-" if r.headroom_bytes is None else f"{_mib(r.headroom_bytes)} ({pct(r.headroom_pct)})",
                 _mib(r.final_allocated_bytes),
                 short(" / ".join(x for x in (r.peak_phase, r.peak_op) if x) or "-"),
                 f"{r.samples:,}",
@@ -445,8 +447,9 @@ def memory(a: Analysis, limit: int | None) -> Table:
         ),
         "Recorded when the profiler ran with profile_memory=True (Kineto) or nsys --cuda-memory-usage=true. "
         "Gap at peak: reserved minus allocated when allocated peaked (held by the caching allocator, used by no "
-        "tensor), and its share of reserved. At the peak: the phase and the operator running then." + note,
-        numeric=[True, False, True, True, True, True, False, True],
+        "tensor), and its share of reserved. Headroom: the device's capacity (as the trace records it) minus peak "
+        "reserved, and its share of the capacity. At the peak: the phase and the operator running then." + note,
+        numeric=[True, False, True, True, True, True, True, False, True],
         empty="No memory counters in these traces (record them with torch.profiler(profile_memory=True)).",
     )
 
@@ -474,49 +477,17 @@ def memory_categories(a: Analysis, limit: int | None) -> Table | None:
     )
 
 
-#: What to do about what fills memory, by category.
-FILL_ADVICE: Final = {
-    "activation": "activation checkpointing (torch.utils.checkpoint), or a smaller micro-batch with gradient "
-    "accumulation",
-    "optimizer_state": "shard the optimizer state (ZeRO-1/2, FSDP), or a fused or 8-bit optimizer",
-    "parameter": "shard the parameters (FSDP FULL_SHARD, ZeRO-3), or keep them in lower precision",
-    "gradient": "shard the gradients (ZeRO-2, FSDP SHARD_GRAD_OP), or accumulate in lower precision",
-    "autograd_detail": "fewer saved intermediates (checkpointing, fused kernels)",
-    "temporary": "fused kernels or in-place ops for the temporaries of the peak's operator",
-    "input": "a smaller batch or inputs kept on the host until needed",
-}
-
-
 def memory_findings(a: Analysis) -> Table | None:
-    """The memory findings and what to do about each."""
+    """The memory findings and what to do about each (the words of the verdict's memory lines)."""
     memory = a.memory
     if memory is None or not memory.findings:
         return None
-
-    def row(f: MemoryFinding) -> list[str]:
-        if f.note is MemoryNote.FRAGMENTATION:
-            return [
-                "fragmentation",
-                f"rank {f.rank}: {_mib(f.bytes)} MiB reserved but unallocated at the peak ({pct(f.value)} of reserved)",
-                "set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (growable segments, less stranded memory)",
-            ]
-        if f.note is MemoryNote.FILLED_BY:
-            return [
-                f"{f.category} fills memory",
-                f"rank {f.rank}: {_mib(f.bytes)} MiB, {pct(f.value)} of the peak",
-                FILL_ADVICE.get(f.category or "", "-"),
-            ]
-        return [
-            "imbalance",
-            f"rank {f.rank} peaks at {f.value:.2f}x the median rank",
-            "uneven sharding (parameters, embedding tables) or uneven data (lengths, batch composition)",
-        ]
-
+    written = [write_memory(f) for f in memory.findings]
     return _table(
         "memory_findings",
         "Memory findings",
         ["finding", "figures", "what to try"],
-        (row(f) for f in memory.findings),
+        ([w.title, "; ".join(w.evidence), "; ".join(w.recommendations) or "-"] for w in written),
         "Beside the time verdict: what limits the batch that fits. Thresholds: tracekit/analyzers/memory.py.",
         numeric=[False, False, False],
     )

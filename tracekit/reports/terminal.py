@@ -85,7 +85,7 @@ def _line(text: Text, line: str, style: str | None = None, *, end: str = "\n") -
 
 def verdict(analysis: Analysis) -> Text:
     """The verdict with its evidence and what to change."""
-    v = write_verdict(analysis.verdict)
+    v = write_verdict(analysis.verdict, analysis.memory)
     p = v.primary
     text = Text()
     text.append("tracekit verdict", style="bold")
@@ -104,6 +104,12 @@ def verdict(analysis: Analysis) -> Text:
             _line(text, f"  - {line}")
         if f.recommendations:
             _line(text, f"  > {f.recommendations[0]}", "cyan")
+    for m in v.memory:
+        _line(text, f"memory: {m.title}", "green" if m.good else "yellow")
+        for line in m.evidence:
+            _line(text, f"  - {line}")
+        for rec in m.recommendations[:2]:
+            _line(text, f"  > {rec}", "cyan")
     return text
 
 

@@ -51,7 +51,7 @@ from tracekit.results.vocab import (
 
 SCHEMA: Final = "tracekit.analysis"
 #: The major version changes when a reader of the previous one would misread a file.
-SCHEMA_VERSION: Final = "2.1"
+SCHEMA_VERSION: Final = "2.2"
 
 
 class Struct(msgspec.Struct, frozen=True, kw_only=True):
@@ -278,10 +278,14 @@ class MemoryFinding(Struct, frozen=True, kw_only=True):
     note: MemoryNote
     rank: int | None = None
     #: fragmentation: the gap's share of reserved; filled-by: the category's share of the peak;
-    #: imbalance: the rank's peak over the median rank's
+    #: imbalance: the rank's peak over the median rank's; headroom: the share of the device's
+    #: capacity not reserved at the peak
     value: float
     bytes: int | None = None
     category: str | None = None
+    #: since 2.2, headroom: the device's capacity, and whether the headroom is at the limit
+    capacity_bytes: int | None = None
+    low: bool = False
 
 
 class MemoryPeak(Struct, frozen=True, kw_only=True):

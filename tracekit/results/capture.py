@@ -27,7 +27,8 @@ every phase, so the deltas add up to the change over the step (``step_memory_cha
 Version history: 1.0 first; 1.1 adds ``throughput.straggler_min_share`` (the threshold the
 straggler decision used); 1.2 adds memory: ``Memory.allocated_bytes``, ``reserved_bytes`` and
 ``rss_bytes`` (at the end of the capture), the per-phase deltas, saved-tensor bytes and the
-step's change per rank, ``memory`` and ``memory_phases``. Any 1.x file loads; a newer major
+step's change per rank, ``memory`` and ``memory_phases``; 1.3 adds ``Memory.total_bytes`` (the
+device's capacity, GPU). Any 1.x file loads; a newer major
 version is refused.
 """
 
@@ -56,7 +57,7 @@ __all__ = [
 ]
 
 CAPTURE_SCHEMA: Final = "tracekit.capture_summary"
-CAPTURE_SCHEMA_VERSION: Final = "1.2"
+CAPTURE_SCHEMA_VERSION: Final = "1.3"
 
 
 class StepStats(msgspec.Struct, kw_only=True, frozen=True):
@@ -91,6 +92,14 @@ class Memory(msgspec.Struct, kw_only=True, frozen=True, omit_defaults=True):
     allocated_bytes: int | None = None
     reserved_bytes: int | None = None
     rss_bytes: int | None = None
+    #: The device's capacity (GPU, since 1.3), what the headroom is measured against.
+    total_bytes: int | None = None
+
+    @property
+    def headroom_bytes(self) -> int | None:
+        """The device's capacity left at the peak: total minus peak reserved (GPU)."""
+        held = self.peak_reserved_bytes if self.peak_reserved_bytes is not None else self.peak_allocated_bytes
+        return None if self.total_bytes is None or held is None else self.total_bytes - held
 
     @property
     def peak_bytes(self) -> int | None:

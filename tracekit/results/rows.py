@@ -291,6 +291,12 @@ class MemoryRow(Row, frozen=True, kw_only=True):
     #: what was running at the peak: the outermost annotation (phase) and the innermost operator
     peak_phase: str | None = None
     peak_op: str | None = None
+    #: since 2.2: the device's capacity as its trace describes it (none for the host), and what
+    #: was left of it at the peak: capacity minus peak reserved (the CUDA context and other
+    #: processes' memory are not in the counters, so the true headroom is somewhat smaller)
+    capacity_bytes: int | None = None
+    headroom_bytes: int | None = None
+    headroom_pct: float | None = None
 
 
 class MemorySample(Row, frozen=True, kw_only=True):

@@ -117,6 +117,7 @@ class MemoryNote(str, Enum):
     FRAGMENTATION = "memory-fragmentation"  # reserved but unallocated memory at the peak is large
     FILLED_BY = "memory-filled-by"  # what fills memory at the peak (the largest category)
     IMBALANCE = "memory-imbalance"  # one rank peaks far above the others
+    HEADROOM = "memory-headroom"  # the device memory left at the peak on the rank with the least
 
 
 class CollectiveMatch(str, Enum):
