@@ -64,9 +64,9 @@ def test_export_beside_its_report_is_read_instead(tmp_path: Path) -> None:
     assert found == ["a.sqlite", "b.nsys-rep", "sub/b.sqlite"]  # an export elsewhere hides nothing
 
 
-def fake_read(path: Path, *, cache_root: Path | None) -> list[RankTrace]:
+def fake_read(path: Path, *, cache_root: Path | None, jobs: int = 1) -> list[RankTrace]:
     """A reader of a made-up format: one rank per file, rank 5, with one event."""
-    del cache_root
+    del cache_root, jobs
     events = make_run([ev("cpu_op", "aten::mm", 0, 10)]).events.with_columns(pl.lit(None, dtype=pl.Int32).alias("rank"))
     return [RankTrace(str(path), events, rank=5, world_size=8, backend=None, devices=(), schema_version=None)]
 

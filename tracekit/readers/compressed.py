@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import os
 import zlib
 from typing import TYPE_CHECKING, Any, Final
 
@@ -58,9 +59,29 @@ def gunzip(data: bytes) -> bytes:
     """
     parts = []
     while data:
-        inflater = _INFLATE.decompressobj(wbits=31)
-        parts.append(inflater.decompress(data))
-        if not inflater.eof:
+        inflate = inflater()
+        parts.append(inflate.decompress(data))
+        if not inflate.eof:
             raise EOFError("compressed file ended before the end-of-stream marker was reached")
-        data = inflater.unused_data.lstrip(b"\x00")  # members may be followed by zero padding
+        data = inflate.unused_data.lstrip(b"\x00")  # members may be followed by zero padding
     return parts[0] if len(parts) == 1 else b"".join(parts)
+
+
+def inflater() -> Any:
+    """A decompressor of one gzip member (ISA-L's when installed), zlib's ``Decompress`` API."""
+    return _INFLATE.decompressobj(wbits=31)
+
+
+def data_bytes(path: Path) -> int:
+    """About how many bytes decoding ``path`` reads: a gzip file's uncompressed size (0 if unreadable)."""
+    try:
+        size = path.stat().st_size
+        if size < 18:
+            return size
+        with path.open("rb") as handle:
+            if handle.read(2) != GZIP_MAGIC:
+                return size
+            handle.seek(-4, os.SEEK_END)
+            return max(size, int.from_bytes(handle.read(4), "little"))  # ISIZE: the size mod 2**32
+    except OSError:
+        return 0

@@ -9,7 +9,7 @@ recognizes it: an SQLite header is an Nsight Systems export, whatever its name),
 (the format with the longest matching suffix), else :data:`FALLBACK` (Kineto).
 
 Adding a format: write its reader module, with a function
-``read(path, *, cache_root) -> list[RankTrace]`` (one :class:`RankTrace` per rank the file
+``read(path, *, cache_root, jobs=1) -> list[RankTrace]`` (one :class:`RankTrace` per rank the file
 holds, events in :data:`tracekit.model.schema.SCHEMA`, counters in
 :data:`tracekit.model.counters.COUNTER_SCHEMA`), and add one line to :data:`FORMATS`.
 """
@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 class Reader(Protocol):
     """Read one file into its ranks; errors a user can cause are :class:`~tracekit.errors.TraceReadError`."""
 
-    def __call__(self, path: Path, /, *, cache_root: Path | None) -> list[RankTrace]: ...
+    def __call__(self, path: Path, /, *, cache_root: Path | None, jobs: int = 1) -> list[RankTrace]: ...
 
 
 @dataclass(frozen=True)
@@ -87,14 +87,14 @@ def format_of(path: str | Path) -> InputFormat:
     return max(named, key=lambda item: item[0])[1] if named else FALLBACK
 
 
-def read_file(path: str | Path, *, cache_root: Path | None = None) -> list[RankTrace]:
+def read_file(path: str | Path, *, cache_root: Path | None = None, jobs: int = 1) -> list[RankTrace]:
     """Read one trace file of any supported format into its ranks (see :func:`format_of`).
 
     ``cache_root`` is where a reader keeps what it makes on the way (a ``.nsys-rep``'s SQLite
-    export), default the cache folder.
+    export), default the cache folder; ``jobs``: processes a reader may use for one large file.
     """
     path = Path(path)
-    return format_of(path).read(path, cache_root=cache_root)
+    return format_of(path).read(path, cache_root=cache_root, jobs=jobs)
 
 
 def trace_suffixes() -> tuple[str, ...]:

@@ -138,9 +138,9 @@ def is_sqlite(path: Path) -> bool:
         return False
 
 
-def read(path: Path, *, cache_root: Path | None = None) -> list[RankTrace]:
+def read(path: Path, *, cache_root: Path | None = None, jobs: int = 1) -> list[RankTrace]:
     """The registry's reader (:mod:`tracekit.readers.formats`): an export, one trace per process."""
-    del cache_root  # nothing to keep on the way
+    del cache_root, jobs  # nothing to keep on the way; one process reads an export
     return read_nsys(path)
 
 
@@ -202,9 +202,9 @@ def _check_file(path: Path, name: str) -> None:
         )
 
 
-def _frame(rows: list[tuple[object, ...]], columns: list[str]) -> pl.DataFrame:
-    """Query rows (in ``columns`` order) as a frame with every column of ``_RAW``."""
-    df = rows_frame(rows, {c: _RAW[c] for c in columns})
+def _frame(db: Export, sql: str, columns: list[str]) -> pl.DataFrame:
+    """The rows of ``sql`` (in ``columns`` order) as a frame with every column of ``_RAW``."""
+    df = db.frame(sql, {c: _RAW[c] for c in columns}) if sql else rows_frame([], {c: _RAW[c] for c in columns})
     return df.with_columns(pl.lit(None, dtype=_RAW[c]).alias(c) for c in _RAW if c not in columns).select(list(_RAW))
 
 
@@ -218,7 +218,7 @@ def _gpu_rows(db: Export, spec: _GpuTable) -> pl.DataFrame:
     names = ["name", "code", "start_ns", "end_ns", "gid", "device", "stream", "correlation", "bytes"]
     names += ["src_kind", "dst_kind"]
     if not cols:
-        return _frame([], names)
+        return _frame(db, "", names)
     present = [c for c in spec.name_ids if c in cols]
     joins = "".join(f" LEFT JOIN {db.strings} s{i} ON s{i}.id = t.{c}" for i, c in enumerate(present))
     name = f"COALESCE({', '.join(f's{i}.value' for i in range(len(present)))}, NULL)" if present else "NULL"
@@ -228,7 +228,7 @@ def _gpu_rows(db: Export, spec: _GpuTable) -> pl.DataFrame:
         f"{_col(cols, spec.bytes)}, {', '.join(_col(cols, k) for k in spec.kinds or (None, None))} "
         f"FROM {spec.table} t{joins}"
     )
-    return _frame(db.query(sql), names).with_columns(kind=pl.lit(spec.kind))
+    return _frame(db, sql, names).with_columns(kind=pl.lit(spec.kind))
 
 
 def _runtime_rows(db: Export) -> pl.DataFrame:
@@ -236,7 +236,7 @@ def _runtime_rows(db: Export) -> pl.DataFrame:
     cols = db.columns(_RUNTIME)
     names = ["name", "code", "start_ns", "end_ns", "gid", "correlation"]
     if not cols:
-        return _frame([], names)
+        return _frame(db, "", names)
     cls = _col(cols, "eventClass")
     known = f"{cls} IN ({RUNTIME_CLASS}, {DRIVER_CLASS})"
     sql = (
@@ -245,7 +245,7 @@ def _runtime_rows(db: Export) -> pl.DataFrame:
         f"WHERE {known} OR NOT EXISTS (SELECT 1 FROM {_RUNTIME} t WHERE {known})"
     )
     kind = pl.when(pl.col("code") == DRIVER_CLASS).then(pl.lit("driver")).otherwise(pl.lit("runtime"))
-    return _frame(db.query(sql), names).with_columns(kind=kind)
+    return _frame(db, sql, names).with_columns(kind=kind)
 
 
 def _nvtx_rows(db: Export) -> pl.DataFrame:
@@ -253,7 +253,7 @@ def _nvtx_rows(db: Export) -> pl.DataFrame:
     cols = db.columns("NVTX_EVENTS")
     names = ["code", "name", "domain", "start_ns", "end_ns", "gid"]
     if not {"start", "eventType"} <= cols:
-        return _frame([], names)
+        return _frame(db, "", names)
     text = f"COALESCE({_col(cols, 'text')}, s.value)"
     domain_id = _col(cols, "domainId")
     sql = (
@@ -264,7 +264,7 @@ def _nvtx_rows(db: Export) -> pl.DataFrame:
         f"WHERE t.eventType = {NVTX_DOMAIN_CREATE} GROUP BY {domain_id}) d ON d.id = {domain_id} "
         f"WHERE t.eventType IN {(*NVTX_RANGE_TYPES, *NVTX_MARK_TYPES)}"
     )
-    return _nvtx_kinds(_frame(db.query(sql), names))
+    return _nvtx_kinds(_frame(db, sql, names))
 
 
 def _nvtx_kinds(df: pl.DataFrame) -> pl.DataFrame:

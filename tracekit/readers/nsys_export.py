@@ -56,9 +56,10 @@ class _FolderError(Exception):
     """The export folder cannot be created or written."""
 
 
-def read(report: Path, *, cache_root: Path | None = None) -> list[RankTrace]:
+def read(report: Path, *, cache_root: Path | None = None, jobs: int = 1) -> list[RankTrace]:
     """The registry's reader (:mod:`tracekit.readers.formats`): export ``report`` (see
     :func:`export_sqlite`), then read the export under the report's name."""
+    del jobs  # one process reads an export
     try:
         return read_nsys(_export(report, cached_export(report, cache_root)), shown=report)
     except _FolderError:  # an unwritable cache: export into a folder of this read only

@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Final
 import polars as pl
 
 from tracekit.model.counters import COUNTER_SCHEMA, DeviceType
-from tracekit.readers.columns import rows_frame
 
 if TYPE_CHECKING:
     from tracekit.readers.nsys_meta import Export
@@ -60,7 +59,7 @@ def memory_rows(db: Export, *, epoch_ns: int) -> pl.DataFrame:
         f"SELECT t.start, t.globalPid, {col('deviceId')}, {col('address')}, t.bytes, {col('memKind')}, "
         f"{col('memoryOperationType')} FROM {MEMORY_TABLE} t"
     )
-    raw = rows_frame(db.query(sql), _RAW).sort("start", maintain_order=True)
+    raw = db.frame(sql, _RAW).sort("start", maintain_order=True)
     kind = pl.col("mem_kind")
     device_type = (
         pl.when(kind.is_in(HOST_KINDS))

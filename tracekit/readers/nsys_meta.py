@@ -12,7 +12,10 @@ import sqlite3
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final, TypeGuard
 
+import polars as pl
+
 from tracekit.errors import TraceReadError
+from tracekit.readers.columns import rows_frame
 from tracekit.readers.plausible import MAX_NS
 from tracekit.readers.ranks import is_rank, rank_from_name
 
@@ -26,6 +29,10 @@ _WANTED_ENV: Final = (*RANK_ENV, "LOCAL_RANK", "WORLD_SIZE")
 _ENV_ITEM: Final = re.compile(r'^([A-Za-z_][A-Za-z0-9_]*)="?(.*?)"?$')
 _RANK_ARG: Final = re.compile(r"(?:^|\s)--rank[= ](\d+)(?:\s|$)")
 _LOCAL_RANK_ARG: Final = re.compile(r"(?:^|\s)--local[-_]rank[= ](\d+)(?:\s|$)")
+
+
+#: Rows fetched from an export at a time.
+PAGE_ROWS: Final = 100_000
 
 
 class Export:
@@ -57,6 +64,18 @@ class Export:
             return self.conn.execute(sql).fetchall()
         except sqlite3.Error as exc:
             raise TraceReadError(f"unexpected Nsight Systems export layout ({exc})", path=self.shown) from None
+
+    def frame(self, sql: str, schema: dict[str, pl.DataType]) -> pl.DataFrame:
+        """The rows of ``sql`` as a frame of ``schema`` (see :func:`~tracekit.readers.columns.rows_frame`),
+        fetched :data:`PAGE_ROWS` at a time: a large table is never held as Python tuples whole."""
+        try:
+            cursor = self.conn.execute(sql)
+            frames = []
+            while page := cursor.fetchmany(PAGE_ROWS):
+                frames.append(rows_frame(page, schema))
+        except sqlite3.Error as exc:
+            raise TraceReadError(f"unexpected Nsight Systems export layout ({exc})", path=self.shown) from None
+        return pl.concat(frames, how="vertical", rechunk=True) if frames else rows_frame([], schema)
 
     @property
     def strings(self) -> str:

@@ -10,7 +10,6 @@ the SQLite exports of ``.nsys-rep`` reports, go to temporary folders, removed af
 
 from __future__ import annotations
 
-import os
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor, as_completed
@@ -24,7 +23,7 @@ import polars as pl
 
 from tracekit.errors import TracekitError
 from tracekit.readers.cache import EventCache, FileIdentity
-from tracekit.readers.compressed import GZIP_MAGIC
+from tracekit.readers.compressed import data_bytes
 from tracekit.readers.formats import read_file
 
 if TYPE_CHECKING:
@@ -48,14 +47,15 @@ class Parsed:
     in_cache: bool = False
 
 
-def _parse(path: str, exports: str | None, store: str | None, in_worker: bool) -> Parsed:
-    """Read ``path`` (``.nsys-rep`` exports into ``exports``), storing it in the cache at ``store``.
+def _parse(path: str, exports: str | None, store: str | None, in_worker: bool, jobs: int = 1) -> Parsed:
+    """Read ``path`` (``.nsys-rep`` exports into ``exports``, in ``jobs`` processes where the
+    reader splits one file), storing it in the cache at ``store``.
 
     A worker whose traces are stored answers with ``in_cache`` and no traces.
     """
     try:
         identity = None if store is None else FileIdentity.of(path)  # before reading: what was read
-        traces = read_file(path, cache_root=None if exports is None else Path(exports))
+        traces = read_file(path, cache_root=None if exports is None else Path(exports), jobs=jobs)
     except TracekitError as exc:
         return Parsed(path, (), exc.reason)
     except (Exception, pl.exceptions.PanicException) as exc:  # a reader bug must not lose the other ranks
@@ -70,21 +70,6 @@ def _parse(path: str, exports: str | None, store: str | None, in_worker: bool) -
 def _first_line(exc: BaseException) -> str:
     lines = str(exc).strip().splitlines()
     return lines[0][:200] if lines else "no message"
-
-
-def data_bytes(path: Path) -> int:
-    """About how many bytes decoding ``path`` reads: a gzip file's uncompressed size."""
-    try:
-        size = path.stat().st_size
-        if size < 18:
-            return size
-        with path.open("rb") as handle:
-            if handle.read(2) != GZIP_MAGIC:
-                return size
-            handle.seek(-4, os.SEEK_END)
-            return max(size, int.from_bytes(handle.read(4), "little"))  # ISIZE: the size mod 2**32
-    except OSError:
-        return 0
 
 
 def parse_files(
@@ -122,8 +107,8 @@ def parse_files(
         workers = min(jobs, len(todo))
         if workers <= 1 or sum(data_bytes(Path(n)) for n in todo) < PARALLEL_MIN_BYTES:
             store = None if cache is None else str(cache.root)
-            for name in todo:
-                finish(_parse(name, exports, store, in_worker=False))
+            for name in todo:  # one file at a time, each on every core its reader can use
+                finish(_parse(name, exports, store, in_worker=False, jobs=jobs))
         elif cache is not None:
             _parse_in_workers(todo, workers, exports=exports, cache=cache, finish=finish, report=report)
         else:  # the workers hand their frames over through a cache of this run only

@@ -1,0 +1,185 @@
+"""Raw Kineto columns -> the event schema and the counters table, in two steps.
+
+:func:`prepare` does what each event decides alone (its kind, its GPU device and stream,
+the schema's dtypes), so that a file read in chunks keeps only the prepared columns of each
+chunk; :func:`finish` does what needs every event of the file: the events with impossible
+times are dropped (:mod:`tracekit.readers.plausible`, which judges them against the bulk of
+the rank), times become int64 nanoseconds relative to the file's first start, and the
+events are sorted by start (ties in file order). A file read whole goes through the same two
+steps, so both ways give the same frames.
+
+Kineto writes float microseconds; they are converted once here, relative to an integer base
+to keep nanosecond precision beyond float64's 2**53. Instants named ``[memory]`` become the
+rank's counters (:mod:`tracekit.model.counters`), not events.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+import polars as pl
+
+from tracekit.model.classify import category_expr
+from tracekit.model.counters import COUNTER_SCHEMA, DeviceType, empty_counters
+from tracekit.model.schema import GPU_KINDS, SCHEMA, UNNAMED
+from tracekit.readers.kineto_decode import MEMORY_EVENT
+from tracekit.readers.plausible import Dropped, screen
+
+#: Kineto category (lower-cased) -> event kind, for today's names and the 2021 ones.
+CATEGORY_KINDS: Final[dict[str, str]] = {
+    "cpu_op": "cpu_op",
+    "operator": "cpu_op",
+    "user_annotation": "annotation",
+    "python_function": "python",
+    "python": "python",
+    "cuda_runtime": "runtime",
+    "runtime": "runtime",
+    "cuda_driver": "driver",
+    "driver": "driver",
+    "kernel": "kernel",
+    "gpu_memcpy": "memcpy",
+    "memcpy": "memcpy",
+    "gpu_memset": "memset",
+    "memset": "memset",
+    "cuda_sync": "sync",
+    "gpu_user_annotation": "gpu_annotation",
+}
+#: Categories that carry no event of interest (the profiler's own span).
+_SKIPPED_CATEGORIES: Final = ("trace",)
+_STEP_PREFIX: Final = "ProfilerStep#"
+#: ``Device Type`` of ``[memory]`` instants: c10::DeviceType -> the counters table's device
+#: types ("other" else).
+DEVICE_TYPE_CODES: Final = {
+    0: "cpu",
+    1: "cuda",
+    6: "hip",
+    12: "xpu",
+    13: "mps",
+    15: "hpu",
+    19: "mtia",
+    20: "privateuse1",
+}
+#: The schema's columns that :func:`prepare` fills (times, rank and category come later).
+_PREPARED: Final = tuple(c for c in SCHEMA if c not in ("rank", "category", "start_ns", "end_ns"))
+
+
+def prepare(raw: pl.DataFrame) -> pl.DataFrame:
+    """Raw event columns -> what each event decides alone, in the schema's dtypes.
+
+    Keeps ``instant``, ``ts`` and ``dur`` (file units) for :func:`finish`; ``name`` stays
+    null where the file gives none, for the messages about dropped events.
+    """
+    cat = pl.col("cat").str.to_lowercase()
+    kind = (
+        pl.when(pl.col("instant"))
+        .then(pl.lit("instant"))
+        .when(pl.col("name").str.starts_with(_STEP_PREFIX) & cat.is_in(["cpu_op", "operator", "user_annotation"]))
+        .then(pl.lit("step"))
+        .otherwise(cat.replace_strict(CATEGORY_KINDS, default="other"))
+    )
+    is_gpu = pl.col("kind").is_in(GPU_KINDS)
+    return (
+        raw.lazy()
+        .filter(
+            cat.is_null() | ~cat.is_in(_SKIPPED_CATEGORIES),
+            ~(pl.col("instant") & pl.col("name").eq_missing(MEMORY_EVENT)),
+        )
+        .with_columns(kind=kind)
+        .with_columns(
+            device=pl.when(is_gpu).then(pl.coalesce("device", "pid")),
+            stream=pl.when(is_gpu).then(pl.coalesce("stream", "tid")),
+            external_id=pl.coalesce("external_id", "external_id_2021"),
+        )
+        # a value beyond its column's type (a group size of 2**31) is no value, as a wrong type is
+        .select("instant", "ts", "dur", *(pl.col(c).cast(SCHEMA[c], strict=False) for c in _PREPARED))
+        .collect()
+    )
+
+
+def finish(prepared: list[pl.DataFrame], memory: list[pl.DataFrame]) -> tuple[pl.DataFrame, pl.DataFrame, Dropped]:
+    """The events and counters of a file from its prepared chunks and the raw columns of its
+    ``[memory]`` instants (in file order); what was dropped for impossible times."""
+    df = pl.concat(prepared, how="vertical", rechunk=False)  # rechunking would copy every column at once
+    del prepared[:]  # the caller's list: its chunks are freed as the concatenation is
+    instant = pl.col("instant")
+    df, dropped, window = screen(
+        df,
+        start=pl.col("ts"),
+        end=pl.when(instant).then(pl.col("ts")).otherwise(pl.col("ts") + pl.col("dur")),
+        needs_extent=~instant,
+        unit_ns=1000,
+        unit="us",
+    )
+    base = int(df["ts"].min() or 0)  # type: ignore[arg-type]
+    events = _events(df, base)
+    del df
+    if not memory:
+        return events, empty_counters(), dropped
+    counters, dropped_memory, _ = screen(
+        pl.concat(memory, how="vertical", rechunk=True).with_columns(name=pl.lit(MEMORY_EVENT)),
+        start=pl.col("ts"),
+        end=pl.col("ts"),
+        needs_extent=False,
+        unit_ns=1000,
+        unit="us",
+        window=window,
+    )
+    return events, _counters(counters, base), dropped + dropped_memory
+
+
+def _ns(ts: pl.Expr, base: int) -> pl.Expr:
+    """Float us -> int64 ns, exact to the ns: relative to the integer ``base`` (us) first."""
+    return ((ts - base) * 1000).round().cast(pl.Int64) + base * 1000
+
+
+def _events(df: pl.DataFrame, base: int) -> pl.DataFrame:
+    """Prepared columns -> the event schema (ns times, names, categories), sorted by start."""
+    dur = pl.when(pl.col("instant")).then(0).otherwise((pl.col("dur") * 1000).round()).cast(pl.Int64)
+    events = (
+        df.lazy()
+        .with_columns(start_ns=_ns(pl.col("ts"), base), dur_ns=dur)
+        .with_columns(
+            end_ns=pl.col("start_ns") + pl.col("dur_ns"),
+            name=pl.col("name").fill_null(UNNAMED),
+            rank=pl.lit(None, dtype=SCHEMA["rank"]),
+        )
+        .with_columns(category_expr())
+        .select(list(SCHEMA))
+        .collect()
+    )
+    return by_start(events)
+
+
+def by_start(events: pl.DataFrame) -> pl.DataFrame:
+    """``events`` sorted by ``start_ns``, ties in their order, one column at a time.
+
+    Sorting the frame at once holds it twice; gathering one column at a time holds one
+    column more than the frame.
+    """
+    if events["start_ns"].is_sorted():
+        return events
+    order = events.select(pl.arg_sort_by("start_ns", maintain_order=True)).to_series()
+    for name in events.columns:
+        events = events.with_columns(events[name].gather(order))
+    return events
+
+
+def _counters(memory: pl.DataFrame, base: int) -> pl.DataFrame:
+    """``[memory]`` instants -> the counters table (ns times; a negative device id is the host's)."""
+    device_type = pl.col("device_type").replace_strict(DEVICE_TYPE_CODES, default="other", return_dtype=DeviceType)
+    return (
+        memory.lazy()
+        .select(
+            rank=pl.lit(None, dtype=pl.Int32),
+            time_ns=_ns(pl.col("ts"), base),
+            device_type=device_type,
+            device=pl.when(pl.col("device_id") >= 0).then(pl.col("device_id")),
+            addr=pl.col("addr"),
+            bytes=pl.col("mem_bytes"),
+            total_allocated=pl.col("total_allocated"),
+            total_reserved=pl.col("total_reserved"),
+        )
+        .select([pl.col(c).cast(t, strict=False) for c, t in COUNTER_SCHEMA.items()])
+        .sort("time_ns", maintain_order=True)
+        .collect()
+    )
