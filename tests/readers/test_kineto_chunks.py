@@ -100,8 +100,9 @@ def test_the_pieces_hold_the_whole_document(generated: Path) -> None:
     text = gzip.decompress(generated.read_bytes())
     pieces = list(split_events(text_blocks(generated, block=50_000), chunk_bytes=20_000))
     assert [p.kind for p in pieces[:2]] == ["head", "events"] and pieces[-1].kind == "tail"
-    assert all(p.text.startswith(b"{") and p.text.endswith(b"}") for p in pieces[1:-1])
-    assert b",".join(p.text for p in pieces[1:]) == text[len(pieces[0].text) :]  # generate.py writes "},{"
+    assert all(p.text.startswith(b"[{") and p.text.endswith(b"}]") for p in pieces[1:-1])
+    events = [p.text[1:-1] for p in pieces[1:-1]]
+    assert b",".join([*events, pieces[-1].text]) == text[len(pieces[0].text) :]  # generate.py writes "},{"
 
 
 def test_metadata_after_the_events_is_read(tmp_path: Path) -> None:

@@ -93,10 +93,10 @@ Chunk = tuple[pl.DataFrame, "pl.DataFrame | None"]
 
 
 def decode_chunk(text: bytes) -> Chunk:
-    """The prepared columns of the events in ``text`` (events and separators), and their
-    ``[memory]`` instants; raises :class:`msgspec.MsgspecError` where the chunk is no list of
-    events the typed decoder accepts."""
-    raw, memory = raw_frames(EVENTS_DECODER.decode(b"[" + text + b"]"))
+    """The prepared columns of the events in ``text`` (a JSON array), and their ``[memory]``
+    instants; raises :class:`msgspec.MsgspecError` where the chunk is no list of events the
+    typed decoder accepts."""
+    raw, memory = raw_frames(EVENTS_DECODER.decode(text))
     return prepare(raw), memory
 
 

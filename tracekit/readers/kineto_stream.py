@@ -51,7 +51,8 @@ class Piece:
     """A piece of the document.
 
     ``head``: from its start to the ``[`` of ``traceEvents`` (and the whitespace after it);
-    ``events``: whole events and the separators between them, from a ``{`` to a ``}``;
+    ``events``: whole events and the separators between them, from a ``{`` to a ``}``, in
+    brackets (a JSON array: the one copy of its text);
     ``tail``: the last events, from a ``{``, and the rest of the document.
     """
 
@@ -111,7 +112,7 @@ def split_events(blocks: Iterable[bytes], *, chunk_bytes: int) -> Iterator[Piece
         if len(text) - pos > chunk_bytes:
             found = SEPARATOR.search(text, max(pos + chunk_bytes, searched - _SEPARATOR_SPAN))
             if found is not None:
-                yield Piece("events", text[pos : found.start() + 1])
+                yield Piece("events", b"".join((b"[", memoryview(text)[pos : found.start() + 1], b"]")))
                 pos = searched = found.end() - 1
                 continue
             searched = len(text)
