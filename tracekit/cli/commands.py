@@ -118,7 +118,7 @@ def run_capture(
     click.echo(one_line(f"capturing {config.nproc} rank(s) of {config.workload!r} into {config.out_dir} ..."), err=True)
     summary = capture(config)
     click.echo(render_capture_summary(summary), nl=False)
-    written = ["rank*.pt.trace.json.gz", "phases.rank*.json", "summary.json"]
+    written = [*(["rank*.pt.trace.json.gz"] if config.trace else []), "phases.rank*.json", "summary.json"]
     for pattern in ("memory_timeline.rank*.raw.json.gz", "memory_snapshot.rank*.pickle"):
         written += [pattern] if any(Path(config.out_dir).glob(pattern)) else []
     click.echo(one_line(f"wrote {config.out_dir}: {', '.join(written)}"))
