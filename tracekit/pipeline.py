@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from tracekit.analyzers.compare import Noise
     from tracekit.results.analysis import Analysis
     from tracekit.results.compare import Comparison
+    from tracekit.results.sweep import SweepMatrix
 
 #: The file a capture writes beside its traces (a folder holding one is one run).
 SUMMARY: Final = "summary.json"
@@ -171,3 +172,28 @@ def compare_paths(
     runs_b = [x for p in b for x in load_side(p, options)]
     comparison = compare(runs_a, runs_b, sources=([str(p) for p in a], [str(p) for p in b]), noise=noise)
     return evaluate_gate(comparison, fail_if) if fail_if else comparison
+
+
+def sweep_matrix(
+    path: Path, *, headroom_pct: float | None = None, options: AnalyzeOptions | None = None
+) -> SweepMatrix:
+    """The matrix of the sweep folder ``path`` (``tracekit sweep``), each traced cell's first
+    capture that ran analyzed for its verdict."""
+    from tracekit.analyzers.sweep import HEADROOM_PCT, build_matrix  # noqa: PLC0415
+    from tracekit.results.sweep import load_sweep  # noqa: PLC0415
+
+    record = path / "sweep.json"
+    if not record.is_file():
+        raise InputError("not a sweep folder (no sweep.json)", path=path)
+    sweep = load_sweep(record.read_bytes(), source=str(record))
+    verdicts = {}
+    for name in sweep.cells:
+        run = next((r for r in sweep.runs if r.cell == name and not r.probe and r.status == "ok" and r.traced), None)
+        if run is not None:
+            verdicts[name] = analyze_paths([path / run.folder], options).analysis.verdict.primary
+    return build_matrix(
+        sweep,
+        source=str(path),
+        headroom_pct=HEADROOM_PCT if headroom_pct is None else headroom_pct,
+        verdicts=verdicts,
+    )

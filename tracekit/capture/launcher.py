@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tracekit.capture import files, outdir, processes, ranks
+from tracekit.capture import accelerate_configs, files, outdir, processes, ranks
 from tracekit.capture.config import CaptureConfig, to_dict
 from tracekit.capture.ranks import CaptureError
 from tracekit.capture.summary import write_summary
@@ -35,7 +35,19 @@ from tracekit.results.capture import load_capture_summary
 if TYPE_CHECKING:
     from tracekit.results.capture import CaptureSummary
 
-__all__ = ["CaptureError", "CaptureInterrupted", "build_command", "capture", "check_nsys", "free_port"]
+__all__ = [
+    "CaptureError",
+    "CaptureInterrupted",
+    "CaptureTimeout",
+    "build_command",
+    "capture",
+    "check_nsys",
+    "free_port",
+]
+
+
+class CaptureTimeout(CaptureError):
+    """The run took longer than its ``timeout`` and was stopped."""
 
 
 class CaptureInterrupted(CaptureError):
@@ -83,8 +95,8 @@ def build_command(
     folder = Path(config.out_dir) if out_dir is None else out_dir
     target = ["-m", "tracekit.capture.runner", str(config_file), str(folder)]
     if launcher == "accelerate":
-        if config.accelerate_config:
-            setup = ["--config_file", config.accelerate_config]
+        if config.accelerate_config:  # a file, or the name of a shipped config (ddp, fsdp, ...)
+            setup = ["--config_file", str(accelerate_configs.resolve(config.accelerate_config))]
         else:
             setup = ["--num_machines", "1", "--mixed_precision", config.mixed_precision, "--dynamo_backend", "no"]
             setup += ["--multi_gpu"] if config.nproc > 1 else []
@@ -128,6 +140,7 @@ def capture(config: CaptureConfig) -> CaptureSummary:
     and the error (a :class:`~tracekit.errors.TracekitError`) names the failed run's folder.
     """
     check_nsys(config)
+    accelerate_configs.check(config.accelerate_config)  # a missing file, DeepSpeed not installed
     target = outdir.check(config.out_dir)
     resolve(config.workload)  # an import error fails here, before N ranks start
     had_capture = outdir.is_capture(target)
@@ -192,7 +205,7 @@ def _error(outcome: _Outcome, config: CaptureConfig, folder: Path) -> TracekitEr
     logs = folder / files.LOG
     if outcome.timed_out:
         states = ranks.read_states(folder, config.nproc)
-        return CaptureError(
+        return CaptureTimeout(
             f"timed out after {config.timeout:g} s (the timeout setting): {ranks.hang(states)}; "
             f"every process of the run was stopped; logs: {logs}"
         )

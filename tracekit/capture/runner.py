@@ -16,7 +16,7 @@ import traceback
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tracekit.capture import files, supervisor
+from tracekit.capture import files, sharding, supervisor
 from tracekit.capture.config import CaptureConfig, load_config, to_dict
 from tracekit.capture.profiler import Profiler
 from tracekit.capture.ranks import RankProgress
@@ -29,7 +29,12 @@ if TYPE_CHECKING:
 
 def _forever(loader: Any) -> Iterator[Any]:
     while True:
-        yield from loader
+        empty = True
+        for batch in loader:
+            empty = False
+            yield batch
+        if empty:  # a batch larger than this rank's share of the data set (drop_last)
+            raise InputError("the DataLoader gives no batch: batch_size is larger than this rank's share of the data")
 
 
 def _to_device(batch: Any, device: Any, non_blocking: bool) -> Any:
@@ -130,8 +135,15 @@ def run(config: CaptureConfig, out_dir: Path | None = None, progress: RankProgre
     workload = _build_workload(config, rank, accelerator.num_processes)
     stage("prepare")
     loader = accelerator.prepare_data_loader(_dataloader(config, workload), device_placement=False)
-    prepared = accelerator.prepare(workload.model, workload.optimizer, *(x for x in [workload.scheduler] if x))
     notes = []
+    scheduler = [workload.scheduler] if workload.scheduler is not None else []
+    if sharding.wanted(cuda):  # accelerate applies FSDP on accelerators only
+        model, sharded = sharding.shard(workload.model, workload.optimizer)
+        notes.append(sharded)
+        rest = accelerator.prepare(workload.optimizer, *scheduler)
+        prepared = (model, *(rest if isinstance(rest, tuple) else (rest,)))
+    else:
+        prepared = accelerator.prepare(workload.model, workload.optimizer, *scheduler)
     if "DEEPSPEED" in str(accelerator.distributed_type):
         notes.append(
             "DeepSpeed runs the optimizer inside backward hooks: only total step time compares across backends"
@@ -152,6 +164,7 @@ def run(config: CaptureConfig, out_dir: Path | None = None, progress: RankProgre
         memory_snapshot=config.memory_snapshot,
         saved_tensors=config.memory_saved_tensors,
         nvtx=config.nvtx,
+        trace=config.trace,
         cuda_profiler_range=config.nsys,
         samples_per_step=config.batch_size * config.gradient_accumulation_steps,
         summary_extra={"config": to_dict(config), "environment": environment(accelerator, backend), "notes": notes},

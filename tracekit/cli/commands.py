@@ -7,7 +7,7 @@ import shlex
 import shutil
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     import polars as pl
 
     from tracekit.analyzers.compare import Noise
+    from tracekit.capture.sweep_plan import Cell
     from tracekit.results.ab import Side
     from tracekit.results.analysis import Analysis
 
@@ -118,7 +119,7 @@ def run_capture(
     click.echo(one_line(f"capturing {config.nproc} rank(s) of {config.workload!r} into {config.out_dir} ..."), err=True)
     summary = capture(config)
     click.echo(render_capture_summary(summary), nl=False)
-    written = ["rank*.pt.trace.json.gz", "phases.rank*.json", "summary.json"]
+    written = [*(["rank*.pt.trace.json.gz"] if config.trace else []), "phases.rank*.json", "summary.json"]
     for pattern in ("memory_timeline.rank*.raw.json.gz", "memory_snapshot.rank*.pickle"):
         written += [pattern] if any(Path(config.out_dir).glob(pattern)) else []
     click.echo(one_line(f"wrote {config.out_dir}: {', '.join(written)}"))
@@ -182,3 +183,57 @@ def run_compare(
     for g in failed:
         click.echo(one_line(f"tracekit: FAIL {g.spec}: {g.message}"), err=True)
     return 1 if failed else 0
+
+
+def run_sweep_command(
+    config_path: Path | None,
+    extra_args: list[str],
+    *,
+    grid: Sequence[str],
+    options: dict[str, Any],
+    headroom: str,
+    report_dir: Path | None,
+    outputs: dict[str, Path | None],
+) -> None:
+    """``tracekit sweep``: run the grid (or, with ``--report``, read a finished sweep), print
+    the matrix, write the outputs."""
+    from tracekit.capture.config import parse_overrides
+    from tracekit.capture.sweep import plan_sweep, run_sweep
+    from tracekit.pipeline import sweep_matrix
+
+    room = parse_headroom(headroom)
+    check_outputs({f"--{fmt}": path for fmt, path in outputs.items()}, [] if report_dir is None else [report_dir])
+    if report_dir is not None:
+        if grid or extra_args:
+            raise InputError("--report renders a finished sweep: give no --grid or config options with it")
+        folder = report_dir
+    else:
+        plan = plan_sweep(config_path, parse_overrides(extra_args), grid, **options)
+
+        def starting(cell: Cell, repeat: int, where: Path) -> None:
+            what = "probe" if repeat == 0 else f"repeat {repeat} of {plan.repeats}"
+            click.echo(one_line(f"capturing {cell.name} ({what}) into {where} ..."), err=True)
+
+        run_sweep(plan, starting=starting)
+        folder = Path(plan.out_dir)
+    with DelayedProgress() as progress:
+        matrix = sweep_matrix(folder, headroom_pct=room, options=AnalyzeOptions(stage=progress.stage))
+    width = shutil.get_terminal_size().columns if sys.stdout.isatty() else 120
+    click.echo(TerminalRenderer(width=max(width, 100), color=sys.stdout.isatty()).render_sweep(matrix), nl=False)
+    texts = {path: renderer(fmt).render_sweep(matrix) for fmt, path in outputs.items() if path is not None}
+    with OutputFiles() as files:
+        for path, body in texts.items():
+            files.add_text(path, body)
+    for path in texts:
+        click.echo(f"wrote {one_line(str(path))}")
+
+
+def parse_headroom(text: str) -> float:
+    """``10%`` or ``10`` -> 10.0 (percent of memory left free); 0 to under 100."""
+    try:
+        value = float(text.strip().removesuffix("%"))
+    except ValueError:
+        raise InputError(f"--headroom {text!r}: write a percentage such as 10%") from None
+    if not 0 <= value < 100:
+        raise InputError(f"--headroom {text!r}: give a percentage from 0 to under 100")
+    return value

@@ -5,8 +5,9 @@ from __future__ import annotations
 import os
 import sys
 import traceback
+from collections.abc import Callable
 from pathlib import Path
-from typing import Final, NoReturn
+from typing import Any, Final, NoReturn, TypeVar
 
 import click
 
@@ -26,6 +27,7 @@ DEBUG_ENV: Final = "TRACEKIT_DEBUG"
 MAX_MESSAGE: Final = 4000
 
 _debug = False
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -35,6 +37,11 @@ def cli(debug: bool) -> None:
     """Why is this distributed PyTorch training run slow?"""
     global _debug  # noqa: PLW0603  (set once per run, read by the error handler in main)
     _debug = _debug or debug
+
+
+def _config_path(text: str) -> Callable[[F], F]:
+    """The ``--config_path`` option of the commands that run a capture, with its help ``text``."""
+    return click.option("--config_path", "--config-path", "config_path", type=click.Path(path_type=Path), help=text)
 
 
 class _AnalyzeCommand(click.Command):
@@ -242,13 +249,7 @@ def compare(
 
 
 @cli.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
-@click.option(
-    "--config_path",
-    "--config-path",
-    "config_path",
-    type=click.Path(path_type=Path),
-    help="JSON config file; any field can be set as --field=value or --section.field=value.",
-)
+@_config_path("JSON config file; any field can be set as --field=value or --section.field=value.")
 @click.option(
     "--ab",
     nargs=2,
@@ -275,6 +276,78 @@ def capture(ctx: click.Context, config_path: Path | None, ab: tuple[str, str] | 
     code = run_capture(config_path, list(ctx.args), ab=ab, repeats=repeats)
     if code:
         ctx.exit(code)
+
+
+@cli.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
+@_config_path(
+    "JSON config file every cell shares; any field can be set as --field=value (--out_dir: the sweep folder)."
+)
+@click.option(
+    "--grid", "grid", multiple=True, metavar="KEY=V1,V2", help="A grid axis, e.g. batch_size=8,16. Repeatable."
+)
+@click.option("--repeats", default=1, show_default=True, type=click.IntRange(min=1), help="Captures of each cell.")
+@click.option("--probe-oom", is_flag=True, help="Walk each other-cell's batch_size up to the first OOM.")
+@click.option("--probe-step", type=click.IntRange(min=1), help="Walk up by this step [default: double, then bisect].")
+@click.option("--no-trace", is_flag=True, help="No profiler trace: step times and memory only (faster).")
+@click.option("--cell-timeout", type=click.FloatRange(min=0, min_open=True), metavar="SECONDS", help="Per capture.")
+@click.option(
+    "--mem-budget-gb",
+    type=click.FloatRange(min=0, min_open=True),
+    help="A cell whose peak (reserved on GPU, RSS per rank on CPU) is over this is out of memory.",
+)
+@click.option("--headroom", default="10%", show_default=True, metavar="PCT", help="Memory the best cell leaves free.")
+@click.option("--resume", is_flag=True, help="Continue the sweep in --out_dir: run only the captures it lacks.")
+@click.option(
+    "--report",
+    "report_dir",
+    type=click.Path(path_type=Path),
+    help="Render the matrix of this sweep folder again, without running anything.",
+)
+@click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path), help="Write the matrix as JSON.")
+@click.option("--md", "md_path", type=click.Path(dir_okay=False, path_type=Path), help="Write Markdown (for a PR).")
+@click.option("--html", "html_path", type=click.Path(dir_okay=False, path_type=Path), help="Write offline HTML.")
+@click.pass_context
+def sweep(
+    ctx: click.Context,
+    config_path: Path | None,
+    grid: tuple[str, ...],
+    repeats: int,
+    probe_oom: bool,
+    probe_step: int | None,
+    no_trace: bool,
+    cell_timeout: float | None,
+    mem_budget_gb: float | None,
+    headroom: str,
+    resume: bool,
+    report_dir: Path | None,
+    json_path: Path | None,
+    md_path: Path | None,
+    html_path: Path | None,
+) -> None:
+    """Capture every cell of a grid of config values (backend x batch size ...) and show the matrix.
+
+    Each cell is a capture into OUT_DIR/cells/<cell>; sweep.json records each as it finishes
+    (ok, oom, failed, timeout), so --resume continues an interrupted sweep.
+    """
+    from tracekit.cli.commands import run_sweep_command
+
+    run_sweep_command(
+        config_path,
+        list(ctx.args),
+        grid=grid,
+        options={
+            "repeats": repeats,
+            "trace": not no_trace,
+            "probe_oom": probe_oom,
+            "probe_step": probe_step,
+            "mem_budget_gb": mem_budget_gb,
+            "cell_timeout": cell_timeout,
+            "resume": resume,
+        },
+        headroom=headroom,
+        report_dir=report_dir,
+        outputs={"json": json_path, "md": md_path, "html": html_path},
+    )
 
 
 def main() -> None:

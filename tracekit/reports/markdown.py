@@ -18,6 +18,7 @@ from tracekit.reports.text import one_line
 if TYPE_CHECKING:
     from tracekit.results.analysis import Analysis
     from tracekit.results.compare import Comparison
+    from tracekit.results.sweep import SweepMatrix
 
 #: GitHub rejects comments of 65,536 characters or more; stay clearly below.
 MAX_CHARS: Final = 65_000
@@ -128,6 +129,12 @@ class MarkdownRenderer:
             parts.append(text)
             budget -= len(text) + 1
         return "\n".join(parts) + footer
+
+    def render_sweep(self, matrix: SweepMatrix) -> str:
+        """The sweep's matrix as Markdown (for a pull request)."""
+        from tracekit.reports.sweep_render import markdown  # noqa: PLC0415
+
+        return markdown(matrix)
 
     def render_comparison(self, comparison: Comparison) -> str:
         """The comparison of two runs as Markdown (under GitHub's comment limit)."""
