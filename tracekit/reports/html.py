@@ -190,7 +190,7 @@ class HtmlRenderer:
             f"backend {run.backend or '?'}, {', '.join(run.devices) or 'no device recorded'}"
             f" · tracekit {analysis.tracekit_version}"
         )
-        verdict = write_verdict(analysis.verdict)
+        verdict = write_verdict(analysis.verdict, analysis.capture)
         return _template().render(
             verdict=verdict,
             good=verdict.primary.good,

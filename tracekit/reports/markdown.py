@@ -74,7 +74,7 @@ def table(t: tb.Table) -> str:
 
 def verdict(analysis: Analysis) -> str:
     """The verdict section."""
-    v = write_verdict(analysis.verdict)
+    v = write_verdict(analysis.verdict, analysis.capture)
     p = v.primary
     share = "" if p.share_pct is None else f"{p.share_pct:.1f}% of the time, "
     lines = [

@@ -85,7 +85,7 @@ def _line(text: Text, line: str, style: str | None = None, *, end: str = "\n") -
 
 def verdict(analysis: Analysis) -> Text:
     """The verdict with its evidence and what to change."""
-    v = write_verdict(analysis.verdict)
+    v = write_verdict(analysis.verdict, analysis.capture)
     p = v.primary
     text = Text()
     text.append("tracekit verdict", style="bold")
