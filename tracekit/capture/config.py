@@ -58,6 +58,9 @@ class CaptureConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     mixed_precision: Precision = "no"
     #: Clip gradients to this norm (adds the ``clip`` phase); none when null.
     max_grad_norm: float | None = None
+    #: DDP's ``find_unused_parameters`` (DDP only): True walks the autograd graph after every
+    #: forward to find parameters that get no gradient (``tracekit audit-params`` lists them).
+    find_unused_parameters: bool = False
     learning_rate: float = 1e-3
     out_dir: str = "tracekit-capture"
     seed: int = 0

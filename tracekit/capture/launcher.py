@@ -33,6 +33,9 @@ from tracekit.errors import InputError, TracekitError
 from tracekit.results.capture import load_capture_summary
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from tracekit.capture.outdir import FolderKind
     from tracekit.results.capture import CaptureSummary
 
 __all__ = [
@@ -43,7 +46,11 @@ __all__ = [
     "capture",
     "check_nsys",
     "free_port",
+    "run_ranks",
 ]
+
+#: The module every rank of a capture runs.
+RUNNER = "tracekit.capture.runner"
 
 
 class CaptureTimeout(CaptureError):
@@ -87,13 +94,16 @@ def build_command(
     port: int,
     out_dir: Path | None = None,
     launcher: str | None = None,
+    module: str = RUNNER,
+    args: Sequence[str] = (),
 ) -> list[str]:
     """The command that starts every rank, writing into ``out_dir`` (default: the config's),
-    through ``launcher`` ("accelerate" or "torchrun"; default: accelerate when installed)."""
+    through ``launcher`` ("accelerate" or "torchrun"; default: accelerate when installed);
+    each rank runs ``python -m module CONFIG FOLDER *args``."""
     if launcher is None:
         launcher = "accelerate" if importlib.util.find_spec("accelerate") else "torchrun"
     folder = Path(config.out_dir) if out_dir is None else out_dir
-    target = ["-m", "tracekit.capture.runner", str(config_file), str(folder)]
+    target = ["-m", module, str(config_file), str(folder), *args]
     if launcher == "accelerate":
         if config.accelerate_config:  # a file, or the name of a shipped config (ddp, fsdp, ...)
             setup = ["--config_file", str(accelerate_configs.resolve(config.accelerate_config))]
@@ -167,12 +177,13 @@ def capture(config: CaptureConfig) -> CaptureSummary:
     raise error
 
 
-def _launch(config: CaptureConfig, folder: Path) -> _Outcome:
+def _launch(config: CaptureConfig, folder: Path, *, module: str = RUNNER, args: Sequence[str] = ()) -> _Outcome:
     """Start the ranks writing into ``folder`` and wait for them; stop every process of the run
     on timeout or interruption (and any left behind)."""
     config_file = folder / files.CONFIG
     files.write_json_atomic(config_file, to_dict(config))
-    cmd = build_command(config, config_file, port=config.main_process_port or free_port(), out_dir=folder)
+    port = config.main_process_port or free_port()
+    cmd = build_command(config, config_file, port=port, out_dir=folder, module=module, args=args)
     run_id = uuid.uuid4().hex
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "TRACEKIT_CAPTURE": "1"}
     env.update({processes.RUN_ENV: run_id, PARENT_ENV: str(os.getpid())})
@@ -191,6 +202,25 @@ def _launch(config: CaptureConfig, folder: Path) -> _Outcome:
             if proc is not None:
                 with processes.interrupts_ignored():
                     processes.stop(proc, run_id)
+
+
+def run_ranks(
+    config: CaptureConfig, folder: Path, target: Path, *, module: str, args: Sequence[str] = (), kind: FolderKind
+) -> None:
+    """Run ``module`` on every rank (as a capture runs its ranks: same launcher, supervisors,
+    timeout and clean-up) writing into the fresh ``folder``. When a rank did not finish, the
+    folder is kept as ``<target>.tracekit-failed`` and the error names the rank at fault."""
+    try:
+        outcome = _launch(config, folder, module=module, args=args)
+    except BaseException:
+        with processes.interrupts_ignored():
+            outdir.keep_failed(folder, target, kind)
+        raise
+    if outcome.ok and all(state.done for state in ranks.read_states(folder, config.nproc)):
+        return
+    with processes.interrupts_ignored():
+        kept = outdir.keep_failed(folder, target, kind)
+    raise _error(outcome, config, kept)
 
 
 def _summary(folder: Path, config: CaptureConfig) -> CaptureSummary:

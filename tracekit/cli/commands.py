@@ -21,6 +21,7 @@ from tracekit.readers import parse_rank_spec
 from tracekit.reports import TerminalRenderer, renderer
 from tracekit.reports.text import one_line
 from tracekit.results.io import load_analysis
+from tracekit.results.records import dump_record
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -29,6 +30,7 @@ if TYPE_CHECKING:
 
     from tracekit.analyzers.compare import Noise
     from tracekit.capture.sweep_plan import Cell
+    from tracekit.reports.tool_reports import ToolReport
     from tracekit.results.ab import Side
     from tracekit.results.analysis import Analysis
 
@@ -237,3 +239,55 @@ def parse_headroom(text: str) -> float:
     if not 0 <= value < 100:
         raise InputError(f"--headroom {text!r}: give a percentage from 0 to under 100")
     return value
+
+
+def _write_tool(report: ToolReport, record: bytes, outputs: dict[str, Path | None]) -> None:
+    """Print a tool's report; write its JSON record and Markdown where asked (atomically, together)."""
+    from tracekit.reports.tool_reports import render_markdown, render_text
+
+    width = shutil.get_terminal_size().columns if sys.stdout.isatty() else 100
+    click.echo(render_text(report, width=max(width, 100)), nl=False)
+    texts = {"json": record.decode("utf-8"), "md": render_markdown(report)}
+    with OutputFiles() as out:
+        for fmt, path in outputs.items():
+            if path is not None:
+                out.add_text(path, texts[fmt])
+    for path in outputs.values():
+        if path is not None:
+            click.echo(f"wrote {one_line(str(path))}")
+
+
+def run_dataloader(
+    config_path: Path | None,
+    extra_args: list[str],
+    *,
+    batches: int,
+    capture: Path | None,
+    outputs: dict[str, Path | None],
+) -> None:
+    """``tracekit dataloader``."""
+    from tracekit.capture.config import load_config, parse_overrides
+    from tracekit.capture.loader_probe import PROBE_FILE, probe_dataloader, probe_folder
+    from tracekit.reports.tool_reports import loader_report
+
+    check_outputs({f"--{fmt}": path for fmt, path in outputs.items()}, [p for p in [config_path] if p])
+    config = load_config(config_path, parse_overrides(extra_args))
+    folder = probe_folder(config)
+    click.echo(one_line(f"timing the DataLoader of {config.workload!r} alone on {config.nproc} rank(s) ..."), err=True)
+    probe = probe_dataloader(config, batches=batches, capture=capture)
+    _write_tool(loader_report(probe), dump_record(probe), outputs)
+    click.echo(one_line(f"wrote {folder / PROBE_FILE}"))
+
+
+def run_audit_params(
+    config_path: Path | None, extra_args: list[str], *, include_zero_grad: bool, outputs: dict[str, Path | None]
+) -> None:
+    """``tracekit audit-params``."""
+    from tracekit.capture.audit import audit_params
+    from tracekit.capture.config import load_config, parse_overrides
+    from tracekit.reports.tool_reports import audit_report
+
+    check_outputs({f"--{fmt}": path for fmt, path in outputs.items()}, [p for p in [config_path] if p])
+    config = load_config(config_path, parse_overrides(extra_args))
+    audit = audit_params(config, include_zero_grad=include_zero_grad)
+    _write_tool(audit_report(audit), dump_record(audit), outputs)

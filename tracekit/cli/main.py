@@ -350,6 +350,58 @@ def sweep(
     )
 
 
+_CONFIG_HELP = "JSON config file (as capture's); any field can be set as --field=value or --section.field=value."
+_BATCHES_HELP = "Batches timed per rank, after the config's warm-up steps' worth."
+_CAPTURE_HELP = "A capture of this config (its summary.json) to compare with [default: OUT_DIR when it holds one]."
+
+
+@cli.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
+@_config_path(_CONFIG_HELP)
+@click.option("--batches", type=click.IntRange(min=1), default=100, show_default=True, help=_BATCHES_HELP)
+@click.option("--capture", "capture_dir", type=click.Path(file_okay=False, path_type=Path), help=_CAPTURE_HELP)
+@click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path), help="Also write it as JSON.")
+@click.option("--md", "md_path", type=click.Path(dir_okay=False, path_type=Path), help="Also write Markdown.")
+@click.pass_context
+def dataloader(
+    ctx: click.Context,
+    config_path: Path | None,
+    batches: int,
+    capture_dir: Path | None,
+    json_path: Path | None,
+    md_path: Path | None,
+) -> None:
+    """Measure the DataLoader alone: the training config's dataset, sharding, workers, prefetch and
+    pinning on its ranks, with no model. Per rank: fetch times (and their two modes), batches/s;
+    the cluster's samples/s ceiling, and against a capture of the config, whether training is
+    input-bound. Files go to OUT_DIR.dataloader/.
+    """
+    from tracekit.cli.commands import run_dataloader
+
+    run_dataloader(
+        config_path, list(ctx.args), batches=batches, capture=capture_dir, outputs={"json": json_path, "md": md_path}
+    )
+
+
+@cli.command("audit-params", context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
+@_config_path(_CONFIG_HELP)
+@click.option("--include-zero-grad", is_flag=True, help="Also list parameters whose gradient is all zeros.")
+@click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path), help="Also write it as JSON.")
+@click.option("--md", "md_path", type=click.Path(dir_okay=False, path_type=Path), help="Also write Markdown.")
+@click.pass_context
+def audit_params(
+    ctx: click.Context, config_path: Path | None, include_zero_grad: bool, json_path: Path | None, md_path: Path | None
+) -> None:
+    """Which parameters get no gradient: one forward + backward of the workload on one real batch, on one
+    process. Lists UNUSED (no gradient), FROZEN and, with --include-zero-grad, all-zero gradients, by
+    module, and says whether DDP's find_unused_parameters can be turned off.
+    """
+    from tracekit.cli.commands import run_audit_params
+
+    run_audit_params(
+        config_path, list(ctx.args), include_zero_grad=include_zero_grad, outputs={"json": json_path, "md": md_path}
+    )
+
+
 def main() -> None:
     """Entry point: run the CLI; every error becomes one line on stderr and an exit code, never a traceback.
 

@@ -191,7 +191,7 @@ class HtmlRenderer:
             f"backend {run.backend or '?'}, {', '.join(run.devices) or 'no device recorded'}"
             f" · tracekit {analysis.tracekit_version}"
         )
-        verdict = write_verdict(analysis.verdict, analysis.memory)
+        verdict = write_verdict(analysis.verdict, memory=analysis.memory, capture=analysis.capture)
         return _template().render(
             verdict=verdict,
             good=verdict.primary.good,

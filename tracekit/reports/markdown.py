@@ -75,7 +75,7 @@ def table(t: tb.Table) -> str:
 
 def verdict(analysis: Analysis) -> str:
     """The verdict section."""
-    v = write_verdict(analysis.verdict, analysis.memory)
+    v = write_verdict(analysis.verdict, memory=analysis.memory, capture=analysis.capture)
     p = v.primary
     share = "" if p.share_pct is None else f"{p.share_pct:.1f}% of the time, "
     lines = [

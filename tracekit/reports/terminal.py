@@ -92,7 +92,7 @@ def _line(text: Text, line: str, style: str | None = None, *, end: str = "\n") -
 
 def verdict(analysis: Analysis) -> Text:
     """The verdict with its evidence and what to change."""
-    v = write_verdict(analysis.verdict, analysis.memory)
+    v = write_verdict(analysis.verdict, memory=analysis.memory, capture=analysis.capture)
     p = v.primary
     text = Text()
     text.append("tracekit verdict", style="bold")

@@ -68,6 +68,4 @@ def dump_ab(record: ABCapture) -> bytes:
 def load_ab(data: bytes | str, *, source: str) -> ABCapture:
     """Parse ``ab.json``; anything else (another schema, a newer major version, a field of the
     wrong type) is an :class:`InputError` naming ``source``."""
-    return load_record(
-        data, ABCapture, schema=AB_SCHEMA, version=AB_SCHEMA_VERSION, what="A/B capture record", source=source
-    )
+    return load_record(data, ABCapture, what="tracekit A/B capture record", source=source)

@@ -22,7 +22,7 @@ from typing import Final, Literal
 import msgspec
 
 from tracekit.results.compare import Measure  # noqa: TC001  (msgspec reads the annotations at run time)
-from tracekit.results.records import load_record
+from tracekit.results.records import dump_record, load_record
 
 __all__ = [
     "MATRIX_SCHEMA",
@@ -193,29 +193,21 @@ class SweepMatrix(msgspec.Struct, kw_only=True, frozen=True):
     notes: list[str] = []
 
 
-def _dump(record: msgspec.Struct) -> bytes:
-    return msgspec.json.format(msgspec.json.encode(record), indent=2) + b"\n"
-
-
 def dump_sweep(sweep: Sweep) -> bytes:
     """``sweep.json`` text: indented JSON and a final newline."""
-    return _dump(sweep)
+    return dump_record(sweep)
 
 
 def load_sweep(data: bytes | str, *, source: str) -> Sweep:
     """Parse ``sweep.json``; anything else is an :class:`InputError` naming ``source``."""
-    return load_record(
-        data, Sweep, schema=SWEEP_SCHEMA, version=SWEEP_SCHEMA_VERSION, what="sweep record", source=source
-    )
+    return load_record(data, Sweep, what="tracekit sweep record", source=source)
 
 
 def dump_matrix(matrix: SweepMatrix) -> str:
     """The matrix as indented JSON text (the JSON report)."""
-    return _dump(matrix).decode()
+    return dump_record(matrix).decode()
 
 
 def load_matrix(data: bytes | str, *, source: str) -> SweepMatrix:
     """Parse a saved matrix (the JSON report)."""
-    return load_record(
-        data, SweepMatrix, schema=MATRIX_SCHEMA, version=SWEEP_SCHEMA_VERSION, what="sweep matrix", source=source
-    )
+    return load_record(data, SweepMatrix, what="tracekit sweep matrix", source=source)
