@@ -13,7 +13,10 @@ by an amount. Any sample splits somewhere, so the split is reported as two modes
 *explains* the spread: the between-group variance is at least :data:`BIMODAL_EXPLAINED` of
 the total. One normal mode split at its mean explains 2/pi = 64% of it, a uniform spread 75%;
 two modes explain more the further apart they are (a hit at 50 us and a decode at 20 ms with
-log spreads of 0.3 explain over 95%). Each mode needs :data:`MIN_MODE_BATCHES` batches.
+log spreads of 0.3 explain over 95%). Each mode needs :data:`MIN_MODE_BATCHES` batches, and
+the slow mode's median must be at least :data:`MODE_RATIO_MIN` times the fast one's: on a few
+batches, jitter of one mode (67.6 ms against 69.5 ms) can explain most of a small spread, but a
+prefetch hit and a wait for a decode differ by a factor, not by a few percent.
 
 **Headroom.** The loader's samples/s over training's. Training is called input-bound below
 :data:`INPUT_BOUND_BELOW` = 1.5x: the probe runs the loader alone, with the machine's CPU to
@@ -34,10 +37,20 @@ from tracekit.results.stats import mean, median, p95
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-__all__ = ["BIMODAL_EXPLAINED", "INPUT_BOUND_BELOW", "MIN_MODE_BATCHES", "fetch_modes", "headroom", "rank_fetches"]
+__all__ = [
+    "BIMODAL_EXPLAINED",
+    "INPUT_BOUND_BELOW",
+    "MIN_MODE_BATCHES",
+    "MODE_RATIO_MIN",
+    "fetch_modes",
+    "headroom",
+    "rank_fetches",
+]
 
 #: Share of the variance of log fetch times the two-mode split must explain.
 BIMODAL_EXPLAINED: Final = 0.8
+#: The slow mode's median over the fast mode's, from which two groups are two modes.
+MODE_RATIO_MIN: Final = 2.0
 #: Batches each mode needs (and twice that in all).
 MIN_MODE_BATCHES: Final = 3
 #: Loader samples/s over training's under which training is input-bound.
@@ -77,6 +90,8 @@ def fetch_modes(fetch_ns: Sequence[float]) -> FetchModes | None:
     if k == 0 or between < BIMODAL_EXPLAINED * total_var:
         return None
     fast, slow = ordered[:k], ordered[k:]
+    if median(slow) < MODE_RATIO_MIN * median(fast):
+        return None
     return FetchModes(
         fast_share=len(fast) / len(ordered),
         fast_median_ns=median(fast),
