@@ -146,9 +146,7 @@ def annotations_reduce(red: Reduced) -> PhasesSection:
 
 def collectives_map(ctx: RankContext) -> Parts:
     """Every collective of each rank."""
-    options = ctx.options
-    found = find_collectives(ctx.run, ctx.activity, ctx.steps, groups=options.groups, world_size=options.world_size)
-    return {"found": found}
+    return {"found": find_collectives(ctx.run, ctx.activity, ctx.steps)}
 
 
 def collectives_reduce(red: Reduced) -> CollectivesSection:
