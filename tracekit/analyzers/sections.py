@@ -388,7 +388,7 @@ def _sync_sources(red: Reduced) -> list[SyncSource]:
     top = (
         by_op.group_by("op", "kind")
         .agg(pl.col("points").sum())
-        .sort(["points", "op"], descending=[True, False])
+        .sort(["points", "op", pl.col("kind").cast(pl.String)], descending=[True, False, False])  # ties: by name
         .head(3)
     )
     return [
