@@ -50,6 +50,8 @@ def run_analyze(
     cache_dir: Path | None,
     use_cache: bool,
     window: str,
+    executor: str = "local",
+    scheduler: str | None = None,
 ) -> None:
     """``tracekit analyze``."""
     check_outputs({f"--{fmt}": path for fmt, path in outputs.items()} | {"--details": details}, paths)
@@ -66,6 +68,8 @@ def run_analyze(
             cache_dir=cache_dir,
             use_cache=use_cache,
             window=window,
+            executor=executor,
+            scheduler=scheduler,
             progress=progress.file_done,
             stage=progress.stage,
         )

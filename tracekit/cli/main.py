@@ -13,6 +13,7 @@ import click
 
 from tracekit import __version__
 from tracekit.errors import TracekitError
+from tracekit.executors import EXECUTORS
 
 #: Exit codes: bad input or arguments (TracekitError.exit_code, click's usage errors), a bug in
 #: tracekit (an error it did not expect), and an interrupt.
@@ -97,7 +98,12 @@ class _AnalyzeCommand(click.Command):
 @click.option("--ranks", "rank_spec", help="Analyze only these ranks, e.g. 0-3,7.")
 @click.option("--rank", type=int, help="The rank of a single trace file that does not record one.")
 @click.option("--top", default=10, show_default=True, type=click.IntRange(min=1), help="Kernels to list.")
-@click.option("--jobs", type=click.IntRange(min=1), help="Parsing processes [default: number of cores].")
+@click.option(
+    "--jobs",
+    type=click.IntRange(min=1),
+    help="Processes that read and analyze the ranks (with --executor dask: the workers of a local cluster) "
+    "[default: number of cores].",
+)
 @click.option(
     "--cache-dir",
     type=click.Path(file_okay=False, path_type=Path),
@@ -110,6 +116,20 @@ class _AnalyzeCommand(click.Command):
     default="steps",
     show_default=True,
     help="Measure GPU time over profiler steps, or first-to-last GPU activity (as HTA).",
+)
+@click.option(
+    "--executor",
+    type=click.Choice(list(EXECUTORS)),
+    default="local",
+    show_default=True,
+    help="Where each rank is read and analyzed: processes on this machine (--jobs), or a Dask cluster "
+    "(pip install 'tracekit[dask]'; the files must be at the same paths on its workers).",
+)
+@click.option(
+    "--scheduler",
+    metavar="ADDR",
+    help="With --executor dask: a running Dask scheduler, e.g. tcp://host:8786 [default: a local cluster of "
+    "--jobs workers].",
 )
 def analyze(
     paths: tuple[Path, ...],
@@ -127,6 +147,8 @@ def analyze(
     cache_dir: Path | None,
     no_cache: bool,
     window: str,
+    executor: str,
+    scheduler: str | None,
 ) -> None:
     """Analyze the traces of a run: one file per rank, or one file holding every rank.
 
@@ -148,6 +170,8 @@ def analyze(
         cache_dir=cache_dir,
         use_cache=not no_cache,
         window=window,
+        executor=executor,
+        scheduler=scheduler,
     )
 
 
