@@ -35,3 +35,8 @@ class TraceReadError(TracekitError):
 
 class InputError(TracekitError):
     """Input that is readable but inconsistent: duplicate ranks, mixed jobs, no traces."""
+
+
+class ExecutorError(TracekitError):
+    """The machinery that runs the analysis cannot: an executor's optional dependency missing,
+    a cluster that cannot be reached or has no workers."""

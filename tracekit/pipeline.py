@@ -10,23 +10,27 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
 import msgspec
 
 from tracekit.errors import InputError
-from tracekit.readers import capture_summary, load_run
+from tracekit.executors import make_executor
+from tracekit.readers import capture_summary
 from tracekit.results.analysis import SCHEMA
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
-    from pathlib import Path
+    from collections.abc import Callable, Iterator, Sequence
 
     from tracekit.analyzers.analysis import Outcome
     from tracekit.analyzers.compare import Noise
+    from tracekit.executors import Executor
     from tracekit.results.analysis import Analysis
     from tracekit.results.compare import Comparison
+    from tracekit.results.sweep import SweepMatrix
 
 #: The file a capture writes beside its traces (a folder holding one is one run).
 SUMMARY: Final = "summary.json"
@@ -36,7 +40,12 @@ HEAD_BYTES: Final = 4096
 
 @dataclass(frozen=True)
 class AnalyzeOptions:
-    """How traces are read and analyzed (``tracekit analyze``'s options, for both sides of a comparison)."""
+    """How traces are read and analyzed (``tracekit analyze``'s options, for both sides of a comparison).
+
+    ``executor``: where the per-rank map runs: ``"local"`` (``jobs`` processes on this
+    machine), ``"dask"`` (a Dask cluster at ``scheduler``, else a local cluster of ``jobs``
+    workers), or an :class:`~tracekit.executors.Executor` the caller made (and closes).
+    """
 
     comm_kernels: tuple[str, ...] = ()
     steps: str | None = None
@@ -47,36 +56,52 @@ class AnalyzeOptions:
     cache_dir: Path | None = None
     use_cache: bool = True
     window: str = "steps"
+    executor: str | Executor = field(default="local", compare=False)
+    scheduler: str | None = None
     progress: Callable[[str, int, int], None] | None = field(default=None, compare=False)
     stage: Callable[[str], None] | None = field(default=None, compare=False)
 
 
 def analyze_paths(paths: Sequence[Path], options: AnalyzeOptions | None = None) -> Outcome:
-    """Load the traces at ``paths``, analyze them, attach the capture summary beside them."""
-    from tracekit.analyzers import run_analysis  # noqa: PLC0415  (polars-heavy; imported when used)
+    """Analyze the traces at ``paths`` (each rank read and analyzed where ``options.executor``
+    runs it, the ranks combined here) and attach the capture summary beside them."""
+    from tracekit.stream import Settings, analyze_files  # noqa: PLC0415  (polars-heavy; imported when used)
 
     options = options or AnalyzeOptions()
     started = time.perf_counter()
-    run = load_run(
-        paths,
-        ranks=options.ranks,
-        rank=options.rank,
-        jobs=options.jobs,
-        progress=options.progress,
-        cache_dir=options.cache_dir,
+    settings = Settings(
+        cache_dir=None if options.cache_dir is None else str(Path(options.cache_dir).absolute()),
         use_cache=options.use_cache,
-        comm_kernels=options.comm_kernels,
+        comm_kernels=tuple(options.comm_kernels),
+        window=options.window,
+        steps=options.steps,
+        include_warmup=options.include_warmup,
+        rank=options.rank,
+        ranks=None if options.ranks is None else frozenset(options.ranks),
     )
-    if options.stage is not None:
-        options.stage(f"analyzing {len(run.ranks)} rank(s)")
-    outcome = run_analysis(run, window=options.window, steps=options.steps, include_warmup=options.include_warmup)
-    del run
+    with _executor(options) as executor:
+        outcome = analyze_files(
+            paths, executor=executor, settings=settings, progress=options.progress, stage=options.stage
+        )
     analysis = msgspec.structs.replace(
         outcome.analysis,
         capture=capture_summary(paths),
         analysis_seconds=round(time.perf_counter() - started, 4),
     )
     return dataclasses.replace(outcome, analysis=analysis)
+
+
+@contextmanager
+def _executor(options: AnalyzeOptions) -> Iterator[Executor]:
+    """The executor ``options`` name (closed on exit), or the one it holds (left to its owner)."""
+    if not isinstance(options.executor, str):
+        yield options.executor
+        return
+    executor = make_executor(options.executor, jobs=options.jobs, scheduler=options.scheduler)
+    try:
+        yield executor
+    finally:
+        executor.close()
 
 
 def _schema_of(path: Path) -> str | None:
@@ -171,3 +196,28 @@ def compare_paths(
     runs_b = [x for p in b for x in load_side(p, options)]
     comparison = compare(runs_a, runs_b, sources=([str(p) for p in a], [str(p) for p in b]), noise=noise)
     return evaluate_gate(comparison, fail_if) if fail_if else comparison
+
+
+def sweep_matrix(
+    path: Path, *, headroom_pct: float | None = None, options: AnalyzeOptions | None = None
+) -> SweepMatrix:
+    """The matrix of the sweep folder ``path`` (``tracekit sweep``), each traced cell's first
+    capture that ran analyzed for its verdict."""
+    from tracekit.analyzers.sweep import HEADROOM_PCT, build_matrix  # noqa: PLC0415
+    from tracekit.results.sweep import load_sweep  # noqa: PLC0415
+
+    record = path / "sweep.json"
+    if not record.is_file():
+        raise InputError("not a sweep folder (no sweep.json)", path=path)
+    sweep = load_sweep(record.read_bytes(), source=str(record))
+    verdicts = {}
+    for name in sweep.cells:
+        run = next((r for r in sweep.runs if r.cell == name and not r.probe and r.status == "ok" and r.traced), None)
+        if run is not None:
+            verdicts[name] = analyze_paths([path / run.folder], options).analysis.verdict.primary
+    return build_matrix(
+        sweep,
+        source=str(path),
+        headroom_pct=HEADROOM_PCT if headroom_pct is None else headroom_pct,
+        verdicts=verdicts,
+    )

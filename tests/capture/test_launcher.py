@@ -13,16 +13,22 @@ from tracekit.capture.ranks import failure, read_states
 from tracekit.errors import InputError
 
 
-def test_accelerate_command_generated_and_user_config() -> None:
+def test_accelerate_command_generated_and_user_config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     config = load_config(None, {"nproc": "8", "mixed_precision": "bf16"})
     cmd = build_command(config, Path("c.json"), port=1234, launcher="accelerate")
     assert cmd[:3] == [sys.executable, "-m", "accelerate.commands.launch"]
     assert cmd[cmd.index("--num_processes") + 1] == "8" and "--multi_gpu" in cmd
     assert cmd[cmd.index("--mixed_precision") + 1] == "bf16"
     assert cmd[-4:] == ["-m", "tracekit.capture.runner", "c.json", "tracekit-capture"]
+    monkeypatch.chdir(tmp_path)
+    Path("fsdp.yaml").write_text("distributed_type: FSDP\n")  # the user's own file wins over the shipped one
     user = load_config(None, {"nproc": "4", "accelerate_config": "fsdp.yaml"})
     cmd = build_command(user, Path("c.json"), port=1, launcher="accelerate")
     assert cmd[cmd.index("--config_file") + 1] == "fsdp.yaml" and "--multi_gpu" not in cmd
+    shipped = load_config(None, {"nproc": "4", "accelerate_config": "fsdp2"})  # a bare name: the shipped file
+    cmd = build_command(shipped, Path("c.json"), port=1, launcher="accelerate")
+    config_file = Path(cmd[cmd.index("--config_file") + 1])
+    assert config_file.name == "fsdp2.yaml" and config_file.parent.name == "accelerate_configs"
 
 
 def test_torchrun_fallback() -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import json
 import time
+import types
 from typing import TYPE_CHECKING
 
 import pytest
@@ -147,6 +148,7 @@ def fake_cuda(monkeypatch: pytest.MonkeyPatch) -> tuple[list[object], list[int]]
         "max_memory_allocated": lambda *a: 999,
         "max_memory_reserved": lambda *a: 1999,
         "reset_peak_memory_stats": lambda *a: calls.append("reset"),
+        "get_device_properties": lambda device: types.SimpleNamespace(total_memory=80 * 2**30),
     }
     for name, fake in fakes.items():
         monkeypatch.setattr(torch.cuda, name, fake)
@@ -186,6 +188,7 @@ def test_on_cuda_peaks_reset_where_measured_steps_begin_and_the_snapshot_is_writ
     assert (memory["device"], memory["scope"]) == ("cuda", "measured steps")
     assert (memory["peak_allocated_bytes"], memory["peak_reserved_bytes"]) == (999, 1999)
     assert (memory["allocated_bytes"], memory["reserved_bytes"]) == (120, 240)
+    assert memory["total_bytes"] == 80 * 2**30  # the device's capacity, for the headroom
     step = record["steps"][0]
     assert step["memory_start"] == {"allocated_bytes": 40, "reserved_bytes": 80}
     assert step["phase_memory"]["forward"]["delta"] == {"allocated_bytes": 100, "reserved_bytes": 200}

@@ -194,3 +194,13 @@ def test_memory_columns_and_rows_when_the_summary_has_memory() -> None:
     )
     assert rows["forward saves"] == "300.0 MiB per step, mean over ranks; at most 410.0 MiB"
     assert facts.rows[-1] == ("note", "a note")  # notes stay last
+
+
+def test_headroom_column_when_capture_recorded_the_device_capacity() -> None:
+    s = with_memory()
+    total = 8 * 2**30  # rank 1 reserves 2 GiB of an 8 GiB device: 6 GiB (75%) left
+    replace = msgspec.structs.replace
+    ranks = [replace(r, memory=replace(r.memory, total_bytes=total)) for r in s.per_rank]
+    _, table, _ = capture_tables(msgspec.structs.replace(s, per_rank=ranks))
+    assert table.columns[3:6] == ("peak memory", "peak reserved", "headroom")
+    assert [row[5] for row in table.rows] == ["7,168.0 MiB (87.5%)", "6,144.0 MiB (75.0%)"]

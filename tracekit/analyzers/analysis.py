@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
     from pathlib import Path
 
-    from tracekit.model.run import Run
+    from tracekit.model.run import Run, RunMeta
 
 #: The per-instance tables that go to the details file, not into the typed result.
 DETAIL_TABLES: Final = ("collectives_per_rank", "idle_intervals")
@@ -47,15 +47,28 @@ class Outcome:
 def options_for(
     run: Run, *, window: WindowKind | str = WindowKind.STEPS, steps: str | None = None, include_warmup: bool = False
 ) -> Options:
-    """The options of an analysis of ``run``: the user's choices and the run-level facts the map needs."""
+    """The options of an analysis of ``run``: the user's choices and the run-level facts."""
+    return run_options(run.meta, has_gpu=run.has_gpu, window=window, steps=steps, include_warmup=include_warmup)
+
+
+def run_options(
+    meta: RunMeta,
+    *,
+    has_gpu: bool,
+    window: WindowKind | str = WindowKind.STEPS,
+    steps: str | None = None,
+    include_warmup: bool = False,
+) -> Options:
+    """The options of an analysis of a run known by its metadata and whether any rank has GPU
+    activity: what the map needs (the user's choices, ``has_gpu``) and what the reduce needs."""
     return Options(
         window=WindowKind(window),
-        has_gpu=run.has_gpu,
+        has_gpu=has_gpu,
         steps=steps,
         include_warmup=include_warmup,
-        world_size=run.world_size,
-        ranks_present=len(run.ranks),
-        groups=group_members(run),
+        world_size=meta.world_size,
+        ranks_present=len(meta.ranks),
+        groups=group_members(meta.ranks),
     )
 
 
@@ -82,12 +95,12 @@ def run_analysis(
     """
     options = options_for(run, window=window, steps=steps, include_warmup=include_warmup)
     mapped = [map_ranks(part, options, ANALYSES) for part in shards(run, shard_ranks)]
-    return reduce_outcome(mapped, options, run)
+    return reduce_outcome(mapped, options, run.meta)
 
 
-def reduce_outcome(mapped: Sequence[RankSummary], options: Options, run: Run) -> Outcome:
-    """The outcome of mapped shards; ``run`` supplies only the metadata (ranks, files, warnings)."""
-    reduced = reduce_ranks(mapped, options, ANALYSES, run)
+def reduce_outcome(mapped: Sequence[RankSummary], options: Options, meta: RunMeta) -> Outcome:
+    """The outcome of mapped shards and the run's metadata (ranks, files, warnings)."""
+    reduced = reduce_ranks(mapped, options, ANALYSES, meta)
     fields = {k: v for k, v in reduced.results.items() if k in Analysis.__struct_fields__}
     return Outcome(analysis=Analysis(**fields), frames=reduced)
 

@@ -41,8 +41,10 @@ from tracekit.model.taxonomy import kernel_op_expr
 from tracekit.results.vocab import CollectiveMatch, MatchKey
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from tracekit.analyzers.steps import StepResult
-    from tracekit.model.run import Run
+    from tracekit.model.run import RankInfo, Run
 
 HOST_OP: Final = r"^(?:gloo|nccl|mpi|ucc):([A-Za-z0-9_]+)"
 C10D_OP: Final = r"^c10d(?:_functional)?::([A-Za-z0-9_]+?)_?$"
@@ -192,15 +194,13 @@ def no_groups() -> pl.DataFrame:
     return pl.DataFrame(schema=schema)
 
 
-def group_members(run: Run) -> pl.DataFrame:
+def group_members(ranks: Sequence[RankInfo]) -> pl.DataFrame:
     """Per rank and group name: the group's size and its label (``name@first member`` where
     groups of one name have different members on different ranks, as ``split_group`` makes).
 
-    Built from the metadata of every rank of the run (not only the ranks being mapped)."""
+    A label depends on every rank of the run; a size only on the rank's own metadata."""
     rows = [
-        (r.rank, g.name, len(g.ranks), min(g.ranks, default=-1), str(g.ranks))
-        for r in run.ranks
-        for g in r.process_groups
+        (r.rank, g.name, len(g.ranks), min(g.ranks, default=-1), str(g.ranks)) for r in ranks for g in r.process_groups
     ]
     schema = {"rank": pl.Int32, "pg_name": pl.String, "members": pl.Int64, "first": pl.Int64, "set": pl.String}
     df = pl.DataFrame(rows, schema=schema, orient="row")
@@ -225,15 +225,17 @@ def _stream_groups(found: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def _keys(found: pl.DataFrame, groups: pl.DataFrame, world_size: int | None) -> pl.DataFrame:
-    """The instance key of each call (pg, op, matched_by, k) and the size of its group."""
-    found = _stream_groups(found).join(groups, on=["rank", "pg_name"], how="left")
+def _keys(found: pl.DataFrame, groups: pl.DataFrame) -> pl.DataFrame:
+    """The instance key of each call (pg, op, matched_by, k) and the size of its group, as far as
+    the rank's own metadata tells them (:func:`_in_run` completes both)."""
+    members = groups.select("rank", "pg_name", "members")
+    found = _stream_groups(found).join(members, on=["rank", "pg_name"], how="left", maintain_order="left")
     no_group = pl.col("pg_name").is_null() & (pl.col("source") == "kernel")
     first_use = pl.col("start_ns").min().over("rank", "stream")
     slot = pl.when(no_group).then(first_use).rank("dense").over("rank") - 1
     pg = (
         pl.when(pl.col("pg_name").is_not_null())
-        .then(pl.coalesce("label", "pg_name"))
+        .then(pl.col("pg_name"))
         .when(no_group)
         .then(pl.format("stream#{}", slot))
         .otherwise(pl.lit(""))
@@ -247,15 +249,30 @@ def _keys(found: pl.DataFrame, groups: pl.DataFrame, world_size: int | None) -> 
         .then(pl.lit(MatchKey.STREAM_ORDER.value))
         .otherwise(pl.lit(MatchKey.OP_ORDER.value))
     )
-    world = pl.lit(world_size, dtype=pl.Int64)
-    default = pl.col("pg_name").is_null() | (pl.col("pg_name") == DEFAULT_PG)
-    expected = pl.coalesce("members", pl.col("group_size").cast(pl.Int64), pl.when(default).then(world))
+    expected = pl.coalesce("members", pl.col("group_size").cast(pl.Int64))
     found = found.with_columns(pg=pg, matched_by=how, op=pl.coalesce("coll_name", "op"), expected_ranks=expected).sort(
         "rank", "start_ns"
     )
     order = pl.int_range(pl.len()).over("rank", "pg", "op", "matched_by")
     k = pl.when(pl.col("matched_by") == MatchKey.SEQUENCE.value).then(pl.col("seq")).otherwise(order)
     return found.with_columns(k=k)
+
+
+def _in_run(found: pl.DataFrame, groups: pl.DataFrame, world_size: int | None) -> pl.DataFrame:
+    """``found`` keyed within the whole run: a group's label where groups of one name differ
+    between ranks (a rank's calls of one name are one group, so its order ``k`` stays), and the
+    world size as the size of the default group where nothing else gave one."""
+    labels = groups.select("rank", "pg_name", "label")
+    default = pl.col("pg_name").is_null() | (pl.col("pg_name") == DEFAULT_PG)
+    world = pl.when(default).then(pl.lit(world_size, dtype=pl.Int64))
+    return (
+        found.join(labels, on=["rank", "pg_name"], how="left", maintain_order="left")
+        .with_columns(
+            pg=pl.when(pl.col("pg_name").is_not_null()).then(pl.coalesce("label", "pg_name")).otherwise("pg"),
+            expected_ranks=pl.coalesce("expected_ranks", world),
+        )
+        .drop("label")
+    )
 
 
 def _measure(found: pl.DataFrame) -> pl.DataFrame:
@@ -351,30 +368,34 @@ def _status(instances: pl.DataFrame, *, ranks_present: int, world_size: int | No
 
 def match_collectives(run: Run, activity: pl.DataFrame, steps: StepResult) -> CollectiveResult:
     """Match every rank's collectives within their groups; measure floors, waits and arrivals."""
-    found = find_collectives(run, activity, steps, groups=group_members(run), world_size=run.world_size)
-    return match_found(found, ranks_present=len(run.ranks), world_size=run.world_size)
+    found = find_collectives(run, activity, steps)
+    return match_found(found, groups=group_members(run.ranks), ranks_present=len(run.ranks), world_size=run.world_size)
 
 
-def find_collectives(
-    run: Run, activity: pl.DataFrame, steps: StepResult, *, groups: pl.DataFrame, world_size: int | None
-) -> pl.DataFrame:
+def find_collectives(run: Run, activity: pl.DataFrame, steps: StepResult) -> pl.DataFrame:
     """The per-rank part: each rank's collectives keyed (pg, op, matched_by, k), with arrival and step.
 
-    ``groups``: :func:`group_members` of the whole run; ``world_size``: the run's.
+    Reads only the metadata of the ranks of ``run``, so a shard of one rank gives the same rows
+    as the whole run; :func:`match_found` completes the keys that depend on the other ranks.
     """
     kernels = _kernel_collectives(activity)
     host = _host_collectives(run, kernels["rank"].unique())
     found = pl.concat([_launch_args(run, kernels), host], how="vertical_relaxed")
     arrival = pl.when(pl.col("source") == "kernel").then(pl.col("start_ns")).otherwise(pl.col("launch_ns"))
-    found = _keys(found, groups, world_size).with_columns(
+    found = _keys(found, group_members(run.ranks)).with_columns(
         duration_ns=pl.col("end_ns") - pl.col("start_ns"), arrival_ns=arrival
     )
     return _located(found, steps)
 
 
-def match_found(found: pl.DataFrame, *, ranks_present: int, world_size: int | None) -> CollectiveResult:
-    """The cross-rank part: floors, waits, lateness and instances of every rank's collectives."""
-    found = _measure(found)
+def match_found(
+    found: pl.DataFrame, *, groups: pl.DataFrame, ranks_present: int, world_size: int | None
+) -> CollectiveResult:
+    """The cross-rank part: floors, waits, lateness and instances of every rank's collectives.
+
+    ``groups``: :func:`group_members` of every rank of the run; ``world_size``: the run's.
+    """
+    found = _measure(_in_run(found, groups, world_size))
     per_rank = found.select(
         "rank",
         *KEYS,

@@ -1108,3 +1108,32 @@ def evaluate_gate(comparison: Comparison, specs: Sequence[str]) -> Comparison:
             )
         )
     return msgspec.structs.replace(comparison, gate=results)
+
+
+def compare_values(
+    key: str,
+    label: str,
+    unit: Unit,
+    a: Sequence[Sequence[float]],
+    b: Sequence[Sequence[float]],
+    *,
+    noise: Noise | None = None,
+    lower_is_better: bool | None = True,
+    stat: Callable[[np.ndarray], np.ndarray] = _mean,
+) -> Measure:
+    """A measure of two sides given as plain values, one sequence per run (per-step values of
+    each repeat): the difference of ``stat`` and its interval, by the noise model of
+    :func:`compare` (for runs that were not analyzed, such as the cells of a sweep)."""
+    noise = noise or Noise()
+    return measure_of(
+        key,
+        label,
+        unit,
+        a=_Samples(runs=[np.asarray(r, dtype=float) for r in a]),
+        b=_Samples(runs=[np.asarray(r, dtype=float) for r in b]),
+        noise=noise,
+        rng=np.random.default_rng(noise.seed),
+        lower_is_better=lower_is_better,
+        stat=stat,
+        medians=False,
+    )

@@ -38,8 +38,9 @@ class Options:
     steps: str | None = None
     #: keep warm-up steps in the figures
     include_warmup: bool = False
-    #: facts of the whole run the per-rank parts need: its world size, how many ranks are
-    #: present, and the process groups of every rank (:func:`collectives.group_members`)
+    #: facts of the whole run that the cross-rank parts need: its world size, how many ranks
+    #: are present, and the process groups of every rank (:func:`collectives.group_members`);
+    #: the per-rank parts read none of them, so a rank can be mapped before the others are known
     world_size: int | None = None
     ranks_present: int = 1
     groups: pl.DataFrame = field(default_factory=no_groups)

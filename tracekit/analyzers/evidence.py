@@ -99,7 +99,9 @@ def evidence(
     fields: dict[str, object] = {"steps_per_rank": n_steps}
     dl = dataloader.per_step
     if dl.height:
-        worst = dl.sort("share_pct", descending=True, nulls_last=True).row(0, named=True)
+        worst = dl.sort(  # ties to the lowest rank and step, however the ranks were sharded
+            ["share_pct", "rank", "step"], descending=[True, False, False], nulls_last=True
+        ).row(0, named=True)
         fields.update(
             data_measure=dataloader.measure,
             fetch_per_step_ns=num(dataloader.per_rank["fetch_ns"].mean()) / n_steps,

@@ -30,7 +30,7 @@ from tracekit.analyzers.syncs import SyncResult
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
-    from tracekit.model.run import Run
+    from tracekit.model.run import Run, RunMeta
     from tracekit.results.analysis import RunFacts, Verdict
 
 #: What one analysis's per-rank part returns: named frames, one row per rank (or rank and step...).
@@ -67,7 +67,7 @@ class Reduced:
 
     shards: Sequence[RankSummary]
     options: Options
-    run_meta: Run
+    run_meta: RunMeta
     results: dict[str, Any] = field(default_factory=dict)
 
     def part(self, entry: str, table: str) -> pl.DataFrame:
@@ -149,6 +149,7 @@ class Reduced:
         """Collectives matched across ranks."""
         return match_found(
             self.part("collectives", "found"),
+            groups=self.options.groups,
             ranks_present=self.options.ranks_present,
             world_size=self.options.world_size,
         )
@@ -194,10 +195,12 @@ class Reduced:
         )
 
 
-def reduce_ranks(shards: Sequence[RankSummary], options: Options, entries: Sequence[Entry], run_meta: Run) -> Reduced:
+def reduce_ranks(
+    shards: Sequence[RankSummary], options: Options, entries: Sequence[Entry], run_meta: RunMeta
+) -> Reduced:
     """Run the cross-rank part of every entry, in order; ``results`` holds each one's output.
 
-    ``run_meta``: the run's metadata (ranks, files, warnings); its events are not read.
+    ``run_meta``: the run's metadata (ranks, files, warnings): no events are needed here.
     """
     reduced = Reduced(shards=shards, options=options, run_meta=run_meta)
     for entry in entries:

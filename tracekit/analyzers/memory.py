@@ -94,7 +94,7 @@ def memory_map(ctx: RankContext) -> Parts:
     return {
         "per_device": _with_headroom(ctx, _running_at_peak(ctx, peaks)),
         "timeline": timeline,
-        **_categories(ctx.run.memory_categories),
+        **timeline_parts(ctx.run.memory_categories),
     }
 
 
@@ -186,7 +186,7 @@ def _with_headroom(ctx: RankContext, peaks: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def _categories(timeline: pl.DataFrame) -> Parts:
+def timeline_parts(timeline: pl.DataFrame) -> Parts:
     """Per rank: the categorized timeline's peak, and each category at the peak and at its own peak."""
     if timeline.height == 0:
         return {}
@@ -231,7 +231,8 @@ def memory_reduce(red: Reduced) -> MemorySection:
     categories = red.part("memory", "categories")
     peak_rank = None
     if per_device.height:
-        peak_rank = per_device.sort("peak_allocated_bytes", descending=True, nulls_last=True).row(0, named=True)["rank"]
+        highest = per_device.sort(["peak_allocated_bytes", "rank"], descending=[True, False], nulls_last=True)
+        peak_rank = highest.row(0, named=True)["rank"]  # ties to the lowest rank, however the ranks were sharded
     imbalance = _imbalance(per_device, peaks)
     return MemorySection(
         per_device=rows(per_device, MemoryRow) if per_device.height else [],

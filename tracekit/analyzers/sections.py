@@ -146,9 +146,7 @@ def annotations_reduce(red: Reduced) -> PhasesSection:
 
 def collectives_map(ctx: RankContext) -> Parts:
     """Every collective of each rank."""
-    options = ctx.options
-    found = find_collectives(ctx.run, ctx.activity, ctx.steps, groups=options.groups, world_size=options.world_size)
-    return {"found": found}
+    return {"found": find_collectives(ctx.run, ctx.activity, ctx.steps)}
 
 
 def collectives_reduce(red: Reduced) -> CollectivesSection:
@@ -390,7 +388,7 @@ def _sync_sources(red: Reduced) -> list[SyncSource]:
     top = (
         by_op.group_by("op", "kind")
         .agg(pl.col("points").sum())
-        .sort(["points", "op"], descending=[True, False])
+        .sort(["points", "op", pl.col("kind").cast(pl.String)], descending=[True, False, False])  # ties: by name
         .head(3)
     )
     return [

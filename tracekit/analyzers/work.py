@@ -99,7 +99,7 @@ def work_tables(red: Reduced) -> dict[str, pl.DataFrame]:
         out[kind] = (
             table.group_by(keys)
             .agg(pl.col("count").sum(), pl.col("total_ns").sum(), ranks=pl.col("rank").n_unique())
-            .sort(["total_ns", "name"], descending=[True, False])
+            .sort(["total_ns", *_ties(keys)], descending=[True, *[False] * len(keys)])
         )
     found = red.part("collectives", "found")
     if found.height:
@@ -120,6 +120,12 @@ def work_tables(red: Reduced) -> dict[str, pl.DataFrame]:
             syncs.group_by("sync_kind", pl.col("op").alias("name"), "phase")
             .agg(pl.col("count").sum(), ranks=pl.col("rank").n_unique())
             .with_columns(total_ns=pl.lit(0, pl.Int64))
-            .sort(["count", "name"], descending=[True, False])
+            .sort(["count", *_ties(["name", "sync_kind", "phase"])], descending=[True, False, False, False])
         )
     return out
+
+
+def _ties(keys: list[str]) -> list[pl.Expr]:
+    """The group keys as text, to order rows tied on their figure the same way in every process
+    (however the ranks were sharded, and whatever codes a categorical got there)."""
+    return [pl.col(k).cast(pl.String) for k in keys]

@@ -58,6 +58,9 @@ class CaptureConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     mixed_precision: Precision = "no"
     #: Clip gradients to this norm (adds the ``clip`` phase); none when null.
     max_grad_norm: float | None = None
+    #: DDP's ``find_unused_parameters`` (DDP only): True walks the autograd graph after every
+    #: forward to find parameters that get no gradient (``tracekit audit-params`` lists them).
+    find_unused_parameters: bool = False
     learning_rate: float = 1e-3
     out_dir: str = "tracekit-capture"
     seed: int = 0
@@ -73,6 +76,9 @@ class CaptureConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     memory_snapshot: bool = False
     #: Count the bytes autograd saves in forward (a saved-tensors hook inside forward).
     memory_saved_tensors: bool = True
+    #: Record torch.profiler traces; false times the steps and memory only (summary.json, phase
+    #: files), as a sweep's cells do with ``--no-trace``.
+    trace: bool = True
     #: Port of the rendezvous; 0 picks a free one.
     main_process_port: int = 0
     #: Seconds the whole run (start-up included) may take; then every process of it is
@@ -150,7 +156,7 @@ def _check_ranges(config: CaptureConfig, source: str) -> None:
             raise InputError(f"invalid config: {name} is out of range", path=source)
     p = config.profiler
     needed = (p.wait + p.warmup + p.active) * p.repeat
-    if needed > config.total_steps:
+    if config.trace and needed > config.total_steps:
         raise InputError(
             f"invalid config: the profiler schedule needs {needed} steps "
             f"((wait {p.wait} + warmup {p.warmup} + active {p.active}) x repeat {p.repeat}) but "

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tracekit.capture import files, outdir, processes, ranks
+from tracekit.capture import accelerate_configs, files, outdir, processes, ranks
 from tracekit.capture.config import CaptureConfig, to_dict
 from tracekit.capture.ranks import CaptureError
 from tracekit.capture.summary import write_summary
@@ -33,9 +33,28 @@ from tracekit.errors import InputError, TracekitError
 from tracekit.results.capture import load_capture_summary
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from tracekit.capture.outdir import FolderKind
     from tracekit.results.capture import CaptureSummary
 
-__all__ = ["CaptureError", "CaptureInterrupted", "build_command", "capture", "check_nsys", "free_port"]
+__all__ = [
+    "CaptureError",
+    "CaptureInterrupted",
+    "CaptureTimeout",
+    "build_command",
+    "capture",
+    "check_nsys",
+    "free_port",
+    "run_ranks",
+]
+
+#: The module every rank of a capture runs.
+RUNNER = "tracekit.capture.runner"
+
+
+class CaptureTimeout(CaptureError):
+    """The run took longer than its ``timeout`` and was stopped."""
 
 
 class CaptureInterrupted(CaptureError):
@@ -75,16 +94,19 @@ def build_command(
     port: int,
     out_dir: Path | None = None,
     launcher: str | None = None,
+    module: str = RUNNER,
+    args: Sequence[str] = (),
 ) -> list[str]:
     """The command that starts every rank, writing into ``out_dir`` (default: the config's),
-    through ``launcher`` ("accelerate" or "torchrun"; default: accelerate when installed)."""
+    through ``launcher`` ("accelerate" or "torchrun"; default: accelerate when installed);
+    each rank runs ``python -m module CONFIG FOLDER *args``."""
     if launcher is None:
         launcher = "accelerate" if importlib.util.find_spec("accelerate") else "torchrun"
     folder = Path(config.out_dir) if out_dir is None else out_dir
-    target = ["-m", "tracekit.capture.runner", str(config_file), str(folder)]
+    target = ["-m", module, str(config_file), str(folder), *args]
     if launcher == "accelerate":
-        if config.accelerate_config:
-            setup = ["--config_file", config.accelerate_config]
+        if config.accelerate_config:  # a file, or the name of a shipped config (ddp, fsdp, ...)
+            setup = ["--config_file", str(accelerate_configs.resolve(config.accelerate_config))]
         else:
             setup = ["--num_machines", "1", "--mixed_precision", config.mixed_precision, "--dynamo_backend", "no"]
             setup += ["--multi_gpu"] if config.nproc > 1 else []
@@ -128,6 +150,7 @@ def capture(config: CaptureConfig) -> CaptureSummary:
     and the error (a :class:`~tracekit.errors.TracekitError`) names the failed run's folder.
     """
     check_nsys(config)
+    accelerate_configs.check(config.accelerate_config)  # a missing file, DeepSpeed not installed
     target = outdir.check(config.out_dir)
     resolve(config.workload)  # an import error fails here, before N ranks start
     had_capture = outdir.is_capture(target)
@@ -154,12 +177,13 @@ def capture(config: CaptureConfig) -> CaptureSummary:
     raise error
 
 
-def _launch(config: CaptureConfig, folder: Path) -> _Outcome:
+def _launch(config: CaptureConfig, folder: Path, *, module: str = RUNNER, args: Sequence[str] = ()) -> _Outcome:
     """Start the ranks writing into ``folder`` and wait for them; stop every process of the run
     on timeout or interruption (and any left behind)."""
     config_file = folder / files.CONFIG
     files.write_json_atomic(config_file, to_dict(config))
-    cmd = build_command(config, config_file, port=config.main_process_port or free_port(), out_dir=folder)
+    port = config.main_process_port or free_port()
+    cmd = build_command(config, config_file, port=port, out_dir=folder, module=module, args=args)
     run_id = uuid.uuid4().hex
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "TRACEKIT_CAPTURE": "1"}
     env.update({processes.RUN_ENV: run_id, PARENT_ENV: str(os.getpid())})
@@ -180,6 +204,25 @@ def _launch(config: CaptureConfig, folder: Path) -> _Outcome:
                     processes.stop(proc, run_id)
 
 
+def run_ranks(
+    config: CaptureConfig, folder: Path, target: Path, *, module: str, args: Sequence[str] = (), kind: FolderKind
+) -> None:
+    """Run ``module`` on every rank (as a capture runs its ranks: same launcher, supervisors,
+    timeout and clean-up) writing into the fresh ``folder``. When a rank did not finish, the
+    folder is kept as ``<target>.tracekit-failed`` and the error names the rank at fault."""
+    try:
+        outcome = _launch(config, folder, module=module, args=args)
+    except BaseException:
+        with processes.interrupts_ignored():
+            outdir.keep_failed(folder, target, kind)
+        raise
+    if outcome.ok and all(state.done for state in ranks.read_states(folder, config.nproc)):
+        return
+    with processes.interrupts_ignored():
+        kept = outdir.keep_failed(folder, target, kind)
+    raise _error(outcome, config, kept)
+
+
 def _summary(folder: Path, config: CaptureConfig) -> CaptureSummary:
     summary_path = folder / files.SUMMARY
     if summary_path.exists():
@@ -192,7 +235,7 @@ def _error(outcome: _Outcome, config: CaptureConfig, folder: Path) -> TracekitEr
     logs = folder / files.LOG
     if outcome.timed_out:
         states = ranks.read_states(folder, config.nproc)
-        return CaptureError(
+        return CaptureTimeout(
             f"timed out after {config.timeout:g} s (the timeout setting): {ranks.hang(states)}; "
             f"every process of the run was stopped; logs: {logs}"
         )

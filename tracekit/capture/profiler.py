@@ -129,6 +129,7 @@ class Profiler:
         memory_snapshot: bool = False,
         saved_tensors: bool = True,
         nvtx: bool = True,
+        trace: bool = True,
         cuda_profiler_range: bool = False,
         samples_per_step: int | None = None,
         write_summary: bool = True,
@@ -154,6 +155,8 @@ class Profiler:
                 )
         self._saved = memory.SavedTensors() if saved_tensors else None
         self.nvtx = nvtx
+        #: Whether torch.profiler runs (False: phases, steps and memory are timed without a trace).
+        self.trace = trace
         self.cuda_profiler_range = cuda_profiler_range
         self.samples_per_step = samples_per_step
         self.write_summary = write_summary
@@ -185,13 +188,17 @@ class Profiler:
         self.notes.extend(_memory_notes(cuda=self._cuda, snapshot=self.memory_snapshot))
         activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if self._cuda else [])
         wait, warmup, active, repeat = self.schedule
-        self._torch_profiler = profile(
-            activities=activities,
-            schedule=schedule(wait=wait, warmup=warmup, active=active, repeat=repeat),
-            on_trace_ready=self._write_trace,
-            record_shapes=self.options["record_shapes"],
-            profile_memory=self.options["profile_memory"],
-            with_stack=self.options["with_stack"],
+        self._torch_profiler = (
+            profile(
+                activities=activities,
+                schedule=schedule(wait=wait, warmup=warmup, active=active, repeat=repeat),
+                on_trace_ready=self._write_trace,
+                record_shapes=self.options["record_shapes"],
+                profile_memory=self.options["profile_memory"],
+                with_stack=self.options["with_stack"],
+            )
+            if self.trace
+            else contextlib.nullcontext()
         )
         if self.nvtx:
             self._nvtx_domain = _nvtx_domain()
@@ -279,7 +286,8 @@ class Profiler:
             if self._step >= self.warmup_steps:
                 self._records.append(record)
         self._step += 1
-        self._torch_profiler.step()
+        if self.trace:
+            self._torch_profiler.step()
         if self._step == self.warmup_steps:
             self._start_measured()
         self._set_cuda_range(self._in_active_window())

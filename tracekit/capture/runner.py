@@ -16,7 +16,7 @@ import traceback
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tracekit.capture import files, supervisor
+from tracekit.capture import files, sharding, supervisor
 from tracekit.capture.config import CaptureConfig, load_config, to_dict
 from tracekit.capture.profiler import Profiler
 from tracekit.capture.ranks import RankProgress
@@ -24,23 +24,31 @@ from tracekit.capture.workloads import Workload, WorkloadContext, resolve
 from tracekit.errors import InputError
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Callable, Iterator
 
 
-def _forever(loader: Any) -> Iterator[Any]:
+def forever(loader: Any) -> Iterator[Any]:
+    """The loader's batches, epoch after epoch (as training draws them)."""
     while True:
-        yield from loader
+        empty = True
+        for batch in loader:
+            empty = False
+            yield batch
+        if empty:  # a batch larger than this rank's share of the data set (drop_last)
+            raise InputError("the DataLoader gives no batch: batch_size is larger than this rank's share of the data")
 
 
-def _to_device(batch: Any, device: Any, non_blocking: bool) -> Any:
+def to_device(batch: Any, device: Any, non_blocking: bool) -> Any:
+    """``batch`` (tensors in lists, tuples and dicts) moved to ``device``."""
     if isinstance(batch, (list, tuple)):
-        return type(batch)(_to_device(b, device, non_blocking) for b in batch)
+        return type(batch)(to_device(b, device, non_blocking) for b in batch)
     if isinstance(batch, dict):
-        return {k: _to_device(v, device, non_blocking) for k, v in batch.items()}
+        return {k: to_device(v, device, non_blocking) for k, v in batch.items()}
     return batch.to(device, non_blocking=non_blocking) if hasattr(batch, "to") else batch
 
 
-def _build_workload(config: CaptureConfig, rank: int, world_size: int) -> Workload:
+def build_workload(config: CaptureConfig, rank: int, world_size: int) -> Workload:
+    """The configured workload for ``rank`` of ``world_size``; bad factories are an :class:`InputError`."""
     factory = resolve(config.workload)
     ctx = WorkloadContext(rank, world_size, config.batch_size, config.seed, config.learning_rate)
     try:
@@ -54,7 +62,8 @@ def _build_workload(config: CaptureConfig, rank: int, world_size: int) -> Worklo
     return workload
 
 
-def _dataloader(config: CaptureConfig, workload: Workload) -> Any:
+def make_dataloader(config: CaptureConfig, workload: Workload) -> Any:
+    """The workload's DataLoader with the config's knobs (or the workload's own loader)."""
     from torch.utils.data import DataLoader
 
     if workload.dataloader is not None:
@@ -94,16 +103,14 @@ def environment(accelerator: Any, backend: str) -> dict[str, Any]:
     }
 
 
-def run(config: CaptureConfig, out_dir: Path | None = None, progress: RankProgress | None = None) -> None:
-    """Run warmup + measured steps of the configured workload on this rank, writing into
-    ``out_dir`` (default: the config's) and recording ``progress`` when given."""
+def make_accelerator(config: CaptureConfig) -> tuple[Any, str]:
+    """This rank's ``Accelerator`` as training uses it (the process group joined, gloo on CPU,
+    DDP's ``find_unused_parameters`` from the config), and the backend's name."""
     import torch
     import torch.distributed as dist
     from accelerate import Accelerator
+    from accelerate.utils import DistributedDataParallelKwargs
 
-    folder = Path(config.out_dir) if out_dir is None else out_dir
-    stage = progress.stage if progress is not None else (lambda _name: None)
-    stage("init")
     cuda = torch.cuda.is_available()
     backend = config.backend if config.backend != "auto" else ("nccl" if cuda else "gloo")
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
@@ -119,19 +126,41 @@ def run(config: CaptureConfig, out_dir: Path | None = None, progress: RankProgre
         cpu=not cuda,
         mixed_precision=config.mixed_precision,
         gradient_accumulation_steps=config.gradient_accumulation_steps,
+        kwargs_handlers=[DistributedDataParallelKwargs(find_unused_parameters=config.find_unused_parameters)],
     )
     if accelerator.num_processes != world_size:
         raise RuntimeError(
             f"accelerate set up {accelerator.num_processes} process(es) ({accelerator.distributed_type}) "
             f"but the launcher started {world_size}"
         )
+    return accelerator, backend
+
+
+def run(config: CaptureConfig, out_dir: Path | None = None, progress: RankProgress | None = None) -> None:
+    """Run warmup + measured steps of the configured workload on this rank, writing into
+    ``out_dir`` (default: the config's) and recording ``progress`` when given."""
+    import torch
+    import torch.distributed as dist
+
+    folder = Path(config.out_dir) if out_dir is None else out_dir
+    stage = progress.stage if progress is not None else (lambda _name: None)
+    stage("init")
+    accelerator, backend = make_accelerator(config)
+    cuda = torch.cuda.is_available()
     rank = accelerator.process_index
     stage("workload")
-    workload = _build_workload(config, rank, accelerator.num_processes)
+    workload = build_workload(config, rank, accelerator.num_processes)
     stage("prepare")
-    loader = accelerator.prepare_data_loader(_dataloader(config, workload), device_placement=False)
-    prepared = accelerator.prepare(workload.model, workload.optimizer, *(x for x in [workload.scheduler] if x))
+    loader = accelerator.prepare_data_loader(make_dataloader(config, workload), device_placement=False)
     notes = []
+    scheduler = [workload.scheduler] if workload.scheduler is not None else []
+    if sharding.wanted(cuda):  # accelerate applies FSDP on accelerators only
+        model, sharded = sharding.shard(workload.model, workload.optimizer)
+        notes.append(sharded)
+        rest = accelerator.prepare(workload.optimizer, *scheduler)
+        prepared = (model, *(rest if isinstance(rest, tuple) else (rest,)))
+    else:
+        prepared = accelerator.prepare(workload.model, workload.optimizer, *scheduler)
     if "DEEPSPEED" in str(accelerator.distributed_type):
         notes.append(
             "DeepSpeed runs the optimizer inside backward hooks: only total step time compares across backends"
@@ -152,6 +181,7 @@ def run(config: CaptureConfig, out_dir: Path | None = None, progress: RankProgre
         memory_snapshot=config.memory_snapshot,
         saved_tensors=config.memory_saved_tensors,
         nvtx=config.nvtx,
+        trace=config.trace,
         cuda_profiler_range=config.nsys,
         samples_per_step=config.batch_size * config.gradient_accumulation_steps,
         summary_extra={"config": to_dict(config), "environment": environment(accelerator, backend), "notes": notes},
@@ -173,12 +203,12 @@ def _loop(
     model.train()
     losses = []
     with prof:
-        batches = prof.loader(_forever(loader))
+        batches = prof.loader(forever(loader))
         while not prof.done:
             for _ in range(config.gradient_accumulation_steps):
                 inputs, targets = next(batches)
                 with prof.phase("h2d"):
-                    inputs, targets = _to_device((inputs, targets), accelerator.device, config.pin_memory)
+                    inputs, targets = to_device((inputs, targets), accelerator.device, config.pin_memory)
                 with accelerator.accumulate(model):
                     with prof.phase("forward"), accelerator.autocast():
                         loss = workload.loss_fn(model(inputs), targets)
@@ -206,13 +236,19 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit("usage: python -m tracekit.capture.runner CONFIG.json [FOLDER]")
     config = load_config(args[0])
     folder = Path(args[1] if len(args) == 2 else config.out_dir)
+    run_rank(folder, lambda progress: run(config, folder, progress))
+
+
+def run_rank(folder: Path, body: Callable[[RankProgress], None]) -> None:
+    """Run ``body`` as one rank of a launched run: supervised (when the launcher asks), its
+    progress, error file and done marker written into ``folder`` (:mod:`tracekit.capture.ranks`)."""
     rank = int(os.environ.get("RANK", "0"))
     if os.environ.get(supervisor.PARENT_ENV) and supervisor.available():
         supervisor.fork(folder, rank)  # returns in the child; the parent waits and records its exit
     progress = RankProgress(folder, rank)
     progress.stage("start")
     try:
-        run(config, folder, progress)
+        body(progress)
     except BaseException as exc:
         _report(exc, folder / files.error_name(rank))
         raise SystemExit(2 if isinstance(exc, InputError) else 1) from None

@@ -17,6 +17,9 @@ inject a real bottleneck:
   ``aten::item`` / ``aten::_local_scalar_dense`` in the forward phase);
 * ``forward_delay_ms``: every rank's forward sleeps that long (a uniformly slower forward,
   for checking that a comparison finds it);
+* ``unused_head``: an auxiliary head (``aux_head``, a Linear with weight and bias) that
+  forward never calls: its parameters get no gradient, which ``tracekit audit-params`` finds
+  and DDP refuses unless ``find_unused_parameters`` is true;
 * ``optimizer``: ``adamw`` (default) or ``sgd``. AdamW's step reads and writes four
   parameter-sized tensors and makes temporaries: on a gradient-heavy model with a tiny batch
   it costs more than forward and backward together. Plain SGD (one ``add_`` per parameter)
@@ -87,6 +90,7 @@ def _wrap(
     host_sync: bool,
     sync_check: bool,
     forward_delay_ms: float,
+    unused_head: tuple[int, int] | None = None,
 ) -> Any:
     import torch
 
@@ -99,6 +103,8 @@ def _wrap(
             super().__init__()
             self.inner = inner
             self.nonfinite_steps = 0  # what sync_check found (never, on these workloads)
+            if unused_head is not None:  # never called in forward: its parameters get no gradient
+                self.aux_head = torch.nn.Linear(*unused_head)
 
         def forward(self, x: Any) -> Any:
             if delay_s > 0:
@@ -132,6 +138,7 @@ def mlp(
     sync_check: bool = False,
     forward_delay_ms: float = 0.0,
     optimizer: str = "adamw",
+    unused_head: bool = False,
 ) -> Workload:
     """A small MLP classifier on synthetic data."""
     import torch
@@ -153,6 +160,7 @@ def mlp(
         host_sync=host_sync,
         sync_check=sync_check,
         forward_delay_ms=forward_delay_ms,
+        unused_head=(width, classes) if unused_head else None,
     )
 
     def make(i: int) -> tuple[Any, Any]:
@@ -184,6 +192,7 @@ def transformer(
     sync_check: bool = False,
     forward_delay_ms: float = 0.0,
     optimizer: str = "adamw",
+    unused_head: bool = False,
 ) -> Workload:
     """A small causal transformer language model on synthetic tokens."""
     import torch
@@ -215,6 +224,7 @@ def transformer(
         host_sync=host_sync,
         sync_check=sync_check,
         forward_delay_ms=forward_delay_ms,
+        unused_head=(d_model, vocab) if unused_head else None,
     )
 
     def make(i: int) -> tuple[Any, Any]:

@@ -7,7 +7,7 @@ import shlex
 import shutil
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -21,6 +21,7 @@ from tracekit.readers import parse_rank_spec
 from tracekit.reports import TerminalRenderer, renderer
 from tracekit.reports.text import one_line
 from tracekit.results.io import load_analysis
+from tracekit.results.records import dump_record
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -28,6 +29,8 @@ if TYPE_CHECKING:
     import polars as pl
 
     from tracekit.analyzers.compare import Noise
+    from tracekit.capture.sweep_plan import Cell
+    from tracekit.reports.tool_reports import ToolReport
     from tracekit.results.ab import Side
     from tracekit.results.analysis import Analysis
 
@@ -47,6 +50,8 @@ def run_analyze(
     cache_dir: Path | None,
     use_cache: bool,
     window: str,
+    executor: str = "local",
+    scheduler: str | None = None,
 ) -> None:
     """``tracekit analyze``."""
     check_outputs({f"--{fmt}": path for fmt, path in outputs.items()} | {"--details": details}, paths)
@@ -63,6 +68,8 @@ def run_analyze(
             cache_dir=cache_dir,
             use_cache=use_cache,
             window=window,
+            executor=executor,
+            scheduler=scheduler,
             progress=progress.file_done,
             stage=progress.stage,
         )
@@ -118,7 +125,7 @@ def run_capture(
     click.echo(one_line(f"capturing {config.nproc} rank(s) of {config.workload!r} into {config.out_dir} ..."), err=True)
     summary = capture(config)
     click.echo(render_capture_summary(summary), nl=False)
-    written = ["rank*.pt.trace.json.gz", "phases.rank*.json", "summary.json"]
+    written = [*(["rank*.pt.trace.json.gz"] if config.trace else []), "phases.rank*.json", "summary.json"]
     for pattern in ("memory_timeline.rank*.raw.json.gz", "memory_snapshot.rank*.pickle"):
         written += [pattern] if any(Path(config.out_dir).glob(pattern)) else []
     click.echo(one_line(f"wrote {config.out_dir}: {', '.join(written)}"))
@@ -182,3 +189,109 @@ def run_compare(
     for g in failed:
         click.echo(one_line(f"tracekit: FAIL {g.spec}: {g.message}"), err=True)
     return 1 if failed else 0
+
+
+def run_sweep_command(
+    config_path: Path | None,
+    extra_args: list[str],
+    *,
+    grid: Sequence[str],
+    options: dict[str, Any],
+    headroom: str,
+    report_dir: Path | None,
+    outputs: dict[str, Path | None],
+) -> None:
+    """``tracekit sweep``: run the grid (or, with ``--report``, read a finished sweep), print
+    the matrix, write the outputs."""
+    from tracekit.capture.config import parse_overrides
+    from tracekit.capture.sweep import plan_sweep, run_sweep
+    from tracekit.pipeline import sweep_matrix
+
+    room = parse_headroom(headroom)
+    check_outputs({f"--{fmt}": path for fmt, path in outputs.items()}, [] if report_dir is None else [report_dir])
+    if report_dir is not None:
+        if grid or extra_args:
+            raise InputError("--report renders a finished sweep: give no --grid or config options with it")
+        folder = report_dir
+    else:
+        plan = plan_sweep(config_path, parse_overrides(extra_args), grid, **options)
+
+        def starting(cell: Cell, repeat: int, where: Path) -> None:
+            what = "probe" if repeat == 0 else f"repeat {repeat} of {plan.repeats}"
+            click.echo(one_line(f"capturing {cell.name} ({what}) into {where} ..."), err=True)
+
+        run_sweep(plan, starting=starting)
+        folder = Path(plan.out_dir)
+    with DelayedProgress() as progress:
+        matrix = sweep_matrix(folder, headroom_pct=room, options=AnalyzeOptions(stage=progress.stage))
+    width = shutil.get_terminal_size().columns if sys.stdout.isatty() else 120
+    click.echo(TerminalRenderer(width=max(width, 100), color=sys.stdout.isatty()).render_sweep(matrix), nl=False)
+    texts = {path: renderer(fmt).render_sweep(matrix) for fmt, path in outputs.items() if path is not None}
+    with OutputFiles() as files:
+        for path, body in texts.items():
+            files.add_text(path, body)
+    for path in texts:
+        click.echo(f"wrote {one_line(str(path))}")
+
+
+def parse_headroom(text: str) -> float:
+    """``10%`` or ``10`` -> 10.0 (percent of memory left free); 0 to under 100."""
+    try:
+        value = float(text.strip().removesuffix("%"))
+    except ValueError:
+        raise InputError(f"--headroom {text!r}: write a percentage such as 10%") from None
+    if not 0 <= value < 100:
+        raise InputError(f"--headroom {text!r}: give a percentage from 0 to under 100")
+    return value
+
+
+def _write_tool(report: ToolReport, record: bytes, outputs: dict[str, Path | None]) -> None:
+    """Print a tool's report; write its JSON record and Markdown where asked (atomically, together)."""
+    from tracekit.reports.tool_reports import render_markdown, render_text
+
+    width = shutil.get_terminal_size().columns if sys.stdout.isatty() else 100
+    click.echo(render_text(report, width=max(width, 100)), nl=False)
+    texts = {"json": record.decode("utf-8"), "md": render_markdown(report)}
+    with OutputFiles() as out:
+        for fmt, path in outputs.items():
+            if path is not None:
+                out.add_text(path, texts[fmt])
+    for path in outputs.values():
+        if path is not None:
+            click.echo(f"wrote {one_line(str(path))}")
+
+
+def run_dataloader(
+    config_path: Path | None,
+    extra_args: list[str],
+    *,
+    batches: int,
+    capture: Path | None,
+    outputs: dict[str, Path | None],
+) -> None:
+    """``tracekit dataloader``."""
+    from tracekit.capture.config import load_config, parse_overrides
+    from tracekit.capture.loader_probe import PROBE_FILE, probe_dataloader, probe_folder
+    from tracekit.reports.tool_reports import loader_report
+
+    check_outputs({f"--{fmt}": path for fmt, path in outputs.items()}, [p for p in [config_path] if p])
+    config = load_config(config_path, parse_overrides(extra_args))
+    folder = probe_folder(config)
+    click.echo(one_line(f"timing the DataLoader of {config.workload!r} alone on {config.nproc} rank(s) ..."), err=True)
+    probe = probe_dataloader(config, batches=batches, capture=capture)
+    _write_tool(loader_report(probe), dump_record(probe), outputs)
+    click.echo(one_line(f"wrote {folder / PROBE_FILE}"))
+
+
+def run_audit_params(
+    config_path: Path | None, extra_args: list[str], *, include_zero_grad: bool, outputs: dict[str, Path | None]
+) -> None:
+    """``tracekit audit-params``."""
+    from tracekit.capture.audit import audit_params
+    from tracekit.capture.config import load_config, parse_overrides
+    from tracekit.reports.tool_reports import audit_report
+
+    check_outputs({f"--{fmt}": path for fmt, path in outputs.items()}, [p for p in [config_path] if p])
+    config = load_config(config_path, parse_overrides(extra_args))
+    audit = audit_params(config, include_zero_grad=include_zero_grad)
+    _write_tool(audit_report(audit), dump_record(audit), outputs)

@@ -5,13 +5,15 @@ from __future__ import annotations
 import os
 import sys
 import traceback
+from collections.abc import Callable
 from pathlib import Path
-from typing import Final, NoReturn
+from typing import Any, Final, NoReturn, TypeVar
 
 import click
 
 from tracekit import __version__
 from tracekit.errors import TracekitError
+from tracekit.executors import EXECUTORS
 
 #: Exit codes: bad input or arguments (TracekitError.exit_code, click's usage errors), a bug in
 #: tracekit (an error it did not expect), and an interrupt.
@@ -26,6 +28,7 @@ DEBUG_ENV: Final = "TRACEKIT_DEBUG"
 MAX_MESSAGE: Final = 4000
 
 _debug = False
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -35,6 +38,11 @@ def cli(debug: bool) -> None:
     """Why is this distributed PyTorch training run slow?"""
     global _debug  # noqa: PLW0603  (set once per run, read by the error handler in main)
     _debug = _debug or debug
+
+
+def _config_path(text: str) -> Callable[[F], F]:
+    """The ``--config_path`` option of the commands that run a capture, with its help ``text``."""
+    return click.option("--config_path", "--config-path", "config_path", type=click.Path(path_type=Path), help=text)
 
 
 class _AnalyzeCommand(click.Command):
@@ -90,7 +98,12 @@ class _AnalyzeCommand(click.Command):
 @click.option("--ranks", "rank_spec", help="Analyze only these ranks, e.g. 0-3,7.")
 @click.option("--rank", type=int, help="The rank of a single trace file that does not record one.")
 @click.option("--top", default=10, show_default=True, type=click.IntRange(min=1), help="Kernels to list.")
-@click.option("--jobs", type=click.IntRange(min=1), help="Parsing processes [default: number of cores].")
+@click.option(
+    "--jobs",
+    type=click.IntRange(min=1),
+    help="Processes that read and analyze the ranks (with --executor dask: the workers of a local cluster) "
+    "[default: number of cores].",
+)
 @click.option(
     "--cache-dir",
     type=click.Path(file_okay=False, path_type=Path),
@@ -103,6 +116,20 @@ class _AnalyzeCommand(click.Command):
     default="steps",
     show_default=True,
     help="Measure GPU time over profiler steps, or first-to-last GPU activity (as HTA).",
+)
+@click.option(
+    "--executor",
+    type=click.Choice(list(EXECUTORS)),
+    default="local",
+    show_default=True,
+    help="Where each rank is read and analyzed: processes on this machine (--jobs), or a Dask cluster "
+    "(pip install 'tracekit[dask]'; the files must be at the same paths on its workers).",
+)
+@click.option(
+    "--scheduler",
+    metavar="ADDR",
+    help="With --executor dask: a running Dask scheduler, e.g. tcp://host:8786 [default: a local cluster of "
+    "--jobs workers].",
 )
 def analyze(
     paths: tuple[Path, ...],
@@ -120,6 +147,8 @@ def analyze(
     cache_dir: Path | None,
     no_cache: bool,
     window: str,
+    executor: str,
+    scheduler: str | None,
 ) -> None:
     """Analyze the traces of a run: one file per rank, or one file holding every rank.
 
@@ -141,6 +170,8 @@ def analyze(
         cache_dir=cache_dir,
         use_cache=not no_cache,
         window=window,
+        executor=executor,
+        scheduler=scheduler,
     )
 
 
@@ -242,13 +273,7 @@ def compare(
 
 
 @cli.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
-@click.option(
-    "--config_path",
-    "--config-path",
-    "config_path",
-    type=click.Path(path_type=Path),
-    help="JSON config file; any field can be set as --field=value or --section.field=value.",
-)
+@_config_path("JSON config file; any field can be set as --field=value or --section.field=value.")
 @click.option(
     "--ab",
     nargs=2,
@@ -275,6 +300,130 @@ def capture(ctx: click.Context, config_path: Path | None, ab: tuple[str, str] | 
     code = run_capture(config_path, list(ctx.args), ab=ab, repeats=repeats)
     if code:
         ctx.exit(code)
+
+
+@cli.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
+@_config_path(
+    "JSON config file every cell shares; any field can be set as --field=value (--out_dir: the sweep folder)."
+)
+@click.option(
+    "--grid", "grid", multiple=True, metavar="KEY=V1,V2", help="A grid axis, e.g. batch_size=8,16. Repeatable."
+)
+@click.option("--repeats", default=1, show_default=True, type=click.IntRange(min=1), help="Captures of each cell.")
+@click.option("--probe-oom", is_flag=True, help="Walk each other-cell's batch_size up to the first OOM.")
+@click.option("--probe-step", type=click.IntRange(min=1), help="Walk up by this step [default: double, then bisect].")
+@click.option("--no-trace", is_flag=True, help="No profiler trace: step times and memory only (faster).")
+@click.option("--cell-timeout", type=click.FloatRange(min=0, min_open=True), metavar="SECONDS", help="Per capture.")
+@click.option(
+    "--mem-budget-gb",
+    type=click.FloatRange(min=0, min_open=True),
+    help="A cell whose peak (reserved on GPU, RSS per rank on CPU) is over this is out of memory.",
+)
+@click.option("--headroom", default="10%", show_default=True, metavar="PCT", help="Memory the best cell leaves free.")
+@click.option("--resume", is_flag=True, help="Continue the sweep in --out_dir: run only the captures it lacks.")
+@click.option(
+    "--report",
+    "report_dir",
+    type=click.Path(path_type=Path),
+    help="Render the matrix of this sweep folder again, without running anything.",
+)
+@click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path), help="Write the matrix as JSON.")
+@click.option("--md", "md_path", type=click.Path(dir_okay=False, path_type=Path), help="Write Markdown (for a PR).")
+@click.option("--html", "html_path", type=click.Path(dir_okay=False, path_type=Path), help="Write offline HTML.")
+@click.pass_context
+def sweep(
+    ctx: click.Context,
+    config_path: Path | None,
+    grid: tuple[str, ...],
+    repeats: int,
+    probe_oom: bool,
+    probe_step: int | None,
+    no_trace: bool,
+    cell_timeout: float | None,
+    mem_budget_gb: float | None,
+    headroom: str,
+    resume: bool,
+    report_dir: Path | None,
+    json_path: Path | None,
+    md_path: Path | None,
+    html_path: Path | None,
+) -> None:
+    """Capture every cell of a grid of config values (backend x batch size ...) and show the matrix.
+
+    Each cell is a capture into OUT_DIR/cells/<cell>; sweep.json records each as it finishes
+    (ok, oom, failed, timeout), so --resume continues an interrupted sweep.
+    """
+    from tracekit.cli.commands import run_sweep_command
+
+    run_sweep_command(
+        config_path,
+        list(ctx.args),
+        grid=grid,
+        options={
+            "repeats": repeats,
+            "trace": not no_trace,
+            "probe_oom": probe_oom,
+            "probe_step": probe_step,
+            "mem_budget_gb": mem_budget_gb,
+            "cell_timeout": cell_timeout,
+            "resume": resume,
+        },
+        headroom=headroom,
+        report_dir=report_dir,
+        outputs={"json": json_path, "md": md_path, "html": html_path},
+    )
+
+
+_CONFIG_HELP = "JSON config file (as capture's); any field can be set as --field=value or --section.field=value."
+_BATCHES_HELP = "Batches timed per rank, after the config's warm-up steps' worth."
+_CAPTURE_HELP = "A capture of this config (its summary.json) to compare with [default: OUT_DIR when it holds one]."
+
+
+@cli.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
+@_config_path(_CONFIG_HELP)
+@click.option("--batches", type=click.IntRange(min=1), default=100, show_default=True, help=_BATCHES_HELP)
+@click.option("--capture", "capture_dir", type=click.Path(file_okay=False, path_type=Path), help=_CAPTURE_HELP)
+@click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path), help="Also write it as JSON.")
+@click.option("--md", "md_path", type=click.Path(dir_okay=False, path_type=Path), help="Also write Markdown.")
+@click.pass_context
+def dataloader(
+    ctx: click.Context,
+    config_path: Path | None,
+    batches: int,
+    capture_dir: Path | None,
+    json_path: Path | None,
+    md_path: Path | None,
+) -> None:
+    """Measure the DataLoader alone: the training config's dataset, sharding, workers, prefetch and
+    pinning on its ranks, with no model. Per rank: fetch times (and their two modes), batches/s;
+    the cluster's samples/s ceiling, and against a capture of the config, whether training is
+    input-bound. Files go to OUT_DIR.dataloader/.
+    """
+    from tracekit.cli.commands import run_dataloader
+
+    run_dataloader(
+        config_path, list(ctx.args), batches=batches, capture=capture_dir, outputs={"json": json_path, "md": md_path}
+    )
+
+
+@cli.command("audit-params", context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
+@_config_path(_CONFIG_HELP)
+@click.option("--include-zero-grad", is_flag=True, help="Also list parameters whose gradient is all zeros.")
+@click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path), help="Also write it as JSON.")
+@click.option("--md", "md_path", type=click.Path(dir_okay=False, path_type=Path), help="Also write Markdown.")
+@click.pass_context
+def audit_params(
+    ctx: click.Context, config_path: Path | None, include_zero_grad: bool, json_path: Path | None, md_path: Path | None
+) -> None:
+    """Which parameters get no gradient: one forward + backward of the workload on one real batch, on one
+    process. Lists UNUSED (no gradient), FROZEN and, with --include-zero-grad, all-zero gradients, by
+    module, and says whether DDP's find_unused_parameters can be turned off.
+    """
+    from tracekit.cli.commands import run_audit_params
+
+    run_audit_params(
+        config_path, list(ctx.args), include_zero_grad=include_zero_grad, outputs={"json": json_path, "md": md_path}
+    )
 
 
 def main() -> None:

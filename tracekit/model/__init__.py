@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from tracekit.model.classify import category_expr, classify, classify_run
 from tracekit.model.counters import COUNTER_SCHEMA, DEVICE_TYPES, DeviceType, empty_counters
-from tracekit.model.run import ProcessGroup, RankInfo, Run, SkippedFile
+from tracekit.model.run import ProcessGroup, RankInfo, Run, RunMeta, SkippedFile
 from tracekit.model.schema import (
     CATEGORIES,
     GPU_ACTIVITY_KINDS,
@@ -33,6 +33,7 @@ __all__ = [
     "ProcessGroup",
     "RankInfo",
     "Run",
+    "RunMeta",
     "SkippedFile",
     "category_expr",
     "classify",

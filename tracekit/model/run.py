@@ -55,22 +55,16 @@ class SkippedFile:
 
 
 @dataclass(frozen=True)
-class Run:
-    """Every rank's events (one frame, ``rank`` column), counters and per-rank metadata.
+class RunMeta:
+    """What is known about a run without its events: each rank, the files skipped, the warnings.
 
-    ``events`` follows :data:`tracekit.model.schema.SCHEMA` and is sorted by rank and start;
-    ``counters`` (memory over time) follows :data:`tracekit.model.counters.COUNTER_SCHEMA` and
-    is sorted by rank and time; it has no rows when the traces recorded none.
+    All the cross-rank reduce reads of a run besides the per-rank summaries, so that the run's
+    events never need to be in one place (:mod:`tracekit.stream`).
     """
 
-    events: pl.DataFrame
     ranks: tuple[RankInfo, ...]
     skipped: tuple[SkippedFile, ...] = ()
-    warnings: tuple[str, ...] = field(default=())
-    counters: pl.DataFrame = field(default_factory=empty_counters)
-    #: the categorized memory timeline (:data:`tracekit.model.counters.CATEGORY_SCHEMA`), when a
-    #: ``export_memory_timeline`` file came with the traces or alone
-    memory_categories: pl.DataFrame = field(default_factory=empty_categories)
+    warnings: tuple[str, ...] = ()
 
     @property
     def rank_ids(self) -> list[int]:
@@ -93,6 +87,50 @@ class Run:
     def devices(self) -> list[str]:
         """Distinct device names over all ranks."""
         return sorted({d for r in self.ranks for d in r.devices})
+
+
+@dataclass(frozen=True)
+class Run:
+    """Every rank's events (one frame, ``rank`` column), counters and per-rank metadata.
+
+    ``events`` follows :data:`tracekit.model.schema.SCHEMA` and is sorted by rank and start;
+    ``counters`` (memory over time) follows :data:`tracekit.model.counters.COUNTER_SCHEMA` and
+    is sorted by rank and time; it has no rows when the traces recorded none.
+    """
+
+    events: pl.DataFrame
+    ranks: tuple[RankInfo, ...]
+    skipped: tuple[SkippedFile, ...] = ()
+    warnings: tuple[str, ...] = field(default=())
+    counters: pl.DataFrame = field(default_factory=empty_counters)
+    #: the categorized memory timeline (:data:`tracekit.model.counters.CATEGORY_SCHEMA`), when a
+    #: ``export_memory_timeline`` file came with the traces or alone
+    memory_categories: pl.DataFrame = field(default_factory=empty_categories)
+
+    @property
+    def meta(self) -> RunMeta:
+        """The run without its events: ranks, skipped files, warnings."""
+        return RunMeta(ranks=self.ranks, skipped=self.skipped, warnings=self.warnings)
+
+    @property
+    def rank_ids(self) -> list[int]:
+        """The ranks present, ascending."""
+        return self.meta.rank_ids
+
+    @property
+    def world_size(self) -> int | None:
+        """The world size the traces claim (the largest claimed), or None."""
+        return self.meta.world_size
+
+    @property
+    def backend(self) -> str | None:
+        """The distributed backend, when the traces record it."""
+        return self.meta.backend
+
+    @property
+    def devices(self) -> list[str]:
+        """Distinct device names over all ranks."""
+        return self.meta.devices
 
     @property
     def has_gpu(self) -> bool:

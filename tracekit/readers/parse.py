@@ -29,6 +29,8 @@ from tracekit.readers.formats import read_file
 if TYPE_CHECKING:
     from tracekit.readers.trace import RankTrace
 
+__all__ = ["PARALLEL_MIN_BYTES", "Parsed", "ProgressCallback", "data_bytes", "parse_files"]
+
 #: Below this many bytes to decode in all, parse in this process: starting workers costs more.
 PARALLEL_MIN_BYTES: Final = 64 * 1024 * 1024
 

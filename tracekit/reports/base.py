@@ -9,6 +9,7 @@ if TYPE_CHECKING:
 
     from tracekit.results.analysis import Analysis
     from tracekit.results.compare import Comparison
+    from tracekit.results.sweep import SweepMatrix
 
 
 class Renderer(Protocol):
@@ -22,6 +23,10 @@ class Renderer(Protocol):
 
     def render_comparison(self, comparison: Comparison) -> str:
         """The report of a comparison of two runs as text."""
+        ...
+
+    def render_sweep(self, matrix: SweepMatrix) -> str:
+        """The report of a sweep's matrix (``tracekit sweep``) as text."""
         ...
 
 

@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 
     from tracekit.results.analysis import Analysis
     from tracekit.results.compare import Comparison, Side
+    from tracekit.results.sweep import SweepMatrix
 
 
 @dataclass
@@ -190,7 +191,7 @@ class HtmlRenderer:
             f"backend {run.backend or '?'}, {', '.join(run.devices) or 'no device recorded'}"
             f" · tracekit {analysis.tracekit_version}"
         )
-        verdict = write_verdict(analysis.verdict, analysis.memory)
+        verdict = write_verdict(analysis.verdict, memory=analysis.memory, capture=analysis.capture)
         return _template().render(
             verdict=verdict,
             good=verdict.primary.good,
@@ -200,6 +201,12 @@ class HtmlRenderer:
             charts_json=charts_json(charts.values()),
             plotly_js=_plotly_js(),
         )
+
+    def render_sweep(self, matrix: SweepMatrix) -> str:
+        """The sweep's matrix with heatmaps over the grid (one self-contained file, opens offline)."""
+        from tracekit.reports.sweep_render import html  # noqa: PLC0415
+
+        return html(matrix)
 
     def render_comparison(self, comparison: Comparison) -> str:
         """The HTML report of a comparison of two runs (one self-contained file, opens offline)."""

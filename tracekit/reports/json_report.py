@@ -10,6 +10,7 @@ from tracekit.results.io import dump_analysis
 if TYPE_CHECKING:
     from tracekit.results.analysis import Analysis
     from tracekit.results.compare import Comparison
+    from tracekit.results.sweep import SweepMatrix
 
 
 class JsonRenderer:
@@ -24,3 +25,9 @@ class JsonRenderer:
     def render_comparison(self, comparison: Comparison) -> str:
         """The comparison as indented JSON text (loads back as a :class:`Comparison` with msgspec)."""
         return dump_comparison(comparison)
+
+    def render_sweep(self, matrix: SweepMatrix) -> str:
+        """The sweep's matrix as indented JSON text (loads back with :func:`tracekit.results.sweep.load_matrix`)."""
+        from tracekit.results.sweep import dump_matrix  # noqa: PLC0415
+
+        return dump_matrix(matrix)

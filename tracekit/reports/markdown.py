@@ -18,6 +18,7 @@ from tracekit.reports.text import one_line
 if TYPE_CHECKING:
     from tracekit.results.analysis import Analysis
     from tracekit.results.compare import Comparison
+    from tracekit.results.sweep import SweepMatrix
 
 #: GitHub rejects comments of 65,536 characters or more; stay clearly below.
 MAX_CHARS: Final = 65_000
@@ -74,7 +75,7 @@ def table(t: tb.Table) -> str:
 
 def verdict(analysis: Analysis) -> str:
     """The verdict section."""
-    v = write_verdict(analysis.verdict, analysis.memory)
+    v = write_verdict(analysis.verdict, memory=analysis.memory, capture=analysis.capture)
     p = v.primary
     share = "" if p.share_pct is None else f"{p.share_pct:.1f}% of the time, "
     lines = [
@@ -128,6 +129,12 @@ class MarkdownRenderer:
             parts.append(text)
             budget -= len(text) + 1
         return "\n".join(parts) + footer
+
+    def render_sweep(self, matrix: SweepMatrix) -> str:
+        """The sweep's matrix as Markdown (for a pull request)."""
+        from tracekit.reports.sweep_render import markdown  # noqa: PLC0415
+
+        return markdown(matrix)
 
     def render_comparison(self, comparison: Comparison) -> str:
         """The comparison of two runs as Markdown (under GitHub's comment limit)."""

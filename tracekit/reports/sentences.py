@@ -14,6 +14,7 @@ from tracekit.results.vocab import BoundKind, Confidence, MemoryNote, NoteKind, 
 
 if TYPE_CHECKING:
     from tracekit.results.analysis import Finding, MemoryFinding, MemorySection, StragglerEvidence
+    from tracekit.results.capture import CaptureSummary
     from tracekit.results.vocab import MeasuredOn
 
 TITLES: Final = {
@@ -311,8 +312,51 @@ def _bound_lines(bound: BoundKind | None, e: Evidence) -> list[str]:  # noqa: PL
     return []
 
 
-def recommendations(finding: Finding, verdict: Verdict) -> list[str]:
-    """What to change, most specific first."""
+def recommendations(finding: Finding, verdict: Verdict, capture: CaptureSummary | None = None) -> list[str]:
+    """What to change, most specific first; with the capture's summary, the primary finding
+    also gets the tracekit command that decides its question (:func:`tool_advice`)."""
+    recs = _recommendations(finding, verdict)
+    if capture is not None and finding == verdict.primary:
+        recs = [*tool_advice(finding.bound, capture), *recs]
+    return recs
+
+
+#: DDP in accelerate's words (FSDP and DeepSpeed have no find_unused_parameters).
+_DDP: Final = ("MULTI_GPU", "MULTI_CPU", "MULTI_XPU", "MULTI_NPU", "MULTI_MLU", "MULTI_MUSA")
+
+
+def tool_advice(bound: BoundKind | None, capture: CaptureSummary) -> list[str]:
+    """The tracekit commands that decide this run's open question, from the capture's config:
+
+    - data-bound: ``tracekit dataloader`` measures the input pipeline's ceiling (more workers
+      help only if the loader alone could deliver more);
+    - DDP with ``find_unused_parameters=True`` whose backward is the step's largest phase:
+      ``tracekit audit-params`` says whether that setting (a graph walk every step) is needed.
+    """
+    config, environment = capture.config or {}, capture.environment or {}
+    folder = config.get("out_dir")
+    if not isinstance(folder, str):
+        return []
+    command = f"--config_path {(folder.rstrip('/') or '.')}/capture_config.json"
+    advice = []
+    if bound is BoundKind.DATA:
+        advice.append(
+            f"Measure the input pipeline's ceiling without the model: tracekit dataloader {command} times this "
+            f"DataLoader alone on the same {capture.world_size} rank(s) and says whether training is input-bound "
+            "(more workers help only if the loader alone delivers more than training consumes)."
+        )
+    largest = max(capture.phases, key=lambda p: p.share_pct or 0.0, default=None)
+    ddp = environment.get("distributed_type") in _DDP
+    if ddp and config.get("find_unused_parameters") is True and largest is not None and largest.phase == "backward":
+        advice.append(
+            f"DDP runs with find_unused_parameters=True and backward is the step's largest phase "
+            f"({largest.share_pct or 0:.1f}%): tracekit audit-params {command} lists the parameters that get no "
+            "gradient; with none, set it to False (no graph walk after every forward)."
+        )
+    return advice
+
+
+def _recommendations(finding: Finding, verdict: Verdict) -> list[str]:
     if finding.note is not None:
         return list(NOTE_RECOMMENDATIONS.get(finding.note, ()))
     bound = finding.bound or BoundKind.UNDETERMINED
@@ -363,24 +407,27 @@ def _clip(line: str) -> str:
     return line if len(line) <= MAX_SENTENCE else line[: MAX_SENTENCE - 1] + "…"
 
 
-def write(finding: Finding, verdict: Verdict) -> Written:
-    """One finding in words."""
+def write(finding: Finding, verdict: Verdict, capture: CaptureSummary | None = None) -> Written:
+    """One finding in words (``capture``: the run's summary.json, for the tools' commands)."""
     return Written(
         title=_clip(title(finding, verdict)),
         share_pct=finding.share_pct,
         confidence=finding.confidence.value,
         evidence=tuple(map(_clip, evidence(finding, verdict))),
-        recommendations=tuple(map(_clip, recommendations(finding, verdict))),
+        recommendations=tuple(map(_clip, recommendations(finding, verdict, capture))),
         good=is_good(finding),
     )
 
 
-def write_verdict(verdict: Verdict, memory: MemorySection | None = None) -> WrittenVerdict:
-    """The whole verdict in words, with the memory findings beside it."""
+def write_verdict(
+    verdict: Verdict, *, memory: MemorySection | None = None, capture: CaptureSummary | None = None
+) -> WrittenVerdict:
+    """The whole verdict in words, with the memory findings beside it (``capture``: the run's
+    summary.json, for the tools' commands)."""
     return WrittenVerdict(
         measured_on=verdict.measured_on.value,
-        primary=write(verdict.primary, verdict),
-        secondary=tuple(write(f, verdict) for f in verdict.secondary),
+        primary=write(verdict.primary, verdict, capture),
+        secondary=tuple(write(f, verdict, capture) for f in verdict.secondary),
         memory=tuple(write_memory(f) for f in memory.findings) if memory is not None else (),
     )
 

@@ -26,6 +26,7 @@ from tracekit.results.compare import Change
 if TYPE_CHECKING:
     from tracekit.results.analysis import Analysis
     from tracekit.results.compare import Comparison
+    from tracekit.results.sweep import SweepMatrix
 
 #: Above this many ranks, per-rank tables show the worst ranks only (the JSON has them all).
 MAX_RANK_ROWS = 16
@@ -53,6 +54,12 @@ class TerminalRenderer:
         )
         console.print(Group(*self.sections(analysis)))
         return buffer.getvalue()
+
+    def render_sweep(self, matrix: SweepMatrix) -> str:
+        """The sweep's matrix as text (ANSI colored when ``color``)."""
+        from tracekit.reports.sweep_render import terminal  # noqa: PLC0415
+
+        return terminal(matrix, width=self.width, color=self.color)
 
     def render_comparison(self, comparison: Comparison) -> str:
         """The comparison of two runs as text (ANSI colored when ``color``)."""
@@ -85,7 +92,7 @@ def _line(text: Text, line: str, style: str | None = None, *, end: str = "\n") -
 
 def verdict(analysis: Analysis) -> Text:
     """The verdict with its evidence and what to change."""
-    v = write_verdict(analysis.verdict, analysis.memory)
+    v = write_verdict(analysis.verdict, memory=analysis.memory, capture=analysis.capture)
     p = v.primary
     text = Text()
     text.append("tracekit verdict", style="bold")

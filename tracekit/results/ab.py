@@ -18,7 +18,7 @@ from typing import Final, Literal
 
 import msgspec
 
-from tracekit.errors import InputError
+from tracekit.results.records import load_record
 
 __all__ = ["AB_SCHEMA", "AB_SCHEMA_VERSION", "ABCapture", "ABRun", "ABSide", "dump_ab", "load_ab"]
 
@@ -68,16 +68,4 @@ def dump_ab(record: ABCapture) -> bytes:
 def load_ab(data: bytes | str, *, source: str) -> ABCapture:
     """Parse ``ab.json``; anything else (another schema, a newer major version, a field of the
     wrong type) is an :class:`InputError` naming ``source``."""
-    try:
-        decoded = msgspec.json.decode(data)
-    except msgspec.DecodeError as exc:
-        raise InputError(f"not valid JSON ({exc})", path=source) from None
-    if not isinstance(decoded, dict) or decoded.get("schema") != AB_SCHEMA:
-        raise InputError(f'not a tracekit A/B capture record (no "schema": "{AB_SCHEMA}")', path=source)
-    version = decoded.get("schema_version")
-    if not isinstance(version, str) or version.split(".")[0] != AB_SCHEMA_VERSION.split(".")[0]:
-        raise InputError(f"A/B capture record schema version {version} is not readable by this tracekit", path=source)
-    try:
-        return msgspec.convert(decoded, ABCapture)
-    except msgspec.ValidationError as exc:
-        raise InputError(f"not a valid A/B capture record ({exc})", path=source) from None
+    return load_record(data, ABCapture, what="tracekit A/B capture record", source=source)

@@ -1,0 +1,125 @@
+"""The cost model of ``tracekit analyze`` on W workers for R ranks of S MB of JSON each.
+
+    T(R, S, W) = map + reduce + report                       (workers and scheduler running)
+    map        = R * (S * m + k) / W + tasks(R, S, W) * o
+    reduce     = r0 + R * (r1 + r2 * S)
+    report     = p0 + R * p1
+
+``m``: CPU seconds of a worker per MB of JSON (decode, cache, classification, every per-rank
+analysis); ``k``: CPU seconds of a worker per rank whatever its size (opening a file, the fixed
+cost of the per-rank queries); ``o``: the scheduler's CPU seconds per task (a Dask scheduler is
+one process: its cost per task adds up, it is not divided by W); ``r*``: the reduce on the
+client (ranks decided, collectives matched, stragglers, verdict), per rank and per rank-MB (a
+rank's collective calls and idle intervals grow with its trace); ``p*``: rendering the reports.
+``tasks`` is what :func:`tracekit.stream.plan` cuts the files into.
+
+Every coefficient is fitted by least squares on CPU seconds, not wall time: the benchmark
+machine is shared, and CPU seconds are what the work costs whoever else runs. The map's fit
+has one more term, ``a``: starting the worker processes (imports), which a running cluster has
+already paid. A prediction of wall time assumes workers that are not shared.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+
+from tracekit.stream import PARALLEL_MIN_BYTES, SHARD_MAX_BYTES, SHARDS_PER_WORKER
+
+MB = 1e6
+
+
+@dataclass(frozen=True)
+class Point:
+    """One measured analysis: R ranks of S MB on W workers, the CPU seconds of its stages."""
+
+    ranks: int
+    mb: float
+    workers: int
+    executor: str
+    #: CPU seconds of the workers (every process but the client)
+    map_cpu_s: float
+    #: CPU seconds of the client during the reduce, and during the reports
+    reduce_cpu_s: float
+    report_cpu_s: float
+    wall_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class Model:
+    """The fitted coefficients (CPU seconds)."""
+
+    m_per_mb: float
+    k_per_rank: float
+    o_per_task: float
+    r0: float
+    r1_per_rank: float
+    r2_per_rank_mb: float
+    p0: float
+    p1_per_rank: float
+    #: starting the workers (all of them, as measured)
+    a_start: float = 0.0
+
+    def tasks(self, ranks: int, mb: float, workers: int) -> int:
+        """How many shards :func:`tracekit.stream.plan` makes of R files of S MB."""
+        total = ranks * mb * MB
+        if total < PARALLEL_MIN_BYTES:
+            return 1
+        target = min(SHARD_MAX_BYTES, total // (max(1, workers) * SHARDS_PER_WORKER))
+        per_shard = max(1, int(target // (mb * MB)))
+        return -(-ranks // per_shard)
+
+    def map_cpu(self, ranks: int, mb: float) -> float:
+        """The workers' CPU seconds for R ranks of S MB (their start-up left out)."""
+        return ranks * (mb * self.m_per_mb + self.k_per_rank)
+
+    def stages(self, ranks: int, mb: float, workers: int, *, scheduled: bool) -> dict[str, float]:
+        """The predicted wall seconds of each stage on ``workers`` workers that are not shared;
+        ``scheduled``: the map goes through a Dask scheduler."""
+        tasks = self.tasks(ranks, mb, workers)
+        map_s = self.map_cpu(ranks, mb) / workers + (tasks * self.o_per_task if scheduled else 0.0)
+        reduce_s = self.r0 + ranks * (self.r1_per_rank + self.r2_per_rank_mb * mb)
+        report_s = self.p0 + ranks * self.p1_per_rank
+        return {
+            "tasks": tasks,
+            "map_s": round(map_s, 2),
+            "reduce_s": round(reduce_s, 2),
+            "report_s": round(report_s, 2),
+            "total_s": round(map_s + reduce_s + report_s, 2),
+        }
+
+    def as_dict(self) -> dict[str, Any]:
+        """The coefficients, rounded for the results file."""
+        return {k: float(f"{v:.4g}") for k, v in asdict(self).items()}
+
+
+def _least_squares(rows: list[list[float]], values: list[float]) -> list[float]:
+    """Least squares of ``values`` on ``rows``, negative coefficients clipped to zero."""
+    coef, *_ = np.linalg.lstsq(np.array(rows, dtype=float), np.array(values, dtype=float), rcond=None)
+    return [max(0.0, float(c)) for c in coef]
+
+
+def fit(points: list[Point], *, task_overhead_s: float) -> Model:
+    """The model of ``points`` (local runs: no scheduler); ``task_overhead_s``: the scheduler's
+    CPU seconds per task, measured apart (a Dask cluster running tasks that do nothing)."""
+    a, m, k = _least_squares([[1.0, p.ranks * p.mb, p.ranks] for p in points], [p.map_cpu_s for p in points])
+    r0, r1, r2 = _least_squares([[1.0, p.ranks, p.ranks * p.mb] for p in points], [p.reduce_cpu_s for p in points])
+    p0, p1 = _least_squares([[1.0, p.ranks] for p in points], [p.report_cpu_s for p in points])
+    return Model(m, k, task_overhead_s, r0, r1, r2, p0, p1, a_start=a)
+
+
+def check(model: Model, point: Point) -> dict[str, Any]:
+    """A measured point beside the model's prediction of it: the CPU seconds of the map (its
+    workers' start-up included, as measured) and of the reduce, and the wall time on idle workers."""
+    scheduled = point.executor == "dask"
+    predicted = model.stages(point.ranks, point.mb, point.workers, scheduled=scheduled)
+    map_cpu = model.a_start + model.map_cpu(point.ranks, point.mb)
+    return {
+        "point": asdict(point),
+        "predicted": predicted,
+        "map_cpu_s": {"predicted": round(map_cpu, 1), "measured": point.map_cpu_s},
+        "map_cpu_error_pct": round(100 * (map_cpu - point.map_cpu_s) / point.map_cpu_s, 1),
+        "reduce_cpu_s": {"predicted": predicted["reduce_s"], "measured": point.reduce_cpu_s},
+    }

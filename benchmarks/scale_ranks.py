@@ -1,0 +1,265 @@
+"""Benchmark: 1,024 rank files through the local executor and a local Dask cluster, and a cost model.
+
+``python -m benchmarks.scale_ranks`` writes (or reuses) rank files of a few MB of JSON each
+with ``benchmarks.generate`` (a real A100 trace repeated in time, the same events on every
+rank, each file with its own ``distributedInfo``: the world is the files, so every NCCL
+collective is held by every rank and matches across all of them), then analyzes each set in
+its own process, with an empty cache (decoding included):
+
+* points of the model: 64 and 256 ranks of 3 MB and of 12 MB, and 16 ranks of 64 MB, through
+  the local executor (``--jobs 2``);
+* 1,024 ranks of 3 MB through a local Dask cluster of 2 single-threaded workers;
+* the Dask scheduler's own cost per task: tasks that do nothing on that cluster.
+
+Each run reports its stages: ``start`` (the executor: a process pool starts with the first
+shard, a Dask cluster up front), ``map`` (every file read and analyzed per rank, up to the
+summaries back on the client), ``reduce`` (ranks decided, collectives matched, stragglers,
+verdict: on the client), ``report`` (the JSON and terminal reports); the process tree's peak
+RSS (workers included) sampled with psutil, its CPU seconds, and the machine's load. The two
+1,024-rank JSON reports are compared byte for byte, with their one measured figure (the
+analysis's own duration, ``analysis_seconds``) blanked. The model
+(:mod:`benchmarks.scale_model`) is fitted on the local points other than 1,024 x 3 MB,
+checked against both 1,024-rank runs, and gives 1,024 ranks x 500 MB on 64 workers.
+Results: ``benchmarks/results/scale_ranks.json``.
+
+    python -m benchmarks.scale_ranks           # all of it: about 10 minutes on 2 cores
+    python -m benchmarks.scale_ranks --quick   # 64 and 128 ranks: a check that it runs
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Final
+
+from benchmarks.generate import DATA_DIR, Spec, describe, generate
+from benchmarks.run import _env, _last_json, _machine, measure
+from benchmarks.scale_model import Point, check, fit
+
+HERE: Final = Path(__file__).resolve().parent
+JOBS: Final = 2
+#: The points the model is fitted on: (ranks, MB per rank).
+POINTS: Final = ((64, 3.0), (256, 3.0), (64, 12.0), (256, 12.0), (16, 64.0))
+QUICK_POINTS: Final = ((64, 3.0), (64, 6.0))
+#: The run checked against the model, through both executors.
+LARGE: Final = (1024, 3.0)
+QUICK_LARGE: Final = (128, 3.0)
+#: The prediction asked for: ranks, MB per rank, workers.
+TARGET: Final = (1024, 500.0, 64)
+NOOP_TASKS: Final = 2000
+TARGETS: Final = {"peak_rss_mb_max": 4000, "reduce_s_max": 5.0}
+
+
+def child(executor_name: str, folder: Path, out: Path, cache: Path) -> None:
+    """One analysis, timed per stage (runs in the measured process): prints one JSON line."""
+    from tracekit.executors import make_executor  # noqa: PLC0415  (in the measured process only)
+    from tracekit.pipeline import AnalyzeOptions, analyze_paths  # noqa: PLC0415
+    from tracekit.readers.discover import discover_files  # noqa: PLC0415
+    from tracekit.reports import TerminalRenderer, renderer  # noqa: PLC0415
+    from tracekit.stream import plan  # noqa: PLC0415
+
+    marks = [_now()]
+    executor = make_executor(executor_name, jobs=JOBS)
+    marks.append(_now())
+    options = AnalyzeOptions(executor=executor, jobs=JOBS, cache_dir=cache, stage=lambda _: marks.append(_now()))
+    analysis = analyze_paths([folder], options).analysis  # the stage callback marks when the reduce begins
+    marks.append(_now())
+    out.write_text(renderer("json").render(analysis))
+    TerminalRenderer(top=10, width=120, color=False).render(analysis)
+    marks.append(_now())
+    executor.close()
+    files, _ = discover_files([folder])
+    stages = {
+        f"{name}_{unit}": round(b[i] - a[i], 3)
+        for name, a, b in zip(("start", "map", "reduce", "report"), marks, marks[1:], strict=False)
+        for i, unit in enumerate(("s", "client_cpu_s"))
+    }
+    print(
+        json.dumps(
+            {
+                **stages,
+                "client_cpu_s": round(time.process_time(), 2),
+                "tasks": len(plan(files, workers=JOBS)),
+                "ranks": len(analysis.run.ranks),
+                "collective_instances": analysis.collectives.count,
+                "collectives_complete": sum(1 for i in analysis.collectives.instances if i.complete),
+                "verdict": getattr(analysis.verdict.primary.bound or analysis.verdict.primary.note, "value", None),
+            }
+        )
+    )
+
+
+def _now() -> tuple[float, float]:
+    """Wall time, and this process's CPU time."""
+    return time.perf_counter(), time.process_time()
+
+
+def noop_overhead(tasks: int) -> dict[str, float]:
+    """Per task, of a local Dask cluster (2 workers) running tasks that do nothing: the wall
+    seconds, and the CPU seconds of this process (the client and the scheduler, which a local
+    cluster runs in its process)."""
+    from tracekit.executors.dask import DaskExecutor  # noqa: PLC0415
+
+    executor = DaskExecutor(workers=JOBS)
+    try:
+        list(executor.map(abs, list(range(100))))  # warm: the workers have imported what they need
+        wall, cpu = _now()
+        results = list(executor.map(abs, list(range(tasks))))
+        wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    finally:
+        executor.close()
+    assert len(results) == tasks
+    return {"wall_s": wall / tasks, "cpu_s": cpu / tasks}
+
+
+def run_point(ranks: int, mb: float, executor: str, *, data_dir: Path, out_dir: Path, log: Any) -> dict[str, Any]:
+    """Generate (or reuse) R files of S MB; analyze them in a measured process with an empty cache."""
+    spec = Spec(ranks=ranks, mb_per_rank=mb, world_size=ranks)
+    folder = generate(spec, data_dir)
+    out = out_dir / f"{ranks}x{mb:g}mb-{executor}.json"
+    with tempfile.TemporaryDirectory(prefix="tracekit-scale-cache-") as cache:
+        command = [sys.executable, "-m", "benchmarks.scale_ranks", "--child", executor, str(folder), str(out), cache]
+        load_before = os.getloadavg()[0]
+        measured = measure(command, env=_env())
+    if measured.returncode:
+        raise SystemExit(f"{' '.join(command)} failed:\n{measured.stdout_tail}")
+    stages = _last_json(measured.stdout_tail)
+    row = {
+        "ranks": ranks,
+        "mb_per_rank": mb,
+        "json_mb": round(sum(describe(spec, data_dir)["json_bytes"]) / 1e6, 1),
+        "executor": executor,
+        "workers": JOBS,
+        **stages,
+        "wall_s": round(measured.wall_s, 2),
+        "cpu_s": round(measured.cpu_s, 1),
+        "workers_cpu_s": round(measured.cpu_s - stages["client_cpu_s"], 1),
+        "peak_rss_mb": round(measured.peak_rss_mb),
+        "max_process_rss_mb": round(measured.max_process_rss_mb),
+        "load_1min": [round(load_before, 2), round(os.getloadavg()[0], 2)],
+        "json": str(out),
+    }
+    log(f"  {ranks} x {mb:g} MB on {executor}: {json.dumps({k: row[k] for k in ('wall_s', 'peak_rss_mb')} | stages)}")
+    return row
+
+
+def without_time(path: Path) -> bytes:
+    """A JSON report with its measured duration (``analysis_seconds``) blanked."""
+    data = path.read_bytes()
+    seconds = json.loads(data)["analysis_seconds"]
+    return data.replace(f'"analysis_seconds": {seconds}'.encode(), b'"analysis_seconds": null')
+
+
+def point_of(row: dict[str, Any]) -> Point:
+    """The model's view of a measured row."""
+    return Point(
+        ranks=row["ranks"],
+        mb=row["mb_per_rank"],
+        workers=row["workers"],
+        executor=row["executor"],
+        map_cpu_s=row["workers_cpu_s"],
+        reduce_cpu_s=row["reduce_client_cpu_s"],
+        report_cpu_s=row["report_client_cpu_s"],
+        wall_s=row["wall_s"],
+    )
+
+
+def run_all(*, quick: bool, data_dir: Path, log: Any) -> dict[str, Any]:
+    """Every point, the two large runs, the model and its checks."""
+    points = QUICK_POINTS if quick else POINTS
+    large = QUICK_LARGE if quick else LARGE
+    out_dir = Path(tempfile.mkdtemp(prefix="tracekit-scale-"))
+    try:
+        rows = [run_point(r, mb, "local", data_dir=data_dir, out_dir=out_dir, log=log) for r, mb in points]
+        local = run_point(*large, "local", data_dir=data_dir, out_dir=out_dir, log=log)
+        dask = run_point(*large, "dask", data_dir=data_dir, out_dir=out_dir, log=log)
+        identical = without_time(Path(local["json"])) == without_time(Path(dask["json"]))
+    finally:
+        shutil.rmtree(out_dir, ignore_errors=True)
+    overhead = noop_overhead(200 if quick else NOOP_TASKS)
+    model = fit([point_of(r) for r in rows], task_overhead_s=overhead["cpu_s"])
+    ranks, mb, workers = TARGET
+    for row in [*rows, local, dask]:
+        del row["json"]
+    return {
+        "machine": _machine(),
+        "load_1min_end": round(os.getloadavg()[0], 2),
+        "points": rows,
+        "large": {"local": local, "dask": dask, "json_identical": identical},
+        "dask_noop_per_task": {k: round(v, 5) for k, v in overhead.items()},
+        "model": model.as_dict(),
+        "checks": [check(model, point_of(local)), check(model, point_of(dask))],
+        "prediction": {
+            "ranks": ranks,
+            "mb_per_rank": mb,
+            "workers": workers,
+            "executor": "dask (a running scheduler and workers: no start-up)",
+            **model.stages(ranks, mb, workers, scheduled=True),
+        },
+        "targets": {
+            **TARGETS,
+            "local_peak_rss_mb": local["peak_rss_mb"],
+            "local_reduce_s": local["reduce_s"],
+            "dask_reduce_s": dask["reduce_s"],
+            "json_identical": identical,
+        },
+    }
+
+
+def table(doc: dict[str, Any]) -> str:
+    """The measured points and the model's predictions, as Markdown."""
+    lines = [
+        "| ranks x MB | executor | tasks | map s | reduce s | report s | wall s | load | peak RSS MB "
+        "| workers' CPU s (model) |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    checked = {(c["point"]["ranks"], c["point"]["executor"]): c for c in doc["checks"]}
+    for row in [*doc["points"], doc["large"]["local"], doc["large"]["dask"]]:
+        c = checked.get((row["ranks"], row["executor"]))
+        model = f"{c['map_cpu_s']['predicted']} ({c['map_cpu_error_pct']:+}%)" if c else "fitted"
+        lines.append(
+            f"| {row['ranks']} x {row['mb_per_rank']:g} | {row['executor']} | {row['tasks']} | {row['map_s']:.1f} "
+            f"| {row['reduce_s']:.2f} | {row['report_s']:.2f} | {row['wall_s']:.1f} | {max(row['load_1min']):.1f} "
+            f"| {row['peak_rss_mb']} | {row['workers_cpu_s']} {model} |"
+        )
+    p = doc["prediction"]
+    lines.append(
+        f"| {p['ranks']} x {p['mb_per_rank']:g} | dask, {p['workers']} workers | {p['tasks']} | {p['map_s']:.0f} "
+        f"| {p['reduce_s']:.1f} | {p['report_s']:.1f} | {p['total_s']:.0f} (model) | - | - | - |"
+    )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Command line: see ``--help``."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="small points: a check that it runs")
+    parser.add_argument("--data-dir", type=Path, default=DATA_DIR, help="where generated traces are kept")
+    parser.add_argument("--out", type=Path, help="results JSON [benchmarks/results/scale_ranks.json]")
+    parser.add_argument("--child", nargs=4, metavar=("EXECUTOR", "FOLDER", "OUT", "CACHE"), help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.child:
+        name, folder, out, cache = args.child
+        child(name, Path(folder), Path(out), Path(cache))
+        return
+
+    def log(text: str) -> None:
+        print(text, file=sys.stderr, flush=True)
+
+    doc = run_all(quick=args.quick, data_dir=args.data_dir, log=log)
+    out = args.out or HERE / "results" / ("scale_ranks_quick.json" if args.quick else "scale_ranks.json")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(doc, indent=1) + "\n")
+    print(table(doc))
+    print(json.dumps({"model": doc["model"], "prediction": doc["prediction"], "targets": doc["targets"]}, indent=1))
+    print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()

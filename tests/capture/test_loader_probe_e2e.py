@@ -1,0 +1,82 @@
+"""End to end: ``tracekit dataloader`` on 2 gloo ranks against a real capture's samples/s."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.capture.test_capture_e2e import tracekit
+from tracekit.results.loader_probe import load_loader_probe
+
+pytest.importorskip("torch")
+pytest.importorskip("accelerate")
+
+pytestmark = pytest.mark.e2e
+
+SHORT = ["--nproc=2", "--warmup_steps=1", "--measured_steps=3", "--profiler.warmup=0", "--profiler.active=2"]
+
+
+def test_the_loader_ceiling_against_training(tmp_path: Path) -> None:
+    cap = tmp_path / "cap"
+    captured = tracekit("capture", "--out_dir", cap, *SHORT)
+    assert captured.returncode == 0, captured.stderr
+    training = json.loads((cap / "summary.json").read_text())["throughput"]["global_samples_per_s"]
+
+    # a slow __getitem__ (2 ms a sample, 64 ms a batch of 32): the loader alone cannot feed this training
+    slow = tracekit("dataloader", "--out_dir", cap, *SHORT, "--batches=8", "--workload_args.loader_delay_ms=2")
+    assert slow.returncode == 0, slow.stderr
+    assert slow.stdout.startswith("input-bound: the loader alone delivers only")
+    probe = load_loader_probe((tmp_path / "cap.dataloader" / "dataloader.json").read_bytes(), source="slow")
+    assert probe.headroom is not None and probe.headroom.input_bound
+    assert probe.samples_per_s < training == probe.headroom.training_samples_per_s
+    assert [r.batches for r in probe.per_rank] == [8, 8]
+    slowest = min(r.batches_per_s for r in probe.per_rank)
+    assert probe.samples_per_s == pytest.approx(slowest * 32 * 2)
+    for r in probe.per_rank:  # no workers: every fetch makes its batch, about 64 ms
+        assert r.modes is None
+        assert 60e6 < r.median_ns < 200e6
+    assert any("loader_delay_ms" in note for note in probe.notes)  # not the captured config: said so
+
+    # the same loader without the delay: far above what training consumes
+    fast = tracekit("dataloader", "--out_dir", cap, *SHORT, "--batches=30", "--json", tmp_path / "fast.json")
+    assert fast.returncode == 0, fast.stderr
+    assert fast.stdout.startswith("not input-bound")
+    probe = load_loader_probe((tmp_path / "fast.json").read_bytes(), source="fast")
+    assert probe.headroom is not None and not probe.headroom.input_bound
+    assert probe.headroom.ratio > 5 * probe.headroom.threshold
+    assert probe.notes == []  # the captured config itself
+
+
+def test_workers_make_two_modes_and_a_failing_rank_is_named(tmp_path: Path) -> None:
+    # two workers, 2 ms a sample, 16 a batch: each worker makes a batch in ~32 ms, the two at once; the loop
+    # (faster than both) waits long for one batch and less (or not at all) for the other worker's: two modes
+    out = tmp_path / "w"
+    args = [
+        "--out_dir",
+        out,
+        *SHORT,
+        "--num_workers=2",
+        "--workload_args.loader_delay_ms=2",
+        "--batch_size=16",
+        "--batches=24",
+    ]
+    result = tracekit("dataloader", *args, "--md", tmp_path / "w.md")
+    assert result.returncode == 0, result.stderr
+    assert "capture this config" in result.stdout  # no capture to compare with
+    probe = load_loader_probe((tmp_path / "w.dataloader" / "dataloader.json").read_bytes(), source="w")
+    assert probe.headroom is None
+    for r in probe.per_rank:
+        assert r.modes is not None, r.fetch_ns
+        assert r.modes.fast_median_ns < r.modes.split_ns < r.modes.slow_median_ns
+        assert 20e6 < r.modes.slow_median_ns < 60e6  # the wait for a worker's batch (~32 ms)
+        assert 0.3 <= r.modes.fast_share <= 0.7
+    assert "% slow (" in (tmp_path / "w.md").read_text()
+
+    bad = tracekit("dataloader", "--out_dir", out, *SHORT, "--workload_args.no_such_knob=1")
+    assert bad.returncode == 2
+    error = bad.stderr.splitlines()[-1]
+    assert error.startswith("tracekit: error: workload 'mlp'") and "no_such_knob" in error
+    assert "Traceback" not in bad.stderr
+    assert (tmp_path / "w.dataloader" / "dataloader.json").exists()  # the previous probe survives

@@ -1,0 +1,115 @@
+"""The Dask executor: the same analysis as the local one, and failures as one line, never a hang."""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from typing import TYPE_CHECKING
+
+import msgspec
+import pytest
+
+from tests.cli.test_cli import tracekit
+from tests.conftest import SAMPLES
+from tracekit.errors import ExecutorError
+from tracekit.executors import TaskFailed, make_executor
+from tracekit.pipeline import AnalyzeOptions, analyze_paths
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+    from pathlib import Path
+
+    from tracekit.executors.dask import DaskExecutor
+
+distributed = pytest.importorskip("distributed")
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[DaskExecutor]:
+    """A local cluster of two single-threaded worker processes, for the module's tests."""
+    from tracekit.executors.dask import DaskExecutor
+
+    executor = DaskExecutor(workers=2)
+    yield executor
+    executor.close()
+
+
+def without_time(path: Path) -> bytes:
+    """A ``--json`` file with its one measured figure (how long the analysis took) blanked."""
+    doc = msgspec.json.decode(path.read_bytes())
+    assert isinstance(doc["analysis_seconds"], float)
+    return path.read_bytes().replace(msgspec.json.encode(doc["analysis_seconds"]), b"null")
+
+
+def test_the_dask_cluster_gives_the_local_analysis(cluster: DaskExecutor) -> None:
+    folder = SAMPLES / "captures" / "straggler"
+    local = analyze_paths([folder]).analysis
+    on_dask = analyze_paths([folder], AnalyzeOptions(executor=cluster)).analysis
+    assert msgspec.structs.replace(on_dask, analysis_seconds=None) == msgspec.structs.replace(
+        local, analysis_seconds=None
+    )
+    assert cluster.workers == 2
+
+
+def test_items_run_on_the_workers_and_their_errors_come_back(cluster: DaskExecutor) -> None:
+    assert dict(cluster.map(abs, [-3, 4, -5])) == {0: 3, 1: 4, 2: 5}
+    (failed,) = cluster.map(int, ["x"])
+    reason = "failed on a Dask worker (ValueError: invalid literal for int() with base 10: 'x')"
+    assert failed == (0, TaskFailed(reason))
+
+
+@pytest.mark.e2e
+def test_cli_json_is_byte_identical_to_the_local_executor(tmp_path: Path) -> None:
+    folder = SAMPLES / "captures" / "data_bound"
+    local = tracekit("analyze", folder, "--json", tmp_path / "local.json")
+    on_dask = tracekit("analyze", folder, "--executor", "dask", "--jobs", "2", "--json", tmp_path / "dask.json")
+    assert local.returncode == 0 and on_dask.returncode == 0, local.stderr + on_dask.stderr
+    assert without_time(tmp_path / "dask.json") == without_time(tmp_path / "local.json")
+    assert on_dask.stdout.split("analysis time")[0] == local.stdout.split("analysis time")[0]
+
+
+def test_without_distributed_the_command_says_what_to_install(tmp_path: Path) -> None:
+    folder = SAMPLES / "captures" / "healthy"
+    result = tracekit("analyze", folder, "--executor", "dask", env_code="import sys; sys.modules['distributed'] = None")
+    assert result.returncode == 2
+    assert result.stderr.strip() == "tracekit: error: --executor dask needs: pip install 'tracekit[dask]'"
+    result = tracekit("analyze", folder, "--scheduler", "tcp://127.0.0.1:8786")
+    assert result.returncode == 2
+    assert result.stderr.strip() == "tracekit: error: --scheduler needs --executor dask"
+
+
+def test_a_scheduler_that_is_not_there_is_one_line() -> None:
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    from tracekit.executors.dask import DaskExecutor
+
+    started = time.monotonic()
+    with pytest.raises(ExecutorError, match=rf"^cannot connect to the Dask scheduler at tcp://127.0.0.1:{port} \("):
+        DaskExecutor(f"tcp://127.0.0.1:{port}", connect_timeout=2)
+    assert time.monotonic() - started < 30
+
+
+def test_a_dying_worker_or_a_stuck_task_fails_its_item_and_nothing_hangs() -> None:
+    import dask
+
+    from tracekit.executors.dask import DaskExecutor
+
+    with dask.config.set({"distributed.scheduler.allowed-failures": 0}):
+        executor = DaskExecutor(workers=1, idle_timeout=3)
+    try:
+        (died,) = executor.map(os._exit, [1])
+        assert died == (0, TaskFailed("every Dask worker that ran it died (KilledWorker)"))
+        started = time.monotonic()
+        results = dict(executor.map(time.sleep, [60, 60]))
+        assert time.monotonic() - started < 30
+        assert set(results) == {0, 1}
+        assert all(isinstance(r, TaskFailed) and "no result from the Dask" in r.reason for r in results.values())
+    finally:
+        executor.close()
+
+
+def test_an_unknown_executor() -> None:
+    with pytest.raises(Exception, match="unknown executor 'ray' \\(one of: local, dask\\)"):
+        make_executor("ray")

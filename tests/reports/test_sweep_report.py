@@ -1,0 +1,143 @@
+"""The sweep's matrix from a saved sweep record, and every renderer on it: the best cell
+under the headroom, its margin with an interval, OOM and failed cells, the probe, the
+DeepSpeed caveat, heatmaps in the offline HTML, and JSON that loads back."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from tracekit.analyzers.sweep import build_matrix
+from tracekit.pipeline import sweep_matrix
+from tracekit.reports import TerminalRenderer, renderer
+from tracekit.results.compare import Change
+from tracekit.results.sweep import (
+    CellRun,
+    GridAxis,
+    ProbeRecord,
+    Sweep,
+    SweepMatrix,
+    dump_sweep,
+    load_matrix,
+)
+
+GIB = 1 << 30
+
+
+def _run(config: str, batch: int, steps_ms: list[float], peak_gib: float | None, **kw: object) -> CellRun:
+    return CellRun(
+        cell=f"accelerate_config={config},batch_size={batch}",
+        values={"accelerate_config": config, "batch_size": str(batch)},
+        repeat=kw.pop("repeat", 1),  # type: ignore[arg-type]
+        folder=f"cells/{config}-{batch}",
+        status=kw.pop("status", "ok"),  # type: ignore[arg-type]
+        started="2026-01-01T00:00:00+00:00",
+        seconds=5.0,
+        backend={"ddp": "DDP", "fsdp": "FSDP FULL_SHARD", "deepspeed_zero2": "ZeRO-2"}[config],
+        batch_size=batch,
+        world_size=4,
+        step_ns=[round(ms * 1e6) for ms in steps_ms],
+        step_mean_ns=sum(steps_ms) / len(steps_ms) * 1e6 if steps_ms else None,
+        memory_device="cuda",
+        peak_allocated_bytes=None if peak_gib is None else round(peak_gib * 0.9 * GIB),
+        peak_reserved_bytes=None if peak_gib is None else round(peak_gib * GIB),
+        gap_bytes=None if peak_gib is None else round(peak_gib * 0.1 * GIB),
+        **kw,  # type: ignore[arg-type]
+    )
+
+
+def _sweep() -> Sweep:
+    # device of 10 GiB, 10% headroom: a cell may peak at 9 GiB
+    steady = [100.0, 101.0, 99.0, 100.5, 99.5]
+    runs = [
+        _run("ddp", 8, steady, 4.0),  # 320 samples/s
+        _run("fsdp", 8, [150.0, 151.0, 149.0, 150.5, 149.5], 3.0),  # 213 samples/s
+        _run("deepspeed_zero2", 8, [], None, status="failed", reason="deepspeed is not installed"),
+        _run("ddp", 16, [x * 1.5 for x in steady], 9.5),  # fastest, 427 samples/s, but over the headroom
+        _run("fsdp", 16, [x * 1.6 for x in steady], 8.0),  # 400 samples/s: the best within the headroom
+        _run("deepspeed_zero2", 16, [], None, status="failed", reason="deepspeed is not installed"),
+    ]
+    probe = ProbeRecord(
+        base="accelerate_config=fsdp",
+        values={"accelerate_config": "fsdp"},
+        tried=[32, 24],
+        last_fit=24,
+        first_oom=32,
+        error="OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB",
+        done=True,
+    )
+    return Sweep(
+        grid=[
+            GridAxis(key="batch_size", values=["8", "16"]),
+            GridAxis(key="accelerate_config", values=["ddp", "fsdp", "deepspeed_zero2"]),
+        ],
+        device_memory_bytes=10 * GIB,
+        cells=[r.cell for r in runs],
+        runs=runs,
+        probes=[probe],
+        probe_oom=True,
+        finished=True,
+    )
+
+
+@pytest.fixture(scope="module")
+def matrix() -> SweepMatrix:
+    return build_matrix(_sweep(), source="sweep-dir", headroom_pct=10.0)
+
+
+def test_best_is_the_fastest_within_the_headroom_with_its_margin(matrix: SweepMatrix) -> None:
+    rows = {r.cell: r for r in matrix.rows}
+    over = rows["accelerate_config=ddp,batch_size=16"]
+    assert over.within_headroom is False and over.peak_pct == pytest.approx(95.0)
+    assert matrix.best is not None
+    assert matrix.best.cell == "accelerate_config=fsdp,batch_size=16"
+    assert matrix.best.samples_per_s == pytest.approx(64 * 1e9 / 160e6, rel=1e-3)
+    assert matrix.best.runner_up == "accelerate_config=ddp,batch_size=8"
+    margin = matrix.best.margin
+    assert margin is not None and margin.ci is not None
+    assert margin.change is Change.FASTER  # 400 against 320 samples/s, steps steady within 1%
+    assert margin.ci.low <= margin.delta <= margin.ci.high  # type: ignore[operator]
+    assert margin.delta == pytest.approx(400 - 320, rel=0.01)
+    failed = rows["accelerate_config=deepspeed_zero2,batch_size=8"]
+    assert failed.status == "failed" and failed.reason == "deepspeed is not installed" and failed.samples_per_s is None
+    assert rows["accelerate_config=fsdp,batch_size=8"].probe_last_fit == 24
+    assert rows["accelerate_config=ddp,batch_size=8"].probe_last_fit is None
+    assert matrix.deepspeed and matrix.capacity_source == "device memory"
+
+
+def test_no_capacity_means_no_headroom_check() -> None:
+    sweep = _sweep()
+    m = build_matrix(
+        Sweep(**{**{f: getattr(sweep, f) for f in sweep.__struct_fields__}, "device_memory_bytes": None}), source="x"
+    )
+    assert m.best is not None and m.best.cell == "accelerate_config=ddp,batch_size=16"
+    assert all(r.within_headroom is None for r in m.rows)
+    assert any("headroom is not checked" in n for n in m.notes)
+
+
+def test_every_format_renders_the_matrix(matrix: SweepMatrix, tmp_path: Path) -> None:
+    text = TerminalRenderer(width=250).render_sweep(matrix)
+    assert "FSDP FULL_SHARD" in text and "ok, best" in text and "FAILED" in text and "ok, over headroom" in text
+    assert "DeepSpeed runs its optimizer work inside backward hooks" in text
+    md = renderer("md").render_sweep(matrix)
+    assert re.search(r"\| fsdp \| FSDP FULL\\?_SHARD \| 16 \| 64 \| 160\.\d+ \| 400\.0 \|", md)
+    assert "24 / 32" in md and "CUDA out of memory" in md
+    html = renderer("html").render_sweep(matrix)
+    charts = json.loads(re.search(r'id="tracekit-charts">(.*?)</script>', html, re.S).group(1))  # type: ignore[union-attr]
+    assert set(charts) == {"throughput", "memory"}
+    heat = charts["throughput"]["data"][0]
+    assert heat["type"] == "heatmap" and heat["x"] == ["8", "16"]
+    assert heat["z"][heat["y"].index("accelerate_config=fsdp")][1] == pytest.approx(400.0, rel=1e-3)
+    assert "https://" not in html.split("<script>", 1)[0]  # plotly is inlined: opens offline
+    loaded = load_matrix(renderer("json").render_sweep(matrix), source="m.json")
+    assert loaded == matrix
+
+
+def test_report_reads_a_saved_sweep_folder(tmp_path: Path) -> None:
+    (tmp_path / "sweep.json").write_bytes(dump_sweep(_sweep()))
+    m = sweep_matrix(tmp_path, headroom_pct=5.0)
+    assert m.best is not None and m.best.cell == "accelerate_config=ddp,batch_size=16"  # 9.5 GiB fits 95%
+    assert m.source == str(tmp_path)

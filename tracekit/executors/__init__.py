@@ -1,0 +1,88 @@
+"""Where the per-rank map runs: one interface, and its implementations by name.
+
+An :class:`Executor` runs one picklable function over a list of items (for ``tracekit
+analyze``: shards of trace files, each read and analyzed per rank into a small summary) and
+hands each result back as it comes, with the index of its item. What runs the function is the
+executor's business: this process or a pool of local processes (``local``), the workers of a
+Dask cluster (``dask``). Nothing else in tracekit knows which one ran it, so another backend
+(Ray, say) is one module with a class of this shape and one line in :data:`EXECUTORS`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol, TypeVar
+
+from tracekit.errors import InputError
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator, Sequence
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+@dataclass(frozen=True)
+class TaskFailed:
+    """What an item gives when the machinery failed to run it (a worker died, nothing came
+    back in time), in one line. Errors of the function itself are its own results."""
+
+    reason: str
+
+
+class Executor(Protocol):
+    """Runs a function over items somewhere: in this process, local processes, a cluster."""
+
+    #: how the executor is named on the command line (``--executor``)
+    name: str
+
+    @property
+    def workers(self) -> int:
+        """How many items run at once (to size the work into enough pieces)."""
+        ...
+
+    def map(self, fn: Callable[[T], R], items: Sequence[T]) -> Iterator[tuple[int, R | TaskFailed]]:
+        """``fn`` over ``items``: each result with its item's index, as it completes.
+
+        ``fn`` and the items must pickle (a module-level function, plain data). Every item
+        gives exactly one result, a :class:`TaskFailed` when it could not be run.
+        """
+        ...
+
+    def close(self) -> None:
+        """Release what the executor started (processes, a local cluster)."""
+        ...
+
+
+def _local(*, jobs: int | None, scheduler: str | None) -> Executor:
+    from tracekit.executors.local import LocalExecutor  # noqa: PLC0415
+
+    if scheduler is not None:
+        raise InputError("--scheduler needs --executor dask")
+    return LocalExecutor(jobs=jobs)
+
+
+def _dask(*, jobs: int | None, scheduler: str | None) -> Executor:
+    from tracekit.executors.dask import DaskExecutor  # noqa: PLC0415
+
+    return DaskExecutor(scheduler=scheduler, workers=jobs)
+
+
+#: The executors by name: a factory of (jobs, scheduler address) each.
+EXECUTORS: dict[str, Callable[..., Executor]] = {"local": _local, "dask": _dask}
+
+
+def make_executor(name: str, *, jobs: int | None = None, scheduler: str | None = None) -> Executor:
+    """The executor called ``name``: ``local`` (``jobs`` processes, default: the cores) or ``dask``
+    (a cluster at ``scheduler``, else a local cluster of ``jobs`` workers).
+
+    Raises :class:`~tracekit.errors.InputError` for an unknown name, a missing optional
+    dependency or a scheduler that cannot be reached.
+    """
+    factory = EXECUTORS.get(name)
+    if factory is None:
+        raise InputError(f"unknown executor {name!r} (one of: {', '.join(EXECUTORS)})")
+    return factory(jobs=jobs, scheduler=scheduler)
+
+
+__all__ = ["EXECUTORS", "Executor", "TaskFailed", "make_executor"]

@@ -1,0 +1,152 @@
+"""The Dask executor: the workers of a ``distributed`` cluster (``pip install 'tracekit[dask]'``).
+
+``DaskExecutor()`` starts a local cluster of one single-threaded worker process per core;
+``DaskExecutor("tcp://host:8786")`` connects to a running scheduler, whose workers must see
+the files at the same paths (shared storage) and have tracekit installed. A task whose workers
+died (Dask retries it on others, then gives up), or no result for ``idle_timeout`` seconds, or
+a cluster left without workers, gives a :class:`~tracekit.executors.TaskFailed` for the items
+still out, never a wait without end.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from typing import TYPE_CHECKING, Any, Final, TypeVar
+
+from tracekit.errors import ExecutorError
+from tracekit.executors import TaskFailed
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator, Sequence
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+#: What a missing ``distributed`` is told.
+INSTALL: Final = "--executor dask needs: pip install 'tracekit[dask]'"
+#: How often the client looks at the cluster while it waits for results (s).
+POLL_S: Final = 2.0
+
+
+class DaskExecutor:
+    """Items run as tasks on a Dask cluster: one at ``scheduler``, else a local one of ``workers``.
+
+    ``connect_timeout``: how long to wait for the scheduler, and for a first worker, and how
+    long a cluster may have no worker before the items left fail; ``idle_timeout``: how long
+    without any result before the items left fail.
+    """
+
+    name = "dask"
+
+    def __init__(
+        self,
+        scheduler: str | None = None,
+        *,
+        workers: int | None = None,
+        connect_timeout: float = 60.0,
+        idle_timeout: float = 3600.0,
+    ) -> None:
+        distributed = _distributed()
+        self.connect_timeout = connect_timeout
+        self.idle_timeout = idle_timeout
+        self._cluster: Any = None
+        if scheduler is None:
+            self._cluster = distributed.LocalCluster(
+                n_workers=workers or os.cpu_count() or 1,
+                threads_per_worker=1,
+                processes=True,
+                dashboard_address=":0",  # any free port: never a clash with a cluster already running
+                silence_logs=logging.ERROR,
+            )
+            self.address = str(self._cluster.scheduler_address)
+            self._client: Any = distributed.Client(self._cluster, set_as_default=False)
+        else:
+            self.address = scheduler
+            try:
+                self._client = distributed.Client(scheduler, timeout=connect_timeout, set_as_default=False)
+            except (OSError, TimeoutError, ValueError) as exc:
+                reason = _first_line(exc)
+                raise ExecutorError(f"cannot connect to the Dask scheduler at {scheduler} ({reason})") from None
+        try:
+            self._client.wait_for_workers(1, timeout=connect_timeout)
+        except TimeoutError:
+            self.close()
+            raise ExecutorError(
+                f"no Dask worker joined the scheduler at {self.address} within {connect_timeout:g} s"
+            ) from None
+
+    @property
+    def workers(self) -> int:
+        """The threads of the cluster's workers: how many tasks run at once."""
+        threads: dict[str, int] = self._client.nthreads()
+        return max(1, sum(threads.values()))
+
+    def map(self, fn: Callable[[T], R], items: Sequence[T]) -> Iterator[tuple[int, R | TaskFailed]]:
+        """``fn`` over ``items`` on the cluster, each result with its item's index as it completes."""
+        wait = _distributed().wait
+        futures = self._client.map(fn, list(items), pure=False)
+        index = {future.key: i for i, future in enumerate(futures)}
+        pending = set(futures)
+        last_result = no_workers_since = time.monotonic()
+        try:
+            while pending:
+                try:
+                    with self._client.as_current():  # wait() looks for the current client
+                        done, pending = wait(list(pending), timeout=POLL_S, return_when="FIRST_COMPLETED")
+                except TimeoutError:
+                    now = time.monotonic()
+                    if self._client.nthreads():
+                        no_workers_since = now
+                    reason = self._stalled(now - last_result, now - no_workers_since)
+                    if reason is not None:
+                        for future in pending:
+                            yield index[future.key], TaskFailed(reason)
+                        return
+                    continue
+                last_result = time.monotonic()
+                for future in done:
+                    yield index[future.key], _outcome(future)
+        finally:
+            self._client.cancel(list(pending))
+
+    def _stalled(self, idle_s: float, workerless_s: float) -> str | None:
+        """Why the items still out will not complete, if they will not."""
+        if workerless_s > self.connect_timeout:
+            return f"the Dask cluster at {self.address} has had no worker for {self.connect_timeout:g} s"
+        if idle_s > self.idle_timeout:
+            return f"no result from the Dask cluster at {self.address} within {self.idle_timeout:g} s"
+        return None
+
+    def close(self) -> None:
+        """Disconnect; stop the local cluster if this executor started one."""
+        self._client.close()
+        if self._cluster is not None:
+            self._cluster.close()
+
+
+def _distributed() -> Any:
+    """The ``distributed`` module (untyped, optional)."""
+    try:
+        import distributed  # noqa: PLC0415
+    except ImportError:
+        raise ExecutorError(INSTALL) from None
+    return distributed
+
+
+def _outcome(future: Any) -> Any:
+    """A finished future's result, or why it has none."""
+    if future.status == "finished":
+        return future.result()
+    if future.status == "error":
+        exc = future.exception()
+        if type(exc).__name__ == "KilledWorker":
+            return TaskFailed("every Dask worker that ran it died (KilledWorker)")
+        return TaskFailed(f"failed on a Dask worker ({type(exc).__name__}: {_first_line(exc)})")
+    return TaskFailed(f"the Dask task was {future.status}")
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = str(exc).strip().splitlines()
+    return lines[0][:200] if lines else "no message"

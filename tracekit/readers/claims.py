@@ -1,0 +1,237 @@
+"""Which rank each trace is, and whether the files are one job: decided from what the files claim.
+
+A file's claims (:class:`TraceClaim`: its recorded rank, world size, span, ...) are small, so
+the decision can be made where the events are not: :func:`~tracekit.readers.load.load_run`
+makes it after reading every file, :mod:`tracekit.stream` after mapping them elsewhere.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, fields
+from typing import TYPE_CHECKING, Any, Final
+
+import polars as pl
+
+from tracekit.errors import InputError
+from tracekit.model.run import ProcessGroup, RankInfo, SkippedFile
+from tracekit.readers.ranks import rank_from_name
+from tracekit.readers.trace import RankTrace
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from collections.abc import Set as AbstractSet
+    from pathlib import Path
+
+
+#: Traces recorded further apart than this are not one job.
+SAME_JOB_MAX_GAP_NS: Final = 10 * 60 * 1_000_000_000
+#: The metadata fields of a rank trace (a claim copies those it has).
+_TRACE_FIELDS: Final = frozenset(f.name for f in fields(RankTrace))
+
+
+@dataclass(frozen=True)
+class TraceClaim:
+    """A decoded rank trace without its events: what deciding ranks and checking the run read."""
+
+    path: str
+    #: the rank the file records, and how it was found there
+    rank: int | None
+    rank_source: str
+    world_size: int | None
+    backend: str | None
+    devices: tuple[str, ...]
+    clock: str
+    schema_version: str | None
+    event_count: int
+    process_groups: tuple[ProcessGroup, ...]
+    device_memory: tuple[tuple[int, int], ...]
+    warnings: tuple[str, ...]
+    #: an event with a duration, or memory counters: something to analyze
+    has_content: bool
+    #: the first start and last end of its events (None without events)
+    span: tuple[int, int] | None
+
+    @classmethod
+    def of(cls, trace: RankTrace) -> TraceClaim:
+        """What ``trace`` claims."""
+        events = trace.events
+        span = None
+        if events.height:
+            first, last = events.select(pl.col("start_ns").min(), pl.col("end_ns").max()).row(0)
+            span = (int(first), int(last))
+        said = {f.name: getattr(trace, f.name) for f in fields(cls) if f.name in _TRACE_FIELDS}  # what the file said
+        return cls(**said, event_count=events.height, has_content=_has_content(trace), span=span)
+
+    def info(self, rank: int, how: str) -> RankInfo:
+        """The rank's metadata, once its rank is decided."""
+        decided: dict[str, Any] = {"rank": rank, "source": self.path, "rank_source": how}
+        return RankInfo(**decided, **{f.name: getattr(self, f.name) for f in fields(RankInfo) if f.name not in decided})
+
+
+@dataclass(frozen=True)
+class FileClaims:
+    """A file as read: the claims of its rank traces, or why it could not be read."""
+
+    path: str
+    error: str | None
+    traces: tuple[TraceClaim, ...] = ()
+
+
+#: A rank trace: its file and its position among the file's traces.
+TraceKey = tuple[str, int]
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """The ranks of a run decided from what its files claim."""
+
+    #: the ranks analyzed (after ``--ranks``), in rank order
+    infos: list[RankInfo]
+    #: the rank of each trace analyzed
+    assigned: dict[TraceKey, int]
+    skipped: list[SkippedFile]
+    #: the files' own warnings (once per file) and the ranks outside or missing from the world
+    warnings: list[str]
+
+
+def resolve(
+    files: Sequence[FileClaims],
+    special: Sequence[SkippedFile],
+    *,
+    rank: int | None,
+    ranks: AbstractSet[int] | None,
+) -> Resolved:
+    """Decide each trace's rank from what ``files`` (in the order given) claim; check that they
+    are one job. ``special``: the paths discovery left out; ``rank``, ``ranks``: as :func:`load_run`.
+
+    Raises :class:`~tracekit.errors.InputError` when nothing can be analyzed, for two files
+    claiming one rank, for files of different jobs, and for ``rank`` given to several ranks.
+    """
+    skipped = list(special) + [SkippedFile(f.path, f.error) for f in files if f.error is not None]
+    claims = {(f.path, i): c for f in files for i, c in enumerate(f.traces)}
+    good = {key: c for key, c in claims.items() if c.has_content}
+    skipped += [
+        SkippedFile(c.path, "no events with a duration: nothing to analyze (was the profiler's schedule ever active?)")
+        for c in claims.values()
+        if not c.has_content
+    ]
+    if rank is not None and len(good) > 1:
+        raise InputError(
+            f"--rank applies to a file holding one rank; this one holds {len(good)} processes with GPU work",
+            path=next(iter(good.values())).path,
+        )
+    if not good:
+        detail = "; ".join(f"{s.path}: {s.reason}" for s in skipped)
+        raise InputError(
+            f"no readable trace ({detail})" if len(skipped) > 1 else skipped[0].reason,
+            path=None if len(skipped) > 1 else skipped[0].path,
+        )
+    infos, assigned, rank_skips = _assign_ranks(good, override=rank)
+    skipped.extend(rank_skips)
+    if not infos:
+        raise InputError("; ".join(f"{s.path}: {s.reason}" for s in skipped))
+    _check_one_job(infos, {r: good[key].span for key, r in assigned.items()})
+    if ranks is not None:
+        infos = [i for i in infos if i.rank in ranks]
+        if not infos:
+            raise InputError("--ranks selects none of the ranks present")
+        assigned = {key: r for key, r in assigned.items() if r in ranks}
+    infos.sort(key=lambda i: i.rank)
+    warnings = list(dict.fromkeys(f"{c.path}: {w}" for c in good.values() for w in c.warnings))  # once per file
+    return Resolved(
+        infos=infos,
+        assigned=assigned,
+        skipped=skipped,
+        warnings=warnings + _rank_warnings(infos, selected=ranks is not None),
+    )
+
+
+def _has_content(trace: RankTrace) -> bool:
+    """Whether a trace holds anything to analyze: an event with a duration, or memory counters."""
+    return bool(trace.counters.height) or bool(trace.events.select((pl.col("kind") != "instant").any()).item())
+
+
+def _assign_ranks(
+    good: dict[TraceKey, TraceClaim], *, override: int | None
+) -> tuple[list[RankInfo], dict[TraceKey, int], list[SkippedFile]]:
+    """Each trace's rank and info, in the order of ``good``; the traces no rank could be found for."""
+    infos: list[RankInfo] = []
+    assigned: dict[TraceKey, int] = {}
+    owners: dict[int, str] = {}
+    skipped: list[SkippedFile] = []
+    for key, claim in good.items():
+        found = rank_for(claim.path, override=override, recorded=(claim.rank, claim.rank_source), alone=len(good) == 1)
+        if found is None:
+            skipped.append(
+                SkippedFile(
+                    claim.path,
+                    "no rank recorded in the file (Kineto distributedInfo, nsys RANK env) or in "
+                    "its name (rank3, rank-3, worker3); rename it, or analyze it alone with --rank N",
+                )
+            )
+            continue
+        rank, how = found
+        if rank in owners:
+            raise InputError(f"two files claim rank {rank}: {owners[rank]} and {claim.path}")
+        owners[rank] = claim.path
+        assigned[key] = rank
+        infos.append(claim.info(rank, how))
+    return infos, assigned, skipped
+
+
+def rank_for(
+    path: str | Path, *, override: int | None, recorded: tuple[int | None, str] = (None, ""), alone: bool
+) -> tuple[int, str] | None:
+    """A file's rank and how it was decided: --rank, what the file records, its name, or 0 for a
+    single file; None when nothing decides it."""
+    if override is not None:
+        return override, "--rank"
+    if recorded[0] is not None:
+        return recorded[0], recorded[1]
+    if (named := rank_from_name(path)) is not None:
+        return named, "file name"
+    if alone:
+        return 0, "assumed 0 (a single file without a rank; set it with --rank)"
+    return None
+
+
+def _check_one_job(infos: list[RankInfo], spans: dict[int, tuple[int, int] | None]) -> None:
+    sizes = {i.world_size for i in infos if i.world_size is not None}
+    if len(sizes) > 1:
+        by_size = {i.world_size: i.source for i in infos if i.world_size is not None}
+        listed = ", ".join(f"{path} (world size {size})" for size, path in sorted(by_size.items()))
+        raise InputError(f"files of different jobs: {listed}")
+    known = [(span[0], span[1], i.source) for i in infos if (span := spans[i.rank]) is not None]
+    if len(known) > 1:
+        first = min(known, key=lambda s: s[1])
+        last = max(known, key=lambda s: s[0])
+        gap = last[0] - first[1]
+        if gap > SAME_JOB_MAX_GAP_NS:
+            raise InputError(
+                f"files of different jobs: {first[2]} and {last[2]} were recorded {gap / 3.6e12:.1f} hours apart"
+            )
+
+
+def _rank_warnings(infos: list[RankInfo], *, selected: bool) -> list[str]:
+    """Ranks outside the world their files claim, and (unless ``selected``) ranks missing from it."""
+    out = [
+        f"{i.source}: rank {i.rank} is outside the world of {i.world_size} ranks its file records"
+        for i in infos
+        if i.world_size is not None and i.rank >= i.world_size
+    ]
+    sizes = [i.world_size for i in infos if i.world_size is not None]
+    if sizes and not selected:
+        world = max(sizes)
+        present = sorted({i.rank for i in infos if i.rank < world})
+        gaps = [(a + 1, b - 1) for a, b in itertools.pairwise([-1, *present, world]) if b - a > 1]
+        missing = sum(b - a + 1 for a, b in gaps)
+        if missing:
+            shown = ", ".join(f"{a}" if a == b else f"{a}-{b}" for a, b in gaps[:12])
+            shown += f" and {len(gaps) - 12} more ranges" if len(gaps) > 12 else ""
+            out.append(
+                f"{missing} of the {world} ranks of this world have no trace here "
+                f"({'rank' if missing == 1 else 'ranks'} {shown}): "
+                "cross-rank figures cover only the ranks present"
+            )
+    return out

@@ -1,0 +1,198 @@
+"""The reports of ``tracekit dataloader`` and ``tracekit audit-params``: a conclusion, tables, notes.
+
+Each tool's result becomes a :class:`ToolReport` (its sentences written here, once); the
+terminal and Markdown render the same report, so they cannot disagree.
+"""
+
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from rich.console import Console, Group
+from rich.text import Text
+
+from tracekit.reports import markdown
+from tracekit.reports.tables import Table, ms
+from tracekit.reports.terminal import rich_table
+from tracekit.reports.text import printable
+
+if TYPE_CHECKING:
+    from tracekit.results.loader_probe import FetchModes, LoaderProbe, RankFetches
+    from tracekit.results.param_audit import ModuleParams, ParamAudit
+
+__all__ = ["ToolReport", "audit_report", "loader_conclusion", "loader_report", "render_markdown", "render_text"]
+
+
+@dataclass(frozen=True)
+class ToolReport:
+    """What a tool's report shows: a title, the one-line conclusion, tables and notes."""
+
+    title: str
+    conclusion: str
+    tables: tuple[Table, ...]
+    notes: tuple[str, ...] = ()
+
+
+def render_text(report: ToolReport, *, width: int = 100) -> str:
+    """The report as plain text for the terminal."""
+    buffer = io.StringIO()
+    console = Console(file=buffer, width=width, no_color=True, highlight=False)
+    parts = [Text(printable(report.conclusion) + "\n"), *(rich_table(t) for t in report.tables)]
+    parts += [Text(printable(f"note: {n}")) for n in report.notes]
+    console.print(Group(*parts))
+    return buffer.getvalue()
+
+
+def render_markdown(report: ToolReport) -> str:
+    """The report as Markdown (for a pull request or an issue comment)."""
+    lines = [f"## {markdown.escape(report.title)}", "", f"**{markdown.escape(report.conclusion)}**", ""]
+    lines += [markdown.table(t) for t in report.tables]
+    lines += [f"- {markdown.escape(n)}" for n in report.notes]
+    return "\n".join(lines).rstrip("\n") + "\n"
+
+
+# --- tracekit dataloader ------------------------------------------------------------------
+
+
+def _rate(value: float) -> str:
+    return f"{value:,.0f}" if value >= 100 else f"{value:,.1f}"
+
+
+def loader_conclusion(probe: LoaderProbe) -> str:
+    """One line: input-bound or not, by how much, or the ceiling alone without a capture."""
+    h = probe.headroom
+    ceiling = f"{_rate(probe.samples_per_s)} samples/s"
+    if h is None:
+        return (
+            f"the loader alone delivers {ceiling}; capture this config (tracekit capture) to compare it with "
+            "what training consumes"
+        )
+    consumes = f"({ceiling} against {_rate(h.training_samples_per_s)} samples/s)"
+    if not h.input_bound:
+        return f"not input-bound: the loader alone delivers {h.ratio:.1f}x what training consumes {consumes}"
+    if h.ratio < 1.0:
+        return f"input-bound: the loader alone delivers only {h.ratio:.2f}x what training consumes {consumes}"
+    return (
+        f"input-bound: the loader alone delivers {h.ratio:.2f}x what training consumes {consumes}, under the "
+        f"{h.threshold:.1f}x it needs once it shares the CPU with training"
+    )
+
+
+def _modes(modes: FetchModes | None) -> str:
+    if modes is None:
+        return "one mode"
+    return (
+        f"{100 * modes.fast_share:.0f}% fast ({ms(modes.fast_median_ns)} ms), "
+        f"{100 * modes.slow_share:.0f}% slow ({ms(modes.slow_median_ns)} ms)"
+    )
+
+
+def _rank_row(r: RankFetches) -> tuple[str, ...]:
+    return (
+        str(r.rank),
+        str(r.batches),
+        ms(r.mean_ns),
+        ms(r.median_ns),
+        ms(r.p95_ns),
+        _modes(r.modes),
+        f"{r.batches_per_s:,.1f}",
+    )
+
+
+def _loader_facts(probe: LoaderProbe) -> Table:
+    c = probe.config
+    prefetch = c.get("prefetch_factor")
+    setup = (
+        f"{probe.world_size} rank(s) x batch {probe.batch_size}; num_workers {c.get('num_workers')}, "
+        f"prefetch_factor {'default' if prefetch is None else prefetch}, pin_memory {c.get('pin_memory')}, "
+        f"persistent_workers {c.get('persistent_workers')}"
+    )
+    slowest = next(r for r in probe.per_rank if r.rank == probe.slowest_rank)
+    rows = [
+        ("loader", setup),
+        (
+            "ceiling",
+            f"{_rate(probe.samples_per_s)} samples/s: global batch {probe.batch_size * probe.world_size} x "
+            f"{slowest.batches_per_s:,.1f} batches/s of rank {probe.slowest_rank}, the slowest",
+        ),
+    ]
+    h = probe.headroom
+    if h is not None:
+        rows.append(("training", f"{_rate(h.training_samples_per_s)} samples/s (summary.json in {h.capture})"))
+        verdict = "input-bound" if h.input_bound else "not input-bound"
+        rows.append(("headroom", f"{h.ratio:.2f}x: {verdict} (input-bound below {h.threshold:.1f}x)"))
+    return Table("loader_facts", "DataLoader ceiling", ("measure", "value"), tuple(rows), "", (False, False))
+
+
+def loader_report(probe: LoaderProbe) -> ToolReport:
+    """The report of ``tracekit dataloader``."""
+    ranks = Table(
+        "loader_ranks",
+        "DataLoader alone: time blocked in next() per batch, per rank",
+        ("rank", "batches", "mean (ms)", "median (ms)", "p95 (ms)", "modes", "batches/s"),
+        tuple(_rank_row(r) for r in probe.per_rank),
+        f"After {probe.warmup_batches} warm-up batch(es) per rank. Modes (median of each) are shown when a split of "
+        "the log fetch times explains at least 80% of their variance: fast, a worker had the batch (nearly) made, a "
+        "prefetch hit; slow, the loop waited for a worker to make it. Alone, the loop asks faster than workers "
+        "make batches, so a fast fetch is a worker finishing just after another.",
+        (True, True, True, True, True, False, True),
+    )
+    return ToolReport(
+        "tracekit dataloader", loader_conclusion(probe), (_loader_facts(probe), ranks), tuple(probe.notes)
+    )
+
+
+# --- tracekit audit-params ----------------------------------------------------------------
+
+
+def _module(name: str) -> str:
+    return name or "(the model itself)"
+
+
+def audit_conclusion(audit: ParamAudit) -> str:
+    """One line: whether DDP's find_unused_parameters can be turned off."""
+    if not audit.unused:
+        return "no unused parameters: find_unused_parameters=False is safe and saves a graph walk every step"
+    modules = ", ".join(_module(m.module) for m in audit.unused)
+    return (
+        f"{audit.unused_count} parameter(s) ({audit.unused_numel:,} elements) in {modules} get no gradient: keep "
+        "find_unused_parameters=True or remove/freeze them"
+    )
+
+
+def _audit_rows(kind: str, groups: list[ModuleParams]) -> list[tuple[str, ...]]:
+    return [(kind, _module(g.module), ", ".join(g.parameters), str(g.count), f"{g.numel:,}") for g in groups]
+
+
+def audit_report(audit: ParamAudit) -> ToolReport:
+    """The report of ``tracekit audit-params``."""
+    rows = _audit_rows("unused", audit.unused) + _audit_rows("frozen", audit.frozen)
+    rows += _audit_rows("zero gradient", audit.zero_grad or [])
+    zero = "" if audit.zero_grad is not None else " All-zero gradients were not checked (--include-zero-grad)."
+    groups = Table(
+        "param_audit",
+        "Parameters without a gradient, by module",
+        ("class", "module", "parameters", "count", "elements"),
+        tuple(rows),
+        "Unused: requires a gradient and got none (grad is None); frozen: requires_grad=False (DDP skips it); "
+        f"zero gradient: a gradient of all zeros.{zero}",
+        (False, False, False, True, True),
+        empty="every parameter got a gradient",
+    )
+    batch = f", one batch of {audit.batch_size}" if audit.batch_size else ""
+    totals = Table(
+        "param_totals",
+        "Model",
+        ("measure", "value"),
+        (
+            (
+                "parameters",
+                f"{audit.parameters} ({audit.numel:,} elements), forward + backward on {audit.device}{batch}",
+            ),
+        ),
+        "",
+        (False, False),
+    )
+    return ToolReport("tracekit audit-params", audit_conclusion(audit), (totals, groups), tuple(audit.notes))

@@ -1,0 +1,41 @@
+"""Reading and writing the small versioned records of the tools (``dataloader.json``, a
+parameter audit, ``ab.json``): a ``schema`` name and a ``schema_version`` whose major number
+must match this tracekit's, both the defaults of the record's Struct."""
+
+from __future__ import annotations
+
+from typing import TypeVar
+
+import msgspec
+
+from tracekit.errors import InputError
+
+__all__ = ["dump_record", "load_record"]
+
+S = TypeVar("S", bound=msgspec.Struct)
+
+
+def dump_record(record: msgspec.Struct) -> bytes:
+    """A record as indented JSON with a final newline."""
+    return msgspec.json.format(msgspec.json.encode(record), indent=2) + b"\n"
+
+
+def load_record(data: bytes | str, kind: type[S], *, what: str, source: str) -> S:
+    """Parse a record of ``kind`` (``what``: its name, "tracekit dataloader probe"); another
+    schema, a newer major version, bad JSON or a field of the wrong type is an
+    :class:`InputError` naming ``source``."""
+    defaults = {f.name: f.default for f in msgspec.structs.fields(kind)}
+    schema, version = str(defaults["schema"]), str(defaults["schema_version"])
+    try:
+        decoded = msgspec.json.decode(data)
+    except msgspec.DecodeError as exc:
+        raise InputError(f"not valid JSON ({exc})", path=source) from None
+    if not isinstance(decoded, dict) or decoded.get("schema") != schema:
+        raise InputError(f'not a {what} (no "schema": "{schema}")', path=source)
+    found = decoded.get("schema_version")
+    if not isinstance(found, str) or found.split(".")[0] != version.split(".", maxsplit=1)[0]:
+        raise InputError(f"{what} schema version {found} is not readable by this tracekit", path=source)
+    try:
+        return msgspec.convert(decoded, kind)
+    except msgspec.ValidationError as exc:
+        raise InputError(f"not a valid {what} ({exc})", path=source) from None

@@ -1,0 +1,213 @@
+"""``sweep.json`` and the sweep's matrix: typed Structs for ``tracekit sweep``.
+
+:class:`Sweep` is what the sweep folder records as it goes (written by
+:mod:`tracekit.capture.sweep` after every cell, atomically): the grid, the settings, every
+capture it ran (a grid cell in one repeat, or one step of an OOM probe) with its status and,
+when it ran, its slowest-rank step times and worst-rank peak memory, and each probe's
+outcome. Folders are relative to the sweep folder (it may be moved).
+
+:class:`SweepMatrix` is what the reports show (built by :mod:`tracekit.analyzers.sweep`): one
+row per grid cell over its repeats, the verdict of traced cells, the best cell under the
+memory headroom and its margin over the runner-up with the noise interval of
+:mod:`tracekit.analyzers.compare`.
+
+Times are nanoseconds, memory bytes, rates per second, shares percentages. Layout of
+schema 1.x; any 1.x file loads, a newer major version is refused.
+"""
+
+from __future__ import annotations
+
+from typing import Final, Literal
+
+import msgspec
+
+from tracekit.results.compare import Measure  # noqa: TC001  (msgspec reads the annotations at run time)
+from tracekit.results.records import dump_record, load_record
+
+__all__ = [
+    "MATRIX_SCHEMA",
+    "SWEEP_SCHEMA",
+    "SWEEP_SCHEMA_VERSION",
+    "Best",
+    "CellRun",
+    "CellStatus",
+    "GridAxis",
+    "MatrixRow",
+    "ProbeRecord",
+    "Sweep",
+    "SweepMatrix",
+    "dump_matrix",
+    "dump_sweep",
+    "load_matrix",
+    "load_sweep",
+]
+
+SWEEP_SCHEMA: Final = "tracekit.sweep"
+MATRIX_SCHEMA: Final = "tracekit.sweep_matrix"
+SWEEP_SCHEMA_VERSION: Final = "1.0"
+
+#: How a capture of the sweep ended: it ran (``ok``), ran out of memory (a CUDA OOM, or its
+#: peak over ``--mem-budget-gb``), failed otherwise, or hung past ``--cell-timeout``.
+CellStatus = Literal["ok", "oom", "failed", "timeout"]
+
+
+class GridAxis(msgspec.Struct, kw_only=True, frozen=True):
+    """One ``--grid key=v1,v2`` axis: a config key (``section.field`` allowed) and its values."""
+
+    key: str
+    values: list[str]
+
+
+class CellRun(msgspec.Struct, kw_only=True, frozen=True):
+    """One capture of the sweep: a grid cell in one repeat, or a probe's batch size."""
+
+    cell: str  # "accelerate_config=ddp,batch_size=8"
+    values: dict[str, str]
+    repeat: int  # 1-based; 0 for a probe's capture
+    probe: bool = False
+    folder: str
+    status: CellStatus
+    reason: str | None = None  # one line, when not ok
+    started: str  # ISO 8601, UTC
+    seconds: float
+    backend: str  # "DDP", "FSDP FULL_SHARD", "FSDP2", "ZeRO-2" ...
+    batch_size: int  # per rank, per micro-batch
+    world_size: int
+    gradient_accumulation_steps: int = 1
+    traced: bool = False
+    #: Per measured step, the slowest rank's step time (the step every rank waits for).
+    step_ns: list[int] = []
+    step_mean_ns: float | None = None  # the longest per-rank mean step (sets throughput)
+    samples_per_s: float | None = None  # global
+    memory_device: str | None = None  # "cuda" or "cpu"
+    peak_allocated_bytes: int | None = None  # worst rank
+    peak_reserved_bytes: int | None = None  # worst rank
+    peak_rss_bytes: int | None = None  # worst rank (whole process)
+    gap_bytes: int | None = None  # reserved minus allocated at the peaks, largest over ranks
+    worst_rank: int | None = None
+
+    @property
+    def peak_bytes(self) -> int | None:
+        """What the memory budget and the headroom are checked against: peak reserved device
+        memory on a GPU (what the allocator holds), peak RSS on CPU."""
+        return self.peak_reserved_bytes if self.memory_device == "cuda" else self.peak_rss_bytes
+
+    @property
+    def global_batch(self) -> int:
+        """Samples per optimizer step over every rank."""
+        return self.batch_size * self.world_size * self.gradient_accumulation_steps
+
+
+class ProbeRecord(msgspec.Struct, kw_only=True, frozen=True):
+    """The OOM probe of one other-cell (every grid value but the batch size)."""
+
+    base: str  # "accelerate_config=ddp" ("" when the batch size is the only axis)
+    values: dict[str, str]
+    tried: list[int] = []  # batch sizes the probe captured, in order
+    last_fit: int | None = None  # the largest batch size that ran within memory
+    first_oom: int | None = None  # the smallest batch size above it that did not
+    error: str | None = None  # first_oom's error (the OOM message or the budget line)
+    stopped: str | None = None  # why the walk ended without finding an OOM, if so
+    done: bool = False
+
+
+class Sweep(msgspec.Struct, kw_only=True, frozen=True):
+    """``sweep.json``: what ``tracekit sweep`` ran so far, and how."""
+
+    schema: str = SWEEP_SCHEMA
+    schema_version: str = SWEEP_SCHEMA_VERSION
+    config_path: str | None = None
+    overrides: dict[str, str] = {}
+    grid: list[GridAxis]
+    repeats: int = 1
+    trace: bool = True
+    probe_oom: bool = False
+    probe_step: int | None = None
+    mem_budget_bytes: int | None = None
+    cell_timeout_s: float | None = None
+    #: Total memory of the GPU the cells ran on (None on CPU).
+    device_memory_bytes: int | None = None
+    cells: list[str]  # grid cells in grid order
+    runs: list[CellRun] = []  # in the order they ran
+    probes: list[ProbeRecord] = []
+    finished: bool = False
+
+
+class MatrixRow(msgspec.Struct, kw_only=True, frozen=True):
+    """One grid cell over its repeats."""
+
+    cell: str
+    values: dict[str, str]
+    backend: str
+    batch_size: int
+    global_batch: int
+    world_size: int
+    status: CellStatus  # the worst of its runs ("ok" only when every run was)
+    reason: str | None = None
+    runs: int = 0  # captures that ran (ok)
+    step_ns: float | None = None  # slowest rank's mean step, over the repeats
+    samples_per_s: float | None = None
+    memory_device: str | None = None
+    peak_allocated_bytes: int | None = None
+    peak_reserved_bytes: int | None = None
+    peak_rss_bytes: int | None = None
+    gap_bytes: int | None = None
+    peak_pct: float | None = None  # the peak checked against memory, as a share of capacity
+    within_headroom: bool | None = None  # None: no capacity known
+    verdict: str | None = None  # the bound kind of a traced cell's analysis
+    verdict_share_pct: float | None = None
+    probe_last_fit: int | None = None
+    probe_first_oom: int | None = None
+    probe_note: str | None = None  # the OOM error, or why the probe stopped
+
+
+class Best(msgspec.Struct, kw_only=True, frozen=True):
+    """The fastest cell under the headroom, and how far ahead of the runner-up it is."""
+
+    cell: str
+    samples_per_s: float
+    runner_up: str | None = None
+    #: Throughput of the best (B) against the runner-up (A): delta, interval, change word.
+    margin: Measure | None = None
+
+
+class SweepMatrix(msgspec.Struct, kw_only=True, frozen=True):
+    """The sweep's matrix: what the reports show."""
+
+    schema: str = MATRIX_SCHEMA
+    schema_version: str = SWEEP_SCHEMA_VERSION
+    tracekit_version: str
+    source: str  # the sweep folder
+    grid: list[GridAxis]
+    repeats: int
+    trace: bool
+    finished: bool
+    rows: list[MatrixRow]
+    probes: list[ProbeRecord] = []
+    headroom_pct: float
+    #: What the headroom is a share of: the GPU's memory, or ``--mem-budget-gb``.
+    capacity_bytes: int | None = None
+    capacity_source: str | None = None  # "device memory", "memory budget"
+    best: Best | None = None
+    deepspeed: bool = False  # a DeepSpeed cell is present: only total step time compares
+    notes: list[str] = []
+
+
+def dump_sweep(sweep: Sweep) -> bytes:
+    """``sweep.json`` text: indented JSON and a final newline."""
+    return dump_record(sweep)
+
+
+def load_sweep(data: bytes | str, *, source: str) -> Sweep:
+    """Parse ``sweep.json``; anything else is an :class:`InputError` naming ``source``."""
+    return load_record(data, Sweep, what="tracekit sweep record", source=source)
+
+
+def dump_matrix(matrix: SweepMatrix) -> str:
+    """The matrix as indented JSON text (the JSON report)."""
+    return dump_record(matrix).decode()
+
+
+def load_matrix(data: bytes | str, *, source: str) -> SweepMatrix:
+    """Parse a saved matrix (the JSON report)."""
+    return load_record(data, SweepMatrix, what="tracekit sweep matrix", source=source)

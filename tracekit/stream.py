@@ -1,0 +1,271 @@
+"""Trace files to an analysis without the run in one place: the map where an executor runs it,
+the reduce here.
+
+The files are cut into shards of a few files each (by size). Mapping a shard
+(:func:`map_shard`, a plain function of plain data, run by an
+:class:`~tracekit.executors.Executor`: in this process, local processes or Dask workers) reads
+each file as :func:`~tracekit.readers.load.load_run` does (through the cache, with the same
+warnings and unreadable files), decides the rank of each of its traces where the file alone
+decides it, classifies the events and runs the per-rank part of every registered analysis.
+What comes back is small: each trace's claims (:class:`~tracekit.readers.claims.TraceClaim`)
+and the shard's :class:`~tracekit.analyzers.mapreduce.RankSummary`. Here the ranks are decided
+from every file's claims, with the rules and errors of ``load_run`` (two files claiming one
+rank, files of different jobs, a rank from the file name), then the cross-rank reduce runs.
+
+Two facts of the whole run are guessed by a shard and checked here: a rank that only the
+absence of other traces decides (a single trace without one is rank 0), and whether the run
+has GPU activity at all (a CPU-only rank among GPU ranks is measured on the GPU timeline, as in
+one run). The rare shards that guessed wrong are mapped again; the result is the same as that
+of :func:`~tracekit.analyzers.analysis.run_analysis` on the whole run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Final
+
+import polars as pl
+
+from tracekit.analyzers.analysis import reduce_outcome, run_analysis, run_options
+from tracekit.analyzers.context import Options
+from tracekit.analyzers.mapreduce import RankSummary, map_ranks
+from tracekit.analyzers.memory import timeline_parts
+from tracekit.analyzers.registry import ANALYSES
+from tracekit.executors import TaskFailed
+from tracekit.model.run import Run, RunMeta
+from tracekit.model.schema import GPU_ACTIVITY_KINDS
+from tracekit.readers.claims import FileClaims, TraceClaim, TraceKey, rank_for, resolve
+from tracekit.readers.load import (
+    collective_counts,
+    collective_warnings,
+    event_cache,
+    find_inputs,
+    load_run,
+    rank_tables,
+    timelines_beside,
+)
+from tracekit.readers.parse import PARALLEL_MIN_BYTES, data_bytes, parse_files
+from tracekit.results.vocab import WindowKind
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable, Sequence
+
+    from tracekit.analyzers.analysis import Outcome
+    from tracekit.executors import Executor
+    from tracekit.readers.parse import ProgressCallback
+
+#: A shard holds files of about this many bytes to decode at most (decoded, they are held at once).
+SHARD_MAX_BYTES: Final = 128 * 1024 * 1024
+#: Shards per worker, at least, so that workers finishing early take more.
+SHARDS_PER_WORKER: Final = 4
+#: The registry entry that the memory timelines (read here, not by a shard) belong to.
+MEMORY_ENTRY: Final = "memory"
+
+
+@dataclass(frozen=True)
+class Settings:
+    """How every file is read and analyzed: the same for every shard."""
+
+    cache_dir: str | None = None
+    use_cache: bool = True
+    comm_kernels: tuple[str, ...] = ()
+    window: str = WindowKind.STEPS.value
+    steps: str | None = None
+    include_warmup: bool = False
+    #: ``--rank``: the rank of a single file that records none
+    rank: int | None = None
+    #: ``--ranks``: only these ranks are analyzed (every file is still read for its claims)
+    ranks: frozenset[int] | None = None
+    #: the run is one file: a trace without a rank is rank 0 when it is the file's only one
+    alone: bool = False
+    #: processes a shard may use to decode its files
+    jobs: int = 1
+
+
+@dataclass(frozen=True)
+class Shard:
+    """Files to map together; after a wrong guess, the ranks and ``has_gpu`` the client decided."""
+
+    paths: tuple[str, ...]
+    settings: Settings
+    has_gpu: bool | None = None
+    ranks: dict[TraceKey, int] | None = None
+
+
+@dataclass(frozen=True)
+class Mapped:
+    """What mapping a shard gives: every file's claims, and the summary of the ranks analyzed."""
+
+    files: tuple[FileClaims, ...]
+    #: the rank each analyzed trace was analyzed as
+    ranks: dict[TraceKey, int]
+    #: the ``has_gpu`` the ranks were analyzed with
+    has_gpu: bool
+    #: the traces with GPU activity
+    gpu: frozenset[TraceKey]
+    summary: RankSummary | None
+    #: :func:`~tracekit.readers.load.collective_counts` of the ranks analyzed
+    counts: pl.DataFrame
+
+
+def map_shard(shard: Shard) -> Mapped:
+    """Read the files of ``shard`` (through the cache) and analyze each rank of them."""
+    settings = shard.settings
+    cache = event_cache(settings.cache_dir, use_cache=settings.use_cache)
+    parsed = parse_files([Path(p) for p in shard.paths], jobs=settings.jobs, cache=cache)
+    files = tuple(FileClaims(p.path, p.error, tuple(TraceClaim.of(t) for t in p.traces)) for p in parsed)
+    traces = {(p.path, i): t for p in parsed for i, t in enumerate(p.traces)}
+    del parsed
+    claims = {(f.path, i): c for f in files for i, c in enumerate(f.traces)}
+    gpu = frozenset(k for k, t in traces.items() if _has_gpu(t.events))
+    ranks = shard.ranks if shard.ranks is not None else _own_ranks(files, settings)
+    keep = settings.ranks
+    chosen = {k: r for k, r in ranks.items() if claims[k].has_content and (keep is None or r in keep)}
+    if not chosen or len(set(chosen.values())) < len(chosen):  # two files claiming one rank: the client says so
+        return _unmapped(files, gpu)
+    order = sorted(chosen, key=lambda k: chosen[k])
+    events, counters = rank_tables([(chosen[k], traces[k]) for k in order], comm_kernels=settings.comm_kernels)
+    del traces
+    has_gpu = shard.has_gpu if shard.has_gpu is not None else any(k in gpu for k in chosen)
+    run = Run(
+        events=events,
+        ranks=tuple(claims[k].info(chosen[k], claims[k].rank_source) for k in order),
+        counters=counters,
+    )
+    options = Options(
+        window=WindowKind(settings.window),
+        has_gpu=has_gpu,
+        steps=settings.steps,
+        include_warmup=settings.include_warmup,
+    )
+    summary = map_ranks(run, options, ANALYSES)
+    return Mapped(files, chosen, has_gpu=has_gpu, gpu=gpu, summary=summary, counts=collective_counts(events))
+
+
+def _has_gpu(events: pl.DataFrame) -> bool:
+    return bool(events.select(pl.col("kind").is_in(GPU_ACTIVITY_KINDS).any()).item())
+
+
+def _unmapped(files: tuple[FileClaims, ...], gpu: frozenset[TraceKey] = frozenset()) -> Mapped:
+    """A shard's files with no rank analyzed."""
+    return Mapped(files, {}, has_gpu=False, gpu=gpu, summary=None, counts=pl.DataFrame())
+
+
+def _own_ranks(files: Sequence[FileClaims], settings: Settings) -> dict[TraceKey, int]:
+    """The rank of each trace with content that its file decides (the run's rules, see
+    :func:`~tracekit.readers.claims.rank_for`); a trace it does not decide is left out."""
+    out: dict[TraceKey, int] = {}
+    for f in files:
+        good = [(i, c) for i, c in enumerate(f.traces) if c.has_content]
+        for i, claim in good:
+            found = rank_for(
+                claim.path,
+                override=settings.rank,
+                recorded=(claim.rank, claim.rank_source),
+                alone=settings.alone and len(good) == 1,
+            )
+            if found is not None:
+                out[(f.path, i)] = found[0]
+    return out
+
+
+def plan(paths: Sequence[Path], *, workers: int) -> list[tuple[str, ...]]:
+    """``paths`` cut into shards, in order: one shard when there is little to read, else shards
+    of at most :data:`SHARD_MAX_BYTES` to decode, at least :data:`SHARDS_PER_WORKER` per worker."""
+    sizes = [data_bytes(p) for p in paths]
+    total = sum(sizes)
+    if total < PARALLEL_MIN_BYTES:
+        return [tuple(str(p) for p in paths)]
+    target = min(SHARD_MAX_BYTES, total // (max(1, workers) * SHARDS_PER_WORKER))
+    shards: list[tuple[str, ...]] = []
+    current: list[str] = []
+    held = 0
+    for path, size in zip(paths, sizes, strict=True):
+        if current and held + size > target:
+            shards.append(tuple(current))
+            current, held = [], 0
+        current.append(str(path))
+        held += size
+    return [*shards, tuple(current)] if current else shards
+
+
+def analyze_files(
+    paths: Iterable[str | Path],
+    *,
+    executor: Executor,
+    settings: Settings,
+    progress: ProgressCallback | None = None,
+    stage: Callable[[str], None] | None = None,
+) -> Outcome:
+    """The analysis of the traces at ``paths``, mapped by ``executor`` (see the module's docstring).
+
+    ``settings`` holds ``tracekit analyze``'s options; its ``alone`` and ``jobs`` are set here.
+    Raises :class:`~tracekit.errors.TracekitError` as :func:`~tracekit.readers.load.load_run` does.
+    """
+    paths = list(paths)
+    inputs = find_inputs(paths, rank=settings.rank, comm_kernels=settings.comm_kernels)
+    if inputs.timelines_only:  # no events to map: memory timelines alone
+        run = load_run(paths, rank=settings.rank)
+        return run_analysis(run, window=settings.window, steps=settings.steps, include_warmup=settings.include_warmup)
+    shards = plan(inputs.files, workers=executor.workers)
+    settings = replace(settings, alone=len(inputs.files) == 1, jobs=executor.workers if len(shards) == 1 else 1)
+    tasks = [Shard(paths=p, settings=settings) for p in shards]
+    mapped = _map(executor, tasks, progress=progress)
+    by_path = {f.path: f for m in mapped for f in m.files}
+    resolved = resolve(
+        [by_path[str(p)] for p in inputs.files], inputs.special, rank=settings.rank, ranks=settings.ranks
+    )
+    has_gpu = any(k in m.gpu for m in mapped for k in resolved.assigned)
+    decided = [_decided(t, resolved.assigned, has_gpu) for t in tasks]
+    wrong = [i for i, (d, m) in enumerate(zip(decided, mapped, strict=True)) if _guessed_wrong(m, d)]
+    for i, m in zip(wrong, _map(executor, [decided[i] for i in wrong], progress=None), strict=True):
+        mapped[i] = m
+    if stage is not None:
+        stage(f"combining {len(resolved.infos)} rank(s)")
+    categories, timeline_skips = timelines_beside([i.rank for i in resolved.infos], inputs.timelines)
+    summaries = sorted((m.summary for m in mapped if m.summary is not None), key=lambda s: min(s.ranks, default=-1))
+    if categories.height:  # memory timelines, read here: their part of the memory analysis
+        summaries.append(RankSummary(ranks=(), parts={MEMORY_ENTRY: timeline_parts(categories)}))
+    counted = [m.counts for m in mapped if m.counts.height]
+    counts = pl.concat(counted, how="vertical") if counted else pl.DataFrame()
+    meta = RunMeta(
+        ranks=tuple(resolved.infos),
+        skipped=tuple(resolved.skipped + timeline_skips),
+        warnings=tuple(resolved.warnings + collective_warnings(resolved.infos, counts)),
+    )
+    options = run_options(
+        meta, has_gpu=has_gpu, window=settings.window, steps=settings.steps, include_warmup=settings.include_warmup
+    )
+    return reduce_outcome(summaries, options, meta)
+
+
+def _decided(task: Shard, assigned: dict[TraceKey, int], has_gpu: bool) -> Shard:
+    """``task`` with the ranks and ``has_gpu`` the client decided."""
+    mine = set(task.paths)
+    return replace(task, has_gpu=has_gpu, ranks={k: r for k, r in assigned.items() if k[0] in mine})
+
+
+def _guessed_wrong(mapped: Mapped, decided: Shard) -> bool:
+    """Whether a shard analyzed other ranks, or with another ``has_gpu``, than the client decided."""
+    if decided.ranks != mapped.ranks:
+        return True
+    return bool(mapped.ranks) and mapped.has_gpu != decided.has_gpu
+
+
+def _map(executor: Executor, tasks: Sequence[Shard], *, progress: ProgressCallback | None) -> list[Mapped]:
+    """Every shard mapped by ``executor``, in the order of ``tasks``; a shard the executor could
+    not run gives its files as unreadable, with the reason."""
+    total = sum(len(t.paths) for t in tasks)
+    out: dict[int, Mapped] = {}
+    for i, result in executor.map(map_shard, tasks):
+        if isinstance(result, TaskFailed):
+            reason = f"not analyzed: the {executor.name} executor failed to run it ({result.reason})"
+            out[i] = _unmapped(tuple(FileClaims(p, reason) for p in tasks[i].paths))
+        else:
+            out[i] = result
+        if progress is not None:
+            done = sum(len(tasks[j].paths) for j in out)
+            for k, path in enumerate(tasks[i].paths):
+                progress(path, done - len(tasks[i].paths) + k + 1, total)
+    return [out[i] for i in range(len(tasks))]
