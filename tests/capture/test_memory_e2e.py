@@ -69,15 +69,7 @@ def test_cpu_capture_records_memory_per_phase_and_the_timeline(tmp_path: Path) -
     assert sum(p.delta_bytes_mean for p in summary.memory_phases) == pytest.approx(memory.step_memory_change_bytes_mean)
     assert [p.phase for p in summary.memory_phases][-1] == "other"
 
-    for r in range(8):
-        with gzip.open(out / f"memory_timeline.rank{r}.raw.json.gz", "rt") as f:
-            rows = json.load(f)
-        assert isinstance(rows, list) and rows
-        for t, action, size, category in rows:
-            assert isinstance(t, int) and isinstance(action, int) and isinstance(size, int)
-            assert category is None or isinstance(category, int)
-        with gzip.open(out / f"rank{r}.pt.trace.json.gz", "rt") as f:  # profile_memory keeps the events
-            assert any(e.get("name") == "[memory]" for e in json.load(f)["traceEvents"])
+    timelines = _timelines_written(out, summary.notes)
     assert not list(out.glob("*.pickle"))
     assert any("allocator snapshot are CUDA-only" in n for n in summary.notes), summary.notes
 
@@ -87,9 +79,33 @@ def test_cpu_capture_records_memory_per_phase_and_the_timeline(tmp_path: Path) -
 
     run = load_run([out])
     assert run.skipped == ()
-    assert sorted(set(run.memory_categories["rank"].to_list())) == list(range(8))
+    assert sorted(set(run.memory_categories["rank"].to_list())) == timelines
     analysis = analyze(run)
     assert analysis.memory is not None
-    assert [p.rank for p in analysis.memory.peaks] == list(range(8))
+    assert [p.rank for p in analysis.memory.peaks] == timelines
     assert all(p.peak_bytes > 0 for p in analysis.memory.peaks)
     assert sorted({r.rank for r in analysis.memory.per_device}) == list(range(8))  # the [memory] counters
+
+
+def _timelines_written(out: Path, notes: list[str]) -> list[int]:
+    """The ranks whose timeline was written, each checked whole.
+
+    torch's export_memory_timeline sometimes raises an AssertionError of its own
+    (pytorch/pytorch#167838; seen once on one rank of 8 in CI): capture keeps the rank's trace and
+    says which timeline is missing and why."""
+    missing = {r for r in range(8) if not (out / f"memory_timeline.rank{r}.raw.json.gz").exists()}
+    for r in missing:
+        assert any(n.startswith(f"rank {r}: no memory timeline") for n in notes), notes
+    assert len(missing) <= 1, notes
+    for r in range(8):
+        with gzip.open(out / f"rank{r}.pt.trace.json.gz", "rt") as f:  # profile_memory keeps the events
+            assert any(e.get("name") == "[memory]" for e in json.load(f)["traceEvents"])
+    written = sorted(set(range(8)) - missing)
+    for r in written:
+        with gzip.open(out / f"memory_timeline.rank{r}.raw.json.gz", "rt") as f:
+            rows = json.load(f)
+        assert isinstance(rows, list) and rows
+        for t, action, size, category in rows:
+            assert isinstance(t, int) and isinstance(action, int) and isinstance(size, int)
+            assert category is None or isinstance(category, int)
+    return written
