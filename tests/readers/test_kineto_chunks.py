@@ -17,7 +17,7 @@ from tracekit.errors import TraceReadError
 from tracekit.readers import kineto, nsys_meta
 from tracekit.readers.kineto import _read_whole, read_chunked, read_kineto
 from tracekit.readers.kineto_decode import DECODER
-from tracekit.readers.kineto_stream import split_events, text_blocks
+from tracekit.readers.kineto_stream import open_text, split_events
 from tracekit.readers.nsys import read_nsys
 
 if TYPE_CHECKING:
@@ -98,7 +98,8 @@ def test_read_kineto_chunks_large_files_only(generated: Path, monkeypatch: pytes
 
 def test_the_pieces_hold_the_whole_document(generated: Path) -> None:
     text = gzip.decompress(generated.read_bytes())
-    pieces = list(split_events(text_blocks(generated, block=50_000), chunk_bytes=20_000))
+    with open_text(generated) as stream:
+        pieces = list(split_events(stream, chunk_bytes=20_000, block=50_000))
     assert [p.kind for p in pieces[:2]] == ["head", "events"] and pieces[-1].kind == "tail"
     assert all(p.text.startswith(b"[{") and p.text.endswith(b"}]") for p in pieces[1:-1])
     events = [p.text[1:-1] for p in pieces[1:-1]]

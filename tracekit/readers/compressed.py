@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import gzip
 import importlib
 import os
 import zlib
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, BinaryIO, Final
 
 from tracekit.errors import TraceReadError
 
 if TYPE_CHECKING:
+    from io import BufferedIOBase
     from pathlib import Path
 
 #: The first two bytes of a gzip file.
@@ -25,6 +27,7 @@ def _inflate_module() -> Any:
 
 
 _INFLATE: Final = _inflate_module()
+_GZIP: Final = gzip if _INFLATE is zlib else importlib.import_module("isal.igzip")
 #: What inflating corrupt or truncated gzip data raises.
 GZIP_ERRORS: Final[tuple[type[BaseException], ...]] = (EOFError, OSError, zlib.error, _INFLATE.error)
 
@@ -65,6 +68,14 @@ def gunzip(data: bytes) -> bytes:
             raise EOFError("compressed file ended before the end-of-stream marker was reached")
         data = inflate.unused_data.lstrip(b"\x00")  # members may be followed by zero padding
     return parts[0] if len(parts) == 1 else b"".join(parts)
+
+
+def gzip_reader(handle: BinaryIO) -> BufferedIOBase:
+    """A file object of the gunzipped text of the gzip stream ``handle`` (every member, zero
+    padding between them skipped, CRCs checked): ISA-L's reader when installed, whose
+    ``readinto`` inflates straight into the caller's buffer."""
+    reader: BufferedIOBase = _GZIP.GzipFile(fileobj=handle) if _GZIP is gzip else _GZIP.IGzipFile(fileobj=handle)
+    return reader
 
 
 def inflater() -> Any:

@@ -39,7 +39,7 @@ from tracekit.readers.kineto_decode import (
     raw_frames,
 )
 from tracekit.readers.kineto_normalize import finish, prepare
-from tracekit.readers.kineto_stream import NotChunked, prefetched, split_events, text_blocks
+from tracekit.readers.kineto_stream import NotChunked, open_text, prefetched, split_events
 from tracekit.readers.ranks import is_rank
 from tracekit.readers.trace import RankTrace
 
@@ -105,15 +105,17 @@ def read_chunked(path: Path, *, chunk_bytes: int, jobs: int = 1) -> RankTrace | 
     one when 1); None when it must be read whole."""
     chunks: list[Chunk] = []
     fields: list[Any] = []
-    pieces = split_events(text_blocks(path), chunk_bytes=chunk_bytes)
     try:
         with contextlib.ExitStack() as stack:
+            pieces = split_events(stack.enter_context(open_text(path)), chunk_bytes=chunk_bytes)
             pool = None
             if jobs > 1:
                 pool = stack.enter_context(ProcessPoolExecutor(jobs, mp_context=get_context("spawn")))
                 stack.callback(pool.shutdown, wait=True, cancel_futures=True)
+            else:  # read the next chunk in a thread; stopped before the file is closed
+                pieces = stack.enter_context(contextlib.closing(prefetched(pieces)))
             pending: deque[Future[Chunk]] = deque()
-            for piece in pieces if pool is not None else prefetched(pieces):
+            for piece in pieces:
                 if piece.kind == "head":
                     fields.append(HEAD_DECODER.decode(piece.text + b"]}"))
                 elif piece.kind == "tail":

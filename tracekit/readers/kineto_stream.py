@@ -20,13 +20,15 @@ from __future__ import annotations
 import queue
 import re
 import threading
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, BinaryIO, Final, Literal
+from typing import TYPE_CHECKING, Final, Literal
 
-from tracekit.readers.compressed import GZIP_MAGIC, inflater
+from tracekit.readers.compressed import GZIP_MAGIC, gzip_reader
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Iterator
+    from collections.abc import Generator, Iterator
+    from io import BufferedIOBase
     from pathlib import Path
 
 #: How much of the file is read (and inflated) at a time.
@@ -60,109 +62,143 @@ class Piece:
     text: bytes
 
 
-def text_blocks(path: Path, *, block: int = BLOCK_BYTES) -> Iterator[bytes]:
-    """The bytes of ``path`` in blocks, gunzipped (every member) when it is gzip.
+@contextmanager
+def open_text(path: Path) -> Iterator[BufferedIOBase]:
+    """``path`` open for reading its text: gunzipped as it is read (every member, CRC checked;
+    ISA-L's reader when installed) when it is gzip.
 
-    Raises :class:`OSError` or one of :data:`~tracekit.readers.compressed.GZIP_ERRORS` when
-    the file cannot be read or is truncated or corrupt gzip.
+    Opening or reading raises :class:`OSError` or one of
+    :data:`~tracekit.readers.compressed.GZIP_ERRORS` when the file cannot be read or is
+    truncated or corrupt gzip.
     """
     with path.open("rb") as handle:
         magic = handle.read(2)
         handle.seek(0)
-        if magic == GZIP_MAGIC:
-            yield from _gunzip_blocks(handle, block)
+        if magic != GZIP_MAGIC:
+            yield handle
             return
-        while data := handle.read(block):
-            yield data
+        with gzip_reader(handle) as text:
+            yield text
 
 
-def _gunzip_blocks(handle: BinaryIO, block: int) -> Iterator[bytes]:
-    """Inflate a gzip stream of one or more members, as :func:`~tracekit.readers.compressed.gunzip` does."""
-    inflate = inflater()
-    fed = False  # whether the member being inflated has had any input
-    first = True
-    while data := handle.read(block):
-        while data:
-            if not first and not fed:
-                data = data.lstrip(b"\x00")  # members may be followed by zero padding
-                if not data:
-                    break
-            fed = True
-            out = inflate.decompress(data)
-            if out:
-                yield out
-            if not inflate.eof:
+class _Window:
+    """The text read so far and not yet cut off, in one reused buffer that the file is read
+    (and inflated) straight into: each byte of the text is copied once more, into its chunk."""
+
+    def __init__(self, stream: BufferedIOBase, block: int) -> None:
+        self.stream = stream
+        self.block = block
+        self.store = bytearray(2 * block)
+        self.start = 0  # the window is store[start:end]
+        self.end = 0
+
+    @property
+    def size(self) -> int:
+        return self.end - self.start
+
+    def fill(self, at_least: int) -> bool:
+        """Read at least ``at_least`` more bytes unless the text ends first; whether any came."""
+        got = 0
+        while got < at_least:
+            if self.end + self.block > len(self.store):
+                self._make_room()
+            with memoryview(self.store) as view:
+                n = self.stream.readinto(view[self.end : self.end + self.block])
+            if not n:
                 break
-            data = inflate.unused_data
-            inflate, fed, first = inflater(), False, False
-    if fed and not inflate.eof:
-        raise EOFError("compressed file ended before the end-of-stream marker was reached")
+            self.end += n
+            got += n
+        return got > 0
+
+    def _make_room(self) -> None:
+        """Move the window to the start of the store, and grow the store if it still lacks a block."""
+        size = self.size
+        if self.start:
+            self.store[:size] = self.store[self.start : self.end]
+            self.start, self.end = 0, size
+        if size + self.block > len(self.store):
+            self.store.extend(bytes(size + self.block - len(self.store)))
+
+    def search(self, pattern: re.Pattern[bytes], offset: int) -> tuple[int, int] | None:
+        """Where ``pattern`` first occurs at or after ``offset`` of the window (window offsets)."""
+        found = pattern.search(self.store, self.start + offset, self.end)
+        return None if found is None else (found.start() - self.start, found.end() - self.start)
+
+    def take(self, size: int, *, brackets: bool = False) -> bytes:
+        """The first ``size`` bytes of the window (in ``[`` ``]`` with ``brackets``), cut off it:
+        one copy, to bytes (which go to another process with no further copy)."""
+        with memoryview(self.store) as view:
+            text = view[self.start : self.start + size]
+            out = b"".join((b"[", text, b"]")) if brackets else bytes(text)
+            text.release()
+        self.start += size
+        return out
+
+    def drop(self, size: int) -> None:
+        self.start += size
+
+    def startswith(self, prefix: bytes) -> bool:
+        return self.store.startswith(prefix, self.start, self.end)
+
+    def peek(self, offset: int, size: int) -> bytes:
+        return bytes(self.store[self.start + offset : min(self.start + offset + size, self.end)])
 
 
-def split_events(blocks: Iterable[bytes], *, chunk_bytes: int) -> Iterator[Piece]:
-    """The head, chunks of about ``chunk_bytes`` of events, and the tail of a Kineto document.
+def split_events(stream: BufferedIOBase, *, chunk_bytes: int, block: int = BLOCK_BYTES) -> Iterator[Piece]:
+    """The head, chunks of about ``chunk_bytes`` of events, and the tail of a Kineto document,
+    read from ``stream`` (:func:`open_text`) ``block`` bytes at a time.
 
     Raises :class:`NotChunked` when the document does not start as Kineto writes it.
     """
-    source = iter(blocks)
-    text, pos = _head(source)
-    yield Piece("head", text[:pos])
-    searched = pos  # no separator after ``pos + chunk_bytes`` before this offset
+    window = _Window(stream, block)
+    yield Piece("head", window.take(_head(window)))
+    searched = 0  # no separator after ``chunk_bytes`` before this offset
     while True:
-        if len(text) - pos > chunk_bytes:
-            found = SEPARATOR.search(text, max(pos + chunk_bytes, searched - _SEPARATOR_SPAN))
+        if window.size > chunk_bytes:
+            found = window.search(SEPARATOR, max(chunk_bytes, searched - _SEPARATOR_SPAN))
             if found is not None:
-                yield Piece("events", b"".join((b"[", memoryview(text)[pos : found.start() + 1], b"]")))
-                pos = searched = found.end() - 1
+                start, end = found
+                yield Piece("events", window.take(start + 1, brackets=True))
+                window.drop(end - 1 - (start + 1))  # up to the ``{`` of the next event
+                searched = 0
                 continue
-            searched = len(text)
-        more = _read_at_least(source, chunk_bytes // 2)
-        if not more:
+            searched = window.size
+        if not window.fill(chunk_bytes // 2):
             break
-        text, searched, pos = text[pos:] + more, searched - pos, 0
-    yield Piece("tail", text[pos:])
+    yield Piece("tail", window.take(window.size))
 
 
-def _read_at_least(source: Iterator[bytes], size: int) -> bytes:
-    """Blocks of ``source`` joined, at least ``size`` bytes of them unless it ends first."""
-    parts: list[bytes] = []
-    got = 0
-    for block in source:
-        parts.append(block)
-        got += len(block)
-        if got >= size:
-            break
-    return b"".join(parts)
-
-
-def _head(source: Iterator[bytes]) -> tuple[bytes, int]:
-    """The text read so far, and where the first event starts in it."""
-    text = b""
+def _head(window: _Window) -> int:
+    """Read until the first event; where it starts in the window."""
+    window.fill(window.block)
+    _utf8(window)
     while True:
-        found = _EVENTS_KEY.search(text)
-        if found is not None and found.end() < len(text):
+        found = window.search(_EVENTS_KEY, 0)
+        if found is not None and found[1] < window.size:
             break
-        if len(text) > HEAD_LIMIT:
+        if window.size > HEAD_LIMIT:
             raise NotChunked("no traceEvents list near the start")
-        more = _read_at_least(source, BLOCK_BYTES)
-        if not more:
+        if not window.fill(window.block):
             raise NotChunked("no traceEvents list with events")
-        text = (text + more) if text else _utf8(more)
-    if text.lstrip()[:1] != b"{" or text[found.end() : found.end() + 1] != b"{":
+    first = window.search(_NOT_SPACE, 0)
+    if first is None or window.peek(first[0], 1) != b"{" or window.peek(found[1], 1) != b"{":
         raise NotChunked("not an object with a list of events")
-    return text, found.end()
+    return found[1]
 
 
-def _utf8(first: bytes) -> bytes:
-    """The first block without a UTF-8 byte-order mark; other encodings are read whole."""
-    if first.startswith(_UTF8_BOM):
-        return first[len(_UTF8_BOM) :]
-    if first[:2] in (b"\xff\xfe", b"\xfe\xff") or b"\x00" in first[:4]:
+#: The first character that is not JSON whitespace.
+_NOT_SPACE: Final = re.compile(rb"[^ \t\r\n]")
+
+
+def _utf8(window: _Window) -> None:
+    """Skip a UTF-8 byte-order mark; other encodings are read whole."""
+    if window.startswith(_UTF8_BOM):
+        window.drop(len(_UTF8_BOM))
+    elif window.peek(0, 2) in (b"\xff\xfe", b"\xfe\xff") or b"\x00" in window.peek(0, 4):
         raise NotChunked("UTF-16 or UTF-32 text")
-    return first
 
 
-def prefetched(items: Iterator[Piece], *, depth: int = 1) -> Iterator[Piece]:
+def prefetched(items: Iterator[Piece], *, depth: int = 1) -> Generator[Piece, None, None]:
     """``items``, produced in a thread up to ``depth`` ahead of their consumer.
 
     Reading and inflating the next chunk (which releases the GIL) then overlaps with decoding
