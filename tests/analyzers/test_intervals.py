@@ -168,6 +168,48 @@ def test_covered_agrees_with_brute_force_on_both_paths(seed: int) -> None:
     assert general.to_list() == expected
 
 
+@pytest.mark.parametrize("seed", range(5))
+def test_covered_first_agrees_with_covered_unions_on_both_paths(seed: int) -> None:
+    # each cover takes what the earlier ones left: measured against growing unions, one at a time
+    rng = random.Random(seed)
+    schema = {"rank": pl.Int32, "start_ns": pl.Int64, "end_ns": pl.Int64}
+
+    def random_rows(n: int) -> pl.DataFrame:
+        out = []
+        for _ in range(n):
+            s = rng.randrange(-50, 500)
+            out.append((rng.randrange(4), s, s + rng.choice([0, 1, 5, 30, 90])))
+        return pl.DataFrame(out, schema=schema, orient="row")
+
+    rows = random_rows(60)
+    covers = [random_rows(n) for n in (40, 0, 80, 150)]
+    expected, taken = [], pl.Series([0] * rows.height, dtype=pl.Int64)
+    for k in range(len(covers)):
+        now = iv.covered(rows, pl.concat(covers[: k + 1]), ["rank"])
+        expected.append((now - taken).to_list())
+        taken = now
+    assert [s.to_list() for s in iv.covered_first(rows, covers, ["rank"])] == expected
+    host = [c.with_columns(host=pl.lit("a")) for c in covers]
+    general = iv.covered_first(rows.with_columns(host=pl.lit("a")), host, ["rank", "host"])
+    assert [s.to_list() for s in general] == expected
+    assert [s.to_list() for s in iv.covered_first(rows, [c.head(0) for c in covers], ["rank"])] == [
+        [0] * rows.height
+    ] * len(covers)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_outermost_first_of_equal_is_unique_then_outermost(seed: int) -> None:
+    rng = random.Random(seed)
+    rows = []
+    for i in range(300):
+        s = rng.randrange(50)
+        rows.append((rng.randrange(2), rng.randrange(2), s, s + rng.choice([0, 0, 1, 3, 10]), f"op{i}"))
+    df = pl.DataFrame(rows, schema=["rank", "tid", "start_ns", "end_ns", "name"], orient="row")
+    once = df.unique(["rank", "tid", "start_ns", "end_ns"], keep="first", maintain_order=True)
+    expected = iv.outermost(once, ["rank", "tid"])
+    assert iv.outermost(df, ["rank", "tid"], first_of_equal=True).equals(expected)
+
+
 def test_covered_one_group_at_a_time_when_groups_do_not_pack() -> None:
     # group ids 2**30 apart and times 2**33 ns apart: (ids x span) does not fit in 62 bits
     far = 1 << 33

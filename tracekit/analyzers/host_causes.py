@@ -359,17 +359,12 @@ def _count_before(df: pl.DataFrame, column: str, events: pl.DataFrame, by: list[
 
 def _exclusive(gaps: pl.DataFrame, covers: list[tuple[IdleCause, pl.DataFrame]]) -> list[pl.Series]:
     """Time of each gap that each cause's covers take, earlier covers taking it first."""
-    rows = gaps.select("thread", *_SPAN)
-    taken = pl.Series(values=[0] * gaps.height, dtype=pl.Int64)
-    merged = pl.DataFrame(schema={"thread": pl.UInt32, "start_ns": pl.Int64, "end_ns": pl.Int64})
+    taken = iv.covered_first(
+        gaps.select("thread", *_SPAN), [cover.select("thread", *_SPAN) for _, cover in covers], ["thread"]
+    )
     times = {cause: pl.Series(values=[0] * gaps.height, dtype=pl.Int64) for cause in ORDER[:-1]}
-    for cause, cover in covers:
-        if cover.height == 0:
-            continue
-        merged = iv.union(pl.concat([merged, cover.select("thread", *_SPAN)], how="vertical_relaxed"), ["thread"])
-        now = iv.covered(rows, merged, ["thread"])
-        times[cause] = times[cause] + (now - taken)
-        taken = now
+    for (cause, _), time in zip(covers, taken, strict=True):
+        times[cause] = times[cause] + time
     return [series.alias(cause.value) for cause, series in times.items()]
 
 

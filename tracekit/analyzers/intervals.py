@@ -202,6 +202,52 @@ def covered(df: pl.DataFrame, cover: pl.DataFrame, by: Sequence[str] = ()) -> pl
     return lengths.alias("covered_ns")
 
 
+def covered_first(df: pl.DataFrame, covers: Sequence[pl.DataFrame], by: Sequence[str] = ()) -> list[pl.Series]:
+    """For each row of ``df`` (intervals), how much of it each of ``covers`` takes, an earlier
+    cover taking an instant first: one series per cover, in ``df``'s order.
+
+    The same as measuring each row against the union of the first ``k`` covers with
+    :func:`covered`, for every ``k``, and taking differences, in one sweep: each stretch of
+    covered time is labelled with the first cover over it, and one running sum per cover
+    (over the groups laid end to end, as in :func:`covered`) gives every row's share.
+    """
+    if df.height == 0 or not covers:
+        return [pl.Series("covered_ns", [], dtype=pl.Int64) for _ in covers]
+    labels = [f"_{i}" for i in range(len(covers))]
+    cut = sweep(dict(zip(labels, (c.select(*by, START, END) for c in covers), strict=True)), by)
+    first = pl.coalesce([pl.when(pl.col(name)).then(pl.lit(i, dtype=pl.Int16)) for i, name in enumerate(labels)])
+    pieces = cut.select(*by, START, END, first.alias("_first")).filter(pl.col("_first").is_not_null())
+    rows, keys = _grouped(df.select(*by, START, END), by)
+    pieces, _ = _grouped(pieces, by)
+    offset = None
+    if len(keys) == 1 and rows.schema[keys[0]].is_integer() and pieces.height:
+        both = pl.concat([rows, pieces.select(keys[0], START, END)], how="vertical_relaxed")
+        offset = _offset(both, keys, [START, END])
+    if offset is None:  # no covered time, or groups that do not lay end to end: one cover at a time
+        return [covered(df, pieces.filter(pl.col("_first") == i), by) for i in range(len(covers))]
+    mine = [pl.when(pl.col("_first") == i).then(pl.col("len")).otherwise(0) for i in range(len(covers))]
+    table = (
+        pieces.select((pl.col(START) + offset).alias("s"), (pl.col(END) - pl.col(START)).alias("len"), "_first")
+        .sort("s")
+        .with_columns(*((m.cum_sum() - m).alias(f"before{i}") for i, m in enumerate(mine)))
+    )
+
+    def cumulative(column: str) -> pl.DataFrame:
+        points = rows.select((pl.col(column) + offset).alias("t")).with_row_index("_row").sort("t")
+        found = points.join_asof(table, left_on="t", right_on="s", strategy="backward", check_sortedness=False)
+        inside = (pl.col("t") - pl.col("s")).clip(0, pl.col("len"))
+        values = [
+            (pl.col(f"before{i}") + pl.when(pl.col("_first") == i).then(inside).otherwise(0))
+            .fill_null(0)
+            .alias(f"c{i}")
+            for i in range(len(covers))
+        ]
+        return found.select("_row", *values).sort("_row")
+
+    ends, starts = cumulative(END), cumulative(START)
+    return [(ends[f"c{i}"] - starts[f"c{i}"]).alias("covered_ns") for i in range(len(covers))]
+
+
 def intersect(a: pl.DataFrame, b: pl.DataFrame, by: Sequence[str] = ()) -> pl.DataFrame:
     """The parts of time covered by both ``a`` and ``b``, per group, as disjoint intervals."""
     return _combine(a, b, by, pl.col("a") & pl.col("b"))
@@ -232,14 +278,22 @@ def gaps(df: pl.DataFrame, by: Sequence[str] = (), window: pl.DataFrame | None =
     return subtract(window, df, by)
 
 
-def outermost(df: pl.DataFrame, keys: Sequence[str]) -> pl.DataFrame:
+def outermost(df: pl.DataFrame, keys: Sequence[str], *, first_of_equal: bool = False) -> pl.DataFrame:
     """The rows of ``df`` not nested in an earlier row of the same ``keys`` group (a range that
-    starts where an earlier one ends is not nested in it); rows of equal times keep their order."""
+    starts where an earlier one ends is not nested in it); rows of equal times keep their order.
+
+    ``first_of_equal``: of rows with equal keys and times, only the first (a zero-length range
+    is not nested in its twin, so both would be kept); the same as ``df.unique(keys + times,
+    keep="first", maintain_order=True)`` first, without a pass of its own.
+    """
     reach = pl.col(END).cum_max().shift(1).over(keys)
     order = [*keys, START, END]
-    return df.sort(order, descending=[False] * (len(order) - 1) + [True], maintain_order=True).filter(
-        (pl.col(START) >= reach).fill_null(True)
-    )
+    keep = (pl.col(START) >= reach).fill_null(True)
+    if first_of_equal:
+        # rows sorted stably: twins lie together, the first in ``df``'s order first; a twin
+        # leaves the running maximum of ends as it was, so the others' test is unchanged
+        keep = keep & ~pl.all_horizontal(pl.col(c) == pl.col(c).shift(1) for c in order).fill_null(False)
+    return df.sort(order, descending=[False] * (len(order) - 1) + [True], maintain_order=True).filter(keep)
 
 
 def locate(

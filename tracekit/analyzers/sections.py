@@ -239,33 +239,56 @@ GPU_JOB_SIGNS: Final = r"(?i)^nccl:|^rccl:|record_stream|cudnn|miopen|^cuda[A-Z]
 
 def facts_map(ctx: RankContext) -> Parts:
     """Event counts, the span of each rank, signs of a GPU job, and the device's busy time in steps."""
-    events = ctx.run.events
+    run = ctx.run
     host = pl.col("kind").is_in(["cpu_op", "annotation", "runtime", "driver"])
-    counts = events.group_by("rank").agg(
-        events=pl.len(),
-        gpu_events=pl.col("kind").is_in(GPU_ACTIVITY_KINDS).sum(),
-        gpu_signs=(host & pl.col("name").cast(pl.String).str.contains(GPU_JOB_SIGNS)).sum(),
-        torch_ops=(host & pl.col("name").cast(pl.String).str.contains(PYTORCH_SIGNS)).sum(),
-        start_ns=pl.col("start_ns").min(),
-        end_ns=pl.col("end_ns").max(),
-    )
-    calls = (
-        ctx.run.select(["runtime", "driver"], "rank", "correlation", where=pl.col("correlation").is_not_null())
-        .sort("rank", "correlation")
-        .with_columns(jump=pl.col("correlation").diff().over("rank"))
+
+    def signs(pattern: str) -> pl.Expr:  # the pattern is tested once per distinct name
+        return host & pl.col("name").is_in(run.names_matching(pattern).implode())
+
+    # flags first, then plain sums by rank: a grouped sum of a column is much cheaper than
+    # one of an expression
+    counts = (
+        run.events.lazy()
+        .select(
+            "rank",
+            "start_ns",
+            "end_ns",
+            gpu_events=pl.col("kind").is_in(GPU_ACTIVITY_KINDS),
+            gpu_signs=signs(GPU_JOB_SIGNS),
+            torch_ops=signs(PYTORCH_SIGNS),
+        )
         .group_by("rank")
-        .agg(calls=pl.col("jump").is_not_null().sum(), jumps=(pl.col("jump") >= SAMPLED_JUMP).sum())
+        .agg(
+            events=pl.len(),
+            gpu_events=pl.col("gpu_events").sum(),
+            gpu_signs=pl.col("gpu_signs").sum(),
+            torch_ops=pl.col("torch_ops").sum(),
+            start_ns=pl.col("start_ns").min(),
+            end_ns=pl.col("end_ns").max(),
+        )
+    )
+    # rows sorted by rank: a difference within a rank is one whose previous row is of that rank
+    jump = pl.when(pl.col("rank").shift(1) == pl.col("rank")).then(pl.col("correlation").diff())
+    ids = run.select(["runtime", "driver"], "rank", "correlation", where=pl.col("correlation").is_not_null())
+    calls = (
+        iv.sort_within(ids, ["rank"], "correlation")  # ids mostly in order already: no sort then
+        .lazy()
+        .select("rank", calls=jump.is_not_null(), jumps=jump >= SAMPLED_JUMP)
+        .group_by("rank")
+        .agg(pl.col("calls", "jumps").sum())
     )
     busy = iv.total(ctx.activity.select("rank", "start_ns", "end_ns"), ["rank"])
     assert isinstance(busy, pl.DataFrame)
     steps = ctx.steps.steps.group_by("rank").len("steps")
-    counts = (
-        counts.join(busy.rename({"total_ns": "busy_ns"}), on="rank", how="left")
-        .join(steps, on="rank", how="left")
+    facts = (
+        counts.join(busy.rename({"total_ns": "busy_ns"}).lazy(), on="rank", how="left")
+        .join(steps.lazy(), on="rank", how="left")
         .join(calls, on="rank", how="left")
         .with_columns(pl.col("busy_ns", "steps", "calls", "jumps").fill_null(0))
+        .sort("rank")
+        .collect()
     )
-    return {"span": counts.sort("rank")}
+    return {"span": facts}
 
 
 def facts_reduce(red: Reduced) -> RunFacts:

@@ -119,8 +119,10 @@ def _issuing_op(run: Run, calls: pl.DataFrame) -> pl.DataFrame:
     unnamed = named.filter(pl.col("op").is_null())
     if unnamed.height == 0:
         return named
-    threads = pl.struct("rank", "tid").is_in(unnamed.select(pl.struct("rank", "tid").unique()).to_series().implode())
-    ops = run.select(["cpu_op"], "rank", "tid", "start_ns", "end_ns", "name", where=threads)
+    # the calls' threads: their ids first (one integer column), then (rank, tid) exactly
+    tids = pl.col("tid").is_in(unnamed.get_column("tid").unique().implode())
+    ops = run.select(["cpu_op"], "rank", "tid", "start_ns", "end_ns", "name", where=tids)
+    ops = ops.join(unnamed.select("rank", "tid").unique(), on=["rank", "tid"], how="semi", maintain_order="left")
     by_time = unnamed.drop("op").join_asof(
         ops.select("rank", "tid", op_name="name", op_start="start_ns", op_end="end_ns"),
         left_on="start_ns",

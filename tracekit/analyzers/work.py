@@ -34,14 +34,22 @@ MAX_ROWS: Final = 2000
 HOST_READ: Final = "host_read"
 
 
-def outermost_ops(ctx: RankContext) -> pl.DataFrame:
-    """The outermost CPU operators of each thread: rank, tid, start_ns, end_ns, name."""
-    ops = ctx.run.select(["cpu_op"], "rank", "tid", "start_ns", "end_ns", pl.col("name").cast(pl.String))
+def outermost_ops(ctx: RankContext, threads: pl.DataFrame | None = None) -> pl.DataFrame:
+    """The outermost CPU operators of each thread: rank, tid, start_ns, end_ns, name.
+
+    ``threads``: (rank, tid) rows; when given, the operators of those threads only (a thread's
+    outermost operators do not depend on the other threads').
+    """
+    if threads is None:
+        ops = ctx.run.select(["cpu_op"], "rank", "tid", "start_ns", "end_ns", "name")
+    else:
+        tids = pl.col("tid").is_in(threads.get_column("tid").unique().implode())
+        ops = ctx.run.select(["cpu_op"], "rank", "tid", "start_ns", "end_ns", "name", where=tids)
+        ops = ops.join(threads.select("rank", "tid").unique(), on=["rank", "tid"], how="semi", maintain_order="left")
     # a parent and its child can share both times (``aten::item`` and the ``_local_scalar_dense``
     # it calls, at 1 us resolution): keep the first in event order, whatever the shard
-    return iv.outermost(
-        ops.unique(["rank", "tid", "start_ns", "end_ns"], keep="first", maintain_order=True), ["rank", "tid"]
-    )
+    outer = iv.outermost(ops, ["rank", "tid"], first_of_equal=True)
+    return outer.with_columns(pl.col("name").cast(pl.String))
 
 
 def _named(points: pl.DataFrame, ctx: RankContext) -> pl.DataFrame:
@@ -49,7 +57,7 @@ def _named(points: pl.DataFrame, ctx: RankContext) -> pl.DataFrame:
     if points.height == 0:
         return points.with_columns(op=pl.lit(None, pl.String), phase=pl.lit(None, pl.String))
     points = points.with_row_index("_i")
-    ops = outermost_ops(ctx)
+    ops = outermost_ops(ctx, threads=points.select("rank", "tid"))
     by_op = iv.locate(points, "start_ns", ops.rename({"name": "op"}), by=["rank", "tid"], keep=["op"])
     phases = top_level(ctx.run, ctx.steps).select("rank", "tid", "start_ns", "end_ns", pl.col("name").alias("phase"))
     by_phase = iv.locate(points, "start_ns", phases, by=["rank", "tid"], keep=["phase"])
@@ -62,18 +70,22 @@ def work_map(ctx: RankContext) -> Parts:
     """Kernels, host operators and sync points of the measured steps, by name, per rank."""
     frames = ctx.frames
     dur = pl.col("end_ns") - pl.col("start_ns")
-    activity = ctx.activity.select(
-        "rank", "start_ns", "end_ns", pl.col("name").cast(pl.String), pl.col("kind", "category").cast(pl.String)
-    )
+    # grouped on the names' codes, which are as many as the names, then given as text
+    activity = ctx.activity.select("rank", "start_ns", "end_ns", "name", "kind", "category")
     kernels = (
         iv.locate(activity, "start_ns", frames, by=["rank"], keep=[])
         .group_by("rank", "name", "kind", "category")
         .agg(count=pl.len(), total_ns=dur.sum())
+        .with_columns(pl.col("name", "kind", "category").cast(pl.String))
     )
-    ops = ctx.run.select(["cpu_op"], "rank", "start_ns", "end_ns", pl.col("name").cast(pl.String))
+    ops = ctx.run.select(["cpu_op"], "rank", "start_ns", "end_ns", "name")
     if ctx.steps.has_steps:
         ops = iv.locate(ops, "start_ns", ctx.steps.steps.select("rank", "start_ns", "end_ns"), by=["rank"], keep=[])
-    host_ops = ops.group_by("rank", "name").agg(count=pl.len(), total_ns=dur.sum())
+    host_ops = (
+        ops.group_by("rank", "name")
+        .agg(count=pl.len(), total_ns=dur.sum())
+        .with_columns(pl.col("name").cast(pl.String))
+    )
     calls = sync_points(ctx.syncs.calls).select("rank", "tid", "start_ns", pl.col("kind").alias("sync_kind"))
     reads = ctx.syncs.reads.select("rank", "tid", "start_ns", sync_kind=pl.lit(HOST_READ))
     points = pl.concat([calls, reads], how="vertical_relaxed")

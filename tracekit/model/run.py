@@ -143,6 +143,12 @@ class Run:
         names: pl.Series = self.events.get_column("name").unique().cast(pl.String).drop_nulls()
         return names
 
+    def names_matching(self, pattern: str) -> pl.Series:
+        """The distinct event names that match the regular expression ``pattern`` (each name is
+        tested once, however many events carry it)."""
+        matching: pl.Series = self.names.filter(self.names.str.contains(pattern))
+        return matching
+
     def select(
         self,
         kinds: Sequence[str],
@@ -160,8 +166,7 @@ class Run:
         if where is not None:
             conditions.append(where)
         if name is not None:
-            matching = self.names.filter(self.names.str.contains(name))
-            conditions.append(pl.col("name").is_in(matching.implode()))
+            conditions.append(pl.col("name").is_in(self.names_matching(name).implode()))
         return self.events.lazy().filter(*conditions).select(*columns).collect()
 
     def rank_events(self, rank: int) -> pl.DataFrame:
