@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 
     from tracekit.analyzers.compare import Noise
     from tracekit.capture.sweep_plan import Cell
+    from tracekit.executors import Executor
     from tracekit.reports.tool_reports import ToolReport
     from tracekit.results.ab import Side
     from tracekit.results.analysis import Analysis
@@ -50,10 +51,10 @@ def run_analyze(
     cache_dir: Path | None,
     use_cache: bool,
     window: str,
-    executor: str = "local",
+    executor: str | Executor = "local",
     scheduler: str | None = None,
 ) -> None:
-    """``tracekit analyze``."""
+    """``tracekit analyze``; ``executor``: a name, or a started executor (closed by its owner)."""
     check_outputs({f"--{fmt}": path for fmt, path in outputs.items()} | {"--details": details}, paths)
     ranks = parse_rank_spec(rank_spec) if rank_spec else None
     width = shutil.get_terminal_size().columns if sys.stdout.isatty() else 120

@@ -154,25 +154,34 @@ def analyze(
 
     PATHS are trace files (formats below) or folders searched for them.
     """
+    pool = None
+    if executor == "local":  # its processes start while this one imports the rest
+        from tracekit.executors.local import started
+
+        pool = started(paths, jobs=jobs, preload="tracekit.stream")
     from tracekit.cli.commands import run_analyze
 
-    run_analyze(
-        paths,
-        outputs={"json": json_path, "html": html_path, "md": md_path},
-        details=details,
-        comm_kernels=comm_kernels,
-        steps=steps,
-        include_warmup=include_warmup,
-        rank_spec=rank_spec,
-        rank=rank,
-        top=top,
-        jobs=jobs,
-        cache_dir=cache_dir,
-        use_cache=not no_cache,
-        window=window,
-        executor=executor,
-        scheduler=scheduler,
-    )
+    try:
+        run_analyze(
+            paths,
+            outputs={"json": json_path, "html": html_path, "md": md_path},
+            details=details,
+            comm_kernels=comm_kernels,
+            steps=steps,
+            include_warmup=include_warmup,
+            rank_spec=rank_spec,
+            rank=rank,
+            top=top,
+            jobs=jobs,
+            cache_dir=cache_dir,
+            use_cache=not no_cache,
+            window=window,
+            executor=executor if pool is None else pool,
+            scheduler=scheduler,
+        )
+    finally:
+        if pool is not None:
+            pool.close()
 
 
 @cli.command()

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import importlib
 import os
 from concurrent.futures import Future, ProcessPoolExecutor, as_completed
 from multiprocessing import get_context
-from typing import TYPE_CHECKING, TypeVar
+from pathlib import Path
+from typing import TYPE_CHECKING, Final, TypeVar
+
+from tracekit.readers.compressed import data_bytes
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Sequence
@@ -32,6 +36,17 @@ class LocalExecutor:
     def workers(self) -> int:
         """The processes that run items at once."""
         return self.jobs
+
+    def start(self, preload: str | None = None) -> None:
+        """Start the pool's processes now, each importing the module ``preload``, so that they
+        are ready when the first items come (while this process goes on importing what it needs)."""
+        if self.jobs <= 1 or self._pool is not None:
+            return
+        self._pool = ProcessPoolExecutor(
+            max_workers=self.jobs, mp_context=get_context("spawn"), initializer=_import, initargs=(preload,)
+        )
+        for _ in range(self.jobs):  # a process is spawned for each item that finds none idle
+            self._pool.submit(int)
 
     def map(self, fn: Callable[[T], R], items: Sequence[T]) -> Iterator[tuple[int, R | TaskFailed]]:
         """``fn`` over ``items``, each result with its item's index as it completes."""
@@ -64,3 +79,42 @@ class LocalExecutor:
         if self._pool is not None:
             self._pool.shutdown(cancel_futures=True)
             self._pool = None
+
+
+def _import(module: str | None) -> None:
+    if module is not None:
+        importlib.import_module(module)
+
+
+#: Inputs of this many bytes of JSON or more are read by a pool of processes
+#: (:data:`tracekit.readers.parse.PARALLEL_MIN_BYTES`, which a test keeps equal).
+POOL_MIN_BYTES: Final = 64 * 1024 * 1024
+#: The file names that may hold that much.
+_TRACE_SUFFIXES: Final = (".json", ".json.gz", ".sqlite", ".nsys-rep")
+
+
+def started(paths: Sequence[str | Path], *, jobs: int | None, preload: str) -> LocalExecutor | None:
+    """A local executor whose processes start now, importing ``preload``, when ``paths`` (files,
+    or folders searched recursively) hold enough to be read by a pool of them; else None.
+
+    The command line starts them before importing the analyses, which the processes import
+    meanwhile: on a few large traces that is most of the time before the first is read.
+    """
+    executor = LocalExecutor(jobs)
+    if executor.jobs <= 1 or not _at_least(paths, POOL_MIN_BYTES):
+        return None
+    executor.start(preload)
+    return executor
+
+
+def _at_least(paths: Sequence[str | Path], size: int) -> bool:
+    """Whether the traces at ``paths`` hold ``size`` bytes of JSON or more (by their names)."""
+    total = 0
+    for raw in paths:
+        path = Path(raw)
+        files = (p for p in path.rglob("*") if p.name.lower().endswith(_TRACE_SUFFIXES)) if path.is_dir() else [path]
+        for file in files:
+            total += data_bytes(file)
+            if total >= size:
+                return True
+    return False
