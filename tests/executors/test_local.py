@@ -29,6 +29,7 @@ def test_started_only_for_inputs_large_enough(tmp_path: Path) -> None:
     (big / "rank0.json.gz").write_bytes(gzip.compress(b" " * (70 * 1024 * 1024), compresslevel=1))
     (big / "notes.txt").write_bytes(b"x")
     assert local.started([big], jobs=1, preload="json") is None  # one process: nothing to start
+    assert local.started([big / "rank0.json.gz"], jobs=2, preload="json") is None  # one file: read in this process
     executor = local.started([big / "rank0.json.gz", tmp_path / "missing.json"], jobs=2, preload="json")
     assert executor is not None
     try:

@@ -95,26 +95,29 @@ _TRACE_SUFFIXES: Final = (".json", ".json.gz", ".sqlite", ".nsys-rep")
 
 def started(paths: Sequence[str | Path], *, jobs: int | None, preload: str) -> LocalExecutor | None:
     """A local executor whose processes start now, importing ``preload``, when ``paths`` (files,
-    or folders searched recursively) hold enough to be read by a pool of them; else None.
+    or folders searched recursively) hold enough to be read by a pool of them (two files or
+    more, and :data:`POOL_MIN_BYTES`); else None.
 
     The command line starts them before importing the analyses, which the processes import
     meanwhile: on a few large traces that is most of the time before the first is read.
     """
     executor = LocalExecutor(jobs)
-    if executor.jobs <= 1 or not _at_least(paths, POOL_MIN_BYTES):
+    if executor.jobs <= 1 or not _at_least(paths, POOL_MIN_BYTES, files=2):
         return None
     executor.start(preload)
     return executor
 
 
-def _at_least(paths: Sequence[str | Path], size: int) -> bool:
-    """Whether the traces at ``paths`` hold ``size`` bytes of JSON or more (by their names)."""
-    total = 0
+def _at_least(paths: Sequence[str | Path], size: int, *, files: int) -> bool:
+    """Whether the traces at ``paths`` (by their names) hold ``size`` bytes of JSON or more, in
+    ``files`` files or more (a pool reads files, not parts of one)."""
+    total = count = 0
     for raw in paths:
         path = Path(raw)
-        files = (p for p in path.rglob("*") if p.name.lower().endswith(_TRACE_SUFFIXES)) if path.is_dir() else [path]
-        for file in files:
+        found = (p for p in path.rglob("*") if p.name.lower().endswith(_TRACE_SUFFIXES)) if path.is_dir() else [path]
+        for file in found:
             total += data_bytes(file)
-            if total >= size:
+            count += 1
+            if total >= size and count >= files:
                 return True
     return False
