@@ -19,7 +19,7 @@ from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from multiprocessing import get_context
 from pathlib import Path
-from typing import Any, Final, TypeGuard
+from typing import TYPE_CHECKING, Any, Final, TypeGuard
 
 import msgspec
 import polars as pl
@@ -27,6 +27,7 @@ import polars as pl
 from tracekit.errors import TraceReadError
 from tracekit.model.run import ProcessGroup
 from tracekit.readers.compressed import GZIP_ERRORS, data_bytes, read_bytes
+from tracekit.readers.handoff import Slots, read_slot
 from tracekit.readers.kineto_decode import (
     ANY_DECODER,
     DECODER,
@@ -42,6 +43,9 @@ from tracekit.readers.kineto_normalize import finish, prepare
 from tracekit.readers.kineto_stream import NotChunked, open_text, prefetched, split_events
 from tracekit.readers.ranks import is_rank
 from tracekit.readers.trace import RankTrace
+
+if TYPE_CHECKING:
+    import mmap
 
 #: The clock of every Kineto trace, as :class:`RankTrace` reports it.
 CLOCK: Final = "kineto: host clock, us -> ns"
@@ -92,12 +96,29 @@ def read_kineto(path: str | Path, *, chunk_bytes: int | None = None, jobs: int =
 Chunk = tuple[pl.DataFrame, "pl.DataFrame | None"]
 
 
-def decode_chunk(text: bytes) -> Chunk:
+def decode_chunk(text: bytes | mmap.mmap) -> Chunk:
     """The prepared columns of the events in ``text`` (a JSON array), and their ``[memory]``
     instants; raises :class:`msgspec.MsgspecError` where the chunk is no list of events the
     typed decoder accepts."""
     raw, memory = raw_frames(EVENTS_DECODER.decode(text))
     return prepare(raw), memory
+
+
+def decode_slot(path: str, size: int, out: str) -> pl.DataFrame | None:
+    """:func:`decode_chunk` of the text in a slot file (:mod:`tracekit.readers.handoff`), mapped:
+    its prepared columns are written to the file ``out`` (read back by :func:`_slot_chunk`,
+    with no copy through a pipe), its ``[memory]`` instants returned."""
+    prepared, memory = read_slot(path, size, decode_chunk)
+    prepared.write_ipc(out, compression="uncompressed")
+    return memory
+
+
+def _slot_chunk(future: Future[pl.DataFrame | None], out: Path) -> Chunk:
+    """What :func:`decode_slot` made of a chunk, its file removed."""
+    memory = future.result()
+    prepared = pl.read_ipc(out)
+    out.unlink()
+    return prepared, memory
 
 
 def read_chunked(path: Path, *, chunk_bytes: int, jobs: int = 1) -> RankTrace | None:
@@ -109,12 +130,13 @@ def read_chunked(path: Path, *, chunk_bytes: int, jobs: int = 1) -> RankTrace | 
         with contextlib.ExitStack() as stack:
             pieces = split_events(stack.enter_context(open_text(path)), chunk_bytes=chunk_bytes)
             pool = None
-            if jobs > 1:
+            if jobs > 1:  # the chunks go to the processes through files in memory
+                slots = stack.enter_context(Slots(jobs + 1, chunk_bytes=chunk_bytes))
                 pool = stack.enter_context(ProcessPoolExecutor(jobs, mp_context=get_context("spawn")))
                 stack.callback(pool.shutdown, wait=True, cancel_futures=True)
             else:  # read the next chunk in a thread; stopped before the file is closed
                 pieces = stack.enter_context(contextlib.closing(prefetched(pieces)))
-            pending: deque[Future[Chunk]] = deque()
+            pending: deque[tuple[Future[pl.DataFrame | None], Path, Path]] = deque()
             for piece in pieces:
                 if piece.kind == "head":
                     fields.append(HEAD_DECODER.decode(piece.text + b"]}"))
@@ -126,10 +148,14 @@ def read_chunked(path: Path, *, chunk_bytes: int, jobs: int = 1) -> RankTrace | 
                 elif pool is None:
                     chunks.append(decode_chunk(piece.text))
                 else:
-                    pending.append(pool.submit(decode_chunk, piece.text))
+                    slot = slots.put(piece.text)
+                    out = slot.with_name(f"{len(chunks) + len(pending)}.ipc")  # a name of its own: never read twice
+                    pending.append((pool.submit(decode_slot, str(slot), len(piece.text), str(out)), slot, out))
                     while len(pending) > jobs:  # one chunk in each process, one on its way: no more text held
-                        chunks.append(pending.popleft().result())
-            chunks += [future.result() for future in pending]
+                        future, done, result = pending.popleft()
+                        chunks.append(_slot_chunk(future, result))
+                        slots.release(done)
+            chunks += [_slot_chunk(future, out) for future, _, out in pending]
             chunks.append(tail_chunk)
     except _NOT_CHUNKED:
         return None
