@@ -9,7 +9,7 @@ from multiprocessing import get_context
 from pathlib import Path
 from typing import TYPE_CHECKING, Final, TypeVar
 
-from tracekit.readers.compressed import data_bytes
+from tracekit.sizes import data_bytes
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Sequence

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 import re
-from itertools import repeat
 from typing import Any, Final
 
 import polars as pl
@@ -86,14 +85,19 @@ def _tolerant_int(value: Any) -> int | None:
 def _ints_and_text(name: str, values: list[Any]) -> pl.Series:
     """Integers that some rows write as text (``"pid": "Spans"``, ``"tid": "stream 7"``).
 
-    The text values (found by one C-level ``map(isinstance, ...)`` pass) are taken out of
-    ``values`` and parsed on their own (their last run of digits, else null), so that the
-    rest still builds on the fast path.
+    The text values (found by C-level passes over the values' types: text is rare, and a
+    column without any is one count) are taken out of ``values`` and parsed on their own
+    (their last run of digits, else null), so that the rest still builds on the fast path.
     """
-    at = pl.Series(list(map(isinstance, values, repeat(str))), dtype=pl.Boolean).arg_true().to_list()
+    types = list(map(type, values))
+    at: list[int] = []
+    for _ in range(types.count(str)):
+        at.append(types.index(str, at[-1] + 1 if at else 0))
+    if not at:
+        return pl.Series(name, values, dtype=pl.Int64, strict=True)
     text = pl.Series([values[i] for i in at], dtype=pl.String)
     values = list(values)  # the caller's list stays as it was, for its fallback
     for i in at:
         values[i] = None
     ints = pl.Series(name, values, dtype=pl.Int64, strict=True)
-    return ints.scatter(at, text.str.extract(_INT_IN_TEXT).cast(pl.Int64, strict=False)) if at else ints
+    return ints.scatter(at, text.str.extract(_INT_IN_TEXT).cast(pl.Int64, strict=False))

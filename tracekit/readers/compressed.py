@@ -4,18 +4,15 @@ from __future__ import annotations
 
 import gzip
 import importlib
-import os
 import zlib
 from typing import TYPE_CHECKING, Any, BinaryIO, Final
 
 from tracekit.errors import TraceReadError
+from tracekit.sizes import GZIP_MAGIC, data_bytes
 
 if TYPE_CHECKING:
     from io import BufferedIOBase
     from pathlib import Path
-
-#: The first two bytes of a gzip file.
-GZIP_MAGIC: Final = b"\x1f\x8b"
 
 
 def _inflate_module() -> Any:
@@ -83,16 +80,4 @@ def inflater() -> Any:
     return _INFLATE.decompressobj(wbits=31)
 
 
-def data_bytes(path: Path) -> int:
-    """About how many bytes decoding ``path`` reads: a gzip file's uncompressed size (0 if unreadable)."""
-    try:
-        size = path.stat().st_size
-        if size < 18:
-            return size
-        with path.open("rb") as handle:
-            if handle.read(2) != GZIP_MAGIC:
-                return size
-            handle.seek(-4, os.SEEK_END)
-            return max(size, int.from_bytes(handle.read(4), "little"))  # ISIZE: the size mod 2**32
-    except OSError:
-        return 0
+__all__ = ["GZIP_ERRORS", "GZIP_MAGIC", "data_bytes", "gunzip", "gzip_reader", "inflater", "read_bytes"]

@@ -14,7 +14,7 @@ Python loop over events; no per-event object survives :func:`raw_frames`.
 from __future__ import annotations
 
 from functools import reduce
-from itertools import compress, repeat
+from itertools import compress
 from operator import attrgetter, or_
 from typing import TYPE_CHECKING, Any, Final
 
@@ -81,6 +81,11 @@ class Instant(Event, tag="i"):
 
 class InstantLegacy(Instant, tag="I"):
     pass
+
+
+#: The types of the events kept, and of the instants among them.
+_KEPT_TYPES: Final = frozenset((Event, Instant, InstantLegacy))
+_INSTANT_TYPES: Final = frozenset((Instant, InstantLegacy))
 
 
 #: The phases of the Chrome trace event format that carry nothing tracekit reads.
@@ -196,12 +201,12 @@ def raw_frames(raw: list[Any]) -> tuple[pl.DataFrame, pl.DataFrame | None]:
     those of their ``[memory]`` instants (None without any): see :data:`RAW_SCHEMA`.
 
     Each column is one ``map(attrgetter(field), ...)`` pass, which runs in C, as does
-    picking the kept events out of the tagged union (``compress`` over ``isinstance``).
+    picking the kept events out of the tagged union (``compress`` over their types).
     """
     if raw and isinstance(raw[0], LooseEvent):
         return _loose_frames(raw)
-    events = list(compress(raw, map(isinstance, raw, repeat(Event))))
-    is_instant = list(map(isinstance, events, repeat(Instant)))
+    events = list(compress(raw, map(_KEPT_TYPES.__contains__, map(type, raw))))
+    is_instant = list(map(_INSTANT_TYPES.__contains__, map(type, events)))
     memory = _memory_frame(list(compress(events, is_instant)))
     instant = pl.Series("instant", is_instant, dtype=pl.Boolean)
     return pl.DataFrame([instant, *_columns(events)]), memory
