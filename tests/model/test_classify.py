@@ -6,6 +6,7 @@ import polars as pl
 import pytest
 
 from tracekit.model import classify
+from tracekit.model.schema import Kind
 
 
 def category(kind: str, name: str) -> str:
@@ -59,3 +60,26 @@ def test_compute_kernels(name: str) -> None:
 )
 def test_other_kinds(kind: str, name: str, expected: str) -> None:
     assert category(kind, name) == expected
+
+
+def test_categories_from_distinct_names_equal_the_per_event_expression() -> None:
+    events = pl.DataFrame(
+        {
+            "kind": ["kernel", "kernel", "cpu_op", "cpu_op", "memcpy", "sync", "kernel", "annotation", "runtime"],
+            "name": [
+                "ncclKernel_AllReduce_RING_LL_Sum_float",
+                "void gemm",
+                "c10d::allreduce_",
+                "aten::mm",
+                "Memcpy HtoD",
+                "cudaStreamWaitEvent",
+                None,
+                "nccl:all_reduce",
+                "ncclKernel_AllReduce_RING_LL_Sum_float",
+            ],
+        },
+        schema={"kind": Kind, "name": pl.Categorical()},
+    )
+    expected = events.with_columns(classify.category_expr())
+    assert classify.with_category(events).equals(expected)
+    assert expected["category"].to_list()[:4] == ["collective", "compute", "collective", "other"]

@@ -44,6 +44,7 @@ __all__ = [
     "category_expr",
     "classify",
     "classify_run",
+    "with_category",
 ]
 
 #: GPU kernels that are communication by name (every kernel family of the taxonomy).
@@ -52,18 +53,25 @@ COLLECTIVE_KERNEL_PATTERN: Final = COMM_KERNEL_PATTERN
 COLLECTIVE_HOST_PATTERN: Final = COMM_HOST_PATTERN
 
 
-def category_expr() -> pl.Expr:
-    """The ``category`` of every event, from ``kind`` and ``name`` (names only)."""
+def category_expr(*, comm_kernels: pl.Series | None = None, comm_host: pl.Series | None = None) -> pl.Expr:
+    """The ``category`` of every event, from ``kind`` and ``name`` (names only).
+
+    ``comm_kernels`` / ``comm_host``: the names that the taxonomy makes communication, when
+    they are known (:func:`with_category` finds them once per distinct name); else the
+    patterns are matched on every event's name.
+    """
     kind = pl.col("kind")
     name = pl.col("name").cast(pl.String)
+    is_comm_kernel = is_comm_kernel_name(name) if comm_kernels is None else pl.col("name").is_in(comm_kernels.implode())
+    is_comm_host = is_comm_host_name(name) if comm_host is None else pl.col("name").is_in(comm_host.implode())
     return (
         pl.when(kind == "kernel")
-        .then(pl.when(is_comm_kernel_name(name)).then(pl.lit("collective")).otherwise(pl.lit("compute")))
+        .then(pl.when(is_comm_kernel).then(pl.lit("collective")).otherwise(pl.lit("compute")))
         .when(kind.is_in(["memcpy", "memset"]))
         .then(pl.lit("memory"))
         .when(kind == "sync")
         .then(pl.lit("sync"))
-        .when(kind.is_in(list(HOST_KINDS)) & is_comm_host_name(name))
+        .when(kind.is_in(list(HOST_KINDS)) & is_comm_host)
         .then(pl.lit("collective"))
         .otherwise(pl.lit("other"))
         .cast(Category)
@@ -71,9 +79,30 @@ def category_expr() -> pl.Expr:
     )
 
 
+def with_category(events: pl.DataFrame) -> pl.DataFrame:
+    """``events`` with its ``category`` column (re)computed from ``kind`` and ``name``, the
+    taxonomy's patterns matched once per distinct name (a few hundred) rather than once per
+    event (millions)."""
+    names = events.get_column("name").unique().drop_nulls()
+    text = names.cast(pl.String)
+    return events.with_columns(
+        category_expr(
+            comm_kernels=names.filter(_matches(text, kernel=True)),
+            comm_host=names.filter(_matches(text, kernel=False)),
+        )
+    )
+
+
+def _matches(text: pl.Series, *, kernel: bool) -> pl.Series:
+    """Which of the names ``text`` the taxonomy makes communication (kernels, or host events)."""
+    name = pl.col("name")
+    test = is_comm_kernel_name(name) if kernel else is_comm_host_name(name)
+    return text.to_frame("name").select(test).to_series()
+
+
 def classify(events: pl.DataFrame) -> pl.DataFrame:
     """``events`` with its ``category`` column (re)computed from names."""
-    return events.with_columns(category_expr())
+    return with_category(events)
 
 
 def classify_run(events: pl.DataFrame, *, comm_kernels: Sequence[str] = ()) -> pl.DataFrame:

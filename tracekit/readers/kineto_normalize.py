@@ -19,7 +19,7 @@ from typing import Final
 
 import polars as pl
 
-from tracekit.model.classify import category_expr
+from tracekit.model.classify import with_category
 from tracekit.model.counters import COUNTER_SCHEMA, DeviceType, empty_counters
 from tracekit.model.schema import GPU_KINDS, SCHEMA, UNNAMED
 from tracekit.readers.kineto_decode import MEMORY_EVENT
@@ -142,12 +142,12 @@ def _events(df: pl.DataFrame, base: int) -> pl.DataFrame:
             end_ns=pl.col("start_ns") + pl.col("dur_ns"),
             name=pl.col("name").fill_null(UNNAMED),
             rank=pl.lit(None, dtype=SCHEMA["rank"]),
+            category=pl.lit(None, dtype=SCHEMA["category"]),
         )
-        .with_columns(category_expr())
         .select(list(SCHEMA))
         .collect()
     )
-    return by_start(events)
+    return by_start(with_category(events))
 
 
 def by_start(events: pl.DataFrame) -> pl.DataFrame:

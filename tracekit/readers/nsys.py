@@ -34,7 +34,7 @@ from typing import Final
 import polars as pl
 
 from tracekit.errors import TraceReadError
-from tracekit.model.classify import category_expr
+from tracekit.model.classify import with_category
 from tracekit.model.schema import GPU_ACTIVITY_KINDS, GPU_KINDS, SCHEMA, UNNAMED
 from tracekit.readers.columns import rows_frame
 from tracekit.readers.nsys_memory import memory_rows
@@ -337,9 +337,7 @@ def _normalize(raw: pl.DataFrame, epoch_ns: int) -> pl.DataFrame:
         rank=pl.lit(None, dtype=pl.Int32),
     )
     out = out.with_columns(pl.lit(None).alias(c) for c in SCHEMA if c not in out.columns)
-    out = out.select([pl.col(c).cast(t, strict=False) for c, t in SCHEMA.items() if c != "category"]).with_columns(
-        category_expr()
-    )
+    out = with_category(out.select([pl.col(c).cast(t, strict=False) for c, t in SCHEMA.items() if c != "category"]))
     return out.select(list(SCHEMA)).sort("start_ns")
 
 
