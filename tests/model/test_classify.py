@@ -6,6 +6,7 @@ import polars as pl
 import pytest
 
 from tracekit.model import classify
+from tracekit.model.classify import category_expr, with_category
 from tracekit.model.schema import Kind
 
 
@@ -80,6 +81,6 @@ def test_categories_from_distinct_names_equal_the_per_event_expression() -> None
         },
         schema={"kind": Kind, "name": pl.Categorical()},
     )
-    expected = events.with_columns(classify.category_expr())
-    assert classify.with_category(events).equals(expected)
+    expected = events.with_columns(category_expr())
+    assert with_category(events).equals(expected)
     assert expected["category"].to_list()[:4] == ["collective", "compute", "collective", "other"]
