@@ -73,9 +73,14 @@ def annotation_breakdown(run: Run, steps: StepResult, activity: pl.DataFrame) ->
     return summarize_annotations(annotations_per_step(run, steps, activity), steps)
 
 
-def annotations_per_step(run: Run, steps: StepResult, activity: pl.DataFrame) -> pl.DataFrame:
-    """The per-rank part: rank, step, name, cpu_ns, gpu_ns, count of each top-level range."""
-    top = top_level(run, steps)
+def annotations_per_step(
+    run: Run, steps: StepResult, activity: pl.DataFrame, *, top: pl.DataFrame | None = None
+) -> pl.DataFrame:
+    """The per-rank part: rank, step, name, cpu_ns, gpu_ns, count of each top-level range.
+
+    ``top``: the ranges of :func:`top_level`, found from ``run`` when not given.
+    """
+    top = top_level(run, steps) if top is None else top
     top = top.join(_gpu_time(top, activity), on="ann_id", how="left").with_columns(
         pl.col("gpu_ns").fill_null(0), cpu_ns=pl.col("end_ns") - pl.col("start_ns")
     )

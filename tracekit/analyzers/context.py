@@ -12,6 +12,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING
 
 from tracekit.analyzers import timeline
+from tracekit.analyzers.annotations import top_level
 from tracekit.analyzers.collectives import no_groups
 from tracekit.analyzers.dataloader import fetch_ranges
 from tracekit.analyzers.steps import StepResult, analyze_steps, gpu_activity
@@ -69,6 +70,11 @@ class RankContext:
         return analyze_steps(
             self.run, activity=self.activity, select=self.options.steps, include_warmup=self.options.include_warmup
         )
+
+    @cached_property
+    def top_level(self) -> pl.DataFrame:
+        """The outermost annotations of the training threads (:func:`annotations.top_level`)."""
+        return top_level(self.run, self.steps)
 
     @cached_property
     def device(self) -> pl.DataFrame:

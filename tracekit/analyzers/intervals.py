@@ -7,7 +7,7 @@ here, so time is always measured on wall-clock unions, never on per-stream sums.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 import polars as pl
 
@@ -29,6 +29,29 @@ def _ungrouped(df: pl.DataFrame, by: Sequence[str]) -> pl.DataFrame:
     return df if by else df.drop(_KEY)
 
 
+class _Shift(NamedTuple):
+    """The shift that lays groups end to end (see :func:`_offset`): ``(key - kmin) * width - tmin``."""
+
+    key: str
+    kmin: int
+    width: int
+    tmin: int
+
+    def expr(self) -> pl.Expr:
+        """The shift of each row, as an expression."""
+        return (pl.col(self.key).cast(pl.Int64) - self.kmin) * self.width - self.tmin
+
+    def offsets(self, df: pl.DataFrame) -> pl.Series:
+        """The shift of each row of ``df``, computed on the series (no query)."""
+        offsets: pl.Series = (df.get_column(self.key).cast(pl.Int64) - self.kmin) * self.width - self.tmin
+        return offsets
+
+    def shifted(self, df: pl.DataFrame, column: str) -> pl.Series:
+        """``column + shift`` of each row of ``df``."""
+        shifted: pl.Series = df.get_column(column) + self.offsets(df)
+        return shifted
+
+
 def _offset(df: pl.DataFrame, keys: Sequence[str], columns: Sequence[str]) -> pl.Expr | None:
     """A per-row shift that lays the groups' times end to end, or None where it cannot.
 
@@ -39,35 +62,55 @@ def _offset(df: pl.DataFrame, keys: Sequence[str], columns: Sequence[str]) -> pl
     encodes first), and a running maximum over it never leaks from one group into the next,
     so no per-group window is needed. None when it would not fit in 62 bits.
     """
-    if len(keys) != 1 or df.height == 0 or not df.schema[keys[0]].is_integer():
+    shift = _shift(keys, [(df, columns)])
+    return None if shift is None else shift.expr()
+
+
+def _shift(keys: Sequence[str], frames: Sequence[tuple[pl.DataFrame, Sequence[str]]]) -> _Shift | None:
+    """The shift of :func:`_offset` shared by several frames (each with its time ``columns``),
+    so that their shifted times compare; None where any frame is empty or has a null or
+    non-integer key or time, or where the times would not fit. Read from the series' own
+    minima and maxima: small frames pay no query for it."""
+    if len(keys) != 1:
         return None
-    if any(not df.schema[c].is_integer() or df.get_column(c).null_count() for c in (keys[0], *columns)):
-        return None
-    key = pl.col(keys[0]).cast(pl.Int64)
-    stats = [key.min().alias("kmin"), key.max().alias("kmax")]
-    stats += [pl.min_horizontal(*(pl.col(c).min() for c in columns)).alias("tmin")]
-    stats += [pl.max_horizontal(*(pl.col(c).max() for c in columns)).alias("tmax")]
-    kmin, kmax, tmin, tmax = df.select(stats).row(0)
+    key, groups, times = keys[0], [], []
+    for df, columns in frames:
+        schema = df.schema
+        if df.height == 0 or any(not schema[c].is_integer() for c in (key, *columns)):
+            return None
+        series = [df.get_column(c) for c in (key, *columns)]
+        if any(s.null_count() for s in series):
+            return None
+        groups.append(_extent(series[0]))
+        times += [_extent(t) for t in series[1:]]
+    kmin, kmax = min(low for low, _ in groups), max(high for _, high in groups)
+    tmin, tmax = min(low for low, _ in times), max(high for _, high in times)
     width = tmax - tmin + 1
     if (kmax - kmin + 1) * width >= 1 << 62:
         return None
-    offset: pl.Expr = (key - kmin) * width - tmin
-    return offset
+    return _Shift(key, kmin, width, tmin)
+
+
+def _extent(series: pl.Series) -> tuple[int, int]:
+    """The least and the greatest value of an integer series with values and no nulls."""
+    low, high = series.min(), series.max()
+    assert isinstance(low, int)
+    assert isinstance(high, int)
+    return low, high
 
 
 def sort_within(df: pl.DataFrame, keys: Sequence[str], column: str) -> pl.DataFrame:
     """``df`` sorted by ``keys``, then by ``column`` within each group (fast: see ``_offset``)."""
     if not keys:
         return df.sort(column)
-    offset = _offset(df, keys, [column])
-    if offset is None:
+    shift = _shift(keys, [(df, [column])])
+    if shift is None:
         return df.sort(*keys, column)
-    return _sort_on(df, pl.col(column) + offset)
+    return _sort_on(df, shift.shifted(df, column))
 
 
-def _sort_on(df: pl.DataFrame, key: pl.Expr) -> pl.DataFrame:
-    """``df`` sorted on one computed integer; as it is when already in order (events are)."""
-    values = df.select(key.alias("_sort")).to_series()
+def _sort_on(df: pl.DataFrame, values: pl.Series) -> pl.DataFrame:
+    """``df`` sorted on one integer per row; as it is when already in order (events are)."""
     return df if values.is_sorted() else df.sort(values)
 
 
@@ -85,8 +128,8 @@ def union(df: pl.DataFrame, by: Sequence[str] = ()) -> pl.DataFrame:
     # an island (a merged interval) starts where a start lies beyond every earlier end of
     # its group and ends at the running maximum of ends on its last row; rows are sorted
     # by group, so filters keep islands in order and starts line up with ends
-    offset = _offset(df, keys, [START, END])
-    if offset is None:
+    shift = _shift(keys, [(df, [START, END])])
+    if shift is None:
         marked = df.sort(*keys, START).with_columns(
             new=(pl.col(START) > pl.col(END).cum_max().shift(1).over(keys)).fill_null(True),
             reach=pl.col(END).cum_max().over(keys),
@@ -94,7 +137,8 @@ def union(df: pl.DataFrame, by: Sequence[str] = ()) -> pl.DataFrame:
         last = (~_same_group_as_next(keys)) | pl.col("new").shift(-1).fill_null(True)
     else:
         # groups laid end to end: one running maximum over all of them at once
-        flat = _sort_on(df.with_columns(offset.alias("off")), pl.col(START) + pl.col("off"))
+        off = shift.offsets(df).alias("off")
+        flat = _sort_on(df.hstack([off]), df.get_column(START) + off)
         reach = (pl.col(END) + pl.col("off")).cum_max()
         marked = flat.with_columns(
             new=(pl.col(START) + pl.col("off") > reach.shift(1)).fill_null(True), reach=reach - pl.col("off")
@@ -306,6 +350,22 @@ def locate(
     Rows whose time falls in no frame are dropped.
     """
     right = frames.select(*by, *keep, pl.col(START).alias("frame_start_ns"), pl.col(END).alias("frame_end_ns"))
+    shift = _shift(by, [(df, [time]), (right, ["frame_start_ns", "frame_end_ns"])])
+    if shift is not None:
+        # groups laid end to end (see ``_offset``): an as-of join on one integer, no ``by``; a
+        # frame found in an earlier group ends before the point's group begins
+        at = shift.shifted(df, time).alias("_at")
+        points = _sort_on(df.hstack([at]), at)
+        bounds = [
+            shift.shifted(right, "frame_start_ns").alias("_at"),
+            shift.shifted(right, "frame_end_ns").alias("_end"),
+        ]
+        frames = _sort_on(right.select(*keep, "frame_end_ns").hstack(bounds), bounds[0])
+        return (
+            points.join_asof(frames, on="_at", strategy="backward", check_sortedness=False)
+            .filter(pl.col("_at") < pl.col("_end"))
+            .drop("_at", "_end")
+        )
     return (
         sort_within(df, by, time)
         .join_asof(

@@ -129,7 +129,7 @@ def kernels_reduce(red: Reduced) -> KernelsSection:
 
 def annotations_map(ctx: RankContext) -> Parts:
     """Top-level annotations per rank and step."""
-    return {"per_step": annotations_per_step(ctx.run, ctx.steps, ctx.activity)}
+    return {"per_step": annotations_per_step(ctx.run, ctx.steps, ctx.activity, top=ctx.top_level)}
 
 
 def annotations_reduce(red: Reduced) -> PhasesSection:

@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING, Final
 import polars as pl
 
 from tracekit.analyzers import intervals as iv
-from tracekit.analyzers.annotations import top_level
 from tracekit.analyzers.syncs import sync_points
 
 if TYPE_CHECKING:
@@ -59,7 +58,7 @@ def _named(points: pl.DataFrame, ctx: RankContext) -> pl.DataFrame:
     points = points.with_row_index("_i")
     ops = outermost_ops(ctx, threads=points.select("rank", "tid"))
     by_op = iv.locate(points, "start_ns", ops.rename({"name": "op"}), by=["rank", "tid"], keep=["op"])
-    phases = top_level(ctx.run, ctx.steps).select("rank", "tid", "start_ns", "end_ns", pl.col("name").alias("phase"))
+    phases = ctx.top_level.select("rank", "tid", "start_ns", "end_ns", pl.col("name").alias("phase"))
     by_phase = iv.locate(points, "start_ns", phases, by=["rank", "tid"], keep=["phase"])
     return points.join(by_op.select("_i", "op"), on="_i", how="left").join(
         by_phase.select("_i", "phase"), on="_i", how="left"
