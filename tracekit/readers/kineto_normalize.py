@@ -111,8 +111,9 @@ def finish(prepared: list[pl.DataFrame], memory: list[pl.DataFrame]) -> tuple[pl
         unit="us",
     )
     base = int(df["ts"].min() or 0)  # type: ignore[arg-type]
-    events = _events(df, base)
-    del df
+    owned = [df]
+    del df  # _events owns the prepared columns now: each is freed as its sorted copy is made
+    events = _events(owned, base)
     if not memory:
         return events, empty_counters(), dropped
     counters, dropped_memory, _ = screen(
@@ -132,9 +133,11 @@ def _ns(ts: pl.Expr, base: int) -> pl.Expr:
     return ((ts - base) * 1000).round().cast(pl.Int64) + base * 1000
 
 
-def _events(df: pl.DataFrame, base: int) -> pl.DataFrame:
-    """Prepared columns -> the event schema (ns times, names, categories), sorted by start."""
+def _events(owned: list[pl.DataFrame], base: int) -> pl.DataFrame:
+    """The prepared columns (the one frame of ``owned``, which this empties) -> the event
+    schema (ns times, names, categories), sorted by start."""
     dur = pl.when(pl.col("instant")).then(0).otherwise((pl.col("dur") * 1000).round()).cast(pl.Int64)
+    df = owned.pop()
     events = (
         df.lazy()
         .with_columns(start_ns=_ns(pl.col("ts"), base), dur_ns=dur)
@@ -147,16 +150,23 @@ def _events(df: pl.DataFrame, base: int) -> pl.DataFrame:
         .select(list(SCHEMA))
         .collect()
     )
-    return by_start(with_category(events))
+    del df  # its columns that pass through unchanged are shared with ``events``, not copied
+    owned.append(with_category(events))
+    del events
+    return by_start(owned)
 
 
-def by_start(events: pl.DataFrame) -> pl.DataFrame:
-    """``events`` sorted by ``start_ns``, ties in their order, one column at a time.
+def by_start(owned: list[pl.DataFrame]) -> pl.DataFrame:
+    """The one frame of ``owned`` (which this empties) sorted by ``start_ns``, ties in their
+    order, one column at a time.
 
     Sorting the frame at once holds it twice; gathering one column at a time holds one
-    column more than the frame. Every column comes out in one piece, so that the rank's
-    frame (:func:`~tracekit.readers.load.rank_tables`) needs no copy of it.
+    column more than the frame, provided nothing else holds the frame: a Python call keeps
+    its arguments alive until it returns, hence the list this takes the frame out of. Every
+    column comes out in one piece, so that the rank's frame
+    (:func:`~tracekit.readers.load.rank_tables`) needs no copy of it.
     """
+    events = owned.pop()
     if events["start_ns"].is_sorted():
         for name in events.columns:
             if events[name].n_chunks() > 1:
