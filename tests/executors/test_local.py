@@ -8,6 +8,7 @@ import sys
 from typing import TYPE_CHECKING
 
 from tracekit.executors import local
+from tracekit.readers.formats import trace_suffixes
 from tracekit.readers.parse import PARALLEL_MIN_BYTES
 
 if TYPE_CHECKING:
@@ -16,6 +17,8 @@ if TYPE_CHECKING:
 
 def test_the_pool_starts_early_only_where_a_pool_will_read() -> None:
     assert local.POOL_MIN_BYTES == PARALLEL_MIN_BYTES
+    # its own copy of the formats' suffixes (importing the readers is what it starts ahead of)
+    assert sorted(local._TRACE_SUFFIXES) == sorted(trace_suffixes())
 
 
 def test_started_only_for_inputs_large_enough(tmp_path: Path) -> None:
