@@ -11,6 +11,7 @@ import pytest
 
 from tests.factories import kineto_event, simple_step, write_kineto
 from tracekit.errors import InputError, TraceReadError
+from tracekit.model.schema import SCHEMA
 from tracekit.readers import load_run, parse_rank_spec, rank_from_name, read_kineto
 
 
@@ -38,6 +39,20 @@ def test_timestamps_become_exact_integer_ns(tmp_path: Path) -> None:
     epoch = [kineto_event("cpu_op", "a", 1694128201435418, 52), kineto_event("cpu_op", "b", 1694128201435419, 1)]
     rows = read_kineto(write_kineto(tmp_path / "e.json", epoch)).events.rows(named=True)
     assert [r["start_ns"] for r in rows] == [1694128201435418000, 1694128201435419000]
+
+
+def test_columns_no_event_fills_read_as_nulls_and_events_without_names_are_named(tmp_path: Path) -> None:
+    # no event has a name, a byte count or any collective argument: those columns are nulls
+    # (held as literals), and the names are the schema's stand-in
+    events = [kineto_event("cpu_op", "x", 10, 5), kineto_event("kernel", "k", 12, 2, stream=7, device=0)]
+    for e in events:
+        del e["name"]
+    trace = read_kineto(write_kineto(tmp_path / "t.json", events))
+    assert trace.events["name"].to_list() == ["(unnamed)", "(unnamed)"]
+    for column in ("bytes", "coll_name", "msg_nelems", "pg_name", "group_size", "seq"):
+        assert trace.events[column].null_count() == 2, column
+    assert trace.events["stream"].to_list() == [None, 7]
+    assert dict(trace.events.schema) == dict(SCHEMA)
 
 
 def test_legacy_2021_category_names(tmp_path: Path) -> None:

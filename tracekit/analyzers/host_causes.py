@@ -321,8 +321,9 @@ def _per_thread(ranges: pl.DataFrame, threads: pl.DataFrame) -> pl.DataFrame:
 def _overlapping(events: pl.DataFrame, gaps: pl.DataFrame) -> pl.DataFrame:
     """The ``events`` (in rank, start order) that overlap one of the ``gaps`` of their rank.
 
-    One as-of join on a key packing the rank with the time (rank * width + offset, sorted in
-    both frames), which runs several times faster than one grouped by rank.
+    The gaps are laid end to end on one integer packing the rank with the time (rank * width
+    + offset, sorted); each event's gap is the first to end after it starts, found by a binary
+    search: no join, and only the events kept are copied.
     """
     if events.height == 0 or gaps.height == 0:
         return events.clear()
@@ -330,12 +331,15 @@ def _overlapping(events: pl.DataFrame, gaps: pl.DataFrame) -> pl.DataFrame:
     low, high = pl.concat(bounds).select(pl.col("low").min(), pl.col("high").max()).row(0)
     width = high - low + 1
     key = pl.col("rank").cast(pl.Int64) * width - low
-    ends = gaps.select(_at=key + pl.col("end_ns"), gap_start="start_ns", gap_rank="rank")
-    found = events.with_columns(_at=key + pl.col("start_ns")).join_asof(
-        ends, on="_at", strategy="forward", allow_exact_matches=False, check_sortedness=False
+    ends = gaps.select(key + pl.col("end_ns")).to_series()
+    found = ends.search_sorted(events.select(key + pl.col("start_ns")).to_series(), side="right")
+    gap = found.clip(upper_bound=gaps.height - 1)
+    inside = (
+        (found < gaps.height)
+        & (gaps.get_column("rank").gather(gap) == events.get_column("rank"))
+        & (gaps.get_column("start_ns").gather(gap) < events.get_column("end_ns"))
     )
-    inside = (pl.col("gap_rank") == pl.col("rank")) & (pl.col("gap_start") < pl.col("end_ns"))
-    return found.filter(inside).drop("_at", "gap_start", "gap_rank")
+    return events.filter(inside)
 
 
 def _count_before(df: pl.DataFrame, column: str, events: pl.DataFrame, by: list[str]) -> pl.Series:

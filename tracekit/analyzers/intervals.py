@@ -352,20 +352,23 @@ def locate(
     right = frames.select(*by, *keep, pl.col(START).alias("frame_start_ns"), pl.col(END).alias("frame_end_ns"))
     shift = _shift(by, [(df, [time]), (right, ["frame_start_ns", "frame_end_ns"])])
     if shift is not None:
-        # groups laid end to end (see ``_offset``): an as-of join on one integer, no ``by``; a
-        # frame found in an earlier group ends before the point's group begins
-        at = shift.shifted(df, time).alias("_at")
-        points = _sort_on(df.hstack([at]), at)
-        bounds = [
-            shift.shifted(right, "frame_start_ns").alias("_at"),
-            shift.shifted(right, "frame_end_ns").alias("_end"),
-        ]
-        frames = _sort_on(right.select(*keep, "frame_end_ns").hstack(bounds), bounds[0])
-        return (
-            points.join_asof(frames, on="_at", strategy="backward", check_sortedness=False)
-            .filter(pl.col("_at") < pl.col("_end"))
-            .drop("_at", "_end")
-        )
+        # groups laid end to end (see ``_offset``): each point's frame is the last to start at
+        # or before it, found by a binary search on one integer (no ``by``, no sort of the
+        # points, no join: only the rows kept are copied); a frame found in an earlier group
+        # ends before the point's group begins
+        at = shift.shifted(df, time)
+        starts = shift.shifted(right, "frame_start_ns")
+        ends = shift.shifted(right, "frame_end_ns")
+        if not starts.is_sorted():
+            order = starts.arg_sort()
+            right, starts, ends = right[order], starts.gather(order), ends.gather(order)
+        found = starts.search_sorted(at, side="right").cast(pl.Int64) - 1
+        safe = found.clip(lower_bound=0)
+        inside = (found >= 0) & (at < ends.gather(safe))
+        frame = safe.filter(inside)
+        points = df.filter(inside).hstack(right.select(*keep, "frame_end_ns")[frame].get_columns())
+        at = at.filter(inside)
+        return points if at.is_sorted() else points.sort(at)
     return (
         sort_within(df, by, time)
         .join_asof(

@@ -57,7 +57,9 @@ def segments(activity: pl.DataFrame, frames: pl.DataFrame) -> pl.DataFrame:
     parts = {
         label: activity.filter(pl.col("category") == label).select("rank", "start_ns", "end_ns") for label in LABELS
     }
-    copies = (pl.col("kind") == "memcpy") & pl.col("name").cast(pl.String).str.contains(TRANSFER_COPY)
+    names = activity.get_column("name").unique().cast(pl.String).drop_nulls()  # each name tested once
+    transfers = names.filter(names.str.contains(TRANSFER_COPY)).implode()
+    copies = (pl.col("kind") == "memcpy") & pl.col("name").is_in(transfers)
     parts["transfer"] = activity.filter(copies).select("rank", "start_ns", "end_ns")
     cut = iv.sweep({**parts, "window": frames.select("rank", "start_ns", "end_ns")}, ["rank"])
     return (

@@ -80,10 +80,13 @@ def work_map(ctx: RankContext) -> Parts:
     ops = ctx.run.select(["cpu_op"], "rank", "start_ns", "end_ns", "name")
     if ctx.steps.has_steps:
         ops = iv.locate(ops, "start_ns", ctx.steps.steps.select("rank", "start_ns", "end_ns"), by=["rank"], keep=[])
+    # lazily: the streaming engine groups millions of operators in a fraction of the memory
     host_ops = (
-        ops.group_by("rank", "name")
+        ops.lazy()
+        .group_by("rank", "name")
         .agg(count=pl.len(), total_ns=dur.sum())
         .with_columns(pl.col("name").cast(pl.String))
+        .collect()
     )
     calls = sync_points(ctx.syncs.calls).select("rank", "tid", "start_ns", pl.col("kind").alias("sync_kind"))
     reads = ctx.syncs.reads.select("rank", "tid", "start_ns", sync_kind=pl.lit(HOST_READ))

@@ -71,3 +71,20 @@ def empty_events() -> pl.DataFrame:
 
 #: The name of an event its file gives none (every reader uses it).
 UNNAMED: Final = "(unnamed)"
+
+
+def without_null_columns(frame: pl.DataFrame) -> pl.DataFrame:
+    """``frame`` with each column that holds no value replaced by a null literal of its dtype.
+
+    A literal column is one value broadcast to the frame's height: it holds no buffer, and
+    stays one through filters, sorts, joins and concatenations of equal literals. Most
+    columns of the schema are null in most traces (the collective arguments outside NCCL
+    events, say): 5 of them are a quarter of a 5M-event frame's 0.5 GB when held as buffers.
+    """
+    empty = [pl.lit(None, dtype=frame.schema[c]).alias(c) for c in frame.columns if all_null(frame, c)]
+    return frame.with_columns(empty) if empty else frame
+
+
+def all_null(frame: pl.DataFrame, column: str) -> bool:
+    """Whether ``frame`` has rows and ``column`` holds no value in any (read from its null counts)."""
+    return frame.height > 0 and frame.get_column(column).null_count() == frame.height

@@ -36,7 +36,7 @@ import polars as pl
 from tracekit import __version__
 from tracekit.model.counters import COUNTER_SCHEMA, empty_counters
 from tracekit.model.run import ProcessGroup  # noqa: TC001  (msgspec reads annotations at run time)
-from tracekit.model.schema import SCHEMA
+from tracekit.model.schema import SCHEMA, without_null_columns
 from tracekit.readers.identity import FileIdentity, open_regular, read_regular
 from tracekit.readers.ranks import MAX_RANK
 from tracekit.readers.trace import RankTrace
@@ -197,7 +197,7 @@ def _read_frame(parquet: Path, schema: dict[str, pl.DataType], *, rows: int) -> 
         frame = pl.read_parquet(handle)
     if frame.schema != pl.Schema(schema) or frame.height != rows:
         raise ValueError(f"{parquet}: not the schema, or not the rows recorded")
-    return frame
+    return without_null_columns(frame)
 
 
 def _write_parquet(frame: pl.DataFrame, path: Path) -> None:

@@ -21,7 +21,7 @@ import polars as pl
 
 from tracekit.model.classify import with_category
 from tracekit.model.counters import COUNTER_SCHEMA, DeviceType, empty_counters
-from tracekit.model.schema import GPU_KINDS, SCHEMA, UNNAMED
+from tracekit.model.schema import GPU_KINDS, SCHEMA, UNNAMED, all_null, without_null_columns
 from tracekit.readers.kineto_decode import MEMORY_EVENT
 from tracekit.readers.plausible import Dropped, screen
 
@@ -78,7 +78,7 @@ def prepare(raw: pl.DataFrame) -> pl.DataFrame:
         .otherwise(cat.replace_strict(CATEGORY_KINDS, default="other"))
     )
     is_gpu = pl.col("kind").is_in(GPU_KINDS)
-    return (
+    prepared = (
         raw.lazy()
         .filter(
             cat.is_null() | ~cat.is_in(_SKIPPED_CATEGORIES),
@@ -94,6 +94,7 @@ def prepare(raw: pl.DataFrame) -> pl.DataFrame:
         .select("instant", "ts", "dur", *(pl.col(c).cast(SCHEMA[c], strict=False) for c in _PREPARED))
         .collect()
     )
+    return without_null_columns(prepared)  # held until the file's last chunk: no buffer for no value
 
 
 def finish(prepared: list[pl.DataFrame], memory: list[pl.DataFrame]) -> tuple[pl.DataFrame, pl.DataFrame, Dropped]:
@@ -138,6 +139,10 @@ def _events(owned: list[pl.DataFrame], base: int) -> pl.DataFrame:
     schema (ns times, names, categories), sorted by start."""
     dur = pl.when(pl.col("instant")).then(0).otherwise((pl.col("dur") * 1000).round()).cast(pl.Int64)
     df = owned.pop()
+    # a column of no value becomes a literal here, in the one pass over the chunks: an eager
+    # replacement would first align (copy) every column of the unaligned chunks
+    # (names are left to the query: an event without one is named)
+    empty = {c: pl.lit(None, dtype=SCHEMA[c]) for c in _PREPARED if c != "name" and all_null(df, c)}
     events = (
         df.lazy()
         .with_columns(start_ns=_ns(pl.col("ts"), base), dur_ns=dur)
@@ -146,6 +151,7 @@ def _events(owned: list[pl.DataFrame], base: int) -> pl.DataFrame:
             name=pl.col("name").fill_null(UNNAMED),
             rank=pl.lit(None, dtype=SCHEMA["rank"]),
             category=pl.lit(None, dtype=SCHEMA["category"]),
+            **empty,
         )
         .select(list(SCHEMA))
         .collect()

@@ -19,7 +19,7 @@ from tracekit.model.classify import classify_run
 from tracekit.model.comm_evidence import user_kernel_pattern
 from tracekit.model.counters import empty_categories, empty_counters
 from tracekit.model.run import RankInfo, Run, SkippedFile
-from tracekit.model.schema import GPU_ACTIVITY_KINDS, empty_events
+from tracekit.model.schema import GPU_ACTIVITY_KINDS, empty_events, without_null_columns
 from tracekit.readers.cache import EventCache, default_cache_dir
 from tracekit.readers.claims import FileClaims, TraceClaim, rank_for, resolve
 from tracekit.readers.discover import discover_files, memory_timelines
@@ -132,7 +132,8 @@ def rank_tables(
     # re-chunk the whole frame again in every query the analyses make
     events = pl.concat([_with_rank(_by_start(t.events), r) for r, t in traces], how="vertical", rechunk=True)
     counters = pl.concat([empty_counters(), *(_with_rank(_by_time(t.counters), r) for r, t in traces)], rechunk=True)
-    return classify_run(events, comm_kernels=comm_kernels), counters
+    # a column that no event fills holds no buffer, whatever the reader of each rank left
+    return without_null_columns(classify_run(events, comm_kernels=comm_kernels)), counters
 
 
 def _with_rank(frame: pl.DataFrame, rank: int) -> pl.DataFrame:

@@ -1,0 +1,60 @@
+"""Points located in frames, and events overlapping gaps: against a brute force on random data."""
+
+from __future__ import annotations
+
+import polars as pl
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tracekit.analyzers import intervals as iv
+from tracekit.analyzers.host_causes import _overlapping
+
+TIMES = st.integers(min_value=0, max_value=60)
+
+
+@st.composite
+def disjoint(draw: st.DrawFn, ranks: int) -> list[tuple[int, int, int]]:
+    """(rank, start, end) intervals, disjoint within each rank, in rank then start order."""
+    out = []
+    for rank in range(ranks):
+        cuts = sorted(set(draw(st.lists(TIMES, max_size=8))))
+        out += [(rank, a, b) for a, b in zip(cuts[::2], cuts[1::2], strict=False) if b > a]
+    return out
+
+
+def _frame(rows: list[tuple[int, ...]], names: list[str]) -> pl.DataFrame:
+    schema = {n: pl.Int32 if n == "rank" else pl.Int64 for n in names}
+    return pl.DataFrame(rows, schema=schema, orient="row")
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    frames=disjoint(3),
+    points=st.lists(st.tuples(st.integers(0, 2), TIMES, st.integers(0, 99)), max_size=30),
+)
+def test_locate_finds_the_frame_of_each_point(
+    frames: list[tuple[int, int, int]], points: list[tuple[int, ...]]
+) -> None:
+    windows = _frame([(r, a, b, i) for i, (r, a, b) in enumerate(frames)], ["rank", "start_ns", "end_ns", "step"])
+    df = _frame(points, ["rank", "start_ns", "tag"])
+    found = iv.locate(df, "start_ns", windows, by=["rank"], keep=["step"])
+    expected = sorted(
+        (r, t, tag, i, b) for r, t, tag in points for i, (fr, a, b) in enumerate(frames) if fr == r and a <= t < b
+    )
+    assert found.columns == ["rank", "start_ns", "tag", "step", "frame_end_ns"]
+    assert sorted(found.rows()) == expected
+    keys = found.select("rank", "start_ns").rows()
+    assert keys == sorted(keys)  # in group, then time order
+
+
+@settings(max_examples=200, deadline=None)
+@given(gaps=disjoint(3), events=st.lists(st.tuples(st.integers(0, 2), TIMES, TIMES), max_size=30))
+def test_overlapping_keeps_the_events_that_overlap_a_gap_of_their_rank(
+    gaps: list[tuple[int, int, int]], events: list[tuple[int, int, int]]
+) -> None:
+    rows = sorted((r, a, a + d) for r, a, d in events)
+    df = _frame(rows, ["rank", "start_ns", "end_ns"])
+    gap_frame = _frame(gaps, ["rank", "start_ns", "end_ns"])
+    found = _overlapping(df, gap_frame)
+    expected = [(r, a, b) for r, a, b in rows if any(g == r and s < b and a < e for g, s, e in gaps)]
+    assert found.rows() == expected
