@@ -7,6 +7,8 @@ import random
 
 import polars as pl
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tracekit.analyzers import intervals as iv
 
@@ -216,3 +218,34 @@ def test_covered_one_group_at_a_time_when_groups_do_not_pack() -> None:
     rows = pl.DataFrame({"g": [0, 1 << 30], "start_ns": [0, far], "end_ns": [10, far + 10]})
     cover = pl.DataFrame({"g": [0, 1 << 30], "start_ns": [5, far - 5], "end_ns": [6, far + 2]})
     assert iv.covered(rows, cover, ["g"]).to_list() == [1, 2]
+
+
+_OPS = st.lists(
+    st.tuples(
+        st.integers(0, 2), st.sampled_from([7, 3, 12345678]), st.integers(0, 40), st.sampled_from([0, 0, 1, 3, 9])
+    ),
+    max_size=60,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(rows=_OPS, first_of_equal=st.booleans(), null_at=st.none() | st.integers(0, 59))
+def test_outermost_equals_its_window_form(
+    rows: list[tuple[int, int, int, int]], first_of_equal: bool, null_at: int | None
+) -> None:
+    """The shifted running maximum keeps exactly the rows a per-group window keeps (a null
+    time or key takes the window itself)."""
+    data = [(r, t, s, s + d, f"op{i}") for i, (r, t, s, d) in enumerate(rows)]
+    df = pl.DataFrame(
+        data,
+        schema={"rank": pl.Int32, "tid": pl.Int64, "start_ns": pl.Int64, "end_ns": pl.Int64, "name": pl.String},
+        orient="row",
+    )
+    if null_at is not None and null_at < df.height:
+        df = df.with_columns(
+            pl.when(pl.int_range(pl.len()) == null_at).then(None).otherwise(pl.col("tid")).alias("tid")
+        )
+    keys = ["rank", "tid"]
+    order = [*keys, "start_ns", "end_ns"]
+    expected = iv._outermost_by_window(df, keys, order, [False, False, False, True], first_of_equal=first_of_equal)
+    assert iv.outermost(df, keys, first_of_equal=first_of_equal).equals(expected)

@@ -58,3 +58,38 @@ def test_overlapping_keeps_the_events_that_overlap_a_gap_of_their_rank(
     found = _overlapping(df, gap_frame)
     expected = [(r, a, b) for r, a, b in rows if any(g == r and s < b and a < e for g, s, e in gaps)]
     assert found.rows() == expected
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    frames=disjoint(3),
+    points=st.lists(st.tuples(st.integers(0, 2), TIMES, st.integers(0, 99)), max_size=30),
+    far=st.booleans(),
+)
+def test_within_is_the_mask_of_the_points_locate_keeps(
+    frames: list[tuple[int, int, int]], points: list[tuple[int, ...]], far: bool
+) -> None:
+    """``within`` marks, in the points' own order, exactly the points in a frame of their rank
+    (``far``: ranks 2**60 apart, whose times cannot be packed into one integer)."""
+    scale = 1 << 60 if far else 1
+    windows = _frame(frames, ["rank", "start_ns", "end_ns"]).with_columns(pl.col("rank").cast(pl.Int64) * scale)
+    df = _frame(points, ["rank", "start_ns", "tag"]).with_columns(pl.col("rank").cast(pl.Int64) * scale)
+    mask = iv.within(df, "start_ns", windows, by=["rank"])
+    expected = [any(fr == r and a <= t < b for fr, a, b in frames) for r, t, _ in points]
+    assert mask.to_list() == expected
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    gaps=disjoint(3),
+    events=st.lists(st.tuples(st.integers(0, 2), TIMES, TIMES), max_size=30),
+    rows=st.integers(1, 8),
+)
+def test_overlapping_slice_by_slice_is_overlapping_at_once(
+    gaps: list[tuple[int, int, int]], events: list[tuple[int, int, int]], rows: int
+) -> None:
+    """What ``late_causes`` keeps of events read a slice at a time is what it keeps of them at once."""
+    df = _frame(sorted((r, a, a + d) for r, a, d in events), ["rank", "start_ns", "end_ns"])
+    gap_frame = _frame(gaps, ["rank", "start_ns", "end_ns"])
+    parts = [_overlapping(df.slice(o, rows), gap_frame) for o in range(0, max(df.height, 1), rows)]
+    assert pl.concat(parts).equals(_overlapping(df, gap_frame))

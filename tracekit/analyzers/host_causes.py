@@ -52,10 +52,13 @@ import polars as pl
 
 from tracekit.analyzers import intervals as iv
 from tracekit.analyzers.dataloader import FETCH_PATTERN
+from tracekit.model.run import SLICE_ROWS
 from tracekit.model.taxonomy import ONE_TIME_CALLS, ONE_TIME_RANGES
 from tracekit.results.vocab import IdleCause
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable, Iterator
+
     from tracekit.model.run import Run
 
 #: Host ranges that preprocess input outside a DataLoader fetch.
@@ -215,13 +218,15 @@ def _thread_events(run: Run, gaps: pl.DataFrame, threads: pl.DataFrame, every: p
     cols = ("rank", "tid", "start_ns", "end_ns")
     keys = threads.select("rank", "tid", "thread")
 
-    def on_threads(events: pl.DataFrame) -> pl.DataFrame:
-        return _overlapping(events, gaps).join(keys, on=["rank", "tid"]).drop("rank", "tid")
+    def on_threads(parts: Iterable[pl.DataFrame]) -> pl.DataFrame:
+        # slice by slice: of millions of operators, a few overlap the gaps
+        kept = pl.concat([_overlapping(part, gaps) for part in parts], how="vertical")
+        return kept.join(keys, on=["rank", "tid"]).drop("rank", "tid")
 
-    ops = on_threads(run.select(["cpu_op"], *cols, "name"))
-    scopes = on_threads(run.select(["annotation", "python"], *cols, "kind", "name"))
+    ops = on_threads(run.select_slices(["cpu_op"], *cols, "name"))
+    scopes = on_threads(run.select_slices(["annotation", "python"], *cols, "kind", "name"))
     names = run.names.filter(run.names.str.contains(LAUNCH_CALLS))
-    calls = on_threads(every.select(*cols)).select("thread", *_SPAN)
+    calls = on_threads(_slices(every.select(*cols))).select("thread", *_SPAN)
     launches = every.filter(pl.col("name").is_in(names.implode())).select("rank", "tid", "start_ns")
     mine = launches.join(keys, on=["rank", "tid"]).select("thread", next_launch="start_ns")
     ops = _launching(ops, mine)
@@ -316,6 +321,12 @@ def _first_calls(run: Run) -> pl.DataFrame:
 def _per_thread(ranges: pl.DataFrame, threads: pl.DataFrame) -> pl.DataFrame:
     """Process-wide ranges repeated for every launching thread of their rank."""
     return ranges.join(threads.select("rank", "thread"), on="rank").select("thread", *_SPAN)
+
+
+def _slices(df: pl.DataFrame) -> Iterator[pl.DataFrame]:
+    """``df`` in slices of :data:`~tracekit.model.run.SLICE_ROWS` rows (no copy); at least one."""
+    for offset in range(0, max(df.height, 1), SLICE_ROWS):
+        yield df.slice(offset, SLICE_ROWS)
 
 
 def _overlapping(events: pl.DataFrame, gaps: pl.DataFrame) -> pl.DataFrame:

@@ -329,15 +329,59 @@ def outermost(df: pl.DataFrame, keys: Sequence[str], *, first_of_equal: bool = F
     ``first_of_equal``: of rows with equal keys and times, only the first (a zero-length range
     is not nested in its twin, so both would be kept); the same as ``df.unique(keys + times,
     keep="first", maintain_order=True)`` first, without a pass of its own.
+
+    Rows sorted by group, start and longest first: a row is outermost when it starts at or
+    after the running maximum of the ends before it in its group. That maximum is taken over
+    the whole frame on times shifted group by group (see :func:`_offset`), so that it never
+    leaks from one group into the next: no per-group window, whose hash table and scatter hold
+    several times the columns on millions of operators. Only the rows kept are copied.
     """
-    reach = pl.col(END).cum_max().shift(1).over(keys)
     order = [*keys, START, END]
+    descending = [False] * (len(order) - 1) + [True]
+    schema = df.schema
+    if (
+        df.height == 0
+        or not (schema[START].is_integer() and schema[END].is_integer())
+        or any(df.get_column(c).null_count() for c in order)
+    ):
+        return _outermost_by_window(df, keys, order, descending, first_of_equal=first_of_equal)
+    at = df.select(pl.arg_sort_by(order, descending=descending, maintain_order=True)).to_series()
+    first = pl.Series([True]).extend_constant(False, df.height - 1)  # the first row of its group
+    for key in keys:
+        values = df.get_column(key).gather(at)
+        first |= values != values.shift(1, fill_value=values[0])
+        del values
+    start, end = df.get_column(START).gather(at), df.get_column(END).gather(at)
+    tmin, tmax = min(_extent(start)[0], _extent(end)[0]), max(_extent(start)[1], _extent(end)[1])
+    width = tmax - tmin + 1
+    if (int(first.sum()) + 1) * width >= 1 << 62:
+        return _outermost_by_window(df, keys, order, descending, first_of_equal=first_of_equal)
+    twin = None
+    if first_of_equal:  # sorted stably: twins lie together, the first in ``df``'s order first
+        twin = ~first & (start == start.shift(1)) & (end == end.shift(1))
+    offset = first.cast(pl.Int64).cum_sum() * width - tmin
+    start += offset
+    end += offset
+    del offset
+    reach = end.cum_max().shift(1)
+    del end
+    keep = (start >= reach).fill_null(True)
+    del start, reach
+    if twin is not None:  # a twin leaves the running maximum as it was: the others' test holds
+        keep &= ~twin.fill_null(False)
+    kept: pl.DataFrame = df[at.filter(keep)]
+    return kept
+
+
+def _outermost_by_window(
+    df: pl.DataFrame, keys: Sequence[str], order: list[str], descending: list[bool], *, first_of_equal: bool
+) -> pl.DataFrame:
+    """:func:`outermost` by a window over each group: for times with nulls or of no integer type."""
+    reach = pl.col(END).cum_max().shift(1).over(keys)
     keep = (pl.col(START) >= reach).fill_null(True)
     if first_of_equal:
-        # rows sorted stably: twins lie together, the first in ``df``'s order first; a twin
-        # leaves the running maximum of ends as it was, so the others' test is unchanged
         keep = keep & ~pl.all_horizontal(pl.col(c) == pl.col(c).shift(1) for c in order).fill_null(False)
-    return df.sort(order, descending=[False] * (len(order) - 1) + [True], maintain_order=True).filter(keep)
+    return df.sort(order, descending=descending, maintain_order=True).filter(keep)
 
 
 def locate(
@@ -382,3 +426,24 @@ def locate(
         .filter(pl.col(time) < pl.col("frame_end_ns"))
         .drop("frame_start_ns")
     )
+
+
+def within(df: pl.DataFrame, time: str, frames: pl.DataFrame, *, by: Sequence[str]) -> pl.Series:
+    """Whether the ``time`` of each row of ``df`` lies in one of the ``frames`` of its group
+    (non-overlapping intervals per group, ``by + [start_ns, end_ns]``): the rows
+    :func:`locate` keeps, as a mask in ``df``'s order, with no copy of ``df``."""
+    right = frames.select(*by, START, END)
+    shift = _shift(by, [(df, [time]), (right, [START, END])])
+    if shift is None:
+        found = locate(df.select(*by, time).with_row_index("_row"), time, right, by=by, keep=[])
+        mask: pl.Series = pl.repeat(False, df.height, eager=True).alias(time)
+        return mask.scatter(found.get_column("_row"), True)
+    starts, ends = shift.shifted(right, START), shift.shifted(right, END)
+    if not starts.is_sorted():
+        order = starts.arg_sort()
+        starts, ends = starts.gather(order), ends.gather(order)
+    at = shift.shifted(df, time)
+    frame = starts.search_sorted(at, side="right").cast(pl.Int64) - 1
+    del starts
+    inside: pl.Series = (frame >= 0) & (at < ends.gather(frame.clip(lower_bound=0)))
+    return inside.alias(time)

@@ -43,8 +43,15 @@ def outermost_ops(ctx: RankContext, threads: pl.DataFrame | None = None) -> pl.D
         ops = ctx.run.select(["cpu_op"], "rank", "tid", "start_ns", "end_ns", "name")
     else:
         tids = pl.col("tid").is_in(threads.get_column("tid").unique().implode())
+        ranks = threads.get_column("rank").unique()
+        one_rank = ranks.len() == 1 and ranks.null_count() == 0
+        if one_rank:  # the threads of one rank: no join (a copy of every operator) to pair them
+            tids &= pl.col("rank") == ranks.item()
         ops = ctx.run.select(["cpu_op"], "rank", "tid", "start_ns", "end_ns", "name", where=tids)
-        ops = ops.join(threads.select("rank", "tid").unique(), on=["rank", "tid"], how="semi", maintain_order="left")
+        if not one_rank:
+            ops = ops.join(
+                threads.select("rank", "tid").unique(), on=["rank", "tid"], how="semi", maintain_order="left"
+            )
     # a parent and its child can share both times (``aten::item`` and the ``_local_scalar_dense``
     # it calls, at 1 us resolution): keep the first in event order, whatever the shard
     outer = iv.outermost(ops, ["rank", "tid"], first_of_equal=True)
@@ -78,11 +85,14 @@ def work_map(ctx: RankContext) -> Parts:
         .with_columns(pl.col("name", "kind", "category").cast(pl.String))
     )
     ops = ctx.run.select(["cpu_op"], "rank", "start_ns", "end_ns", "name")
-    if ctx.steps.has_steps:
-        ops = iv.locate(ops, "start_ns", ctx.steps.steps.select("rank", "start_ns", "end_ns"), by=["rank"], keep=[])
-    # lazily: the streaming engine groups millions of operators in a fraction of the memory
+    in_steps = pl.lit(True)
+    if ctx.steps.has_steps:  # a mask, not a copy of the operators in steps
+        ops = ops.with_columns(iv.within(ops, "start_ns", ctx.steps.steps, by=["rank"]).alias("in_steps"))
+        in_steps = pl.col("in_steps")
+    # lazily: the streaming engine filters and groups millions of operators in a fraction of the memory
     host_ops = (
         ops.lazy()
+        .filter(in_steps)
         .group_by("rank", "name")
         .agg(count=pl.len(), total_ns=dur.sum())
         .with_columns(pl.col("name").cast(pl.String))

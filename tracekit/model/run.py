@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 import polars as pl
 
@@ -12,7 +12,11 @@ from tracekit.model.counters import empty_categories, empty_counters
 from tracekit.model.schema import GPU_ACTIVITY_KINDS
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Iterator, Sequence
+
+
+#: Events per slice of :meth:`Run.select_slices`: a few megabytes per column.
+SLICE_ROWS: Final = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -168,6 +172,16 @@ class Run:
         if name is not None:
             conditions.append(pl.col("name").is_in(self.names_matching(name).implode()))
         return self.events.lazy().filter(*conditions).select(*columns).collect()
+
+    def select_slices(
+        self, kinds: Sequence[str], *columns: str | pl.Expr, rows: int = SLICE_ROWS
+    ) -> Iterator[pl.DataFrame]:
+        """:meth:`select` of consecutive slices of ``rows`` events, in event order (at least
+        one, empty when there are no events): a caller that keeps a few of millions of events
+        holds one slice of them at a time, not all."""
+        for offset in range(0, max(self.events.height, 1), rows):
+            part = self.events.slice(offset, rows).lazy()
+            yield part.filter(pl.col("kind").is_in(list(kinds))).select(*columns).collect()
 
     def rank_events(self, rank: int) -> pl.DataFrame:
         """The events of one rank."""
