@@ -52,7 +52,7 @@ CLOCK: Final = "kineto: host clock, us -> ns"
 #: Files of at least this many bytes of JSON are read in chunks.
 CHUNKED_MIN_BYTES: Final = 32 * 1024 * 1024
 #: The bytes of JSON text in a chunk.
-CHUNK_BYTES: Final = 16 * 1024 * 1024
+CHUNK_BYTES: Final = 8 * 1024 * 1024
 #: Files of at least this many bytes of JSON have their chunks decoded in ``jobs`` processes
 #: (starting them costs about a second).
 PARALLEL_MIN_BYTES: Final = 256 * 1024 * 1024

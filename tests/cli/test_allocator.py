@@ -1,0 +1,36 @@
+"""The command line sets polars' allocator before polars loads, and leaves a user's setting alone."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+from tracekit.cli import ALLOCATOR, ALLOCATOR_VARIABLE
+
+# the command's entry point is ``tracekit.cli.main``: its package runs before anything it imports
+_PROBE = (
+    "import os, sys, tracekit.cli.main;"
+    "import polars as pl; pl.DataFrame({'a': list(range(1000))}).sum();"
+    f"print(os.environ.get({ALLOCATOR_VARIABLE!r}))"
+)
+
+
+def _probe(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-c", _PROBE], env=env, capture_output=True, text=True, check=True)
+
+
+def test_the_allocator_is_set_before_polars_loads_and_accepted() -> None:
+    env = {k: v for k, v in os.environ.items() if k != ALLOCATOR_VARIABLE}
+    done = _probe(env)
+    # polars puts its own defaults first (a later option wins in jemalloc), and jemalloc took
+    # every option: it prints a complaint on stderr otherwise
+    assert done.stdout.strip().endswith("," + ALLOCATOR)
+    assert "jemalloc" not in done.stderr
+
+
+def test_a_setting_of_the_user_wins() -> None:
+    env = dict(os.environ) | {ALLOCATOR_VARIABLE: "dirty_decay_ms:5000"}
+    value = _probe(env).stdout.strip()
+    assert value.endswith(",dirty_decay_ms:5000")
+    assert ALLOCATOR not in value
