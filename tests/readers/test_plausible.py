@@ -117,6 +117,32 @@ def test_screen_counts_each_reason_once() -> None:
     assert window is not None and window.center == 100.0  # the median of the usable starts 100, 130, -1e12
 
 
+def test_screen_keeps_each_row_in_place_over_many_chunks() -> None:
+    """The flags are computed in batches (the streaming engine): on a frame of many chunks, the
+    rows dropped are still exactly the rows whose times are wrong, and the example is the first."""
+    n = 300_000
+    ts = pl.int_range(n, eager=True).cast(pl.Float64) + 1e9
+    bad = {7: "none", 123_457: "negative", 200_001: "far", 299_999: "none"}
+    values = ts.to_list()
+    durs = [2.0] * n
+    for row, how in bad.items():
+        if how == "none":
+            values[row] = None
+        elif how == "negative":
+            durs[row] = -3.0
+        else:
+            values[row] = 1e9 + 3e13  # a year later
+    full = pl.DataFrame({"name": [f"e{i}" for i in range(n)], "ts": values, "dur": durs})
+    chunked = pl.concat([full.slice(o, 25_000) for o in range(0, n, 25_000)], rechunk=False)
+    assert chunked["ts"].n_chunks() == 12
+    kept, dropped, _ = screen(
+        chunked, start=pl.col("ts"), end=pl.col("ts") + pl.col("dur"), needs_extent=True, unit_ns=1000, unit="us"
+    )
+    assert kept["name"].to_list() == [f"e{i}" for i in range(n) if i not in bad]
+    assert dropped.reasons == {NO_TIME: 2, NEGATIVE: 1, FAR: 1}
+    assert dropped.example == "'e7' with no usable start time"
+
+
 def test_memory_counters_out_of_range_are_dropped(tmp_path: Path) -> None:
     from tests.factories import kineto_memory
 

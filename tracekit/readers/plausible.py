@@ -105,6 +105,8 @@ def screen(
     no_extent = extent & (end_f.is_null() | ~end_f.is_finite())
     negative = (end_f < start_f).fill_null(False)
     beyond = (end_f.abs() > limit).fill_null(False)
+    # flags only: the times are read from ``df`` again where needed, never held as columns
+    # beside it (two columns of floats on millions of events)
     flags = (
         df.lazy()
         .select(
@@ -112,21 +114,22 @@ def screen(
             no_extent=~no_time & no_extent,
             negative=~no_time & ~no_extent & negative,
             beyond=~no_time & ~no_extent & ~negative & beyond,
-            start=start_f,
-            end=pl.coalesce(end_f, start_f),
         )
         .with_columns(ok=~pl.any_horizontal("no_time", "no_extent", "negative", "beyond"))
-        .collect()
+        .collect(engine="streaming")  # in batches: no column of floats at once
     )
+    ok = flags["ok"]
+    end_f = pl.coalesce(end_f, start_f)
     if window is None:
-        window = _window(flags.filter("ok")["start"], unit_ns)
+        window = _window(df, start_f.filter(pl.lit(ok)), unit_ns)
     if window is None:  # nothing has a usable time
-        far = flags["ok"] & False
+        far = ok & False
     else:
         c, b = window.center, window.bound
-        far = flags["ok"] & (((flags["start"] - c).abs() > b) | ((flags["end"] - c).abs() > b))
+        outside = ((start_f - c).abs() > b) | ((end_f - c).abs() > b)
+        far = ok & df.lazy().select(outside.alias("far")).collect(engine="streaming").to_series()
     far = far | flags["beyond"]
-    keep = flags["ok"] & ~far
+    keep = ok & ~far
     if keep.all():
         return df, Dropped(), window
     counts = {
@@ -135,27 +138,30 @@ def screen(
         NEGATIVE: flags["negative"].sum(),
         FAR: far.sum(),
     }
+    row = int((~keep).arg_true()[0])
+    start_value, end_value = df.slice(row, 1).select(start_f.alias("start"), end_f.alias("end")).row(0)
     dropped = Dropped(
         count=int((~keep).sum()),
         reasons={k: int(v) for k, v in counts.items() if v},
-        example=_example(df, flags, int((~keep).arg_true()[0]), unit=unit),
+        example=_example(df, flags, row, start_value, end_value, unit=unit),
     )
     return df.filter(keep), dropped, window
 
 
-def _window(starts: pl.Series, unit_ns: float) -> Window | None:
-    """The median start, and how far from it an event may lie (see the module's docstring)."""
-    center = starts.median()
+def _window(df: pl.DataFrame, starts: pl.Expr, unit_ns: float) -> Window | None:
+    """The median of the ``starts`` of ``df``, and how far from it an event may lie (see the
+    module's docstring); each median in a query of its own, which holds the starts once."""
+    center = df.select(starts.median()).item()
     if center is None:
         return None
-    center = float(center)  # type: ignore[arg-type]
-    spread = (starts - center).abs().median()
+    center = float(center)
+    spread = df.select((starts - center).abs().median()).item()
     return Window(center, max(SPREAD_FACTOR * float(spread or 0.0), FAR_NS / unit_ns))
 
 
-def _example(df: pl.DataFrame, flags: pl.DataFrame, row: int, *, unit: str) -> str:
+def _example(df: pl.DataFrame, flags: pl.DataFrame, row: int, start: float, end: float, *, unit: str) -> str:
+    """The dropped event at ``row``, in words (``start`` and ``end``: its times in ``unit``)."""
     name = df["name"][row] if "name" in df.columns else None
-    start, end = flags["start"][row], flags["end"][row]
     label = "an unnamed event" if name is None else repr(_short(str(name)))
     if flags["no_time"][row]:
         return f"{label} with no usable start time"
