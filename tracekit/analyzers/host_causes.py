@@ -52,12 +52,12 @@ import polars as pl
 
 from tracekit.analyzers import intervals as iv
 from tracekit.analyzers.dataloader import FETCH_PATTERN
-from tracekit.model.run import SLICE_ROWS
+from tracekit.model.run import row_slices
 from tracekit.model.taxonomy import ONE_TIME_CALLS, ONE_TIME_RANGES
 from tracekit.results.vocab import IdleCause
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Iterator
+    from collections.abc import Iterable
 
     from tracekit.model.run import Run
 
@@ -226,7 +226,7 @@ def _thread_events(run: Run, gaps: pl.DataFrame, threads: pl.DataFrame, every: p
     ops = on_threads(run.select_slices(["cpu_op"], *cols, "name"))
     scopes = on_threads(run.select_slices(["annotation", "python"], *cols, "kind", "name"))
     names = run.names.filter(run.names.str.contains(LAUNCH_CALLS))
-    calls = on_threads(_slices(every.select(*cols))).select("thread", *_SPAN)
+    calls = on_threads(row_slices(every.select(*cols))).select("thread", *_SPAN)
     launches = every.filter(pl.col("name").is_in(names.implode())).select("rank", "tid", "start_ns")
     mine = launches.join(keys, on=["rank", "tid"]).select("thread", next_launch="start_ns")
     ops = _launching(ops, mine)
@@ -321,12 +321,6 @@ def _first_calls(run: Run) -> pl.DataFrame:
 def _per_thread(ranges: pl.DataFrame, threads: pl.DataFrame) -> pl.DataFrame:
     """Process-wide ranges repeated for every launching thread of their rank."""
     return ranges.join(threads.select("rank", "thread"), on="rank").select("thread", *_SPAN)
-
-
-def _slices(df: pl.DataFrame) -> Iterator[pl.DataFrame]:
-    """``df`` in slices of :data:`~tracekit.model.run.SLICE_ROWS` rows (no copy); at least one."""
-    for offset in range(0, max(df.height, 1), SLICE_ROWS):
-        yield df.slice(offset, SLICE_ROWS)
 
 
 def _overlapping(events: pl.DataFrame, gaps: pl.DataFrame) -> pl.DataFrame:

@@ -19,6 +19,13 @@ if TYPE_CHECKING:
 SLICE_ROWS: Final = 1 << 20
 
 
+def row_slices(df: pl.DataFrame, rows: int = SLICE_ROWS) -> Iterator[pl.DataFrame]:
+    """``df`` in consecutive slices of ``rows`` rows (views, no copy); at least one, empty
+    when ``df`` is."""
+    for offset in range(0, max(df.height, 1), rows):
+        yield df.slice(offset, rows)
+
+
 @dataclass(frozen=True)
 class ProcessGroup:
     """A process group as a trace lists it (Kineto ``distributedInfo.pg_config``)."""
@@ -179,9 +186,8 @@ class Run:
         """:meth:`select` of consecutive slices of ``rows`` events, in event order (at least
         one, empty when there are no events): a caller that keeps a few of millions of events
         holds one slice of them at a time, not all."""
-        for offset in range(0, max(self.events.height, 1), rows):
-            part = self.events.slice(offset, rows).lazy()
-            yield part.filter(pl.col("kind").is_in(list(kinds))).select(*columns).collect()
+        for part in row_slices(self.events, rows):
+            yield part.lazy().filter(pl.col("kind").is_in(list(kinds))).select(*columns).collect()
 
     def rank_events(self, rank: int) -> pl.DataFrame:
         """The events of one rank."""
