@@ -22,6 +22,9 @@ def test_a_slot_holds_its_text_and_is_reused_then_removed() -> None:
         slots.release(first)
         again = slots.put(b"[5]")  # shorter text in the same file: only its own bytes are read
         assert again == first and read_slot(str(again), 3, bytes) == b"[5]"
+        slots.release(second)
+        parts = slots.put(b"[", memoryview(b"xx6, 7yy")[2:6], b"]")  # a chunk in parts, as the reader hands it
+        assert read_slot(str(parts), 6, bytes) == b"[6, 7]"
         folder = first.parent
     assert not folder.exists()
 

@@ -96,14 +96,31 @@ def test_read_kineto_chunks_large_files_only(generated: Path, monkeypatch: pytes
     assert calls == [kineto.CHUNK_BYTES]
 
 
-def test_the_pieces_hold_the_whole_document(generated: Path) -> None:
+@pytest.mark.parametrize("views", [False, True])
+def test_the_pieces_hold_the_whole_document(generated: Path, views: bool) -> None:
     text = gzip.decompress(generated.read_bytes())
     with open_text(generated) as stream:
-        pieces = list(split_events(stream, chunk_bytes=20_000, block=50_000))
-    assert [p.kind for p in pieces[:2]] == ["head", "events"] and pieces[-1].kind == "tail"
-    assert all(p.text.startswith(b"[{") and p.text.endswith(b"}]") for p in pieces[1:-1])
-    events = [p.text[1:-1] for p in pieces[1:-1]]
-    assert b",".join([*events, pieces[-1].text]) == text[len(pieces[0].text) :]  # generate.py writes "},{"
+        # a view is valid until the next piece: its text is copied out before that
+        pieces = [(p.kind, p.text, p.size) for p in split_events(stream, chunk_bytes=20_000, block=50_000, views=views)]
+    assert [kind for kind, _, _ in pieces[:2]] == ["head", "events"] and pieces[-1][0] == "tail"
+    assert all(size == len(piece) for _, piece, size in pieces)
+    assert all(piece.startswith(b"[{") and piece.endswith(b"}]") for _, piece, _ in pieces[1:-1])
+    events = [piece[1:-1] for _, piece, _ in pieces[1:-1]]
+    assert b",".join([*events, pieces[-1][1]]) == text[len(pieces[0][1]) :]  # generate.py writes "},{"
+
+
+def test_a_view_of_events_is_released_when_the_next_piece_is_read(generated: Path) -> None:
+    with open_text(generated) as stream:
+        pieces = split_events(stream, chunk_bytes=20_000, block=50_000, views=True)
+        assert next(pieces).kind == "head"
+        first = next(pieces)
+        assert first.kind == "events"
+        opening, view, closing = first.parts
+        assert (opening, closing) == (b"[", b"]") and isinstance(view, memoryview) and bytes(view[:1]) == b"{"
+        assert next(pieces).kind == "events"
+        with pytest.raises(ValueError, match="released"):
+            bytes(view)  # the buffer behind it has moved on: a stale view cannot be read
+        pieces.close()
 
 
 def test_metadata_after_the_events_is_read(tmp_path: Path) -> None:

@@ -32,15 +32,19 @@ class Slots:
         self._folder = Path(tempfile.mkdtemp(prefix="tracekit-chunks-", dir=_room_for(count * chunk_bytes)))
         self._free = [self._folder / f"chunk{i}" for i in range(count)]
 
-    def put(self, text: bytes) -> Path:
-        """A free slot, now holding ``text`` (from its first byte; the file may be longer)."""
+    def put(self, *parts: bytes | memoryview) -> Path:
+        """A free slot, now holding the text of ``parts`` one after another (from its first
+        byte; the file may be longer)."""
         path = self._free.pop()
         fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o600)
         try:
-            with memoryview(text) as view:
-                done = 0
-                while done < len(view):
-                    done += os.pwrite(fd, view[done:], done)
+            at = 0
+            for part in parts:
+                with memoryview(part) as view:
+                    done = 0
+                    while done < len(view):
+                        done += os.pwrite(fd, view[done:], at + done)
+                    at += done
         finally:
             os.close(fd)
         return path
@@ -61,8 +65,17 @@ def read_slot(path: str, size: int, fn: Callable[[mmap.mmap], T]) -> T:
 
     ``fn`` must not keep a reference into the buffer it is given (decoders copy what they keep).
     """
-    with Path(path).open("rb") as handle, mmap.mmap(handle.fileno(), size, access=mmap.ACCESS_READ) as view:
+    with Path(path).open("rb") as handle, _mapped(handle.fileno(), size) as view:
         return fn(view)
+
+
+#: Map a slot's pages in one call, rather than fault them in one by one (Linux).
+_POPULATE: Final = getattr(mmap, "MAP_POPULATE", 0)
+
+
+def _mapped(fd: int, size: int) -> mmap.mmap:
+    """``size`` bytes of the file ``fd``, mapped read-only (and populated where the system can)."""
+    return mmap.mmap(fd, size, flags=mmap.MAP_SHARED | _POPULATE, prot=mmap.PROT_READ)
 
 
 def _room_for(size: int) -> str | None:

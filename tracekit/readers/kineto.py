@@ -128,7 +128,8 @@ def read_chunked(path: Path, *, chunk_bytes: int, jobs: int = 1) -> RankTrace | 
     fields: list[Any] = []
     try:
         with contextlib.ExitStack() as stack:
-            pieces = split_events(stack.enter_context(open_text(path)), chunk_bytes=chunk_bytes)
+            # the events go straight from the read buffer to a slot (views) when processes decode them
+            pieces = split_events(stack.enter_context(open_text(path)), chunk_bytes=chunk_bytes, views=jobs > 1)
             pool = None
             if jobs > 1:  # the chunks go to the processes through files in memory
                 slots = stack.enter_context(Slots(jobs + 1, chunk_bytes=chunk_bytes))
@@ -148,9 +149,9 @@ def read_chunked(path: Path, *, chunk_bytes: int, jobs: int = 1) -> RankTrace | 
                 elif pool is None:
                     chunks.append(decode_chunk(piece.text))
                 else:
-                    slot = slots.put(piece.text)
+                    slot = slots.put(*piece.parts)  # before the next piece: its view is valid until then
                     out = slot.with_name(f"{len(chunks) + len(pending)}.ipc")  # a name of its own: never read twice
-                    pending.append((pool.submit(decode_slot, str(slot), len(piece.text), str(out)), slot, out))
+                    pending.append((pool.submit(decode_slot, str(slot), piece.size, str(out)), slot, out))
                     while len(pending) > jobs:  # one chunk in each process, one on its way: no more text held
                         future, done, result = pending.popleft()
                         chunks.append(_slot_chunk(future, result))

@@ -54,12 +54,27 @@ class Piece:
 
     ``head``: from its start to the ``[`` of ``traceEvents`` (and the whitespace after it);
     ``events``: whole events and the separators between them, from a ``{`` to a ``}``, in
-    brackets (a JSON array: the one copy of its text);
+    brackets (a JSON array);
     ``tail``: the last events, from a ``{``, and the rest of the document.
+
+    ``parts``: buffers whose concatenation is the text; one ``bytes`` (the one copy of the
+    text), or, for events read with ``views`` (:func:`split_events`), ``[``, a view into the
+    reader's buffer, valid until the next piece is asked for, and ``]``.
     """
 
     kind: Literal["head", "events", "tail"]
-    text: bytes
+    parts: tuple[bytes | memoryview, ...]
+
+    @property
+    def text(self) -> bytes:
+        """The text in one piece (a copy where the piece is in parts)."""
+        only = self.parts[0]
+        return only if len(self.parts) == 1 and isinstance(only, bytes) else b"".join(self.parts)
+
+    @property
+    def size(self) -> int:
+        """The bytes of text."""
+        return sum(len(p) for p in self.parts)  # a view of bytes: len is its bytes
 
 
 @contextmanager
@@ -134,6 +149,13 @@ class _Window:
         self.start += size
         return out
 
+    def view(self, size: int) -> memoryview:
+        """A view of the first ``size`` bytes of the window, cut off it: no copy. The caller
+        releases it before the window is read into again (which may move or grow the store)."""
+        out = memoryview(self.store)[self.start : self.start + size]
+        self.start += size
+        return out
+
     def drop(self, size: int) -> None:
         self.start += size
 
@@ -144,28 +166,38 @@ class _Window:
         return bytes(self.store[self.start + offset : min(self.start + offset + size, self.end)])
 
 
-def split_events(stream: BufferedIOBase, *, chunk_bytes: int, block: int = BLOCK_BYTES) -> Iterator[Piece]:
+def split_events(
+    stream: BufferedIOBase, *, chunk_bytes: int, block: int = BLOCK_BYTES, views: bool = False
+) -> Iterator[Piece]:
     """The head, chunks of about ``chunk_bytes`` of events, and the tail of a Kineto document,
     read from ``stream`` (:func:`open_text`) ``block`` bytes at a time.
+
+    ``views``: the events of a piece are a view into the buffer the text is read into, valid
+    until the next piece is asked for (for a consumer that writes them out at once: no copy,
+    and no fresh pages for one, per chunk); else a copy of their own.
 
     Raises :class:`NotChunked` when the document does not start as Kineto writes it.
     """
     window = _Window(stream, block)
-    yield Piece("head", window.take(_head(window)))
+    yield Piece("head", (window.take(_head(window)),))
     searched = 0  # no separator after ``chunk_bytes`` before this offset
     while True:
         if window.size > chunk_bytes:
             found = window.search(SEPARATOR, max(chunk_bytes, searched - _SEPARATOR_SPAN))
             if found is not None:
                 start, end = found
-                yield Piece("events", window.take(start + 1, brackets=True))
+                if views:
+                    with window.view(start + 1) as text:
+                        yield Piece("events", (b"[", text, b"]"))
+                else:
+                    yield Piece("events", (window.take(start + 1, brackets=True),))
                 window.drop(end - 1 - (start + 1))  # up to the ``{`` of the next event
                 searched = 0
                 continue
             searched = window.size
         if not window.fill(chunk_bytes // 2):
             break
-    yield Piece("tail", window.take(window.size))
+    yield Piece("tail", (window.take(window.size),))
 
 
 def _head(window: _Window) -> int:
