@@ -2,7 +2,8 @@
 
 ``tracekit.readers.load_run`` with no cache: a large Kineto file is cut into chunks decoded
 in one process per core (``--jobs`` of ``tracekit analyze``), and the events come back as
-the columns the analyses read. Nothing is analyzed. The counterpart of ``floor.py`` (one
+the columns the analyses read, with the allocator setting of the ``tracekit`` command
+(:mod:`tracekit.cli`). Nothing is analyzed. The counterpart of ``floor.py`` (one
 process, the events as Python objects), for the parse of one big file on every core. Prints
 ``{"seconds": ..., "events": ..., "ranks": ...}`` as JSON.
 """
@@ -17,6 +18,7 @@ import time
 def main(paths: list[str]) -> None:
     """Read every trace of ``paths`` (files or folders)."""
     began = time.perf_counter()
+    import tracekit.cli  # noqa: F401, PLC0415 (first: the command's allocator setting, as `tracekit analyze` has it)
     from tracekit.readers import load_run  # noqa: PLC0415 (its import is part of the parse)
 
     run = load_run(paths, use_cache=False)

@@ -49,7 +49,7 @@ QUICK_MB: Final = 16.0
 #: (name, how it is computed, the bound, whether the value must be at least or at most it)
 TARGETS: Final = (
     ("speedup_vs_hta", "hta wall / tracekit_cold wall", 10.0, "min"),
-    ("cold_over_floor", "tracekit_cold wall / floor wall", 1.5, "max"),
+    ("cold_over_floor", "tracekit_cold wall / floor wall", 1.3, "max"),  # 1.5 until the scale issue
     ("rss_over_hta", "tracekit_cold peak RSS / hta peak RSS", 0.5, "max"),
     ("warm_speedup_vs_hta", "hta wall / tracekit_warm wall", 50.0, "min"),
     ("time_at_2x", "tracekit_cold_2x wall / tracekit_cold wall", 2.2, "max"),
