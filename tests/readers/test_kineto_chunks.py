@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from benchmarks.generate import _load, build_events, with_memory
 from tests.factories import kineto_event, simple_step, write_kineto
 from tracekit.errors import TraceReadError
-from tracekit.readers import kineto, nsys_meta
+from tracekit.readers import kineto, kineto_native, nsys_meta
 from tracekit.readers.kineto import _read_whole, read_chunked, read_kineto
 from tracekit.readers.kineto_decode import DECODER
 from tracekit.readers.kineto_stream import open_text, split_events
@@ -74,9 +74,26 @@ def test_generated_one_line_trace_reads_the_same(generated: Path, chunk_bytes: i
     assert_same(_read_whole(generated), chunked)
 
 
-def test_chunks_decoded_in_two_processes_read_the_same(generated: Path) -> None:
+@pytest.mark.parametrize("native", [True, False], ids=["threads-native", "processes-msgspec"])
+def test_chunks_decoded_in_two_workers_read_the_same(
+    generated: Path, native: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two threads decode the chunks natively; without the native decoder, two processes."""
+    if native and not kineto_native.ENABLED:
+        pytest.skip("the native decoder was not built")
+    monkeypatch.setattr(kineto_native, "ENABLED", native)
+    pools: list[str] = []
+    for pool in (kineto, "ThreadPoolExecutor"), (kineto, "ProcessPoolExecutor"):
+        real = getattr(*pool)
+
+        def spy(*args: Any, _real: Any = real, _name: str = pool[1], **kwargs: Any) -> Any:
+            pools.append(_name)
+            return _real(*args, **kwargs)
+
+        monkeypatch.setattr(*pool, spy)
     chunked = read_chunked(generated, chunk_bytes=500_000, jobs=2)
     assert chunked is not None
+    assert pools == ["ThreadPoolExecutor" if native else "ProcessPoolExecutor"]
     assert_same(_read_whole(generated), chunked)
 
 

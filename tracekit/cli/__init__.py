@@ -23,3 +23,6 @@ ALLOCATOR: Final = "background_thread:true,dirty_decay_ms:100,muzzy_decay_ms:0"
 ALLOCATOR_VARIABLE: Final = "_RJEM_MALLOC_CONF"
 
 os.environ.setdefault(ALLOCATOR_VARIABLE, ALLOCATOR)
+# tracekit does no linear algebra: NumPy's OpenBLAS need not start a thread per core, whose
+# spinning took CPU time from the decoding threads
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")

@@ -1,12 +1,15 @@
 """Read one Kineto (torch.profiler) Chrome trace, ``.json`` or ``.json.gz``, into columns.
 
 A file of at least :data:`CHUNKED_MIN_BYTES` is read in chunks of events
-(:mod:`tracekit.readers.kineto_stream`), each decoded by msgspec's typed decoder
-(:mod:`tracekit.readers.kineto_decode`) and kept only as its prepared columns
-(:func:`~tracekit.readers.kineto_normalize.prepare`): memory holds a few chunks of text and
-the columns analyses read, not the whole file. With ``jobs`` above one, a file of at least
-:data:`PARALLEL_MIN_BYTES` has its chunks decoded in that many processes while this one reads
-and inflates the next; else the next chunk is read in a thread while one is decoded.
+(:mod:`tracekit.readers.kineto_stream`), each decoded by the native decoder
+(:mod:`tracekit.readers.kineto_native`), or by msgspec's typed decoder
+(:mod:`tracekit.readers.kineto_decode`) where that declines or was not built, and kept only
+as its prepared columns (:func:`~tracekit.readers.kineto_normalize.prepare`): memory holds a
+few chunks of text and the columns analyses read, not the whole file. With ``jobs`` above
+one, the chunks are decoded in that many threads (the native decoder releases the GIL) while
+this one reads and inflates the next; without the native decoder, a file of at least
+:data:`PARALLEL_MIN_BYTES` has them decoded in that many processes. Else the next chunk is
+read in a thread while one is decoded.
 Smaller files, and files laid out otherwise or that need the lenient decoding, are decoded
 whole. Both ways give the same frames (:func:`~tracekit.readers.kineto_normalize.finish`).
 """
@@ -14,8 +17,9 @@ whole. Both ways give the same frames (:func:`~tracekit.readers.kineto_normalize
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections import deque
-from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures import Executor, Future, ProcessPoolExecutor, ThreadPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from multiprocessing import get_context
 from pathlib import Path
@@ -26,6 +30,7 @@ import polars as pl
 
 from tracekit.errors import TraceReadError
 from tracekit.model.run import ProcessGroup
+from tracekit.readers import kineto_native
 from tracekit.readers.compressed import GZIP_ERRORS, data_bytes, read_bytes
 from tracekit.readers.handoff import Slots, read_slot
 from tracekit.readers.kineto_decode import (
@@ -39,6 +44,7 @@ from tracekit.readers.kineto_decode import (
     LooseTrace,
     raw_frames,
 )
+from tracekit.readers.kineto_native import native_frames
 from tracekit.readers.kineto_normalize import finish, prepare
 from tracekit.readers.kineto_stream import NotChunked, open_text, prefetched, split_events
 from tracekit.readers.ranks import is_rank
@@ -46,6 +52,7 @@ from tracekit.readers.trace import RankTrace
 
 if TYPE_CHECKING:
     import mmap
+    from collections.abc import Callable
 
 #: The clock of every Kineto trace, as :class:`RankTrace` reports it.
 CLOCK: Final = "kineto: host clock, us -> ns"
@@ -54,7 +61,8 @@ CHUNKED_MIN_BYTES: Final = 32 * 1024 * 1024
 #: The bytes of JSON text in a chunk.
 CHUNK_BYTES: Final = 8 * 1024 * 1024
 #: Files of at least this many bytes of JSON have their chunks decoded in ``jobs`` processes
-#: (starting them costs about a second).
+#: (starting them costs about a second) where msgspec decodes them; the native decoder
+#: decodes the chunks of any file read in chunks in ``jobs`` threads.
 PARALLEL_MIN_BYTES: Final = 256 * 1024 * 1024
 #: What makes a file unfit for reading in chunks: it is then read whole, which says why.
 _NOT_CHUNKED: Final[tuple[type[BaseException], ...]] = (
@@ -78,14 +86,17 @@ def read_kineto(path: str | Path, *, chunk_bytes: int | None = None, jobs: int =
 
     ``chunk_bytes``: read in chunks of this many bytes of JSON whatever the file's size
     (default: :data:`CHUNK_BYTES` for files of :data:`CHUNKED_MIN_BYTES` or more); ``jobs``:
-    processes that decode the chunks of a file of :data:`PARALLEL_MIN_BYTES` or more.
+    threads that decode the chunks natively, else processes for a file of
+    :data:`PARALLEL_MIN_BYTES` or more.
     """
     path = Path(path)
     size = data_bytes(path)
     if chunk_bytes is None and size >= CHUNKED_MIN_BYTES:
         chunk_bytes = CHUNK_BYTES
     if chunk_bytes is not None:
-        workers = min(jobs, -(-size // chunk_bytes)) if size >= PARALLEL_MIN_BYTES else 1
+        # threads cost nothing to start; processes about a second
+        parallel = kineto_native.ENABLED or size >= PARALLEL_MIN_BYTES
+        workers = min(jobs, -(-size // chunk_bytes)) if parallel else 1
         trace = read_chunked(path, chunk_bytes=chunk_bytes, jobs=workers)
         if trace is not None:
             return trace
@@ -100,7 +111,8 @@ def decode_chunk(text: bytes | mmap.mmap) -> Chunk:
     """The prepared columns of the events in ``text`` (a JSON array), and their ``[memory]``
     instants; raises :class:`msgspec.MsgspecError` where the chunk is no list of events the
     typed decoder accepts."""
-    raw, memory = raw_frames(EVENTS_DECODER.decode(text))
+    frames = native_frames(text)
+    raw, memory = frames if frames is not None else raw_frames(EVENTS_DECODER.decode(text))
     return prepare(raw), memory
 
 
@@ -113,31 +125,37 @@ def decode_slot(path: str, size: int, out: str) -> pl.DataFrame | None:
     return memory
 
 
-def _slot_chunk(future: Future[pl.DataFrame | None], out: Path) -> Chunk:
-    """What :func:`decode_slot` made of a chunk, its file removed."""
+def _slot_chunk(future: Future[pl.DataFrame | None], out: Path, slots: Slots, slot: Path) -> Chunk:
+    """What :func:`decode_slot` made of a chunk, its file removed and its slot given back."""
     memory = future.result()
+    slots.release(slot)
     prepared = pl.read_ipc(out)
     out.unlink()
     return prepared, memory
 
 
 def read_chunked(path: Path, *, chunk_bytes: int, jobs: int = 1) -> RankTrace | None:
-    """``path`` read in chunks of ``chunk_bytes`` of JSON, decoded in ``jobs`` processes (this
-    one when 1); None when it must be read whole."""
+    """``path`` read in chunks of ``chunk_bytes`` of JSON, decoded in ``jobs`` threads (the
+    native decoder, which releases the GIL), else ``jobs`` processes (msgspec, which holds
+    it), or in this thread when 1; None when it must be read whole."""
     chunks: list[Chunk] = []
     fields: list[Any] = []
+    processes = jobs > 1 and not kineto_native.ENABLED
     try:
         with contextlib.ExitStack() as stack:
             # the events go straight from the read buffer to a slot (views) when processes decode them
-            pieces = split_events(stack.enter_context(open_text(path)), chunk_bytes=chunk_bytes, views=jobs > 1)
-            pool = None
-            if jobs > 1:  # the chunks go to the processes through files in memory
+            pieces = split_events(stack.enter_context(open_text(path)), chunk_bytes=chunk_bytes, views=processes)
+            pool: Executor | None = None
+            if processes:  # the chunks go to the processes through files in memory
                 slots = stack.enter_context(Slots(jobs + 1, chunk_bytes=chunk_bytes))
                 pool = stack.enter_context(ProcessPoolExecutor(jobs, mp_context=get_context("spawn")))
-                stack.callback(pool.shutdown, wait=True, cancel_futures=True)
+            elif jobs > 1:  # this thread reads and inflates (releasing the GIL) while they decode
+                pool = stack.enter_context(ThreadPoolExecutor(jobs, thread_name_prefix="tracekit-decode"))
             else:  # read the next chunk in a thread; stopped before the file is closed
                 pieces = stack.enter_context(contextlib.closing(prefetched(pieces)))
-            pending: deque[tuple[Future[pl.DataFrame | None], Path, Path]] = deque()
+            if pool is not None:
+                stack.callback(pool.shutdown, wait=True, cancel_futures=True)
+            pending: deque[Callable[[], Chunk]] = deque()
             for piece in pieces:
                 if piece.kind == "head":
                     fields.append(HEAD_DECODER.decode(piece.text + b"]}"))
@@ -148,15 +166,16 @@ def read_chunked(path: Path, *, chunk_bytes: int, jobs: int = 1) -> RankTrace | 
                     tail_chunk = (prepare(raw), mem)
                 elif pool is None:
                     chunks.append(decode_chunk(piece.text))
-                else:
+                elif processes:
                     slot = slots.put(*piece.parts)  # before the next piece: its view is valid until then
                     out = slot.with_name(f"{len(chunks) + len(pending)}.ipc")  # a name of its own: never read twice
-                    pending.append((pool.submit(decode_slot, str(slot), piece.size, str(out)), slot, out))
-                    while len(pending) > jobs:  # one chunk in each process, one on its way: no more text held
-                        future, done, result = pending.popleft()
-                        chunks.append(_slot_chunk(future, result))
-                        slots.release(done)
-            chunks += [_slot_chunk(future, out) for future, _, out in pending]
+                    future = pool.submit(decode_slot, str(slot), piece.size, str(out))
+                    pending.append(functools.partial(_slot_chunk, future, out, slots, slot))
+                else:
+                    pending.append(pool.submit(decode_chunk, piece.text).result)
+                while len(pending) > jobs:  # one chunk in each worker, one on its way: no more text held
+                    chunks.append(pending.popleft()())
+            chunks += [result() for result in pending]
             chunks.append(tail_chunk)
     except _NOT_CHUNKED:
         return None
