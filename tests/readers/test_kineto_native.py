@@ -239,7 +239,7 @@ def test_typical_events_are_taken() -> None:
 def test_every_cut_of_a_chunk_is_declined() -> None:
     """A chunk cut anywhere (a truncated file) is malformed: declined, never misread."""
     memory = {"ph": "i", "name": "[memory]", "ts": 2.5, "args": {"Bytes": 512, "Addr": 7}}
-    odd = {"ph": "X", "name": "é\\u2603\"", "pid": "stream 7", "ts": 1.25e3, "args": {"Input Dims": [[1, 2], []]}}
+    odd = {"ph": "X", "name": 'é\\u2603"', "pid": "stream 7", "ts": 1.25e3, "args": {"Input Dims": [[1, 2], []]}}
     text = json.dumps([_EVENT, memory, {"ph": "f", "id": 1}, odd], ensure_ascii=False).encode()
     for cut in range(len(text)):
         assert not same(text[:cut])
