@@ -101,8 +101,8 @@ class _AnalyzeCommand(click.Command):
 @click.option(
     "--jobs",
     type=click.IntRange(min=1),
-    help="Processes that read and analyze the ranks (with --executor dask: the workers of a local cluster) "
-    "[default: number of cores].",
+    help="Cores that read and analyze the ranks: processes, or threads decoding one big file (with --executor "
+    "dask: the workers of a local cluster) [default: number of cores].",
 )
 @click.option(
     "--cache-dir",

@@ -51,7 +51,8 @@ def load_run(
     """Read trace files and folders into a :class:`Run`.
 
     ``ranks`` keeps only those ranks; ``rank`` sets the rank of a single file that does not
-    record one; ``jobs`` is the number of parsing processes (default: the number of cores);
+    record one; ``jobs`` is the number of cores parsing uses, as processes that read files, or threads
+    that decode the chunks of one big file (default: the number of cores);
     ``progress`` is called after each file with (file, files done, files in all). Decoded
     events are cached per file in ``cache_dir`` (default: ``$TRACEKIT_CACHE_DIR``, else
     ``~/.cache/tracekit``; see :mod:`tracekit.readers.cache`), and so are the SQLite exports of
