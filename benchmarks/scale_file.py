@@ -12,7 +12,9 @@ free disk is checked first), then runs, each in its own subprocess and measured 
   counterpart of the floor, for reference (the target holds the whole analysis to the floor);
 * ``hta``: HTA's load + temporal + overlap + idle time + kernel breakdown (``hta_stages.py``),
   skipped where its peak memory, extrapolated from 2.63 GB at 0.5 GB, would pass ``--hta-max-gb``;
-* with ``--plain``, ``floor_plain`` and ``tracekit_plain``: the same on the file gunzipped.
+* with ``--plain``, ``floor_plain`` and ``tracekit_plain``: the same on the file gunzipped;
+* with ``--msgspec``, ``tracekit_msgspec``: ``tracekit analyze`` without its native decoder
+  (``TRACEKIT_NATIVE=0``: msgspec decodes the chunks, in processes), for reference.
 
 Writes ``benchmarks/results/scale_file.json`` (with the machine's load average before and
 after) and prints a table.
@@ -45,13 +47,17 @@ TARGETS: Final = (
 )
 
 
-def _measure_size(gb: float, work: Path, *, hta: bool, plain: bool, log: Any, repeat: int = 1) -> dict[str, Measure]:
+def _measure_size(
+    gb: float, work: Path, *, hta: bool, plain: bool, log: Any, repeat: int = 1, msgspec: bool = False
+) -> dict[str, Measure]:
     folder = generate(Spec(ranks=1, mb_per_rank=gb * 1000), work, log=True)
     runs: dict[str, list[str]] = {
         "floor": [sys.executable, str(HERE / "floor.py"), str(folder)],
         "tracekit": tracekit_command(folder, work / "out", jobs=None, cache=work / "cache"),
         "tracekit_read": [sys.executable, str(HERE / "read_only.py"), str(folder)],
     }
+    if msgspec:
+        runs["tracekit_msgspec"] = runs["tracekit"]
     if hta:
         runs["hta"] = [sys.executable, str(HERE / "hta_stages.py"), str(folder)]
     if plain:
@@ -69,7 +75,8 @@ def _measure_size(gb: float, work: Path, *, hta: bool, plain: bool, log: Any, re
                 continue
             shutil.rmtree(work / "cache", ignore_errors=True)
             log(f"  {gb:g} GB {name} ...")
-            m = measure(command, env=_env())
+            env = _env() | ({"TRACEKIT_NATIVE": "0"} if name == "tracekit_msgspec" else {})
+            m = measure(command, env=env)
             state = "ok" if m.returncode == 0 else f"FAILED (exit {m.returncode}):\n{m.stdout_tail}"
             log(f"  {gb:g} GB {name}: {m.wall_s:.1f} s, peak RSS {m.peak_rss_mb:.0f} MB, {state}")
             best = out.get(name)
@@ -81,7 +88,14 @@ def _measure_size(gb: float, work: Path, *, hta: bool, plain: bool, log: Any, re
 
 
 def run_all(
-    sizes: tuple[float, ...], *, data_dir: Path, hta_max_gb: float, plain: bool, log: Any, repeat: int = 1
+    sizes: tuple[float, ...],
+    *,
+    data_dir: Path,
+    hta_max_gb: float,
+    plain: bool,
+    log: Any,
+    repeat: int = 1,
+    msgspec: bool = False,
 ) -> dict[str, Any]:
     """Every size's measures, and the targets; the JSON document of the results."""
     results: dict[str, dict[str, Any]] = {}
@@ -98,7 +112,7 @@ def run_all(
         if not hta:
             skipped[f"hta {gb:g}"] = f"HTA would need about {HTA_GB_PER_GB * gb:.0f} GB (--hta-max-gb {hta_max_gb:g})"
         with tempfile.TemporaryDirectory(prefix="tracekit-scale-", dir=data_dir) as tmp:
-            measures = _measure_size(gb, Path(tmp), hta=hta, plain=plain, log=log, repeat=repeat)
+            measures = _measure_size(gb, Path(tmp), hta=hta, plain=plain, log=log, repeat=repeat, msgspec=msgspec)
         results[f"{gb:g}"] = {name: asdict(m) for name, m in measures.items()}
     return {
         "machine": _machine() | {"loadavg_before": load_before, "loadavg_after": os.getloadavg()},
@@ -179,6 +193,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--data-dir", type=Path, default=Path(tempfile.gettempdir()), help="for the generated files")
     parser.add_argument("--hta-max-gb", type=float, default=16.0, help="skip HTA above this predicted peak [16]")
     parser.add_argument("--plain", action="store_true", help="also measure the gunzipped file")
+    parser.add_argument("--msgspec", action="store_true", help="also tracekit without its native decoder")
     parser.add_argument("--repeat", type=int, default=1, help="runs of each but HTA, in turns; the fastest counts [1]")
     parser.add_argument("--out", type=Path, default=HERE / "results" / "scale_file.json")
     args = parser.parse_args(argv)
@@ -193,6 +208,7 @@ def main(argv: list[str] | None = None) -> None:
         plain=args.plain,
         log=log,
         repeat=args.repeat,
+        msgspec=args.msgspec,
     )
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(doc, indent=1) + "\n")

@@ -162,6 +162,18 @@ def test_other_layouts_are_read_whole(tmp_path: Path) -> None:
         assert_same(_read_whole(path), read_kineto(path, chunk_bytes=100))
 
 
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_a_chunk_that_needs_the_lenient_decoder_reads_the_file_whole(tmp_path: Path, jobs: int) -> None:
+    """An event far into the file with text where an int belongs (AMD's ``"bytes": "128"``):
+    its chunk fails the typed decode (and the native decoder declines it), so the whole file is
+    read leniently, also when threads were decoding the chunks around it."""
+    events = simple_step() * 40
+    events.insert(len(events) - 5, {**kineto_event("cuda_runtime", "hipMemcpyAsync", 2e6, 3), "args": {"bytes": "128"}})
+    path = write_kineto(tmp_path / "amd.json", events)
+    assert read_chunked(path, chunk_bytes=2000, jobs=jobs) is None
+    assert_same(_read_whole(path), read_kineto(path, chunk_bytes=2000, jobs=jobs))
+
+
 def test_a_truncated_file_fails_as_when_read_whole(tmp_path: Path) -> None:
     path = write_kineto(tmp_path / "cut.json.gz", simple_step() * 50)
     path.write_bytes(path.read_bytes()[:-30])

@@ -372,7 +372,9 @@ typedef struct {
 /* ---------------------------------------------------------------- the JSON grammar */
 
 static inline void skip_ws(Cursor *c) {
-    while (c->p < c->end && (*c->p == ' ' || *c->p == '\n' || *c->p == '\r' || *c->p == '\t')) c->p++;
+    const char *p = c->p, *end = c->end;
+    while (p < end && (unsigned char)*p <= ' ' && (*p == ' ' || *p == '\n' || *p == '\r' || *p == '\t')) p++;
+    c->p = p;
 }
 
 /* A string whose opening quote is at c->p: its text is [*start, c->p - 1) after the call.
@@ -712,7 +714,7 @@ static const Key ARG_KEYS[] = {
 
 static int find_key(const Key *keys, int count, const char *s, size_t n) {
     for (int i = 0; i < count; i++)
-        if ((size_t)keys[i].len == n && memcmp(keys[i].key, s, n) == 0) return i;
+        if ((size_t)keys[i].len == n && keys[i].key[0] == s[0] && memcmp(keys[i].key, s, n) == 0) return i;
     return -1;
 }
 

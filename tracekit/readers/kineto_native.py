@@ -21,6 +21,7 @@ import numpy as np
 import polars as pl
 
 from tracekit.readers.kineto_decode import ARG_COLUMNS, EVENT_COLUMNS, MEMORY_COLUMNS
+from tracekit.readers.kineto_normalize import category_facts
 
 if TYPE_CHECKING:
     import mmap
@@ -46,7 +47,9 @@ _ORDER: Final = ("instant", *EVENT_COLUMNS, *ARG_COLUMNS)
 
 def native_frames(text: Text) -> tuple[pl.DataFrame, pl.DataFrame | None] | None:
     """What :func:`~tracekit.readers.kineto_decode.raw_frames` makes of the events in ``text``
-    (a JSON array), decoded natively; None where the native decoder declines (or is off)."""
+    (a JSON array), decoded natively, with the facts of each event's category besides
+    (:data:`~tracekit.readers.kineto_normalize.CATEGORY_FACTS`); None where the native decoder
+    declines (or is off)."""
     return _decode(text) if ENABLED else None
 
 
@@ -60,13 +63,12 @@ def _decode(text: Text) -> tuple[pl.DataFrame, pl.DataFrame | None] | None:
     n, instant, uniques, codes, floats, ints, (m, mem_ts, mem_ints) = out
     strings = pl.Series(uniques, dtype=pl.String)  # uniques[0] is None: code 0 is no value
     columns = {"instant": owned(pl.Series("instant", np.frombuffer(instant, dtype=np.bool_)))}
-    columns |= {
-        name: strings.gather(pl.Series(np.frombuffer(c, dtype=np.uint32))).alias(name)
-        for name, c in zip(_STRINGS, codes, strict=True)
-    }
+    columns |= {name: strings.gather(_codes(c)).alias(name) for name, c in zip(_STRINGS, codes, strict=True)}
     columns |= {name: _column(name, pair, np.float64) for name, pair in zip(_FLOATS, floats, strict=True)}
     columns |= {name: _column(name, pair, np.int64) for name, pair in zip(_INTS, ints, strict=True)}
-    frame = pl.DataFrame([columns[c] for c in _ORDER])
+    # what each category decides, worked out once per distinct string, not once per event
+    facts = strings.to_frame("cat").select(**category_facts(pl.col("cat"))).select(pl.all().gather(_codes(codes[0])))
+    frame = pl.DataFrame([columns[c] for c in _ORDER]).hstack(facts)
     assert frame.height == n
     if not m:
         return frame, None
@@ -77,6 +79,10 @@ def _decode(text: Text) -> tuple[pl.DataFrame, pl.DataFrame | None] | None:
         ]
     )
     return frame, memory
+
+
+def _codes(codes: bytes) -> pl.Series:
+    return pl.Series(np.frombuffer(codes, dtype=np.uint32))
 
 
 def _column(name: str, pair: tuple[bytes, bytes | None], dtype: Any) -> pl.Series:

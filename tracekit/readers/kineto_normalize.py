@@ -63,27 +63,44 @@ DEVICE_TYPE_CODES: Final = {
 _PREPARED: Final = tuple(c for c in SCHEMA if c not in ("rank", "category", "start_ns", "end_ns"))
 
 
+#: What an event's category decides (:func:`category_facts`): columns a raw frame may carry,
+#: worked out once per distinct category by a reader that has them (the native decoder).
+CATEGORY_FACTS: Final = ("cat_kind", "cat_step", "cat_kept")
+
+
+def category_facts(cat: pl.Expr) -> dict[str, pl.Expr]:
+    """What a Kineto category (``cat``, as the file writes it) decides, element by element:
+    the kind of its events but steps and instants, whether a ``ProfilerStep#`` range of it is
+    a step, and whether its events are kept."""
+    lower = cat.str.to_lowercase()
+    return {
+        "cat_kind": lower.replace_strict(CATEGORY_KINDS, default="other"),
+        "cat_step": lower.is_in(["cpu_op", "operator", "user_annotation"]),
+        "cat_kept": lower.is_null() | ~lower.is_in(_SKIPPED_CATEGORIES),
+    }
+
+
 def prepare(raw: pl.DataFrame) -> pl.DataFrame:
     """Raw event columns -> what each event decides alone, in the schema's dtypes.
 
     Keeps ``instant``, ``ts`` and ``dur`` (file units) for :func:`finish`; ``name`` stays
-    null where the file gives none, for the messages about dropped events.
+    null where the file gives none, for the messages about dropped events. The facts of each
+    event's category are taken from ``raw`` where it carries them (:data:`CATEGORY_FACTS`),
+    else worked out here, event by event.
     """
-    cat = pl.col("cat").str.to_lowercase()
+    given = all(c in raw.columns for c in CATEGORY_FACTS)
+    facts = {c: pl.col(c) for c in CATEGORY_FACTS} if given else category_facts(pl.col("cat"))
     kind = (
         pl.when(pl.col("instant"))
         .then(pl.lit("instant"))
-        .when(pl.col("name").str.starts_with(_STEP_PREFIX) & cat.is_in(["cpu_op", "operator", "user_annotation"]))
+        .when(pl.col("name").str.starts_with(_STEP_PREFIX) & facts["cat_step"])
         .then(pl.lit("step"))
-        .otherwise(cat.replace_strict(CATEGORY_KINDS, default="other"))
+        .otherwise(facts["cat_kind"])
     )
     is_gpu = pl.col("kind").is_in(GPU_KINDS)
     prepared = (
         raw.lazy()
-        .filter(
-            cat.is_null() | ~cat.is_in(_SKIPPED_CATEGORIES),
-            ~(pl.col("instant") & pl.col("name").eq_missing(MEMORY_EVENT)),
-        )
+        .filter(facts["cat_kept"], ~(pl.col("instant") & pl.col("name").eq_missing(MEMORY_EVENT)))
         .with_columns(kind=kind)
         .with_columns(
             device=pl.when(is_gpu).then(pl.coalesce("device", "pid")),
