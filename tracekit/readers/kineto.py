@@ -6,8 +6,8 @@ A file of at least :data:`CHUNKED_MIN_BYTES` is read in chunks of events
 (:mod:`tracekit.readers.kineto_decode`) where that declines or was not built, and kept only
 as its prepared columns (:func:`~tracekit.readers.kineto_normalize.prepare`): memory holds a
 few chunks of text and the columns analyses read, not the whole file. With ``jobs`` above
-one, the chunks are decoded in that many threads (the native decoder releases the GIL) while
-this one reads and inflates the next; without the native decoder, a file of at least
+one, the chunks are decoded in ``jobs + 1`` threads (the native decoder releases the GIL)
+while this one reads and inflates the next; without the native decoder, a file of at least
 :data:`PARALLEL_MIN_BYTES` has them decoded in that many processes. Else the next chunk is
 read in a thread while one is decoded.
 Smaller files, and files laid out otherwise or that need the lenient decoding, are decoded
@@ -138,9 +138,9 @@ def _slot_chunk(future: Future[pl.DataFrame | None], out: Path, slots: Slots, sl
 
 
 def read_chunked(path: Path, *, chunk_bytes: int, jobs: int = 1) -> RankTrace | None:
-    """``path`` read in chunks of ``chunk_bytes`` of JSON, decoded in ``jobs`` threads (the
+    """``path`` read in chunks of ``chunk_bytes`` of JSON, decoded in ``jobs + 1`` threads (the
     native decoder, which releases the GIL), else ``jobs`` processes (msgspec, which holds
-    it), or in this thread when 1; None when it must be read whole."""
+    it), or in this thread when ``jobs`` is 1; None when it must be read whole."""
     chunks: list[Chunk] = []
     fields: list[Any] = []
     processes = jobs > 1 and not kineto_native.ENABLED
@@ -162,7 +162,7 @@ def read_chunked(path: Path, *, chunk_bytes: int, jobs: int = 1) -> RankTrace | 
                     tail_chunk = (prepare(raw), mem)
                 else:
                     pending.append(submit(piece))
-                while len(pending) > in_flight:  # one chunk in each worker, one on its way: no more text held
+                while len(pending) > in_flight:  # a chunk in each worker, the next being read: no more text held
                     chunks.append(pending.popleft()())
             chunks += [result() for result in pending]
             chunks.append(tail_chunk)
