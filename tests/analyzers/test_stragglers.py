@@ -114,6 +114,39 @@ def test_a_late_step_start_is_the_cause_when_no_phase_explains_it() -> None:
     assert (straggler.cause, straggler.phase, straggler.cause_excess_ns) == (StragglerCause.LATE_START, None, 300 * US)
 
 
+def test_of_two_ranks_the_late_one_is_compared_with_the_other_not_with_their_median() -> None:
+    # 2 ranks, 4 steps: rank 1's forward takes 500 us instead of 200, so it enters the
+    # all-reduce 300 us after rank 0, which waits those 300 us. The median of two ranks is
+    # their mean (350 us): against it rank 1's forward is only 150 us longer, under half the
+    # 300 us it makes rank 0 wait. Against the other rank it is 300 us longer: the cause.
+    rows: list[dict[str, object]] = []
+    for step in range(4):
+        t = step * STEP
+        for r in range(2):
+            forward = (500 if r == 1 else 200) * US
+            rows.append(ev("step", f"ProfilerStep#{step}", t, t + STEP, rank=r))
+            rows.append(ev("annotation", "forward", t, t + forward, rank=r))
+            rows += nccl_call(r, t + forward, t + 600 * US, corr=step + 1)
+    _, result = cross_rank(make_run(rows, world_size=2))
+    (straggler,) = result.stragglers
+    assert (straggler.rank, straggler.times_last, straggler.instances) == (1, 4, 4)
+    assert (straggler.cause, straggler.phase, straggler.cause_excess_ns) == (StragglerCause.PHASE, "forward", 300 * US)
+    assert straggler.score == pytest.approx(0.3)
+
+
+def test_of_two_ranks_a_late_start_is_measured_against_the_other_rank() -> None:
+    rows: list[dict[str, object]] = []
+    for step in range(3):
+        t = step * STEP
+        for r in range(2):
+            late = 300 * US if r == 1 else 0
+            rows.append(ev("step", f"ProfilerStep#{step}", t + late, t + STEP, rank=r))
+            rows += nccl_call(r, t + late + 100 * US, t + 500 * US, corr=step + 1)
+    _, result = cross_rank(make_run(rows, world_size=2))
+    (straggler,) = result.stragglers
+    assert (straggler.rank, straggler.cause, straggler.cause_excess_ns) == (1, StragglerCause.LATE_START, 300 * US)
+
+
 def test_lateness_that_nothing_on_the_rank_explains_is_jitter_not_a_straggler() -> None:
     # rank 2 enters every all-reduce 400 us after the others, but its forward is only 100 us
     # longer than theirs (300 vs 200) and its steps start on time: 100 us of phase excess

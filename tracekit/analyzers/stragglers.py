@@ -8,7 +8,7 @@ matrix (how late a rank arrived at the step's collectives, at most, after the ea
 rank: one number per rank and step, for a heatmap); the run's stragglers with a score (the
 explained wait they cause per step, as a share of the step); and for each straggler the
 cause, found *before* the collective: the phase that took longer on it than on the median
-rank, or a late start of the step.
+of the other ranks, or a late start of the step.
 
 A rank is a straggler only when it is last at most of its collectives and the wait its
 lateness explains passes :data:`STRAGGLER_MIN_SHARE` of a step; only instances held by every
@@ -38,11 +38,11 @@ if TYPE_CHECKING:
 STRAGGLER_MIN_SHARE: Final = 0.05
 #: ... and it arrives last at this share of its complete collectives at least (systematic, not noise).
 STRAGGLER_MIN_LAST_SHARE: Final = 0.5
-#: ... and what happened before the collective on it (a phase longer than on the median rank,
-#: or a late start of the step) accounts for at least this share of the wait it causes per
-#: step. Lateness that nothing on the rank explains is jitter (a different rank each capture
-#: when ranks share cores), and its waiting is the collective's cost. Without phase annotations
-#: nothing can be checked and the rank is named.
+#: ... and what happened before the collective on it (a phase longer than on the median of
+#: the other ranks, or a late start of the step) accounts for at least this share of the wait
+#: it causes per step. Lateness that nothing on the rank explains is jitter (a different rank
+#: each capture when ranks share cores), and its waiting is the collective's cost. Without
+#: phase annotations nothing can be checked and the rank is named.
 STRAGGLER_MIN_CAUSE_SHARE: Final = 0.5
 #: Annotation names that are no phase of the step.
 _NOT_PHASES: Final = ("(unannotated)",)
@@ -63,7 +63,7 @@ class Straggler:
     cause: StragglerCause
     #: the phase that takes longer on it, when ``cause`` is ``PHASE``
     phase: str | None
-    #: by how much, per step, than on the median rank (the phase, or the start of the step)
+    #: by how much, per step, than on the median of the other ranks (the phase, or the start of the step)
     cause_excess_ns: float
     #: steps in which it arrived last at least once, of the steps with complete instances
     steps_last: int = 0
@@ -214,19 +214,23 @@ def _time_base(steps: StepResult, span_ns: int) -> tuple[float, int]:
 
 
 def late_start(steps: StepResult, rank: int) -> float | None:
-    """How much later than the median rank ``rank`` starts its steps, on average (ns)."""
+    """How much later than the median of the other ranks ``rank`` starts its steps, on
+    average (ns). The others, not all ranks: of two ranks, the median of both is their mean,
+    which halves the difference."""
     if not steps.has_steps:
         return None
-    start = steps.steps.with_columns(rel=pl.col("start_ns") - pl.col("start_ns").median().over("step"))
-    late = start.filter(pl.col("rank") == rank)["rel"].mean()
-    return None if late is None else float(late)  # type: ignore[arg-type]
+    table = steps.steps
+    others = table.filter(pl.col("rank") != rank).group_by("step").agg(pl.col("start_ns").median().alias("median_ns"))
+    mine = table.filter(pl.col("rank") == rank).join(others, on="step")
+    late = (mine["start_ns"] - mine["median_ns"]).mean()
+    return None if late is None else float(late)
 
 
 def straggler_cause(
     annotations: AnnotationResult, steps: StepResult, rank: int
 ) -> tuple[StragglerCause, str | None, float]:
     """Why ``rank`` arrives late, from what happened before the collectives: the phase that
-    takes longest beyond the median rank's, or a late start of its steps, whichever is larger.
+    takes longest beyond the other ranks' median, or a late start of its steps, whichever is larger.
 
     Returns (cause, phase name or None, excess ns per step).
     """
@@ -263,8 +267,9 @@ def _explain(
 
 
 def phase_excess(annotations: AnnotationResult, rank: int) -> dict[str, float]:
-    """Per phase: the rank's mean time per step minus the median rank's."""
+    """Per phase: the rank's mean time per step minus the median of the other ranks' means
+    (of two ranks, the other one's)."""
     means = annotations.per_step.group_by("rank", "name").agg(pl.col("cpu_ns").mean().alias("mean_ns"))
-    median = means.group_by("name").agg(pl.col("mean_ns").median().alias("median_ns"))
-    mine = means.filter(pl.col("rank") == rank, ~pl.col("name").is_in(_NOT_PHASES)).join(median, on="name")
+    others = means.filter(pl.col("rank") != rank).group_by("name").agg(pl.col("mean_ns").median().alias("median_ns"))
+    mine = means.filter(pl.col("rank") == rank, ~pl.col("name").is_in(_NOT_PHASES)).join(others, on="name")
     return dict(zip(mine["name"].cast(pl.String), (mine["mean_ns"] - mine["median_ns"]).cast(pl.Float64), strict=True))

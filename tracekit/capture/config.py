@@ -51,7 +51,13 @@ class CaptureConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     measured_steps: int = 5
     profiler: ProfilerConfig = msgspec.field(default_factory=ProfilerConfig)
     nproc: int = 1
+    #: ``auto``: nccl on GPU, gloo on CPU, and no process group for one rank. A backend named
+    #: for one rank makes a process group of one (DDP over one rank: its collectives run).
     backend: Backend = "auto"
+    #: Cap each rank's CUDA caching allocator at this fraction of its GPU's memory
+    #: (``torch.cuda.set_per_process_memory_fraction``): a smaller GPU, for finding where a
+    #: batch size runs out of memory. null: no cap; ignored on CPU.
+    cuda_memory_fraction: float | None = None
     #: The user's accelerate YAML (DDP, FSDP, DeepSpeed); generated when absent.
     accelerate_config: str | None = None
     gradient_accumulation_steps: int = 1
@@ -150,6 +156,7 @@ def _check_ranges(config: CaptureConfig, source: str) -> None:
         "profiler.active": config.profiler.active >= 1,
         "profiler.repeat": config.profiler.repeat >= 1,
         "timeout": config.timeout is None or config.timeout > 0,
+        "cuda_memory_fraction": config.cuda_memory_fraction is None or 0 < config.cuda_memory_fraction <= 1,
     }
     for name, ok in checks.items():
         if not ok:

@@ -105,7 +105,12 @@ def environment(accelerator: Any, backend: str) -> dict[str, Any]:
 
 def make_accelerator(config: CaptureConfig) -> tuple[Any, str]:
     """This rank's ``Accelerator`` as training uses it (the process group joined, gloo on CPU,
-    DDP's ``find_unused_parameters`` from the config), and the backend's name."""
+    DDP's ``find_unused_parameters`` from the config), and the backend's name.
+
+    One rank with a backend named (not ``auto``) joins a process group of one, so DDP and its
+    collectives run as they would on N ranks (one GPU checks the NCCL path). Ranks that share a
+    GPU (more ranks on this node than GPUs: gloo only) each take GPU ``local rank % GPUs``.
+    """
     import torch
     import torch.distributed as dist
     from accelerate import Accelerator
@@ -114,9 +119,25 @@ def make_accelerator(config: CaptureConfig) -> tuple[Any, str]:
     cuda = torch.cuda.is_available()
     backend = config.backend if config.backend != "auto" else ("nccl" if cuda else "gloo")
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
-    if world_size > 1 and not dist.is_initialized():
-        if cuda:
-            torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+    if world_size == 1 and config.backend != "auto":
+        _one_rank_group(config.main_process_port)
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    if cuda:
+        gpus = torch.cuda.device_count()
+        local_ranks = int(os.environ.get("LOCAL_WORLD_SIZE", str(world_size)))
+        if local_ranks > gpus:
+            if backend == "nccl":
+                raise InputError(
+                    f"nccl needs a GPU per rank: {local_ranks} ranks on {gpus} GPU(s) on this node; "
+                    "--backend gloo lets ranks share a GPU"
+                )
+            # accelerate would give DDP device_ids=[local rank], a GPU that does not exist:
+            # without device_ids DDP keeps the module on the device it is on
+            os.environ["ACCELERATE_BYPASS_DEVICE_MAP"] = "true"
+        torch.cuda.set_device(local_rank % gpus)
+        if config.cuda_memory_fraction is not None:
+            torch.cuda.set_per_process_memory_fraction(config.cuda_memory_fraction)
+    if "LOCAL_RANK" in os.environ and not dist.is_initialized():
         dist.init_process_group(backend=backend)
     if not cuda:
         torch.set_num_threads(max(1, (os.cpu_count() or 1) // max(1, world_size)))
@@ -134,6 +155,31 @@ def make_accelerator(config: CaptureConfig) -> tuple[Any, str]:
             f"but the launcher started {world_size}"
         )
     return accelerator, backend
+
+
+def _one_rank_group(port: int) -> None:
+    """The environment of a launcher's one rank, for a process group of one (and accelerate,
+    which runs DDP when it finds ``LOCAL_RANK``)."""
+    from tracekit.capture.launcher import free_port
+
+    for key, value in (("RANK", "0"), ("LOCAL_RANK", "0"), ("WORLD_SIZE", "1"), ("LOCAL_WORLD_SIZE", "1")):
+        os.environ.setdefault(key, value)
+    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+    os.environ.setdefault("MASTER_PORT", str(port or free_port()))
+
+
+def barrier() -> None:
+    """Wait for every rank (no-op without a process group). Not accelerate's
+    ``wait_for_everyone``: it names GPU ``local rank``, which ranks sharing a GPU lack."""
+    import torch
+    import torch.distributed as dist
+
+    if not dist.is_initialized():
+        return
+    if dist.get_backend() == "nccl":
+        dist.barrier(device_ids=[torch.cuda.current_device()])
+    else:
+        dist.barrier()
 
 
 def run(config: CaptureConfig, out_dir: Path | None = None, progress: RankProgress | None = None) -> None:
@@ -189,7 +235,7 @@ def run(config: CaptureConfig, out_dir: Path | None = None, progress: RankProgre
     )
     _loop(config, accelerator, prof, workload=workload, loader=loader, prepared=prepared)
     stage("finishing")
-    accelerator.wait_for_everyone()
+    barrier()
     if dist.is_initialized():
         dist.destroy_process_group()
 

@@ -176,7 +176,7 @@ def _start(plan: SweepPlan, folder: Path) -> Sweep:
         probe_step=plan.probe_step,
         mem_budget_bytes=plan.mem_budget_bytes,
         cell_timeout_s=plan.cell_timeout,
-        device_memory_bytes=_device_memory(),
+        device_memory_bytes=_device_memory(_fraction(plan, folder)),
         cells=[c.name for c in plan.cells],
     )
     path = folder / SWEEP_FILE
@@ -202,13 +202,23 @@ def _save(folder: Path, record: Sweep) -> Sweep:
     return record
 
 
-def _device_memory() -> int | None:
-    """Total memory of GPU 0, when torch sees one."""
+def _device_memory(fraction: float | None = None) -> int | None:
+    """Memory of GPU 0 that a rank may use (its ``cuda_memory_fraction`` when capped), when
+    torch sees a GPU."""
     if importlib.util.find_spec("torch") is None:
         return None
     import torch
 
-    return int(torch.cuda.get_device_properties(0).total_memory) if torch.cuda.is_available() else None
+    if not torch.cuda.is_available():
+        return None
+    total = int(torch.cuda.get_device_properties(0).total_memory)
+    return total if fraction is None else int(total * fraction)
+
+
+def _fraction(plan: SweepPlan, folder: Path) -> float | None:
+    """The memory cap of the cells (the first cell's: a grid over the cap itself has no one
+    device memory)."""
+    return _config(plan, plan.cells[0], folder).cuda_memory_fraction if plan.cells else None
 
 
 def _settings(*, trace: bool, cell_timeout: float | None) -> dict[str, str]:

@@ -50,7 +50,7 @@ RECOMMENDATIONS: Final[dict[BoundKind, tuple[str, ...]]] = {
         "Check the interconnect: NCCL_DEBUG=INFO shows the transport (NVLink/IB vs. sockets).",
     ),
     BoundKind.STRAGGLER: (
-        "Look at the straggler's cause below: the phase that takes longer on it than on the median rank.",
+        "Look at the straggler's cause below: the phase that takes longer on it than on the other ranks.",
         "A slow data phase on one rank: give that rank's loader more workers or check its storage.",
         "A slow compute phase on one rank: check that host/GPU for throttling, other processes, or a "
         "slower device (nvidia-smi -q -d PERFORMANCE,CLOCK).",
@@ -208,12 +208,12 @@ def cause(s: StragglerEvidence) -> str:
     """A straggler's cause as a sentence fragment."""
     excess = ms(s.cause_excess_ns)
     if s.cause is StragglerCause.LATE_START:
-        return f"it starts its steps {excess} later than the median rank, per step"
+        return f"it starts its steps {excess} later than the median of the other ranks, per step"
     if s.cause is StragglerCause.NO_PHASES:
         return "no phase annotations to compare with the other ranks: add record_function ranges"
     if s.cause is StragglerCause.NOT_IN_PHASES:
-        return "no annotated phase takes longer than on the median rank: look at host work outside the ranges"
-    return f"its {s.phase} takes {excess} longer per step than on the median rank"
+        return "no annotated phase takes longer than on the other ranks: look at host work outside the ranges"
+    return f"its {s.phase} takes {excess} longer per step than on the median of the other ranks"
 
 
 def evidence(finding: Finding, verdict: Verdict) -> list[str]:  # noqa: PLR0911  (one case per note)

@@ -125,7 +125,7 @@ class Sweep(msgspec.Struct, kw_only=True, frozen=True):
     probe_step: int | None = None
     mem_budget_bytes: int | None = None
     cell_timeout_s: float | None = None
-    #: Total memory of the GPU the cells ran on (None on CPU).
+    #: Memory of the GPU the cells ran on: its total, or what cuda_memory_fraction leaves them (None on CPU).
     device_memory_bytes: int | None = None
     cells: list[str]  # grid cells in grid order
     runs: list[CellRun] = []  # in the order they ran

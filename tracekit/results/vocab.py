@@ -60,7 +60,7 @@ class IdleCause(str, Enum):
 class StragglerCause(str, Enum):
     """Why a straggler arrives late."""
 
-    PHASE = "phase"  # a phase takes longer on it than on the median rank
+    PHASE = "phase"  # a phase takes longer on it than on the median of the other ranks
     LATE_START = "late_start"  # it starts its steps late
     NO_PHASES = "no_phases"  # no phase annotations to compare
     NOT_IN_PHASES = "not_in_phases"  # no annotated phase explains it: host work outside the ranges
