@@ -4,9 +4,10 @@
 command as a user would, and checks what each wrote:
 
 1. ``healthy``: a 1-rank capture on CUDA with NCCL (``--backend nccl``: a process group of one,
-   so DDP's gradient all-reduce runs through NCCL), the memory timeline and the allocator
-   snapshot; then ``tracekit analyze``. Checked: kernels and phases in the trace, device memory
-   at phase boundaries, the peaks since the warm-up boundary, the timeline and the snapshot.
+   so DDP's gradient all-reduce runs through NCCL), then ``tracekit analyze``: kernels and phases
+   in the trace. ``memory``: the same with the memory timeline and the allocator snapshot:
+   device memory at phase boundaries, the peaks since the warm-up boundary, the timeline and
+   the snapshot. ``small``: ``samples/configs/healthy.json`` as it is, microsecond kernels.
 2. ``sync-ab``: the OpenTau issue's A/B (``--ab '' 'workload_args.sync_check=true' --repeats 3``),
    then ``tracekit compare --fail-if syncs:+0``, which must exit 1 with the sync found, its
    operator and its phase, and the step-time change with its interval.
@@ -22,9 +23,9 @@ command as a user would, and checks what each wrote:
 probe's OOM by ``--mem-budget-gb``) as a smoke test of the script itself: CI runs it so. The
 results go to ``DIR`` (default ``$OUT``, else ``gpu-check``): ``gpu_check.md`` (what a person
 reads: the device, wall time, each check with its figures, the A/B table), ``gpu_check.json``,
-``gpu_check.log`` (every command and its output) and one ``<check>.tar.gz`` per capture folder,
-named ``cuda-<gpu>-<check>`` (``cpu-<check>`` with ``--cpu``) to be committed under
-``samples/captures/``. Exit status: 0 when every check passed, 1 otherwise.
+``gpu_check.log`` (every command and its output) and ``captures.tar.gz``: each check's capture
+folder, named ``cuda-<gpu>-<check>`` (``cpu-<check>`` with ``--cpu``) to be committed under
+``samples/captures/``, with its reports beside it. Exit status: 0 when every check passed, 1 otherwise.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import gzip
+import itertools
 import json
 import os
 import pickle
@@ -103,6 +105,8 @@ CPU: Final = Sizes(
     memory_cap_gib=0.01,  # below any process's RSS: the first cell is over it, the probe stops
 )
 STEPS: Final = {"warmup_steps": "2", "measured_steps": "4"}
+#: The A/B's captures: more traced steps, a narrower interval
+AB_STEPS: Final = {"measured_steps": "8", "profiler.active": "6"}
 
 
 @dataclass
@@ -199,6 +203,7 @@ def trace_facts(path: Path) -> dict[str, Any]:
     ]
     copies_in_h2d = [e for e in runtime if "Memcpy" in e["name"] and any(lo <= e["ts"] <= hi for lo, hi in h2d)]
     return {
+        "phase_gap_us_mean": _phase_gap_us(events),
         "kernels": len(kernels),
         "nccl_kernels": sum("nccl" in e["name"].lower() for e in kernels),
         "nccl_kernel_names": sorted({e["name"] for e in kernels if "nccl" in e["name"].lower()})[:3],
@@ -209,6 +214,18 @@ def trace_facts(path: Path) -> dict[str, Any]:
         "h2d_copy_calls": len(copies_in_h2d),
         "h2d_copy_call_us_max": max((e.get("dur", 0) for e in copies_in_h2d), default=None),
     }
+
+
+def _phase_gap_us(events: list[dict[str, Any]]) -> float | None:
+    """Mean host time between one tracekit phase's end and the next one's start inside a step
+    (tracekit's own bookkeeping: memory samples, progress), in microseconds."""
+    phases = sorted(
+        (e["ts"], e["ts"] + e.get("dur", 0))
+        for e in events
+        if e.get("cat") == "user_annotation" and str(e.get("name", "")).startswith("tracekit.phase/")
+    )
+    gaps = [b[0] - a[1] for a, b in itertools.pairwise(phases) if 0 <= b[0] - a[1] < 5_000]
+    return round(sum(gaps) / len(gaps), 1) if gaps else None
 
 
 def analysis(runner: Runner, folder: Path, check: Check) -> dict[str, Any] | None:
@@ -258,19 +275,9 @@ def capture(
 
 
 def check_healthy(runner: Runner, sizes: Sizes, name: str, check: Check, cuda: bool) -> None:
-    """1 rank on the device through a process group of one, with memory timeline and snapshot."""
+    """1 rank on the device through a process group of one (DDP: its all-reduce runs)."""
     out = runner.work / name
-    done = capture(
-        runner,
-        "healthy",
-        out,
-        "--nproc=1",
-        f"--backend={sizes.backend}",
-        "--memory_timeline=true",
-        "--memory_snapshot=true",
-        *_flags(sizes.healthy),
-        timeout=240,
-    )
+    done = capture(runner, "healthy", out, "--nproc=1", f"--backend={sizes.backend}", *_flags(sizes.healthy))
     if not check.expect(done.returncode == 0, f"capture exited {done.returncode}: {_last(done)}"):
         return
     summary = json.loads((out / "summary.json").read_text())
@@ -283,23 +290,35 @@ def check_healthy(runner: Runner, sizes: Sizes, name: str, check: Check, cuda: b
     wanted = {f"tracekit.phase/{p}" for p in ("dataload_wait", "h2d", "forward", "backward", "optim_step")}
     check.expect(wanted <= set(facts["phases"]), f"phases missing from the trace: {wanted - set(facts['phases'])}")
     check.expect(bool(facts["collective_ops"]), "no collective in the trace (DDP over a group of one)")
-    phases = json.loads((out / "phases.rank0.json").read_text())
-    memory = phases["memory"]
-    check.facts["memory"] = {k: v for k, v in memory.items() if k.endswith("bytes") or k in ("device", "scope")}
-    steps = phases["steps"]
-    check.expect(bool(steps) and all(s.get("phase_memory") for s in steps), "no memory at phase boundaries")
+    check.facts["step_ms"] = round(summary["step"]["mean_ns"] / 1e6, 2)
     if cuda:
         check.expect(env["cuda"] is not None and "cpu" not in env["devices"], f"not on CUDA: {env['devices']}")
         check.expect(facts["kernels"] > 0, "no kernels in the trace")
+    result = analysis(runner, out, check)
+    if result is not None and cuda:
+        check.expect(result["run"]["has_gpu"], "analyze found no GPU activity")
+
+
+def check_memory(runner: Runner, sizes: Sizes, name: str, check: Check, cuda: bool) -> None:
+    """The healthy capture with device memory at phase boundaries, the peaks since warm-up,
+    the memory timeline and the allocator snapshot."""
+    out = runner.work / name
+    flags = ("--memory_timeline=true", "--memory_snapshot=true", *_flags(sizes.healthy))
+    done = capture(runner, "healthy", out, "--nproc=1", f"--backend={sizes.backend}", *flags, timeout=240)
+    if not check.expect(done.returncode == 0, f"capture exited {done.returncode}: {_last(done)}"):
+        return
+    phases = json.loads((out / "phases.rank0.json").read_text())
+    memory = phases["memory"]
+    check.facts["memory"] = {k: v for k, v in memory.items() if k.endswith("bytes") or k in ("device", "scope")}
+    check.facts["notes"] = phases.get("notes")
+    steps = phases["steps"]
+    check.expect(bool(steps) and all(s.get("phase_memory") for s in steps), "no memory at phase boundaries")
+    check.facts["phase_memory_step0"] = {k: v.get("delta") for k, v in (steps[0].get("phase_memory") or {}).items()}
+    if cuda:
         check.expect(memory["device"] == "cuda", f"memory measured on {memory['device']}")
-        boundary = max(
-            (
-                m.get("allocated_bytes", 0)
-                for s in steps
-                for m in (s.get("memory_end") or {}, s.get("memory_start") or {})
-            ),
-            default=0,
-        )
+        samples = [m for s in steps for m in (s.get("memory_start") or {}, s.get("memory_end") or {})]
+        samples += [v[edge] for s in steps for v in (s.get("phase_memory") or {}).values() for edge in ("start", "end")]
+        boundary = max((m.get("allocated_bytes", 0) for m in samples), default=0)
         check.facts["largest_allocated_at_a_boundary"] = boundary
         check.expect(
             boundary <= memory["peak_allocated_bytes"] <= memory["peak_reserved_bytes"],
@@ -322,9 +341,23 @@ def check_healthy(runner: Runner, sizes: Sizes, name: str, check: Check, cuda: b
             rows = json.load(f)
         check.facts["memory_timeline_rows"] = len(rows)
         check.expect(len(rows) > 0, "the memory timeline is empty")
-    result = analysis(runner, out, check)
-    if result is not None and cuda:
-        check.expect(result["run"]["has_gpu"], "analyze found no GPU activity")
+    check.facts["trace_phase_gap_us"] = trace_facts(out / "rank0.pt.trace.json.gz")["phase_gap_us_mean"]
+    analysis(runner, out, check)
+
+
+def check_small(runner: Runner, sizes: Sizes, name: str, check: Check, cuda: bool) -> None:
+    """``samples/configs/healthy.json`` as it is (a 0.7M-parameter MLP, batch 16) on the device:
+    kernels of microseconds, so the host's launches set the pace."""
+    out = runner.work / name
+    done = capture(runner, "healthy", out, "--nproc=1", f"--backend={sizes.backend}")
+    if not check.expect(done.returncode == 0, f"capture exited {done.returncode}: {_last(done)}"):
+        return
+    summary = json.loads((out / "summary.json").read_text())
+    check.facts["step_ms"] = round(summary["step"]["mean_ns"] / 1e6, 2)
+    check.facts["trace"] = {
+        k: v for k, v in trace_facts(out / "rank0.pt.trace.json.gz").items() if k in ("kernels", "phase_gap_us_mean")
+    }
+    analysis(runner, out, check)
 
 
 def check_sync_ab(runner: Runner, sizes: Sizes, name: str, check: Check, cuda: bool) -> None:
@@ -337,6 +370,7 @@ def check_sync_ab(runner: Runner, sizes: Sizes, name: str, check: Check, cuda: b
         "--nproc=1",
         f"--backend={sizes.backend}",
         *_flags(sizes.healthy),
+        *_flags(AB_STEPS),
         "--ab",
         "",
         "workload_args.sync_check=true",
@@ -509,7 +543,9 @@ def check_doctor(runner: Runner, sizes: Sizes, name: str, check: Check, cuda: bo
 
 
 CHECKS: Final = (
-    ("healthy", "1-rank CUDA capture (NCCL), memory, analyze", check_healthy),
+    ("healthy", "1-rank CUDA capture (NCCL), analyze", check_healthy),
+    ("memory", "device memory per phase, peaks, timeline, snapshot", check_memory),
+    ("small", "the sample config as it is: microsecond kernels", check_small),
     ("sync-ab", "the per-step sync A/B and its gate", check_sync_ab),
     ("gloo2-straggler", "2 ranks on one GPU through gloo, a straggler", check_gloo2),
     ("sweep", "the sweep's OOM probe under a memory fraction", check_sweep),
@@ -589,19 +625,14 @@ def markdown(checks: list[Check], env: dict[str, Any], device: str, wall: float,
     return "\n".join(lines) + "\n"
 
 
-def bundle(work: Path, slug: str, results: Path) -> list[str]:
-    """One ``.tar.gz`` per check's folders (the capture, its reports), named as samples."""
-    written = []
-    for name, _title, _fn in CHECKS:
-        members = sorted(work.glob(f"{slug}-{name}*")) + sorted(work.glob(f"{name}.*"))
-        if not members:
-            continue
-        path = results / f"{name}.tar.gz"
-        with tarfile.open(path, "w:gz") as tar:
-            for member in members:
-                tar.add(member, arcname=member.name)
-        written.append(f"{path.name} ({path.stat().st_size / 1e6:.1f} MB)")
-    return written
+def bundle(work: Path, slug: str, results: Path) -> str:
+    """Every check's folders (the captures, their reports) in one ``captures.tar.gz``, named as
+    samples (the device tool brings back 8 files at most)."""
+    path = results / "captures.tar.gz"
+    with tarfile.open(path, "w:gz") as tar:
+        for member in sorted(work.glob(f"{slug}-*")):
+            tar.add(member, arcname=member.name)
+    return f"{path.name} ({path.stat().st_size / 1e6:.1f} MB)"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -659,8 +690,7 @@ def main(argv: list[str] | None = None) -> int:
         )
     )
     (args.out / "gpu_check.md").write_text(markdown(checks, facts, device, wall, work))
-    for line in bundle(work, slug, args.out):
-        runner.say(f"wrote {line}")
+    runner.say(f"wrote {bundle(work, slug, args.out)}")
     runner.say(
         f"done in {wall:.0f} s: {sum(c.passed for c in checks)} passed, "
         f"{sum(bool(c.failures) for c in checks)} failed, {sum(c.skipped is not None for c in checks)} skipped"

@@ -30,13 +30,23 @@ def test_every_check_passes_on_cpu(tmp_path: Path) -> None:
     report = json.loads((out / "gpu_check.json").read_text())
     assert report["slug"] == "cpu"
     results = {c["name"]: c for c in report["checks"]}
-    assert set(results) == {"healthy", "sync-ab", "gloo2-straggler", "sweep", "data-bound-pinned", "doctor"}
+    assert set(results) == {
+        "healthy",
+        "memory",
+        "small",
+        "sync-ab",
+        "gloo2-straggler",
+        "sweep",
+        "data-bound-pinned",
+        "doctor",
+    }
     for name, check in results.items():
         assert check["passed"] or check["skipped"], (name, check["failures"])
     assert results["sync-ab"]["facts"]["gate_exit"] == 1
     assert results["gloo2-straggler"]["facts"]["stragglers"][0]["rank"] == 1
     assert "| healthy: " in (out / "gpu_check.md").read_text()
-    with tarfile.open(out / "healthy.tar.gz") as tar:
+    with tarfile.open(out / "captures.tar.gz") as tar:
         names = tar.getnames()
-    assert "cpu-healthy/rank0.pt.trace.json.gz" in names and "cpu-healthy/memory_timeline.rank0.raw.json.gz" in names
+    assert "cpu-healthy/rank0.pt.trace.json.gz" in names and "cpu-memory/memory_timeline.rank0.raw.json.gz" in names
+    assert "cpu-sync-ab/b/run3/rank0.pt.trace.json.gz" in names and "cpu-gloo2-straggler.analysis.json" in names
     assert len(list(out.iterdir())) <= 8  # what the device tool brings back from $OUT

@@ -105,3 +105,23 @@ def test_a_forked_child_reads_its_own_resident_set() -> None:
             os._exit(0)
     os.waitpid(pid, 0)
     assert os.read(read, 1) == b"1"
+
+
+def test_a_cuda_sample_reads_the_allocators_stats_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    torch = pytest.importorskip("torch")
+    reads: list[int] = []
+    stats = {
+        "allocated_bytes": {"all": {"current": 3 << 20, "peak": 5 << 20}, "large_pool": {"current": 1}},
+        "reserved_bytes": {"all": {"current": 8 << 20, "peak": 8 << 20}},
+    }
+
+    def nested() -> dict[str, object]:
+        reads.append(1)
+        return stats
+
+    monkeypatch.setattr(torch.cuda, "memory_stats_as_nested_dict", nested)
+    monkeypatch.setattr(torch.cuda, "memory_stats", lambda *a, **k: pytest.fail("flattens every stat in Python"))
+    assert memory.sample(cuda=True) == {"allocated_bytes": 3 << 20, "reserved_bytes": 8 << 20}
+    assert reads == [1]
+    monkeypatch.setattr(torch.cuda, "memory_stats_as_nested_dict", dict)  # CUDA not initialized yet
+    assert memory.sample(cuda=True) == {"allocated_bytes": 0, "reserved_bytes": 0}

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 import polars as pl
 
@@ -204,6 +204,10 @@ def _by_time(counters: pl.DataFrame) -> pl.DataFrame:
     return counters if counters["time_ns"].is_sorted() else counters.sort("time_ns", maintain_order=True)
 
 
+#: Backends whose collectives run on the host.
+HOST_BACKENDS: Final = frozenset({"gloo", "mpi"})
+
+
 def collective_counts(events: pl.DataFrame) -> pl.DataFrame:
     """Per rank of ``events`` (classified): GPU activities, collective kernels, host collectives."""
     return events.group_by("rank").agg(
@@ -216,13 +220,18 @@ def collective_counts(events: pl.DataFrame) -> pl.DataFrame:
 def collective_warnings(infos: list[RankInfo], counts: pl.DataFrame) -> list[str]:
     """A distributed GPU run whose kernels match no collective is a bug to surface.
 
-    ``counts``: :func:`collective_counts` of the ranks' events.
+    Not on a host backend (gloo, mpi: the CPU runs the collectives, the GPU only copies to and
+    from it) nor in a group of one rank (NCCL copies locally, on a GPU seen on an H200: one
+    ``Memcpy DtoD`` per all-reduce, no kernel). ``counts``: :func:`collective_counts` of the
+    ranks' events.
     """
     by_rank = {row["rank"]: row for row in counts.iter_rows(named=True)}
     out = []
     for info in infos:
         row = by_rank.get(info.rank)
         if row is None or row["gpu"] == 0 or row["coll_kernels"] > 0:
+            continue
+        if info.backend in HOST_BACKENDS or info.world_size == 1:
             continue
         if row["coll_host"] > 0 or (info.world_size or 1) > 1:
             out.append(

@@ -1,0 +1,41 @@
+"""The warning that a distributed GPU run has no communication kernel: where it is a bug
+(NCCL kernels not recognized), and where no kernel is expected (a host backend, one rank)."""
+
+from __future__ import annotations
+
+import polars as pl
+import pytest
+
+from tracekit.model.run import RankInfo
+from tracekit.readers.load import collective_warnings
+
+
+def counts(*, gpu: int = 100, coll_kernels: int = 0, coll_host: int = 9) -> pl.DataFrame:
+    return pl.DataFrame({"rank": [0], "gpu": [gpu], "coll_kernels": [coll_kernels], "coll_host": [coll_host]})
+
+
+@pytest.mark.parametrize(
+    ("backend", "world_size", "warned"),
+    [
+        ("nccl", 8, True),  # kernels of a library the taxonomy does not know: communication reads as zero
+        (None, 8, True),
+        (None, None, True),  # host collectives, world unknown
+        ("gloo", 2, False),  # gloo with CUDA tensors: the CPU reduces, the GPU copies (seen on an H200)
+        ("mpi", 4, False),
+        ("nccl", 1, False),  # a group of one: NCCL's all-reduce is one Memcpy DtoD (seen on an H200)
+    ],
+)
+def test_a_run_without_communication_kernels_is_warned_about_only_where_they_were_due(
+    backend: str | None, world_size: int | None, warned: bool
+) -> None:
+    info = RankInfo(rank=0, source="rank0.json", world_size=world_size, backend=backend)
+    out = collective_warnings([info], counts())
+    assert bool(out) == warned
+    if warned:
+        assert out[0].startswith("rank 0: distributed run") and "--comm-kernel REGEX" in out[0]
+
+
+def test_recognized_kernels_or_no_gpu_mean_no_warning() -> None:
+    info = RankInfo(rank=0, source="rank0.json", world_size=8, backend="nccl")
+    assert collective_warnings([info], counts(coll_kernels=9)) == []
+    assert collective_warnings([info], counts(gpu=0)) == []
