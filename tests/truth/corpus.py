@@ -615,4 +615,156 @@ CASES: tuple[Case, ...] = (
             Figure(HOST_COMM, 79.43, 5, None, STEADY, CPU_TOL),
         ),
     ),
+    # --- tracekit's own CUDA captures on one NVIDIA H200 (benchmarks/gpu_check.sh, torch 2.11,
+    # CUDA 13.0), ProfilerStep#2-#4 (#2-#7 in the A/B) of rank 0 (overview.py, idle_causes.py).
+    # "cuda-h200-healthy": a 210M-parameter MLP (in 1024, 4 x 8192), batch 256, 4 pinned
+    # workers, DDP over a group of one through NCCL: 12.6-12.8 ms steps, fp32 GEMMs busy the GPU
+    # 90.8% (steps 90.5, 90.5, 91.4); idle 8.9%, mostly the first kernel of each step waiting for
+    # the host's h2d and forward launches; one cudaDeviceSynchronize per step (tracekit's own, at
+    # the step boundary, 6.1-7.6 ms of waiting for the queued GPU work: the host runs ahead).
+    Case(
+        id="capture-cuda-h200-healthy",
+        root="samples",
+        paths=("cuda-h200-healthy",),
+        known="1 rank on an H200, NCCL group of one, 210M-parameter MLP, batch 256",
+        primary="gpu-compute-bound",
+        deciding="compute 90.8% of the steady steps (90.5-91.4 per step)",
+        figures=(
+            Figure(STEPS, 3, 0, 0, STEADY, "ProfilerStep#2-#4"),
+            _share(COMPUTE, 90.83, 0),
+            _share(IDLE, 8.94, 0),
+            Figure(SYNCS, 1, 0, 0, STEADY, "tracekit's step-boundary cudaDeviceSynchronize"),
+        ),
+    ),
+    # --- "cuda-h200-memory": the same with the memory timeline and the allocator snapshot, so
+    # record_shapes, profile_memory and with_stack: the first traced step (68 ms) carries the
+    # profiler's warm-up (a 51.9 ms gap before its first copy, the host in Python frames); the
+    # other two are 13.2 and 13.5 ms at compute 87.7 and 85.7 (86.7 over both).
+    Case(
+        id="capture-cuda-h200-memory",
+        root="samples",
+        paths=("cuda-h200-memory",),
+        known="the healthy H200 capture with memory timeline and snapshot (with_stack on)",
+        primary="gpu-compute-bound",
+        deciding="compute 86.7% of steps #3-#4; step #2 (68 ms, the profiler's first) is warm-up",
+        figures=(
+            Figure(STEPS, 2, 0, 0, STEADY, "ProfilerStep#3-#4; #2 is 5x the others"),
+            _share(COMPUTE, 86.67, 0),
+        ),
+    ),
+    # --- "cuda-h200-small": samples/configs/healthy.json as it is on the H200 (a 0.7M-parameter
+    # MLP, batch 16, no workers, pageable copies): 3.9-4.2 ms steps, kernels of microseconds,
+    # compute 4.3%, GPU idle 95.6%, every gap ended by work launched after it began
+    # (idle_causes.py): launch gaps 39.3% (98 gaps within a few dispatch intervals), host work
+    # 38.8% (backward's autograd and AdamW's Python between launches, tracekit's phase
+    # bookkeeping), data 14.1% (__getitem__ x16 in the training thread). The three steps agree
+    # (95.5-95.7% idle each): launch-bound, or host-bound by a sound threshold between the two.
+    Case(
+        id="capture-cuda-h200-small",
+        root="samples",
+        paths=("cuda-h200-small",),
+        known="1 rank on an H200, the 0.7M-parameter sample MLP, batch 16",
+        primary="launch-bound",
+        alternatives=("host-bound",),
+        deciding="GPU idle 95.6%, all host-late: launch gaps 39.3%, host work 38.8%, data 14.1%; compute 4.3%",
+        known_gaps=(
+            (
+                "primary",
+                "issue 29: an absolute floor of device work ('under 1 ms') overrides three steps that agree",
+            ),
+            (
+                "figures",
+                "issue 29: 2.6 ms of host-late gaps (22% of the window: the GPU waiting on zero_grad, the sync "
+                "phase, the step boundary) read 'unexplained'",
+            ),
+        ),
+        figures=(
+            Figure(STEPS, 3, 0, 0, STEADY, "ProfilerStep#2-#4"),
+            _share(COMPUTE, 4.31, 0),
+            _share(IDLE, 95.61, 0),
+            Figure(HOST_LATE, 92.26, 5, 0, STEADY, CAUSE_TOL),
+        ),
+    ),
+    # --- "cuda-h200-data-bound-pinned": samples/configs/data_bound.json (10 ms per sample, 16 a
+    # batch) with 2 pinned workers: the workers' prefetch feeds two of the three traced steps
+    # (fetch 0.05 ms), the third waits 50.4 ms in __next__. GPU idle 99.3% of the 74 ms; the
+    # 52.8 ms gap under that fetch is 71.5% of the window (data); host work 18.9%, launch 5.9%.
+    # Copies: "Memcpy HtoD (Pinned -> Device)" only, no sync inside h2d. data-bound.
+    Case(
+        id="capture-cuda-h200-data-bound-pinned",
+        root="samples",
+        paths=("cuda-h200-data-bound-pinned",),
+        known="1 rank on an H200, __getitem__ sleeps 10 ms, 2 pinned workers, non_blocking copies",
+        primary="data-bound",
+        deciding="GPU idle under the DataLoader fetch 71.5% of the window (one 50.4 ms fetch)",
+        known_gaps=(
+            (
+                "primary",
+                "issue 29: an absolute floor of device work ('under 1 ms') overrides a 50 ms wait for data",
+            ),
+            (
+                "figures",
+                "issue 29: the step that waits 50 ms for data is left out as an outlier (8.3x the median): the "
+                "recurring wait is out of every figure",
+            ),
+        ),
+        figures=(
+            Figure(STEPS, 3, 0, 0, STEADY, "ProfilerStep#2-#4"),
+            _share(IDLE, 99.28, 0),
+            Figure(
+                DATALOADER_IDLE, 68.21, 5, 0, STEADY, "idle under fetch 50.4 + 0.05 + 0.05 ms of 73.95 (71.5 by gap)"
+            ),
+        ),
+    ),
+    # --- "cuda-h200-sync-ab/b/run1": side B of the OpenTau A/B (sync_check: two amax reductions
+    # and bool(torch.isinf(...).any()) in forward: one Memcpy DtoH (Device -> Pinned) and one
+    # cudaStreamSynchronize per step, beside tracekit's cudaDeviceSynchronize). Steps 14.1-15.0
+    # ms against side A's 12.4-12.9 ms: the host waits for the forward to finish, then the GPU
+    # idles while it launches backward (host work 13.9% of the window, launch 4.0%). Compute
+    # 79.5% is still the largest share: gpu-compute-bound, with the sync's cost a finding.
+    Case(
+        id="capture-cuda-h200-sync-ab-b",
+        root="samples",
+        paths=("cuda-h200-sync-ab/b/run1",),
+        known="the healthy H200 config with a per-step 1-byte device-to-host read (sync_check)",
+        primary="gpu-compute-bound",
+        deciding="compute 79.5% of the 6 steps; GPU idle 20.3%, host work after the sync 13.9%",
+        known_gaps=(
+            (
+                "primary",
+                "issue 29: a waste over its threshold (sync-bound, 5.5%) wins over compute (79%)",
+            ),
+        ),
+        figures=(
+            Figure(STEPS, 6, 0, 0, STEADY, "ProfilerStep#2-#7"),
+            _share(COMPUTE, 79.53, 0),
+            _share(IDLE, 20.26, 0),
+            Figure(SYNCS, 2, 0, 0, STEADY, "cudaStreamSynchronize (is_nonzero) + tracekit's cudaDeviceSynchronize"),
+        ),
+    ),
+    # --- "cuda-h200-gloo2-straggler": 2 ranks sharing the H200 through gloo with CUDA tensors
+    # (a 3M-parameter MLP, batch 256), rank 1 sleeps 30 ms in forward (cpu_run.py): its forward
+    # 31.2-31.3 ms against rank 0's 0.9-1.2 ms; rank 0 spends 38-39 ms of its 45-47 ms step in
+    # backward, waiting in DDP's gloo all-reduce (30-31 ms per step) for rank 1. GPUs idle 97.8%.
+    # The waiting is rank 1's lateness: straggler-bound, rank 1.
+    Case(
+        id="capture-cuda-h200-gloo2-straggler",
+        root="samples",
+        paths=("cuda-h200-gloo2-straggler",),
+        known="2 gloo ranks on one H200, CUDA tensors, rank 1 sleeps 30 ms in forward",
+        primary="straggler-bound",
+        deciding="rank 0 waits 30-31 ms per step (of 45-47) in all-reduce for rank 1, whose forward is 30 ms longer",
+        known_gaps=(
+            (
+                "primary",
+                "issue 29: the straggler is named (score 0.67) but the verdict's straggler cost reads 0 and the "
+                "wait it explains is charged to communication",
+            ),
+        ),
+        figures=(
+            Figure(STEPS, 3, 0, 0, STEADY, "ProfilerStep#2-#4"),
+            Figure(STRAGGLER, 1, 0, None, "all collectives", "the injected straggler"),
+            _share(COMPUTE, 0.88, 1),
+        ),
+    ),
 )
