@@ -1,4 +1,4 @@
-"""Verdict rules on hand-made costs, and on real traces."""
+"""Verdict rules on hand-made ledgers (worked out by hand), and on real traces."""
 
 from __future__ import annotations
 
@@ -8,75 +8,124 @@ import polars as pl
 import pytest
 
 from tracekit.analyzers import run_analysis
+from tracekit.analyzers.collectives import CollectiveResult
+from tracekit.analyzers.ledger import LedgerResult, reduce_ledger
 from tracekit.analyzers.stragglers import StragglerResult
-from tracekit.analyzers.verdict import DATA_MIN_SHARE, Costs, costs_of, decide
+from tracekit.analyzers.verdict import MATERIAL_SHARE, decide
 from tracekit.readers import load_run
 from tracekit.results.analysis import Finding
-from tracekit.results.vocab import Confidence, MeasuredOn, NoteKind
+from tracekit.results.vocab import Confidence, LedgerEntry, MeasuredOn, NoteKind
 
 NO_STRAGGLERS = StragglerResult(per_rank=pl.DataFrame(), matrix=pl.DataFrame(), stragglers=(), per_ns=1.0)
+NO_COLLECTIVES = CollectiveResult(per_rank=pl.DataFrame(), instances=pl.DataFrame())
 
 
-def costs(**shares: float) -> Costs:
-    row = {"rank": 0, "window_ns": 1000, **{f"{k}_ns": int(v * 1000) for k, v in shares.items()}}
-    return costs_of(pl.DataFrame([row]), MeasuredOn.GPU)
+def ledger(*steps: dict[str, float], ranks: int = 1) -> LedgerResult:
+    """A ledger of 1000 ns steps: each dict gives the entries' shares of its step (the rest
+    of the step is compute unless given), on every rank alike."""
+    rows = []
+    for rank in range(ranks):
+        for step, shares in enumerate(steps):
+            given = {"compute": 1 - sum(shares.values()), **shares}
+            rows += [
+                {"rank": rank, "step": step, "phase": None, "entry": e, "ns": round(v * 1000)} for e, v in given.items()
+            ]
+    entries = pl.DataFrame(
+        rows, schema={"rank": pl.Int32, "step": pl.Int64, "phase": pl.String, "entry": pl.String, "ns": pl.Int64}
+    )
+    return reduce_ledger(entries, pl.DataFrame(), pl.DataFrame(), collectives=NO_COLLECTIVES, stragglers=NO_STRAGGLERS)
 
 
-def test_waste_above_its_threshold_beats_a_larger_compute_share() -> None:
-    verdict = decide(costs(data=0.20, compute=0.70), stragglers=NO_STRAGGLERS)
+def decided(*steps: dict[str, float], undetermined: tuple[Finding, ...] = ()) -> object:
+    return decide(ledger(*steps), measured_on=MeasuredOn.GPU, stragglers=NO_STRAGGLERS, undetermined=undetermined)
+
+
+def test_a_material_waste_beats_a_larger_compute_share() -> None:
+    # GPU idle waiting for data 20% beside compute 80%: removing it gives 1.25x: data-bound
+    verdict = decided({"data": 0.20}, {"data": 0.21}, {"data": 0.19})
     assert verdict.primary.bound == "data-bound"
-    assert verdict.primary.confidence == "high"  # 4x its threshold, nothing else above one
-    assert verdict.primary.threshold_pct == 100 * DATA_MIN_SHARE
+    assert verdict.primary.share_pct == pytest.approx(20.0)
+    assert verdict.primary.threshold_pct == 100 * MATERIAL_SHARE
+    assert verdict.primary.confidence == "medium"  # under twice the material share
 
 
-def test_no_waste_above_threshold_is_compute_bound() -> None:
-    verdict = decide(costs(data=DATA_MIN_SHARE * 0.8, compute=0.9), stragglers=NO_STRAGGLERS)
+def test_a_waste_that_would_not_make_the_step_materially_faster_is_secondary() -> None:
+    # launch gaps 11% beside compute 85% (removing them: 1.12x): compute-bound, launch secondary
+    verdict = decided({"launch": 0.11}, {"launch": 0.10}, {"launch": 0.12})
     assert verdict.primary.bound == "gpu-compute-bound"
-    assert verdict.secondary == ()
+    assert verdict.primary.confidence == "high"  # compute 89%, over the 85% of a GPU busy nearly all the time
+    assert [f.bound for f in verdict.secondary] == ["launch-bound"]
 
 
-def test_close_wastes_are_mixed_with_low_confidence_and_both_findings() -> None:
-    # 30% against 28%: within the run-to-run margin (1.25x), so neither is named alone
-    verdict = decide(costs(comms=0.30, straggler=0.28, compute=0.4), stragglers=NO_STRAGGLERS)
+def test_small_wastes_under_the_secondary_share_are_no_finding() -> None:
+    verdict = decided({"launch": 0.03, "host_work": 0.02}, {"launch": 0.03, "host_work": 0.02})
+    assert verdict.primary.bound == "gpu-compute-bound" and verdict.secondary == ()
+
+
+def test_wastes_whose_difference_is_within_the_step_to_step_variation_are_mixed() -> None:
+    # comms 30/40/35 and straggler 35/25/31 per step: differences -5, +15, +4 ns per 100, an
+    # interval (t, 2 degrees of freedom) around their mean 4.7 that holds zero
+    verdict = decided(
+        {"comms": 0.30, "straggler": 0.35}, {"comms": 0.40, "straggler": 0.25}, {"comms": 0.35, "straggler": 0.31}
+    )
     assert verdict.primary.bound == "mixed"
     assert verdict.primary.confidence == "low"
     assert verdict.primary.components == ["comms-bound", "straggler-bound"]
     assert [f.bound for f in verdict.secondary] == ["comms-bound", "straggler-bound"]
 
 
-def test_a_clear_margin_names_one_bound() -> None:
-    verdict = decide(costs(comms=0.40, straggler=0.20, compute=0.4), stragglers=NO_STRAGGLERS)
+def test_a_difference_every_step_shows_names_one_bound() -> None:
+    # comms 40/41/39, straggler 20/21/19: a difference of 20 +- 0 in every step
+    verdict = decided(
+        {"comms": 0.40, "straggler": 0.20}, {"comms": 0.41, "straggler": 0.21}, {"comms": 0.39, "straggler": 0.19}
+    )
     assert verdict.primary.bound == "comms-bound"
-    assert verdict.primary.margin == 2.0  # 40 / 20
+    assert verdict.primary.margin == pytest.approx(2.0)  # 40 / 20
+    assert verdict.primary.confidence == "high"  # 40% is over twice the material share
     assert [f.bound for f in verdict.secondary] == ["straggler-bound"]
 
 
+def test_one_step_decides_by_the_margin_with_low_confidence() -> None:
+    assert decided({"comms": 0.40, "straggler": 0.35}).primary.bound == "mixed"  # 1.14x
+    one = decided({"comms": 0.40, "straggler": 0.20})
+    assert (one.primary.bound, one.primary.confidence) == ("comms-bound", "low")
+
+
 def test_copies_between_host_and_device_make_a_run_transfer_bound() -> None:
-    # the device busy 97% in host-to-device copies, 2.3% in kernels: not compute-bound
-    verdict = decide(costs(transfer=0.97, compute=0.023), stragglers=NO_STRAGGLERS)
+    verdict = decided({"transfer": 0.97}, {"transfer": 0.97})
     assert verdict.primary.bound == "transfer-bound"
 
 
-def test_compute_bound_only_when_compute_is_the_largest_share() -> None:
-    # unexplained idle 18% (under its 20% threshold) is still larger than compute's 15%
-    verdict = decide(costs(idle=0.18, compute=0.15), stragglers=NO_STRAGGLERS)
+def test_a_waste_larger_than_compute_but_not_material_is_mixed() -> None:
+    # unexplained idle 12% and switch/memory time that bounds nothing: compute only 10%
+    verdict = decided({"unexplained": 0.12, "memory": 0.78}, {"unexplained": 0.12, "memory": 0.78})
     assert verdict.primary.bound == "mixed"
     assert verdict.primary.components == ["gpu-idle", "gpu-compute-bound"]
 
 
 def test_unexplained_idle_is_not_compute_bound() -> None:
-    verdict = decide(costs(idle=0.95, compute=0.001), stragglers=NO_STRAGGLERS)
+    verdict = decided({"unexplained": 0.95}, {"unexplained": 0.95})
     assert verdict.primary.bound == "gpu-idle"
 
 
+def test_the_verdict_share_is_the_sum_of_its_ledger_entries() -> None:
+    # host work and one-time work are both evidence of host-bound: 20 + 10 = 30
+    led = ledger({"host_work": 0.2, "one_time": 0.1}, {"host_work": 0.2, "one_time": 0.1})
+    verdict = decide(led, measured_on=MeasuredOn.GPU, stragglers=NO_STRAGGLERS)
+    assert verdict.primary.bound == "host-bound"
+    assert verdict.primary.share_pct == pytest.approx(
+        led.share(LedgerEntry.HOST_WORK) + led.share(LedgerEntry.ONE_TIME)
+    )
+
+
 def test_nothing_measured() -> None:
-    verdict = decide(costs(), stragglers=NO_STRAGGLERS)
+    verdict = decide(ledger(), measured_on=MeasuredOn.GPU, stragglers=NO_STRAGGLERS)
     assert verdict.primary.bound == "undetermined"
 
 
-def test_a_reason_for_no_verdict_overrides_the_costs() -> None:
-    note = Finding(note=NoteKind.TOO_LITTLE_WORK, confidence=Confidence.HIGH, value=5_000.0)
-    verdict = decide(costs(launch=0.9, compute=0.05), stragglers=NO_STRAGGLERS, undetermined=(note,))
+def test_a_reason_for_no_verdict_overrides_the_ledger() -> None:
+    note = Finding(note=NoteKind.TOO_LITTLE_WORK, confidence=Confidence.HIGH, value=5.0)
+    verdict = decided({"launch": 0.9}, undetermined=(note,))
     assert verdict.primary.bound == "undetermined"
     assert verdict.secondary == (note,)
 

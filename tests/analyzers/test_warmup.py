@@ -68,6 +68,44 @@ def test_no_warmup_without_at_least_three_steps() -> None:
     assert reasons([10_000, 1000]) == {}
 
 
+def test_an_outlier_needs_enough_steps_to_call_it_rare() -> None:
+    # one long step in three (or four) may as well recur every third step: steady state
+    assert reasons([1000, 5000, 1000]) == {}
+    assert reasons([1000, 1000, 5000, 1000]) == {}
+    assert reasons([1000, 1000, 5000, 1000, 1000]) == {2: WarmupReason.OUTLIER.value}
+
+
+def test_a_long_step_that_waits_for_data_is_the_steady_state() -> None:
+    # a prefetching loader feeds most steps and falls behind now and then: the step that
+    # waits 4000 ns in the fetch (4x the others' 1000) is the loader's cost, not warm-up
+    rows = training_loop([1000, 1000, 1000, 1000, 1000], markers="ProfilerStep#{}")
+    t = 5000
+    rows += [
+        ev("cpu_op", FETCH, t, t + 4000),
+        ev("runtime", "cudaLaunchKernel", t + 4000, t + 4001, correlation=99),
+        ev("kernel", "sm90_gemm", t + 4001, t + 4990, correlation=99),
+        ev("step", "ProfilerStep#5", t, t + 5000),
+    ]
+    rows += training_loop([1000, 1000], markers="ProfilerStep#{}", first=6, start=10_000)
+    result = analyze_steps(make_run(rows))
+    assert result.warmup.height == 0 and result.steps.height == 8
+
+
+@pytest.mark.parametrize("lengths", [[1000, 1000, 1000], [9000]])
+def test_the_profilers_stop_step_is_left_out(lengths: list[int]) -> None:
+    # the tail between the last profiler step and the profiler's stop: a last step far
+    # shorter than the others that launches no GPU work (a ROCm trace: 9.3 ms, then 49 us)
+    end = sum(lengths)
+    rows = [
+        *training_loop(lengths, markers="ProfilerStep#{}"),
+        ev("step", f"ProfilerStep#{len(lengths)}", end, end + 50),
+        ev("cpu_op", "aten::empty", end + 5, end + 10),
+    ]
+    result = analyze_steps(make_run(rows))
+    assert result.warmup.select("step", "reason").rows() == [(len(lengths), WarmupReason.PROFILER_STOP.value)]
+    assert result.steps["step"].to_list() == list(range(len(lengths)))
+
+
 def test_the_last_fetch_of_a_finished_loop_is_a_partial_iteration() -> None:
     rows = [*training_loop([1000, 1000, 1000, 1000], fetch=100), ev("cpu_op", FETCH, 4000, 4005)]
     result = analyze_steps(make_run(rows))

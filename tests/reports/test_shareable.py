@@ -39,10 +39,31 @@ def doc_of(rows: list[dict[str, Any]], world_size: int | None = None) -> Analysi
     return msgspec.structs.replace(analysis, tracekit_version="X.Y.Z")  # goldens do not change with the version
 
 
+def repeated(rows: list[dict[str, Any]], steps: int, length: int) -> list[dict[str, Any]]:
+    """``rows`` (one step, ``ProfilerStep#1``) repeated ``steps`` times, ``length`` ns apart."""
+    out = []
+    for i in range(steps):
+        for r in rows:
+            row = {**r, "start_ns": r["start_ns"] + i * length, "end_ns": r["end_ns"] + i * length}
+            if row.get("correlation") is not None:
+                row["correlation"] = row["correlation"] + 1000 * i
+            if row.get("external_id") is not None:
+                row["external_id"] = row["external_id"] + 1000 * i
+            if row["kind"] == "step":
+                row["name"] = f"ProfilerStep#{1 + i}"
+            out.append(row)
+    return out
+
+
 FIXTURES = {
-    # the cross-rank fixture with times in ms rather than us: a run, not a sub-millisecond snippet
+    # the cross-rank fixture with times in ms rather than us, two steps of it: a run, not a snippet
     "multi_rank_gpu": lambda: doc_of(
-        [{**r, "start_ns": r["start_ns"] * 1000, "end_ns": r["end_ns"] * 1000} for r in three_ranks()], world_size=3
+        repeated(
+            [{**r, "start_ns": r["start_ns"] * 1000, "end_ns": r["end_ns"] * 1000} for r in three_ranks()],
+            2,
+            300_000_000,
+        ),
+        world_size=3,
     ),
     "cpu_only": lambda: doc_of(
         [ev("step", "ProfilerStep#1", 0, 10_000), ev("annotation", "fwd", 1, 5_000), ev("cpu_op", "aten::mm", 1, 4_000)]

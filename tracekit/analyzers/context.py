@@ -15,6 +15,7 @@ from tracekit.analyzers import timeline
 from tracekit.analyzers.annotations import top_level
 from tracekit.analyzers.collectives import no_groups
 from tracekit.analyzers.dataloader import fetch_ranges
+from tracekit.analyzers.idle import IdleResult, idle_causes
 from tracekit.analyzers.steps import StepResult, analyze_steps, gpu_activity
 from tracekit.analyzers.syncs import SyncResult, host_syncs
 from tracekit.results.vocab import WindowKind
@@ -89,7 +90,7 @@ class RankContext:
     @cached_property
     def segments(self) -> pl.DataFrame:
         """The device timeline cut into flagged segments inside the windows."""
-        return timeline.segments(self.device, self.frames)
+        return timeline.segments(self.device, self.frames, cuts=self.top_level)
 
     @cached_property
     def gpu_segments(self) -> pl.DataFrame:
@@ -105,3 +106,8 @@ class RankContext:
     def syncs(self) -> SyncResult:
         """Host syncs per step."""
         return host_syncs(self.run, self.activity, self.frames)
+
+    @cached_property
+    def idle(self) -> IdleResult:
+        """GPU idle gaps and their causes (read by the idle-cause table and the ledger)."""
+        return idle_causes(self.run, self.segments, self.frames, self.fetch, self.syncs.calls, activity=self.activity)

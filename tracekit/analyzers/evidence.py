@@ -1,87 +1,25 @@
-"""The verdict's inputs: per-rank costs of each bound, and the figures behind each bound."""
+"""The figures behind each bound (the verdict's shares come from the ledger), and notes beside it."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING
 
 import polars as pl
 
 from tracekit.analyzers.convert import DECIMALS
 from tracekit.analyzers.stats import num
-from tracekit.analyzers.verdict import COMMS_MIN_SHARE, COST_COLUMNS, LOW_OVERLAP_PCT, Costs
+from tracekit.analyzers.verdict import COMMS_MIN_SHARE, LOW_OVERLAP_PCT
 from tracekit.results.analysis import Evidence, Finding, KernelShare, OpLatency, StragglerEvidence
-from tracekit.results.vocab import Confidence, MeasuredOn, NoteKind
+from tracekit.results.vocab import Confidence, NoteKind
 
 if TYPE_CHECKING:
-    from tracekit.analyzers.breakdown import BreakdownResult
     from tracekit.analyzers.collectives import CollectiveResult
     from tracekit.analyzers.dataloader import DataLoaderResult
-    from tracekit.analyzers.idle import IdleResult
     from tracekit.analyzers.kernels import KernelResult
     from tracekit.analyzers.overlap import OverlapResult
     from tracekit.analyzers.steps import StepResult
     from tracekit.analyzers.stragglers import StragglerResult
     from tracekit.analyzers.syncs import SyncResult
-
-
-#: GPU idle causes -> the cost column they count in (data is measured as idle during fetches).
-IDLE_BOUNDS: Final = {
-    "data": "data_idle_ns",
-    "host_sync": "sync_ns",
-    "blocking_collective": "comms_idle_ns",
-    "peer": "comms_idle_ns",
-    "one_time": "host_ns",
-    "host_work": "host_ns",
-    "launch": "launch_ns",
-    "dependency": "dependency_ns",
-    "back_to_back": "switch_ns",  # the GPU switching between queued work: not a waste to fix
-    "unexplained": "idle_ns",
-}
-
-
-def costs(
-    breakdown: BreakdownResult,
-    *,
-    measured_on: MeasuredOn,
-    dataloader: DataLoaderResult,
-    idle: IdleResult | None,
-    stragglers: StragglerResult,
-) -> Costs:
-    """Per-rank ns of each candidate bound over the measured windows.
-
-    Of the exposed collective time, the waiting that named stragglers' measured lateness
-    explains is the stragglers' cost; the rest (the collective's own latency and bandwidth,
-    waiting no rank's lateness explains) is communication.
-    """
-    waits = (
-        stragglers.per_rank.select("rank", pl.col("straggler_wait_ns").fill_null(0).alias("wait_ns"))
-        if "straggler_wait_ns" in stragglers.per_rank.columns
-        else pl.DataFrame(schema={"rank": pl.Int32, "wait_ns": pl.Int64})
-    )
-    idle_by = (
-        idle.per_rank.with_columns(pl.col("cause").cast(pl.String))
-        .with_columns(bound=pl.col("cause").replace_strict(IDLE_BOUNDS, default="idle_ns"))
-        .pivot(on="bound", index="rank", values="idle_ns", aggregate_function="sum")
-        if idle is not None and idle.per_rank.height
-        else pl.DataFrame(schema={"rank": pl.Int32})
-    )
-    for column in (*set(IDLE_BOUNDS.values()), "idle_ns"):
-        if column not in idle_by.columns:
-            idle_by = idle_by.with_columns(pl.lit(0, dtype=pl.Int64).alias(column))
-    df = (
-        breakdown.per_rank.select("rank", "window_ns", "compute_ns", "comm_ns", "transfer_ns")
-        .join(waits, on="rank", how="left")
-        .join(dataloader.per_rank.select("rank", pl.col("idle_ns").alias("data_ns")), on="rank", how="left")
-        .join(idle_by, on="rank", how="left")
-        .fill_null(0)
-        .with_columns(waiting=pl.min_horizontal("wait_ns", "comm_ns"))
-        .with_columns(
-            comms_ns=pl.col("comm_ns") - pl.col("waiting") + pl.col("comms_idle_ns"),
-            straggler_ns=pl.col("waiting"),
-        )
-        .select("rank", "window_ns", *COST_COLUMNS)
-    )
-    return Costs(per_rank=df, measured_on=measured_on)
 
 
 def evidence(

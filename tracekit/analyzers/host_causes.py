@@ -25,12 +25,13 @@ this order, whose ranges cover it:
    operators), and the time from the launch of the work that ends the gap to its start
    (launch latency): the host dispatching work. An asynchronous NCCL call is such an
    operator;
-7. ``host_work``: on the launching thread, user annotations and Python frames around the
-   longer stretches without an operator: Python that ran that long without launching
-   anything;
+7. ``host_work``: on the launching thread, user annotations, Python frames and its steps
+   around the longer stretches without an operator: Python that ran that long without
+   launching anything (inside a step the thread is running the training loop: the host was
+   late, in code the trace does not record, such as a loop's own bookkeeping);
 
-and the rest (nothing recorded on the launching thread but, at most, its profiler step) votes
-for ``unexplained``. The cause is the one with the most time (ties go to the earlier one in
+and the rest (nothing recorded on the launching thread, not even a step) votes for
+``unexplained``. The cause is the one with the most time (ties go to the earlier one in
 this list); except that a gap that began while the host was blocked in a sync (or within
 :data:`SYNC_SKEW_NS` of its return) is ``host_sync`` when its time is otherwise ``launch``
 (the sync drained the queue that the host's dispatching would have kept full), or CPU work or
@@ -201,7 +202,7 @@ class _ThreadEvents:
     cpu_work: pl.DataFrame
     #: operators that launch or are short, calls, and the short pauses between host events
     dispatch: pl.DataFrame
-    #: user annotations (but steps) and Python frames (every operator is CPU work or dispatch)
+    #: user annotations, steps and Python frames (every operator is CPU work or dispatch)
     recorded: pl.DataFrame
     #: the outermost-range candidates, with their name: operators, and annotations and
     #: Python frames of data, collective or one-time work
@@ -224,7 +225,7 @@ def _thread_events(run: Run, gaps: pl.DataFrame, threads: pl.DataFrame, every: p
         return kept.join(keys, on=["rank", "tid"]).drop("rank", "tid")
 
     ops = on_threads(run.select_slices(["cpu_op"], *cols, "name"))
-    scopes = on_threads(run.select_slices(["annotation", "python"], *cols, "kind", "name"))
+    scopes = on_threads(run.select_slices(["annotation", "python", "step"], *cols, "kind", "name"))
     names = run.names.filter(run.names.str.contains(LAUNCH_CALLS))
     calls = on_threads(row_slices(every.select(*cols))).select("thread", *_SPAN)
     launches = every.filter(pl.col("name").is_in(names.implode())).select("rank", "tid", "start_ns")

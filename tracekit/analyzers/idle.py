@@ -31,8 +31,8 @@ one launched first) says who the GPU was waiting for:
   6. ``launch``: the host dispatching ops: operators that launch, short ones, runtime calls,
      pauses under 50 us between them (Python between ops), the ending work's launch latency,
      all on the launching thread (launch-bound);
-  7. ``host_work`` again: longer stretches with no operator, inside a user annotation or a
-     Python frame of the launching thread (Python that launches nothing);
+  7. ``host_work`` again: longer stretches with no operator, inside a user annotation, a
+     Python frame or a step of the launching thread (Python that launches nothing);
   8. ``unexplained``: the rest: no host activity recorded on the launching thread.
 
 The cause with the most time wins; ties go to the earlier of data, blocking_collective,

@@ -22,6 +22,7 @@ from tracekit.analyzers.context import Options, RankContext
 from tracekit.analyzers.dataloader import DataLoaderResult
 from tracekit.analyzers.idle import IdleResult
 from tracekit.analyzers.kernels import KernelResult, summarize_kernels
+from tracekit.analyzers.ledger import LedgerResult, reduce_ledger
 from tracekit.analyzers.overlap import OverlapResult
 from tracekit.analyzers.steps import StepResult
 from tracekit.analyzers.stragglers import StragglerResult, find_stragglers
@@ -192,6 +193,17 @@ class Reduced:
             return None
         return IdleResult(
             intervals=self.part("idle_causes", "intervals"), per_rank=self.part("idle_causes", "per_rank")
+        )
+
+    @cached_property
+    def ledger(self) -> LedgerResult:
+        """Every ns of each rank's window under one entry, stragglers carved out (the verdict's numbers)."""
+        return reduce_ledger(
+            self.part("ledger", "entries"),
+            self.part("ledger", "comms"),
+            self.part("ledger", "frames"),
+            collectives=self.collectives,
+            stragglers=self.stragglers,
         )
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from tracekit.analyzers import memory, work
+from tracekit.analyzers import ledger, memory, work
 from tracekit.analyzers import sections as s
 from tracekit.analyzers.mapreduce import Entry
 
@@ -31,6 +31,7 @@ ANALYSES: Final[tuple[Entry, ...]] = (
     Entry("host_syncs", s.syncs_map, s.syncs_reduce),
     Entry("idle_causes", s.idle_map, s.idle_reduce),
     Entry("memory", memory.memory_map, memory.memory_reduce),
+    Entry("ledger", ledger.ledger_map, s.ledger_reduce),
     Entry("verdict", cross_rank=s.verdict_reduce),
     Entry("work", work.work_map, s.work_reduce),
 )

@@ -19,12 +19,11 @@ from tracekit.analyzers.breakdown import gpu_breakdown
 from tracekit.analyzers.collectives import find_collectives
 from tracekit.analyzers.convert import rows
 from tracekit.analyzers.dataloader import dataloader_gaps
-from tracekit.analyzers.idle import idle_causes
 from tracekit.analyzers.kernels import kernels_by_rank
 from tracekit.analyzers.overlap import comm_overlap
 from tracekit.analyzers.stats import num
 from tracekit.analyzers.syncs import sync_points
-from tracekit.analyzers.verdict import decide
+from tracekit.analyzers.verdict import bound_of, decide
 from tracekit.analyzers.work import MAX_ROWS as WORK_ROWS
 from tracekit.analyzers.work import work_tables
 from tracekit.model.schema import GPU_ACTIVITY_KINDS
@@ -36,6 +35,7 @@ from tracekit.results.analysis import (
     Finding,
     IdleSection,
     KernelsSection,
+    LedgerSection,
     OverlapSection,
     PhasesSection,
     RankFacts,
@@ -48,7 +48,7 @@ from tracekit.results.analysis import (
     Verdict,
     WorkSection,
 )
-from tracekit.results.vocab import Confidence, MeasuredOn, NoteKind, WindowKind
+from tracekit.results.vocab import Confidence, LedgerEntry, MeasuredOn, NoteKind, WindowKind
 
 if TYPE_CHECKING:
     from tracekit.analyzers.context import RankContext
@@ -215,7 +215,7 @@ def idle_map(ctx: RankContext) -> Parts:
     """GPU idle intervals and their causes (nothing on a CPU-only run)."""
     if not ctx.has_gpu:
         return {}
-    result = idle_causes(ctx.run, ctx.segments, ctx.frames, ctx.fetch, ctx.syncs.calls, activity=ctx.activity)
+    result = ctx.idle
     return {"intervals": result.intervals, "per_rank": result.per_rank}
 
 
@@ -228,6 +228,35 @@ def idle_reduce(red: Reduced) -> IdleSection | None:
         IDLE_INTERVALS
     )
     return IdleSection(per_rank=rows(idle.per_rank, r.IdleCauseRow), longest=rows(longest, r.IdleInterval))
+
+
+def ledger_reduce(red: Reduced) -> LedgerSection:
+    """The ledger: each rank's window by entry, per step and over the measured steps, and the run's."""
+    led = red.ledger
+    measured_on = MeasuredOn.GPU if red.has_gpu else MeasuredOn.HOST
+    bounds = {e.value: (b.value if (b := bound_of(e.value, measured_on)) else None) for e in LedgerEntry}
+    run = led.run.with_columns(bound=pl.col("entry").replace_strict(bounds, return_dtype=pl.String))
+    no_step = pl.lit(None, dtype=pl.Int64).alias("step")
+    steps = led.per_step.group_by("rank", "step").agg(window_ns=pl.col("ns").sum())
+    return LedgerSection(
+        measured_on=measured_on,
+        pace_ranks=led.pace_ranks,
+        run=rows(run, r.LedgerShare),
+        per_rank=_ledger_rows(led.per_rank.with_columns(no_step), led.windows.with_columns(no_step)),
+        per_step=_ledger_rows(led.per_step, steps),
+    )
+
+
+def _ledger_rows(entries: pl.DataFrame, windows: pl.DataFrame) -> list[r.LedgerRow]:
+    """One row per (rank, step): the entries' ns and shares as maps."""
+    keyed = entries.join(windows, on=["rank", "step"], nulls_equal=True).sort("rank", "step", "entry", nulls_last=True)
+    grouped = keyed.group_by("rank", "step", "window_ns", maintain_order=True).agg("entry", "ns")
+    out = []
+    for rank, step, window, names, values in grouped.iter_rows():
+        ns = {LedgerEntry(e): int(v) for e, v in zip(names, values, strict=True)}
+        pct = {e: round(100 * v / window, 4) if window else 0.0 for e, v in ns.items()}
+        out.append(r.LedgerRow(rank=rank, step=step, window_ns=int(window), ns=ns, pct=pct))
+    return out
 
 
 #: Host events of a PyTorch program (a plain CUDA or MPI application has none).
@@ -328,15 +357,11 @@ def facts_reduce(red: Reduced) -> RunFacts:
 def verdict_reduce(red: Reduced) -> Verdict:
     """The verdict from every cost, with the evidence behind it."""
     measured_on = MeasuredOn.GPU if red.has_gpu else MeasuredOn.HOST
-    costs = ev.costs(
-        red.measured,
-        measured_on=measured_on,
-        dataloader=red.dataloader,
-        idle=red.idle,
-        stragglers=red.stragglers,
-    )
-    decision = decide(costs, stragglers=red.stragglers, undetermined=_undetermined(red))
+    undetermined = _undetermined(red)
+    decision = decide(red.ledger, measured_on=measured_on, stragglers=red.stragglers, undetermined=undetermined)
     notes = [f for f in (ev.sync_finding(red.syncs, has_gpu=red.has_gpu), _partial_ranks(red)) if f]
+    if not undetermined and _measured_steps(red) < 2:
+        notes.append(Finding(note=NoteKind.ONE_STEP, confidence=Confidence.HIGH, value=float(_measured_steps(red))))
     comms = decision.costs.filter(pl.col("bound") == "comms-bound")["share_pct"].sum()
     if (low := ev.overlap_finding(red.overlap, float(comms))) is not None:
         notes.append(low)
@@ -366,10 +391,20 @@ def verdict_reduce(red: Reduced) -> Verdict:
 SAMPLED_JUMP: Final = 20
 SAMPLED_MIN_SHARE: Final = 0.5
 
-#: Below this much device work on every rank (union of GPU activity over the trace), a trace is
-#: a snippet, not a run: per-launch overheads and the profiler itself dominate any share of it
-#: (the real runs in ../shared/traces have 66 ms or more; the snippets 0.4 ms or less).
-MIN_BUSY_NS: Final = 1_000_000
+#: With fewer than two measured steps nothing repeats, and a trace is a snippet, not a run, when
+#: every rank's device did fewer than this many operations (kernels, copies, sets): the shared
+#: snippets hold 1 to 14 (a Triton kernel, a first ROCm step, CUDA event examples, a mock
+#: capture); the one-step real runs hundreds. With two steps or more the steps themselves say
+#: whether the pattern recurs, whatever the amount of work (a small model's 0.5 ms of kernels
+#: in 12 ms is a verdict: launch-bound).
+MIN_OPS: Final = 50
+
+
+def _measured_steps(red: Reduced) -> int:
+    """The most measured steps of any rank (0 without steps)."""
+    if not red.steps.has_steps or red.steps.steps.height == 0:
+        return 0
+    return int(num(red.steps.steps.group_by("rank").len()["len"].max()))
 
 
 def _undetermined(red: Reduced) -> tuple[Finding, ...]:
@@ -382,9 +417,9 @@ def _undetermined(red: Reduced) -> tuple[Finding, ...]:
     if calls and num(facts["jumps"].sum()) > SAMPLED_MIN_SHARE * calls:
         share = round(100 * num(facts["jumps"].sum()) / calls, 1)
         return (Finding(note=NoteKind.EVENTS_SAMPLED, confidence=Confidence.HIGH, value=share),)
-    busy = num(facts["busy_ns"].max())
-    if red.has_gpu and busy < MIN_BUSY_NS:
-        return (Finding(note=NoteKind.TOO_LITTLE_WORK, confidence=Confidence.HIGH, value=busy),)
+    ops = num(facts["gpu_events"].max())
+    if red.has_gpu and _measured_steps(red) < 2 and ops < MIN_OPS:
+        return (Finding(note=NoteKind.TOO_LITTLE_WORK, confidence=Confidence.HIGH, value=ops),)
     return ()
 
 

@@ -48,11 +48,13 @@ def windows(activity: pl.DataFrame, steps: StepResult, window: Window = "steps")
     return pl.concat([stepped, rest]).sort("rank", "start_ns")
 
 
-def segments(activity: pl.DataFrame, frames: pl.DataFrame) -> pl.DataFrame:
+def segments(activity: pl.DataFrame, frames: pl.DataFrame, *, cuts: pl.DataFrame | None = None) -> pl.DataFrame:
     """Elementary segments inside ``frames`` (from :func:`windows`).
 
     Columns: rank, step, start_ns, end_ns, length_ns, compute, collective, memory, transfer
-    (a host<->device or peer copy runs).
+    (a host<->device or peer copy runs). ``cuts``: ranges (rank, start_ns, end_ns) whose
+    boundaries also cut the segments, so that none straddles one (the training thread's
+    phases: the ledger says what the device did in each).
     """
     parts = {
         label: activity.filter(pl.col("category") == label).select("rank", "start_ns", "end_ns") for label in LABELS
@@ -61,12 +63,23 @@ def segments(activity: pl.DataFrame, frames: pl.DataFrame) -> pl.DataFrame:
     transfers = names.filter(names.str.contains(TRANSFER_COPY)).implode()
     copies = (pl.col("kind") == "memcpy") & pl.col("name").is_in(transfers)
     parts["transfer"] = activity.filter(copies).select("rank", "start_ns", "end_ns")
-    cut = iv.sweep({**parts, "window": frames.select("rank", "start_ns", "end_ns")}, ["rank"])
+    cut = iv.sweep({**parts, **boundaries(cuts), "window": frames.select("rank", "start_ns", "end_ns")}, ["rank"])
     return (
         iv.locate(cut.filter(pl.col("window")), "start_ns", frames, by=["rank"], keep=["step"])
         .with_columns(length_ns=pl.col("end_ns") - pl.col("start_ns"))
         .select("rank", "step", "start_ns", "end_ns", "length_ns", *LABELS, "transfer")
     )
+
+
+def boundaries(ranges: pl.DataFrame | None) -> dict[str, pl.DataFrame]:
+    """Sweep parts that cut a timeline at every start and end of ``ranges`` (rank, start_ns,
+    end_ns): the ranges of each rank alternate between two parts, so that one range ending where
+    the next begins still leaves a boundary there (a union would merge them)."""
+    if ranges is None or ranges.height == 0:
+        return {}
+    ordered = iv.sort_within(ranges.select(pl.col("rank").cast(pl.Int32), "start_ns", "end_ns"), ["rank"], "start_ns")
+    odd = (pl.int_range(pl.len()).over("rank") % 2) == 1
+    return {"_cut_even": ordered.filter(~odd), "_cut_odd": ordered.filter(odd)}
 
 
 #: Host ranges of DDP's reducer (``torch::distributed::reducer::mul_out``,

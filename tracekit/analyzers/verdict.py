@@ -1,11 +1,28 @@
-"""The verdict: what bounds the run, as structured findings (the reports write the sentences).
+"""The verdict: what bounds the run, read off the ledger (the reports write the sentences).
 
-Every candidate bound gets a *cost*: the share of the measured time it accounts for, as
-the mean over ranks (GPU time on GPU runs; host time on CPU-only runs, where the host is
-the device). Compute-bound is where a run should be; every other bound is avoidable waste.
-So the primary verdict is the largest waste above its threshold, and compute-bound only when
-no waste passes its threshold. Every other waste above its threshold is a secondary finding.
-All thresholds are the constants below, in this one place.
+Every share here is a ledger number (:mod:`tracekit.analyzers.ledger`): a bound's share is the
+sum of the run's ledger entries that are evidence for it, the mean over the ranks that set the
+pace. Compute is where a run should be; every other bound is waste. One rule weighs them:
+
+* **A waste bounds the run when removing it would make the step materially faster**: at least
+  ``1 / (1 - MATERIAL_SHARE)`` = 1.18x as fast, that is when it takes :data:`MATERIAL_SHARE`
+  (15%) of the step or more. The largest such waste is the primary verdict. (On the
+  TensorBoard tutorial's pair of runs: GPU idle waiting for the DataLoader 20% beside compute
+  69% is data-bound, 9-11% of launch gaps beside 85% compute is compute-bound; the largest
+  share alone would call both compute-bound.)
+* **Otherwise the run is compute-bound**, when compute is the largest share: the GPU is busy
+  nearly all the time and only cheaper kernels help. Where some waste is larger than compute
+  but none is material, nothing dominates: ``mixed``.
+* **Mixed**: when the two largest material wastes are within the measured step-to-step
+  variation of their difference (its :data:`LEVEL` interval over the steps, Student's t,
+  includes zero), neither is named alone. With fewer than two steps nothing measures that
+  variation: the margin decides (the larger at least :data:`ONE_STEP_RATIO` times the other)
+  and the confidence is low.
+* **Confidence**: high for a waste clearly separated from the next and at least twice the
+  material share, or for compute at least :data:`BUSY_SHARE` of the window; medium otherwise;
+  low on one step or for mixed.
+* **Secondary findings** are the other wastes of at least :data:`SECONDARY_SHARE` (removing
+  one would give 1.05x or more), largest first.
 """
 
 from __future__ import annotations
@@ -15,71 +32,29 @@ from typing import TYPE_CHECKING, Final
 
 import polars as pl
 
+from tracekit.analyzers.ledger import ENTRY_BOUND
 from tracekit.analyzers.stats import num
 from tracekit.results.analysis import Finding
-from tracekit.results.thresholds import STRAGGLER_MIN_SHARE
-from tracekit.results.vocab import BoundKind, Confidence, MeasuredOn
+from tracekit.results.vocab import BoundKind, Confidence, LedgerEntry, MeasuredOn
 
 if TYPE_CHECKING:
+    from tracekit.analyzers.ledger import LedgerResult
     from tracekit.analyzers.stragglers import StragglerResult
 
-#: Data wait above this share of step time makes a run data-bound (common practice: ~5%).
-DATA_MIN_SHARE: Final = 0.05
-#: Exposed communication above this share is a finding.
+#: A waste of at least this share of the step is material: removing it gives 1.18x or more.
+MATERIAL_SHARE: Final = 0.15
+#: Other wastes of at least this share are secondary findings (1.05x or more each).
+SECONDARY_SHARE: Final = 0.05
+#: Compute of at least this share of the window is the GPU busy nearly all the time.
+BUSY_SHARE: Final = 0.85
+#: The level of the interval over steps that separates the two largest wastes.
+LEVEL: Final = 0.95
+#: With fewer than two steps, the larger waste must be this many times the other.
+ONE_STEP_RATIO: Final = 1.25
+#: Exposed communication at least this share, with overlap below LOW_OVERLAP_PCT, is a finding.
 COMMS_MIN_SHARE: Final = 0.10
-#: GPU idle after host syncs above this share is a finding.
-SYNC_MIN_SHARE: Final = 0.05
-#: Launch-bound idle above this share is a finding.
-LAUNCH_MIN_SHARE: Final = 0.10
-#: GPU idle while the host does CPU work that launches nothing, above this share, is a finding.
-HOST_MIN_SHARE: Final = 0.10
-#: Copies and sets (not hidden by compute or communication) above this share are a finding.
-TRANSFER_MIN_SHARE: Final = 0.10
-#: GPU idle waiting on events / other streams above this share is a finding.
-DEPENDENCY_MIN_SHARE: Final = 0.10
-#: GPU idle that no host activity in the trace explains, above this share, is a finding.
-IDLE_MIN_SHARE: Final = 0.20
-#: Comm/compute overlap below this (with comms above COMMS_MIN_SHARE) is a finding.
+#: Comm/compute overlap below this (with communication above COMMS_MIN_SHARE) is a finding.
 LOW_OVERLAP_PCT: Final = 50.0
-#: Confidence is high when the primary waste is at least this multiple of its threshold and
-#: of the next waste, medium at MEDIUM_CONFIDENCE_RATIO, low below.
-HIGH_CONFIDENCE_RATIO: Final = 2.0
-MEDIUM_CONFIDENCE_RATIO: Final = 1.25
-
-THRESHOLDS: Final = {
-    BoundKind.DATA: DATA_MIN_SHARE,
-    BoundKind.COMMS: COMMS_MIN_SHARE,
-    BoundKind.STRAGGLER: STRAGGLER_MIN_SHARE,
-    BoundKind.SYNC: SYNC_MIN_SHARE,
-    BoundKind.LAUNCH: LAUNCH_MIN_SHARE,
-    BoundKind.HOST: HOST_MIN_SHARE,
-    BoundKind.TRANSFER: TRANSFER_MIN_SHARE,
-    BoundKind.DEPENDENCY: DEPENDENCY_MIN_SHARE,
-    BoundKind.IDLE: IDLE_MIN_SHARE,
-}
-
-#: The per-rank cost columns and the bound each one measures.
-COST_COLUMNS: Final = {
-    "data_ns": BoundKind.DATA,
-    "comms_ns": BoundKind.COMMS,
-    "straggler_ns": BoundKind.STRAGGLER,
-    "sync_ns": BoundKind.SYNC,
-    "launch_ns": BoundKind.LAUNCH,
-    "host_ns": BoundKind.HOST,
-    "transfer_ns": BoundKind.TRANSFER,
-    "dependency_ns": BoundKind.DEPENDENCY,
-    "idle_ns": BoundKind.IDLE,
-    "compute_ns": BoundKind.GPU_COMPUTE,
-}
-
-
-@dataclass(frozen=True)
-class Costs:
-    """Per-rank time of each candidate bound, in ns, with the window it is a share of."""
-
-    #: rank, window_ns, and one column per key of COST_COLUMNS
-    per_rank: pl.DataFrame
-    measured_on: MeasuredOn
 
 
 @dataclass(frozen=True)
@@ -91,93 +66,154 @@ class Decision:
     costs: pl.DataFrame
 
 
-def cost_table(costs: Costs) -> pl.DataFrame:
-    """bound, share_pct (mean over ranks), max_rank_share_pct, worst_rank; largest first."""
-    df = costs.per_rank
-    rows = []
-    host = costs.measured_on is MeasuredOn.HOST
-    for col, kind in COST_COLUMNS.items():
-        bound = BoundKind.COMPUTE if host and kind is BoundKind.GPU_COMPUTE else kind
-        share = (df[col] / df["window_ns"]).fill_nan(0.0).fill_null(0.0)
-        worst = int(df["rank"][int(share.arg_max() or 0)]) if df.height else None
-        rows.append(
-            {
-                "bound": bound.value,
-                "share_pct": 100 * num(share.mean()),
-                "max_rank_share_pct": 100 * num(share.max()),
-                "worst_rank": worst,
-            }
-        )
-    return pl.DataFrame(rows).sort("share_pct", descending=True, maintain_order=True)
+def bound_of(entry: str, measured_on: MeasuredOn) -> BoundKind | None:
+    """The bound a ledger entry is evidence for, on this timeline (compute is the host's on a CPU-only run)."""
+    bound = ENTRY_BOUND[LedgerEntry(entry)]
+    if bound is BoundKind.GPU_COMPUTE and measured_on is MeasuredOn.HOST:
+        return BoundKind.COMPUTE
+    return bound
 
 
-def costs_of(per_rank: pl.DataFrame, measured_on: MeasuredOn) -> Costs:
-    """Costs from per-rank columns, with every column of :data:`COST_COLUMNS` (0 where absent)."""
-    missing = [pl.lit(0, dtype=pl.Int64).alias(c) for c in COST_COLUMNS if c not in per_rank.columns]
-    return Costs(per_rank=per_rank.with_columns(missing), measured_on=measured_on)
+def _bounds(frame: pl.DataFrame, measured_on: MeasuredOn) -> pl.DataFrame:
+    """``frame`` (with ``entry``) with ``bound``; rows of entries that bound nothing dropped."""
+    mapping = {e.value: (b.value if (b := bound_of(e.value, measured_on)) else None) for e in LedgerEntry}
+    return frame.with_columns(bound=pl.col("entry").replace_strict(mapping, return_dtype=pl.String)).filter(
+        pl.col("bound").is_not_null()
+    )
 
 
-def decide(costs: Costs, *, stragglers: StragglerResult, undetermined: tuple[Finding, ...] = ()) -> Decision:
-    """Pick the primary bound and the secondary findings from the costs.
+def cost_table(ledger: LedgerResult, measured_on: MeasuredOn) -> pl.DataFrame:
+    """bound, share_pct (the run's: the sum of its entries, mean over the pace ranks),
+    max_rank_share_pct, worst_rank; every candidate bound, largest first."""
+    per_rank = (
+        _bounds(ledger.per_rank, measured_on)
+        .group_by("rank", "bound")
+        .agg(pl.col("ns").sum())
+        .join(ledger.windows, on="rank")
+        .with_columns(share=100 * pl.col("ns") / pl.col("window_ns"))
+    )
+    n = max(1, len(ledger.pace_ranks))
+    in_pace = per_rank.filter(pl.col("rank").is_in(ledger.pace_ranks))
+    run = in_pace.group_by("bound").agg(share_pct=pl.col("share").sum() / n)
+    worst = (
+        per_rank.sort(["share", "rank"], descending=[True, False])
+        .group_by("bound", maintain_order=True)
+        .agg(max_rank_share_pct=pl.col("share").first(), worst_rank=pl.col("rank").first())
+    )
+    compute = BoundKind.COMPUTE if measured_on is MeasuredOn.HOST else BoundKind.GPU_COMPUTE
+    candidates = [compute, *(b for b in dict.fromkeys(ENTRY_BOUND.values()) if b not in (None, BoundKind.GPU_COMPUTE))]
+    every = pl.DataFrame({"bound": [b.value for b in candidates]})
+    return (
+        every.join(run, on="bound", how="left")
+        .join(worst, on="bound", how="left")
+        .with_columns(pl.col("share_pct", "max_rank_share_pct").fill_null(0.0))
+        .sort(["share_pct", "bound"], descending=[True, False])
+    )
+
+
+def step_shares(ledger: LedgerResult, measured_on: MeasuredOn) -> pl.DataFrame:
+    """step, bound, share_pct: each bound's share in each step (mean over the pace ranks)."""
+    return _bounds(ledger.run_steps, measured_on).group_by("step", "bound").agg(pl.col("share_pct").sum())
+
+
+def decide(
+    ledger: LedgerResult,
+    *,
+    measured_on: MeasuredOn,
+    stragglers: StragglerResult,
+    undetermined: tuple[Finding, ...] = (),
+) -> Decision:
+    """The primary bound and the secondary findings, by the rule of this module's docstring.
 
     ``undetermined``: notes saying why the trace cannot support a verdict (GPU events
-    missing, too little work); with any, the primary is undetermined and the notes explain it.
-    When the two largest wastes are within :data:`MEDIUM_CONFIDENCE_RATIO` of each other (the
-    margin that run-to-run variation moves them by), the primary is ``mixed``, naming both.
+    missing, a handful of operations); with any, the primary is undetermined.
     """
-    table = cost_table(costs)
+    table = cost_table(ledger, measured_on)
     ranked = list(table.iter_rows(named=True))
     if undetermined or not ranked or ranked[0]["share_pct"] <= 0:
         return Decision(Finding(bound=BoundKind.UNDETERMINED, confidence=Confidence.LOW), undetermined, table)
-    waste = [r for r in ranked if _threshold(r) is not None and r["share_pct"] >= 100 * (_threshold(r) or 0)]
-    if not waste:
-        return _busy(ranked, stragglers, table)
-    top = waste[0]
-    over_threshold = top["share_pct"] / (100 * (_threshold(top) or 1))
-    over_next = top["share_pct"] / waste[1]["share_pct"] if len(waste) > 1 else float("inf")
-    margin = min(over_threshold, over_next)
-    if over_next < MEDIUM_CONFIDENCE_RATIO:
-        mixed = Finding(
-            bound=BoundKind.MIXED,
-            share_pct=round(num(top["share_pct"]), 4),
-            confidence=Confidence.LOW,
-            margin=round(over_next, 4),
-            components=[BoundKind(top["bound"]), BoundKind(waste[1]["bound"])],
-        )
-        return Decision(mixed, tuple(_finding(r, Confidence.LOW, stragglers) for r in waste), table)
-    primary = _finding(top, _confidence(margin), stragglers, margin=margin)
-    secondary = tuple(_finding(r, Confidence.MEDIUM, stragglers) for r in waste if r is not top)
-    return Decision(primary, secondary, table)
+    compute_kind = BoundKind.COMPUTE if measured_on is MeasuredOn.HOST else BoundKind.GPU_COMPUTE
+    compute = next(r for r in ranked if r["bound"] == compute_kind.value)
+    wastes = [r for r in ranked if r is not compute and r["share_pct"] > 0]
+    per_step = step_shares(ledger, measured_on)
+    steps = per_step["step"].n_unique() if per_step.height else 0
+    material = [r for r in wastes if r["share_pct"] >= 100 * MATERIAL_SHARE]
+    few_steps = steps < 2
+    if material:
+        top = material[0]
+        runner = material[1] if len(material) > 1 else None
+        if runner is not None and not _separated(per_step, top["bound"], runner["bound"], few_steps=few_steps):
+            return _mixed(top, runner, wastes, stragglers, table)
+        clear = top["share_pct"] >= 2 * 100 * MATERIAL_SHARE
+        confidence = Confidence.LOW if few_steps else (Confidence.HIGH if clear else Confidence.MEDIUM)
+        margin = top["share_pct"] / (runner["share_pct"] if runner else 100 * MATERIAL_SHARE)
+        primary = _finding(top, confidence, stragglers, margin=margin, threshold=MATERIAL_SHARE)
+        return Decision(primary, _secondary(wastes, [top["bound"]], stragglers), table)
+    if wastes and wastes[0]["share_pct"] > compute["share_pct"]:
+        return _mixed(wastes[0], compute, wastes, stragglers, table)
+    busy = compute["share_pct"] >= 100 * BUSY_SHARE
+    confidence = Confidence.LOW if few_steps else (Confidence.HIGH if busy else Confidence.MEDIUM)
+    primary = _finding(compute, confidence, stragglers)
+    return Decision(primary, _secondary(wastes, [], stragglers), table)
 
 
-def _confidence(margin: float) -> Confidence:
-    if margin >= HIGH_CONFIDENCE_RATIO:
-        return Confidence.HIGH
-    return Confidence.MEDIUM if margin >= MEDIUM_CONFIDENCE_RATIO else Confidence.LOW
+def _separated(per_step: pl.DataFrame, a: str, b: str, *, few_steps: bool) -> bool:
+    """Whether bound ``a`` is larger than ``b`` beyond the step-to-step variation of their
+    difference (its LEVEL interval excludes zero); with fewer than two steps, by the ratio."""
+    wide = per_step.filter(pl.col("bound").is_in([a, b])).pivot(on="bound", index="step", values="share_pct")
+    for col in (a, b):
+        if col not in wide.columns:
+            wide = wide.with_columns(pl.lit(0.0).alias(col))
+    diff = wide.select((pl.col(a).fill_null(0.0) - pl.col(b).fill_null(0.0)).alias("d"))["d"]
+    if few_steps or diff.len() < 2:
+        total_a, total_b = num(wide[a].fill_null(0.0).sum()), num(wide[b].fill_null(0.0).sum())
+        return total_a >= ONE_STEP_RATIO * total_b
+    n = diff.len()
+    mean, sd = num(diff.mean()), num(diff.std())
+    from scipy.special import stdtrit  # noqa: PLC0415  (Student's t quantile; imported when steps are compared)
+
+    half = float(stdtrit(n - 1, 0.5 + LEVEL / 2)) * sd / n**0.5
+    return bool(mean - half > 0)
 
 
-def _busy(ranked: list[dict[str, object]], stragglers: StragglerResult, table: pl.DataFrame) -> Decision:
-    """No waste passes its threshold: compute-bound when compute is the largest share, else mixed."""
-    compute = next(r for r in ranked if _threshold(r) is None)
-    share = num(compute["share_pct"])
-    larger = [r for r in ranked if r is not compute and num(r["share_pct"]) > share]
-    if larger:  # a waste below its threshold is still larger than compute: nothing dominates
-        parts = [BoundKind(r["bound"]) for r in (larger[0], compute)]
-        mixed = Finding(bound=BoundKind.MIXED, share_pct=round(share, 4), confidence=Confidence.LOW, components=parts)
-        return Decision(mixed, (), table)
-    margin = HIGH_CONFIDENCE_RATIO if share >= 50 else MEDIUM_CONFIDENCE_RATIO
-    return Decision(_finding(compute, _confidence(margin), stragglers, margin=margin), (), table)
+def _mixed(
+    top: dict[str, object],
+    other: dict[str, object],
+    wastes: list[dict[str, object]],
+    stragglers: StragglerResult,
+    table: pl.DataFrame,
+) -> Decision:
+    parts = [BoundKind(str(top["bound"])), BoundKind(str(other["bound"]))]
+    share, other_share = num(top["share_pct"]), num(other["share_pct"])
+    mixed = Finding(
+        bound=BoundKind.MIXED,
+        share_pct=round(share, 4),
+        confidence=Confidence.LOW,
+        margin=round(share / other_share, 4) if other_share > 0 else None,
+        components=parts,
+    )
+    named = [p.value for p in parts]
+    listed = [_finding(r, Confidence.LOW, stragglers) for r in wastes if r["bound"] in named]
+    return Decision(mixed, (*listed, *_secondary(wastes, named, stragglers)), table)
 
 
-def _threshold(row: dict[str, object]) -> float | None:
-    return THRESHOLDS.get(BoundKind(row["bound"]))
+def _secondary(wastes: list[dict[str, object]], taken: list[str], stragglers: StragglerResult) -> tuple[Finding, ...]:
+    return tuple(
+        _finding(r, Confidence.MEDIUM, stragglers, threshold=SECONDARY_SHARE)
+        for r in wastes
+        if r["bound"] not in taken and num(r["share_pct"]) >= 100 * SECONDARY_SHARE
+    )
 
 
 def _finding(
-    row: dict[str, object], confidence: Confidence, stragglers: StragglerResult, *, margin: float | None = None
+    row: dict[str, object],
+    confidence: Confidence,
+    stragglers: StragglerResult,
+    *,
+    margin: float | None = None,
+    threshold: float | None = None,
 ) -> Finding:
-    bound = BoundKind(row["bound"])
-    threshold = THRESHOLDS.get(bound)
+    bound = BoundKind(str(row["bound"]))
     named = stragglers.stragglers[0].rank if bound is BoundKind.STRAGGLER and stragglers.stragglers else None
     return Finding(
         bound=bound,

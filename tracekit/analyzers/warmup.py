@@ -9,8 +9,14 @@ steps, so that "the median of the others" means something) when
   (:data:`ONE_TIME_FACTOR`), and holds autotune/compile/lazy-init work
   (:data:`ONE_TIME_PATTERN`) under a name that no later step holds;
 * ``outlier``: it takes at least :data:`OUTLIER_FACTOR` times the median of the others, and
-  such steps are rare (at most one, or :data:`MAX_OUTLIER_SHARE` of the steps): a long step
-  that recurs is part of the steady state (a periodic checkpoint costs every run);
+  such steps are rare: at most :data:`MAX_OUTLIER_SHARE` of at least :data:`MIN_STEPS_FOR_OUTLIER`
+  steps (with fewer, one long step in three may as well recur every third step), and its
+  excess is not a wait for data (a DataLoader fetch covering at least :data:`DATA_WAIT_SHARE`
+  of it: a prefetching loader feeds most steps and falls behind now and then, every run). A
+  long step that recurs is part of the steady state (a periodic checkpoint costs every run);
+* ``profiler stop``: the last step, when it launches no GPU work and lasts under
+  :data:`PARTIAL_FACTOR` times the median of the others: the tail between the last step the
+  profiler marked and its stop (with 2 steps or more);
 * ``partial iteration``: an inferred edge step (see :mod:`tracekit.analyzers.step_inference`)
   shorter than :data:`PARTIAL_FACTOR` times the median of the others: the last
   ``DataLoader.__next__`` of a loop that ends, or the tail of an iteration cut off by the
@@ -34,6 +40,7 @@ from typing import TYPE_CHECKING, Final
 import polars as pl
 
 from tracekit.analyzers import intervals as iv
+from tracekit.analyzers.dataloader import fetch_ranges
 from tracekit.errors import InputError
 from tracekit.model.schema import KINDS
 from tracekit.model.taxonomy import ONE_TIME_WORK
@@ -47,6 +54,10 @@ FIRST_FACTOR: Final = 2.0
 ONE_TIME_FACTOR: Final = 1.0
 OUTLIER_FACTOR: Final = 3.0
 MAX_OUTLIER_SHARE: Final = 0.2
+#: Fewer steps cannot show that a long one is rare (one in five at most).
+MIN_STEPS_FOR_OUTLIER: Final = 5
+#: A long step whose excess is at least this much DataLoader fetch is the loader falling behind.
+DATA_WAIT_SHARE: Final = 0.5
 PARTIAL_FACTOR: Final = 0.5
 #: Names of one-time work (cudnn/Triton autotune, TorchDynamo/Inductor compilation, lazy CUDA
 #: init and module loading, allocator growth): one definition, shared with the idle causes.
@@ -91,24 +102,38 @@ def one_time_steps(run: Run, steps: pl.DataFrame) -> pl.DataFrame:
 def flag_warmup(run: Run, steps: pl.DataFrame) -> pl.DataFrame:
     """The steps to keep out of the steady state: rank, step, ratio, reason.
 
-    ``steps``: rank, step, duration_ns, win_start_ns, win_end_ns, edge (an inferred step
-    bounded by no anchor on one side). ``ratio`` is the step's duration over the median of
-    the others'.
+    ``steps``: rank, step, duration_ns, gpu_ops, start_ns, end_ns, win_start_ns, win_end_ns,
+    edge (an inferred step bounded by no anchor on one side). ``ratio`` is the step's duration
+    over the median of the others'.
     """
     once = one_time_steps(run, steps).with_columns(once=pl.lit(True))
+    fetched = _fetch_in_steps(run, steps)
     rated = (
         steps.sort("rank", "win_start_ns")
         .with_columns(
             ratio=pl.col("duration_ns") / median_of_others("duration_ns", "rank"),
             first=pl.int_range(pl.len()).over("rank") == 0,
+            last=pl.int_range(pl.len()).over("rank") == pl.len().over("rank") - 1,
             n=pl.len().over("rank"),
+            before_last=pl.col("duration_ns").slice(0, pl.len() - 1).median().over("rank"),
         )
         .join(once, on=["rank", "step"], how="left")
-        .with_columns(pl.col("once").fill_null(False))
+        .join(fetched, on=["rank", "step"], how="left")
+        .with_columns(pl.col("once").fill_null(False), pl.col("fetch_ns").fill_null(0))
     )
     ratio = pl.col("ratio")
-    outlier = (ratio >= OUTLIER_FACTOR).fill_null(False)
-    rare = outlier.sum().over("rank") <= pl.max_horizontal(pl.lit(1), (pl.col("n") * MAX_OUTLIER_SHARE).floor())
+    excess = pl.col("duration_ns") - pl.col("duration_ns") / ratio
+    waits_for_data = pl.col("fetch_ns") >= DATA_WAIT_SHARE * excess
+    outlier = ((ratio >= OUTLIER_FACTOR) & ~waits_for_data).fill_null(False)
+    rare = (pl.col("n") >= MIN_STEPS_FOR_OUTLIER) & (
+        outlier.sum().over("rank") <= (pl.col("n") * MAX_OUTLIER_SHARE).floor()
+    )
+    stop = (
+        pl.col("last")
+        & (pl.col("n") >= 2)
+        & (pl.col("gpu_ops") == 0)
+        & (pl.col("duration_ns") < PARTIAL_FACTOR * pl.col("before_last"))
+    )
     reason = (
         pl.when(pl.col("first") & (ratio >= FIRST_FACTOR))
         .then(pl.lit(WarmupReason.LONG_FIRST.value))
@@ -118,9 +143,24 @@ def flag_warmup(run: Run, steps: pl.DataFrame) -> pl.DataFrame:
         .then(pl.lit(WarmupReason.OUTLIER.value))
         .when(pl.col("edge") & (ratio < PARTIAL_FACTOR))
         .then(pl.lit(WarmupReason.PARTIAL.value))
+        .when(stop)
+        .then(pl.lit(WarmupReason.PROFILER_STOP.value))
     )
     flagged = rated.with_columns(reason=reason).filter(pl.col("reason").is_not_null())
     return flagged.filter(pl.len().over("rank") < pl.col("n")).select("rank", "step", "ratio", "reason")
+
+
+def _fetch_in_steps(run: Run, steps: pl.DataFrame) -> pl.DataFrame:
+    """rank, step, fetch_ns: DataLoader fetch time inside each step's host range."""
+    fetch = fetch_ranges(run)
+    if fetch.height == 0:
+        return pl.DataFrame(schema={"rank": steps.schema["rank"], "step": pl.Int64, "fetch_ns": pl.Int64})
+    ranges = steps.select(pl.col("rank").cast(pl.Int32), "step", "start_ns", "end_ns")
+    inside = iv.intersect(fetch.select(pl.col("rank").cast(pl.Int32), "start_ns", "end_ns"), ranges, ["rank"])
+    located = iv.locate(inside, "start_ns", ranges, by=["rank"], keep=["step"])
+    return located.group_by(pl.col("rank").cast(steps.schema["rank"]), "step").agg(
+        fetch_ns=(pl.col("end_ns") - pl.col("start_ns")).sum()
+    )
 
 
 def step_filter(spec: str) -> pl.Expr:

@@ -23,6 +23,8 @@ from tracekit.results.rows import (  # noqa: TC001  (msgspec reads annotations a
     IdleInterval,
     KernelRow,
     LatenessCell,
+    LedgerRow,
+    LedgerShare,
     MemoryCategoryRow,
     MemoryRow,
     MemorySample,
@@ -51,7 +53,7 @@ from tracekit.results.vocab import (
 
 SCHEMA: Final = "tracekit.analysis"
 #: The major version changes when a reader of the previous one would misread a file.
-SCHEMA_VERSION: Final = "2.2"
+SCHEMA_VERSION: Final = "2.3"
 
 
 class Struct(msgspec.Struct, frozen=True, kw_only=True):
@@ -184,6 +186,19 @@ class Verdict(Struct, frozen=True, kw_only=True):
     secondary: list[Finding]
     costs: list[CostRow]
     evidence: Evidence
+
+
+class LedgerSection(Struct, frozen=True, kw_only=True):
+    """Every nanosecond of each rank's measured window under one entry (:class:`LedgerEntry`):
+    the numbers the verdict, the breakdown and the idle causes are all read from."""
+
+    measured_on: MeasuredOn
+    #: the ranks that set the pace (their steps the longest): the run's ledger is their mean
+    pace_ranks: list[int]
+    #: the run: each entry's share, the mean over the pace ranks (they sum to 100)
+    run: list[LedgerShare]
+    per_rank: list[LedgerRow]
+    per_step: list[LedgerRow]
 
 
 class StepsSection(Struct, frozen=True, kw_only=True):
@@ -352,3 +367,5 @@ class Analysis(Struct, frozen=True, kw_only=True):
     memory: MemorySection | None = None
     #: since 2.1: the work by name, for comparisons (None in files of 2.0)
     work: WorkSection | None = None
+    #: since 2.3: the ledger every share of the verdict is read from (None in older files)
+    ledger: LedgerSection | None = None

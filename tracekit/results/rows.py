@@ -8,7 +8,15 @@ from __future__ import annotations
 
 import msgspec
 
-from tracekit.results.vocab import BoundKind, IdleCause, MatchKey, StepSource, StragglerCause, WarmupReason  # noqa: TC001  (msgspec reads them at run time)
+from tracekit.results.vocab import (  # noqa: TC001  (msgspec reads them at run time)
+    BoundKind,
+    IdleCause,
+    LedgerEntry,
+    MatchKey,
+    StepSource,
+    StragglerCause,
+    WarmupReason,
+)
 
 
 class Row(msgspec.Struct, frozen=True, kw_only=True):
@@ -321,6 +329,29 @@ class MemoryCategoryRow(Row, frozen=True, kw_only=True):
     at_peak_pct: float | None
     #: the most the category held at any time
     peak_bytes: int
+
+
+class LedgerRow(Row, frozen=True, kw_only=True):
+    """One rank's measured window (or one step of it) by ledger entry: every ns counted once."""
+
+    rank: int
+    step: int | None = None
+    window_ns: int
+    #: ns of each entry that holds any (they sum to window_ns)
+    ns: dict[LedgerEntry, int]
+    #: each entry's share of window_ns, percent (they sum to 100)
+    pct: dict[LedgerEntry, float]
+
+
+class LedgerShare(Row, frozen=True, kw_only=True):
+    """One entry of the run's ledger: its share, the mean over the ranks that set the pace."""
+
+    entry: LedgerEntry
+    #: the bound this entry is evidence for (None: device work or time that bounds nothing)
+    bound: BoundKind | None
+    share_pct: float
+    max_rank_share_pct: float
+    worst_rank: int | None
 
 
 class CostRow(Row, frozen=True, kw_only=True):

@@ -57,6 +57,38 @@ class IdleCause(str, Enum):
     UNEXPLAINED = "unexplained"  # nothing in the trace explains it
 
 
+class LedgerEntry(str, Enum):
+    """Where one nanosecond of a rank's measured window went: each goes to exactly one entry.
+
+    Device work: ``compute``, ``comms`` (communication not hidden by compute, and the device
+    idle while its rank waits for peers), ``straggler`` (the part of that waiting a named
+    straggler's lateness explains; on the straggler itself, its extra time in the phase that
+    makes it late), ``transfer`` (host<->device and peer copies under no kernel), ``memory``
+    (copies and sets on the device under no kernel). Device idle by cause (the idle causes of
+    :class:`IdleCause`): ``data``, ``host_sync``, ``launch``, ``host_work``, ``one_time``,
+    ``dependency``, ``switch`` (queued work back to back: the device's own switch time),
+    ``unobservable`` (what ends the gap was queued before the trace could see it),
+    ``unexplained``. On a CPU-only run the host is the device: ``compute`` (operators),
+    ``comms``, ``straggler``, ``data`` (fetching batches) and ``other`` (no operator recorded).
+    """
+
+    COMPUTE = "compute"
+    COMMS = "comms"
+    STRAGGLER = "straggler"
+    TRANSFER = "transfer"
+    MEMORY = "memory"
+    DATA = "data"
+    HOST_SYNC = "host_sync"
+    LAUNCH = "launch"
+    HOST_WORK = "host_work"
+    ONE_TIME = "one_time"
+    DEPENDENCY = "dependency"
+    SWITCH = "switch"
+    UNOBSERVABLE = "unobservable"
+    UNEXPLAINED = "unexplained"
+    OTHER = "other"
+
+
 class StragglerCause(str, Enum):
     """Why a straggler arrives late."""
 
@@ -91,6 +123,7 @@ class WarmupReason(str, Enum):
     ONE_TIME = "one-time work"  # the first step holds autotune, compile or lazy-init work the others lack
     OUTLIER = "outlier"  # a step several times the others' median
     PARTIAL = "partial iteration"  # an inferred edge step much shorter than the others (a cut-off loop)
+    PROFILER_STOP = "profiler stop"  # the last step, far shorter, launching no GPU work: the profiler stopping
 
 
 class MeasuredOn(str, Enum):
@@ -109,6 +142,7 @@ class NoteKind(str, Enum):
     GPU_EVENTS_MISSING = "gpu-events-missing"  # a GPU job whose device events are not in the trace
     TOO_LITTLE_WORK = "too-little-work"  # the device did too little work to judge
     EVENTS_SAMPLED = "events-sampled"  # most CUDA calls between the kept ones are missing: a sampled trace
+    ONE_STEP = "one-step"  # one measured step: no step-to-step variation to weigh the verdict's margin by
 
 
 class MemoryNote(str, Enum):

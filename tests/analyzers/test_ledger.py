@@ -1,0 +1,115 @@
+"""The ledger on hand-made timelines: every nanosecond of a window under one entry, worked out by hand."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import polars as pl
+
+from tests.factories import FETCH, ev, make_run, nccl_call
+from tracekit.analyzers import run_analysis
+
+US = 1000
+STEP = 1000 * US
+Row = dict[str, Any]
+
+
+def entries(rows: list[Row], *, world_size: int = 1) -> dict[int, dict[str, int]]:
+    """rank -> entry -> ns, over the measured steps."""
+    led = run_analysis(make_run(rows, world_size=world_size)).frames.ledger
+    out: dict[int, dict[str, int]] = {}
+    for rank, entry, ns in led.per_rank.select("rank", "entry", "ns").iter_rows():
+        out.setdefault(rank, {})[entry] = ns
+    return out
+
+
+def test_one_gpu_step_by_entry() -> None:
+    # the step [0, 1000) us, on the training thread (tid 1):
+    #   [0, 1)      idle: k1 launched at 0.1 (the host dispatching it)          launch
+    #   [1, 300)    k1                                                         compute
+    #   [300, 505)  idle: the host fetches a batch [300, 500), launches k2 at 500  data
+    #   [505, 700)  k2                                                         compute
+    #   [700, 750)  a host-to-device copy                                      transfer
+    #   [750, 900)  an all-reduce kernel                                       comms
+    #   [900, 1000) idle, nothing ends it: the host records nothing then       unexplained
+    rows = [
+        ev("step", "ProfilerStep#1", 0, STEP),
+        ev("runtime", "cudaLaunchKernel", 100, 200, correlation=1),
+        ev("kernel", "sm90_gemm", 1 * US, 300 * US, correlation=1),
+        ev("cpu_op", FETCH, 300 * US, 500 * US),
+        ev("runtime", "cudaLaunchKernel", 500 * US, 501 * US, correlation=2),
+        ev("kernel", "sm90_gemm", 505 * US, 700 * US, correlation=2),
+        ev("runtime", "cudaMemcpyAsync", 690 * US, 695 * US, correlation=3),
+        ev("memcpy", "Memcpy HtoD (Pinned -> Device)", 700 * US, 750 * US, correlation=3),
+        *nccl_call(0, 750 * US, 900 * US, corr=4),
+    ]
+    got = entries(rows)[0]
+    assert got == {
+        "launch": 1 * US,
+        "compute": 299 * US + 195 * US,
+        "data": 205 * US,
+        "transfer": 50 * US,
+        "comms": 150 * US,
+        "unexplained": 100 * US,
+    }
+    assert sum(got.values()) == STEP
+
+
+def late_forward(steps: int = 4) -> list[Row]:
+    """2 ranks, steps of 1000 us. Rank 0's forward (host only) takes 200 us, rank 1's 500 us;
+    each then enters the all-reduce (its kernel from its arrival to 600 us, so rank 0 waits
+    300 us for rank 1), then computes [600, 900) us."""
+    rows: list[Row] = []
+    for step in range(steps):
+        t = step * STEP
+        for rank, forward in ((0, 200 * US), (1, 500 * US)):
+            corr = 100 * step + 10 * rank
+            rows += [
+                ev("step", f"ProfilerStep#{step}", t, t + STEP, rank=rank),
+                ev("annotation", "forward", t, t + forward, rank=rank),
+                *nccl_call(rank, t + forward, t + 600 * US, corr=corr + 1),
+                ev("runtime", "cudaLaunchKernel", t + 590 * US, t + 595 * US, rank=rank, correlation=corr + 2),
+                ev("kernel", "sm90_gemm", t + 600 * US, t + 900 * US, rank=rank, correlation=corr + 2),
+            ]
+    return rows
+
+
+def test_a_stragglers_cost_on_the_rank_that_waits_and_on_the_straggler() -> None:
+    # rank 0 per step: forward's idle 200 (host work), the all-reduce 400 of which 300 are its
+    # wait for rank 1 (straggler) and 100 the collective itself (comms), compute 300, and the
+    # idle tail 100 (host work: the gap runs into the next step's forward)
+    # rank 1 per step: forward's idle 500, of which its excess over rank 0's forward (300) is
+    # the straggler's own cost; the rest host work 200 + tail 100; the all-reduce 100; compute 300
+    # (the last step's tail has no work after it: unexplained)
+    got = entries(late_forward(), world_size=2)
+    n = 4
+    for rank in (0, 1):
+        assert got[rank] == {
+            "host_work": (n * 200 + (n - 1) * 100) * US,
+            "unexplained": 100 * US,
+            "straggler": n * 300 * US,
+            "comms": n * 100 * US,
+            "compute": n * 300 * US,
+        }
+
+
+def test_a_cpu_only_run_by_entry() -> None:
+    # a host-only step [0, 1000) us: a fetch [0, 200), an operator [200, 700), a gloo
+    # all-reduce [700, 900), nothing recorded [900, 1000)
+    rows = [
+        ev("step", "ProfilerStep#1", 0, STEP),
+        ev("cpu_op", FETCH, 0, 200 * US),
+        ev("cpu_op", "aten::mm", 200 * US, 700 * US),
+        ev("cpu_op", "gloo:all_reduce", 700 * US, 900 * US) | {"category": "collective"},
+    ]
+    got = entries(rows)[0]
+    assert got == {"data": 200 * US, "compute": 500 * US, "comms": 200 * US, "other": 100 * US}
+
+
+def test_the_run_is_the_mean_over_the_ranks_that_set_the_pace() -> None:
+    led = run_analysis(make_run(late_forward(), world_size=2)).frames.ledger
+    assert led.pace_ranks == [0, 1]
+    shares = dict(led.run.select("entry", "share_pct").iter_rows())
+    assert shares == {"host_work": 27.5, "unexplained": 2.5, "straggler": 30.0, "compute": 30.0, "comms": 10.0}
+    per_step = led.run_steps.group_by("step").agg(pl.col("share_pct").sum())
+    assert per_step["share_pct"].to_list() == [100.0] * 4

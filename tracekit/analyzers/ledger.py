@@ -1,0 +1,348 @@
+"""The ledger: every nanosecond of each rank's measured window under exactly one entry.
+
+The verdict, the time breakdown and the idle causes are all read from here, so one report
+cannot say "57% of the step is GPU idle waiting for data" in one table and "compute-bound" in
+its verdict.
+
+**Per rank, in the map.** The device timeline is already cut into elementary segments, each
+flagged compute / collective / memory / transfer (:mod:`tracekit.analyzers.timeline`); every
+idle segment lies in exactly one idle gap, whose cause :mod:`tracekit.analyzers.idle` decided.
+A segment's entry is, by priority: ``compute``; ``comms`` (a collective, not under compute);
+``transfer`` (a host<->device or peer copy under neither); ``memory`` (another copy or a set);
+else its gap's cause, as :data:`IDLE_ENTRY` maps it (a gap where the device waited for a peer
+or a blocking host collective is ``comms``). On a CPU-only run the host is the device:
+``comms`` (collectives and the training thread waiting on them), then ``data`` (a batch being
+fetched), then ``compute`` (operators), else ``other``. Each segment also carries the phase
+the training thread was in (the outermost annotation holding it: the segments are cut at every
+phase boundary), so that the straggler's own slow phase can be found below.
+
+**Across ranks, in the reduce: stragglers.** Of a rank's ``comms`` time, the part inside its
+waits for a named straggler (from its arrival at a collective for as long as the straggler's
+lateness explains: :mod:`tracekit.analyzers.stragglers`) becomes ``straggler``. On the
+straggler itself, its extra time in the phase that makes it late (the cause's excess over
+the other ranks, per step, at most what that phase holds) becomes ``straggler`` too, taken
+from the entries of that phase in proportion: removing the straggler's excess gives both
+back, the others' wait and its own extra work.
+
+**The run.** The ranks that set the pace are those whose mean measured step is within
+:data:`PACE_SHARE` of the longest (in a synchronous job, every rank); the run's ledger is the
+mean of their shares, per entry, and per step for the verdict's step-to-step variation.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Final
+
+import polars as pl
+
+from tracekit.analyzers import intervals as iv
+from tracekit.analyzers import timeline
+from tracekit.results.vocab import BoundKind, IdleCause, LedgerEntry, StragglerCause
+
+if TYPE_CHECKING:
+    from tracekit.analyzers.collectives import CollectiveResult
+    from tracekit.analyzers.context import RankContext
+    from tracekit.analyzers.mapreduce import Parts
+    from tracekit.analyzers.stragglers import StragglerResult
+
+#: The entry of GPU idle time, by the cause of its gap.
+IDLE_ENTRY: Final = {
+    IdleCause.DATA.value: LedgerEntry.DATA,
+    IdleCause.HOST_SYNC.value: LedgerEntry.HOST_SYNC,
+    IdleCause.BLOCKING_COLLECTIVE.value: LedgerEntry.COMMS,
+    IdleCause.PEER.value: LedgerEntry.COMMS,
+    IdleCause.ONE_TIME.value: LedgerEntry.ONE_TIME,
+    IdleCause.LAUNCH.value: LedgerEntry.LAUNCH,
+    IdleCause.HOST_WORK.value: LedgerEntry.HOST_WORK,
+    IdleCause.DEPENDENCY.value: LedgerEntry.DEPENDENCY,
+    IdleCause.BACK_TO_BACK.value: LedgerEntry.SWITCH,
+    "unobservable": LedgerEntry.UNOBSERVABLE,
+    IdleCause.UNEXPLAINED.value: LedgerEntry.UNEXPLAINED,
+}
+
+#: The bound each entry is evidence for; None: work where it belongs (compute is the bound a
+#: run should have) or time that bounds nothing a user can change.
+ENTRY_BOUND: Final[dict[LedgerEntry, BoundKind | None]] = {
+    LedgerEntry.COMPUTE: BoundKind.GPU_COMPUTE,
+    LedgerEntry.COMMS: BoundKind.COMMS,
+    LedgerEntry.STRAGGLER: BoundKind.STRAGGLER,
+    LedgerEntry.TRANSFER: BoundKind.TRANSFER,
+    LedgerEntry.MEMORY: None,  # on-device copies and sets: device work like kernels
+    LedgerEntry.DATA: BoundKind.DATA,
+    LedgerEntry.HOST_SYNC: BoundKind.SYNC,
+    LedgerEntry.LAUNCH: BoundKind.LAUNCH,
+    LedgerEntry.HOST_WORK: BoundKind.HOST,
+    LedgerEntry.ONE_TIME: BoundKind.HOST,
+    LedgerEntry.DEPENDENCY: BoundKind.DEPENDENCY,
+    LedgerEntry.SWITCH: None,  # the device's own switch time between queued work
+    LedgerEntry.UNOBSERVABLE: None,  # queued before the trace saw it: nothing to judge
+    LedgerEntry.UNEXPLAINED: BoundKind.IDLE,
+    LedgerEntry.OTHER: None,  # CPU-only: host time with no operator recorded
+}
+
+#: Ranks whose mean measured step is at least this share of the longest set the pace.
+PACE_SHARE: Final = 0.95
+#: Entries that are a rank waiting on others: never the straggler's own work.
+_WAITING: Final = (LedgerEntry.COMMS.value, LedgerEntry.STRAGGLER.value)
+_KEYS: Final = ["rank", "step"]
+
+
+def ledger_map(ctx: RankContext) -> Parts:
+    """The per-rank part: ``entries`` (rank, step, phase, entry, ns), ``comms`` (rank,
+    start_ns, end_ns: the union of each rank's ``comms`` time, where a straggler's wait is
+    carved from) and ``frames`` (the measured windows)."""
+    segs = _gpu_segments(ctx) if ctx.has_gpu else _host_segments(ctx)
+    segs = _with_phase(segs, ctx.top_level)
+    entries = (
+        segs.group_by("rank", "step", "phase", "entry")
+        .agg(ns=pl.col("length_ns").sum())
+        .sort("rank", "step", "phase", "entry", nulls_last=True)
+    )
+    comms = iv.union(
+        segs.filter(pl.col("entry") == LedgerEntry.COMMS.value).select("rank", "start_ns", "end_ns"), ["rank"]
+    )
+    return {"entries": entries, "comms": comms, "frames": ctx.frames.select("rank", "step", "start_ns", "end_ns")}
+
+
+def _gpu_segments(ctx: RankContext) -> pl.DataFrame:
+    """The device's segments with their entry: work by its flags, idle by its gap's cause."""
+    segs = ctx.segments
+    gaps = ctx.idle.intervals.select("rank", "start_ns", "end_ns", pl.col("cause").cast(pl.String))
+    idle = ~pl.col("compute") & ~pl.col("collective") & ~pl.col("memory")
+    caused = iv.locate(
+        segs.filter(idle).select("rank", "start_ns").with_row_index("_i"), "start_ns", gaps, by=["rank"], keep=["cause"]
+    ).select("_i", "cause")
+    idle_rows = segs.filter(idle).with_row_index("_i").join(caused, on="_i", how="left").drop("_i")
+    busy = segs.filter(~idle).with_columns(cause=pl.lit(None, dtype=pl.String))
+    labelled = pl.concat([busy, idle_rows], how="vertical_relaxed")
+    entry = (
+        pl.when(pl.col("compute"))
+        .then(pl.lit(LedgerEntry.COMPUTE.value))
+        .when(pl.col("collective"))
+        .then(pl.lit(LedgerEntry.COMMS.value))
+        .when(pl.col("transfer"))
+        .then(pl.lit(LedgerEntry.TRANSFER.value))
+        .when(pl.col("memory"))
+        .then(pl.lit(LedgerEntry.MEMORY.value))
+        .otherwise(
+            pl.col("cause").replace_strict(
+                {k: v.value for k, v in IDLE_ENTRY.items()}, default=LedgerEntry.UNEXPLAINED.value
+            )
+        )
+    )
+    return labelled.select("rank", "step", "start_ns", "end_ns", "length_ns", entry=entry)
+
+
+def _host_segments(ctx: RankContext) -> pl.DataFrame:
+    """A CPU-only run's host timeline cut with the DataLoader fetches, with its entry."""
+    device = ctx.device
+    parts = {
+        "compute": device.filter(pl.col("category") == "compute").select("rank", "start_ns", "end_ns"),
+        "collective": device.filter(pl.col("category") == "collective").select("rank", "start_ns", "end_ns"),
+        "fetch": ctx.fetch.select(pl.col("rank").cast(pl.Int32), "start_ns", "end_ns"),
+    }
+    frames = ctx.frames
+    windows = {"window": frames.select("rank", "start_ns", "end_ns")}
+    cut = iv.sweep({**parts, **timeline.boundaries(ctx.top_level), **windows}, ["rank"])
+    located = iv.locate(cut.filter(pl.col("window")), "start_ns", frames, by=["rank"], keep=["step"])
+    entry = (
+        pl.when(pl.col("collective"))
+        .then(pl.lit(LedgerEntry.COMMS.value))
+        .when(pl.col("fetch"))
+        .then(pl.lit(LedgerEntry.DATA.value))
+        .when(pl.col("compute"))
+        .then(pl.lit(LedgerEntry.COMPUTE.value))
+        .otherwise(pl.lit(LedgerEntry.OTHER.value))
+    )
+    return located.select(
+        "rank", "step", "start_ns", "end_ns", length_ns=pl.col("end_ns") - pl.col("start_ns"), entry=entry
+    )
+
+
+def _with_phase(segs: pl.DataFrame, top: pl.DataFrame) -> pl.DataFrame:
+    """``segs`` with ``phase``: the outermost annotation of the training thread at its start."""
+    if top.height == 0 or segs.height == 0:
+        return segs.with_columns(phase=pl.lit(None, dtype=pl.String))
+    phases = iv.outermost(top.select("rank", "start_ns", "end_ns", pl.col("name").cast(pl.String)), ["rank"])
+    numbered = segs.with_row_index("_i")
+    found = iv.locate(numbered.select("_i", "rank", "start_ns"), "start_ns", phases, by=["rank"], keep=["name"])
+    return numbered.join(found.select("_i", phase="name"), on="_i", how="left").drop("_i")
+
+
+@dataclass(frozen=True)
+class LedgerResult:
+    """The ledger per (rank, step), per rank and for the run, in ns and shares."""
+
+    #: rank, step, entry, ns (every entry with time)
+    per_step: pl.DataFrame
+    #: rank, entry, ns
+    per_rank: pl.DataFrame
+    #: rank, window_ns: each rank's measured time (the sum of its entries)
+    windows: pl.DataFrame
+    #: the ranks that set the pace
+    pace_ranks: list[int]
+    #: entry, share_pct (the mean over the pace ranks), max_rank_share_pct, worst_rank
+    run: pl.DataFrame
+    #: step, entry, share_pct: the pace ranks' mean share in each step (for the step-to-step variation)
+    run_steps: pl.DataFrame
+
+    def share(self, entry: LedgerEntry) -> float:
+        """The run's share of ``entry``, percent (0 when it holds nothing)."""
+        found = self.run.filter(pl.col("entry") == entry.value)["share_pct"]
+        return float(found[0]) if found.len() else 0.0
+
+
+def reduce_ledger(
+    entries: pl.DataFrame,
+    comms: pl.DataFrame,
+    frames: pl.DataFrame,
+    *,
+    collectives: CollectiveResult,
+    stragglers: StragglerResult,
+) -> LedgerResult:
+    """The ledger of the run from the ranks' parts (see :func:`ledger_map`), with the
+    stragglers' share carved out of communication and out of their own slow phase."""
+    if entries.height == 0:
+        entries = pl.DataFrame(
+            schema={"rank": pl.Int32, "step": pl.Int64, "phase": pl.String, "entry": pl.String, "ns": pl.Int64}
+        )
+    named = [s.rank for s in stragglers.stragglers]
+    waited = _straggler_waits(comms, frames, collectives, named)
+    per_step = entries.group_by([*_KEYS, "entry"]).agg(pl.col("ns").sum())
+    per_step = _carve(per_step, waited)
+    per_step = _own_excess(per_step, entries, stragglers)
+    per_step = per_step.filter(pl.col("ns") > 0).sort("rank", "step", "entry", nulls_last=True)
+    per_rank = per_step.group_by("rank", "entry").agg(pl.col("ns").sum()).sort("rank", "entry")
+    windows = per_step.group_by("rank").agg(window_ns=pl.col("ns").sum()).sort("rank")
+    steps = per_step.group_by(_KEYS).agg(window_ns=pl.col("ns").sum())
+    pace = _pace_ranks(steps)
+    shares = per_rank.join(windows, on="rank").with_columns(share_pct=100 * pl.col("ns") / pl.col("window_ns"))
+    run = _run_shares(shares, pace)
+    step_shares = (
+        per_step.filter(pl.col("rank").is_in(pace))
+        .join(steps, on=_KEYS, nulls_equal=True)
+        .with_columns(share_pct=100 * pl.col("ns") / pl.col("window_ns"))
+    )
+    ranks_in_step = step_shares.group_by("step").agg(n=pl.col("rank").n_unique())
+    run_steps = (
+        step_shares.group_by("step", "entry")
+        .agg(pl.col("share_pct").sum())
+        .join(ranks_in_step, on="step", nulls_equal=True)
+        .select("step", "entry", share_pct=pl.col("share_pct") / pl.col("n"))
+        .sort("step", "entry", nulls_last=True)
+    )
+    return LedgerResult(
+        per_step=per_step, per_rank=per_rank, windows=windows, pace_ranks=pace, run=run, run_steps=run_steps
+    )
+
+
+def _pace_ranks(steps: pl.DataFrame) -> list[int]:
+    """The ranks whose mean measured step is within :data:`PACE_SHARE` of the longest."""
+    means = steps.group_by("rank").agg(pl.col("window_ns").mean())
+    if means.height == 0:
+        return []
+    longest = float(means["window_ns"].max())  # type: ignore[arg-type]
+    return sorted(int(r) for r in means.filter(pl.col("window_ns") >= PACE_SHARE * longest)["rank"])
+
+
+def _run_shares(shares: pl.DataFrame, pace: list[int]) -> pl.DataFrame:
+    """entry, share_pct (mean over the pace ranks; an entry a rank lacks counts 0 there),
+    max_rank_share_pct, worst_rank; largest first."""
+    n = max(1, len(pace))
+    in_pace = shares.filter(pl.col("rank").is_in(pace))
+    worst = (
+        shares.sort(["share_pct", "rank"], descending=[True, False])
+        .group_by("entry", maintain_order=True)
+        .agg(max_rank_share_pct=pl.col("share_pct").first(), worst_rank=pl.col("rank").first())
+    )
+    return (
+        in_pace.group_by("entry")
+        .agg(share_pct=pl.col("share_pct").sum() / n)
+        .join(worst, on="entry", how="left")
+        .sort(["share_pct", "entry"], descending=[True, False])
+    )
+
+
+def _straggler_waits(
+    comms: pl.DataFrame, frames: pl.DataFrame, collectives: CollectiveResult, named: list[int]
+) -> pl.DataFrame:
+    """rank, step, ns: the ``comms`` time of each rank inside its waits for a named straggler."""
+    empty = pl.DataFrame(schema={"rank": pl.Int32, "step": pl.Int64, "ns": pl.Int64})
+    if not named or comms.height == 0 or collectives.per_rank.height == 0:
+        return empty
+    keys = [k for k in ("pg", "op", "matched_by", "k") if k in collectives.instances.columns]
+    inst = collectives.instances.filter(pl.col("matched") & pl.col("complete")).select(*keys, "last_rank")
+    calls = collectives.per_rank.join(inst, on=keys, how="inner").filter(
+        pl.col("last_rank").is_in(named), pl.col("rank") != pl.col("last_rank"), pl.col("explained_wait_ns") > 0
+    )
+    waits = calls.select(
+        pl.col("rank").cast(pl.Int32),
+        pl.col("arrival_ns").cast(pl.Int64).alias("start_ns"),
+        (pl.col("arrival_ns") + pl.col("explained_wait_ns")).cast(pl.Int64).alias("end_ns"),
+    )
+    if waits.height == 0:
+        return empty
+    both = iv.intersect(
+        iv.union(waits, ["rank"]), comms.select(pl.col("rank").cast(pl.Int32), "start_ns", "end_ns"), ["rank"]
+    )
+    located = iv.locate(
+        both, "start_ns", frames.with_columns(pl.col("rank").cast(pl.Int32)), by=["rank"], keep=["step"]
+    )
+    return located.group_by(_KEYS).agg(ns=(pl.col("end_ns") - pl.col("start_ns")).sum())
+
+
+def _carve(per_step: pl.DataFrame, waited: pl.DataFrame) -> pl.DataFrame:
+    """``comms`` time inside a straggler wait moved to ``straggler`` (never more than there is)."""
+    if waited.height == 0:
+        return per_step
+    comms = per_step.filter(pl.col("entry") == LedgerEntry.COMMS.value).select(*_KEYS, comms="ns")
+    moved = (
+        waited.with_columns(pl.col("rank").cast(per_step.schema["rank"]))
+        .join(comms, on=_KEYS, how="inner", nulls_equal=True)
+        .select(*_KEYS, moved=pl.min_horizontal("ns", "comms"))
+    )
+    return _move(per_step, moved, take_from=[LedgerEntry.COMMS.value])
+
+
+def _own_excess(per_step: pl.DataFrame, entries: pl.DataFrame, stragglers: StragglerResult) -> pl.DataFrame:
+    """On each named straggler whose cause is a phase, its excess in that phase per step moved
+    to ``straggler`` from that phase's entries (but waiting), in proportion."""
+    out = per_step
+    for s in stragglers.stragglers:
+        if s.cause is not StragglerCause.PHASE or s.phase is None or s.cause_excess_ns <= 0:
+            continue
+        own = (
+            entries.filter(pl.col("rank") == s.rank, pl.col("phase") == s.phase, ~pl.col("entry").is_in(_WAITING))
+            .group_by([*_KEYS, "entry"])
+            .agg(pl.col("ns").sum())
+        )
+        held = own.group_by(_KEYS).agg(held=pl.col("ns").sum())
+        moved = held.select(*_KEYS, moved=pl.min_horizontal(pl.col("held"), pl.lit(int(s.cause_excess_ns))))
+        share = own.join(held, on=_KEYS, nulls_equal=True).join(moved, on=_KEYS, nulls_equal=True)
+        taken = share.select(
+            *_KEYS, "entry", take=(pl.col("ns") * pl.col("moved") / pl.col("held")).round().cast(pl.Int64)
+        )
+        out = _take(out, taken)
+    return out
+
+
+def _move(per_step: pl.DataFrame, moved: pl.DataFrame, *, take_from: list[str]) -> pl.DataFrame:
+    """``moved`` ns (rank, step, moved) taken from the one entry of ``take_from`` into ``straggler``."""
+    taken = moved.select(*_KEYS, entry=pl.lit(take_from[0]), take="moved")
+    return _take(per_step, taken)
+
+
+def _take(per_step: pl.DataFrame, taken: pl.DataFrame) -> pl.DataFrame:
+    """``taken`` (rank, step, entry, take) subtracted from its entries and added to ``straggler``."""
+    if taken.height == 0:
+        return per_step
+    taken = taken.with_columns(pl.col("rank").cast(per_step.schema["rank"]), pl.col("take").cast(pl.Int64))
+    less = (
+        per_step.join(taken, on=[*_KEYS, "entry"], how="left", nulls_equal=True)
+        .with_columns(ns=pl.col("ns") - pl.col("take").fill_null(0))
+        .drop("take")
+    )
+    gained = taken.group_by(_KEYS).agg(ns=pl.col("take").sum()).with_columns(entry=pl.lit(LedgerEntry.STRAGGLER.value))
+    combined = pl.concat([less, gained.select(*_KEYS, "entry", "ns")], how="vertical_relaxed")
+    return combined.group_by([*_KEYS, "entry"]).agg(pl.col("ns").sum())
