@@ -14,7 +14,11 @@ import pytest
 
 from tests.factories import ev, make_run
 from tracekit.analyzers import run_analysis
-from tracekit.analyzers.idle import SWITCH_NS, IdleResult
+from tracekit.analyzers.dataloader import fetch_ranges
+from tracekit.analyzers.idle import SWITCH_NS, IdleResult, idle_causes
+from tracekit.analyzers.steps import gpu_activity
+from tracekit.analyzers.syncs import sync_calls
+from tracekit.analyzers.timeline import segments
 from tracekit.readers import load_run
 
 if TYPE_CHECKING:
@@ -431,6 +435,23 @@ def test_work_launched_before_the_trace_recorded_the_host_is_unobservable(kineto
     first_call = run.select(["runtime", "driver"], "start_ns")["start_ns"].min()
     unobservable = intervals.filter(cause="unobservable")
     assert unobservable["end_ns"].max() < first_call
+
+
+@pytest.mark.real
+def test_a_graph_replay_behind_work_before_the_trace_is_unobservable(kineto_dir: Path) -> None:
+    # the same trace measured from its first host event: vLLM launched the step's copies at
+    # +2.2 ms and its graph pieces by +26 ms, and the GPU starts them at +151.2 ms, with
+    # nothing recorded before: it ran or waited on work launched before the profiler started.
+    # Not launch latency (what the host's view alone would call those 149 ms)
+    run = load_run([kineto_dir / "tracelens-vllm-graph-replay" / "prefilldecode-piecewise.json.gz"])
+    activity = gpu_activity(run)
+    events = run.events.select("rank", "start_ns", "end_ns")
+    trace = events.group_by("rank").agg(pl.col("start_ns").min(), pl.col("end_ns").max())
+    frames = trace.with_columns(step=pl.lit(None, dtype=pl.Int64))
+    result = idle_causes(run, segments(activity, frames), frames, fetch_ranges(run), sync_calls(run), activity=activity)
+    first = result.intervals.sort("start_ns").row(0, named=True)
+    assert first["cause"] == "unobservable" and 151.2e6 < first["length_ns"] < 151.3e6
+    assert first["launch_ns"] > first["start_ns"]  # launched after the window began, yet not late
 
 
 def test_kernels_alone_and_no_gaps() -> None:
