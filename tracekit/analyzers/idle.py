@@ -82,7 +82,9 @@ if TYPE_CHECKING:
 #: 55,000 gaps between back-to-back work on one stream, V100, A100, H100, H200, MI300 and
 #: vLLM's HIP graph replays): a median of 1-2 us, the 99th percentile 2-9 us, the longest
 #: 16 us (a V100 between element-wise kernels and device copies; 11-14 us where a HIP graph
-#: replay hands over to the next eager kernel); launch latency on an idle GPU at most 15 us.
+#: replay hands over to the next eager kernel; on an H200 replaying CUDA graphs, 111 switches
+#: of median 0.13 us and at most 12 us, where a replay takes over from a copy); launch
+#: latency on an idle GPU at most 15 us.
 #: Above it only waits: a sampled trace's dropped kernels, another process sharing the GPU
 #: (340-400 us). A longer gap ended by queued work is not switching: the GPU waited.
 SWITCH_NS: Final = 20_000
