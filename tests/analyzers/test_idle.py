@@ -14,7 +14,11 @@ import pytest
 
 from tests.factories import ev, make_run
 from tracekit.analyzers import run_analysis
-from tracekit.analyzers.idle import IdleResult
+from tracekit.analyzers.dataloader import fetch_ranges
+from tracekit.analyzers.idle import SWITCH_NS, IdleResult, idle_causes
+from tracekit.analyzers.steps import gpu_activity
+from tracekit.analyzers.syncs import sync_calls
+from tracekit.analyzers.timeline import segments
 from tracekit.readers import load_run
 
 if TYPE_CHECKING:
@@ -81,6 +85,121 @@ def test_a_queued_collective_waits_on_peers() -> None:
 def test_work_queued_right_behind_on_its_stream_is_back_to_back() -> None:
     rows = [*first_kernel(), launch(3, 2, dur=0.5), kernel("k2", 11, 20, 2)]
     assert gap(rows, 10, 11)["cause"] == "back_to_back"
+
+
+def test_queued_work_on_another_stream_started_as_the_first_ended_is_back_to_back() -> None:
+    # k2 on stream 8 waited (cudaStreamWaitEvent) for k1 on stream 7: it starts 2 us after k1
+    # ends; the event was satisfied as the gap began, so the 2 us are the GPU's switch time
+    rows = [
+        *first_kernel(),
+        ev("runtime", "cudaStreamWaitEvent", 2 * US, 2 * US + 300),
+        launch(2.5, 2, dur=0.5),
+        kernel("k2", 12, 20, 2, stream=8),
+    ]
+    assert gap(rows, 10, 12)["cause"] == "back_to_back"
+
+
+def test_a_switch_lasts_at_most_switch_ns() -> None:
+    # queued on its own stream right behind k1: a switch up to SWITCH_NS, a wait beyond it
+    for length, cause in ((SWITCH_NS, "back_to_back"), (SWITCH_NS + 1, "dependency")):
+        rows = [*first_kernel(), launch(3, 2, dur=0.5), kernel("k2", 0, 0, 2)]
+        rows[-1] |= {"start_ns": 10 * US + length, "end_ns": 10 * US + length + 5 * US}
+        assert gap(rows, 10, 10 + length / US)["cause"] == cause
+
+
+def graph_replay(*, wait_until: float, second: str = "g2", stream: int = 7) -> list[Row]:
+    """k1, then one cudaGraphLaunch at [2, 5) (correlation 2) whose three nodes run on stream
+    7: g1 [11, 20), then ``second`` (on ``stream``) and g3 from ``wait_until``; the host
+    copies [30, 70) meanwhile."""
+    return [
+        *first_kernel(),
+        ev("runtime", "cudaGraphLaunch", 2 * US, 5 * US, correlation=2),
+        kernel("g1", 11, 20, 2),
+        kernel(second, wait_until, wait_until + 6, 2, stream=stream),
+        kernel("g3", wait_until + 7, wait_until + 9, 2),
+        host("cpu_op", "aten::copy_", 30, 70),
+    ]
+
+
+def test_a_long_gap_inside_a_graph_replay_is_a_dependency() -> None:
+    # every node correlates to the one graph launch, which returned at 5 us: all three were
+    # queued. [10, 11) and [wait + 6, wait + 7) are switches; the 64 us between g1 and g2 is
+    # no switch: a node waited (an event, a copy from pageable memory), and the host's copy
+    # is what it was doing meanwhile, kept as evidence but not the cause
+    rows = graph_replay(wait_until=84)
+    assert gap(rows, 10, 11)["cause"] == "back_to_back"
+    assert gap(rows, 90, 91)["cause"] == "back_to_back"
+    row = gap(rows, 20, 84)
+    assert (row["cause"], row["ended_by"], row["launch_ns"]) == ("dependency", "g2", 2 * US)
+    assert (row["host_range"], row["launches"]) == ("aten::copy_", 0)
+
+
+def test_a_graph_node_that_waits_on_a_collective_stream_waits_on_peers() -> None:
+    # the all-reduce captured in the graph runs on its communication stream
+    rows = graph_replay(wait_until=84, second=NCCL, stream=20)
+    assert gap(rows, 20, 84)["cause"] == "peer"
+
+
+def test_work_that_waits_long_after_a_late_launch_waited_on_a_dependency() -> None:
+    # k2 is launched during the gap, at [20, 22), behind a stream wait; it starts at 150:
+    # launch latency is SWITCH_NS at most, so from 42 on the GPU had the work and waited on
+    # something else (108 us) while nothing on the host (10 us) or its launch (22 us) is
+    # the rest. Before the rule the whole 130 us from its launch were "launch"
+    rows = [
+        *first_kernel(),
+        ev("runtime", "cudaStreamWaitEvent", 19 * US, 20 * US),
+        launch(20, 2),
+        kernel("k2", 150, 160, 2, stream=8),
+    ]
+    row = gap(rows, 10, 150)
+    assert (row["cause"], row["launch_ns"]) == ("dependency", 20 * US)
+
+
+def test_a_late_launch_that_starts_within_the_latency_is_the_hosts() -> None:
+    # the same launch, started 15 us after it returned: ordinary launch latency, host-late
+    rows = [*first_kernel(), host("cpu_op", "aten::add", 12, 22), launch(20, 2), kernel("k2", 37, 45, 2)]
+    assert gap(rows, 10, 37)["cause"] == "launch"
+
+
+def test_queued_work_with_nothing_recorded_before_it_is_unobservable() -> None:
+    # the step begins at 0; the first copy, launched at [2, 4), starts at 150: queued from 24
+    # on, it waited behind something no event of the trace shows (work launched before the
+    # profiler started, on the same stream or behind a stream wait): 126 us the host's view
+    # would have called launch latency
+    rows = [
+        ev("step", "ProfilerStep#1", 0, 200 * US),
+        ev("runtime", "cudaMemcpyAsync", 2 * US, 4 * US, correlation=1),
+        ev("memcpy", "Memcpy HtoD (Pinned -> Device)", 150 * US, 160 * US, correlation=1),
+        launch(5, 2),
+        kernel("k2", 160, 170, 2),
+    ]
+    row = gap(rows, 0, 150)
+    assert (row["cause"], row["launch_ns"]) == ("unobservable", 2 * US)
+
+
+def test_work_launched_before_the_profiler_is_unobservable() -> None:
+    # k0 and k1 have no launch in the trace and start before its first runtime call (320 us):
+    # they were launched before the profiler started; the host's operator meanwhile is not
+    # why the GPU did nothing it recorded. After 320 the host is observed again
+    rows = [
+        ev("step", "ProfilerStep#1", 0, 500 * US),
+        host("cpu_op", "aten::to", 50, 250),
+        kernel("k0", 300, 310, 90),
+        kernel("k1", 312, 318, 91),
+        host("cpu_op", "aten::add", 319, 330),
+        launch(320, 2),
+        kernel("k2", 325, 330, 2),
+    ]
+    assert gap(rows, 0, 300)["cause"] == "unobservable"
+    assert gap(rows, 310, 312)["cause"] == "unobservable"
+    assert gap(rows, 318, 325)["cause"] == "launch"
+
+
+def test_a_missing_launch_after_the_first_runtime_call_stays_unexplained() -> None:
+    # a launch missing later in the trace (a filtered or sampled trace) was not shown to
+    # predate the profiler: nothing explains the gap
+    rows = [*first_kernel(), kernel("k2", 150, 160, 2)]
+    assert gap(rows, 10, 150)["cause"] == "unexplained"
 
 
 def test_late_work_after_a_dataloader_fetch_is_data() -> None:
@@ -296,6 +415,52 @@ def test_async_nccl_calls_are_not_peer_waits(kineto_dir: Path) -> None:
     by_cause = shares(real_idle(kineto_dir / "param-dlrm-8rank-v100"))
     assert by_cause.get("peer", 0) < 1
     assert max(by_cause, key=by_cause.__getitem__) == "launch"
+
+
+@pytest.mark.real
+def test_a_graph_replay_hands_over_within_a_switch(kineto_dir: Path) -> None:
+    # vLLM on ROCm replaying piecewise HIP graphs: every node correlates to its hipGraphLaunch,
+    # returned long before the node ran. The longest gaps (11-14 us) are where a replay hands
+    # over to the next eager kernel: switches, as are all the others
+    path = kineto_dir / "tracelens-vllm-graph-replay" / "prefilldecode-piecewise.json.gz"
+    intervals = real_idle(path).intervals
+    assert set(intervals["cause"]) == {"back_to_back"}
+    assert 10_000 < intervals["length_ns"].max() <= SWITCH_NS
+    nodes = intervals.filter(pl.col("ended_by").cast(pl.String).str.starts_with("triton_"))
+    assert nodes.height > 0 and nodes["launch_ns"].null_count() == 0
+
+
+@pytest.mark.real
+def test_work_launched_before_the_trace_recorded_the_host_is_unobservable(kineto_dir: Path) -> None:
+    # ResNet-50's ProfilerStep#5: the GPU runs the previous step's backward (cuDNN wgrad
+    # kernels) for 46 ms before the trace's first runtime call; none of it has a launch in
+    # the trace. The 149 us before its first kernel were "data" (the host in __next__)
+    run = load_run([kineto_dir / "tbplugin-resnet50-workers0"])
+    result = run_analysis(run).frames.idle
+    assert result is not None
+    intervals = result.intervals
+    first = intervals.sort("start_ns").row(0, named=True)
+    assert (first["cause"], first["length_ns"]) == ("unobservable", 149_000)
+    first_call = run.select(["runtime", "driver"], "start_ns")["start_ns"].min()
+    unobservable = intervals.filter(cause="unobservable")
+    assert unobservable["end_ns"].max() < first_call
+
+
+@pytest.mark.real
+def test_a_graph_replay_behind_work_before_the_trace_is_unobservable(kineto_dir: Path) -> None:
+    # the same trace measured from its first host event: vLLM launched the step's copies at
+    # +2.2 ms and its graph pieces by +26 ms, and the GPU starts them at +151.2 ms, with
+    # nothing recorded before: it ran or waited on work launched before the profiler started.
+    # Not launch latency (what the host's view alone would call those 149 ms)
+    run = load_run([kineto_dir / "tracelens-vllm-graph-replay" / "prefilldecode-piecewise.json.gz"])
+    activity = gpu_activity(run)
+    events = run.events.select("rank", "start_ns", "end_ns")
+    trace = events.group_by("rank").agg(pl.col("start_ns").min(), pl.col("end_ns").max())
+    frames = trace.with_columns(step=pl.lit(None, dtype=pl.Int64))
+    result = idle_causes(run, segments(activity, frames), frames, fetch_ranges(run), sync_calls(run), activity=activity)
+    first = result.intervals.sort("start_ns").row(0, named=True)
+    assert first["cause"] == "unobservable" and 151.2e6 < first["length_ns"] < 151.3e6
+    assert first["launch_ns"] > first["start_ns"]  # launched after the window began, yet not late
 
 
 def test_kernels_alone_and_no_gaps() -> None:

@@ -87,3 +87,17 @@ def test_a_mixed_verdict_names_no_rank_it_does_not_have() -> None:
     verdict = analyze(make_run(one_step_run())).verdict
     assert "rank None" not in " ".join(evidence(mixed, verdict))
     assert "(most on rank 3: 41.0%)" in " ".join(evidence(ranked, verdict))
+
+
+def test_the_idle_table_says_what_unobservable_means() -> None:
+    # the first kernel has no launch in the trace and starts before its first runtime call
+    rows = [
+        ev("step", "ProfilerStep#1", 0, 500_000),
+        ev("kernel", "k0", 300_000, 310_000, correlation=90),
+        ev("runtime", "cudaLaunchKernel", 320_000, 322_000, correlation=2),
+        ev("kernel", "k2", 325_000, 330_000, correlation=2),
+    ]
+    text = renderer("md").render(analyze(make_run(rows)))
+    assert "unobservable" in text
+    assert "launched before the profiler started" in text
+    assert "launched before the profiler started" not in renderer("md").render(analyze(make_run(one_step_run())))

@@ -16,11 +16,13 @@ Conventions (one set, applied to every case):
   ``memory_pct`` is memcpy/memset time under no kernel. GPU-side syncs (``cuda_sync``: event /
   stream waits) are not activity. Communication kernels: NCCL/RCCL/MSCCL, DeepEP, NVSHMEM,
   SymmetricMemory, custom all-reduce, userbuffers (``_common.COMM_KERNEL``).
-* **Idle causes** (``idle_causes.py``): a gap is explained by the GPU op that ends it; launched
-  before the gap began -> dependency / peer; after -> the host was late, and what the launching
-  thread did then decides: data (DataLoader fetch), host_sync, alloc, launch (no longer than a
-  few dispatch intervals of that thread), host_work (longer, no launch). ``host_late_idle_pct``
-  is the sum of the host-late causes, which does not depend on the launch/host_work threshold.
+* **Idle causes** (``idle_causes.py``): a gap is explained by the GPU op that ends it (a node
+  of a CUDA/HIP graph through its graph launch); launched before the gap began -> switch (at
+  most 20 us) / unobservable (no GPU op recorded before it) / dependency / peer; after -> the
+  host was late, and what the launching thread did then decides: data (DataLoader fetch),
+  host_sync, alloc, launch (no longer than a few dispatch intervals of that thread), host_work
+  (longer, no launch). ``host_late_idle_pct`` is the sum of the host-late causes, which does
+  not depend on the launch/host_work threshold.
 * **CPU-only runs** (``cpu_run.py``): on the training thread, ``host_comm_pct`` is time in
   collective calls plus time in no op while the rank's gloo collective is in flight (DDP's
   reducer waiting inside backward), ``host_data_pct`` is DataLoader ``__next__``,
@@ -744,6 +746,82 @@ CASES: tuple[Case, ...] = (
             Figure(STEPS, 3, 0, 0, STEADY, "ProfilerStep#2-#4"),
             Figure(STRAGGLER, 1, 0, None, "all collectives", "the injected straggler"),
             _share(COMPUTE, 0.88, 1),
+        ),
+    ),
+    # --- TraceLens vLLM decode, full graph (overview.py, idle_causes.py --window gpu|trace): one
+    # decode step of 32 requests on one AMD GPU (ROCm), no ProfilerStep. The host prepares inputs
+    # (9 hipMemcpyAsync) and replays the whole model with one hipGraphLaunch at +1.5 ms; its
+    # annotation ends at +2.4 ms. 421 of the 434 GPU ops (10.39 of 10.74 ms) carry the graph
+    # launch's correlation id: read through the graph, every gap inside the replay was queued
+    # (launched before it began), and the longest is 11.7 us: the GPU moving on, no wait. GPU span
+    # +8.37..+19.11 ms: compute 99.36%, copies 0.40%, idle 0.24% (433 gaps, 25 us in all, none
+    # host-late). MoE matmuls (_matmul_ogs_*mxfp4*) 65.6% of GPU time. Before the GPU span the
+    # trace holds no GPU op for 8.37 ms although the first copy was launched at +0.53 ms: the GPU
+    # ran or waited on work launched before the profiler started (unobservable; 43.8% of the
+    # trace span, outside the GPU-span window). One step, but nothing is ambiguous in it: the
+    # host is 8 ms ahead and the GPU never waits: gpu-compute-bound.
+    Case(
+        id="tracelens-vllm-decode-full",
+        root="shared",
+        paths=("kineto/tracelens-vllm-graph-replay/decode-full.json.gz",),
+        known="1 rank, AMD (ROCm), vLLM decode replaying one full HIP graph (hipGraphLaunch), no steps",
+        primary="gpu-compute-bound",
+        deciding="compute 99.4% of the GPU span; every gap inside the replay queued, the longest 11.7 us",
+        figures=(
+            _share(COMPUTE, 99.36, 0, GPU_SPAN),
+            _share(MEMORY, 0.40, 0, GPU_SPAN),
+            _share(IDLE, 0.24, 0, GPU_SPAN),
+        ),
+    ),
+    # --- TraceLens vLLM prefill + decode, piecewise graphs (same tools): one step of 8192 tokens
+    # (9 prefill contexts, 37 decodes) on one AMD GPU. The host launches it in 26.4 ms: per layer
+    # one hipGraphLaunch of the captured piece (25 in all) and the attention between pieces run
+    # eagerly (hipModuleLaunchKernel kernel_unified_attention_2d, hipLaunchKernel
+    # reshape_and_cache). 361 of the 423 GPU ops (149.9 of 156.5 ms) carry a graph launch's id.
+    # GPU span +151.23..+307.70 ms: compute 99.71%, copies 0.05%, idle 0.24% (421 gaps, 0.38 ms in
+    # all, every one queued: the longest, 11-14 us, where a replayed piece hands over to the eager
+    # reshape_and_cache kernel). MoE matmuls 78.5% of GPU time. The first copy, launched at
+    # +2.2 ms, starts at +151.2 ms with nothing recorded before it: 151.2 ms (49.2% of the trace
+    # span) in which the GPU ran or waited on work launched before the profiler started
+    # (unobservable), not the host's launch latency. gpu-compute-bound.
+    Case(
+        id="tracelens-vllm-prefilldecode-piecewise",
+        root="shared",
+        paths=("kineto/tracelens-vllm-graph-replay/prefilldecode-piecewise.json.gz",),
+        known="1 rank, AMD (ROCm), vLLM prefill + decode replaying 25 piecewise HIP graphs, no steps",
+        primary="gpu-compute-bound",
+        deciding="compute 99.7% of the GPU span; MoE matmuls 78.5% of GPU time; every gap queued, at most 13.8 us",
+        figures=(
+            _share(COMPUTE, 99.71, 0, GPU_SPAN),
+            _share(MEMORY, 0.05, 0, GPU_SPAN),
+            _share(IDLE, 0.24, 0, GPU_SPAN),
+        ),
+    ),
+    # --- HTA critical_path/end_to_end/simple_add: another run of PARAM's AlexNet benchmark, the
+    # same ranges as hta-alexnet-cuda-sync (alexnet.py PATH, idle_causes.py --window
+    # "range:|measure|forward]"). No ProfilerStep: 25 s of CUDA set-up, a 15.6 s warm-up forward
+    # (cuDNN autotune, lazy init) and one measured forward (inner range 243.4 ms). In the measured
+    # forward the GPU is idle 97.83% (compute 2.16%), and for 234.7 ms the host is in cudaMalloc
+    # (96.45% of the window): PARAM's clear_cache empties the allocator, so every layer grows it
+    # again. All of the idle is host-late: cudaMalloc 96.88%, launch 0.66%. HTA's own critical
+    # path of this trace (simple-add.hta-critical-path.json.gz, beside it) agrees: 99.3% of the
+    # measured forward lies on a critical path through the host, 96.7% in cudaMalloc, 0.2% on
+    # GPU work. Over the whole GPU span (16.0 s) the GPU is busy 0.31%, all of it set-up.
+    # host-bound; alternative undetermined (one measured iteration, and allocator growth is
+    # one-time work in a training loop). The figures hold on either window (whole GPU span:
+    # compute 0.07%, idle 99.69%, host-late 99.69%).
+    Case(
+        id="hta-critical-path-simple-add",
+        root="shared",
+        paths=("kineto/hta-critical-path/simple-add.json.gz",),
+        known="1 rank, A100, PARAM AlexNet benchmark; HTA's critical-path output of it beside it",
+        primary="host-bound",
+        deciding="measured forward: GPU idle 97.8%, host in cudaMalloc 96.5% of it; HTA's critical path 99% host",
+        alternatives=("undetermined",),
+        figures=(
+            _share(COMPUTE, 2.16, 0, "the measured forward (inner PARAM range) or the GPU span"),
+            _share(IDLE, 97.83, 0, "the measured forward (inner PARAM range) or the GPU span"),
+            Figure(HOST_LATE, 97.54, 5, 0, "the measured forward or the GPU span", CAUSE_TOL),
         ),
     ),
 )

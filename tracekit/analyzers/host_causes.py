@@ -4,6 +4,9 @@ after the gap began (see :mod:`tracekit.analyzers.idle` for the whole model).
 A gap's time is split by what the host was doing; each instant goes to the first category, in
 this order, whose ranges cover it:
 
+0. ``queued`` (:data:`QUEUED`): from ``queued_from`` on, the work that ends the gap had been
+   launched and could have run: the GPU was not waiting for the host then (the caller names
+   what it waited for);
 1. ``data``: a DataLoader fetch (:func:`~tracekit.analyzers.dataloader.fetch_ranges`) or input
    preprocessing (:data:`INPUT_RANGES`), on any thread of the process;
 2. ``blocking_collective``: a host collective that blocks (:data:`BLOCKING_COLLECTIVE`: gloo,
@@ -85,6 +88,8 @@ FIRST_CALL_MIN_NS: Final = 1_000_000
 DISPATCH_GAP_NS: Final = 50_000
 #: A gap this soon after a sync returned began in it (host and device clocks differ a little).
 SYNC_SKEW_NS: Final = 5_000
+#: The vote of the time when the work that ends a gap was already queued: not the host's.
+QUEUED: Final = "queued"
 #: The host categories, in priority order; unrecorded time votes for ``unexplained``.
 ORDER: Final = (
     IdleCause.DATA,
@@ -111,26 +116,31 @@ def late_causes(
     """The host-side cause of each gap.
 
     ``gaps``: idle_id, rank, tid (the launching thread), start_ns, end_ns, launch_ns (of the
-    work that ends the gap; null when unknown), disjoint per rank. ``fetch``: the DataLoader
-    fetch ranges; ``syncs``: the blocking calls (rank, start_ns, end_ns); ``calls``: the
-    runtime and driver calls (rank, tid, start_ns, end_ns, name), read from ``run`` when not
-    given. Returns idle_id, cause (:class:`IdleCause` values), host_range (the outermost
-    range on the launching thread at the gap's middle), launches (launch calls on the rank
-    during the gap).
+    work that ends the gap; null when unknown), queued_from (from when that work was queued:
+    the time after it votes :data:`QUEUED`; null when never), disjoint per rank. ``fetch``:
+    the DataLoader fetch ranges; ``syncs``: the blocking calls (rank, start_ns, end_ns);
+    ``calls``: the runtime and driver calls (rank, tid, start_ns, end_ns, name), read from
+    ``run`` when not given. Returns idle_id, cause (:class:`IdleCause` values, or
+    :data:`QUEUED`), host_range (the outermost range on the launching thread at the gap's
+    middle), launches (launch calls on the rank during the gap).
     """
     threads = gaps.select("rank", "tid").unique().sort("rank", "tid").with_row_index("thread")
-    keyed = gaps.join(threads, on=["rank", "tid"]).select("idle_id", "rank", "thread", *_SPAN).sort("rank", "start_ns")
+    threaded = gaps.join(threads, on=["rank", "tid"])
+    keyed = threaded.select("idle_id", "rank", "thread", *_SPAN).sort("rank", "start_ns")
+    queued = threaded.filter(pl.col("queued_from") < pl.col("end_ns"))
+    queued = queued.select("thread", start_ns=pl.max_horizontal("start_ns", "queued_from"), end_ns="end_ns")
     if calls is None:
         calls = run.select(["runtime", "driver"], "rank", "tid", "start_ns", "end_ns", "name")
     process = _process_ranges(run, fetch=fetch, syncs=syncs, calls=calls)
     events = _thread_events(run, keyed, threads, calls)
-    latency = gaps.filter(pl.col("launch_ns").is_not_null()).join(threads, on=["rank", "tid"])
+    latency = threaded.filter(pl.col("launch_ns").is_not_null())
     latency = latency.select("thread", start_ns=pl.max_horizontal("start_ns", "launch_ns"), end_ns="end_ns")
-    covers = [(c, _per_thread(process[c], threads)) for c in ORDER[:4]]
+    covers: list[tuple[str, pl.DataFrame]] = [(QUEUED, queued)]
+    covers += [(c.value, _per_thread(process[c], threads)) for c in ORDER[:4]]
     covers += [
-        (IdleCause.HOST_WORK, events.cpu_work),
-        (IdleCause.LAUNCH, pl.concat([events.dispatch, latency])),
-        (IdleCause.HOST_WORK, events.recorded),
+        (IdleCause.HOST_WORK.value, events.cpu_work),
+        (IdleCause.LAUNCH.value, pl.concat([events.dispatch, latency])),
+        (IdleCause.HOST_WORK.value, events.recorded),
     ]
     on_rank = events.launches.select("rank", "start_ns")
     launches = _count_before(keyed, "end_ns", on_rank, ["rank"]) - _count_before(keyed, "start_ns", on_rank, ["rank"])
@@ -145,12 +155,12 @@ def late_causes(
     )
 
 
-def _vote(gaps: pl.DataFrame, covers: list[tuple[IdleCause, pl.DataFrame]], syncs: pl.DataFrame) -> pl.DataFrame:
+def _vote(gaps: pl.DataFrame, covers: list[tuple[str, pl.DataFrame]], syncs: pl.DataFrame) -> pl.DataFrame:
     """``gaps`` (idle_id, rank, thread, start_ns, end_ns) with ``cause``: the one whose covers
-    take the most of the gap (ties: the earlier in ``ORDER``), or ``host_sync`` for a gap
-    that began in a blocking call (``syncs``) and is otherwise dispatch, CPU work or
-    unexplained."""
-    names = [c.value for c in ORDER]
+    take the most of the gap (ties: the earlier of ``QUEUED`` and ``ORDER``), or
+    ``host_sync`` for a gap that began in a blocking call (``syncs``) and is otherwise
+    dispatch, CPU work or unexplained."""
+    names = [QUEUED, *(c.value for c in ORDER)]
     length = pl.col("end_ns") - pl.col("start_ns")
     timed = gaps.with_columns(_exclusive(gaps, covers))
     timed = timed.with_columns((length - pl.sum_horizontal(names[:-1])).alias(names[-1]))
@@ -367,15 +377,16 @@ def _count_before(df: pl.DataFrame, column: str, events: pl.DataFrame, by: list[
     return found.sort("_row")["n"].fill_null(0).alias("n")
 
 
-def _exclusive(gaps: pl.DataFrame, covers: list[tuple[IdleCause, pl.DataFrame]]) -> list[pl.Series]:
-    """Time of each gap that each cause's covers take, earlier covers taking it first."""
+def _exclusive(gaps: pl.DataFrame, covers: list[tuple[str, pl.DataFrame]]) -> list[pl.Series]:
+    """Time of each gap that each cause's covers take, earlier covers taking it first (one
+    series per cause that has covers, named for it)."""
     taken = iv.covered_first(
         gaps.select("thread", *_SPAN), [cover.select("thread", *_SPAN) for _, cover in covers], ["thread"]
     )
-    times = {cause: pl.Series(values=[0] * gaps.height, dtype=pl.Int64) for cause in ORDER[:-1]}
+    times = {cause: pl.Series(values=[0] * gaps.height, dtype=pl.Int64) for cause, _ in covers}
     for (cause, _), time in zip(covers, taken, strict=True):
         times[cause] = times[cause] + time
-    return [series.alias(cause.value) for cause, series in times.items()]
+    return [series.alias(cause) for cause, series in times.items()]
 
 
 def _range_at(points: pl.DataFrame, ranges: pl.DataFrame) -> pl.DataFrame:

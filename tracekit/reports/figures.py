@@ -41,6 +41,8 @@ COLORS: Final = {
     "host_work": "#00897b",
     "dependency": "#00acc1",
     "peer": "#3949ab",
+    "back_to_back": "#c5e1a5",
+    "unobservable": "#e0e0e0",
     "unexplained": "#9e9e9e",
 }
 

@@ -8,9 +8,10 @@ table's sort key when a run has more ranks (the JSON keeps them all) and say so 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol, TypeVar
+from typing import TYPE_CHECKING, Final, Protocol, TypeVar
 
 from tracekit.reports.sentences import write_memory
+from tracekit.results.vocab import IdleCause
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Sequence
@@ -387,9 +388,20 @@ def idle_causes(a: Analysis, limit: int | None) -> Table:
         "GPU idle by cause (ms)",
         ["rank", *causes],
         ([str(r.rank), *(ms(r.by_cause.get(c, 0)) for c in causes)] for r in rows),
-        "Each idle interval has one cause: what ended it and, when the host was late, what the host was doing." + note,
+        "Each idle interval has one cause: what ended it and, when the host was late, what the host was doing."
+        + "".join(_CAUSE_NOTES[c] for c in causes if c in _CAUSE_NOTES)
+        + note,
         empty="No GPU idle to attribute (no GPU activity).",
     )
+
+
+#: What a cause means where its name does not say it, beside the idle table.
+_CAUSE_NOTES: Final = {
+    IdleCause.UNOBSERVABLE.value: (
+        " unobservable: the GPU ran or waited on work launched before the profiler started (nothing of it is in"
+        " the trace), so what it did then cannot be seen; profile more steps and leave the first out."
+    ),
+}
 
 
 def kernels(a: Analysis, top: int = 15) -> Table:

@@ -38,9 +38,11 @@ class IdleCause(str, Enum):
     """Why the GPU was idle in one gap, from the work that ends the gap and when it was launched.
 
     Launched *before* the gap began (the GPU was not waiting for the host): ``back_to_back``
-    (queued right behind the work that ended the previous stretch on its own stream: the
-    GPU's own switch time, no wait), ``peer`` (a collective on another stream, a peer),
-    ``dependency`` (an event / stream wait, another stream).
+    (started within a switch time of other work ending: the GPU's own switch time, no wait),
+    ``unobservable`` (waited behind work the trace does not hold: nothing of the GPU is
+    recorded before it, or it was launched before the profiler started), ``peer`` (a
+    collective on another stream, a peer), ``dependency`` (an event / stream wait, another
+    stream, a graph's node waiting).
     Launched *after* the gap began (the host was late), by what the host was doing meanwhile:
     ``data``, ``host_sync``, ``blocking_collective``, ``one_time``, ``launch``, ``host_work``.
     """
@@ -53,7 +55,8 @@ class IdleCause(str, Enum):
     HOST_WORK = "host_work"  # host busy in CPU work that launches no GPU work
     DEPENDENCY = "dependency"  # work was queued: waited on an event, another stream, a graph
     PEER = "peer"  # work was queued: waited on a collective / a peer rank
-    BACK_TO_BACK = "back_to_back"  # work was queued behind the work just done on its stream: GPU switch time
+    BACK_TO_BACK = "back_to_back"  # work was queued and started as other work ended: GPU switch time
+    UNOBSERVABLE = "unobservable"  # the GPU ran or waited on work launched before the trace began
     UNEXPLAINED = "unexplained"  # nothing in the trace explains it
 
 

@@ -1,6 +1,9 @@
 """alexnet-a100-cuda-sync: PARAM's AlexNet inference benchmark; where its one measured forward goes.
 
-Usage: python tests/truth/independent/alexnet.py
+Usage: python tests/truth/independent/alexnet.py [PATH]
+
+PATH: another trace of the same benchmark (``kineto/hta-critical-path/simple-add.json.gz`` is
+one, a later run with the same ranges); by default ``kineto/hta-misc/alexnet-a100-cuda-sync``.
 
 No ProfilerStep. The PARAM annotations nest: ``[param|cuda]`` (the whole 43.4 s run) holds a
 warm-up forward (``...|warmup|forward``, 12.76 s: cuDNN autotune, lazy init) and one measured
@@ -21,7 +24,7 @@ from idle_causes import explain
 
 
 def main() -> None:
-    path = SHARED / "kineto" / "hta-misc" / "alexnet-a100-cuda-sync.json.gz"
+    path = Path(sys.argv[1]) if len(sys.argv) > 1 else SHARED / "kineto" / "hta-misc" / "alexnet-a100-cuda-sync.json.gz"
     t = load_kineto(path)
     ev = t.events
     measured = [e for e in ev if e[0] == "cpu" and e[1].endswith("|measure|forward]")]

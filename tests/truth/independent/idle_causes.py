@@ -1,11 +1,17 @@
 """GPU idle gaps of one Kineto rank, each explained by the work that ends it.
 
-Usage: python tests/truth/independent/idle_causes.py PATH [--exclude 0,...] [--window steps|gpu]
+Usage: python tests/truth/independent/idle_causes.py PATH [--exclude 0,...] [--window steps|gpu|trace|range:SUFFIX]
 
-Rule (DESIGN.md): the GPU op that ends a gap was launched (runtime call, by correlation id)
-either before the gap began -> the GPU waited on something else: ``peer`` when that op is a
-communication kernel, else ``dependency``; or after -> the host was late, and what the
-launching thread did between the gap start and the launch is the cause:
+Rule (DESIGN.md): the GPU op that ends a gap was launched (runtime call, by correlation id;
+a node of a CUDA/HIP graph carries the correlation id of its graph launch, so a gap inside a
+replay is read through the graph launch) either before the gap began -> the GPU waited on
+something else: ``switch`` when the gap lasts at most 20 us (the GPU moving on to queued
+work), ``unobservable`` when no GPU op is recorded before the gap (it waited behind work the
+trace does not hold), ``peer`` when that op is a communication kernel, else ``dependency``;
+or after -> the host was late, unless the op then waited longer after its launch returned
+(beyond 20 us of launch latency) than the host took to launch it (then as if launched
+before), and what the launching thread did between the gap start and the launch is the
+cause:
   ``data``       >50% of that time under a DataLoader fetch range
   ``host_sync``  >50% under a blocking sync call (cuda*Synchronize, synchronous cudaMemcpy,
                  a D2H copy to pageable memory)
@@ -15,7 +21,11 @@ launching thread did between the gap start and the launch is the cause:
                  the host dispatches ops one by one and the GPU drains faster than it is fed
   ``host_work``  longer: the thread issued no launch for many dispatch intervals, it was
                  doing CPU work that launches nothing
-Gaps with no ending op (trailing idle of a window) are ``tail``.
+Gaps with no ending op (trailing idle of a window) are ``tail``; an ending op with no launch
+in the trace is ``unobservable`` when it starts before the trace's first runtime call
+(launched before the profiler recorded the host), else ``unexplained``. ``--window trace``
+measures from the trace's first to its last event (where the GPU's first op comes late);
+``--window range:SUFFIX`` the shortest host range whose name ends with SUFFIX.
 """
 
 from __future__ import annotations
@@ -34,6 +44,7 @@ from _common import BLOCKING_SYNC_CALLS, gaps, intersect, is_comm_kernel, length
 
 LAUNCHES = ("LaunchKernel", "MemcpyAsync", "MemsetAsync", "GraphLaunch", "LaunchCooperativeKernel", "Memcpy", "Memset")
 ALLOC = ("cudaMalloc", "cudaFree", "cudaHostAlloc", "hipMalloc", "hipFree", "cudaMallocHost")
+SWITCH = 20_000  # ns: the longest a GPU takes to start queued work (switch, launch latency)
 
 
 def is_launch(name: str) -> bool:
@@ -50,11 +61,19 @@ def explain(  # noqa: PLR0912, PLR0915
     steps = sorted((e for e in ev if e[0] == "cpu" and e[1].startswith("ProfilerStep#")), key=lambda e: e[4])
     if window == "steps" and steps:
         windows = [(s[4], s[5]) for i, s in enumerate(steps) if i not in exclude]
+    elif window == "trace":
+        windows = [(min(e[4] for e in ev), max(e[5] for e in ev))]
+    elif window.startswith("range:"):  # the shortest host range whose name ends with the rest
+        inner = min((e for e in ev if e[0] == "cpu" and e[1].endswith(window[6:])), key=lambda e: e[5] - e[4])
+        windows = [(inner[4], inner[5])]
     else:
         windows = [(min(e[4] for e in gpu), max(e[5] for e in gpu))]
     rt = [e for e in ev if e[0] == "runtime"]
     by_corr = {e[6]["correlation"]: e for e in rt if "correlation" in e[6]}
+    first_rt = min((e[4] for e in rt), default=None)
+    ends = {e[5] for e in gpu}
     starts = sorted(gpu, key=lambda e: e[4])
+    first_gpu = starts[0][4]
     keys = [e[4] for e in starts]
     fetch = union(
         (e[4], e[5])
@@ -88,11 +107,16 @@ def explain(  # noqa: PLR0912, PLR0915
             k = bisect.bisect_left(keys, ge)
             nxt = starts[k] if k < len(starts) and starts[k][4] == ge else None
             launch = by_corr.get(nxt[6].get("correlation")) if nxt else None
+            queued = launch is not None and (launch[4] <= gs or ge - (launch[5] + SWITCH) > min(launch[4], ge) - gs)
             if nxt is None:
                 cause = "tail"
             elif launch is None:
-                cause = "unexplained"
-            elif launch[4] <= gs:
+                cause = "unobservable" if first_rt is not None and ge < first_rt else "unexplained"
+            elif queued and ge <= first_gpu:
+                cause = "unobservable"
+            elif queued and launch[4] <= gs and ge - gs <= SWITCH and gs in ends:
+                cause = "switch"
+            elif queued:
                 cause = "peer" if (nxt[0] == "kernel" and is_comm_kernel(nxt[1])) else "dependency"
             else:
                 late = [(gs, min(launch[4], ge))]
