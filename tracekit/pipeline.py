@@ -64,8 +64,10 @@ class AnalyzeOptions:
 
 def analyze_paths(paths: Sequence[Path], options: AnalyzeOptions | None = None) -> Outcome:
     """Analyze the traces at ``paths`` (each rank read and analyzed where ``options.executor``
-    runs it, the ranks combined here) and attach the capture summary beside them."""
-    from tracekit.stream import Settings, analyze_files  # noqa: PLC0415  (polars-heavy; imported when used)
+    runs it, the ranks combined here), attach the capture summary beside them and what it tells
+    (:func:`~tracekit.analyzers.caveats.with_capture`)."""
+    from tracekit.analyzers.caveats import with_capture  # noqa: PLC0415  (polars-heavy; imported when used)
+    from tracekit.stream import Settings, analyze_files  # noqa: PLC0415
 
     options = options or AnalyzeOptions()
     started = time.perf_counter()
@@ -88,7 +90,7 @@ def analyze_paths(paths: Sequence[Path], options: AnalyzeOptions | None = None) 
         capture=capture_summary(paths),
         analysis_seconds=round(time.perf_counter() - started, 4),
     )
-    return dataclasses.replace(outcome, analysis=analysis)
+    return dataclasses.replace(outcome, analysis=with_capture(analysis))
 
 
 @contextmanager

@@ -64,9 +64,9 @@ def test_a_late_arrival_far_below_the_wait_is_no_straggler() -> None:
     assert (ranks[0]["straggler_wait_ns"], ranks[0]["comms_wait_ns"]) == (0, 3 * 300 * US)
 
 
-def late_forward(*, extra_end_us: int = 0) -> list[dict[str, object]]:
-    """3 ranks, 4 steps of 1000 us; rank 2's forward takes 600 us instead of 200, so it
-    enters the all-reduce 400 us after the others; all leave at 700 us, rank 0 at
+def late_forward(*, extra_end_us: int = 0, phase: str = "forward") -> list[dict[str, object]]:
+    """3 ranks, 4 steps of 1000 us; rank 2's forward (the ``phase``) takes 600 us instead of 200,
+    so it enters the all-reduce 400 us after the others; all leave at 700 us, rank 0 at
     700 + ``extra_end_us``."""
     rows: list[dict[str, object]] = []
     for step in range(4):
@@ -74,7 +74,7 @@ def late_forward(*, extra_end_us: int = 0) -> list[dict[str, object]]:
         for r in range(3):
             forward = (600 if r == 2 else 200) * US
             rows.append(ev("step", f"ProfilerStep#{step}", t, t + STEP, rank=r))
-            rows.append(ev("annotation", "forward", t, t + forward, rank=r))
+            rows.append(ev("annotation", phase, t, t + forward, rank=r))
             end = t + (700 + (extra_end_us if r == 0 else 0)) * US
             rows += nccl_call(r, t + forward, end, corr=step + 1)
     return rows
@@ -98,6 +98,22 @@ def test_a_straggler_whose_lateness_explains_the_wait_is_named_with_its_phase() 
     assert (ranks[0]["straggler_wait_ns"], ranks[0]["comms_wait_ns"]) == (4 * 400 * US, 4 * 50 * US)
     assert (ranks[1]["straggler_wait_ns"], ranks[1]["comms_wait_ns"]) == (4 * 400 * US, 0)
     assert result.matrix.filter(rank=2)["lateness_ns"].to_list() == [400 * US] * 4
+
+
+@pytest.mark.parametrize(
+    ("phase", "cause"),
+    [
+        ("tracekit.phase/forward", StragglerCause.PHASE),
+        ("DistributedDataParallel.forward", StragglerCause.PHASE),  # "Data" in a name is no data phase
+        ("enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", StragglerCause.DATA_PHASE),
+        ("tracekit.phase/dataload_wait", StragglerCause.DATA_PHASE),
+    ],
+)
+def test_a_data_phase_is_a_cause_of_its_own(phase: str, cause: StragglerCause) -> None:
+    # the same lateness as above, in a phase of another name: the cause says which kind of phase
+    _, result = cross_rank(make_run(late_forward(extra_end_us=50, phase=phase), world_size=3))
+    (straggler,) = result.stragglers
+    assert (straggler.rank, straggler.cause, straggler.phase) == (2, cause, phase)
 
 
 def test_a_late_step_start_is_the_cause_when_no_phase_explains_it() -> None:

@@ -98,3 +98,12 @@ def test_one_rank_on_auto_joins_no_group(monkeypatch: pytest.MonkeyPatch, one_gp
 def test_a_memory_fraction_outside_0_1_is_refused(fraction: float) -> None:
     with pytest.raises(InputError, match="cuda_memory_fraction is out of range"):
         build_config({"cuda_memory_fraction": fraction})
+
+
+def test_the_cores_a_capture_ran_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    # the process's affinity where the OS has one (a container or taskset may give fewer than the machine's)
+    assert 1 <= (runner.cpu_count() or 0) <= (os.cpu_count() or 1)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: {0, 3}, raising=False)
+    assert runner.cpu_count() == 2
+    monkeypatch.delattr(os, "sched_getaffinity", raising=False)
+    assert runner.cpu_count() == os.cpu_count()

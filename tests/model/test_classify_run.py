@@ -149,3 +149,87 @@ def test_events_out_of_time_order_give_the_same_answer() -> None:
     ordered = classify_run(events).sort(key)
     assert classify_run(shuffled).sort(key)["category"].to_list() == ordered["category"].to_list()
     assert ordered.filter(pl.col("name") == "my_a2a_kernel")["category"].to_list() == ["collective"]
+
+
+PPLX = "void dispatchKernel<10u, true, false>(int*, unsigned long, std::byte*)"
+
+
+def kernel(name: str, start: int, end: int, corr: int, *, stream: int) -> list[dict[str, Any]]:
+    """A kernel over [start, end) on ``stream`` and its launch (thread 1) 50 ns before it."""
+    call = ev("runtime", "cudaLaunchKernel", start - 50, start - 45, correlation=corr)
+    return [call, ev("kernel", name, start, end, stream=stream, correlation=corr)]
+
+
+def test_an_all_to_all_name_on_a_stream_mostly_of_collectives_is_a_collective() -> None:
+    # stream 20: NCCL 1000 ns, the pplx kernel 400 ns, a copy kernel 300 ns: collectives (1000) outweigh
+    # the plain kernels (300), so the stream is for communication, and the all-to-all name there is one
+    rows = [
+        *kernel(NCCL, 1000, 2000, 1, stream=20),
+        *kernel(PPLX, 3000, 3400, 2, stream=20),
+        *kernel("elementwise_copy", 4000, 4300, 3, stream=20),
+    ]
+    got = categories(rows)
+    assert got[(0, PPLX)] == "collective"
+    assert got[(0, "elementwise_copy")] == "compute"  # a plain kernel: the stream alone is not evidence
+
+
+def test_an_all_to_all_name_on_a_compute_stream_stays_compute() -> None:
+    # stream 7 carries NCCL too (custom all-reduce or NCCL on the compute stream): 100 ns of it against
+    # 2000 ns of GEMM, so it is a compute stream, and the name alone is not evidence
+    rows = [
+        *kernel(GEMM, 1000, 3000, 1, stream=7),
+        *kernel(NCCL, 4000, 4100, 2, stream=7),
+        *kernel(PPLX, 5000, 5400, 3, stream=7),
+    ]
+    assert categories(rows)[(0, PPLX)] == "compute"
+
+
+def test_an_all_to_all_name_on_a_stream_without_collectives_stays_compute() -> None:
+    rows = [*kernel(PPLX, 1000, 2000, 1, stream=30), *kernel(NCCL, 1000, 2000, 2, stream=20)]
+    assert categories(rows)[(0, PPLX)] == "compute"
+
+
+def test_streams_are_weighed_per_rank() -> None:
+    # rank 0's stream 20 is communication; rank 1's stream 20 is mostly a GEMM
+    rows = [
+        *kernel(NCCL, 1000, 2000, 1, stream=20),
+        *kernel(PPLX, 3000, 3400, 2, stream=20),
+        *[{**r, "rank": 1} for r in kernel(NCCL, 1000, 1100, 1, stream=20)],
+        *[{**r, "rank": 1} for r in kernel(GEMM, 2000, 4000, 2, stream=20)],
+        *[{**r, "rank": 1} for r in kernel(PPLX, 5000, 5400, 3, stream=20)],
+    ]
+    got = categories(rows)
+    assert got[(0, PPLX)] == "collective"
+    assert got[(1, PPLX)] == "compute"
+
+
+def test_deepseek_expert_parallel_stream() -> None:
+    # as in DeepSeek's profile-data: DeepEP's families in dpsk::ep:: on their own stream with the
+    # layout kernel, a CUB scan of the sampler in cdpsk::ep:: on the compute stream
+    dispatch = "void dpsk::ep::internode::dispatch<false, 4, false, 4>(int4*, float*)"
+    notify = "void dpsk::ep::internode::notify_dispatch<false, 4>(int const*, int*)"
+    layout = "void dpsk::ep::cuda::get_dispatch_layout<256, 32, 8>(long const*, int*)"
+    scan = "void cdpsk::ep::CUB_200200_900_NS::DeviceScanByKeyKernel<int>(int*)"
+    rows = [
+        *kernel(layout, 1000, 1100, 1, stream=16),
+        *kernel(notify, 1200, 2200, 2, stream=16),
+        *kernel(dispatch, 2300, 7000, 3, stream=16),
+        *kernel(GEMM, 1000, 9000, 4, stream=7),
+        *kernel(scan, 9000, 9100, 5, stream=7),
+    ]
+    got = categories(rows)
+    assert (got[(0, notify)], got[(0, dispatch)]) == ("collective", "collective")
+    assert (got[(0, layout)], got[(0, scan)], got[(0, GEMM)]) == ("compute", "compute", "compute")
+
+
+def test_kernels_launched_inside_pplx_operators_are_collectives() -> None:
+    combine = "void combineKernel<10u, true, true>(std::byte*, unsigned long)"
+    rows = [
+        ev("cpu_op", "pplx_kernels::all_to_all_dispatch", 1000, 2000),
+        *launched(PPLX, 1500, 1, stream=7),
+        ev("cpu_op", "pplx_kernels::all_to_all_combine", 3000, 4000),
+        *launched(combine, 3500, 2, stream=7),
+        *launched(GEMM, 5000, 3, stream=7),
+    ]
+    got = categories(rows)
+    assert (got[(0, PPLX)], got[(0, combine)], got[(0, GEMM)]) == ("collective", "collective", "compute")

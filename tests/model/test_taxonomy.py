@@ -6,7 +6,7 @@ import polars as pl
 import pytest
 
 from tracekit.model import classify
-from tracekit.model.taxonomy import COMM_PATTERNS, kernel_op_expr
+from tracekit.model.taxonomy import COMM_PATTERNS, is_ep_hint_name, kernel_op_expr
 
 
 def category(kind: str, name: str) -> str:
@@ -101,6 +101,31 @@ COMM_KERNELS = [
     ),
     ("kuserbuffers_pushsendrecv(int*, int*, int4*, int4*, int, int*, int*)", "kuserbuffers_pushsendrecv"),
     ("hcom_allReduce__520_0_1", "hcom_allReduce__520_0_1"),
+    # DeepEP's families under vendors' namespaces: DeepSeek's profile-data (dpsk::ep::), UCCL-EP,
+    # forks that keep DeepEP's namespace inside their own (primus_turbo::deep_ep::)
+    ("void dpsk::ep::internode::dispatch<false, 4, false, 4>(int4*, float*, long*, float*)", "ep_dispatch"),
+    ("void dpsk::ep::internode::combine<false, 4, __nv_bfloat16, 4>(int4*, float*)", "ep_combine"),
+    ("void dpsk::ep::internode::notify_dispatch<false, 4>(int const*, int*, int)", "ep_notify_dispatch"),
+    ("void dpsk::ep::internode::cached_notify<false>(int, int, int)", "ep_cached_notify"),
+    ("void dpsk::ep::internode::dispatch_ll<true, 3, 10, 7168>(void*, float*, int*, long*)", "ep_dispatch_ll"),
+    ("void dpsk::ep::internode::combine_ll<7168, 9>(void*, void*, int*)", "ep_combine_ll"),
+    ("void uccl::internode::dispatch<false, 2, true, 4, 8>(int4*, float*)", "ep_dispatch"),
+    ("void uccl::intranode::notify_combine<8>(void**, int*, int)", "ep_notify_combine"),
+    ("void uccl::internode_ll::combine<7168, 9, false>(void*, void*, int*)", "ep_ll_combine"),
+    ("void vendor::ep::intranode::barrier<8>(int**, int)", "ep_barrier"),
+    ("void primus_turbo::deep_ep::internode::dispatch<false, 2>(int4*, float*)", "deepep_dispatch"),
+    ("void notify_dispatch<8>(int const*, int*, int)", "ep_notify_dispatch"),  # no namespace: the name alone
+    ("void cached_notify_combine<8>(void**, int*, int)", "ep_cached_notify_combine"),
+    ("_ZN4dpsk2ep9internode8dispatchILb0ELi4ELb0ELi4EEEvP4int4PfPlS4_", None),  # mangled
+    ("_ZN4uccl12internode_ll7combineILi7168ELi9ELb0EEEvPvS2_Pi", None),
+    (
+        "void mori::moe::EpDispatchIntraNodeKernel<__hip_bfloat16>(mori::moe::EpDispatchCombineArgs<__hip_bfloat16>)",
+        "mori_EpDispatchIntraNodeKernel",
+    ),
+    (
+        "void mori::moe::EpCombineInterNodeKernel<float>(mori::moe::EpDispatchCombineArgs<float>)",
+        "mori_EpCombineInterNodeKernel",
+    ),
 ]
 
 
@@ -124,6 +149,17 @@ def test_every_library_is_communication(name: str, expected_op: str | None) -> N
         "void vllm::moe::topk_dispatch<float>(float const*)",
         "void at::native::(anonymous namespace)::one_shot_sort_kernel<float>(float*)",
         "barrier_kernel(unsigned int**, unsigned long, unsigned long)",  # symm_mem's, too generic by name
+        # an expert-parallel namespace is not evidence by itself: DeepSeek's sampler runs a CUB scan in
+        # cdpsk::ep::, and the layout kernel computes
+        "void cdpsk::ep::CUB_200200_900_NS::DeviceScanByKeyKernel<cdpsk::ep::CUB_200200_900_NS::Policy>(int*)",
+        "void dpsk::ep::cuda::get_dispatch_layout<256, 32, 8>(long const*, int*, int*, int*, bool*, int, int)",
+        "void vendor::intranode::dispatch_layout<8>(int const*, int*)",
+        "void vendor::ep::permute_tokens<8>(int4*, int const*)",
+        "void deep_epsilon::dispatch<8>(int4*)",  # a namespace that only starts like deep_ep
+        # weak names: communication only with a second piece of evidence (test_classify_run.py)
+        "void dispatchKernel<10u, true, false>(int*, unsigned long, std::byte*)",
+        "void combineKernel<10u, true, true>(std::byte*, unsigned long)",
+        "void tensorrt_llm::kernels::moeA2ADispatchKernel<__nv_bfloat16>(Params)",
     ],
 )
 def test_look_alikes_are_compute(name: str) -> None:
@@ -152,6 +188,11 @@ def test_look_alikes_are_compute(name: str) -> None:
         ("cpu_op", "symm_mem::fused_matmul_reduce_scatter", "other"),
         ("annotation", "xccl:all_reduce", "collective"),
         ("cpu_op", "_c10d_functional::all_gather_into_tensor", "collective"),
+        ("cpu_op", "pplx_kernels::all_to_all_dispatch", "collective"),
+        ("cpu_op", "pplx_kernels::all_to_all_combine", "collective"),
+        ("python", "pplx_kernels/all_to_all.py(48): dispatch", "collective"),
+        ("python", "pplx_kernels/all_to_all.py(21): __init__", "other"),
+        ("cpu_op", "pplx_kernels::all_to_all_create", "other"),
     ],
 )
 def test_host_events(kind: str, name: str, expected: str) -> None:
@@ -162,3 +203,21 @@ def test_the_table_documents_every_pattern() -> None:
     assert {p.target for p in COMM_PATTERNS} == {"kernel", "host"}
     assert all(p.library and p.pattern for p in COMM_PATTERNS)
     assert all(p.op is not None for p in COMM_PATTERNS if p.target == "kernel")
+
+
+@pytest.mark.parametrize(
+    ("name", "hinted"),
+    [
+        ("void dispatchKernel<10u, true, false>(int*, unsigned long)", True),  # pplx-kernels
+        ("void combineKernel<10u, true, true>(std::byte*)", True),
+        ("void tensorrt_llm::kernels::moeA2ADispatchKernel<half>(Params)", True),
+        ("all_to_all_single_kernel(float*)", True),
+        ("void ns::AllToAllKernel<4>(int*)", True),
+        ("void moe_align_block_size_dispatch_kernel<int>(int const*)", False),  # dispatch is not its start
+        ("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_dispatch", False),
+        ("void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float, at::native::combine_t>>(ReduceOp)", False),
+        ("void vllm::moe::topk_dispatch<float>(float const*)", False),
+    ],
+)
+def test_weak_all_to_all_names(name: str, *, hinted: bool) -> None:
+    assert pl.select(is_ep_hint_name(pl.lit(name))).item() is hinted

@@ -57,3 +57,35 @@ def test_names_launches_and_user_patterns_after_the_cache(tmp_path: Path, use_ca
 def test_bad_pattern_is_an_input_error_before_reading(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="not a valid regular expression"):
         load_run([tmp_path / "missing.json"], comm_kernels=["(oops"])
+
+
+def test_a_vendor_expert_parallel_trace_is_read_as_communication(tmp_path: Path) -> None:
+    """DeepSeek's profile-data layout: rank 0 of 32 on NCCL, DeepEP's families in dpsk::ep:: on
+    stream 16 with the layout kernel, the model on stream 7. Read with the taxonomy of before,
+    the run had no communication kernel and warned."""
+    t = 1_000_000.0
+    names = [
+        ("void dpsk::ep::cuda::get_dispatch_layout<256, 32, 8>(long const*, int*)", 16, 10),
+        ("void dpsk::ep::internode::notify_dispatch<false, 4>(int const*, int*)", 16, 30),
+        ("void dpsk::ep::internode::dispatch<false, 4, false, 4>(int4*, float*)", 16, 200),
+        ("void dpsk::gemm::fp8_gemm_kernel<7168u, 2048u>(__nv_bfloat16*, float*)", 7, 300),
+        ("void dpsk::ep::internode::cached_notify<false>(int, int)", 16, 30),
+        ("void dpsk::ep::internode::combine<false, 4, __nv_bfloat16, 4>(int4*, float*)", 16, 300),
+    ]
+    events = [kineto_event("user_annotation", "ProfilerStep#1", t, 1000)]
+    start = t + 10
+    for corr, (name, stream, dur) in enumerate(names, start=1):
+        events.append(kineto_event("cuda_runtime", "cudaLaunchKernel", start - 5, 2, correlation=corr))
+        events.append(kineto_event("kernel", name, start, dur, correlation=corr, stream=stream, device=0))
+        start += dur + 5
+    path = write_kineto(tmp_path / "rank0.json", events, world_size=32)
+    got = _categories(path, use_cache=False)
+    assert [got[n] for n, _, _ in names] == [
+        "compute",
+        "collective",
+        "collective",
+        "compute",
+        "collective",
+        "collective",
+    ]
+    assert not [w for w in load_run([path], use_cache=False).warnings if "communication" in w]

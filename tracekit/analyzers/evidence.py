@@ -49,15 +49,20 @@ def evidence(
         )
     inst = collectives.instances
     if inst.height:
-        by_op = inst.group_by("op").agg(pl.len().alias("n"), pl.col("floor_ns").sum(), pl.col("mean_wait_ns").sum())
+        matched = pl.col("matched").any()  # floors and waits of unmatched instances are unknown, not 0
+        by_op = inst.group_by("op").agg(
+            pl.len().alias("n"),
+            pl.when(matched).then(pl.col("floor_ns").sum()).alias("floor_ns"),
+            pl.when(matched).then(pl.col("mean_wait_ns").sum()).alias("mean_wait_ns"),
+        )
         fields["ops"] = [
             OpLatency(
                 op=r["op"],
                 count=r["n"],
-                floor_ns=int(r["floor_ns"]),
-                mean_wait_ns=round(num(r["mean_wait_ns"]), DECIMALS),
+                floor_ns=None if r["floor_ns"] is None else int(r["floor_ns"]),
+                mean_wait_ns=None if r["mean_wait_ns"] is None else round(num(r["mean_wait_ns"]), DECIMALS),
             )
-            for r in by_op.sort(["floor_ns", "op"], descending=[True, False]).head(4).iter_rows(named=True)
+            for r in by_op.sort(["floor_ns", "op"], descending=[True, False], nulls_last=True).head(4).rows(named=True)
         ]
         fields["has_collectives"] = True
         if overlap is not None and overlap.per_rank.height and overlap.per_rank["overlap_pct"].mean() is not None:

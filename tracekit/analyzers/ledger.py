@@ -57,7 +57,7 @@ IDLE_ENTRY: Final = {
     IdleCause.HOST_WORK.value: LedgerEntry.HOST_WORK,
     IdleCause.DEPENDENCY.value: LedgerEntry.DEPENDENCY,
     IdleCause.BACK_TO_BACK.value: LedgerEntry.SWITCH,
-    "unobservable": LedgerEntry.UNOBSERVABLE,
+    IdleCause.UNOBSERVABLE.value: LedgerEntry.UNOBSERVABLE,
     IdleCause.UNEXPLAINED.value: LedgerEntry.UNEXPLAINED,
 }
 

@@ -14,19 +14,22 @@ import polars as pl
 from tracekit import __version__
 from tracekit.analyzers import evidence as ev
 from tracekit.analyzers import intervals as iv
+from tracekit.analyzers import run_kind
 from tracekit.analyzers.annotations import annotations_per_step
 from tracekit.analyzers.breakdown import gpu_breakdown
+from tracekit.analyzers.caveats import communication_caveat, lowered
 from tracekit.analyzers.collectives import find_collectives
 from tracekit.analyzers.convert import rows
 from tracekit.analyzers.dataloader import dataloader_gaps
 from tracekit.analyzers.kernels import kernels_by_rank
 from tracekit.analyzers.overlap import comm_overlap
-from tracekit.analyzers.stats import num
+from tracekit.analyzers.stats import num, totals
 from tracekit.analyzers.syncs import sync_points
 from tracekit.analyzers.verdict import bound_of, decide
 from tracekit.analyzers.work import MAX_ROWS as WORK_ROWS
 from tracekit.analyzers.work import work_tables
 from tracekit.model.schema import GPU_ACTIVITY_KINDS
+from tracekit.model.taxonomy import HOST_KINDS
 from tracekit.results import rows as r
 from tracekit.results.analysis import (
     BreakdownSection,
@@ -285,6 +288,9 @@ def facts_map(ctx: RankContext) -> Parts:
             gpu_events=pl.col("kind").is_in(GPU_ACTIVITY_KINDS),
             gpu_signs=signs(GPU_JOB_SIGNS),
             torch_ops=signs(PYTORCH_SIGNS),
+            comm_kernels=(pl.col("kind") == "kernel") & (pl.col("category") == "collective"),
+            comm_host=pl.col("kind").is_in(list(HOST_KINDS)) & (pl.col("category") == "collective"),
+            **run_kind.sign_flags(run),
         )
         .group_by("rank")
         .agg(
@@ -294,6 +300,7 @@ def facts_map(ctx: RankContext) -> Parts:
             torch_ops=pl.col("torch_ops").sum(),
             start_ns=pl.col("start_ns").min(),
             end_ns=pl.col("end_ns").max(),
+            **{c: pl.col(c).sum() for c in ("comm_kernels", "comm_host", *map(run_kind.column, run_kind.SIGNS))},
         )
     )
     # rows sorted by rank: a difference within a rank is one whose previous row is of that rank
@@ -351,6 +358,7 @@ def facts_reduce(red: Reduced) -> RunFacts:
         span_ns=red.span_ns,
         skipped=[SkippedFile(path=s.path, reason=s.reason) for s in run.skipped],
         warnings=warnings,
+        parallelism=run_kind.from_signs(totals(red.part("facts", "span"), map(run_kind.column, run_kind.SIGNS))),
     )
 
 
@@ -362,6 +370,8 @@ def verdict_reduce(red: Reduced) -> Verdict:
     notes = [f for f in (ev.sync_finding(red.syncs, has_gpu=red.has_gpu), _partial_ranks(red)) if f]
     if not undetermined and _measured_steps(red) < 2:
         notes.append(Finding(note=NoteKind.ONE_STEP, confidence=Confidence.HIGH, value=float(_measured_steps(red))))
+    if (caveat := communication_caveat(red)) is not None:
+        notes.append(caveat.finding)
     comms = decision.costs.filter(pl.col("bound") == "comms-bound")["share_pct"].sum()
     if (low := ev.overlap_finding(red.overlap, float(comms))) is not None:
         notes.append(low)
@@ -378,7 +388,7 @@ def verdict_reduce(red: Reduced) -> Verdict:
     evidence = msgspec.structs.replace(evidence, pytorch=pytorch, sync_sources=_sync_sources(red))
     return Verdict(
         measured_on=measured_on,
-        primary=decision.primary,
+        primary=lowered(decision.primary, caveat),
         secondary=[*decision.secondary, *notes],
         costs=rows(decision.costs, r.CostRow),
         evidence=evidence,

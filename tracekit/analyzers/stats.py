@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import polars as pl
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
 
 
 def summary_exprs(column: str, prefix: str = "") -> list[pl.Expr]:
@@ -26,3 +31,8 @@ def share(part: str, whole: str, alias: str) -> pl.Expr:
 def num(value: object) -> float:
     """A polars scalar (``mean()``, ``sum()``, a row value) as a float; 0.0 for null."""
     return 0.0 if value is None else float(value)  # type: ignore[arg-type]
+
+
+def totals(frame: pl.DataFrame, columns: Iterable[str]) -> dict[str, int]:
+    """The sums of these count ``columns`` of ``frame`` (0 for a column it lacks)."""
+    return {c: int(num(frame[c].sum())) if c in frame.columns else 0 for c in columns}

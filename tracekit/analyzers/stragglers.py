@@ -8,7 +8,8 @@ matrix (how late a rank arrived at the step's collectives, at most, after the ea
 rank: one number per rank and step, for a heatmap); the run's stragglers with a score (the
 explained wait they cause per step, as a share of the step); and for each straggler the
 cause, found *before* the collective: the phase that took longer on it than on the median
-of the other ranks, or a late start of the step.
+of the other ranks (a data phase, a DataLoader fetch, apart from the others), or a late start
+of the step.
 
 A rank is a straggler only when it is last at most of its collectives and the wait its
 lateness explains passes :data:`STRAGGLER_MIN_SHARE` of a step; only instances held by every
@@ -20,6 +21,7 @@ the rest of its wait.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
@@ -27,6 +29,7 @@ import polars as pl
 
 from tracekit.analyzers import intervals as iv
 from tracekit.analyzers.collectives import KEYS
+from tracekit.analyzers.dataloader import FETCH_PATTERN
 from tracekit.results.vocab import StragglerCause
 
 if TYPE_CHECKING:
@@ -242,8 +245,16 @@ def straggler_cause(
     if candidates:
         phase, excess = max(candidates.items(), key=lambda kv: (kv[1], kv[0] or ""))
         if excess > 0:
-            return (StragglerCause.LATE_START if phase is None else StragglerCause.PHASE), phase, excess
+            return _phase_cause(phase), phase, excess
     return (StragglerCause.NOT_IN_PHASES if phases else StragglerCause.NO_PHASES), None, 0.0
+
+
+def _phase_cause(phase: str | None) -> StragglerCause:
+    """A late start (no phase), a data phase (a DataLoader fetch: :data:`FETCH_PATTERN`), or any
+    other phase: its advice differs (what runs before the step, the input pipeline, compute)."""
+    if phase is None:
+        return StragglerCause.LATE_START
+    return StragglerCause.DATA_PHASE if re.search(FETCH_PATTERN, phase) else StragglerCause.PHASE
 
 
 def _explain(

@@ -100,7 +100,15 @@ def environment(accelerator: Any, backend: str) -> dict[str, Any]:
         "distributed_type": str(accelerator.distributed_type).split(".")[-1],
         "mixed_precision": accelerator.mixed_precision,
         "python": sys.version.split()[0],
+        "cpu_count": cpu_count(),
     }
+
+
+def cpu_count() -> int | None:
+    """The CPU cores this process may run on (its affinity, where the OS has one), else the
+    machine's: what the ranks of a capture, all started on this machine, share."""
+    affinity = getattr(os, "sched_getaffinity", None)
+    return len(affinity(0)) if affinity is not None else os.cpu_count()
 
 
 def make_accelerator(config: CaptureConfig) -> tuple[Any, str]:

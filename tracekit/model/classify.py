@@ -4,13 +4,15 @@ Two steps, so that a kernel is a collective in exactly one place:
 
 * :func:`category_expr`, one polars expression over ``kind`` and ``name``, matches the names of
   the communication taxonomy (:mod:`tracekit.model.taxonomy`): kernels of NCCL/RCCL/MSCCL,
-  DeepEP, NVSHMEM, PyTorch SymmetricMemory, custom all-reduce, TransformerEngine userbuffers,
-  HCCL/oneCCL; and host events of c10d, its backends (``gloo:all_reduce``...), SymmetricMemory
-  and DeepEP. Readers apply it to each file (and the cache keeps the result).
+  DeepEP and its vendors' expert-parallel all-to-all, MORI, NVSHMEM, PyTorch SymmetricMemory,
+  custom all-reduce, TransformerEngine userbuffers, HCCL/oneCCL; and host events of c10d, its
+  backends (``gloo:all_reduce``...), SymmetricMemory, DeepEP and pplx-kernels. Readers apply it
+  to each file (and the cache keeps the result).
 * :func:`classify_run` runs once on every rank's events together and adds what names alone
   miss (see :mod:`tracekit.model.comm_evidence`): the user's kernel patterns, kernels launched
-  from inside a communication host op, and kernels without a recorded launch on a stream that
-  carries only communication. It only ever turns compute kernels into collectives.
+  from inside a communication host op, kernels whose names read as all-to-all on a stream mostly
+  used for communication, and kernels without a recorded launch on a stream that carries only
+  communication. It only ever turns compute kernels into collectives.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from typing import TYPE_CHECKING, Final
 import polars as pl
 
 from tracekit.model.comm_evidence import (
+    hinted_on_comm_streams,
     kernels_of,
     launched_in_comm,
     unlaunched_on_comm_streams,
@@ -33,6 +36,7 @@ from tracekit.model.taxonomy import (
     NOT_COMM_KERNEL_PATTERN,
     is_comm_host_name,
     is_comm_kernel_name,
+    is_ep_hint_name,
 )
 
 if TYPE_CHECKING:
@@ -110,7 +114,8 @@ def classify_run(events: pl.DataFrame, *, comm_kernels: Sequence[str] = ()) -> p
 
     A compute kernel becomes a collective when its name matches one of ``comm_kernels``
     (regular expressions; an invalid one raises :class:`~tracekit.errors.InputError`), when
-    it was launched from inside a communication host op, or when it has no recorded launch
+    it was launched from inside a communication host op, when its name reads as all-to-all
+    and it runs on a stream mostly used for communication, or when it has no recorded launch
     and runs on a stream whose launched kernels are all collectives. Kernels that only
     compute a layout (:data:`~tracekit.model.taxonomy.NOT_COMM_KERNEL_PATTERN`) stay compute
     unless a user pattern names them. Rows and their order are unchanged.
@@ -128,6 +133,9 @@ def classify_run(events: pl.DataFrame, *, comm_kernels: Sequence[str] = ()) -> p
     excluded = names.filter(names.str.contains(NOT_COMM_KERNEL_PATTERN)).implode()
     candidates = kernels.filter(compute, ~pl.col("name").is_in(excluded))
     kernels = _promote(kernels, launched_in_comm(events, candidates))
+    hinted = names.filter(names.to_frame("name").select(is_ep_hint_name(pl.col("name"))).to_series()).implode()
+    candidates = kernels.filter(compute, ~pl.col("name").is_in(excluded), pl.col("name").is_in(hinted))
+    kernels = _promote(kernels, hinted_on_comm_streams(kernels, hinted=candidates))
     candidates = kernels.filter(compute, ~pl.col("name").is_in(excluded))
     kernels = _promote(kernels, unlaunched_on_comm_streams(events, kernels, candidates=candidates))
     rows = kernels.filter(pl.col("category") != pl.col("_named")).get_column("_row")

@@ -1,19 +1,38 @@
-"""Communication found beyond kernel names: user patterns, launching host ops, dedicated streams.
+"""Communication found beyond kernel names: user patterns, launching host ops, streams.
 
 Each function takes every rank's events (one frame, ``rank`` column) and the frame of
 candidate kernels (``_row``: the kernel's row in the events, ``rank``, ``name``, ``category``,
-``correlation``, ``device``, ``stream``), and answers with the rows of kernels that are
-communication. Everything is joins over few rows: communication host ranges are few, and
-only streams that carry a collective are looked at.
+``correlation``, ``device``, ``stream``, ``start_ns``, ``end_ns``), and answers with the rows of
+kernels that are communication. Everything is joins over few rows: communication host ranges
+are few, and only streams that carry a collective are looked at.
 
-* **Launching host op.** A kernel's launch is the runtime/driver call with its
-  ``correlation``. It is communication when that call ran inside a communication host event
-  (a ``c10d::`` operator, ``record_param_comms``, a DeepEP ``Buffer.dispatch`` Python frame or
-  range: see :mod:`tracekit.model.taxonomy`) on the same thread, or when the call's
-  ``external_id`` is that of a communication operator (Kineto's operator -> runtime link).
-* **Dedicated stream.** A kernel with no recorded launch (its call fell outside the trace, or
-  came from a thread the profiler did not follow) is communication when it runs on a stream
-  where every kernel whose launch is recorded is a collective.
+Each rule needs two pieces of evidence, or one that is itself a communication call:
+
+==========================  ============================================================================
+rule                        a compute kernel is communication when
+==========================  ============================================================================
+launching host op           its launch (the runtime/driver call with its ``correlation``) ran inside a
+                            communication host event on the same thread (a ``c10d::`` operator,
+                            ``record_param_comms``, ``nccl:``/``gloo:`` ranges, DeepEP's
+                            ``Buffer.dispatch`` frames and ranges, ``pplx_kernels::all_to_all_*``: see
+                            :mod:`tracekit.model.taxonomy`), or its ``external_id`` is that of a
+                            communication operator (Kineto's operator -> runtime link). The host op
+                            is a communication call: what it launches is its work.
+all-to-all name on a        its function reads as expert-parallel all-to-all (``dispatch*``,
+communication stream        ``combine*``, ``*a2a*``, ``*all_to_all*``:
+                            :data:`~tracekit.model.taxonomy.EP_HINT_PATTERN`) *and* it runs on a stream
+                            mostly used for communication: named collectives take more of its device
+                            time than its other kernels. Neither alone: a GEMM ``..._dispatch`` on the
+                            main stream, or a plain kernel beside NCCL on a stream, stays compute;
+                            vLLM's custom all-reduce runs on the compute stream, which stays one.
+dedicated stream            it has no recorded launch (its call fell outside the trace, or came from a
+                            thread the profiler did not follow) and runs on a stream where every kernel
+                            whose launch is recorded is a collective (and one is). A kernel whose
+                            launch is recorded elsewhere than in a communication op is never promoted
+                            by its stream.
+==========================  ============================================================================
+
+The user's own patterns (``--comm-kernel``) are evidence enough: the user read the names.
 """
 
 from __future__ import annotations
@@ -56,7 +75,7 @@ def kernels_of(events: pl.DataFrame) -> pl.DataFrame:
         events.lazy()
         .with_row_index("_row")
         .filter(pl.col("kind") == "kernel")
-        .select("_row", "rank", "name", "category", "correlation", "device", "stream")
+        .select("_row", "rank", "name", "category", "correlation", "device", "stream", "start_ns", "end_ns")
         .collect()
     )
 
@@ -151,4 +170,25 @@ def unlaunched_on_comm_streams(events: pl.DataFrame, kernels: pl.DataFrame, *, c
         .join(dedicated.filter("ok").select(_STREAM), on=_STREAM, how="semi")
         .get_column("_row")
     )
+    return rows
+
+
+def hinted_on_comm_streams(kernels: pl.DataFrame, *, hinted: pl.DataFrame) -> pl.Series:
+    """Rows of ``hinted`` (compute kernels whose name reads as expert-parallel all-to-all) on
+    streams mostly used for communication: where the collectives of ``kernels`` take more
+    device time than the kernels that are neither collectives nor hinted."""
+    if hinted.is_empty():
+        return pl.Series("_row", [], dtype=pl.get_index_type())
+    busy = pl.col("end_ns") - pl.col("start_ns")
+    collective = pl.col("category") == "collective"
+    hint = pl.col("_row").is_in(hinted.get_column("_row").implode())
+    streams = (
+        kernels.lazy()
+        .join(hinted.lazy().select(_STREAM).unique(), on=_STREAM, how="semi")
+        .group_by(_STREAM)
+        .agg(comm=busy.filter(collective).sum(), plain=busy.filter(~collective & ~hint).sum())
+        .filter(pl.col("comm") > pl.col("plain"))
+        .select(_STREAM)
+    )
+    rows: pl.Series = hinted.lazy().join(streams, on=_STREAM, how="semi").select("_row").collect().to_series()
     return rows

@@ -12,6 +12,14 @@ DeepEP               kernel  anything in the ``deep_ep::`` namespace (``_ZN7deep
                              ``notify_dispatch``, ``cached_notify_dispatch``, ``dispatch``,
                              ``cached_notify_combine``, ``combine``, ``cached_notify``,
                              ``internode_ll::dispatch``/``combine``, ``clean_low_latency_buffer``
+expert-parallel      kernel  DeepEP's families under other namespaces (DeepSeek's ``dpsk::ep::``,
+all-to-all                   UCCL's ``uccl::``, forks): an ``ep``, ``internode``, ``intranode``
+                             (``_ll``) namespace holding ``dispatch``, ``combine``,
+                             ``dispatch_ll``, ``combine_ll``, ``notify_dispatch``,
+                             ``notify_combine``, ``cached_notify*``, ``clean_low_latency_buffer``,
+                             ``barrier`` (mangled: ``9internode8dispatchI``...); and, in any
+                             namespace, ``notify_dispatch``, ``notify_combine``, ``cached_notify*``
+MORI                 kernel  AMD's ``mori::moe::EpDispatch*``/``EpCombine*`` kernels
 NVSHMEM              kernel  ``nvshmem*``/``nvshmemi_*``/``rocshmem*`` kernels and NVSHMEM's
                              on-stream collectives (``barrier_on_stream_kernel``,
                              ``alltoall_float_on_stream_kernel``...)
@@ -33,15 +41,36 @@ DeepEP               host    the Python entry points ``deep_ep/buffer.py(N): dis
                              ``internode_``/``low_latency_`` variants), their pybind calls
                              (``<built-in method intranode_dispatch of PyCapsule ...>``) and
                              ``record_function`` ranges named ``deep_ep.dispatch``-like
+pplx-kernels         host    its operators ``pplx_kernels::all_to_all_dispatch``/``_combine`` (which
+                             launch its ``dispatchKernel``/``combineKernel``) and their Python
+                             entry points ``pplx_kernels/all_to_all.py(N): dispatch``/``combine``
 ===================  ======  =======================================================================
 
 Never communication by name (:data:`NOT_COMM_KERNEL_PATTERN`): kernels that only compute a
-layout, DeepEP's ``get_dispatch_layout`` (``deep_ep::layout::``). A bare ``dispatch`` or
-``combine`` outside ``deep_ep::`` (a GEMM's ``..._dispatch_policy``, ``reduce_kernel<...combine>``)
-is compute. Patterns are Rust regular expressions, as polars runs them: no look-around.
+layout, DeepEP's ``get_dispatch_layout`` (``deep_ep::layout::``, ``dpsk::ep::cuda::``). A bare
+``dispatch`` or ``combine`` outside those namespaces (a GEMM's ``..._dispatch_policy``,
+``reduce_kernel<...combine>``, vLLM's ``topk_dispatch``) is compute, and so is other work that
+lives in an expert-parallel namespace (``cdpsk::ep::CUB_...::DeviceScanByKeyKernel``, a CUB scan
+of DeepSeek's sampler): the namespace alone is not evidence, the namespace and a function of the
+family are. Patterns are Rust regular expressions, as polars runs them: no look-around.
 
-Names are one kind of evidence; :func:`tracekit.model.classify.classify_run` adds the
-launching host op and dedicated streams, and the user's own kernel patterns.
+Names are one kind of evidence; :func:`tracekit.model.classify.classify_run` adds others, each
+sound on its own or only with a second one (the reasons: :mod:`tracekit.model.comm_evidence`):
+
+=========================  ================================================================================
+evidence                   makes a compute kernel communication
+=========================  ================================================================================
+launching host op          alone: launched inside a ``host`` event of the table above (``c10d::``,
+                           ``record_param_comms``, ``nccl:``, DeepEP's and pplx's entry points), or linked
+                           to one by its external id: the host op is the communication call
+weak name + stream         together: a function that *starts* with ``dispatch``/``combine`` or names an
+                           all-to-all (:data:`EP_HINT_PATTERN`: pplx's ``dispatchKernel``, TensorRT-LLM's
+                           ``moeA2ADispatchKernel``) on a stream whose named collectives take more device
+                           time than its other kernels. A plain kernel sharing that stream stays compute
+no launch + stream         together: no recorded launch, on a stream where every launched kernel is a
+                           collective
+user pattern               alone: ``--comm-kernel REGEX``
+=========================  ================================================================================
 """
 
 from __future__ import annotations
@@ -53,6 +82,9 @@ import polars as pl
 
 #: The host event kinds a ``host`` pattern is matched against.
 HOST_KINDS: Final = ("cpu_op", "annotation", "python")
+#: Distributed backends whose collectives run on the host (the GPU, if any, only copies to and
+#: from them): a GPU run on one of them has no communication kernel to find.
+HOST_BACKENDS: Final = frozenset({"gloo", "mpi"})
 
 
 @dataclass(frozen=True)
@@ -75,6 +107,21 @@ _DEEPEP_RANGE = (
     r"(?i:^deep_?ep[._: ]+(?:\w+[._: ]+)*?(?:low_latency_|internode_|intranode_)?(?:dispatch|combine)$)"
     r"|^Buffer\.(?:low_latency_|internode_|intranode_)?(?:dispatch|combine)$"
 )
+#: The functions of DeepEP's families (the kernels DeepEP and its forks name alike).
+_EP_FUNCTIONS = (
+    r"(?:cached_notify(?:_dispatch|_combine)?|notify_(?:dispatch|combine)|(?:dispatch|combine)(?:_ll)?"
+    r"|clean_low_latency_buffer|barrier)"
+)
+#: The namespaces that hold them.
+_EP_SPACE = r"\b(?:ep|internode|intranode)::(?:\w+::)*"
+#: The same functions mangled (Itanium ABI: each name after its length), in those namespaces.
+_EP_MANGLED = (
+    r"(?:9internode|9intranode|12internode_ll|12intranode_ll)"
+    r"(?:8dispatch|7combine|11dispatch_ll|10combine_ll|15notify_dispatch|14notify_combine|13cached_notify"
+    r"|22cached_notify_dispatch|21cached_notify_combine|24clean_low_latency_buffer|7barrier)[IE]"
+)
+#: Functions no other library names so: expert-parallel all-to-all in any namespace.
+_EP_NOTIFY = r"\b(?:cached_notify(?:_dispatch|_combine)?|notify_(?:dispatch|combine))\b"
 _SYMM_MEM_OPS = (
     r"^symm_mem::(?:multimem_|one_shot_|two_shot_|reduce_scatter|all_to_all|tile_reduce|"
     r"nvshmem_|stream_write_value32|memset32|put_signal|wait_signal)"
@@ -92,6 +139,21 @@ COMM_PATTERNS: Final[tuple[CommPattern, ...]] = (
         "DeepEP", "kernel", r"\bdeep_ep::internode_ll::", op=r"deep_ep::internode_ll::(\w+)", op_prefix="deepep_ll_"
     ),
     CommPattern("DeepEP", "kernel", r"\bdeep_ep::|_ZN7deep_ep", op=r"deep_ep::(?:\w+::)*(\w+)", op_prefix="deepep_"),
+    CommPattern(
+        "expert-parallel all-to-all",
+        "kernel",
+        rf"\b(?:internode|intranode)_ll::(?:\w+::)*{_EP_FUNCTIONS}\b",
+        op=r"\b(?:internode|intranode)_ll::(?:\w+::)*(\w+)",
+        op_prefix="ep_ll_",
+    ),
+    CommPattern(
+        "expert-parallel all-to-all",
+        "kernel",
+        rf"{_EP_SPACE}{_EP_FUNCTIONS}\b|{_EP_MANGLED}|{_EP_NOTIFY}",
+        op=rf"(?:{_EP_SPACE})?\b({_EP_FUNCTIONS})\b",
+        op_prefix="ep_",
+    ),
+    CommPattern("MORI", "kernel", r"\bmori::moe::Ep(?:Dispatch|Combine)", op=r"\bmori::moe::(\w+)", op_prefix="mori_"),
     CommPattern(
         "PyTorch SymmetricMemory",
         "kernel",
@@ -138,6 +200,12 @@ COMM_PATTERNS: Final[tuple[CommPattern, ...]] = (
     ),
     CommPattern("PyTorch SymmetricMemory", "host", _SYMM_MEM_OPS),
     CommPattern("DeepEP", "host", f"{_DEEPEP_PY}|{_DEEPEP_PYBIND}|{_DEEPEP_RANGE}"),
+    CommPattern(
+        "pplx-kernels",
+        "host",
+        r"^pplx_kernels::all_to_all_(?:dispatch|combine)$"
+        r"|(?:^|/)pplx_kernels/all_to_all\.py\(\d+\): (?:dispatch|combine)$",
+    ),
 )
 
 #: Kernels that are never communication by name, though a pattern above matches them.
@@ -164,6 +232,26 @@ def is_comm_host_name(name: pl.Expr) -> pl.Expr:
     return name.str.contains(COMM_HOST_PATTERN)
 
 
+#: A weak name: a kernel function (its last identifier) that starts with ``dispatch`` or
+#: ``combine``, or names an all-to-all. Communication only with a second piece of evidence.
+EP_HINT_PATTERN: Final = r"(?i:^(?:dispatch|combine)|a2a|all_?to_?all)"
+
+
+def kernel_function(name: pl.Expr) -> pl.Expr:
+    """A kernel's function with its namespaces: no ``void``, template arguments or parameters."""
+    return (
+        name.str.replace(r"^void\s+", "")
+        .str.replace_all(r"\(anonymous namespace\)::", "")
+        .str.extract(r"^([^<(]+)", 1)
+        .str.strip_chars()
+    )
+
+
+def is_ep_hint_name(name: pl.Expr) -> pl.Expr:
+    """Whether a kernel ``name`` reads as expert-parallel all-to-all (:data:`EP_HINT_PATTERN`)."""
+    return kernel_function(name).str.extract(r"(\w+)$", 1).str.contains(EP_HINT_PATTERN).fill_null(False)
+
+
 def kernel_op_expr(name: pl.Expr) -> pl.Expr:
     """The operation a communication kernel performs, the same on every rank.
 
@@ -177,12 +265,7 @@ def kernel_op_expr(name: pl.Expr) -> pl.Expr:
         for p in COMM_PATTERNS
         if p.op is not None
     ]
-    function = (
-        name.str.replace(r"^void\s+", "")
-        .str.replace_all(r"\(anonymous namespace\)::", "")
-        .str.extract(r"^([^<(]+)", 1)
-        .str.strip_chars()
-    )
+    function = kernel_function(name)
     return pl.coalesce(*named, pl.when(function != "").then(function), name)
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING
 
 import polars as pl
 
@@ -20,6 +20,7 @@ from tracekit.model.comm_evidence import user_kernel_pattern
 from tracekit.model.counters import empty_categories, empty_counters
 from tracekit.model.run import RankInfo, Run, SkippedFile
 from tracekit.model.schema import GPU_ACTIVITY_KINDS, empty_events, without_null_columns
+from tracekit.model.taxonomy import HOST_BACKENDS
 from tracekit.readers.cache import EventCache, default_cache_dir
 from tracekit.readers.claims import FileClaims, TraceClaim, rank_for, resolve
 from tracekit.readers.discover import discover_files, memory_timelines
@@ -202,10 +203,6 @@ def _by_start(events: pl.DataFrame) -> pl.DataFrame:
 
 def _by_time(counters: pl.DataFrame) -> pl.DataFrame:
     return counters if counters["time_ns"].is_sorted() else counters.sort("time_ns", maintain_order=True)
-
-
-#: Backends whose collectives run on the host.
-HOST_BACKENDS: Final = frozenset({"gloo", "mpi"})
 
 
 def collective_counts(events: pl.DataFrame) -> pl.DataFrame:

@@ -22,7 +22,7 @@ from tracekit.reports import compare_figures, figures
 from tracekit.reports import compare_tables as ctb
 from tracekit.reports import compare_text as ct
 from tracekit.reports import tables as tb
-from tracekit.reports.sentences import write_alone, write_verdict
+from tracekit.reports.sentences import write_alone, write_analysis
 from tracekit.reports.text import printable
 from tracekit.results.compare import Change
 
@@ -191,7 +191,7 @@ class HtmlRenderer:
             f"backend {run.backend or '?'}, {', '.join(run.devices) or 'no device recorded'}"
             f" · tracekit {analysis.tracekit_version}"
         )
-        verdict = write_verdict(analysis.verdict, memory=analysis.memory, capture=analysis.capture)
+        verdict = write_analysis(analysis)
         return _template().render(
             verdict=verdict,
             good=verdict.primary.good,

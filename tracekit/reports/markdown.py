@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Final
 from tracekit.reports import compare_tables as ctb
 from tracekit.reports import compare_text as ct
 from tracekit.reports import tables as tb
-from tracekit.reports.sentences import write_alone, write_verdict
+from tracekit.reports.sentences import write_alone, write_analysis
 from tracekit.reports.text import one_line
 
 if TYPE_CHECKING:
@@ -75,7 +75,7 @@ def table(t: tb.Table) -> str:
 
 def verdict(analysis: Analysis) -> str:
     """The verdict section."""
-    v = write_verdict(analysis.verdict, memory=analysis.memory, capture=analysis.capture)
+    v = write_analysis(analysis)
     p = v.primary
     share = "" if p.share_pct is None else f"{p.share_pct:.1f}% of the time, "
     lines = [

@@ -9,11 +9,20 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
+from tracekit.reports import advice
+from tracekit.reports.advice import RunTraits
 from tracekit.results.analysis import Evidence, Verdict
 from tracekit.results.vocab import BoundKind, Confidence, MemoryNote, NoteKind, StragglerCause
 
 if TYPE_CHECKING:
-    from tracekit.results.analysis import Finding, MemoryFinding, MemorySection, StragglerEvidence
+    from tracekit.results.analysis import (
+        Analysis,
+        Finding,
+        MemoryFinding,
+        MemorySection,
+        OpLatency,
+        StragglerEvidence,
+    )
     from tracekit.results.capture import CaptureSummary
     from tracekit.results.vocab import MeasuredOn
 
@@ -41,21 +50,7 @@ RECOMMENDATIONS: Final[dict[BoundKind, tuple[str, ...]]] = {
         "Raise prefetch_factor (default 2) if workers keep up on average but not at every step.",
         "Move decoding/augmentation off the training process (pre-process, or GPU augmentation).",
     ),
-    BoundKind.COMMS: (
-        "Tune DDP bucket_cap_mb (default 25): larger buckets mean fewer, better-utilized collectives.",
-        "Keep communication overlapped with backward: avoid find_unused_parameters=True unless needed, "
-        "use gradient_as_bucket_view=True.",
-        "Send less: bf16 gradients (a DDP comm hook such as bf16_compress_hook), or FSDP/ZeRO sharding.",
-        "Do more compute per collective: a larger per-rank batch or gradient accumulation with no_sync().",
-        "Check the interconnect: NCCL_DEBUG=INFO shows the transport (NVLink/IB vs. sockets).",
-    ),
-    BoundKind.STRAGGLER: (
-        "Look at the straggler's cause below: the phase that takes longer on it than on the other ranks.",
-        "A slow data phase on one rank: give that rank's loader more workers or check its storage.",
-        "A slow compute phase on one rank: check that host/GPU for throttling, other processes, or a "
-        "slower device (nvidia-smi -q -d PERFORMANCE,CLOCK).",
-        "Uneven work per rank (variable sequence lengths): bucket or pack samples to balance the load.",
-    ),
+    # communication and stragglers: advice.py (it depends on the run and on the straggler's cause)
     BoundKind.SYNC: (
         "Remove per-step .item(), .cpu(), .tolist() and print(loss): keep metrics on the device and read "
         "them every N steps.",
@@ -103,6 +98,7 @@ RECOMMENDATIONS: Final[dict[BoundKind, tuple[str, ...]]] = {
 }
 
 NOTE_TITLES: Final = {
+    NoteKind.NO_COMMUNICATION: "Distributed, yet no communication was recognized: the verdict's confidence is lowered",
     NoteKind.PARTIAL_RANKS: "Not every rank is here: collective latency cannot be separated from waiting",
     NoteKind.GPU_EVENTS_MISSING: "No verdict: this GPU job's device events are not in the trace",
     NoteKind.TOO_LITTLE_WORK: "No verdict: the device did too little work in this trace to judge",
@@ -132,10 +128,19 @@ NOTE_RECOMMENDATIONS: Final[dict[NoteKind, tuple[str, ...]]] = {
         "Keep per-step metrics on the device (accumulate in a tensor) and read them every N steps.",
         "Find the callers with torch.cuda.set_sync_debug_mode('warn').",
     ),
-    NoteKind.LOW_OVERLAP: (
-        "Overlap gradient all-reduce with backward (DDP buckets, no find_unused_parameters), and "
-        "prefetch parameters in FSDP (forward_prefetch / backward_prefetch).",
+    NoteKind.NO_COMMUNICATION: (
+        "Name the communication kernels of a library tracekit does not know: tracekit analyze "
+        "--comm-kernel REGEX (repeatable).",
+        "Check that the profiler recorded every stream and thread: collectives launched or run where the "
+        "trace does not reach cannot be seen.",
     ),
+    NoteKind.RANKS_OVER_CORES: (
+        "Run at most one rank per core (fewer ranks, or a machine with more cores), and give each rank threads "
+        "of its own (OMP_NUM_THREADS / torch.set_num_threads) so that ranks x threads <= cores.",
+        "Until then, read this capture's host, data and gloo figures as contention on this machine, not as "
+        "what the target machine will do.",
+    ),
+    # low overlap: advice.py (it depends on how the run is data-parallel)
 }
 
 #: Advice for programs that are not PyTorch (a CUDA or MPI application in Nsight Systems).
@@ -191,6 +196,9 @@ def title(finding: Finding, verdict: Verdict) -> str:  # noqa: PLR0911  (one cas
         return f"{finding.value or 0:.1f} host reads of device values (.item()) per step outside the optimizer"
     if finding.note is NoteKind.LOW_OVERLAP:
         return f"Compute hides only {finding.value or 0:.1f}% of collective time"
+    if finding.note is NoteKind.RANKS_OVER_CORES:
+        cores = int(finding.values[0]) if finding.values else 0
+        return f"More ranks than cores: {int(finding.value or 0)} ranks ran on {cores} CPU cores"
     bound = finding.bound or BoundKind.UNDETERMINED
     if bound is BoundKind.STRAGGLER and finding.straggler_rank is not None:
         return f"Straggler-bound: rank {finding.straggler_rank} arrives last and the others wait for it"
@@ -219,6 +227,8 @@ def cause(s: StragglerEvidence) -> str:
 def evidence(finding: Finding, verdict: Verdict) -> list[str]:  # noqa: PLR0911  (one case per note)
     """The evidence lines of a finding, from the numbers behind it."""
     e = verdict.evidence
+    if (caveat := _caveat_lines(finding)) is not None:
+        return caveat
     if finding.note is NoteKind.HOST_SYNCS:
         note = (
             "each forces the host to wait for the GPU and drains its queue"
@@ -270,6 +280,50 @@ def evidence(finding: Finding, verdict: Verdict) -> list[str]:  # noqa: PLR0911 
     return lines
 
 
+#: What a figure that needs several ranks of a group reads as when only one rank recorded it.
+ONE_RANK: Final = "not measurable from one rank"
+
+
+def _caveat_lines(finding: Finding) -> list[str] | None:
+    """The evidence of a note that limits the verdict (None for any other finding)."""
+    if finding.note is NoteKind.NO_COMMUNICATION:
+        world = "not recorded" if finding.value is None else str(int(finding.value))
+        host = int(finding.values[0]) if finding.values else 0
+        return [
+            f"world size {world}, {host} host-side collective ops, yet no GPU kernel was recognized as "
+            "communication: its collectives read as compute or idle, so every share above may be off by "
+            "the communication time"
+        ]
+    if finding.note is NoteKind.RANKS_OVER_CORES:
+        cores = int(finding.values[0]) if finding.values else 0
+        return [
+            f"{int(finding.value or 0)} ranks on {cores} CPU cores (the capture's environment): ranks, their "
+            "DataLoader workers and gloo's threads compete for cores, which slows host work, data loading and "
+            "host collectives"
+        ]
+    return None
+
+
+def _op_latency(o: OpLatency) -> str:
+    """One collective operation: its count, and its latency and wait where it was matched."""
+    if o.floor_ns is None:
+        return f"{_name(o.op)} x{o.count} (latency and wait {ONE_RANK})"
+    return f"{_name(o.op)} x{o.count} (latency {ms(o.floor_ns)}, mean wait {ms(o.mean_wait_ns)})"
+
+
+def _comms_lines(e: Evidence) -> list[str]:
+    if all(o.floor_ns is None for o in e.ops):
+        ops = ", ".join(f"{_name(o.op)} x{o.count}" for o in e.ops)
+        lines = [
+            f"collectives recorded by one rank only (none matched across ranks): {ops}; latency and wait are {ONE_RANK}"
+        ]
+    else:
+        lines = [f"collectives matched across ranks: {', '.join(map(_op_latency, e.ops))}"]
+    if e.mean_overlap_pct is not None:
+        lines.append(f"compute hides {e.mean_overlap_pct:.1f}% of collective time on average")
+    return lines
+
+
 def _bound_lines(bound: BoundKind | None, e: Evidence) -> list[str]:  # noqa: PLR0911  (one case per bound)
     if bound is BoundKind.DATA and e.data_measure is not None:
         return [
@@ -278,13 +332,7 @@ def _bound_lines(bound: BoundKind | None, e: Evidence) -> list[str]:  # noqa: PL
             "of the step",
         ]
     if bound is BoundKind.COMMS and e.ops:
-        ops = ", ".join(
-            f"{_name(o.op)} x{o.count} (latency {ms(o.floor_ns)}, mean wait {ms(o.mean_wait_ns)})" for o in e.ops
-        )
-        lines = [f"collectives matched across ranks: {ops}"]
-        if e.mean_overlap_pct is not None:
-            lines.append(f"compute hides {e.mean_overlap_pct:.1f}% of collective time on average")
-        return lines
+        return _comms_lines(e)
     if bound is BoundKind.STRAGGLER:
         if e.stragglers:
             return [
@@ -292,6 +340,8 @@ def _bound_lines(bound: BoundKind | None, e: Evidence) -> list[str]:  # noqa: PL
                 f"{ms(s.caused_wait_per_step_ns)} per step for it ({100 * s.score:.1f}% of a step); cause: {cause(s)}"
                 for s in e.stragglers
             ]
+        if e.ops and all(o.floor_ns is None for o in e.ops):
+            return [f"who arrives last is {ONE_RANK}: no collective was recorded by two ranks"]
         if e.has_collectives:
             return ["no rank arrives last systematically: the waiting is spread over ranks"]
         return []
@@ -312,10 +362,13 @@ def _bound_lines(bound: BoundKind | None, e: Evidence) -> list[str]:  # noqa: PL
     return []
 
 
-def recommendations(finding: Finding, verdict: Verdict, capture: CaptureSummary | None = None) -> list[str]:
-    """What to change, most specific first; with the capture's summary, the primary finding
-    also gets the tracekit command that decides its question (:func:`tool_advice`)."""
-    recs = _recommendations(finding, verdict)
+def recommendations(
+    finding: Finding, verdict: Verdict, capture: CaptureSummary | None = None, traits: RunTraits | None = None
+) -> list[str]:
+    """What to change, most specific first, for the run ``traits`` describe (by default what the
+    verdict tells of it); with the capture's summary, the primary finding also gets the tracekit
+    command that decides its question (:func:`tool_advice`)."""
+    recs = _recommendations(finding, verdict, traits or RunTraits.of_verdict(verdict))
     if capture is not None and finding == verdict.primary:
         recs = [*tool_advice(finding.bound, capture), *recs]
     return recs
@@ -356,20 +409,26 @@ def tool_advice(bound: BoundKind | None, capture: CaptureSummary) -> list[str]:
     return advice
 
 
-def _recommendations(finding: Finding, verdict: Verdict) -> list[str]:
+def _advice(bound: BoundKind, verdict: Verdict, traits: RunTraits) -> tuple[str, ...]:
+    """The advice for ``bound`` in this run (a plain CUDA/MPI program's where it has its own)."""
+    if not verdict.evidence.pytorch and bound in CUDA_RECOMMENDATIONS:
+        return CUDA_RECOMMENDATIONS[bound]
+    stragglers = verdict.evidence.stragglers
+    run = advice.for_bound(bound, traits, stragglers[0].cause if stragglers else None)
+    return run if run is not None else RECOMMENDATIONS.get(bound, ())
+
+
+def _recommendations(finding: Finding, verdict: Verdict, traits: RunTraits) -> list[str]:
     if finding.note is not None:
-        return list(NOTE_RECOMMENDATIONS.get(finding.note, ()))
+        return list(advice.for_note(finding.note, traits) or NOTE_RECOMMENDATIONS.get(finding.note, ()))
     bound = finding.bound or BoundKind.UNDETERMINED
     if bound is BoundKind.GPU_COMPUTE and verdict.measured_on.value == "host":
         bound = BoundKind.COMPUTE
     if bound is BoundKind.MIXED:
-        table = RECOMMENDATIONS if verdict.evidence.pytorch else {**RECOMMENDATIONS, **CUDA_RECOMMENDATIONS}
-        return [r for c in finding.components for r in table.get(c, ())[:2]]
+        return [r for c in finding.components for r in _advice(c, verdict, traits)[:2]]
     if bound is BoundKind.UNDETERMINED:
         return [r for f in verdict.secondary if f.note in NO_VERDICT for r in NOTE_RECOMMENDATIONS[f.note]]
-    if not verdict.evidence.pytorch and bound in CUDA_RECOMMENDATIONS:
-        return list(CUDA_RECOMMENDATIONS[bound])
-    recs = list(RECOMMENDATIONS.get(bound, ()))
+    recs = list(_advice(bound, verdict, traits))
     if bound is BoundKind.STRAGGLER and verdict.evidence.stragglers:
         s = verdict.evidence.stragglers[0]
         recs.insert(0, f"Rank {s.rank}: {cause(s)}.")
@@ -407,28 +466,42 @@ def _clip(line: str) -> str:
     return line if len(line) <= MAX_SENTENCE else line[: MAX_SENTENCE - 1] + "…"
 
 
-def write(finding: Finding, verdict: Verdict, capture: CaptureSummary | None = None) -> Written:
-    """One finding in words (``capture``: the run's summary.json, for the tools' commands)."""
+def write(
+    finding: Finding, verdict: Verdict, capture: CaptureSummary | None = None, traits: RunTraits | None = None
+) -> Written:
+    """One finding in words (``capture``: the run's summary.json, for the tools' commands;
+    ``traits``: what of the run its advice depends on)."""
     return Written(
         title=_clip(title(finding, verdict)),
         share_pct=finding.share_pct,
         confidence=finding.confidence.value,
         evidence=tuple(map(_clip, evidence(finding, verdict))),
-        recommendations=tuple(map(_clip, recommendations(finding, verdict, capture))),
+        recommendations=tuple(map(_clip, recommendations(finding, verdict, capture, traits))),
         good=is_good(finding),
     )
 
 
 def write_verdict(
-    verdict: Verdict, *, memory: MemorySection | None = None, capture: CaptureSummary | None = None
+    verdict: Verdict,
+    *,
+    memory: MemorySection | None = None,
+    capture: CaptureSummary | None = None,
+    traits: RunTraits | None = None,
 ) -> WrittenVerdict:
     """The whole verdict in words, with the memory findings beside it (``capture``: the run's
-    summary.json, for the tools' commands)."""
+    summary.json, for the tools' commands; ``traits``: what of the run its advice depends on)."""
     return WrittenVerdict(
         measured_on=verdict.measured_on.value,
-        primary=write(verdict.primary, verdict, capture),
-        secondary=tuple(write(f, verdict, capture) for f in verdict.secondary),
+        primary=write(verdict.primary, verdict, capture, traits),
+        secondary=tuple(write(f, verdict, capture, traits) for f in verdict.secondary),
         memory=tuple(write_memory(f) for f in memory.findings) if memory is not None else (),
+    )
+
+
+def write_analysis(analysis: Analysis) -> WrittenVerdict:
+    """An analysis's verdict in words, its advice fitted to the run (:class:`RunTraits`)."""
+    return write_verdict(
+        analysis.verdict, memory=analysis.memory, capture=analysis.capture, traits=RunTraits.of(analysis)
     )
 
 

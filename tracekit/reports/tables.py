@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final, Protocol, TypeVar
 
-from tracekit.reports.sentences import write_memory
-from tracekit.results.vocab import IdleCause
+from tracekit.reports.sentences import ONE_RANK, write_memory
+from tracekit.results.vocab import CollectiveMatch, IdleCause
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Sequence
@@ -295,26 +295,42 @@ def stragglers(a: Analysis, limit: int | None) -> Table:
             for r in rows
         ),
         f"Stragglers: {named}. The score is the others' wait a rank causes per step, as a share of the step." + note,
-        empty="No collectives were matched across ranks (a single rank, or no communication).",
+        empty=_NO_STRAGGLERS.get(a.collectives.match, "No collectives were matched across ranks."),
     )
 
 
+#: Why there is no straggler table, by how far collectives could be matched.
+_NO_STRAGGLERS: Final = {
+    CollectiveMatch.NONE: "No collectives were recorded: no rank can arrive last.",
+    CollectiveMatch.SINGLE_RANK: f"Who arrives last is {ONE_RANK}: no collective was recorded by two ranks, "
+    "so no arrival can be compared.",
+}
+#: A cell whose figure needs the collective on two ranks or more.
+_UNMATCHED: Final = "n/a (one rank)"
+
+
 def collectives(a: Analysis, limit: int = 40) -> Table:
-    """Matched collective instances."""
+    """Collective instances: matched across ranks, or each recorded by one rank (whose latency
+    floor, spread and last rank cannot be measured)."""
     inst = a.collectives.instances
     note = f" {limit} of {len(inst)} shown." if len(inst) > limit else ""
+    if any(not r.matched for r in inst):
+        note = f" {_UNMATCHED}: recorded by one rank only, its latency floor and waiting are {ONE_RANK}." + note
+    one_rank = a.collectives.match is CollectiveMatch.SINGLE_RANK
     return _table(
         "collectives",
-        "Collective instances matched across ranks",
+        "Collective instances, each recorded by one rank only"
+        if one_rank
+        else "Collective instances matched across ranks",
         ["operation", "k", "ranks", "latency floor ms", "spread ms", "last rank", "last ranks"],
         (
             [
                 short(r.op, 40),
                 str(r.k),
                 str(r.ranks),
-                ms(r.floor_ns),
-                ms(r.spread_ns),
-                str(r.last_rank),
+                ms(r.floor_ns) if r.matched else _UNMATCHED,
+                ms(r.spread_ns) if r.matched else _UNMATCHED,
+                str(r.last_rank) if r.last_rank is not None else "-" if r.matched else _UNMATCHED,
                 ", ".join(map(str, r.last_ranks)),
             ]
             for r in inst[:limit]

@@ -19,7 +19,7 @@ from rich.text import Text
 from tracekit.reports import compare_tables as ctb
 from tracekit.reports import compare_text as ct
 from tracekit.reports import tables as tb
-from tracekit.reports.sentences import write_alone, write_verdict
+from tracekit.reports.sentences import write_alone, write_analysis
 from tracekit.reports.text import printable
 from tracekit.results.compare import Change
 
@@ -92,7 +92,7 @@ def _line(text: Text, line: str, style: str | None = None, *, end: str = "\n") -
 
 def verdict(analysis: Analysis) -> Text:
     """The verdict with its evidence and what to change."""
-    v = write_verdict(analysis.verdict, memory=analysis.memory, capture=analysis.capture)
+    v = write_analysis(analysis)
     p = v.primary
     text = Text()
     text.append("tracekit verdict", style="bold")

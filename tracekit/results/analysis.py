@@ -47,6 +47,7 @@ from tracekit.results.vocab import (
     MeasuredOn,
     MemoryNote,
     NoteKind,
+    Parallelism,
     StragglerCause,
     WindowKind,
 )
@@ -91,6 +92,8 @@ class RunFacts(Struct, frozen=True, kw_only=True):
     span_ns: int
     skipped: list[SkippedFile]
     warnings: list[str]
+    #: since 2.3: how the run is data-parallel, from its ops or its capture's config (None: not known)
+    parallelism: Parallelism | None = None
 
 
 class Finding(Struct, frozen=True, kw_only=True):
@@ -119,12 +122,14 @@ class Finding(Struct, frozen=True, kw_only=True):
 
 
 class OpLatency(Struct, frozen=True, kw_only=True):
-    """Matched instances of one collective operation: how many, latency floors, mean waits."""
+    """Instances of one collective operation: how many, and over the instances matched across
+    ranks their latency floors and mean waits (since 2.3 null when none was matched: latency and
+    waiting cannot be told apart on one rank)."""
 
     op: str
     count: int
-    floor_ns: int
-    mean_wait_ns: float
+    floor_ns: int | None
+    mean_wait_ns: float | None
 
 
 class KernelShare(Struct, frozen=True, kw_only=True):

@@ -28,8 +28,9 @@ Version history: 1.0 first; 1.1 adds ``throughput.straggler_min_share`` (the thr
 straggler decision used); 1.2 adds memory: ``Memory.allocated_bytes``, ``reserved_bytes`` and
 ``rss_bytes`` (at the end of the capture), the per-phase deltas, saved-tensor bytes and the
 step's change per rank, ``memory`` and ``memory_phases``; 1.3 adds ``Memory.total_bytes`` (the
-device's capacity, GPU). Any 1.x file loads; a newer major
-version is refused.
+device's capacity, GPU); 1.4 adds ``environment.cpu_count`` (the CPU cores the ranks, all on
+one machine, could run on: the affinity of the capturing process). Any 1.x file loads; a newer
+major version is refused.
 """
 
 from __future__ import annotations
@@ -57,7 +58,7 @@ __all__ = [
 ]
 
 CAPTURE_SCHEMA: Final = "tracekit.capture_summary"
-CAPTURE_SCHEMA_VERSION: Final = "1.3"
+CAPTURE_SCHEMA_VERSION: Final = "1.4"
 
 
 class StepStats(msgspec.Struct, kw_only=True, frozen=True):

@@ -95,8 +95,9 @@ class LedgerEntry(str, Enum):
 class StragglerCause(str, Enum):
     """Why a straggler arrives late."""
 
-    PHASE = "phase"  # a phase takes longer on it than on the median of the other ranks
+    PHASE = "phase"  # a phase (other than a data phase) takes longer on it than on the median of the other ranks
     LATE_START = "late_start"  # it starts its steps late
+    DATA_PHASE = "data_phase"  # a data phase (a DataLoader fetch) takes longer on it (since analysis 2.3)
     NO_PHASES = "no_phases"  # no phase annotations to compare
     NOT_IN_PHASES = "not_in_phases"  # no annotated phase explains it: host work outside the ranges
 
@@ -146,6 +147,16 @@ class NoteKind(str, Enum):
     TOO_LITTLE_WORK = "too-little-work"  # the device did too little work to judge
     EVENTS_SAMPLED = "events-sampled"  # most CUDA calls between the kept ones are missing: a sampled trace
     ONE_STEP = "one-step"  # one measured step: no step-to-step variation to weigh the verdict's margin by
+    NO_COMMUNICATION = "no-communication"  # a distributed GPU run with no kernel recognized as communication
+    RANKS_OVER_CORES = "ranks-over-cores"  # the capture ran more ranks than the machine had CPU cores
+
+
+class Parallelism(str, Enum):
+    """How a run is data-parallel: what its communication advice is about."""
+
+    DDP = "ddp"  # DistributedDataParallel: replicated parameters, gradients all-reduced in buckets
+    FSDP = "fsdp"  # FullyShardedDataParallel (FSDP1) or fully_shard (FSDP2): parameters all-gathered
+    ZERO = "zero"  # DeepSpeed ZeRO: optimizer state, gradients (and parameters, stage 3) sharded
 
 
 class MemoryNote(str, Enum):
