@@ -143,8 +143,10 @@ def fake_cuda(monkeypatch: pytest.MonkeyPatch) -> tuple[list[object], list[int]]
         "is_available": lambda: True,
         "synchronize": lambda *a, **k: None,
         "current_device": lambda: 0,
-        "memory_allocated": lambda *a: allocated[0],
-        "memory_reserved": lambda *a: 2 * allocated[0],
+        "memory_stats_as_nested_dict": lambda *a: {
+            "allocated_bytes": {"all": {"current": allocated[0]}},
+            "reserved_bytes": {"all": {"current": 2 * allocated[0]}},
+        },
         "max_memory_allocated": lambda *a: 999,
         "max_memory_reserved": lambda *a: 1999,
         "reset_peak_memory_stats": lambda *a: calls.append("reset"),

@@ -402,12 +402,15 @@ SAMPLED_JUMP: Final = 20
 SAMPLED_MIN_SHARE: Final = 0.5
 
 #: With fewer than two measured steps nothing repeats, and a trace is a snippet, not a run, when
-#: every rank's device did fewer than this many operations (kernels, copies, sets): the shared
-#: snippets hold 1 to 14 (a Triton kernel, a first ROCm step, CUDA event examples, a mock
-#: capture); the one-step real runs hundreds. With two steps or more the steps themselves say
-#: whether the pattern recurs, whatever the amount of work (a small model's 0.5 ms of kernels
-#: in 12 ms is a verdict: launch-bound).
+#: every rank's device did a handful of operations (under MIN_OPS: kernels, copies, sets) that
+#: kept it busy under MIN_BUSY_NS in all: the shared snippets hold 1 to 16 operations and
+#: 2 us to 0.37 ms of device work (a Triton kernel, a first ROCm step, CUDA event examples, a
+#: mock capture); a one-window MPI run with 20 operations keeps its GPU busy 373 ms, and the
+#: one-step real runs hold hundreds of operations. With two steps or more the steps themselves
+#: say whether the pattern recurs, whatever the amount of work (a small model's 0.5 ms of
+#: kernels in 12 ms steps is a verdict).
 MIN_OPS: Final = 50
+MIN_BUSY_NS: Final = 1_000_000
 
 
 def _measured_steps(red: Reduced) -> int:
@@ -427,8 +430,8 @@ def _undetermined(red: Reduced) -> tuple[Finding, ...]:
     if calls and num(facts["jumps"].sum()) > SAMPLED_MIN_SHARE * calls:
         share = round(100 * num(facts["jumps"].sum()) / calls, 1)
         return (Finding(note=NoteKind.EVENTS_SAMPLED, confidence=Confidence.HIGH, value=share),)
-    ops = num(facts["gpu_events"].max())
-    if red.has_gpu and _measured_steps(red) < 2 and ops < MIN_OPS:
+    ops, busy = num(facts["gpu_events"].max()), num(facts["busy_ns"].max())
+    if red.has_gpu and _measured_steps(red) < 2 and ops < MIN_OPS and busy < MIN_BUSY_NS:
         return (Finding(note=NoteKind.TOO_LITTLE_WORK, confidence=Confidence.HIGH, value=ops),)
     return ()
 

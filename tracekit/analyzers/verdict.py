@@ -14,8 +14,9 @@ pace. Compute is where a run should be; every other bound is waste. One rule wei
   nearly all the time and only cheaper kernels help. Where some waste is larger than compute
   but none is material, nothing dominates: ``mixed``.
 * **Mixed**: when the two largest material wastes are within the measured step-to-step
-  variation of their difference (its :data:`LEVEL` interval over the steps, Student's t,
-  includes zero), neither is named alone. With fewer than two steps nothing measures that
+  variation of their difference (the one-sided :data:`LEVEL` lower bound of the mean
+  difference over the steps, Student's t, is not above zero: the data do not show the larger
+  one larger), neither is named alone. With fewer than two steps nothing measures that
   variation: the margin decides (the larger at least :data:`ONE_STEP_RATIO` times the other)
   and the confidence is low.
 * **Confidence**: high for a waste clearly separated from the next and at least twice the
@@ -47,7 +48,7 @@ MATERIAL_SHARE: Final = 0.15
 SECONDARY_SHARE: Final = 0.05
 #: Compute of at least this share of the window is the GPU busy nearly all the time.
 BUSY_SHARE: Final = 0.85
-#: The level of the interval over steps that separates the two largest wastes.
+#: The level of the one-sided bound over steps that separates the two largest wastes.
 LEVEL: Final = 0.95
 #: With fewer than two steps, the larger waste must be this many times the other.
 ONE_STEP_RATIO: Final = 1.25
@@ -159,7 +160,8 @@ def decide(
 
 def _separated(per_step: pl.DataFrame, a: str, b: str, *, few_steps: bool) -> bool:
     """Whether bound ``a`` is larger than ``b`` beyond the step-to-step variation of their
-    difference (its LEVEL interval excludes zero); with fewer than two steps, by the ratio."""
+    difference (its one-sided LEVEL lower bound is above zero); with fewer than two steps, by
+    the ratio."""
     wide = per_step.filter(pl.col("bound").is_in([a, b])).pivot(on="bound", index="step", values="share_pct")
     for col in (a, b):
         if col not in wide.columns:
@@ -172,7 +174,7 @@ def _separated(per_step: pl.DataFrame, a: str, b: str, *, few_steps: bool) -> bo
     mean, sd = num(diff.mean()), num(diff.std())
     from scipy.special import stdtrit  # noqa: PLC0415  (Student's t quantile; imported when steps are compared)
 
-    half = float(stdtrit(n - 1, 0.5 + LEVEL / 2)) * sd / n**0.5
+    half = float(stdtrit(n - 1, LEVEL)) * sd / n**0.5
     return bool(mean - half > 0)
 
 

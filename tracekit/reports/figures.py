@@ -18,6 +18,8 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
     from tracekit.results.analysis import Analysis
+    from tracekit.results.rows import LedgerRow
+    from tracekit.results.vocab import LedgerEntry
 
 #: A plotly.js figure is JSON data.
 JSON = Union[str, int, float, bool, None, list["JSON"], dict[str, "JSON"]]  # noqa: UP007  (a recursive alias)
@@ -44,6 +46,11 @@ COLORS: Final = {
     "back_to_back": "#c5e1a5",
     "unobservable": "#e0e0e0",
     "unexplained": "#9e9e9e",
+    "comms": "#1565c0",
+    "straggler": "#ad1457",
+    "transfer": "#ffb300",
+    "switch": "#c5e1a5",
+    "other": "#cfd8dc",
 }
 
 
@@ -168,6 +175,25 @@ def gpu_breakdown(a: Analysis) -> Chart | None:
     data = [_trace("bar", x=labels, y=v[p], name=p, marker_color=COLORS[p]) for p in v]
     title = "Host time breakdown per rank (CPU-only run)" if host else "GPU time breakdown per rank"
     return Chart("gpu", title, _fig(data, _layout(title, y="% of measured time", barmode="stack")))
+
+
+def _share_of(entry: LedgerEntry) -> Callable[[LedgerRow], float | None]:
+    return lambda row: row.pct.get(entry, 0.0)
+
+
+def ledger(a: Analysis) -> Chart | None:
+    """The ledger's entries, stacked per rank (each bar 100%)."""
+    led = a.ledger
+    if led is None or not led.per_rank:
+        return None
+    entries = [s.entry for s in led.run]
+    labels, v = _binned(
+        {r.rank: r for r in led.per_rank},
+        {e.value: _share_of(e) for e in entries},
+    )
+    data = [_trace("bar", x=labels, y=v[e], name=e, marker_color=COLORS.get(e, "#757575")) for e in v]
+    title = "Where each rank's measured time went"
+    return Chart("ledger", title, _fig(data, _layout(title, y="% of measured time", barmode="stack")))
 
 
 def overlap(a: Analysis) -> Chart | None:
@@ -343,6 +369,7 @@ def all_charts(a: Analysis) -> list[Chart]:
     """Every chart that has data, in report order."""
     builders = (
         step_time,
+        ledger,
         phases,
         gpu_breakdown,
         overlap,

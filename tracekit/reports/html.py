@@ -125,6 +125,7 @@ def _sections(a: Analysis, charts: dict[str, figures.Chart]) -> list[_Section]:
     sections = [
         _Section("facts", "Run", "Run", tables=pick("problems", "facts")),
         _Section("steps", "Step time per rank", "Steps", chart("steps"), pick("steps", "warmup")),
+        _Section("ledger", "Where the time went: the ledger", "Ledger", chart("ledger"), pick("ledger")),
         _Section("phases", "Phase breakdown", "Phases", chart("phases"), pick("phases", "phases_per_rank")),
         _Section(
             "gpu",

@@ -103,6 +103,7 @@ NOTE_TITLES: Final = {
     NoteKind.GPU_EVENTS_MISSING: "No verdict: this GPU job's device events are not in the trace",
     NoteKind.TOO_LITTLE_WORK: "No verdict: the device did too little work in this trace to judge",
     NoteKind.EVENTS_SAMPLED: "No verdict: this trace is a sample: most of its CUDA calls were dropped",
+    NoteKind.ONE_STEP: "One window measured: the verdict cannot be checked against step-to-step variation",
 }
 
 #: Notes that say why there is no verdict.
@@ -119,6 +120,10 @@ NOTE_RECOMMENDATIONS: Final[dict[NoteKind, tuple[str, ...]]] = {
     ),
     NoteKind.EVENTS_SAMPLED: (
         "Analyze the unfiltered trace: idle time in a sampled trace is mostly work that was dropped.",
+    ),
+    NoteKind.ONE_STEP: (
+        "Profile several steady-state steps (torch.profiler's schedule: wait/warmup/active, or tracekit capture) "
+        "to measure how much the verdict's shares move from step to step.",
     ),
     NoteKind.TOO_LITTLE_WORK: (
         "Profile several steady-state training steps (torch.profiler schedule with wait/warmup/active) "
@@ -182,6 +187,13 @@ def ms(ns: float | None) -> str:
     return "-" if ns is None else f"{ns / 1e6:.2f} ms"
 
 
+def _component(bound: BoundKind, verdict: Verdict) -> str:
+    """A mixed verdict's candidate by name (a straggler with its rank)."""
+    name = TITLES[bound].split(":")[0]
+    named = verdict.evidence.stragglers
+    return f"{name} (rank {named[0].rank})" if bound is BoundKind.STRAGGLER and named else name
+
+
 def title(finding: Finding, verdict: Verdict) -> str:  # noqa: PLR0911  (one case per kind)
     """The headline of a finding."""
     if finding.note in NOTE_TITLES:
@@ -190,7 +202,7 @@ def title(finding: Finding, verdict: Verdict) -> str:  # noqa: PLR0911  (one cas
         why = [f for f in verdict.secondary if f.note in NO_VERDICT]
         return NOTE_TITLES[why[0].note] if why and why[0].note else TITLES[BoundKind.UNDETERMINED]
     if finding.bound is BoundKind.MIXED and finding.components:
-        names = " and ".join(TITLES[c].split(":")[0] for c in finding.components)
+        names = " and ".join(_component(c, verdict) for c in finding.components)
         return f"Mixed: {names} weigh about the same"
     if finding.note is NoteKind.HOST_SYNCS:
         return f"{finding.value or 0:.1f} host reads of device values (.item()) per step outside the optimizer"
@@ -257,9 +269,12 @@ def evidence(finding: Finding, verdict: Verdict) -> list[str]:  # noqa: PLR0911 
         ]
     if finding.note is NoteKind.TOO_LITTLE_WORK:
         return [
-            f"the device was busy {ms(finding.value)} in all (under 1 ms): a snippet, not a training run; "
-            "per-launch overheads and the profiler dominate any share of it"
+            f"fewer than two measured steps, and {finding.value or 0:.0f} device operations on the busiest rank "
+            "(under 50) that kept it busy under 1 ms: a snippet, not a training run; nothing repeats to judge it by"
         ]
+    if finding.note is NoteKind.ONE_STEP:
+        steps = "no steps were found: the whole trace is one window" if not finding.value else "one measured step"
+        return [f"{steps}, so no step-to-step variation weighs the verdict's margin: confidence is low"]
     lines = []
     if finding.share_pct is not None:
         worst = (
@@ -271,12 +286,17 @@ def evidence(finding: Finding, verdict: Verdict) -> list[str]:  # noqa: PLR0911 
     lines += _bound_lines(finding.bound, e)
     if finding.bound is BoundKind.MIXED and finding.components:
         lines.append(
-            f"{' and '.join(c.value for c in finding.components)} are within {finding.margin or 1:.2f}x of each "
-            "other: closer than run-to-run variation separates, so neither is named alone"
+            f"{' and '.join(c.value for c in finding.components)} ({finding.margin or 1:.2f}x): their difference "
+            "is within its step-to-step variation (its 95% lower bound over the steps is not above zero), "
+            "so neither is named alone"
         )
     elif finding.threshold_pct is not None and finding.share_pct is not None:
-        ahead = f", {finding.margin:.1f}x the next candidate" if finding.margin else ""
-        lines.append(f"decided by: {finding.share_pct:.1f}% against a threshold of {finding.threshold_pct:.0f}%{ahead}")
+        ahead = f"; {finding.margin:.1f}x the next candidate" if finding.margin else ""
+        faster = 1 / (1 - finding.threshold_pct / 100)
+        lines.append(
+            f"decided by: {finding.share_pct:.1f}% of the time, over the {finding.threshold_pct:.0f}% at which "
+            f"removing it would make the step {faster:.2f}x as fast{ahead}"
+        )
     return lines
 
 

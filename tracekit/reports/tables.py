@@ -528,8 +528,32 @@ def costs(a: Analysis) -> Table:
         "Share of measured time per candidate bound",
         ("bound", "mean over ranks", "worst rank's share", "worst rank"),
         ((r.bound.value, pct(r.share_pct), pct(r.max_rank_share_pct), str(r.worst_rank)) for r in a.verdict.costs),
-        "Thresholds and rules: tracekit/analyzers/verdict.py.",
+        "Each share is the sum of the ledger entries that are evidence for the bound. The rule: a waste "
+        "of 15% or more (removing it would make the step 1.18x as fast) bounds the run, else compute does "
+        "(tracekit/analyzers/verdict.py).",
         numeric=(False, True, True, True),
+    )
+
+
+def ledger(a: Analysis, limit: int | None) -> Table | None:
+    """Every ns of each rank's window under one entry: the run's shares, then each rank's."""
+    led = a.ledger
+    if led is None or not led.run:
+        return None
+    entries = [s.entry for s in led.run]
+    rows, note = _limited(led.per_rank, lambda r: r.window_ns, limit, "window")
+    pace = ", ".join(str(r) for r in led.pace_ranks[:16]) + ("…" if len(led.pace_ranks) > 16 else "")
+    body = [["run", "", *(pct(s.share_pct) for s in led.run)]]
+    body += [[str(r.rank), ms(r.window_ns), *(pct(r.pct.get(e, 0.0)) for e in entries)] for r in rows]
+    bounds = "; ".join(f"{s.entry.value}: {s.bound.value if s.bound else 'no bound'}" for s in led.run)
+    return _table(
+        "ledger",
+        "Where each rank's measured time went (the ledger)",
+        ["rank", "window ms", *(e.value for e in entries)],
+        body,
+        f"Every nanosecond of each rank's window counted once; each row sums to 100%. The run row is the "
+        f"mean over the ranks that set the pace ({pace}), and every share of the verdict is read from it. "
+        f"Evidence for: {bounds}." + note,
     )
 
 
@@ -540,6 +564,7 @@ def all_tables(a: Analysis, *, limit: int | None) -> list[Table]:
     problems = input_problems(a)
     tables = [run_facts(a), *([problems] if problems else []), step_times(a, limit)]
     tables += [warmup(a, limit)] if a.steps.warmup else []
+    tables += [t for t in (ledger(a, limit),) if t is not None]
     tables += [phases(a), phases_per_rank(a, limit), gpu_breakdown(a, limit)]
     host = host_breakdown(a, limit)
     tables += [host] if host else []
