@@ -469,3 +469,36 @@ def test_kernels_alone_and_no_gaps() -> None:
     assert idle_of(only).intervals["cause"].to_list() == ["unexplained"]
     busy = [ev("runtime", "cudaLaunchKernel", 0, 1, correlation=1), ev("kernel", "k1", 5, 10 * US, correlation=1)]
     assert idle_of(busy).intervals.height == 0
+
+
+def freeing_steps(frees: list[int]) -> list[Row]:
+    """3 steps of 200 us: k1 [0, 10), then on the host a cudaFree [20, 120) in the steps
+    listed in ``frees``, then k2 launched at 150 runs [152, 190)."""
+    rows: list[Row] = []
+    for step in range(3):
+        t = step * 200
+        rows += [
+            ev("step", f"ProfilerStep#{step}", t * US, (t + 200) * US),
+            launch(t + 0.1, 10 * step + 1, dur=0.2),
+            kernel("k1", t + 0.5, t + 10, 10 * step + 1),
+            launch(t + 150, 10 * step + 2),
+            kernel("k2", t + 152, t + 190, 10 * step + 2),
+        ]
+        if step in frees:
+            rows.append(host("runtime", "cudaFree", t + 20, t + 120))
+    return rows
+
+
+def test_a_free_in_one_step_is_one_time_work() -> None:
+    # the caching allocator returning memory once (in the second step: a first step holding it
+    # would be warm-up, out of every figure): set-up, not the steady state
+    assert gap(freeing_steps([1]), 210, 352)["cause"] == "one_time"
+
+
+def test_a_free_in_every_step_is_a_sync() -> None:
+    # an allocator that frees in every step (caching off, empty_cache() in the loop): cudaFree
+    # synchronizes the device, every step: the steady state's cost, a sync, never one-time
+    rows = freeing_steps([0, 1, 2])
+    assert [gap(rows, t + 10, t + 152)["cause"] for t in (0, 200, 400)] == ["host_sync"] * 3
+    # and only where it recurs in the measured steps: a steady state that does not free is host work
+    assert gap(freeing_steps([]), 210, 352)["cause"] == "host_work"

@@ -215,3 +215,24 @@ def test_a_failing_step_still_leaves_the_snapshot(tmp_path: Path, fake_cuda: tup
     assert calls == ["reset", {"max_entries": 100_000}, "dump", {"enabled": None}]
     assert (tmp_path / "memory_snapshot.rank0.pickle").exists()
     assert not (tmp_path / "phases.rank0.json").exists()
+
+
+def test_one_memory_read_per_phase_boundary(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # a phase that starts right after the previous one ended reuses its end sample: 4 phases
+    # read memory once each (as they end; the first starts on the step's start sample) and the
+    # step once more after the device sync (before it, the last phase's end is reused): not 2
+    # reads per phase
+    from tracekit.capture import Profiler, memory
+
+    reads: list[int] = []
+    real = memory.sample
+    monkeypatch.setattr(memory, "sample", lambda cuda: reads.append(1) or real(cuda))
+    with Profiler(tmp_path, warmup_steps=0, measured_steps=1, trace=False, wait=0, warmup=0, active=1) as prof:
+        reads.clear()
+        for name in ("h2d", "forward", "backward", "optim_step"):
+            with prof.phase(name):
+                pass
+        prof.step()
+    assert len(reads) == 4 + 1
+    record = prof.phase_record()["steps"][0]
+    assert set(record["phase_memory"]) >= {"h2d", "forward", "backward", "optim_step"}

@@ -111,7 +111,13 @@ _SPAN: Final = ("start_ns", "end_ns")
 
 
 def late_causes(
-    gaps: pl.DataFrame, run: Run, *, fetch: pl.DataFrame, syncs: pl.DataFrame, calls: pl.DataFrame | None = None
+    gaps: pl.DataFrame,
+    run: Run,
+    *,
+    fetch: pl.DataFrame,
+    syncs: pl.DataFrame,
+    calls: pl.DataFrame | None = None,
+    frames: pl.DataFrame | None = None,
 ) -> pl.DataFrame:
     """The host-side cause of each gap.
 
@@ -120,7 +126,8 @@ def late_causes(
     the time after it votes :data:`QUEUED`; null when never), disjoint per rank. ``fetch``:
     the DataLoader fetch ranges; ``syncs``: the blocking calls (rank, start_ns, end_ns);
     ``calls``: the runtime and driver calls (rank, tid, start_ns, end_ns, name), read from
-    ``run`` when not given. Returns idle_id, cause (:class:`IdleCause` values, or
+    ``run`` when not given; ``frames``: the measured windows (rank, step, start_ns, end_ns), which
+    tell one-time work from work that recurs (:func:`_recurring`). Returns idle_id, cause (:class:`IdleCause` values, or
     :data:`QUEUED`), host_range (the outermost range on the launching thread at the gap's
     middle), launches (launch calls on the rank during the gap).
     """
@@ -131,7 +138,7 @@ def late_causes(
     queued = queued.select("thread", start_ns=pl.max_horizontal("start_ns", "queued_from"), end_ns="end_ns")
     if calls is None:
         calls = run.select(["runtime", "driver"], "rank", "tid", "start_ns", "end_ns", "name")
-    process = _process_ranges(run, fetch=fetch, syncs=syncs, calls=calls)
+    process = _process_ranges(run, fetch=fetch, syncs=syncs, calls=calls, frames=frames)
     events = _thread_events(run, keyed, threads, calls)
     latency = threaded.filter(pl.col("launch_ns").is_not_null())
     latency = latency.select("thread", start_ns=pl.max_horizontal("start_ns", "launch_ns"), end_ns="end_ns")
@@ -280,10 +287,13 @@ def _pauses(events: pl.DataFrame) -> pl.DataFrame:
 
 
 def _process_ranges(
-    run: Run, *, fetch: pl.DataFrame, syncs: pl.DataFrame, calls: pl.DataFrame
+    run: Run, *, fetch: pl.DataFrame, syncs: pl.DataFrame, calls: pl.DataFrame, frames: pl.DataFrame | None = None
 ) -> dict[IdleCause, pl.DataFrame]:
     """The process-wide categories: rank, start_ns, end_ns ranges of each (one selection of
-    the named ranges, whose few names are then told apart)."""
+    the named ranges, whose few names are then told apart). One-time evidence that recurs in
+    the measured steps is not one-time (:func:`_recurring`); a device free that recurs
+    (``cudaFree`` synchronizes the device: an allocator whose caching is off frees in every
+    step) is a sync."""
     named = run.select(["cpu_op", "annotation", "python"], "rank", "kind", *_SPAN, "name", name=_NAMED)
     slow = (pl.col("end_ns") - pl.col("start_ns")) >= SLOW_LAUNCH_NS
 
@@ -291,17 +301,56 @@ def _process_ranges(
         return pl.concat([f.select(pl.col("rank").cast(pl.Int32), *_SPAN) for f in frames], how="vertical_relaxed")
 
     collective = _matching(named, BLOCKING_COLLECTIVE).filter(pl.col("kind").is_in(["cpu_op", "annotation"]))
+    once = [
+        _matching(named, ONE_TIME_RANGES),
+        _matching(calls, ONE_TIME_CALLS),
+        _matching(calls.filter(slow), LAUNCH_CALLS),
+    ]
+    recurring = [_recurring(f, frames) for f in once]
+    frees = _matching(pl.concat([r.select("rank", *_SPAN, "name") for r in recurring]), RECURRING_SYNC)
     return {
         IdleCause.DATA: both(fetch, _matching(named, INPUT_RANGES)),
         IdleCause.BLOCKING_COLLECTIVE: both(collective),
-        IdleCause.HOST_SYNC: both(syncs),
+        IdleCause.HOST_SYNC: both(syncs, frees),
         IdleCause.ONE_TIME: both(
-            _matching(named, ONE_TIME_RANGES),
-            _matching(calls, ONE_TIME_CALLS),
-            _matching(calls.filter(slow), LAUNCH_CALLS),
+            *(
+                f.join(r.select("rank", *_SPAN), on=["rank", *_SPAN], how="anti")
+                for f, r in zip(once, recurring, strict=True)
+            ),
             _first_calls(run),
         ),
     }
+
+
+#: Device frees, which synchronize the device (a sync when they recur in every step).
+RECURRING_SYNC: Final = r"^(?:cuda|hip)Free(?:Host)?(?:_v\d+)?$|^cuMemFree\w*$"
+#: One-time evidence under a name seen in at least this share of a rank's measured windows
+#: (and in two of them at least) recurs: it is the steady state's, not set-up.
+RECURRING_SHARE: Final = 0.5
+
+
+def _recurring(events: pl.DataFrame, frames: pl.DataFrame | None) -> pl.DataFrame:
+    """The rows of ``events`` (rank, start_ns, end_ns, name) whose name recurs in the measured
+    windows: in :data:`RECURRING_SHARE` of its rank's windows and in two at least."""
+    empty = events.clear()
+    if frames is None or frames.height == 0 or events.height == 0:
+        return empty
+    windows = frames.select(pl.col("rank").cast(pl.Int32), "step", "start_ns", "end_ns")
+    counted = windows.group_by("rank").agg(n=pl.len())
+    keyed = events.with_columns(pl.col("rank").cast(pl.Int32)).with_row_index("_e")
+    located = iv.locate(keyed.select("_e", "rank", "start_ns"), "start_ns", windows, by=["rank"], keep=["step"])
+    seen = (
+        located.join(keyed.select("_e", "name"), on="_e").group_by("rank", "name").agg(steps=pl.col("step").n_unique())
+    )
+    often = seen.join(counted, on="rank").filter(
+        pl.col("steps") >= 2,
+        pl.col("steps") >= RECURRING_SHARE * pl.col("n"),
+    )
+    return (
+        keyed.join(often.select("rank", "name"), on=["rank", "name"], how="semi")
+        .drop("_e")
+        .with_columns(pl.col("rank").cast(events.schema["rank"]))
+    )
 
 
 def _matching(events: pl.DataFrame, pattern: str) -> pl.DataFrame:

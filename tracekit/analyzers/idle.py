@@ -141,7 +141,7 @@ def idle_causes(
     waits = ended.filter(~pl.col("switch")).select(
         "idle_id", "rank", "tid", "start_ns", "end_ns", "launch_ns", "queued_from"
     )
-    host = late_causes(waits, run, fetch=fetch, syncs=syncs, calls=calls)
+    host = late_causes(waits, run, fetch=fetch, syncs=syncs, calls=calls, frames=frames)
     cause = (
         pl.when(pl.col("switch"))
         .then(pl.lit(IdleCause.BACK_TO_BACK.value))

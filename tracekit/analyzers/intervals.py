@@ -385,13 +385,21 @@ def _outermost_by_window(
 
 
 def locate(
-    df: pl.DataFrame, time: str, frames: pl.DataFrame, *, by: Sequence[str], keep: Sequence[str]
+    df: pl.DataFrame,
+    time: str,
+    frames: pl.DataFrame,
+    *,
+    by: Sequence[str],
+    keep: Sequence[str],
+    in_time_order: bool = True,
 ) -> pl.DataFrame:
     """Attach to each row of ``df`` the frame that contains its ``time`` column.
 
     ``frames`` holds non-overlapping intervals per group (``by + [start_ns, end_ns] +
     keep``); the ``keep`` columns of the containing frame are added, with ``frame_end_ns``.
-    Rows whose time falls in no frame are dropped.
+    Rows whose time falls in no frame are dropped. The rows come back in time order within
+    their group; ``in_time_order=False`` keeps ``df``'s own order (no sort: for a caller that
+    only groups them).
     """
     right = frames.select(*by, *keep, pl.col(START).alias("frame_start_ns"), pl.col(END).alias("frame_end_ns"))
     shift = _shift(by, [(df, [time]), (right, ["frame_start_ns", "frame_end_ns"])])
@@ -412,7 +420,7 @@ def locate(
         frame = safe.filter(inside)
         points = df.filter(inside).hstack(right.select(*keep, "frame_end_ns")[frame].get_columns())
         at = at.filter(inside)
-        return points if at.is_sorted() else points.sort(at)
+        return points if not in_time_order or at.is_sorted() else points.sort(at)
     return (
         sort_within(df, by, time)
         .join_asof(

@@ -88,17 +88,20 @@ _WAITING: Final = (LedgerEntry.COMMS.value, LedgerEntry.STRAGGLER.value)
 _KEYS: Final = ["rank", "step"]
 
 
+#: The entries as a polars enum: segments carry a one-byte code, grouped without strings.
+ENTRY_DTYPE: Final = pl.Enum([e.value for e in LedgerEntry])
+
+
+def _code(entry: LedgerEntry) -> pl.Expr:
+    return pl.lit(entry.value, dtype=ENTRY_DTYPE)
+
+
 def ledger_map(ctx: RankContext) -> Parts:
     """The per-rank part: ``entries`` (rank, step, phase, entry, ns), ``comms`` (rank,
     start_ns, end_ns: the union of each rank's ``comms`` time, where a straggler's wait is
     carved from) and ``frames`` (the measured windows)."""
     segs = _gpu_segments(ctx) if ctx.has_gpu else _host_segments(ctx)
-    segs = _with_phase(segs, ctx.top_level)
-    entries = (
-        segs.group_by("rank", "step", "phase", "entry")
-        .agg(ns=pl.col("length_ns").sum())
-        .sort("rank", "step", "phase", "entry", nulls_last=True)
-    )
+    entries = _by_phase(segs, ctx.top_level).with_columns(pl.col("entry").cast(pl.String))
     comms = iv.union(
         segs.filter(pl.col("entry") == LedgerEntry.COMMS.value).select("rank", "start_ns", "end_ns"), ["rank"]
     )
@@ -106,32 +109,35 @@ def ledger_map(ctx: RankContext) -> Parts:
 
 
 def _gpu_segments(ctx: RankContext) -> pl.DataFrame:
-    """The device's segments with their entry: work by its flags, idle by its gap's cause."""
+    """The device's segments (rank, step, start_ns, end_ns, length_ns) with their entry: work
+    by its flags, idle by its gap's cause."""
     segs = ctx.segments
-    gaps = ctx.idle.intervals.select("rank", "start_ns", "end_ns", pl.col("cause").cast(pl.String))
+    causes = {k: v.value for k, v in IDLE_ENTRY.items()}
+    gaps = ctx.idle.intervals.select(
+        "rank",
+        "start_ns",
+        "end_ns",
+        entry=pl.col("cause")
+        .cast(pl.String)
+        .replace_strict(causes, default=LedgerEntry.UNEXPLAINED.value, return_dtype=pl.String)
+        .cast(ENTRY_DTYPE),
+    )
     idle = ~pl.col("compute") & ~pl.col("collective") & ~pl.col("memory")
-    caused = iv.locate(
-        segs.filter(idle).select("rank", "start_ns").with_row_index("_i"), "start_ns", gaps, by=["rank"], keep=["cause"]
-    ).select("_i", "cause")
-    idle_rows = segs.filter(idle).with_row_index("_i").join(caused, on="_i", how="left").drop("_i")
-    busy = segs.filter(~idle).with_columns(cause=pl.lit(None, dtype=pl.String))
-    labelled = pl.concat([busy, idle_rows], how="vertical_relaxed")
+    columns = ("rank", "step", "start_ns", "end_ns", "length_ns")
     entry = (
         pl.when(pl.col("compute"))
-        .then(pl.lit(LedgerEntry.COMPUTE.value))
+        .then(_code(LedgerEntry.COMPUTE))
         .when(pl.col("collective"))
-        .then(pl.lit(LedgerEntry.COMMS.value))
+        .then(_code(LedgerEntry.COMMS))
         .when(pl.col("transfer"))
-        .then(pl.lit(LedgerEntry.TRANSFER.value))
-        .when(pl.col("memory"))
-        .then(pl.lit(LedgerEntry.MEMORY.value))
-        .otherwise(
-            pl.col("cause").replace_strict(
-                {k: v.value for k, v in IDLE_ENTRY.items()}, default=LedgerEntry.UNEXPLAINED.value
-            )
-        )
+        .then(_code(LedgerEntry.TRANSFER))
+        .otherwise(_code(LedgerEntry.MEMORY))
     )
-    return labelled.select("rank", "step", "start_ns", "end_ns", "length_ns", entry=entry)
+    busy = segs.filter(~idle).select(*columns, entry=entry)
+    waiting = iv.locate(
+        segs.filter(idle).select(columns), "start_ns", gaps, by=["rank"], keep=["entry"], in_time_order=False
+    )
+    return pl.concat([busy, waiting.select(*columns, "entry")])
 
 
 def _host_segments(ctx: RankContext) -> pl.DataFrame:
@@ -148,26 +154,51 @@ def _host_segments(ctx: RankContext) -> pl.DataFrame:
     located = iv.locate(cut.filter(pl.col("window")), "start_ns", frames, by=["rank"], keep=["step"])
     entry = (
         pl.when(pl.col("collective"))
-        .then(pl.lit(LedgerEntry.COMMS.value))
+        .then(_code(LedgerEntry.COMMS))
         .when(pl.col("fetch"))
-        .then(pl.lit(LedgerEntry.DATA.value))
+        .then(_code(LedgerEntry.DATA))
         .when(pl.col("compute"))
-        .then(pl.lit(LedgerEntry.COMPUTE.value))
-        .otherwise(pl.lit(LedgerEntry.OTHER.value))
+        .then(_code(LedgerEntry.COMPUTE))
+        .otherwise(_code(LedgerEntry.OTHER))
     )
     return located.select(
         "rank", "step", "start_ns", "end_ns", length_ns=pl.col("end_ns") - pl.col("start_ns"), entry=entry
     )
 
 
-def _with_phase(segs: pl.DataFrame, top: pl.DataFrame) -> pl.DataFrame:
-    """``segs`` with ``phase``: the outermost annotation of the training thread at its start."""
+def _by_phase(segs: pl.DataFrame, top: pl.DataFrame) -> pl.DataFrame:
+    """rank, step, phase, entry, ns: the segments' time by the outermost annotation of the
+    training thread holding them (phase null outside every one). The segments never straddle
+    a phase boundary; those inside a phase are found by binary search (no join), and the time
+    outside every phase is each group's total less the time inside."""
+    keys = ["rank", "step", "entry"]
+    totals = segs.group_by(keys).agg(ns=pl.col("length_ns").sum())
     if top.height == 0 or segs.height == 0:
-        return segs.with_columns(phase=pl.lit(None, dtype=pl.String))
-    phases = iv.outermost(top.select("rank", "start_ns", "end_ns", pl.col("name").cast(pl.String)), ["rank"])
-    numbered = segs.with_row_index("_i")
-    found = iv.locate(numbered.select("_i", "rank", "start_ns"), "start_ns", phases, by=["rank"], keep=["name"])
-    return numbered.join(found.select("_i", phase="name"), on="_i", how="left").drop("_i")
+        return totals.with_columns(phase=pl.lit(None, dtype=pl.String)).select("rank", "step", "phase", "entry", "ns")
+    phases = iv.outermost(top.select("rank", "start_ns", "end_ns", "name"), ["rank"]).with_row_index("_phase")
+    # located by a number, named once grouped: gathering names for every segment costs more
+    inside = iv.locate(
+        segs.select(*keys, "start_ns", "length_ns"),
+        "start_ns",
+        phases,
+        by=["rank"],
+        keep=["_phase"],
+        in_time_order=False,
+    )
+    phased = (
+        inside.group_by(*keys, "_phase")
+        .agg(ns=pl.col("length_ns").sum())
+        .join(phases.select("_phase", phase=pl.col("name").cast(pl.String)), on="_phase")
+    )
+    held = phased.group_by(keys).agg(held=pl.col("ns").sum())
+    outside = (
+        totals.join(held, on=keys, how="left", nulls_equal=True)
+        .select(*keys, phase=pl.lit(None, dtype=pl.String), ns=pl.col("ns") - pl.col("held").fill_null(0))
+        .filter(pl.col("ns") > 0)
+    )
+    return pl.concat(
+        [phased.select("rank", "step", "phase", "entry", "ns"), outside.select("rank", "step", "phase", "entry", "ns")]
+    )
 
 
 @dataclass(frozen=True)
