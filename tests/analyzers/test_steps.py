@@ -78,13 +78,30 @@ def test_the_earliest_repeated_annotation_anchors() -> None:
     assert starts(result.steps) == [0, 1000, 2000, 3000]
 
 
-@pytest.mark.parametrize("n", [1, 2])
-def test_too_few_iterations_fall_back_to_the_whole_trace(n: int) -> None:
-    run = make_run(training_loop(STEADY[:n], fetch=270))
+def test_one_iteration_falls_back_to_the_whole_trace() -> None:
+    run = make_run(training_loop(STEADY[:1], fetch=270))
     result = run_analysis(run).frames
     assert result.steps.sources == {0: StepSource.NONE}
     assert not result.steps.has_steps
-    assert result.dataloader.per_rank["window_ns"].to_list() == [1000 * n - 271 - 10]  # the GPU span
+    assert result.dataloader.per_rank["window_ns"].to_list() == [1000 - 271 - 10]  # the GPU span
+
+
+@pytest.mark.parametrize(
+    ("kw", "source"), [({"fetch": 270}, StepSource.DATALOADER), ({"optimizer": True}, StepSource.OPTIMIZER)]
+)
+def test_two_iterations_marked_by_fetches_or_optimizer_steps_are_steps(
+    kw: dict[str, object], source: StepSource
+) -> None:
+    # an explicit iteration marker needs only to recur: two bound two iterations
+    result = analyze_steps(make_run(training_loop(STEADY[:2], **kw)))  # type: ignore[arg-type]
+    assert result.sources == {0: source}
+    assert result.steps.height == 2
+
+
+def test_two_repeated_annotations_are_no_steps() -> None:
+    # a recurring annotation may be a per-layer range: it needs three iterations alike
+    result = analyze_steps(make_run(training_loop(STEADY[:2], annotation="iter {}")))
+    assert result.sources == {0: StepSource.NONE}
 
 
 def irregular(name: str, gaps: list[int], width: int) -> list[dict[str, object]]:

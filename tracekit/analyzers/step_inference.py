@@ -18,7 +18,8 @@ Inferred steps tile the anchor thread. The edge step that no anchor closes (the 
 a start-anchored source, the first one of the optimizer source) runs to the thread's last
 (from its first) host activity, the profiler's own frames aside; it is flagged ``edge``
 (its length is a guess). An inferred
-source is trusted only with real repetition: at least :data:`MIN_STEPS` steps, and every
+source is trusted only with real repetition: at least :data:`MIN_STEPS` steps (for the explicit
+iteration markers, DataLoader fetches and optimizer steps, :data:`MIN_MARKED_STEPS`), and every
 *inner* step (neither an edge nor the first complete iteration, which may be warm-up) within
 a factor :data:`SIMILAR_FACTOR` of the inner steps' median. Anything else (a recurring
 per-layer range, whose period jumps at each backward) falls back to the whole trace.
@@ -41,6 +42,9 @@ if TYPE_CHECKING:
 
 #: The fewest steps an inferred source must give (a first iteration and two more).
 MIN_STEPS: Final = 3
+#: An explicit iteration marker (a DataLoader fetch, an optimizer step) needs only to recur:
+#: two of them bound an iteration (the others' inner steps are still compared when there are).
+MIN_MARKED_STEPS: Final = 2
 #: Inner inferred steps must all lie within this factor of their median length.
 SIMILAR_FACTOR: Final = 2.0
 #: An annotation anchor's ranges must cover this share of the time from their first start to
@@ -195,11 +199,12 @@ def _best(tiles: pl.DataFrame, source: StepSource) -> tuple[pl.DataFrame, pl.Dat
         coverage=pl.col("coverage").first(),
         first_ns=pl.col("at_ns").min(),
     )
+    marked = source in (StepSource.DATALOADER, StepSource.OPTIMIZER)
+    enough = (pl.col("n") >= MIN_MARKED_STEPS) if marked else ((pl.col("n") >= MIN_STEPS) & (pl.col("inner") >= 1))
     ok = groups.filter(
-        pl.col("n") >= MIN_STEPS,
-        pl.col("inner") >= 1,
-        pl.col("low") >= 1 / SIMILAR_FACTOR,
-        pl.col("high") <= SIMILAR_FACTOR,
+        enough,
+        pl.col("low").fill_null(1.0) >= 1 / SIMILAR_FACTOR,
+        pl.col("high").fill_null(1.0) <= SIMILAR_FACTOR,
         pl.col("shortest") > 0,
     )
     if source == StepSource.ANNOTATION:  # the earliest of the names that qualify
