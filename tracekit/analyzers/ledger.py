@@ -38,6 +38,7 @@ import polars as pl
 
 from tracekit.analyzers import intervals as iv
 from tracekit.analyzers import timeline
+from tracekit.analyzers.collectives import KEYS as COLLECTIVE_KEYS
 from tracekit.results.vocab import BoundKind, IdleCause, LedgerEntry, StragglerCause
 
 if TYPE_CHECKING:
@@ -302,7 +303,7 @@ def _straggler_waits(
     empty = pl.DataFrame(schema={"rank": pl.Int32, "step": pl.Int64, "ns": pl.Int64})
     if not named or comms.height == 0 or collectives.per_rank.height == 0:
         return empty
-    keys = [k for k in ("pg", "op", "matched_by", "k") if k in collectives.instances.columns]
+    keys = list(COLLECTIVE_KEYS)
     inst = collectives.instances.filter(pl.col("matched") & pl.col("complete")).select(*keys, "last_rank")
     calls = collectives.per_rank.join(inst, on=keys, how="inner").filter(
         pl.col("last_rank").is_in(named), pl.col("rank") != pl.col("last_rank"), pl.col("explained_wait_ns") > 0
@@ -333,7 +334,7 @@ def _carve(per_step: pl.DataFrame, waited: pl.DataFrame) -> pl.DataFrame:
         .join(comms, on=_KEYS, how="inner", nulls_equal=True)
         .select(*_KEYS, moved=pl.min_horizontal("ns", "comms"))
     )
-    return _move(per_step, moved, take_from=[LedgerEntry.COMMS.value])
+    return _take(per_step, moved.select(*_KEYS, entry=pl.lit(LedgerEntry.COMMS.value), take="moved"))
 
 
 def _own_excess(per_step: pl.DataFrame, entries: pl.DataFrame, stragglers: StragglerResult) -> pl.DataFrame:
@@ -356,12 +357,6 @@ def _own_excess(per_step: pl.DataFrame, entries: pl.DataFrame, stragglers: Strag
         )
         out = _take(out, taken)
     return out
-
-
-def _move(per_step: pl.DataFrame, moved: pl.DataFrame, *, take_from: list[str]) -> pl.DataFrame:
-    """``moved`` ns (rank, step, moved) taken from the one entry of ``take_from`` into ``straggler``."""
-    taken = moved.select(*_KEYS, entry=pl.lit(take_from[0]), take="moved")
-    return _take(per_step, taken)
 
 
 def _take(per_step: pl.DataFrame, taken: pl.DataFrame) -> pl.DataFrame:

@@ -25,7 +25,7 @@ from tracekit.analyzers.kernels import kernels_by_rank
 from tracekit.analyzers.overlap import comm_overlap
 from tracekit.analyzers.stats import num, totals
 from tracekit.analyzers.syncs import sync_points
-from tracekit.analyzers.verdict import bound_of, decide
+from tracekit.analyzers.verdict import bound_names, decide
 from tracekit.analyzers.work import MAX_ROWS as WORK_ROWS
 from tracekit.analyzers.work import work_tables
 from tracekit.model.schema import GPU_ACTIVITY_KINDS
@@ -237,8 +237,7 @@ def ledger_reduce(red: Reduced) -> LedgerSection:
     """The ledger: each rank's window by entry, per step and over the measured steps, and the run's."""
     led = red.ledger
     measured_on = MeasuredOn.GPU if red.has_gpu else MeasuredOn.HOST
-    bounds = {e.value: (b.value if (b := bound_of(e.value, measured_on)) else None) for e in LedgerEntry}
-    run = led.run.with_columns(bound=pl.col("entry").replace_strict(bounds, return_dtype=pl.String))
+    run = led.run.with_columns(bound=pl.col("entry").replace_strict(bound_names(measured_on), return_dtype=pl.String))
     no_step = pl.lit(None, dtype=pl.Int64).alias("step")
     steps = led.per_step.group_by("rank", "step").agg(window_ns=pl.col("ns").sum())
     return LedgerSection(

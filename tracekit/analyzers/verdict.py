@@ -75,9 +75,14 @@ def bound_of(entry: str, measured_on: MeasuredOn) -> BoundKind | None:
     return bound
 
 
+def bound_names(measured_on: MeasuredOn) -> dict[str, str | None]:
+    """Each ledger entry's name -> the name of the bound it is evidence for (None: no bound)."""
+    return {e.value: (b.value if (b := bound_of(e.value, measured_on)) else None) for e in LedgerEntry}
+
+
 def _bounds(frame: pl.DataFrame, measured_on: MeasuredOn) -> pl.DataFrame:
     """``frame`` (with ``entry``) with ``bound``; rows of entries that bound nothing dropped."""
-    mapping = {e.value: (b.value if (b := bound_of(e.value, measured_on)) else None) for e in LedgerEntry}
+    mapping = bound_names(measured_on)
     return frame.with_columns(bound=pl.col("entry").replace_strict(mapping, return_dtype=pl.String)).filter(
         pl.col("bound").is_not_null()
     )
