@@ -85,6 +85,14 @@ def test_a_difference_every_step_shows_names_one_bound() -> None:
     assert [f.bound for f in verdict.secondary] == ["straggler-bound"]
 
 
+def test_a_step_holding_neither_waste_counts_as_no_difference() -> None:
+    # comms 40/40/0, straggler 25/25/0: the third step is all compute. Its difference is 0,
+    # not missing: differences 15, 15, 0 (mean 10, sd 8.7) leave a lower bound under zero
+    verdict = decided({"comms": 0.40, "straggler": 0.25}, {"comms": 0.40, "straggler": 0.25}, {})
+    assert verdict.primary.bound == "mixed"
+    assert verdict.primary.components == ["comms-bound", "straggler-bound"]
+
+
 def test_one_step_decides_by_the_margin_with_low_confidence() -> None:
     assert decided({"comms": 0.40, "straggler": 0.35}).primary.bound == "mixed"  # 1.14x
     one = decided({"comms": 0.40, "straggler": 0.20})

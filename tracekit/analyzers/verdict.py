@@ -148,7 +148,7 @@ def decide(
     if material:
         top = material[0]
         runner = material[1] if len(material) > 1 else None
-        if runner is not None and not _separated(per_step, top["bound"], runner["bound"], few_steps=few_steps):
+        if runner is not None and not _separated(per_step, top["bound"], runner["bound"]):
             return _mixed(top, runner, wastes, stragglers, table)
         clear = top["share_pct"] >= 2 * 100 * MATERIAL_SHARE
         confidence = Confidence.LOW if few_steps else (Confidence.HIGH if clear else Confidence.MEDIUM)
@@ -163,18 +163,19 @@ def decide(
     return Decision(primary, _secondary(wastes, [], stragglers), table)
 
 
-def _separated(per_step: pl.DataFrame, a: str, b: str, *, few_steps: bool) -> bool:
+def _separated(per_step: pl.DataFrame, a: str, b: str) -> bool:
     """Whether bound ``a`` is larger than ``b`` beyond the step-to-step variation of their
-    difference (its one-sided LEVEL lower bound is above zero); with fewer than two steps, by
-    the ratio."""
-    wide = per_step.filter(pl.col("bound").is_in([a, b])).pivot(on="bound", index="step", values="share_pct")
-    for col in (a, b):
-        if col not in wide.columns:
-            wide = wide.with_columns(pl.lit(0.0).alias(col))
-    diff = wide.select((pl.col(a).fill_null(0.0) - pl.col(b).fill_null(0.0)).alias("d"))["d"]
-    if few_steps or diff.len() < 2:
-        total_a, total_b = num(wide[a].fill_null(0.0).sum()), num(wide[b].fill_null(0.0).sum())
-        return total_a >= ONE_STEP_RATIO * total_b
+    difference (its one-sided LEVEL lower bound is above zero; a step holding neither differs
+    by zero); with fewer than two steps, by the ratio."""
+    steps = per_step.select("step").unique()
+    shares = per_step.filter(pl.col("bound").is_in([a, b])).pivot(on="bound", index="step", values="share_pct")
+    wide = steps.join(shares, on="step", how="left", nulls_equal=True)
+    share_a, share_b = (
+        wide[c].fill_null(0.0) if c in wide.columns else pl.repeat(0.0, wide.height, eager=True) for c in (a, b)
+    )
+    diff = share_a - share_b
+    if diff.len() < 2:
+        return num(share_a.sum()) >= ONE_STEP_RATIO * num(share_b.sum())
     n = diff.len()
     mean, sd = num(diff.mean()), num(diff.std())
     from scipy.special import stdtrit  # noqa: PLC0415  (Student's t quantile; imported when steps are compared)
