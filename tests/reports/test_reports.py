@@ -101,3 +101,24 @@ def test_the_idle_table_says_what_unobservable_means() -> None:
     assert "unobservable" in text
     assert "launched before the profiler started" in text
     assert "launched before the profiler started" not in renderer("md").render(analyze(make_run(one_step_run())))
+
+
+def test_a_mixed_verdict_says_why_neither_is_named() -> None:
+    from tracekit.reports.sentences import evidence, title
+    from tracekit.results.analysis import Evidence, Finding, Verdict
+    from tracekit.results.vocab import BoundKind, Confidence, MeasuredOn
+
+    def verdict(*parts: BoundKind) -> tuple[Finding, Verdict]:
+        mixed = Finding(
+            bound=BoundKind.MIXED, share_pct=12.0, confidence=Confidence.LOW, margin=1.5, components=list(parts)
+        )
+        return mixed, Verdict(
+            measured_on=MeasuredOn.GPU, primary=mixed, secondary=[], costs=[], evidence=Evidence(steps_per_rank=3)
+        )
+
+    close, v = verdict(BoundKind.COMMS, BoundKind.DATA)
+    assert title(close, v) == "Mixed: Comms-bound and Data-bound, which these steps do not tell apart"
+    assert any("step-to-step variation" in line for line in evidence(close, v))
+    small, v = verdict(BoundKind.IDLE, BoundKind.GPU_COMPUTE)
+    assert title(small, v).startswith("Mixed: no bound dominates")
+    assert any("no bound dominates" in line for line in evidence(small, v))

@@ -203,7 +203,9 @@ def title(finding: Finding, verdict: Verdict) -> str:  # noqa: PLR0911  (one cas
         return NOTE_TITLES[why[0].note] if why and why[0].note else TITLES[BoundKind.UNDETERMINED]
     if finding.bound is BoundKind.MIXED and finding.components:
         names = " and ".join(_component(c, verdict) for c in finding.components)
-        return f"Mixed: {names} weigh about the same"
+        if {BoundKind.GPU_COMPUTE, BoundKind.COMPUTE} & set(finding.components):  # no waste is material
+            return f"Mixed: no bound dominates ({names})"
+        return f"Mixed: {names}, which these steps do not tell apart"
     if finding.note is NoteKind.HOST_SYNCS:
         return f"{finding.value or 0:.1f} host reads of device values (.item()) per step outside the optimizer"
     if finding.note is NoteKind.LOW_OVERLAP:
@@ -284,7 +286,12 @@ def evidence(finding: Finding, verdict: Verdict) -> list[str]:  # noqa: PLR0911 
         )
         lines.append(f"{finding.share_pct:.1f}% of the measured time on average over ranks{worst}")
     lines += _bound_lines(finding.bound, e)
-    if finding.bound is BoundKind.MIXED and finding.components:
+    if finding.bound is BoundKind.MIXED and {BoundKind.GPU_COMPUTE, BoundKind.COMPUTE} & set(finding.components):
+        lines.append(
+            f"{finding.components[0].value} takes more of the time than compute, but under the 15% at which "
+            "removing it would make the step 1.18x as fast: no bound dominates"
+        )
+    elif finding.bound is BoundKind.MIXED and finding.components:
         lines.append(
             f"{' and '.join(c.value for c in finding.components)} ({finding.margin or 1:.2f}x): their difference "
             "is within its step-to-step variation (its 95% lower bound over the steps is not above zero), "
