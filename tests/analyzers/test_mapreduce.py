@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import get_args, get_type_hints
 
 import pytest
 
 from benchmarks.many_ranks import synthetic_run
 from tracekit.analyzers import run_analysis
 from tracekit.analyzers.context import Options
-from tracekit.analyzers.mapreduce import map_ranks
+from tracekit.analyzers.mapreduce import Entry, in_order, map_ranks, reduce_ranks
 from tracekit.analyzers.registry import ANALYSES
 from tracekit.readers import load_run
 from tracekit.results.analysis import Analysis
@@ -29,10 +30,45 @@ def test_shards_of_real_ranks_reduce_to_the_same_analysis(kineto_dir: Path) -> N
     assert run_analysis(run, shard_ranks=3).analysis == whole
 
 
+#: Fields of Analysis that no registry entry fills: the schema, the timing, the capture's
+#: summary (attached by the orchestration) and the registered sections without a field.
+NOT_ENTRIES = {"schema", "schema_version", "analysis_seconds", "capture", "sections"}
+
+
 def test_every_result_field_has_a_registry_entry() -> None:
     names = {e.name for e in ANALYSES if e.cross_rank is not None}
-    required = {f for f in Analysis.__struct_fields__ if f not in ("schema", "schema_version", "analysis_seconds")}
-    assert required - {"capture"} <= names
+    assert set(Analysis.__struct_fields__) - NOT_ENTRIES <= names
+
+
+@pytest.mark.parametrize("entry", [e for e in ANALYSES if e.cross_rank is not None], ids=lambda e: e.name)
+def test_every_entry_fills_a_field_of_its_type_or_a_titled_section(entry: Entry) -> None:
+    hints = get_type_hints(Analysis)
+    if entry.title is None:
+        assert entry.name in Analysis.__struct_fields__, f"{entry.name}: no field of Analysis and no title"
+        if entry.result is not None:
+            assert entry.result in get_args(hints[entry.name]) or hints[entry.name] is entry.result
+    else:
+        assert entry.name not in Analysis.__struct_fields__, f"{entry.name}: titled, but Analysis has its field"
+        assert entry.result is not None and entry.per_rank is not None
+
+
+def test_entries_run_after_what_they_require() -> None:
+    first = Entry("first", cross_rank=lambda red: 1)
+    second = Entry("second", cross_rank=lambda red: red.result("first") + 1, requires=("first",))
+    assert [e.name for e in in_order([second, first])] == ["first", "second"]
+    with pytest.raises(ValueError, match="not registered"):
+        in_order([second])
+    loop = Entry("first", requires=("second",))
+    with pytest.raises(ValueError, match="requires itself"):
+        in_order([second, loop])
+    assert [e.name for e in in_order(ANALYSES)] == [e.name for e in ANALYSES]  # the registry is in order
+
+
+def test_a_result_read_before_it_is_reduced_says_which_requirement_is_missing() -> None:
+    run = synthetic_run(2, steps=2, kernels=3)
+    early = Entry("early", cross_rank=lambda red: red.result("verdict"))
+    with pytest.raises(KeyError, match="requires"):
+        reduce_ranks([map_ranks(run, Options(), [])], Options(), [early], run.meta)
 
 
 def test_the_map_returns_small_frames_per_rank() -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
+import msgspec
 import polars as pl
 
 from tracekit.analyzers.collectives import group_members
@@ -14,7 +15,7 @@ from tracekit.analyzers.context import Options
 from tracekit.analyzers.mapreduce import RankSummary, Reduced, map_ranks, reduce_ranks
 from tracekit.analyzers.registry import ANALYSES
 from tracekit.atomic import write_atomically
-from tracekit.results.analysis import Analysis
+from tracekit.results.analysis import Analysis, SectionData
 from tracekit.results.vocab import WindowKind
 
 if TYPE_CHECKING:
@@ -101,8 +102,15 @@ def run_analysis(
 def reduce_outcome(mapped: Sequence[RankSummary], options: Options, meta: RunMeta) -> Outcome:
     """The outcome of mapped shards and the run's metadata (ranks, files, warnings)."""
     reduced = reduce_ranks(mapped, options, ANALYSES, meta)
-    fields = {k: v for k, v in reduced.results.items() if k in Analysis.__struct_fields__}
-    return Outcome(analysis=Analysis(**fields), frames=reduced)
+    fields = {
+        e.name: reduced.results[e.name] for e in ANALYSES if e.title is None and e.name in Analysis.__struct_fields__
+    }
+    sections = {
+        e.name: SectionData(title=e.title, data=msgspec.to_builtins(reduced.results[e.name]))
+        for e in ANALYSES
+        if e.title is not None and reduced.results.get(e.name) is not None
+    }
+    return Outcome(analysis=Analysis(**fields, sections=sections), frames=reduced)
 
 
 def analyze(

@@ -40,11 +40,24 @@ Parts = dict[str, pl.DataFrame]
 
 @dataclass(frozen=True)
 class Entry:
-    """One analysis: its per-rank part, its cross-rank part, and the field of the result it fills."""
+    """One analysis (a section of the result): its per-rank part, its cross-rank part, its typed
+    result, what it reads of the others, and where the result goes.
+
+    ``name`` is the field of :class:`~tracekit.results.analysis.Analysis` it fills, or, for a
+    section with ``title`` set, its key in ``Analysis.sections``: such a section needs no field,
+    and every report shows it (:mod:`tracekit.reports.layout` renders its Struct's fields), so
+    adding one is its module plus one registry line. ``requires``: the entries whose cross-rank
+    results it reads (:meth:`Reduced.result`); they run first.
+    """
 
     name: str
     per_rank: Callable[[RankContext], Parts] | None = None
     cross_rank: Callable[[Reduced], Any] | None = None
+    requires: tuple[str, ...] = ()
+    #: the type its cross-rank part returns (checked against the Analysis field by the tests)
+    result: type | None = None
+    #: a section kept in ``Analysis.sections`` under this title (None: a field of Analysis)
+    title: str | None = None
 
 
 @dataclass(frozen=True)
@@ -80,6 +93,12 @@ class Reduced:
             return frames[0]
         out = pl.concat(frames, how="vertical_relaxed")
         return out.sort("rank", maintain_order=True) if "rank" in out.columns else out
+
+    def result(self, entry: str) -> Any:
+        """The cross-rank result of ``entry``, which must have run (be in the caller's ``requires``)."""
+        if entry not in self.results:
+            raise KeyError(f"{entry!r} has not run yet: name it in the entry's requires")
+        return self.results[entry]
 
     @property
     def has_gpu(self) -> bool:
@@ -121,13 +140,13 @@ class Reduced:
     @property
     def facts(self) -> RunFacts:
         """The typed facts of the run, once the reduce has gathered them."""
-        facts: RunFacts = self.results["run"]
+        facts: RunFacts = self.result("run")
         return facts
 
     @property
     def verdict(self) -> Verdict:
         """The typed verdict, once the reduce has decided it."""
-        verdict: Verdict = self.results["verdict"]
+        verdict: Verdict = self.result("verdict")
         return verdict
 
     @cached_property
@@ -207,15 +226,41 @@ class Reduced:
         )
 
 
+def in_order(entries: Sequence[Entry]) -> list[Entry]:
+    """``entries`` ordered so that each comes after the entries it requires (else in registry
+    order); a requirement that is missing or circular is a programming error."""
+    by_name = {e.name: e for e in entries}
+    done: dict[str, Entry] = {}
+    visiting: set[str] = set()
+
+    def visit(entry: Entry) -> None:
+        if entry.name in done:
+            return
+        if entry.name in visiting:
+            raise ValueError(f"registry: {entry.name!r} requires itself through {sorted(visiting)}")
+        visiting.add(entry.name)
+        for name in entry.requires:
+            if name not in by_name:
+                raise ValueError(f"registry: {entry.name!r} requires {name!r}, which is not registered")
+            visit(by_name[name])
+        visiting.discard(entry.name)
+        done[entry.name] = entry
+
+    for entry in entries:
+        visit(entry)
+    return list(done.values())
+
+
 def reduce_ranks(
     shards: Sequence[RankSummary], options: Options, entries: Sequence[Entry], run_meta: RunMeta
 ) -> Reduced:
-    """Run the cross-rank part of every entry, in order; ``results`` holds each one's output.
+    """Run the cross-rank part of every entry, each after those it requires; ``results`` holds
+    each one's output.
 
     ``run_meta``: the run's metadata (ranks, files, warnings): no events are needed here.
     """
     reduced = Reduced(shards=shards, options=options, run_meta=run_meta)
-    for entry in entries:
+    for entry in in_order(entries):
         if entry.cross_rank is not None:
             reduced.results[entry.name] = entry.cross_rank(reduced)
     return reduced

@@ -1,16 +1,19 @@
 """The registry of analyses: each entry fills one field of :class:`~tracekit.results.analysis.Analysis`.
 
 To add an analysis: write its module (a per-rank function of a ``RankContext`` returning
-frames, a cross-rank function of the ``Reduced`` shards returning its typed section), add
-its section Struct as a field of ``Analysis``, and add one line here. Entries run in this
-order, so a cross-rank part may read the results of the entries above it.
+frames, a cross-rank function of the ``Reduced`` shards returning its typed result, the
+result's Struct) and add one line here with its ``title``: the result goes to
+``Analysis.sections`` and every report shows it (``tracekit/analyzers/launches.py`` is one).
+The sections with a field of ``Analysis`` of their own (``title`` None) have hand-made tables
+and charts in :mod:`tracekit.reports.layout`. Cross-rank parts run in this order, except that
+an entry runs after the entries it ``requires``.
 """
 
 from __future__ import annotations
 
 from typing import Final
 
-from tracekit.analyzers import ledger, memory, work
+from tracekit.analyzers import launches, ledger, memory, work
 from tracekit.analyzers import sections as s
 from tracekit.analyzers.mapreduce import Entry
 
@@ -34,4 +37,11 @@ ANALYSES: Final[tuple[Entry, ...]] = (
     Entry("ledger", ledger.ledger_map, s.ledger_reduce),
     Entry("verdict", cross_rank=s.verdict_reduce),
     Entry("work", work.work_map, s.work_reduce),
+    Entry(
+        "launches",
+        launches.launches_map,
+        launches.launches_reduce,
+        result=launches.LaunchStats,
+        title="Kernel launches",
+    ),
 )

@@ -7,18 +7,20 @@ from typing import TYPE_CHECKING, Protocol
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from tracekit.reports.document import Document
     from tracekit.results.analysis import Analysis
     from tracekit.results.compare import Comparison
     from tracekit.results.sweep import SweepMatrix
 
 
 class Renderer(Protocol):
-    """Results in, text out; options go to the constructor."""
+    """Documents in, text out; options go to the constructor."""
 
     name: str
 
-    def render(self, analysis: Analysis) -> str:
-        """The report of ``analysis`` as text."""
+    def render(self, document: Document | Analysis) -> str:
+        """The report of ``document`` (:mod:`tracekit.reports.document`) as text; an analysis is
+        drawn as its document (:func:`tracekit.reports.layout.as_document`)."""
         ...
 
     def render_comparison(self, comparison: Comparison) -> str:

@@ -12,8 +12,9 @@ from typing import TYPE_CHECKING
 
 from rich.console import Console, Group
 
-from tracekit.reports.tables import Table, ms, pct
-from tracekit.reports.terminal import rich_table
+from tracekit.reports.console import rich_table
+from tracekit.reports.document import Table
+from tracekit.reports.tables import ms, pct
 from tracekit.results.thresholds import STRAGGLER_MIN_SHARE
 
 if TYPE_CHECKING:

@@ -11,7 +11,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Final
 
 from tracekit.reports import compare_text as ct
-from tracekit.reports.figures import JSON, Chart, _fig, _layout, _trace
+from tracekit.reports.document import JSON, Chart
+from tracekit.reports.figures import _fig, _layout, _trace
 from tracekit.results.compare import Change, Unit
 
 if TYPE_CHECKING:

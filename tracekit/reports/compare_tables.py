@@ -9,8 +9,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Final
 
 from tracekit.reports import compare_text as ct
+from tracekit.reports.document import Table
 from tracekit.reports.sentences import write_alone
-from tracekit.reports.tables import Table, short
+from tracekit.reports.tables import short
 from tracekit.results.compare import Unit
 
 if TYPE_CHECKING:

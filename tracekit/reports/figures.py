@@ -12,7 +12,9 @@ readable. The lateness heatmap keeps one row per rank (it is small: ranks x step
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Final, TypeVar, Union
+from typing import TYPE_CHECKING, Final, TypeVar
+
+from tracekit.reports.document import JSON, Chart, Figure
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -21,9 +23,6 @@ if TYPE_CHECKING:
     from tracekit.results.rows import LedgerRow
     from tracekit.results.vocab import LedgerEntry
 
-#: A plotly.js figure is JSON data.
-JSON = Union[str, int, float, bool, None, list["JSON"], dict[str, "JSON"]]  # noqa: UP007  (a recursive alias)
-Figure = dict[str, JSON]
 T = TypeVar("T")
 
 #: Above this many ranks, per-rank bars are binned.
@@ -52,15 +51,6 @@ COLORS: Final = {
     "switch": "#c5e1a5",
     "other": "#cfd8dc",
 }
-
-
-@dataclass(frozen=True)
-class Chart:
-    """One chart: its section key, title, and the plotly figure as JSON-ready data."""
-
-    key: str
-    title: str
-    figure: Figure
 
 
 def _bins(ranks: Sequence[int]) -> list[list[int]]:
@@ -363,21 +353,3 @@ def memory_categories(a: Analysis) -> Chart | None:
     data = [_trace("bar", x=labels, y=v[c], name=c) for c in categories]
     layout = _layout("Memory at the peak by category (GiB)", y="GiB", barmode="stack")
     return Chart("memory_categories", "Memory at the peak by category", _fig(data, layout))
-
-
-def all_charts(a: Analysis) -> list[Chart]:
-    """Every chart that has data, in report order."""
-    builders = (
-        step_time,
-        ledger,
-        phases,
-        gpu_breakdown,
-        overlap,
-        lateness,
-        data_and_syncs,
-        idle_causes,
-        kernels,
-        memory_timeline,
-        memory_categories,
-    )
-    return [c for c in (b(a) for b in builders) if c is not None]

@@ -18,11 +18,13 @@ from typing import TYPE_CHECKING
 import jinja2
 from plotly.offline import get_plotlyjs
 
-from tracekit.reports import compare_figures, figures
+from tracekit.reports import compare_figures
 from tracekit.reports import compare_tables as ctb
 from tracekit.reports import compare_text as ct
 from tracekit.reports import tables as tb
-from tracekit.reports.sentences import write_alone, write_analysis
+from tracekit.reports.document import JSON, Chart, Document, Format, Table, Tone
+from tracekit.reports.layout import as_document
+from tracekit.reports.sentences import write_alone
 from tracekit.reports.text import printable
 from tracekit.results.compare import Change
 
@@ -39,7 +41,7 @@ class _Section:
     key: str
     title: str
     nav: str
-    charts: list[figures.Chart] = field(default_factory=list)
+    charts: list[Chart] = field(default_factory=list)
     tables: list[str] = field(default_factory=list)
     note: str = ""
     lines: list[str] = field(default_factory=list)
@@ -66,7 +68,7 @@ def _plotly_js() -> str:
     return str(get_plotlyjs())
 
 
-def table_html(t: tb.Table) -> str:
+def table_html(t: Table) -> str:
     """A sortable HTML table (escaped), or its 'nothing to show' line."""
 
     def esc(text: str) -> str:
@@ -89,7 +91,7 @@ def table_html(t: tb.Table) -> str:
     )
 
 
-def _escape_figure(value: figures.JSON) -> figures.JSON:
+def _escape_figure(value: JSON) -> JSON:
     """HTML-escape every string plotly would render as markup (names, labels, hover text)."""
     if isinstance(value, str):
         return html.escape(printable(value), quote=False)
@@ -105,101 +107,50 @@ def _escape_figure(value: figures.JSON) -> figures.JSON:
     return value
 
 
-def charts_json(charts: Iterable[figures.Chart]) -> str:
+def charts_json(charts: Iterable[Chart]) -> str:
     """The charts' figures as JSON for a script element: strings HTML-escaped, no ``</`` or ``<!--``."""
     payload = json.dumps({c.key: _escape_figure(c.figure) for c in charts}, separators=(",", ":"))
     return payload.replace("</", "<\\/").replace("<!--", "<\\!--")
 
 
-def _sections(a: Analysis, charts: dict[str, figures.Chart]) -> list[_Section]:
-    limit = None if len(a.run.ranks) <= 64 else 64
-    T = {t.key: t for t in tb.all_tables(a, limit=limit)}
-
-    def pick(*keys: str) -> list[str]:
-        return [table_html(T[k]) for k in keys if k in T]
-
-    def chart(*keys: str) -> list[figures.Chart]:
-        return [charts[k] for k in keys if k in charts]
-
-    gpu = a.run.has_gpu
-    sections = [
-        _Section("facts", "Run", "Run", tables=pick("problems", "facts")),
-        _Section("steps", "Step time per rank", "Steps", chart("steps"), pick("steps", "warmup")),
-        _Section("ledger", "Where the time went: the ledger", "Ledger", chart("ledger"), pick("ledger")),
-        _Section("phases", "Phase breakdown", "Phases", chart("phases"), pick("phases", "phases_per_rank")),
+def _sections(doc: Document) -> list[_Section]:
+    return [
         _Section(
-            "gpu",
-            "GPU time breakdown and comm/compute overlap" if gpu else "Host time breakdown (CPU-only run)",
-            "GPU time" if gpu else "Host time",
-            chart("gpu", "overlap"),
-            pick("gpu", "host"),
-        ),
-        _Section("stragglers", "Stragglers", "Stragglers", chart("lateness"), pick("stragglers", "collectives")),
-        _Section(
-            "dataloader",
-            "DataLoader gaps and host syncs",
-            "Data & syncs",
-            chart("dataloader"),
-            pick("dataloader", "syncs"),
-        ),
-        _Section("idle", "GPU idle by cause", "Idle", chart("idle"), pick("idle")),
-        _Section("kernels", "Top kernels", "Kernels", chart("kernels"), pick("kernels")),
-        _Section(
-            "memory",
-            "Memory",
-            "Memory",
-            chart("memory_timeline", "memory_categories"),
-            pick("memory_findings", "memory", "memory_categories"),
-        ),
+            s.key,
+            s.title,
+            s.nav,
+            list(s.charts),
+            [table_html(t) for t in s.tables if Format.HTML in t.formats],
+            note=s.note,
+            lines=[line.text for line in s.lines],
+        )
+        for s in doc.sections
     ]
-    if a.capture is not None:
-        sections.append(
-            _Section(
-                "capture", "Capture summary", "Capture", tables=pick("capture_phases", "capture_ranks", "capture_facts")
-            )
-        )
-    else:
-        sections.append(
-            _Section(
-                "capture",
-                "Capture summary",
-                "Capture",
-                note="No summary.json beside these traces (they were not made by tracekit capture).",
-            )
-        )
-    sections.append(_Section("files", "Trace files", "Files", tables=pick("files")))
-    for s in sections:
-        if s.key == "lateness" or (s.key == "stragglers" and not s.charts):
-            s.note = s.note or "No lateness to chart: no collectives matched across ranks and steps."
-    return sections
 
 
 class HtmlRenderer:
     """One self-contained HTML file (plotly inlined; opens offline)."""
 
     name = "html"
+    format = Format.HTML
 
     def __init__(self, *, top: int = 15) -> None:
         #: rows of a comparison's table and chart of work that changed
         self.top = top
 
-    def render(self, analysis: Analysis) -> str:
-        """The HTML report of an analysis."""
-        charts = {c.key: c for c in figures.all_charts(analysis)}
-        run = analysis.run
-        facts_line = (
-            f"{len(run.ranks)} rank(s), world size {run.world_size or '?'}, "
-            f"backend {run.backend or '?'}, {', '.join(run.devices) or 'no device recorded'}"
-            f" · tracekit {analysis.tracekit_version}"
-        )
-        verdict = write_analysis(analysis)
+    def render(self, document: Document | Analysis) -> str:
+        """The HTML report of a document (an analysis's when given one)."""
+        doc = as_document(document, self.format)
+        charts = [c for sec in doc.sections for c in sec.charts]
+        verdict = doc.head.verdict
         return _template().render(
+            title=doc.head.title,
             verdict=verdict,
-            good=verdict.primary.good,
-            facts_line=facts_line,
-            sections=_sections(analysis, charts),
-            cost_table=table_html(tb.costs(analysis)),
-            charts_json=charts_json(charts.values()),
+            good=doc.head.tone is Tone.GOOD,
+            facts_line=doc.head.facts,
+            sections=_sections(doc),
+            cost_table=table_html(doc.head.costs) if doc.head.costs is not None else "",
+            charts_json=charts_json(charts),
             plotly_js=_plotly_js(),
         )
 
@@ -239,8 +190,8 @@ def _comparison_facts(c: Comparison) -> str:
     return f"{side(c.a)} · {side(c.b)} · tracekit {c.tracekit_version}"
 
 
-def _comparison_sections(c: Comparison, charts: dict[str, figures.Chart], *, top: int) -> list[_Section]:
-    def chart(*keys: str) -> list[figures.Chart]:
+def _comparison_sections(c: Comparison, charts: dict[str, Chart], *, top: int) -> list[_Section]:
+    def chart(*keys: str) -> list[Chart]:
         return [charts[k] for k in keys if k in charts]
 
     v = c.verdicts

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from tracekit.reports.document import Document
+from tracekit.results.analysis import Analysis
 from tracekit.results.compare import dump_comparison
 from tracekit.results.io import dump_analysis
 
 if TYPE_CHECKING:
-    from tracekit.results.analysis import Analysis
     from tracekit.results.compare import Comparison
     from tracekit.results.sweep import SweepMatrix
 
@@ -18,9 +19,12 @@ class JsonRenderer:
 
     name = "json"
 
-    def render(self, analysis: Analysis) -> str:
-        """The analysis as indented JSON text."""
-        return dump_analysis(analysis)
+    def render(self, document: Document | Analysis) -> str:
+        """The analysis (a document's source) as indented JSON text."""
+        source = document.source if isinstance(document, Document) else document
+        if not isinstance(source, Analysis):
+            raise TypeError(f"no JSON for a {type(source).__name__} document")
+        return dump_analysis(source)
 
     def render_comparison(self, comparison: Comparison) -> str:
         """The comparison as indented JSON text (loads back as a :class:`Comparison` with msgspec)."""

@@ -11,19 +11,20 @@ from typing import TYPE_CHECKING, Final
 
 from tracekit.reports import compare_tables as ctb
 from tracekit.reports import compare_text as ct
-from tracekit.reports import tables as tb
-from tracekit.reports.sentences import write_alone, write_analysis
+from tracekit.reports.document import Document, Format
+from tracekit.reports.layout import as_document
+from tracekit.reports.sentences import write_alone
 from tracekit.reports.text import one_line
 
 if TYPE_CHECKING:
+    from tracekit.reports.document import Table
+    from tracekit.reports.sentences import WrittenVerdict
     from tracekit.results.analysis import Analysis
     from tracekit.results.compare import Comparison
     from tracekit.results.sweep import SweepMatrix
 
 #: GitHub rejects comments of 65,536 characters or more; stay clearly below.
 MAX_CHARS: Final = 65_000
-#: Ranks shown per table in Markdown.
-RANK_ROWS: Final = 16
 
 
 _BACKSLASHED: Final = re.compile(r"[\\`*\[\]|~$]")
@@ -59,7 +60,7 @@ def escape(text: str) -> str:
     return _LEADING.sub(lambda m: m[0] + "\\" if m[0][0].isdigit() else "\\" + m[0], text)
 
 
-def table(t: tb.Table) -> str:
+def table(t: Table) -> str:
     """One GitHub-flavored Markdown table (or its 'nothing to show' line)."""
     lines = [f"### {escape(t.title)}", ""]
     if not t.rows:
@@ -73,9 +74,8 @@ def table(t: tb.Table) -> str:
     return "\n".join([*lines, ""])
 
 
-def verdict(analysis: Analysis) -> str:
+def verdict(v: WrittenVerdict) -> str:
     """The verdict section."""
-    v = write_analysis(analysis)
     p = v.primary
     share = "" if p.share_pct is None else f"{p.share_pct:.1f}% of the time, "
     lines = [
@@ -105,23 +105,19 @@ class MarkdownRenderer:
     """Markdown for a GitHub issue comment: the verdict, what to change, the key tables."""
 
     name = "md"
+    format = Format.MARKDOWN
 
     def __init__(self, *, top: int = 15) -> None:
         #: rows of a comparison's table of work that changed
         self.top = top
 
-    def render(self, analysis: Analysis) -> str:
+    def render(self, document: Document | Analysis) -> str:
         """The Markdown report (under GitHub's comment limit whatever the run size)."""
-        parts = [verdict(analysis)]
-        footer = (
-            f"\n<sub>tracekit {escape(analysis.tracekit_version)} · "
-            f"analysis schema {escape(analysis.schema_version)} · "
-            "every number, for every rank and step, is in the JSON report</sub>\n"
-        )
-        budget = MAX_CHARS - len(footer) - len(parts[0])
-        for t in tb.all_tables(analysis, limit=RANK_ROWS):
-            if t.key in ("collectives", "files", "capture_phases"):
-                continue
+        doc = as_document(document, self.format)
+        parts = [verdict(doc.head.verdict)] if doc.head.verdict is not None else []
+        footer = f"\n<sub>{escape(doc.footer)}</sub>\n"
+        budget = MAX_CHARS - len(footer) - sum(map(len, parts))
+        for t in (t for s in doc.sections for t in s.tables if Format.MARKDOWN in t.formats):
             text = table(t)
             if len(text) + 200 > budget:
                 parts.append("_Further tables left out to stay under GitHub's comment limit: see the JSON report._\n")

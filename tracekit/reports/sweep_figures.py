@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Final
 
-from tracekit.reports.figures import JSON, Chart, _fig, _layout
+from tracekit.reports.document import JSON, Chart
+from tracekit.reports.figures import _fig, _layout
 
 if TYPE_CHECKING:
     from collections.abc import Callable

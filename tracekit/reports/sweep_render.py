@@ -18,7 +18,7 @@ from tracekit.reports import sweep_tables as st
 from tracekit.reports.text import printable
 
 if TYPE_CHECKING:
-    from tracekit.reports.tables import Table
+    from tracekit.reports.document import Table
     from tracekit.results.sweep import SweepMatrix
 
 __all__ = ["html", "markdown", "terminal"]
@@ -35,7 +35,7 @@ def _tables(m: SweepMatrix) -> list[Table]:
 
 def terminal(m: SweepMatrix, *, width: int = 120, color: bool = False) -> str:
     """The matrix for a terminal (ANSI colored when ``color``)."""
-    from tracekit.reports.terminal import rich_table  # noqa: PLC0415  (terminal.py imports this module)
+    from tracekit.reports.console import rich_table  # noqa: PLC0415
 
     buffer = io.StringIO()
     console = Console(file=buffer, width=width, force_terminal=color, no_color=not color, highlight=False)

@@ -7,7 +7,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Final
 
 from tracekit.reports import compare_text as ct
-from tracekit.reports.tables import Table, ms
+from tracekit.reports.document import Table
+from tracekit.reports.tables import ms
 
 if TYPE_CHECKING:
     from tracekit.results.sweep import MatrixRow, SweepMatrix

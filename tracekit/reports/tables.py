@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final, Protocol, TypeVar
 
+from tracekit.reports.document import Table
 from tracekit.reports.sentences import ONE_RANK, write_memory
 from tracekit.results.vocab import CollectiveMatch, IdleCause
 
@@ -25,19 +26,6 @@ class _Ranked(Protocol):
 
 
 R = TypeVar("R", bound=_Ranked)
-
-
-@dataclass(frozen=True)
-class Table:
-    """A titled table of display strings; ``numeric`` columns sort as numbers in HTML."""
-
-    key: str
-    title: str
-    columns: tuple[str, ...]
-    rows: tuple[tuple[str, ...], ...]
-    caption: str = ""
-    numeric: tuple[bool, ...] = ()
-    empty: str = ""
 
 
 def ms(ns: float | None) -> str:
@@ -555,29 +543,3 @@ def ledger(a: Analysis, limit: int | None) -> Table | None:
         f"mean over the ranks that set the pace ({pace}), and every share of the verdict is read from it. "
         f"Evidence for: {bounds}." + note,
     )
-
-
-def all_tables(a: Analysis, *, limit: int | None) -> list[Table]:
-    """Every table, in report order (after the verdict)."""
-    from tracekit.reports.capture_tables import capture_tables  # noqa: PLC0415  (it imports this module)
-
-    problems = input_problems(a)
-    tables = [run_facts(a), *([problems] if problems else []), step_times(a, limit)]
-    tables += [warmup(a, limit)] if a.steps.warmup else []
-    tables += [t for t in (ledger(a, limit),) if t is not None]
-    tables += [phases(a), phases_per_rank(a, limit), gpu_breakdown(a, limit)]
-    host = host_breakdown(a, limit)
-    tables += [host] if host else []
-    tables += [
-        stragglers(a, limit),
-        collectives(a),
-        dataloader(a, limit),
-        syncs(a, limit),
-        idle_causes(a, limit),
-        kernels(a),
-        memory(a, limit),
-        *[t for t in (memory_categories(a, limit), memory_findings(a)) if t is not None],
-        *(capture_tables(a.capture, limit=limit) if a.capture is not None else []),
-        trace_files(a, limit),
-    ]
-    return tables

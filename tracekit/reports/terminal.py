@@ -9,36 +9,32 @@ the screen, set a hyperlink or reorder the text (no control character reaches th
 
 from __future__ import annotations
 
-import io
 from typing import TYPE_CHECKING
 
-from rich.console import Console, Group, RenderableType
-from rich.table import Table
 from rich.text import Text
 
 from tracekit.reports import compare_tables as ctb
 from tracekit.reports import compare_text as ct
-from tracekit.reports import tables as tb
-from tracekit.reports.sentences import write_alone, write_analysis
-from tracekit.reports.text import printable
+from tracekit.reports.console import line as _line
+from tracekit.reports.console import printed, rich_table
+from tracekit.reports.document import Document, Format, Head, Tone
+from tracekit.reports.layout import as_document
+from tracekit.reports.sentences import write_alone
 from tracekit.results.compare import Change
 
 if TYPE_CHECKING:
+    from rich.console import RenderableType
+
     from tracekit.results.analysis import Analysis
     from tracekit.results.compare import Comparison
     from tracekit.results.sweep import SweepMatrix
 
-#: Above this many ranks, per-rank tables show the worst ranks only (the JSON has them all).
-MAX_RANK_ROWS = 16
-#: Tables the terminal leaves to the other formats (long, or of interest only when shared), and
-#: the input problems, which it prints above the tables in yellow.
-_SKIPPED = ("collectives", "capture_phases", "capture_ranks", "capture_facts", "problems")
-
 
 class TerminalRenderer:
-    """Renders an :class:`Analysis` as text for a terminal."""
+    """Renders a document (an analysis, a comparison, a sweep...) as text for a terminal."""
 
     name = "terminal"
+    format = Format.TERMINAL
 
     def __init__(self, *, top: int | None = None, width: int = 120, color: bool = False) -> None:
         #: rows of the top-N tables: kernels of an analysis (10 when None), work of a comparison (15)
@@ -46,14 +42,10 @@ class TerminalRenderer:
         self.width = width
         self.color = color
 
-    def render(self, analysis: Analysis) -> str:
-        """The summary as text (ANSI colored when ``color``)."""
-        buffer = io.StringIO()
-        console = Console(
-            file=buffer, width=self.width, force_terminal=self.color, no_color=not self.color, highlight=False
-        )
-        console.print(Group(*self.sections(analysis)))
-        return buffer.getvalue()
+    def render(self, document: Document | Analysis) -> str:
+        """The document as text (ANSI colored when ``color``)."""
+        doc = as_document(document, self.format, top=self.top)
+        return printed(sections(doc), width=self.width, color=self.color)
 
     def render_sweep(self, matrix: SweepMatrix) -> str:
         """The sweep's matrix as text (ANSI colored when ``color``)."""
@@ -63,116 +55,71 @@ class TerminalRenderer:
 
     def render_comparison(self, comparison: Comparison) -> str:
         """The comparison of two runs as text (ANSI colored when ``color``)."""
-        buffer = io.StringIO()
-        console = Console(
-            file=buffer, width=self.width, force_terminal=self.color, no_color=not self.color, highlight=False
-        )
-        console.print(Group(*comparison_sections(comparison, top=15 if self.top is None else self.top)))
-        return buffer.getvalue()
-
-    def sections(self, analysis: Analysis) -> list[RenderableType]:
-        """The verdict, the run's warnings, then every shared table."""
-        out: list[RenderableType] = [verdict(analysis), notes(analysis)]
-        for table in tb.all_tables(analysis, limit=MAX_RANK_ROWS):
-            if table.key not in _SKIPPED:
-                out.append(
-                    rich_table(
-                        tb.kernels(analysis, top=10 if self.top is None else self.top)
-                        if table.key == "kernels"
-                        else table
-                    )
-                )
-        return out
+        parts = comparison_sections(comparison, top=15 if self.top is None else self.top)
+        return printed(parts, width=self.width, color=self.color)
 
 
-def _line(text: Text, line: str, style: str | None = None, *, end: str = "\n") -> None:
-    """Append one line of words to ``text``: control characters made visible, never read as markup."""
-    text.append(printable(line) + end, style=style)
+def sections(doc: Document) -> list[RenderableType]:
+    """The head, the notes, then every table of every section that the terminal shows."""
+    out: list[RenderableType] = [head(doc.head), notes(doc)]
+    out += [rich_table(t) for s in doc.sections for t in s.tables if Format.TERMINAL in t.formats]
+    return out
 
 
-def verdict(analysis: Analysis) -> Text:
+def head(h: Head) -> Text:
     """The verdict with its evidence and what to change."""
-    v = write_analysis(analysis)
-    p = v.primary
     text = Text()
+    v = h.verdict
+    if v is None:
+        return text
+    p = v.primary
     text.append("tracekit verdict", style="bold")
     _line(text, f" (measured on {v.measured_on})")
     _line(text, p.title, "bold green" if p.good else "bold red", end="")
     share = "" if p.share_pct is None else f"{p.share_pct:.1f}% of the time, "
     _line(text, f"  [{share}confidence {p.confidence}]")
-    for line in p.evidence:
-        _line(text, f"  - {line}")
+    for words in p.evidence:
+        _line(text, f"  - {words}")
     for rec in p.recommendations[:4]:
         _line(text, f"  > {rec}", "cyan")
     for f in v.secondary:
         share = "" if f.share_pct is None else f" ({f.share_pct:.1f}%)"
         _line(text, f"also: {f.title}{share}, confidence {f.confidence}", "yellow")
-        for line in f.evidence[1:] if f.share_pct is not None else f.evidence:
-            _line(text, f"  - {line}")
+        for words in f.evidence[1:] if f.share_pct is not None else f.evidence:
+            _line(text, f"  - {words}")
         if f.recommendations:
             _line(text, f"  > {f.recommendations[0]}", "cyan")
     for m in v.memory:
         _line(text, f"memory: {m.title}", "green" if m.good else "yellow")
-        for line in m.evidence:
-            _line(text, f"  - {line}")
+        for words in m.evidence:
+            _line(text, f"  - {words}")
         for rec in m.recommendations[:2]:
             _line(text, f"  > {rec}", "cyan")
     return text
 
 
-def notes(analysis: Analysis) -> Text:
-    """What the analysis wants the reader to know before the tables: the run, skips, warnings."""
-    run = analysis.run
-    ranks = [r.rank for r in run.ranks]
+#: How each tone is drawn.
+_TONE: dict[Tone, str | None] = {
+    Tone.PLAIN: None,
+    Tone.GOOD: "green",
+    Tone.BAD: "red",
+    Tone.WARN: "yellow",
+    Tone.ADVICE: "cyan",
+    Tone.DIM: "dim",
+    Tone.STRONG: "bold",
+}
+
+
+def notes(doc: Document) -> Text:
+    """What the reader should know before the tables: the head's lines (the run), skips, warnings."""
     text = Text()
-    text.append("\ntracekit analysis", style="bold")
-    _line(
-        text,
-        f"  ranks: {len(ranks)} ({_rank_list(ranks)})   world size: {run.world_size or 'not recorded'}"
-        f"   backend: {run.backend or 'not recorded'}",
-    )
-    for skipped in run.skipped:
-        _line(text, f"skipped {skipped.path}: {skipped.reason}", "yellow")
-    for warning in run.warnings:
-        _line(text, f"warning: {warning}", "yellow")
+    for h in doc.head.lines:
+        text.append("\n" + h.text, style=_TONE[h.tone])
+        for item in h.items:
+            _line(text, f"  {item}")
+    for n in doc.notes:
+        _line(text, n.text, _TONE[n.tone])
     return text
-
-
-def _cell(text: str) -> Text:
-    """A title, header or cell: one line, control characters made visible, never read as markup."""
-    return Text(printable(text))
-
-
-def rich_table(t: tb.Table) -> RenderableType:
-    """A shared table as a rich table (or its 'nothing to show' line)."""
-    if not t.rows:
-        return Text(printable(f"{t.title}: {t.empty or 'nothing to show.'}") + "\n")
-    table = Table(
-        title=_cell(t.title),
-        title_justify="left",
-        caption=_cell(t.caption) if t.caption else None,
-        caption_justify="left",
-    )
-    for i, col in enumerate(t.columns):
-        numeric = t.numeric[i] if i < len(t.numeric) else False
-        table.add_column(_cell(col), justify="right" if numeric else "left", overflow="fold")
-    for row in t.rows:
-        table.add_row(*map(_cell, row))
-    return table
-
-
-def _rank_list(ranks: list[int]) -> str:
-    if not ranks:
-        return "none"
-    parts, start, prev = [], ranks[0], ranks[0]
-    for r in [*ranks[1:], None]:
-        if r is not None and r == prev + 1:
-            prev = r
-            continue
-        parts.append(str(start) if start == prev else f"{start}-{prev}")
-        if r is not None:
-            start = prev = r
-    return ",".join(parts)
 
 
 #: How each change of the step time is colored.

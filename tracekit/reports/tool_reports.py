@@ -14,8 +14,9 @@ from rich.console import Console, Group
 from rich.text import Text
 
 from tracekit.reports import markdown
-from tracekit.reports.tables import Table, ms
-from tracekit.reports.terminal import rich_table
+from tracekit.reports.console import rich_table
+from tracekit.reports.document import Table
+from tracekit.reports.tables import ms
 from tracekit.reports.text import printable
 
 if TYPE_CHECKING:

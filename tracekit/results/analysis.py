@@ -8,7 +8,7 @@ interval) are not in it: they go to the optional Parquet details file.
 
 from __future__ import annotations
 
-from typing import Final
+from typing import Any, Final
 
 import msgspec
 
@@ -54,7 +54,7 @@ from tracekit.results.vocab import (
 
 SCHEMA: Final = "tracekit.analysis"
 #: The major version changes when a reader of the previous one would misread a file.
-SCHEMA_VERSION: Final = "2.3"
+SCHEMA_VERSION: Final = "2.4"
 
 
 class Struct(msgspec.Struct, frozen=True, kw_only=True):
@@ -347,6 +347,18 @@ class WorkSection(Struct, frozen=True, kw_only=True):
     left_out: dict[str, int] = msgspec.field(default_factory=dict)
 
 
+class SectionData(Struct, frozen=True, kw_only=True):
+    """A registered section without a field of its own (since 2.4): its title and its result.
+
+    ``data`` is the section's typed result as JSON-ready builtins (a Struct's fields by name);
+    the section's entry reads it back typed (``msgspec.convert(data, type)``), and every report
+    shows it from its fields (:mod:`tracekit.reports.layout`).
+    """
+
+    title: str
+    data: dict[str, Any]
+
+
 class Analysis(Struct, frozen=True, kw_only=True):
     """Every analysis of one run, the verdict first among them."""
 
@@ -374,3 +386,5 @@ class Analysis(Struct, frozen=True, kw_only=True):
     work: WorkSection | None = None
     #: since 2.3: the ledger every share of the verdict is read from (None in older files)
     ledger: LedgerSection | None = None
+    #: since 2.4: the registered sections that have no field above, by name (see SectionData)
+    sections: dict[str, SectionData] = msgspec.field(default_factory=dict)

@@ -1,0 +1,116 @@
+"""Kernel launches: how many kernels each rank launches per step, how long they run, how long
+each waits in the queue after its launch, and how many run for less than their launch cost.
+
+The figures an engineer reads to tell a launch-bound step from a compute-bound one (HTA's
+kernel launch statistics, the TensorBoard plugin's kernel view): many kernels per step, most of
+them shorter than the host's launch call, and a queue delay near zero (the GPU starves waiting
+for the next launch) point to CUDA graphs, fusion or ``torch.compile``; a long queue delay means
+the host is far ahead and launches are not what bounds the step.
+
+A registered section without a field of its own: this module and one line in
+:mod:`tracekit.analyzers.registry` are all it takes (reports show its fields).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import msgspec
+import polars as pl
+
+from tracekit.analyzers import intervals as iv
+from tracekit.analyzers.convert import rows
+
+if TYPE_CHECKING:
+    from tracekit.analyzers.context import RankContext
+    from tracekit.analyzers.mapreduce import Parts, Reduced
+
+
+class LaunchRank(msgspec.Struct, frozen=True, kw_only=True):
+    """One rank's kernel launches over its measured steps."""
+
+    rank: int
+    #: kernels that started in the measured windows
+    kernels: int
+    kernels_per_step: float | None
+    #: the kernels' durations
+    median_kernel_ns: float | None
+    p95_kernel_ns: float | None
+    #: from the host's launch call to the kernel's start (kernels whose launch was recorded)
+    median_queue_ns: float | None
+    p95_queue_ns: float | None
+    #: the host's launch call (cudaLaunchKernel and kin): its duration
+    median_launch_call_ns: float | None
+    #: kernels that ran for less time than their own launch call took on the host
+    shorter_than_launch: int
+    shorter_than_launch_pct: float | None
+
+
+class LaunchStats(msgspec.Struct, frozen=True, kw_only=True):
+    """Kernel launches per rank (empty on a CPU-only run)."""
+
+    per_rank: list[LaunchRank]
+
+
+def launches_map(ctx: RankContext) -> Parts:
+    """Each kernel of the measured windows: rank, step, duration, queue delay, launch call."""
+    if not ctx.has_gpu:
+        return {}
+    kernels = ctx.activity.filter(pl.col("kind") == "kernel").select(
+        "rank", "correlation", "start_ns", "end_ns", "launch_ns", "launch_pid"
+    )
+    calls = ctx.run.select(
+        ["runtime", "driver"],
+        "rank",
+        "correlation",
+        (pl.col("end_ns") - pl.col("start_ns")).alias("call_ns"),
+        where=pl.col("correlation").is_not_null(),
+    ).unique(["rank", "correlation"], keep="first")
+    frames = ctx.frames.select("rank", "step", "start_ns", "end_ns")
+    located = iv.locate(kernels, "start_ns", frames, by=["rank"], keep=["step"], in_time_order=False)
+    joined = located.join(calls, on=["rank", "correlation"], how="left")
+    pl.col("start_ns") - pl.col("launch_ns")
+    return {
+        "kernels": joined.select(
+            "rank",
+            "step",
+            (pl.col("end_ns") - pl.col("start_ns")).alias("kernel_ns"),
+            pl.when(pl.col("launch_pid").is_not_null())
+            .then(pl.col("start_ns") - pl.col("launch_ns"))
+            .alias("queue_ns"),
+            "call_ns",
+        )
+    }
+
+
+def _per_rank(kernels: pl.DataFrame) -> pl.DataFrame:
+    shorter = (pl.col("kernel_ns") < pl.col("call_ns")).sum()
+    return (
+        kernels.group_by("rank")
+        .agg(
+            kernels=pl.len(),
+            steps=pl.col("step").n_unique(),
+            median_kernel_ns=pl.col("kernel_ns").median(),
+            p95_kernel_ns=pl.col("kernel_ns").quantile(0.95, "nearest"),
+            median_queue_ns=pl.col("queue_ns").median(),
+            p95_queue_ns=pl.col("queue_ns").quantile(0.95, "nearest"),
+            median_launch_call_ns=pl.col("call_ns").median(),
+            shorter_than_launch=shorter,
+            with_call=pl.col("call_ns").is_not_null().sum(),
+        )
+        .with_columns(
+            kernels_per_step=pl.col("kernels") / pl.col("steps").cast(pl.Float64),
+            shorter_than_launch_pct=pl.when(pl.col("with_call") > 0).then(
+                100.0 * pl.col("shorter_than_launch") / pl.col("with_call")
+            ),
+        )
+        .sort("rank")
+    )
+
+
+def launches_reduce(red: Reduced) -> LaunchStats | None:
+    """Kernel launches per rank; None on a CPU-only run or when no kernel ran in a measured step."""
+    kernels = red.part("launches", "kernels")
+    if not red.has_gpu or kernels.is_empty():
+        return None
+    return LaunchStats(per_rank=rows(_per_rank(kernels), LaunchRank))

@@ -1,0 +1,307 @@
+"""An analysis as a :class:`~tracekit.reports.document.Document`: its sections, in report order.
+
+:data:`PAGES` is the one list every format draws an analysis from: each page's key, title, short
+name (the HTML navigation), tables and charts. A section registered with a ``title``
+(``Analysis.sections``, see :mod:`tracekit.analyzers.registry`) needs no page here: it is shown
+from its result's fields (:func:`fields_section`), after the pages of the built-in sections.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any, Final
+
+from tracekit.reports import figures
+from tracekit.reports import tables as tb
+from tracekit.reports.capture_tables import capture_tables
+from tracekit.reports.document import Document, Format, Head, Line, Section, Table, Tone, View
+from tracekit.reports.sentences import write_analysis
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+
+    from tracekit.reports.document import Chart
+    from tracekit.results.analysis import Analysis, SectionData
+
+#: Above this many ranks, per-rank tables keep the worst ranks (the JSON has them all), per format.
+RANK_ROWS: Final = {Format.TERMINAL: 16, Format.MARKDOWN: 16, Format.JSON: None, Format.HTML: 64}
+#: Rows of the kernels table, per format, when the view does not say.
+TOP_KERNELS: Final = {Format.TERMINAL: 10}
+
+
+def view_for(fmt: Format, analysis: Analysis, *, top: int | None = None) -> View:
+    """The view of ``analysis`` in ``fmt``: HTML shows every rank of a run of up to 64."""
+    limit = RANK_ROWS[fmt]
+    if fmt is Format.HTML and len(analysis.run.ranks) <= 64:
+        limit = None
+    return View(fmt, limit=limit, top=top if top is not None else TOP_KERNELS.get(fmt))
+
+
+def _only(table: Table | None, *formats: Format) -> tuple[Table, ...]:
+    if table is None:
+        return ()
+    return (table if not formats else replace(table, formats=frozenset(formats)),)
+
+
+@dataclass(frozen=True)
+class Page:
+    """One section of the report: how it is titled and what it shows."""
+
+    key: str
+    title: Callable[[Analysis], str]
+    nav: Callable[[Analysis], str]
+    tables: Callable[[Analysis, View], tuple[Table, ...]]
+    charts: Callable[[Analysis], tuple[Chart | None, ...]] = lambda _: ()
+    #: what to say when the page has no chart (None: nothing)
+    no_chart: str | None = None
+    #: what to say when the page has no table (None: nothing)
+    no_table: Callable[[Analysis], str | None] = lambda _: None
+
+
+def _fixed(text: str) -> Callable[[Analysis], str]:
+    return lambda _: text
+
+
+def _facts(a: Analysis, v: View) -> tuple[Table, ...]:
+    return (*_only(tb.input_problems(a), Format.MARKDOWN, Format.HTML), tb.run_facts(a))
+
+
+def _steps(a: Analysis, v: View) -> tuple[Table, ...]:
+    return (tb.step_times(a, v.limit), *((tb.warmup(a, v.limit),) if a.steps.warmup else ()))
+
+
+def _gpu(a: Analysis, v: View) -> tuple[Table, ...]:
+    return (tb.gpu_breakdown(a, v.limit), *_only(tb.host_breakdown(a, v.limit)))
+
+
+def _stragglers(a: Analysis, v: View) -> tuple[Table, ...]:
+    return (tb.stragglers(a, v.limit), *_only(tb.collectives(a), Format.HTML))
+
+
+def _memory(a: Analysis, v: View) -> tuple[Table, ...]:
+    return (*_only(tb.memory_findings(a)), tb.memory(a, v.limit), *_only(tb.memory_categories(a, v.limit)))
+
+
+def _capture(a: Analysis, v: View) -> tuple[Table, ...]:
+    if a.capture is None:
+        return ()
+    where = {
+        "capture_phases": (Format.HTML,),
+        "capture_ranks": (Format.MARKDOWN, Format.HTML),
+        "capture_facts": (Format.MARKDOWN, Format.HTML),
+    }
+    return tuple(t for c in capture_tables(a.capture, limit=v.limit) for t in _only(c, *where.get(c.key, ())))
+
+
+def _no_capture(a: Analysis) -> str | None:
+    if a.capture is not None:
+        return None
+    return "No summary.json beside these traces (they were not made by tracekit capture)."
+
+
+def _gpu_title(a: Analysis) -> str:
+    return "GPU time breakdown and comm/compute overlap" if a.run.has_gpu else "Host time breakdown (CPU-only run)"
+
+
+#: The built-in sections, in report order (after the verdict).
+PAGES: Final[tuple[Page, ...]] = (
+    Page("facts", _fixed("Run"), _fixed("Run"), _facts),
+    Page("steps", _fixed("Step time per rank"), _fixed("Steps"), _steps, lambda a: (figures.step_time(a),)),
+    Page(
+        "ledger",
+        _fixed("Where the time went: the ledger"),
+        _fixed("Ledger"),
+        lambda a, v: _only(tb.ledger(a, v.limit)),
+        lambda a: (figures.ledger(a),),
+    ),
+    Page(
+        "phases",
+        _fixed("Phase breakdown"),
+        _fixed("Phases"),
+        lambda a, v: (tb.phases(a), tb.phases_per_rank(a, v.limit)),
+        lambda a: (figures.phases(a),),
+    ),
+    Page(
+        "gpu",
+        _gpu_title,
+        lambda a: "GPU time" if a.run.has_gpu else "Host time",
+        _gpu,
+        lambda a: (figures.gpu_breakdown(a), figures.overlap(a)),
+    ),
+    Page(
+        "stragglers",
+        _fixed("Stragglers"),
+        _fixed("Stragglers"),
+        _stragglers,
+        lambda a: (figures.lateness(a),),
+        no_chart="No lateness to chart: no collectives matched across ranks and steps.",
+    ),
+    Page(
+        "dataloader",
+        _fixed("DataLoader gaps and host syncs"),
+        _fixed("Data & syncs"),
+        lambda a, v: (tb.dataloader(a, v.limit), tb.syncs(a, v.limit)),
+        lambda a: (figures.data_and_syncs(a),),
+    ),
+    Page(
+        "idle",
+        _fixed("GPU idle by cause"),
+        _fixed("Idle"),
+        lambda a, v: (tb.idle_causes(a, v.limit),),
+        lambda a: (figures.idle_causes(a),),
+    ),
+    Page(
+        "kernels",
+        _fixed("Top kernels"),
+        _fixed("Kernels"),
+        lambda a, v: (tb.kernels(a) if v.top is None else tb.kernels(a, top=v.top),),
+        lambda a: (figures.kernels(a),),
+    ),
+    Page(
+        "memory",
+        _fixed("Memory"),
+        _fixed("Memory"),
+        _memory,
+        lambda a: (figures.memory_timeline(a), figures.memory_categories(a)),
+    ),
+)
+#: After the registered sections without a page: the capture's summary, then the files.
+CLOSING: Final[tuple[Page, ...]] = (
+    Page("capture", _fixed("Capture summary"), _fixed("Capture"), _capture, no_table=_no_capture),
+    Page(
+        "files",
+        _fixed("Trace files"),
+        _fixed("Files"),
+        lambda a, v: _only(tb.trace_files(a, v.limit), Format.TERMINAL, Format.HTML),
+    ),
+)
+
+
+def _section(page: Page, a: Analysis, view: View) -> Section:
+    charts = tuple(c for c in page.charts(a) if c is not None)
+    tables = page.tables(a, view)
+    note = (page.no_table(a) if not tables else None) or ""
+    if not charts and page.no_chart is not None:
+        note = note or page.no_chart
+    return Section(page.key, page.title(a), page.nav(a), tables=tables, charts=charts, note=note)
+
+
+# --- a registered section shown from its fields --------------------------------------------
+
+
+def _cell(name: str, value: Any, *, micro: bool = False) -> str:  # noqa: PLR0911  (one case per kind)
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, (int, float)) and name.endswith("_ns"):
+        return f"{value / 1e3:,.1f}" if micro else tb.ms(value)
+    if isinstance(value, (int, float)) and name.endswith("_pct"):
+        return tb.pct(value)
+    if isinstance(value, float):
+        return f"{value:,.2f}"
+    if isinstance(value, int):
+        return f"{value:,}"
+    return tb.short(value, 120)
+
+
+def _header(name: str, *, micro: bool = False) -> str:
+    words = name.removesuffix("_ns").removesuffix("_pct").replace("_", " ")
+    if name.endswith("_ns"):
+        return f"{words} ({'µs' if micro else 'ms'})"
+    return f"{words} (%)" if name.endswith("_pct") else words
+
+
+def _micro(name: str, values: Sequence[Any]) -> bool:
+    """Whether a duration column reads better in µs: every value under a millisecond."""
+    numbers = [v for v in values if isinstance(v, (int, float))]
+    return name.endswith("_ns") and bool(numbers) and max(numbers) < 1e6
+
+
+def _rows_table(key: str, title: str, records: Sequence[dict[str, Any]], view: View) -> Table:
+    columns = list(dict.fromkeys(k for r in records for k in r))
+    kept = records if view.limit is None else records[: view.limit]
+    caption = "" if len(kept) == len(records) else f"{len(kept)} of {len(records)} rows shown; all are in the JSON."
+    numeric = tuple(all(isinstance(r.get(c), (int, float)) or r.get(c) is None for r in kept) for c in columns)
+    micro = {c: _micro(c, [r.get(c) for r in records]) for c in columns}
+    body = tuple(tuple(_cell(c, r.get(c), micro=micro[c]) for c in columns) for r in kept)
+    headers = tuple(_header(c, micro=micro[c]) for c in columns)
+    return Table(key, title, headers, body, caption, numeric, "Nothing to show.")
+
+
+def fields_section(key: str, section: SectionData, view: View) -> Section:
+    """A registered section from its result's fields: a table of its scalar fields, and one table
+    per list of records (durations in ms, shares in %)."""
+    data = section.data
+    scalars = [(k, v) for k, v in data.items() if not isinstance(v, (list, dict))]
+    tables: list[Table] = []
+    if scalars:
+        body = tuple((_header(k, micro=_micro(k, [v])), _cell(k, v, micro=_micro(k, [v]))) for k, v in scalars)
+        tables.append(Table(f"{key}_facts", section.title, ("measure", "value"), body, numeric=(False, True)))
+    for name, value in data.items():
+        if isinstance(value, list) and all(isinstance(r, dict) for r in value):
+            title = f"{section.title}: {name.replace('_', ' ')}"
+            tables.append(_rows_table(f"{key}_{name}", title, value, view))
+    return Section(key, section.title, section.title, tables=tuple(tables))
+
+
+# --- the document ---------------------------------------------------------------------------
+
+
+def _rank_list(ranks: list[int]) -> str:
+    if not ranks:
+        return "none"
+    parts, start, prev = [], ranks[0], ranks[0]
+    for r in [*ranks[1:], None]:
+        if r is not None and r == prev + 1:
+            prev = r
+            continue
+        parts.append(str(start) if start == prev else f"{start}-{prev}")
+        if r is not None:
+            start = prev = r
+    return ",".join(parts)
+
+
+def _head(a: Analysis) -> Head:
+    run = a.run
+    verdict = write_analysis(a)
+    facts = (
+        f"{len(run.ranks)} rank(s), world size {run.world_size or '?'}, "
+        f"backend {run.backend or '?'}, {', '.join(run.devices) or 'no device recorded'}"
+        f" · tracekit {a.tracekit_version}"
+    )
+    ranks = [r.rank for r in run.ranks]
+    run_line = (
+        f"ranks: {len(ranks)} ({_rank_list(ranks)})   world size: {run.world_size or 'not recorded'}"
+        f"   backend: {run.backend or 'not recorded'}"
+    )
+    return Head(
+        title=f"tracekit: {verdict.primary.title}",
+        verdict=verdict,
+        lines=(Line("tracekit analysis", Tone.STRONG, (run_line,)),),
+        facts=facts,
+        costs=tb.costs(a),
+        tone=Tone.GOOD if verdict.primary.good else Tone.BAD,
+    )
+
+
+def analysis_document(a: Analysis, view: View) -> Document:
+    """The report of ``a`` as a document, sections in :data:`PAGES` order, then the registered
+    sections without a page, then the capture summary and the files."""
+    sections = [_section(p, a, view) for p in PAGES]
+    sections += [fields_section(key, s, view) for key, s in a.sections.items()]
+    sections += [_section(p, a, view) for p in CLOSING]
+    notes = tuple(Line(f"skipped {s.path}: {s.reason}", Tone.WARN) for s in a.run.skipped)
+    notes += tuple(Line(f"warning: {w}", Tone.WARN) for w in a.run.warnings)
+    footer = (
+        f"tracekit {a.tracekit_version} · analysis schema {a.schema_version} · "
+        "every number, for every rank and step, is in the JSON report"
+    )
+    return Document("analysis", _head(a), tuple(sections), source=a, footer=footer, notes=notes)
+
+
+def as_document(result: Document | Analysis, fmt: Format, *, top: int | None = None) -> Document:
+    """``result`` as a document for ``fmt`` (a document is drawn as it is)."""
+    if isinstance(result, Document):
+        return result
+    return analysis_document(result, view_for(fmt, result, top=top))
