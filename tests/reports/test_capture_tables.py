@@ -5,10 +5,11 @@ from __future__ import annotations
 import msgspec
 
 from tests.results.test_capture import small_summary
+from tracekit.reports.capture_tables import capture_tables
 from tracekit.reports.document import Format, Table, View
 from tracekit.reports.layout import analysis_document
+from tracekit.reports.terminal import TerminalRenderer
 from tracekit.results.analysis import Analysis
-from tracekit.reports.capture_tables import capture_tables, render_capture_summary
 from tracekit.results.capture import (
     CaptureSummary,
     Memory,
@@ -123,7 +124,7 @@ def test_analysis_reports_build_the_same_tables_from_the_analysis() -> None:
 
 
 def test_terminal_text_shows_every_table() -> None:
-    text = render_capture_summary(small_summary(), width=200)
+    text = TerminalRenderer(width=200).render(small_summary())
     for expected in (
         "Phases over 4 measured rank-steps",
         "Capture summary: per rank",

@@ -119,20 +119,20 @@ def test_no_capacity_means_no_headroom_check() -> None:
 
 
 def test_every_format_renders_the_matrix(matrix: SweepMatrix, tmp_path: Path) -> None:
-    text = TerminalRenderer(width=250).render_sweep(matrix)
+    text = TerminalRenderer(width=250).render(matrix)
     assert "FSDP FULL_SHARD" in text and "ok, best" in text and "FAILED" in text and "ok, over headroom" in text
     assert "DeepSpeed runs its optimizer work inside backward hooks" in text
-    md = renderer("md").render_sweep(matrix)
+    md = renderer("md").render(matrix)
     assert re.search(r"\| fsdp \| FSDP FULL\\?_SHARD \| 16 \| 64 \| 160\.\d+ \| 400\.0 \|", md)
     assert "24 / 32" in md and "CUDA out of memory" in md
-    html = renderer("html").render_sweep(matrix)
+    html = renderer("html").render(matrix)
     charts = json.loads(re.search(r'id="tracekit-charts">(.*?)</script>', html, re.S).group(1))  # type: ignore[union-attr]
     assert set(charts) == {"throughput", "memory"}
     heat = charts["throughput"]["data"][0]
     assert heat["type"] == "heatmap" and heat["x"] == ["8", "16"]
     assert heat["z"][heat["y"].index("accelerate_config=fsdp")][1] == pytest.approx(400.0, rel=1e-3)
     assert "https://" not in html.split("<script>", 1)[0]  # plotly is inlined: opens offline
-    loaded = load_matrix(renderer("json").render_sweep(matrix), source="m.json")
+    loaded = load_matrix(renderer("json").render(matrix), source="m.json")
     assert loaded == matrix
 
 

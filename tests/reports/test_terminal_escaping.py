@@ -11,7 +11,6 @@ from rich.console import Console
 from tests.reports.hostile import PAYLOADS, gpu_run, hostile
 from tracekit.cli.progress import DelayedProgress
 from tracekit.reports import TerminalRenderer
-from tracekit.reports.capture_tables import render_capture_summary
 from tracekit.reports.text import one_line, printable
 
 #: The only escape sequences the report may hold: rich's colors and styles (SGR).
@@ -48,7 +47,7 @@ def test_controls_are_shown_as_escapes() -> None:
 def test_capture_summary_tables_are_safe() -> None:
     summary = hostile(gpu_run(), PAYLOADS["osc 8 hyperlink"]).capture
     assert summary is not None
-    assert_terminal_safe(render_capture_summary(summary))
+    assert_terminal_safe(TerminalRenderer(width=100).render(summary))
 
 
 def test_markup_in_a_kernel_name_is_text() -> None:

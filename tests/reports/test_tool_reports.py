@@ -11,14 +11,14 @@ from tests.conftest import SAMPLES
 from tests.results.test_capture import small_summary
 from tracekit.capture.loader_stats import headroom, rank_fetches
 from tracekit.errors import InputError
+from tracekit.reports.markdown import MarkdownRenderer
 from tracekit.reports.sentences import recommendations, write_verdict
+from tracekit.reports.terminal import TerminalRenderer
 from tracekit.reports.tool_reports import (
     audit_conclusion,
     audit_report,
     loader_conclusion,
     loader_report,
-    render_markdown,
-    render_text,
 )
 from tracekit.results.analysis import Evidence, Finding, Verdict
 from tracekit.results.capture import CaptureSummary, PhaseStats, load_capture_summary
@@ -62,7 +62,7 @@ def test_loader_conclusion(loader: float, start: str) -> None:
 def test_loader_without_a_capture_gives_its_ceiling() -> None:
     p = probe()
     assert loader_conclusion(p).startswith("the loader alone delivers 3,840 samples/s; capture this config")
-    facts, ranks = loader_report(p).tables
+    facts, ranks = loader_report(p).sections[0].tables
     assert dict(facts.rows)["ceiling"] == ("3,840 samples/s: global batch 64 x 60.0 batches/s of rank 1, the slowest")
     assert ranks.rows[0][5] == "50% fast (0.01 ms), 50% slow (20.00 ms)"
     assert ranks.rows[1][5] == "one mode"
@@ -71,7 +71,7 @@ def test_loader_without_a_capture_gives_its_ceiling() -> None:
 def test_loader_probe_round_trips_and_renders() -> None:
     p = probe(1100.0)
     assert load_loader_probe(dump_record(p), source="x") == p
-    text, md = render_text(loader_report(p)), render_markdown(loader_report(p))
+    text, md = TerminalRenderer(width=100).render(p), MarkdownRenderer().render(p)
     assert "1.10x: input-bound (input-bound below 1.5x)" in text
     assert md.startswith("## tracekit dataloader\n\n**input-bound")
     with pytest.raises(InputError, match="not a tracekit dataloader probe"):
@@ -99,7 +99,7 @@ def test_audit_conclusions() -> None:
     )
     a = audit(unused)
     assert load_param_audit(dump_record(a), source="x") == a
-    _, groups = audit_report(a).tables
+    _, groups = audit_report(a).sections[0].tables
     assert groups.rows == (
         ("unused", "aux_head", "weight, bias", "2", "5,130"),
         ("unused", "(the model itself)", "scale", "1", "1"),

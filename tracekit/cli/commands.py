@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from tracekit.analyzers.compare import Noise
     from tracekit.capture.sweep_plan import Cell
     from tracekit.executors import Executor
-    from tracekit.reports.tool_reports import ToolReport
+    from tracekit.reports.document import Document
     from tracekit.results.ab import Side
     from tracekit.results.analysis import Analysis
 
@@ -116,7 +116,7 @@ def run_capture(
     """``tracekit capture``, and ``tracekit capture --ab A B [--repeats N]``; returns the exit code."""
     from tracekit.capture.config import load_config, parse_overrides
     from tracekit.capture.launcher import capture
-    from tracekit.reports.capture_tables import render_capture_summary
+    from tracekit.reports.terminal import TerminalRenderer
 
     if ab is not None:
         return _run_ab(config_path, parse_overrides(extra_args), ab, repeats=repeats or 1)
@@ -125,7 +125,7 @@ def run_capture(
     config = load_config(config_path, parse_overrides(extra_args))
     click.echo(one_line(f"capturing {config.nproc} rank(s) of {config.workload!r} into {config.out_dir} ..."), err=True)
     summary = capture(config)
-    click.echo(render_capture_summary(summary), nl=False)
+    click.echo(TerminalRenderer(width=100).render(summary), nl=False)
     written = [*(["rank*.pt.trace.json.gz"] if config.trace else []), "phases.rank*.json", "summary.json"]
     for pattern in ("memory_timeline.rank*.raw.json.gz", "memory_snapshot.rank*.pickle"):
         written += [pattern] if any(Path(config.out_dir).glob(pattern)) else []
@@ -136,7 +136,7 @@ def run_capture(
 def _run_ab(config_path: Path | None, common: dict[str, str], ab: tuple[str, str], *, repeats: int) -> int:
     """``tracekit capture --ab A B``: the interleaved captures, then the comparison of A with B."""
     from tracekit.capture.ab import capture_ab, plan_ab
-    from tracekit.reports.capture_tables import render_ab
+    from tracekit.reports.terminal import TerminalRenderer
 
     plan = plan_ab(config_path, common, ab, repeats=repeats)
 
@@ -152,7 +152,7 @@ def _run_ab(config_path: Path | None, common: dict[str, str], ab: tuple[str, str
 
     record = capture_ab(plan, starting=starting)
     out = Path(plan.out_dir)
-    click.echo(render_ab(record), nl=False)
+    click.echo(TerminalRenderer(width=100).render(record), nl=False)
     click.echo(one_line(f"wrote {out}: a/, b/, ab.json"))
     code = run_compare(a=[out / "a"], b=[out / "b"], outputs={"json": None, "html": None, "md": None}, fail_if=())
     command = shlex.join(["tracekit", "compare", str(out / "a"), str(out / "b"), "--html", str(out / "compare.html")])
@@ -226,8 +226,8 @@ def run_sweep_command(
     with DelayedProgress() as progress:
         matrix = sweep_matrix(folder, headroom_pct=room, options=AnalyzeOptions(stage=progress.stage))
     width = shutil.get_terminal_size().columns if sys.stdout.isatty() else 120
-    click.echo(TerminalRenderer(width=max(width, 100), color=sys.stdout.isatty()).render_sweep(matrix), nl=False)
-    texts = {path: renderer(fmt).render_sweep(matrix) for fmt, path in outputs.items() if path is not None}
+    click.echo(TerminalRenderer(width=max(width, 100), color=sys.stdout.isatty()).render(matrix), nl=False)
+    texts = {path: renderer(fmt).render(matrix) for fmt, path in outputs.items() if path is not None}
     with OutputFiles() as files:
         for path, body in texts.items():
             files.add_text(path, body)
@@ -246,13 +246,14 @@ def parse_headroom(text: str) -> float:
     return value
 
 
-def _write_tool(report: ToolReport, record: bytes, outputs: dict[str, Path | None]) -> None:
+def _write_tool(report: Document, record: bytes, outputs: dict[str, Path | None]) -> None:
     """Print a tool's report; write its JSON record and Markdown where asked (atomically, together)."""
-    from tracekit.reports.tool_reports import render_markdown, render_text
+    from tracekit.reports.markdown import MarkdownRenderer
+    from tracekit.reports.terminal import TerminalRenderer
 
     width = shutil.get_terminal_size().columns if sys.stdout.isatty() else 100
-    click.echo(render_text(report, width=max(width, 100)), nl=False)
-    texts = {"json": record.decode("utf-8"), "md": render_markdown(report)}
+    click.echo(TerminalRenderer(width=max(width, 100)).render(report), nl=False)
+    texts = {"json": record.decode("utf-8"), "md": MarkdownRenderer().render(report)}
     with OutputFiles() as out:
         for fmt, path in outputs.items():
             if path is not None:

@@ -7,10 +7,8 @@ from typing import TYPE_CHECKING, Protocol
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from tracekit.reports.document import Document
-    from tracekit.results.analysis import Analysis
+    from tracekit.reports.documents import Renderable
     from tracekit.results.compare import Comparison
-    from tracekit.results.sweep import SweepMatrix
 
 
 class Renderer(Protocol):
@@ -18,17 +16,13 @@ class Renderer(Protocol):
 
     name: str
 
-    def render(self, document: Document | Analysis) -> str:
-        """The report of ``document`` (:mod:`tracekit.reports.document`) as text; an analysis is
-        drawn as its document (:func:`tracekit.reports.layout.as_document`)."""
+    def render(self, document: Renderable) -> str:
+        """A document (:mod:`tracekit.reports.document`) as text; a result (an analysis, a sweep's
+        matrix, a capture summary...) is drawn as its document (:mod:`tracekit.reports.documents`)."""
         ...
 
     def render_comparison(self, comparison: Comparison) -> str:
         """The report of a comparison of two runs as text."""
-        ...
-
-    def render_sweep(self, matrix: SweepMatrix) -> str:
-        """The report of a sweep's matrix (``tracekit sweep``) as text."""
         ...
 
 

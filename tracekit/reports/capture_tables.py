@@ -1,19 +1,15 @@
 """The tables of a capture summary, built once and shown everywhere.
 
-``tracekit capture`` prints them (:func:`render_capture_summary`), and the analysis reports
+``tracekit capture`` prints them (:func:`capture_document`), and the analysis reports
 (Markdown, HTML) show them when the traces came with a ``summary.json``
-(:func:`tracekit.reports.tables.capture_tables`), so the two cannot disagree.
+(:mod:`tracekit.reports.layout`), so the two cannot disagree.
 """
 
 from __future__ import annotations
 
-import io
 from typing import TYPE_CHECKING
 
-from rich.console import Console, Group
-
-from tracekit.reports.console import rich_table
-from tracekit.reports.document import Table
+from tracekit.reports.document import Document, Head, Section, Table
 from tracekit.reports.tables import ms, pct
 from tracekit.results.thresholds import STRAGGLER_MIN_SHARE
 
@@ -21,7 +17,7 @@ if TYPE_CHECKING:
     from tracekit.results.ab import ABCapture
     from tracekit.results.capture import CaptureSummary, Memory, MemorySummary, RankPhases, Throughput
 
-__all__ = ["ab_table", "capture_tables", "render_ab", "render_capture_summary"]
+__all__ = ["ab_document", "ab_table", "capture_document", "capture_tables"]
 
 _PRE_COLLECTIVE = "host time before the step's first collective"
 #: What the phase deltas measure, in words.
@@ -210,12 +206,10 @@ def _facts(summary: CaptureSummary) -> Table:
     )
 
 
-def render_capture_summary(summary: CaptureSummary, *, width: int = 100) -> str:
-    """The capture summary's tables as plain text, as ``tracekit capture`` prints them."""
-    buffer = io.StringIO()
-    console = Console(file=buffer, width=width, no_color=True, highlight=False)
-    console.print(Group(*(rich_table(t) for t in capture_tables(summary))))
-    return buffer.getvalue()
+def capture_document(summary: CaptureSummary) -> Document:
+    """The capture summary as a document (its tables, as ``tracekit capture`` prints them)."""
+    section = Section("capture", "Capture summary", "Capture", tables=tuple(capture_tables(summary)))
+    return Document("capture", Head(title="tracekit capture"), (section,), source=summary)
 
 
 def ab_table(record: ABCapture) -> Table:
@@ -235,8 +229,7 @@ def ab_table(record: ABCapture) -> Table:
     )
 
 
-def render_ab(record: ABCapture, *, width: int = 100) -> str:
-    """The A/B run's captures as plain text, as ``tracekit capture --ab`` prints them."""
-    buffer = io.StringIO()
-    Console(file=buffer, width=width, no_color=True, highlight=False).print(rich_table(ab_table(record)))
-    return buffer.getvalue()
+def ab_document(record: ABCapture) -> Document:
+    """The A/B run's captures as a document (as ``tracekit capture --ab`` prints them)."""
+    section = Section("ab", "A/B capture", "A/B", tables=(ab_table(record),))
+    return Document("ab", Head(title="tracekit capture --ab"), (section,), source=record)

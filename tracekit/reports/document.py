@@ -11,7 +11,7 @@ is one class, and a number cannot differ between formats. The result itself ride
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Union
 
 if TYPE_CHECKING:
@@ -78,11 +78,11 @@ class Tone(enum.Enum):
 
 @dataclass(frozen=True)
 class Line:
-    """One line of words; ``items`` are the lines under it (evidence under a verdict's title)."""
+    """One line of words; ``lead``: a bold lead-in that starts a new block of lines (terminal)."""
 
     text: str
     tone: Tone = Tone.PLAIN
-    items: tuple[str, ...] = ()
+    lead: str = ""
 
 
 @dataclass(frozen=True)
@@ -114,8 +114,8 @@ class View:
 class Head:
     """What a report says first.
 
-    ``verdict``: an analysis's verdict in words; ``title``/``lines``: any other result's headline
-    (a comparison's step time and gate, a tool's conclusion); ``facts``: one line about the run.
+    ``verdict``: an analysis's verdict in words; ``lines``: any other result's headline (a
+    comparison's step time and gate, a tool's conclusion); ``facts``: one line about the run.
     """
 
     title: str
@@ -137,11 +137,6 @@ class Document:
     sections: tuple[Section, ...]
     source: msgspec.Struct | None = None
     footer: str = ""
-    #: lines printed between the head and the sections (the run's skipped files and warnings)
+    #: what a console prints between the head and the tables (the run, skipped files, warnings;
+    #: the other formats show these in the sections)
     notes: tuple[Line, ...] = ()
-    #: the plain text the terminal prints instead of the generic layout, when a result has one
-    extras: dict[str, str] = field(default_factory=dict)
-
-
-#: A builder of a document from one result type, for one view.
-Builder = "Callable[[object, View], Document]"

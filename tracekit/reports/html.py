@@ -23,7 +23,7 @@ from tracekit.reports import compare_tables as ctb
 from tracekit.reports import compare_text as ct
 from tracekit.reports import tables as tb
 from tracekit.reports.document import JSON, Chart, Document, Format, Table, Tone
-from tracekit.reports.layout import as_document
+from tracekit.reports.documents import Renderable, as_document
 from tracekit.reports.sentences import write_alone
 from tracekit.reports.text import printable
 from tracekit.results.compare import Change
@@ -31,9 +31,7 @@ from tracekit.results.compare import Change
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
-    from tracekit.results.analysis import Analysis
     from tracekit.results.compare import Comparison, Side
-    from tracekit.results.sweep import SweepMatrix
 
 
 @dataclass
@@ -138,11 +136,22 @@ class HtmlRenderer:
         #: rows of a comparison's table and chart of work that changed
         self.top = top
 
-    def render(self, document: Document | Analysis) -> str:
+    def render(self, document: Renderable) -> str:
         """The HTML report of a document (an analysis's when given one)."""
         doc = as_document(document, self.format)
         charts = [c for sec in doc.sections for c in sec.charts]
         verdict = doc.head.verdict
+        if verdict is None:
+            return _template("document.html.j2").render(
+                title=doc.head.title,
+                heading=f"tracekit {doc.kind}",
+                tone=doc.head.tone.value,
+                lines=[line.text for line in doc.head.lines],
+                facts_line=doc.head.facts,
+                sections=_sections(doc),
+                charts_json=charts_json(charts),
+                plotly_js=_plotly_js(),
+            )
         return _template().render(
             title=doc.head.title,
             verdict=verdict,
@@ -153,12 +162,6 @@ class HtmlRenderer:
             charts_json=charts_json(charts),
             plotly_js=_plotly_js(),
         )
-
-    def render_sweep(self, matrix: SweepMatrix) -> str:
-        """The sweep's matrix with heatmaps over the grid (one self-contained file, opens offline)."""
-        from tracekit.reports.sweep_render import html  # noqa: PLC0415
-
-        return html(matrix)
 
     def render_comparison(self, comparison: Comparison) -> str:
         """The HTML report of a comparison of two runs (one self-contained file, opens offline)."""

@@ -270,15 +270,9 @@ def _head(a: Analysis) -> Head:
         f"backend {run.backend or '?'}, {', '.join(run.devices) or 'no device recorded'}"
         f" · tracekit {a.tracekit_version}"
     )
-    ranks = [r.rank for r in run.ranks]
-    run_line = (
-        f"ranks: {len(ranks)} ({_rank_list(ranks)})   world size: {run.world_size or 'not recorded'}"
-        f"   backend: {run.backend or 'not recorded'}"
-    )
     return Head(
         title=f"tracekit: {verdict.primary.title}",
         verdict=verdict,
-        lines=(Line("tracekit analysis", Tone.STRONG, (run_line,)),),
         facts=facts,
         costs=tb.costs(a),
         tone=Tone.GOOD if verdict.primary.good else Tone.BAD,
@@ -291,17 +285,16 @@ def analysis_document(a: Analysis, view: View) -> Document:
     sections = [_section(p, a, view) for p in PAGES]
     sections += [fields_section(key, s, view) for key, s in a.sections.items()]
     sections += [_section(p, a, view) for p in CLOSING]
-    notes = tuple(Line(f"skipped {s.path}: {s.reason}", Tone.WARN) for s in a.run.skipped)
+    ranks = [r.rank for r in a.run.ranks]
+    run_line = (
+        f"ranks: {len(ranks)} ({_rank_list(ranks)})   world size: {a.run.world_size or 'not recorded'}"
+        f"   backend: {a.run.backend or 'not recorded'}"
+    )
+    notes: tuple[Line, ...] = (Line(run_line, lead="tracekit analysis"),)
+    notes += tuple(Line(f"skipped {s.path}: {s.reason}", Tone.WARN) for s in a.run.skipped)
     notes += tuple(Line(f"warning: {w}", Tone.WARN) for w in a.run.warnings)
     footer = (
         f"tracekit {a.tracekit_version} · analysis schema {a.schema_version} · "
         "every number, for every rank and step, is in the JSON report"
     )
     return Document("analysis", _head(a), tuple(sections), source=a, footer=footer, notes=notes)
-
-
-def as_document(result: Document | Analysis, fmt: Format, *, top: int | None = None) -> Document:
-    """``result`` as a document for ``fmt`` (a document is drawn as it is)."""
-    if isinstance(result, Document):
-        return result
-    return analysis_document(result, view_for(fmt, result, top=top))

@@ -11,17 +11,15 @@ from typing import TYPE_CHECKING, Final
 
 from tracekit.reports import compare_tables as ctb
 from tracekit.reports import compare_text as ct
-from tracekit.reports.document import Document, Format
-from tracekit.reports.layout import as_document
+from tracekit.reports.document import Format, Head, Tone
+from tracekit.reports.documents import Renderable, as_document
 from tracekit.reports.sentences import write_alone
 from tracekit.reports.text import one_line
 
 if TYPE_CHECKING:
     from tracekit.reports.document import Table
     from tracekit.reports.sentences import WrittenVerdict
-    from tracekit.results.analysis import Analysis
     from tracekit.results.compare import Comparison
-    from tracekit.results.sweep import SweepMatrix
 
 #: GitHub rejects comments of 65,536 characters or more; stay clearly below.
 MAX_CHARS: Final = 65_000
@@ -111,26 +109,27 @@ class MarkdownRenderer:
         #: rows of a comparison's table of work that changed
         self.top = top
 
-    def render(self, document: Document | Analysis) -> str:
+    def render(self, document: Renderable) -> str:
         """The Markdown report (under GitHub's comment limit whatever the run size)."""
         doc = as_document(document, self.format)
-        parts = [verdict(doc.head.verdict)] if doc.head.verdict is not None else []
-        footer = f"\n<sub>{escape(doc.footer)}</sub>\n"
-        budget = MAX_CHARS - len(footer) - sum(map(len, parts))
-        for t in (t for s in doc.sections for t in s.tables if Format.MARKDOWN in t.formats):
-            text = table(t)
+        parts = [verdict(doc.head.verdict) if doc.head.verdict is not None else head(doc.head)]
+        footer = f"\n<sub>{escape(doc.footer)}</sub>\n" if doc.footer else ""
+        budget = MAX_CHARS - len(footer) - len(parts[0])
+        blocks = [
+            text
+            for s in doc.sections
+            for text in (
+                *([_list(s.title, [line.text for line in s.lines])] if s.lines else []),
+                *(table(t) for t in s.tables if Format.MARKDOWN in t.formats),
+            )
+        ]
+        for text in blocks:
             if len(text) + 200 > budget:
                 parts.append("_Further tables left out to stay under GitHub's comment limit: see the JSON report._\n")
                 break
             parts.append(text)
             budget -= len(text) + 1
         return "\n".join(parts) + footer
-
-    def render_sweep(self, matrix: SweepMatrix) -> str:
-        """The sweep's matrix as Markdown (for a pull request)."""
-        from tracekit.reports.sweep_render import markdown  # noqa: PLC0415
-
-        return markdown(matrix)
 
     def render_comparison(self, comparison: Comparison) -> str:
         """The comparison of two runs as Markdown (under GitHub's comment limit)."""
@@ -166,7 +165,15 @@ def comparison_headline(c: Comparison) -> str:
 
 
 def _list(title: str, items: list[str]) -> str:
-    return "\n".join([f"### {escape(title)}", "", *(f"- {escape(i)}" for i in items), ""])
+    heading = [f"### {escape(title)}", ""] if title else []
+    return "\n".join([*heading, *(f"- {escape(i)}" for i in items), ""])
+
+
+def head(h: Head) -> str:
+    """A head without a verdict: the title, then its lines (the strong ones in bold)."""
+    lines = [f"## {escape(h.title)}", ""]
+    lines += [f"**{escape(x.text)}**" if x.tone is Tone.STRONG else f"- {escape(x.text)}" for x in h.lines]
+    return "\n".join([*lines, ""])
 
 
 def _comparison_parts(c: Comparison, *, top: int) -> list[str]:

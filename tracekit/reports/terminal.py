@@ -17,17 +17,15 @@ from tracekit.reports import compare_tables as ctb
 from tracekit.reports import compare_text as ct
 from tracekit.reports.console import line as _line
 from tracekit.reports.console import printed, rich_table
-from tracekit.reports.document import Document, Format, Head, Tone
-from tracekit.reports.layout import as_document
+from tracekit.reports.document import Document, Format, Head, Section, Tone
+from tracekit.reports.documents import Renderable, as_document
 from tracekit.reports.sentences import write_alone
 from tracekit.results.compare import Change
 
 if TYPE_CHECKING:
     from rich.console import RenderableType
 
-    from tracekit.results.analysis import Analysis
     from tracekit.results.compare import Comparison
-    from tracekit.results.sweep import SweepMatrix
 
 
 class TerminalRenderer:
@@ -42,16 +40,10 @@ class TerminalRenderer:
         self.width = width
         self.color = color
 
-    def render(self, document: Document | Analysis) -> str:
+    def render(self, document: Renderable) -> str:
         """The document as text (ANSI colored when ``color``)."""
         doc = as_document(document, self.format, top=self.top)
         return printed(sections(doc), width=self.width, color=self.color)
-
-    def render_sweep(self, matrix: SweepMatrix) -> str:
-        """The sweep's matrix as text (ANSI colored when ``color``)."""
-        from tracekit.reports.sweep_render import terminal  # noqa: PLC0415
-
-        return terminal(matrix, width=self.width, color=self.color)
 
     def render_comparison(self, comparison: Comparison) -> str:
         """The comparison of two runs as text (ANSI colored when ``color``)."""
@@ -60,10 +52,23 @@ class TerminalRenderer:
 
 
 def sections(doc: Document) -> list[RenderableType]:
-    """The head, the notes, then every table of every section that the terminal shows."""
-    out: list[RenderableType] = [head(doc.head), notes(doc)]
-    out += [rich_table(t) for s in doc.sections for t in s.tables if Format.TERMINAL in t.formats]
+    """The head, the notes, then each section: its lines, and the tables the terminal shows."""
+    out: list[RenderableType] = [t for t in (head(doc.head), notes(doc)) if t.plain]
+    for s in doc.sections:
+        if s.lines:
+            out.append(section_lines(s))
+        out += [rich_table(t) for t in s.tables if Format.TERMINAL in t.formats]
     return out
+
+
+def section_lines(s: Section) -> Text:
+    """A section's words: its title in bold, then its lines indented (unindented without a title)."""
+    text = Text()
+    if s.title:
+        text.append(s.title + "\n", style="bold")
+    for line in s.lines:
+        _line(text, ("  " if s.title else "") + line.text, _TONE[line.tone])
+    return text
 
 
 def head(h: Head) -> Text:
@@ -71,6 +76,8 @@ def head(h: Head) -> Text:
     text = Text()
     v = h.verdict
     if v is None:
+        for line in h.lines:
+            _line(text, line.text, _TONE[line.tone])
         return text
     p = v.primary
     text.append("tracekit verdict", style="bold")
@@ -111,14 +118,12 @@ _TONE: dict[Tone, str | None] = {
 
 
 def notes(doc: Document) -> Text:
-    """What the reader should know before the tables: the head's lines (the run), skips, warnings."""
+    """What the reader should know before the tables: the run, skipped files, warnings."""
     text = Text()
-    for h in doc.head.lines:
-        text.append("\n" + h.text, style=_TONE[h.tone])
-        for item in h.items:
-            _line(text, f"  {item}")
     for n in doc.notes:
-        _line(text, n.text, _TONE[n.tone])
+        if n.lead:
+            text.append("\n" + n.lead, style="bold")
+        _line(text, ("  " if n.lead else "") + n.text, _TONE[n.tone])
     return text
 
 

@@ -1,57 +1,33 @@
-"""The reports of ``tracekit dataloader`` and ``tracekit audit-params``: a conclusion, tables, notes.
-
-Each tool's result becomes a :class:`ToolReport` (its sentences written here, once); the
-terminal and Markdown render the same report, so they cannot disagree.
+"""The reports of ``tracekit dataloader`` and ``tracekit audit-params`` as documents: a
+conclusion, tables, notes (their sentences written here, once), drawn by every renderer.
 """
 
 from __future__ import annotations
 
-import io
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from rich.console import Console, Group
-from rich.text import Text
-
-from tracekit.reports import markdown
-from tracekit.reports.console import rich_table
-from tracekit.reports.document import Table
+from tracekit.reports.document import Document, Head, Line, Section, Table, Tone
 from tracekit.reports.tables import ms
-from tracekit.reports.text import printable
 
 if TYPE_CHECKING:
+    import msgspec
+
     from tracekit.results.loader_probe import FetchModes, LoaderProbe, RankFetches
     from tracekit.results.param_audit import ModuleParams, ParamAudit
 
-__all__ = ["ToolReport", "audit_report", "loader_conclusion", "loader_report", "render_markdown", "render_text"]
+__all__ = ["audit_report", "loader_conclusion", "loader_report", "tool_document"]
 
 
-@dataclass(frozen=True)
-class ToolReport:
-    """What a tool's report shows: a title, the one-line conclusion, tables and notes."""
-
-    title: str
-    conclusion: str
-    tables: tuple[Table, ...]
-    notes: tuple[str, ...] = ()
-
-
-def render_text(report: ToolReport, *, width: int = 100) -> str:
-    """The report as plain text for the terminal."""
-    buffer = io.StringIO()
-    console = Console(file=buffer, width=width, no_color=True, highlight=False)
-    parts = [Text(printable(report.conclusion) + "\n"), *(rich_table(t) for t in report.tables)]
-    parts += [Text(printable(f"note: {n}")) for n in report.notes]
-    console.print(Group(*parts))
-    return buffer.getvalue()
-
-
-def render_markdown(report: ToolReport) -> str:
-    """The report as Markdown (for a pull request or an issue comment)."""
-    lines = [f"## {markdown.escape(report.title)}", "", f"**{markdown.escape(report.conclusion)}**", ""]
-    lines += [markdown.table(t) for t in report.tables]
-    lines += [f"- {markdown.escape(n)}" for n in report.notes]
-    return "\n".join(lines).rstrip("\n") + "\n"
+def tool_document(
+    source: msgspec.Struct, title: str, conclusion: str, tables: tuple[Table, ...], notes: list[str]
+) -> Document:
+    """A tool's report: its conclusion first, its tables, its notes."""
+    kind = title.removeprefix("tracekit ")
+    head = Head(title=title, lines=(Line(conclusion, Tone.STRONG),))
+    sections = [Section(kind, title, title, tables=tables)]
+    if notes:
+        sections.append(Section("notes", "", "Notes", lines=tuple(Line(f"note: {n}") for n in notes)))
+    return Document(kind, head, tuple(sections), source=source)
 
 
 # --- tracekit dataloader ------------------------------------------------------------------
@@ -127,7 +103,7 @@ def _loader_facts(probe: LoaderProbe) -> Table:
     return Table("loader_facts", "DataLoader ceiling", ("measure", "value"), tuple(rows), "", (False, False))
 
 
-def loader_report(probe: LoaderProbe) -> ToolReport:
+def loader_report(probe: LoaderProbe) -> Document:
     """The report of ``tracekit dataloader``."""
     ranks = Table(
         "loader_ranks",
@@ -140,8 +116,8 @@ def loader_report(probe: LoaderProbe) -> ToolReport:
         "make batches, so a fast fetch is a worker finishing just after another.",
         (True, True, True, True, True, False, True),
     )
-    return ToolReport(
-        "tracekit dataloader", loader_conclusion(probe), (_loader_facts(probe), ranks), tuple(probe.notes)
+    return tool_document(
+        probe, "tracekit dataloader", loader_conclusion(probe), (_loader_facts(probe), ranks), probe.notes
     )
 
 
@@ -167,7 +143,7 @@ def _audit_rows(kind: str, groups: list[ModuleParams]) -> list[tuple[str, ...]]:
     return [(kind, _module(g.module), ", ".join(g.parameters), str(g.count), f"{g.numel:,}") for g in groups]
 
 
-def audit_report(audit: ParamAudit) -> ToolReport:
+def audit_report(audit: ParamAudit) -> Document:
     """The report of ``tracekit audit-params``."""
     rows = _audit_rows("unused", audit.unused) + _audit_rows("frozen", audit.frozen)
     rows += _audit_rows("zero gradient", audit.zero_grad or [])
@@ -196,4 +172,4 @@ def audit_report(audit: ParamAudit) -> ToolReport:
         "",
         (False, False),
     )
-    return ToolReport("tracekit audit-params", audit_conclusion(audit), (totals, groups), tuple(audit.notes))
+    return tool_document(audit, "tracekit audit-params", audit_conclusion(audit), (totals, groups), audit.notes)
