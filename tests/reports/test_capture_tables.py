@@ -113,6 +113,7 @@ def test_analysis_reports_build_the_same_tables_from_the_analysis() -> None:
 
     summary = small_summary()
     analysis = msgspec.structs.replace(analyze(make_run([])), capture=summary)
+
     def every_table(a: Analysis) -> list[Table]:
         return [t for s in analysis_document(a, View(Format.HTML)).sections for t in s.tables]
 
