@@ -10,6 +10,7 @@ import pytest
 
 from tests.conftest import SAMPLES
 from tracekit.analyzers import run_analysis
+from tracekit.analyzers.parts import LedgerParts
 from tracekit.analyzers.verdict import bound_of
 from tracekit.readers import load_run
 from tracekit.results.vocab import BoundKind, LedgerEntry, MeasuredOn
@@ -74,7 +75,7 @@ def test_the_ledger_is_every_number_of_the_verdict(name: str, request: pytest.Fi
         assert verdict.primary.bound is BoundKind.UNDETERMINED
         return
     # each rank's and each step's entries sum to its window (100% +- 0.1)
-    windows = frames.part("ledger", "frames").select(
+    windows = frames.gather(LedgerParts).frames.select(
         pl.col("rank").cast(pl.Int32), "step", window=pl.col("end_ns") - pl.col("start_ns")
     )
     steps = led.per_step.group_by("rank", "step").agg(pl.col("ns").sum())

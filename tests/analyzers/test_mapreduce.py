@@ -75,5 +75,5 @@ def test_the_map_returns_small_frames_per_rank() -> None:
     run = synthetic_run(4, steps=2, kernels=3)
     summary = map_ranks(run, Options(), ANALYSES)
     assert summary.ranks == (0, 1, 2, 3)
-    steps = summary.parts["steps"]["steps"]
+    steps = summary.parts["steps"].steps  # type: ignore[attr-defined]
     assert steps.height == 8 and sorted(steps["rank"].unique().to_list()) == [0, 1, 2, 3]

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Final
 import msgspec
 
 from tracekit.analyzers import run_kind
+from tracekit.analyzers.parts import FactParts
 from tracekit.analyzers.stats import totals
 from tracekit.model.taxonomy import HOST_BACKENDS
 from tracekit.results.analysis import Finding
@@ -94,7 +95,7 @@ def no_communication(
 
 def communication_caveat(red: Reduced) -> Caveat | None:
     """:func:`no_communication` of a reduce (its facts' counts of communication events)."""
-    counts = totals(red.part("facts", "span"), ("comm_kernels", "comm_host"))
+    counts = totals(red.gather(FactParts).span, ("comm_kernels", "comm_host"))
     meta = red.run_meta
     return no_communication(
         world_size=meta.world_size,

@@ -13,6 +13,7 @@ A registered section without a field of its own: this module and one line in
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import msgspec
@@ -20,10 +21,18 @@ import polars as pl
 
 from tracekit.analyzers import intervals as iv
 from tracekit.analyzers.convert import rows
+from tracekit.analyzers.parts import Parts, empty
 
 if TYPE_CHECKING:
     from tracekit.analyzers.context import RankContext
-    from tracekit.analyzers.mapreduce import Parts, Reduced
+    from tracekit.analyzers.mapreduce import Reduced
+
+
+@dataclass(frozen=True)
+class LaunchParts(Parts):
+    """Each kernel of the measured windows: rank, step, duration, queue delay, launch call."""
+
+    kernels: pl.DataFrame = field(default_factory=empty)
 
 
 class LaunchRank(msgspec.Struct, frozen=True, kw_only=True):
@@ -52,10 +61,10 @@ class LaunchStats(msgspec.Struct, frozen=True, kw_only=True):
     per_rank: list[LaunchRank]
 
 
-def launches_map(ctx: RankContext) -> Parts:
+def launches_map(ctx: RankContext) -> LaunchParts:
     """Each kernel of the measured windows: rank, step, duration, queue delay, launch call."""
     if not ctx.has_gpu:
-        return {}
+        return LaunchParts()
     kernels = ctx.activity.filter(pl.col("kind") == "kernel").select(
         "rank", "correlation", "start_ns", "end_ns", "launch_ns", "launch_pid"
     )
@@ -70,8 +79,8 @@ def launches_map(ctx: RankContext) -> Parts:
     located = iv.locate(kernels, "start_ns", frames, by=["rank"], keep=["step"], in_time_order=False)
     joined = located.join(calls, on=["rank", "correlation"], how="left")
     pl.col("start_ns") - pl.col("launch_ns")
-    return {
-        "kernels": joined.select(
+    return LaunchParts(
+        kernels=joined.select(
             "rank",
             "step",
             (pl.col("end_ns") - pl.col("start_ns")).alias("kernel_ns"),
@@ -80,7 +89,7 @@ def launches_map(ctx: RankContext) -> Parts:
             .alias("queue_ns"),
             "call_ns",
         )
-    }
+    )
 
 
 def _per_rank(kernels: pl.DataFrame) -> pl.DataFrame:
@@ -110,7 +119,7 @@ def _per_rank(kernels: pl.DataFrame) -> pl.DataFrame:
 
 def launches_reduce(red: Reduced) -> LaunchStats | None:
     """Kernel launches per rank; None on a CPU-only run or when no kernel ran in a measured step."""
-    kernels = red.part("launches", "kernels")
+    kernels = red.gather(LaunchParts).kernels
     if not red.has_gpu or kernels.is_empty():
         return None
     return LaunchStats(per_rank=rows(_per_rank(kernels), LaunchRank))

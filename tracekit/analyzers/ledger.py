@@ -39,12 +39,12 @@ import polars as pl
 from tracekit.analyzers import intervals as iv
 from tracekit.analyzers import timeline
 from tracekit.analyzers.collectives import KEYS as COLLECTIVE_KEYS
+from tracekit.analyzers.parts import LedgerParts
 from tracekit.results.vocab import BoundKind, IdleCause, LedgerEntry, StragglerCause
 
 if TYPE_CHECKING:
     from tracekit.analyzers.collectives import CollectiveResult
     from tracekit.analyzers.context import RankContext
-    from tracekit.analyzers.mapreduce import Parts
     from tracekit.analyzers.stragglers import StragglerResult
 
 #: The entry of GPU idle time, by the cause of its gap.
@@ -97,7 +97,7 @@ def _code(entry: LedgerEntry) -> pl.Expr:
     return pl.lit(entry.value, dtype=ENTRY_DTYPE)
 
 
-def ledger_map(ctx: RankContext) -> Parts:
+def ledger_map(ctx: RankContext) -> LedgerParts:
     """The per-rank part: ``entries`` (rank, step, phase, entry, ns), ``comms`` (rank,
     start_ns, end_ns: the union of each rank's ``comms`` time, where a straggler's wait is
     carved from) and ``frames`` (the measured windows)."""
@@ -106,7 +106,7 @@ def ledger_map(ctx: RankContext) -> Parts:
     comms = iv.union(
         segs.filter(pl.col("entry") == LedgerEntry.COMMS.value).select("rank", "start_ns", "end_ns"), ["rank"]
     )
-    return {"entries": entries, "comms": comms, "frames": ctx.frames.select("rank", "step", "start_ns", "end_ns")}
+    return LedgerParts(entries=entries, comms=comms, frames=ctx.frames.select("rank", "step", "start_ns", "end_ns"))
 
 
 def _gpu_segments(ctx: RankContext) -> pl.DataFrame:

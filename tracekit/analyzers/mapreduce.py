@@ -9,9 +9,9 @@ stragglers, the verdict, the run-level tables.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from functools import cached_property
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import polars as pl
 
@@ -24,6 +24,20 @@ from tracekit.analyzers.idle import IdleResult
 from tracekit.analyzers.kernels import KernelResult, summarize_kernels
 from tracekit.analyzers.ledger import LedgerResult, reduce_ledger
 from tracekit.analyzers.overlap import OverlapResult
+from tracekit.analyzers.parts import (
+    AnnotationParts,
+    BreakdownParts,
+    CollectiveParts,
+    DataLoaderParts,
+    FactParts,
+    IdleParts,
+    KernelParts,
+    LedgerParts,
+    OverlapParts,
+    Parts,
+    StepParts,
+    SyncParts,
+)
 from tracekit.analyzers.steps import StepResult
 from tracekit.analyzers.stragglers import StragglerResult, find_stragglers
 from tracekit.analyzers.syncs import SyncResult
@@ -34,8 +48,7 @@ if TYPE_CHECKING:
     from tracekit.model.run import Run, RunMeta
     from tracekit.results.analysis import RunFacts, Verdict
 
-#: What one analysis's per-rank part returns: named frames, one row per rank (or rank and step...).
-Parts = dict[str, pl.DataFrame]
+P = TypeVar("P", bound=Parts)
 
 
 @dataclass(frozen=True)
@@ -58,6 +71,17 @@ class Entry:
     result: type | None = None
     #: a section kept in ``Analysis.sections`` under this title (None: a field of Analysis)
     title: str | None = None
+
+
+def _concat(frames: list[pl.DataFrame]) -> pl.DataFrame:
+    """Shards' frames of one table, in rank order (a shard without the table gave no columns)."""
+    frames = [f for f in frames if f.width]
+    if not frames:
+        return pl.DataFrame()
+    if len(frames) == 1:
+        return frames[0]
+    out = pl.concat(frames, how="vertical_relaxed")
+    return out.sort("rank", maintain_order=True) if "rank" in out.columns else out
 
 
 @dataclass(frozen=True)
@@ -83,16 +107,17 @@ class Reduced:
     options: Options
     run_meta: RunMeta
     results: dict[str, Any] = field(default_factory=dict)
+    _gathered: dict[type, Parts] = field(default_factory=dict, repr=False)
 
-    def part(self, entry: str, table: str) -> pl.DataFrame:
-        """One per-rank table of one entry, over every shard, in rank order."""
-        frames = [f for s in self.shards if (f := s.parts.get(entry, {}).get(table)) is not None]
-        if not frames:
-            return pl.DataFrame()
-        if len(frames) == 1:
-            return frames[0]
-        out = pl.concat(frames, how="vertical_relaxed")
-        return out.sort("rank", maintain_order=True) if "rank" in out.columns else out
+    def gather(self, kind: type[P]) -> P:
+        """The per-rank parts of type ``kind`` of every shard, each table concatenated in rank order."""
+        if (done := self._gathered.get(kind)) is not None:
+            return done  # type: ignore[return-value]
+        found = [p for s in self.shards for p in s.parts.values() if isinstance(p, kind)]
+        tables = {f.name: _concat([getattr(p, f.name) for p in found]) for f in fields(kind)}
+        gathered = kind(**tables)
+        self._gathered[kind] = gathered
+        return gathered
 
     def result(self, entry: str) -> Any:
         """The cross-rank result of ``entry``, which must have run (be in the caller's ``requires``)."""
@@ -109,11 +134,11 @@ class Reduced:
     def steps(self) -> StepResult:
         """Every rank's steps."""
         return StepResult(
-            steps=self.part("steps", "steps"),
-            stats=self.part("steps", "stats"),
-            all_steps=self.part("steps", "all_steps"),
-            warmup=self.part("steps", "warmup"),
-            how_found=self.part("steps", "how_found"),
+            steps=self.gather(StepParts).steps,
+            stats=self.gather(StepParts).stats,
+            all_steps=self.gather(StepParts).all_steps,
+            warmup=self.gather(StepParts).warmup,
+            how_found=self.gather(StepParts).how_found,
             selection=self.options.steps,
             include_warmup=self.options.include_warmup,
         )
@@ -122,8 +147,8 @@ class Reduced:
     def measured(self) -> BreakdownResult:
         """The device time breakdown (GPU, or host on a CPU-only run)."""
         return BreakdownResult(
-            per_step=self.part("breakdown", "per_step"),
-            per_rank=self.part("breakdown", "per_rank"),
+            per_step=self.gather(BreakdownParts).per_step,
+            per_rank=self.gather(BreakdownParts).per_rank,
             window=self.options.window.value,
         )
 
@@ -152,23 +177,23 @@ class Reduced:
     @cached_property
     def overlap(self) -> OverlapResult:
         """Comm/compute overlap."""
-        return OverlapResult(per_step=self.part("overlap", "per_step"), per_rank=self.part("overlap", "per_rank"))
+        return OverlapResult(per_step=self.gather(OverlapParts).per_step, per_rank=self.gather(OverlapParts).per_rank)
 
     @cached_property
     def kernels(self) -> KernelResult:
         """Kernels over the run."""
-        return summarize_kernels(self.part("kernels", "by_rank"))
+        return summarize_kernels(self.gather(KernelParts).by_rank)
 
     @cached_property
     def annotations(self) -> AnnotationResult:
         """Phases over the run."""
-        return summarize_annotations(self.part("annotations", "per_step"), self.steps)
+        return summarize_annotations(self.gather(AnnotationParts).per_step, self.steps)
 
     @cached_property
     def collectives(self) -> CollectiveResult:
         """Collectives matched across ranks."""
         return match_found(
-            self.part("collectives", "found"),
+            self.gather(CollectiveParts).found,
             groups=self.options.groups,
             ranks_present=self.options.ranks_present,
             world_size=self.options.world_size,
@@ -177,7 +202,7 @@ class Reduced:
     @cached_property
     def span_ns(self) -> int:
         """From the first event of any rank to the last."""
-        spans = self.part("facts", "span")
+        spans = self.gather(FactParts).span
         value = spans.select(pl.col("end_ns").max() - pl.col("start_ns").min()).item()
         return int(value or 0)
 
@@ -191,7 +216,9 @@ class Reduced:
         """DataLoader gaps."""
         measure = "gpu idle during fetch" if self.has_gpu else "host fetch time (CPU-only run)"
         return DataLoaderResult(
-            per_step=self.part("dataloader", "per_step"), per_rank=self.part("dataloader", "per_rank"), measure=measure
+            per_step=self.gather(DataLoaderParts).per_step,
+            per_rank=self.gather(DataLoaderParts).per_rank,
+            measure=measure,
         )
 
     @cached_property
@@ -199,8 +226,8 @@ class Reduced:
         """Host syncs (the blocking calls themselves stay in the map)."""
         calls = pl.DataFrame(schema={"rank": pl.Int32, "start_ns": pl.Int64, "end_ns": pl.Int64})
         return SyncResult(
-            per_step=self.part("host_syncs", "per_step"),
-            per_rank=self.part("host_syncs", "per_rank"),
+            per_step=self.gather(SyncParts).per_step,
+            per_rank=self.gather(SyncParts).per_rank,
             calls=calls,
             reads=calls,
         )
@@ -210,17 +237,15 @@ class Reduced:
         """GPU idle by cause (None on a CPU-only run)."""
         if not self.has_gpu:
             return None
-        return IdleResult(
-            intervals=self.part("idle_causes", "intervals"), per_rank=self.part("idle_causes", "per_rank")
-        )
+        return IdleResult(intervals=self.gather(IdleParts).intervals, per_rank=self.gather(IdleParts).per_rank)
 
     @cached_property
     def ledger(self) -> LedgerResult:
         """Every ns of each rank's window under one entry, stragglers carved out (the verdict's numbers)."""
         return reduce_ledger(
-            self.part("ledger", "entries"),
-            self.part("ledger", "comms"),
-            self.part("ledger", "frames"),
+            self.gather(LedgerParts).entries,
+            self.gather(LedgerParts).comms,
+            self.gather(LedgerParts).frames,
             collectives=self.collectives,
             stragglers=self.stragglers,
         )

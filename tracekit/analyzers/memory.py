@@ -26,13 +26,14 @@ from typing import TYPE_CHECKING, Final
 import polars as pl
 
 from tracekit.analyzers.convert import rows
+from tracekit.analyzers.parts import MemoryParts
 from tracekit.results.analysis import MemoryFinding, MemoryPeak, MemorySection
 from tracekit.results.rows import MemoryCategoryRow, MemoryRow, MemorySample
 from tracekit.results.vocab import MemoryNote
 
 if TYPE_CHECKING:
     from tracekit.analyzers.context import RankContext
-    from tracekit.analyzers.mapreduce import Parts, Reduced
+    from tracekit.analyzers.mapreduce import Reduced
 
 #: Reserved-but-unallocated memory at the peak, as a share of reserved, from which it is a
 #: finding. The caching allocator rounds blocks (512 B, 2 MiB segments) and keeps freed blocks
@@ -51,7 +52,7 @@ FILLED_MIN_SHARE: Final = 0.4
 HEADROOM_LOW_SHARE: Final = 0.1
 
 
-def memory_map(ctx: RankContext) -> Parts:
+def memory_map(ctx: RankContext) -> MemoryParts:
     """Peaks, gaps and what ran at the peak per rank and device; the timeline for charts; the
     categorized timeline's peak."""
     buckets = _buckets(ctx.run.counters)
@@ -91,11 +92,13 @@ def memory_map(ctx: RankContext) -> Parts:
         pl.col("point_allocated").alias("allocated_bytes"),
         pl.col("point_reserved").alias("reserved_bytes"),
     ).sort([*keys, "time_ns"], nulls_last=True)
-    return {
-        "per_device": _with_headroom(ctx, _running_at_peak(ctx, peaks)),
-        "timeline": timeline,
-        **timeline_parts(ctx.run.memory_categories),
-    }
+    categorized = timeline_parts(ctx.run.memory_categories)
+    return MemoryParts(
+        per_device=_with_headroom(ctx, _running_at_peak(ctx, peaks)),
+        timeline=timeline,
+        peaks=categorized.peaks,
+        categories=categorized.categories,
+    )
 
 
 #: Points per rank and device in the timeline kept for charts.
@@ -186,10 +189,10 @@ def _with_headroom(ctx: RankContext, peaks: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def timeline_parts(timeline: pl.DataFrame) -> Parts:
+def timeline_parts(timeline: pl.DataFrame) -> MemoryParts:
     """Per rank: the categorized timeline's peak, and each category at the peak and at its own peak."""
     if timeline.height == 0:
-        return {}
+        return MemoryParts()
     ordered = timeline.with_row_index("order").sort("rank", "time_ns", "order", nulls_last=False)
     ordered = ordered.with_columns(
         total=pl.col("bytes").cum_sum().over("rank"),
@@ -220,15 +223,13 @@ def timeline_parts(timeline: pl.DataFrame) -> Parts:
         .select("rank", "category", "at_peak_bytes", "at_peak_pct", "peak_bytes")
         .sort(["rank", "at_peak_bytes", "category"], descending=[False, True, False])
     )
-    return {"peaks": peak.drop("peak_index"), "categories": categories}
+    return MemoryParts(peaks=peak.drop("peak_index"), categories=categories)
 
 
 def memory_reduce(red: Reduced) -> MemorySection:
     """Every rank's peaks, the rank with the highest peak, the imbalance, the findings."""
-    per_device = red.part("memory", "per_device")
-    timeline = red.part("memory", "timeline")
-    peaks = red.part("memory", "peaks")
-    categories = red.part("memory", "categories")
+    parts = red.gather(MemoryParts)
+    per_device, timeline, peaks, categories = parts.per_device, parts.timeline, parts.peaks, parts.categories
     peak_rank = None
     if per_device.height:
         highest = per_device.sort(["peak_allocated_bytes", "rank"], descending=[True, False], nulls_last=True)

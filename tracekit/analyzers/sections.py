@@ -23,6 +23,18 @@ from tracekit.analyzers.convert import rows
 from tracekit.analyzers.dataloader import dataloader_gaps
 from tracekit.analyzers.kernels import kernels_by_rank
 from tracekit.analyzers.overlap import comm_overlap
+from tracekit.analyzers.parts import (
+    AnnotationParts,
+    BreakdownParts,
+    CollectiveParts,
+    DataLoaderParts,
+    FactParts,
+    IdleParts,
+    KernelParts,
+    OverlapParts,
+    StepParts,
+    SyncParts,
+)
 from tracekit.analyzers.stats import num, totals
 from tracekit.analyzers.syncs import sync_points
 from tracekit.analyzers.verdict import bound_names, decide
@@ -55,16 +67,16 @@ from tracekit.results.vocab import Confidence, LedgerEntry, MeasuredOn, NoteKind
 
 if TYPE_CHECKING:
     from tracekit.analyzers.context import RankContext
-    from tracekit.analyzers.mapreduce import Parts, Reduced
+    from tracekit.analyzers.mapreduce import Reduced
 
 #: The longest GPU idle intervals kept in the result (all of them are in the details).
 IDLE_INTERVALS: Final = 50
 
 
-def steps_map(ctx: RankContext) -> Parts:
+def steps_map(ctx: RankContext) -> StepParts:
     """Steps and step-time statistics."""
     s = ctx.steps
-    return {"steps": s.steps, "stats": s.stats, "all_steps": s.all_steps, "warmup": s.warmup, "how_found": s.how_found}
+    return StepParts(steps=s.steps, stats=s.stats, all_steps=s.all_steps, warmup=s.warmup, how_found=s.how_found)
 
 
 def steps_reduce(red: Reduced) -> StepsSection:
@@ -80,10 +92,10 @@ def steps_reduce(red: Reduced) -> StepsSection:
     )
 
 
-def breakdown_map(ctx: RankContext) -> Parts:
+def breakdown_map(ctx: RankContext) -> BreakdownParts:
     """Device time by what it did, per step and per rank."""
     result = gpu_breakdown(ctx.segments, window=ctx.options.window.value)
-    return {"per_step": result.per_step, "per_rank": result.per_rank}
+    return BreakdownParts(per_step=result.per_step, per_rank=result.per_rank)
 
 
 def _breakdown(red: Reduced) -> BreakdownSection:
@@ -107,10 +119,10 @@ def host_breakdown_reduce(red: Reduced) -> BreakdownSection | None:
     return None if red.has_gpu else _breakdown(red)
 
 
-def overlap_map(ctx: RankContext) -> Parts:
+def overlap_map(ctx: RankContext) -> OverlapParts:
     """Comm/compute overlap on the GPU."""
     result = comm_overlap(ctx.gpu_segments)
-    return {"per_step": result.per_step, "per_rank": result.per_rank}
+    return OverlapParts(per_step=result.per_step, per_rank=result.per_rank)
 
 
 def overlap_reduce(red: Reduced) -> OverlapSection:
@@ -119,9 +131,9 @@ def overlap_reduce(red: Reduced) -> OverlapSection:
     return OverlapSection(per_rank=rows(o.per_rank, r.OverlapRow), per_step=rows(o.per_step, r.OverlapRow))
 
 
-def kernels_map(ctx: RankContext) -> Parts:
+def kernels_map(ctx: RankContext) -> KernelParts:
     """GPU activities by rank and name."""
-    return {"by_rank": kernels_by_rank(ctx.activity)}
+    return KernelParts(by_rank=kernels_by_rank(ctx.activity))
 
 
 def kernels_reduce(red: Reduced) -> KernelsSection:
@@ -130,9 +142,9 @@ def kernels_reduce(red: Reduced) -> KernelsSection:
     return KernelsSection(by_category=rows(k.by_category, r.CategoryRow), top=rows(k.top, r.KernelRow))
 
 
-def annotations_map(ctx: RankContext) -> Parts:
+def annotations_map(ctx: RankContext) -> AnnotationParts:
     """Top-level annotations per rank and step."""
-    return {"per_step": annotations_per_step(ctx.run, ctx.steps, ctx.activity, top=ctx.top_level)}
+    return AnnotationParts(per_step=annotations_per_step(ctx.run, ctx.steps, ctx.activity, top=ctx.top_level))
 
 
 def annotations_reduce(red: Reduced) -> PhasesSection:
@@ -147,9 +159,9 @@ def annotations_reduce(red: Reduced) -> PhasesSection:
     )
 
 
-def collectives_map(ctx: RankContext) -> Parts:
+def collectives_map(ctx: RankContext) -> CollectiveParts:
     """Every collective of each rank."""
-    return {"found": find_collectives(ctx.run, ctx.activity, ctx.steps)}
+    return CollectiveParts(found=find_collectives(ctx.run, ctx.activity, ctx.steps))
 
 
 def collectives_reduce(red: Reduced) -> CollectivesSection:
@@ -187,10 +199,10 @@ def stragglers_reduce(red: Reduced) -> StragglersSection:
     )
 
 
-def dataloader_map(ctx: RankContext) -> Parts:
+def dataloader_map(ctx: RankContext) -> DataLoaderParts:
     """DataLoader gaps per rank and step."""
     result = dataloader_gaps(ctx.run, ctx.segments, ctx.frames, has_gpu=ctx.has_gpu, fetch=ctx.fetch)
-    return {"per_step": result.per_step, "per_rank": result.per_rank}
+    return DataLoaderParts(per_step=result.per_step, per_rank=result.per_rank)
 
 
 def dataloader_reduce(red: Reduced) -> DataLoaderSection:
@@ -201,11 +213,11 @@ def dataloader_reduce(red: Reduced) -> DataLoaderSection:
     )
 
 
-def syncs_map(ctx: RankContext) -> Parts:
+def syncs_map(ctx: RankContext) -> SyncParts:
     """Host syncs per rank and step."""
     points = sync_points(ctx.syncs.calls)
     by_op = points.group_by("rank", pl.col("op").fill_null("(no operator)"), "kind").agg(points=pl.len())
-    return {"per_step": ctx.syncs.per_step, "per_rank": ctx.syncs.per_rank, "by_op": by_op}
+    return SyncParts(per_step=ctx.syncs.per_step, per_rank=ctx.syncs.per_rank, by_op=by_op)
 
 
 def syncs_reduce(red: Reduced) -> SyncsSection:
@@ -214,12 +226,12 @@ def syncs_reduce(red: Reduced) -> SyncsSection:
     return SyncsSection(per_rank=rows(s.per_rank, r.SyncRow), per_step=rows(s.per_step, r.SyncRow))
 
 
-def idle_map(ctx: RankContext) -> Parts:
+def idle_map(ctx: RankContext) -> IdleParts:
     """GPU idle intervals and their causes (nothing on a CPU-only run)."""
     if not ctx.has_gpu:
-        return {}
+        return IdleParts()
     result = ctx.idle
-    return {"intervals": result.intervals, "per_rank": result.per_rank}
+    return IdleParts(intervals=result.intervals, per_rank=result.per_rank)
 
 
 def idle_reduce(red: Reduced) -> IdleSection | None:
@@ -268,7 +280,7 @@ PYTORCH_SIGNS: Final = r"^aten::|^autograd::|^ProfilerStep#|^Optimizer\.|^enumer
 GPU_JOB_SIGNS: Final = r"(?i)^nccl:|^rccl:|record_stream|cudnn|miopen|^cuda[A-Z]|^hip[A-Z]"
 
 
-def facts_map(ctx: RankContext) -> Parts:
+def facts_map(ctx: RankContext) -> FactParts:
     """Event counts, the span of each rank, signs of a GPU job, and the device's busy time in steps."""
     run = ctx.run
     host = pl.col("kind").is_in(["cpu_op", "annotation", "runtime", "driver"])
@@ -323,13 +335,13 @@ def facts_map(ctx: RankContext) -> Parts:
         .sort("rank")
         .collect()
     )
-    return {"span": facts}
+    return FactParts(span=facts)
 
 
 def facts_reduce(red: Reduced) -> RunFacts:
     """What the run is."""
     run = red.run_meta
-    counts = {row["rank"]: row for row in red.part("facts", "span").iter_rows(named=True)}
+    counts = {row["rank"]: row for row in red.gather(FactParts).span.iter_rows(named=True)}
     warnings = list(run.warnings)
     if not red.has_gpu:
         warnings.append(
@@ -357,7 +369,7 @@ def facts_reduce(red: Reduced) -> RunFacts:
         span_ns=red.span_ns,
         skipped=[SkippedFile(path=s.path, reason=s.reason) for s in run.skipped],
         warnings=warnings,
-        parallelism=run_kind.from_signs(totals(red.part("facts", "span"), map(run_kind.column, run_kind.SIGNS))),
+        parallelism=run_kind.from_signs(totals(red.gather(FactParts).span, map(run_kind.column, run_kind.SIGNS))),
     )
 
 
@@ -383,7 +395,7 @@ def verdict_reduce(red: Reduced) -> Verdict:
         syncs=red.syncs,
         kernels=red.kernels,
     )
-    pytorch = num(red.part("facts", "span")["torch_ops"].sum()) > 0
+    pytorch = num(red.gather(FactParts).span["torch_ops"].sum()) > 0
     evidence = msgspec.structs.replace(evidence, pytorch=pytorch, sync_sources=_sync_sources(red))
     return Verdict(
         measured_on=measured_on,
@@ -421,7 +433,7 @@ def _measured_steps(red: Reduced) -> int:
 
 def _undetermined(red: Reduced) -> tuple[Finding, ...]:
     """Why the trace cannot support a verdict, if it cannot."""
-    facts = red.part("facts", "span")
+    facts = red.gather(FactParts).span
     ranks_listing_gpus = sum(1 for r in red.run_meta.ranks if r.devices)
     if not red.has_gpu and (num(facts["gpu_signs"].sum()) > 0 or ranks_listing_gpus):
         return (Finding(note=NoteKind.GPU_EVENTS_MISSING, confidence=Confidence.HIGH),)
@@ -450,7 +462,7 @@ def _partial_ranks(red: Reduced) -> Finding | None:
 
 def _sync_sources(red: Reduced) -> list[SyncSource]:
     """The operators that issued the most blocking syncs and copies, over the run."""
-    by_op = red.part("host_syncs", "by_op")
+    by_op = red.gather(SyncParts).by_op
     if by_op.height == 0:
         return []
     steps = max(1, int(num(red.steps.steps.group_by("rank").len()["len"].max())) if red.steps.has_steps else 1)

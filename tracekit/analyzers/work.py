@@ -20,11 +20,12 @@ from typing import TYPE_CHECKING, Final
 import polars as pl
 
 from tracekit.analyzers import intervals as iv
+from tracekit.analyzers.parts import CollectiveParts, WorkParts
 from tracekit.analyzers.syncs import sync_points
 
 if TYPE_CHECKING:
     from tracekit.analyzers.context import RankContext
-    from tracekit.analyzers.mapreduce import Parts, Reduced
+    from tracekit.analyzers.mapreduce import Reduced
 
 #: The most rows of each kind kept in the result, largest total time first (a trace of
 #: generated Triton kernels can hold thousands of names; the rest are counted as left out).
@@ -72,7 +73,7 @@ def _named(points: pl.DataFrame, ctx: RankContext) -> pl.DataFrame:
     )
 
 
-def work_map(ctx: RankContext) -> Parts:
+def work_map(ctx: RankContext) -> WorkParts:
     """Kernels, host operators and sync points of the measured steps, by name, per rank."""
     frames = ctx.frames
     dur = pl.col("end_ns") - pl.col("start_ns")
@@ -107,15 +108,15 @@ def work_map(ctx: RankContext) -> Parts:
         .group_by("rank", "sync_kind", pl.col("op").fill_null("(no operator)"), "phase")
         .agg(count=pl.len())
     )
-    return {"kernels": kernels, "host_ops": host_ops, "syncs": syncs}
+    return WorkParts(kernels=kernels, host_ops=host_ops, syncs=syncs)
 
 
 def work_tables(red: Reduced) -> dict[str, pl.DataFrame]:
     """The cross-rank part: each table summed over ranks (count, total_ns, ranks), largest first."""
     out: dict[str, pl.DataFrame] = {}
     specs = {
-        "kernel": (red.part("work", "kernels"), ["name", "kind", "category"]),
-        "host_op": (red.part("work", "host_ops"), ["name"]),
+        "kernel": (red.gather(WorkParts).kernels, ["name", "kind", "category"]),
+        "host_op": (red.gather(WorkParts).host_ops, ["name"]),
     }
     for kind, (table, keys) in specs.items():
         if table.height == 0:
@@ -125,7 +126,7 @@ def work_tables(red: Reduced) -> dict[str, pl.DataFrame]:
             .agg(pl.col("count").sum(), pl.col("total_ns").sum(), ranks=pl.col("rank").n_unique())
             .sort(["total_ns", *_ties(keys)], descending=[True, *[False] * len(keys)])
         )
-    found = red.part("collectives", "found")
+    found = red.gather(CollectiveParts).found
     if found.height:
         if red.steps.has_steps:
             found = found.filter(pl.col("step").is_not_null())
@@ -138,7 +139,7 @@ def work_tables(red: Reduced) -> dict[str, pl.DataFrame]:
             )
             .sort(["total_ns", "name"], descending=[True, False])
         )
-    syncs = red.part("work", "syncs")
+    syncs = red.gather(WorkParts).syncs
     if syncs.height:
         out["sync"] = (
             syncs.group_by("sync_kind", pl.col("op").alias("name"), "phase")
