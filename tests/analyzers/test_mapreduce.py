@@ -45,8 +45,8 @@ def test_every_entry_fills_a_field_of_its_type_or_a_titled_section(entry: Entry)
     hints = get_type_hints(Analysis)
     if entry.title is None:
         assert entry.name in Analysis.__struct_fields__, f"{entry.name}: no field of Analysis and no title"
-        if entry.result is not None:
-            assert entry.result in get_args(hints[entry.name]) or hints[entry.name] is entry.result
+        assert entry.result is not None, f"{entry.name}: declare its result type"
+        assert entry.result in get_args(hints[entry.name]) or hints[entry.name] is entry.result
     else:
         assert entry.name not in Analysis.__struct_fields__, f"{entry.name}: titled, but Analysis has its field"
         assert entry.result is not None and entry.per_rank is not None
@@ -77,3 +77,11 @@ def test_the_map_returns_small_frames_per_rank() -> None:
     assert summary.ranks == (0, 1, 2, 3)
     steps = summary.parts["steps"].steps  # type: ignore[attr-defined]
     assert steps.height == 8 and sorted(steps["rank"].unique().to_list()) == [0, 1, 2, 3]
+
+
+def test_every_cross_rank_part_returns_its_declared_type() -> None:
+    reduced = run_analysis(synthetic_run(3, steps=2, kernels=3)).frames
+    for entry in ANALYSES:
+        if entry.cross_rank is not None and entry.result is not None:
+            value = reduced.results[entry.name]
+            assert value is None or isinstance(value, entry.result), entry.name
