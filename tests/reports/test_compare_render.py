@@ -82,15 +82,15 @@ ORDER_END = ("Verdicts", "What moved", "steps found from")
 
 
 def terminal(c: Comparison, **options: object) -> str:
-    return TerminalRenderer(width=200, **options).render_comparison(c)  # type: ignore[arg-type]
+    return TerminalRenderer(width=200, **options).render(c)  # type: ignore[arg-type]
 
 
 def markdown_shown(c: Comparison) -> str:
-    return shown(github(renderer("md").render_comparison(c)))
+    return shown(github(renderer("md").render(c)))
 
 
 def html_page(c: Comparison) -> tuple[str, _Page]:
-    report = renderer("html").render_comparison(c)
+    report = renderer("html").render(c)
     head, _, rest = report.partition(_plotly_js())
     assert rest, "plotly.js is inlined once"
     page = _Page()
@@ -126,7 +126,7 @@ def test_every_format_says_the_key_facts(case: str, fmt: str) -> None:
 
 def test_terminal_shows_warnings_in_yellow_near_the_top() -> None:
     text = terminal(no_steps(), color=True)
-    assert "\x1b[33mwarning: A side has no steps" in text
+    assert "\x1b[33m  warning: A side has no steps" in text
     assert text.index("warning:") < text.index("Run-level measures")
     assert_terminal_safe(text)
 
@@ -142,20 +142,20 @@ def test_top_limits_the_work_table() -> None:
     assert "aten::scaled_dot_product_attention" in terminal(c)
     text = terminal(c, top=1)
     assert "flash_fwd_kernel" in text and "ampere_sgemm" not in text and "1 of 3 shown" in text
-    assert "ampere_sgemm" not in renderer("md").__class__(top=1).render_comparison(c)  # type: ignore[call-arg]
+    assert "ampere_sgemm" not in renderer("md").__class__(top=1).render(c)  # type: ignore[call-arg]
 
 
 def test_json_round_trips() -> None:
     for make in CASES.values():
         c = make()
-        text = renderer("json").render_comparison(c)
+        text = renderer("json").render(c)
         assert msgspec.json.decode(text, type=Comparison) == c
         assert list(json.loads(text))[:3] == ["schema", "schema_version", "tracekit_version"]
 
 
 def test_every_registered_renderer_renders_a_comparison() -> None:
     for name in RENDERERS:
-        assert renderer(name).render_comparison(within_noise())
+        assert renderer(name).render(within_noise())
 
 
 def test_markdown_is_plain_github_markdown_under_the_limit() -> None:
@@ -166,7 +166,7 @@ def test_markdown_is_plain_github_markdown_under_the_limit() -> None:
     ]
     ranks = [msgspec.structs.replace(c.per_rank[0], rank=r, label=f"rank {r}") for r in range(512)]
     big = msgspec.structs.replace(c, work=many, per_rank=ranks, warnings=["w" * 300] * 50)
-    md = renderer("md").render_comparison(big)
+    md = renderer("md").render(big)
     assert len(md) < MAX_CHARS
     assert "16 of 512 ranks shown" in md and "15 of 500 shown" in md
     parsed = github(md)
@@ -198,7 +198,7 @@ def test_names_from_traces_are_text_in_every_format(name: str) -> None:
     assert_terminal_safe(text)
     assert f"warning: {printable(payload)}" in SGR.sub("", text)
 
-    md = renderer("md").render_comparison(c)
+    md = renderer("md").render(c)
     parsed = github(md)
     for tag, attrs in parsed.tags:
         assert tag in MD_ALLOWED, (tag, attrs)
@@ -242,7 +242,7 @@ def test_compare_html_opens_offline_in_chromium(tmp_path: Path) -> None:
     from tests.reports.test_browser import open_offline
 
     report = tmp_path / "compare.html"
-    report.write_text(renderer("html").render_comparison(slower()), encoding="utf-8")
+    report.write_text(renderer("html").render(slower()), encoding="utf-8")
     opened = open_offline(report, sort_table="work")
     assert opened.errors == [] and opened.remote == []
     assert opened.charts == 4 and opened.drawn >= opened.charts

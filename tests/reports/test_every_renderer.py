@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 import msgspec
 import pytest
 
+from tests.reports.comparisons import slower
 from tests.reports.test_sweep_report import _sweep
 from tests.reports.test_tool_reports import audit, probe
 from tests.results.test_capture import small_summary
@@ -19,6 +20,7 @@ from tracekit.reports.document import Document, Format
 from tracekit.reports.documents import BUILDERS, as_document
 from tracekit.results.ab import load_ab
 from tracekit.results.analysis import Analysis
+from tracekit.results.compare import Comparison
 from tracekit.results.param_audit import ModuleParams
 
 if TYPE_CHECKING:
@@ -34,12 +36,13 @@ RESULTS: dict[str, Callable[[], msgspec.Struct]] = {
     "ab": lambda: load_ab((SAMPLES / "cuda-h200-sync-ab" / "ab.json").read_bytes(), source="ab.json"),
     "dataloader": lambda: probe(loader_sps=500.0),
     "audit": lambda: audit([ModuleParams(module="head", parameters=["bias"], numel=10)]),
+    "comparison": slower,
 }
 
 
 def test_every_result_type_has_a_fixture() -> None:
     made = {type(make()) for make in RESULTS.values()}
-    assert {Analysis, *BUILDERS} <= made
+    assert {Analysis, Comparison, *BUILDERS} <= made
 
 
 @pytest.mark.parametrize("fmt", sorted(RENDERERS))

@@ -178,9 +178,9 @@ def run_compare(
         options = options or AnalyzeOptions()
         options = dataclasses.replace(options, progress=progress.file_done, stage=progress.stage)
         comparison = compare_paths(a, b, options=options, noise=noise, fail_if=fail_if)
-        text = TerminalRenderer(top=top, width=max(width, 100), color=sys.stdout.isatty()).render_comparison(comparison)
+        text = TerminalRenderer(top=top, width=max(width, 100), color=sys.stdout.isatty()).render(comparison)
     click.echo(text, nl=False)
-    texts = {path: renderer(fmt).render_comparison(comparison) for fmt, path in outputs.items() if path is not None}
+    texts = {path: renderer(fmt).render(comparison) for fmt, path in outputs.items() if path is not None}
     with OutputFiles() as files:
         for path, body in texts.items():
             files.add_text(path, body)

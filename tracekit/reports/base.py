@@ -8,7 +8,6 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from tracekit.reports.documents import Renderable
-    from tracekit.results.compare import Comparison
 
 
 class Renderer(Protocol):
@@ -19,10 +18,6 @@ class Renderer(Protocol):
     def render(self, document: Renderable) -> str:
         """A document (:mod:`tracekit.reports.document`) as text; a result (an analysis, a sweep's
         matrix, a capture summary...) is drawn as its document (:mod:`tracekit.reports.documents`)."""
-        ...
-
-    def render_comparison(self, comparison: Comparison) -> str:
-        """The report of a comparison of two runs as text."""
         ...
 
 

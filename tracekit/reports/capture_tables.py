@@ -209,7 +209,7 @@ def _facts(summary: CaptureSummary) -> Table:
 def capture_document(summary: CaptureSummary) -> Document:
     """The capture summary as a document (its tables, as ``tracekit capture`` prints them)."""
     section = Section("capture", "Capture summary", "Capture", tables=tuple(capture_tables(summary)))
-    return Document("capture", Head(title="tracekit capture"), (section,), source=summary)
+    return Document("capture", Head(heading="tracekit capture"), (section,), source=summary)
 
 
 def ab_table(record: ABCapture) -> Table:
@@ -232,4 +232,4 @@ def ab_table(record: ABCapture) -> Table:
 def ab_document(record: ABCapture) -> Document:
     """The A/B run's captures as a document (as ``tracekit capture --ab`` prints them)."""
     section = Section("ab", "A/B capture", "A/B", tables=(ab_table(record),))
-    return Document("ab", Head(title="tracekit capture --ab"), (section,), source=record)
+    return Document("ab", Head(heading="tracekit capture --ab"), (section,), source=record)

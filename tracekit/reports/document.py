@@ -11,7 +11,7 @@ is one class, and a number cannot differ between formats. The result itself ride
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Union
 
 if TYPE_CHECKING:
@@ -110,16 +110,25 @@ class View:
     top: int | None = None
 
 
+def only(table: Table, *formats: Format) -> Table:
+    """``table``, shown in ``formats`` only."""
+    return replace(table, formats=frozenset(formats))
+
+
 @dataclass(frozen=True)
 class Head:
     """What a report says first.
 
-    ``verdict``: an analysis's verdict in words; ``lines``: any other result's headline (a
-    comparison's step time and gate, a tool's conclusion); ``facts``: one line about the run.
+    ``heading``: what report this is ("tracekit comparison"); ``title``: its result's own title
+    (a comparison's step time); ``verdict``: an analysis's verdict in words; ``headline``: any
+    other result's one line that says the most (a comparison's change, a tool's conclusion), with
+    ``lines`` beside it; ``facts``: one line about the inputs.
     """
 
-    title: str
+    heading: str
+    title: str = ""
     verdict: WrittenVerdict | None = None
+    headline: Line | None = None
     lines: tuple[Line, ...] = ()
     facts: str = ""
     #: the cost of each candidate bound, shown under an analysis's verdict (HTML)

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from tracekit.reports.capture_tables import ab_document, capture_document
+from tracekit.reports.compare_document import comparison_document
 from tracekit.reports.document import Document, Format
 from tracekit.reports.layout import analysis_document, view_for
 from tracekit.reports.sweep_render import sweep_document
@@ -17,6 +18,7 @@ from tracekit.reports.tool_reports import audit_report, loader_report
 from tracekit.results.ab import ABCapture
 from tracekit.results.analysis import Analysis
 from tracekit.results.capture import CaptureSummary
+from tracekit.results.compare import Comparison
 from tracekit.results.loader_probe import LoaderProbe
 from tracekit.results.param_audit import ParamAudit
 from tracekit.results.sweep import SweepMatrix
@@ -34,7 +36,7 @@ BUILDERS: dict[type, Callable[[Any], Document]] = {
 }
 
 #: What a renderer is given: a document, or a result to make one of.
-Renderable = Document | Analysis | SweepMatrix | CaptureSummary | ABCapture | LoaderProbe | ParamAudit
+Renderable = Document | Analysis | Comparison | SweepMatrix | CaptureSummary | ABCapture | LoaderProbe | ParamAudit
 
 
 def as_document(result: object, fmt: Format, *, top: int | None = None) -> Document:
@@ -44,6 +46,8 @@ def as_document(result: object, fmt: Format, *, top: int | None = None) -> Docum
         return result
     if isinstance(result, Analysis):
         return analysis_document(result, view_for(fmt, result, top=top))
+    if isinstance(result, Comparison):
+        return comparison_document(result, top=15 if top is None else top)
     builder = BUILDERS.get(type(result))
     if builder is None:
         raise TypeError(f"no report for a {type(result).__name__}")

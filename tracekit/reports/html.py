@@ -18,20 +18,12 @@ from typing import TYPE_CHECKING
 import jinja2
 from plotly.offline import get_plotlyjs
 
-from tracekit.reports import compare_figures
-from tracekit.reports import compare_tables as ctb
-from tracekit.reports import compare_text as ct
-from tracekit.reports import tables as tb
 from tracekit.reports.document import JSON, Chart, Document, Format, Table, Tone
 from tracekit.reports.documents import Renderable, as_document
-from tracekit.reports.sentences import write_alone
 from tracekit.reports.text import printable
-from tracekit.results.compare import Change
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
-
-    from tracekit.results.compare import Comparison, Side
 
 
 @dataclass
@@ -138,15 +130,17 @@ class HtmlRenderer:
 
     def render(self, document: Renderable) -> str:
         """The HTML report of a document (an analysis's when given one)."""
-        doc = as_document(document, self.format)
+        doc = as_document(document, self.format, top=self.top)
         charts = [c for sec in doc.sections for c in sec.charts]
         verdict = doc.head.verdict
         if verdict is None:
+            h = doc.head
             return _template("document.html.j2").render(
-                title=doc.head.title,
-                heading=f"tracekit {doc.kind}",
-                tone=doc.head.tone.value,
-                lines=[line.text for line in doc.head.lines],
+                heading=h.heading,
+                title=h.title or h.heading,
+                tone=h.tone.value,
+                headline=h.headline.text if h.headline else "",
+                lines=[line.text for line in h.lines],
                 facts_line=doc.head.facts,
                 sections=_sections(doc),
                 charts_json=charts_json(charts),
@@ -162,74 +156,3 @@ class HtmlRenderer:
             charts_json=charts_json(charts),
             plotly_js=_plotly_js(),
         )
-
-    def render_comparison(self, comparison: Comparison) -> str:
-        """The HTML report of a comparison of two runs (one self-contained file, opens offline)."""
-        c = comparison
-        charts = {ch.key: ch for ch in compare_figures.all_charts(c, top=self.top)}
-        tone = {Change.SLOWER: "", Change.FASTER: "good"}.get(c.step.change, "neutral")
-        return _template("compare.html.j2").render(
-            step_title=ct.step_title(c),
-            headline=ct.headline(c),
-            samples=ct.samples(c),
-            noise_line=ct.noise_line(c),
-            tone=tone,
-            warnings=c.warnings,
-            gate=[{"failed": g.failed, "line": ct.gate_line(g)} for g in c.gate],
-            gate_summary=ct.gate_summary(c),
-            facts_line=_comparison_facts(c),
-            sections=_comparison_sections(c, charts, top=self.top),
-            charts_json=charts_json(charts.values()),
-            plotly_js=_plotly_js(),
-        )
-
-
-def _comparison_facts(c: Comparison) -> str:
-    def side(s: Side) -> str:
-        more = f" and {len(s.sources) - 1} more" if len(s.sources) > 1 else ""
-        where = tb.short(s.sources[0], 60) if s.sources else "no source recorded"
-        return f"{s.label}: {where}{more} ({len(s.ranks)} rank(s))"
-
-    return f"{side(c.a)} · {side(c.b)} · tracekit {c.tracekit_version}"
-
-
-def _comparison_sections(c: Comparison, charts: dict[str, Chart], *, top: int) -> list[_Section]:
-    def chart(*keys: str) -> list[Chart]:
-        return [charts[k] for k in keys if k in charts]
-
-    v = c.verdicts
-    verdict_lines = [ct.cost_line(c)]
-    for label, finding, on in ((c.a.label, v.a, v.a_measured_on), (c.b.label, v.b, v.b_measured_on)):
-        verdict_lines += [f"{label}: {e}" for e in write_alone(finding, on).evidence]
-    advice = write_alone(v.b, v.b_measured_on).recommendations[:2]
-    verdict_lines += [f"What to change ({c.b.label}): {r}" for r in advice]
-    return [
-        _Section(
-            "measures", "Step time and run-level measures", "Measures", chart("steps"), [table_html(ctb.measures(c))]
-        ),
-        _Section(
-            "phases",
-            "Phases per step",
-            "Phases",
-            chart("phases"),
-            [table_html(ctb.phases(c))],
-            lines=[ct.measure_line(m, per=c.noise.unit) for m in c.phases],
-        ),
-        _Section("ranks", "Step time per rank", "Ranks", chart("rank_steps"), [table_html(ctb.per_rank(c))]),
-        _Section(
-            "syncs",
-            "Syncs",
-            "Syncs",
-            tables=[table_html(ctb.syncs(c))] if c.syncs.sources else [],
-            lines=[ct.sync_line(c)],
-        ),
-        _Section("work", "Work that changed", "Work", chart("work"), [table_html(ctb.work(c, top=top))]),
-        _Section(
-            "verdicts",
-            "Verdicts",
-            "Verdicts",
-            tables=[table_html(ctb.verdicts(c)), table_html(ctb.costs(c))],
-            lines=verdict_lines,
-        ),
-        _Section("sides", "The runs", "Runs", tables=[table_html(ctb.sides(c))]),
-    ]

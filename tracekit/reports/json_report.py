@@ -42,7 +42,3 @@ class JsonRenderer:
             raise TypeError(f"a {document.kind} document without its result has no JSON")  # type: ignore[union-attr]
         dump = _DUMPS.get(type(source))
         return dump(source) if dump is not None else dump_record(source).decode("utf-8")
-
-    def render_comparison(self, comparison: Comparison) -> str:
-        """The comparison as indented JSON text (loads back as a :class:`Comparison` with msgspec)."""
-        return dump_comparison(comparison)

@@ -8,13 +8,13 @@ from its result's fields (:func:`fields_section`), after the pages of the built-
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
 from tracekit.reports import figures
 from tracekit.reports import tables as tb
 from tracekit.reports.capture_tables import capture_tables
-from tracekit.reports.document import Document, Format, Head, Line, Section, Table, Tone, View
+from tracekit.reports.document import Document, Format, Head, Line, Section, Table, Tone, View, only
 from tracekit.reports.sentences import write_analysis
 
 if TYPE_CHECKING:
@@ -40,7 +40,7 @@ def view_for(fmt: Format, analysis: Analysis, *, top: int | None = None) -> View
 def _only(table: Table | None, *formats: Format) -> tuple[Table, ...]:
     if table is None:
         return ()
-    return (table if not formats else replace(table, formats=frozenset(formats)),)
+    return (table if not formats else only(table, *formats),)
 
 
 @dataclass(frozen=True)
@@ -271,7 +271,8 @@ def _head(a: Analysis) -> Head:
         f" · tracekit {a.tracekit_version}"
     )
     return Head(
-        title=f"tracekit: {verdict.primary.title}",
+        heading="tracekit report",
+        title=verdict.primary.title,
         verdict=verdict,
         facts=facts,
         costs=tb.costs(a),

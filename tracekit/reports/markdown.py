@@ -9,17 +9,13 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Final
 
-from tracekit.reports import compare_tables as ctb
-from tracekit.reports import compare_text as ct
-from tracekit.reports.document import Format, Head, Tone
+from tracekit.reports.document import Format, Head, Line, Tone
 from tracekit.reports.documents import Renderable, as_document
-from tracekit.reports.sentences import write_alone
 from tracekit.reports.text import one_line
 
 if TYPE_CHECKING:
     from tracekit.reports.document import Table
     from tracekit.reports.sentences import WrittenVerdict
-    from tracekit.results.compare import Comparison
 
 #: GitHub rejects comments of 65,536 characters or more; stay clearly below.
 MAX_CHARS: Final = 65_000
@@ -111,7 +107,7 @@ class MarkdownRenderer:
 
     def render(self, document: Renderable) -> str:
         """The Markdown report (under GitHub's comment limit whatever the run size)."""
-        doc = as_document(document, self.format)
+        doc = as_document(document, self.format, top=self.top)
         parts = [verdict(doc.head.verdict) if doc.head.verdict is not None else head(doc.head)]
         footer = f"\n<sub>{escape(doc.footer)}</sub>\n" if doc.footer else ""
         budget = MAX_CHARS - len(footer) - len(parts[0])
@@ -119,7 +115,7 @@ class MarkdownRenderer:
             text
             for s in doc.sections
             for text in (
-                *([_list(s.title, [line.text for line in s.lines])] if s.lines else []),
+                *([_list(s.title, list(s.lines))] if s.lines else []),
                 *(table(t) for t in s.tables if Format.MARKDOWN in t.formats),
             )
         ]
@@ -131,85 +127,21 @@ class MarkdownRenderer:
             budget -= len(text) + 1
         return "\n".join(parts) + footer
 
-    def render_comparison(self, comparison: Comparison) -> str:
-        """The comparison of two runs as Markdown (under GitHub's comment limit)."""
-        c = comparison
-        parts = [comparison_headline(c)]
-        footer = (
-            f"\n<sub>tracekit {escape(c.tracekit_version)} · comparison schema {escape(c.schema_version)} · "
-            "every number, for every rank, phase and kernel, is in the JSON report</sub>\n"
-        )
-        budget = MAX_CHARS - len(footer) - len(parts[0])
-        for text in _comparison_parts(c, top=self.top):
-            if len(text) + 200 > budget:
-                parts.append("_Further sections left out to stay under GitHub's comment limit: see the JSON report._\n")
-                break
-            parts.append(text)
-            budget -= len(text) + 1
-        return "\n".join(parts) + footer
 
-
-def comparison_headline(c: Comparison) -> str:
-    """The step time and its change, the noise model, how the runs differ, and the gate."""
-    lines = [f"## tracekit comparison: {escape(ct.step_title(c))}", "", f"**{escape(ct.headline(c))}**"]
-    if samples := ct.samples(c):
-        lines[-1] += f" ({escape(samples)})"
-    lines += ["", f"<sub>{escape(ct.noise_line(c))}</sub>", ""]
-    if c.warnings:
-        lines += ["**How the runs differ (read before the numbers)**", ""]
-        lines += [f"- ⚠️ {escape(w)}" for w in c.warnings] + [""]
-    if c.gate:
-        lines += [f"**{escape(ct.gate_summary(c))}**", ""]
-        lines += [f"- {'❌' if g.failed else '✅'} {escape(ct.gate_line(g))}" for g in c.gate] + [""]
-    return "\n".join(lines)
-
-
-def _list(title: str, items: list[str]) -> str:
+def _list(title: str, items: list[Line]) -> str:
     heading = [f"### {escape(title)}", ""] if title else []
-    return "\n".join([*heading, *(f"- {escape(i)}" for i in items), ""])
+    return "\n".join([*heading, *(f"- {_MARK.get(i.tone, '')}{escape(i.text)}" for i in items), ""])
 
 
 def head(h: Head) -> str:
-    """A head without a verdict: the title, then its lines (the strong ones in bold)."""
-    lines = [f"## {escape(h.title)}", ""]
-    lines += [f"**{escape(x.text)}**" if x.tone is Tone.STRONG else f"- {escape(x.text)}" for x in h.lines]
+    """A head without a verdict: the heading and title, the headline in bold, the lines beside it."""
+    lines = [f"## {escape(h.heading)}" + (f": {escape(h.title)}" if h.title else ""), ""]
+    if h.headline is not None:
+        lines += [f"**{escape(h.headline.text)}**", ""]
+    for x in h.lines:
+        lines += ["", f"<sub>{escape(x.text)}</sub>", ""] if x.tone is Tone.DIM else [f"- {escape(x.text)}"]
     return "\n".join([*lines, ""])
 
 
-def _comparison_parts(c: Comparison, *, top: int) -> list[str]:
-    """Each section after the headline, in order."""
-    per = c.noise.unit
-    phases = (
-        _list("Phases per step", [ct.measure_line(m, per=per) for m in c.phases]) if c.phases else table(ctb.phases(c))
-    )
-    syncs = _list("Syncs", [ct.sync_line(c)])
-    if c.syncs.sources:
-        syncs += "\n" + table(ctb.syncs(c))
-    return [
-        table(ctb.measures(c)),
-        phases,
-        table(ctb.per_rank(c)),
-        syncs,
-        table(ctb.work(c, top=top)),
-        comparison_verdicts(c),
-        table(ctb.sides(c)),
-    ]
-
-
-def comparison_verdicts(c: Comparison) -> str:
-    """Each run's verdict with its evidence, whether the bound changed, and what moved."""
-    v = c.verdicts
-    lines = ["### Verdicts", ""]
-    for label, finding, on in ((c.a.label, v.a, v.a_measured_on), (c.b.label, v.b, v.b_measured_on)):
-        w = write_alone(finding, on)
-        share = "" if w.share_pct is None else f"{w.share_pct:.1f}% of the time, "
-        lines.append(
-            f"- **{escape(label)}**: {escape(w.title)} ({escape(share + 'confidence ' + w.confidence)}, "
-            f"measured on {escape(on.value)})"
-        )
-        lines += [f"  - {escape(e)}" for e in w.evidence]
-    lines += ["", f"{escape(ct.cost_line(c))}.", ""]
-    recs = write_alone(v.b, v.b_measured_on).recommendations[:2]
-    if recs:
-        lines += [f"**What to change ({escape(c.b.label)})**", ""] + [f"1. {escape(r)}" for r in recs] + [""]
-    return "\n".join(lines) + "\n" + table(ctb.costs(c))
+#: What marks a line of each tone in Markdown (a check passed or failed, a warning).
+_MARK = {Tone.GOOD: "✅ ", Tone.BAD: "❌ ", Tone.WARN: "⚠️ "}

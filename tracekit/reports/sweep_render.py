@@ -24,8 +24,10 @@ def sweep_document(m: SweepMatrix) -> Document:
     charts = tuple(sweep_figures.all_charts(m))
     lines = st.lines(m)
     head = Head(
-        title=f"tracekit: {st.title(m)}",
-        lines=tuple(Line(text, Tone.STRONG if i == 0 else Tone.PLAIN) for i, text in enumerate(lines)),
+        heading="tracekit sweep",
+        title=st.title(m),
+        headline=Line(lines[0], Tone.STRONG),
+        lines=tuple(Line(text) for text in lines[1:]),
         facts=f"{m.source} · tracekit {m.tracekit_version}",
         tone=Tone.GOOD,
     )

@@ -13,19 +13,13 @@ from typing import TYPE_CHECKING
 
 from rich.text import Text
 
-from tracekit.reports import compare_tables as ctb
-from tracekit.reports import compare_text as ct
 from tracekit.reports.console import line as _line
 from tracekit.reports.console import printed, rich_table
 from tracekit.reports.document import Document, Format, Head, Section, Tone
 from tracekit.reports.documents import Renderable, as_document
-from tracekit.reports.sentences import write_alone
-from tracekit.results.compare import Change
 
 if TYPE_CHECKING:
     from rich.console import RenderableType
-
-    from tracekit.results.compare import Comparison
 
 
 class TerminalRenderer:
@@ -45,11 +39,6 @@ class TerminalRenderer:
         doc = as_document(document, self.format, top=self.top)
         return printed(sections(doc), width=self.width, color=self.color)
 
-    def render_comparison(self, comparison: Comparison) -> str:
-        """The comparison of two runs as text (ANSI colored when ``color``)."""
-        parts = comparison_sections(comparison, top=15 if self.top is None else self.top)
-        return printed(parts, width=self.width, color=self.color)
-
 
 def sections(doc: Document) -> list[RenderableType]:
     """The head, the notes, then each section: its lines, and the tables the terminal shows."""
@@ -67,7 +56,8 @@ def section_lines(s: Section) -> Text:
     if s.title:
         text.append(s.title + "\n", style="bold")
     for line in s.lines:
-        _line(text, ("  " if s.title else "") + line.text, _TONE[line.tone])
+        mark = "warning: " if line.tone is Tone.WARN else ""
+        _line(text, ("  " if s.title else "") + mark + line.text, _TONE[line.tone])
     return text
 
 
@@ -76,7 +66,10 @@ def head(h: Head) -> Text:
     text = Text()
     v = h.verdict
     if v is None:
-        for line in h.lines:
+        if h.title:
+            text.append(h.heading + "\n", style="bold")
+            _line(text, h.title, "bold")
+        for line in (*([h.headline] if h.headline else []), *h.lines):
             _line(text, line.text, _TONE[line.tone])
         return text
     p = v.primary
@@ -124,67 +117,4 @@ def notes(doc: Document) -> Text:
         if n.lead:
             text.append("\n" + n.lead, style="bold")
         _line(text, ("  " if n.lead else "") + n.text, _TONE[n.tone])
-    return text
-
-
-#: How each change of the step time is colored.
-_CHANGE_STYLE = {Change.SLOWER: "bold red", Change.FASTER: "bold green", Change.WITHIN_NOISE: "bold"}
-
-
-def comparison_sections(c: Comparison, *, top: int = 15) -> list[RenderableType]:
-    """The headline, how the runs differ, the gate, then each table of the comparison."""
-    out: list[RenderableType] = [comparison_headline(c), rich_table(ctb.measures(c))]
-    per = c.noise.unit
-    if c.phases:
-        phases = Text()
-        phases.append("Phases per step\n", style="bold")
-        for m in c.phases:
-            _line(phases, f"  {ct.measure_line(m, per=per)}")
-        out.append(phases)
-    else:
-        out.append(rich_table(ctb.phases(c)))
-    syncs = Text()
-    syncs.append("Syncs\n", style="bold")
-    _line(syncs, f"  {ct.sync_line(c)}")
-    out += [rich_table(ctb.per_rank(c)), syncs]
-    if c.syncs.sources:
-        out.append(rich_table(ctb.syncs(c)))
-    out += [rich_table(ctb.work(c, top=top)), comparison_verdicts(c)]
-    out += [rich_table(ctb.costs(c)), rich_table(ctb.sides(c))]
-    return out
-
-
-def comparison_headline(c: Comparison) -> Text:
-    """The step time and its change, the noise model, the warnings (yellow) and the gate."""
-    text = Text()
-    text.append("tracekit comparison\n", style="bold")
-    _line(text, ct.step_title(c), "bold")
-    _line(text, ct.headline(c), _CHANGE_STYLE.get(c.step.change))
-    if samples := ct.samples(c):
-        _line(text, f"  ({samples})")
-    _line(text, ct.noise_line(c), "dim")
-    for warning in c.warnings:
-        _line(text, f"warning: {warning}", "yellow")
-    if c.gate:
-        _line(text, ct.gate_summary(c), "bold red" if any(g.failed for g in c.gate) else "bold green")
-        for g in c.gate:
-            _line(text, f"  {ct.gate_line(g)}", "red" if g.failed else "green")
-    return text
-
-
-def comparison_verdicts(c: Comparison) -> Text:
-    """Each run's verdict with its evidence, and whether the bound changed."""
-    v = c.verdicts
-    text = Text()
-    text.append("Verdicts\n", style="bold")
-    for label, finding, on in ((c.a.label, v.a, v.a_measured_on), (c.b.label, v.b, v.b_measured_on)):
-        w = write_alone(finding, on)
-        share = "" if w.share_pct is None else f"{w.share_pct:.1f}% of the time, "
-        _line(text, f"  {label}: {w.title} [{share}confidence {w.confidence}, measured on {on.value}]")
-        for line in w.evidence:
-            _line(text, f"      - {line}")
-    _line(text, f"  {ct.cost_line(c)}")
-    b = write_alone(v.b, v.b_measured_on)
-    for rec in b.recommendations[:2]:
-        _line(text, f"  > {rec}", "cyan")
     return text

@@ -23,7 +23,7 @@ def tool_document(
 ) -> Document:
     """A tool's report: its conclusion first, its tables, its notes."""
     kind = title.removeprefix("tracekit ")
-    head = Head(title=title, lines=(Line(conclusion, Tone.STRONG),))
+    head = Head(heading=title, headline=Line(conclusion, Tone.STRONG))
     sections = [Section(kind, title, title, tables=tables)]
     if notes:
         sections.append(Section("notes", "", "Notes", lines=tuple(Line(f"note: {n}") for n in notes)))
