@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Final
 
 from tracekit.reports import advice
 from tracekit.reports.advice import RunTraits
+from tracekit.reports.terms import DATA_MEASURES
 from tracekit.results.analysis import Evidence, Verdict
 from tracekit.results.vocab import BoundKind, Confidence, MemoryNote, NoteKind, StragglerCause
 
@@ -354,7 +355,7 @@ def _comms_lines(e: Evidence) -> list[str]:
 def _bound_lines(bound: BoundKind | None, e: Evidence) -> list[str]:  # noqa: PLR0911  (one case per bound)
     if bound is BoundKind.DATA and e.data_measure is not None:
         return [
-            f"measured as {e.data_measure}; host fetch time {ms(e.fetch_per_step_ns)} per step per rank",
+            f"measured as {DATA_MEASURES[e.data_measure]}; host fetch time {ms(e.fetch_per_step_ns)} per step per rank",
             f"worst step: rank {e.worst_data_rank} step {e.worst_data_step}: {e.worst_data_share_pct or 0:.1f}% "
             "of the step",
         ]

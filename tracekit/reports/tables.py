@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final, Protocol, TypeVar
 
 from tracekit.reports.sentences import ONE_RANK, write_memory
+from tracekit.reports.terms import DATA_MEASURES, PHASE_LEVELS
 from tracekit.results.vocab import CollectiveMatch, IdleCause
 
 if TYPE_CHECKING:
@@ -201,7 +202,7 @@ def phases(a: Analysis) -> Table:
         "Phases (host time per step, over ranks and steps)",
         columns,
         rows,
-        f"Level: {ann.level}. Shares are of step time and sum to 100%.",
+        f"Level: {PHASE_LEVELS[ann.level]}. Shares are of step time and sum to 100%.",
         numeric=[False, *([True] * (len(columns) - 1))],
         empty="No user annotations (record_function / NVTX ranges) were recorded.",
     )
@@ -351,7 +352,7 @@ def dataloader(a: Analysis, limit: int | None) -> Table:
         "DataLoader gaps per rank",
         ["rank", "host fetch ms", "device idle ms", "share"],
         ([str(r.rank), ms(r.fetch_ns), ms(r.idle_ns), pct(r.share_pct)] for r in rows) if has else [],
-        f"Measured as {dl.measure}." + note,
+        f"Measured as {DATA_MEASURES[dl.measure]}." + note,
         empty="No DataLoader fetch ranges (enumerate(DataLoader)#…__next__, tracekit.phase/dataload_wait) "
         "were recorded.",
     )

@@ -44,10 +44,12 @@ from tracekit.results.vocab import (
     BoundKind,
     CollectiveMatch,
     Confidence,
+    DataMeasure,
     MeasuredOn,
     MemoryNote,
     NoteKind,
     Parallelism,
+    PhaseLevel,
     StragglerCause,
     WindowKind,
 )
@@ -165,7 +167,7 @@ class Evidence(Struct, frozen=True, kw_only=True):
     """The figures behind each candidate bound, from which the reports write the evidence."""
 
     steps_per_rank: int
-    data_measure: str | None = None
+    data_measure: DataMeasure | None = None
     fetch_per_step_ns: float | None = None
     worst_data_rank: int | None = None
     worst_data_step: int | None = None
@@ -244,7 +246,7 @@ class KernelsSection(Struct, frozen=True, kw_only=True):
 class PhasesSection(Struct, frozen=True, kw_only=True):
     """Top-level annotations."""
 
-    level: str
+    level: PhaseLevel
     summary: list[PhaseRow]
     per_rank: list[PhaseRow]
     #: each phase in each measured step of each rank (since 2.1; what a comparison tests)
@@ -273,7 +275,7 @@ class StragglersSection(Struct, frozen=True, kw_only=True):
 class DataLoaderSection(Struct, frozen=True, kw_only=True):
     """DataLoader gaps."""
 
-    measure: str
+    measure: DataMeasure
     per_rank: list[DataLoaderRow]
     per_step: list[DataLoaderRow]
 

@@ -127,6 +127,27 @@ class WindowKind(StrEnum):
     GPU_SPAN = "gpu_span"  # first to last GPU activity (HTA's definition)
 
 
+class DataMeasure(StrEnum):
+    """What the DataLoader's cost is measured as (the values are what files have always held;
+    reports write their own words)."""
+
+    GPU_IDLE = "gpu idle during fetch"  # device idle that overlaps a host fetch (DESIGN.md)
+    HOST_FETCH = "host fetch time (CPU-only run)"  # the host is the device: the fetch time itself
+
+
+class PhaseLevel(StrEnum):
+    """Which annotations the phase breakdown reports (the values are what files have always held;
+    reports write their own words)."""
+
+    #: with steps: the outermost ranges on the thread that records the steps, inside them
+    TRAINING_THREAD = (
+        "outermost user annotations on each rank's training thread (the thread recording "
+        "ProfilerStep), inside steps; nested ranges are folded into their outermost parent"
+    )
+    #: without steps: the outermost ranges of every thread
+    EVERY_THREAD = "outermost user annotations on every thread (no profiler steps)"
+
+
 class StepSource(StrEnum):
     """How the steps of a trace were found."""
 
