@@ -105,7 +105,7 @@ class Reduced:
         return BreakdownResult(
             per_step=self.part("breakdown", "per_step"),
             per_rank=self.part("breakdown", "per_rank"),
-            window=self.options.window.value,
+            window=self.options.window,
         )
 
     @property

@@ -51,7 +51,7 @@ from tracekit.results.analysis import (
     Verdict,
     WorkSection,
 )
-from tracekit.results.vocab import Confidence, LedgerEntry, MeasuredOn, NoteKind, WindowKind
+from tracekit.results.vocab import Confidence, LedgerEntry, MeasuredOn, NoteKind
 
 if TYPE_CHECKING:
     from tracekit.analyzers.context import RankContext
@@ -82,14 +82,14 @@ def steps_reduce(red: Reduced) -> StepsSection:
 
 def breakdown_map(ctx: RankContext) -> Parts:
     """Device time by what it did, per step and per rank."""
-    result = gpu_breakdown(ctx.segments, window=ctx.options.window.value)
+    result = gpu_breakdown(ctx.segments, window=ctx.options.window)
     return {"per_step": result.per_step, "per_rank": result.per_rank}
 
 
 def _breakdown(red: Reduced) -> BreakdownSection:
     m = red.measured
     return BreakdownSection(
-        window=WindowKind(m.window),
+        window=m.window,
         per_rank=rows(m.per_rank, r.BreakdownRow),
         per_step=rows(m.per_step, r.BreakdownRow),
     )

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Final, Protocol, TypeVar
 
 from tracekit.reports.sentences import ONE_RANK, write_memory
 from tracekit.reports.terms import DATA_MEASURES, PHASE_LEVELS
-from tracekit.results.vocab import CollectiveMatch, IdleCause
+from tracekit.results.vocab import CollectiveMatch, IdleCause, WindowKind
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Sequence
@@ -237,7 +237,7 @@ def gpu_breakdown(a: Analysis, limit: int | None) -> Table:
     """GPU time breakdown and overlap per rank."""
     overlap = {r.rank: r for r in a.overlap.per_rank}
     rows, note = _limited(a.gpu_breakdown.per_rank, lambda r: r.idle_pct, limit, "idle_pct")
-    window = "profiler steps" if a.gpu_breakdown.window.value == "steps" else "first to last GPU activity"
+    window = "profiler steps" if a.gpu_breakdown.window is WindowKind.STEPS else "first to last GPU activity"
     return _table(
         "gpu",
         "GPU time breakdown per rank",
