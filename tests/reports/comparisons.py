@@ -27,9 +27,8 @@ from tracekit.results.compare import (
     Unit,
     VerdictComparison,
     WorkChange,
-    WorkKind,
 )
-from tracekit.results.vocab import BoundKind, Confidence, MeasuredOn
+from tracekit.results.vocab import BoundKind, Confidence, MeasuredOn, WorkKind
 
 MS = 1e6
 

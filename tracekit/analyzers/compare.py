@@ -32,7 +32,6 @@ import numpy as np
 import polars as pl
 
 from tracekit import __version__
-from tracekit.analyzers.work import HOST_READ
 from tracekit.errors import InputError
 from tracekit.results.compare import (
     Change,
@@ -48,9 +47,8 @@ from tracekit.results.compare import (
     Unit,
     VerdictComparison,
     WorkChange,
-    WorkKind,
 )
-from tracekit.results.vocab import MeasuredOn
+from tracekit.results.vocab import MeasuredOn, SyncKind, WorkKind
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -636,8 +634,8 @@ def _units(runs: Sequence[Analysis], per_second: bool) -> float:
     return float(sum((a.work.rank_steps if a.work else 0) for a in runs))
 
 
-def _work_totals(runs: Sequence[Analysis]) -> dict[tuple[str, str, str | None, str | None], list[float]]:
-    out: dict[tuple[str, str, str | None, str | None], list[float]] = {}
+def _work_totals(runs: Sequence[Analysis]) -> dict[tuple[WorkKind, str, SyncKind | None, str | None], list[float]]:
+    out: dict[tuple[WorkKind, str, SyncKind | None, str | None], list[float]] = {}
     for a in runs:
         if a.work is None:
             continue
@@ -838,7 +836,9 @@ def _distributions(c: _Inputs, sa: _Samples, sb: _Samples) -> list[Distribution]
 
 
 def _sync_comparison(c: _Inputs, syncs: Measure, work: list[WorkChange]) -> SyncComparison:
-    relevant = {"sync", "blocking_copy"} if _measured_on(c.a[0]) is MeasuredOn.GPU else {HOST_READ}
+    relevant = (
+        {SyncKind.SYNC, SyncKind.BLOCKING_COPY} if _measured_on(c.a[0]) is MeasuredOn.GPU else {SyncKind.HOST_READ}
+    )
     rows = sorted(
         (r for r in work if r.kind is WorkKind.SYNC and r.sync_kind in relevant),
         key=lambda r: (-max(r.a_count or 0.0, r.b_count or 0.0), r.name, r.phase or ""),

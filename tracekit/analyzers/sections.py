@@ -51,7 +51,7 @@ from tracekit.results.analysis import (
     Verdict,
     WorkSection,
 )
-from tracekit.results.vocab import Confidence, LedgerEntry, MeasuredOn, NoteKind
+from tracekit.results.vocab import Confidence, LedgerEntry, MeasuredOn, NoteKind, SyncKind, WorkKind
 
 if TYPE_CHECKING:
     from tracekit.analyzers.context import RankContext
@@ -462,7 +462,7 @@ def _sync_sources(red: Reduced) -> list[SyncSource]:
         .head(3)
     )
     return [
-        SyncSource(op=r["op"], kind=r["kind"], per_step=round(r["points"] / steps / ranks, 4))
+        SyncSource(op=r["op"], kind=SyncKind(r["kind"]), per_step=round(r["points"] / steps / ranks, 4))
         for r in top.iter_rows(named=True)
     ]
 
@@ -473,7 +473,7 @@ def work_reduce(red: Reduced) -> WorkSection:
     window_ns = int(num(measured["window_ns"].sum())) if measured.height else 0
     rank_steps = red.steps.steps.height if red.steps.has_steps else 0
     out: list[r.WorkRow] = []
-    left_out: dict[str, int] = {}
+    left_out: dict[WorkKind, int] = {}
     for kind, table in work_tables(red).items():
         if table.height > WORK_ROWS:
             left_out[kind] = table.height - WORK_ROWS

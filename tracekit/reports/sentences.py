@@ -13,7 +13,7 @@ from tracekit.reports import advice
 from tracekit.reports.advice import RunTraits
 from tracekit.reports.terms import DATA_MEASURES
 from tracekit.results.analysis import Evidence, Verdict
-from tracekit.results.vocab import BoundKind, Confidence, MemoryNote, NoteKind, StragglerCause
+from tracekit.results.vocab import BoundKind, Confidence, MemoryNote, NoteKind, StragglerCause, SyncKind
 
 if TYPE_CHECKING:
     from tracekit.results.analysis import (
@@ -378,7 +378,7 @@ def _bound_lines(bound: BoundKind | None, e: Evidence) -> list[str]:  # noqa: PL
             f"{e.sync_calls_per_step:.1f} blocking syncs and {e.sync_ops_per_step or 0:.1f} "
             f".item()-style reads per step per rank; GPU idle after syncs {ms(e.idle_after_sync_per_step_ns)} per step"
         ]
-        kinds = {"sync": "blocking syncs", "blocking_copy": "copies to or from pageable memory"}
+        kinds = {SyncKind.SYNC: "blocking syncs", SyncKind.BLOCKING_COPY: "copies to or from pageable memory"}
         lines += [f"{s.per_step:.1f} {kinds.get(s.kind, s.kind)} per step from {s.op}" for s in e.sync_sources]
         return lines
     if bound is BoundKind.GPU_COMPUTE:

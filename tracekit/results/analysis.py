@@ -51,7 +51,9 @@ from tracekit.results.vocab import (
     Parallelism,
     PhaseLevel,
     StragglerCause,
+    SyncKind,
     WindowKind,
+    WorkKind,
 )
 
 SCHEMA: Final = "tracekit.analysis"
@@ -158,8 +160,8 @@ class SyncSource(Struct, frozen=True, kw_only=True):
     """An operator that issued blocking syncs or copies, and how many per step per rank."""
 
     op: str
-    #: "sync" (a blocking sync call) or "blocking_copy" (a copy to or from pageable memory)
-    kind: str
+    #: a blocking sync call or a copy to or from pageable memory
+    kind: SyncKind
     per_step: float
 
 
@@ -346,7 +348,7 @@ class WorkSection(Struct, frozen=True, kw_only=True):
     window_ns: int
     rows: list[WorkRow]
     #: rows left out of each kind beyond the largest (by total time)
-    left_out: dict[str, int] = msgspec.field(default_factory=dict)
+    left_out: dict[WorkKind, int] = msgspec.field(default_factory=dict)
 
 
 class Analysis(Struct, frozen=True, kw_only=True):

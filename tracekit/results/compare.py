@@ -18,7 +18,7 @@ from typing import Any, Final
 import msgspec
 
 from tracekit.results.analysis import Finding  # noqa: TC001  (msgspec reads annotations at run time)
-from tracekit.results.vocab import MeasuredOn  # noqa: TC001
+from tracekit.results.vocab import MeasuredOn, SyncKind, WorkKind  # noqa: TC001
 
 COMPARISON_SCHEMA: Final = "tracekit.comparison"
 COMPARISON_SCHEMA_VERSION: Final = "1.0"
@@ -104,15 +104,6 @@ class Distribution(Struct, frozen=True, kw_only=True):
     values_ns: list[float] = msgspec.field(default_factory=list)
 
 
-class WorkKind(str, Enum):
-    """What a row of the work table counts."""
-
-    KERNEL = "kernel"  # a GPU activity (kernel, copy, set) by name
-    HOST_OP = "host_op"  # a CPU operator by name
-    COLLECTIVE = "collective"  # a collective operation by name
-    SYNC = "sync"  # a blocking sync or host read, by the operator that issued it
-
-
 class WorkChange(Struct, frozen=True, kw_only=True):
     """One name of work on both sides, per step (per second of trace when a side has no steps)."""
 
@@ -121,7 +112,7 @@ class WorkChange(Struct, frozen=True, kw_only=True):
     category: str | None = None
     #: for syncs: the phase (outermost annotation) the sync was issued in, and its kind
     phase: str | None = None
-    sync_kind: str | None = None
+    sync_kind: SyncKind | None = None
     a_count: float | None = None  # per unit (step or second); None when absent
     b_count: float | None = None
     a_ns: float | None = None  # time per unit

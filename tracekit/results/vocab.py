@@ -169,6 +169,25 @@ class WarmupReason(StrEnum):
     PROFILER_STOP = "profiler stop"  # the last step, far shorter, launching no GPU work: the profiler stopping
 
 
+class SyncKind(StrEnum):
+    """What made the host wait for the device at one point."""
+
+    SYNC = "sync"  # a blocking sync call (stream, event or device synchronize)
+    BLOCKING_COPY = "blocking_copy"  # a copy to or from pageable memory: it blocks the host like a sync
+    #: a host read of a tensor value (``.item()``, ``bool(t)``): a sync on a GPU, and the only
+    #: trace of one on a CPU-only run
+    HOST_READ = "host_read"
+
+
+class WorkKind(StrEnum):
+    """What a row of the work table counts."""
+
+    KERNEL = "kernel"  # a GPU activity (kernel, copy, set) by name
+    HOST_OP = "host_op"  # a CPU operator by name
+    COLLECTIVE = "collective"  # a collective operation by name
+    SYNC = "sync"  # a blocking sync or host read, by the operator that issued it
+
+
 class MeasuredOn(StrEnum):
     """Which timeline the costs are shares of."""
 
