@@ -34,7 +34,6 @@ import polars as pl
 from tracekit import __version__
 from tracekit.errors import InputError
 from tracekit.results.compare import (
-    Change,
     Comparison,
     CostShift,
     Distribution,
@@ -44,11 +43,10 @@ from tracekit.results.compare import (
     NoiseModel,
     Side,
     SyncComparison,
-    Unit,
     VerdictComparison,
     WorkChange,
 )
-from tracekit.results.vocab import MeasuredOn, SyncKind, WorkKind
+from tracekit.results.vocab import Change, MeasuredOn, SideKey, SyncKind, Unit, WorkKind
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -376,7 +374,7 @@ def _side(label: str, sources: Sequence[str], runs: Sequence[Analysis]) -> Side:
         backend=first.run.backend,
         measured_on=_measured_on(first),
         steps=sum(len(a.steps.per_step) for a in runs),
-        step_source=found[0].source.value if found else None,
+        step_source=found[0].source if found else None,
         workload=workload if isinstance(workload, str) else None,
         batch_size=batch if isinstance(batch, int) and not isinstance(batch, bool) else None,
         config=config,
@@ -605,7 +603,7 @@ def _samples_per_step(analysis: Analysis) -> int | None:
     return capture.throughput.samples_per_step_per_rank * max(1, capture.world_size)
 
 
-def _distribution(side: str, values: np.ndarray, rank: int | None) -> Distribution:
+def _distribution(side: SideKey, values: np.ndarray, rank: int | None) -> Distribution:
     if len(values) == 0:
         return Distribution(side=side, rank=rank, count=0)
     kept = values if len(values) <= MAX_VALUES else values[np.linspace(0, len(values) - 1, MAX_VALUES).astype(int)]
@@ -827,7 +825,8 @@ def _phases(c: _Inputs) -> list[Measure]:
 
 def _distributions(c: _Inputs, sa: _Samples, sb: _Samples) -> list[Distribution]:
     out = [_distribution("a", sa.pooled, None), _distribution("b", sb.pooled, None)]
-    for side, frames in (("a", c.steps_a), ("b", c.steps_b)):
+    sides: tuple[tuple[SideKey, list[pl.DataFrame]], ...] = (("a", c.steps_a), ("b", c.steps_b))
+    for side, frames in sides:
         pooled = pl.concat(frames) if frames else pl.DataFrame()
         for rank in sorted(set(pooled["rank"].to_list())) if pooled.height else ():
             values = pooled.filter(pl.col("rank") == rank)["duration_ns"].to_numpy()
@@ -931,8 +930,8 @@ def compare(
 
 
 def _verdicts(a: Analysis, b: Analysis) -> VerdictComparison:
-    costs_a = {c.bound.value: c.share_pct for c in a.verdict.costs}
-    costs_b = {c.bound.value: c.share_pct for c in b.verdict.costs}
+    costs_a = {c.bound: c.share_pct for c in a.verdict.costs}
+    costs_b = {c.bound: c.share_pct for c in b.verdict.costs}
     bounds = sorted(costs_a.keys() | costs_b.keys(), key=lambda k: -max(costs_a.get(k, 0.0), costs_b.get(k, 0.0)))
     shifts = [
         CostShift(

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Final
 
 from tracekit.reports import compare_text as ct
 from tracekit.reports.figures import JSON, Chart, _fig, _layout, _trace
-from tracekit.results.compare import Change, Unit
+from tracekit.results.vocab import Change, Unit
 
 if TYPE_CHECKING:
     from tracekit.results.compare import Comparison, Distribution, Measure

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Final
 from tracekit.reports import compare_text as ct
 from tracekit.reports.sentences import write_alone
 from tracekit.reports.tables import Table, short
-from tracekit.results.compare import Unit
+from tracekit.results.vocab import Unit
 
 if TYPE_CHECKING:
     from collections.abc import Sequence

@@ -24,7 +24,7 @@ from tracekit.reports import compare_text as ct
 from tracekit.reports import tables as tb
 from tracekit.reports.sentences import write_alone, write_analysis
 from tracekit.reports.text import printable
-from tracekit.results.compare import Change
+from tracekit.results.vocab import Change
 
 if TYPE_CHECKING:
     from collections.abc import Iterable

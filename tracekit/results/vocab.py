@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import sys
 from enum import Enum
+from typing import Literal
 
 if sys.version_info >= (3, 11):
     from enum import StrEnum
@@ -242,3 +243,36 @@ class MatchKey(StrEnum):
     GROUP_ORDER = "group_order"  # the k-th of its operation in its process group
     STREAM_ORDER = "stream_order"  # the k-th of its operation on its collective stream (no group recorded)
     OP_ORDER = "op_order"  # the k-th of its operation on the rank (nothing better recorded)
+
+
+class Change(StrEnum):
+    """What happened to a measure from A to B."""
+
+    FASTER = "faster"  # a time that went down beyond noise (or a throughput that went up)
+    SLOWER = "slower"  # a time that went up beyond noise (or a throughput that went down)
+    WITHIN_NOISE = "within noise"  # the interval holds zero, or the change is below the noise threshold
+    HIGHER = "higher"  # a quantity with no better direction (or measured once) that went up
+    LOWER = "lower"
+    SAME = "same"  # an exact quantity (a count) that did not change
+    APPEARED = "appeared"  # only in B
+    DISAPPEARED = "disappeared"  # only in A
+    NOT_MEASURED = "not measured"  # missing on one side or both
+
+
+class Unit(StrEnum):
+    """The unit of a measure's values."""
+
+    NS = "ns"
+    PCT = "pct"  # percentage points
+    BYTES = "bytes"
+    PER_S = "per_s"  # steps (or samples) per second
+    COUNT = "count"  # per step
+
+
+#: Which side of an A/B capture or a comparison: ``a`` (the baseline) or ``b``.
+SideKey = Literal["a", "b"]
+#: What a comparison's counts are per: a step, or a second of trace when a side has no steps.
+PerUnit = Literal["step", "second"]
+#: How a capture of the sweep ended: it ran (``ok``), ran out of memory (a CUDA OOM, or its
+#: peak over ``--mem-budget-gb``), failed otherwise, or hung past ``--cell-timeout``.
+CellStatus = Literal["ok", "oom", "failed", "timeout"]
