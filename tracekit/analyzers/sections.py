@@ -51,7 +51,7 @@ from tracekit.results.analysis import (
     Verdict,
     WorkSection,
 )
-from tracekit.results.vocab import Confidence, LedgerEntry, MeasuredOn, NoteKind, SyncKind, WorkKind
+from tracekit.results.vocab import BoundKind, Confidence, LedgerEntry, MeasuredOn, NoteKind, SyncKind, WorkKind
 
 if TYPE_CHECKING:
     from tracekit.analyzers.context import RankContext
@@ -371,7 +371,7 @@ def verdict_reduce(red: Reduced) -> Verdict:
         notes.append(Finding(note=NoteKind.ONE_STEP, confidence=Confidence.HIGH, value=float(_measured_steps(red))))
     if (caveat := communication_caveat(red)) is not None:
         notes.append(caveat.finding)
-    comms = decision.costs.filter(pl.col("bound") == "comms-bound")["share_pct"].sum()
+    comms = decision.costs.filter(pl.col("bound") == BoundKind.COMMS)["share_pct"].sum()
     if (low := ev.overlap_finding(red.overlap, float(comms))) is not None:
         notes.append(low)
     evidence = ev.evidence(

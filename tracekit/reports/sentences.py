@@ -13,7 +13,7 @@ from tracekit.reports import advice
 from tracekit.reports.advice import RunTraits
 from tracekit.reports.terms import DATA_MEASURES
 from tracekit.results.analysis import Evidence, Verdict
-from tracekit.results.vocab import BoundKind, Confidence, MemoryNote, NoteKind, StragglerCause, SyncKind
+from tracekit.results.vocab import BoundKind, Confidence, MeasuredOn, MemoryNote, NoteKind, StragglerCause, SyncKind
 
 if TYPE_CHECKING:
     from tracekit.results.analysis import (
@@ -25,7 +25,6 @@ if TYPE_CHECKING:
         StragglerEvidence,
     )
     from tracekit.results.capture import CaptureSummary
-    from tracekit.results.vocab import MeasuredOn
 
 TITLES: Final = {
     BoundKind.DATA: "Data-bound: the device waits for the DataLoader",
@@ -217,7 +216,7 @@ def title(finding: Finding, verdict: Verdict) -> str:  # noqa: PLR0911  (one cas
     bound = finding.bound or BoundKind.UNDETERMINED
     if bound is BoundKind.STRAGGLER and finding.straggler_rank is not None:
         return f"Straggler-bound: rank {finding.straggler_rank} arrives last and the others wait for it"
-    if bound is BoundKind.COMPUTE or (bound is BoundKind.GPU_COMPUTE and verdict.measured_on.value == "host"):
+    if bound is BoundKind.COMPUTE or (bound is BoundKind.GPU_COMPUTE and verdict.measured_on is MeasuredOn.HOST):
         return TITLES[BoundKind.COMPUTE]
     return TITLES[bound]
 
@@ -450,7 +449,7 @@ def _recommendations(finding: Finding, verdict: Verdict, traits: RunTraits) -> l
     if finding.note is not None:
         return list(advice.for_note(finding.note, traits) or NOTE_RECOMMENDATIONS.get(finding.note, ()))
     bound = finding.bound or BoundKind.UNDETERMINED
-    if bound is BoundKind.GPU_COMPUTE and verdict.measured_on.value == "host":
+    if bound is BoundKind.GPU_COMPUTE and verdict.measured_on is MeasuredOn.HOST:
         bound = BoundKind.COMPUTE
     if bound is BoundKind.MIXED:
         return [r for c in finding.components for r in _advice(c, verdict, traits)[:2]]
