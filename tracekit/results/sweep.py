@@ -23,7 +23,7 @@ import msgspec
 
 from tracekit.results.compare import Measure  # noqa: TC001  (msgspec reads the annotations at run time)
 from tracekit.results.records import dump_record, load_record
-from tracekit.results.vocab import BoundKind, CellStatus
+from tracekit.results.vocab import BoundKind, CellStatus, MemoryDevice
 
 __all__ = [
     "MATRIX_SCHEMA",
@@ -76,7 +76,7 @@ class CellRun(msgspec.Struct, kw_only=True, frozen=True):
     step_ns: list[int] = []
     step_mean_ns: float | None = None  # the longest per-rank mean step (sets throughput)
     samples_per_s: float | None = None  # global
-    memory_device: str | None = None  # "cuda" or "cpu"
+    memory_device: MemoryDevice | None = None
     peak_allocated_bytes: int | None = None  # worst rank
     peak_reserved_bytes: int | None = None  # worst rank
     peak_rss_bytes: int | None = None  # worst rank (whole process)
@@ -144,7 +144,7 @@ class MatrixRow(msgspec.Struct, kw_only=True, frozen=True):
     runs: int = 0  # captures that ran (ok)
     step_ns: float | None = None  # slowest rank's mean step, over the repeats
     samples_per_s: float | None = None
-    memory_device: str | None = None
+    memory_device: MemoryDevice | None = None
     peak_allocated_bytes: int | None = None
     peak_reserved_bytes: int | None = None
     peak_rss_bytes: int | None = None

@@ -276,3 +276,9 @@ PerUnit = Literal["step", "second"]
 #: How a capture of the sweep ended: it ran (``ok``), ran out of memory (a CUDA OOM, or its
 #: peak over ``--mem-budget-gb``), failed otherwise, or hung past ``--cell-timeout``.
 CellStatus = Literal["ok", "oom", "failed", "timeout"]
+#: Whose memory a capture measured: the device's (``cuda``) or, on a CPU-only run, the process's.
+MemoryDevice = Literal["cuda", "cpu"]
+#: What a capture's per-phase memory deltas measure: CUDA allocated device memory, or the resident set.
+MemoryMeasure = Literal["allocated_bytes", "rss_bytes"]
+#: Over what a capture's memory peaks were taken: the measured steps (GPU) or the whole process (CPU, RSS).
+MemoryScope = Literal["measured steps", "whole process"]
