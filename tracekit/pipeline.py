@@ -21,6 +21,7 @@ from tracekit.errors import InputError
 from tracekit.executors import make_executor
 from tracekit.readers import capture_summary
 from tracekit.results.analysis import SCHEMA
+from tracekit.results.vocab import WindowKind
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Sequence
@@ -55,7 +56,7 @@ class AnalyzeOptions:
     jobs: int | None = None
     cache_dir: Path | None = None
     use_cache: bool = True
-    window: str = "steps"
+    window: str = WindowKind.STEPS.value
     executor: str | Executor = field(default="local", compare=False)
     scheduler: str | None = None
     progress: Callable[[str, int, int], None] | None = field(default=None, compare=False)

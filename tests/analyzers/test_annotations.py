@@ -7,6 +7,7 @@ import pytest
 from tests.factories import ev, make_run
 from tracekit.analyzers import run_analysis
 from tracekit.analyzers.annotations import UNANNOTATED
+from tracekit.results.vocab import PhaseLevel
 
 
 def rows() -> list[dict[str, object]]:
@@ -34,7 +35,7 @@ def test_outermost_level_only_and_shares_sum_to_100() -> None:
     assert table["backward"]["cpu_ns"] == 40
     assert table[UNANNOTATED]["cpu_ns"] == 25
     assert sum(r["cpu_pct"] for r in table.values()) == pytest.approx(100)
-    assert "outermost" in result.annotations.level
+    assert result.annotations.level is PhaseLevel.TRAINING_THREAD
 
 
 def test_gpu_time_follows_launches_from_any_thread_as_a_union() -> None:
@@ -62,4 +63,4 @@ def test_without_steps_every_thread_counts() -> None:
     data = [ev("annotation", "a", 0, 10, tid=1), ev("annotation", "b", 5, 20, tid=2)]
     result = run_analysis(make_run(data)).frames
     assert sorted(result.annotations.summary["name"].to_list()) == ["a", "b"]
-    assert "no profiler steps" in result.annotations.level
+    assert result.annotations.level is PhaseLevel.EVERY_THREAD

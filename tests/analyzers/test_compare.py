@@ -12,7 +12,7 @@ from tests.factories import kineto_event, write_kineto
 from tracekit.analyzers.compare import Noise, _block_indices, compare, evaluate_gate, parse_gate
 from tracekit.errors import InputError
 from tracekit.pipeline import analyze_paths
-from tracekit.results.compare import Change, WorkKind
+from tracekit.results.vocab import Change, WorkKind
 
 if TYPE_CHECKING:
     from pathlib import Path

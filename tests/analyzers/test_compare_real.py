@@ -9,7 +9,7 @@ import pytest
 
 from tracekit.analyzers.compare import compare
 from tracekit.pipeline import analyze_paths
-from tracekit.results.compare import Change, WorkKind
+from tracekit.results.vocab import Change, WorkKind
 
 if TYPE_CHECKING:
     from pathlib import Path

@@ -294,7 +294,7 @@ def test_forward_delay_lengthens_the_forward_phase(tmp_path: Path) -> None:
 def test_ab_capture_ends_in_a_comparison_that_finds_the_delay_and_the_sync(tmp_path: Path) -> None:
     """A: the per-step sync check; B: no check, a 5 ms sleep in every forward. 12 traced steps."""
     from tracekit.pipeline import compare_paths
-    from tracekit.results.compare import Change
+    from tracekit.results.vocab import Change
 
     out = tmp_path / "ab"
     steps = ["--measured_steps=12", "--profiler.active=12", '--workload_args={"hidden": 64, "depth": 2}']

@@ -14,7 +14,6 @@ import msgspec
 
 from tracekit.results.analysis import Finding
 from tracekit.results.compare import (
-    Change,
     Comparison,
     CostShift,
     Distribution,
@@ -24,12 +23,10 @@ from tracekit.results.compare import (
     NoiseModel,
     Side,
     SyncComparison,
-    Unit,
     VerdictComparison,
     WorkChange,
-    WorkKind,
 )
-from tracekit.results.vocab import BoundKind, Confidence, MeasuredOn
+from tracekit.results.vocab import BoundKind, Change, Confidence, MeasuredOn, Unit, WorkKind
 
 MS = 1e6
 

@@ -25,7 +25,8 @@ from tracekit.reports import compare_text as ct
 from tracekit.reports.html import _plotly_js
 from tracekit.reports.markdown import MAX_CHARS
 from tracekit.reports.text import one_line, printable
-from tracekit.results.compare import Comparison, Measure, Unit, WorkChange, WorkKind
+from tracekit.results.compare import Comparison, Measure, WorkChange
+from tracekit.results.vocab import Unit, WorkKind
 
 SLOWER_FACTS = (
     "Step time A 40.50 ms -> B 45.52 ms",

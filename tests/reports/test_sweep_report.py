@@ -13,7 +13,6 @@ import pytest
 from tracekit.analyzers.sweep import build_matrix
 from tracekit.pipeline import sweep_matrix
 from tracekit.reports import TerminalRenderer, renderer
-from tracekit.results.compare import Change
 from tracekit.results.sweep import (
     CellRun,
     GridAxis,
@@ -23,6 +22,7 @@ from tracekit.results.sweep import (
     dump_sweep,
     load_matrix,
 )
+from tracekit.results.vocab import Change
 
 GIB = 1 << 30
 

@@ -20,17 +20,13 @@ import polars as pl
 
 from tracekit.analyzers import intervals as iv
 from tracekit.analyzers.stats import share, summary_exprs
+from tracekit.results.vocab import PhaseLevel
 
 if TYPE_CHECKING:
     from tracekit.analyzers.steps import StepResult
     from tracekit.model.run import Run
 
 UNANNOTATED: Final = "(unannotated)"
-LEVEL: Final = (
-    "outermost user annotations on each rank's training thread (the thread recording "
-    "ProfilerStep), inside steps; nested ranges are folded into their outermost parent"
-)
-LEVEL_NO_STEPS: Final = "outermost user annotations on every thread (no profiler steps)"
 
 
 @dataclass(frozen=True)
@@ -44,7 +40,7 @@ class AnnotationResult:
     #: rank, step, name, cpu_ns, gpu_ns
     per_step: pl.DataFrame
     #: which level of nesting is reported
-    level: str
+    level: PhaseLevel
 
 
 def top_level(run: Run, steps: StepResult) -> pl.DataFrame:
@@ -104,7 +100,7 @@ def summarize_annotations(per_step: pl.DataFrame, steps: StepResult) -> Annotati
         ["rank", "cpu_ns", "name"], descending=[False, True, False]
     )
     summary = _summarize(per_step, ["name"], steps).sort(["cpu_ns", "name"], descending=[True, False])
-    level = LEVEL if steps.has_steps else LEVEL_NO_STEPS
+    level = PhaseLevel.TRAINING_THREAD if steps.has_steps else PhaseLevel.EVERY_THREAD
     return AnnotationResult(per_rank=per_rank, summary=summary, per_step=per_step, level=level)
 
 

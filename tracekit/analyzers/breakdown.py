@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import polars as pl
 
 from tracekit.analyzers.stats import share
+from tracekit.results.vocab import WindowKind
 
 PARTS = ("compute", "comm", "memory", "idle")
 
@@ -25,15 +26,15 @@ class BreakdownResult:
     per_step: pl.DataFrame
     #: rank, window_ns, compute_ns, comm_ns, memory_ns, idle_ns, *_pct
     per_rank: pl.DataFrame
-    #: "steps" or "gpu_span": what the window of each rank is
-    window: str
+    #: what the window of each rank is
+    window: WindowKind
 
 
 def _with_shares(df: pl.DataFrame) -> pl.DataFrame:
     return df.with_columns(share(f"{p}_ns", "window_ns", f"{p}_pct") for p in PARTS)
 
 
-def gpu_breakdown(segments: pl.DataFrame, *, window: str = "steps") -> BreakdownResult:
+def gpu_breakdown(segments: pl.DataFrame, *, window: WindowKind = WindowKind.STEPS) -> BreakdownResult:
     """Break down GPU time from the segments of :func:`tracekit.analyzers.timeline.segments`."""
     compute, coll, mem = pl.col("compute"), pl.col("collective"), pl.col("memory")
     length = pl.col("length_ns")

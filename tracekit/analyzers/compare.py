@@ -32,10 +32,8 @@ import numpy as np
 import polars as pl
 
 from tracekit import __version__
-from tracekit.analyzers.work import HOST_READ
 from tracekit.errors import InputError
 from tracekit.results.compare import (
-    Change,
     Comparison,
     CostShift,
     Distribution,
@@ -45,12 +43,10 @@ from tracekit.results.compare import (
     NoiseModel,
     Side,
     SyncComparison,
-    Unit,
     VerdictComparison,
     WorkChange,
-    WorkKind,
 )
-from tracekit.results.vocab import MeasuredOn
+from tracekit.results.vocab import Change, MeasuredOn, SideKey, SyncKind, Unit, WorkKind
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -378,7 +374,7 @@ def _side(label: str, sources: Sequence[str], runs: Sequence[Analysis]) -> Side:
         backend=first.run.backend,
         measured_on=_measured_on(first),
         steps=sum(len(a.steps.per_step) for a in runs),
-        step_source=found[0].source.value if found else None,
+        step_source=found[0].source if found else None,
         workload=workload if isinstance(workload, str) else None,
         batch_size=batch if isinstance(batch, int) and not isinstance(batch, bool) else None,
         config=config,
@@ -607,7 +603,7 @@ def _samples_per_step(analysis: Analysis) -> int | None:
     return capture.throughput.samples_per_step_per_rank * max(1, capture.world_size)
 
 
-def _distribution(side: str, values: np.ndarray, rank: int | None) -> Distribution:
+def _distribution(side: SideKey, values: np.ndarray, rank: int | None) -> Distribution:
     if len(values) == 0:
         return Distribution(side=side, rank=rank, count=0)
     kept = values if len(values) <= MAX_VALUES else values[np.linspace(0, len(values) - 1, MAX_VALUES).astype(int)]
@@ -636,8 +632,8 @@ def _units(runs: Sequence[Analysis], per_second: bool) -> float:
     return float(sum((a.work.rank_steps if a.work else 0) for a in runs))
 
 
-def _work_totals(runs: Sequence[Analysis]) -> dict[tuple[str, str, str | None, str | None], list[float]]:
-    out: dict[tuple[str, str, str | None, str | None], list[float]] = {}
+def _work_totals(runs: Sequence[Analysis]) -> dict[tuple[WorkKind, str, SyncKind | None, str | None], list[float]]:
+    out: dict[tuple[WorkKind, str, SyncKind | None, str | None], list[float]] = {}
     for a in runs:
         if a.work is None:
             continue
@@ -829,7 +825,8 @@ def _phases(c: _Inputs) -> list[Measure]:
 
 def _distributions(c: _Inputs, sa: _Samples, sb: _Samples) -> list[Distribution]:
     out = [_distribution("a", sa.pooled, None), _distribution("b", sb.pooled, None)]
-    for side, frames in (("a", c.steps_a), ("b", c.steps_b)):
+    sides: tuple[tuple[SideKey, list[pl.DataFrame]], ...] = (("a", c.steps_a), ("b", c.steps_b))
+    for side, frames in sides:
         pooled = pl.concat(frames) if frames else pl.DataFrame()
         for rank in sorted(set(pooled["rank"].to_list())) if pooled.height else ():
             values = pooled.filter(pl.col("rank") == rank)["duration_ns"].to_numpy()
@@ -838,7 +835,9 @@ def _distributions(c: _Inputs, sa: _Samples, sb: _Samples) -> list[Distribution]
 
 
 def _sync_comparison(c: _Inputs, syncs: Measure, work: list[WorkChange]) -> SyncComparison:
-    relevant = {"sync", "blocking_copy"} if _measured_on(c.a[0]) is MeasuredOn.GPU else {HOST_READ}
+    relevant = (
+        {SyncKind.SYNC, SyncKind.BLOCKING_COPY} if _measured_on(c.a[0]) is MeasuredOn.GPU else {SyncKind.HOST_READ}
+    )
     rows = sorted(
         (r for r in work if r.kind is WorkKind.SYNC and r.sync_kind in relevant),
         key=lambda r: (-max(r.a_count or 0.0, r.b_count or 0.0), r.name, r.phase or ""),
@@ -931,8 +930,8 @@ def compare(
 
 
 def _verdicts(a: Analysis, b: Analysis) -> VerdictComparison:
-    costs_a = {c.bound.value: c.share_pct for c in a.verdict.costs}
-    costs_b = {c.bound.value: c.share_pct for c in b.verdict.costs}
+    costs_a = {c.bound: c.share_pct for c in a.verdict.costs}
+    costs_b = {c.bound: c.share_pct for c in b.verdict.costs}
     bounds = sorted(costs_a.keys() | costs_b.keys(), key=lambda k: -max(costs_a.get(k, 0.0), costs_b.get(k, 0.0)))
     shifts = [
         CostShift(

@@ -85,7 +85,7 @@ class RankContext:
     @cached_property
     def frames(self) -> pl.DataFrame:
         """The measured windows: rank, step, start_ns, end_ns."""
-        return timeline.windows(self.device, self.steps, self.options.window.value)
+        return timeline.windows(self.device, self.steps, self.options.window)
 
     @cached_property
     def segments(self) -> pl.DataFrame:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Final
 import polars as pl
 
 from tracekit.analyzers import intervals as iv
+from tracekit.results.vocab import DataMeasure
 
 if TYPE_CHECKING:
     from tracekit.model.run import Run
@@ -30,8 +31,14 @@ class DataLoaderResult:
     per_step: pl.DataFrame
     #: rank, window_ns, fetch_ns, idle_ns, share_pct
     per_rank: pl.DataFrame
-    #: "gpu idle during fetch" or "host fetch time (CPU-only run)"
-    measure: str
+    #: device idle during fetches, or (a CPU-only run) the host's fetch time
+    measure: DataMeasure
+
+
+def data_measure(*, has_gpu: bool) -> DataMeasure:
+    """What the DataLoader's cost is measured as: the device's idle during fetches, or on a
+    CPU-only run (the host is the device) the fetch time itself."""
+    return DataMeasure.GPU_IDLE if has_gpu else DataMeasure.HOST_FETCH
 
 
 def fetch_ranges(run: Run) -> pl.DataFrame:
@@ -53,10 +60,8 @@ def dataloader_gaps(
     if has_gpu:
         idle = segments.filter(~pl.col("compute") & ~pl.col("collective") & ~pl.col("memory"))
         gpu = _per_window(iv.intersect(idle.select("rank", "start_ns", "end_ns"), fetch, ["rank"]), frames, "idle_ns")
-        measure = "gpu idle during fetch"
     else:
         gpu = host.rename({"fetch_ns": "idle_ns"})
-        measure = "host fetch time (CPU-only run)"
     per_step = (
         window.join(host, on=["rank", "step"], how="left", nulls_equal=True)
         .join(gpu, on=["rank", "step"], how="left", nulls_equal=True)
@@ -70,7 +75,7 @@ def dataloader_gaps(
             share_pct=pl.when(pl.col("window_ns") > 0).then(100 * pl.col("idle_ns") / pl.col("window_ns"))
         )
 
-    return DataLoaderResult(per_step=shares(per_step), per_rank=shares(per_rank), measure=measure)
+    return DataLoaderResult(per_step=shares(per_step), per_rank=shares(per_rank), measure=data_measure(has_gpu=has_gpu))
 
 
 def _per_window(parts: pl.DataFrame, frames: pl.DataFrame, name: str) -> pl.DataFrame:

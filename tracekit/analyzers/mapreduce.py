@@ -19,7 +19,7 @@ from tracekit.analyzers.annotations import AnnotationResult, summarize_annotatio
 from tracekit.analyzers.breakdown import BreakdownResult
 from tracekit.analyzers.collectives import CollectiveResult, match_found
 from tracekit.analyzers.context import Options, RankContext
-from tracekit.analyzers.dataloader import DataLoaderResult
+from tracekit.analyzers.dataloader import DataLoaderResult, data_measure
 from tracekit.analyzers.idle import IdleResult
 from tracekit.analyzers.kernels import KernelResult, summarize_kernels
 from tracekit.analyzers.ledger import LedgerResult, reduce_ledger
@@ -149,7 +149,7 @@ class Reduced:
         return BreakdownResult(
             per_step=self.gather(BreakdownParts).per_step,
             per_rank=self.gather(BreakdownParts).per_rank,
-            window=self.options.window.value,
+            window=self.options.window,
         )
 
     @property
@@ -214,7 +214,7 @@ class Reduced:
     @cached_property
     def dataloader(self) -> DataLoaderResult:
         """DataLoader gaps."""
-        measure = "gpu idle during fetch" if self.has_gpu else "host fetch time (CPU-only run)"
+        measure = data_measure(has_gpu=self.has_gpu)
         return DataLoaderResult(
             per_step=self.gather(DataLoaderParts).per_step,
             per_rank=self.gather(DataLoaderParts).per_rank,

@@ -63,7 +63,7 @@ from tracekit.results.analysis import (
     Verdict,
     WorkSection,
 )
-from tracekit.results.vocab import Confidence, LedgerEntry, MeasuredOn, NoteKind, WindowKind
+from tracekit.results.vocab import BoundKind, Confidence, LedgerEntry, MeasuredOn, NoteKind, SyncKind, WorkKind
 
 if TYPE_CHECKING:
     from tracekit.analyzers.context import RankContext
@@ -94,14 +94,14 @@ def steps_reduce(red: Reduced) -> StepsSection:
 
 def breakdown_map(ctx: RankContext) -> BreakdownParts:
     """Device time by what it did, per step and per rank."""
-    result = gpu_breakdown(ctx.segments, window=ctx.options.window.value)
+    result = gpu_breakdown(ctx.segments, window=ctx.options.window)
     return BreakdownParts(per_step=result.per_step, per_rank=result.per_rank)
 
 
 def _breakdown(red: Reduced) -> BreakdownSection:
     m = red.measured
     return BreakdownSection(
-        window=WindowKind(m.window),
+        window=m.window,
         per_rank=rows(m.per_rank, r.BreakdownRow),
         per_step=rows(m.per_step, r.BreakdownRow),
     )
@@ -383,7 +383,7 @@ def verdict_reduce(red: Reduced) -> Verdict:
         notes.append(Finding(note=NoteKind.ONE_STEP, confidence=Confidence.HIGH, value=float(_measured_steps(red))))
     if (caveat := communication_caveat(red)) is not None:
         notes.append(caveat.finding)
-    comms = decision.costs.filter(pl.col("bound") == "comms-bound")["share_pct"].sum()
+    comms = decision.costs.filter(pl.col("bound") == BoundKind.COMMS)["share_pct"].sum()
     if (low := ev.overlap_finding(red.overlap, float(comms))) is not None:
         notes.append(low)
     evidence = ev.evidence(
@@ -474,7 +474,7 @@ def _sync_sources(red: Reduced) -> list[SyncSource]:
         .head(3)
     )
     return [
-        SyncSource(op=r["op"], kind=r["kind"], per_step=round(r["points"] / steps / ranks, 4))
+        SyncSource(op=r["op"], kind=SyncKind(r["kind"]), per_step=round(r["points"] / steps / ranks, 4))
         for r in top.iter_rows(named=True)
     ]
 
@@ -485,7 +485,7 @@ def work_reduce(red: Reduced) -> WorkSection:
     window_ns = int(num(measured["window_ns"].sum())) if measured.height else 0
     rank_steps = red.steps.steps.height if red.steps.has_steps else 0
     out: list[r.WorkRow] = []
-    left_out: dict[str, int] = {}
+    left_out: dict[WorkKind, int] = {}
     for kind, table in work_tables(red).items():
         if table.height > WORK_ROWS:
             left_out[kind] = table.height - WORK_ROWS

@@ -19,8 +19,8 @@ import numpy as np
 
 from tracekit import __version__
 from tracekit.analyzers.compare import compare_values
-from tracekit.results.compare import Unit
 from tracekit.results.sweep import Best, CellRun, CellStatus, MatrixRow, SweepMatrix
+from tracekit.results.vocab import Unit
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -84,7 +84,7 @@ def _row(
         gap_bytes=_max([r.gap_bytes for r in runs]),
         peak_pct=round(pct, 2) if pct is not None else None,
         within_headroom=None if pct is None else pct <= 100.0 - headroom_pct,
-        verdict=verdict.bound.value if verdict is not None and verdict.bound is not None else None,
+        verdict=verdict.bound if verdict is not None else None,
         verdict_share_pct=verdict.share_pct if verdict is not None else None,
         probe_last_fit=probe.last_fit if probe else None,
         probe_first_oom=probe.first_oom if probe else None,

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Final
 import polars as pl
 
 from tracekit.analyzers import intervals as iv
+from tracekit.results.vocab import SyncKind
 
 if TYPE_CHECKING:
     from tracekit.model.run import Run
@@ -46,8 +47,6 @@ SYNC_OPS_PATTERN: Final = "^(?:" + "|".join(re.escape(op) for op in SYNC_OPS) + 
 #: Ranges whose ``.item()`` calls are not syncs: optimizers keep their step counters on the
 #: host (unless ``capturable``), so AdamW's per-parameter ``step.item()`` never waits.
 NOT_SYNC_RANGES: Final = r"^Optimizer\.step#|^tracekit\.phase/optim_step$"
-#: ``kind`` of a blocking call.
-SYNC, BLOCKING_COPY = "sync", "blocking_copy"
 
 
 @dataclass(frozen=True)
@@ -68,8 +67,8 @@ class SyncResult:
 def sync_calls(run: Run) -> pl.DataFrame:
     """The host's blocking calls, syncs and blocking copies, in event order.
 
-    Columns: rank, tid, start_ns, end_ns, name (the runtime call), kind (``sync`` or
-    ``blocking_copy``), op (the operator that issued it; null when none encloses it).
+    Columns: rank, tid, start_ns, end_ns, name (the runtime call), kind (a :class:`SyncKind`:
+    ``sync`` or ``blocking_copy``), op (the operator that issued it; null when none encloses it).
     """
     columns = ("rank", "tid", "start_ns", "end_ns", pl.col("name").cast(pl.String), "correlation", "external_id")
     named = run.select(["runtime", "driver"], *columns, name=SYNC_CALLS)
@@ -79,7 +78,9 @@ def sync_calls(run: Run) -> pl.DataFrame:
         pageable.unique(), on=["rank", "correlation"], how="semi"
     )
     calls = (
-        pl.concat([copies.with_columns(kind=pl.lit(BLOCKING_COPY)), named.with_columns(kind=pl.lit(SYNC))])
+        pl.concat(
+            [copies.with_columns(kind=pl.lit(SyncKind.BLOCKING_COPY)), named.with_columns(kind=pl.lit(SyncKind.SYNC))]
+        )
         .unique(["rank", "tid", "start_ns", "name"], keep="first", maintain_order=True)
         .sort("rank", "start_ns")
     )
@@ -153,7 +154,7 @@ def host_syncs(run: Run, activity: pl.DataFrame, frames: pl.DataFrame) -> SyncRe
     parts = [
         _count(sync_points(calls), frames, "sync_calls"),
         _idle_after(calls, activity, frames),
-        _count(calls.filter(kind=BLOCKING_COPY), frames, "blocking_copies"),
+        _count(calls.filter(kind=SyncKind.BLOCKING_COPY), frames, "blocking_copies"),
         _count(ops, frames, "sync_ops"),
         _count(gpu_syncs, frames, "gpu_sync_events"),
     ]

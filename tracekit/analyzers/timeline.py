@@ -7,18 +7,18 @@ streams and devices of a rank.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING
 
 import polars as pl
 
 from tracekit.analyzers import intervals as iv
 from tracekit.model.schema import KINDS
+from tracekit.results.vocab import WindowKind
 
 if TYPE_CHECKING:
     from tracekit.analyzers.steps import StepResult
     from tracekit.model.run import Run
 
-Window = Literal["steps", "gpu_span"]
 LABELS = ("compute", "collective", "memory")
 #: Copies that move data between the host and a device, or between devices (not on-device
 #: copies and sets, which are device work like kernels): what a transfer-bound run waits on.
@@ -26,18 +26,19 @@ TRANSFER_COPY = r"(?i)HtoD|DtoH|PtoP|Host|Pageable|Pinned|Peer"
 COLLECTIVE = pl.col("category") == "collective"
 
 
-def windows(activity: pl.DataFrame, steps: StepResult, window: Window = "steps") -> pl.DataFrame:
+def windows(activity: pl.DataFrame, steps: StepResult, window: WindowKind = WindowKind.STEPS) -> pl.DataFrame:
     """The windows measured on each rank: rank, step (null for a whole span), start_ns, end_ns.
 
-    ``steps``: the step windows where a rank has steps, else its GPU span. ``gpu_span``: from
-    the first GPU activity of the rank to its last end, the definition HTA uses.
+    :attr:`~WindowKind.STEPS`: the step windows where a rank has steps, else its GPU span.
+    :attr:`~WindowKind.GPU_SPAN`: from the first GPU activity of the rank to its last end, the
+    definition HTA uses.
     """
     span = (
         activity.group_by("rank")
         .agg(pl.col("start_ns").min(), pl.col("end_ns").max())
         .with_columns(step=pl.lit(None, dtype=pl.Int64))
     )
-    if window == "gpu_span" or not steps.has_steps:
+    if window is WindowKind.GPU_SPAN or not steps.has_steps:
         return span.select("rank", "step", "start_ns", "end_ns").sort("rank")
     stepped = steps.steps.select(
         "rank", "step", pl.col("win_start_ns").alias("start_ns"), pl.col("win_end_ns").alias("end_ns")

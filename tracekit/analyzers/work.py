@@ -22,6 +22,7 @@ import polars as pl
 from tracekit.analyzers import intervals as iv
 from tracekit.analyzers.parts import CollectiveParts, WorkParts
 from tracekit.analyzers.syncs import sync_points
+from tracekit.results.vocab import SyncKind, WorkKind
 
 if TYPE_CHECKING:
     from tracekit.analyzers.context import RankContext
@@ -30,8 +31,6 @@ if TYPE_CHECKING:
 #: The most rows of each kind kept in the result, largest total time first (a trace of
 #: generated Triton kernels can hold thousands of names; the rest are counted as left out).
 MAX_ROWS: Final = 2000
-#: ``sync_kind`` of a host read of a tensor value (``aten::item``...), beside the sync calls' kinds.
-HOST_READ: Final = "host_read"
 
 
 def outermost_ops(ctx: RankContext, threads: pl.DataFrame | None = None) -> pl.DataFrame:
@@ -100,7 +99,7 @@ def work_map(ctx: RankContext) -> WorkParts:
         .collect()
     )
     calls = sync_points(ctx.syncs.calls).select("rank", "tid", "start_ns", pl.col("kind").alias("sync_kind"))
-    reads = ctx.syncs.reads.select("rank", "tid", "start_ns", sync_kind=pl.lit(HOST_READ))
+    reads = ctx.syncs.reads.select("rank", "tid", "start_ns", sync_kind=pl.lit(SyncKind.HOST_READ))
     points = pl.concat([calls, reads], how="vertical_relaxed")
     points = iv.locate(points, "start_ns", frames, by=["rank"], keep=[]).drop("frame_end_ns")
     syncs = (
@@ -111,12 +110,12 @@ def work_map(ctx: RankContext) -> WorkParts:
     return WorkParts(kernels=kernels, host_ops=host_ops, syncs=syncs)
 
 
-def work_tables(red: Reduced) -> dict[str, pl.DataFrame]:
+def work_tables(red: Reduced) -> dict[WorkKind, pl.DataFrame]:
     """The cross-rank part: each table summed over ranks (count, total_ns, ranks), largest first."""
-    out: dict[str, pl.DataFrame] = {}
+    out: dict[WorkKind, pl.DataFrame] = {}
     specs = {
-        "kernel": (red.gather(WorkParts).kernels, ["name", "kind", "category"]),
-        "host_op": (red.gather(WorkParts).host_ops, ["name"]),
+        WorkKind.KERNEL: (red.gather(WorkParts).kernels, ["name", "kind", "category"]),
+        WorkKind.HOST_OP: (red.gather(WorkParts).host_ops, ["name"]),
     }
     for kind, (table, keys) in specs.items():
         if table.height == 0:
@@ -130,7 +129,7 @@ def work_tables(red: Reduced) -> dict[str, pl.DataFrame]:
     if found.height:
         if red.steps.has_steps:
             found = found.filter(pl.col("step").is_not_null())
-        out["collective"] = (
+        out[WorkKind.COLLECTIVE] = (
             found.group_by(pl.col("op").cast(pl.String).alias("name"))
             .agg(
                 count=pl.len(),
@@ -141,7 +140,7 @@ def work_tables(red: Reduced) -> dict[str, pl.DataFrame]:
         )
     syncs = red.gather(WorkParts).syncs
     if syncs.height:
-        out["sync"] = (
+        out[WorkKind.SYNC] = (
             syncs.group_by("sync_kind", pl.col("op").alias("name"), "phase")
             .agg(pl.col("count").sum(), ranks=pl.col("rank").n_unique())
             .with_columns(total_ns=pl.lit(0, pl.Int64))

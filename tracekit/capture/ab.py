@@ -31,15 +31,17 @@ from tracekit.capture.config import CaptureConfig, load_config, parse_overrides
 from tracekit.capture.launcher import CaptureError, CaptureInterrupted, capture, check_nsys
 from tracekit.capture.workloads import resolve
 from tracekit.errors import InputError, TracekitError
-from tracekit.results.ab import AB_SCHEMA, ABCapture, ABRun, ABSide, Side, dump_ab
+from tracekit.results.ab import AB_SCHEMA, ABCapture, ABRun, ABSide, dump_ab
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
+    from tracekit.results.vocab import SideKey
+
 __all__ = ["AB_FILE", "AB_FOLDER", "ABPlan", "capture_ab", "interleaved", "parse_side", "plan_ab", "run_folder"]
 
 AB_FILE: Final = "ab.json"
-SIDES: Final[tuple[Side, Side]] = ("a", "b")
+SIDES: Final[tuple[SideKey, SideKey]] = ("a", "b")
 
 _OWN: Final = re.compile(r"^(ab\.json|[ab](\.tracekit-failed|\.tracekit-tmp-[0-9a-f]+)?|\.ab\.json\.\d+\.tmp)$")
 #: An A/B folder: ``ab.json``, ``a/``, ``b/`` (and, in a failed one, the sides' failed runs).
@@ -75,7 +77,7 @@ def _tokens(text: str) -> list[str]:
     return tokens
 
 
-def parse_side(text: str, side: Side) -> dict[str, str]:
+def parse_side(text: str, side: SideKey) -> dict[str, str]:
     """One side's overrides, read by the command line's rules: ``key=value`` (or ``--key=value``,
     ``--key value``, a bare ``--flag``), several separated by spaces; ``''`` is none."""
     words = [f"--{word}" if _KEY.match(word) else word for word in _tokens(text)]
@@ -88,12 +90,12 @@ def parse_side(text: str, side: Side) -> dict[str, str]:
     return overrides
 
 
-def interleaved(repeats: int) -> list[tuple[Side, int]]:
+def interleaved(repeats: int) -> list[tuple[SideKey, int]]:
     """The order the captures run in: A B A B ..., ``repeats`` of each (repeats count from 1)."""
     return [(side, repeat) for repeat in range(1, repeats + 1) for side in SIDES]
 
 
-def run_folder(side: Side, repeat: int, repeats: int) -> Path:
+def run_folder(side: SideKey, repeat: int, repeats: int) -> Path:
     """Where one capture goes, relative to the A/B folder: ``a``, or ``a/run2`` when repeated."""
     return Path(side) if repeats == 1 else Path(side, f"run{repeat}")
 
@@ -104,9 +106,9 @@ class ABPlan:
 
     out_dir: str
     repeats: int
-    texts: dict[Side, str]
-    overrides: dict[Side, dict[str, str]]
-    configs: dict[Side, CaptureConfig]
+    texts: dict[SideKey, str]
+    overrides: dict[SideKey, dict[str, str]]
+    configs: dict[SideKey, CaptureConfig]
     config_path: str | None
     common_overrides: dict[str, str]
 
@@ -122,9 +124,9 @@ def plan_ab(
         raise InputError(f"--ab takes two override texts (A and B), got {len(sides)}")
     if repeats < 1:
         raise InputError(f"--repeats must be at least 1, got {repeats}")
-    texts: dict[Side, str] = {"a": sides[0], "b": sides[1]}
+    texts: dict[SideKey, str] = {"a": sides[0], "b": sides[1]}
     overrides = {side: parse_side(texts[side], side) for side in SIDES}
-    configs: dict[Side, CaptureConfig] = {}
+    configs: dict[SideKey, CaptureConfig] = {}
     for side in SIDES:
         try:
             configs[side] = load_config(config_path, {**common, **overrides[side]})
@@ -142,7 +144,7 @@ def plan_ab(
     )
 
 
-def capture_ab(plan: ABPlan, *, starting: Callable[[Side, int, Path], None] | None = None) -> ABCapture:
+def capture_ab(plan: ABPlan, *, starting: Callable[[SideKey, int, Path], None] | None = None) -> ABCapture:
     """Run the plan's captures interleaved into a fresh A/B folder that replaces ``out_dir`` on
     success; returns what ``ab.json`` records. ``starting(side, repeat, folder)`` is called
     before each capture with where it will end up.
@@ -179,7 +181,7 @@ def capture_ab(plan: ABPlan, *, starting: Callable[[Side, int, Path], None] | No
 class _Stopped(Exception):
     """A capture of the A/B run failed (or was interrupted)."""
 
-    def __init__(self, side: Side, repeat: int, plan: ABPlan, cause: TracekitError) -> None:
+    def __init__(self, side: SideKey, repeat: int, plan: ABPlan, cause: TracekitError) -> None:
         super().__init__(cause.message)
         self.side, self.repeat, self.plan, self.cause = side, repeat, plan, cause
 
@@ -192,7 +194,7 @@ class _Stopped(Exception):
         return error
 
 
-def _run(plan: ABPlan, side: Side, repeat: int, folder: Path, where: Path) -> ABRun:
+def _run(plan: ABPlan, side: SideKey, repeat: int, folder: Path, where: Path) -> ABRun:
     """One capture of the A/B run into ``folder / where``."""
     config = msgspec.structs.replace(plan.configs[side], out_dir=str(folder / where))
     started = datetime.now(timezone.utc)
@@ -214,7 +216,7 @@ def _run(plan: ABPlan, side: Side, repeat: int, folder: Path, where: Path) -> AB
 
 
 def _record(plan: ABPlan, runs: list[ABRun]) -> ABCapture:
-    def side(name: Side) -> ABSide:
+    def side(name: SideKey) -> ABSide:
         folders = [run_folder(name, r, plan.repeats).as_posix() for r in range(1, plan.repeats + 1)]
         return ABSide(text=plan.texts[name], overrides=plan.overrides[name], folders=folders)
 

@@ -27,10 +27,12 @@ if TYPE_CHECKING:
     from collections.abc import Iterator
     from pathlib import Path
 
+    from tracekit.results.vocab import MemoryMeasure
+
 #: What the phase deltas measure: device memory allocated on CUDA, the resident set on CPU.
-ALLOCATED: Final = "allocated_bytes"
+ALLOCATED: Final[MemoryMeasure] = "allocated_bytes"
 RESERVED: Final = "reserved_bytes"
-RSS: Final = "rss_bytes"
+RSS: Final[MemoryMeasure] = "rss_bytes"
 
 _STATM: Final = "/proc/self/statm"
 _PAGE: Final = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096

@@ -32,8 +32,8 @@ if TYPE_CHECKING:
     from tracekit.capture.sweep_plan import Cell
     from tracekit.executors import Executor
     from tracekit.reports.document import Document
-    from tracekit.results.ab import Side
     from tracekit.results.analysis import Analysis
+    from tracekit.results.vocab import SideKey
 
 
 def run_analyze(
@@ -140,7 +140,7 @@ def _run_ab(config_path: Path | None, common: dict[str, str], ab: tuple[str, str
 
     plan = plan_ab(config_path, common, ab, repeats=repeats)
 
-    def starting(side: Side, repeat: int, folder: Path) -> None:
+    def starting(side: SideKey, repeat: int, folder: Path) -> None:
         config, text = plan.configs[side], plan.texts[side] or "config as is"
         click.echo(
             one_line(

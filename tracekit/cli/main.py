@@ -14,6 +14,7 @@ import click
 from tracekit import __version__
 from tracekit.errors import TracekitError
 from tracekit.executors import EXECUTORS
+from tracekit.results.vocab import WindowKind
 
 #: Exit codes: bad input or arguments (TracekitError.exit_code, click's usage errors), a bug in
 #: tracekit (an error it did not expect), and an interrupt.
@@ -112,8 +113,8 @@ class _AnalyzeCommand(click.Command):
 @click.option("--no-cache", is_flag=True, help="Neither read nor write the cache of decoded traces.")
 @click.option(
     "--window",
-    type=click.Choice(["steps", "gpu_span"]),
-    default="steps",
+    type=click.Choice([w.value for w in WindowKind]),
+    default=WindowKind.STEPS.value,
     show_default=True,
     help="Measure GPU time over profiler steps, or first-to-last GPU activity (as HTA).",
 )
@@ -225,7 +226,9 @@ def report(report: Path, html_path: Path | None, md_path: Path | None) -> None:
 )
 @click.option("--steps", "steps", metavar="SPEC", help="Measure only these steps on both sides (as analyze).")
 @click.option("--include-warmup", is_flag=True, help="Keep warm-up steps in the figures (both sides).")
-@click.option("--window", type=click.Choice(["steps", "gpu_span"]), default="steps", show_default=True)
+@click.option(
+    "--window", type=click.Choice([w.value for w in WindowKind]), default=WindowKind.STEPS.value, show_default=True
+)
 @click.option("--comm-kernel", "comm_kernels", multiple=True, metavar="REGEX", help="As analyze. Repeatable.")
 @click.option("--top", default=15, show_default=True, type=click.IntRange(min=1), help="Work changes to list.")
 @click.option("--jobs", type=click.IntRange(min=1), help="Parsing processes [default: number of cores].")

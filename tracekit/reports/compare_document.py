@@ -11,7 +11,7 @@ from tracekit.reports import compare_text as ct
 from tracekit.reports.document import Document, Format, Head, Line, Section, Tone, only
 from tracekit.reports.sentences import write_alone
 from tracekit.reports.tables import short
-from tracekit.results.compare import Change
+from tracekit.results.vocab import Change
 
 if TYPE_CHECKING:
     from tracekit.reports.document import Chart

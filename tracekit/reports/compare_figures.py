@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Final
 from tracekit.reports import compare_text as ct
 from tracekit.reports.document import JSON, Chart
 from tracekit.reports.figures import _fig, _layout, _trace
-from tracekit.results.compare import Change, Unit
+from tracekit.results.vocab import Change, Unit
 
 if TYPE_CHECKING:
     from tracekit.results.compare import Comparison, Distribution, Measure

@@ -12,7 +12,7 @@ from tracekit.reports import compare_text as ct
 from tracekit.reports.document import Table
 from tracekit.reports.sentences import write_alone
 from tracekit.reports.tables import short
-from tracekit.results.compare import Unit
+from tracekit.results.vocab import Unit
 
 if TYPE_CHECKING:
     from collections.abc import Sequence

@@ -11,7 +11,7 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
-from tracekit.results.compare import Change, Unit
+from tracekit.results.vocab import Change, Unit
 
 if TYPE_CHECKING:
     from collections.abc import Iterable

@@ -11,8 +11,9 @@ from typing import TYPE_CHECKING, Final
 
 from tracekit.reports import advice
 from tracekit.reports.advice import RunTraits
+from tracekit.reports.terms import DATA_MEASURES
 from tracekit.results.analysis import Evidence, Verdict
-from tracekit.results.vocab import BoundKind, Confidence, MemoryNote, NoteKind, StragglerCause
+from tracekit.results.vocab import BoundKind, Confidence, MeasuredOn, MemoryNote, NoteKind, StragglerCause, SyncKind
 
 if TYPE_CHECKING:
     from tracekit.results.analysis import (
@@ -24,7 +25,6 @@ if TYPE_CHECKING:
         StragglerEvidence,
     )
     from tracekit.results.capture import CaptureSummary
-    from tracekit.results.vocab import MeasuredOn
 
 TITLES: Final = {
     BoundKind.DATA: "Data-bound: the device waits for the DataLoader",
@@ -216,7 +216,7 @@ def title(finding: Finding, verdict: Verdict) -> str:  # noqa: PLR0911  (one cas
     bound = finding.bound or BoundKind.UNDETERMINED
     if bound is BoundKind.STRAGGLER and finding.straggler_rank is not None:
         return f"Straggler-bound: rank {finding.straggler_rank} arrives last and the others wait for it"
-    if bound is BoundKind.COMPUTE or (bound is BoundKind.GPU_COMPUTE and verdict.measured_on.value == "host"):
+    if bound is BoundKind.COMPUTE or (bound is BoundKind.GPU_COMPUTE and verdict.measured_on is MeasuredOn.HOST):
         return TITLES[BoundKind.COMPUTE]
     return TITLES[bound]
 
@@ -354,7 +354,7 @@ def _comms_lines(e: Evidence) -> list[str]:
 def _bound_lines(bound: BoundKind | None, e: Evidence) -> list[str]:  # noqa: PLR0911  (one case per bound)
     if bound is BoundKind.DATA and e.data_measure is not None:
         return [
-            f"measured as {e.data_measure}; host fetch time {ms(e.fetch_per_step_ns)} per step per rank",
+            f"measured as {DATA_MEASURES[e.data_measure]}; host fetch time {ms(e.fetch_per_step_ns)} per step per rank",
             f"worst step: rank {e.worst_data_rank} step {e.worst_data_step}: {e.worst_data_share_pct or 0:.1f}% "
             "of the step",
         ]
@@ -377,7 +377,7 @@ def _bound_lines(bound: BoundKind | None, e: Evidence) -> list[str]:  # noqa: PL
             f"{e.sync_calls_per_step:.1f} blocking syncs and {e.sync_ops_per_step or 0:.1f} "
             f".item()-style reads per step per rank; GPU idle after syncs {ms(e.idle_after_sync_per_step_ns)} per step"
         ]
-        kinds = {"sync": "blocking syncs", "blocking_copy": "copies to or from pageable memory"}
+        kinds = {SyncKind.SYNC: "blocking syncs", SyncKind.BLOCKING_COPY: "copies to or from pageable memory"}
         lines += [f"{s.per_step:.1f} {kinds.get(s.kind, s.kind)} per step from {s.op}" for s in e.sync_sources]
         return lines
     if bound is BoundKind.GPU_COMPUTE:
@@ -449,7 +449,7 @@ def _recommendations(finding: Finding, verdict: Verdict, traits: RunTraits) -> l
     if finding.note is not None:
         return list(advice.for_note(finding.note, traits) or NOTE_RECOMMENDATIONS.get(finding.note, ()))
     bound = finding.bound or BoundKind.UNDETERMINED
-    if bound is BoundKind.GPU_COMPUTE and verdict.measured_on.value == "host":
+    if bound is BoundKind.GPU_COMPUTE and verdict.measured_on is MeasuredOn.HOST:
         bound = BoundKind.COMPUTE
     if bound is BoundKind.MIXED:
         return [r for c in finding.components for r in _advice(c, verdict, traits)[:2]]

@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING, Final, Protocol, TypeVar
 
 from tracekit.reports.document import Table
 from tracekit.reports.sentences import ONE_RANK, write_memory
-from tracekit.results.vocab import CollectiveMatch, IdleCause
+from tracekit.reports.terms import DATA_MEASURES, PHASE_LEVELS
+from tracekit.results.vocab import CollectiveMatch, IdleCause, WindowKind
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Sequence
@@ -189,7 +190,7 @@ def phases(a: Analysis) -> Table:
         "Phases (host time per step, over ranks and steps)",
         columns,
         rows,
-        f"Level: {ann.level}. Shares are of step time and sum to 100%.",
+        f"Level: {PHASE_LEVELS[ann.level]}. Shares are of step time and sum to 100%.",
         numeric=[False, *([True] * (len(columns) - 1))],
         empty="No user annotations (record_function / NVTX ranges) were recorded.",
     )
@@ -224,7 +225,7 @@ def gpu_breakdown(a: Analysis, limit: int | None) -> Table:
     """GPU time breakdown and overlap per rank."""
     overlap = {r.rank: r for r in a.overlap.per_rank}
     rows, note = _limited(a.gpu_breakdown.per_rank, lambda r: r.idle_pct, limit, "idle_pct")
-    window = "profiler steps" if a.gpu_breakdown.window.value == "steps" else "first to last GPU activity"
+    window = "profiler steps" if a.gpu_breakdown.window is WindowKind.STEPS else "first to last GPU activity"
     return _table(
         "gpu",
         "GPU time breakdown per rank",
@@ -339,7 +340,7 @@ def dataloader(a: Analysis, limit: int | None) -> Table:
         "DataLoader gaps per rank",
         ["rank", "host fetch ms", "device idle ms", "share"],
         ([str(r.rank), ms(r.fetch_ns), ms(r.idle_ns), pct(r.share_pct)] for r in rows) if has else [],
-        f"Measured as {dl.measure}." + note,
+        f"Measured as {DATA_MEASURES[dl.measure]}." + note,
         empty="No DataLoader fetch ranges (enumerate(DataLoader)#…__next__, tracekit.phase/dataload_wait) "
         "were recorded.",
     )

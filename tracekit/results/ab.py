@@ -14,18 +14,17 @@ Written with msgspec by :mod:`tracekit.capture.ab` into the A/B folder, beside `
 
 from __future__ import annotations
 
-from typing import Final, Literal
+from typing import Final
 
 import msgspec
 
 from tracekit.results.records import load_record
+from tracekit.results.vocab import SideKey  # noqa: TC001  (msgspec reads the annotations at run time)
 
 __all__ = ["AB_SCHEMA", "AB_SCHEMA_VERSION", "ABCapture", "ABRun", "ABSide", "dump_ab", "load_ab"]
 
 AB_SCHEMA: Final = "tracekit.ab_capture"
 AB_SCHEMA_VERSION: Final = "1.0"
-
-Side = Literal["a", "b"]
 
 
 class ABSide(msgspec.Struct, kw_only=True, frozen=True):
@@ -39,7 +38,7 @@ class ABSide(msgspec.Struct, kw_only=True, frozen=True):
 class ABRun(msgspec.Struct, kw_only=True, frozen=True):
     """One capture of an A/B run."""
 
-    side: Side
+    side: SideKey
     repeat: int  # 1-based
     folder: str
     started: str  # ISO 8601, UTC

@@ -44,12 +44,16 @@ from tracekit.results.vocab import (
     BoundKind,
     CollectiveMatch,
     Confidence,
+    DataMeasure,
     MeasuredOn,
     MemoryNote,
     NoteKind,
     Parallelism,
+    PhaseLevel,
     StragglerCause,
+    SyncKind,
     WindowKind,
+    WorkKind,
 )
 
 SCHEMA: Final = "tracekit.analysis"
@@ -156,8 +160,8 @@ class SyncSource(Struct, frozen=True, kw_only=True):
     """An operator that issued blocking syncs or copies, and how many per step per rank."""
 
     op: str
-    #: "sync" (a blocking sync call) or "blocking_copy" (a copy to or from pageable memory)
-    kind: str
+    #: a blocking sync call or a copy to or from pageable memory
+    kind: SyncKind
     per_step: float
 
 
@@ -165,7 +169,7 @@ class Evidence(Struct, frozen=True, kw_only=True):
     """The figures behind each candidate bound, from which the reports write the evidence."""
 
     steps_per_rank: int
-    data_measure: str | None = None
+    data_measure: DataMeasure | None = None
     fetch_per_step_ns: float | None = None
     worst_data_rank: int | None = None
     worst_data_step: int | None = None
@@ -244,7 +248,7 @@ class KernelsSection(Struct, frozen=True, kw_only=True):
 class PhasesSection(Struct, frozen=True, kw_only=True):
     """Top-level annotations."""
 
-    level: str
+    level: PhaseLevel
     summary: list[PhaseRow]
     per_rank: list[PhaseRow]
     #: each phase in each measured step of each rank (since 2.1; what a comparison tests)
@@ -273,7 +277,7 @@ class StragglersSection(Struct, frozen=True, kw_only=True):
 class DataLoaderSection(Struct, frozen=True, kw_only=True):
     """DataLoader gaps."""
 
-    measure: str
+    measure: DataMeasure
     per_rank: list[DataLoaderRow]
     per_step: list[DataLoaderRow]
 
@@ -344,7 +348,7 @@ class WorkSection(Struct, frozen=True, kw_only=True):
     window_ns: int
     rows: list[WorkRow]
     #: rows left out of each kind beyond the largest (by total time)
-    left_out: dict[str, int] = msgspec.field(default_factory=dict)
+    left_out: dict[WorkKind, int] = msgspec.field(default_factory=dict)
 
 
 class SectionData(Struct, frozen=True, kw_only=True):

@@ -40,6 +40,7 @@ from typing import Any, Final
 import msgspec
 
 from tracekit.errors import InputError
+from tracekit.results.vocab import MemoryDevice, MemoryMeasure, MemoryScope  # noqa: TC001  (msgspec reads them at run time)
 
 __all__ = [
     "CAPTURE_SCHEMA",
@@ -84,11 +85,11 @@ class Memory(msgspec.Struct, kw_only=True, frozen=True, omit_defaults=True):
     """Memory of one rank: device memory on a GPU (peaks since the measured steps began),
     the process's resident set (peak over the whole process) on both."""
 
-    device: str | None = None
+    device: MemoryDevice | None = None
     peak_allocated_bytes: int | None = None
     peak_reserved_bytes: int | None = None
     peak_rss_bytes: int | None = None
-    scope: str | None = None  # of the device peaks: "measured steps" (GPU); "whole process" (CPU, RSS)
+    scope: MemoryScope | None = None  # of the device peaks
     #: At the end of the capture (since 1.2): device memory allocated and reserved (GPU), RSS.
     allocated_bytes: int | None = None
     reserved_bytes: int | None = None
@@ -121,7 +122,7 @@ class RankPhases(msgspec.Struct, kw_only=True, frozen=True):
     # since 1.2: memory per step, mean over this rank's measured steps (bytes; {} / None when
     # the file predates it or memory could not be read)
     #: ``allocated_bytes`` (CUDA) or ``rss_bytes`` (CPU): what the deltas below measure.
-    phase_memory_measure: str | None = None
+    phase_memory_measure: MemoryMeasure | None = None
     #: Per phase, mean bytes added (negative: freed); ``other`` is the change outside every
     #: phase, so they add up to ``step_memory_change_bytes``.
     phase_memory_deltas: dict[str, float] = {}
@@ -166,7 +167,7 @@ class PhaseMemory(msgspec.Struct, kw_only=True, frozen=True):
 class MemorySummary(msgspec.Struct, kw_only=True, frozen=True):
     """Memory over every rank: the worst rank's peaks and the phase deltas' common measure."""
 
-    device: str | None = None  # "cuda" or "cpu" (of the worst rank)
+    device: MemoryDevice | None = None  # of the worst rank
     #: The rank with the highest peak: device memory allocated on GPU, RSS on CPU.
     worst_rank: int | None = None
     worst_rank_by: str | None = None
@@ -174,7 +175,7 @@ class MemorySummary(msgspec.Struct, kw_only=True, frozen=True):
     peak_allocated_bytes: int | None = None
     peak_reserved_bytes: int | None = None
     peak_rss_bytes: int | None = None
-    phase_memory_measure: str | None = None
+    phase_memory_measure: MemoryMeasure | None = None
     #: Mean over ranks of each rank's mean change of memory over a step.
     step_memory_change_bytes_mean: float | None = None
     saved_tensor_bytes_mean: float | None = None  # mean over ranks

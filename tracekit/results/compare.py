@@ -12,13 +12,22 @@ share of the step). Times are nanoseconds, shares percentages, memory bytes.
 
 from __future__ import annotations
 
-from enum import Enum
 from typing import Any, Final
 
 import msgspec
 
 from tracekit.results.analysis import Finding  # noqa: TC001  (msgspec reads annotations at run time)
-from tracekit.results.vocab import MeasuredOn  # noqa: TC001
+from tracekit.results.vocab import (
+    BoundKind,
+    Change,
+    MeasuredOn,
+    PerUnit,
+    SideKey,
+    StepSource,
+    SyncKind,
+    Unit,
+    WorkKind,
+)
 
 COMPARISON_SCHEMA: Final = "tracekit.comparison"
 COMPARISON_SCHEMA_VERSION: Final = "1.0"
@@ -26,30 +35,6 @@ COMPARISON_SCHEMA_VERSION: Final = "1.0"
 
 class Struct(msgspec.Struct, frozen=True, kw_only=True):
     """Base of the comparison Structs."""
-
-
-class Change(str, Enum):
-    """What happened to a measure from A to B."""
-
-    FASTER = "faster"  # a time that went down beyond noise (or a throughput that went up)
-    SLOWER = "slower"  # a time that went up beyond noise (or a throughput that went down)
-    WITHIN_NOISE = "within noise"  # the interval holds zero, or the change is below the noise threshold
-    HIGHER = "higher"  # a quantity with no better direction (or measured once) that went up
-    LOWER = "lower"
-    SAME = "same"  # an exact quantity (a count) that did not change
-    APPEARED = "appeared"  # only in B
-    DISAPPEARED = "disappeared"  # only in A
-    NOT_MEASURED = "not measured"  # missing on one side or both
-
-
-class Unit(str, Enum):
-    """The unit of a measure's values."""
-
-    NS = "ns"
-    PCT = "pct"  # percentage points
-    BYTES = "bytes"
-    PER_S = "per_s"  # steps (or samples) per second
-    COUNT = "count"  # per step
 
 
 class Interval(Struct, frozen=True, kw_only=True):
@@ -92,7 +77,7 @@ class Measure(Struct, frozen=True, kw_only=True):
 class Distribution(Struct, frozen=True, kw_only=True):
     """The step times of one side (``rank`` None: per step, the mean over ranks), for the charts."""
 
-    side: str  # "a" or "b"
+    side: SideKey
     rank: int | None = None
     count: int
     mean_ns: float | None = None
@@ -104,15 +89,6 @@ class Distribution(Struct, frozen=True, kw_only=True):
     values_ns: list[float] = msgspec.field(default_factory=list)
 
 
-class WorkKind(str, Enum):
-    """What a row of the work table counts."""
-
-    KERNEL = "kernel"  # a GPU activity (kernel, copy, set) by name
-    HOST_OP = "host_op"  # a CPU operator by name
-    COLLECTIVE = "collective"  # a collective operation by name
-    SYNC = "sync"  # a blocking sync or host read, by the operator that issued it
-
-
 class WorkChange(Struct, frozen=True, kw_only=True):
     """One name of work on both sides, per step (per second of trace when a side has no steps)."""
 
@@ -121,7 +97,7 @@ class WorkChange(Struct, frozen=True, kw_only=True):
     category: str | None = None
     #: for syncs: the phase (outermost annotation) the sync was issued in, and its kind
     phase: str | None = None
-    sync_kind: str | None = None
+    sync_kind: SyncKind | None = None
     a_count: float | None = None  # per unit (step or second); None when absent
     b_count: float | None = None
     a_ns: float | None = None  # time per unit
@@ -147,7 +123,7 @@ class SyncComparison(Struct, frozen=True, kw_only=True):
 class CostShift(Struct, frozen=True, kw_only=True):
     """One candidate bound's share on both sides."""
 
-    bound: str
+    bound: BoundKind
     a_pct: float | None = None
     b_pct: float | None = None
     delta_pct: float | None = None
@@ -178,7 +154,7 @@ class Side(Struct, frozen=True, kw_only=True):
     measured_on: MeasuredOn
     #: measured steps per run, over every rank; 0 when the trace has no steps
     steps: int = 0
-    step_source: str | None = None
+    step_source: StepSource | None = None
     #: from the capture summary, when the run was captured by tracekit
     workload: str | None = None
     batch_size: int | None = None
@@ -196,8 +172,8 @@ class NoiseModel(Struct, frozen=True, kw_only=True):
     #: a change smaller than this share of A's value is within noise even when the interval
     #: excludes zero (run-to-run drift a single pair of runs cannot measure), percent
     threshold_pct: float
-    #: what "per step" means: "step", or "second" when a side has no steps
-    unit: str
+    #: what "per step" means
+    unit: PerUnit
     seed: int
 
 

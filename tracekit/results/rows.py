@@ -15,7 +15,9 @@ from tracekit.results.vocab import (  # noqa: TC001  (msgspec reads them at run 
     MatchKey,
     StepSource,
     StragglerCause,
+    SyncKind,
     WarmupReason,
+    WorkKind,
 )
 
 
@@ -158,13 +160,12 @@ class PhaseStepRow(Row, frozen=True, kw_only=True):
 class WorkRow(Row, frozen=True, kw_only=True):
     """One name of work over the measured steps of every rank (see :mod:`tracekit.analyzers.work`)."""
 
-    #: "kernel", "host_op", "collective" or "sync"
-    kind: str
+    kind: WorkKind
     name: str
     #: a kernel's category (compute, collective, memory...)
     category: str | None = None
-    #: a sync's kind ("sync", "blocking_copy", "host_read") and the phase it was issued in
-    sync_kind: str | None = None
+    #: a sync's kind and the phase it was issued in
+    sync_kind: SyncKind | None = None
     phase: str | None = None
     count: int
     total_ns: int

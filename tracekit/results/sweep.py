@@ -17,12 +17,13 @@ schema 1.x; any 1.x file loads, a newer major version is refused.
 
 from __future__ import annotations
 
-from typing import Final, Literal
+from typing import Final
 
 import msgspec
 
 from tracekit.results.compare import Measure  # noqa: TC001  (msgspec reads the annotations at run time)
 from tracekit.results.records import dump_record, load_record
+from tracekit.results.vocab import BoundKind, CellStatus, MemoryDevice
 
 __all__ = [
     "MATRIX_SCHEMA",
@@ -45,10 +46,6 @@ __all__ = [
 SWEEP_SCHEMA: Final = "tracekit.sweep"
 MATRIX_SCHEMA: Final = "tracekit.sweep_matrix"
 SWEEP_SCHEMA_VERSION: Final = "1.0"
-
-#: How a capture of the sweep ended: it ran (``ok``), ran out of memory (a CUDA OOM, or its
-#: peak over ``--mem-budget-gb``), failed otherwise, or hung past ``--cell-timeout``.
-CellStatus = Literal["ok", "oom", "failed", "timeout"]
 
 
 class GridAxis(msgspec.Struct, kw_only=True, frozen=True):
@@ -79,7 +76,7 @@ class CellRun(msgspec.Struct, kw_only=True, frozen=True):
     step_ns: list[int] = []
     step_mean_ns: float | None = None  # the longest per-rank mean step (sets throughput)
     samples_per_s: float | None = None  # global
-    memory_device: str | None = None  # "cuda" or "cpu"
+    memory_device: MemoryDevice | None = None
     peak_allocated_bytes: int | None = None  # worst rank
     peak_reserved_bytes: int | None = None  # worst rank
     peak_rss_bytes: int | None = None  # worst rank (whole process)
@@ -147,14 +144,14 @@ class MatrixRow(msgspec.Struct, kw_only=True, frozen=True):
     runs: int = 0  # captures that ran (ok)
     step_ns: float | None = None  # slowest rank's mean step, over the repeats
     samples_per_s: float | None = None
-    memory_device: str | None = None
+    memory_device: MemoryDevice | None = None
     peak_allocated_bytes: int | None = None
     peak_reserved_bytes: int | None = None
     peak_rss_bytes: int | None = None
     gap_bytes: int | None = None
     peak_pct: float | None = None  # the peak checked against memory, as a share of capacity
     within_headroom: bool | None = None  # None: no capacity known
-    verdict: str | None = None  # the bound kind of a traced cell's analysis
+    verdict: BoundKind | None = None  # of a traced cell's analysis
     verdict_share_pct: float | None = None
     probe_last_fit: int | None = None
     probe_first_oom: int | None = None

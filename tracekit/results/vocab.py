@@ -1,14 +1,33 @@
 """The domain vocabulary, defined once: bound kinds, idle causes, straggler causes, windows,
-how steps were found, why a step is warm-up. Plain ``str`` enums, so they encode as their values in JSON and compare
-equal to those strings.
+how steps were found, why a step is warm-up. String enums (:class:`StrEnum`), so they encode as
+their values in JSON, compare equal to those strings and format as them; ``Literal`` aliases
+where a plain string type is enough (polars' ``_typing.py`` is the model).
+
+A value is what a file holds, not what a report says: where a value reads as English (an older
+file holds it), the reports still render their own words from the member.
 """
 
 from __future__ import annotations
 
+import sys
 from enum import Enum
+from typing import Literal
+
+if sys.version_info >= (3, 11):
+    from enum import StrEnum
+else:
+
+    class StrEnum(str, Enum):
+        """:class:`enum.StrEnum` of Python 3.11: a member is its value, also in ``str()`` and f-strings."""
+
+        def __str__(self) -> str:
+            return str.__str__(self)
+
+        def __format__(self, format_spec: str) -> str:
+            return str.__format__(self, format_spec)
 
 
-class BoundKind(str, Enum):
+class BoundKind(StrEnum):
     """What bounds a run: the candidates of the verdict."""
 
     DATA = "data-bound"  # the device waits for the input pipeline (DataLoader, preprocessing)
@@ -26,7 +45,7 @@ class BoundKind(str, Enum):
     UNDETERMINED = "undetermined"  # nothing was measured
 
 
-class Confidence(str, Enum):
+class Confidence(StrEnum):
     """How sure a finding is."""
 
     HIGH = "high"
@@ -34,7 +53,7 @@ class Confidence(str, Enum):
     LOW = "low"
 
 
-class IdleCause(str, Enum):
+class IdleCause(StrEnum):
     """Why the GPU was idle in one gap, from the work that ends the gap and when it was launched.
 
     Launched *before* the gap began (the GPU was not waiting for the host): ``back_to_back``
@@ -60,7 +79,7 @@ class IdleCause(str, Enum):
     UNEXPLAINED = "unexplained"  # nothing in the trace explains it
 
 
-class LedgerEntry(str, Enum):
+class LedgerEntry(StrEnum):
     """Where one nanosecond of a rank's measured window went: each goes to exactly one entry.
 
     Device work: ``compute``, ``comms`` (communication not hidden by compute, and the device
@@ -92,7 +111,7 @@ class LedgerEntry(str, Enum):
     OTHER = "other"
 
 
-class StragglerCause(str, Enum):
+class StragglerCause(StrEnum):
     """Why a straggler arrives late."""
 
     PHASE = "phase"  # a phase (other than a data phase) takes longer on it than on the median of the other ranks
@@ -102,14 +121,35 @@ class StragglerCause(str, Enum):
     NOT_IN_PHASES = "not_in_phases"  # no annotated phase explains it: host work outside the ranges
 
 
-class WindowKind(str, Enum):
+class WindowKind(StrEnum):
     """What time a rank's figures are shares of."""
 
     STEPS = "steps"  # the profiler (or inferred) steps
     GPU_SPAN = "gpu_span"  # first to last GPU activity (HTA's definition)
 
 
-class StepSource(str, Enum):
+class DataMeasure(StrEnum):
+    """What the DataLoader's cost is measured as (the values are what files have always held;
+    reports write their own words)."""
+
+    GPU_IDLE = "gpu idle during fetch"  # device idle that overlaps a host fetch (DESIGN.md)
+    HOST_FETCH = "host fetch time (CPU-only run)"  # the host is the device: the fetch time itself
+
+
+class PhaseLevel(StrEnum):
+    """Which annotations the phase breakdown reports (the values are what files have always held;
+    reports write their own words)."""
+
+    #: with steps: the outermost ranges on the thread that records the steps, inside them
+    TRAINING_THREAD = (
+        "outermost user annotations on each rank's training thread (the thread recording "
+        "ProfilerStep), inside steps; nested ranges are folded into their outermost parent"
+    )
+    #: without steps: the outermost ranges of every thread
+    EVERY_THREAD = "outermost user annotations on every thread (no profiler steps)"
+
+
+class StepSource(StrEnum):
     """How the steps of a trace were found."""
 
     TRACEKIT = "tracekit step#N"
@@ -120,7 +160,7 @@ class StepSource(str, Enum):
     NONE = "none (the whole trace is one window)"
 
 
-class WarmupReason(str, Enum):
+class WarmupReason(StrEnum):
     """Why a step was kept out of the steady state."""
 
     LONG_FIRST = "long first iteration"  # the first step is much longer than the others' median
@@ -130,14 +170,33 @@ class WarmupReason(str, Enum):
     PROFILER_STOP = "profiler stop"  # the last step, far shorter, launching no GPU work: the profiler stopping
 
 
-class MeasuredOn(str, Enum):
+class SyncKind(StrEnum):
+    """What made the host wait for the device at one point."""
+
+    SYNC = "sync"  # a blocking sync call (stream, event or device synchronize)
+    BLOCKING_COPY = "blocking_copy"  # a copy to or from pageable memory: it blocks the host like a sync
+    #: a host read of a tensor value (``.item()``, ``bool(t)``): a sync on a GPU, and the only
+    #: trace of one on a CPU-only run
+    HOST_READ = "host_read"
+
+
+class WorkKind(StrEnum):
+    """What a row of the work table counts."""
+
+    KERNEL = "kernel"  # a GPU activity (kernel, copy, set) by name
+    HOST_OP = "host_op"  # a CPU operator by name
+    COLLECTIVE = "collective"  # a collective operation by name
+    SYNC = "sync"  # a blocking sync or host read, by the operator that issued it
+
+
+class MeasuredOn(StrEnum):
     """Which timeline the costs are shares of."""
 
     GPU = "gpu"
     HOST = "host"  # a CPU-only run: the host is the device
 
 
-class NoteKind(str, Enum):
+class NoteKind(StrEnum):
     """Findings that are facts worth acting on but not bounds."""
 
     HOST_SYNCS = "host-syncs"  # per-step host reads of device values (.item())
@@ -151,7 +210,7 @@ class NoteKind(str, Enum):
     RANKS_OVER_CORES = "ranks-over-cores"  # the capture ran more ranks than the machine had CPU cores
 
 
-class Parallelism(str, Enum):
+class Parallelism(StrEnum):
     """How a run is data-parallel: what its communication advice is about."""
 
     DDP = "ddp"  # DistributedDataParallel: replicated parameters, gradients all-reduced in buckets
@@ -159,7 +218,7 @@ class Parallelism(str, Enum):
     ZERO = "zero"  # DeepSpeed ZeRO: optimizer state, gradients (and parameters, stage 3) sharded
 
 
-class MemoryNote(str, Enum):
+class MemoryNote(StrEnum):
     """Findings about memory, beside the time verdict."""
 
     FRAGMENTATION = "memory-fragmentation"  # reserved but unallocated memory at the peak is large
@@ -168,7 +227,7 @@ class MemoryNote(str, Enum):
     HEADROOM = "memory-headroom"  # the device memory left at the peak on the rank with the least
 
 
-class CollectiveMatch(str, Enum):
+class CollectiveMatch(StrEnum):
     """How far collectives could be matched across ranks: what their floors and waits mean."""
 
     NONE = "none"  # no collective in the traces
@@ -177,10 +236,49 @@ class CollectiveMatch(str, Enum):
     COMPLETE = "complete"  # every rank of each group is present
 
 
-class MatchKey(str, Enum):
+class MatchKey(StrEnum):
     """What paired a collective on one rank with the same collective on the others."""
 
     SEQUENCE = "sequence"  # its sequence number in its process group (Kineto "Seq")
     GROUP_ORDER = "group_order"  # the k-th of its operation in its process group
     STREAM_ORDER = "stream_order"  # the k-th of its operation on its collective stream (no group recorded)
     OP_ORDER = "op_order"  # the k-th of its operation on the rank (nothing better recorded)
+
+
+class Change(StrEnum):
+    """What happened to a measure from A to B."""
+
+    FASTER = "faster"  # a time that went down beyond noise (or a throughput that went up)
+    SLOWER = "slower"  # a time that went up beyond noise (or a throughput that went down)
+    WITHIN_NOISE = "within noise"  # the interval holds zero, or the change is below the noise threshold
+    HIGHER = "higher"  # a quantity with no better direction (or measured once) that went up
+    LOWER = "lower"
+    SAME = "same"  # an exact quantity (a count) that did not change
+    APPEARED = "appeared"  # only in B
+    DISAPPEARED = "disappeared"  # only in A
+    NOT_MEASURED = "not measured"  # missing on one side or both
+
+
+class Unit(StrEnum):
+    """The unit of a measure's values."""
+
+    NS = "ns"
+    PCT = "pct"  # percentage points
+    BYTES = "bytes"
+    PER_S = "per_s"  # steps (or samples) per second
+    COUNT = "count"  # per step
+
+
+#: Which side of an A/B capture or a comparison: ``a`` (the baseline) or ``b``.
+SideKey = Literal["a", "b"]
+#: What a comparison's counts are per: a step, or a second of trace when a side has no steps.
+PerUnit = Literal["step", "second"]
+#: How a capture of the sweep ended: it ran (``ok``), ran out of memory (a CUDA OOM, or its
+#: peak over ``--mem-budget-gb``), failed otherwise, or hung past ``--cell-timeout``.
+CellStatus = Literal["ok", "oom", "failed", "timeout"]
+#: Whose memory a capture measured: the device's (``cuda``) or, on a CPU-only run, the process's.
+MemoryDevice = Literal["cuda", "cpu"]
+#: What a capture's per-phase memory deltas measure: CUDA allocated device memory, or the resident set.
+MemoryMeasure = Literal["allocated_bytes", "rss_bytes"]
+#: Over what a capture's memory peaks were taken: the measured steps (GPU) or the whole process (CPU, RSS).
+MemoryScope = Literal["measured steps", "whole process"]

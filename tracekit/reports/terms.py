@@ -1,0 +1,25 @@
+"""The words a report writes for the vocabulary's members that a report does not show by value.
+
+A member's value is what a file stores (:mod:`tracekit.results.vocab`); what a reader sees is
+written here, so that either can change without the other.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from tracekit.results.vocab import DataMeasure, PhaseLevel
+
+#: What the DataLoader's cost was measured as.
+DATA_MEASURES: Final[dict[DataMeasure, str]] = {
+    DataMeasure.GPU_IDLE: "gpu idle during fetch",
+    DataMeasure.HOST_FETCH: "host fetch time (CPU-only run)",
+}
+#: Which annotations the phase breakdown holds.
+PHASE_LEVELS: Final[dict[PhaseLevel, str]] = {
+    PhaseLevel.TRAINING_THREAD: (
+        "outermost user annotations on each rank's training thread (the thread recording "
+        "ProfilerStep), inside steps; nested ranges are folded into their outermost parent"
+    ),
+    PhaseLevel.EVERY_THREAD: "outermost user annotations on every thread (no profiler steps)",
+}
