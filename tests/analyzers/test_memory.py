@@ -163,7 +163,7 @@ def test_headroom_is_the_capacity_left_at_the_peak_on_the_rank_with_the_least(tm
 
 
 def test_ample_headroom_is_reported_without_advice(tmp_path: Path) -> None:
-    from tracekit.reports.sentences import write_memory
+    from tracekit.reports.memory_words import write_memory
 
     memory = analyze(load_run([_gap_trace(tmp_path, reserved_over_allocated=1.02, capacity_mib=4000)])).memory
     assert memory is not None

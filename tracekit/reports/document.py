@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Union
 if TYPE_CHECKING:
     import msgspec
 
-    from tracekit.reports.sentences import WrittenVerdict
+    from tracekit.reports.wording import WrittenVerdict
 
 #: A plotly.js figure is JSON data.
 JSON = Union[str, int, float, bool, None, list["JSON"], dict[str, "JSON"]]  # noqa: UP007  (a recursive alias)

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
 from tracekit.reports import figures
+from tracekit.reports import memory_tables as mt
 from tracekit.reports import tables as tb
 from tracekit.reports.capture_tables import capture_tables
 from tracekit.reports.document import Document, Format, Head, Line, Section, Table, Tone, View, only
@@ -79,7 +80,7 @@ def _stragglers(a: Analysis, v: View) -> tuple[Table, ...]:
 
 
 def _memory(a: Analysis, v: View) -> tuple[Table, ...]:
-    return (*_only(tb.memory_findings(a)), tb.memory(a, v.limit), *_only(tb.memory_categories(a, v.limit)))
+    return (*_only(mt.memory_findings(a)), mt.memory(a, v.limit), *_only(mt.memory_categories(a, v.limit)))
 
 
 def _capture(a: Analysis, v: View) -> tuple[Table, ...]:

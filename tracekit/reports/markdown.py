@@ -15,7 +15,7 @@ from tracekit.reports.text import one_line
 
 if TYPE_CHECKING:
     from tracekit.reports.document import Table
-    from tracekit.reports.sentences import WrittenVerdict
+    from tracekit.reports.wording import WrittenVerdict
 
 #: GitHub rejects comments of 65,536 characters or more; stay clearly below.
 MAX_CHARS: Final = 65_000

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final, Protocol, TypeVar
 
 from tracekit.reports.document import Table
-from tracekit.reports.sentences import ONE_RANK, write_memory
+from tracekit.reports.sentences import ONE_RANK
 from tracekit.reports.terms import DATA_MEASURES, PHASE_LEVELS
 from tracekit.results.vocab import CollectiveMatch, IdleCause, WindowKind
 
@@ -45,7 +45,9 @@ def short(name: object, limit: int = 90) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def _limited(rows: Sequence[R], key: Callable[[R], float | None], limit: int | None, label: str) -> tuple[list[R], str]:
+def limited_rows(
+    rows: Sequence[R], key: Callable[[R], float | None], limit: int | None, label: str
+) -> tuple[list[R], str]:
     if limit is None or len(rows) <= limit:
         return list(rows), ""
     kept = sorted(rows, key=lambda r: (key(r) is None, -(key(r) or 0)))[:limit]
@@ -53,7 +55,7 @@ def _limited(rows: Sequence[R], key: Callable[[R], float | None], limit: int | N
     return kept, f" {limit} of {len(rows)} ranks shown (largest {label}); all are in the JSON."
 
 
-def _table(
+def make_table(
     key: str,
     title: str,
     columns: Sequence[str],
@@ -86,7 +88,7 @@ def run_facts(a: Analysis) -> Table:
     ]
     if a.analysis_seconds is not None:
         rows.append(("analysis time", f"{a.analysis_seconds:.2f} s"))
-    return _table("facts", "Facts", ["fact", "value"], rows, numeric=[False, False])
+    return make_table("facts", "Facts", ["fact", "value"], rows, numeric=[False, False])
 
 
 def input_problems(a: Analysis) -> Table | None:
@@ -95,7 +97,7 @@ def input_problems(a: Analysis) -> Table | None:
     rows += [("warning", "", short(w, 400)) for w in a.run.warnings]
     if not rows:
         return None
-    return _table(
+    return make_table(
         "problems",
         "Input problems (read before the numbers)",
         ["what", "file", "detail"],
@@ -123,7 +125,7 @@ def steps_found(a: Analysis) -> str:
 def warmup(a: Analysis, limit: int | None) -> Table:
     """The steps kept out of the steady state, and why."""
     rows = a.steps.warmup if limit is None else a.steps.warmup[: max(limit, 16)]
-    return _table(
+    return make_table(
         "warmup",
         "Warm-up steps (excluded from every figure and from the verdict)",
         ["rank", "step", "ms", "x median", "reason"],
@@ -146,15 +148,15 @@ def trace_files(a: Analysis, limit: int | None = None) -> Table:
     note = (
         f"{len(ranks)} of {len(a.run.ranks)} ranks shown; all are in the JSON." if len(ranks) < len(a.run.ranks) else ""
     )
-    return _table(
+    return make_table(
         "files", "Trace files", ["rank", "file", "rank from", "events"], rows, note, numeric=[True, False, False, True]
     )
 
 
 def step_times(a: Analysis, limit: int | None) -> Table:
     """Step time per rank."""
-    rows, note = _limited(a.steps.per_rank, lambda r: r.mean_ns, limit, "mean_ns")
-    return _table(
+    rows, note = limited_rows(a.steps.per_rank, lambda r: r.mean_ns, limit, "mean_ns")
+    return make_table(
         "steps",
         "Step time per rank (host, ms)",
         ["rank", "steps", "mean", "median", "p95", "min", "max"],
@@ -185,7 +187,7 @@ def phases(a: Analysis) -> Table:
         ]
         for r in ann.summary
     )
-    return _table(
+    return make_table(
         "phases",
         "Phases (host time per step, over ranks and steps)",
         columns,
@@ -210,8 +212,8 @@ def phases_per_rank(a: Analysis, limit: int | None) -> Table:
     for r in a.annotations.per_rank:
         by_rank.setdefault(r.rank or 0, {})[r.name] = r.step_mean_ns
     data = [_RankPhases(rank, m, sum(v or 0 for k, v in m.items() if k in names)) for rank, m in by_rank.items()]
-    rows, note = _limited(data, lambda r: r.total, limit, "total")
-    return _table(
+    rows, note = limited_rows(data, lambda r: r.total, limit, "total")
+    return make_table(
         "phases_per_rank",
         "Phases per rank (host ms per step)",
         ["rank", *map(short, names)],
@@ -224,9 +226,9 @@ def phases_per_rank(a: Analysis, limit: int | None) -> Table:
 def gpu_breakdown(a: Analysis, limit: int | None) -> Table:
     """GPU time breakdown and overlap per rank."""
     overlap = {r.rank: r for r in a.overlap.per_rank}
-    rows, note = _limited(a.gpu_breakdown.per_rank, lambda r: r.idle_pct, limit, "idle_pct")
+    rows, note = limited_rows(a.gpu_breakdown.per_rank, lambda r: r.idle_pct, limit, "idle_pct")
     window = "profiler steps" if a.gpu_breakdown.window is WindowKind.STEPS else "first to last GPU activity"
-    return _table(
+    return make_table(
         "gpu",
         "GPU time breakdown per rank",
         ["rank", "window ms", "compute", "comm", "memory", "idle", "collective ms", "overlap"],
@@ -254,8 +256,8 @@ def host_breakdown(a: Analysis, limit: int | None) -> Table | None:
     host = a.host_breakdown
     if host is None:
         return None
-    rows, note = _limited(host.per_rank, lambda r: r.idle_pct, limit, "idle_pct")
-    return _table(
+    rows, note = limited_rows(host.per_rank, lambda r: r.idle_pct, limit, "idle_pct")
+    return make_table(
         "host",
         "Host time breakdown per rank (CPU-only run)",
         ["rank", "window ms", "operators", "collectives", "idle"],
@@ -267,9 +269,9 @@ def host_breakdown(a: Analysis, limit: int | None) -> Table | None:
 def stragglers(a: Analysis, limit: int | None) -> Table:
     """Who arrives last at collectives."""
     s = a.stragglers
-    rows, note = _limited(s.per_rank, lambda r: r.score, limit, "score")
+    rows, note = limited_rows(s.per_rank, lambda r: r.score, limit, "score")
     named = ", ".join(f"rank {x.rank} ({x.phase or x.cause.value})" for x in s.stragglers) or "none"
-    return _table(
+    return make_table(
         "stragglers",
         "Collectives: who arrives last",
         ["rank", "last / collectives", "mean lateness ms", "others waited ms", "score"],
@@ -306,7 +308,7 @@ def collectives(a: Analysis, limit: int = 40) -> Table:
     if any(not r.matched for r in inst):
         note = f" {_UNMATCHED}: recorded by one rank only, its latency floor and waiting are {ONE_RANK}." + note
     one_rank = a.collectives.match is CollectiveMatch.SINGLE_RANK
-    return _table(
+    return make_table(
         "collectives",
         "Collective instances, each recorded by one rank only"
         if one_rank
@@ -333,9 +335,9 @@ def collectives(a: Analysis, limit: int = 40) -> Table:
 def dataloader(a: Analysis, limit: int | None) -> Table:
     """DataLoader gaps per rank."""
     dl = a.dataloader
-    rows, note = _limited(dl.per_rank, lambda r: r.share_pct, limit, "share_pct")
+    rows, note = limited_rows(dl.per_rank, lambda r: r.share_pct, limit, "share_pct")
     has = any(r.fetch_ns for r in dl.per_rank)
-    return _table(
+    return make_table(
         "dataloader",
         "DataLoader gaps per rank",
         ["rank", "host fetch ms", "device idle ms", "share"],
@@ -349,9 +351,9 @@ def dataloader(a: Analysis, limit: int | None) -> Table:
 def syncs(a: Analysis, limit: int | None) -> Table:
     """Host syncs per rank."""
     per = a.host_syncs.per_rank
-    rows, note = _limited(per, lambda r: r.idle_after_ns, limit, "idle_after_ns")
+    rows, note = limited_rows(per, lambda r: r.idle_after_ns, limit, "idle_after_ns")
     has = any(r.sync_calls or r.sync_ops or r.gpu_sync_events for r in per)
-    return _table(
+    return make_table(
         "syncs",
         "Host syncs per rank",
         ["rank", "sync calls / step", ".item() / step", "GPU sync events", "GPU idle after ms"],
@@ -387,8 +389,8 @@ def idle_causes(a: Analysis, limit: int | None) -> Table:
     for r in rows_in:
         by_rank.setdefault(r.rank, {})[r.cause.value] = r.idle_ns
     data = [_RankIdle(rank, c, sum(c.values())) for rank, c in by_rank.items()]
-    rows, note = _limited(data, lambda r: r.total, limit, "total")
-    return _table(
+    rows, note = limited_rows(data, lambda r: r.total, limit, "total")
+    return make_table(
         "idle",
         "GPU idle by cause (ms)",
         ["rank", *causes],
@@ -412,7 +414,7 @@ _CAUSE_NOTES: Final = {
 def kernels(a: Analysis, top: int = 15) -> Table:
     """Top GPU kernels."""
     rows = a.kernels.top[:top]
-    return _table(
+    return make_table(
         "kernels",
         f"Top {min(top, len(rows))} GPU kernels over all ranks",
         ["kernel", "category", "count", "total ms", "mean us", "share"],
@@ -426,93 +428,9 @@ def kernels(a: Analysis, top: int = 15) -> Table:
     )
 
 
-def _mib(value: float | None) -> str:
-    return "-" if value is None else f"{value / 2**20:,.1f}"
-
-
-def memory(a: Analysis, limit: int | None) -> Table:
-    """Peak and final memory per rank and device, from the allocator's counters."""
-    per = a.memory.per_device if a.memory is not None else []
-    rows, note = _limited(per, lambda r: r.peak_allocated_bytes, limit, "peak_allocated_bytes")
-    return _table(
-        "memory",
-        "Memory per rank (MiB, from the allocator's [memory] counters)",
-        [
-            "rank",
-            "device",
-            "peak allocated",
-            "peak reserved",
-            "gap at peak",
-            "headroom",
-            "final allocated",
-            "at the peak",
-            "samples",
-        ],
-        (
-            [
-                str(r.rank),
-                f"{r.device_type or '?'}:{'' if r.device is None else r.device}",
-                _mib(r.peak_allocated_bytes),
-                _mib(r.peak_reserved_bytes),
-                "-" if r.gap_at_peak_bytes is None else f"{_mib(r.gap_at_peak_bytes)} ({pct(r.gap_at_peak_pct)})",
-                "-" if r.headroom_bytes is None else f"{_mib(r.headroom_bytes)} ({pct(r.headroom_pct)})",
-                _mib(r.final_allocated_bytes),
-                short(" / ".join(x for x in (r.peak_phase, r.peak_op) if x) or "-"),
-                f"{r.samples:,}",
-            ]
-            for r in rows
-        ),
-        "Recorded when the profiler ran with profile_memory=True (Kineto) or nsys --cuda-memory-usage=true. "
-        "Gap at peak: reserved minus allocated when allocated peaked (held by the caching allocator, used by no "
-        "tensor), and its share of reserved. Headroom: the device's capacity (as the trace records it) minus peak "
-        "reserved, and its share of the capacity. At the peak: the phase and the operator running then." + note,
-        numeric=[True, False, True, True, True, True, True, False, True],
-        empty="No memory counters in these traces (record them with torch.profiler(profile_memory=True)).",
-    )
-
-
-def memory_categories(a: Analysis, limit: int | None) -> Table | None:
-    """What fills memory at each rank's peak, from a categorized memory timeline."""
-    memory = a.memory
-    if memory is None or not memory.categories:
-        return None
-    peaks = {p.rank: p for p in memory.peaks}
-    ranks = sorted(peaks)[: limit or None]
-    cut = f" {len(ranks)} of {len(peaks)} ranks shown." if len(ranks) < len(peaks) else ""
-    return _table(
-        "memory_categories",
-        "What fills memory at the peak (MiB, from export_memory_timeline)",
-        ["rank", "category", "at the peak", "share of the peak", "its own peak"],
-        (
-            [str(c.rank), c.category, _mib(c.at_peak_bytes), pct(c.at_peak_pct), _mib(c.peak_bytes)]
-            for c in memory.categories
-            if c.rank in ranks
-        ),
-        "Categories as torch.profiler's memory profiler assigns them; the peak is the largest running total of "
-        "the timeline (memory from before profiling included)." + cut,
-        numeric=[True, False, True, True, True],
-    )
-
-
-def memory_findings(a: Analysis) -> Table | None:
-    """The memory findings and what to do about each (the words of the verdict's memory lines)."""
-    memory = a.memory
-    if memory is None or not memory.findings:
-        return None
-    written = [write_memory(f) for f in memory.findings]
-    return _table(
-        "memory_findings",
-        "Memory findings",
-        ["finding", "figures", "what to try"],
-        ([w.title, "; ".join(w.evidence), "; ".join(w.recommendations) or "-"] for w in written),
-        "Beside the time verdict: what limits the batch that fits. Thresholds: tracekit/analyzers/memory.py.",
-        numeric=[False, False, False],
-    )
-
-
 def costs(a: Analysis) -> Table:
     """The share of each candidate bound."""
-    return _table(
+    return make_table(
         "costs",
         "Share of measured time per candidate bound",
         ("bound", "mean over ranks", "worst rank's share", "worst rank"),
@@ -530,12 +448,12 @@ def ledger(a: Analysis, limit: int | None) -> Table | None:
     if led is None or not led.run:
         return None
     entries = [s.entry for s in led.run]
-    rows, note = _limited(led.per_rank, lambda r: r.window_ns, limit, "window")
+    rows, note = limited_rows(led.per_rank, lambda r: r.window_ns, limit, "window")
     pace = ", ".join(str(r) for r in led.pace_ranks[:16]) + ("…" if len(led.pace_ranks) > 16 else "")
     body = [["run", "", *(pct(s.share_pct) for s in led.run)]]
     body += [[str(r.rank), ms(r.window_ns), *(pct(r.pct.get(e, 0.0)) for e in entries)] for r in rows]
     bounds = "; ".join(f"{s.entry.value}: {s.bound.value if s.bound else 'no bound'}" for s in led.run)
-    return _table(
+    return make_table(
         "ledger",
         "Where each rank's measured time went (the ledger)",
         ["rank", "window ms", *(e.value for e in entries)],
