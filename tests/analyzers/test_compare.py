@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 from typing import TYPE_CHECKING, Any
 
+import msgspec
 import numpy as np
 import pytest
 
@@ -13,6 +14,8 @@ from tracekit.analyzers.compare import Noise, _block_indices, compare, evaluate_
 from tracekit.errors import InputError
 from tracekit.pipeline import analyze_paths
 from tracekit.results.compare import Change, WorkKind
+from tracekit.results.rows import CostRow
+from tracekit.results.vocab import BoundKind
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -119,6 +122,19 @@ def test_an_identical_run_differs_by_nothing(runs: dict[str, Analysis]) -> None:
 
 def test_the_comparison_is_deterministic(runs: dict[str, Analysis]) -> None:
     assert compare([runs["a"]], [runs["slow"]]) == compare([runs["a"]], [runs["slow"]])
+
+
+def test_cost_rows_that_tie_come_in_the_vocabulary_order(runs: dict[str, Analysis]) -> None:
+    """Bounds of equal share (0 on both sides, typically) are ordered by the BoundKind enum, not
+    by a set's hash order (which changed from run to run)."""
+    kinds = [k for k in BoundKind if k not in (BoundKind.MIXED, BoundKind.UNDETERMINED)]
+    rows = [CostRow(bound=k, share_pct=0.0, max_rank_share_pct=0.0, worst_rank=None) for k in reversed(kinds)]
+    rows[3] = msgspec.structs.replace(rows[3], share_pct=40.0)
+    a = runs["a"]
+    tied = msgspec.structs.replace(a, verdict=msgspec.structs.replace(a.verdict, costs=rows))
+    costs = compare([tied], [tied]).verdicts.costs
+    first = rows[3].bound
+    assert [c.bound for c in costs] == [first.value, *(k.value for k in kinds if k is not first)]
 
 
 def test_a_per_step_host_read_in_forward_is_found_in_b_only(runs: dict[str, Analysis]) -> None:

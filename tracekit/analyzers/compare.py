@@ -50,7 +50,7 @@ from tracekit.results.compare import (
     WorkChange,
     WorkKind,
 )
-from tracekit.results.vocab import MeasuredOn
+from tracekit.results.vocab import BoundKind, MeasuredOn
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -703,6 +703,8 @@ def _top_work(rows: list[WorkChange]) -> list[WorkChange]:
                 -abs(r.delta_ns),
                 -abs(r.delta_count),
                 r.name,
+                r.phase or "",
+                r.sync_kind or "",
             ),
         )
         out.extend(ordered[:WORK_ROWS])
@@ -841,7 +843,7 @@ def _sync_comparison(c: _Inputs, syncs: Measure, work: list[WorkChange]) -> Sync
     relevant = {"sync", "blocking_copy"} if _measured_on(c.a[0]) is MeasuredOn.GPU else {HOST_READ}
     rows = sorted(
         (r for r in work if r.kind is WorkKind.SYNC and r.sync_kind in relevant),
-        key=lambda r: (-max(r.a_count or 0.0, r.b_count or 0.0), r.name, r.phase or ""),
+        key=lambda r: (-max(r.a_count or 0.0, r.b_count or 0.0), r.name, r.phase or "", r.sync_kind or ""),
     )
     return SyncComparison(
         measure=sync_measure(c.a[0]),
@@ -933,7 +935,11 @@ def compare(
 def _verdicts(a: Analysis, b: Analysis) -> VerdictComparison:
     costs_a = {c.bound.value: c.share_pct for c in a.verdict.costs}
     costs_b = {c.bound.value: c.share_pct for c in b.verdict.costs}
-    bounds = sorted(costs_a.keys() | costs_b.keys(), key=lambda k: -max(costs_a.get(k, 0.0), costs_b.get(k, 0.0)))
+    order = {kind.value: i for i, kind in enumerate(BoundKind)}  # ties (share 0) in the vocabulary's order
+    bounds = sorted(
+        costs_a.keys() | costs_b.keys(),
+        key=lambda k: (-max(costs_a.get(k, 0.0), costs_b.get(k, 0.0)), order.get(k, len(order)), k),
+    )
     shifts = [
         CostShift(
             bound=k,
