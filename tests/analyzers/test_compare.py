@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from tests.factories import kineto_event, write_kineto
-from tracekit.analyzers.compare import Noise, _block_indices, compare, evaluate_gate, parse_gate
+from tracekit.analyzers.compare import Noise, compare, evaluate_gate, parse_gate
+from tracekit.analyzers.compare.noise import block_indices
 from tracekit.errors import InputError
 from tracekit.pipeline import analyze_paths
 from tracekit.results.compare import Change, WorkKind
@@ -175,12 +176,12 @@ def test_repeats_pool_runs_and_widen_the_interval(runs: dict[str, Analysis]) -> 
 
 def test_block_bootstrap_indices_stay_in_range_and_keep_blocks() -> None:
     rng = np.random.default_rng(0)
-    idx = _block_indices(27, 100, rng)
+    idx = block_indices(27, 100, rng)
     assert idx.shape == (100, 27)
     assert idx.min() >= 0 and idx.max() <= 26
     # blocks of 3 consecutive steps: positions 0,1,2 of a row are consecutive
     assert np.all(idx[:, 1] == idx[:, 0] + 1) and np.all(idx[:, 2] == idx[:, 0] + 2)
-    assert _block_indices(1, 5, rng).tolist() == [[0]] * 5
+    assert block_indices(1, 5, rng).tolist() == [[0]] * 5
 
 
 def test_the_noise_threshold_keeps_a_tiny_significant_change_within_noise(runs: dict[str, Analysis]) -> None:
