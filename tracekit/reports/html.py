@@ -220,7 +220,7 @@ class HtmlRenderer:
             samples=ct.samples(c),
             noise_line=ct.noise_line(c),
             tone=tone,
-            warnings=c.warnings,
+            warnings=ct.warnings(c),
             gate=[{"failed": g.failed, "line": ct.gate_line(g)} for g in c.gate],
             gate_summary=ct.gate_summary(c),
             facts_line=_comparison_facts(c),

@@ -162,7 +162,7 @@ def comparison_headline(c: Comparison) -> str:
     lines += ["", f"<sub>{escape(ct.noise_line(c))}</sub>", ""]
     if c.warnings:
         lines += ["**How the runs differ (read before the numbers)**", ""]
-        lines += [f"- ⚠️ {escape(w)}" for w in c.warnings] + [""]
+        lines += [f"- ⚠️ {escape(w)}" for w in ct.warnings(c)] + [""]
     if c.gate:
         lines += [f"**{escape(ct.gate_summary(c))}**", ""]
         lines += [f"- {'❌' if g.failed else '✅'} {escape(ct.gate_line(g))}" for g in c.gate] + [""]

@@ -211,7 +211,7 @@ def comparison_headline(c: Comparison) -> Text:
     if samples := ct.samples(c):
         _line(text, f"  ({samples})")
     _line(text, ct.noise_line(c), "dim")
-    for warning in c.warnings:
+    for warning in ct.warnings(c):
         _line(text, f"warning: {warning}", "yellow")
     if c.gate:
         _line(text, ct.gate_summary(c), "bold red" if any(g.failed for g in c.gate) else "bold green")

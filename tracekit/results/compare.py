@@ -7,7 +7,13 @@ rendered by the same renderers.
 
 Conventions: ``delta`` is always B minus A, in the measure's unit; ``delta_pct`` is that
 over A's value; ``step_pct`` is that over A's mean step time (so a phase's change reads as a
-share of the step). Times are nanoseconds, shares percentages, memory bytes.
+share of the step). Times are nanoseconds, shares percentages, memory bytes. Findings (how the
+runs differ, the gate's outcome, how the intervals were made, what a sync is) are kinds and
+figures; their sentences are written by :mod:`tracekit.reports.compare_text`.
+
+Schema 2.0 (from 1.0): ``warnings`` are :class:`RunDifference` objects, ``gate`` results hold
+their outcome and figures (no ``message``, ``observed`` or limit text), ``noise.method`` is a
+:class:`NoiseMethod` and ``syncs.measure`` a :class:`SyncMeasure`, where 1.0 held sentences.
 """
 
 from __future__ import annotations
@@ -21,7 +27,7 @@ from tracekit.results.analysis import Finding  # noqa: TC001  (msgspec reads ann
 from tracekit.results.vocab import MeasuredOn  # noqa: TC001
 
 COMPARISON_SCHEMA: Final = "tracekit.comparison"
-COMPARISON_SCHEMA_VERSION: Final = "1.0"
+COMPARISON_SCHEMA_VERSION: Final = "2.0"
 
 
 class Struct(msgspec.Struct, frozen=True, kw_only=True):
@@ -131,12 +137,19 @@ class WorkChange(Struct, frozen=True, kw_only=True):
     change: Change = Change.SAME
 
 
+class SyncMeasure(str, Enum):
+    """What counts as a host sync of a comparison (decided by A's device)."""
+
+    #: a GPU run: the host's blocking sync calls and copies (points where it waited for the GPU)
+    SYNC_CALLS = "sync_calls"
+    #: a CPU-only run: host reads of tensor values (``.item()``, ``bool(t)``: each a sync on a GPU)
+    HOST_READS = "host_reads"
+
+
 class SyncComparison(Struct, frozen=True, kw_only=True):
     """Host syncs per step on both sides, by what counts as one on the device measured."""
 
-    #: what is counted: blocking sync calls (a GPU run), or host reads of tensor values
-    #: (``.item()``, ``bool(t)``: syncs on a GPU, counted on a CPU-only run)
-    measure: str
+    measure: SyncMeasure
     a_per_step: float | None = None
     b_per_step: float | None = None
     delta: float | None = None
@@ -186,11 +199,22 @@ class Side(Struct, frozen=True, kw_only=True):
     tracekit_version: str | None = None
 
 
+class NoiseMethod(str, Enum):
+    """How the intervals of a comparison were made: a moving-block bootstrap over steps, each
+    step the mean over ranks, and with repeats on both sides more."""
+
+    #: one run on a side: the interval holds step-to-step variation only, not how far two
+    #: launches of one program differ
+    STEPS = "block_bootstrap_steps"
+    #: repeats on both sides: runs resampled first, then steps within each, and the interval no
+    #: narrower than Welch's t over the runs' means (run-to-run variation measured)
+    RUNS_THEN_STEPS = "block_bootstrap_runs_then_steps"
+
+
 class NoiseModel(Struct, frozen=True, kw_only=True):
     """How "within noise" was decided (written beside the results, so the reader can judge)."""
 
-    #: "block bootstrap over steps (each step the mean over ranks)", "runs, then steps", ...
-    method: str
+    method: NoiseMethod
     level: float  # confidence level of the intervals
     resamples: int
     #: a change smaller than this share of A's value is within noise even when the interval
@@ -201,16 +225,67 @@ class NoiseModel(Struct, frozen=True, kw_only=True):
     seed: int
 
 
-class GateResult(Struct, frozen=True, kw_only=True):
-    """One ``--fail-if`` condition and whether B breaks it."""
+class GateOutcome(str, Enum):
+    """What one ``--fail-if`` condition found (B against the baseline A)."""
 
-    spec: str
-    key: str
+    #: worse beyond noise (a count or a peak: worse at all) and by more than the limit: fails
+    REGRESSED = "regressed"
+    #: worse beyond noise, by no more than the limit
+    WITHIN_LIMIT = "within_limit"
+    #: a time whose change is within noise
+    WITHIN_NOISE = "within_noise"
+    #: not worse
+    NO_REGRESSION = "no_regression"
+
+
+class GateResult(Struct, frozen=True, kw_only=True):
+    """One ``--fail-if`` condition, the figures it read, and whether B breaks it."""
+
+    spec: str  # the condition as given
+    key: str  # the measure it reads
     label: str
-    limit: str
-    observed: str
-    failed: bool
-    message: str
+    unit: Unit
+    #: the limit as a share of A's value (percent) when the condition gave a share
+    limit_pct: float | None = None
+    #: the limit in the measure's unit (a share worked out on A's value)
+    limit: float
+    #: the measure's change B - A, that over A (percent), and its interval
+    delta: float
+    delta_pct: float | None = None
+    ci: Interval | None = None
+    outcome: GateOutcome
+    failed: bool  # outcome is regressed
+
+
+class WarningKind(str, Enum):
+    """How the two runs differ in what they measure: a reason to read their changes with care.
+
+    The figures each kind holds in :class:`RunDifference` are noted beside it."""
+
+    WORLD_SIZE = "world_size"  # a, b: the world sizes
+    RANKS = "ranks"  # a_items, b_items: the ranks present (per-rank rows only for common ranks)
+    DEVICES = "devices"  # a_items, b_items: the devices, each once, sorted
+    BACKEND = "backend"  # a, b: the process-group backends
+    MEASURED_ON = "measured_on"  # a, b: the timeline each side's shares are of (a MeasuredOn)
+    NO_STEPS = "no_steps"  # a, b: measured steps, 0 on one side or both (work compared per second)
+    STEP_COUNT = "step_count"  # a, b: measured steps (rank x step), more than a factor apart
+    STEP_SOURCE = "step_source"  # a, b: how each side's steps were found (a StepSource, or None)
+    STEP_SELECTION = "step_selection"  # the steps measured were selected differently (--steps, --include-warmup)
+    WINDOW = "window"  # a, b: the windows each side's figures are shares of (a WindowKind)
+    WORKLOAD = "workload"  # a, b: the captured workloads
+    BATCH_SIZE = "batch_size"  # a, b: the batch size per rank (per-step figures measure different work)
+    CONFIG = "config"  # keys: the capture config keys that differ, dotted, sorted
+
+
+class RunDifference(Struct, frozen=True, kw_only=True):
+    """One way the runs differ in what they measure: its kind and figures (see :class:`WarningKind`)."""
+
+    kind: WarningKind
+    a: int | str | None = None
+    b: int | str | None = None
+    a_items: list[int | str] = msgspec.field(default_factory=list)
+    b_items: list[int | str] = msgspec.field(default_factory=list)
+    keys: list[str] = msgspec.field(default_factory=list)
 
 
 class Comparison(Struct, frozen=True, kw_only=True):
@@ -236,7 +311,7 @@ class Comparison(Struct, frozen=True, kw_only=True):
     syncs: SyncComparison
     verdicts: VerdictComparison
     #: how the runs differ in what they measure (world size, devices, batch, steps)
-    warnings: list[str] = msgspec.field(default_factory=list)
+    warnings: list[RunDifference] = msgspec.field(default_factory=list)
     gate: list[GateResult] = msgspec.field(default_factory=list)
 
 

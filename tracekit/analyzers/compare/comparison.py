@@ -22,6 +22,7 @@ from tracekit.analyzers.compare.work_changes import sync_comparison, top_work, w
 from tracekit.results.compare import (
     Comparison,
     CostShift,
+    NoiseMethod,
     NoiseModel,
     Unit,
     VerdictComparison,
@@ -59,22 +60,13 @@ def compare(
     per_rank = ms.per_rank(c, sorted(set(side_a.ranks) & set(side_b.ranks)))
     phases = ms.phases(c)
     changes = work(a, b, per_second=not has_steps)
-    if len(a) > 1 and len(b) > 1:
-        repeats = (
-            "; with repeats, runs resampled first, then steps within each, and the interval no narrower than "
-            "Welch's t over the runs' means (run-to-run variation measured)"
-        )
-    else:
-        repeats = (
-            "; one run on a side: the interval holds step-to-step variation only, not how far two launches "
-            "of one program differ (capture --ab with --repeats 3 measures that)"
-        )
+    repeats = len(a) > 1 and len(b) > 1
     return Comparison(
         tracekit_version=__version__,
         a=side_a,
         b=side_b,
         noise=NoiseModel(
-            method="moving-block bootstrap over steps, each step the mean over ranks" + repeats,
+            method=NoiseMethod.RUNS_THEN_STEPS if repeats else NoiseMethod.STEPS,
             level=noise.level,
             resamples=noise.resamples,
             threshold_pct=noise.threshold_pct,

@@ -1,5 +1,6 @@
 """The CI gate of a comparison: ``--fail-if METRIC:LIMIT`` read into a :class:`GateSpec`, and each
-condition decided on a :class:`Comparison` into a :class:`GateResult`.
+condition decided on a :class:`Comparison` into a typed :class:`GateResult` (its outcome and
+figures; the lines a user reads are written by :mod:`tracekit.reports.compare_text`).
 
 Parsing lives here, beside the evaluation, not in the CLI: which measure a metric reads and in
 which unit its limit is written are the comparison's vocabulary, the CLI holds no logic, and
@@ -14,8 +15,9 @@ from typing import TYPE_CHECKING, Final
 
 import msgspec
 
+from tracekit.analyzers.compare.noise import rounded
 from tracekit.errors import InputError
-from tracekit.results.compare import Change, Comparison, GateResult, Measure, Unit
+from tracekit.results.compare import Change, Comparison, GateOutcome, GateResult, Measure, Unit
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -106,22 +108,6 @@ def _find(comparison: Comparison, key: str) -> Measure | None:
     return None
 
 
-def _fmt(value: float | None, unit: Unit) -> str:
-    if value is None:
-        return "n/a"
-    sign = "+" if value > 0 else ("-" if value < 0 else "")
-    v = abs(value)
-    if unit is Unit.NS:
-        text = f"{v / 1e6:.3g} ms" if v >= 1e5 else f"{v / 1e3:.3g} us"
-    elif unit is Unit.BYTES:
-        text = f"{v / 2**30:.3g} GiB" if v >= 2**30 else f"{v / 2**20:.3g} MiB"
-    elif unit is Unit.PCT:
-        text = f"{v:.3g} points"
-    else:
-        text = f"{v:.4g}"
-    return sign + text
-
-
 def _decide(spec: GateSpec, m: Measure, *, a: float, delta: float) -> GateResult:
     """One condition on a measure measured on both sides (A's value ``a``, B - A ``delta``)."""
     worse = -delta if m.lower_is_better is False else delta
@@ -130,29 +116,26 @@ def _decide(spec: GateSpec, m: Measure, *, a: float, delta: float) -> GateResult
     noisy = m.ci is not None and m.unit is not Unit.COUNT  # counts are compared as they are
     beyond = m.change is Change.SLOWER if noisy else worse > 0
     failed = beyond and worse > limit
-    limit_text = f"{spec.pct:g}%" if spec.pct is not None else _fmt(limit, m.unit).lstrip("+")
-    observed = f"{_fmt(delta, m.unit)}" + (f" ({m.delta_pct:+.2f}%)" if m.delta_pct is not None else "")
-    interval = (
-        f", {round(100 * m.ci.level)}% CI {_fmt(m.ci.low, m.unit)}..{_fmt(m.ci.high, m.unit)}"
-        if m.ci is not None
-        else ""
-    )
     if failed:
-        message = f"regressed: {m.label} {observed}{interval}, beyond the limit {limit_text}"
+        outcome = GateOutcome.REGRESSED
     elif beyond:
-        message = f"within the limit: {m.label} {observed}{interval}, limit {limit_text}"
+        outcome = GateOutcome.WITHIN_LIMIT
     elif noisy and m.change is Change.WITHIN_NOISE:
-        message = f"within noise: {m.label} {observed}{interval}"
+        outcome = GateOutcome.WITHIN_NOISE
     else:
-        message = f"no regression: {m.label} {observed}{interval}"
+        outcome = GateOutcome.NO_REGRESSION
     return GateResult(
         spec=spec.text,
         key=spec.key,
         label=m.label,
-        limit=limit_text,
-        observed=observed,
+        unit=m.unit,
+        limit_pct=spec.pct,
+        limit=rounded(limit) or 0.0,
+        delta=delta,
+        delta_pct=m.delta_pct,
+        ci=m.ci,
+        outcome=outcome,
         failed=failed,
-        message=message,
     )
 
 

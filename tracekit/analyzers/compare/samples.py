@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import polars as pl
 
+from tracekit.results.compare import SyncMeasure
 from tracekit.results.vocab import MeasuredOn
 
 if TYPE_CHECKING:
@@ -105,11 +106,9 @@ def overlap(column: str) -> Callable[[Analysis], np.ndarray]:
     return values
 
 
-def sync_measure(analysis: Analysis) -> str:
+def sync_measure(analysis: Analysis) -> SyncMeasure:
     """What counts as a sync of this run: the host's blocking calls on a GPU run, else host reads."""
-    if measured_on(analysis) is MeasuredOn.GPU:
-        return "blocking sync calls and copies (points where the host waited for the GPU)"
-    return "host reads of tensor values (.item(), bool(t): each a device-to-host sync on a GPU)"
+    return SyncMeasure.SYNC_CALLS if measured_on(analysis) is MeasuredOn.GPU else SyncMeasure.HOST_READS
 
 
 def syncs(analysis: Analysis) -> np.ndarray:

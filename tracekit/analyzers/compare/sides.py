@@ -1,5 +1,5 @@
 """The two sides of a comparison: what each is, whether its runs are repeats of one run, and how
-the sides differ in what they measure."""
+the sides differ in what they measure (each difference a kind and its figures)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from tracekit.analyzers.compare.samples import measured_on
 from tracekit.errors import InputError
-from tracekit.results.compare import Side
+from tracekit.results.compare import RunDifference, Side, WarningKind
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -65,65 +65,55 @@ def check_side(label: str, runs: Sequence[Analysis]) -> None:
             raise InputError(f"{label}: a run with no ranks: nothing to compare")
 
 
-def differences(a: Side, b: Side, ra: Analysis, rb: Analysis) -> list[str]:
+def differences(a: Side, b: Side, ra: Analysis, rb: Analysis) -> list[RunDifference]:
     """How the sides differ in what they measure: setup, steps, then capture config."""
     return [*_setup(a, b), *_steps(a, b, ra, rb), *_config(a, b)]
 
 
-def _setup(a: Side, b: Side) -> list[str]:
-    out: list[str] = []
+def _setup(a: Side, b: Side) -> list[RunDifference]:
+    out: list[RunDifference] = []
     if a.world_size != b.world_size:
-        out.append(f"world size differs: A {a.world_size}, B {b.world_size}")
+        out.append(RunDifference(kind=WarningKind.WORLD_SIZE, a=a.world_size, b=b.world_size))
     if len(a.ranks) != len(b.ranks) or set(a.ranks) != set(b.ranks):
-        out.append(
-            f"ranks present differ: A {_ranks(a.ranks)}, B {_ranks(b.ranks)}; per-rank rows only for common ranks"
-        )
-    if sorted(set(a.devices)) != sorted(set(b.devices)):
-        da = ", ".join(sorted(set(a.devices))) or "none recorded"
-        db = ", ".join(sorted(set(b.devices))) or "none recorded"
-        out.append(f"devices differ: A {da}; B {db}: kernel times reflect the hardware as well as the change")
+        out.append(RunDifference(kind=WarningKind.RANKS, a_items=list(a.ranks), b_items=list(b.ranks)))
+    devices_a, devices_b = sorted(set(a.devices)), sorted(set(b.devices))
+    if devices_a != devices_b:
+        out.append(RunDifference(kind=WarningKind.DEVICES, a_items=list(devices_a), b_items=list(devices_b)))
     if a.backend != b.backend and a.backend and b.backend:
-        out.append(f"backend differs: A {a.backend}, B {b.backend}")
+        out.append(RunDifference(kind=WarningKind.BACKEND, a=a.backend, b=b.backend))
     if a.measured_on != b.measured_on:
-        out.append(
-            f"A is measured on the {a.measured_on.value}, B on the {b.measured_on.value}: shares are not comparable"
-        )
+        out.append(RunDifference(kind=WarningKind.MEASURED_ON, a=a.measured_on.value, b=b.measured_on.value))
     return out
 
 
-def _steps(a: Side, b: Side, ra: Analysis, rb: Analysis) -> list[str]:
-    out: list[str] = []
-    if (a.steps == 0) != (b.steps == 0):
-        who = "A" if a.steps == 0 else "B"
-        out.append(f"{who} has no steps: step times cannot be compared; work is compared per second of trace")
-    elif a.steps == 0:
-        out.append("neither run has steps: step times cannot be compared; work is compared per second of trace")
+def _steps(a: Side, b: Side, ra: Analysis, rb: Analysis) -> list[RunDifference]:
+    out: list[RunDifference] = []
+    if a.steps == 0 or b.steps == 0:
+        out.append(RunDifference(kind=WarningKind.NO_STEPS, a=a.steps, b=b.steps))
     else:
         ratio = max(a.steps, b.steps) / max(1, min(a.steps, b.steps))
         if ratio > STEP_COUNT_RATIO:
-            out.append(f"steps found differ: A {a.steps}, B {b.steps} measured (rank x step)")
+            out.append(RunDifference(kind=WarningKind.STEP_COUNT, a=a.steps, b=b.steps))
         if a.step_source != b.step_source:
-            out.append(f"steps were found differently: A by {a.step_source}, B by {b.step_source}")
+            out.append(RunDifference(kind=WarningKind.STEP_SOURCE, a=a.step_source, b=b.step_source))
     if ra.steps.include_warmup != rb.steps.include_warmup or ra.steps.selection != rb.steps.selection:
-        out.append("the steps measured were selected differently (--steps / --include-warmup)")
-    if ra.gpu_breakdown.window != rb.gpu_breakdown.window:
-        out.append(f"windows differ: A {ra.gpu_breakdown.window.value}, B {rb.gpu_breakdown.window.value}")
+        out.append(RunDifference(kind=WarningKind.STEP_SELECTION))
+    window_a, window_b = ra.gpu_breakdown.window, rb.gpu_breakdown.window
+    if window_a != window_b:
+        out.append(RunDifference(kind=WarningKind.WINDOW, a=window_a.value, b=window_b.value))
     return out
 
 
-def _config(a: Side, b: Side) -> list[str]:
-    out: list[str] = []
+def _config(a: Side, b: Side) -> list[RunDifference]:
+    out: list[RunDifference] = []
     if a.workload != b.workload and a.workload and b.workload:
-        out.append(f"workload differs: A {a.workload}, B {b.workload}")
+        out.append(RunDifference(kind=WarningKind.WORKLOAD, a=a.workload, b=b.workload))
     if a.batch_size != b.batch_size and a.batch_size and b.batch_size:
-        out.append(
-            f"batch size per rank differs: A {a.batch_size}, B {b.batch_size}: per-step figures measure different work"
-        )
+        out.append(RunDifference(kind=WarningKind.BATCH_SIZE, a=a.batch_size, b=b.batch_size))
     if a.config is not None and b.config is not None:
         keys = sorted(_config_diff(a.config, b.config) - CONFIG_KEYS_APART)
         if keys:
-            shown = ", ".join(keys[:8]) + (f" and {len(keys) - 8} more" if len(keys) > 8 else "")
-            out.append(f"capture configs differ in: {shown}")
+            out.append(RunDifference(kind=WarningKind.CONFIG, keys=keys))
     return out
 
 
@@ -136,7 +126,3 @@ def _config_diff(a: dict[str, Any], b: dict[str, Any], prefix: str = "") -> set[
         elif va != vb:
             out.add(f"{prefix}{key}")
     return out
-
-
-def _ranks(ranks: Sequence[int]) -> str:
-    return ",".join(str(r) for r in ranks[:8]) + ("..." if len(ranks) > 8 else "") if ranks else "none"
