@@ -5,14 +5,19 @@ from __future__ import annotations
 import random
 from typing import TYPE_CHECKING, Any
 
+import msgspec
 import numpy as np
 import pytest
 
 from tests.factories import kineto_event, write_kineto
-from tracekit.analyzers.compare import Noise, _block_indices, compare, evaluate_gate, parse_gate
+from tracekit.analyzers.compare import Noise, compare, evaluate_gate, parse_gate
+from tracekit.analyzers.compare.noise import block_indices
 from tracekit.errors import InputError
 from tracekit.pipeline import analyze_paths
-from tracekit.results.vocab import Change, WorkKind
+from tracekit.reports import compare_text as ct
+from tracekit.results.compare import RunDifference
+from tracekit.results.rows import CostRow
+from tracekit.results.vocab import BoundKind, Change, GateOutcome, NoiseMethod, SyncMeasure, WarningKind, WorkKind
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -121,11 +126,24 @@ def test_the_comparison_is_deterministic(runs: dict[str, Analysis]) -> None:
     assert compare([runs["a"]], [runs["slow"]]) == compare([runs["a"]], [runs["slow"]])
 
 
+def test_cost_rows_that_tie_come_in_the_vocabulary_order(runs: dict[str, Analysis]) -> None:
+    """Bounds of equal share (0 on both sides, typically) are ordered by the BoundKind enum, not
+    by a set's hash order (which changed from run to run)."""
+    kinds = [k for k in BoundKind if k not in (BoundKind.MIXED, BoundKind.UNDETERMINED)]
+    rows = [CostRow(bound=k, share_pct=0.0, max_rank_share_pct=0.0, worst_rank=None) for k in reversed(kinds)]
+    rows[3] = msgspec.structs.replace(rows[3], share_pct=40.0)
+    a = runs["a"]
+    tied = msgspec.structs.replace(a, verdict=msgspec.structs.replace(a.verdict, costs=rows))
+    costs = compare([tied], [tied]).verdicts.costs
+    first = rows[3].bound
+    assert [c.bound for c in costs] == [first.value, *(k.value for k in kinds if k is not first)]
+
+
 def test_a_per_step_host_read_in_forward_is_found_in_b_only(runs: dict[str, Analysis]) -> None:
     c = compare([runs["a"]], [runs["sync"]])
     assert c.syncs.a_per_step == 0
     assert c.syncs.b_per_step == 1
-    assert "host reads" in c.syncs.measure
+    assert c.syncs.measure is SyncMeasure.HOST_READS
     [source] = c.syncs.sources
     assert source.name == "aten::is_nonzero"  # the outermost op: bool(tensor)
     assert source.phase == "tracekit.phase/forward"
@@ -143,8 +161,14 @@ def test_a_per_step_host_read_in_forward_is_found_in_b_only(runs: dict[str, Anal
 
 def test_runs_that_differ_in_world_size_are_compared_with_a_warning(runs: dict[str, Analysis]) -> None:
     c = compare([runs["a"]], [runs["four"]])
-    assert any("world size differs: A 2, B 4" in w for w in c.warnings)
-    assert any("ranks present differ" in w for w in c.warnings)
+    assert c.warnings == [
+        RunDifference(kind=WarningKind.WORLD_SIZE, a=2, b=4),
+        RunDifference(kind=WarningKind.RANKS, a_items=[0, 1], b_items=[0, 1, 2, 3]),
+    ]
+    assert ct.warnings(c) == [
+        "world size differs: A 2, B 4",
+        "ranks present differ: A 0,1, B 0,1,2,3; per-rank rows only for common ranks",
+    ]
     assert [m.rank for m in c.per_rank] == [0, 1]  # only the common ranks
 
 
@@ -152,19 +176,21 @@ def test_repeats_pool_runs_and_widen_the_interval(runs: dict[str, Analysis]) -> 
     one = compare([runs["a"]], [runs["slow"]])
     two = compare([runs["a"], runs["a2"]], [runs["slow"], runs["slow"]])
     assert two.a.runs == 2
-    assert "runs resampled first" in two.noise.method
+    assert one.noise.method is NoiseMethod.STEPS
+    assert two.noise.method is NoiseMethod.RUNS_THEN_STEPS
+    assert "runs resampled first" in ct.noise_line(two)
     assert two.step.change is Change.SLOWER
     assert two.step.n_a == 2 * one.step.n_a
 
 
 def test_block_bootstrap_indices_stay_in_range_and_keep_blocks() -> None:
     rng = np.random.default_rng(0)
-    idx = _block_indices(27, 100, rng)
+    idx = block_indices(27, 100, rng)
     assert idx.shape == (100, 27)
     assert idx.min() >= 0 and idx.max() <= 26
     # blocks of 3 consecutive steps: positions 0,1,2 of a row are consecutive
     assert np.all(idx[:, 1] == idx[:, 0] + 1) and np.all(idx[:, 2] == idx[:, 0] + 2)
-    assert _block_indices(1, 5, rng).tolist() == [[0]] * 5
+    assert block_indices(1, 5, rng).tolist() == [[0]] * 5
 
 
 def test_the_noise_threshold_keeps_a_tiny_significant_change_within_noise(runs: dict[str, Analysis]) -> None:
@@ -200,11 +226,18 @@ def test_bad_gate_specs_are_input_errors(spec: str) -> None:
 def test_the_gate_fails_a_real_regression_and_passes_noise(runs: dict[str, Analysis]) -> None:
     slower = evaluate_gate(compare([runs["a"]], [runs["slow"]]), ["slower:1%", "slower:6ms", "phase:forward:1ms"])
     assert [g.failed for g in slower.gate] == [True, False, True]
-    assert slower.gate[0].message.startswith("regressed: step time +")
-    assert "beyond the limit 1%" in slower.gate[0].message
+    assert [g.outcome for g in slower.gate] == [GateOutcome.REGRESSED, GateOutcome.WITHIN_LIMIT, GateOutcome.REGRESSED]
+    first = slower.gate[0]
+    assert (first.limit_pct, first.delta) == (1.0, slower.step.delta)
+    assert first.limit == pytest.approx(slower.step.a * 0.01, abs=1e-3)
+    assert slower.gate[1].limit == 6e6 and slower.gate[1].limit_pct is None
+    assert ct.gate_message(first).startswith("regressed: step time +")
+    assert "beyond the limit 1%" in ct.gate_message(first)
+    assert ct.gate_message(slower.gate[1]).endswith(", limit 6 ms")
     noise = evaluate_gate(compare([runs["a"]], [runs["a2"]]), ["slower:0%", "syncs:+0"])
     assert [g.failed for g in noise.gate] == [False, False]
-    assert noise.gate[0].message.startswith("within noise")
+    assert [g.outcome for g in noise.gate] == [GateOutcome.WITHIN_NOISE, GateOutcome.NO_REGRESSION]
+    assert ct.gate_message(noise.gate[0]).startswith("within noise")
     faster = evaluate_gate(compare([runs["slow"]], [runs["a"]]), ["slower:1%", "throughput:1%"])
     assert [g.failed for g in faster.gate] == [False, False]
 
@@ -212,7 +245,7 @@ def test_the_gate_fails_a_real_regression_and_passes_noise(runs: dict[str, Analy
 def test_the_gate_fails_on_one_sync_per_step(runs: dict[str, Analysis]) -> None:
     c = evaluate_gate(compare([runs["a"]], [runs["sync"]]), ["syncs:+0", "syncs:+1"])
     assert [g.failed for g in c.gate] == [True, False]
-    assert "syncs per step +1" in c.gate[0].message
+    assert "syncs per step +1" in ct.gate_message(c.gate[0])
 
 
 def test_a_gate_on_what_is_not_measured_is_bad_input(runs: dict[str, Analysis]) -> None:

@@ -9,7 +9,8 @@ import pytest
 
 from tracekit.analyzers.compare import compare
 from tracekit.pipeline import analyze_paths
-from tracekit.results.vocab import Change, WorkKind
+from tracekit.results.compare import RunDifference
+from tracekit.results.vocab import Change, WarningKind, WorkKind
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -71,7 +72,7 @@ def test_nsys_pair_has_no_steps_and_says_so(nsys_pair: tuple[Path, Path, Compari
     _, _, c = nsys_pair
     assert c.noise.unit == "second"
     assert c.step.change is Change.NOT_MEASURED
-    assert any("neither run has steps" in w for w in c.warnings)
+    assert RunDifference(kind=WarningKind.NO_STEPS, a=0, b=0) in c.warnings
     assert c.a.world_size == c.b.world_size == 2
 
 
@@ -113,8 +114,9 @@ def test_hta_trace_diff_pair_warns_of_different_gpus_and_lists_kernel_changes(ki
     a = analyze_paths([folder / "control-rank3-a100.json.gz"]).analysis
     b = analyze_paths([folder / "test-rank1-v100.json.gz"]).analysis
     c = compare([a], [b])
-    assert any("devices differ" in w and "A100" in w and "V100" in w for w in c.warnings)
-    assert any("world size differs" in w for w in c.warnings)
+    [devices] = [w for w in c.warnings if w.kind is WarningKind.DEVICES]
+    assert any("A100" in str(d) for d in devices.a_items) and any("V100" in str(d) for d in devices.b_items)
+    assert any(w.kind is WarningKind.WORLD_SIZE for w in c.warnings)
     kernels = [w for w in c.work if w.kind is WorkKind.KERNEL]
     appeared = {w.name for w in kernels if w.change is Change.APPEARED}
     disappeared = {w.name for w in kernels if w.change is Change.DISAPPEARED}

@@ -11,6 +11,7 @@ from tracekit.errors import InputError
 from tracekit.pipeline import ab_folders, analyze_paths, compare_paths, load_side, run_folders
 from tracekit.results.compare import dump_comparison
 from tracekit.results.io import dump_analysis
+from tracekit.results.vocab import WarningKind
 
 SAMPLES = Path(__file__).resolve().parents[2] / "samples" / "captures"
 
@@ -68,4 +69,5 @@ def test_comparing_two_samples_names_the_straggler_change() -> None:
     assert c.a.workload is not None
     b = c.verdicts.b  # straggler-bound, or mixed with communication (8 gloo ranks on 2 cores)
     assert b.bound is not None and "straggler-bound" in [b.bound.value, *(k.value for k in b.components)]
-    assert any("capture configs differ in" in w for w in c.warnings)
+    [config] = [w for w in c.warnings if w.kind is WarningKind.CONFIG]
+    assert config.keys == ["workload_args.straggler_delay_ms", "workload_args.straggler_rank"]

@@ -1,7 +1,7 @@
 """Comparisons of two runs built by hand, with numbers worked out by hand, for the renderer tests.
 
 - :func:`slower`: 8 GPU ranks, B's forward takes 5 ms more per step (40.50 -> 45.52 ms), a kernel
-  appeared, a gate that fails;
+  appeared, a step count and a capture config that differ, a gate that fails;
 - :func:`within_noise`: the same run twice (+0.03 ms, interval holds zero);
 - :func:`sync_gone`: B no longer syncs in forward (aten::is_nonzero, 1 per step -> 0), and the bound
   moved from sync to GPU compute;
@@ -21,19 +21,31 @@ from tracekit.results.compare import (
     Interval,
     Measure,
     NoiseModel,
+    RunDifference,
     Side,
     SyncComparison,
     VerdictComparison,
     WorkChange,
 )
-from tracekit.results.vocab import BoundKind, Change, Confidence, MeasuredOn, Unit, WorkKind
+from tracekit.results.vocab import (
+    BoundKind,
+    Change,
+    Confidence,
+    GateOutcome,
+    MeasuredOn,
+    NoiseMethod,
+    SyncMeasure,
+    Unit,
+    WarningKind,
+    WorkKind,
+)
 
 MS = 1e6
 
 
 def noise(unit: str = "step") -> NoiseModel:
     return NoiseModel(
-        method="block bootstrap over steps (each step the mean over ranks)",
+        method=NoiseMethod.STEPS,
         level=0.95,
         resamples=2000,
         threshold_pct=1.0,
@@ -113,7 +125,7 @@ def verdicts(a: Finding, b: Finding, **kw: object) -> VerdictComparison:
 
 
 def no_syncs() -> SyncComparison:
-    return SyncComparison(measure="blocking sync calls", a_per_step=0.0, b_per_step=0.0, delta=0.0)
+    return SyncComparison(measure=SyncMeasure.SYNC_CALLS, a_per_step=0.0, b_per_step=0.0, delta=0.0)
 
 
 def slower() -> Comparison:
@@ -207,7 +219,7 @@ def slower() -> Comparison:
             ),
         ],
         syncs=SyncComparison(
-            measure="blocking sync calls",
+            measure=SyncMeasure.SYNC_CALLS,
             a_per_step=1.0,
             b_per_step=1.0,
             delta=0.0,
@@ -226,25 +238,34 @@ def slower() -> Comparison:
             ],
         ),
         verdicts=verdicts(finding(BoundKind.GPU_COMPUTE, 62.0), finding(BoundKind.GPU_COMPUTE, 65.5)),
-        warnings=["the runs hold different numbers of steps (A 40, B 38 per rank): means are compared, not sums"],
+        warnings=[
+            RunDifference(kind=WarningKind.STEP_COUNT, a=320, b=120),
+            RunDifference(kind=WarningKind.CONFIG, keys=["workload_args.seq_len"]),
+        ],
         gate=[
             GateResult(
-                spec="step_time<+2%",
+                spec="slower:2%",
                 key="step",
                 label="step time",
-                limit="+2%",
-                observed="+12.4%",
+                unit=Unit.NS,
+                limit_pct=2.0,
+                limit=0.81 * MS,
+                delta=5.02 * MS,
+                delta_pct=12.4,
+                ci=Interval(low=4.71 * MS, high=5.33 * MS, level=0.95),
+                outcome=GateOutcome.REGRESSED,
                 failed=True,
-                message="step time rose 12.4% (limit +2%)",
             ),
             GateResult(
-                spec="syncs<=1",
+                spec="syncs:+1",
                 key="syncs",
                 label="syncs per step",
-                limit="1",
-                observed="1.00",
+                unit=Unit.COUNT,
+                limit=1.0,
+                delta=0.0,
+                delta_pct=0.0,
+                outcome=GateOutcome.NO_REGRESSION,
                 failed=False,
-                message="1.00 blocking sync calls per step (limit 1)",
             ),
         ],
     )
@@ -286,7 +307,7 @@ def sync_gone() -> Comparison:
         distributions=distributions(45.0, 41.0),
         work=[source],
         syncs=SyncComparison(
-            measure="blocking sync calls", a_per_step=1.0, b_per_step=0.0, delta=-1.0, sources=[source]
+            measure=SyncMeasure.SYNC_CALLS, a_per_step=1.0, b_per_step=0.0, delta=-1.0, sources=[source]
         ),
         verdicts=verdicts(finding(BoundKind.SYNC, 31.0), finding(BoundKind.GPU_COMPUTE, 70.0)),
         gate=[],
@@ -316,7 +337,7 @@ def no_steps() -> Comparison:
                 change=Change.HIGHER,
             )
         ],
-        syncs=SyncComparison(measure="host reads of tensor values (.item(), bool(t))", a_per_step=2.0, b_per_step=2.0),
+        syncs=SyncComparison(measure=SyncMeasure.HOST_READS, a_per_step=2.0, b_per_step=2.0),
         verdicts=VerdictComparison(
             a=finding(BoundKind.COMPUTE, 80.0),
             b=finding(BoundKind.COMPUTE, 81.0),
@@ -324,7 +345,7 @@ def no_steps() -> Comparison:
             b_measured_on=MeasuredOn.HOST,
             same_bound=True,
         ),
-        warnings=["A side has no steps: counts and times are per second of trace, and there is no step time"],
+        warnings=[RunDifference(kind=WarningKind.NO_STEPS, a=0, b=0)],
     )
 
 

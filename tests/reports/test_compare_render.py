@@ -25,18 +25,21 @@ from tracekit.reports import compare_text as ct
 from tracekit.reports.html import _plotly_js
 from tracekit.reports.markdown import MAX_CHARS
 from tracekit.reports.text import one_line, printable
-from tracekit.results.compare import Comparison, Measure, WorkChange
-from tracekit.results.vocab import Unit, WorkKind
+from tracekit.results.compare import Comparison, Measure, RunDifference, WorkChange
+from tracekit.results.vocab import GateOutcome, NoiseMethod, SyncMeasure, Unit, WarningKind, WorkKind
 
 SLOWER_FACTS = (
     "Step time A 40.50 ms -> B 45.52 ms",
     "slower by 5.02 ms ± 0.31 (+12.4%), 95% CI +4.71..+5.33 ms",
-    "Noise model: block bootstrap over steps",
-    "FAIL step_time<+2%: step time rose 12.4% (limit +2%)",
-    "PASS syncs<=1",
+    "Noise model: moving-block bootstrap over steps",
+    "FAIL slower:2%: regressed: step time +5.02 ms (+12.40%), 95% CI +4.71 ms..+5.33 ms, beyond the limit 2%",
+    "PASS syncs:+1: no regression: syncs per step 0 (+0.00%)",
+    "steps found differ: A 320, B 120 measured (rank x step)",
+    "capture configs differ in: workload_args.seq_len",
     "30.50 GiB",
     "forward +5.00 ms ± 0.05 (+12.35% of the step) slower",
-    "B: 1.00 blocking sync calls per step, from aten::item in optimizer (A: 1.00, from aten::item in optimizer)",
+    "B: 1.00 blocking sync calls and copies (points where the host waited for the GPU) per step, from aten::item in "
+    "optimizer (A: 1.00, from aten::item in optimizer)",
     "ampere_sgemm_128x64_tn",
     "GPU-compute-bound: the GPU is busy computing",
     "+3.5 pp",
@@ -51,7 +54,8 @@ FACTS = {
     ),
     "sync_gone": (
         "faster by 4.00 ms ± 0.20 (-8.9%), 95% CI -4.20..-3.80 ms",
-        "B: 0 blocking sync calls per step (A: 1.00, from aten::is_nonzero in forward)",
+        "B: 0 blocking sync calls and copies (points where the host waited for the GPU) per step "
+        "(A: 1.00, from aten::is_nonzero in forward)",
         "aten::is_nonzero",
         "disappeared",
         "The bound changed: A sync-bound -> B gpu-compute-bound",
@@ -64,14 +68,14 @@ FACTS = {
         "per second (A: 2.00)",
         "A count/s",
         "+110.0 ms",
-        "A side has no steps",
+        "neither run has steps: step times cannot be compared",
         "Compute-bound: the host is busy computing (CPU-only run)",
     ),
 }
 #: Section titles in the order every format shows them.
 ORDER = (
     "Step time A",
-    "different numbers of steps",
+    "steps found differ",
     "Gate:",
     "Run-level measures",
     "Phases per step",
@@ -127,14 +131,14 @@ def test_every_format_says_the_key_facts(case: str, fmt: str) -> None:
 
 def test_terminal_shows_warnings_in_yellow_near_the_top() -> None:
     text = terminal(no_steps(), color=True)
-    assert "\x1b[33m  warning: A side has no steps" in text
+    assert "\x1b[33m  warning: neither run has steps" in text
     assert text.index("warning:") < text.index("Run-level measures")
     assert_terminal_safe(text)
 
 
 def test_the_gate_shows_pass_and_fail() -> None:
     text = terminal(slower(), color=True)
-    assert re.search(r"\x1b\[31m\s*FAIL step_time", text) and re.search(r"\x1b\[32m\s*PASS syncs", text)
+    assert re.search(r"\x1b\[31m\s*FAIL slower:2%", text) and re.search(r"\x1b\[32m\s*PASS syncs", text)
     assert "Gate" not in terminal(within_noise())
 
 
@@ -166,7 +170,9 @@ def test_markdown_is_plain_github_markdown_under_the_limit() -> None:
         for i in range(500)
     ]
     ranks = [msgspec.structs.replace(c.per_rank[0], rank=r, label=f"rank {r}") for r in range(512)]
-    big = msgspec.structs.replace(c, work=many, per_rank=ranks, warnings=["w" * 300] * 50)
+    big = msgspec.structs.replace(
+        c, work=many, per_rank=ranks, warnings=[RunDifference(kind=WarningKind.CONFIG, keys=["w" * 300])] * 50
+    )
     md = renderer("md").render(big)
     assert len(md) < MAX_CHARS
     assert "16 of 512 ranks shown" in md and "15 of 500 shown" in md
@@ -197,7 +203,7 @@ def test_names_from_traces_are_text_in_every_format(name: str) -> None:
     c = with_strings(slower(), payload)
     text = terminal(c, color=True)
     assert_terminal_safe(text)
-    assert f"warning: {printable(payload)}" in SGR.sub("", text)
+    assert f"warning: capture configs differ in: {printable(payload)}" in SGR.sub("", text)
 
     md = renderer("md").render(c)
     parsed = github(md)
@@ -247,3 +253,75 @@ def test_compare_html_opens_offline_in_chromium(tmp_path: Path) -> None:
     opened = open_offline(report, sort_table="work")
     assert opened.errors == [] and opened.remote == []
     assert opened.charts == 4 and opened.drawn >= opened.charts
+
+
+#: Each way two runs can differ, and its sentence (the words the analyzer wrote before schema 2.0).
+DIFFERENCES = [
+    (RunDifference(kind=WarningKind.WORLD_SIZE, a=2, b=4), "world size differs: A 2, B 4"),
+    (
+        RunDifference(kind=WarningKind.RANKS, a_items=list(range(10)), b_items=[]),
+        "ranks present differ: A 0,1,2,3,4,5,6,7..., B none; per-rank rows only for common ranks",
+    ),
+    (
+        RunDifference(kind=WarningKind.DEVICES, a_items=["A100", "H100"], b_items=[]),
+        "devices differ: A A100, H100; B none recorded: kernel times reflect the hardware as well as the change",
+    ),
+    (RunDifference(kind=WarningKind.BACKEND, a="gloo", b="nccl"), "backend differs: A gloo, B nccl"),
+    (
+        RunDifference(kind=WarningKind.MEASURED_ON, a="gpu", b="host"),
+        "A is measured on the gpu, B on the host: shares are not comparable",
+    ),
+    (
+        RunDifference(kind=WarningKind.NO_STEPS, a=0, b=24),
+        "A has no steps: step times cannot be compared; work is compared per second of trace",
+    ),
+    (
+        RunDifference(kind=WarningKind.NO_STEPS, a=24, b=0),
+        "B has no steps: step times cannot be compared; work is compared per second of trace",
+    ),
+    (
+        RunDifference(kind=WarningKind.NO_STEPS, a=0, b=0),
+        "neither run has steps: step times cannot be compared; work is compared per second of trace",
+    ),
+    (
+        RunDifference(kind=WarningKind.STEP_COUNT, a=24, b=3),
+        "steps found differ: A 24, B 3 measured (rank x step)",
+    ),
+    (
+        RunDifference(kind=WarningKind.STEP_SOURCE, a="ProfilerStep#N", b=None),
+        "steps were found differently: A by ProfilerStep#N, B by None",
+    ),
+    (
+        RunDifference(kind=WarningKind.STEP_SELECTION),
+        "the steps measured were selected differently (--steps / --include-warmup)",
+    ),
+    (RunDifference(kind=WarningKind.WINDOW, a="steps", b="gpu_span"), "windows differ: A steps, B gpu_span"),
+    (RunDifference(kind=WarningKind.WORKLOAD, a="mlp", b="llama"), "workload differs: A mlp, B llama"),
+    (
+        RunDifference(kind=WarningKind.BATCH_SIZE, a=16, b=256),
+        "batch size per rank differs: A 16, B 256: per-step figures measure different work",
+    ),
+    (
+        RunDifference(kind=WarningKind.CONFIG, keys=[f"k{i}" for i in range(10)]),
+        "capture configs differ in: k0, k1, k2, k3, k4, k5, k6, k7 and 2 more",
+    ),
+]
+
+
+@pytest.mark.parametrize(("difference", "sentence"), DIFFERENCES)
+def test_each_way_the_runs_differ_is_one_sentence(difference: RunDifference, sentence: str) -> None:
+    assert ct.warning(difference) == sentence
+
+
+def test_every_kind_of_finding_has_its_words() -> None:
+    assert set(ct.DIFFERENCES) == set(WarningKind) == {d.kind for d, _ in DIFFERENCES}
+    assert set(ct.METHODS) == set(NoiseMethod)
+    assert set(ct.SYNC_MEASURES) == set(SyncMeasure)
+    assert {
+        ct.gate_message(msgspec.structs.replace(slower().gate[0], outcome=o)).split(":")[0] for o in GateOutcome
+    } == {
+        "regressed",
+        "within the limit",
+        "within noise",
+        "no regression",
+    }

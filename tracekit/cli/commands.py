@@ -19,6 +19,7 @@ from tracekit.errors import InputError
 from tracekit.pipeline import AnalyzeOptions, analyze_paths, compare_paths
 from tracekit.readers import parse_rank_spec
 from tracekit.reports import TerminalRenderer, renderer
+from tracekit.reports.compare_text import gate_line
 from tracekit.reports.text import one_line
 from tracekit.results.io import load_analysis
 from tracekit.results.records import dump_record
@@ -188,7 +189,7 @@ def run_compare(
         click.echo(f"wrote {one_line(str(path))}")
     failed = [g for g in comparison.gate if g.failed]
     for g in failed:
-        click.echo(one_line(f"tracekit: FAIL {g.spec}: {g.message}"), err=True)
+        click.echo(one_line(f"tracekit: {gate_line(g)}"), err=True)
     return 1 if failed else 0
 
 

@@ -72,7 +72,7 @@ def comparison_document(c: Comparison, *, top: int = 15) -> Document:
     per = c.noise.unit
     sections: list[Section] = []
     if c.warnings:
-        warned = tuple(Line(w, Tone.WARN) for w in c.warnings)
+        warned = tuple(Line(w, Tone.WARN) for w in ct.warnings(c))
         sections.append(
             Section("warnings", "How the runs differ (read before the numbers)", "Differences", lines=warned)
         )

@@ -112,17 +112,17 @@ def per_rank(c: Comparison, limit: int | None = RANK_ROWS) -> Table:
 def syncs(c: Comparison) -> Table:
     """What issued the syncs, on both sides (counts: a sync's time is the idle it causes, in the analysis)."""
     per = ct.per_unit(c.noise.unit)
-    rows = c.syncs.sources
+    rows, what = c.syncs.sources, ct.sync_measure(c.syncs)
     return Table(
         "syncs",
-        f"Sync sources ({c.syncs.measure})",
+        f"Sync sources ({what})",
         ("operator", "phase", "kind", f"{c.a.label} per {per}", f"{c.b.label} per {per}", "change"),
         tuple(
             (short(w.name), w.phase or "-", w.sync_kind or "-", _count(w.a_count), _count(w.b_count), w.change.value)
             for w in rows
         ),
         numeric=(False, False, False, True, True, False),
-        empty=f"No {c.syncs.measure} on either run.",
+        empty=f"No {what} on either run.",
     )
 
 

@@ -1,6 +1,8 @@
-"""The words of a comparison of two runs: numbers in their units, the headline, one line per measure.
+"""The words of a comparison of two runs: numbers in their units, the headline, one line per measure,
+how the runs differ, the gate's lines, the noise model.
 
-Written once here and shown by the terminal, Markdown and HTML renderers, so the formats agree.
+The comparison holds kinds and figures; its sentences are written once here and shown by the
+terminal, Markdown and HTML renderers, so the formats agree.
 Every string returned is plain text that may hold names from a trace: each renderer escapes it
 (terminal :func:`~tracekit.reports.text.printable`, Markdown ``escape``, HTML autoescaping).
 """
@@ -11,12 +13,19 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
-from tracekit.results.vocab import Change, Unit
+from tracekit.results.vocab import Change, GateOutcome, NoiseMethod, SyncMeasure, Unit, WarningKind
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable
+    from collections.abc import Callable, Iterable, Sequence
 
-    from tracekit.results.compare import Comparison, GateResult, Measure, SyncComparison, WorkChange
+    from tracekit.results.compare import (
+        Comparison,
+        GateResult,
+        Measure,
+        RunDifference,
+        SyncComparison,
+        WorkChange,
+    )
 
 #: Changes that are beyond noise (each is said as "<change> by <amount>").
 MOVED: Final = (Change.SLOWER, Change.FASTER, Change.HIGHER, Change.LOWER)
@@ -193,18 +202,133 @@ def samples(c: Comparison) -> str:
     return f"{m.n_a} and {m.n_b} steps{runs}, each the mean over ranks"
 
 
+#: How the intervals were made, by :class:`NoiseMethod`.
+METHODS: Final = {
+    NoiseMethod.STEPS: (
+        "moving-block bootstrap over steps, each step the mean over ranks; one run on a side: the interval holds "
+        "step-to-step variation only, not how far two launches of one program differ (capture --ab with "
+        "--repeats 3 measures that)"
+    ),
+    NoiseMethod.RUNS_THEN_STEPS: (
+        "moving-block bootstrap over steps, each step the mean over ranks; with repeats, runs resampled first, "
+        "then steps within each, and the interval no narrower than Welch's t over the runs' means (run-to-run "
+        "variation measured)"
+    ),
+}
+
+
 def noise_line(c: Comparison) -> str:
     """How 'within noise' was decided, in one line."""
     n = c.noise
     return (
-        f"Noise model: {n.method}; {n.level * 100:g}% intervals from {n.resamples:,} resamples (seed {n.seed}); "
-        f"a change under {n.threshold_pct:g}% of A is within noise; counts are per {n.unit}"
+        f"Noise model: {METHODS[n.method]}; {n.level * 100:g}% intervals from {n.resamples:,} resamples "
+        f"(seed {n.seed}); a change under {n.threshold_pct:g}% of A is within noise; counts are per {n.unit}"
     )
 
 
+def _ranks(ranks: Sequence[int | str]) -> str:
+    return ",".join(str(r) for r in ranks[:8]) + ("..." if len(ranks) > 8 else "") if ranks else "none"
+
+
+def _devices(devices: Sequence[int | str]) -> str:
+    return ", ".join(str(d) for d in devices) or "none recorded"
+
+
+def _no_steps(w: RunDifference) -> str:
+    who = "neither run has steps" if w.a == w.b == 0 else f"{'A' if w.a == 0 else 'B'} has no steps"
+    return f"{who}: step times cannot be compared; work is compared per second of trace"
+
+
+def _config_keys(keys: Sequence[str]) -> str:
+    return ", ".join(keys[:8]) + (f" and {len(keys) - 8} more" if len(keys) > 8 else "")
+
+
+#: One sentence per way the runs differ, from its figures.
+DIFFERENCES: Final[dict[WarningKind, Callable[[RunDifference], str]]] = {
+    WarningKind.WORLD_SIZE: lambda w: f"world size differs: A {w.a}, B {w.b}",
+    WarningKind.RANKS: lambda w: (
+        f"ranks present differ: A {_ranks(w.a_items)}, B {_ranks(w.b_items)}; per-rank rows only for common ranks"
+    ),
+    WarningKind.DEVICES: lambda w: (
+        f"devices differ: A {_devices(w.a_items)}; B {_devices(w.b_items)}: "
+        "kernel times reflect the hardware as well as the change"
+    ),
+    WarningKind.BACKEND: lambda w: f"backend differs: A {w.a}, B {w.b}",
+    WarningKind.MEASURED_ON: lambda w: f"A is measured on the {w.a}, B on the {w.b}: shares are not comparable",
+    WarningKind.NO_STEPS: _no_steps,
+    WarningKind.STEP_COUNT: lambda w: f"steps found differ: A {w.a}, B {w.b} measured (rank x step)",
+    WarningKind.STEP_SOURCE: lambda w: f"steps were found differently: A by {w.a}, B by {w.b}",
+    WarningKind.STEP_SELECTION: lambda _: "the steps measured were selected differently (--steps / --include-warmup)",
+    WarningKind.WINDOW: lambda w: f"windows differ: A {w.a}, B {w.b}",
+    WarningKind.WORKLOAD: lambda w: f"workload differs: A {w.a}, B {w.b}",
+    WarningKind.BATCH_SIZE: lambda w: (
+        f"batch size per rank differs: A {w.a}, B {w.b}: per-step figures measure different work"
+    ),
+    WarningKind.CONFIG: lambda w: f"capture configs differ in: {_config_keys(w.keys)}",
+}
+
+
+def warning(w: RunDifference) -> str:
+    """One way the runs differ, as a sentence: 'world size differs: A 2, B 4'."""
+    return DIFFERENCES[w.kind](w)
+
+
+def warnings(c: Comparison) -> list[str]:
+    """Every way the runs differ, one sentence each."""
+    return [warning(w) for w in c.warnings]
+
+
+def _gate_amount(value: float | None, unit: Unit) -> str:
+    """An amount of a gate's line: '+5.02 ms', '512 MiB', '+1.2 points' (3 significant digits)."""
+    if value is None:
+        return "n/a"
+    sign = "+" if value > 0 else ("-" if value < 0 else "")
+    v = abs(value)
+    if unit is Unit.NS:
+        text = f"{v / 1e6:.3g} ms" if v >= 1e5 else f"{v / 1e3:.3g} us"
+    elif unit is Unit.BYTES:
+        text = f"{v / 2**30:.3g} GiB" if v >= 2**30 else f"{v / 2**20:.3g} MiB"
+    elif unit is Unit.PCT:
+        text = f"{v:.3g} points"
+    else:
+        text = f"{v:.4g}"
+    return sign + text
+
+
+#: What each gate outcome says before the figures, and whether the limit follows (and how).
+_OUTCOMES: Final = {
+    GateOutcome.REGRESSED: ("regressed", ", beyond the limit "),
+    GateOutcome.WITHIN_LIMIT: ("within the limit", ", limit "),
+    GateOutcome.WITHIN_NOISE: ("within noise", None),
+    GateOutcome.NO_REGRESSION: ("no regression", None),
+}
+
+
+def gate_limit(g: GateResult) -> str:
+    """The limit as the condition gave it: '1%', or an amount ('0.5 ms')."""
+    return f"{g.limit_pct:g}%" if g.limit_pct is not None else _gate_amount(g.limit, g.unit).lstrip("+")
+
+
+def gate_observed(g: GateResult) -> str:
+    """The change the condition read: '+5.02 ms (+12.40%)'."""
+    return _gate_amount(g.delta, g.unit) + (f" ({g.delta_pct:+.2f}%)" if g.delta_pct is not None else "")
+
+
+def gate_message(g: GateResult) -> str:
+    """'regressed: step time +5.02 ms (+12.40%), 95% CI +4.7 ms..+5.33 ms, beyond the limit 1%'."""
+    ci = g.ci
+    interval = (
+        f", {round(100 * ci.level)}% CI {_gate_amount(ci.low, g.unit)}..{_gate_amount(ci.high, g.unit)}"
+        if ci is not None
+        else ""
+    )
+    said, limit = _OUTCOMES[g.outcome]
+    return f"{said}: {g.label} {gate_observed(g)}{interval}" + ("" if limit is None else limit + gate_limit(g))
+
+
 def gate_line(g: GateResult) -> str:
-    """'FAIL step_time < +2%: ...' for one --fail-if condition."""
-    return f"{'FAIL' if g.failed else 'PASS'} {g.spec}: {g.message}"
+    """'FAIL slower:1%: regressed: ...' for one --fail-if condition."""
+    return f"{'FAIL' if g.failed else 'PASS'} {g.spec}: {gate_message(g)}"
 
 
 def gate_summary(c: Comparison) -> str:
@@ -228,17 +352,27 @@ def _sources(rows: Iterable[WorkChange], side: str) -> str:
     return f", from {listed}" + (f" and {more} more" if more > 0 else "")
 
 
+#: What counts as a sync, by :class:`SyncMeasure`.
+SYNC_MEASURES: Final = {
+    SyncMeasure.SYNC_CALLS: "blocking sync calls and copies (points where the host waited for the GPU)",
+    SyncMeasure.HOST_READS: "host reads of tensor values (.item(), bool(t): each a device-to-host sync on a GPU)",
+}
+
+
+def sync_measure(s: SyncComparison) -> str:
+    """What the comparison counts as a sync, in words."""
+    return SYNC_MEASURES[s.measure]
+
+
 def sync_line(c: Comparison) -> str:
     """'B: 0 syncs per step (A: 1.00, from aten::is_nonzero in forward)'."""
     s: SyncComparison = c.syncs
-    per = c.noise.unit
+    per, what = c.noise.unit, sync_measure(s)
     if s.a_per_step is None and s.b_per_step is None:
-        return f"{s.measure} per {per}: not measured on either run"
+        return f"{what} per {per}: not measured on either run"
     b = "not measured" if s.b_per_step is None else num(s.b_per_step)
     a = "not measured" if s.a_per_step is None else num(s.a_per_step)
-    return (
-        f"{c.b.label}: {b} {s.measure} per {per}{_sources(s.sources, 'b')} ({c.a.label}: {a}{_sources(s.sources, 'a')})"
-    )
+    return f"{c.b.label}: {b} {what} per {per}{_sources(s.sources, 'b')} ({c.a.label}: {a}{_sources(s.sources, 'a')})"
 
 
 def cost_line(c: Comparison) -> str:

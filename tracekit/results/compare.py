@@ -7,7 +7,13 @@ rendered by the same renderers.
 
 Conventions: ``delta`` is always B minus A, in the measure's unit; ``delta_pct`` is that
 over A's value; ``step_pct`` is that over A's mean step time (so a phase's change reads as a
-share of the step). Times are nanoseconds, shares percentages, memory bytes.
+share of the step). Times are nanoseconds, shares percentages, memory bytes. Findings (how the
+runs differ, the gate's outcome, how the intervals were made, what a sync is) are kinds and
+figures; their sentences are written by :mod:`tracekit.reports.compare_text`.
+
+Schema 2.0 (from 1.0): ``warnings`` are :class:`RunDifference` objects, ``gate`` results hold
+their outcome and figures (no ``message``, ``observed`` or limit text), ``noise.method`` is a
+:class:`NoiseMethod` and ``syncs.measure`` a :class:`SyncMeasure`, where 1.0 held sentences.
 """
 
 from __future__ import annotations
@@ -20,17 +26,21 @@ from tracekit.results.analysis import Finding  # noqa: TC001  (msgspec reads ann
 from tracekit.results.vocab import (
     BoundKind,
     Change,
+    GateOutcome,
     MeasuredOn,
+    NoiseMethod,
     PerUnit,
     SideKey,
     StepSource,
     SyncKind,
+    SyncMeasure,
     Unit,
+    WarningKind,
     WorkKind,
 )
 
 COMPARISON_SCHEMA: Final = "tracekit.comparison"
-COMPARISON_SCHEMA_VERSION: Final = "1.0"
+COMPARISON_SCHEMA_VERSION: Final = "2.0"
 
 
 class Struct(msgspec.Struct, frozen=True, kw_only=True):
@@ -110,9 +120,7 @@ class WorkChange(Struct, frozen=True, kw_only=True):
 class SyncComparison(Struct, frozen=True, kw_only=True):
     """Host syncs per step on both sides, by what counts as one on the device measured."""
 
-    #: what is counted: blocking sync calls (a GPU run), or host reads of tensor values
-    #: (``.item()``, ``bool(t)``: syncs on a GPU, counted on a CPU-only run)
-    measure: str
+    measure: SyncMeasure
     a_per_step: float | None = None
     b_per_step: float | None = None
     delta: float | None = None
@@ -165,8 +173,7 @@ class Side(Struct, frozen=True, kw_only=True):
 class NoiseModel(Struct, frozen=True, kw_only=True):
     """How "within noise" was decided (written beside the results, so the reader can judge)."""
 
-    #: "block bootstrap over steps (each step the mean over ranks)", "runs, then steps", ...
-    method: str
+    method: NoiseMethod
     level: float  # confidence level of the intervals
     resamples: int
     #: a change smaller than this share of A's value is within noise even when the interval
@@ -178,15 +185,33 @@ class NoiseModel(Struct, frozen=True, kw_only=True):
 
 
 class GateResult(Struct, frozen=True, kw_only=True):
-    """One ``--fail-if`` condition and whether B breaks it."""
+    """One ``--fail-if`` condition, the figures it read, and whether B breaks it."""
 
-    spec: str
-    key: str
+    spec: str  # the condition as given
+    key: str  # the measure it reads
     label: str
-    limit: str
-    observed: str
-    failed: bool
-    message: str
+    unit: Unit
+    #: the limit as a share of A's value (percent) when the condition gave a share
+    limit_pct: float | None = None
+    #: the limit in the measure's unit (a share worked out on A's value)
+    limit: float
+    #: the measure's change B - A, that over A (percent), and its interval
+    delta: float
+    delta_pct: float | None = None
+    ci: Interval | None = None
+    outcome: GateOutcome
+    failed: bool  # outcome is regressed
+
+
+class RunDifference(Struct, frozen=True, kw_only=True):
+    """One way the runs differ in what they measure: its kind and figures (see :class:`WarningKind`)."""
+
+    kind: WarningKind
+    a: int | str | None = None
+    b: int | str | None = None
+    a_items: list[int | str] = msgspec.field(default_factory=list)
+    b_items: list[int | str] = msgspec.field(default_factory=list)
+    keys: list[str] = msgspec.field(default_factory=list)
 
 
 class Comparison(Struct, frozen=True, kw_only=True):
@@ -212,7 +237,7 @@ class Comparison(Struct, frozen=True, kw_only=True):
     syncs: SyncComparison
     verdicts: VerdictComparison
     #: how the runs differ in what they measure (world size, devices, batch, steps)
-    warnings: list[str] = msgspec.field(default_factory=list)
+    warnings: list[RunDifference] = msgspec.field(default_factory=list)
     gate: list[GateResult] = msgspec.field(default_factory=list)
 
 

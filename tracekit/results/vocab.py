@@ -282,3 +282,57 @@ MemoryDevice = Literal["cuda", "cpu"]
 MemoryMeasure = Literal["allocated_bytes", "rss_bytes"]
 #: Over what a capture's memory peaks were taken: the measured steps (GPU) or the whole process (CPU, RSS).
 MemoryScope = Literal["measured steps", "whole process"]
+
+
+class SyncMeasure(StrEnum):
+    """What counts as a host sync of a comparison (decided by A's device)."""
+
+    #: a GPU run: the host's blocking sync calls and copies (points where it waited for the GPU)
+    SYNC_CALLS = "sync_calls"
+    #: a CPU-only run: host reads of tensor values (``.item()``, ``bool(t)``: each a sync on a GPU)
+    HOST_READS = "host_reads"
+
+
+class NoiseMethod(StrEnum):
+    """How the intervals of a comparison were made: a moving-block bootstrap over steps, each
+    step the mean over ranks, and with repeats on both sides more."""
+
+    #: one run on a side: the interval holds step-to-step variation only, not how far two
+    #: launches of one program differ
+    STEPS = "block_bootstrap_steps"
+    #: repeats on both sides: runs resampled first, then steps within each, and the interval no
+    #: narrower than Welch's t over the runs' means (run-to-run variation measured)
+    RUNS_THEN_STEPS = "block_bootstrap_runs_then_steps"
+
+
+class GateOutcome(StrEnum):
+    """What one ``--fail-if`` condition found (B against the baseline A)."""
+
+    #: worse beyond noise (a count or a peak: worse at all) and by more than the limit: fails
+    REGRESSED = "regressed"
+    #: worse beyond noise, by no more than the limit
+    WITHIN_LIMIT = "within_limit"
+    #: a time whose change is within noise
+    WITHIN_NOISE = "within_noise"
+    #: not worse
+    NO_REGRESSION = "no_regression"
+
+
+class WarningKind(StrEnum):
+    """How the two runs differ in what they measure: a reason to read their changes with care.
+
+    The figures each kind holds in :class:`RunDifference` are noted beside it."""
+
+    WORLD_SIZE = "world_size"  # a, b: the world sizes
+    RANKS = "ranks"  # a_items, b_items: the ranks present (per-rank rows only for common ranks)
+    DEVICES = "devices"  # a_items, b_items: the devices, each once, sorted
+    BACKEND = "backend"  # a, b: the process-group backends
+    MEASURED_ON = "measured_on"  # a, b: the timeline each side's shares are of (a MeasuredOn)
+    NO_STEPS = "no_steps"  # a, b: measured steps, 0 on one side or both (work compared per second)
+    STEP_COUNT = "step_count"  # a, b: measured steps (rank x step), more than a factor apart
+    STEP_SOURCE = "step_source"  # a, b: how each side's steps were found (a StepSource, or None)
+    STEP_SELECTION = "step_selection"  # the steps measured were selected differently (--steps, --include-warmup)
+    WINDOW = "window"  # a, b: the windows each side's figures are shares of (a WindowKind)
+    WORKLOAD = "workload"  # a, b: the captured workloads
+    BATCH_SIZE = "batch_size"  # a, b: the batch size per rank (per-step figures measure different work)
+    CONFIG = "config"  # keys: the capture config keys that differ, dotted, sorted

@@ -1,0 +1,195 @@
+"""The measures of a comparison: step time, throughput, shares, exposed communication, overlap,
+memory, syncs, each rank's and each phase's time, and the step-time distributions."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Final
+
+import numpy as np
+import polars as pl
+
+from tracekit.analyzers.compare import samples as sm
+from tracekit.analyzers.compare.noise import Noise, Samples, measure_of, once, rounded
+from tracekit.results.compare import Distribution, Measure
+from tracekit.results.vocab import SideKey, Unit
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+
+    from tracekit.results.analysis import Analysis
+
+#: The prefix of tracekit's own phase ranges, left out of phase labels.
+PHASE_PREFIX: Final = "tracekit.phase/"
+#: The most step values kept per distribution (for the chart; statistics use all).
+MAX_VALUES: Final = 5000
+#: The breakdown columns compared as shares: column, label.
+SHARES: Final = (
+    ("compute_ns", "compute share"),
+    ("comm_ns", "communication share"),
+    ("memory_ns", "memory-op share"),
+    ("idle_ns", "idle share"),
+)
+
+
+@dataclass(frozen=True)
+class Inputs:
+    """What every measure of one comparison reads."""
+
+    a: Sequence[Analysis]
+    b: Sequence[Analysis]
+    steps_a: list[pl.DataFrame]
+    steps_b: list[pl.DataFrame]
+    noise: Noise
+    rng: np.random.Generator
+    has_steps: bool
+    step_mean: float | None
+
+    def test(self, key: str, label: str, unit: Unit, fn: Callable[[Analysis], np.ndarray], **kw: Any) -> Measure:
+        """``measure_of`` with both sides' samples from ``fn``."""
+        a, b = Samples(runs=[fn(x) for x in self.a]), Samples(runs=[fn(x) for x in self.b])
+        return measure_of(key, label, unit, a=a, b=b, noise=self.noise, rng=self.rng, **kw)
+
+
+def step_samples(frames: Sequence[pl.DataFrame], how: str = "mean") -> Samples:
+    """Each run's step times, each step the mean (or the max) over ranks."""
+    return Samples(runs=[sm.per_step(df, "duration_ns", how) for df in frames])
+
+
+def throughput(c: Inputs) -> Measure:
+    """Throughput, set by the slowest rank of each step."""
+    per_step_a, per_step_b = sm.samples_per_step(c.a[0]), sm.samples_per_step(c.b[0])
+    scale = float(per_step_a) if per_step_a is not None and per_step_a == per_step_b else 1.0
+    what = "samples/s" if scale != 1.0 else "steps/s"
+    return measure_of(
+        "throughput",
+        f"throughput ({what}, slowest rank per step)",
+        Unit.PER_S,
+        a=step_samples(c.steps_a, "max"),
+        b=step_samples(c.steps_b, "max"),
+        noise=c.noise,
+        rng=c.rng,
+        lower_is_better=False,
+        stat=lambda m: scale * 1e9 / m.mean(axis=1),
+        medians=False,
+    )
+
+
+def shares(c: Inputs) -> list[Measure]:
+    """Compute, communication, memory-op and idle shares of the measured time."""
+    out = []
+    for column, label in SHARES:
+        key = column.removesuffix("_ns") + "_pct"
+        better = True if column == "idle_ns" else None
+        if c.has_steps:
+            out.append(c.test(key, label, Unit.PCT, sm.share(column), lower_is_better=better, medians=False))
+        else:
+            a, b = sm.whole_share(c.a[0], column), sm.whole_share(c.b[0], column)
+            note = "over each rank's whole trace (no steps): no interval"
+            out.append(once(key, label, Unit.PCT, a, b, lower_is_better=better, note=note))
+    return out
+
+
+def communication(c: Inputs) -> list[Measure]:
+    """Exposed communication per step, and the share of communication compute hides."""
+    return [
+        c.test(
+            "exposed_comm",
+            "exposed communication per step",
+            Unit.NS,
+            sm.overlap("exposed_ns"),
+            step_mean=c.step_mean,
+            medians=False,
+        ),
+        c.test(
+            "overlap_pct",
+            "comm/compute overlap",
+            Unit.PCT,
+            sm.overlap("overlap_pct"),
+            lower_is_better=False,
+            medians=False,
+        ),
+    ]
+
+
+def memory(c: Inputs) -> list[Measure]:
+    """Peaks of the worst rank: allocated, reserved, and the gap between them."""
+    peak_a, what = sm.peak(c.a[0])
+    peak_b, _ = sm.peak(c.b[0])
+    out = [once("peak_memory", what, Unit.BYTES, peak_a, peak_b, lower_is_better=True)]
+    reserved_a, reserved_b = sm.reserved(c.a[0]), sm.reserved(c.b[0])
+    if reserved_a is not None or reserved_b is not None:
+        label = "peak memory reserved (worst rank)"
+        out.append(once("peak_reserved", label, Unit.BYTES, reserved_a, reserved_b, lower_is_better=True))
+    gap_a, gap_b = sm.gap(c.a[0]), sm.gap(c.b[0])
+    if gap_a is not None or gap_b is not None:
+        label = "reserved but unallocated at the peak (worst rank)"
+        out.append(once("peak_gap", label, Unit.BYTES, gap_a, gap_b, lower_is_better=True))
+    return out
+
+
+def per_rank(c: Inputs, common: Sequence[int]) -> list[Measure]:
+    """Each common rank's step time."""
+    out = []
+    for rank in common if c.has_steps else ():
+        ra = step_samples([df.filter(pl.col("rank") == rank) for df in c.steps_a])
+        rb = step_samples([df.filter(pl.col("rank") == rank) for df in c.steps_b])
+        label = f"rank {rank}"
+        out.append(
+            measure_of(f"rank:{rank}", label, Unit.NS, a=ra, b=rb, noise=c.noise, rng=c.rng, rank=rank, medians=False)
+        )
+    return out
+
+
+def phases(c: Inputs) -> list[Measure]:
+    """Each phase's time per step (phases of A first, most time first)."""
+    if not c.has_steps:
+        return []
+    names = sm.phase_names(c.a)
+    names += [n for n in sm.phase_names(c.b) if n not in names]
+    series_a, series_b = [sm.phase_series(x) for x in c.a], [sm.phase_series(x) for x in c.b]
+    empty = np.empty(0)
+    return [
+        measure_of(
+            f"phase:{n}",
+            n.removeprefix(PHASE_PREFIX),
+            Unit.NS,
+            a=Samples(runs=[s.get(n, empty) for s in series_a]),
+            b=Samples(runs=[s.get(n, empty) for s in series_b]),
+            noise=c.noise,
+            rng=c.rng,
+            step_mean=c.step_mean,
+        )
+        for n in names
+    ]
+
+
+def distributions(c: Inputs, sa: Samples, sb: Samples) -> list[Distribution]:
+    """Step times per side (each step the mean over ranks), then per side and rank."""
+    out = [_distribution("a", sa.pooled, None), _distribution("b", sb.pooled, None)]
+    sides: tuple[tuple[SideKey, list[pl.DataFrame]], ...] = (("a", c.steps_a), ("b", c.steps_b))
+    for side, frames in sides:
+        pooled = pl.concat(frames) if frames else pl.DataFrame()
+        for rank in sorted(set(pooled["rank"].to_list())) if pooled.height else ():
+            values = pooled.filter(pl.col("rank") == rank)["duration_ns"].to_numpy()
+            out.append(_distribution(side, np.asarray(values, dtype=float), rank))
+    return out
+
+
+def _distribution(side: SideKey, values: np.ndarray, rank: int | None) -> Distribution:
+    if len(values) == 0:
+        return Distribution(side=side, rank=rank, count=0)
+    kept = values if len(values) <= MAX_VALUES else values[np.linspace(0, len(values) - 1, MAX_VALUES).astype(int)]
+    p5, p95 = np.quantile(values, [0.05, 0.95])
+    return Distribution(
+        side=side,
+        rank=rank,
+        count=len(values),
+        mean_ns=rounded(float(values.mean())),
+        median_ns=rounded(float(np.median(values))),
+        p5_ns=rounded(float(p5)),
+        p95_ns=rounded(float(p95)),
+        min_ns=rounded(float(values.min())),
+        max_ns=rounded(float(values.max())),
+        values_ns=[float(v) for v in kept],
+    )

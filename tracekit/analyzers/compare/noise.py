@@ -1,0 +1,319 @@
+"""The noise model of a comparison: per-step samples, their bootstrap, and the measure it decides.
+
+Steps of one run are not independent across ranks: in a synchronous job every rank waits for
+the slowest at each collective, so the eight durations of one step are one observation, not
+eight. The unit of a sample is therefore the *step*: its value is the mean over ranks of the
+step's duration (the slowest rank's, for throughput). Consecutive steps are correlated too (a
+slow stretch of the machine spans several), so intervals come from a *moving-block bootstrap*
+over steps (blocks of about n^(1/3) steps), resampling A and B independently; with several runs
+per side (``--repeats``) runs are resampled first, then steps within each, so run-to-run
+variation widens the interval as it should. A change is *slower* or *faster* only when the
+interval of the difference of means excludes zero **and** the change is at least
+``threshold_pct`` of A's value: a single pair of runs cannot measure how far two launches of the
+same program drift apart (allocator layout, clocks, neighbours on the machine), and the
+threshold is that allowance, written in the result beside the interval. The smallest change the
+comparison could have detected is reported too: the larger of the threshold and
+(z(1 - alpha/2) + z(0.8)) standard errors of the difference (80% power), so a "within noise"
+reads with how much could have hidden in it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from statistics import NormalDist
+from typing import TYPE_CHECKING, Any, Final
+
+import numpy as np
+
+from tracekit.results.compare import Interval, Measure
+from tracekit.results.vocab import Change, Unit
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+
+#: Defaults of the noise model (see the module docstring).
+LEVEL: Final = 0.95
+THRESHOLD_PCT: Final = 1.0
+RESAMPLES: Final = 2000
+SEED: Final = 0
+POWER: Final = 0.8
+#: A count per step that differs by less than this share of the larger is the same count.
+COUNT_TOLERANCE: Final = 0.01
+
+
+@dataclass(frozen=True)
+class Samples:
+    """One side's per-step values, one array per run."""
+
+    runs: list[np.ndarray]
+
+    @property
+    def n(self) -> int:
+        return int(sum(len(r) for r in self.runs))
+
+    @property
+    def pooled(self) -> np.ndarray:
+        return np.concatenate(self.runs) if self.runs else np.empty(0)
+
+    @property
+    def ok(self) -> bool:
+        return bool(self.runs) and all(len(r) > 0 for r in self.runs)
+
+
+def block_indices(n: int, resamples: int, rng: np.random.Generator) -> np.ndarray:
+    """``resamples`` x ``n`` indices of a moving-block bootstrap of ``n`` consecutive steps."""
+    length = max(1, round(n ** (1 / 3)))
+    if length >= n:
+        return rng.integers(0, n, size=(resamples, n))
+    blocks = math.ceil(n / length)
+    starts = rng.integers(0, n - length + 1, size=(resamples, blocks))
+    idx = (starts[:, :, None] + np.arange(length)[None, None, :]).reshape(resamples, blocks * length)
+    return idx[:, :n]
+
+
+def _replicates(
+    samples: Samples, stat: Callable[[np.ndarray], np.ndarray], resamples: int, rng: np.random.Generator
+) -> np.ndarray:
+    """``stat`` (rows of a matrix -> one value per row) of ``resamples`` bootstrap samples."""
+    runs = samples.runs
+    if len(runs) == 1:
+        x = runs[0]
+        return stat(x[block_indices(len(x), resamples, rng)])
+    out = np.empty(resamples)
+    picks = rng.integers(0, len(runs), size=(resamples, len(runs)))
+    for b in range(resamples):
+        parts = [runs[j][block_indices(len(runs[j]), 1, rng)[0]] for j in picks[b]]
+        out[b] = stat(np.concatenate(parts)[None, :])[0]
+    return out
+
+
+def row_means(m: np.ndarray) -> np.ndarray:
+    """The mean of each row of ``m``."""
+    return np.asarray(m.mean(axis=1), dtype=float)
+
+
+def _row_medians(m: np.ndarray) -> np.ndarray:
+    return np.asarray(np.median(m, axis=1), dtype=float)
+
+
+@dataclass(frozen=True)
+class Noise:
+    """The noise model's settings."""
+
+    level: float = LEVEL
+    threshold_pct: float = THRESHOLD_PCT
+    resamples: int = RESAMPLES
+    seed: int = SEED
+
+    def interval(self, diffs: np.ndarray) -> Interval:
+        alpha = 1 - self.level
+        low, high = np.quantile(diffs, [alpha / 2, 1 - alpha / 2])
+        return Interval(low=round(float(low), 4), high=round(float(high), 4), level=self.level)
+
+    def detectable(self, diffs: np.ndarray) -> float:
+        z = NormalDist().inv_cdf(1 - (1 - self.level) / 2) + NormalDist().inv_cdf(POWER)
+        return float(z * np.std(diffs, ddof=1)) if len(diffs) > 1 else math.inf
+
+
+def rounded(x: float | None, digits: int = 4) -> float | None:
+    """``x`` rounded to ``digits`` decimals; None when missing or not finite."""
+    return None if x is None or not math.isfinite(x) else round(x, digits)
+
+
+def _rel(delta: float | None, base: float | None) -> float | None:
+    if delta is None or base is None or base == 0:
+        return None
+    return rounded(100.0 * delta / abs(base))
+
+
+def _decide(
+    delta: float, ci: Interval, base: float, noise: Noise, *, lower_is_better: bool | None, unit: Unit
+) -> tuple[Change, float]:
+    """The change word of a tested difference, and the practical threshold in the unit.
+
+    Times and rates are *slower* or *faster*; shares and counts, *higher* or *lower*."""
+    allowance = abs(base) * noise.threshold_pct / 100.0
+    beyond = (ci.low > 0 or ci.high < 0) and abs(delta) >= allowance
+    if not beyond:
+        return Change.WITHIN_NOISE, allowance
+    up = delta > 0
+    if lower_is_better is None or unit not in (Unit.NS, Unit.PER_S):
+        return (Change.HIGHER if up else Change.LOWER), allowance
+    worse = up if lower_is_better else not up
+    return (Change.SLOWER if worse else Change.FASTER), allowance
+
+
+def _welch(
+    a: Samples, b: Samples, stat: Callable[[np.ndarray], np.ndarray], delta: float, noise: Noise
+) -> tuple[Interval, float]:
+    """Welch's t interval of ``delta`` from the runs' own values (each run one observation), and
+    the change it could detect: with a few runs per side the t quantile (2 runs: 12.7, 3: 4.3)
+    is what keeps a run-to-run offset from reading as a change."""
+    from scipy import stats  # noqa: PLC0415  (imported when repeats are compared)
+
+    ra = np.array([float(stat(r[None, :])[0]) for r in a.runs])
+    rb = np.array([float(stat(r[None, :])[0]) for r in b.runs])
+    va, vb = ra.var(ddof=1) / len(ra), rb.var(ddof=1) / len(rb)
+    se = math.sqrt(va + vb)
+    if se == 0:
+        return Interval(low=round(delta, 4), high=round(delta, 4), level=noise.level), 0.0
+    df = (va + vb) ** 2 / ((va**2 / (len(ra) - 1) if va else 0.0) + (vb**2 / (len(rb) - 1) if vb else 0.0))
+    t = float(stats.t.ppf(1 - (1 - noise.level) / 2, df))
+    power = float(stats.t.ppf(POWER, df))
+    half = t * se
+    return Interval(low=round(delta - half, 4), high=round(delta + half, 4), level=noise.level), (t + power) * se
+
+
+def _widest(ci: Interval, detectable: float, other: Interval, other_detectable: float) -> tuple[Interval, float]:
+    """The wider of two intervals of one difference (each method's blind spot covered by the other)."""
+    if other.high - other.low > ci.high - ci.low:
+        return other, max(detectable, other_detectable)
+    return ci, max(detectable, other_detectable)
+
+
+def _unmeasured(
+    key: str,
+    label: str,
+    unit: Unit,
+    a: float | None,
+    b: float | None,
+    *,
+    lower_is_better: bool | None,
+    note: str | None = None,
+    **counts: Any,
+) -> Measure:
+    """A measure missing on one side or both: what there is, and which side lacks it."""
+    lacking = "measured on one side only" if (a, b) != (None, None) else "measured on neither side"
+    return Measure(
+        key=key,
+        label=label,
+        unit=unit,
+        lower_is_better=lower_is_better,
+        a=rounded(a),
+        b=rounded(b),
+        change=Change.NOT_MEASURED,
+        note=note or lacking,
+        **counts,
+    )
+
+
+def measure_of(
+    key: str,
+    label: str,
+    unit: Unit,
+    *,
+    a: Samples,
+    b: Samples,
+    noise: Noise,
+    rng: np.random.Generator,
+    lower_is_better: bool | None = True,
+    step_mean: float | None = None,
+    rank: int | None = None,
+    stat: Callable[[np.ndarray], np.ndarray] = row_means,
+    medians: bool = True,
+) -> Measure:
+    """A measure with samples on both sides: its difference, interval and verdict."""
+    if not a.ok or not b.ok:
+        va = float(stat(a.pooled[None, :])[0]) if a.n else None
+        vb = float(stat(b.pooled[None, :])[0]) if b.n else None
+        return _unmeasured(key, label, unit, va, vb, lower_is_better=lower_is_better, n_a=a.n, n_b=b.n, rank=rank)
+    va, vb = float(stat(a.pooled[None, :])[0]), float(stat(b.pooled[None, :])[0])
+    ra, rb = _replicates(a, stat, noise.resamples, rng), _replicates(b, stat, noise.resamples, rng)
+    diffs = rb - ra
+    delta = vb - va
+    ci = noise.interval(diffs)
+    detectable = noise.detectable(diffs)
+    if len(a.runs) > 1 and len(b.runs) > 1:  # repeats: run-to-run variation, measured
+        ci, detectable = _widest(ci, detectable, *_welch(a, b, stat, delta, noise))
+    change, allowance = _decide(delta, ci, va, noise, lower_is_better=lower_is_better, unit=unit)
+    detectable = max(detectable, allowance)
+    median_fields: dict[str, Any] = {}
+    if medians:
+        ma, mb = float(np.median(a.pooled)), float(np.median(b.pooled))
+        mdiffs = _replicates(b, _row_medians, noise.resamples, rng) - _replicates(a, _row_medians, noise.resamples, rng)
+        median_fields = {
+            "a_median": rounded(ma),
+            "b_median": rounded(mb),
+            "delta_median": rounded(mb - ma),
+            "ci_median": noise.interval(mdiffs),
+        }
+    return Measure(
+        key=key,
+        label=label,
+        unit=unit,
+        lower_is_better=lower_is_better,
+        a=rounded(va),
+        b=rounded(vb),
+        delta=rounded(delta),
+        delta_pct=_rel(delta, va),
+        step_pct=_rel(delta, step_mean) if unit is Unit.NS and step_mean else None,
+        ci=ci,
+        detectable=rounded(detectable),
+        n_a=a.n,
+        n_b=b.n,
+        change=change,
+        rank=rank,
+        **median_fields,
+    )
+
+
+def once(
+    key: str,
+    label: str,
+    unit: Unit,
+    a: float | None,
+    b: float | None,
+    *,
+    lower_is_better: bool | None = None,
+    note: str | None = None,
+    exact: bool = False,
+) -> Measure:
+    """A measure known once per run (a peak): its difference, no interval."""
+    if a is None or b is None:
+        return _unmeasured(key, label, unit, a, b, lower_is_better=lower_is_better, note=note)
+    delta = b - a
+    same = delta == 0 if exact else abs(delta) <= COUNT_TOLERANCE * max(abs(a), abs(b))
+    change = Change.SAME if same else (Change.HIGHER if delta > 0 else Change.LOWER)
+    return Measure(
+        key=key,
+        label=label,
+        unit=unit,
+        lower_is_better=lower_is_better,
+        a=rounded(a),
+        b=rounded(b),
+        delta=rounded(delta),
+        delta_pct=_rel(delta, a),
+        change=change,
+        note=note or "measured once per run: no interval",
+    )
+
+
+def compare_values(
+    key: str,
+    label: str,
+    unit: Unit,
+    a: Sequence[Sequence[float]],
+    b: Sequence[Sequence[float]],
+    *,
+    noise: Noise | None = None,
+    lower_is_better: bool | None = True,
+    stat: Callable[[np.ndarray], np.ndarray] = row_means,
+) -> Measure:
+    """A measure of two sides given as plain values, one sequence per run (per-step values of
+    each repeat): the difference of ``stat`` and its interval, by the noise model of
+    :func:`~tracekit.analyzers.compare.compare` (for runs that were not analyzed, such as the
+    cells of a sweep)."""
+    noise = noise or Noise()
+    return measure_of(
+        key,
+        label,
+        unit,
+        a=Samples(runs=[np.asarray(r, dtype=float) for r in a]),
+        b=Samples(runs=[np.asarray(r, dtype=float) for r in b]),
+        noise=noise,
+        rng=np.random.default_rng(noise.seed),
+        lower_is_better=lower_is_better,
+        stat=stat,
+        medians=False,
+    )
