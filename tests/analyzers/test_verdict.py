@@ -16,7 +16,7 @@ from tracekit.readers import load_run
 from tracekit.results.analysis import Finding
 from tracekit.results.vocab import Confidence, LedgerEntry, MeasuredOn, NoteKind
 
-NO_STRAGGLERS = StragglerResult(per_rank=pl.DataFrame(), matrix=pl.DataFrame(), stragglers=(), per_ns=1.0)
+NO_STRAGGLERS = StragglerResult(per_rank=pl.DataFrame(), matrix=pl.DataFrame(), stragglers=())
 NO_COLLECTIVES = CollectiveResult(per_rank=pl.DataFrame(), instances=pl.DataFrame())
 
 

@@ -5,7 +5,7 @@ into one typed :class:`~tracekit.results.analysis.Analysis`.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING
 
 import msgspec
 import polars as pl
@@ -23,9 +23,6 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from tracekit.model.run import Run, RunMeta
-
-#: The per-instance tables that go to the details file, not into the typed result.
-DETAIL_TABLES: Final = ("collectives_per_rank", "idle_intervals")
 
 
 @dataclass(frozen=True)

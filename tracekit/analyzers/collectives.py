@@ -85,11 +85,6 @@ class CollectiveResult:
         """Whether any collective was found."""
         return self.per_rank.height > 0
 
-    @property
-    def separates_waiting(self) -> bool:
-        """Whether some instance is held by two ranks or more (latency apart from waiting)."""
-        return self.match in (CollectiveMatch.PARTIAL, CollectiveMatch.COMPLETE)
-
 
 def _kernel_collectives(activity: pl.DataFrame) -> pl.DataFrame:
     return activity.filter(pl.col("category") == "collective", pl.col("kind") == "kernel").select(

@@ -70,7 +70,7 @@ from typing import TYPE_CHECKING, Final
 import polars as pl
 
 from tracekit.analyzers import intervals as iv
-from tracekit.analyzers.host_causes import LAUNCH_CALLS, ORDER, QUEUED, late_causes
+from tracekit.analyzers.host_causes import LAUNCH_CALLS, QUEUED, late_causes
 from tracekit.results.vocab import IdleCause
 
 if TYPE_CHECKING:
@@ -88,11 +88,6 @@ if TYPE_CHECKING:
 #: Above it only waits: a sampled trace's dropped kernels, another process sharing the GPU
 #: (340-400 us). A longer gap ended by queued work is not switching: the GPU waited.
 SWITCH_NS: Final = 20_000
-#: Every cause: those of queued work, then the host's in their order of ties.
-CAUSES: Final = (
-    *(c.value for c in (IdleCause.BACK_TO_BACK, IdleCause.UNOBSERVABLE, IdleCause.PEER, IdleCause.DEPENDENCY)),
-    *(c.value for c in ORDER),
-)
 #: The columns of :attr:`IdleResult.intervals`.
 INTERVAL_COLUMNS = (
     *("rank", "step", "start_ns", "end_ns", "length_ns", "cause"),

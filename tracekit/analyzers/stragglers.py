@@ -84,8 +84,6 @@ class StragglerResult:
     #: rank, step, lateness_ns (max over the step's matched collectives), times_last
     matrix: pl.DataFrame
     stragglers: tuple[Straggler, ...]
-    #: the time base of ``score``: mean step duration, or the trace span without steps
-    per_ns: float
 
 
 def _attributed(collectives: CollectiveResult) -> pl.DataFrame:
@@ -197,7 +195,7 @@ def find_stragglers(
     explained = [_explain(row, steps, annotations, matrix) for row in named.iter_rows(named=True)]
     stragglers = tuple(s for s in explained if _caused(s, n_steps=n_steps))
     per_rank = _straggler_waits(joined, per_rank, [s.rank for s in stragglers])
-    return StragglerResult(per_rank=per_rank, matrix=matrix, stragglers=stragglers, per_ns=base)
+    return StragglerResult(per_rank=per_rank, matrix=matrix, stragglers=stragglers)
 
 
 def _caused(straggler: Straggler, *, n_steps: int) -> bool:

@@ -189,10 +189,6 @@ class Run:
         for part in row_slices(self.events, rows):
             yield part.lazy().filter(pl.col("kind").is_in(list(kinds))).select(*columns).collect()
 
-    def rank_events(self, rank: int) -> pl.DataFrame:
-        """The events of one rank."""
-        return self.events.filter(pl.col("rank") == rank)
-
     def only(self, ranks: Sequence[int]) -> Run:
         """The same run restricted to ``ranks`` (events, counters and metadata)."""
         keep = list(set(ranks))

@@ -60,9 +60,6 @@ SCHEMA: Final[dict[str, pl.DataType]] = {
     "seq": pl.Int32(),  # a collective's sequence number in its process group (Kineto "Seq")
 }
 
-#: The columns a reader fills; ``category`` is derived from them (see ``classify``).
-READER_COLUMNS: Final = tuple(c for c in SCHEMA if c != "category")
-
 
 def empty_events() -> pl.DataFrame:
     """An event frame with the schema and no rows."""

@@ -57,8 +57,9 @@ class _FolderError(Exception):
 
 
 def read(report: Path, *, cache_root: Path | None = None, jobs: int = 1) -> list[RankTrace]:
-    """The registry's reader (:mod:`tracekit.readers.formats`): export ``report`` (see
-    :func:`export_sqlite`), then read the export under the report's name."""
+    """The registry's reader (:mod:`tracekit.readers.formats`): export ``report`` with ``nsys
+    export --type sqlite`` (unless a valid export is cached in ``cache_root``'s ``nsys`` folder, or
+    in a scratch folder when that cannot be written), then read the export under the report's name."""
     del jobs  # one process reads an export
     try:
         return read_nsys(_export(report, cached_export(report, cache_root)), shown=report)
@@ -74,24 +75,9 @@ def cached_export(report: Path, cache_root: Path | None = None) -> Path:
     return folder / f"{report.name.removesuffix(REP_SUFFIX)}.{digest}.sqlite"
 
 
-def export_sqlite(report: str | Path, *, cache_root: Path | None = None) -> Path:
-    """Export ``report`` with ``nsys export --type sqlite`` (unless a valid export is cached) and return the file.
-
-    ``cache_root`` is tracekit's cache folder (default: :func:`default_cache_dir`).
-
-    Raises :class:`TraceReadError` when ``nsys`` is not on PATH (saying how to export by
-    hand), when the export fails, or when the cache folder cannot be written.
-    """
-    report = Path(report)
-    out = cached_export(report, cache_root)
-    try:
-        return _export(report, out)
-    except _FolderError as exc:
-        raise TraceReadError(str(exc), path=report) from None
-
-
 def _export(report: Path, out: Path) -> Path:
-    """``out``, the export of ``report``: reused when it is valid, else made; see :func:`export_sqlite`."""
+    """``out``, the export of ``report``: reused when it is valid, else made; a missing ``nsys``
+    (saying how to export by hand) or a failed export is a :class:`TraceReadError`."""
     try:
         identity = FileIdentity.of(report)
     except OSError as exc:
