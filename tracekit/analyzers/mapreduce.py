@@ -2,9 +2,10 @@
 
 :func:`map_ranks` runs every registered analysis's per-rank part on a shard of ranks (a plain
 function of a :class:`~tracekit.model.run.Run` and :class:`Options`, so a local loop, a process
-pool or a Dask worker can call it) and returns small frames. :func:`reduce_ranks` concatenates
-the shards' frames and runs the cross-rank parts in registry order: collective matching,
-stragglers, the verdict, the run-level tables.
+pool or a Dask worker can call it) and returns small typed frames (:mod:`tracekit.analyzers.parts`).
+:func:`reduce_ranks` gathers the shards' frames (:meth:`Reduced.gather`) and runs the cross-rank
+parts in registry order, each after the entries it requires: collective matching, stragglers,
+the verdict, the run-level tables.
 """
 
 from __future__ import annotations

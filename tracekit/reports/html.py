@@ -1,4 +1,4 @@
-"""One self-contained HTML file: the verdict, the charts and sortable tables, offline.
+"""Any document as one self-contained HTML file: the head, the charts and sortable tables of each section, offline.
 
 plotly.js is inlined once, the charts' data is embedded as JSON, and nothing is fetched:
 the file opens from ``file://`` with no network. All text goes through Jinja's autoescaping

@@ -1,10 +1,10 @@
-"""The terminal summary: the verdict, then the same tables as the Markdown and HTML reports.
+"""Any document for a terminal: its head (a verdict, or a headline), the notes, then each
+section's lines and the tables the terminal shows; the same document the Markdown and HTML
+draw, so they always agree.
 
-Rendered with rich from the typed analysis, through the shared :mod:`tracekit.reports.tables`
-and :mod:`tracekit.reports.sentences`, so the terminal, Markdown and HTML always agree.
-Every string goes to rich as :class:`~rich.text.Text` (never parsed as markup) through
-:func:`~tracekit.reports.text.printable`, so no name from a trace can move the cursor, clear
-the screen, set a hyperlink or reorder the text (no control character reaches the terminal).
+Drawn with rich through :mod:`tracekit.reports.console`: every string goes to rich as
+:class:`~rich.text.Text` (never parsed as markup), control characters made visible, so no name
+from a trace can move the cursor, clear the screen, set a hyperlink or reorder the text.
 """
 
 from __future__ import annotations
