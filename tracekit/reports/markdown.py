@@ -1,4 +1,5 @@
-"""Any document as Markdown for a GitHub issue or pull-request comment: the head (a verdict or a headline), then each section's lines and tables.
+"""Any document as Markdown for a GitHub issue or pull-request comment: the head (a verdict or
+a headline), then each section's lines and tables.
 
 Per-rank tables keep the worst ranks when a run is large, names are cut, and the whole text
 stays under GitHub's 65,536-character comment limit whatever the run size.
