@@ -159,7 +159,7 @@ def analyze(
     if executor == "local":  # its processes start while this one imports the rest
         from tracekit.executors.local import started
 
-        pool = started(paths, jobs=jobs, preload="tracekit.stream")
+        pool = started(paths, jobs=jobs, preload="tracekit.pipeline.shards")
     from tracekit.cli.commands import run_analyze
 
     try:
