@@ -35,21 +35,20 @@ Phases do not nest: a phase inside another counts its time and memory twice.
 from __future__ import annotations
 
 import contextlib
-import difflib
 import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
-import msgspec
-
 from tracekit.capture import files, memory
-from tracekit.capture.config import CaptureConfig, ProfilerConfig, to_dict
+from tracekit.capture.config import profiler_config
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Iterator
     from types import TracebackType
+
+    from tracekit.capture.config import CaptureConfig
 
 T = TypeVar("T")
 
@@ -105,44 +104,6 @@ def _dist() -> tuple[int, int]:
 SAMPLE_REUSE_NS: Final = 50_000
 #: What ``summary_extra`` may hold: stored in summary.json as given.
 SUMMARY_EXTRA_KEYS = frozenset({"config", "environment", "notes"})
-#: The fields of :class:`~tracekit.capture.config.CaptureConfig` a profiler reads (the others are
-#: the launcher's and the step loop's); with :class:`~tracekit.capture.config.ProfilerConfig`'s,
-#: the options ``Profiler(...)`` takes by keyword.
-CONFIG_FIELDS: Final = (
-    "out_dir",
-    "warmup_steps",
-    "measured_steps",
-    "memory_timeline",
-    "memory_snapshot",
-    "memory_saved_tensors",
-    "nvtx",
-    "trace",
-    "nsys",
-)
-
-
-def profiler_config(config: CaptureConfig | None = None, /, **options: Any) -> CaptureConfig:
-    """``config`` (default: the defaults of ``tracekit capture``) with ``options`` set by name: any of
-    :data:`CONFIG_FIELDS`, or of :class:`~tracekit.capture.config.ProfilerConfig`'s (``wait``,
-    ``warmup``, ``active``, ``repeat``, ``record_shapes``, ...). Raises :class:`TypeError` naming an
-    unknown option, or a value of the wrong type."""
-    config = config or CaptureConfig()
-    if not options:
-        return config
-    schedule = ProfilerConfig.__struct_fields__
-    known = (*CONFIG_FIELDS, *schedule)
-    for name in options:
-        if name not in known:
-            close = difflib.get_close_matches(name, known, n=1)
-            hint = f"; did you mean {close[0]}?" if close else f" (known: {', '.join(known)})"
-            raise TypeError(f"Profiler: unknown option {name!r}{hint}")
-    data = to_dict(config)
-    data["profiler"] |= {k: v for k, v in options.items() if k in schedule}
-    data |= {k: os.fspath(v) if k == "out_dir" else v for k, v in options.items() if k not in schedule}
-    try:
-        return msgspec.convert(data, CaptureConfig)
-    except msgspec.ValidationError as exc:
-        raise TypeError(f"Profiler: {str(exc).replace('$.', '')}") from None
 
 
 class Profiler:
@@ -150,7 +111,7 @@ class Profiler:
     host phase timings and memory per step, peak memory, and files other tracekit tools read.
 
     Its options are those of a capture's config (:class:`~tracekit.capture.config.CaptureConfig`):
-    ``Profiler(config)``, or keywords (:func:`profiler_config`: ``out_dir``, ``warmup_steps``,
+    ``Profiler(config)``, or keywords (:func:`~tracekit.capture.config.profiler_config`: ``out_dir``, ``warmup_steps``,
     ``measured_steps``, ProfilerConfig's schedule ``wait`` / ``warmup`` / ``active`` / ``repeat``
     and ``record_shapes`` / ``profile_memory`` / ``with_stack``, ``memory_timeline``,
     ``memory_snapshot``, ``memory_saved_tensors``, ``nvtx``, ``trace``, ``nsys``), which also
