@@ -11,7 +11,7 @@ cost of the per-rank queries); ``o``: the scheduler's CPU seconds per task (a Da
 one process: its cost per task adds up, it is not divided by W); ``r*``: the reduce on the
 client (ranks decided, collectives matched, stragglers, verdict), per rank and per rank-MB (a
 rank's collective calls and idle intervals grow with its trace); ``p*``: rendering the reports.
-``tasks`` is what :func:`tracekit.stream.plan` cuts the files into.
+``tasks`` is what :func:`tracekit.pipeline.shards.plan` cuts the files into.
 
 Every coefficient is fitted by least squares on CPU seconds, not wall time: the benchmark
 machine is shared, and CPU seconds are what the work costs whoever else runs. The map's fit
@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from tracekit.stream import PARALLEL_MIN_BYTES, SHARD_MAX_BYTES, SHARDS_PER_WORKER
+from tracekit.pipeline.shards import PARALLEL_MIN_BYTES, SHARD_MAX_BYTES, SHARDS_PER_WORKER
 
 MB = 1e6
 
@@ -63,7 +63,7 @@ class Model:
     a_start: float = 0.0
 
     def tasks(self, ranks: int, mb: float, workers: int) -> int:
-        """How many shards :func:`tracekit.stream.plan` makes of R files of S MB."""
+        """How many shards :func:`tracekit.pipeline.shards.plan` makes of R files of S MB."""
         total = ranks * mb * MB
         if total < PARALLEL_MIN_BYTES:
             return 1

@@ -60,9 +60,9 @@ def child(executor_name: str, folder: Path, out: Path, cache: Path) -> None:
     """One analysis, timed per stage (runs in the measured process): prints one JSON line."""
     from tracekit.executors import make_executor  # noqa: PLC0415  (in the measured process only)
     from tracekit.pipeline import AnalyzeOptions, analyze_paths  # noqa: PLC0415
+    from tracekit.pipeline.shards import plan  # noqa: PLC0415
     from tracekit.readers.discover import discover_files  # noqa: PLC0415
     from tracekit.reports import TerminalRenderer, renderer  # noqa: PLC0415
-    from tracekit.stream import plan  # noqa: PLC0415
 
     marks = [_now()]
     executor = make_executor(executor_name, jobs=JOBS)

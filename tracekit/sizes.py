@@ -1,5 +1,5 @@
 """How much text an input file holds, found without reading it (and without importing the
-readers): for the plans of who reads what (:mod:`tracekit.stream`, the local executor)."""
+readers): for the plans of who reads what (:mod:`tracekit.pipeline.shards`, the local executor)."""
 
 from __future__ import annotations
 

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from benchmarks.scale_model import MB, Model, Point, check, fit
-from tracekit.stream import plan
+from tracekit.pipeline.shards import plan
 
 if TYPE_CHECKING:
     from pathlib import Path

@@ -24,7 +24,7 @@ def test_user_loop_writes_trace_phases_and_summary(tmp_path: Path) -> None:
     model = torch.nn.Linear(8, 2)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     data = [torch.randn(4, 8) for _ in range(20)]
-    with Profiler(tmp_path, warmup_steps=1, measured_steps=3, wait=1, warmup=1, active=2) as prof:
+    with Profiler(out_dir=tmp_path, warmup_steps=1, measured_steps=3, wait=1, warmup=1, active=2) as prof:
         for batch in prof.loader(data):
             with prof.phase("forward"):
                 loss = model(batch).sum()
@@ -69,7 +69,7 @@ def test_an_exception_inside_the_loop_propagates_and_writes_no_phase_file(tmp_pa
 
     with (
         pytest.raises(ValueError, match="boom"),
-        Profiler(tmp_path, warmup_steps=0, measured_steps=3) as prof,
+        Profiler(out_dir=tmp_path, warmup_steps=0, measured_steps=3) as prof,
         prof.phase("forward"),
     ):
         raise ValueError("boom")
@@ -81,7 +81,7 @@ def test_saved_tensors_are_counted_in_forward_of_measured_steps_only(tmp_path: P
 
     weight = torch.randn(64, requires_grad=True)
     held = []
-    with Profiler(tmp_path, warmup_steps=1, measured_steps=2, wait=0, warmup=1, active=1, nvtx=False) as prof:
+    with Profiler(out_dir=tmp_path, warmup_steps=1, measured_steps=2, wait=0, warmup=1, active=1, nvtx=False) as prof:
         while True:
             with prof.phase("forward"):
                 loss = (weight * torch.randn(16, 64)).sin().sum()  # saves the input and the product: 2 x 4 KiB
@@ -100,7 +100,7 @@ def test_memory_timeline_beside_the_trace_and_no_snapshot_on_cpu(tmp_path: Path)
 
     model = torch.nn.Linear(32, 4)
     with Profiler(
-        tmp_path,
+        out_dir=tmp_path,
         warmup_steps=0,
         measured_steps=3,
         wait=0,
@@ -170,7 +170,7 @@ def test_on_cuda_peaks_reset_where_measured_steps_begin_and_the_snapshot_is_writ
 
     calls, allocated = fake_cuda
     with Profiler(
-        tmp_path, warmup_steps=1, measured_steps=2, wait=0, warmup=1, active=1, memory_snapshot=True, nvtx=False
+        out_dir=tmp_path, warmup_steps=1, measured_steps=2, wait=0, warmup=1, active=1, memory_snapshot=True, nvtx=False
     ) as prof:
         while True:
             calls.append(f"step {prof._step}")
@@ -208,7 +208,9 @@ def test_a_failing_step_still_leaves_the_snapshot(tmp_path: Path, fake_cuda: tup
     calls, _ = fake_cuda
     with (
         pytest.raises(MemoryError),
-        Profiler(tmp_path, warmup_steps=0, measured_steps=3, wait=0, warmup=1, active=1, memory_snapshot=True) as prof,
+        Profiler(
+            out_dir=tmp_path, warmup_steps=0, measured_steps=3, wait=0, warmup=1, active=1, memory_snapshot=True
+        ) as prof,
         prof.phase("forward"),
     ):
         raise MemoryError("CUDA out of memory")
@@ -227,7 +229,7 @@ def test_one_memory_read_per_phase_boundary(tmp_path: Path, monkeypatch: pytest.
     reads: list[int] = []
     real = memory.sample
     monkeypatch.setattr(memory, "sample", lambda cuda: reads.append(1) or real(cuda))
-    with Profiler(tmp_path, warmup_steps=0, measured_steps=1, trace=False, wait=0, warmup=0, active=1) as prof:
+    with Profiler(out_dir=tmp_path, warmup_steps=0, measured_steps=1, trace=False, wait=0, warmup=0, active=1) as prof:
         reads.clear()
         for name in ("h2d", "forward", "backward", "optim_step"):
             with prof.phase(name):
@@ -236,3 +238,30 @@ def test_one_memory_read_per_phase_boundary(tmp_path: Path, monkeypatch: pytest.
     assert len(reads) == 4 + 1
     record = prof.phase_record()["steps"][0]
     assert set(record["phase_memory"]) >= {"h2d", "forward", "backward", "optim_step"}
+
+
+def test_a_profiler_is_built_from_the_capture_config_or_its_options_as_keywords(tmp_path: Path) -> None:
+    from tracekit.capture import Profiler
+    from tracekit.capture.config import load_config
+
+    config = load_config(None, {"out_dir": str(tmp_path), "measured_steps": "4", "profiler.active": "2"})
+    prof = Profiler(config, samples_per_step=8)
+    assert prof.config is config  # nothing overridden: the config as given
+    assert (prof.out_dir, prof.measured_steps, prof.schedule, prof.samples_per_step) == (tmp_path, 4, (1, 1, 2, 1), 8)
+    same = Profiler(out_dir=tmp_path, measured_steps=4, active=2, samples_per_step=8)
+    assert same.config == config
+    # keywords override the config given; the schedule's fields set its profiler section
+    other = Profiler(config, out_dir=tmp_path / "b", wait=0, memory_saved_tensors=False, nsys=True)
+    assert (other.out_dir, other.schedule, other.measured_steps) == (tmp_path / "b", (0, 1, 2, 1), 4)
+    assert (other._saved, other.cuda_profiler_range, config.profiler.wait) == (None, True, 1)
+
+
+def test_an_unknown_option_or_a_wrong_type_is_a_type_error_naming_it(tmp_path: Path) -> None:
+    from tracekit.capture import Profiler
+
+    with pytest.raises(TypeError, match=r"unknown option 'mesured_steps'; did you mean measured_steps\?"):
+        Profiler(out_dir=tmp_path, mesured_steps=3)
+    with pytest.raises(TypeError, match=r"unknown option 'batch_size' \(known: out_dir, warmup_steps"):
+        Profiler(out_dir=tmp_path, batch_size=8)  # the launcher's, not the profiler's
+    with pytest.raises(TypeError, match=r"Expected `int`, got `str` - at `measured_steps`"):
+        Profiler(out_dir=tmp_path, measured_steps="3")

@@ -13,10 +13,11 @@ import pytest
 
 from tests.cli.test_cli import tracekit
 from tests.factories import ev, make_run, simple_step, write_kineto
-from tracekit.analyzers import analyze, write_details
+from tracekit.analyzers import analyze
 from tracekit.atomic import OutputFiles, write_atomically, write_text_atomically
 from tracekit.cli.commands import write_reports
 from tracekit.errors import InputError
+from tracekit.pipeline import write_details
 from tracekit.reports import base
 
 if TYPE_CHECKING:

@@ -213,7 +213,9 @@ def test_torch_profile_memory_capture(tmp_path: Path) -> None:
 
     model = torch.nn.Linear(64, 64)
     data = [torch.randn(16, 64) for _ in range(6)]
-    with Profiler(tmp_path, warmup_steps=0, measured_steps=2, wait=0, warmup=1, active=1, profile_memory=True) as prof:
+    with Profiler(
+        out_dir=tmp_path, warmup_steps=0, measured_steps=2, wait=0, warmup=1, active=1, profile_memory=True
+    ) as prof:
         for batch in prof.loader(data):
             with prof.phase("forward"):
                 loss = model(batch).sum()

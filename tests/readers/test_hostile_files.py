@@ -55,7 +55,7 @@ def test_special_files_are_skipped_and_named(tmp_path: Path, kind: str) -> None:
 def test_a_fifo_named_summary_json_does_not_block(tmp_path: Path) -> None:
     good_rank(tmp_path / "t")
     os.mkfifo(tmp_path / "t" / "summary.json")
-    from tracekit.readers import capture_summary
+    from tracekit.pipeline import capture_summary
 
     assert capture_summary([tmp_path / "t"]) is None
 

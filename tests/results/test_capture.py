@@ -10,7 +10,7 @@ import pytest
 
 from tests.conftest import SAMPLES
 from tracekit.errors import InputError
-from tracekit.readers import capture_summary
+from tracekit.pipeline import capture_summary
 from tracekit.results.capture import (
     CAPTURE_SCHEMA,
     CAPTURE_SCHEMA_VERSION,

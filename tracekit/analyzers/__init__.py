@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tracekit.analyzers.analysis import Outcome, analyze, details_frame, run_analysis, write_details
+from tracekit.analyzers.analysis import Outcome, analyze, details_frame, run_analysis
 from tracekit.analyzers.annotations import AnnotationResult, annotation_breakdown
 from tracekit.analyzers.breakdown import BreakdownResult, gpu_breakdown
 from tracekit.analyzers.compare import Noise, compare, evaluate_gate
@@ -29,5 +29,4 @@ __all__ = [
     "gpu_breakdown",
     "kernel_summary",
     "run_analysis",
-    "write_details",
 ]

@@ -14,13 +14,11 @@ from tracekit.analyzers.collectives import group_members
 from tracekit.analyzers.context import Options
 from tracekit.analyzers.mapreduce import RankSummary, Reduced, map_ranks, reduce_ranks
 from tracekit.analyzers.registry import ANALYSES
-from tracekit.atomic import write_atomically
 from tracekit.results.analysis import Analysis, SectionData
 from tracekit.results.vocab import WindowKind
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
-    from pathlib import Path
 
     from tracekit.model.run import Run, RunMeta
 
@@ -127,8 +125,3 @@ def details_frame(details: dict[str, pl.DataFrame]) -> pl.DataFrame:
     if not frames:
         return pl.DataFrame({"table": []}, schema={"table": pl.String})
     return pl.concat(frames, how="diagonal_relaxed")
-
-
-def write_details(details: dict[str, pl.DataFrame], path: str | Path) -> None:
-    """Write the per-instance tables as one Parquet file, atomically (see :func:`details_frame`)."""
-    write_atomically(path, details_frame(details).write_parquet)

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import difflib
 import json
+import os
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 import msgspec
 
@@ -218,3 +219,43 @@ def parse_overrides(args: list[str]) -> dict[str, str]:
         out[key.replace("-", "_")] = value
         i += 1
     return out
+
+
+#: The fields of :class:`CaptureConfig` a :class:`~tracekit.capture.profiler.Profiler` reads (the
+#: others are the launcher's and the step loop's); with :class:`ProfilerConfig`'s, the options
+#: ``Profiler(...)`` takes by keyword.
+PROFILER_FIELDS: Final = (
+    "out_dir",
+    "warmup_steps",
+    "measured_steps",
+    "memory_timeline",
+    "memory_snapshot",
+    "memory_saved_tensors",
+    "nvtx",
+    "trace",
+    "nsys",
+)
+
+
+def profiler_config(config: CaptureConfig | None = None, /, **options: Any) -> CaptureConfig:
+    """``config`` (default: the defaults of ``tracekit capture``) with ``options`` set by name: any
+    of :data:`PROFILER_FIELDS`, or of :class:`ProfilerConfig`'s (``wait``, ``warmup``, ``active``,
+    ``repeat``, ``record_shapes``, ...), for a :class:`~tracekit.capture.profiler.Profiler`. Raises
+    :class:`TypeError` naming an unknown option, or a value of the wrong type."""
+    config = config or CaptureConfig()
+    if not options:
+        return config
+    schedule = ProfilerConfig.__struct_fields__
+    known = (*PROFILER_FIELDS, *schedule)
+    for name in options:
+        if name not in known:
+            close = difflib.get_close_matches(name, known, n=1)
+            hint = f"; did you mean {close[0]}?" if close else f" (known: {', '.join(known)})"
+            raise TypeError(f"Profiler: unknown option {name!r}{hint}")
+    data = to_dict(config)
+    data["profiler"] |= {k: v for k, v in options.items() if k in schedule}
+    data |= {k: os.fspath(v) if k == "out_dir" else v for k, v in options.items() if k not in schedule}
+    try:
+        return msgspec.convert(data, CaptureConfig)
+    except msgspec.ValidationError as exc:
+        raise TypeError(f"Profiler: {str(exc).replace('$.', '')}") from None

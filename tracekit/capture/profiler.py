@@ -1,7 +1,8 @@
 """The user-facing profiler: phases, steps, traces and phase timings for one rank.
 
-``tracekit capture`` runs its step loop on this class, and users who keep their own
-training script use it directly::
+``tracekit capture`` runs its step loop on this class, built from the capture's config
+(``Profiler(config)``), and users who keep their own training script use it directly, with
+the options of that config as keywords::
 
     from tracekit.capture import Profiler
 
@@ -41,10 +42,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from tracekit.capture import files, memory
+from tracekit.capture.config import profiler_config
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Iterator
     from types import TracebackType
+
+    from tracekit.capture.config import CaptureConfig
 
 T = TypeVar("T")
 
@@ -106,45 +110,49 @@ class Profiler:
     """Profile one rank: torch.profiler on a schedule, NVTX + record_function phases,
     host phase timings and memory per step, peak memory, and files other tracekit tools read.
 
+    Its options are those of a capture's config (:class:`~tracekit.capture.config.CaptureConfig`):
+    ``Profiler(config)``, or keywords (:func:`~tracekit.capture.config.profiler_config`: ``out_dir``, ``warmup_steps``,
+    ``measured_steps``, ProfilerConfig's schedule ``wait`` / ``warmup`` / ``active`` / ``repeat``
+    and ``record_shapes`` / ``profile_memory`` / ``with_stack``, ``memory_timeline``,
+    ``memory_snapshot``, ``memory_saved_tensors``, ``nvtx``, ``trace``, ``nsys``), which also
+    override a config given.
+
     Writes ``rank{r}.pt.trace.json.gz`` and ``phases.rank{r}.json`` into ``out_dir``;
     rank 0 writes ``summary.json`` once every rank has finished (``write_summary``).
     ``memory_timeline`` also writes ``memory_timeline.rank{r}.raw.json.gz`` beside each trace
     (it turns on ``record_shapes``, ``profile_memory`` and ``with_stack``, which it needs);
     ``memory_snapshot`` writes ``memory_snapshot.rank{r}.pickle`` (CUDA only; on CPU a note
-    says so). ``saved_tensors=False`` leaves autograd's saved-tensor hooks out of forward.
+    says so). ``memory_saved_tensors=False`` leaves autograd's saved-tensor hooks out of forward.
+    ``nsys`` brackets the traced steps with cudaProfilerStart/Stop (for ``nsys
+    --capture-range=cudaProfilerApi``). ``samples_per_step``: the samples one step of this rank
+    trains on, for throughput.
     """
 
     def __init__(
         self,
-        out_dir: str | Path,
+        config: CaptureConfig | None = None,
+        /,
         *,
-        warmup_steps: int = 2,
-        measured_steps: int = 5,
-        wait: int = 1,
-        warmup: int = 1,
-        active: int = 3,
-        repeat: int = 1,
-        record_shapes: bool = False,
-        profile_memory: bool = False,
-        with_stack: bool = False,
-        memory_timeline: bool = False,
-        memory_snapshot: bool = False,
-        saved_tensors: bool = True,
-        nvtx: bool = True,
-        trace: bool = True,
-        cuda_profiler_range: bool = False,
         samples_per_step: int | None = None,
         write_summary: bool = True,
         summary_extra: dict[str, Any] | None = None,
         progress: Callable[[int, str], None] | None = None,
+        **options: Any,
     ) -> None:
-        self.out_dir = Path(out_dir)
-        self.warmup_steps = warmup_steps
-        self.measured_steps = measured_steps
-        self.schedule = (wait, warmup, active, repeat)
-        self.options = {"record_shapes": record_shapes, "profile_memory": profile_memory, "with_stack": with_stack}
-        self.memory_timeline = memory_timeline
-        self.memory_snapshot = memory_snapshot
+        #: the capture's config, with the options given as keywords set
+        self.config = config = profiler_config(config, **options)
+        p = config.profiler
+        self.out_dir = Path(config.out_dir)
+        self.warmup_steps = config.warmup_steps
+        self.measured_steps = config.measured_steps
+        self.schedule = (p.wait, p.warmup, p.active, p.repeat)
+        self.options = {
+            "record_shapes": p.record_shapes,
+            "profile_memory": p.profile_memory,
+            "with_stack": p.with_stack,
+        }
+        self.memory_timeline = memory_timeline = config.memory_timeline
+        self.memory_snapshot = config.memory_snapshot
         #: Remarks for summary.json: what this rank could not record, or recorded differently.
         self.notes: list[str] = []
         if memory_timeline:
@@ -155,11 +163,11 @@ class Profiler:
                     "memory_timeline turned on " + ", ".join(needed) + " (export_memory_timeline needs them): "
                     "the traced steps carry their host overhead"
                 )
-        self._saved = memory.SavedTensors() if saved_tensors else None
-        self.nvtx = nvtx
+        self._saved = memory.SavedTensors() if config.memory_saved_tensors else None
+        self.nvtx = config.nvtx
         #: Whether torch.profiler runs (False: phases, steps and memory are timed without a trace).
-        self.trace = trace
-        self.cuda_profiler_range = cuda_profiler_range
+        self.trace = config.trace
+        self.cuda_profiler_range = config.nsys
         self.samples_per_step = samples_per_step
         self.write_summary = write_summary
         unknown = sorted(set(summary_extra or {}) - SUMMARY_EXTRA_KEYS)

@@ -219,24 +219,9 @@ def run(config: CaptureConfig, out_dir: Path | None = None, progress: RankProgre
         notes.append(
             "DeepSpeed runs the optimizer inside backward hooks: only total step time compares across backends"
         )
-    p = config.profiler
     prof = Profiler(
-        folder,
-        warmup_steps=config.warmup_steps,
-        measured_steps=config.measured_steps,
-        wait=p.wait,
-        warmup=p.warmup,
-        active=p.active,
-        repeat=p.repeat,
-        record_shapes=p.record_shapes,
-        profile_memory=p.profile_memory,
-        with_stack=p.with_stack,
-        memory_timeline=config.memory_timeline,
-        memory_snapshot=config.memory_snapshot,
-        saved_tensors=config.memory_saved_tensors,
-        nvtx=config.nvtx,
-        trace=config.trace,
-        cuda_profiler_range=config.nsys,
+        config,
+        out_dir=folder,
         samples_per_step=config.batch_size * config.gradient_accumulation_steps,
         summary_extra={"config": to_dict(config), "environment": environment(accelerator, backend), "notes": notes},
         progress=progress.phase if progress is not None else None,

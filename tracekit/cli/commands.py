@@ -25,16 +25,22 @@ from tracekit.results.io import load_analysis
 from tracekit.results.records import dump_record
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Mapping, Sequence
 
     import polars as pl
 
     from tracekit.analyzers.compare import Noise
     from tracekit.capture.sweep_plan import Cell
-    from tracekit.executors import Executor
     from tracekit.reports.document import Document
     from tracekit.results.analysis import Analysis
     from tracekit.results.vocab import SideKey
+
+
+def analyze_options(given: Mapping[str, Any]) -> AnalyzeOptions:
+    """The :class:`AnalyzeOptions` of the shared options as given
+    (:func:`~tracekit.cli.options.analysis_options`), ``--ranks`` parsed."""
+    spec = given.get("ranks")
+    return AnalyzeOptions(**{**given, "ranks": parse_rank_spec(spec) if spec else None})
 
 
 def run_analyze(
@@ -42,45 +48,21 @@ def run_analyze(
     *,
     outputs: dict[str, Path | None],
     details: Path | None,
-    comm_kernels: tuple[str, ...] = (),
-    steps: str | None = None,
-    include_warmup: bool = False,
-    rank_spec: str | None,
-    rank: int | None,
     top: int,
-    jobs: int | None,
-    cache_dir: Path | None,
-    use_cache: bool,
-    window: str,
-    executor: str | Executor = "local",
-    scheduler: str | None = None,
+    analysis: Mapping[str, Any],
 ) -> None:
-    """``tracekit analyze``; ``executor``: a name, or a started executor (closed by its owner)."""
+    """``tracekit analyze``; ``analysis``: its options as given (its ``executor``: a name, or a
+    started executor, closed by its owner)."""
     check_outputs({f"--{fmt}": path for fmt, path in outputs.items()} | {"--details": details}, paths)
-    ranks = parse_rank_spec(rank_spec) if rank_spec else None
+    options = analyze_options(analysis)
     width = shutil.get_terminal_size().columns if sys.stdout.isatty() else 120
     with DelayedProgress() as progress:
-        options = AnalyzeOptions(
-            comm_kernels=comm_kernels,
-            steps=steps,
-            include_warmup=include_warmup,
-            ranks=ranks,
-            rank=rank,
-            jobs=jobs,
-            cache_dir=cache_dir,
-            use_cache=use_cache,
-            window=window,
-            executor=executor,
-            scheduler=scheduler,
-            progress=progress.file_done,
-            stage=progress.stage,
-        )
-        outcome = analyze_paths(paths, options)
+        outcome = analyze_paths(paths, dataclasses.replace(options, progress=progress.file_done, stage=progress.stage))
         progress.stage("writing reports")
-        analysis = outcome.analysis
-        text = TerminalRenderer(top=top, width=max(width, 100), color=sys.stdout.isatty()).render(analysis)
+        result = outcome.analysis
+        text = TerminalRenderer(top=top, width=max(width, 100), color=sys.stdout.isatty()).render(result)
     click.echo(text, nl=False)
-    write_reports(analysis, outputs, details=None if details is None else (details, details_frame(outcome.details)))
+    write_reports(result, outputs, details=None if details is None else (details, details_frame(outcome.details)))
 
 
 def write_reports(
@@ -167,16 +149,17 @@ def run_compare(
     *,
     outputs: dict[str, Path | None],
     fail_if: Sequence[str] = (),
-    options: AnalyzeOptions | None = None,
+    analysis: Mapping[str, Any] | None = None,
     noise: Noise | None = None,
     top: int = 15,
 ) -> int:
     """``tracekit compare``: print the comparison, write the outputs; the exit code of the gate
-    (1 when a ``--fail-if`` condition fails, else 0)."""
+    (1 when a ``--fail-if`` condition fails, else 0). ``analysis``: the options of analyzing each
+    side, as given (default: analyze's defaults)."""
     check_outputs({f"--{fmt}": path for fmt, path in outputs.items()}, [*a, *b])
+    options = analyze_options(analysis or {})
     width = shutil.get_terminal_size().columns if sys.stdout.isatty() else 120
     with DelayedProgress() as progress:
-        options = options or AnalyzeOptions()
         options = dataclasses.replace(options, progress=progress.file_done, stage=progress.stage)
         comparison = compare_paths(a, b, options=options, noise=noise, fail_if=fail_if)
         text = TerminalRenderer(top=top, width=max(width, 100), color=sys.stdout.isatty()).render(comparison)
@@ -202,15 +185,17 @@ def run_sweep_command(
     headroom: str,
     report_dir: Path | None,
     outputs: dict[str, Path | None],
+    analysis: Mapping[str, Any] | None = None,
 ) -> None:
     """``tracekit sweep``: run the grid (or, with ``--report``, read a finished sweep), print
-    the matrix, write the outputs."""
+    the matrix, write the outputs. ``analysis``: the options of analyzing the cells' traces, as given."""
     from tracekit.capture.config import parse_overrides
     from tracekit.capture.sweep import plan_sweep, run_sweep
     from tracekit.pipeline import sweep_matrix
 
     room = parse_headroom(headroom)
     check_outputs({f"--{fmt}": path for fmt, path in outputs.items()}, [] if report_dir is None else [report_dir])
+    reading = analyze_options(analysis or {})
     if report_dir is not None:
         if grid or extra_args:
             raise InputError("--report renders a finished sweep: give no --grid or config options with it")
@@ -225,7 +210,7 @@ def run_sweep_command(
         run_sweep(plan, starting=starting)
         folder = Path(plan.out_dir)
     with DelayedProgress() as progress:
-        matrix = sweep_matrix(folder, headroom_pct=room, options=AnalyzeOptions(stage=progress.stage))
+        matrix = sweep_matrix(folder, headroom_pct=room, options=dataclasses.replace(reading, stage=progress.stage))
     width = shutil.get_terminal_size().columns if sys.stdout.isatty() else 120
     click.echo(TerminalRenderer(width=max(width, 100), color=sys.stdout.isatty()).render(matrix), nl=False)
     texts = {path: renderer(fmt).render(matrix) for fmt, path in outputs.items() if path is not None}

@@ -12,9 +12,8 @@ from typing import Any, Final, NoReturn, TypeVar
 import click
 
 from tracekit import __version__
+from tracekit.cli.options import analysis_options, output_options
 from tracekit.errors import TracekitError
-from tracekit.executors import EXECUTORS
-from tracekit.results.vocab import WindowKind
 
 #: Exit codes: bad input or arguments (TracekitError.exit_code, click's usage errors), a bug in
 #: tracekit (an error it did not expect), and an interrupt.
@@ -59,127 +58,35 @@ class _AnalyzeCommand(click.Command):
 
 @cli.command(cls=_AnalyzeCommand)
 @click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
-@click.option(
-    "--json",
-    "json_path",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="Also write every number as versioned JSON to this file.",
-)
-@click.option(
-    "--html",
-    "html_path",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="Also write one self-contained HTML report (opens offline) to this file.",
-)
-@click.option(
-    "--md",
-    "md_path",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="Also write a Markdown report (for a GitHub issue comment) to this file.",
+@output_options(
+    json="Also write every number as versioned JSON to this file.",
+    html="Also write one self-contained HTML report (opens offline) to this file.",
+    md="Also write a Markdown report (for a GitHub issue comment) to this file.",
 )
 @click.option(
     "--details",
     type=click.Path(dir_okay=False, path_type=Path),
     help="Also write the per-instance tables (collectives per rank, every GPU idle interval) as Parquet.",
 )
-@click.option(
-    "--comm-kernel",
-    "comm_kernels",
-    multiple=True,
-    metavar="REGEX",
-    help="Kernel names (a regular expression) that are communication, beside the built-in table. Repeatable.",
-)
-@click.option(
-    "--steps",
-    "steps",
-    metavar="SPEC",
-    help="Measure only these steps, e.g. 3- or 2-5 or 0,2,4 (trace step numbers; ordinals for inferred steps).",
-)
-@click.option("--include-warmup", is_flag=True, help="Keep warm-up steps in the figures and the verdict.")
-@click.option("--ranks", "rank_spec", help="Analyze only these ranks, e.g. 0-3,7.")
-@click.option("--rank", type=int, help="The rank of a single trace file that does not record one.")
 @click.option("--top", default=10, show_default=True, type=click.IntRange(min=1), help="Kernels to list.")
-@click.option(
-    "--jobs",
-    type=click.IntRange(min=1),
-    help="Cores that read and analyze the ranks: processes, or threads decoding one big file (with --executor "
-    "dask: the workers of a local cluster) [default: number of cores].",
-)
-@click.option(
-    "--cache-dir",
-    type=click.Path(file_okay=False, path_type=Path),
-    help="Cache of decoded traces [default: $TRACEKIT_CACHE_DIR, else ~/.cache/tracekit].",
-)
-@click.option("--no-cache", is_flag=True, help="Neither read nor write the cache of decoded traces.")
-@click.option(
-    "--window",
-    type=click.Choice([w.value for w in WindowKind]),
-    default=WindowKind.STEPS.value,
-    show_default=True,
-    help="Measure GPU time over profiler steps, or first-to-last GPU activity (as HTA).",
-)
-@click.option(
-    "--executor",
-    type=click.Choice(list(EXECUTORS)),
-    default="local",
-    show_default=True,
-    help="Where each rank is read and analyzed: processes on this machine (--jobs), or a Dask cluster "
-    "(pip install 'tracekit[dask]'; the files must be at the same paths on its workers).",
-)
-@click.option(
-    "--scheduler",
-    metavar="ADDR",
-    help="With --executor dask: a running Dask scheduler, e.g. tcp://host:8786 [default: a local cluster of "
-    "--jobs workers].",
-)
+@analysis_options
 def analyze(
-    paths: tuple[Path, ...],
-    json_path: Path | None,
-    html_path: Path | None,
-    md_path: Path | None,
-    details: Path | None,
-    comm_kernels: tuple[str, ...],
-    steps: str | None,
-    include_warmup: bool,
-    rank_spec: str | None,
-    rank: int | None,
-    top: int,
-    jobs: int | None,
-    cache_dir: Path | None,
-    no_cache: bool,
-    window: str,
-    executor: str,
-    scheduler: str | None,
+    paths: tuple[Path, ...], outputs: dict[str, Path | None], details: Path | None, top: int, analysis: dict[str, Any]
 ) -> None:
     """Analyze the traces of a run: one file per rank, or one file holding every rank.
 
     PATHS are trace files (formats below) or folders searched for them.
     """
     pool = None
-    if executor == "local":  # its processes start while this one imports the rest
+    if analysis["executor"] == "local":  # its processes start while this one imports the rest
         from tracekit.executors.local import started
 
-        pool = started(paths, jobs=jobs, preload="tracekit.stream")
+        pool = started(paths, jobs=analysis["jobs"], preload="tracekit.pipeline.shards")
     from tracekit.cli.commands import run_analyze
 
     try:
-        run_analyze(
-            paths,
-            outputs={"json": json_path, "html": html_path, "md": md_path},
-            details=details,
-            comm_kernels=comm_kernels,
-            steps=steps,
-            include_warmup=include_warmup,
-            rank_spec=rank_spec,
-            rank=rank,
-            top=top,
-            jobs=jobs,
-            cache_dir=cache_dir,
-            use_cache=not no_cache,
-            window=window,
-            executor=executor if pool is None else pool,
-            scheduler=scheduler,
-        )
+        given = analysis if pool is None else analysis | {"executor": pool}
+        run_analyze(paths, outputs=outputs, details=details, top=top, analysis=given)
     finally:
         if pool is not None:
             pool.close()
@@ -187,20 +94,17 @@ def analyze(
 
 @cli.command()
 @click.argument("report", type=click.Path(dir_okay=False, path_type=Path))
-@click.option("--html", "html_path", type=click.Path(dir_okay=False, path_type=Path), help="Write the HTML report.")
-@click.option("--md", "md_path", type=click.Path(dir_okay=False, path_type=Path), help="Write the Markdown report.")
-def report(report: Path, html_path: Path | None, md_path: Path | None) -> None:
+@output_options(html="Write the HTML report.", md="Write the Markdown report.")
+def report(report: Path, outputs: dict[str, Path | None]) -> None:
     """Render a saved JSON report (from analyze --json) again, without the traces."""
     from tracekit.cli.commands import run_report
 
-    run_report(report, outputs={"html": html_path, "md": md_path})
+    run_report(report, outputs=outputs)
 
 
 @cli.command()
 @click.argument("runs", nargs=-1, required=True, type=click.Path(path_type=Path))
-@click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path), help="Write it as JSON.")
-@click.option("--html", "html_path", type=click.Path(dir_okay=False, path_type=Path), help="Write offline HTML.")
-@click.option("--md", "md_path", type=click.Path(dir_okay=False, path_type=Path), help="Write Markdown (for a PR).")
+@output_options(json="Write it as JSON.", html="Write offline HTML.", md="Write Markdown (for a PR).")
 @click.option(
     "--fail-if",
     "fail_if",
@@ -224,34 +128,18 @@ def report(report: Path, html_path: Path | None, md_path: Path | None) -> None:
     type=click.FloatRange(min=0.5, max=0.999),
     help="Confidence level of the intervals.",
 )
-@click.option("--steps", "steps", metavar="SPEC", help="Measure only these steps on both sides (as analyze).")
-@click.option("--include-warmup", is_flag=True, help="Keep warm-up steps in the figures (both sides).")
-@click.option(
-    "--window", type=click.Choice([w.value for w in WindowKind]), default=WindowKind.STEPS.value, show_default=True
-)
-@click.option("--comm-kernel", "comm_kernels", multiple=True, metavar="REGEX", help="As analyze. Repeatable.")
 @click.option("--top", default=15, show_default=True, type=click.IntRange(min=1), help="Work changes to list.")
-@click.option("--jobs", type=click.IntRange(min=1), help="Parsing processes [default: number of cores].")
-@click.option("--cache-dir", type=click.Path(file_okay=False, path_type=Path), help="Cache of decoded traces.")
-@click.option("--no-cache", is_flag=True, help="Neither read nor write the cache of decoded traces.")
+@analysis_options
 @click.pass_context
 def compare(
     ctx: click.Context,
     runs: tuple[Path, ...],
-    json_path: Path | None,
-    html_path: Path | None,
-    md_path: Path | None,
+    outputs: dict[str, Path | None],
     fail_if: tuple[str, ...],
     noise_threshold: float,
     level: float,
-    steps: str | None,
-    include_warmup: bool,
-    window: str,
-    comm_kernels: tuple[str, ...],
     top: int,
-    jobs: int | None,
-    cache_dir: Path | None,
-    no_cache: bool,
+    analysis: dict[str, Any],
 ) -> None:
     """Compare run B against the baseline run A: what changed, by how much, beyond noise or not.
 
@@ -261,27 +149,11 @@ def compare(
     """
     from tracekit.analyzers.compare import Noise
     from tracekit.cli.commands import run_compare
-    from tracekit.pipeline import AnalyzeOptions, pair
+    from tracekit.pipeline import pair
 
     a, b = pair(runs)
-    code = run_compare(
-        [a],
-        [b],
-        outputs={"json": json_path, "html": html_path, "md": md_path},
-        fail_if=fail_if,
-        options=AnalyzeOptions(
-            comm_kernels=comm_kernels,
-            steps=steps,
-            include_warmup=include_warmup,
-            window=window,
-            jobs=jobs,
-            cache_dir=cache_dir,
-            use_cache=not no_cache,
-        ),
-        noise=Noise(level=level, threshold_pct=noise_threshold),
-        top=top,
-    )
-    ctx.exit(code)
+    noise = Noise(level=level, threshold_pct=noise_threshold)
+    ctx.exit(run_compare([a], [b], outputs=outputs, fail_if=fail_if, analysis=analysis, noise=noise, top=top))
 
 
 @cli.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
@@ -339,9 +211,8 @@ def capture(ctx: click.Context, config_path: Path | None, ab: tuple[str, str] | 
     type=click.Path(path_type=Path),
     help="Render the matrix of this sweep folder again, without running anything.",
 )
-@click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path), help="Write the matrix as JSON.")
-@click.option("--md", "md_path", type=click.Path(dir_okay=False, path_type=Path), help="Write Markdown (for a PR).")
-@click.option("--html", "html_path", type=click.Path(dir_okay=False, path_type=Path), help="Write offline HTML.")
+@output_options(json="Write the matrix as JSON.", md="Write Markdown (for a PR).", html="Write offline HTML.")
+@analysis_options
 @click.pass_context
 def sweep(
     ctx: click.Context,
@@ -356,9 +227,8 @@ def sweep(
     headroom: str,
     resume: bool,
     report_dir: Path | None,
-    json_path: Path | None,
-    md_path: Path | None,
-    html_path: Path | None,
+    outputs: dict[str, Path | None],
+    analysis: dict[str, Any],
 ) -> None:
     """Capture every cell of a grid of config values (backend x batch size ...) and show the matrix.
 
@@ -382,7 +252,8 @@ def sweep(
         },
         headroom=headroom,
         report_dir=report_dir,
-        outputs={"json": json_path, "md": md_path, "html": html_path},
+        outputs=outputs,
+        analysis=analysis,
     )
 
 
@@ -395,16 +266,14 @@ _CAPTURE_HELP = "A capture of this config (its summary.json) to compare with [de
 @_config_path(_CONFIG_HELP)
 @click.option("--batches", type=click.IntRange(min=1), default=100, show_default=True, help=_BATCHES_HELP)
 @click.option("--capture", "capture_dir", type=click.Path(file_okay=False, path_type=Path), help=_CAPTURE_HELP)
-@click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path), help="Also write it as JSON.")
-@click.option("--md", "md_path", type=click.Path(dir_okay=False, path_type=Path), help="Also write Markdown.")
+@output_options(json="Also write it as JSON.", md="Also write Markdown.")
 @click.pass_context
 def dataloader(
     ctx: click.Context,
     config_path: Path | None,
     batches: int,
     capture_dir: Path | None,
-    json_path: Path | None,
-    md_path: Path | None,
+    outputs: dict[str, Path | None],
 ) -> None:
     """Measure the DataLoader alone: the training config's dataset, sharding, workers, prefetch and
     pinning on its ranks, with no model. Per rank: fetch times (and their two modes), batches/s;
@@ -413,19 +282,16 @@ def dataloader(
     """
     from tracekit.cli.commands import run_dataloader
 
-    run_dataloader(
-        config_path, list(ctx.args), batches=batches, capture=capture_dir, outputs={"json": json_path, "md": md_path}
-    )
+    run_dataloader(config_path, list(ctx.args), batches=batches, capture=capture_dir, outputs=outputs)
 
 
 @cli.command("audit-params", context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
 @_config_path(_CONFIG_HELP)
 @click.option("--include-zero-grad", is_flag=True, help="Also list parameters whose gradient is all zeros.")
-@click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path), help="Also write it as JSON.")
-@click.option("--md", "md_path", type=click.Path(dir_okay=False, path_type=Path), help="Also write Markdown.")
+@output_options(json="Also write it as JSON.", md="Also write Markdown.")
 @click.pass_context
 def audit_params(
-    ctx: click.Context, config_path: Path | None, include_zero_grad: bool, json_path: Path | None, md_path: Path | None
+    ctx: click.Context, config_path: Path | None, include_zero_grad: bool, outputs: dict[str, Path | None]
 ) -> None:
     """Which parameters get no gradient: one forward + backward of the workload on one real batch, on one
     process. Lists UNUSED (no gradient), FROZEN and, with --include-zero-grad, all-zero gradients, by
@@ -433,9 +299,7 @@ def audit_params(
     """
     from tracekit.cli.commands import run_audit_params
 
-    run_audit_params(
-        config_path, list(ctx.args), include_zero_grad=include_zero_grad, outputs={"json": json_path, "md": md_path}
-    )
+    run_audit_params(config_path, list(ctx.args), include_zero_grad=include_zero_grad, outputs=outputs)
 
 
 def main() -> None:

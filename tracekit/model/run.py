@@ -70,7 +70,7 @@ class RunMeta:
     """What is known about a run without its events: each rank, the files skipped, the warnings.
 
     All the cross-rank reduce reads of a run besides the per-rank summaries, so that the run's
-    events never need to be in one place (:mod:`tracekit.stream`).
+    events never need to be in one place (:mod:`tracekit.pipeline.shards`).
     """
 
     ranks: tuple[RankInfo, ...]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tracekit.readers.discover import capture_summary, discover
+from tracekit.readers.discover import discover
 from tracekit.readers.formats import FORMATS, InputFormat, format_of, read_file
 from tracekit.readers.kineto import read_kineto
 from tracekit.readers.load import load_run
@@ -13,7 +13,6 @@ __all__ = [
     "FORMATS",
     "InputFormat",
     "RankTrace",
-    "capture_summary",
     "discover",
     "format_of",
     "load_run",

@@ -2,7 +2,7 @@
 
 A file's claims (:class:`TraceClaim`: its recorded rank, world size, span, ...) are small, so
 the decision can be made where the events are not: :func:`~tracekit.readers.load.load_run`
-makes it after reading every file, :mod:`tracekit.stream` after mapping them elsewhere.
+makes it after reading every file, :mod:`tracekit.pipeline.shards` after mapping them elsewhere.
 """
 
 from __future__ import annotations

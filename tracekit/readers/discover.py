@@ -7,18 +7,13 @@ import stat
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
-import msgspec
-
 from tracekit.errors import InputError
 from tracekit.model.run import SkippedFile
 from tracekit.readers import formats
 from tracekit.readers.memory_timeline import is_memory_timeline
-from tracekit.results.capture import CAPTURE_SCHEMA, as_capture_summary
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
-
-    from tracekit.results.capture import CaptureSummary
 
 #: Files tracekit itself writes next to traces; never read as traces from a folder.
 _OWN_OUTPUTS: Final = re.compile(
@@ -88,6 +83,11 @@ def memory_timelines(paths: Iterable[str | Path]) -> list[Path]:
     return list(dict.fromkeys(out))
 
 
+def is_regular(path: Path) -> bool:
+    """Whether ``path`` is a file that can be read without blocking: a regular file that can be opened."""
+    return path.is_file() and _not_regular(path) is None
+
+
 def _not_regular(path: Path) -> str | None:
     """Why ``path`` is not read (it is not a regular file), or None when it is one."""
     try:
@@ -113,26 +113,3 @@ def _without_exported_reports(files: list[Path]) -> list[Path]:
     """Drop a file whose export sits beside it (``x.nsys-rep`` beside ``x.sqlite``)."""
     present = set(files)
     return [p for p in files if not any(fmt.export_of(p) in present for fmt in formats.FORMATS)]
-
-
-def capture_summary(paths: Iterable[str | Path]) -> CaptureSummary | None:
-    """The ``summary.json`` of ``tracekit capture`` beside the traces, if there is one.
-
-    Looked for in each folder given and beside each file given; a ``summary.json`` that is
-    not a tracekit capture summary is ignored (it is context for the report, not input). One
-    that says it is, but of a newer major version or malformed, is an :class:`InputError`
-    naming it.
-    """
-    for raw in paths:
-        path = Path(raw)
-        folder = path if path.is_dir() else path.parent
-        candidate = folder / "summary.json"
-        if _not_regular(candidate) is not None:  # absent, or a FIFO that would block
-            continue
-        try:
-            data = msgspec.json.decode(candidate.read_bytes())
-        except (OSError, msgspec.DecodeError):
-            continue
-        if isinstance(data, dict) and data.get("schema") == CAPTURE_SCHEMA:
-            return as_capture_summary(data, source=str(candidate))
-    return None

@@ -18,11 +18,11 @@ from tracekit.errors import InputError
 from tracekit.model.classify import classify_run
 from tracekit.model.comm_evidence import user_kernel_pattern
 from tracekit.model.counters import empty_categories, empty_counters
-from tracekit.model.run import RankInfo, Run, SkippedFile
+from tracekit.model.run import RankInfo, Run, RunMeta, SkippedFile
 from tracekit.model.schema import GPU_ACTIVITY_KINDS, empty_events, without_null_columns
 from tracekit.model.taxonomy import HOST_BACKENDS
 from tracekit.readers.cache import EventCache, default_cache_dir
-from tracekit.readers.claims import FileClaims, TraceClaim, rank_for, resolve
+from tracekit.readers.claims import FileClaims, Resolved, TraceClaim, rank_for, resolve
 from tracekit.readers.discover import discover_files, memory_timelines
 from tracekit.readers.formats import read_file
 from tracekit.readers.memory_timeline import read_memory_timeline
@@ -78,11 +78,12 @@ def load_run(
     infos = resolved.infos
     events, counters = rank_tables([(i.rank, by_rank.pop(i.rank)) for i in infos], comm_kernels=comm_kernels)
     categories, timeline_skips = timelines_beside([i.rank for i in infos], found.timelines)
+    meta = run_meta(resolved, skipped=timeline_skips, counts=collective_counts(events))
     return Run(
         events=events,
-        ranks=tuple(infos),
-        skipped=tuple(resolved.skipped + timeline_skips),
-        warnings=tuple(resolved.warnings + collective_warnings(infos, collective_counts(events))),
+        ranks=meta.ranks,
+        skipped=meta.skipped,
+        warnings=meta.warnings,
         counters=counters,
         memory_categories=categories,
     )
@@ -136,6 +137,29 @@ def rank_tables(
     counters = pl.concat([empty_counters(), *(_with_rank(_by_time(t.counters), r) for r, t in traces)], rechunk=True)
     # a column that no event fills holds no buffer, whatever the reader of each rank left
     return without_null_columns(classify_run(events, comm_kernels=comm_kernels)), counters
+
+
+def rank_run(traces: Sequence[tuple[RankInfo, RankTrace]], *, comm_kernels: Sequence[str] = ()) -> Run:
+    """The run of rank traces given in rank order, each with what is known of its rank
+    (:func:`rank_tables`; no file skipped, no warning)."""
+    events, counters = rank_tables([(info.rank, trace) for info, trace in traces], comm_kernels=comm_kernels)
+    return Run(events=events, ranks=tuple(info for info, _ in traces), counters=counters)
+
+
+def run_meta(resolved: Resolved, *, skipped: Sequence[SkippedFile] = (), counts: pl.DataFrame) -> RunMeta:
+    """What is known of a run without its events: the ranks ``resolved`` decided, the files it and
+    ``skipped`` leave out, its warnings and those of ``counts`` (:func:`collective_counts` of the
+    ranks' events)."""
+    return RunMeta(
+        ranks=tuple(resolved.infos),
+        skipped=(*resolved.skipped, *skipped),
+        warnings=tuple(resolved.warnings + collective_warnings(resolved.infos, counts)),
+    )
+
+
+def has_gpu_activity(events: pl.DataFrame) -> bool:
+    """Whether ``events`` hold any GPU activity (kernels, copies, sets)."""
+    return bool(events.select(pl.col("kind").is_in(GPU_ACTIVITY_KINDS).any()).item())
 
 
 def _with_rank(frame: pl.DataFrame, rank: int) -> pl.DataFrame:

@@ -11,13 +11,13 @@ import pytest
 
 from tests.conftest import SAMPLES
 from tests.factories import kineto_event, kineto_memory, simple_step, write_kineto
-from tracekit import stream
 from tracekit.analyzers import run_analysis
 from tracekit.errors import InputError
 from tracekit.executors import TaskFailed
 from tracekit.executors.local import LocalExecutor
+from tracekit.pipeline import shards as sharding
+from tracekit.pipeline.shards import Settings, analyze_files
 from tracekit.readers import load_run
-from tracekit.stream import Settings, analyze_files
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Sequence
@@ -29,11 +29,11 @@ if TYPE_CHECKING:
 @pytest.fixture
 def one_file_shards(monkeypatch: pytest.MonkeyPatch) -> None:
     """Every file its own shard, however small: what a cluster does with large files."""
-    monkeypatch.setattr(stream, "PARALLEL_MIN_BYTES", 0)
-    monkeypatch.setattr(stream, "SHARD_MAX_BYTES", 1)
+    monkeypatch.setattr(sharding, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(sharding, "SHARD_MAX_BYTES", 1)
 
 
-def streamed(paths: Sequence[Path], executor: Any = None, **settings: Any) -> Analysis:
+def sharded(paths: Sequence[Path], executor: Any = None, **settings: Any) -> Analysis:
     outcome = analyze_files(paths, executor=executor or LocalExecutor(jobs=1), settings=Settings(**settings))
     return outcome.analysis
 
@@ -55,12 +55,12 @@ def cpu_step(offset: float = 0.0) -> list[dict[str, Any]]:
 
 def test_shards_of_a_capture_give_the_whole_run_s_analysis(one_file_shards: None) -> None:
     folder = SAMPLES / "captures" / "straggler"
-    assert stream.plan(sorted(folder.glob("rank*.json.gz")), workers=2) == [
+    assert sharding.plan(sorted(folder.glob("rank*.json.gz")), workers=2) == [
         (str(p),) for p in sorted(folder.glob("rank*.json.gz"))
     ]
-    assert streamed([folder]) == loaded([folder])
-    assert streamed([folder], ranks=frozenset({1, 5})) == loaded([folder], ranks={1, 5})
-    assert streamed([folder], window="gpu_span", steps="3-") == loaded([folder], window="gpu_span", steps="3-")
+    assert sharded([folder]) == loaded([folder])
+    assert sharded([folder], ranks=frozenset({1, 5})) == loaded([folder], ranks={1, 5})
+    assert sharded([folder], window="gpu_span", steps="3-") == loaded([folder], window="gpu_span", steps="3-")
 
 
 def test_gpu_ranks_with_process_groups_and_memory(tmp_path: Path, one_file_shards: None) -> None:
@@ -69,7 +69,7 @@ def test_gpu_ranks_with_process_groups_and_memory(tmp_path: Path, one_file_shard
         pgs = [{"pg_name": "1", "ranks": [0, 1] if r < 2 else [2, 3]}]
         events = [*simple_step(rank=r, offset=r * 2.0), kineto_memory(1_000_030.0, 512, allocated=512, reserved=2048)]
         write_kineto(tmp_path / f"rank{r}.json", events, rank=r, world_size=4, pg_config=pgs, device_memory=1 << 30)
-    analysis = streamed([tmp_path])
+    analysis = sharded([tmp_path])
     assert analysis == loaded([tmp_path])
     assert analysis.memory.per_device and analysis.collectives.count > 0
 
@@ -80,13 +80,13 @@ def test_a_cpu_only_rank_among_gpu_ranks_is_mapped_again_on_the_gpu_timeline(
     write_kineto(tmp_path / "rank0.json", simple_step(), rank=0)
     write_kineto(tmp_path / "rank1.json", cpu_step(), rank=1)
     assert loaded([tmp_path]).run.has_gpu
-    assert streamed([tmp_path]) == loaded([tmp_path])
+    assert sharded([tmp_path]) == loaded([tmp_path])
 
 
 def test_a_file_without_a_rank_is_rank_0_when_the_other_is_unreadable(tmp_path: Path, one_file_shards: None) -> None:
     write_kineto(tmp_path / "trace.json", simple_step(), rank=None)
     (tmp_path / "broken.json.gz").write_bytes(gzip.compress(b'{"traceEvents": [')[:-6])
-    analysis = streamed([tmp_path])
+    analysis = sharded([tmp_path])
     assert analysis == loaded([tmp_path])
     assert analysis.run.ranks[0].rank_source.startswith("assumed 0")
     assert [s.path.rsplit("/", 1)[-1] for s in analysis.run.skipped] == ["broken.json.gz"]
@@ -94,28 +94,28 @@ def test_a_file_without_a_rank_is_rank_0_when_the_other_is_unreadable(tmp_path: 
 
 def test_the_rank_option_and_memory_timelines(tmp_path: Path) -> None:
     trace = write_kineto(tmp_path / "trace.json", simple_step(), rank=None)
-    assert streamed([trace], rank=3) == loaded([trace], rank=3)
+    assert sharded([trace], rank=3) == loaded([trace], rank=3)
     with pytest.raises(InputError, match="--rank applies to a single trace file, not 2"):
-        streamed([trace, write_kineto(tmp_path / "b.json", simple_step(), rank=None)], rank=3)
+        sharded([trace, write_kineto(tmp_path / "b.json", simple_step(), rank=None)], rank=3)
 
 
 @pytest.mark.parametrize("shards", ["one", "per file"])
 def test_conflicting_files_give_load_run_s_errors(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, shards: str) -> None:
     if shards == "per file":
-        monkeypatch.setattr(stream, "PARALLEL_MIN_BYTES", 0)
-        monkeypatch.setattr(stream, "SHARD_MAX_BYTES", 1)
+        monkeypatch.setattr(sharding, "PARALLEL_MIN_BYTES", 0)
+        monkeypatch.setattr(sharding, "SHARD_MAX_BYTES", 1)
     write_kineto(tmp_path / "x.json", simple_step(), rank=1)
     write_kineto(tmp_path / "y.json", simple_step(), rank=1)
     with pytest.raises(InputError, match=r"two files claim rank 1: .*x\.json and .*y\.json"):
-        streamed([tmp_path])
+        sharded([tmp_path])
     write_kineto(tmp_path / "y.json", simple_step(), rank=0, world_size=8)
     with pytest.raises(InputError, match=r"files of different jobs: .*y\.json \(world size 8\)"):
-        streamed([tmp_path])
+        sharded([tmp_path])
     write_kineto(tmp_path / "y.json", simple_step(offset=3600e6 * 5), rank=0)
     with pytest.raises(InputError, match="hours apart"):
-        streamed([tmp_path])
+        sharded([tmp_path])
     with pytest.raises(InputError, match="--ranks selects none"):
-        streamed([tmp_path / "x.json"], ranks=frozenset({7}))
+        sharded([tmp_path / "x.json"], ranks=frozenset({7}))
 
 
 @dataclass
@@ -140,14 +140,14 @@ def test_a_shard_the_executor_cannot_run_is_a_skipped_file(tmp_path: Path, one_f
     for r in range(3):
         write_kineto(tmp_path / f"rank{r}.json", simple_step(offset=r * 2.0), rank=r, world_size=3)
     executor = FailsOn("rank1")
-    analysis = streamed([tmp_path], executor=executor)
+    analysis = sharded([tmp_path], executor=executor)
     assert [r.rank for r in analysis.run.ranks] == [0, 2]
     (skipped,) = analysis.run.skipped
     assert skipped.path.endswith("rank1.json")
     assert skipped.reason == "not analyzed: the flaky executor failed to run it (its worker died)"
     assert executor.runs == 3  # nothing mapped twice
     with pytest.raises(InputError, match=r"rank0\.json: not analyzed: the flaky executor failed"):
-        streamed([tmp_path / "rank0.json"], executor=FailsOn("rank0"))
+        sharded([tmp_path / "rank0.json"], executor=FailsOn("rank0"))
 
 
 def test_progress_names_every_file_once(tmp_path: Path, one_file_shards: None) -> None:
@@ -167,7 +167,7 @@ def test_a_process_pool_gives_the_same_analysis(one_file_shards: None) -> None:
     folder = SAMPLES / "captures" / "data_bound"
     with_pool = LocalExecutor(jobs=2)
     try:
-        pooled = streamed([folder], executor=with_pool)
+        pooled = sharded([folder], executor=with_pool)
     finally:
         with_pool.close()
     assert msgspec.json.encode(pooled) == msgspec.json.encode(loaded([folder]))
@@ -178,4 +178,4 @@ def test_a_process_pool_gives_the_same_analysis(one_file_shards: None) -> None:
 def test_real_runs_in_one_file_shards_give_the_same_json(shared_traces: Path, name: str, one_file_shards: None) -> None:
     """Rows tied on their figure come out in the same order however the ranks were sharded."""
     path = shared_traces / name
-    assert msgspec.json.encode(streamed([path])) == msgspec.json.encode(loaded([path]))
+    assert msgspec.json.encode(sharded([path])) == msgspec.json.encode(loaded([path]))

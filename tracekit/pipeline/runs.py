@@ -1,110 +1,29 @@
-"""From paths on disk to typed results: what ``tracekit analyze`` and ``tracekit compare`` run.
+"""The runs a path names, and the commands over several runs: ``tracekit compare`` and ``sweep``.
 
-The one place that joins the readers and the analyzers for a command: load the traces, analyze
-them, attach the capture summary found beside them; or, for a comparison, turn each side's
-path into its runs (a saved analysis, a capture folder, a folder of repeated captures, trace
-files) and compare them.
+For a comparison, each side's path becomes its runs (a saved analysis, a capture folder, a
+folder of repeated captures, trace files), each analyzed by :func:`~tracekit.pipeline.analyze.analyze_paths`
+unless it is a saved analysis; a sweep folder's traced cells are analyzed for their verdicts.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import time
-from contextlib import contextmanager
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
-import msgspec
-
 from tracekit.errors import InputError
-from tracekit.executors import make_executor
-from tracekit.readers import capture_summary
+from tracekit.pipeline.analyze import SUMMARY, AnalyzeOptions, analyze_paths
 from tracekit.results.analysis import SCHEMA
-from tracekit.results.vocab import WindowKind
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator, Sequence
+    from collections.abc import Sequence
+    from pathlib import Path
 
-    from tracekit.analyzers.analysis import Outcome
     from tracekit.analyzers.compare import Noise
-    from tracekit.executors import Executor
     from tracekit.results.analysis import Analysis
     from tracekit.results.compare import Comparison
     from tracekit.results.sweep import SweepMatrix
 
-#: The file a capture writes beside its traces (a folder holding one is one run).
-SUMMARY: Final = "summary.json"
 #: How far into a JSON file its ``schema`` field is looked for (tracekit writes it first).
 HEAD_BYTES: Final = 4096
-
-
-@dataclass(frozen=True)
-class AnalyzeOptions:
-    """How traces are read and analyzed (``tracekit analyze``'s options, for both sides of a comparison).
-
-    ``executor``: where the per-rank map runs: ``"local"`` (``jobs`` processes on this
-    machine), ``"dask"`` (a Dask cluster at ``scheduler``, else a local cluster of ``jobs``
-    workers), or an :class:`~tracekit.executors.Executor` the caller made (and closes).
-    """
-
-    comm_kernels: tuple[str, ...] = ()
-    steps: str | None = None
-    include_warmup: bool = False
-    ranks: set[int] | None = None
-    rank: int | None = None
-    jobs: int | None = None
-    cache_dir: Path | None = None
-    use_cache: bool = True
-    window: str = WindowKind.STEPS.value
-    executor: str | Executor = field(default="local", compare=False)
-    scheduler: str | None = None
-    progress: Callable[[str, int, int], None] | None = field(default=None, compare=False)
-    stage: Callable[[str], None] | None = field(default=None, compare=False)
-
-
-def analyze_paths(paths: Sequence[Path], options: AnalyzeOptions | None = None) -> Outcome:
-    """Analyze the traces at ``paths`` (each rank read and analyzed where ``options.executor``
-    runs it, the ranks combined here), attach the capture summary beside them and what it tells
-    (:func:`~tracekit.analyzers.caveats.with_capture`)."""
-    from tracekit.analyzers.caveats import with_capture  # noqa: PLC0415  (polars-heavy; imported when used)
-    from tracekit.stream import Settings, analyze_files  # noqa: PLC0415
-
-    options = options or AnalyzeOptions()
-    started = time.perf_counter()
-    settings = Settings(
-        cache_dir=None if options.cache_dir is None else str(Path(options.cache_dir).absolute()),
-        use_cache=options.use_cache,
-        comm_kernels=tuple(options.comm_kernels),
-        window=options.window,
-        steps=options.steps,
-        include_warmup=options.include_warmup,
-        rank=options.rank,
-        ranks=None if options.ranks is None else frozenset(options.ranks),
-    )
-    with _executor(options) as executor:
-        outcome = analyze_files(
-            paths, executor=executor, settings=settings, progress=options.progress, stage=options.stage
-        )
-    analysis = msgspec.structs.replace(
-        outcome.analysis,
-        capture=capture_summary(paths),
-        analysis_seconds=round(time.perf_counter() - started, 4),
-    )
-    return dataclasses.replace(outcome, analysis=with_capture(analysis))
-
-
-@contextmanager
-def _executor(options: AnalyzeOptions) -> Iterator[Executor]:
-    """The executor ``options`` name (closed on exit), or the one it holds (left to its owner)."""
-    if not isinstance(options.executor, str):
-        yield options.executor
-        return
-    executor = make_executor(options.executor, jobs=options.jobs, scheduler=options.scheduler)
-    try:
-        yield executor
-    finally:
-        executor.close()
 
 
 def _schema_of(path: Path) -> str | None:

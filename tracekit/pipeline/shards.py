@@ -1,5 +1,5 @@
-"""Trace files to an analysis without the run in one place: the map where an executor runs it,
-the reduce here.
+"""Trace files to an analysis without the run in one place: the map over shards of files where an
+executor runs it, the reduce here.
 
 The files are cut into shards of a few files each (by size). Mapping a shard
 (:func:`map_shard`, a plain function of plain data, run by an
@@ -33,16 +33,15 @@ from tracekit.analyzers.mapreduce import RankSummary, map_ranks
 from tracekit.analyzers.memory import timeline_parts
 from tracekit.analyzers.registry import ANALYSES
 from tracekit.executors import TaskFailed
-from tracekit.model.run import Run, RunMeta
-from tracekit.model.schema import GPU_ACTIVITY_KINDS
 from tracekit.readers.claims import FileClaims, TraceClaim, TraceKey, rank_for, resolve
 from tracekit.readers.load import (
     collective_counts,
-    collective_warnings,
     event_cache,
     find_inputs,
+    has_gpu_activity,
     load_run,
-    rank_tables,
+    rank_run,
+    run_meta,
     timelines_beside,
 )
 from tracekit.readers.parse import PARALLEL_MIN_BYTES, data_bytes, parse_files
@@ -118,21 +117,19 @@ def map_shard(shard: Shard) -> Mapped:
     traces = {(p.path, i): t for p in parsed for i, t in enumerate(p.traces)}
     del parsed
     claims = {(f.path, i): c for f in files for i, c in enumerate(f.traces)}
-    gpu = frozenset(k for k, t in traces.items() if _has_gpu(t.events))
+    gpu = frozenset(k for k, t in traces.items() if has_gpu_activity(t.events))
     ranks = shard.ranks if shard.ranks is not None else _own_ranks(files, settings)
     keep = settings.ranks
     chosen = {k: r for k, r in ranks.items() if claims[k].has_content and (keep is None or r in keep)}
     if not chosen or len(set(chosen.values())) < len(chosen):  # two files claiming one rank: the client says so
         return _unmapped(files, gpu)
     order = sorted(chosen, key=lambda k: chosen[k])
-    events, counters = rank_tables([(chosen[k], traces[k]) for k in order], comm_kernels=settings.comm_kernels)
+    run = rank_run(
+        [(claims[k].info(chosen[k], claims[k].rank_source), traces[k]) for k in order],
+        comm_kernels=settings.comm_kernels,
+    )
     del traces
     has_gpu = shard.has_gpu if shard.has_gpu is not None else any(k in gpu for k in chosen)
-    run = Run(
-        events=events,
-        ranks=tuple(claims[k].info(chosen[k], claims[k].rank_source) for k in order),
-        counters=counters,
-    )
     options = Options(
         window=WindowKind(settings.window),
         has_gpu=has_gpu,
@@ -140,11 +137,7 @@ def map_shard(shard: Shard) -> Mapped:
         include_warmup=settings.include_warmup,
     )
     summary = map_ranks(run, options, ANALYSES)
-    return Mapped(files, chosen, has_gpu=has_gpu, gpu=gpu, summary=summary, counts=collective_counts(events))
-
-
-def _has_gpu(events: pl.DataFrame) -> bool:
-    return bool(events.select(pl.col("kind").is_in(GPU_ACTIVITY_KINDS).any()).item())
+    return Mapped(files, chosen, has_gpu=has_gpu, gpu=gpu, summary=summary, counts=collective_counts(run.events))
 
 
 def _unmapped(files: tuple[FileClaims, ...], gpu: frozenset[TraceKey] = frozenset()) -> Mapped:
@@ -229,11 +222,7 @@ def analyze_files(
         summaries.append(RankSummary(ranks=(), parts={MEMORY_ENTRY: timeline_parts(categories)}))
     counted = [m.counts for m in mapped if m.counts.height]
     counts = pl.concat(counted, how="vertical") if counted else pl.DataFrame()
-    meta = RunMeta(
-        ranks=tuple(resolved.infos),
-        skipped=tuple(resolved.skipped + timeline_skips),
-        warnings=tuple(resolved.warnings + collective_warnings(resolved.infos, counts)),
-    )
+    meta = run_meta(resolved, skipped=timeline_skips, counts=counts)
     options = run_options(
         meta, has_gpu=has_gpu, window=settings.window, steps=settings.steps, include_warmup=settings.include_warmup
     )

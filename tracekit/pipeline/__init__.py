@@ -1,0 +1,31 @@
+"""Orchestration: from paths on disk to typed results; what ``tracekit analyze``, ``compare`` and
+``sweep`` run.
+
+The one place that joins the readers, the analyzers and the executors (DESIGN.md's layer table):
+
+- :mod:`~tracekit.pipeline.analyze`: trace paths to one analysis (:func:`analyze_paths`), with
+  the capture summary found beside them attached, and the per-instance tables written
+  (:func:`write_details`);
+- :mod:`~tracekit.pipeline.shards`: the map of shards of files where an executor runs it (local
+  processes, Dask workers), and the cross-rank reduce;
+- :mod:`~tracekit.pipeline.runs`: the runs a path names, and the commands over several runs
+  (:func:`compare_paths`, :func:`sweep_matrix`).
+"""
+
+from __future__ import annotations
+
+from tracekit.pipeline.analyze import AnalyzeOptions, analyze_paths, capture_summary, write_details
+from tracekit.pipeline.runs import ab_folders, compare_paths, load_side, pair, run_folders, sweep_matrix
+
+__all__ = [
+    "AnalyzeOptions",
+    "ab_folders",
+    "analyze_paths",
+    "capture_summary",
+    "compare_paths",
+    "load_side",
+    "pair",
+    "run_folders",
+    "sweep_matrix",
+    "write_details",
+]

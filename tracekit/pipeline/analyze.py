@@ -1,0 +1,135 @@
+"""From trace paths to one analysis: the options, the executor, the capture summary beside them.
+
+:func:`analyze_paths` maps the ranks where ``AnalyzeOptions(executor=...)`` runs them
+(:mod:`tracekit.pipeline.shards`), reduces them here and attaches the ``summary.json`` of
+``tracekit capture`` found beside the traces; :func:`write_details` writes the per-instance
+tables the typed result leaves out.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Final
+
+import msgspec
+
+from tracekit.atomic import write_atomically
+from tracekit.executors import make_executor
+from tracekit.readers.discover import is_regular
+from tracekit.results.capture import CAPTURE_SCHEMA, as_capture_summary
+from tracekit.results.vocab import WindowKind
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable, Iterator, Sequence
+
+    import polars as pl
+
+    from tracekit.analyzers.analysis import Outcome
+    from tracekit.executors import Executor
+    from tracekit.results.capture import CaptureSummary
+
+#: The file a capture writes beside its traces (a folder holding one is one run).
+SUMMARY: Final = "summary.json"
+
+
+@dataclass(frozen=True)
+class AnalyzeOptions:
+    """How traces are read and analyzed (``tracekit analyze``'s options, for both sides of a comparison).
+
+    ``executor``: where the per-rank map runs: ``"local"`` (``jobs`` processes on this
+    machine), ``"dask"`` (a Dask cluster at ``scheduler``, else a local cluster of ``jobs``
+    workers), or an :class:`~tracekit.executors.Executor` the caller made (and closes).
+    """
+
+    comm_kernels: tuple[str, ...] = ()
+    steps: str | None = None
+    include_warmup: bool = False
+    ranks: set[int] | None = None
+    rank: int | None = None
+    jobs: int | None = None
+    cache_dir: Path | None = None
+    use_cache: bool = True
+    window: str = WindowKind.STEPS.value
+    executor: str | Executor = field(default="local", compare=False)
+    scheduler: str | None = None
+    progress: Callable[[str, int, int], None] | None = field(default=None, compare=False)
+    stage: Callable[[str], None] | None = field(default=None, compare=False)
+
+
+def analyze_paths(paths: Sequence[Path], options: AnalyzeOptions | None = None) -> Outcome:
+    """Analyze the traces at ``paths`` (each rank read and analyzed where ``options.executor``
+    runs it, the ranks combined here), attach the capture summary beside them and what it tells
+    (:func:`~tracekit.analyzers.caveats.with_capture`)."""
+    from tracekit.analyzers.caveats import with_capture  # noqa: PLC0415  (polars-heavy; imported when used)
+    from tracekit.pipeline.shards import Settings, analyze_files  # noqa: PLC0415
+
+    options = options or AnalyzeOptions()
+    started = time.perf_counter()
+    settings = Settings(
+        cache_dir=None if options.cache_dir is None else str(Path(options.cache_dir).absolute()),
+        use_cache=options.use_cache,
+        comm_kernels=tuple(options.comm_kernels),
+        window=options.window,
+        steps=options.steps,
+        include_warmup=options.include_warmup,
+        rank=options.rank,
+        ranks=None if options.ranks is None else frozenset(options.ranks),
+    )
+    with _executor(options) as executor:
+        outcome = analyze_files(
+            paths, executor=executor, settings=settings, progress=options.progress, stage=options.stage
+        )
+    analysis = msgspec.structs.replace(
+        outcome.analysis,
+        capture=capture_summary(paths),
+        analysis_seconds=round(time.perf_counter() - started, 4),
+    )
+    return dataclasses.replace(outcome, analysis=with_capture(analysis))
+
+
+@contextmanager
+def _executor(options: AnalyzeOptions) -> Iterator[Executor]:
+    """The executor ``options`` name (closed on exit), or the one it holds (left to its owner)."""
+    if not isinstance(options.executor, str):
+        yield options.executor
+        return
+    executor = make_executor(options.executor, jobs=options.jobs, scheduler=options.scheduler)
+    try:
+        yield executor
+    finally:
+        executor.close()
+
+
+def capture_summary(paths: Iterable[str | Path]) -> CaptureSummary | None:
+    """The ``summary.json`` of ``tracekit capture`` beside the traces, if there is one.
+
+    Looked for in each folder given and beside each file given; a ``summary.json`` that is
+    not a tracekit capture summary is ignored (it is context for the report, not input). One
+    that says it is, but of a newer major version or malformed, is an :class:`InputError`
+    naming it.
+    """
+    for raw in paths:
+        path = Path(raw)
+        folder = path if path.is_dir() else path.parent
+        candidate = folder / SUMMARY
+        if not is_regular(candidate):  # absent, or a FIFO that would block
+            continue
+        try:
+            data = msgspec.json.decode(candidate.read_bytes())
+        except (OSError, msgspec.DecodeError):
+            continue
+        if isinstance(data, dict) and data.get("schema") == CAPTURE_SCHEMA:
+            return as_capture_summary(data, source=str(candidate))
+    return None
+
+
+def write_details(details: dict[str, pl.DataFrame], path: str | Path) -> None:
+    """Write the per-instance tables (:attr:`~tracekit.analyzers.analysis.Outcome.details`) as one
+    Parquet file, atomically (see :func:`~tracekit.analyzers.analysis.details_frame`)."""
+    from tracekit.analyzers.analysis import details_frame  # noqa: PLC0415
+
+    write_atomically(path, details_frame(details).write_parquet)
