@@ -50,7 +50,6 @@ class RankInfo:
     #: The format and clock of the file, e.g. "kineto (host us)".
     clock: str = ""
     schema_version: str | None = None
-    event_count: int = 0
     #: the process groups the rank belongs to, when the trace lists them
     process_groups: tuple[ProcessGroup, ...] = ()
     #: (device id, total bytes) of each device the trace describes

@@ -43,7 +43,6 @@ class TraceClaim:
     devices: tuple[str, ...]
     clock: str
     schema_version: str | None
-    event_count: int
     process_groups: tuple[ProcessGroup, ...]
     device_memory: tuple[tuple[int, int], ...]
     warnings: tuple[str, ...]
@@ -61,7 +60,7 @@ class TraceClaim:
             first, last = events.select(pl.col("start_ns").min(), pl.col("end_ns").max()).row(0)
             span = (int(first), int(last))
         said = {f.name: getattr(trace, f.name) for f in fields(cls) if f.name in _TRACE_FIELDS}  # what the file said
-        return cls(**said, event_count=events.height, has_content=_has_content(trace), span=span)
+        return cls(**said, has_content=_has_content(trace), span=span)
 
     def info(self, rank: int, how: str) -> RankInfo:
         """The rank's metadata, once its rank is decided."""
