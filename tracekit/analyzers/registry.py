@@ -13,15 +13,15 @@ from __future__ import annotations
 
 from typing import Final
 
-from tracekit.analyzers import launches, ledger, memory, work
+from tracekit.analyzers import launches, ledger, memory, run_facts, work
 from tracekit.analyzers import sections as s
 from tracekit.analyzers.mapreduce import Entry
 from tracekit.results import analysis as a
 
 ANALYSES: Final[tuple[Entry, ...]] = (
     Entry("tracekit_version", cross_rank=s.version, result=str),
-    Entry("facts", s.facts_map),
-    Entry("run", cross_rank=s.facts_reduce, result=a.RunFacts),
+    Entry("facts", run_facts.facts_map),
+    Entry("run", cross_rank=run_facts.facts_reduce, result=a.RunFacts),
     Entry("steps", s.steps_map, s.steps_reduce, result=a.StepsSection),
     Entry("breakdown", s.breakdown_map),
     Entry("gpu_breakdown", cross_rank=s.gpu_breakdown_reduce, result=a.BreakdownSection),

@@ -13,8 +13,6 @@ import polars as pl
 
 from tracekit import __version__
 from tracekit.analyzers import evidence as ev
-from tracekit.analyzers import intervals as iv
-from tracekit.analyzers import run_kind
 from tracekit.analyzers.annotations import annotations_per_step
 from tracekit.analyzers.breakdown import gpu_breakdown
 from tracekit.analyzers.caveats import communication_caveat, lowered
@@ -35,13 +33,11 @@ from tracekit.analyzers.parts import (
     StepParts,
     SyncParts,
 )
-from tracekit.analyzers.stats import num, totals
+from tracekit.analyzers.stats import num
 from tracekit.analyzers.syncs import sync_points
 from tracekit.analyzers.verdict import bound_names, decide
 from tracekit.analyzers.work import MAX_ROWS as WORK_ROWS
 from tracekit.analyzers.work import work_tables
-from tracekit.model.schema import GPU_ACTIVITY_KINDS
-from tracekit.model.taxonomy import HOST_KINDS
 from tracekit.results import rows as r
 from tracekit.results.analysis import (
     BreakdownSection,
@@ -53,9 +49,6 @@ from tracekit.results.analysis import (
     LedgerSection,
     OverlapSection,
     PhasesSection,
-    RankFacts,
-    RunFacts,
-    SkippedFile,
     StepsSection,
     StragglersSection,
     SyncSource,
@@ -273,106 +266,6 @@ def _ledger_rows(entries: pl.DataFrame, windows: pl.DataFrame) -> list[r.LedgerR
     return out
 
 
-#: Host events of a PyTorch program (a plain CUDA or MPI application has none).
-PYTORCH_SIGNS: Final = r"^aten::|^autograd::|^ProfilerStep#|^Optimizer\.|^enumerate\(DataLoader\)|^c10d::|^tracekit\."
-
-#: Host events that only a GPU job records (its device events may have been left out).
-GPU_JOB_SIGNS: Final = r"(?i)^nccl:|^rccl:|record_stream|cudnn|miopen|^cuda[A-Z]|^hip[A-Z]"
-
-
-def facts_map(ctx: RankContext) -> FactParts:
-    """Event counts, the span of each rank, signs of a GPU job, and the device's busy time in steps."""
-    run = ctx.run
-    host = pl.col("kind").is_in(["cpu_op", "annotation", "runtime", "driver"])
-
-    def signs(pattern: str) -> pl.Expr:  # the pattern is tested once per distinct name
-        return host & pl.col("name").is_in(run.names_matching(pattern).implode())
-
-    # flags first, then plain sums by rank: a grouped sum of a column is much cheaper than
-    # one of an expression
-    counts = (
-        run.events.lazy()
-        .select(
-            "rank",
-            "start_ns",
-            "end_ns",
-            gpu_events=pl.col("kind").is_in(GPU_ACTIVITY_KINDS),
-            gpu_signs=signs(GPU_JOB_SIGNS),
-            torch_ops=signs(PYTORCH_SIGNS),
-            comm_kernels=(pl.col("kind") == "kernel") & (pl.col("category") == "collective"),
-            comm_host=pl.col("kind").is_in(list(HOST_KINDS)) & (pl.col("category") == "collective"),
-            **run_kind.sign_flags(run),
-        )
-        .group_by("rank")
-        .agg(
-            events=pl.len(),
-            gpu_events=pl.col("gpu_events").sum(),
-            gpu_signs=pl.col("gpu_signs").sum(),
-            torch_ops=pl.col("torch_ops").sum(),
-            start_ns=pl.col("start_ns").min(),
-            end_ns=pl.col("end_ns").max(),
-            **{c: pl.col(c).sum() for c in ("comm_kernels", "comm_host", *map(run_kind.column, run_kind.SIGNS))},
-        )
-    )
-    # rows sorted by rank: a difference within a rank is one whose previous row is of that rank
-    jump = pl.when(pl.col("rank").shift(1) == pl.col("rank")).then(pl.col("correlation").diff())
-    ids = run.select(["runtime", "driver"], "rank", "correlation", where=pl.col("correlation").is_not_null())
-    calls = (
-        iv.sort_within(ids, ["rank"], "correlation")  # ids mostly in order already: no sort then
-        .lazy()
-        .select("rank", calls=jump.is_not_null(), jumps=jump >= SAMPLED_JUMP)
-        .group_by("rank")
-        .agg(pl.col("calls", "jumps").sum())
-    )
-    busy = iv.total(ctx.activity.select("rank", "start_ns", "end_ns"), ["rank"])
-    assert isinstance(busy, pl.DataFrame)
-    steps = ctx.steps.steps.group_by("rank").len("steps")
-    facts = (
-        counts.join(busy.rename({"total_ns": "busy_ns"}).lazy(), on="rank", how="left")
-        .join(steps.lazy(), on="rank", how="left")
-        .join(calls, on="rank", how="left")
-        .with_columns(pl.col("busy_ns", "steps", "calls", "jumps").fill_null(0))
-        .sort("rank")
-        .collect()
-    )
-    return FactParts(span=facts)
-
-
-def facts_reduce(red: Reduced) -> RunFacts:
-    """What the run is."""
-    run = red.run_meta
-    counts = {row["rank"]: row for row in red.gather(FactParts).span.iter_rows(named=True)}
-    warnings = list(run.warnings)
-    if not red.has_gpu:
-        warnings.append(
-            "no GPU activity in these traces: a CPU-only run; GPU breakdown, overlap "
-            "and kernel tables are empty, host-side steps and phases are reported"
-        )
-    return RunFacts(
-        ranks=[
-            RankFacts(
-                rank=i.rank,
-                source=i.source,
-                rank_source=i.rank_source,
-                world_size=i.world_size,
-                backend=i.backend,
-                devices=list(i.devices),
-                events=int(counts.get(i.rank, {}).get("events") or 0),
-                gpu_events=int(counts.get(i.rank, {}).get("gpu_events") or 0),
-            )
-            for i in run.ranks
-        ],
-        world_size=run.world_size,
-        backend=run.backend,
-        devices=run.devices,
-        has_gpu=red.has_gpu,
-        span_ns=red.span_ns,
-        skipped=[SkippedFile(path=s.path, reason=s.reason) for s in run.skipped],
-        warnings=warnings,
-        parallelism=run_kind.from_signs(totals(red.gather(FactParts).span, map(run_kind.column, run_kind.SIGNS))),
-    )
-
-
 def verdict_reduce(red: Reduced) -> Verdict:
     """The verdict from every cost, with the evidence behind it."""
     measured_on = MeasuredOn.GPU if red.has_gpu else MeasuredOn.HOST
@@ -406,10 +299,8 @@ def verdict_reduce(red: Reduced) -> Verdict:
     )
 
 
-#: Consecutive CUDA calls (by correlation id) further apart than this had calls between them
-#: that the trace dropped; when most consecutive pairs do, the trace is a sample (HTA's trace
-#: filter, say) whose device timeline misses most of its work. Complete traces here: 0-6%.
-SAMPLED_JUMP: Final = 20
+#: When most consecutive CUDA calls jumped by :data:`~tracekit.analyzers.run_facts.SAMPLED_JUMP`
+#: correlation ids or more, the trace is a sample whose device timeline misses most of its work.
 SAMPLED_MIN_SHARE: Final = 0.5
 
 #: With fewer than two measured steps nothing repeats, and a trace is a snippet, not a run, when
