@@ -49,6 +49,8 @@ class Page:
     """One section of the report: how it is titled and what it shows."""
 
     key: str
+    #: the fields of Analysis it shows (a test checks that every field is shown somewhere)
+    shows: tuple[str, ...]
     title: Callable[[Analysis], str]
     nav: Callable[[Analysis], str]
     tables: Callable[[Analysis, View], tuple[Table, ...]]
@@ -106,10 +108,11 @@ def _gpu_title(a: Analysis) -> str:
 
 #: The built-in sections, in report order (after the verdict).
 PAGES: Final[tuple[Page, ...]] = (
-    Page("facts", _fixed("Run"), _fixed("Run"), _facts),
-    Page("steps", _fixed("Step time per rank"), _fixed("Steps"), _steps, lambda a: (figures.step_time(a),)),
+    Page("facts", ("run",), _fixed("Run"), _fixed("Run"), _facts),
+    Page("steps", ("steps",), _fixed("Step time per rank"), _fixed("Steps"), _steps, lambda a: (figures.step_time(a),)),
     Page(
         "ledger",
+        ("ledger",),
         _fixed("Where the time went: the ledger"),
         _fixed("Ledger"),
         lambda a, v: _only(tb.ledger(a, v.limit)),
@@ -117,6 +120,7 @@ PAGES: Final[tuple[Page, ...]] = (
     ),
     Page(
         "phases",
+        ("annotations",),
         _fixed("Phase breakdown"),
         _fixed("Phases"),
         lambda a, v: (tb.phases(a), tb.phases_per_rank(a, v.limit)),
@@ -124,6 +128,7 @@ PAGES: Final[tuple[Page, ...]] = (
     ),
     Page(
         "gpu",
+        ("gpu_breakdown", "host_breakdown", "overlap"),
         _gpu_title,
         lambda a: "GPU time" if a.run.has_gpu else "Host time",
         _gpu,
@@ -131,6 +136,7 @@ PAGES: Final[tuple[Page, ...]] = (
     ),
     Page(
         "stragglers",
+        ("stragglers", "collectives"),
         _fixed("Stragglers"),
         _fixed("Stragglers"),
         _stragglers,
@@ -139,6 +145,7 @@ PAGES: Final[tuple[Page, ...]] = (
     ),
     Page(
         "dataloader",
+        ("dataloader", "host_syncs"),
         _fixed("DataLoader gaps and host syncs"),
         _fixed("Data & syncs"),
         lambda a, v: (tb.dataloader(a, v.limit), tb.syncs(a, v.limit)),
@@ -146,6 +153,7 @@ PAGES: Final[tuple[Page, ...]] = (
     ),
     Page(
         "idle",
+        ("idle_causes",),
         _fixed("GPU idle by cause"),
         _fixed("Idle"),
         lambda a, v: (tb.idle_causes(a, v.limit),),
@@ -153,6 +161,7 @@ PAGES: Final[tuple[Page, ...]] = (
     ),
     Page(
         "kernels",
+        ("kernels",),
         _fixed("Top kernels"),
         _fixed("Kernels"),
         lambda a, v: (tb.kernels(a) if v.top is None else tb.kernels(a, top=v.top),),
@@ -160,6 +169,7 @@ PAGES: Final[tuple[Page, ...]] = (
     ),
     Page(
         "memory",
+        ("memory",),
         _fixed("Memory"),
         _fixed("Memory"),
         _memory,
@@ -168,9 +178,10 @@ PAGES: Final[tuple[Page, ...]] = (
 )
 #: After the registered sections without a page: the capture's summary, then the files.
 CLOSING: Final[tuple[Page, ...]] = (
-    Page("capture", _fixed("Capture summary"), _fixed("Capture"), _capture, no_table=_no_capture),
+    Page("capture", ("capture",), _fixed("Capture summary"), _fixed("Capture"), _capture, no_table=_no_capture),
     Page(
         "files",
+        ("run",),
         _fixed("Trace files"),
         _fixed("Files"),
         lambda a, v: _only(tb.trace_files(a, v.limit), Format.TERMINAL, Format.HTML),
