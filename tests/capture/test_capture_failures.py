@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.capture.test_outdir import make_capture
 from tracekit.capture.config import load_config
 from tracekit.capture.launcher import CaptureError, capture
 from tracekit.capture.outdir import FAILED_SUFFIX, TMP_INFIX
@@ -259,7 +260,9 @@ def test_a_factory_failing_on_rank_3_only_names_rank_3(out: Path, mark: str) -> 
         ),
     ],
 )
-def test_a_workload_that_does_not_import_is_one_line(out: Path, mark: str, workload: str, expected: str) -> None:
+def test_a_workload_that_does_not_import_is_one_line(tmp_path: Path, mark: str, workload: str, expected: str) -> None:
+    out = tmp_path / "out"
+    make_capture(out, "previous")  # stands for an earlier capture: no rank starts, so none is made
     before = snapshot(out)
     result = tracekit(f"--workload={workload}", "--nproc", "2", "--out_dir", out)
     assert result.returncode == 2
