@@ -190,7 +190,7 @@ def _event(draw: Any) -> dict[str, Any]:
     return event
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(events=st.lists(_event(), max_size=6), ascii_only=st.booleans(), spaced=st.booleans())
 def test_any_events_decode_as_with_msgspec_or_are_declined(
     events: list[dict[str, Any]], ascii_only: bool, spaced: bool
@@ -224,7 +224,7 @@ def _typed_event(draw: Any) -> dict[str, Any]:
     return event
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(events=st.lists(_typed_event(), max_size=8), ascii_only=st.booleans())
 def test_events_of_the_right_types_are_taken(events: list[dict[str, Any]], ascii_only: bool) -> None:
     """The native decoder declines no event that msgspec takes, written as Python writes JSON

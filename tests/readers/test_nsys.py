@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 import pytest
 
+from tests.conftest import analysis_of
 from tests.factories import gid, write_nsys
 from tracekit.analyzers import run_analysis
 from tracekit.errors import InputError, TraceReadError
@@ -338,7 +339,7 @@ def test_mfu_before_matches_direct_sql(nsys_dir: Path) -> None:
 @pytest.mark.real
 def test_mfu_before_end_to_end_analysis(nsys_dir: Path) -> None:
     path = nsys_dir / "nsysai-mfu-2gpu-before.sqlite"
-    result = run_analysis(load_run([path])).frames
+    result = analysis_of([path]).frames
     breakdown = result.breakdown.per_rank
     assert breakdown["rank"].to_list() == [0, 1]
     for row in breakdown.iter_rows(named=True):
