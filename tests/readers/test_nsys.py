@@ -360,9 +360,11 @@ def test_every_shared_export_reads_fast(nsys_dir: Path) -> None:
     files = sorted(nsys_dir.glob("*.sqlite"))
     assert len(files) == 4
     for path in files:
-        began = time.perf_counter()
+        # the CPU time of this process (its threads too): the work of reading, which other
+        # processes on a loaded machine do not lengthen, as they do the wall-clock time
+        began = time.process_time()
         traces = read_nsys(path)
-        elapsed = time.perf_counter() - began
+        elapsed = time.process_time() - began
         assert elapsed < 1.0, (path, elapsed)
         events = pl.concat([t.events for t in traces])
         assert events.filter(kind="kernel").height == sql(path, "SELECT COUNT(*) FROM CUPTI_ACTIVITY_KIND_KERNEL")[0][0]
