@@ -66,7 +66,8 @@ def test_every_chunk_of_every_shared_trace_decodes_as_with_msgspec(kineto_dir: P
     for path in files:
         try:
             with open_text(path) as stream:
-                chunks = [p.text for p in split_events(stream, chunk_bytes=256 * 1024) if p.kind == "events"]
+                # 1 MB chunks: every event of the 180 MB, in 156 chunks (test_kineto_chunks tries small ones)
+                chunks = [p.text for p in split_events(stream, chunk_bytes=1024 * 1024) if p.kind == "events"]
         except NotChunked:
             continue
         for text in chunks:
@@ -74,7 +75,7 @@ def test_every_chunk_of_every_shared_trace_decodes_as_with_msgspec(kineto_dir: P
                 taken += 1
             else:  # the native decoder declines only what msgspec rejects (a "bytes": "128" on AMD)
                 assert isinstance(reference(text), Exception), path
-    assert taken > 600
+    assert taken > 140
 
 
 _EVENT = {"ph": "X", "cat": "kernel", "name": "k", "pid": 1, "tid": 7, "ts": 1.5, "dur": 2, "args": {"stream": 7}}
