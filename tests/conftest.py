@@ -4,11 +4,35 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from tracekit.analyzers.analysis import Outcome
+
 SHARED_TRACES = Path(__file__).resolve().parents[1].parent / "shared" / "traces"
 SAMPLES = Path(__file__).resolve().parents[1] / "samples"
+
+_ANALYSES: dict[tuple[Path, ...], Outcome] = {}
+
+
+def analysis_of(paths: Sequence[Path]) -> Outcome:
+    """``run_analysis(load_run(paths))`` (no cache), once per session for the same paths.
+
+    The real traces and the samples are analyzed by several modules (tests/truth, the ledger,
+    the verdict), each checking other numbers of the same outcome: analyzed once, they cost
+    their analysis once. An outcome is not to be changed by a test.
+    """
+    key = tuple(paths)
+    if key not in _ANALYSES:
+        from tracekit.analyzers import run_analysis
+        from tracekit.readers import load_run
+
+        _ANALYSES[key] = run_analysis(load_run(list(paths), use_cache=False))
+    return _ANALYSES[key]
 
 
 @pytest.fixture(autouse=True)

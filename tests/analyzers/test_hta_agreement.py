@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 import pytest
 
+from tests.conftest import analysis_of
 from tracekit.analyzers import run_analysis
 from tracekit.analyzers.mapreduce import Reduced
 from tracekit.readers import load_run
@@ -95,7 +96,7 @@ def test_sampled_2_ranks_agree_over_the_whole_trace(trace_analysis: Any, kineto_
 def test_sampled_2_ranks_agree_on_the_step_hta_keeps(trace_analysis: Any, kineto_dir: Path) -> None:
     # HTA's default drops the last step (#552): its figures are step #551's
     folder = kineto_dir / "hta-sampled-2rank"
-    ours = tracekit_numbers(run_analysis(load_run([folder])).frames, step=551)
+    ours = tracekit_numbers(analysis_of([folder]).frames, step=551)
     assert_close(ours, hta_numbers(trace_analysis, folder))
 
 

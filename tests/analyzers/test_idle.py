@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 import pytest
 
+from tests.conftest import analysis_of
 from tests.factories import ev, make_run
 from tracekit.analyzers import run_analysis
 from tracekit.analyzers.dataloader import fetch_ranges
@@ -364,7 +365,7 @@ def shares(idle: IdleResult) -> dict[str, float]:
 
 
 def real_idle(path: Path) -> IdleResult:
-    result = run_analysis(load_run([path])).frames.idle
+    result = analysis_of([path]).frames.idle
     assert result is not None
     return result
 
@@ -436,7 +437,7 @@ def test_work_launched_before_the_trace_recorded_the_host_is_unobservable(kineto
     # kernels) for 46 ms before the trace's first runtime call; none of it has a launch in
     # the trace. The 149 us before its first kernel were "data" (the host in __next__)
     run = load_run([kineto_dir / "tbplugin-resnet50-workers0"])
-    result = run_analysis(run).frames.idle
+    result = analysis_of([kineto_dir / "tbplugin-resnet50-workers0"]).frames.idle
     assert result is not None
     intervals = result.intervals
     first = intervals.sort("start_ns").row(0, named=True)

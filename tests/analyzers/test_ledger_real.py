@@ -8,11 +8,9 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from tests.conftest import SAMPLES
-from tracekit.analyzers import run_analysis
+from tests.conftest import SAMPLES, analysis_of
 from tracekit.analyzers.parts import LedgerParts
 from tracekit.analyzers.verdict import bound_of
-from tracekit.readers import load_run
 from tracekit.results.vocab import BoundKind, LedgerEntry, MeasuredOn
 
 pytestmark = pytest.mark.real
@@ -69,7 +67,7 @@ def _paths(name: str, request: pytest.FixtureRequest) -> list[Path]:
 
 @pytest.mark.parametrize("name", [*SHARED, *(f"captures/{c}" for c in CAPTURES)])
 def test_the_ledger_is_every_number_of_the_verdict(name: str, request: pytest.FixtureRequest) -> None:
-    frames = run_analysis(load_run(_paths(name, request), use_cache=False)).frames
+    frames = analysis_of(_paths(name, request)).frames
     led, verdict = frames.ledger, frames.verdict
     if led.per_step.height == 0:
         assert verdict.primary.bound is BoundKind.UNDETERMINED

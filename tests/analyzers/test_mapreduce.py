@@ -8,6 +8,7 @@ from typing import get_args, get_type_hints
 import pytest
 
 from benchmarks.many_ranks import synthetic_run
+from tests.conftest import analysis_of
 from tracekit.analyzers import run_analysis
 from tracekit.analyzers.context import Options
 from tracekit.analyzers.mapreduce import Entry, in_order, map_ranks, reduce_ranks
@@ -25,7 +26,7 @@ def test_shards_of_any_size_reduce_to_the_same_analysis(size: int) -> None:
 @pytest.mark.real
 def test_shards_of_real_ranks_reduce_to_the_same_analysis(kineto_dir: Path) -> None:
     run = load_run([kineto_dir / "param-dlrm-8rank-v100"])
-    whole = run_analysis(run).analysis
+    whole = analysis_of([kineto_dir / "param-dlrm-8rank-v100"]).analysis
     assert run_analysis(run, shard_ranks=1).analysis == whole
     assert run_analysis(run, shard_ranks=3).analysis == whole
 

@@ -7,12 +7,11 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from tracekit.analyzers import run_analysis
+from tests.conftest import analysis_of
 from tracekit.analyzers.collectives import CollectiveResult
 from tracekit.analyzers.ledger import LedgerResult, reduce_ledger
 from tracekit.analyzers.stragglers import StragglerResult
 from tracekit.analyzers.verdict import MATERIAL_SHARE, decide
-from tracekit.readers import load_run
 from tracekit.results.analysis import Finding
 from tracekit.results.vocab import Confidence, LedgerEntry, MeasuredOn, NoteKind
 
@@ -140,8 +139,8 @@ def test_a_reason_for_no_verdict_overrides_the_ledger() -> None:
 
 @pytest.mark.real
 def test_dataloader_starved_pair(kineto_dir: Path) -> None:
-    starved = run_analysis(load_run([kineto_dir / "tbplugin-resnet50-workers0"])).frames.verdict
-    control = run_analysis(load_run([kineto_dir / "tbplugin-resnet50-workers4"])).frames.verdict
+    starved = analysis_of([kineto_dir / "tbplugin-resnet50-workers0"]).frames.verdict
+    control = analysis_of([kineto_dir / "tbplugin-resnet50-workers4"]).frames.verdict
     assert starved.primary.bound == "data-bound"
     assert control.primary.bound != "data-bound"
     assert "data-bound" not in {f.bound for f in control.secondary}
@@ -149,7 +148,7 @@ def test_dataloader_starved_pair(kineto_dir: Path) -> None:
 
 @pytest.mark.real
 def test_dlrm_stragglers(kineto_dir: Path) -> None:
-    result = run_analysis(load_run([kineto_dir / "param-dlrm-8rank-v100"])).frames
+    result = analysis_of([kineto_dir / "param-dlrm-8rank-v100"]).frames
     inst = result.collectives.instances
     first_all_to_all = inst.filter(op="SendRecv", k=0).row(0, named=True)
     assert first_all_to_all["last_rank"] == 7

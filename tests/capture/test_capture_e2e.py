@@ -48,6 +48,7 @@ def capture(config: str, out: Path, *extra: str) -> dict[str, object]:
     return summary
 
 
+@pytest.mark.e2e
 def test_healthy_capture_is_read_by_analyze(tmp_path: Path) -> None:
     out = tmp_path / "healthy"
     summary = capture("healthy", out)
@@ -82,6 +83,7 @@ def verdict_of(out: Path) -> tuple[str, list[str], str]:
     return kind(verdict["primary"]), [kind(f) for f in verdict["secondary"]], result.stdout.splitlines()[1]
 
 
+@pytest.mark.e2e
 def test_straggler_capture_names_the_injected_rank(tmp_path: Path) -> None:
     out = tmp_path / "s"
     summary = capture("straggler", out)
@@ -100,6 +102,7 @@ def test_straggler_capture_names_the_injected_rank(tmp_path: Path) -> None:
     assert straggler.rank == 5 and straggler.phase == "tracekit.phase/forward"
 
 
+@pytest.mark.e2e
 def test_data_bound_capture_has_data_wait_as_largest_phase(tmp_path: Path) -> None:
     summary = capture("data_bound", tmp_path / "d")
     phases = summary["phases"]
@@ -110,12 +113,14 @@ def test_data_bound_capture_has_data_wait_as_largest_phase(tmp_path: Path) -> No
     assert kind == "data-bound" or (kind == "mixed" and "data-bound" in secondary)
 
 
+@pytest.mark.e2e
 def test_comm_heavy_capture_is_comms_bound(tmp_path: Path) -> None:
     out = tmp_path / "c"
     capture("healthy", out, '--workload_args={"comm_heavy": true}')
     assert verdict_of(out)[0] == "comms-bound"
 
 
+@pytest.mark.e2e
 def test_host_sync_capture_names_the_syncs(tmp_path: Path) -> None:
     out = tmp_path / "h"
     capture("healthy", out, '--workload_args={"host_sync": true}')
@@ -150,6 +155,7 @@ def user_module(tmp_path: Path) -> dict[str, str]:
     return {"PYTHONPATH": f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
 
 
+@pytest.mark.e2e
 def test_a_crashing_rank_stops_the_run_with_its_number_and_error(tmp_path: Path, user_module: dict[str, str]) -> None:
     result = tracekit(
         "capture",
@@ -168,6 +174,7 @@ def test_a_crashing_rank_stops_the_run_with_its_number_and_error(tmp_path: Path,
     assert 'raise RuntimeError("loss exploded on purpose")' in lines[-1]  # where it raised
 
 
+@pytest.mark.e2e
 def test_a_raising_factory_is_one_line_exit_2(tmp_path: Path, user_module: dict[str, str]) -> None:
     result = tracekit(
         "capture", "--workload=userwl:raising", "--nproc", "2", "--out_dir", tmp_path / "r", *FEW_STEPS, env=user_module
@@ -191,6 +198,7 @@ def test_config_errors_are_one_line_exit_2(tmp_path: Path) -> None:
     assert result.returncode == 2 and "cannot import nosuch.module" in result.stderr
 
 
+@pytest.mark.e2e
 def test_gradient_accumulation_counts_optimizer_phases_once_per_step(tmp_path: Path) -> None:
     import polars as pl
 
@@ -219,6 +227,7 @@ def test_gradient_accumulation_counts_optimizer_phases_once_per_step(tmp_path: P
     assert summary["throughput"]["samples_per_step_per_rank"] == 16
 
 
+@pytest.mark.e2e
 def test_transformer_with_host_sync_and_comm_heavy_knobs(tmp_path: Path) -> None:
     import polars as pl
 

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.capture.test_outdir import make_capture
 from tracekit.capture.config import load_config
 from tracekit.capture.launcher import CaptureError, capture
 from tracekit.capture.outdir import FAILED_SUFFIX, TMP_INFIX
@@ -199,12 +200,37 @@ def test_a_rank_that_calls_sys_exit_0_early_is_named(out: Path, mark: str) -> No
     assert_kept(out, before, mark)
 
 
+def start_hanging(out: Path, flag: Path, *extra: str) -> tuple[subprocess.Popen[str], float]:
+    """``tracekit capture`` of 2 ranks, rank 1 hanging in its first measured step; returns the
+    process and when the hang began (seen from here: its flag file written)."""
+    cmd = [sys.executable, "-m", "tracekit", "capture", "--workload=tkfaulty:hang", "--nproc", "2", *extra]
+    cmd += ["--out_dir", str(out), f'--workload_args={{"flag": "{flag}"}}']
+    cmd += [f"--{key}={value}" for key, value in FEW_STEPS.items()]
+    # SIGINT as at a terminal: a process started in the background (nohup, `&` in a script)
+    # inherits SIGINT ignored, and Python then keeps ignoring it, as it should
+    proc = subprocess.Popen(
+        cmd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # noqa: PLW1509  (no threads here)
+    )
+    deadline = time.monotonic() + 120
+    while not flag.exists() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert flag.exists(), proc.communicate()
+    return proc, time.monotonic()
+
+
 @pytest.mark.e2e
-def test_a_hung_rank_times_out_is_named_and_every_process_stopped(out: Path, mark: str) -> None:
+def test_a_hung_rank_times_out_is_named_and_every_process_stopped(out: Path, mark: str, tmp_path: Path) -> None:
     before = snapshot(out)
-    started = time.monotonic()
-    result = tracekit("--workload=tkfaulty:hang", "--nproc", "2", "--out_dir", out, "--timeout", "30")
-    assert time.monotonic() - started < 30 + 20
+    proc, hung = start_hanging(out, tmp_path / "hanging", "--timeout", "30")
+    stdout, stderr = proc.communicate(timeout=300)
+    # the timeout counts from the launch, before the hang: the run ends within 20 s of it (the
+    # stop's grace periods are 5 + 5 s), however long a loaded machine took to start the ranks
+    assert time.monotonic() - hung < 30 + 20
+    result = subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
     assert result.returncode == 1
     line = error_line(result)
     assert line.startswith("tracekit: error: timed out after 30 s (the timeout setting): rank 1 did not finish: ")
@@ -219,15 +245,7 @@ def test_an_interrupt_stops_every_process_and_keeps_the_previous_capture(
     out: Path, mark: str, tmp_path: Path, sig: signal.Signals
 ) -> None:
     before = snapshot(out)
-    flag = tmp_path / "hanging"
-    cmd = [sys.executable, "-m", "tracekit", "capture", "--workload=tkfaulty:hang", "--nproc", "2"]
-    cmd += ["--out_dir", str(out), f'--workload_args={{"flag": "{flag}"}}']
-    cmd += [f"--{key}={value}" for key, value in FEW_STEPS.items()]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 120
-    while not flag.exists() and proc.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert flag.exists(), proc.communicate()
+    proc, _ = start_hanging(out, tmp_path / "hanging")
     proc.send_signal(sig)  # a Ctrl-C reaches tracekit only: the launcher runs in its own session
     _, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 128 + sig
@@ -259,7 +277,9 @@ def test_a_factory_failing_on_rank_3_only_names_rank_3(out: Path, mark: str) -> 
         ),
     ],
 )
-def test_a_workload_that_does_not_import_is_one_line(out: Path, mark: str, workload: str, expected: str) -> None:
+def test_a_workload_that_does_not_import_is_one_line(tmp_path: Path, mark: str, workload: str, expected: str) -> None:
+    out = tmp_path / "out"
+    make_capture(out, "previous")  # stands for an earlier capture: no rank starts, so none is made
     before = snapshot(out)
     result = tracekit(f"--workload={workload}", "--nproc", "2", "--out_dir", out)
     assert result.returncode == 2

@@ -42,6 +42,7 @@ def without_time(path: Path) -> bytes:
     return path.read_bytes().replace(msgspec.json.encode(doc["analysis_seconds"]), b"null")
 
 
+@pytest.mark.e2e
 def test_the_dask_cluster_gives_the_local_analysis(cluster: DaskExecutor) -> None:
     folder = SAMPLES / "captures" / "straggler"
     local = analyze_paths([folder]).analysis
@@ -52,6 +53,7 @@ def test_the_dask_cluster_gives_the_local_analysis(cluster: DaskExecutor) -> Non
     assert cluster.workers == 2
 
 
+@pytest.mark.e2e
 def test_items_run_on_the_workers_and_their_errors_come_back(cluster: DaskExecutor) -> None:
     assert dict(cluster.map(abs, [-3, 4, -5])) == {0: 3, 1: 4, 2: 5}
     (failed,) = cluster.map(int, ["x"])
@@ -91,6 +93,7 @@ def test_a_scheduler_that_is_not_there_is_one_line() -> None:
     assert time.monotonic() - started < 30
 
 
+@pytest.mark.e2e
 def test_a_dying_worker_or_a_stuck_task_fails_its_item_and_nothing_hangs() -> None:
     import dask
 

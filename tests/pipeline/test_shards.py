@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 import pytest
 
-from tests.conftest import SAMPLES
+from tests.conftest import SAMPLES, analysis_of
 from tests.factories import kineto_event, kineto_memory, simple_step, write_kineto
 from tracekit.analyzers import run_analysis
 from tracekit.errors import InputError
@@ -39,6 +39,8 @@ def sharded(paths: Sequence[Path], executor: Any = None, **settings: Any) -> Ana
 
 
 def loaded(paths: Sequence[Path], **options: Any) -> Analysis:
+    if not options:  # the samples and the real traces: analyzed once for the session
+        return analysis_of(paths).analysis
     load = {k: options.pop(k) for k in ("rank", "ranks") if k in options}
     return run_analysis(load_run(paths, **load), **options).analysis
 

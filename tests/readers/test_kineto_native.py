@@ -66,7 +66,8 @@ def test_every_chunk_of_every_shared_trace_decodes_as_with_msgspec(kineto_dir: P
     for path in files:
         try:
             with open_text(path) as stream:
-                chunks = [p.text for p in split_events(stream, chunk_bytes=256 * 1024) if p.kind == "events"]
+                # 1 MB chunks: every event of the 180 MB, in 156 chunks (test_kineto_chunks tries small ones)
+                chunks = [p.text for p in split_events(stream, chunk_bytes=1024 * 1024) if p.kind == "events"]
         except NotChunked:
             continue
         for text in chunks:
@@ -74,7 +75,7 @@ def test_every_chunk_of_every_shared_trace_decodes_as_with_msgspec(kineto_dir: P
                 taken += 1
             else:  # the native decoder declines only what msgspec rejects (a "bytes": "128" on AMD)
                 assert isinstance(reference(text), Exception), path
-    assert taken > 600
+    assert taken > 140
 
 
 _EVENT = {"ph": "X", "cat": "kernel", "name": "k", "pid": 1, "tid": 7, "ts": 1.5, "dur": 2, "args": {"stream": 7}}
@@ -190,7 +191,7 @@ def _event(draw: Any) -> dict[str, Any]:
     return event
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(events=st.lists(_event(), max_size=6), ascii_only=st.booleans(), spaced=st.booleans())
 def test_any_events_decode_as_with_msgspec_or_are_declined(
     events: list[dict[str, Any]], ascii_only: bool, spaced: bool
@@ -224,7 +225,7 @@ def _typed_event(draw: Any) -> dict[str, Any]:
     return event
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(events=st.lists(_typed_event(), max_size=8), ascii_only=st.booleans())
 def test_events_of_the_right_types_are_taken(events: list[dict[str, Any]], ascii_only: bool) -> None:
     """The native decoder declines no event that msgspec takes, written as Python writes JSON

@@ -65,6 +65,7 @@ def open_offline(report: Path, *, sort_table: str, screenshot: Path | None = Non
     return Opened(errors=errors, remote=remote, charts=charts, drawn=drawn)
 
 
+@pytest.mark.e2e
 def test_report_renders_offline_in_chromium(tmp_path: Path) -> None:
     doc = analyze(load_run([SAMPLES / "captures" / "straggler"]))
     report = tmp_path / "report.html"

@@ -245,6 +245,7 @@ def test_numbers_are_shown_in_their_unit(unit: Unit, values: tuple[float, float]
     assert (s.show(m.a), s.show(m.b), s.show(m.delta, sign=True, delta=True)) == shown_as
 
 
+@pytest.mark.e2e
 def test_compare_html_opens_offline_in_chromium(tmp_path: Path) -> None:
     from tests.reports.test_browser import open_offline
 

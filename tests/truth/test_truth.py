@@ -38,13 +38,13 @@ class Observed:
 
 
 def _tracekit(paths: list[Path]) -> Observed:
-    """Run tracekit on ``paths`` and express its answer in the corpus's names (the only API use)."""
+    """Run tracekit on ``paths`` and express its answer in the corpus's names (the only API use,
+    with :func:`tests.conftest.analysis_of`: the analysis, shared with the other tests of the traces)."""
     import polars as pl
 
-    from tracekit.analyzers import run_analysis
-    from tracekit.readers import load_run
+    from tests.conftest import analysis_of
 
-    outcome = run_analysis(load_run(paths))
+    outcome = analysis_of(paths)
     a = outcome.frames
     verdict = outcome.analysis.verdict
     figs: dict[str, dict[int | None, float]] = defaultdict(dict)
