@@ -506,7 +506,10 @@ def check_sweep(runner: Runner, sizes: Sizes, name: str, check: Check, cuda: boo
 def check_pinned(runner: Runner, sizes: Sizes, name: str, check: Check, cuda: bool) -> None:
     """A DataLoader-bound config with pinned memory and non_blocking copies."""
     out = runner.work / name
-    done = capture(runner, "data_bound", out, "--nproc=1", "--pin_memory=true", "--num_workers=2")
+    # more measured steps than the 2 workers x prefetch 2 batches made ahead while the profiler
+    # starts: with 4 measured steps all could be ready, and the verdict depended on timing
+    steps = ("--measured_steps=12", "--profiler.active=10")
+    done = capture(runner, "data_bound", out, "--nproc=1", "--pin_memory=true", "--num_workers=2", *steps)
     if not check.expect(done.returncode == 0, f"capture exited {done.returncode}: {_last(done)}"):
         return
     facts = trace_facts(out / "rank0.pt.trace.json.gz")
