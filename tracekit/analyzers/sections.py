@@ -19,6 +19,7 @@ from tracekit.analyzers.caveats import communication_caveat, lowered
 from tracekit.analyzers.collectives import find_collectives
 from tracekit.analyzers.convert import rows
 from tracekit.analyzers.dataloader import dataloader_gaps
+from tracekit.analyzers.gains import gains, with_gain
 from tracekit.analyzers.kernels import kernels_by_rank
 from tracekit.analyzers.overlap import comm_overlap
 from tracekit.analyzers.parts import (
@@ -290,12 +291,14 @@ def verdict_reduce(red: Reduced) -> Verdict:
     )
     pytorch = num(red.gather(FactParts).span["torch_ops"].sum()) > 0
     evidence = msgspec.structs.replace(evidence, pytorch=pytorch, sync_sources=_sync_sources(red))
+    worth = gains(red, decision.costs) if not undetermined else []
     return Verdict(
         measured_on=measured_on,
-        primary=lowered(decision.primary, caveat),
-        secondary=[*decision.secondary, *notes],
+        primary=with_gain(lowered(decision.primary, caveat), worth),
+        secondary=[with_gain(f, worth) for f in (*decision.secondary, *notes)],
         costs=rows(decision.costs, r.CostRow),
         evidence=evidence,
+        gains=worth,
     )
 
 

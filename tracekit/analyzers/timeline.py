@@ -176,3 +176,10 @@ def collective_waits(run: Run, collectives: pl.DataFrame) -> pl.DataFrame:
     in_flight_yet = pl.col("coll").cast(pl.Int8).cum_max().over("gap_id") > 0
     waiting = located.sort("gap_id", "start_ns").filter(in_flight_yet)
     return iv.union(waiting.select("rank", "start_ns", "end_ns"), ["rank"])
+
+
+def host_collective_waits(run: Run) -> pl.DataFrame:
+    """Where each rank's training thread waits on a host collective (gloo, MPI, UCC: a GPU run
+    on a CPU backend too): rank, start_ns, end_ns (see :func:`collective_waits`)."""
+    collective = run.select(["cpu_op", "annotation"], "rank", "start_ns", "end_ns", where=COLLECTIVE)
+    return collective_waits(run, collective)

@@ -16,6 +16,7 @@ from tracekit.reports import memory_tables as mt
 from tracekit.reports import tables as tb
 from tracekit.reports.capture_tables import capture_tables
 from tracekit.reports.document import Document, Format, Head, Line, Section, Table, Tone, View, only
+from tracekit.reports.gains_table import gains_table
 from tracekit.reports.sentences import write_analysis
 
 if TYPE_CHECKING:
@@ -108,6 +109,14 @@ def _gpu_title(a: Analysis) -> str:
 
 #: The built-in sections, in report order (after the verdict).
 PAGES: Final[tuple[Page, ...]] = (
+    Page(
+        "gains",
+        (),
+        _fixed("What removing each waste is worth"),
+        _fixed("Gains"),
+        lambda a, v: _only(gains_table(a)),
+        no_table=lambda a: None if a.verdict.gains else "No waste to remove was measured.",
+    ),
     Page("facts", ("run",), _fixed("Run"), _fixed("Run"), _facts),
     Page("steps", ("steps",), _fixed("Step time per rank"), _fixed("Steps"), _steps, lambda a: (figures.step_time(a),)),
     Page(

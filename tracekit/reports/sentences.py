@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Final
 
 from tracekit.reports import advice
 from tracekit.reports.advice import RunTraits
+from tracekit.reports.gains_words import worth
 from tracekit.reports.memory_words import write_memory
 from tracekit.reports.terms import DATA_MEASURES
 from tracekit.reports.wording import (
@@ -98,8 +99,13 @@ def cause(s: StragglerEvidence) -> str:
     return f"its {s.phase} takes {excess} longer per step than on the median of the other ranks"
 
 
-def evidence(finding: Finding, verdict: Verdict) -> list[str]:  # noqa: PLR0911  (one case per note)
-    """The evidence lines of a finding, from the numbers behind it."""
+def evidence(finding: Finding, verdict: Verdict) -> list[str]:
+    """The evidence lines of a finding, from the numbers behind it, and what removing it is worth."""
+    lines = _evidence(finding, verdict)
+    return [*lines, worth(finding.gain)] if finding.gain is not None else lines
+
+
+def _evidence(finding: Finding, verdict: Verdict) -> list[str]:  # noqa: PLR0911  (one case per note)
     e = verdict.evidence
     if (caveat := _caveat_lines(finding)) is not None:
         return caveat

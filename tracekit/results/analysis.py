@@ -45,6 +45,7 @@ from tracekit.results.vocab import (
     CollectiveMatch,
     Confidence,
     DataMeasure,
+    GainLimit,
     MeasuredOn,
     MemoryNote,
     NoteKind,
@@ -58,7 +59,7 @@ from tracekit.results.vocab import (
 
 SCHEMA: Final = "tracekit.analysis"
 #: The major version changes when a reader of the previous one would misread a file.
-SCHEMA_VERSION: Final = "2.4"
+SCHEMA_VERSION: Final = "2.5"
 
 
 class Struct(msgspec.Struct, frozen=True, kw_only=True):
@@ -100,6 +101,20 @@ class RunFacts(Struct, frozen=True, kw_only=True):
     parallelism: Parallelism | None = None
 
 
+class Gain(Struct, frozen=True, kw_only=True):
+    """What removing one waste is worth (:mod:`tracekit.analyzers.gains`, since 2.5): the step
+    with it gone, as a share of today's step. For compute, every waste removed at once."""
+
+    bound: BoundKind
+    #: the mean measured step of the ranks that set the pace, today
+    step_ns: float
+    #: the waste's share of the ledger on those ranks: the most its removal gives back
+    up_to_pct: float
+    #: the ranks re-timed along their dependencies with it removed (None: no what-if models it)
+    expected_pct: float | None = None
+    limits: list[GainLimit] = msgspec.field(default_factory=list)
+
+
 class Finding(Struct, frozen=True, kw_only=True):
     """A bound (or a notable fact) with the numbers behind it; sentences are rendered from it.
 
@@ -123,6 +138,8 @@ class Finding(Struct, frozen=True, kw_only=True):
     values: list[float] = msgspec.field(default_factory=list)
     #: the candidates a "mixed" verdict could not tell apart, largest first
     components: list[BoundKind] = msgspec.field(default_factory=list)
+    #: since 2.5: what removing it is worth (bound findings, and the notes a what-if models)
+    gain: Gain | None = None
 
 
 class OpLatency(Struct, frozen=True, kw_only=True):
@@ -195,6 +212,9 @@ class Verdict(Struct, frozen=True, kw_only=True):
     secondary: list[Finding]
     costs: list[CostRow]
     evidence: Evidence
+    #: since 2.5: every waste with a share, and compute (every waste at once), with what removing
+    #: it is worth (empty in older files)
+    gains: list[Gain] = msgspec.field(default_factory=list)
 
 
 class LedgerSection(Struct, frozen=True, kw_only=True):

@@ -1,0 +1,129 @@
+"""What a fix is worth, on real traces: every finding carries its gain, and the re-timed gains
+agree with what the raw events and the injected bottlenecks say."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import SAMPLES, analysis_of
+from tests.truth.corpus import CASES, Case
+from tracekit.analyzers import gains as g
+from tracekit.analyzers.retime import Scenario, simulate
+from tracekit.results.vocab import BoundKind, GainLimit
+
+pytestmark = pytest.mark.real
+
+CAPTURES = SAMPLES / "captures"
+
+
+def _paths(case: Case, request: pytest.FixtureRequest) -> list[Path]:
+    base = request.getfixturevalue("shared_traces") if case.root == "shared" else CAPTURES
+    return [base / p for p in case.paths]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def test_every_finding_carries_its_gain(case: Case, request: pytest.FixtureRequest) -> None:
+    verdict = analysis_of(_paths(case, request)).analysis.verdict
+    if verdict.primary.bound is BoundKind.UNDETERMINED:
+        assert verdict.gains == []
+        return
+    by_bound = {x.bound: x for x in verdict.gains}
+    findings = [verdict.primary, *verdict.secondary]
+    for f in findings:
+        if f.bound is BoundKind.MIXED:
+            assert all(c in by_bound for c in f.components), f
+        elif f.bound in (BoundKind.COMPUTE, BoundKind.GPU_COMPUTE):  # worth: every waste removed at once
+            assert f.gain is not None and f.gain.bound is f.bound, f
+            wastes = sum(c.share_pct for c in verdict.costs if c.bound is not f.bound)
+            assert f.gain.up_to_pct == pytest.approx(wastes, abs=1e-3)
+        elif f.bound is not None:
+            assert f.gain is not None and f.gain.bound is f.bound, f
+            assert f.gain.up_to_pct == pytest.approx(f.share_pct)  # the ledger's share: one number
+    for x in verdict.gains:
+        assert x.step_ns > 0 and 0 <= x.up_to_pct <= 100
+        assert x.limits, x
+        if x.expected_pct is None:
+            assert x.limits == [GainLimit.NOT_MODELED]
+        else:
+            assert 0 <= x.expected_pct <= 100
+
+
+def _plans(paths: list[Path], monkeypatch: pytest.MonkeyPatch) -> list[object]:
+    """The re-timing plans of a fresh analysis of ``paths``."""
+    from tracekit.analyzers import run_analysis
+    from tracekit.readers import load_run
+
+    seen: list[object] = []
+    real = g._scenarios
+
+    def spy(red: object, run: g._Run) -> dict[BoundKind, Scenario]:
+        seen.extend(run.plans)
+        return real(red, run)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(g, "_scenarios", spy)
+    run_analysis(load_run(paths, use_cache=False))
+    return seen
+
+
+@pytest.mark.parametrize(
+    "sample", ["cuda-h200-small", "cuda-h200-gloo2-straggler", "cuda-h200-data-bound-pinned", "straggler"]
+)
+def test_the_model_explains_each_trace_before_it_predicts(sample: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # nothing removed: every rank ends when it did (launches, streams, dependencies, syncs and
+    # collectives across ranks reproduce the trace's own times)
+    plans = _plans([CAPTURES / sample], monkeypatch)
+    assert plans
+    gains = simulate(plans, Scenario())  # type: ignore[arg-type]
+    assert all(abs(v) < 1_000 for v in gains.values()), gains  # under 1 us
+
+
+def _steps_ns(trace: Path) -> list[float]:
+    with gzip.open(trace, "rt") as f:
+        events = json.load(f)["traceEvents"]
+    return [1e3 * e["dur"] for e in events if e.get("ph") == "X" and str(e.get("name", "")).startswith("ProfilerStep#")]
+
+
+def test_removing_an_injected_straggler_gives_back_its_delay() -> None:
+    # rank 1 sleeps 30 ms in its forward every step (capture_config.json); the other rank waits for it
+    # at the gradient all-reduce: without the sleep both ranks' steps are 30 ms shorter
+    folder = CAPTURES / "cuda-h200-gloo2-straggler"
+    delay_ns = 1e6 * json.loads((folder / "capture_config.json").read_text())["workload_args"]["straggler_delay_ms"]
+    verdict = analysis_of([folder]).analysis.verdict
+    gain = verdict.primary.gain
+    assert verdict.primary.bound is BoundKind.STRAGGLER and gain is not None and gain.expected_pct is not None
+    steps = _steps_ns(folder / "rank0.pt.trace.json.gz")
+    step = sum(steps[-3:]) / 3  # the measured (active) steps
+    assert gain.step_ns == pytest.approx(step, rel=0.03)
+    saved = gain.step_ns * gain.expected_pct / 100
+    assert saved == pytest.approx(delay_ns, rel=0.05)
+
+
+def test_a_last_rank_with_others_close_behind_gains_only_the_gap_to_the_next(
+    shared_traces: Path,
+) -> None:
+    # PARAM DLRM, 8 V100 ranks, one step: rank 7 arrives last at the collectives, but ranks 2 and 6
+    # arrive about 0.5 ms before it; removing rank 7's lateness alone lets the collectives start when
+    # the next-latest rank arrives: a gain of that gap, not of the ledger's straggler share
+    folder = shared_traces / "kineto" / "param-dlrm-8rank-v100"
+    first = {}
+    for trace in sorted(folder.glob("*.json")):
+        doc = json.loads(trace.read_text())
+        kernels = [
+            e
+            for e in doc["traceEvents"]
+            if e.get("ph") == "X" and e.get("cat") == "kernel" and "nccl" in str(e.get("name", "")).lower()
+        ]
+        first[doc["distributedInfo"]["rank"]] = 1e3 * min(e["ts"] for e in kernels)
+    others = sorted(v for r, v in first.items() if r != 7)
+    gap = first[7] - others[-1]
+    assert first[7] > others[-1]
+    verdict = analysis_of([folder]).analysis.verdict
+    straggler = next(x for x in verdict.gains if x.bound is BoundKind.STRAGGLER)
+    assert straggler.expected_pct is not None
+    saved = straggler.step_ns * straggler.expected_pct / 100
+    assert saved == pytest.approx(gap, abs=150_000)  # 0.15 ms: the later collectives' own gaps differ
+    assert straggler.expected_pct < straggler.up_to_pct / 5

@@ -1,0 +1,151 @@
+"""The re-timing model on timelines small enough to work out by hand."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tracekit.analyzers.retime import RankPlan, Removal, Scenario, simulate
+
+NAN = float("nan")
+
+
+def plan(
+    rank: int = 0,
+    *,
+    tasks: list[tuple[float, float, float]],  # (launch, start, end) on stream 0 unless streams given
+    streams: list[int] | None = None,
+    instances: list[int] | None = None,
+    arrivals: list[float] | None = None,
+    blocks: list[tuple[float, float]] = (),  # type: ignore[assignment]
+    window_end: float | None = None,
+    device_end: bool = True,
+) -> RankPlan:
+    launch, start, end = (np.array([t[i] for t in tasks], dtype=float) for i in range(3))
+    n = len(tasks)
+    inst = np.array(instances if instances is not None else [-1] * n, dtype=np.int64)
+    return RankPlan(
+        rank=rank,
+        stream=np.array(streams if streams is not None else [0] * n, dtype=np.int64),
+        launch=launch,
+        start=start,
+        end=end,
+        instance=inst,
+        arrival=np.array(arrivals if arrivals is not None else list(start), dtype=float),
+        arrival_is_launch=np.zeros(n, dtype=bool),
+        block_start=np.array([b[0] for b in blocks], dtype=float),
+        block_end=np.array([b[1] for b in blocks], dtype=float),
+        window_end=float(window_end if window_end is not None else (end.max() if n else 0.0)),
+        device_end=device_end,
+    )
+
+
+def removal(*intervals: tuple[float, float], rate: float = 1.0) -> Removal:
+    return Removal(
+        start=np.array([a for a, _ in intervals], dtype=float),
+        end=np.array([b for _, b in intervals], dtype=float),
+        rate=np.full(len(intervals), rate),
+    )
+
+
+def test_a_data_wait_with_the_gpu_idle_is_gained_whole() -> None:
+    # k1 runs 0-10; the host fetches a batch 10-30, then launches k2 at 30 (it runs 31-41)
+    p = plan(tasks=[(0, 0, 10), (30, 31, 41)])
+    assert simulate([p], Scenario(removals={0: removal((10, 30))})) == {0: pytest.approx(20)}
+
+
+def test_a_data_wait_hidden_behind_a_busy_gpu_gains_nothing() -> None:
+    # k1 runs 0-40; the fetch (5-25) happens while it runs; k2, launched at 25, waits for k1
+    p = plan(tasks=[(0, 0, 40), (25, 40, 50)])
+    assert simulate([p], Scenario(removals={0: removal((5, 25))})) == {0: pytest.approx(0)}
+
+
+def test_partly_hidden_work_gains_the_exposed_part() -> None:
+    # k1 runs 0-20; fetch 5-35: 15 of its 30 ns are exposed; k2 launched at 35 runs 36-46
+    p = plan(tasks=[(0, 0, 20), (35, 36, 46)])
+    # without the fetch k2 is launched at 5, waits for k1 (20), then its measured 1 ns delay
+    assert simulate([p], Scenario(removals={0: removal((5, 35))})) == {0: pytest.approx(46 - 31)}
+
+
+def test_a_late_rank_holds_the_others_at_the_collective_and_removing_its_delay_frees_both() -> None:
+    # rank 0 arrives at 10, rank 1 (fetching 10-30) at 30; both leave at 35
+    r0 = plan(0, tasks=[(0, 0, 10), (10, 10, 35)], instances=[-1, 0])
+    r1 = plan(1, tasks=[(0, 0, 10), (30, 30, 35)], instances=[-1, 0])
+    gains = simulate([r0, r1], Scenario(removals={1: removal((10, 30))}))
+    assert gains == {0: pytest.approx(20), 1: pytest.approx(20)}
+    # the early rank's own removal frees nothing: it still waits for the last
+    assert simulate([r0, r1], Scenario(removals={0: removal((5, 10))})) == {0: pytest.approx(0), 1: pytest.approx(0)}
+
+
+def test_hiding_communication_removes_its_tail_but_not_the_wait() -> None:
+    r0 = plan(0, tasks=[(0, 0, 10), (10, 10, 35)], instances=[-1, 0])
+    r1 = plan(1, tasks=[(0, 0, 10), (30, 30, 35)], instances=[-1, 0])
+    gains = simulate([r0, r1], Scenario(hide_collectives=True))
+    assert gains == {0: pytest.approx(5), 1: pytest.approx(5)}  # the 5 ns after the last arrival
+
+
+def test_a_sync_that_no_longer_waits_lets_the_host_run_ahead() -> None:
+    # k1 0-50; the host syncs 1-51 (waiting for k1), fetches 51-71, launches k2 at 71 (72-82)
+    p = plan(tasks=[(0, 0, 50), (71, 72, 82)], blocks=[(1, 51)])
+    assert simulate([p], Scenario(removals={0: removal((51, 71))})) == {0: pytest.approx(20)}
+    # no wait: the fetch (now 1-21) overlaps k1; k2 launched at 21 waits for k1, then its 1 ns
+    assert simulate([p], Scenario(no_wait_blocks=True)) == {0: pytest.approx(82 - 61)}
+
+
+def test_a_slower_task_shortened_gains_as_much_on_a_gpu_bound_stream() -> None:
+    p = plan(tasks=[(0, 0, 10), (1, 10, 30), (2, 30, 40)])
+    shorter = np.array([NAN, 5.0, NAN])
+    assert simulate([p], Scenario(durations={0: shorter})) == {0: pytest.approx(15)}
+
+
+def test_a_cpu_run_ends_with_its_host() -> None:
+    # host-only: the training thread waits 20-40 for a collective enqueued at 15 (gloo runs it 15-38)
+    p = plan(tasks=[(15, 15, 38)], blocks=[(20, 40)], window_end=60, device_end=False)
+    assert simulate([p], Scenario(removals={0: removal((0, 10))})) == {0: pytest.approx(10)}
+    assert simulate([p], Scenario(removals={0: removal((45, 55))})) == {0: pytest.approx(10)}
+    # a half-rate removal takes half
+    assert simulate([p], Scenario(removals={0: removal((45, 55), rate=0.5)})) == {0: pytest.approx(5)}
+
+
+@st.composite
+def timelines(draw: st.DrawFn) -> list[RankPlan]:
+    ranks = draw(st.integers(1, 3))
+    n_coll = draw(st.integers(0, 3))
+    plans = []
+    for rank in range(ranks):
+        tasks, streams, instances = [], [], []
+        t = 0.0
+        host = 0.0
+        for c in range(n_coll + draw(st.integers(1, 6))):
+            host += draw(st.floats(0, 20))
+            stream = draw(st.integers(0, 1))
+            start = max(host, t) + draw(st.floats(0, 5))
+            end = start + draw(st.floats(0, 30))
+            tasks.append((host if draw(st.booleans()) else NAN, start, end))
+            streams.append(stream)
+            instances.append(c if c < n_coll else -1)
+            t = end if stream == 0 else t
+        blocks = []
+        if draw(st.booleans()):
+            b0 = draw(st.floats(0, 100))
+            blocks.append((b0, b0 + draw(st.floats(0, 50))))
+        plans.append(
+            plan(rank, tasks=tasks, streams=streams, instances=instances, blocks=blocks, device_end=draw(st.booleans()))
+        )
+    return plans
+
+
+@settings(max_examples=150, deadline=None)
+@given(timelines())
+def test_with_nothing_removed_every_rank_ends_when_it_did(plans: list[RankPlan]) -> None:
+    assert all(abs(g) < 1e-6 for g in simulate(plans, Scenario()).values())
+
+
+@settings(max_examples=150, deadline=None)
+@given(timelines(), st.floats(0, 200), st.floats(0, 50))
+def test_removing_time_never_makes_a_rank_later(plans: list[RankPlan], at: float, length: float) -> None:
+    gains = simulate(plans, Scenario(removals={p.rank: removal((at, at + length)) for p in plans}))
+    assert all(g >= -1e-6 for g in gains.values())
+    assert all(g <= length + 1e-6 for g in gains.values())  # never more than was removed

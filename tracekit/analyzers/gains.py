@@ -1,0 +1,448 @@
+"""What a fix is worth: the step time with one waste removed, two ways.
+
+* **Up to**: the waste's share of the ledger on the ranks that set the pace
+  (:mod:`tracekit.analyzers.ledger`): every nanosecond the ledger counts under it, given back.
+  A bound, since other work can take the freed time back.
+* **Expected**: the ranks re-timed along their dependencies with that waste removed
+  (:mod:`tracekit.analyzers.retime`): the host's order, launch to kernel, stream order, blocking
+  syncs and collectives across ranks. The difference from *up to* is the work that was hidden
+  behind the waste (a host that, once the DataLoader no longer holds it, is still slower than
+  the GPU; ranks that still wait at a collective for a late one).
+
+Each waste has one what-if, the change its fix makes:
+
+==================  ============================================================================
+waste               what is removed
+==================  ============================================================================
+data                the DataLoader fetches and input preprocessing on the host (the batch is
+                    ready when asked for)
+sync                the blocking syncs' waits (a sync call returns after its own cost)
+comms               each collective's own time after the last rank arrives (fully overlapped)
+straggler           the straggler's excess in the phase that makes it late (or before its
+                    step starts, when it starts late; with neither named, spread over its step)
+launch              the host's dispatching: operators that launch, runtime calls, the Python
+                    between them (what CUDA graphs' one launch for many saves)
+host                the host's own CPU work: long operators that launch nothing, Python
+                    that runs long without launching
+transfer            host<->device copies on the device (pinned memory, ``non_blocking``)
+compute             every waste above at once: what is left to gain outside compute
+==================  ============================================================================
+
+Idle with no named cause (a cross-stream dependency, one-time work, unexplained) has no
+what-if: its *expected* gain is not estimated. What every estimate cannot see is listed with
+it (:class:`~tracekit.results.vocab.GainLimit`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Final
+
+import msgspec
+import numpy as np
+import polars as pl
+
+from tracekit.analyzers import intervals as iv
+from tracekit.analyzers.collectives import KEYS as COLLECTIVE_KEYS
+from tracekit.analyzers.host_causes import host_time
+from tracekit.analyzers.parts import Parts, empty
+from tracekit.analyzers.retime import RankPlan, Removal, Scenario, simulate
+from tracekit.analyzers.timeline import COLLECTIVE_WAIT, TRANSFER_COPY, host_collective_waits
+from tracekit.results.analysis import Finding, Gain
+from tracekit.results.vocab import BoundKind, GainLimit, IdleCause, NoteKind, StragglerCause
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from tracekit.analyzers.context import RankContext
+    from tracekit.analyzers.ledger import LedgerResult
+    from tracekit.analyzers.mapreduce import Reduced
+
+
+@dataclass(frozen=True)
+class GainParts(Parts):
+    """One rank's events for re-timing, inside its measured window."""
+
+    #: rank, stream, launch_ns (null: not launched by the host), start_ns, end_ns, transfer
+    tasks: pl.DataFrame = field(default_factory=empty)
+    #: rank, start_ns, end_ns, until: where the host waits (syncs, waits on host collectives),
+    #: and until when the work it waits for was launched (see :class:`~tracekit.analyzers.retime.RankPlan`)
+    blocks: pl.DataFrame = field(default_factory=empty)
+    #: rank, start_ns, end_ns: DataLoader fetches and input preprocessing
+    fetch: pl.DataFrame = field(default_factory=empty)
+    #: rank, start_ns, end_ns: the host dispatching work (the idle model's ``launch`` time)
+    launches: pl.DataFrame = field(default_factory=empty)
+    #: rank, start_ns, end_ns: the host's own CPU work (the idle model's ``host_work`` time)
+    host_free: pl.DataFrame = field(default_factory=empty)
+    #: rank, name, start_ns, end_ns: the training thread's phases
+    phases: pl.DataFrame = field(default_factory=empty)
+    #: rank, step, start_ns, end_ns: the measured windows
+    frames: pl.DataFrame = field(default_factory=empty)
+
+
+def _inside(df: pl.DataFrame, spans: pl.DataFrame) -> pl.DataFrame:
+    """Rows of ``df`` that start inside their rank's measured span."""
+    return (
+        df.with_columns(pl.col("rank").cast(pl.Int32))
+        .join(spans, on="rank", how="inner")
+        .filter(pl.col("start_ns") >= pl.col("_lo"), pl.col("start_ns") <= pl.col("_hi"))
+        .drop("_lo", "_hi")
+    )
+
+
+def gains_map(ctx: RankContext) -> GainParts:
+    """The per-rank part: the device tasks, host blocks and removable host time in the window."""
+    frames = ctx.frames.select(pl.col("rank").cast(pl.Int32), "step", "start_ns", "end_ns")
+    if frames.height == 0:
+        return GainParts()
+    spans = frames.group_by("rank").agg(_lo=pl.col("start_ns").min(), _hi=pl.col("end_ns").max())
+    window = spans.select("rank", start_ns="_lo", end_ns="_hi")
+    fetch = _inside(iv.union(ctx.fetch.select(pl.col("rank").cast(pl.Int32), "start_ns", "end_ns"), ["rank"]), spans)
+    phases = _inside(ctx.top_level.select("rank", pl.col("name").cast(pl.String), "start_ns", "end_ns"), spans)
+    if not ctx.has_gpu:
+        waits = ctx.device.filter(pl.col("name").cast(pl.String) == COLLECTIVE_WAIT).select(
+            "rank", "start_ns", "end_ns", until="end_ns", on_collectives=pl.lit(True)
+        )
+        return GainParts(blocks=_inside(waits, spans), fetch=fetch, phases=phases, frames=frames)
+    act = ctx.activity
+    copies = (pl.col("kind") == "memcpy") & pl.col("name").cast(pl.String).str.contains(TRANSFER_COPY)
+    tasks = _inside(
+        act.select(
+            "rank",
+            pl.col("stream").fill_null(-1),
+            launch_ns=pl.when(pl.col("launch_pid").is_not_null()).then(pl.col("launch_ns")),
+            start_ns="start_ns",
+            end_ns="end_ns",
+            transfer=copies,
+        ),
+        spans,
+    )
+    syncs = ctx.syncs.calls.select(
+        pl.col("rank").cast(pl.Int32), "start_ns", "end_ns", until="start_ns", on_collectives=pl.lit(False)
+    )
+    waits = host_collective_waits(ctx.run).select(
+        pl.col("rank").cast(pl.Int32), "start_ns", "end_ns", until="end_ns", on_collectives=pl.lit(True)
+    )
+    blocks = _inside(pl.concat([syncs, waits]).sort("rank", "start_ns"), spans)
+    calls = ctx.run.select(["runtime", "driver"], "rank", "tid", "start_ns", "end_ns", "name")
+    host = host_time(ctx.run, window, fetch=ctx.fetch, syncs=ctx.syncs.calls, calls=calls, frames=ctx.frames)
+
+    def cause(c: IdleCause) -> pl.DataFrame:
+        return host.filter(pl.col("cause") == c.value).select("rank", "start_ns", "end_ns")
+
+    data = iv.union(pl.concat([fetch, cause(IdleCause.DATA)], how="vertical_relaxed"), ["rank"])
+    launches, host_free = cause(IdleCause.LAUNCH), cause(IdleCause.HOST_WORK)
+    return GainParts(
+        tasks=tasks, blocks=blocks, fetch=data, launches=launches, host_free=host_free, phases=phases, frames=frames
+    )
+
+
+# -- the reduce --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Run:
+    """The ranks' plans and what the scenarios are built from."""
+
+    plans: list[RankPlan]
+    parts: GainParts
+    origin: int
+    #: rank -> its task frame (in plan order)
+    tasks: dict[int, pl.DataFrame]
+    has_gpu: bool
+    matched: bool
+
+
+#: Host collectives (gloo, MPI) run on their backend's workers: one stream per process group,
+#: numbered down from here (clear of GPU stream ids, and of -1: a GPU activity with none).
+HOST_STREAMS: Final = -1000
+
+
+def _frame(df: pl.DataFrame, rank: int) -> pl.DataFrame:
+    return df.filter(pl.col("rank") == rank) if df.height else df
+
+
+def _plans(red: Reduced) -> _Run | None:
+    parts = red.gather(GainParts)
+    frames = parts.frames
+    if frames.height == 0:
+        return None
+    origin = int(frames["start_ns"].min())  # type: ignore[arg-type]
+    coll = red.collectives.per_rank
+    # every instance, matched or held by one rank (then its own: hiding its time still applies)
+    instances = red.collectives.instances.select(*COLLECTIVE_KEYS, "matched").with_row_index("instance")
+    coll = coll.join(instances.drop("matched"), on=list(COLLECTIVE_KEYS), how="left").with_columns(
+        pl.col("instance").cast(pl.Int64).fill_null(-1), pl.col("rank").cast(pl.Int32)
+    )
+    plans, by_rank = [], {}
+    for rank in sorted(int(r) for r in frames["rank"].unique()):
+        end = float(_frame(frames, rank)["end_ns"].max() - origin)  # type: ignore[operator]
+        host = coll.filter(pl.col("rank") == rank, pl.col("source") == "host").select(
+            stream=(HOST_STREAMS - pl.col("pg").rank("dense")).cast(pl.Int64),
+            launch_ns="launch_ns",
+            start_ns="start_ns",
+            end_ns="end_ns",
+            transfer=pl.lit(False),
+            instance="instance",
+            arrival_ns="arrival_ns",
+            arrival_is_launch=pl.lit(True),
+        )
+        tasks = host
+        if red.has_gpu and parts.tasks.height:
+            kernels = coll.filter(pl.col("rank") == rank, pl.col("source") == "kernel").select(
+                pl.col("stream").fill_null(-1), "start_ns", "end_ns", "instance", "arrival_ns"
+            )
+            device = (
+                _frame(parts.tasks, rank)
+                .join(kernels, on=["stream", "start_ns", "end_ns"], how="left")
+                .unique(["stream", "start_ns", "end_ns"], keep="first", maintain_order=True)
+                .with_columns(pl.col("instance").fill_null(-1), arrival_is_launch=pl.lit(False))
+            )
+            tasks = pl.concat([device.select(host.columns), host], how="vertical_relaxed")
+        by_rank[rank] = tasks
+        blocks = _frame(parts.blocks, rank)
+
+        def ns(col: pl.Series) -> np.ndarray:
+            values: np.ndarray = col.cast(pl.Float64).to_numpy() - origin
+            return values
+
+        plans.append(
+            RankPlan(
+                rank=rank,
+                stream=tasks["stream"].cast(pl.Int64).to_numpy() if tasks.height else np.empty(0, dtype=np.int64),
+                launch=ns(tasks["launch_ns"]) if tasks.height else np.empty(0),
+                start=ns(tasks["start_ns"]) if tasks.height else np.empty(0),
+                end=ns(tasks["end_ns"]) if tasks.height else np.empty(0),
+                instance=tasks["instance"].cast(pl.Int64).to_numpy() if tasks.height else np.empty(0, dtype=np.int64),
+                arrival=ns(tasks["arrival_ns"].fill_null(tasks["start_ns"])) if tasks.height else np.empty(0),
+                arrival_is_launch=tasks["arrival_is_launch"].to_numpy() if tasks.height else np.empty(0, dtype=bool),
+                block_start=ns(blocks["start_ns"]) if blocks.height else np.empty(0),
+                block_end=ns(blocks["end_ns"]) if blocks.height else np.empty(0),
+                block_until=ns(blocks["until"]) if blocks.height else np.empty(0),
+                block_on_collectives=blocks["on_collectives"].to_numpy() if blocks.height else np.empty(0, dtype=bool),
+                window_end=end,
+                device_end=red.has_gpu,
+            )
+        )
+    matched = bool(instances["matched"].any()) if instances.height else False
+    return _Run(plans=plans, parts=parts, origin=origin, tasks=by_rank, has_gpu=red.has_gpu, matched=matched)
+
+
+def _removal(df: pl.DataFrame, origin: int, rate: float | np.ndarray = 1.0) -> Removal:
+    start = df["start_ns"].cast(pl.Float64).to_numpy() - origin
+    end = df["end_ns"].cast(pl.Float64).to_numpy() - origin
+    return Removal(start=start, end=end, rate=np.broadcast_to(np.asarray(rate, dtype=float), start.shape).copy())
+
+
+def _per_rank(df: pl.DataFrame, run: _Run) -> dict[int, Removal]:
+    spans = iv.union(df.select("rank", "start_ns", "end_ns"), ["rank"]) if df.height else df
+    return {p.rank: _removal(_frame(spans, p.rank), run.origin) for p in run.plans if df.height}
+
+
+def _rate_at(removal: Removal, t: np.ndarray) -> np.ndarray:
+    """The rate of ``removal`` at each of ``t`` (0 outside it; its intervals are disjoint)."""
+    if removal.start.size == 0:
+        return np.zeros(t.size)
+    order = np.argsort(removal.start)
+    s, e, w = removal.start[order], removal.end[order], removal.rate[order]
+    i = np.maximum(np.searchsorted(s, t, side="right") - 1, 0)
+    inside = (t >= s[i]) & (t < e[i])
+    return np.where(inside, w[i], 0.0)
+
+
+def _cut(removals: list[Removal], rate: Callable[[np.ndarray], np.ndarray]) -> Removal:
+    """The elementary stretches between every boundary of ``removals``, at ``rate(midpoints)``."""
+    kept = [r for r in removals if r.start.size]
+    if not kept:
+        return Removal()
+    points = np.unique(np.concatenate([np.concatenate([r.start, r.end]) for r in kept]))
+    if points.size < 2:
+        return Removal()
+    lo, hi = points[:-1], points[1:]
+    rates = rate((lo + hi) / 2)
+    keep = rates > 0
+    return Removal(start=lo[keep], end=hi[keep], rate=rates[keep])
+
+
+def merge(removals: list[Removal]) -> Removal:
+    """One removal of several: each instant at the largest rate that covers it."""
+    return _cut(removals, lambda t: np.max([_rate_at(r, t) for r in removals], axis=0))
+
+
+def outside(removal: Removal, taken: Removal) -> Removal:
+    """``removal`` less what ``taken`` already removes (its rate scaled by what ``taken`` leaves)."""
+    if taken.start.size == 0 or removal.start.size == 0:
+        return removal
+    return _cut([removal, taken], lambda t: _rate_at(removal, t) * (1 - _rate_at(taken, t)))
+
+
+def _straggler(red: Reduced, run: _Run) -> Scenario | None:
+    """The first named straggler's excess removed: from its slow phase, its late start, or its step."""
+    if not red.stragglers.stragglers:
+        return None
+    s = red.stragglers.stragglers[0]
+    excess = float(s.cause_excess_ns)
+    if excess <= 0:
+        return None
+    frames = _frame(run.parts.frames, s.rank)
+    if frames.height == 0:
+        return None
+    phases = _frame(run.parts.phases, s.rank)
+    if s.cause in (StragglerCause.PHASE, StragglerCause.DATA_PHASE) and s.phase is not None:
+        spans = phases.filter(pl.col("name") == s.phase)
+    elif s.cause is StragglerCause.LATE_START:
+        # it reaches each step late: whatever held it before the step, gone
+        spans = frames.select("rank", start_ns=pl.col("start_ns") - int(excess), end_ns="start_ns")
+    else:
+        spans = frames.select("rank", "start_ns", "end_ns")
+    if spans.height == 0:
+        return None
+    steps = max(1, frames.height)
+    held = float((spans["end_ns"] - spans["start_ns"]).sum())
+    rate = min(1.0, excess * steps / held) if held > 0 else 0.0
+    if rate <= 0:
+        return None
+    removal = _removal(spans, run.origin, rate)
+    durations = {}
+    tasks = run.tasks.get(s.rank)
+    if run.has_gpu and tasks is not None and tasks.height:
+        launch = tasks["launch_ns"].fill_null(tasks["start_ns"]).cast(pl.Float64).to_numpy() - run.origin
+        inside = np.zeros(launch.size, dtype=bool)
+        for a, b in zip(removal.start, removal.end, strict=True):
+            inside |= (launch >= a) & (launch < b)
+        dur = (tasks["end_ns"] - tasks["start_ns"]).cast(pl.Float64).to_numpy()
+        durations[s.rank] = np.where(inside, dur * (1 - rate), np.nan)
+    return Scenario(removals={s.rank: removal}, durations=durations)
+
+
+def _transfers(run: _Run) -> dict[int, np.ndarray]:
+    return {
+        rank: np.where(t["transfer"].to_numpy(), 0.0, np.nan)
+        for rank, t in run.tasks.items()
+        if t.height and bool(t["transfer"].any())
+    }
+
+
+def _scenarios(red: Reduced, run: _Run) -> dict[BoundKind, Scenario]:
+    """One scenario per waste it can model."""
+    out: dict[BoundKind, Scenario] = {}
+    parts = run.parts
+    straggler = _straggler(red, run)
+    if straggler is not None:
+        out[BoundKind.STRAGGLER] = straggler
+
+    def per_rank(df: pl.DataFrame) -> dict[int, Removal]:
+        # the straggler's excess is the straggler's (as the ledger carves it): not removed twice
+        removals = _per_rank(df, run)
+        if straggler is not None:
+            removals = {r: outside(v, straggler.removals.get(r, Removal())) for r, v in removals.items()}
+        return removals
+
+    if parts.fetch.height:
+        out[BoundKind.DATA] = Scenario(removals=per_rank(parts.fetch))
+    if any(p.block_start.size for p in run.plans) and run.has_gpu:
+        out[BoundKind.SYNC] = Scenario(no_wait_blocks=True)
+    if any((p.instance >= 0).any() for p in run.plans):
+        out[BoundKind.COMMS] = Scenario(hide_collectives=True)
+    if run.has_gpu and parts.launches.height:
+        out[BoundKind.LAUNCH] = Scenario(removals=per_rank(parts.launches))
+    if run.has_gpu and parts.host_free.height:
+        out[BoundKind.HOST] = Scenario(removals=per_rank(parts.host_free))
+    if run.has_gpu and (transfers := _transfers(run)):
+        out[BoundKind.TRANSFER] = Scenario(durations=transfers)
+    if out:
+        out[BoundKind.GPU_COMPUTE if run.has_gpu else BoundKind.COMPUTE] = _everything(list(out.values()))
+    return out
+
+
+def _everything(scenarios: list[Scenario]) -> Scenario:
+    ranks = {r for s in scenarios for r in (*s.removals, *s.durations)}
+    removals = {r: merge([s.removals[r] for s in scenarios if r in s.removals]) for r in ranks}
+    durations: dict[int, np.ndarray] = {}
+    for s in scenarios:
+        for r, d in s.durations.items():
+            durations[r] = d if r not in durations else np.fmin(durations[r], d)
+    return Scenario(
+        removals=removals,
+        durations=durations,
+        no_wait_blocks=any(s.no_wait_blocks for s in scenarios),
+        hide_collectives=any(s.hide_collectives for s in scenarios),
+    )
+
+
+def _limits(bound: BoundKind, run: _Run, modeled: bool) -> list[GainLimit]:
+    if not modeled:
+        return [GainLimit.NOT_MODELED]
+    out = []
+    if run.has_gpu:
+        out.append(GainLimit.EVENT_WAITS_KEPT)
+    if run.matched:
+        out.append(GainLimit.ONE_CLOCK)
+    if len(run.plans) > 1 and not run.matched:
+        out.append(GainLimit.UNMATCHED_COLLECTIVES)
+    if not run.has_gpu:
+        out.append(GainLimit.CPU_SHARED)
+    extra: dict[BoundKind, GainLimit] = {
+        BoundKind.SYNC: GainLimit.VALUE_NOT_NEEDED,
+        BoundKind.COMMS: GainLimit.FULLY_OVERLAPPED,
+        BoundKind.STRAGGLER: GainLimit.EXCESS_SPREAD,
+        BoundKind.HOST: GainLimit.HOST_THREADS_AS_ONE,
+        BoundKind.LAUNCH: GainLimit.HOST_THREADS_AS_ONE,
+    }
+    if bound in extra:
+        out.append(extra[bound])
+    return out
+
+
+def gains(red: Reduced, costs: pl.DataFrame, *, simulate_fn: Callable[..., dict[int, float]] = simulate) -> list[Gain]:
+    """Every waste of ``costs`` (the verdict's cost table) with its gains; the compute row's
+    gain is every waste removed at once. Largest *up to* first, as the cost table."""
+    ledger: LedgerResult = red.ledger
+    pace = ledger.pace_ranks
+    steps = ledger.per_step.group_by("rank").agg(steps=pl.col("step").n_unique())
+    windows = ledger.windows.join(steps, on="rank").filter(pl.col("rank").is_in(pace))
+    if windows.height == 0:
+        return []
+    step_ns = float((windows["window_ns"] / windows["steps"]).mean())  # type: ignore[arg-type]
+    run = _plans(red)
+    scenarios = _scenarios(red, run) if run is not None else {}
+    compute = {BoundKind.COMPUTE.value, BoundKind.GPU_COMPUTE.value}
+    waste_share = float(costs.filter(~pl.col("bound").is_in(list(compute)))["share_pct"].sum())
+    out = []
+    for row in costs.iter_rows(named=True):
+        bound = BoundKind(row["bound"])
+        up_to = waste_share if row["bound"] in compute else float(row["share_pct"])
+        if up_to <= 0 and row["bound"] not in compute:  # compute's row stays: nothing left to gain is an answer
+            continue
+        expected = None
+        scenario = scenarios.get(bound)
+        if scenario is not None and run is not None:
+            gained = simulate_fn(run.plans, scenario)
+            shares = [
+                100 * gained.get(int(rank), 0.0) / float(window)
+                for rank, window in windows.select("rank", "window_ns").iter_rows()
+                if window
+            ]
+            expected = round(max(0.0, float(np.mean(shares))), 4) if shares else None
+        out.append(
+            Gain(
+                bound=bound,
+                step_ns=round(step_ns, 1),
+                up_to_pct=round(up_to, 4),
+                expected_pct=expected,
+                limits=_limits(bound, run, scenario is not None) if run is not None else [GainLimit.NOT_MODELED],
+            )
+        )
+    return out
+
+
+#: The what-if of each note that names a waste (the note's gain is that waste's).
+NOTE_BOUND: Final = {NoteKind.HOST_SYNCS: BoundKind.SYNC, NoteKind.LOW_OVERLAP: BoundKind.COMMS}
+
+
+def with_gain(finding: Finding, worth: list[Gain]) -> Finding:
+    """``finding`` with the gain of its bound (a mixed finding: of its components at once is not
+    modeled, so none), or of the waste its note names."""
+    bound = finding.bound if finding.bound is not None else NOTE_BOUND.get(finding.note) if finding.note else None
+    found = next((g for g in worth if g.bound is bound), None)
+    return msgspec.structs.replace(finding, gain=found) if found is not None else finding
