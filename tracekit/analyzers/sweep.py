@@ -112,8 +112,7 @@ def _best(rows: Sequence[MatrixRow], runs: Mapping[str, Sequence[CellRun]]) -> B
     second = ranked[1]
     margin = compare_values(
         "throughput",
-        "throughput (samples/s, slowest rank per step)",
-        Unit.PER_S,
+        Unit.SAMPLES_PER_S,
         _per_sample(runs[second.cell]),
         _per_sample(runs[best.cell]),
         lower_is_better=False,

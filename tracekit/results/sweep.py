@@ -13,6 +13,10 @@ memory headroom and its margin over the runner-up with the noise interval of
 
 Times are nanoseconds, memory bytes, rates per second, shares percentages. Layout of
 schema 1.x; any 1.x file loads, a newer major version is refused.
+
+Schema 1.1 (from 1.0): the best cell's ``margin`` is a :class:`~tracekit.results.compare.Measure`
+of comparison schema 2.1 (no ``label``; its ``note`` a :class:`~tracekit.results.vocab.MeasureNote`;
+unit ``samples_per_s``).
 """
 
 from __future__ import annotations
@@ -45,7 +49,7 @@ __all__ = [
 
 SWEEP_SCHEMA: Final = "tracekit.sweep"
 MATRIX_SCHEMA: Final = "tracekit.sweep_matrix"
-SWEEP_SCHEMA_VERSION: Final = "1.0"
+SWEEP_SCHEMA_VERSION: Final = "1.1"
 
 
 class GridAxis(msgspec.Struct, kw_only=True, frozen=True):

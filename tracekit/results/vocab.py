@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import sys
 from enum import Enum
-from typing import Literal
+from typing import Final, Literal
 
 if sys.version_info >= (3, 11):
     from enum import StrEnum
@@ -265,10 +265,30 @@ class Unit(StrEnum):
     NS = "ns"
     PCT = "pct"  # percentage points
     BYTES = "bytes"
-    PER_S = "per_s"  # steps (or samples) per second
+    PER_S = "per_s"  # steps per second
+    SAMPLES_PER_S = "samples_per_s"  # samples per second (since comparison 2.1; 2.0 said per_s)
     COUNT = "count"  # per step
 
 
+class MeasureNote(StrEnum):
+    """Why a measure of a comparison has no interval, or no change: a remark beside its figures."""
+
+    ONE_SIDE = "one_side"  # measured on one side only
+    NEITHER_SIDE = "neither_side"  # measured on neither side
+    ONCE_PER_RUN = "once_per_run"  # known once per run (a peak): no interval
+    WHOLE_TRACE = "whole_trace"  # a share over each rank's whole trace (a side has no steps): no interval
+
+
+class PeakSource(StrEnum):
+    """Where a comparison's peak memory was read (of the worst rank)."""
+
+    COUNTERS = "counters"  # device memory allocated, from the profiler's memory counters
+    CAPTURE_ALLOCATED = "capture_allocated"  # device memory allocated, from the capture summary
+    CAPTURE_RSS = "capture_rss"  # the process's peak resident set, from the capture summary (CPU)
+
+
+#: The prefix of tracekit's own phase ranges (``tracekit.phase/forward``); a phase is shown without it.
+PHASE_PREFIX: Final = "tracekit.phase/"
 #: Which side of an A/B capture or a comparison: ``a`` (the baseline) or ``b``.
 SideKey = Literal["a", "b"]
 #: What a comparison's counts are per: a step, or a second of trace when a side has no steps.
