@@ -115,5 +115,5 @@ def test_sweep_probe_failure_and_resume(tmp_path: Path, monkeypatch: pytest.Monk
     assert not list((out / "cells").glob("*.tracekit-tmp-*"))
 
     matrix = sweep_matrix(out)
-    assert matrix.best is not None and matrix.capacity_source == "memory budget"
+    assert matrix.best is not None and matrix.capacity_source == "budget"
     assert {r.probe_last_fit for r in matrix.rows} == {64}

@@ -4,11 +4,14 @@ must match this tracekit's, both the defaults of the record's Struct."""
 
 from __future__ import annotations
 
-from typing import TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import msgspec
 
 from tracekit.errors import InputError
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 __all__ = ["dump_record", "load_record"]
 
@@ -20,10 +23,18 @@ def dump_record(record: msgspec.Struct) -> bytes:
     return msgspec.json.format(msgspec.json.encode(record), indent=2) + b"\n"
 
 
-def load_record(data: bytes | str, kind: type[S], *, what: str, source: str) -> S:
+def load_record(
+    data: bytes | str,
+    kind: type[S],
+    *,
+    what: str,
+    source: str,
+    upgrade: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
+) -> S:
     """Parse a record of ``kind`` (``what``: its name, "tracekit dataloader probe"); another
     schema, a newer major version, bad JSON or a field of the wrong type is an
-    :class:`InputError` naming ``source``."""
+    :class:`InputError` naming ``source``. ``upgrade``: turns the decoded JSON of an older
+    minor version into the current layout (it reads the file's ``schema_version``)."""
     defaults = {f.name: f.default for f in msgspec.structs.fields(kind)}
     schema, version = str(defaults["schema"]), str(defaults["schema_version"])
     try:
@@ -35,6 +46,8 @@ def load_record(data: bytes | str, kind: type[S], *, what: str, source: str) -> 
     found = decoded.get("schema_version")
     if not isinstance(found, str) or found.split(".")[0] != version.split(".", maxsplit=1)[0]:
         raise InputError(f"{what} schema version {found} is not readable by this tracekit", path=source)
+    if upgrade is not None:
+        decoded = upgrade(decoded)
     try:
         return msgspec.convert(decoded, kind)
     except msgspec.ValidationError as exc:

@@ -296,6 +296,31 @@ PerUnit = Literal["step", "second"]
 #: How a capture of the sweep ended: it ran (``ok``), ran out of memory (a CUDA OOM, or its
 #: peak over ``--mem-budget-gb``), failed otherwise, or hung past ``--cell-timeout``.
 CellStatus = Literal["ok", "oom", "failed", "timeout"]
+
+
+class ProbeStop(StrEnum):
+    """Why a sweep's OOM probe ended without finding the first batch size that runs out of memory."""
+
+    FAILED = "failed"  # a capture failed otherwise, or hung (``failed_batch``, its reason ``failure``)
+    NONE_FIT = "none_fit"  # no batch size fit
+    NO_OOM = "no_oom"  # every batch size it could try fit (up to ``last_fit``)
+
+
+class CapacitySource(StrEnum):
+    """What a sweep's memory headroom is a share of."""
+
+    DEVICE = "device"  # the GPU's memory (or what cuda_memory_fraction leaves the cells)
+    BUDGET = "budget"  # --mem-budget-gb
+
+
+class MatrixNoteKind(StrEnum):
+    """Remarks beside a sweep's matrix. The figures each kind holds in ``MatrixNote`` are noted beside it."""
+
+    NO_CAPACITY = "no_capacity"  # no memory capacity known (CPU run without --mem-budget-gb): no headroom check
+    CPU_RSS = "cpu_rss"  # a CPU run: peak memory is the worst rank's peak RSS of its whole process
+    UNFINISHED = "unfinished"  # ran, cells: the sweep did not finish
+
+
 #: Whose memory a capture measured: the device's (``cuda``) or, on a CPU-only run, the process's.
 MemoryDevice = Literal["cuda", "cpu"]
 #: What a capture's per-phase memory deltas measure: CUDA allocated device memory, or the resident set.
