@@ -205,7 +205,9 @@ def test_a_sweep_record_of_schema_1_0_loads_its_sentences_as_kinds() -> None:
     doc["schema_version"] = "1.0"
     stops = ["no batch size fit", "no OOM up to batch size 24", "batch size 48: rank 0 failed first: boom"]
     doc["probes"] = [{**doc["probes"][0], "stopped": s} for s in stops]
-    probes = load_sweep(json.dumps(doc), source="sweep.json").probes
+    loaded = load_sweep(json.dumps(doc), source="sweep.json")
+    assert loaded.schema_version == "1.1"  # in the layout of 1.1 now: saved again, it says so
+    probes = loaded.probes
     assert [(p.stopped, p.failed_batch, p.failure) for p in probes] == [
         (ProbeStop.NONE_FIT, None, None),
         (ProbeStop.NO_OOM, None, None),

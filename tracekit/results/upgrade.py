@@ -1,7 +1,8 @@
 """Files of older minor versions read into the current layout: where an older file holds a
 sentence that tracekit wrote, the kind and figures it said.
 
-Each function takes the decoded JSON of one record (a ``dict``), returns it in the current
+Each function takes the decoded JSON of one record (a ``dict``) of an older minor version (its
+caller checks the version, and gives the result the current one), returns it in the current
 layout, and leaves what it does not recognize as it is, for the typed conversion to accept or
 refuse. A sentence it does not recognize (one a later tracekit would not write) is kept where the
 current layout has a place for outside text, else left out.
@@ -35,12 +36,6 @@ _MATRIX_NOTES: Final = {
 }
 
 
-def _older(raw: dict[str, Any], minor: int) -> bool:
-    """Whether ``raw``'s schema version is below ``<major>.<minor>``."""
-    found = str(raw.get("schema_version", "")).partition(".")[2].split(".")[0]
-    return found.isdigit() and int(found) < minor
-
-
 def _stopped(text: str) -> dict[str, Any]:
     """A probe's ``stopped`` sentence of sweep 1.0 as its fields."""
     if text == "no batch size fit":
@@ -61,8 +56,7 @@ def _probes(raw: dict[str, Any]) -> None:
 
 def sweep_1_0(raw: dict[str, Any]) -> dict[str, Any]:
     """``sweep.json`` of schema 1.0: each probe's ``stopped`` sentence as a :class:`ProbeStop` and figures."""
-    if _older(raw, 1):
-        _probes(raw)
+    _probes(raw)
     return raw
 
 
@@ -89,8 +83,6 @@ def _matrix_note(text: str) -> dict[str, Any] | None:
 
 def matrix_1_0(raw: dict[str, Any]) -> dict[str, Any]:
     """A sweep matrix of schema 1.0: its sentences as kinds and figures."""
-    if not _older(raw, 1):
-        return raw
     _probes(raw)
     for row in raw.get("rows") or ():
         if isinstance(row, dict):
