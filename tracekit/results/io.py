@@ -18,6 +18,7 @@ from typing import Any, Final
 import msgspec
 
 from tracekit.errors import InputError
+from tracekit.results import capture
 from tracekit.results.analysis import SCHEMA, SCHEMA_VERSION, Analysis
 
 #: JSON type names as msgspec writes them, in the words of a message.
@@ -50,6 +51,8 @@ def decode_analysis(data: str | bytes, *, source: str) -> Analysis:
     """An analysis from JSON text; anything else is an :class:`InputError` naming ``source`` and the fault."""
     raw = _json(data, source=source)
     newer = _check_header(raw, source=source)
+    if isinstance(raw.get("capture"), dict):  # a summary of an older layout: as this one
+        raw["capture"] = capture.upgraded(raw["capture"])
     try:
         analysis = msgspec.convert(raw, type=Analysis, strict=True)
     except msgspec.ValidationError as exc:

@@ -321,6 +321,58 @@ class MatrixNoteKind(StrEnum):
     UNFINISHED = "unfinished"  # ran, cells: the sweep did not finish
 
 
+class SlowestBy(StrEnum):
+    """How a capture summary picks its slowest rank."""
+
+    #: the most host time per step before the step's first collective (the phases summed are
+    #: the summary's ``pre_collective_phases``): the last rank to arrive
+    PRE_COLLECTIVE = "pre_collective"
+
+
+class WorstBy(StrEnum):
+    """How a capture summary picks the rank whose memory peaks highest."""
+
+    DEVICE_ALLOCATED = "device_allocated"  # peak device memory allocated in the measured steps (GPU)
+    RSS = "rss"  # peak RSS of the whole process (CPU)
+
+
+class CaptureNoteKind(StrEnum):
+    """Remarks of a capture: what a rank could not record, or recorded differently. The figures
+    each kind holds in ``CaptureNote`` are noted beside it."""
+
+    MEMORY_TIMELINE_OPTIONS = "memory_timeline_options"  # items: the profiler options memory_timeline turned on
+    CPU_MEMORY = "cpu_memory"  # on CPU device memory is not recorded; phase memory deltas are of RSS
+    CPU_SNAPSHOT = "cpu_snapshot"  # memory_snapshot on CPU: the allocator snapshot is CUDA-only, none written
+    NO_SNAPSHOT = "no_snapshot"  # rank, error: its allocator snapshot could not be written
+    NO_TIMELINE = "no_timeline"  # rank, error: its memory timeline could not be exported
+    FSDP_ON_CPU = "fsdp_on_cpu"  # value: the sharding strategy of FSDP1 that tracekit applied on CPU
+    FSDP2_ON_CPU = "fsdp2_on_cpu"  # value: reshard_after_forward of the FSDP2 that tracekit applied on CPU
+    DEEPSPEED_OPTIMIZER = "deepspeed_optimizer"  # DeepSpeed steps the optimizer inside backward hooks
+    #: text: a note in someone else's words (given to the Profiler in ``summary_extra``, or one
+    #: an older summary held that this tracekit does not write)
+    TEXT = "text"
+
+
+class CeilingBy(StrEnum):
+    """How ``tracekit dataloader`` sets the loader's samples/s ceiling."""
+
+    SLOWEST_RANK = "slowest_rank"  # the global batch times the batches/s of the slowest rank
+
+
+class LoaderNoteKind(StrEnum):
+    """Remarks of ``tracekit dataloader``. The figures each kind holds in ``LoaderNote`` are noted beside it."""
+
+    NO_THROUGHPUT = "no_throughput"  # capture: the capture compared with measured no throughput (no headroom)
+    OTHER_CONFIG = "other_config"  # capture, differences: the capture ran another config than the probe
+    TEXT = "text"  # text: a note an older record held that this tracekit does not write
+
+
+class AuditNote(StrEnum):
+    """Remarks of ``tracekit audit-params``."""
+
+    ONE_BATCH = "one_batch"  # one batch decides: a parameter used on some inputs only shows as unused
+
+
 #: Whose memory a capture measured: the device's (``cuda``) or, on a CPU-only run, the process's.
 MemoryDevice = Literal["cuda", "cpu"]
 #: What a capture's per-phase memory deltas measure: CUDA allocated device memory, or the resident set.
