@@ -14,6 +14,8 @@ from tracekit.model.schema import GPU_ACTIVITY_KINDS
 if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence
 
+    from tracekit.model.input_warnings import InputWarning
+
 
 #: Events per slice of :meth:`Run.select_slices`: a few megabytes per column.
 SLICE_ROWS: Final = 1 << 20
@@ -74,7 +76,7 @@ class RunMeta:
 
     ranks: tuple[RankInfo, ...]
     skipped: tuple[SkippedFile, ...] = ()
-    warnings: tuple[str, ...] = ()
+    warnings: tuple[InputWarning, ...] = ()
 
     @property
     def rank_ids(self) -> list[int]:
@@ -111,7 +113,7 @@ class Run:
     events: pl.DataFrame
     ranks: tuple[RankInfo, ...]
     skipped: tuple[SkippedFile, ...] = ()
-    warnings: tuple[str, ...] = field(default=())
+    warnings: tuple[InputWarning, ...] = field(default=())
     counters: pl.DataFrame = field(default_factory=empty_counters)
     #: the categorized memory timeline (:data:`tracekit.model.counters.CATEGORY_SCHEMA`), when a
     #: ``export_memory_timeline`` file came with the traces or alone

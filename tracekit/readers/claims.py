@@ -7,6 +7,7 @@ makes it after reading every file, :mod:`tracekit.pipeline.shards` after mapping
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any, Final
@@ -14,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Final
 import polars as pl
 
 from tracekit.errors import InputError
+from tracekit.model.input_warnings import MISSING_RANGES, InputWarning
 from tracekit.model.run import ProcessGroup, RankInfo, SkippedFile
 from tracekit.readers.ranks import rank_from_name
 from tracekit.readers.trace import RankTrace
@@ -45,7 +47,7 @@ class TraceClaim:
     schema_version: str | None
     process_groups: tuple[ProcessGroup, ...]
     device_memory: tuple[tuple[int, int], ...]
-    warnings: tuple[str, ...]
+    warnings: tuple[InputWarning, ...]
     #: an event with a duration, or memory counters: something to analyze
     has_content: bool
     #: the first start and last end of its events (None without events)
@@ -91,7 +93,7 @@ class Resolved:
     assigned: dict[TraceKey, int]
     skipped: list[SkippedFile]
     #: the files' own warnings (once per file) and the ranks outside or missing from the world
-    warnings: list[str]
+    warnings: list[InputWarning]
 
 
 def resolve(
@@ -137,7 +139,9 @@ def resolve(
             raise InputError("--ranks selects none of the ranks present")
         assigned = {key: r for key, r in assigned.items() if r in ranks}
     infos.sort(key=lambda i: i.rank)
-    warnings = list(dict.fromkeys(f"{c.path}: {w}" for c in good.values() for w in c.warnings))  # once per file
+    warnings = list(  # once per file
+        dict.fromkeys(dataclasses.replace(w, path=c.path) for c in good.values() for w in c.warnings)
+    )
     return Resolved(
         infos=infos,
         assigned=assigned,
@@ -212,10 +216,10 @@ def _check_one_job(infos: list[RankInfo], spans: dict[int, tuple[int, int] | Non
             )
 
 
-def _rank_warnings(infos: list[RankInfo], *, selected: bool) -> list[str]:
+def _rank_warnings(infos: list[RankInfo], *, selected: bool) -> list[InputWarning]:
     """Ranks outside the world their files claim, and (unless ``selected``) ranks missing from it."""
     out = [
-        f"{i.source}: rank {i.rank} is outside the world of {i.world_size} ranks its file records"
+        InputWarning(kind="rank_outside_world", path=i.source, rank=i.rank, world_size=i.world_size)
         for i in infos
         if i.world_size is not None and i.rank >= i.world_size
     ]
@@ -226,11 +230,7 @@ def _rank_warnings(infos: list[RankInfo], *, selected: bool) -> list[str]:
         gaps = [(a + 1, b - 1) for a, b in itertools.pairwise([-1, *present, world]) if b - a > 1]
         missing = sum(b - a + 1 for a, b in gaps)
         if missing:
-            shown = ", ".join(f"{a}" if a == b else f"{a}-{b}" for a, b in gaps[:12])
-            shown += f" and {len(gaps) - 12} more ranges" if len(gaps) > 12 else ""
-            out.append(
-                f"{missing} of the {world} ranks of this world have no trace here "
-                f"({'rank' if missing == 1 else 'ranks'} {shown}): "
-                "cross-rank figures cover only the ranks present"
-            )
+            kept = tuple(gaps[:MISSING_RANGES])
+            more = len(gaps) - len(kept)
+            out.append(InputWarning(kind="missing_ranks", count=missing, world_size=world, ranges=kept, more=more))
     return out

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Final, TypeGuard
 import polars as pl
 
 from tracekit.errors import TraceReadError
+from tracekit.model.input_warnings import InputWarning
 from tracekit.readers.columns import rows_frame
 from tracekit.readers.plausible import MAX_NS
 from tracekit.readers.ranks import is_rank, rank_from_name
@@ -104,28 +105,25 @@ class ExportMeta:
     gpu_memory: dict[int, int] = field(default_factory=dict)
     #: (pid, CUDA device id) -> GPU id (TARGET_INFO_CUDA_DEVICE).
     cuda_devices: dict[tuple[int, int], int] = field(default_factory=dict)
-    #: What the export records that cannot be right and was ignored, in words.
-    problems: tuple[str, ...] = ()
+    #: What the export records that cannot be right and was ignored.
+    problems: tuple[InputWarning, ...] = ()
 
 
 def read_meta(db: Export) -> ExportMeta:
     """Session start, schema version, recorded environment and arguments, GPUs."""
     epoch = None
-    problems = []
+    problems: list[InputWarning] = []
     if "utcEpochNs" in db.columns("TARGET_INFO_SESSION_START_TIME"):
         rows = db.query("SELECT utcEpochNs FROM TARGET_INFO_SESSION_START_TIME WHERE utcEpochNs IS NOT NULL")
         value = rows[0][0] if rows else None
         if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_NS:
             epoch = value
         elif value is not None:
-            problems.append(
-                f"the session start time (utcEpochNs) is {str(value)[:40]!r}, not a time: it was ignored, "
-                "so this file's clock is not aligned with other files"
-            )
+            problems.append(InputWarning(kind="bad_session_start", value=repr(str(value)[:40])))
     env = _environment(db)
     for var in (*RANK_ENV, "LOCAL_RANK", "WORLD_SIZE"):
         if var in env and _as_rank(env[var]) is None:
-            problems.append(f"the recorded {var}={env[var][:40]!r} is not a rank number; it was ignored")
+            problems.append(InputWarning(kind="bad_rank_env", key=var, value=repr(env[var][:40])))
     return ExportMeta(
         epoch_ns=epoch,
         problems=tuple(problems),

@@ -10,6 +10,7 @@ from tracekit.model.counters import empty_counters
 if TYPE_CHECKING:
     import polars as pl
 
+    from tracekit.model.input_warnings import InputWarning
     from tracekit.model.run import ProcessGroup
 
 
@@ -36,8 +37,8 @@ class RankTrace:
     counters: pl.DataFrame = field(default_factory=empty_counters)
     #: The process groups the file lists (Kineto ``distributedInfo.pg_config``).
     process_groups: tuple[ProcessGroup, ...] = ()
-    #: What the reader found wrong in the file and worked around (dropped events), in words.
-    warnings: tuple[str, ...] = ()
+    #: What the reader found wrong in the file and worked around (dropped events).
+    warnings: tuple[InputWarning, ...] = ()
     #: (device id, total bytes) of each device the file describes (Kineto ``deviceProperties``
     #: ``totalGlobalMem``, nsys ``TARGET_INFO_GPU.totalMemory``): the capacity memory peaks are
     #: measured against

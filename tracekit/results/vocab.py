@@ -210,6 +210,33 @@ class NoteKind(StrEnum):
     RANKS_OVER_CORES = "ranks-over-cores"  # the capture ran more ranks than the machine had CPU cores
 
 
+class RunWarningKind(StrEnum):
+    """What a warning about the run's input is about. The figures each kind holds in
+    :class:`~tracekit.results.analysis.RunWarning` are noted beside it (``path``: the file)."""
+
+    BAD_DISTRIBUTED_INFO = "bad_distributed_info"  # path, key (rank, world_size), value: ignored
+    NOT_EVENTS = "not_events"  # path, count: entries of traceEvents that are not events, left out
+    BAD_ARGS = "bad_args"  # path, count: events whose args are not an object, read without them
+    DROPPED_EVENTS = "dropped_events"  # path, count, reasons, example: events whose times cannot be right
+    BAD_SESSION_START = "bad_session_start"  # path, value: an nsys session start that is not a time
+    BAD_RANK_ENV = "bad_rank_env"  # path, key (the variable), value: a recorded rank that is not a number
+    RANK_OUTSIDE_WORLD = "rank_outside_world"  # path, rank, world_size: a rank its file's world cannot hold
+    MISSING_RANKS = "missing_ranks"  # count, world_size, ranges, more: ranks of the world with no trace
+    NO_COMM_KERNELS = "no_comm_kernels"  # rank, world_size, count (host collectives): no kernel is communication
+    MEMORY_ONLY = "memory_only"  # memory timelines only: no events, no time breakdown or verdict
+    CPU_ONLY = "cpu_only"  # no GPU activity: a CPU-only run
+    TEXT = "text"  # text: a warning an analysis older than 2.5 held that this tracekit does not write
+
+
+class DropReason(StrEnum):
+    """Why an event was dropped: its times cannot be right."""
+
+    NO_TIME = "no_time"  # its start is missing or not a number
+    NO_EXTENT = "no_extent"  # it needs a duration and has none
+    NEGATIVE = "negative"  # it ends before it starts
+    FAR = "far"  # it lies far outside the time range of the rest of its rank
+
+
 class Parallelism(StrEnum):
     """How a run is data-parallel: what its communication advice is about."""
 
