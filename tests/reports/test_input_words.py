@@ -1,5 +1,6 @@
-"""The run's warnings about its input: each kind is one sentence from its figures (the sentence the
-analysis held before schema 2.5), and an analysis of 2.0 to 2.4 reads its sentences back as kinds."""
+"""The run's warnings about its input, and how each rank was found: each kind is words from its
+figures (the words the analysis held before schema 2.5), and an analysis of 2.0 to 2.4 reads its
+words back as kinds."""
 
 from __future__ import annotations
 
@@ -11,11 +12,12 @@ import pytest
 
 from tests.results.test_io import saved
 from tracekit.model.input_warnings import DropReasonName, InputWarningKind
+from tracekit.model.run import RankSourceName
 from tracekit.reports import input_words as iw
-from tracekit.reports.tables import input_problems
-from tracekit.results.analysis import SCHEMA_VERSION, DroppedEvent, RunWarning
+from tracekit.reports.tables import input_problems, trace_files
+from tracekit.results.analysis import SCHEMA_VERSION, DroppedEvent, RankFound, RunWarning
 from tracekit.results.io import decode_analysis
-from tracekit.results.vocab import DropReason, RunWarningKind
+from tracekit.results.vocab import DropReason, RankSource, RunWarningKind
 
 P = "runs/rank1.pt.trace.json"
 _DROPPED = "event(s) whose times cannot be right"
@@ -161,3 +163,35 @@ def test_every_kind_has_its_words_and_the_model_names_the_same_kinds() -> None:
 def test_warnings_round_trip_through_json() -> None:
     warnings = [w for w, _ in WARNINGS]
     assert msgspec.json.decode(msgspec.json.encode(warnings), type=list[RunWarning]) == warnings
+
+
+#: Each way a rank is found, with its figures, and its words (what analyses before 2.5 held).
+RANK_SOURCES = [
+    (RankFound(kind=RankSource.DISTRIBUTED_INFO), "distributedInfo"),
+    (RankFound(kind=RankSource.ENV, key="OMPI_COMM_WORLD_RANK"), "OMPI_COMM_WORLD_RANK env"),
+    (RankFound(kind=RankSource.ARGUMENT, key="--local_rank"), "--local_rank argument"),
+    (
+        RankFound(kind=RankSource.PROCESS_ORDER, processes=2, pid=149),
+        "process order by GPU (one file, 2 processes; pid 149)",
+    ),
+    (RankFound(kind=RankSource.FILE_NAME), "file name"),
+    (RankFound(kind=RankSource.OVERRIDE), "--rank"),
+    (RankFound(kind=RankSource.ASSUMED_ZERO), "assumed 0 (a single file without a rank; set it with --rank)"),
+    (RankFound(kind=RankSource.NONE), "none recorded"),
+    (RankFound(kind=RankSource.TEXT, text="by hand"), "by hand"),
+]
+
+
+@pytest.mark.parametrize(("found", "words"), RANK_SOURCES)
+def test_each_way_a_rank_is_found_is_its_words_and_reads_back_from_2_4(found: RankFound, words: str) -> None:
+    assert iw.rank_found(found) == words
+    doc = json.loads(_old([]))
+    doc["run"]["ranks"][0]["rank_source"] = words
+    analysis = decode_analysis(json.dumps(doc).encode(), source="old.json")
+    assert analysis.run.ranks[0].rank_source == found
+    assert trace_files(analysis).rows[0][2] == words
+
+
+def test_every_way_a_rank_is_found_has_its_words_and_the_model_names_the_same() -> None:
+    assert {f.kind for f, _ in RANK_SOURCES} == set(RankSource) == set(iw.RANK_SOURCES)
+    assert set(typing.get_args(RankSourceName)) == {k.value for k in RankSource} - {RankSource.TEXT}

@@ -13,8 +13,8 @@ from tracekit.analyzers.parts import FactParts
 from tracekit.analyzers.stats import totals
 from tracekit.model.schema import GPU_ACTIVITY_KINDS
 from tracekit.model.taxonomy import HOST_KINDS
-from tracekit.results.analysis import DroppedEvent, RankFacts, RunFacts, RunWarning, SkippedFile
-from tracekit.results.vocab import DropReason, RunWarningKind
+from tracekit.results.analysis import DroppedEvent, RankFacts, RankFound, RunFacts, RunWarning, SkippedFile
+from tracekit.results.vocab import DropReason, RankSource, RunWarningKind
 
 if TYPE_CHECKING:
     from tracekit.analyzers.context import RankContext
@@ -124,7 +124,12 @@ def facts_reduce(red: Reduced) -> RunFacts:
             RankFacts(
                 rank=i.rank,
                 source=i.source,
-                rank_source=i.rank_source,
+                rank_source=RankFound(
+                    kind=RankSource(i.rank_source.kind),
+                    key=i.rank_source.key,
+                    processes=i.rank_source.processes,
+                    pid=i.rank_source.pid,
+                ),
                 world_size=i.world_size,
                 backend=i.backend,
                 devices=list(i.devices),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, Literal
 
 import polars as pl
 
@@ -38,6 +38,30 @@ class ProcessGroup:
     description: str = ""
 
 
+#: How a trace's rank was decided (the values of :class:`tracekit.results.vocab.RankSource` but
+#: ``text``, which only an older analysis holds): what the file records (Kineto
+#: ``distributedInfo``, a rank variable or argument of an nsys export), its name, ``--rank``, the
+#: order of the processes of one file, assumed 0 for a single file, or nothing yet.
+RankSourceName = Literal[
+    "distributed_info", "env", "argument", "process_order", "file_name", "override", "assumed_zero", "none"
+]
+
+
+@dataclass(frozen=True)
+class RankFound:
+    """How a trace's rank was decided, and what decided it: ``key`` the environment variable or
+    command-line argument that holds it; ``processes`` and ``pid`` for the process order of one file."""
+
+    kind: RankSourceName
+    key: str | None = None
+    processes: int | None = None
+    pid: int | None = None
+
+
+#: The rank a Kineto trace records in ``distributedInfo``.
+DISTRIBUTED_INFO: Final = RankFound("distributed_info")
+
+
 @dataclass(frozen=True)
 class RankInfo:
     """What a trace file says about the rank that wrote it."""
@@ -47,8 +71,8 @@ class RankInfo:
     world_size: int | None = None
     backend: str | None = None
     devices: tuple[str, ...] = ()
-    #: How the rank was decided: "distributedInfo", "file name" or "--rank".
-    rank_source: str = "distributedInfo"
+    #: How the rank was decided.
+    rank_source: RankFound = DISTRIBUTED_INFO
     #: The format and clock of the file, e.g. "kineto (host us)".
     clock: str = ""
     schema_version: str | None = None

@@ -36,7 +36,7 @@ import polars as pl
 from tracekit import __version__
 from tracekit.model.counters import COUNTER_SCHEMA, empty_counters
 from tracekit.model.input_warnings import InputWarning  # noqa: TC001  (msgspec reads annotations at run time)
-from tracekit.model.run import ProcessGroup  # noqa: TC001
+from tracekit.model.run import ProcessGroup, RankFound  # noqa: TC001
 from tracekit.model.schema import SCHEMA, without_null_columns
 from tracekit.readers.identity import FileIdentity, open_regular, read_regular
 from tracekit.readers.ranks import MAX_RANK
@@ -71,7 +71,7 @@ class _Trace(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     world_size: Annotated[int, msgspec.Meta(ge=1, le=MAX_RANK)] | None
     backend: str | None
     schema_version: str | None
-    rank_source: str
+    rank_source: RankFound
     clock: str
     devices: tuple[str, ...]
     process_groups: tuple[ProcessGroup, ...]

@@ -16,7 +16,7 @@ import polars as pl
 
 from tracekit.errors import InputError
 from tracekit.model.input_warnings import MISSING_RANGES, InputWarning
-from tracekit.model.run import ProcessGroup, RankInfo, SkippedFile
+from tracekit.model.run import ProcessGroup, RankFound, RankInfo, SkippedFile
 from tracekit.readers.ranks import rank_from_name
 from tracekit.readers.trace import RankTrace
 
@@ -26,6 +26,8 @@ if TYPE_CHECKING:
     from pathlib import Path
 
 
+#: Nothing decided the rank (yet).
+NOTHING: Final = RankFound("none")
 #: Traces recorded further apart than this are not one job.
 SAME_JOB_MAX_GAP_NS: Final = 10 * 60 * 1_000_000_000
 #: The metadata fields of a rank trace (a claim copies those it has).
@@ -39,7 +41,7 @@ class TraceClaim:
     path: str
     #: the rank the file records, and how it was found there
     rank: int | None
-    rank_source: str
+    rank_source: RankFound
     world_size: int | None
     backend: str | None
     devices: tuple[str, ...]
@@ -64,7 +66,7 @@ class TraceClaim:
         said = {f.name: getattr(trace, f.name) for f in fields(cls) if f.name in _TRACE_FIELDS}  # what the file said
         return cls(**said, has_content=_has_content(trace), span=span)
 
-    def info(self, rank: int, how: str) -> RankInfo:
+    def info(self, rank: int, how: RankFound) -> RankInfo:
         """The rank's metadata, once its rank is decided."""
         decided: dict[str, Any] = {"rank": rank, "source": self.path, "rank_source": how}
         return RankInfo(**decided, **{f.name: getattr(self, f.name) for f in fields(RankInfo) if f.name not in decided})
@@ -184,18 +186,18 @@ def _assign_ranks(
 
 
 def rank_for(
-    path: str | Path, *, override: int | None, recorded: tuple[int | None, str] = (None, ""), alone: bool
-) -> tuple[int, str] | None:
+    path: str | Path, *, override: int | None, recorded: tuple[int | None, RankFound] = (None, NOTHING), alone: bool
+) -> tuple[int, RankFound] | None:
     """A file's rank and how it was decided: --rank, what the file records, its name, or 0 for a
     single file; None when nothing decides it."""
     if override is not None:
-        return override, "--rank"
+        return override, RankFound("override")
     if recorded[0] is not None:
         return recorded[0], recorded[1]
     if (named := rank_from_name(path)) is not None:
-        return named, "file name"
+        return named, RankFound("file_name")
     if alone:
-        return 0, "assumed 0 (a single file without a rank; set it with --rank)"
+        return 0, RankFound("assumed_zero")
     return None
 
 

@@ -16,6 +16,7 @@ import polars as pl
 
 from tracekit.errors import TraceReadError
 from tracekit.model.input_warnings import InputWarning
+from tracekit.model.run import RankFound
 from tracekit.readers.columns import rows_frame
 from tracekit.readers.plausible import MAX_NS
 from tracekit.readers.ranks import is_rank, rank_from_name
@@ -202,7 +203,7 @@ def _as_rank(text: str | None) -> int | None:
     return value if is_rank(value) else None
 
 
-def rank_hint(meta: ExportMeta, name: str) -> tuple[int, str] | None:
+def rank_hint(meta: ExportMeta, name: str) -> tuple[int, RankFound] | None:
     """The rank of a single-process export, and where it came from, if anything says.
 
     In order: a recorded rank variable (``RANK``, or an MPI launcher's), a ``--rank``
@@ -211,15 +212,15 @@ def rank_hint(meta: ExportMeta, name: str) -> tuple[int, str] | None:
     args = " ".join(meta.args)
     for var in RANK_ENV:
         if (rank := _as_rank(meta.env.get(var))) is not None:
-            return rank, f"{var} env"
+            return rank, RankFound("env", key=var)
     if (match := _RANK_ARG.search(args)) and is_rank(int(match[1])):
-        return int(match[1]), "--rank argument"
+        return int(match[1]), RankFound("argument", key="--rank")
     if (named := rank_from_name(name)) is not None:
-        return named, "file name"
+        return named, RankFound("file_name")
     if (rank := _as_rank(meta.env.get("LOCAL_RANK"))) is not None:
-        return rank, "LOCAL_RANK env"
+        return rank, RankFound("env", key="LOCAL_RANK")
     if (match := _LOCAL_RANK_ARG.search(args)) and is_rank(int(match[1])):
-        return int(match[1]), "--local_rank argument"
+        return int(match[1]), RankFound("argument", key="--local_rank")
     return None
 
 

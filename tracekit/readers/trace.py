@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from tracekit.model.counters import empty_counters
+from tracekit.model.run import DISTRIBUTED_INFO, RankFound
 
 if TYPE_CHECKING:
     import polars as pl
@@ -29,8 +30,8 @@ class RankTrace:
     backend: str | None
     devices: tuple[str, ...]
     schema_version: str | None
-    #: How ``rank`` was decided when the file itself decided it ("distributedInfo", ...).
-    rank_source: str = "distributedInfo"
+    #: How ``rank`` was decided when the file itself decided it (Kineto ``distributedInfo``, ...).
+    rank_source: RankFound = DISTRIBUTED_INFO
     #: The format and clock, e.g. "kineto: host clock, us -> ns".
     clock: str = "kineto: host clock, us -> ns"
     #: Memory over time (:data:`tracekit.model.counters.COUNTER_SCHEMA`), on the events' clock.

@@ -1,19 +1,20 @@
-"""The words of the run's warnings about its input (:class:`~tracekit.results.analysis.RunWarning`):
-one sentence per kind, from its figures, prefixed by the file it is about. Shown by every format
-(the input problems table, the notes before the tables)."""
+"""The words of the run's input: its warnings (:class:`~tracekit.results.analysis.RunWarning`),
+one sentence per kind from its figures, prefixed by the file it is about (shown by every format
+in the input problems table and the notes before the tables), and how each trace's rank was
+decided (:class:`~tracekit.results.analysis.RankFound`, the trace files table)."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Final
 
-from tracekit.results.vocab import DropReason, RunWarningKind
+from tracekit.results.vocab import DropReason, RankSource, RunWarningKind
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from tracekit.results.analysis import DroppedEvent, RunWarning
+    from tracekit.results.analysis import DroppedEvent, RankFound, RunWarning
 
-__all__ = ["DROP_REASONS", "RUN_WARNINGS", "run_warning"]
+__all__ = ["DROP_REASONS", "RANK_SOURCES", "RUN_WARNINGS", "rank_found", "run_warning"]
 
 #: Why an event was dropped, as a warning says it ("3 with a negative duration").
 DROP_REASONS: Final = {
@@ -99,3 +100,22 @@ def run_warning(w: RunWarning) -> str:
     """One warning about the input, in words: 'runs/rank3.json: dropped 2 event(s) whose times ...'."""
     said = RUN_WARNINGS[w.kind](w)
     return f"{w.path}: {said}" if w.path is not None and w.kind is not RunWarningKind.TEXT else said
+
+
+#: How a trace's rank was decided, in the words of the trace files table ("rank from").
+RANK_SOURCES: Final[dict[RankSource, Callable[[RankFound], str]]] = {
+    RankSource.DISTRIBUTED_INFO: lambda _: "distributedInfo",
+    RankSource.ENV: lambda r: f"{r.key} env",
+    RankSource.ARGUMENT: lambda r: f"{r.key} argument",
+    RankSource.PROCESS_ORDER: lambda r: f"process order by GPU (one file, {r.processes} processes; pid {r.pid})",
+    RankSource.FILE_NAME: lambda _: "file name",
+    RankSource.OVERRIDE: lambda _: "--rank",
+    RankSource.ASSUMED_ZERO: lambda _: "assumed 0 (a single file without a rank; set it with --rank)",
+    RankSource.NONE: lambda _: "none recorded",
+    RankSource.TEXT: lambda r: r.text or "",
+}
+
+
+def rank_found(r: RankFound) -> str:
+    """How a trace's rank was decided: 'distributedInfo', 'RANK env', 'file name', ..."""
+    return RANK_SOURCES[r.kind](r)

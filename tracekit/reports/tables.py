@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final, Protocol, TypeVar
 
 from tracekit.reports.document import Table
-from tracekit.reports.input_words import run_warning
+from tracekit.reports.input_words import rank_found, run_warning
 from tracekit.reports.sentences import ONE_RANK
 from tracekit.reports.terms import DATA_MEASURES, PHASE_LEVELS
 from tracekit.results.vocab import CollectiveMatch, IdleCause, WindowKind
@@ -144,7 +144,7 @@ def warmup(a: Analysis, limit: int | None) -> Table:
 def trace_files(a: Analysis, limit: int | None = None) -> Table:
     """Which file is which rank, and how that was decided (the first ``limit`` ranks); skipped files."""
     ranks = a.run.ranks if limit is None else a.run.ranks[:limit]
-    rows = [(str(r.rank), short(r.source, 120), r.rank_source, f"{r.events:,}") for r in ranks]
+    rows = [(str(r.rank), short(r.source, 120), rank_found(r.rank_source), f"{r.events:,}") for r in ranks]
     rows += [("skipped", short(s.path, 120), short(s.reason, 120), "") for s in a.run.skipped]
     note = (
         f"{len(ranks)} of {len(a.run.ranks)} ranks shown; all are in the JSON." if len(ranks) < len(a.run.ranks) else ""

@@ -6,7 +6,8 @@ runs compared without the traces. Large per-instance tables (collectives per ran
 interval) are not in it: they go to the optional Parquet details file.
 
 Schema 2.5 (from 2.4): the run's ``warnings`` are :class:`RunWarning` objects (a kind and its
-figures) where 2.4 held sentences, and the capture summary inside is of capture schema 1.5
+figures) and each rank's ``rank_source`` a :class:`RankFound` where 2.4 held sentences, and the
+capture summary inside is of capture schema 1.5
 (notes and how ranks were chosen as kinds); a file of 2.0 to 2.4 is read into them when loaded
 (:mod:`tracekit.results.upgrade`).
 """
@@ -56,6 +57,7 @@ from tracekit.results.vocab import (
     NoteKind,
     Parallelism,
     PhaseLevel,
+    RankSource,
     RunWarningKind,
     StragglerCause,
     SyncKind,
@@ -72,12 +74,23 @@ class Struct(msgspec.Struct, frozen=True, kw_only=True):
     """Base of the result Structs."""
 
 
+class RankFound(Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """How a trace's rank was decided, and its figures (see :class:`RankSource`)."""
+
+    kind: RankSource
+    key: str | None = None
+    processes: int | None = None
+    pid: int | None = None
+    text: str | None = None
+
+
 class RankFacts(Struct, frozen=True, kw_only=True):
     """What is known about one rank."""
 
     rank: int
     source: str
-    rank_source: str
+    #: since 2.5 a kind and figures, where older files held words
+    rank_source: RankFound
     world_size: int | None
     backend: str | None
     devices: list[str]
@@ -92,7 +105,7 @@ class SkippedFile(Struct, frozen=True, kw_only=True):
     reason: str
 
 
-class DroppedEvent(Struct, frozen=True, kw_only=True):
+class DroppedEvent(Struct, frozen=True, kw_only=True, omit_defaults=True):
     """A dropped event, as an example: its name (shown: cut, unprintable characters as ``?``; None
     without one), why it was dropped, its start and duration in the file's ``unit``."""
 
@@ -103,7 +116,7 @@ class DroppedEvent(Struct, frozen=True, kw_only=True):
     duration: float | None = None
 
 
-class RunWarning(Struct, frozen=True, kw_only=True):
+class RunWarning(Struct, frozen=True, kw_only=True, omit_defaults=True):
     """A warning about the run's input: its kind and figures (see :class:`RunWarningKind`).
 
     ``value`` is a value a file holds that cannot be right, shown (Python's ``repr``, cut);

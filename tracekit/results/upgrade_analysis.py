@@ -1,6 +1,6 @@
-"""Analyses of schema 2.0 to 2.4 read into the current layout: the run's warnings, which those
-files held as sentences, as the kinds and figures they said (see :mod:`tracekit.results.upgrade`).
-A sentence no pattern here matches is kept as a warning of kind ``text``."""
+"""Analyses of schema 2.0 to 2.4 read into the current layout: the run's warnings and how each
+rank was found, which those files held as words, as the kinds and figures they said (see
+:mod:`tracekit.results.upgrade`). Words no pattern here matches are kept with the kind ``text``."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import ast
 import re
 from typing import TYPE_CHECKING, Any, Final
 
-from tracekit.results.vocab import DropReason, RunWarningKind
+from tracekit.results.vocab import DropReason, RankSource, RunWarningKind
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -154,21 +154,15 @@ _RUN_WARNINGS: Final[tuple[tuple[re.Pattern[str], RunWarningKind, Callable[[re.M
         lambda _: {},
     ),
 )
-#: Every field of a warning, with its default: a file's warning holds them all.
-_WARNING: Final[dict[str, Any]] = {
-    "kind": None,
-    "path": None,
-    "rank": None,
-    "world_size": None,
-    "count": None,
-    "key": None,
-    "value": None,
-    "reasons": {},
-    "example": None,
-    "ranges": [],
-    "more": 0,
-    "text": None,
-}
+
+
+#: The defaults of a warning's figures that are not None (the current layout omits defaults).
+_DEFAULTS: Final[dict[str, Any]] = {"more": 0, "reasons": {}, "ranges": []}
+
+
+def _given(figures: dict[str, Any]) -> dict[str, Any]:
+    """The figures that are not their field's default."""
+    return {k: v for k, v in figures.items() if v is not None and v != _DEFAULTS.get(k, None)}
 
 
 def _run_warning(text: str) -> dict[str, Any]:
@@ -178,14 +172,42 @@ def _run_warning(text: str) -> dict[str, Any]:
         said = figures(m) if m is not None else None
         if said is not None:
             path = {"path": m["path"]} if m is not None and "path" in pattern.groupindex else {}
-            return {**_WARNING, "kind": kind.value, **path, **said}
-    return {**_WARNING, "kind": RunWarningKind.TEXT.value, "text": text}
+            return _given({"kind": kind.value, **path, **said})
+    return {"kind": RunWarningKind.TEXT.value, "text": text}
+
+
+_RANK_SOURCES: Final = {
+    "distributedInfo": RankSource.DISTRIBUTED_INFO,
+    "file name": RankSource.FILE_NAME,
+    "--rank": RankSource.OVERRIDE,
+    "assumed 0 (a single file without a rank; set it with --rank)": RankSource.ASSUMED_ZERO,
+    "none recorded": RankSource.NONE,
+}
+_PROCESS_ORDER: Final = re.compile(r"process order by GPU \(one file, (?P<processes>\d+) processes; pid (?P<pid>\d+)\)")
+_RANK_KEY: Final = re.compile(r"(?P<key>\S+) (?P<kind>env|argument)")
+
+
+def _rank_found(text: str) -> dict[str, Any]:
+    """How an analysis 2.0 to 2.4 said a rank was found, as a kind and figures."""
+    if text in _RANK_SOURCES:
+        return {"kind": _RANK_SOURCES[text].value}
+    if m := _PROCESS_ORDER.fullmatch(text):
+        return {"kind": RankSource.PROCESS_ORDER.value, "processes": int(m["processes"]), "pid": int(m["pid"])}
+    if m := _RANK_KEY.fullmatch(text):
+        return {"kind": m["kind"], "key": m["key"]}
+    return {"kind": RankSource.TEXT.value, "text": text}
 
 
 def analysis_2_4(raw: dict[str, Any]) -> dict[str, Any]:
-    """An analysis of schema 2.0 to 2.4: the run's warnings as kinds and figures."""
+    """An analysis of schema 2.0 to 2.4: the run's warnings and how its ranks were found as kinds and figures."""
     run = raw.get("run")
-    warnings = run.get("warnings") if isinstance(run, dict) else None
-    if isinstance(run, dict) and isinstance(warnings, list):
+    if not isinstance(run, dict):
+        return raw
+    warnings = run.get("warnings")
+    if isinstance(warnings, list):
         run["warnings"] = [_run_warning(w) if isinstance(w, str) else w for w in warnings]
+    ranks = run.get("ranks")
+    for rank in ranks if isinstance(ranks, list) else ():
+        if isinstance(rank, dict) and isinstance(rank.get("rank_source"), str):
+            rank["rank_source"] = _rank_found(rank["rank_source"])
     return raw

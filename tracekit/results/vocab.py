@@ -228,6 +228,21 @@ class RunWarningKind(StrEnum):
     TEXT = "text"  # text: a warning an analysis older than 2.5 held that this tracekit does not write
 
 
+class RankSource(StrEnum):
+    """How a trace's rank was decided. The figures each kind holds in
+    :class:`~tracekit.results.analysis.RankFound` are noted beside it."""
+
+    DISTRIBUTED_INFO = "distributed_info"  # the rank Kineto records in distributedInfo
+    ENV = "env"  # key: the rank variable an nsys export recorded (RANK, an MPI launcher's, LOCAL_RANK)
+    ARGUMENT = "argument"  # key: the command-line argument an nsys export recorded (--rank, --local_rank)
+    PROCESS_ORDER = "process_order"  # processes, pid: the order of one file's processes by their first GPU
+    FILE_NAME = "file_name"  # the file's name (rank3, rank-3, worker3)
+    OVERRIDE = "override"  # --rank
+    ASSUMED_ZERO = "assumed_zero"  # a single file without a rank: 0
+    NONE = "none"  # nothing decided it (yet)
+    TEXT = "text"  # text: how an analysis older than 2.5 said it, in words this tracekit does not write
+
+
 class DropReason(StrEnum):
     """Why an event was dropped: its times cannot be right."""
 
