@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from benchmarks.run import _env, _machine
+from tracekit.results.vocab import PHASE_PREFIX
 
 CONFIG: Final = {
     "workload": "mlp",
@@ -66,8 +67,13 @@ def _step(doc: dict[str, Any]) -> dict[str, Any]:
         "ci_ms": [round(s["ci"]["low"] / 1e6, 3), round(s["ci"]["high"] / 1e6, 3)],
         "detectable_ms": round(s["detectable"] / 1e6, 3),
         "change": s["change"],
-        "phases_changed": [p["label"] for p in doc["phases"] if p["change"] not in ("within noise", "not measured")],
+        "phases_changed": [_phase(p) for p in doc["phases"] if p["change"] not in ("within noise", "not measured")],
     }
+
+
+def _phase(measure: dict[str, Any]) -> str:
+    """A phase measure's phase, tracekit's own by its short name (``forward``)."""
+    return str(measure["key"]).removeprefix("phase:").removeprefix(PHASE_PREFIX)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -89,7 +95,7 @@ def main(argv: list[str] | None = None) -> None:
                 flush=True,
             )
         delay = _ab(work, "delay", "", "workload_args.forward_delay_ms=5", env, repeats=args.repeats)
-        forward = next(p for p in delay["phases"] if p["label"] == "forward")
+        forward = next(p for p in delay["phases"] if _phase(p) == "forward")
         sync = _ab(work, "sync", "workload_args.sync_check=true", "workload_args.sync_check=false", env)
     within = sum(p["change"] == "within noise" for p in pairs)
     doc = {

@@ -10,11 +10,15 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
+from tracekit.analyzers.run_facts import run_warning
 from tracekit.model import SCHEMA, ProcessGroup, RankInfo, Run, classify
+from tracekit.reports.input_words import run_warning as warning_words
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping, Sequence
+    from collections.abc import Iterable, Mapping, Sequence
     from pathlib import Path
+
+    from tracekit.model.input_warnings import InputWarning
 
 GPU = {"kernel", "memcpy", "memset", "sync", "gpu_annotation"}
 
@@ -273,3 +277,8 @@ def write_nsys(path: Path, tables: dict[str, list[dict[str, Any]]], *, strings: 
             marks = ", ".join("?" for _ in cols)
             db.executemany(f"INSERT INTO {name} VALUES ({marks})", [[r.get(c) for c in cols] for r in rows])
     return path
+
+
+def said(warnings: Iterable[InputWarning]) -> list[str]:
+    """Warnings about the input in the words the reports write."""
+    return [warning_words(run_warning(w)) for w in warnings]

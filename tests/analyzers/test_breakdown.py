@@ -7,6 +7,8 @@ import pytest
 from tests.factories import ev, make_run
 from tracekit.analyzers import run_analysis
 from tracekit.analyzers.steps import gpu_activity
+from tracekit.results.analysis import RunWarning
+from tracekit.results.vocab import RunWarningKind
 
 
 def one_step_run() -> list[dict[str, object]]:
@@ -85,7 +87,7 @@ def test_cpu_only_run_reports_host_side_and_says_no_gpu() -> None:
     assert result.results["gpu_breakdown"].per_rank == []
     assert result.overlap.per_rank.height == 0
     assert result.kernels.top.height == 0
-    assert any("CPU-only" in w for w in result.facts.warnings)
+    assert RunWarning(kind=RunWarningKind.CPU_ONLY) in result.facts.warnings
     assert result.steps.stats["mean_ns"].item() == 100
 
 

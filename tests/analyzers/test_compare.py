@@ -92,12 +92,12 @@ def test_a_5_ms_slower_forward_is_slower_by_5_ms_within_its_interval(runs: dict[
     assert step.delta == pytest.approx(5e6, abs=0.2e6)
     assert step.ci.low <= 5e6 <= step.ci.high
     assert step.ci.high - step.ci.low < 0.5e6  # 20 steps of +-0.2 ms jitter: a narrow interval
-    forward = next(m for m in c.phases if m.label == "forward")
+    forward = next(m for m in c.phases if m.key == "phase:tracekit.phase/forward")
     assert forward.change is Change.SLOWER
     assert forward.delta == pytest.approx(5e6, abs=0.2e6)
     # as a share of A's step (about 9.1 ms): about 55%
     assert forward.step_pct == pytest.approx(100 * forward.delta / step.a, rel=1e-3)
-    backward = next(m for m in c.phases if m.label == "backward")
+    backward = next(m for m in c.phases if m.key == "phase:tracekit.phase/backward")
     assert backward.change is Change.WITHIN_NOISE
     throughput = next(m for m in c.measures if m.key == "throughput")
     assert throughput.change is Change.SLOWER  # fewer steps per second

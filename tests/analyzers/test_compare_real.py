@@ -128,5 +128,5 @@ def test_hta_trace_diff_pair_warns_of_different_gpus_and_lists_kernel_changes(ki
     assert c.verdicts.a.bound is not None and c.verdicts.a.bound.value == "comms-bound"
     assert c.verdicts.b.bound is not None and c.verdicts.b.bound.value == "gpu-compute-bound"
     assert not c.verdicts.same_bound
-    forward = next(m for m in c.phases if m.label == "## forward ##")
+    forward = next(m for m in c.phases if m.key == "phase:## forward ##")
     assert forward.n_a == forward.n_b == 6

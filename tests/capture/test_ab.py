@@ -300,7 +300,7 @@ def test_ab_capture_ends_in_a_comparison_that_finds_the_delay_and_the_sync(tmp_p
     steps = ["--measured_steps=12", "--profiler.active=12", '--workload_args={"hidden": 64, "depth": 2}']
     ab_capture(out, "workload_args.sync_check=true", "workload_args.forward_delay_ms=5", *steps)
     c = compare_paths([out / "a"], [out / "b"], fail_if=["slower:1%", "syncs:+0", "phase:forward:1ms"])
-    forward = next(m for m in c.phases if m.label == "forward")
+    forward = next(m for m in c.phases if m.key == "phase:tracekit.phase/forward")
     assert forward.change is Change.SLOWER
     assert forward.delta is not None and forward.ci is not None
     # B sleeps 5 ms per forward (time.sleep overshoots a little) and skips A's ~0.1 ms check

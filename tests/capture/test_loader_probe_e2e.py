@@ -37,7 +37,8 @@ def test_the_loader_ceiling_against_training(tmp_path: Path) -> None:
     for r in probe.per_rank:  # no workers: every fetch makes its batch, about 64 ms
         assert r.modes is None
         assert 60e6 < r.median_ns < 200e6
-    assert any("loader_delay_ms" in note for note in probe.notes)  # not the captured config: said so
+    changes = [c for n in probe.notes for c in n.differences]
+    assert any("loader_delay_ms" in str(c.probed) for c in changes)  # not the captured config: said so
 
     # the same loader without the delay: far above what training consumes
     fast = tracekit("dataloader", "--out_dir", cap, *SHORT, "--batches=30", "--json", tmp_path / "fast.json")

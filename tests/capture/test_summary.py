@@ -16,8 +16,9 @@ from tracekit.capture.summary import (
     write_summary,
 )
 from tracekit.errors import InputError
-from tracekit.results.capture import CAPTURE_SCHEMA_VERSION, Memory, load_capture_summary
+from tracekit.results.capture import CAPTURE_SCHEMA_VERSION, CaptureNote, Memory, load_capture_summary
 from tracekit.results.thresholds import STRAGGLER_MIN_SHARE
+from tracekit.results.vocab import CaptureNoteKind, WorstBy
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -95,7 +96,7 @@ def test_write_summary_reads_phase_files_and_writes_a_loadable_summary(tmp_path:
     loaded = load_capture_summary(path.read_bytes(), source=str(path))
     assert loaded == written
     assert loaded.schema_version == CAPTURE_SCHEMA_VERSION and loaded.config == {"workload": "mlp"}
-    assert loaded.notes == ["a note"] and loaded.environment is None
+    assert loaded.notes == [CaptureNote(kind=CaptureNoteKind.TEXT, text="a note")] and loaded.environment is None
     assert not list(tmp_path.glob(".*.tmp"))
 
 
@@ -122,6 +123,10 @@ def memory_step(step: int, start: int, phases: dict[str, tuple[int, int]], end: 
     )
 
 
+CPU = CaptureNote(kind=CaptureNoteKind.CPU_MEMORY)
+NO_TIMELINE = CaptureNote(kind=CaptureNoteKind.NO_TIMELINE, rank=1, error="ValueError: no CUDA")
+
+
 def test_phase_memory_deltas_add_up_to_the_step_change_with_other_as_the_rest() -> None:
     # step 1: forward adds 100, backward frees 60, 5 more appear between phases: 1000 -> 1045
     # step 2: forward adds 120, backward frees 100, 0 between phases: 1045 -> 1065
@@ -132,13 +137,13 @@ def test_phase_memory_deltas_add_up_to_the_step_change_with_other_as_the_rest() 
             memory_step(2, 1045, {"forward": (1045, 1165), "backward": (1165, 1065)}, 1065, saved_tensor_bytes=110),
         ],
         memory=Memory(device="cpu", peak_rss_bytes=2000, rss_bytes=1065),
-        notes=["memory on CPU: the allocator snapshot is CUDA-only"],
+        notes=[CPU],
     )
     rank1 = PhaseRecord(
         rank=1,
         steps=[memory_step(1, 0, {"forward": (0, 300), "backward": (300, 0)}, 0)],
         memory=Memory(device="cpu", peak_rss_bytes=3000),
-        notes=["memory on CPU: the allocator snapshot is CUDA-only", "rank 1: no memory timeline"],
+        notes=[CPU, NO_TIMELINE],
     )
     s = summarize([rank0, rank1], notes=["given"])
     r0, r1 = s.per_rank
@@ -161,10 +166,10 @@ def test_phase_memory_deltas_add_up_to_the_step_change_with_other_as_the_rest() 
     assert memory is not None
     assert sum(p.delta_bytes_mean for p in s.memory_phases) == pytest.approx(memory.step_memory_change_bytes_mean)
     assert (memory.worst_rank, memory.peak_rss_bytes, memory.peak_allocated_bytes) == (1, 3000, None)
-    assert memory.worst_rank_by == "peak RSS (whole process)" and memory.device == "cpu"
+    assert memory.worst_rank_by is WorstBy.RSS and memory.device == "cpu"
     assert (memory.saved_tensor_bytes_mean, memory.saved_tensor_bytes_max) == (100, 110)
     # every rank's notes once, after the given ones
-    assert s.notes == ["given", "memory on CPU: the allocator snapshot is CUDA-only", "rank 1: no memory timeline"]
+    assert s.notes == [CaptureNote(kind=CaptureNoteKind.TEXT, text="given"), CPU, NO_TIMELINE]
 
 
 def test_device_memory_deltas_and_reserved_on_cuda() -> None:
@@ -193,7 +198,7 @@ def test_device_memory_deltas_and_reserved_on_cuda() -> None:
     assert r.step_memory_change_bytes == 10
     assert s.memory_phases[0].reserved_delta_bytes_mean == 200
     assert s.memory is not None and s.memory.peak_reserved_bytes == 800
-    assert s.memory.worst_rank_by == "peak device memory allocated in the measured steps"
+    assert s.memory.worst_rank_by is WorstBy.DEVICE_ALLOCATED
 
 
 def test_phase_files_without_memory_summarize_as_before() -> None:

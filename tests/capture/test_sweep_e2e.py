@@ -111,9 +111,9 @@ def test_sweep_probe_failure_and_resume(tmp_path: Path, monkeypatch: pytest.Monk
     assert backends == {"DDP", "FSDP FULL_SHARD"}
     fsdp = next(r for r in grid_runs if r.backend.startswith("FSDP") and r.status == "ok")
     notes = json.loads((out / fsdp.folder / "summary.json").read_text())["notes"]
-    assert any("FullyShardedDataParallel" in n for n in notes)  # sharded, not DDP in disguise
+    assert {"kind": "fsdp_on_cpu", "value": "FULL_SHARD"} in notes  # sharded, not DDP in disguise
     assert not list((out / "cells").glob("*.tracekit-tmp-*"))
 
     matrix = sweep_matrix(out)
-    assert matrix.best is not None and matrix.capacity_source == "memory budget"
+    assert matrix.best is not None and matrix.capacity_source == "budget"
     assert {r.probe_last_fit for r in matrix.rows} == {64}

@@ -6,6 +6,7 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
+from tests.factories import said
 from tracekit.model.run import RankInfo
 from tracekit.readers.load import collective_warnings
 
@@ -32,7 +33,8 @@ def test_a_run_without_communication_kernels_is_warned_about_only_where_they_wer
     out = collective_warnings([info], counts())
     assert bool(out) == warned
     if warned:
-        assert out[0].startswith("rank 0: distributed run") and "--comm-kernel REGEX" in out[0]
+        [words] = said(out)
+        assert words.startswith("rank 0: distributed run") and "--comm-kernel REGEX" in words
 
 
 def test_recognized_kernels_or_no_gpu_mean_no_warning() -> None:

@@ -11,6 +11,7 @@ import pytest
 
 from tests.factories import kineto_event, simple_step, write_kineto
 from tracekit.errors import InputError, TraceReadError
+from tracekit.model.run import RankFound
 from tracekit.model.schema import SCHEMA
 from tracekit.readers import load_run, parse_rank_spec, rank_from_name, read_kineto
 
@@ -110,12 +111,12 @@ def test_rank_from_file_name_when_distributed_info_is_missing(tmp_path: Path) ->
     write_kineto(tmp_path / "rank1.json", simple_step(), rank=None)
     run = load_run([tmp_path])
     assert run.rank_ids == [0, 1]
-    assert {r.rank_source for r in run.ranks} == {"file name"}
+    assert {r.rank_source for r in run.ranks} == {RankFound("file_name")}
 
 
 def test_single_file_without_rank_is_rank_0_or_rank_option(tmp_path: Path) -> None:
     path = write_kineto(tmp_path / "trace.json", simple_step(), rank=None)
-    assert load_run([path]).ranks[0].rank_source.startswith("assumed 0")
+    assert load_run([path]).ranks[0].rank_source == RankFound("assumed_zero")
     assert load_run([path], rank=5).rank_ids == [5]
 
 

@@ -115,4 +115,5 @@ def test_analyze_reads_a_timeline_given_alone(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
     doc = json.loads(out.read_text())
     assert doc["memory"]["peaks"] == [{"rank": 2, "peak_bytes": 4000, "peak_time_ns": 5000, "rows": 3}]
-    assert "memory timelines only" in " ".join(doc["run"]["warnings"])
+    assert {"kind": "memory_only"}.items() <= doc["run"]["warnings"][0].items()
+    assert "memory timelines only: no trace events" in result.stdout

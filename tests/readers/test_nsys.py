@@ -15,6 +15,7 @@ from tests.conftest import analysis_of
 from tests.factories import gid, write_nsys
 from tracekit.analyzers import run_analysis
 from tracekit.errors import InputError, TraceReadError
+from tracekit.model.run import RankFound
 from tracekit.readers import discover, load_run, read_file
 from tracekit.readers.nsys import read_nsys
 
@@ -180,7 +181,11 @@ def test_one_file_with_several_processes_ranks_them_by_gpu(tmp_path: Path) -> No
         (0, [300], ("GPU A",)),
         (1, [200], ("GPU B",)),
     ]
-    assert all(t.world_size == 2 and "process order by GPU" in t.rank_source for t in traces)
+    assert [t.rank_source for t in traces] == [
+        RankFound("process_order", processes=2, pid=300),
+        RankFound("process_order", processes=2, pid=200),
+    ]
+    assert all(t.world_size == 2 for t in traces)
     run = load_run([path])  # the file name's rank5 does not apply to a file of two ranks
     assert run.rank_ids == [0, 1] and run.world_size == 2 and run.backend == "nccl"
     with pytest.raises(InputError, match="holds 2 processes"):
@@ -193,7 +198,7 @@ def test_one_file_with_several_processes_ranks_them_by_gpu(tmp_path: Path) -> No
         (
             "rank7.sqlite",
             {"META_DATA_CAPTURE": [{"name": "PROCESS_0:ENVIRONMENT_VARIABLE", "value": 'RANK="3"'}]},
-            (3, "RANK env"),
+            (3, RankFound("env", key="RANK")),
         ),
         (
             "job.sqlite",
@@ -202,19 +207,19 @@ def test_one_file_with_several_processes_ranks_them_by_gpu(tmp_path: Path) -> No
                     {"name": f"PROCESS_0:ARGUMENT_{i}", "value": v} for i, v in enumerate(["t.py", "--rank", "5"])
                 ]
             },
-            (5, "--rank argument"),
+            (5, RankFound("argument", key="--rank")),
         ),
-        ("worker4.sqlite", {}, (4, "file name")),
+        ("worker4.sqlite", {}, (4, RankFound("file_name"))),
         (
             "job.sqlite",
             {"TARGET_INFO_SYSTEM_ENV": [{"name": "DeviceEnvironment", "value": "A=1;LOCAL_RANK=2;WORLD_SIZE=8"}]},
-            (2, "LOCAL_RANK env"),
+            (2, RankFound("env", key="LOCAL_RANK")),
         ),
-        ("job.sqlite", {}, (0, "assumed 0 (a single file without a rank; set it with --rank)")),
+        ("job.sqlite", {}, (0, RankFound("assumed_zero"))),
     ],
 )
 def test_rank_of_a_single_process_file(
-    tmp_path: Path, file_name: str, extra: dict[str, list[dict[str, Any]]], expected: tuple[int, str]
+    tmp_path: Path, file_name: str, extra: dict[str, list[dict[str, Any]]], expected: tuple[int, RankFound]
 ) -> None:
     path = write_nsys(tmp_path / file_name, one_rank_tables() | extra, strings=STRINGS)
     [info] = load_run([path]).ranks
@@ -276,7 +281,7 @@ def test_nsys_rep_is_exported_once_into_the_cache(tmp_path: Path, monkeypatch: p
     rep.write_bytes(b"report")
     for _ in range(2):
         [trace] = read_file(rep)
-        assert (trace.path, trace.rank, trace.rank_source) == (str(rep), 3, "file name")
+        assert (trace.path, trace.rank, trace.rank_source) == (str(rep), 3, RankFound("file_name"))
     calls = log.read_text().splitlines()
     assert len(calls) == 1 and calls[0].startswith("export --type sqlite")
     time.sleep(0.01)
@@ -389,4 +394,4 @@ def test_old_schema_export(nsys_dir: Path) -> None:
     assert ev.filter(kind="runtime").height == runtime  # the duplicate class-67 rows are dropped
     linked = ev.filter(kind="kernel").join(ev.filter(kind="runtime"), on="correlation")
     assert linked.height == 5 and set(linked["name_right"]) == {"cudaLaunchKernel"}
-    assert load_run([path]).ranks[0].rank_source.startswith("assumed 0")
+    assert load_run([path]).ranks[0].rank_source == RankFound("assumed_zero")

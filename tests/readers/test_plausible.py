@@ -9,12 +9,15 @@ import msgspec
 import polars as pl
 import pytest
 
-from tests.factories import kineto_event, nsys_kernel_rows, simple_step, write_kineto, write_nsys
+from tests.factories import kineto_event, nsys_kernel_rows, said, simple_step, write_kineto, write_nsys
 from tracekit.analyzers import analyze
 from tracekit.errors import InputError
+from tracekit.model.input_warnings import DroppedEvent
 from tracekit.readers import load_run
 from tracekit.readers.kineto import read_kineto
 from tracekit.readers.plausible import FAR, NEGATIVE, NO_EXTENT, NO_TIME, screen
+from tracekit.reports.input_words import DROP_REASONS
+from tracekit.results.vocab import DropReason
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -66,9 +69,9 @@ def test_one_impossible_event_is_dropped_counted_and_named(tmp_path: Path, case:
     event, reason = BAD_EVENTS[case]
     clean = analyze(load_run([two_ranks(tmp_path / "clean")], use_cache=False))
     run = load_run([two_ranks(tmp_path / "bad", [event])], use_cache=False)
-    [warning] = [w for w in run.warnings if "dropped" in w]
+    [warning] = [w for w in said(run.warnings) if "dropped" in w]
     assert warning.startswith(str((tmp_path / "bad" / "rank1.json").resolve()) + ": dropped 1 event(s)")
-    assert f"1 with {reason}" in warning
+    assert f"1 with {DROP_REASONS[DropReason(reason)]}" in warning
     assert "e.g. " in warning
     assert numbers(analyze(run)) == numbers(clean)  # the other rank and this one: as if it were never there
 
@@ -78,8 +81,9 @@ def test_the_drop_is_in_every_report_and_the_cache(tmp_path: Path) -> None:
     cache = tmp_path / "cache"
     first = load_run([folder], cache_dir=cache)
     again = load_run([folder], cache_dir=cache)  # from the cache: the warning is kept
-    assert [w for w in first.warnings if "dropped" in w] == [w for w in again.warnings if "dropped" in w] != []
-    assert any("'ProfilerStep#9' at 1694128202545700 us lasting 1000000000000000 us" in w for w in again.warnings)
+    assert first.warnings == again.warnings != ()
+    example = "'ProfilerStep#9' at 1694128202545700 us lasting 1000000000000000 us"
+    assert any(example in w for w in said(again.warnings))
 
 
 def test_relative_clocks_and_instants_are_not_dropped(tmp_path: Path) -> None:
@@ -140,7 +144,8 @@ def test_screen_keeps_each_row_in_place_over_many_chunks() -> None:
     )
     assert kept["name"].to_list() == [f"e{i}" for i in range(n) if i not in bad]
     assert dropped.reasons == {NO_TIME: 2, NEGATIVE: 1, FAR: 1}
-    assert dropped.example == "'e7' with no usable start time"
+    assert dropped.example == DroppedEvent(name="e7", reason=NO_TIME, unit="us")
+    assert "e.g. 'e7' with no usable start time;" in said(dropped.warnings())[0]
 
 
 def test_memory_counters_out_of_range_are_dropped(tmp_path: Path) -> None:
@@ -153,7 +158,7 @@ def test_memory_counters_out_of_range_are_dropped(tmp_path: Path) -> None:
     ]
     trace = read_kineto(write_kineto(tmp_path / "rank0.json", events))
     assert trace.counters.height == 1
-    assert "'[memory]'" in trace.warnings[0]
+    assert "'[memory]'" in said(trace.warnings)[0]
 
 
 def test_nsys_rows_that_end_before_they_start_are_dropped(tmp_path: Path) -> None:
@@ -163,7 +168,10 @@ def test_nsys_rows_that_end_before_they_start_are_dropped(tmp_path: Path) -> Non
     path = write_nsys(tmp_path / "r.sqlite", {"CUPTI_ACTIVITY_KIND_KERNEL": kernels}, strings=strings)
     run = load_run([path], use_cache=False)
     assert run.events.filter(pl.col("kind") == "kernel").height == 5
-    assert any("dropped 1 event(s)" in w and NEGATIVE in w for w in run.warnings)
+    assert any(
+        "dropped 1 event(s) whose times cannot be right (1 with a negative duration)" in w for w in said(run.warnings)
+    )
+    assert [w.reasons for w in run.warnings] == [((NEGATIVE, 1),)]
 
 
 @pytest.mark.parametrize(
@@ -184,16 +192,16 @@ def test_a_rank_that_is_not_a_rank_is_ignored_and_named(tmp_path: Path, rank: An
     path.write_bytes(msgspec.json.encode(doc))
     run = load_run([path], use_cache=False)
     assert run.rank_ids == [2]  # from the file name instead
-    assert any(f"distributedInfo.rank is {shown}, which is not a rank" in w for w in run.warnings)
+    assert any(f"distributedInfo.rank is {shown}, which is not a rank" in w for w in said(run.warnings))
 
 
 def test_rank_outside_its_world_and_missing_ranks_are_named(tmp_path: Path) -> None:
     write_kineto(tmp_path / "a.json", steps(0), rank=0, world_size=8)
     write_kineto(tmp_path / "b.json", steps(8), rank=8, world_size=8)
     run = load_run([tmp_path], use_cache=False)
-    assert any("rank 8 is outside the world of 8 ranks" in w for w in run.warnings)
-    assert any("7 of the 8 ranks of this world have no trace here (ranks 1-7)" in w for w in run.warnings)
-    assert not any("have no trace" in w for w in load_run([tmp_path], ranks={0}, use_cache=False).warnings)
+    assert any("rank 8 is outside the world of 8 ranks" in w for w in said(run.warnings))
+    assert any("7 of the 8 ranks of this world have no trace here (ranks 1-7)" in w for w in said(run.warnings))
+    assert not any("have no trace" in w for w in said(load_run([tmp_path], ranks={0}, use_cache=False).warnings))
 
 
 def test_a_file_without_events_is_skipped_and_named(tmp_path: Path) -> None:
@@ -236,5 +244,5 @@ def test_a_kernel_without_a_name_is_analyzed(tmp_path: Path) -> None:
 
 def test_a_huge_world_is_named_without_listing_it(tmp_path: Path) -> None:
     write_kineto(tmp_path / "rank5.json", steps(0), rank=5, world_size=2**31 - 1)
-    [warning] = [w for w in load_run([tmp_path], use_cache=False).warnings if "no trace here" in w]
+    [warning] = [w for w in said(load_run([tmp_path], use_cache=False).warnings) if "no trace here" in w]
     assert "2147483646 of the 2147483647 ranks" in warning and "(ranks 0-4, 6-2147483646)" in warning

@@ -8,6 +8,7 @@ import polars as pl
 import pytest
 
 from tracekit.errors import InputError
+from tracekit.model.run import RankFound
 from tracekit.readers import load_run, read_kineto
 
 if TYPE_CHECKING:
@@ -59,7 +60,7 @@ def test_folders_mixing_jobs_are_refused(kineto_dir: Path) -> None:
 
 def test_legacy_schema_and_cpu_only(kineto_dir: Path) -> None:
     legacy = load_run([kineto_dir / "tbplugin-resnet50-workers0"])
-    assert legacy.ranks[0].rank_source == "file name"
+    assert legacy.ranks[0].rank_source == RankFound("file_name")
     assert legacy.events.filter(kind="step").height == 6
     assert legacy.has_gpu
     cpu = load_run([kineto_dir / "hta-misc" / "cpu-only-gloo-rank34.pt.trace.json.gz"])

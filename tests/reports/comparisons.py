@@ -33,7 +33,9 @@ from tracekit.results.vocab import (
     Confidence,
     GateOutcome,
     MeasuredOn,
+    MeasureNote,
     NoiseMethod,
+    PeakSource,
     SyncMeasure,
     Unit,
     WarningKind,
@@ -76,7 +78,6 @@ def time(key: str, a: float, b: float, half: float, change: Change, **kw: object
     delta = (b - a) * MS
     fields: dict[str, object] = {
         "key": key,
-        "label": key.partition(":")[2] or key.replace("_", " "),
         "unit": Unit.NS,
         "lower_is_better": True,
         "a": a * MS,
@@ -129,7 +130,7 @@ def no_syncs() -> SyncComparison:
 
 
 def slower() -> Comparison:
-    step = time("step", 40.50, 45.52, 0.31, Change.SLOWER, step_pct=12.4, detectable=0.21 * MS, label="step time")
+    step = time("step", 40.50, 45.52, 0.31, Change.SLOWER, step_pct=12.4, detectable=0.21 * MS)
     step = msgspec.structs.replace(step, delta_pct=12.4)
     return Comparison(
         tracekit_version="0.4.0",
@@ -138,11 +139,10 @@ def slower() -> Comparison:
         noise=noise(),
         step=step,
         measures=[
-            time("step_median", 40.45, 45.50, 0.30, Change.SLOWER, label="median step time"),
+            time("exposed_comm", 4.45, 4.50, 0.03, Change.SLOWER),
             Measure(
                 key="throughput",
-                label="throughput",
-                unit=Unit.PER_S,
+                unit=Unit.SAMPLES_PER_S,
                 lower_is_better=False,
                 a=24.69,
                 b=21.97,
@@ -152,19 +152,18 @@ def slower() -> Comparison:
                 change=Change.SLOWER,
             ),
             Measure(
-                key="peak_allocated",
-                label="peak memory allocated",
+                key="peak_memory",
                 unit=Unit.BYTES,
+                peak_of=PeakSource.COUNTERS,
                 a=30.5 * 2**30,
                 b=31.0 * 2**30,
                 delta=0.5 * 2**30,
                 delta_pct=1.64,
                 change=Change.HIGHER,
-                note="measured once per rank",
+                note=MeasureNote.ONCE_PER_RUN,
             ),
             Measure(
-                key="share:compute",
-                label="compute share",
+                key="compute_pct",
                 unit=Unit.PCT,
                 a=62.0,
                 b=65.5,
@@ -172,14 +171,9 @@ def slower() -> Comparison:
                 delta_pct=5.6,
                 change=Change.HIGHER,
             ),
-            Measure(
-                key="kernels", label="kernels", unit=Unit.COUNT, a=812.0, b=845.0, delta=33.0, change=Change.HIGHER
-            ),
+            Measure(key="syncs", unit=Unit.COUNT, a=812.0, b=845.0, delta=33.0, change=Change.HIGHER),
         ],
-        per_rank=[
-            time(f"rank:{r}", 40.4 + 0.02 * r, 45.4 + 0.03 * r, 0.35, Change.SLOWER, rank=r, label=f"rank {r}")
-            for r in range(8)
-        ],
+        per_rank=[time(f"rank:{r}", 40.4 + 0.02 * r, 45.4 + 0.03 * r, 0.35, Change.SLOWER, rank=r) for r in range(8)],
         phases=[
             time("phase:forward", 12.0, 17.0, 0.05, Change.SLOWER, step_pct=12.35),
             time("phase:backward", 24.0, 24.01, 0.08, Change.WITHIN_NOISE, step_pct=0.02),
@@ -246,7 +240,6 @@ def slower() -> Comparison:
             GateResult(
                 spec="slower:2%",
                 key="step",
-                label="step time",
                 unit=Unit.NS,
                 limit_pct=2.0,
                 limit=0.81 * MS,
@@ -259,7 +252,6 @@ def slower() -> Comparison:
             GateResult(
                 spec="syncs:+1",
                 key="syncs",
-                label="syncs per step",
                 unit=Unit.COUNT,
                 limit=1.0,
                 delta=0.0,
@@ -273,7 +265,7 @@ def slower() -> Comparison:
 
 def within_noise() -> Comparison:
     c = slower()
-    step = time("step", 40.50, 40.53, 0.11, Change.WITHIN_NOISE, detectable=0.21 * MS, label="step time")
+    step = time("step", 40.50, 40.53, 0.11, Change.WITHIN_NOISE, detectable=0.21 * MS)
     step = msgspec.structs.replace(step, ci=Interval(low=-0.08 * MS, high=0.14 * MS, level=0.95), delta_pct=0.074)
     return msgspec.structs.replace(
         c,
@@ -288,7 +280,7 @@ def within_noise() -> Comparison:
 
 def sync_gone() -> Comparison:
     c = slower()
-    step = time("step", 45.0, 41.0, 0.2, Change.FASTER, label="step time")
+    step = time("step", 45.0, 41.0, 0.2, Change.FASTER)
     source = WorkChange(
         kind=WorkKind.SYNC,
         name="aten::is_nonzero",
@@ -321,9 +313,7 @@ def no_steps() -> Comparison:
         a=msgspec.structs.replace(side("A", steps=0, ranks=1, measured_on=MeasuredOn.HOST), devices=[], backend=None),
         b=msgspec.structs.replace(side("B", steps=0, ranks=1, measured_on=MeasuredOn.HOST), devices=[], backend=None),
         noise=noise("second"),
-        step=Measure(
-            key="step", label="step time", unit=Unit.NS, change=Change.NOT_MEASURED, note="no steps in either trace"
-        ),
+        step=Measure(key="step", unit=Unit.NS, change=Change.NOT_MEASURED, note=MeasureNote.NEITHER_SIDE),
         work=[
             WorkChange(
                 kind=WorkKind.HOST_OP,

@@ -17,8 +17,9 @@ from tests.analyzers.test_cross_rank import three_ranks
 from tests.conftest import SAMPLES
 from tests.factories import ev, make_run
 from tracekit.analyzers import analyze
-from tracekit.results.analysis import Analysis, RunFacts, SkippedFile
+from tracekit.results.analysis import Analysis, DroppedEvent, RunFacts, RunWarning, SkippedFile
 from tracekit.results.capture import load_capture_summary
+from tracekit.results.vocab import DropReason, RunWarningKind
 
 #: name -> a string a hostile trace could hold.
 PAYLOADS: Final = {
@@ -73,14 +74,28 @@ def with_strings(value: Any, payload: str) -> Any:
     return _replace(value, msgspec.inspect.type_info(type(value)), payload)
 
 
+#: Warnings whose every string a hostile file could set: its path, a value it holds, an event's name.
+WARNINGS: Final = [
+    RunWarning(
+        kind=RunWarningKind.DROPPED_EVENTS,
+        path="p",
+        count=1,
+        reasons={DropReason.FAR: 1},
+        example=DroppedEvent(name="e", reason=DropReason.FAR, unit="us", start=1.0, duration=2.0),
+    ),
+    RunWarning(kind=RunWarningKind.BAD_DISTRIBUTED_INFO, path="p", key="rank", value="v"),
+    RunWarning(kind=RunWarningKind.TEXT, text="w"),
+]
+
+
 @cache
 def gpu_run() -> Analysis:
-    """Three GPU ranks with collectives and kernels, and a skipped file and a warning."""
+    """Three GPU ranks with collectives and kernels, and a skipped file and warnings."""
     rows = [{**r, "start_ns": r["start_ns"] * 1000, "end_ns": r["end_ns"] * 1000} for r in three_ranks()]
     rows += [ev("annotation", "forward", 1_000, 50_000, rank=r) for r in range(3)]
     analysis = analyze(make_run(rows, world_size=3))
     run: RunFacts = msgspec.structs.replace(
-        analysis.run, skipped=[SkippedFile(path="x", reason="y")], warnings=["w"], devices=["d"], backend="b"
+        analysis.run, skipped=[SkippedFile(path="x", reason="y")], warnings=WARNINGS, devices=["d"], backend="b"
     )
     summary = (SAMPLES / "captures" / "straggler" / "summary.json").read_bytes()
     return msgspec.structs.replace(analysis, run=run, capture=load_capture_summary(summary, source="summary.json"))

@@ -19,6 +19,7 @@ from tracekit.results.capture import (
     StepStats,
     Throughput,
 )
+from tracekit.results.vocab import WorstBy
 
 
 def test_phase_rows_end_with_the_step_row() -> None:
@@ -167,7 +168,7 @@ def with_memory() -> CaptureSummary:
         memory=MemorySummary(
             device="cuda",
             worst_rank=1,
-            worst_rank_by="peak device memory allocated in the measured steps",
+            worst_rank_by=WorstBy.DEVICE_ALLOCATED,
             peak_allocated_bytes=2**30,
             peak_reserved_bytes=2**31,
             phase_memory_measure="allocated_bytes",

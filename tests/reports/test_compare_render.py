@@ -26,7 +26,17 @@ from tracekit.reports.html import _plotly_js
 from tracekit.reports.markdown import MAX_CHARS
 from tracekit.reports.text import one_line, printable
 from tracekit.results.compare import Comparison, Measure, RunDifference, WorkChange
-from tracekit.results.vocab import GateOutcome, NoiseMethod, SyncMeasure, Unit, WarningKind, WorkKind
+from tracekit.results.vocab import (
+    Change,
+    GateOutcome,
+    MeasureNote,
+    NoiseMethod,
+    PeakSource,
+    SyncMeasure,
+    Unit,
+    WarningKind,
+    WorkKind,
+)
 
 SLOWER_FACTS = (
     "Step time A 40.50 ms -> B 45.52 ms",
@@ -63,7 +73,7 @@ FACTS = {
     ),
     "no_steps": (
         "No step time: a side has no steps; work is compared per second of trace",
-        "not measured (no steps in either trace)",
+        "not measured (measured on neither side)",
         "counts are per second",
         "per second (A: 2.00)",
         "A count/s",
@@ -169,7 +179,7 @@ def test_markdown_is_plain_github_markdown_under_the_limit() -> None:
         WorkChange(kind=WorkKind.KERNEL, name=f"kernel_{i}_" + "x" * 400, a_count=1.0, a_ns=1e5, delta_ns=-1e5)
         for i in range(500)
     ]
-    ranks = [msgspec.structs.replace(c.per_rank[0], rank=r, label=f"rank {r}") for r in range(512)]
+    ranks = [msgspec.structs.replace(c.per_rank[0], key=f"rank:{r}", rank=r) for r in range(512)]
     big = msgspec.structs.replace(
         c, work=many, per_rank=ranks, warnings=[RunDifference(kind=WarningKind.CONFIG, keys=["w" * 300])] * 50
     )
@@ -235,12 +245,13 @@ def test_names_from_traces_are_text_in_every_format(name: str) -> None:
         (Unit.BYTES, (30.5 * 2**30, 31 * 2**30), ("30.50 GiB", "31.00 GiB", "+0.50 GiB")),
         (Unit.PCT, (62.0, 65.5), ("62.00%", "65.50%", "+3.50 pp")),
         (Unit.PER_S, (24.69, 21.97), ("24.69/s", "21.97/s", "-2.72/s")),
+        (Unit.SAMPLES_PER_S, (197.5, 175.8), ("197.5/s", "175.8/s", "-21.70/s")),
         (Unit.COUNT, (1.0, 0.0), ("1.00/step", "0/step", "-1.00/step")),
     ],
 )
 def test_numbers_are_shown_in_their_unit(unit: Unit, values: tuple[float, float], shown_as: tuple[str, ...]) -> None:
     a, b = values
-    m = Measure(key="k", label="k", unit=unit, a=a, b=b, delta=b - a)
+    m = Measure(key="k", unit=unit, a=a, b=b, delta=b - a)
     s = ct.of(m)
     assert (s.show(m.a), s.show(m.b), s.show(m.delta, sign=True, delta=True)) == shown_as
 
@@ -326,3 +337,65 @@ def test_every_kind_of_finding_has_its_words() -> None:
         "within noise",
         "no regression",
     }
+
+
+#: Each measure's name, from its key, unit and peak source (the words the analyzer wrote before schema 2.1).
+LABELS = [
+    (("step", Unit.NS, None), "step time"),
+    (("syncs", Unit.COUNT, None), "syncs per step"),
+    (("throughput", Unit.SAMPLES_PER_S, None), "throughput (samples/s, slowest rank per step)"),
+    (("throughput", Unit.PER_S, None), "throughput (steps/s, slowest rank per step)"),
+    (("compute_pct", Unit.PCT, None), "compute share"),
+    (("comm_pct", Unit.PCT, None), "communication share"),
+    (("memory_pct", Unit.PCT, None), "memory-op share"),
+    (("idle_pct", Unit.PCT, None), "idle share"),
+    (("exposed_comm", Unit.NS, None), "exposed communication per step"),
+    (("overlap_pct", Unit.PCT, None), "comm/compute overlap"),
+    (("peak_memory", Unit.BYTES, PeakSource.COUNTERS), "peak memory allocated (worst rank, profiler counters)"),
+    (("peak_memory", Unit.BYTES, PeakSource.CAPTURE_ALLOCATED), "peak memory allocated (worst rank, capture)"),
+    (("peak_memory", Unit.BYTES, PeakSource.CAPTURE_RSS), "peak memory RSS (worst rank, capture)"),
+    (("peak_memory", Unit.BYTES, None), "peak memory"),
+    (("peak_reserved", Unit.BYTES, None), "peak memory reserved (worst rank)"),
+    (("peak_gap", Unit.BYTES, None), "reserved but unallocated at the peak (worst rank)"),
+    (("rank:3", Unit.NS, None), "rank 3"),
+    (("phase:tracekit.phase/forward", Unit.NS, None), "forward"),
+    (("phase:## forward ##", Unit.NS, None), "## forward ##"),
+]
+
+
+@pytest.mark.parametrize(("fields", "label"), LABELS)
+def test_each_measure_is_named_from_its_key(fields: tuple[str, Unit, PeakSource | None], label: str) -> None:
+    key, unit, peak_of = fields
+    assert ct.measure_label(Measure(key=key, unit=unit, peak_of=peak_of)) == label
+
+
+def test_every_peak_source_has_its_name() -> None:
+    assert set(ct.PEAK_NAMES) == {*PeakSource, None} == {f[2] for f, _ in LABELS if f[0] == "peak_memory"}
+
+
+#: Each remark beside a measure (the words the analyzer wrote before schema 2.1).
+NOTES = {
+    MeasureNote.ONE_SIDE: "measured on one side only",
+    MeasureNote.NEITHER_SIDE: "measured on neither side",
+    MeasureNote.ONCE_PER_RUN: "measured once per run: no interval",
+    MeasureNote.WHOLE_TRACE: "over each rank's whole trace (no steps): no interval",
+}
+
+
+@pytest.mark.parametrize("note", list(MeasureNote))
+def test_each_measure_note_is_words(note: MeasureNote) -> None:
+    m = Measure(key="peak_gap", unit=Unit.BYTES, a=1.0, b=2.0, delta=1.0, change=Change.HIGHER, note=note)
+    assert ct.measure_note(m) == NOTES[note]
+    assert ct.change(m).endswith(f" ({NOTES[note]})")
+    assert ct.measure_line(m).endswith(f" higher ({NOTES[note]})")
+
+
+def test_a_gate_condition_is_named_as_its_measure() -> None:
+    g = msgspec.structs.replace(slower().gate[0], key="peak_memory", unit=Unit.BYTES, peak_of=PeakSource.CAPTURE_RSS)
+    assert "peak memory RSS (worst rank, capture) " in ct.gate_message(g)
+
+
+def test_a_comparison_round_trips_through_json() -> None:
+    c = slower()
+    assert msgspec.json.decode(msgspec.json.encode(c), type=Comparison) == c
+    assert c.schema_version == "2.1"

@@ -28,6 +28,9 @@ def test_every_format_names_the_skipped_file_and_the_dropped_events(tmp_path: Pa
         text = renderer(fmt).render(analysis) if fmt != "terminal" else _terminal(analysis)
         assert "rank2.json" in text, fmt
         assert "truncated JSON" in text, fmt
+        if fmt == "json":  # the warnings as kinds and figures
+            assert '"kind": "dropped_events"' in text and '"kind": "missing_ranks"' in text
+            continue
         assert "dropped 1 event(s)" in text, fmt
         assert "have no trace here (ranks 2-3)" in text, fmt
     assert (

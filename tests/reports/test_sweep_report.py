@@ -8,21 +8,25 @@ import json
 import re
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from tracekit.analyzers.sweep import build_matrix
 from tracekit.pipeline import sweep_matrix
 from tracekit.reports import TerminalRenderer, renderer
+from tracekit.reports import sweep_tables as st
 from tracekit.results.sweep import (
     CellRun,
     GridAxis,
+    MatrixNote,
     ProbeRecord,
     Sweep,
     SweepMatrix,
     dump_sweep,
     load_matrix,
+    load_sweep,
 )
-from tracekit.results.vocab import Change
+from tracekit.results.vocab import CapacitySource, Change, MatrixNoteKind, MeasureNote, ProbeStop, Unit
 
 GIB = 1 << 30
 
@@ -105,7 +109,7 @@ def test_best_is_the_fastest_within_the_headroom_with_its_margin(matrix: SweepMa
     assert failed.status == "failed" and failed.reason == "deepspeed is not installed" and failed.samples_per_s is None
     assert rows["accelerate_config=fsdp,batch_size=8"].probe_last_fit == 24
     assert rows["accelerate_config=ddp,batch_size=8"].probe_last_fit is None
-    assert matrix.deepspeed and matrix.capacity_source == "device memory"
+    assert matrix.deepspeed and matrix.capacity_source is CapacitySource.DEVICE
 
 
 def test_no_capacity_means_no_headroom_check() -> None:
@@ -115,7 +119,8 @@ def test_no_capacity_means_no_headroom_check() -> None:
     )
     assert m.best is not None and m.best.cell == "accelerate_config=ddp,batch_size=16"
     assert all(r.within_headroom is None for r in m.rows)
-    assert any("headroom is not checked" in n for n in m.notes)
+    assert [n.kind for n in m.notes] == [MatrixNoteKind.NO_CAPACITY]
+    assert st.lines(m)[-1] == "no memory capacity known (CPU run without --mem-budget-gb): the headroom is not checked"
 
 
 def test_every_format_renders_the_matrix(matrix: SweepMatrix, tmp_path: Path) -> None:
@@ -141,3 +146,100 @@ def test_report_reads_a_saved_sweep_folder(tmp_path: Path) -> None:
     m = sweep_matrix(tmp_path, headroom_pct=5.0)
     assert m.best is not None and m.best.cell == "accelerate_config=ddp,batch_size=16"  # 9.5 GiB fits 95%
     assert m.source == str(tmp_path)
+
+
+#: Why a probe ended without an OOM, and its words (as sweep 1.0 held them in ``stopped``).
+PROBE_STOPS = [
+    ({"stopped": ProbeStop.FAILED, "failed_batch": 48, "failure": "rank 1 hung"}, "batch size 48: rank 1 hung"),
+    ({"stopped": ProbeStop.NONE_FIT}, "no batch size fit"),
+    ({"stopped": ProbeStop.NO_OOM, "last_fit": 64}, "no OOM up to batch size 64"),
+]
+
+
+@pytest.mark.parametrize(("fields", "words"), PROBE_STOPS)
+def test_each_probe_stop_is_words(fields: dict[str, object], words: str) -> None:
+    probe = ProbeRecord(base="", values={}, done=True, **fields)  # type: ignore[arg-type]
+    assert st.probe_stop(probe) == words
+    matrix = build_matrix(msgspec.structs.replace(_sweep(), probes=[probe]), source="x")
+    assert st.probes_table(matrix).rows[0][-1] == words
+
+
+def test_every_sweep_kind_has_its_words() -> None:
+    assert {f["stopped"] for f, _ in PROBE_STOPS} == set(ProbeStop) == set(st.PROBE_STOPS)
+    assert set(st.CAPACITIES) == set(CapacitySource)
+    assert set(st.MATRIX_NOTES) == set(MatrixNoteKind)
+
+
+@pytest.mark.parametrize(
+    ("note", "words"),
+    [
+        (
+            MatrixNote(kind=MatrixNoteKind.NO_CAPACITY),
+            "no memory capacity known (CPU run without --mem-budget-gb): the headroom is not checked",
+        ),
+        (
+            MatrixNote(kind=MatrixNoteKind.CPU_RSS),
+            "CPU run: peak memory is the worst rank's peak RSS of its whole process (torch included)",
+        ),
+        (
+            MatrixNote(kind=MatrixNoteKind.UNFINISHED, ran=3, cells=6),
+            "the sweep did not finish: 3 of 6 cells ran (--resume continues it)",
+        ),
+    ],
+)
+def test_each_matrix_note_is_words(note: MatrixNote, words: str) -> None:
+    assert st.matrix_note(note) == words
+
+
+@pytest.mark.parametrize(
+    ("source", "words"), [(CapacitySource.DEVICE, "device memory"), (CapacitySource.BUDGET, "memory budget")]
+)
+def test_each_capacity_is_words(matrix: SweepMatrix, source: CapacitySource, words: str) -> None:
+    m = msgspec.structs.replace(matrix, capacity_source=source)
+    assert st.capacity(m) == words
+    assert f"leaving 10% of {words} free" in st.best_line(m)
+
+
+def test_a_sweep_record_of_schema_1_0_loads_its_sentences_as_kinds() -> None:
+    doc = json.loads(dump_sweep(_sweep()))
+    doc["schema_version"] = "1.0"
+    stops = ["no batch size fit", "no OOM up to batch size 24", "batch size 48: rank 0 failed first: boom"]
+    doc["probes"] = [{**doc["probes"][0], "stopped": s} for s in stops]
+    loaded = load_sweep(json.dumps(doc), source="sweep.json")
+    assert loaded.schema_version == "1.1"  # in the layout of 1.1 now: saved again, it says so
+    probes = loaded.probes
+    assert [(p.stopped, p.failed_batch, p.failure) for p in probes] == [
+        (ProbeStop.NONE_FIT, None, None),
+        (ProbeStop.NO_OOM, None, None),
+        (ProbeStop.FAILED, 48, "rank 0 failed first: boom"),
+    ]
+    assert [st.probe_stop(msgspec.structs.replace(p, last_fit=24)) for p in probes] == stops
+
+
+def test_a_matrix_of_schema_1_0_loads_its_sentences_as_kinds(matrix: SweepMatrix) -> None:
+    doc = json.loads(renderer("json").render(matrix))
+    doc["schema_version"] = "1.0"
+    doc["capacity_source"] = "memory budget"
+    doc["notes"] = [
+        "CPU run: peak memory is the worst rank's peak RSS of its whole process (torch included)",
+        "the sweep did not finish: 5 of 6 cells ran (--resume continues it)",
+    ]
+    rows = doc["rows"]
+    for row, note in zip(rows[:3], ["no batch size fit", "batch size 8: hung", "CUDA out of memory"], strict=True):
+        del row["probe_error"], row["probe_stopped"]
+        row["probe_note"] = note
+    margin = doc["best"]["margin"]
+    margin.update(label="throughput (samples/s, slowest rank per step)", unit="per_s", note="measured on one side only")
+    loaded = load_matrix(json.dumps(doc), source="m.json")
+    assert loaded.capacity_source is CapacitySource.BUDGET
+    assert loaded.notes == [
+        MatrixNote(kind=MatrixNoteKind.CPU_RSS),
+        MatrixNote(kind=MatrixNoteKind.UNFINISHED, ran=5, cells=6),
+    ]
+    assert [(r.probe_stopped, r.probe_error) for r in loaded.rows[:3]] == [
+        (ProbeStop.NONE_FIT, None),
+        (ProbeStop.FAILED, "hung"),
+        (None, "CUDA out of memory"),
+    ]
+    assert loaded.best is not None and loaded.best.margin is not None
+    assert loaded.best.margin.unit is Unit.SAMPLES_PER_S and loaded.best.margin.note is MeasureNote.ONE_SIDE

@@ -25,7 +25,7 @@ from tracekit.results.capture import CaptureSummary, PhaseStats, load_capture_su
 from tracekit.results.loader_probe import LoaderProbe, load_loader_probe
 from tracekit.results.param_audit import ModuleParams, ParamAudit, load_param_audit
 from tracekit.results.records import dump_record
-from tracekit.results.vocab import BoundKind, Confidence, MeasuredOn
+from tracekit.results.vocab import BoundKind, CeilingBy, Confidence, MeasuredOn
 
 
 def probe(loader_sps: float | None = None, training_sps: float = 1000.0) -> LoaderProbe:
@@ -42,7 +42,7 @@ def probe(loader_sps: float | None = None, training_sps: float = 1000.0) -> Load
         per_rank=ranks,
         slowest_rank=1,
         samples_per_s=samples if loader_sps is None else loader_sps,
-        samples_per_s_by="global batch x batches/s of the slowest rank",
+        samples_per_s_by=CeilingBy.SLOWEST_RANK,
         headroom=None if loader_sps is None else headroom(loader_sps, training_sps, capture="cap"),
     )
 

@@ -14,6 +14,7 @@ from tracekit.pipeline import capture_summary
 from tracekit.results.capture import (
     CAPTURE_SCHEMA,
     CAPTURE_SCHEMA_VERSION,
+    CaptureNote,
     CaptureSummary,
     Memory,
     PhaseStats,
@@ -24,6 +25,7 @@ from tracekit.results.capture import (
     dump_capture_summary,
     load_capture_summary,
 )
+from tracekit.results.vocab import CaptureNoteKind, SlowestBy
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -36,7 +38,7 @@ def small_summary() -> CaptureSummary:
     return CaptureSummary(
         config={"workload": "mlp", "nproc": 2},
         environment={"torch": "2.13.0+cpu", "backend": "gloo"},
-        notes=["a note"],
+        notes=[CaptureNote(kind=CaptureNoteKind.TEXT, text="a note")],
         world_size=2,
         ranks=[0, 1],
         measured_steps=2,
@@ -69,7 +71,8 @@ def small_summary() -> CaptureSummary:
             median_other_pre_collective_mean_ns=10e6,
             lateness_ns=30e6,
             is_straggler=True,
-            slowest_rank_by="host time before the step's first collective (dataload_wait, h2d, forward)",
+            slowest_rank_by=SlowestBy.PRE_COLLECTIVE,
+            pre_collective_phases=["dataload_wait", "h2d", "forward"],
             step_mean_ns=70e6,
             steps_per_s=1e9 / 70e6,
             global_samples_per_s=1e9 / 70e6 * 8,
@@ -95,7 +98,7 @@ def test_round_trip_through_json() -> None:
 def test_committed_samples_load_and_write_back_the_same(name: str) -> None:
     path = SAMPLES / "captures" / name / "summary.json"
     summary = load_capture_summary(path.read_bytes(), source=str(path))
-    assert summary.schema_version == "1.0"
+    assert summary.schema_version == CAPTURE_SCHEMA_VERSION  # a 1.0 file, read into this layout
     assert summary.world_size == 8 and summary.ranks == list(range(8)) and len(summary.per_rank) == 8
     assert sum(p.share_pct or 0 for p in summary.phases) == pytest.approx(100)
     assert summary.throughput.straggler_min_share is None  # added in 1.1
@@ -109,7 +112,14 @@ def test_committed_samples_load_and_write_back_the_same(name: str) -> None:
     added += ("saved_tensor_bytes_mean", "saved_tensor_bytes_max")
     for rank in written["per_rank"]:
         assert not any(rank.pop(k) for k in added)  # None or {}
-    assert written == json.loads(path.read_text())
+    original = json.loads(path.read_text())
+    # where 1.0 held a sentence, 1.5 holds a kind and figures
+    said = original["throughput"].pop("slowest_rank_by")
+    assert said == "host time before the step's first collective (dataload_wait, h2d, forward)"
+    assert written["throughput"].pop("slowest_rank_by") == "pre_collective"
+    assert written["throughput"].pop("pre_collective_phases") == ["dataload_wait", "h2d", "forward"]
+    assert (original.pop("schema_version"), written.pop("schema_version")) == ("1.0", CAPTURE_SCHEMA_VERSION)
+    assert written == original
 
 
 def test_straggler_sample_names_rank_5() -> None:

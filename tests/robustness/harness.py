@@ -8,7 +8,7 @@ symlink, FIFO, damaged cache...) and the outcomes it may have:
   terminal output and in the Markdown, and the good ranks' numbers unchanged.
 * ``error``: exit 2 and one line naming the file, alone and mixed.
 * ``warning``: the file is analyzed (its rank is in ``run.ranks``) and a warning naming it,
-  with a count, is in ``run.warnings``, the terminal output and the Markdown.
+  with a count (a figure of the warning), is in ``run.warnings``, the terminal output and the Markdown.
 * ``ok``: analyzed; nothing about it needs saying.
 * ``ignored`` (mixed runs only): not a trace file (a folder named ``x.json``), left out of the
   run without a word, the good ranks analyzed.
@@ -20,6 +20,7 @@ Every check that fails is collected (:class:`Problems`), so one run lists them a
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -180,7 +181,7 @@ def observe(out: Output, marker: str) -> str:  # noqa: PLR0911  (one return per 
         return "skipped"
     if not _rank_of(out.doc, marker):
         return "skipped under another name" if skipped else "ignored"
-    if any(marker in w for w in out.doc["run"]["warnings"]):
+    if any(marker in str(w.get("path")) for w in out.doc["run"]["warnings"]):
         return "warning"
     return "ok"
 
@@ -275,8 +276,9 @@ def _check_report(out: Output, seen: str, marker: str, problems: Problems) -> No
             out.md is not None and _names(out.md, marker), f"the Markdown does not name the skipped {marker!r}"
         )
     if seen == "warning":
-        warnings = [w for w in doc["run"]["warnings"] if marker in w]
-        problems.check(any(re.search(r"\d", w.replace(marker, "")) for w in warnings), "the warning gives no count")
+        warnings = [w for w in doc["run"]["warnings"] if marker in str(w.get("path"))]
+        figures = [json.dumps({k: v for k, v in w.items() if k not in ("kind", "path")}) for w in warnings]
+        problems.check(any(re.search(r"\d", f) for f in figures), "the warning gives no count")
         problems.check(_names(out.stdout, marker), f"the terminal output does not show the warning about {marker!r}")
         problems.check(
             out.md is not None and _names(out.md, marker), f"the Markdown does not show the warning about {marker!r}"

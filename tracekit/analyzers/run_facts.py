@@ -13,11 +13,13 @@ from tracekit.analyzers.parts import FactParts
 from tracekit.analyzers.stats import totals
 from tracekit.model.schema import GPU_ACTIVITY_KINDS
 from tracekit.model.taxonomy import HOST_KINDS
-from tracekit.results.analysis import RankFacts, RunFacts, SkippedFile
+from tracekit.results.analysis import DroppedEvent, RankFacts, RankFound, RunFacts, RunWarning, SkippedFile
+from tracekit.results.vocab import DropReason, RankSource, RunWarningKind
 
 if TYPE_CHECKING:
     from tracekit.analyzers.context import RankContext
     from tracekit.analyzers.mapreduce import Reduced
+    from tracekit.model.input_warnings import InputWarning
 
 
 #: Consecutive CUDA calls (by correlation id) further apart than this had calls between them
@@ -90,22 +92,44 @@ def facts_map(ctx: RankContext) -> FactParts:
     return FactParts(span=facts)
 
 
+def run_warning(w: InputWarning) -> RunWarning:
+    """A reader's warning about the input as the analysis reports it."""
+    e = w.example
+    return RunWarning(
+        kind=RunWarningKind(w.kind),
+        path=w.path,
+        rank=w.rank,
+        world_size=w.world_size,
+        count=w.count,
+        key=w.key,
+        value=w.value,
+        reasons={DropReason(r): n for r, n in w.reasons},
+        example=None
+        if e is None
+        else DroppedEvent(name=e.name, reason=DropReason(e.reason), unit=e.unit, start=e.start, duration=e.duration),
+        ranges=list(w.ranges),
+        more=w.more,
+    )
+
+
 def facts_reduce(red: Reduced) -> RunFacts:
     """What the run is."""
     run = red.run_meta
     counts = {row["rank"]: row for row in red.gather(FactParts).span.iter_rows(named=True)}
-    warnings = list(run.warnings)
+    warnings = [run_warning(w) for w in run.warnings]
     if not red.has_gpu:
-        warnings.append(
-            "no GPU activity in these traces: a CPU-only run; GPU breakdown, overlap "
-            "and kernel tables are empty, host-side steps and phases are reported"
-        )
+        warnings.append(RunWarning(kind=RunWarningKind.CPU_ONLY))
     return RunFacts(
         ranks=[
             RankFacts(
                 rank=i.rank,
                 source=i.source,
-                rank_source=i.rank_source,
+                rank_source=RankFound(
+                    kind=RankSource(i.rank_source.kind),
+                    key=i.rank_source.key,
+                    processes=i.rank_source.processes,
+                    pid=i.rank_source.pid,
+                ),
                 world_size=i.world_size,
                 backend=i.backend,
                 devices=list(i.devices),

@@ -19,8 +19,8 @@ import numpy as np
 
 from tracekit import __version__
 from tracekit.analyzers.compare import compare_values
-from tracekit.results.sweep import Best, CellRun, CellStatus, MatrixRow, SweepMatrix
-from tracekit.results.vocab import Unit
+from tracekit.results.sweep import Best, CellRun, CellStatus, MatrixNote, MatrixRow, SweepMatrix
+from tracekit.results.vocab import CapacitySource, MatrixNoteKind, Unit
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -88,7 +88,8 @@ def _row(
         verdict_share_pct=verdict.share_pct if verdict is not None else None,
         probe_last_fit=probe.last_fit if probe else None,
         probe_first_oom=probe.first_oom if probe else None,
-        probe_note=(probe.error or probe.stopped) if probe else None,
+        probe_error=(probe.error or probe.failure) if probe else None,
+        probe_stopped=probe.stopped if probe else None,
     )
 
 
@@ -112,8 +113,7 @@ def _best(rows: Sequence[MatrixRow], runs: Mapping[str, Sequence[CellRun]]) -> B
     second = ranked[1]
     margin = compare_values(
         "throughput",
-        "throughput (samples/s, slowest rank per step)",
-        Unit.PER_S,
+        Unit.SAMPLES_PER_S,
         _per_sample(runs[second.cell]),
         _per_sample(runs[best.cell]),
         lower_is_better=False,
@@ -132,10 +132,11 @@ def build_matrix(
     """The matrix of ``sweep`` (``source``: its folder); ``verdicts``: the primary finding of
     each traced cell that was analyzed, by cell name."""
     verdicts = verdicts or {}
+    what: CapacitySource | None
     if sweep.mem_budget_bytes is not None:
-        capacity, what = sweep.mem_budget_bytes, "memory budget"
+        capacity, what = sweep.mem_budget_bytes, CapacitySource.BUDGET
     elif sweep.device_memory_bytes is not None:
-        capacity, what = sweep.device_memory_bytes, "device memory"
+        capacity, what = sweep.device_memory_bytes, CapacitySource.DEVICE
     else:
         capacity, what = None, None
     by_cell: dict[str, list[CellRun]] = {}
@@ -156,11 +157,11 @@ def build_matrix(
     ]
     notes = []
     if capacity is None:
-        notes.append("no memory capacity known (CPU run without --mem-budget-gb): the headroom is not checked")
+        notes.append(MatrixNote(kind=MatrixNoteKind.NO_CAPACITY))
     if any(r.memory_device == "cpu" for r in rows):
-        notes.append("CPU run: peak memory is the worst rank's peak RSS of its whole process (torch included)")
+        notes.append(MatrixNote(kind=MatrixNoteKind.CPU_RSS))
     if not sweep.finished:
-        notes.append(f"the sweep did not finish: {len(rows)} of {len(sweep.cells)} cells ran (--resume continues it)")
+        notes.append(MatrixNote(kind=MatrixNoteKind.UNFINISHED, ran=len(rows), cells=len(sweep.cells)))
     return SweepMatrix(
         tracekit_version=__version__,
         source=source,

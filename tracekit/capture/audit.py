@@ -13,7 +13,7 @@ others; the result's notes say so.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
@@ -21,16 +21,12 @@ from tracekit.capture.config import CaptureConfig, to_dict
 from tracekit.capture.runner import build_workload, make_dataloader, to_device
 from tracekit.errors import InputError
 from tracekit.results.param_audit import ModuleParams, ParamAudit
+from tracekit.results.vocab import AuditNote
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
 __all__ = ["audit_params", "classify"]
-
-_ONE_BATCH: Final = (
-    "one batch decides: a parameter used only on some inputs (a mixture-of-experts expert, a branch taken "
-    "on some batches) shows as unused here and may be used on others"
-)
 
 
 def _grouped(named: Iterable[tuple[str, Any]]) -> list[ModuleParams]:
@@ -83,5 +79,5 @@ def audit_params(config: CaptureConfig, *, include_zero_grad: bool = False) -> P
     loss.backward()
     audit = classify(model, include_zero_grad=include_zero_grad, device=device.type)
     return msgspec.structs.replace(
-        audit, config=to_dict(config), batch_size=config.batch_size, notes=[*audit.notes, _ONE_BATCH]
+        audit, config=to_dict(config), batch_size=config.batch_size, notes=[*audit.notes, AuditNote.ONE_BATCH]
     )

@@ -30,8 +30,9 @@ from tracekit.capture.loader_stats import headroom, rank_fetches
 from tracekit.capture.workloads import resolve
 from tracekit.errors import InputError
 from tracekit.results.capture import load_capture_summary
-from tracekit.results.loader_probe import LOADER_PROBE_SCHEMA, LoaderProbe
+from tracekit.results.loader_probe import LOADER_PROBE_SCHEMA, ConfigChange, LoaderNote, LoaderProbe
 from tracekit.results.records import dump_record
+from tracekit.results.vocab import CeilingBy, LoaderNoteKind
 
 if TYPE_CHECKING:
     from tracekit.results.loader_probe import Headroom
@@ -105,7 +106,7 @@ class _Training(msgspec.Struct, frozen=True):
 
     folder: str
     samples_per_s: float | None
-    differences: list[str]
+    differences: list[ConfigChange]
 
 
 def _training(config: CaptureConfig, capture: str | Path | None) -> _Training | None:
@@ -119,7 +120,7 @@ def _training(config: CaptureConfig, capture: str | Path | None) -> _Training | 
     summary = load_capture_summary(path.read_bytes(), source=str(path))
     ours, theirs = to_dict(config), summary.config or {}
     differences = [
-        f"{key} {json.dumps(theirs.get(key))} there, {json.dumps(ours[key])} here"
+        ConfigChange(key=key, captured=theirs.get(key), probed=ours[key])
         for key in _SAME
         if key in theirs and theirs[key] != ours[key]
     ]
@@ -144,17 +145,16 @@ def _merge(folder: Path, config: CaptureConfig, *, warmup: int, training: _Train
         per_rank.append(rank_fetches(rank, [int(v) for v in data["fetch_ns"]], int(data["wall_ns"])))
     slowest = min(per_rank, key=lambda r: r.batches_per_s)
     samples_per_s = slowest.batches_per_s * config.batch_size * config.nproc
-    notes: list[str] = []
+    notes: list[LoaderNote] = []
     room: Headroom | None = None
     if training is not None:
         if training.samples_per_s:
             room = headroom(samples_per_s, training.samples_per_s, capture=training.folder)
         else:
-            notes.append(f"the capture in {training.folder} measured no throughput: no headroom")
+            notes.append(LoaderNote(kind=LoaderNoteKind.NO_THROUGHPUT, capture=training.folder))
         if training.differences:
             notes.append(
-                f"the capture in {training.folder} ran another config ({'; '.join(training.differences)}): "
-                "the headroom compares this loader with that training"
+                LoaderNote(kind=LoaderNoteKind.OTHER_CONFIG, capture=training.folder, differences=training.differences)
             )
     return LoaderProbe(
         config=to_dict(config),
@@ -164,7 +164,7 @@ def _merge(folder: Path, config: CaptureConfig, *, warmup: int, training: _Train
         per_rank=per_rank,
         slowest_rank=slowest.rank,
         samples_per_s=samples_per_s,
-        samples_per_s_by="global batch x batches/s of the slowest rank",
+        samples_per_s_by=CeilingBy.SLOWEST_RANK,
         headroom=room,
         notes=notes,
     )

@@ -41,8 +41,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
+import msgspec
+
 from tracekit.capture import files, memory
 from tracekit.capture.config import profiler_config
+from tracekit.results.capture import CaptureNote
+from tracekit.results.vocab import CaptureNoteKind
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Iterator
@@ -154,15 +158,12 @@ class Profiler:
         self.memory_timeline = memory_timeline = config.memory_timeline
         self.memory_snapshot = config.memory_snapshot
         #: Remarks for summary.json: what this rank could not record, or recorded differently.
-        self.notes: list[str] = []
+        self.notes: list[CaptureNote] = []
         if memory_timeline:
             needed = [k for k, on in self.options.items() if not on]
             self.options = dict.fromkeys(self.options, True)
             if needed:
-                self.notes.append(
-                    "memory_timeline turned on " + ", ".join(needed) + " (export_memory_timeline needs them): "
-                    "the traced steps carry their host overhead"
-                )
+                self.notes.append(CaptureNote(kind=CaptureNoteKind.MEMORY_TIMELINE_OPTIONS, items=tuple(needed)))
         self._saved = memory.SavedTensors() if config.memory_saved_tensors else None
         self.nvtx = config.nvtx
         #: Whether torch.profiler runs (False: phases, steps and memory are timed without a trace).
@@ -231,7 +232,7 @@ class Profiler:
             try:
                 memory.dump_snapshot(self.out_dir / files.memory_snapshot_name(self.rank))
             except Exception as error:  # after an error, that error is the one to report
-                self.notes.append(f"rank {self.rank}: no memory snapshot ({type(error).__name__}: {error})")
+                self.notes.append(_failed(CaptureNoteKind.NO_SNAPSHOT, self.rank, error))
         if exc_type is None:
             self._finish()
 
@@ -408,7 +409,7 @@ class Profiler:
             try:
                 memory.export_timeline(prof, folder / files.memory_timeline_name(self.rank), self._timeline_device())
             except Exception as exc:  # the trace is written: say what is missing, keep the capture
-                self.notes.append(f"rank {self.rank}: no memory timeline ({type(exc).__name__}: {exc})")
+                self.notes.append(_failed(CaptureNoteKind.NO_TIMELINE, self.rank, exc))
 
     def _finish(self) -> None:
         from tracekit.capture.summary import write_summary
@@ -433,22 +434,23 @@ class Profiler:
             "warmup_steps": self.warmup_steps,
             "steps": [r.as_json() for r in self._records],
             "memory": self._memory(),
-            "notes": self.notes,
+            "notes": msgspec.to_builtins(self.notes),
         }
 
 
-def _memory_notes(*, cuda: bool, snapshot: bool) -> list[str]:
+def _memory_notes(*, cuda: bool, snapshot: bool) -> list[CaptureNote]:
     """What a CPU run cannot record about memory, said rather than left out."""
     if cuda:
         return []
-    notes = [
-        "memory on CPU: device memory allocated/reserved, their peaks and the allocator snapshot are CUDA-only "
-        "and not recorded; phase memory deltas are of the process's resident host memory (RSS), "
-        "peak RSS is of the whole process"
-    ]
+    notes = [CaptureNote(kind=CaptureNoteKind.CPU_MEMORY)]
     if snapshot:
-        notes.append("memory_snapshot: the allocator snapshot is CUDA-only; none was written on CPU")
+        notes.append(CaptureNote(kind=CaptureNoteKind.CPU_SNAPSHOT))
     return notes
+
+
+def _failed(kind: CaptureNoteKind, rank: int, error: BaseException) -> CaptureNote:
+    """What ``rank`` could not write, and the error that stopped it."""
+    return CaptureNote(kind=kind, rank=rank, error=f"{type(error).__name__}: {error}")
 
 
 def _nvtx_domain() -> Any:

@@ -22,6 +22,8 @@ from tracekit.capture.profiler import Profiler
 from tracekit.capture.ranks import RankProgress
 from tracekit.capture.workloads import Workload, WorkloadContext, resolve
 from tracekit.errors import InputError
+from tracekit.results.capture import CaptureNote
+from tracekit.results.vocab import CaptureNoteKind
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
@@ -206,7 +208,7 @@ def run(config: CaptureConfig, out_dir: Path | None = None, progress: RankProgre
     workload = build_workload(config, rank, accelerator.num_processes)
     stage("prepare")
     loader = accelerator.prepare_data_loader(make_dataloader(config, workload), device_placement=False)
-    notes = []
+    notes: list[CaptureNote] = []
     scheduler = [workload.scheduler] if workload.scheduler is not None else []
     if sharding.wanted(cuda):  # accelerate applies FSDP on accelerators only
         model, sharded = sharding.shard(workload.model, workload.optimizer)
@@ -216,9 +218,7 @@ def run(config: CaptureConfig, out_dir: Path | None = None, progress: RankProgre
     else:
         prepared = accelerator.prepare(workload.model, workload.optimizer, *scheduler)
     if "DEEPSPEED" in str(accelerator.distributed_type):
-        notes.append(
-            "DeepSpeed runs the optimizer inside backward hooks: only total step time compares across backends"
-        )
+        notes.append(CaptureNote(kind=CaptureNoteKind.DEEPSPEED_OPTIMIZER))
     prof = Profiler(
         config,
         out_dir=folder,

@@ -17,6 +17,9 @@ from __future__ import annotations
 import os
 from typing import Any, Final
 
+from tracekit.results.capture import CaptureNote
+from tracekit.results.vocab import CaptureNoteKind
+
 __all__ = ["shard", "wanted"]
 
 #: Prefixes FSDP1 and activation checkpointing add to parameter names.
@@ -34,9 +37,9 @@ def _clean(name: str) -> str:
     return name
 
 
-def shard(model: Any, optimizer: Any) -> tuple[Any, str]:
+def shard(model: Any, optimizer: Any) -> tuple[Any, CaptureNote]:
     """``model`` sharded as the FSDP config in the environment says, on CPU, with
-    ``optimizer``'s parameters switched to the sharded ones; and what was applied, in words."""
+    ``optimizer``'s parameters switched to the sharded ones; and the note of what was applied."""
     import torch
     from accelerate.utils import FullyShardedDataParallelPlugin
 
@@ -53,7 +56,7 @@ def shard(model: Any, optimizer: Any) -> tuple[Any, str]:
             if policy is not None and policy(module):
                 fully_shard(module, reshard_after_forward=reshard)
         fully_shard(model, reshard_after_forward=reshard)
-        wrapped, what = model, f"FSDP2 (fully_shard, reshard_after_forward={reshard})"
+        wrapped, what = model, CaptureNote(kind=CaptureNoteKind.FSDP2_ON_CPU, value=str(reshard))
     else:
         from torch.distributed.fsdp import FullyShardedDataParallel
 
@@ -70,8 +73,8 @@ def shard(model: Any, optimizer: Any) -> tuple[Any, str]:
             limit_all_gathers=plugin.limit_all_gathers,
             device_id=torch.device("cpu"),
         )
-        what = f"FSDP {plugin.sharding_strategy.name} (FullyShardedDataParallel)"
+        what = CaptureNote(kind=CaptureNoteKind.FSDP_ON_CPU, value=plugin.sharding_strategy.name)
     sharded = {_clean(n): p for n, p in wrapped.named_parameters()}
     for group in optimizer.param_groups:
         group["params"] = [sharded[names[id(p)]] for p in group["params"]]
-    return wrapped, f"{what}, applied by tracekit on CPU (accelerate applies FSDP on accelerators only)"
+    return wrapped, what

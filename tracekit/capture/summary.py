@@ -31,6 +31,7 @@ from tracekit.capture import files
 from tracekit.capture.memory import ALLOCATED, RESERVED, RSS
 from tracekit.errors import InputError
 from tracekit.results.capture import (
+    CaptureNote,
     CaptureSummary,
     Memory,
     MemorySummary,
@@ -43,6 +44,7 @@ from tracekit.results.capture import (
 )
 from tracekit.results.stats import mean, median, p95
 from tracekit.results.thresholds import STRAGGLER_MIN_SHARE
+from tracekit.results.vocab import CaptureNoteKind, SlowestBy, WorstBy
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
@@ -83,7 +85,7 @@ class PhaseRecord(msgspec.Struct, frozen=True):
     warmup_steps: int = 0
     steps: list[StepRecord] = []
     memory: Memory = msgspec.field(default_factory=Memory)
-    notes: list[str] = []
+    notes: list[CaptureNote] = []
 
 
 def read_phase_files(out_dir: Path) -> list[PhaseRecord]:
@@ -218,7 +220,7 @@ def _memory_summary(per_rank: Sequence[RankPhases]) -> tuple[MemorySummary | Non
     by = None
     if worst is not None:
         device = worst.memory.peak_allocated_bytes is not None
-        by = "peak device memory allocated in the measured steps" if device else "peak RSS (whole process)"
+        by = WorstBy.DEVICE_ALLOCATED if device else WorstBy.RSS
     measured = [r for r in per_rank if measure is not None and r.phase_memory_measure == measure]
     changes = [r.step_memory_change_bytes for r in measured if r.step_memory_change_bytes is not None]
     saved = [r.saved_tensor_bytes_mean for r in per_rank if r.saved_tensor_bytes_mean is not None]
@@ -254,7 +256,8 @@ def _throughput(per_rank: Sequence[RankPhases], *, samples: int | None, world: i
         median_other_pre_collective_mean_ns=median_other,
         lateness_ns=lateness,
         is_straggler=lateness is not None and lateness > STRAGGLER_MIN_SHARE * longest_step,
-        slowest_rank_by="host time before the step's first collective (" + ", ".join(PRE_COLLECTIVE) + ")",
+        slowest_rank_by=SlowestBy.PRE_COLLECTIVE,
+        pre_collective_phases=list(PRE_COLLECTIVE),
         step_mean_ns=longest_step,
         steps_per_s=steps_per_s,
         global_samples_per_s=steps_per_s * samples * world if samples else None,
@@ -268,11 +271,11 @@ def summarize(
     *,
     config: dict[str, Any] | None = None,
     environment: dict[str, Any] | None = None,
-    notes: Sequence[str] = (),
+    notes: Sequence[CaptureNote | str] = (),
 ) -> CaptureSummary:
     """The summary of per-rank phase records; ``config``, ``environment`` and ``notes`` are
-    stored as given (the capture configuration, versions and devices, remarks to show), the
-    records' own notes after them, each once."""
+    stored as given (the capture configuration, versions and devices, remarks to show: a
+    string is a note in the caller's words), the records' own notes after them, each once."""
     if not records:
         raise InputError("no phase timings to summarize")
     records = sorted(records, key=lambda r: r.rank)
@@ -281,7 +284,8 @@ def summarize(
     per_rank = [_rank_phases(rec, names) for rec in records]
     world = max(rec.world_size or 1 for rec in records)
     memory, memory_phases = _memory_summary(per_rank)
-    every_note = dict.fromkeys([*notes, *(n for rec in records for n in rec.notes)])
+    given = [CaptureNote(kind=CaptureNoteKind.TEXT, text=n) if isinstance(n, str) else n for n in notes]
+    every_note = dict.fromkeys([*given, *(n for rec in records for n in rec.notes)])
     return CaptureSummary(
         config=config,
         environment=environment,
@@ -303,7 +307,7 @@ def write_summary(
     *,
     config: dict[str, Any] | None = None,
     environment: dict[str, Any] | None = None,
-    notes: Sequence[str] = (),
+    notes: Sequence[CaptureNote | str] = (),
 ) -> CaptureSummary:
     """Summarize the phase files in ``out_dir`` into ``summary.json``; returns the summary."""
     folder = Path(out_dir)

@@ -61,6 +61,7 @@ from tracekit.results.sweep import (
     dump_sweep,
     load_sweep,
 )
+from tracekit.results.vocab import ProbeStop
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -320,15 +321,15 @@ def _probes(plan: SweepPlan, folder: Path, record: Sweep, starting: Starting | N
     probes: list[ProbeRecord] = []
     for base in bases:
         tried: list[int] = [r.batch_size for r in record.runs if r.probe and Cell(r.values).without(BATCH) == base]
-        stopped = None
+        failed: CellRun | None = None
         while True:
-            failed = [
+            failures = [
                 r
                 for r in record.runs
                 if r.probe and Cell(r.values).without(BATCH) == base and r.status in ("failed", "timeout")
             ]
-            if failed:
-                stopped = f"batch size {failed[-1].batch_size}: {failed[-1].reason}"
+            if failures:
+                failed = failures[-1]
                 break
             size = next_probe(_known(record.runs, base), step=plan.probe_step)
             if size is None:
@@ -340,12 +341,12 @@ def _probes(plan: SweepPlan, folder: Path, record: Sweep, starting: Starting | N
             run = _capture(plan, cell, folder, where, repeat=0)
             tried.append(size)
             record = _save(folder, msgspec.structs.replace(record, runs=[*record.runs, run]))
-        probes.append(_probe_record(base, tried, record.runs, stopped))
+        probes.append(_probe_record(base, tried, record.runs, failed))
         record = _save(folder, msgspec.structs.replace(record, probes=[*probes]))
     return record
 
 
-def _probe_record(base: Cell, tried: list[int], runs: Sequence[CellRun], stopped: str | None) -> ProbeRecord:
+def _probe_record(base: Cell, tried: list[int], runs: Sequence[CellRun], failed: CellRun | None) -> ProbeRecord:
     known = _known(runs, base)
     last_fit, first_oom = probe_bracket(known)
     error = next(
@@ -356,8 +357,11 @@ def _probe_record(base: Cell, tried: list[int], runs: Sequence[CellRun], stopped
         ),
         None,
     )
-    if stopped is None and first_oom is None:
-        stopped = "no batch size fit" if last_fit is None else f"no OOM up to batch size {last_fit}"
+    stopped = None
+    if failed is not None:
+        stopped = ProbeStop.FAILED
+    elif first_oom is None:
+        stopped = ProbeStop.NONE_FIT if last_fit is None else ProbeStop.NO_OOM
     return ProbeRecord(
         base=base.name,
         values=base.values,
@@ -366,5 +370,7 @@ def _probe_record(base: Cell, tried: list[int], runs: Sequence[CellRun], stopped
         first_oom=first_oom,
         error=error,
         stopped=stopped,
+        failed_batch=failed.batch_size if failed is not None else None,
+        failure=failed.reason if failed is not None else None,
         done=True,
     )

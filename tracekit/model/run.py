@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, Literal
 
 import polars as pl
 
@@ -13,6 +13,8 @@ from tracekit.model.schema import GPU_ACTIVITY_KINDS
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence
+
+    from tracekit.model.input_warnings import InputWarning
 
 
 #: Events per slice of :meth:`Run.select_slices`: a few megabytes per column.
@@ -36,6 +38,30 @@ class ProcessGroup:
     description: str = ""
 
 
+#: How a trace's rank was decided (the values of :class:`tracekit.results.vocab.RankSource` but
+#: ``text``, which only an older analysis holds): what the file records (Kineto
+#: ``distributedInfo``, a rank variable or argument of an nsys export), its name, ``--rank``, the
+#: order of the processes of one file, assumed 0 for a single file, or nothing yet.
+RankSourceName = Literal[
+    "distributed_info", "env", "argument", "process_order", "file_name", "override", "assumed_zero", "none"
+]
+
+
+@dataclass(frozen=True)
+class RankFound:
+    """How a trace's rank was decided, and what decided it: ``key`` the environment variable or
+    command-line argument that holds it; ``processes`` and ``pid`` for the process order of one file."""
+
+    kind: RankSourceName
+    key: str | None = None
+    processes: int | None = None
+    pid: int | None = None
+
+
+#: The rank a Kineto trace records in ``distributedInfo``.
+DISTRIBUTED_INFO: Final = RankFound("distributed_info")
+
+
 @dataclass(frozen=True)
 class RankInfo:
     """What a trace file says about the rank that wrote it."""
@@ -45,8 +71,8 @@ class RankInfo:
     world_size: int | None = None
     backend: str | None = None
     devices: tuple[str, ...] = ()
-    #: How the rank was decided: "distributedInfo", "file name" or "--rank".
-    rank_source: str = "distributedInfo"
+    #: How the rank was decided.
+    rank_source: RankFound = DISTRIBUTED_INFO
     #: The format and clock of the file, e.g. "kineto (host us)".
     clock: str = ""
     schema_version: str | None = None
@@ -74,7 +100,7 @@ class RunMeta:
 
     ranks: tuple[RankInfo, ...]
     skipped: tuple[SkippedFile, ...] = ()
-    warnings: tuple[str, ...] = ()
+    warnings: tuple[InputWarning, ...] = ()
 
     @property
     def rank_ids(self) -> list[int]:
@@ -111,7 +137,7 @@ class Run:
     events: pl.DataFrame
     ranks: tuple[RankInfo, ...]
     skipped: tuple[SkippedFile, ...] = ()
-    warnings: tuple[str, ...] = field(default=())
+    warnings: tuple[InputWarning, ...] = field(default=())
     counters: pl.DataFrame = field(default_factory=empty_counters)
     #: the categorized memory timeline (:data:`tracekit.model.counters.CATEGORY_SCHEMA`), when a
     #: ``export_memory_timeline`` file came with the traces or alone

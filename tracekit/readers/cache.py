@@ -35,7 +35,8 @@ import polars as pl
 
 from tracekit import __version__
 from tracekit.model.counters import COUNTER_SCHEMA, empty_counters
-from tracekit.model.run import ProcessGroup  # noqa: TC001  (msgspec reads annotations at run time)
+from tracekit.model.input_warnings import InputWarning  # noqa: TC001  (msgspec reads annotations at run time)
+from tracekit.model.run import ProcessGroup, RankFound  # noqa: TC001
 from tracekit.model.schema import SCHEMA, without_null_columns
 from tracekit.readers.identity import FileIdentity, open_regular, read_regular
 from tracekit.readers.ranks import MAX_RANK
@@ -47,7 +48,7 @@ if TYPE_CHECKING:
 __all__ = ["CACHE_ENV", "CACHE_VERSION", "EventCache", "FileIdentity", "default_cache_dir"]
 
 #: Bump whenever a reader's output (columns, values, rank metadata) or the entry layout changes.
-CACHE_VERSION: Final = 9
+CACHE_VERSION: Final = 10
 #: The environment variable naming the cache root.
 CACHE_ENV: Final = "TRACEKIT_CACHE_DIR"
 #: The largest entry metadata read (a few hundred bytes per rank trace).
@@ -70,11 +71,11 @@ class _Trace(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     world_size: Annotated[int, msgspec.Meta(ge=1, le=MAX_RANK)] | None
     backend: str | None
     schema_version: str | None
-    rank_source: str
+    rank_source: RankFound
     clock: str
     devices: tuple[str, ...]
     process_groups: tuple[ProcessGroup, ...]
-    warnings: tuple[str, ...]
+    warnings: tuple[InputWarning, ...]
     device_memory: tuple[tuple[int, int], ...]
     rows: Annotated[int, msgspec.Meta(ge=0)]
     counter_rows: Annotated[int, msgspec.Meta(ge=0)]

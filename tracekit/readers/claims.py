@@ -7,6 +7,7 @@ makes it after reading every file, :mod:`tracekit.pipeline.shards` after mapping
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any, Final
@@ -14,7 +15,8 @@ from typing import TYPE_CHECKING, Any, Final
 import polars as pl
 
 from tracekit.errors import InputError
-from tracekit.model.run import ProcessGroup, RankInfo, SkippedFile
+from tracekit.model.input_warnings import MISSING_RANGES, InputWarning
+from tracekit.model.run import ProcessGroup, RankFound, RankInfo, SkippedFile
 from tracekit.readers.ranks import rank_from_name
 from tracekit.readers.trace import RankTrace
 
@@ -24,6 +26,8 @@ if TYPE_CHECKING:
     from pathlib import Path
 
 
+#: Nothing decided the rank (yet).
+NOTHING: Final = RankFound("none")
 #: Traces recorded further apart than this are not one job.
 SAME_JOB_MAX_GAP_NS: Final = 10 * 60 * 1_000_000_000
 #: The metadata fields of a rank trace (a claim copies those it has).
@@ -37,7 +41,7 @@ class TraceClaim:
     path: str
     #: the rank the file records, and how it was found there
     rank: int | None
-    rank_source: str
+    rank_source: RankFound
     world_size: int | None
     backend: str | None
     devices: tuple[str, ...]
@@ -45,7 +49,7 @@ class TraceClaim:
     schema_version: str | None
     process_groups: tuple[ProcessGroup, ...]
     device_memory: tuple[tuple[int, int], ...]
-    warnings: tuple[str, ...]
+    warnings: tuple[InputWarning, ...]
     #: an event with a duration, or memory counters: something to analyze
     has_content: bool
     #: the first start and last end of its events (None without events)
@@ -62,7 +66,7 @@ class TraceClaim:
         said = {f.name: getattr(trace, f.name) for f in fields(cls) if f.name in _TRACE_FIELDS}  # what the file said
         return cls(**said, has_content=_has_content(trace), span=span)
 
-    def info(self, rank: int, how: str) -> RankInfo:
+    def info(self, rank: int, how: RankFound) -> RankInfo:
         """The rank's metadata, once its rank is decided."""
         decided: dict[str, Any] = {"rank": rank, "source": self.path, "rank_source": how}
         return RankInfo(**decided, **{f.name: getattr(self, f.name) for f in fields(RankInfo) if f.name not in decided})
@@ -91,7 +95,7 @@ class Resolved:
     assigned: dict[TraceKey, int]
     skipped: list[SkippedFile]
     #: the files' own warnings (once per file) and the ranks outside or missing from the world
-    warnings: list[str]
+    warnings: list[InputWarning]
 
 
 def resolve(
@@ -137,7 +141,9 @@ def resolve(
             raise InputError("--ranks selects none of the ranks present")
         assigned = {key: r for key, r in assigned.items() if r in ranks}
     infos.sort(key=lambda i: i.rank)
-    warnings = list(dict.fromkeys(f"{c.path}: {w}" for c in good.values() for w in c.warnings))  # once per file
+    warnings = list(  # once per file
+        dict.fromkeys(dataclasses.replace(w, path=c.path) for c in good.values() for w in c.warnings)
+    )
     return Resolved(
         infos=infos,
         assigned=assigned,
@@ -180,18 +186,18 @@ def _assign_ranks(
 
 
 def rank_for(
-    path: str | Path, *, override: int | None, recorded: tuple[int | None, str] = (None, ""), alone: bool
-) -> tuple[int, str] | None:
+    path: str | Path, *, override: int | None, recorded: tuple[int | None, RankFound] = (None, NOTHING), alone: bool
+) -> tuple[int, RankFound] | None:
     """A file's rank and how it was decided: --rank, what the file records, its name, or 0 for a
     single file; None when nothing decides it."""
     if override is not None:
-        return override, "--rank"
+        return override, RankFound("override")
     if recorded[0] is not None:
         return recorded[0], recorded[1]
     if (named := rank_from_name(path)) is not None:
-        return named, "file name"
+        return named, RankFound("file_name")
     if alone:
-        return 0, "assumed 0 (a single file without a rank; set it with --rank)"
+        return 0, RankFound("assumed_zero")
     return None
 
 
@@ -212,10 +218,10 @@ def _check_one_job(infos: list[RankInfo], spans: dict[int, tuple[int, int] | Non
             )
 
 
-def _rank_warnings(infos: list[RankInfo], *, selected: bool) -> list[str]:
+def _rank_warnings(infos: list[RankInfo], *, selected: bool) -> list[InputWarning]:
     """Ranks outside the world their files claim, and (unless ``selected``) ranks missing from it."""
     out = [
-        f"{i.source}: rank {i.rank} is outside the world of {i.world_size} ranks its file records"
+        InputWarning(kind="rank_outside_world", path=i.source, rank=i.rank, world_size=i.world_size)
         for i in infos
         if i.world_size is not None and i.rank >= i.world_size
     ]
@@ -226,11 +232,7 @@ def _rank_warnings(infos: list[RankInfo], *, selected: bool) -> list[str]:
         gaps = [(a + 1, b - 1) for a, b in itertools.pairwise([-1, *present, world]) if b - a > 1]
         missing = sum(b - a + 1 for a, b in gaps)
         if missing:
-            shown = ", ".join(f"{a}" if a == b else f"{a}-{b}" for a, b in gaps[:12])
-            shown += f" and {len(gaps) - 12} more ranges" if len(gaps) > 12 else ""
-            out.append(
-                f"{missing} of the {world} ranks of this world have no trace here "
-                f"({'rank' if missing == 1 else 'ranks'} {shown}): "
-                "cross-rank figures cover only the ranks present"
-            )
+            kept = tuple(gaps[:MISSING_RANGES])
+            more = len(gaps) - len(kept)
+            out.append(InputWarning(kind="missing_ranks", count=missing, world_size=world, ranges=kept, more=more))
     return out

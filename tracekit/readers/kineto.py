@@ -30,6 +30,7 @@ import msgspec
 import polars as pl
 
 from tracekit.errors import TraceReadError
+from tracekit.model.input_warnings import InputWarning
 from tracekit.model.run import ProcessGroup
 from tracekit.readers import kineto_native
 from tracekit.readers.compressed import GZIP_ERRORS, data_bytes, read_bytes
@@ -222,7 +223,7 @@ def _first(fields: list[Any], name: str) -> Any:
 def _read_whole(path: Path) -> RankTrace:
     """``path`` decoded in one piece (leniently when the typed decoder rejects it)."""
     data = utf8(read_bytes(path), path)
-    notes: tuple[str, ...] = ()
+    notes: tuple[InputWarning, ...] = ()
     try:
         trace: Any = DECODER.decode(data)
     except msgspec.ValidationError:
@@ -250,7 +251,7 @@ def _rank_trace(
     info: Any,
     props: Any,
     version: Any,
-    notes: tuple[str, ...],
+    notes: tuple[InputWarning, ...],
 ) -> RankTrace:
     """The rank trace of ``path`` from its prepared chunks and the fields of its document."""
     info = info if isinstance(info, dict) else {}
@@ -258,7 +259,7 @@ def _rank_trace(
     events, counters, dropped = finish(prepared, memory)
     rank, rank_problem = _distributed_int(info, "rank", lowest=0)
     world_size, world_problem = _distributed_int(info, "world_size", lowest=1)
-    problems = tuple(p for p in (rank_problem, world_problem) if p)
+    problems = tuple(p for p in (rank_problem, world_problem) if p is not None)
     return RankTrace(
         path=str(path),
         events=events,
@@ -348,7 +349,7 @@ def process_groups(config: Any) -> tuple[ProcessGroup, ...]:
     return tuple(groups)
 
 
-def _decode_loose(data: bytes, path: Path) -> tuple[Any, tuple[str, ...]]:
+def _decode_loose(data: bytes, path: Path) -> tuple[Any, tuple[InputWarning, ...]]:
     """The trace decoded leniently (any JSON type in any field), and what had to be left out.
 
     When even that fails (an entry of ``traceEvents`` that is not an object, ``args`` that
@@ -373,9 +374,9 @@ def _decode_loose(data: bytes, path: Path) -> tuple[Any, tuple[str, ...]]:
     events, not_events, bad_args = _salvage(items)
     notes = []
     if not_events:
-        notes.append(f"{not_events} entries of traceEvents are not events (not JSON objects); they were left out")
+        notes.append(InputWarning(kind="not_events", count=not_events))
     if bad_args:
-        notes.append(f"{bad_args} event(s) have args that are not a JSON object; they were read without their args")
+        notes.append(InputWarning(kind="bad_args", count=bad_args))
     if isinstance(trace, list):
         return events, tuple(notes)
     loose = LooseTrace(
@@ -414,15 +415,14 @@ def _json_problem(exc: msgspec.DecodeError) -> str:
     return f"not valid JSON ({text})"
 
 
-def _distributed_int(info: dict[str, Any], key: str, *, lowest: int) -> tuple[int | None, str]:
+def _distributed_int(info: dict[str, Any], key: str, *, lowest: int) -> tuple[int | None, InputWarning | None]:
     """``distributedInfo[key]`` when it is a whole number from ``lowest`` to :data:`MAX_RANK`, and
-    else None with a sentence saying why it was not used (empty when the key is absent)."""
+    else None with the warning that it was not used (None when the key is absent)."""
     value = info.get(key)
     if value is None:
-        return None, ""
+        return None, None
     if isinstance(value, float) and value.is_integer():
         value = int(value)
     if is_rank(value) and value >= lowest:
-        return value, ""
-    shown = repr(value)[:40]
-    return None, f"distributedInfo.{key} is {shown}, which is not a {key.replace('_', ' ')}; it was ignored"
+        return value, None
+    return None, InputWarning(kind="bad_distributed_info", key=key, value=repr(value)[:40])

@@ -18,6 +18,7 @@ from tracekit.errors import InputError
 from tracekit.model.classify import classify_run
 from tracekit.model.comm_evidence import user_kernel_pattern
 from tracekit.model.counters import empty_categories, empty_counters
+from tracekit.model.input_warnings import InputWarning
 from tracekit.model.run import RankInfo, Run, RunMeta, SkippedFile
 from tracekit.model.schema import GPU_ACTIVITY_KINDS, empty_events, without_null_columns
 from tracekit.model.taxonomy import HOST_BACKENDS
@@ -216,7 +217,7 @@ def _timelines_alone(timelines: Sequence[Path], *, rank: int | None) -> Run:
     return Run(
         events=empty_events(),
         ranks=tuple(infos),
-        warnings=("memory timelines only: no trace events, so no time breakdown or verdict; memory is reported",),
+        warnings=(InputWarning(kind="memory_only"),),
         memory_categories=pl.concat([empty_categories(), *frames], how="vertical"),
     )
 
@@ -238,7 +239,7 @@ def collective_counts(events: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def collective_warnings(infos: list[RankInfo], counts: pl.DataFrame) -> list[str]:
+def collective_warnings(infos: list[RankInfo], counts: pl.DataFrame) -> list[InputWarning]:
     """A distributed GPU run whose kernels match no collective is a bug to surface.
 
     Not on a host backend (gloo, mpi: the CPU runs the collectives, the GPU only copies to and
@@ -256,8 +257,8 @@ def collective_warnings(infos: list[RankInfo], counts: pl.DataFrame) -> list[str
             continue
         if row["coll_host"] > 0 or (info.world_size or 1) > 1:
             out.append(
-                f"rank {info.rank}: distributed run (world size {info.world_size}, "
-                f"{row['coll_host']} host-side collective ops) but no GPU kernel was recognized as "
-                "communication; communication time will read as zero (name its kernels with --comm-kernel REGEX)"
+                InputWarning(
+                    kind="no_comm_kernels", rank=info.rank, world_size=info.world_size, count=int(row["coll_host"])
+                )
             )
     return out

@@ -35,6 +35,7 @@ import polars as pl
 
 from tracekit.errors import TraceReadError
 from tracekit.model.classify import with_category
+from tracekit.model.run import RankFound
 from tracekit.model.schema import GPU_ACTIVITY_KINDS, GPU_KINDS, SCHEMA, UNNAMED
 from tracekit.readers.columns import rows_frame
 from tracekit.readers.nsys_memory import memory_rows
@@ -355,12 +356,11 @@ def _split_ranks(events: pl.DataFrame, memory: pl.DataFrame, meta: ExportMeta, n
         procs = pl.DataFrame({"pid": [main], "devices": [[]]}, schema={"pid": pl.Int64, "devices": pl.List(pl.Int32)})
     count = procs.height
     if count > 1:
-        ranks: list[tuple[int | None, str]] = [
-            (index, f"process order by GPU (one file, {count} processes; pid {pid})")
-            for index, pid in enumerate(procs["pid"])
+        ranks: list[tuple[int | None, RankFound]] = [
+            (index, RankFound("process_order", processes=count, pid=pid)) for index, pid in enumerate(procs["pid"])
         ]
     else:  # a lone process: what the export or its name says, else load_run decides
-        ranks = [rank_hint(meta, name) or (None, "none recorded")]
+        ranks = [rank_hint(meta, name) or (None, RankFound("none"))]
     by_pid = events.partition_by("pid", as_dict=True, maintain_order=True)
     memory_by_pid = memory.partition_by("pid", as_dict=True, maintain_order=True, include_key=False)
     traces = []

@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Final, TypeGuard
 import polars as pl
 
 from tracekit.errors import TraceReadError
+from tracekit.model.input_warnings import InputWarning
+from tracekit.model.run import RankFound
 from tracekit.readers.columns import rows_frame
 from tracekit.readers.plausible import MAX_NS
 from tracekit.readers.ranks import is_rank, rank_from_name
@@ -104,28 +106,25 @@ class ExportMeta:
     gpu_memory: dict[int, int] = field(default_factory=dict)
     #: (pid, CUDA device id) -> GPU id (TARGET_INFO_CUDA_DEVICE).
     cuda_devices: dict[tuple[int, int], int] = field(default_factory=dict)
-    #: What the export records that cannot be right and was ignored, in words.
-    problems: tuple[str, ...] = ()
+    #: What the export records that cannot be right and was ignored.
+    problems: tuple[InputWarning, ...] = ()
 
 
 def read_meta(db: Export) -> ExportMeta:
     """Session start, schema version, recorded environment and arguments, GPUs."""
     epoch = None
-    problems = []
+    problems: list[InputWarning] = []
     if "utcEpochNs" in db.columns("TARGET_INFO_SESSION_START_TIME"):
         rows = db.query("SELECT utcEpochNs FROM TARGET_INFO_SESSION_START_TIME WHERE utcEpochNs IS NOT NULL")
         value = rows[0][0] if rows else None
         if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_NS:
             epoch = value
         elif value is not None:
-            problems.append(
-                f"the session start time (utcEpochNs) is {str(value)[:40]!r}, not a time: it was ignored, "
-                "so this file's clock is not aligned with other files"
-            )
+            problems.append(InputWarning(kind="bad_session_start", value=repr(str(value)[:40])))
     env = _environment(db)
     for var in (*RANK_ENV, "LOCAL_RANK", "WORLD_SIZE"):
         if var in env and _as_rank(env[var]) is None:
-            problems.append(f"the recorded {var}={env[var][:40]!r} is not a rank number; it was ignored")
+            problems.append(InputWarning(kind="bad_rank_env", key=var, value=repr(env[var][:40])))
     return ExportMeta(
         epoch_ns=epoch,
         problems=tuple(problems),
@@ -204,7 +203,7 @@ def _as_rank(text: str | None) -> int | None:
     return value if is_rank(value) else None
 
 
-def rank_hint(meta: ExportMeta, name: str) -> tuple[int, str] | None:
+def rank_hint(meta: ExportMeta, name: str) -> tuple[int, RankFound] | None:
     """The rank of a single-process export, and where it came from, if anything says.
 
     In order: a recorded rank variable (``RANK``, or an MPI launcher's), a ``--rank``
@@ -213,15 +212,15 @@ def rank_hint(meta: ExportMeta, name: str) -> tuple[int, str] | None:
     args = " ".join(meta.args)
     for var in RANK_ENV:
         if (rank := _as_rank(meta.env.get(var))) is not None:
-            return rank, f"{var} env"
+            return rank, RankFound("env", key=var)
     if (match := _RANK_ARG.search(args)) and is_rank(int(match[1])):
-        return int(match[1]), "--rank argument"
+        return int(match[1]), RankFound("argument", key="--rank")
     if (named := rank_from_name(name)) is not None:
-        return named, "file name"
+        return named, RankFound("file_name")
     if (rank := _as_rank(meta.env.get("LOCAL_RANK"))) is not None:
-        return rank, "LOCAL_RANK env"
+        return rank, RankFound("env", key="LOCAL_RANK")
     if (match := _LOCAL_RANK_ARG.search(args)) and is_rank(int(match[1])):
-        return int(match[1]), "--local_rank argument"
+        return int(match[1]), RankFound("argument", key="--local_rank")
     return None
 
 

@@ -23,9 +23,14 @@ largest overshoot among the real traces in the test corpus is a 13 s ``ProfilerS
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 import polars as pl
+
+from tracekit.model.input_warnings import DroppedEvent, InputWarning
+
+if TYPE_CHECKING:
+    from tracekit.model.input_warnings import DropReasonName
 
 #: Two events further apart than this are not one recording (ns).
 FAR_NS: Final = 10 * 60 * 1_000_000_000
@@ -33,10 +38,17 @@ FAR_NS: Final = 10 * 60 * 1_000_000_000
 SPREAD_FACTOR: Final = 40
 
 #: The reasons an event is dropped, in the order they are tested.
-NO_TIME: Final = "no numeric time"
-NO_EXTENT: Final = "no duration"
-NEGATIVE: Final = "a negative duration"
-FAR: Final = "a time far outside the rest of the rank"
+NO_TIME: Final[DropReasonName] = "no_time"
+NO_EXTENT: Final[DropReasonName] = "no_extent"
+NEGATIVE: Final[DropReasonName] = "negative"
+FAR: Final[DropReasonName] = "far"
+#: Each reason in the words of an error (the reports write their own from the warning).
+_REASONS: Final[dict[DropReasonName, str]] = {
+    NO_TIME: "no numeric time",
+    NO_EXTENT: "no duration",
+    NEGATIVE: "a negative duration",
+    FAR: "a time far outside the rest of the rank",
+}
 
 
 @dataclass(frozen=True)
@@ -44,8 +56,8 @@ class Dropped:
     """What :func:`screen` dropped from one file's rows: counts by reason and one example."""
 
     count: int = 0
-    reasons: dict[str, int] = field(default_factory=dict)
-    example: str = ""
+    reasons: dict[DropReasonName, int] = field(default_factory=dict)
+    example: DroppedEvent | None = None
 
     def __add__(self, other: Dropped) -> Dropped:
         reasons = dict(self.reasons)
@@ -53,16 +65,21 @@ class Dropped:
             reasons[reason] = reasons.get(reason, 0) + n
         return Dropped(self.count + other.count, reasons, self.example or other.example)
 
-    def warnings(self) -> tuple[str, ...]:
+    def warnings(self) -> tuple[InputWarning, ...]:
         """The run's warning about these drops (the file is named by the caller), if any."""
-        return (self.message(),) if self.count else ()
+        if not self.count:
+            return ()
+        reasons = tuple(self.reasons.items())
+        return (InputWarning(kind="dropped_events", count=self.count, reasons=reasons, example=self.example),)
 
     def message(self) -> str:
-        """One sentence for the run's warnings (the file is named by the caller)."""
-        by_reason = ", ".join(f"{n} with {reason}" for reason, n in self.reasons.items())
+        """These drops in the words of an error (a file none of whose events can be used; the
+        reports write a warning's words from its figures)."""
+        by_reason = ", ".join(f"{n} with {_REASONS[reason]}" for reason, n in self.reasons.items())
+        example = "" if self.example is None else f", e.g. {_said(self.example)}"
         return (
-            f"dropped {self.count} event(s) whose times cannot be right ({by_reason}), "
-            f"e.g. {self.example}; the analysis does not use them"
+            f"dropped {self.count} event(s) whose times cannot be right ({by_reason}){example}; "
+            "the analysis does not use them"
         )
 
 
@@ -159,15 +176,26 @@ def _window(df: pl.DataFrame, starts: pl.Expr, unit_ns: float) -> Window | None:
     return Window(center, max(SPREAD_FACTOR * float(spread or 0.0), FAR_NS / unit_ns))
 
 
-def _example(df: pl.DataFrame, flags: pl.DataFrame, row: int, start: float, end: float, *, unit: str) -> str:
-    """The dropped event at ``row``, in words (``start`` and ``end``: its times in ``unit``)."""
+def _example(df: pl.DataFrame, flags: pl.DataFrame, row: int, start: float, end: float, *, unit: str) -> DroppedEvent:
+    """The dropped event at ``row`` (``start`` and ``end``: its times in ``unit``)."""
     name = df["name"][row] if "name" in df.columns else None
-    label = "an unnamed event" if name is None else repr(_short(str(name)))
+    shown = None if name is None else _short(str(name))
     if flags["no_time"][row]:
-        return f"{label} with no usable start time"
+        return DroppedEvent(name=shown, reason=NO_TIME, unit=unit)
     if flags["no_extent"][row]:
-        return f"{label} at {_num(start)} {unit} without a duration"
-    return f"{label} at {_num(start)} {unit} lasting {_num(end - start)} {unit}"
+        return DroppedEvent(name=shown, reason=NO_EXTENT, unit=unit, start=start)
+    reason: DropReasonName = NEGATIVE if flags["negative"][row] else FAR
+    return DroppedEvent(name=shown, reason=reason, unit=unit, start=start, duration=end - start)
+
+
+def _said(e: DroppedEvent) -> str:
+    """An example of a dropped event in the words of an error."""
+    label = "an unnamed event" if e.name is None else repr(e.name)
+    if e.reason == NO_TIME:
+        return f"{label} with no usable start time"
+    if e.duration is None:
+        return f"{label} at {_num(e.start or 0.0)} {e.unit} without a duration"
+    return f"{label} at {_num(e.start or 0.0)} {e.unit} lasting {_num(e.duration)} {e.unit}"
 
 
 def _num(value: float) -> str:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from tracekit.reports import capture_words as cw
 from tracekit.reports.document import Document, Head, Section, Table
 from tracekit.reports.tables import ms, pct
 from tracekit.results.thresholds import STRAGGLER_MIN_SHARE
@@ -19,7 +20,6 @@ if TYPE_CHECKING:
 
 __all__ = ["ab_document", "ab_table", "capture_document", "capture_tables"]
 
-_PRE_COLLECTIVE = "host time before the step's first collective"
 #: What the phase deltas measure, in words.
 _MEASURES = {"allocated_bytes": "device memory allocated", "rss_bytes": "host resident memory (RSS)"}
 
@@ -161,7 +161,7 @@ def _worst(memory: MemorySummary) -> str:
     largest = "largest over ranks: " + (", ".join(parts) or "-")
     if memory.worst_rank is None:
         return largest
-    return f"rank {memory.worst_rank} has the highest {memory.worst_rank_by or 'peak'}; {largest}"
+    return f"rank {memory.worst_rank} has the highest {cw.worst_by(memory)}; {largest}"
 
 
 def _facts(summary: CaptureSummary) -> Table:
@@ -175,7 +175,7 @@ def _facts(summary: CaptureSummary) -> Table:
         median = t.median_other_pre_collective_mean_ns
         slowest = (
             f"rank {t.slowest_rank}, the last to arrive: {ms(t.slowest_rank_pre_collective_mean_ns)} ms per step of "
-            f"{t.slowest_rank_by or _PRE_COLLECTIVE}"
+            f"{cw.slowest_by(t)}"
             + (f", against a median of {ms(median)} ms on the others" if median is not None else "")
         )
     rows = [
@@ -195,7 +195,7 @@ def _facts(summary: CaptureSummary) -> Table:
                     f"at most {mib(memory.saved_tensor_bytes_max)}",
                 )
             )
-    rows += [("note", note) for note in summary.notes]
+    rows += [("note", cw.capture_note(note)) for note in summary.notes]
     return Table(
         "capture_facts",
         "Capture summary: throughput and stragglers",

@@ -107,7 +107,7 @@ def phases(c: Comparison) -> Chart | None:
     deltas = [(m.delta or 0.0) / sc.factor for m in rows]
     plus: list[JSON] = [((m.ci.high - (m.delta or 0.0)) / sc.factor) if m.ci else 0.0 for m in rows]
     minus: list[JSON] = [(((m.delta or 0.0) - m.ci.low) / sc.factor) if m.ci else 0.0 for m in rows]
-    labels: list[JSON] = [("step (total)" if m is c.step else m.label) for m in rows]
+    labels: list[JSON] = [("step (total)" if m is c.step else ct.measure_label(m)) for m in rows]
     data = [
         _trace(
             "scatter",

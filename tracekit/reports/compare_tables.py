@@ -27,12 +27,12 @@ SOURCE_ROWS: Final = 4
 
 def _measure_rows(c: Comparison, rows: Sequence[Measure], *, first: str = "measure") -> Table:
     """Label, A, B, delta, delta %, interval, change (and note, when a row has one)."""
-    notes, per = any(m.note for m in rows), c.noise.unit
+    notes, per = any(m.note is not None for m in rows), c.noise.unit
     body = []
     for m in rows:
         s = ct.of(m, per=per)
         cells = [
-            m.label,
+            ct.measure_label(m),
             s.show(m.a),
             s.show(m.b),
             s.show(m.delta, sign=True, delta=True),
@@ -40,7 +40,7 @@ def _measure_rows(c: Comparison, rows: Sequence[Measure], *, first: str = "measu
             ct.interval(m, per=per),
             m.change.value,
         ]
-        body.append((*cells, m.note or "") if notes else tuple(cells))
+        body.append((*cells, ct.measure_note(m)) if notes else tuple(cells))
     columns = [first, c.a.label, c.b.label, "delta", "delta %", "interval", "change", *(["note"] if notes else [])]
     return Table(
         "",
@@ -76,7 +76,7 @@ def phases(c: Comparison) -> Table:
         hw = ct.half_width(m)
         rows.append(
             (
-                m.label,
+                ct.measure_label(m),
                 s.show(m.a),
                 s.show(m.b),
                 s.show(m.delta, sign=True, delta=True),

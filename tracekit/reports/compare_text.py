@@ -13,7 +13,17 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
-from tracekit.results.vocab import Change, GateOutcome, NoiseMethod, SyncMeasure, Unit, WarningKind
+from tracekit.results.vocab import (
+    PHASE_PREFIX,
+    Change,
+    GateOutcome,
+    MeasureNote,
+    NoiseMethod,
+    PeakSource,
+    SyncMeasure,
+    Unit,
+    WarningKind,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Sequence
@@ -98,7 +108,7 @@ def scale(unit: Unit, values: Iterable[float | None], *, per: str = "step") -> S
         return Scale(factor, suffix)
     if unit is Unit.PCT:
         return Scale(1.0, "%", delta_suffix=" pp", space=False)
-    if unit is Unit.PER_S:
+    if unit in (Unit.PER_S, Unit.SAMPLES_PER_S):
         return Scale(1.0, "/s", space=False)
     return Scale(1.0, f"/{per_unit(per)}", space=False)
 
@@ -132,6 +142,55 @@ def pct(value: float | None, *, sign: bool = True) -> str:
     return "-" if value is None else f"{value:{'+' if sign else ''}.1f}%"
 
 
+#: The name of each run-level measure, by key (throughput, peak memory, ranks and phases are
+#: named by :func:`measure_label`).
+MEASURE_NAMES: Final = {
+    "step": "step time",
+    "syncs": "syncs per step",
+    "compute_pct": "compute share",
+    "comm_pct": "communication share",
+    "memory_pct": "memory-op share",
+    "idle_pct": "idle share",
+    "exposed_comm": "exposed communication per step",
+    "overlap_pct": "comm/compute overlap",
+    "peak_reserved": "peak memory reserved (worst rank)",
+    "peak_gap": "reserved but unallocated at the peak (worst rank)",
+}
+#: Peak memory, by where it was read (None: nowhere).
+PEAK_NAMES: Final[dict[PeakSource | None, str]] = {
+    PeakSource.COUNTERS: "peak memory allocated (worst rank, profiler counters)",
+    PeakSource.CAPTURE_ALLOCATED: "peak memory allocated (worst rank, capture)",
+    PeakSource.CAPTURE_RSS: "peak memory RSS (worst rank, capture)",
+    None: "peak memory",
+}
+#: The remark beside a measure, by :class:`MeasureNote`.
+MEASURE_NOTES: Final = {
+    MeasureNote.ONE_SIDE: "measured on one side only",
+    MeasureNote.NEITHER_SIDE: "measured on neither side",
+    MeasureNote.ONCE_PER_RUN: "measured once per run: no interval",
+    MeasureNote.WHOLE_TRACE: "over each rank's whole trace (no steps): no interval",
+}
+
+
+def measure_label(m: Measure | GateResult) -> str:
+    """What a measure (or the measure a gate condition read) is called: 'step time', 'rank 3', 'forward'."""
+    key = m.key
+    if key.startswith("phase:"):
+        return key.removeprefix("phase:").removeprefix(PHASE_PREFIX)
+    if key.startswith("rank:"):
+        return f"rank {key.removeprefix('rank:')}"
+    if key == "throughput":
+        return f"throughput ({'samples/s' if m.unit is Unit.SAMPLES_PER_S else 'steps/s'}, slowest rank per step)"
+    if key == "peak_memory":
+        return PEAK_NAMES[m.peak_of]
+    return MEASURE_NAMES.get(key, key)
+
+
+def measure_note(m: Measure) -> str:
+    """The remark beside a measure ('measured once per run: no interval'); '' when none."""
+    return "" if m.note is None else MEASURE_NOTES[m.note]
+
+
 def change(m: Measure, *, per: str = "step", detectable: bool = True) -> str:
     """What happened to a measure, with its amount and interval.
 
@@ -141,7 +200,7 @@ def change(m: Measure, *, per: str = "step", detectable: bool = True) -> str:
     s = of(m, per=per)
     rel = "" if m.delta_pct is None else f" ({pct(m.delta_pct)})"
     ci = "" if m.ci is None else f", {level(m)} CI {interval(m, per=per)}"
-    note = "" if not m.note else f" ({m.note})"
+    note = "" if m.note is None else f" ({measure_note(m)})"
     if m.change in MOVED and m.delta is not None:
         pm = "" if (hw := half_width(m)) is None else f" ± {s.bare(hw)}"
         return f"{m.change.value} by {s.show(abs(m.delta), delta=True)}{pm}{rel}{ci}{note}"
@@ -167,14 +226,14 @@ def measure_line(m: Measure, *, per: str = "step") -> str:
     """One measure on one line: 'forward +0.31 ms ± 0.05 (+0.03% of the step) slower'."""
     s = of(m, per=per)
     if m.delta is None:
-        return f"{m.label}: {change(m, per=per, detectable=False)}"
+        return f"{measure_label(m)}: {change(m, per=per, detectable=False)}"
     pm = "" if (hw := half_width(m)) is None else f" ± {s.bare(hw)}"
     if m.step_pct is not None:
         rel = f" ({m.step_pct:+.2f}% of the step)"
     else:
         rel = "" if m.delta_pct is None else f" ({pct(m.delta_pct)})"
-    note = "" if not m.note else f" ({m.note})"
-    return f"{m.label} {s.show(m.delta, sign=True, delta=True)}{pm}{rel} {m.change.value}{note}"
+    note = "" if m.note is None else f" ({measure_note(m)})"
+    return f"{measure_label(m)} {s.show(m.delta, sign=True, delta=True)}{pm}{rel} {m.change.value}{note}"
 
 
 def step_title(c: Comparison) -> str:
@@ -323,7 +382,7 @@ def gate_message(g: GateResult) -> str:
         else ""
     )
     said, limit = _OUTCOMES[g.outcome]
-    return f"{said}: {g.label} {gate_observed(g)}{interval}" + ("" if limit is None else limit + gate_limit(g))
+    return f"{said}: {measure_label(g)} {gate_observed(g)}{interval}" + ("" if limit is None else limit + gate_limit(g))
 
 
 def gate_line(g: GateResult) -> str:

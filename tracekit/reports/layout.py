@@ -17,6 +17,7 @@ from tracekit.reports import tables as tb
 from tracekit.reports.capture_tables import capture_tables
 from tracekit.reports.document import Document, Format, Head, Line, Section, Table, Tone, View, only
 from tracekit.reports.gains_table import gains_table
+from tracekit.reports.input_words import run_warning
 from tracekit.reports.sentences import write_analysis
 
 if TYPE_CHECKING:
@@ -314,7 +315,7 @@ def analysis_document(a: Analysis, view: View) -> Document:
     )
     notes: tuple[Line, ...] = (Line(run_line, lead="tracekit analysis"),)
     notes += tuple(Line(f"skipped {s.path}: {s.reason}", Tone.WARN) for s in a.run.skipped)
-    notes += tuple(Line(f"warning: {w}", Tone.WARN) for w in a.run.warnings)
+    notes += tuple(Line(f"warning: {run_warning(w)}", Tone.WARN) for w in a.run.warnings)
     footer = (
         f"tracekit {a.tracekit_version} · analysis schema {a.schema_version} · "
         "every number, for every rank and step, is in the JSON report"

@@ -9,9 +9,12 @@ from typing import TYPE_CHECKING, Final
 from tracekit.reports import compare_text as ct
 from tracekit.reports.document import Table
 from tracekit.reports.tables import ms
+from tracekit.results.vocab import CapacitySource, MatrixNoteKind, ProbeStop
 
 if TYPE_CHECKING:
-    from tracekit.results.sweep import MatrixRow, SweepMatrix
+    from collections.abc import Callable
+
+    from tracekit.results.sweep import MatrixNote, MatrixRow, ProbeRecord, SweepMatrix
 
 __all__ = ["DEEPSPEED_CAVEAT", "best_line", "cells_table", "failures_table", "lines", "probes_table", "title"]
 
@@ -21,6 +24,43 @@ DEEPSPEED_CAVEAT: Final = (
     "DeepSpeed runs its optimizer work inside backward hooks (ZeRO's gradient partitioning and step fuse into "
     "backward): per-phase shares do not compare across backends, only total step time and samples/s do."
 )
+
+
+#: What the memory headroom is a share of, by :class:`CapacitySource`.
+CAPACITIES: Final = {CapacitySource.DEVICE: "device memory", CapacitySource.BUDGET: "memory budget"}
+#: Why a probe ended without finding an OOM, from its record.
+PROBE_STOPS: Final[dict[ProbeStop, Callable[[ProbeRecord], str]]] = {
+    ProbeStop.FAILED: lambda p: f"batch size {p.failed_batch}: {p.failure}",
+    ProbeStop.NONE_FIT: lambda _: "no batch size fit",
+    ProbeStop.NO_OOM: lambda p: f"no OOM up to batch size {p.last_fit}",
+}
+#: The remarks beside the matrix, from their figures.
+MATRIX_NOTES: Final[dict[MatrixNoteKind, Callable[[MatrixNote], str]]] = {
+    MatrixNoteKind.NO_CAPACITY: lambda _: (
+        "no memory capacity known (CPU run without --mem-budget-gb): the headroom is not checked"
+    ),
+    MatrixNoteKind.CPU_RSS: lambda _: (
+        "CPU run: peak memory is the worst rank's peak RSS of its whole process (torch included)"
+    ),
+    MatrixNoteKind.UNFINISHED: lambda n: (
+        f"the sweep did not finish: {n.ran} of {n.cells} cells ran (--resume continues it)"
+    ),
+}
+
+
+def capacity(m: SweepMatrix) -> str:
+    """What the headroom is a share of ('device memory'); '' when no capacity is known."""
+    return "" if m.capacity_source is None else CAPACITIES[m.capacity_source]
+
+
+def probe_stop(p: ProbeRecord) -> str:
+    """Why a probe ended without finding an OOM ('no OOM up to batch size 24'); '' when it found one."""
+    return "" if p.stopped is None else PROBE_STOPS[p.stopped](p)
+
+
+def matrix_note(n: MatrixNote) -> str:
+    """One remark beside the matrix, in words."""
+    return MATRIX_NOTES[n.kind](n)
 
 
 def _gib(value: float | None) -> str:
@@ -68,7 +108,7 @@ def cells_table(m: SweepMatrix) -> Table:
     """One row per cell: backend, batch, step time, throughput, memory, verdict, status, probe."""
     cuda = _cuda(m)
     memory = ("peak alloc GiB", "peak reserved GiB", "gap GiB") if cuda else ("peak RSS GiB",)
-    share = (f"% of {m.capacity_source}",) if m.capacity_source else ()
+    share = (f"% of {capacity(m)}",) if m.capacity_source else ()
     probe = ("probe fit / OOM",) if m.probes else ()
     axes = tuple(a.key for a in m.grid if a.key != "batch_size")
     columns = (*axes, "backend", "batch/rank", "global batch", "ms/step", "samples/s", *memory, *share)
@@ -102,7 +142,7 @@ def cells_table(m: SweepMatrix) -> Table:
     caption = (
         f"ms/step: the slowest rank's mean step, over {m.repeats} repeat(s); samples/s: global batch over it. "
         f"Memory: the worst rank's peaks"
-        + (f"; % of {m.capacity_source}: {what} over {_gib(m.capacity_bytes)} GiB" if m.capacity_source else "")
+        + (f"; % of {capacity(m)}: {what} over {_gib(m.capacity_bytes)} GiB" if m.capacity_source else "")
         + ("; probe: the largest batch per rank that fit / the first that ran out of memory" if probe else "")
         + "."
     )
@@ -130,7 +170,7 @@ def probes_table(m: SweepMatrix) -> Table:
             ", ".join(map(str, p.tried)) or "-",
             "-" if p.last_fit is None else str(p.last_fit),
             "-" if p.first_oom is None else str(p.first_oom),
-            p.error or p.stopped or "-",
+            p.error or probe_stop(p) or "-",
         )
         for p in m.probes
     )
@@ -147,7 +187,7 @@ def probes_table(m: SweepMatrix) -> Table:
 def best_line(m: SweepMatrix) -> str:
     """The best cell under the headroom and its margin over the runner-up, with the interval."""
     room = (
-        f"leaving {m.headroom_pct:g}% of {m.capacity_source} free"
+        f"leaving {m.headroom_pct:g}% of {capacity(m)} free"
         if m.capacity_source
         else "(no memory capacity known: headroom not checked)"
     )
@@ -168,4 +208,4 @@ def lines(m: SweepMatrix) -> list[str]:
     out = [best_line(m)]
     if m.deepspeed:
         out.append(DEEPSPEED_CAVEAT)
-    return out + list(m.notes)
+    return out + [matrix_note(n) for n in m.notes]

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final, Protocol, TypeVar
 
 from tracekit.reports.document import Table
+from tracekit.reports.input_words import rank_found, run_warning
 from tracekit.reports.sentences import ONE_RANK
 from tracekit.reports.terms import DATA_MEASURES, PHASE_LEVELS
 from tracekit.results.vocab import CollectiveMatch, IdleCause, WindowKind
@@ -94,7 +95,7 @@ def run_facts(a: Analysis) -> Table:
 def input_problems(a: Analysis) -> Table | None:
     """What was wrong with the input: files skipped and why, and the warnings; None when nothing was."""
     rows = [("skipped", short(s.path, 120), short(s.reason, 300)) for s in a.run.skipped]
-    rows += [("warning", "", short(w, 400)) for w in a.run.warnings]
+    rows += [("warning", "", short(run_warning(w), 400)) for w in a.run.warnings]
     if not rows:
         return None
     return make_table(
@@ -143,7 +144,7 @@ def warmup(a: Analysis, limit: int | None) -> Table:
 def trace_files(a: Analysis, limit: int | None = None) -> Table:
     """Which file is which rank, and how that was decided (the first ``limit`` ranks); skipped files."""
     ranks = a.run.ranks if limit is None else a.run.ranks[:limit]
-    rows = [(str(r.rank), short(r.source, 120), r.rank_source, f"{r.events:,}") for r in ranks]
+    rows = [(str(r.rank), short(r.source, 120), rank_found(r.rank_source), f"{r.events:,}") for r in ranks]
     rows += [("skipped", short(s.path, 120), short(s.reason, 120), "") for s in a.run.skipped]
     note = (
         f"{len(ranks)} of {len(a.run.ranks)} ranks shown; all are in the JSON." if len(ranks) < len(a.run.ranks) else ""

@@ -4,15 +4,19 @@ conclusion, tables, notes (their sentences written here, once), drawn by every r
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import json
+from typing import TYPE_CHECKING, Final
 
 from tracekit.reports.document import Document, Head, Line, Section, Table, Tone
 from tracekit.reports.tables import ms
+from tracekit.results.vocab import AuditNote, LoaderNoteKind
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     import msgspec
 
-    from tracekit.results.loader_probe import FetchModes, LoaderProbe, RankFetches
+    from tracekit.results.loader_probe import ConfigChange, FetchModes, LoaderNote, LoaderProbe, RankFetches
     from tracekit.results.param_audit import ModuleParams, ParamAudit
 
 __all__ = ["audit_report", "loader_conclusion", "loader_report", "tool_document"]
@@ -78,6 +82,26 @@ def _rank_row(r: RankFetches) -> tuple[str, ...]:
     )
 
 
+def _change(c: ConfigChange) -> str:
+    return f"{c.key} {json.dumps(c.captured)} there, {json.dumps(c.probed)} here"
+
+
+#: One sentence per kind of the probe's notes, from its figures.
+LOADER_NOTES: Final[dict[LoaderNoteKind, Callable[[LoaderNote], str]]] = {
+    LoaderNoteKind.NO_THROUGHPUT: lambda n: f"the capture in {n.capture} measured no throughput: no headroom",
+    LoaderNoteKind.OTHER_CONFIG: lambda n: (
+        f"the capture in {n.capture} ran another config ({'; '.join(map(_change, n.differences))}): "
+        "the headroom compares this loader with that training"
+    ),
+    LoaderNoteKind.TEXT: lambda n: n.text or "",
+}
+
+
+def loader_note(note: LoaderNote) -> str:
+    """One note of the DataLoader probe, in words."""
+    return LOADER_NOTES[note.kind](note)
+
+
 def _loader_facts(probe: LoaderProbe) -> Table:
     c = probe.config
     prefetch = c.get("prefetch_factor")
@@ -117,11 +141,24 @@ def loader_report(probe: LoaderProbe) -> Document:
         (True, True, True, True, True, False, True),
     )
     return tool_document(
-        probe, "tracekit dataloader", loader_conclusion(probe), (_loader_facts(probe), ranks), probe.notes
+        probe,
+        "tracekit dataloader",
+        loader_conclusion(probe),
+        (_loader_facts(probe), ranks),
+        [loader_note(n) for n in probe.notes],
     )
 
 
 # --- tracekit audit-params ----------------------------------------------------------------
+
+
+#: The parameter audit's notes, by kind.
+AUDIT_NOTES: Final = {
+    AuditNote.ONE_BATCH: (
+        "one batch decides: a parameter used only on some inputs (a mixture-of-experts expert, a branch taken "
+        "on some batches) shows as unused here and may be used on others"
+    ),
+}
 
 
 def _module(name: str) -> str:
@@ -172,4 +209,5 @@ def audit_report(audit: ParamAudit) -> Document:
         "",
         (False, False),
     )
-    return tool_document(audit, "tracekit audit-params", audit_conclusion(audit), (totals, groups), audit.notes)
+    notes = [AUDIT_NOTES[n] for n in audit.notes]
+    return tool_document(audit, "tracekit audit-params", audit_conclusion(audit), (totals, groups), notes)

@@ -4,6 +4,13 @@
 saves with ``--json`` loads back into the same object, so reports can be rendered again and
 runs compared without the traces. Large per-instance tables (collectives per rank, every idle
 interval) are not in it: they go to the optional Parquet details file.
+
+Schema 2.5 (from 2.4): the run's ``warnings`` are :class:`RunWarning` objects (a kind and its
+figures) and each rank's ``rank_source`` a :class:`RankFound` where 2.4 held sentences, and the
+capture summary inside is of capture schema 1.5
+(notes and how ranks were chosen as kinds); a file of 2.0 to 2.4 is read into them when loaded
+(:mod:`tracekit.results.upgrade`). Also new in 2.5: what removing each waste is worth
+(:class:`Gain`: ``Finding.gain`` and ``Verdict.gains``; empty in older files).
 """
 
 from __future__ import annotations
@@ -45,12 +52,15 @@ from tracekit.results.vocab import (
     CollectiveMatch,
     Confidence,
     DataMeasure,
+    DropReason,
     GainLimit,
     MeasuredOn,
     MemoryNote,
     NoteKind,
     Parallelism,
     PhaseLevel,
+    RankSource,
+    RunWarningKind,
     StragglerCause,
     SyncKind,
     WindowKind,
@@ -66,12 +76,23 @@ class Struct(msgspec.Struct, frozen=True, kw_only=True):
     """Base of the result Structs."""
 
 
+class RankFound(Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """How a trace's rank was decided, and its figures (see :class:`RankSource`)."""
+
+    kind: RankSource
+    key: str | None = None
+    processes: int | None = None
+    pid: int | None = None
+    text: str | None = None
+
+
 class RankFacts(Struct, frozen=True, kw_only=True):
     """What is known about one rank."""
 
     rank: int
     source: str
-    rank_source: str
+    #: since 2.5 a kind and figures, where older files held words
+    rank_source: RankFound
     world_size: int | None
     backend: str | None
     devices: list[str]
@@ -86,6 +107,39 @@ class SkippedFile(Struct, frozen=True, kw_only=True):
     reason: str
 
 
+class DroppedEvent(Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """A dropped event, as an example: its name (shown: cut, unprintable characters as ``?``; None
+    without one), why it was dropped, its start and duration in the file's ``unit``."""
+
+    name: str | None
+    reason: DropReason
+    unit: str
+    start: float | None = None
+    duration: float | None = None
+
+
+class RunWarning(Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """A warning about the run's input: its kind and figures (see :class:`RunWarningKind`).
+
+    ``value`` is a value a file holds that cannot be right, shown (Python's ``repr``, cut);
+    ``key`` the field or variable holding it; ``reasons`` the events dropped for each reason;
+    ``ranges`` the first ranges of missing ranks (at most 12) and ``more`` how many follow.
+    """
+
+    kind: RunWarningKind
+    path: str | None = None
+    rank: int | None = None
+    world_size: int | None = None
+    count: int | None = None
+    key: str | None = None
+    value: str | None = None
+    reasons: dict[DropReason, int] = msgspec.field(default_factory=dict)
+    example: DroppedEvent | None = None
+    ranges: list[tuple[int, int]] = msgspec.field(default_factory=list)
+    more: int = 0
+    text: str | None = None
+
+
 class RunFacts(Struct, frozen=True, kw_only=True):
     """What the run is: ranks, devices, files, what was skipped and why."""
 
@@ -96,7 +150,8 @@ class RunFacts(Struct, frozen=True, kw_only=True):
     has_gpu: bool
     span_ns: int
     skipped: list[SkippedFile]
-    warnings: list[str]
+    #: since 2.5 kinds and figures (:class:`RunWarning`), where older files held sentences
+    warnings: list[RunWarning]
     #: since 2.3: how the run is data-parallel, from its ops or its capture's config (None: not known)
     parallelism: Parallelism | None = None
 

@@ -29,8 +29,12 @@ straggler decision used); 1.2 adds memory: ``Memory.allocated_bytes``, ``reserve
 ``rss_bytes`` (at the end of the capture), the per-phase deltas, saved-tensor bytes and the
 step's change per rank, ``memory`` and ``memory_phases``; 1.3 adds ``Memory.total_bytes`` (the
 device's capacity, GPU); 1.4 adds ``environment.cpu_count`` (the CPU cores the ranks, all on
-one machine, could run on: the affinity of the capturing process). Any 1.x file loads; a newer
-major version is refused.
+one machine, could run on: the affinity of the capturing process); 1.5 holds kinds where 1.4 held
+sentences: ``notes`` are :class:`CaptureNote` objects, ``throughput.slowest_rank_by`` is a
+:class:`~tracekit.results.vocab.SlowestBy` with the phases it sums in
+``throughput.pre_collective_phases``, ``memory.worst_rank_by`` a
+:class:`~tracekit.results.vocab.WorstBy` (an older file's sentences are read into them). Any 1.x
+file loads; a newer major version is refused.
 """
 
 from __future__ import annotations
@@ -40,11 +44,21 @@ from typing import Any, Final
 import msgspec
 
 from tracekit.errors import InputError
-from tracekit.results.vocab import MemoryDevice, MemoryMeasure, MemoryScope  # noqa: TC001  (msgspec reads them at run time)
+from tracekit.results import upgrade
+from tracekit.results.records import older_minor
+from tracekit.results.vocab import (  # noqa: TC001  (msgspec reads them at run time)
+    CaptureNoteKind,
+    MemoryDevice,
+    MemoryMeasure,
+    MemoryScope,
+    SlowestBy,
+    WorstBy,
+)
 
 __all__ = [
     "CAPTURE_SCHEMA",
     "CAPTURE_SCHEMA_VERSION",
+    "CaptureNote",
     "CaptureSummary",
     "Memory",
     "MemorySummary",
@@ -56,10 +70,11 @@ __all__ = [
     "as_capture_summary",
     "dump_capture_summary",
     "load_capture_summary",
+    "upgraded",
 ]
 
 CAPTURE_SCHEMA: Final = "tracekit.capture_summary"
-CAPTURE_SCHEMA_VERSION: Final = "1.4"
+CAPTURE_SCHEMA_VERSION: Final = "1.5"
 
 
 class StepStats(msgspec.Struct, kw_only=True, frozen=True):
@@ -144,7 +159,9 @@ class Throughput(msgspec.Struct, kw_only=True, frozen=True):
     median_other_pre_collective_mean_ns: float | None = None  # None with one rank
     lateness_ns: float | None = None
     is_straggler: bool = False
-    slowest_rank_by: str | None = None
+    slowest_rank_by: SlowestBy | None = None
+    #: the phases whose host time decides the slowest rank (since 1.5)
+    pre_collective_phases: list[str] = []
     step_mean_ns: float | None = None  # the longest per-rank mean step
     steps_per_s: float | None = None
     global_samples_per_s: float | None = None
@@ -170,7 +187,7 @@ class MemorySummary(msgspec.Struct, kw_only=True, frozen=True):
     device: MemoryDevice | None = None  # of the worst rank
     #: The rank with the highest peak: device memory allocated on GPU, RSS on CPU.
     worst_rank: int | None = None
-    worst_rank_by: str | None = None
+    worst_rank_by: WorstBy | None = None
     #: The largest of every rank's (each may come from another rank).
     peak_allocated_bytes: int | None = None
     peak_reserved_bytes: int | None = None
@@ -182,6 +199,17 @@ class MemorySummary(msgspec.Struct, kw_only=True, frozen=True):
     saved_tensor_bytes_max: int | None = None  # the largest of any rank's step
 
 
+class CaptureNote(msgspec.Struct, kw_only=True, frozen=True, omit_defaults=True):
+    """A remark of the capture: its kind and figures (see :class:`~tracekit.results.vocab.CaptureNoteKind`)."""
+
+    kind: CaptureNoteKind
+    rank: int | None = None
+    items: tuple[str, ...] = ()
+    value: str | None = None
+    error: str | None = None  # the exception, as "Type: message" in its own words
+    text: str | None = None  # a note in someone else's words (kind text)
+
+
 class CaptureSummary(msgspec.Struct, kw_only=True, frozen=True):
     """``summary.json``: the phase timings of every rank of one capture, summarized."""
 
@@ -189,7 +217,7 @@ class CaptureSummary(msgspec.Struct, kw_only=True, frozen=True):
     schema_version: str = CAPTURE_SCHEMA_VERSION
     config: dict[str, Any] | None = None
     environment: dict[str, Any] | None = None
-    notes: list[str] = []
+    notes: list[CaptureNote] = []
     world_size: int
     ranks: list[int]
     measured_steps: int
@@ -203,6 +231,15 @@ class CaptureSummary(msgspec.Struct, kw_only=True, frozen=True):
 
 def _major(version: str) -> str:
     return version.split(".", maxsplit=1)[0]
+
+
+def upgraded(data: dict[str, Any]) -> dict[str, Any]:
+    """Decoded JSON of a capture summary in the current layout: one of an older minor version
+    with its sentences read as kinds (:func:`tracekit.results.upgrade.capture_1_4`)."""
+    version = data.get("schema_version")
+    if data.get("schema") != CAPTURE_SCHEMA or not older_minor(version, CAPTURE_SCHEMA_VERSION):
+        return data
+    return {**upgrade.capture_1_4(dict(data)), "schema_version": CAPTURE_SCHEMA_VERSION}
 
 
 def as_capture_summary(data: object, *, source: str) -> CaptureSummary:
@@ -223,7 +260,7 @@ def as_capture_summary(data: object, *, source: str) -> CaptureSummary:
             path=source,
         )
     try:
-        return msgspec.convert(data, CaptureSummary)
+        return msgspec.convert(upgraded(data), CaptureSummary)
     except msgspec.ValidationError as exc:
         raise InputError(f"not a valid capture summary ({exc})", path=source) from None
 

@@ -14,6 +14,10 @@ figures; their sentences are written by :mod:`tracekit.reports.compare_text`.
 Schema 2.0 (from 1.0): ``warnings`` are :class:`RunDifference` objects, ``gate`` results hold
 their outcome and figures (no ``message``, ``observed`` or limit text), ``noise.method`` is a
 :class:`NoiseMethod` and ``syncs.measure`` a :class:`SyncMeasure`, where 1.0 held sentences.
+
+Schema 2.1 (from 2.0): a :class:`Measure` and a :class:`GateResult` hold no ``label`` (reports name a
+measure from its ``key``, its ``unit`` and, for peak memory, ``peak_of``); a measure's ``note`` is a
+:class:`MeasureNote`; throughput in samples per second has the unit ``samples_per_s`` (2.0: ``per_s``).
 """
 
 from __future__ import annotations
@@ -28,7 +32,9 @@ from tracekit.results.vocab import (
     Change,
     GateOutcome,
     MeasuredOn,
+    MeasureNote,
     NoiseMethod,
+    PeakSource,
     PerUnit,
     SideKey,
     StepSource,
@@ -40,7 +46,7 @@ from tracekit.results.vocab import (
 )
 
 COMPARISON_SCHEMA: Final = "tracekit.comparison"
-COMPARISON_SCHEMA_VERSION: Final = "2.0"
+COMPARISON_SCHEMA_VERSION: Final = "2.1"
 
 
 class Struct(msgspec.Struct, frozen=True, kw_only=True):
@@ -58,10 +64,13 @@ class Interval(Struct, frozen=True, kw_only=True):
 class Measure(Struct, frozen=True, kw_only=True):
     """One quantity measured on both runs, its change, and whether the change is beyond noise."""
 
-    #: "step", "step_median", "throughput", "phase:<name>", "rank:<r>", "peak_allocated", ...
+    #: what is measured, and what reports name it by: "step", "throughput", "syncs",
+    #: "compute_pct" (and "comm_pct", "memory_pct", "idle_pct"), "exposed_comm", "overlap_pct",
+    #: "peak_memory", "peak_reserved", "peak_gap", "rank:<r>", "phase:<name>"
     key: str
-    label: str
     unit: Unit
+    #: for "peak_memory": where the peak was read (None: nowhere, on either side)
+    peak_of: PeakSource | None = None
     #: True when less is better (times), False when more is (throughput), None when neither
     lower_is_better: bool | None = None
     a: float | None = None  # A's mean (or its value, measured once)
@@ -81,7 +90,7 @@ class Measure(Struct, frozen=True, kw_only=True):
     n_b: int = 0
     change: Change = Change.NOT_MEASURED
     rank: int | None = None
-    note: str | None = None
+    note: MeasureNote | None = None
 
 
 class Distribution(Struct, frozen=True, kw_only=True):
@@ -189,8 +198,8 @@ class GateResult(Struct, frozen=True, kw_only=True):
 
     spec: str  # the condition as given
     key: str  # the measure it reads
-    label: str
     unit: Unit
+    peak_of: PeakSource | None = None  # the measure's
     #: the limit as a share of A's value (percent) when the condition gave a share
     limit_pct: float | None = None
     #: the limit in the measure's unit (a share worked out on A's value)

@@ -6,7 +6,9 @@ The rest is validated against the typed model (strict types: a number is not a s
 list is not an object, an enum has one of its values) and a file that does not fit says, in
 one line, which section or field is wrong and how. Fields a file of a newer minor version
 adds are ignored; in a file of this version or an older one, a field the schema does not
-have means the file was damaged or edited, and is refused like any other fault.
+have means the file was damaged or edited, and is refused like any other fault. A file of an
+older minor version is read into this version's layout (:mod:`tracekit.results.upgrade_analysis`:
+the sentences it held as kinds and figures) and takes this version.
 """
 
 from __future__ import annotations
@@ -18,7 +20,10 @@ from typing import Any, Final
 import msgspec
 
 from tracekit.errors import InputError
+from tracekit.results import capture
 from tracekit.results.analysis import SCHEMA, SCHEMA_VERSION, Analysis
+from tracekit.results.records import older_minor
+from tracekit.results.upgrade_analysis import analysis_2_4
 
 #: JSON type names as msgspec writes them, in the words of a message.
 _TYPE_WORDS: Final = {
@@ -50,6 +55,10 @@ def decode_analysis(data: str | bytes, *, source: str) -> Analysis:
     """An analysis from JSON text; anything else is an :class:`InputError` naming ``source`` and the fault."""
     raw = _json(data, source=source)
     newer = _check_header(raw, source=source)
+    if older_minor(raw["schema_version"], SCHEMA_VERSION):  # an older layout: as this one
+        raw = {**analysis_2_4(raw), "schema_version": SCHEMA_VERSION}
+    if isinstance(raw.get("capture"), dict):  # a capture summary of an older layout: as this one
+        raw["capture"] = capture.upgraded(raw["capture"])
     try:
         analysis = msgspec.convert(raw, type=Analysis, strict=True)
     except msgspec.ValidationError as exc:

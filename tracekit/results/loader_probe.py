@@ -12,7 +12,12 @@ by batch. Times are nanoseconds, rates per second. Layout of schema 1.x:
 - ``samples_per_s``: the cluster's ceiling, the global batch (per-rank batch x ranks) times
   the batches per second of the slowest rank (``samples_per_s_by`` says so);
 - ``headroom``: against a capture of the same config, the loader's samples/s over training's
-  and whether training is input-bound (below ``threshold``).
+  and whether training is input-bound (below ``threshold``);
+- ``notes``: remarks as kinds and figures (:class:`LoaderNote`).
+
+Schema 1.1 (from 1.0): ``samples_per_s_by`` is a :class:`~tracekit.results.vocab.CeilingBy` and
+``notes`` are :class:`LoaderNote` objects, where 1.0 held sentences (read into them when a 1.0
+record is loaded).
 """
 
 from __future__ import annotations
@@ -21,20 +26,24 @@ from typing import Any, Final
 
 import msgspec
 
+from tracekit.results import upgrade
 from tracekit.results.records import load_record
+from tracekit.results.vocab import CeilingBy, LoaderNoteKind  # noqa: TC001  (msgspec reads them at run time)
 
 __all__ = [
     "LOADER_PROBE_SCHEMA",
     "LOADER_PROBE_SCHEMA_VERSION",
+    "ConfigChange",
     "FetchModes",
     "Headroom",
+    "LoaderNote",
     "LoaderProbe",
     "RankFetches",
     "load_loader_probe",
 ]
 
 LOADER_PROBE_SCHEMA: Final = "tracekit.dataloader_probe"
-LOADER_PROBE_SCHEMA_VERSION: Final = "1.0"
+LOADER_PROBE_SCHEMA_VERSION: Final = "1.1"
 
 
 class FetchModes(msgspec.Struct, kw_only=True, frozen=True):
@@ -76,6 +85,23 @@ class Headroom(msgspec.Struct, kw_only=True, frozen=True):
     input_bound: bool
 
 
+class ConfigChange(msgspec.Struct, kw_only=True, frozen=True):
+    """One setting of the config that the capture compared with ran otherwise."""
+
+    key: str
+    captured: Any  # its value in the capture's config
+    probed: Any  # its value in the probe's
+
+
+class LoaderNote(msgspec.Struct, kw_only=True, frozen=True):
+    """A remark of the probe: its kind and figures (see :class:`~tracekit.results.vocab.LoaderNoteKind`)."""
+
+    kind: LoaderNoteKind
+    capture: str | None = None  # the capture folder compared with
+    differences: list[ConfigChange] = []
+    text: str | None = None
+
+
 class LoaderProbe(msgspec.Struct, kw_only=True, frozen=True):
     """``dataloader.json``."""
 
@@ -88,11 +114,11 @@ class LoaderProbe(msgspec.Struct, kw_only=True, frozen=True):
     per_rank: list[RankFetches]
     slowest_rank: int
     samples_per_s: float
-    samples_per_s_by: str
+    samples_per_s_by: CeilingBy
     headroom: Headroom | None = None
-    notes: list[str] = []
+    notes: list[LoaderNote] = []
 
 
 def load_loader_probe(data: bytes | str, *, source: str) -> LoaderProbe:
     """Parse a saved record (:func:`tracekit.results.records.load_record`); write one with ``dump_record``."""
-    return load_record(data, LoaderProbe, what="tracekit dataloader probe", source=source)
+    return load_record(data, LoaderProbe, what="tracekit dataloader probe", source=source, upgrade=upgrade.loader_1_0)

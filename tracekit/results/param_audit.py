@@ -14,6 +14,9 @@ Parameters are grouped by the module that owns them (its qualified name, ``""`` 
 model itself), each group with the parameters' names and element counts. Layout of schema 1.x:
 ``config`` (the capture configuration, plain JSON), ``device``, ``batch_size``, totals,
 ``unused``, ``frozen``, ``zero_grad`` (None when not asked), ``notes``.
+
+Schema 1.1 (from 1.0): ``notes`` are :class:`~tracekit.results.vocab.AuditNote` kinds, where 1.0
+held sentences (read into them when a 1.0 record is loaded).
 """
 
 from __future__ import annotations
@@ -22,7 +25,9 @@ from typing import Any, Final
 
 import msgspec
 
+from tracekit.results import upgrade
 from tracekit.results.records import load_record
+from tracekit.results.vocab import AuditNote  # noqa: TC001  (msgspec reads it at run time)
 
 __all__ = [
     "PARAM_AUDIT_SCHEMA",
@@ -33,7 +38,7 @@ __all__ = [
 ]
 
 PARAM_AUDIT_SCHEMA: Final = "tracekit.param_audit"
-PARAM_AUDIT_SCHEMA_VERSION: Final = "1.0"
+PARAM_AUDIT_SCHEMA_VERSION: Final = "1.1"
 
 
 class ModuleParams(msgspec.Struct, kw_only=True, frozen=True):
@@ -64,7 +69,7 @@ class ParamAudit(msgspec.Struct, kw_only=True, frozen=True):
     frozen: list[ModuleParams]
     #: None: not asked for (``--include-zero-grad``)
     zero_grad: list[ModuleParams] | None = None
-    notes: list[str] = []
+    notes: list[AuditNote] = []
 
     @property
     def unused_count(self) -> int:
@@ -79,4 +84,4 @@ class ParamAudit(msgspec.Struct, kw_only=True, frozen=True):
 
 def load_param_audit(data: bytes | str, *, source: str) -> ParamAudit:
     """Parse a saved record (:func:`tracekit.results.records.load_record`); write one with ``dump_record``."""
-    return load_record(data, ParamAudit, what="tracekit parameter audit", source=source)
+    return load_record(data, ParamAudit, what="tracekit parameter audit", source=source, upgrade=upgrade.audit_1_0)

@@ -13,6 +13,14 @@ memory headroom and its margin over the runner-up with the noise interval of
 
 Times are nanoseconds, memory bytes, rates per second, shares percentages. Layout of
 schema 1.x; any 1.x file loads, a newer major version is refused.
+
+Schema 1.1 (from 1.0): findings are kinds and figures, their words written by the reports.
+A probe's ``stopped`` is a :class:`ProbeStop` (with ``failed_batch`` and ``failure`` when a capture
+failed); a row's ``probe_note`` is ``probe_error`` (the OOM or failure message) and
+``probe_stopped``; ``capacity_source`` is a :class:`CapacitySource`; ``notes`` are
+:class:`MatrixNote` objects; the best cell's ``margin`` is a :class:`~tracekit.results.compare.Measure`
+of comparison schema 2.1 (no ``label``, its ``note`` a :class:`~tracekit.results.vocab.MeasureNote`,
+unit ``samples_per_s``). Where 1.0 held sentences, a 1.0 file is read into these when loaded.
 """
 
 from __future__ import annotations
@@ -21,9 +29,17 @@ from typing import Final
 
 import msgspec
 
+from tracekit.results import upgrade
 from tracekit.results.compare import Measure  # noqa: TC001  (msgspec reads the annotations at run time)
 from tracekit.results.records import dump_record, load_record
-from tracekit.results.vocab import BoundKind, CellStatus, MemoryDevice
+from tracekit.results.vocab import (
+    BoundKind,
+    CapacitySource,
+    CellStatus,
+    MatrixNoteKind,
+    MemoryDevice,
+    ProbeStop,
+)
 
 __all__ = [
     "MATRIX_SCHEMA",
@@ -33,6 +49,7 @@ __all__ = [
     "CellRun",
     "CellStatus",
     "GridAxis",
+    "MatrixNote",
     "MatrixRow",
     "ProbeRecord",
     "Sweep",
@@ -45,7 +62,7 @@ __all__ = [
 
 SWEEP_SCHEMA: Final = "tracekit.sweep"
 MATRIX_SCHEMA: Final = "tracekit.sweep_matrix"
-SWEEP_SCHEMA_VERSION: Final = "1.0"
+SWEEP_SCHEMA_VERSION: Final = "1.1"
 
 
 class GridAxis(msgspec.Struct, kw_only=True, frozen=True):
@@ -104,7 +121,9 @@ class ProbeRecord(msgspec.Struct, kw_only=True, frozen=True):
     last_fit: int | None = None  # the largest batch size that ran within memory
     first_oom: int | None = None  # the smallest batch size above it that did not
     error: str | None = None  # first_oom's error (the OOM message or the budget line)
-    stopped: str | None = None  # why the walk ended without finding an OOM, if so
+    stopped: ProbeStop | None = None  # why the walk ended without finding an OOM, if so
+    failed_batch: int | None = None  # stopped FAILED: the batch size whose capture failed or hung
+    failure: str | None = None  # and its reason (the capture's own message)
     done: bool = False
 
 
@@ -155,7 +174,16 @@ class MatrixRow(msgspec.Struct, kw_only=True, frozen=True):
     verdict_share_pct: float | None = None
     probe_last_fit: int | None = None
     probe_first_oom: int | None = None
-    probe_note: str | None = None  # the OOM error, or why the probe stopped
+    probe_error: str | None = None  # the probe's first OOM error, or the failure that stopped it
+    probe_stopped: ProbeStop | None = None  # why the probe ended without finding an OOM, if so
+
+
+class MatrixNote(msgspec.Struct, kw_only=True, frozen=True):
+    """A remark beside the matrix: its kind and figures (see :class:`MatrixNoteKind`)."""
+
+    kind: MatrixNoteKind
+    ran: int | None = None  # cells that ran
+    cells: int | None = None  # cells of the grid
 
 
 class Best(msgspec.Struct, kw_only=True, frozen=True):
@@ -184,10 +212,10 @@ class SweepMatrix(msgspec.Struct, kw_only=True, frozen=True):
     headroom_pct: float
     #: What the headroom is a share of: the GPU's memory, or ``--mem-budget-gb``.
     capacity_bytes: int | None = None
-    capacity_source: str | None = None  # "device memory", "memory budget"
+    capacity_source: CapacitySource | None = None
     best: Best | None = None
     deepspeed: bool = False  # a DeepSpeed cell is present: only total step time compares
-    notes: list[str] = []
+    notes: list[MatrixNote] = []
 
 
 def dump_sweep(sweep: Sweep) -> bytes:
@@ -197,7 +225,7 @@ def dump_sweep(sweep: Sweep) -> bytes:
 
 def load_sweep(data: bytes | str, *, source: str) -> Sweep:
     """Parse ``sweep.json``; anything else is an :class:`InputError` naming ``source``."""
-    return load_record(data, Sweep, what="tracekit sweep record", source=source)
+    return load_record(data, Sweep, what="tracekit sweep record", source=source, upgrade=upgrade.sweep_1_0)
 
 
 def dump_matrix(matrix: SweepMatrix) -> str:
@@ -207,4 +235,4 @@ def dump_matrix(matrix: SweepMatrix) -> str:
 
 def load_matrix(data: bytes | str, *, source: str) -> SweepMatrix:
     """Parse a saved matrix (the JSON report)."""
-    return load_record(data, SweepMatrix, what="tracekit sweep matrix", source=source)
+    return load_record(data, SweepMatrix, what="tracekit sweep matrix", source=source, upgrade=upgrade.matrix_1_0)

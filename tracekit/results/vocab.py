@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import sys
 from enum import Enum
-from typing import Literal
+from typing import Final, Literal
 
 if sys.version_info >= (3, 11):
     from enum import StrEnum
@@ -224,6 +224,48 @@ class NoteKind(StrEnum):
     RANKS_OVER_CORES = "ranks-over-cores"  # the capture ran more ranks than the machine had CPU cores
 
 
+class RunWarningKind(StrEnum):
+    """What a warning about the run's input is about. The figures each kind holds in
+    :class:`~tracekit.results.analysis.RunWarning` are noted beside it (``path``: the file)."""
+
+    BAD_DISTRIBUTED_INFO = "bad_distributed_info"  # path, key (rank, world_size), value: ignored
+    NOT_EVENTS = "not_events"  # path, count: entries of traceEvents that are not events, left out
+    BAD_ARGS = "bad_args"  # path, count: events whose args are not an object, read without them
+    DROPPED_EVENTS = "dropped_events"  # path, count, reasons, example: events whose times cannot be right
+    BAD_SESSION_START = "bad_session_start"  # path, value: an nsys session start that is not a time
+    BAD_RANK_ENV = "bad_rank_env"  # path, key (the variable), value: a recorded rank that is not a number
+    RANK_OUTSIDE_WORLD = "rank_outside_world"  # path, rank, world_size: a rank its file's world cannot hold
+    MISSING_RANKS = "missing_ranks"  # count, world_size, ranges, more: ranks of the world with no trace
+    NO_COMM_KERNELS = "no_comm_kernels"  # rank, world_size, count (host collectives): no kernel is communication
+    MEMORY_ONLY = "memory_only"  # memory timelines only: no events, no time breakdown or verdict
+    CPU_ONLY = "cpu_only"  # no GPU activity: a CPU-only run
+    TEXT = "text"  # text: a warning an analysis older than 2.5 held that this tracekit does not write
+
+
+class RankSource(StrEnum):
+    """How a trace's rank was decided. The figures each kind holds in
+    :class:`~tracekit.results.analysis.RankFound` are noted beside it."""
+
+    DISTRIBUTED_INFO = "distributed_info"  # the rank Kineto records in distributedInfo
+    ENV = "env"  # key: the rank variable an nsys export recorded (RANK, an MPI launcher's, LOCAL_RANK)
+    ARGUMENT = "argument"  # key: the command-line argument an nsys export recorded (--rank, --local_rank)
+    PROCESS_ORDER = "process_order"  # processes, pid: the order of one file's processes by their first GPU
+    FILE_NAME = "file_name"  # the file's name (rank3, rank-3, worker3)
+    OVERRIDE = "override"  # --rank
+    ASSUMED_ZERO = "assumed_zero"  # a single file without a rank: 0
+    NONE = "none"  # nothing decided it (yet)
+    TEXT = "text"  # text: how an analysis older than 2.5 said it, in words this tracekit does not write
+
+
+class DropReason(StrEnum):
+    """Why an event was dropped: its times cannot be right."""
+
+    NO_TIME = "no_time"  # its start is missing or not a number
+    NO_EXTENT = "no_extent"  # it needs a duration and has none
+    NEGATIVE = "negative"  # it ends before it starts
+    FAR = "far"  # it lies far outside the time range of the rest of its rank
+
+
 class Parallelism(StrEnum):
     """How a run is data-parallel: what its communication advice is about."""
 
@@ -279,10 +321,30 @@ class Unit(StrEnum):
     NS = "ns"
     PCT = "pct"  # percentage points
     BYTES = "bytes"
-    PER_S = "per_s"  # steps (or samples) per second
+    PER_S = "per_s"  # steps per second
+    SAMPLES_PER_S = "samples_per_s"  # samples per second (since comparison 2.1; 2.0 said per_s)
     COUNT = "count"  # per step
 
 
+class MeasureNote(StrEnum):
+    """Why a measure of a comparison has no interval, or no change: a remark beside its figures."""
+
+    ONE_SIDE = "one_side"  # measured on one side only
+    NEITHER_SIDE = "neither_side"  # measured on neither side
+    ONCE_PER_RUN = "once_per_run"  # known once per run (a peak): no interval
+    WHOLE_TRACE = "whole_trace"  # a share over each rank's whole trace (a side has no steps): no interval
+
+
+class PeakSource(StrEnum):
+    """Where a comparison's peak memory was read (of the worst rank)."""
+
+    COUNTERS = "counters"  # device memory allocated, from the profiler's memory counters
+    CAPTURE_ALLOCATED = "capture_allocated"  # device memory allocated, from the capture summary
+    CAPTURE_RSS = "capture_rss"  # the process's peak resident set, from the capture summary (CPU)
+
+
+#: The prefix of tracekit's own phase ranges (``tracekit.phase/forward``); a phase is shown without it.
+PHASE_PREFIX: Final = "tracekit.phase/"
 #: Which side of an A/B capture or a comparison: ``a`` (the baseline) or ``b``.
 SideKey = Literal["a", "b"]
 #: What a comparison's counts are per: a step, or a second of trace when a side has no steps.
@@ -290,6 +352,83 @@ PerUnit = Literal["step", "second"]
 #: How a capture of the sweep ended: it ran (``ok``), ran out of memory (a CUDA OOM, or its
 #: peak over ``--mem-budget-gb``), failed otherwise, or hung past ``--cell-timeout``.
 CellStatus = Literal["ok", "oom", "failed", "timeout"]
+
+
+class ProbeStop(StrEnum):
+    """Why a sweep's OOM probe ended without finding the first batch size that runs out of memory."""
+
+    FAILED = "failed"  # a capture failed otherwise, or hung (``failed_batch``, its reason ``failure``)
+    NONE_FIT = "none_fit"  # no batch size fit
+    NO_OOM = "no_oom"  # every batch size it could try fit (up to ``last_fit``)
+
+
+class CapacitySource(StrEnum):
+    """What a sweep's memory headroom is a share of."""
+
+    DEVICE = "device"  # the GPU's memory (or what cuda_memory_fraction leaves the cells)
+    BUDGET = "budget"  # --mem-budget-gb
+
+
+class MatrixNoteKind(StrEnum):
+    """Remarks beside a sweep's matrix. The figures each kind holds in ``MatrixNote`` are noted beside it."""
+
+    NO_CAPACITY = "no_capacity"  # no memory capacity known (CPU run without --mem-budget-gb): no headroom check
+    CPU_RSS = "cpu_rss"  # a CPU run: peak memory is the worst rank's peak RSS of its whole process
+    UNFINISHED = "unfinished"  # ran, cells: the sweep did not finish
+
+
+class SlowestBy(StrEnum):
+    """How a capture summary picks its slowest rank."""
+
+    #: the most host time per step before the step's first collective (the phases summed are
+    #: the summary's ``pre_collective_phases``): the last rank to arrive
+    PRE_COLLECTIVE = "pre_collective"
+
+
+class WorstBy(StrEnum):
+    """How a capture summary picks the rank whose memory peaks highest."""
+
+    DEVICE_ALLOCATED = "device_allocated"  # peak device memory allocated in the measured steps (GPU)
+    RSS = "rss"  # peak RSS of the whole process (CPU)
+
+
+class CaptureNoteKind(StrEnum):
+    """Remarks of a capture: what a rank could not record, or recorded differently. The figures
+    each kind holds in ``CaptureNote`` are noted beside it."""
+
+    MEMORY_TIMELINE_OPTIONS = "memory_timeline_options"  # items: the profiler options memory_timeline turned on
+    CPU_MEMORY = "cpu_memory"  # on CPU device memory is not recorded; phase memory deltas are of RSS
+    CPU_SNAPSHOT = "cpu_snapshot"  # memory_snapshot on CPU: the allocator snapshot is CUDA-only, none written
+    NO_SNAPSHOT = "no_snapshot"  # rank, error: its allocator snapshot could not be written
+    NO_TIMELINE = "no_timeline"  # rank, error: its memory timeline could not be exported
+    FSDP_ON_CPU = "fsdp_on_cpu"  # value: the sharding strategy of FSDP1 that tracekit applied on CPU
+    FSDP2_ON_CPU = "fsdp2_on_cpu"  # value: reshard_after_forward of the FSDP2 that tracekit applied on CPU
+    DEEPSPEED_OPTIMIZER = "deepspeed_optimizer"  # DeepSpeed steps the optimizer inside backward hooks
+    #: text: a note in someone else's words (given to the Profiler in ``summary_extra``, or one
+    #: an older summary held that this tracekit does not write)
+    TEXT = "text"
+
+
+class CeilingBy(StrEnum):
+    """How ``tracekit dataloader`` sets the loader's samples/s ceiling."""
+
+    SLOWEST_RANK = "slowest_rank"  # the global batch times the batches/s of the slowest rank
+
+
+class LoaderNoteKind(StrEnum):
+    """Remarks of ``tracekit dataloader``. The figures each kind holds in ``LoaderNote`` are noted beside it."""
+
+    NO_THROUGHPUT = "no_throughput"  # capture: the capture compared with measured no throughput (no headroom)
+    OTHER_CONFIG = "other_config"  # capture, differences: the capture ran another config than the probe
+    TEXT = "text"  # text: a note an older record held that this tracekit does not write
+
+
+class AuditNote(StrEnum):
+    """Remarks of ``tracekit audit-params``."""
+
+    ONE_BATCH = "one_batch"  # one batch decides: a parameter used on some inputs only shows as unused
+
+
 #: Whose memory a capture measured: the device's (``cuda``) or, on a CPU-only run, the process's.
 MemoryDevice = Literal["cuda", "cpu"]
 #: What a capture's per-phase memory deltas measure: CUDA allocated device memory, or the resident set.

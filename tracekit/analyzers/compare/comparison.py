@@ -46,9 +46,9 @@ def compare(
     steps_a, steps_b = [steps_frame(x) for x in a], [steps_frame(x) for x in b]
     sa, sb = ms.step_samples(steps_a), ms.step_samples(steps_b)
     # the order of the measures is the order they draw from ``rng``: keep it
-    step = measure_of("step", "step time", Unit.NS, a=sa, b=sb, noise=noise, rng=rng)
+    step = measure_of("step", Unit.NS, a=sa, b=sb, noise=noise, rng=rng)
     c = ms.Inputs(a, b, steps_a, steps_b, noise, rng, has_steps, step.a)
-    sync = c.test("syncs", "syncs per step", Unit.COUNT, syncs, medians=False)
+    sync = c.test("syncs", Unit.COUNT, syncs, medians=False)
     measures = [ms.throughput(c), *ms.shares(c), *ms.communication(c), *ms.memory(c), sync]
     per_rank = ms.per_rank(c, sorted(set(side_a.ranks) & set(side_b.ranks)))
     phases = ms.phases(c)

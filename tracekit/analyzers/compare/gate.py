@@ -18,7 +18,7 @@ import msgspec
 from tracekit.analyzers.compare.noise import rounded
 from tracekit.errors import InputError
 from tracekit.results.compare import Comparison, GateResult, Measure
-from tracekit.results.vocab import Change, GateOutcome, Unit
+from tracekit.results.vocab import PHASE_PREFIX, Change, GateOutcome, Unit
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -98,13 +98,18 @@ def _amount(limit: str, key: str) -> float:
     return value
 
 
+def _phase_name(m: Measure) -> str:
+    """A phase measure's phase, tracekit's own by its short name (``forward``)."""
+    return m.key.removeprefix("phase:").removeprefix(PHASE_PREFIX)
+
+
 def _find(comparison: Comparison, key: str) -> Measure | None:
     for m in (comparison.step, *comparison.measures, *comparison.phases):
         if m.key == key:
             return m
     if key.startswith("phase:"):  # tracekit's own phases by their short name
         for m in comparison.phases:
-            if m.label == key.removeprefix("phase:"):
+            if _phase_name(m) == key.removeprefix("phase:"):
                 return m
     return None
 
@@ -128,8 +133,8 @@ def _decide(spec: GateSpec, m: Measure, *, a: float, delta: float) -> GateResult
     return GateResult(
         spec=spec.text,
         key=spec.key,
-        label=m.label,
         unit=m.unit,
+        peak_of=m.peak_of,
         limit_pct=spec.pct,
         limit=rounded(limit) or 0.0,
         delta=delta,
@@ -153,7 +158,7 @@ def evaluate_gate(comparison: Comparison, specs: Sequence[str]) -> Comparison:
         m = _find(comparison, spec.key)
         if m is None or m.a is None or m.b is None or m.delta is None:
             what = spec.key.removeprefix("phase:") if spec.key.startswith("phase:") else spec.metric
-            phases = ", ".join(p.label for p in comparison.phases) or "none"
+            phases = ", ".join(_phase_name(p) for p in comparison.phases) or "none"
             extra = f" (phases: {phases})" if spec.key.startswith("phase:") else ""
             raise InputError(f"--fail-if {text!r}: {what} is not measured on both runs{extra}")
         results.append(_decide(spec, m, a=m.a, delta=m.delta))

@@ -12,24 +12,17 @@ import polars as pl
 from tracekit.analyzers.compare import samples as sm
 from tracekit.analyzers.compare.noise import Noise, Samples, measure_of, once, rounded
 from tracekit.results.compare import Distribution, Measure
-from tracekit.results.vocab import SideKey, Unit
+from tracekit.results.vocab import MeasureNote, SideKey, Unit
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
     from tracekit.results.analysis import Analysis
 
-#: The prefix of tracekit's own phase ranges, left out of phase labels.
-PHASE_PREFIX: Final = "tracekit.phase/"
 #: The most step values kept per distribution (for the chart; statistics use all).
 MAX_VALUES: Final = 5000
-#: The breakdown columns compared as shares: column, label.
-SHARES: Final = (
-    ("compute_ns", "compute share"),
-    ("comm_ns", "communication share"),
-    ("memory_ns", "memory-op share"),
-    ("idle_ns", "idle share"),
-)
+#: The breakdown columns compared as shares (each the measure ``<column without _ns>_pct``).
+SHARES: Final = ("compute_ns", "comm_ns", "memory_ns", "idle_ns")
 
 
 @dataclass(frozen=True)
@@ -45,10 +38,10 @@ class Inputs:
     has_steps: bool
     step_mean: float | None
 
-    def test(self, key: str, label: str, unit: Unit, fn: Callable[[Analysis], np.ndarray], **kw: Any) -> Measure:
+    def test(self, key: str, unit: Unit, fn: Callable[[Analysis], np.ndarray], **kw: Any) -> Measure:
         """``measure_of`` with both sides' samples from ``fn``."""
         a, b = Samples(runs=[fn(x) for x in self.a]), Samples(runs=[fn(x) for x in self.b])
-        return measure_of(key, label, unit, a=a, b=b, noise=self.noise, rng=self.rng, **kw)
+        return measure_of(key, unit, a=a, b=b, noise=self.noise, rng=self.rng, **kw)
 
 
 def step_samples(frames: Sequence[pl.DataFrame], how: str = "mean") -> Samples:
@@ -60,11 +53,9 @@ def throughput(c: Inputs) -> Measure:
     """Throughput, set by the slowest rank of each step."""
     per_step_a, per_step_b = sm.samples_per_step(c.a[0]), sm.samples_per_step(c.b[0])
     scale = float(per_step_a) if per_step_a is not None and per_step_a == per_step_b else 1.0
-    what = "samples/s" if scale != 1.0 else "steps/s"
     return measure_of(
         "throughput",
-        f"throughput ({what}, slowest rank per step)",
-        Unit.PER_S,
+        Unit.SAMPLES_PER_S if scale != 1.0 else Unit.PER_S,
         a=step_samples(c.steps_a, "max"),
         b=step_samples(c.steps_b, "max"),
         noise=c.noise,
@@ -78,15 +69,14 @@ def throughput(c: Inputs) -> Measure:
 def shares(c: Inputs) -> list[Measure]:
     """Compute, communication, memory-op and idle shares of the measured time."""
     out = []
-    for column, label in SHARES:
+    for column in SHARES:
         key = column.removesuffix("_ns") + "_pct"
         better = True if column == "idle_ns" else None
         if c.has_steps:
-            out.append(c.test(key, label, Unit.PCT, sm.share(column), lower_is_better=better, medians=False))
+            out.append(c.test(key, Unit.PCT, sm.share(column), lower_is_better=better, medians=False))
         else:
             a, b = sm.whole_share(c.a[0], column), sm.whole_share(c.b[0], column)
-            note = "over each rank's whole trace (no steps): no interval"
-            out.append(once(key, label, Unit.PCT, a, b, lower_is_better=better, note=note))
+            out.append(once(key, Unit.PCT, a, b, lower_is_better=better, note=MeasureNote.WHOLE_TRACE))
     return out
 
 
@@ -95,7 +85,6 @@ def communication(c: Inputs) -> list[Measure]:
     return [
         c.test(
             "exposed_comm",
-            "exposed communication per step",
             Unit.NS,
             sm.overlap("exposed_ns"),
             step_mean=c.step_mean,
@@ -103,7 +92,6 @@ def communication(c: Inputs) -> list[Measure]:
         ),
         c.test(
             "overlap_pct",
-            "comm/compute overlap",
             Unit.PCT,
             sm.overlap("overlap_pct"),
             lower_is_better=False,
@@ -114,17 +102,15 @@ def communication(c: Inputs) -> list[Measure]:
 
 def memory(c: Inputs) -> list[Measure]:
     """Peaks of the worst rank: allocated, reserved, and the gap between them."""
-    peak_a, what = sm.peak(c.a[0])
+    peak_a, where = sm.peak(c.a[0])
     peak_b, _ = sm.peak(c.b[0])
-    out = [once("peak_memory", what, Unit.BYTES, peak_a, peak_b, lower_is_better=True)]
+    out = [once("peak_memory", Unit.BYTES, peak_a, peak_b, lower_is_better=True, peak_of=where)]
     reserved_a, reserved_b = sm.reserved(c.a[0]), sm.reserved(c.b[0])
     if reserved_a is not None or reserved_b is not None:
-        label = "peak memory reserved (worst rank)"
-        out.append(once("peak_reserved", label, Unit.BYTES, reserved_a, reserved_b, lower_is_better=True))
+        out.append(once("peak_reserved", Unit.BYTES, reserved_a, reserved_b, lower_is_better=True))
     gap_a, gap_b = sm.gap(c.a[0]), sm.gap(c.b[0])
     if gap_a is not None or gap_b is not None:
-        label = "reserved but unallocated at the peak (worst rank)"
-        out.append(once("peak_gap", label, Unit.BYTES, gap_a, gap_b, lower_is_better=True))
+        out.append(once("peak_gap", Unit.BYTES, gap_a, gap_b, lower_is_better=True))
     return out
 
 
@@ -134,10 +120,7 @@ def per_rank(c: Inputs, common: Sequence[int]) -> list[Measure]:
     for rank in common if c.has_steps else ():
         ra = step_samples([df.filter(pl.col("rank") == rank) for df in c.steps_a])
         rb = step_samples([df.filter(pl.col("rank") == rank) for df in c.steps_b])
-        label = f"rank {rank}"
-        out.append(
-            measure_of(f"rank:{rank}", label, Unit.NS, a=ra, b=rb, noise=c.noise, rng=c.rng, rank=rank, medians=False)
-        )
+        out.append(measure_of(f"rank:{rank}", Unit.NS, a=ra, b=rb, noise=c.noise, rng=c.rng, rank=rank, medians=False))
     return out
 
 
@@ -152,7 +135,6 @@ def phases(c: Inputs) -> list[Measure]:
     return [
         measure_of(
             f"phase:{n}",
-            n.removeprefix(PHASE_PREFIX),
             Unit.NS,
             a=Samples(runs=[s.get(n, empty) for s in series_a]),
             b=Samples(runs=[s.get(n, empty) for s in series_b]),

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, Final
 import numpy as np
 
 from tracekit.results.compare import Interval, Measure
-from tracekit.results.vocab import Change, Unit
+from tracekit.results.vocab import Change, MeasureNote, PeakSource, Unit
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -138,7 +138,7 @@ def _decide(
     if not beyond:
         return Change.WITHIN_NOISE, allowance
     up = delta > 0
-    if lower_is_better is None or unit not in (Unit.NS, Unit.PER_S):
+    if lower_is_better is None or unit not in (Unit.NS, Unit.PER_S, Unit.SAMPLES_PER_S):
         return (Change.HIGHER if up else Change.LOWER), allowance
     worse = up if lower_is_better else not up
     return (Change.SLOWER if worse else Change.FASTER), allowance
@@ -174,33 +174,30 @@ def _widest(ci: Interval, detectable: float, other: Interval, other_detectable: 
 
 def _unmeasured(
     key: str,
-    label: str,
     unit: Unit,
     a: float | None,
     b: float | None,
     *,
     lower_is_better: bool | None,
-    note: str | None = None,
-    **counts: Any,
+    note: MeasureNote | None = None,
+    **fields: Any,
 ) -> Measure:
     """A measure missing on one side or both: what there is, and which side lacks it."""
-    lacking = "measured on one side only" if (a, b) != (None, None) else "measured on neither side"
+    lacking = MeasureNote.ONE_SIDE if (a, b) != (None, None) else MeasureNote.NEITHER_SIDE
     return Measure(
         key=key,
-        label=label,
         unit=unit,
         lower_is_better=lower_is_better,
         a=rounded(a),
         b=rounded(b),
         change=Change.NOT_MEASURED,
         note=note or lacking,
-        **counts,
+        **fields,
     )
 
 
 def measure_of(
     key: str,
-    label: str,
     unit: Unit,
     *,
     a: Samples,
@@ -217,7 +214,7 @@ def measure_of(
     if not a.ok or not b.ok:
         va = float(stat(a.pooled[None, :])[0]) if a.n else None
         vb = float(stat(b.pooled[None, :])[0]) if b.n else None
-        return _unmeasured(key, label, unit, va, vb, lower_is_better=lower_is_better, n_a=a.n, n_b=b.n, rank=rank)
+        return _unmeasured(key, unit, va, vb, lower_is_better=lower_is_better, n_a=a.n, n_b=b.n, rank=rank)
     va, vb = float(stat(a.pooled[None, :])[0]), float(stat(b.pooled[None, :])[0])
     ra, rb = _replicates(a, stat, noise.resamples, rng), _replicates(b, stat, noise.resamples, rng)
     diffs = rb - ra
@@ -240,7 +237,6 @@ def measure_of(
         }
     return Measure(
         key=key,
-        label=label,
         unit=unit,
         lower_is_better=lower_is_better,
         a=rounded(va),
@@ -260,38 +256,37 @@ def measure_of(
 
 def once(
     key: str,
-    label: str,
     unit: Unit,
     a: float | None,
     b: float | None,
     *,
     lower_is_better: bool | None = None,
-    note: str | None = None,
+    note: MeasureNote | None = None,
     exact: bool = False,
+    peak_of: PeakSource | None = None,
 ) -> Measure:
     """A measure known once per run (a peak): its difference, no interval."""
     if a is None or b is None:
-        return _unmeasured(key, label, unit, a, b, lower_is_better=lower_is_better, note=note)
+        return _unmeasured(key, unit, a, b, lower_is_better=lower_is_better, note=note, peak_of=peak_of)
     delta = b - a
     same = delta == 0 if exact else abs(delta) <= COUNT_TOLERANCE * max(abs(a), abs(b))
     change = Change.SAME if same else (Change.HIGHER if delta > 0 else Change.LOWER)
     return Measure(
         key=key,
-        label=label,
         unit=unit,
+        peak_of=peak_of,
         lower_is_better=lower_is_better,
         a=rounded(a),
         b=rounded(b),
         delta=rounded(delta),
         delta_pct=_rel(delta, a),
         change=change,
-        note=note or "measured once per run: no interval",
+        note=note or MeasureNote.ONCE_PER_RUN,
     )
 
 
 def compare_values(
     key: str,
-    label: str,
     unit: Unit,
     a: Sequence[Sequence[float]],
     b: Sequence[Sequence[float]],
@@ -307,7 +302,6 @@ def compare_values(
     noise = noise or Noise()
     return measure_of(
         key,
-        label,
         unit,
         a=Samples(runs=[np.asarray(r, dtype=float) for r in a]),
         b=Samples(runs=[np.asarray(r, dtype=float) for r in b]),

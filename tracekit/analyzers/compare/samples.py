@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import polars as pl
 
-from tracekit.results.vocab import MeasuredOn, SyncMeasure
+from tracekit.results.vocab import MeasuredOn, PeakSource, SyncMeasure
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -141,19 +141,19 @@ def phase_series(analysis: Analysis) -> dict[str, np.ndarray]:
     return {str(part["name"][0]): part["v"].to_numpy().astype(float) for part in per.partition_by("name")}
 
 
-def peak(analysis: Analysis) -> tuple[float | None, str]:
-    """The worst rank's peak: device memory allocated, else the capture's peak RSS."""
+def peak(analysis: Analysis) -> tuple[float | None, PeakSource | None]:
+    """The worst rank's peak and where it was read: device memory allocated, else the capture's peak RSS."""
     memory = analysis.memory
     if memory is not None and memory.per_device:
         peaks = [r.peak_allocated_bytes for r in memory.per_device if r.peak_allocated_bytes is not None]
         if peaks:
-            return float(max(peaks)), "peak memory allocated (worst rank, profiler counters)"
+            return float(max(peaks)), PeakSource.COUNTERS
     if analysis.capture is not None:
         values = [p.memory.peak_bytes for p in analysis.capture.per_rank if p.memory.peak_bytes is not None]
         if values:
-            what = "allocated" if analysis.capture.per_rank[0].memory.peak_allocated_bytes is not None else "RSS"
-            return float(max(values)), f"peak memory {what} (worst rank, capture)"
-    return None, "peak memory"
+            allocated = analysis.capture.per_rank[0].memory.peak_allocated_bytes is not None
+            return float(max(values)), PeakSource.CAPTURE_ALLOCATED if allocated else PeakSource.CAPTURE_RSS
+    return None, None
 
 
 def reserved(analysis: Analysis) -> float | None:

@@ -1,0 +1,121 @@
+"""The words of the run's input: its warnings (:class:`~tracekit.results.analysis.RunWarning`),
+one sentence per kind from its figures, prefixed by the file it is about (shown by every format
+in the input problems table and the notes before the tables), and how each trace's rank was
+decided (:class:`~tracekit.results.analysis.RankFound`, the trace files table)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Final
+
+from tracekit.results.vocab import DropReason, RankSource, RunWarningKind
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from tracekit.results.analysis import DroppedEvent, RankFound, RunWarning
+
+__all__ = ["DROP_REASONS", "RANK_SOURCES", "RUN_WARNINGS", "rank_found", "run_warning"]
+
+#: Why an event was dropped, as a warning says it ("3 with a negative duration").
+DROP_REASONS: Final = {
+    DropReason.NO_TIME: "no numeric time",
+    DropReason.NO_EXTENT: "no duration",
+    DropReason.NEGATIVE: "a negative duration",
+    DropReason.FAR: "a time far outside the rest of the rank",
+}
+
+
+def _num(value: float | None) -> str:
+    value = value or 0.0
+    return f"{value:.0f}" if abs(value) < 1e18 else f"{value:.3g}"
+
+
+def _example(e: DroppedEvent | None) -> str:
+    """'ProfilerStep#9' at 1694128202545700 us lasting 1000000000000000 us."""
+    if e is None:
+        return ""
+    label = "an unnamed event" if e.name is None else repr(e.name)
+    if e.reason is DropReason.NO_TIME:
+        return f"{label} with no usable start time"
+    if e.duration is None:
+        return f"{label} at {_num(e.start)} {e.unit} without a duration"
+    return f"{label} at {_num(e.start)} {e.unit} lasting {_num(e.duration)} {e.unit}"
+
+
+def _dropped(w: RunWarning) -> str:
+    by_reason = ", ".join(f"{n} with {DROP_REASONS[reason]}" for reason, n in w.reasons.items())
+    return (
+        f"dropped {w.count} event(s) whose times cannot be right ({by_reason}), e.g. {_example(w.example)}; "
+        "the analysis does not use them"
+    )
+
+
+def _missing(w: RunWarning) -> str:
+    shown = ", ".join(f"{a}" if a == b else f"{a}-{b}" for a, b in w.ranges)
+    shown += f" and {w.more} more ranges" if w.more else ""
+    return (
+        f"{w.count} of the {w.world_size} ranks of this world have no trace here "
+        f"({'rank' if w.count == 1 else 'ranks'} {shown}): cross-rank figures cover only the ranks present"
+    )
+
+
+#: One sentence per kind of warning, from its figures (the file it is about is put before it).
+RUN_WARNINGS: Final[dict[RunWarningKind, Callable[[RunWarning], str]]] = {
+    RunWarningKind.BAD_DISTRIBUTED_INFO: lambda w: (
+        f"distributedInfo.{w.key} is {w.value}, which is not a {(w.key or '').replace('_', ' ')}; it was ignored"
+    ),
+    RunWarningKind.NOT_EVENTS: lambda w: (
+        f"{w.count} entries of traceEvents are not events (not JSON objects); they were left out"
+    ),
+    RunWarningKind.BAD_ARGS: lambda w: (
+        f"{w.count} event(s) have args that are not a JSON object; they were read without their args"
+    ),
+    RunWarningKind.DROPPED_EVENTS: _dropped,
+    RunWarningKind.BAD_SESSION_START: lambda w: (
+        f"the session start time (utcEpochNs) is {w.value}, not a time: it was ignored, "
+        "so this file's clock is not aligned with other files"
+    ),
+    RunWarningKind.BAD_RANK_ENV: lambda w: f"the recorded {w.key}={w.value} is not a rank number; it was ignored",
+    RunWarningKind.RANK_OUTSIDE_WORLD: lambda w: (
+        f"rank {w.rank} is outside the world of {w.world_size} ranks its file records"
+    ),
+    RunWarningKind.MISSING_RANKS: _missing,
+    RunWarningKind.NO_COMM_KERNELS: lambda w: (
+        f"rank {w.rank}: distributed run (world size {w.world_size}, {w.count} host-side collective ops) but no GPU "
+        "kernel was recognized as communication; communication time will read as zero (name its kernels with "
+        "--comm-kernel REGEX)"
+    ),
+    RunWarningKind.MEMORY_ONLY: lambda _: (
+        "memory timelines only: no trace events, so no time breakdown or verdict; memory is reported"
+    ),
+    RunWarningKind.CPU_ONLY: lambda _: (
+        "no GPU activity in these traces: a CPU-only run; GPU breakdown, overlap and kernel tables are empty, "
+        "host-side steps and phases are reported"
+    ),
+    RunWarningKind.TEXT: lambda w: w.text or "",
+}
+
+
+def run_warning(w: RunWarning) -> str:
+    """One warning about the input, in words: 'runs/rank3.json: dropped 2 event(s) whose times ...'."""
+    said = RUN_WARNINGS[w.kind](w)
+    return f"{w.path}: {said}" if w.path is not None and w.kind is not RunWarningKind.TEXT else said
+
+
+#: How a trace's rank was decided, in the words of the trace files table ("rank from").
+RANK_SOURCES: Final[dict[RankSource, Callable[[RankFound], str]]] = {
+    RankSource.DISTRIBUTED_INFO: lambda _: "distributedInfo",
+    RankSource.ENV: lambda r: f"{r.key} env",
+    RankSource.ARGUMENT: lambda r: f"{r.key} argument",
+    RankSource.PROCESS_ORDER: lambda r: f"process order by GPU (one file, {r.processes} processes; pid {r.pid})",
+    RankSource.FILE_NAME: lambda _: "file name",
+    RankSource.OVERRIDE: lambda _: "--rank",
+    RankSource.ASSUMED_ZERO: lambda _: "assumed 0 (a single file without a rank; set it with --rank)",
+    RankSource.NONE: lambda _: "none recorded",
+    RankSource.TEXT: lambda r: r.text or "",
+}
+
+
+def rank_found(r: RankFound) -> str:
+    """How a trace's rank was decided: 'distributedInfo', 'RANK env', 'file name', ..."""
+    return RANK_SOURCES[r.kind](r)
