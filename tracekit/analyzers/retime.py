@@ -240,6 +240,9 @@ class _Rank:
         self.own = np.where(self.waited, np.clip(self.tail, 0.0, length), length)
         self.b_shift = np.zeros(nb)
         self.b_done = 0
+        # host time removed before each block's start and end (asked for at every re-timed launch)
+        self.r_at_start = self.removed_before(self.b_start)
+        self.r_at_end = self.removed_before(self.b_end)
 
     # -- the host ------------------------------------------------------------------------------
 
@@ -271,7 +274,7 @@ class _Rank:
         need = int(np.max(np.where(resumed, j, j - 1)))
         self.process_through(need, sim)
         before = self.shift_at_start(jj)
-        after_end = self.b_shift[jj] + removed - self.removed_before(self.b_end[jj])
+        after_end = self.b_shift[jj] + removed - self.r_at_end[jj]
         inside = np.where(resumed, self.b_shift[jj], before)
         if self.comp_task.size:
             inside = np.where(self.b_coll[jj], self._after_completion(t, jj, before, sim), inside)
@@ -298,10 +301,9 @@ class _Rank:
 
     def shift_at_start(self, b: np.ndarray) -> np.ndarray:
         """How much earlier the host reaches the start of each block ``b`` (the blocks before it re-timed)."""
-        start = self.b_start[b]
         prev = np.maximum(b - 1, 0)
-        since = self.b_shift[prev] + self.removed_before(start) - self.removed_before(self.b_end[prev])
-        return np.where(b > 0, since, self.removed_before(start))
+        since = self.b_shift[prev] + self.r_at_start[b] - self.r_at_end[prev]
+        return np.where(b > 0, since, self.r_at_start[b])
 
     def blocks_until(self, t: float, sim: Simulation) -> None:
         """Re-time every block that ends by ``t``."""
