@@ -303,7 +303,8 @@ class _Rank:
         """How much earlier the host reaches the start of each block ``b`` (the blocks before it re-timed)."""
         prev = np.maximum(b - 1, 0)
         since = self.b_shift[prev] + self.r_at_start[b] - self.r_at_end[prev]
-        return np.where(b > 0, since, self.r_at_start[b])
+        shift: np.ndarray = np.where(b > 0, since, self.r_at_start[b])
+        return shift
 
     def blocks_until(self, t: float, sim: Simulation) -> None:
         """Re-time every block that ends by ``t``."""
