@@ -120,12 +120,14 @@ def gains_map(ctx: RankContext) -> GainParts:
     syncs = ctx.syncs.calls.select(
         pl.col("rank").cast(pl.Int32), "start_ns", "end_ns", until="start_ns", on_collectives=pl.lit(False)
     )
-    waits = host_collective_waits(ctx.run).select(
-        pl.col("rank").cast(pl.Int32), "start_ns", "end_ns", until="end_ns", on_collectives=pl.lit(True)
-    )
-    blocks = _inside(pl.concat([syncs, waits]).sort("rank", "start_ns"), spans)
-    calls = ctx.run.select(["runtime", "driver"], "rank", "tid", "start_ns", "end_ns", "name")
-    host = host_time(ctx.run, window, fetch=ctx.fetch, syncs=ctx.syncs.calls, calls=calls, frames=ctx.frames)
+    parts = [syncs]
+    if ctx.run.select(["cpu_op", "annotation"], "rank", name=HOST_BACKEND).height:  # a GPU run on gloo/MPI
+        waits = host_collective_waits(ctx.run).select(
+            pl.col("rank").cast(pl.Int32), "start_ns", "end_ns", until="end_ns", on_collectives=pl.lit(True)
+        )
+        parts.append(waits)
+    blocks = _inside(pl.concat(parts).sort("rank", "start_ns"), spans)
+    host = _host_time(ctx, window)
 
     def cause(c: IdleCause) -> pl.DataFrame:
         return host.filter(pl.col("cause") == c.value).select("rank", "start_ns", "end_ns")
@@ -134,6 +136,35 @@ def gains_map(ctx: RankContext) -> GainParts:
     launches, host_free = cause(IdleCause.LAUNCH), cause(IdleCause.HOST_WORK)
     return GainParts(
         tasks=tasks, blocks=blocks, fetch=data, launches=launches, host_free=host_free, phases=phases, frames=frames
+    )
+
+
+#: Host collectives that block the training thread (CPU backends' own operations).
+HOST_BACKEND: Final = r"^(?:gloo|mpi|ucc):"
+#: The host's time is classified only on ranks where it left the GPU idle at least this share
+#: of the window (launch, CPU work or data): elsewhere the GPU kept busy without waiting for it,
+#: and removing host time gives nothing a re-timing would show.
+HOST_IDLE_SHARE: Final = 0.01
+
+
+def _host_time(ctx: RankContext, window: pl.DataFrame) -> pl.DataFrame:
+    """The launching threads' time by cause (:func:`host_causes.host_time`), on the ranks where
+    the host left the GPU idle (:data:`HOST_IDLE_SHARE`); none elsewhere."""
+    causes = [IdleCause.LAUNCH.value, IdleCause.HOST_WORK.value, IdleCause.DATA.value]
+    idle = ctx.idle.per_rank.filter(pl.col("cause").cast(pl.String).is_in(causes))
+    held = idle.group_by(pl.col("rank").cast(pl.Int32)).agg(pl.col("idle_ns").sum())
+    lengths = window.select("rank", length=pl.col("end_ns") - pl.col("start_ns"))
+    ranks = held.join(lengths, on="rank").filter(pl.col("idle_ns") >= HOST_IDLE_SHARE * pl.col("length"))["rank"]
+    if ranks.len() == 0:
+        return pl.DataFrame(schema={"rank": pl.Int32, "cause": pl.String, "start_ns": pl.Int64, "end_ns": pl.Int64})
+    calls = ctx.run.select(["runtime", "driver"], "rank", "tid", "start_ns", "end_ns", "name")
+    return host_time(
+        ctx.run,
+        window.filter(pl.col("rank").is_in(ranks.implode())),
+        fetch=ctx.fetch,
+        syncs=ctx.syncs.calls,
+        calls=calls,
+        frames=ctx.frames,
     )
 
 
@@ -394,9 +425,21 @@ def _limits(bound: BoundKind, run: _Run, modeled: bool) -> list[GainLimit]:
     return out
 
 
-def gains(red: Reduced, costs: pl.DataFrame, *, simulate_fn: Callable[..., dict[int, float]] = simulate) -> list[Gain]:
+def gains(
+    red: Reduced,
+    costs: pl.DataFrame,
+    *,
+    retime_from: float = 0.0,
+    also: frozenset[BoundKind] = frozenset(),
+    simulate_fn: Callable[..., dict[int, float]] = simulate,
+) -> list[Gain]:
     """Every waste of ``costs`` (the verdict's cost table) with its gains; the compute row's
-    gain is every waste removed at once. Largest *up to* first, as the cost table."""
+    gain is every waste removed at once. Largest *up to* first, as the cost table.
+
+    Re-timed: the wastes of at least ``retime_from`` percent (those that make findings), the
+    bounds in ``also`` (those the notes name) and compute's row; a smaller waste gets its
+    *up to* only (:attr:`GainLimit.BELOW_FINDING`): a re-timing each costs the run's events
+    once more, for a gain no report calls a finding."""
     ledger: LedgerResult = red.ledger
     pace = ledger.pace_ranks
     steps = ledger.per_step.group_by("rank").agg(steps=pl.col("step").n_unique())
@@ -416,7 +459,8 @@ def gains(red: Reduced, costs: pl.DataFrame, *, simulate_fn: Callable[..., dict[
             continue
         expected = None
         scenario = scenarios.get(bound)
-        if scenario is not None and run is not None:
+        small = row["bound"] not in compute and up_to < retime_from and bound not in also
+        if scenario is not None and run is not None and not small:
             gained = simulate_fn(run.plans, scenario)
             shares = [
                 100 * gained.get(int(rank), 0.0) / float(window)
@@ -430,7 +474,11 @@ def gains(red: Reduced, costs: pl.DataFrame, *, simulate_fn: Callable[..., dict[
                 step_ns=round(step_ns, 1),
                 up_to_pct=round(up_to, 4),
                 expected_pct=expected,
-                limits=_limits(bound, run, scenario is not None) if run is not None else [GainLimit.NOT_MODELED],
+                limits=[GainLimit.BELOW_FINDING]
+                if small and scenario is not None
+                else _limits(bound, run, scenario is not None)
+                if run is not None
+                else [GainLimit.NOT_MODELED],
             )
         )
     return out

@@ -19,7 +19,7 @@ from tracekit.analyzers.caveats import communication_caveat, lowered
 from tracekit.analyzers.collectives import find_collectives
 from tracekit.analyzers.convert import rows
 from tracekit.analyzers.dataloader import dataloader_gaps
-from tracekit.analyzers.gains import gains, with_gain
+from tracekit.analyzers.gains import NOTE_BOUND, gains, with_gain
 from tracekit.analyzers.kernels import kernels_by_rank
 from tracekit.analyzers.overlap import comm_overlap
 from tracekit.analyzers.parts import (
@@ -36,7 +36,7 @@ from tracekit.analyzers.parts import (
 )
 from tracekit.analyzers.stats import num
 from tracekit.analyzers.syncs import sync_points
-from tracekit.analyzers.verdict import bound_names, decide
+from tracekit.analyzers.verdict import SECONDARY_SHARE, bound_names, decide
 from tracekit.analyzers.work import MAX_ROWS as WORK_ROWS
 from tracekit.analyzers.work import work_tables
 from tracekit.results import rows as r
@@ -291,7 +291,8 @@ def verdict_reduce(red: Reduced) -> Verdict:
     )
     pytorch = num(red.gather(FactParts).span["torch_ops"].sum()) > 0
     evidence = msgspec.structs.replace(evidence, pytorch=pytorch, sync_sources=_sync_sources(red))
-    worth = gains(red, decision.costs) if not undetermined else []
+    named = frozenset(b for f in notes if f.note is not None and (b := NOTE_BOUND.get(f.note)) is not None)
+    worth = gains(red, decision.costs, retime_from=100 * SECONDARY_SHARE, also=named) if not undetermined else []
     return Verdict(
         measured_on=measured_on,
         primary=with_gain(lowered(decision.primary, caveat), worth),

@@ -11,6 +11,7 @@ if TYPE_CHECKING:
 
 #: What an estimate cannot see, as a clause.
 GAIN_LIMITS: Final[dict[GainLimit, str]] = {
+    GainLimit.BELOW_FINDING: "under the 5% that makes a finding: not re-timed, only the ledger's bound",
     GainLimit.NOT_MODELED: (
         "not re-timed (no what-if for this cause, or none this trace can build): only the ledger's bound"
     ),
@@ -40,8 +41,8 @@ def worth(g: Gain) -> str:
     what = "every waste removed at once" if g.bound in COMPUTE else "without it"
     bound = f"at most {step_after(g, g.up_to_pct) / 1e6:.2f} ms ({g.up_to_pct:.1f}% of the ledger)"
     if g.expected_pct is None:
-        unmodeled = GAIN_LIMITS[GainLimit.NOT_MODELED]
-        return f"worth: {what}, a step of {now:.2f} ms would take {bound}; not re-timed: {unmodeled}"
+        why = GAIN_LIMITS[g.limits[0] if g.limits else GainLimit.NOT_MODELED]
+        return f"worth: {what}, a step of {now:.2f} ms would take {bound}; {why}"
     expected = step_after(g, g.expected_pct) / 1e6
     return (
         f"worth: {what}, a step of {now:.2f} ms would take about {expected:.2f} ms "

@@ -48,6 +48,7 @@ class BoundKind(StrEnum):
 class GainLimit(StrEnum):
     """What a predicted gain cannot see (the re-timing model's assumptions, per estimate)."""
 
+    BELOW_FINDING = "below_finding"  # a waste under the share that makes a finding: not re-timed, only its bound
     NOT_MODELED = "not_modeled"  # no what-if for this cause (or none the trace can build): only the ledger's bound
     EVENT_WAITS_KEPT = "event_waits_kept"  # waits on other streams' events kept as long as measured
     ONE_CLOCK = "one_clock"  # ranks' arrivals at collectives compared on one clock
