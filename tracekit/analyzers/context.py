@@ -15,10 +15,11 @@ from tracekit.analyzers import timeline
 from tracekit.analyzers.annotations import top_level
 from tracekit.analyzers.collectives import no_groups
 from tracekit.analyzers.dataloader import fetch_ranges
-from tracekit.analyzers.idle import IdleResult, idle_causes
+from tracekit.analyzers.host_causes import process_ranges
+from tracekit.analyzers.idle import CALL_COLUMNS, IdleResult, idle_causes
 from tracekit.analyzers.steps import StepResult, analyze_steps, gpu_activity
 from tracekit.analyzers.syncs import SyncResult, host_syncs
-from tracekit.results.vocab import WindowKind
+from tracekit.results.vocab import IdleCause, WindowKind
 
 if TYPE_CHECKING:
     import polars as pl
@@ -108,6 +109,26 @@ class RankContext:
         return host_syncs(self.run, self.activity, self.frames)
 
     @cached_property
+    def calls(self) -> pl.DataFrame:
+        """The runtime and driver calls (:data:`~tracekit.analyzers.idle.CALL_COLUMNS`)."""
+        return self.run.select(["runtime", "driver"], *CALL_COLUMNS)
+
+    @cached_property
+    def host_ranges(self) -> dict[IdleCause, pl.DataFrame]:
+        """The process-wide host categories (data, blocking collectives, syncs, one-time work):
+        :func:`~tracekit.analyzers.host_causes.process_ranges`, read by the idle model and the gains."""
+        return process_ranges(self.run, fetch=self.fetch, syncs=self.syncs.calls, calls=self.calls, frames=self.frames)
+
+    @cached_property
     def idle(self) -> IdleResult:
         """GPU idle gaps and their causes (read by the idle-cause table and the ledger)."""
-        return idle_causes(self.run, self.segments, self.frames, self.fetch, self.syncs.calls, activity=self.activity)
+        return idle_causes(
+            self.run,
+            self.segments,
+            self.frames,
+            self.fetch,
+            self.syncs.calls,
+            activity=self.activity,
+            calls=self.calls,
+            process=self.host_ranges,
+        )

@@ -157,14 +157,14 @@ def _host_time(ctx: RankContext, window: pl.DataFrame) -> pl.DataFrame:
     ranks = held.join(lengths, on="rank").filter(pl.col("idle_ns") >= HOST_IDLE_SHARE * pl.col("length"))["rank"]
     if ranks.len() == 0:
         return pl.DataFrame(schema={"rank": pl.Int32, "cause": pl.String, "start_ns": pl.Int64, "end_ns": pl.Int64})
-    calls = ctx.run.select(["runtime", "driver"], "rank", "tid", "start_ns", "end_ns", "name")
     return host_time(
         ctx.run,
         window.filter(pl.col("rank").is_in(ranks.implode())),
         fetch=ctx.fetch,
         syncs=ctx.syncs.calls,
-        calls=calls,
+        calls=ctx.calls,
         frames=ctx.frames,
+        process=ctx.host_ranges,
     )
 
 

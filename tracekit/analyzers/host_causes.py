@@ -118,6 +118,7 @@ def late_causes(
     syncs: pl.DataFrame,
     calls: pl.DataFrame | None = None,
     frames: pl.DataFrame | None = None,
+    process: dict[IdleCause, pl.DataFrame] | None = None,
 ) -> pl.DataFrame:
     """The host-side cause of each gap.
 
@@ -126,7 +127,8 @@ def late_causes(
     the time after it votes :data:`QUEUED`; null when never), disjoint per rank. ``fetch``:
     the DataLoader fetch ranges; ``syncs``: the blocking calls (rank, start_ns, end_ns);
     ``calls``: the runtime and driver calls (rank, tid, start_ns, end_ns, name), read from
-    ``run`` when not given; ``frames``: the measured windows (rank, step, start_ns, end_ns), which
+    ``run`` when not given; ``process``: :func:`process_ranges` of the same arguments, when
+    already computed; ``frames``: the measured windows (rank, step, start_ns, end_ns), which
     tell one-time work from work that recurs (:func:`_recurring`). Returns idle_id, cause (:class:`IdleCause` values, or
     :data:`QUEUED`), host_range (the outermost range on the launching thread at the gap's
     middle), launches (launch calls on the rank during the gap).
@@ -138,7 +140,8 @@ def late_causes(
     queued = queued.select("thread", start_ns=pl.max_horizontal("start_ns", "queued_from"), end_ns="end_ns")
     if calls is None:
         calls = run.select(["runtime", "driver"], "rank", "tid", "start_ns", "end_ns", "name")
-    process = _process_ranges(run, fetch=fetch, syncs=syncs, calls=calls, frames=frames)
+    if process is None:
+        process = process_ranges(run, fetch=fetch, syncs=syncs, calls=calls, frames=frames)
     events = _thread_events(run, keyed, threads, calls)
     latency = threaded.filter(pl.col("launch_ns").is_not_null())
     latency = latency.select("thread", start_ns=pl.max_horizontal("start_ns", "launch_ns"), end_ns="end_ns")
@@ -286,7 +289,7 @@ def _pauses(events: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def _process_ranges(
+def process_ranges(
     run: Run, *, fetch: pl.DataFrame, syncs: pl.DataFrame, calls: pl.DataFrame, frames: pl.DataFrame | None = None
 ) -> dict[IdleCause, pl.DataFrame]:
     """The process-wide categories: rank, start_ns, end_ns ranges of each (one selection of
@@ -475,6 +478,7 @@ def host_time(
     syncs: pl.DataFrame,
     calls: pl.DataFrame,
     frames: pl.DataFrame | None = None,
+    process: dict[IdleCause, pl.DataFrame] | None = None,
 ) -> pl.DataFrame:
     """The launching threads' time inside ``windows`` (rank, start_ns, end_ns) by the categories
     above, as the idle model would name it: rank, cause (an :class:`IdleCause` value), start_ns,
@@ -495,7 +499,8 @@ def host_time(
         .sort("rank", "start_ns")
         .with_row_index("idle_id")
     )
-    process = _process_ranges(run, fetch=fetch, syncs=syncs, calls=calls, frames=frames)
+    if process is None:
+        process = process_ranges(run, fetch=fetch, syncs=syncs, calls=calls, frames=frames)
     events = _thread_events(run, spans.select("idle_id", "rank", "thread", *_SPAN), threads, calls)
     covers = {c.value: _per_thread(process[c], threads) for c in ORDER[:4]}
     covers |= {

@@ -88,6 +88,8 @@ if TYPE_CHECKING:
 #: Above it only waits: a sampled trace's dropped kernels, another process sharing the GPU
 #: (340-400 us). A longer gap ended by queued work is not switching: the GPU waited.
 SWITCH_NS: Final = 20_000
+#: The runtime and driver calls' columns the idle model reads.
+CALL_COLUMNS: Final = ("rank", "tid", "start_ns", "end_ns", "correlation", "name")
 #: The columns of :attr:`IdleResult.intervals`.
 INTERVAL_COLUMNS = (
     *("rank", "step", "start_ns", "end_ns", "length_ns", "cause"),
@@ -118,6 +120,8 @@ def idle_causes(
     syncs: pl.DataFrame,
     *,
     activity: pl.DataFrame | None = None,
+    calls: pl.DataFrame | None = None,
+    process: dict[IdleCause, pl.DataFrame] | None = None,
 ) -> IdleResult:
     """Attribute each GPU idle gap (from the timeline segments) to one cause.
 
@@ -125,18 +129,20 @@ def idle_causes(
     ``fetch``: the DataLoader fetch ranges; ``syncs``: the blocking calls (rank, start_ns,
     end_ns: :attr:`SyncResult.calls`); ``activity``: the GPU activity (rank, name, category,
     start_ns, end_ns, device, stream, correlation, in event order), read from ``run`` when
-    not given.
+    not given; ``calls``: the runtime and driver calls (:data:`CALL_COLUMNS`) and ``process``
+    (:func:`~tracekit.analyzers.host_causes.process_ranges`), likewise, when already read.
     """
     if activity is None:
         columns = ("rank", "name", "category", "start_ns", "end_ns", "device", "stream", "correlation")
         activity = run.select(["kernel", "memcpy", "memset"], *columns)
-    calls = run.select(["runtime", "driver"], "rank", "tid", "start_ns", "end_ns", "correlation", "name")
+    if calls is None:
+        calls = run.select(["runtime", "driver"], *CALL_COLUMNS)
     gaps = _gaps(segments, frames)
     ended = _ending_work(gaps, activity, calls)
     waits = ended.filter(~pl.col("switch")).select(
         "idle_id", "rank", "tid", "start_ns", "end_ns", "launch_ns", "queued_from"
     )
-    host = late_causes(waits, run, fetch=fetch, syncs=syncs, calls=calls, frames=frames)
+    host = late_causes(waits, run, fetch=fetch, syncs=syncs, calls=calls, frames=frames, process=process)
     cause = (
         pl.when(pl.col("switch"))
         .then(pl.lit(IdleCause.BACK_TO_BACK.value))
