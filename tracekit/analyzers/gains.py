@@ -132,7 +132,8 @@ def gains_map(ctx: RankContext) -> GainParts:
     def cause(c: IdleCause) -> pl.DataFrame:
         return host.filter(pl.col("cause") == c.value).select("rank", "start_ns", "end_ns")
 
-    data = iv.union(pl.concat([fetch, cause(IdleCause.DATA)], how="vertical_relaxed"), ["rank"])
+    inputs = ctx.host_ranges[IdleCause.DATA].select(pl.col("rank").cast(pl.Int32), "start_ns", "end_ns")
+    data = iv.union(pl.concat([fetch, _inside(inputs, spans)], how="vertical_relaxed"), ["rank"])
     launches, host_free = cause(IdleCause.LAUNCH), cause(IdleCause.HOST_WORK)
     return GainParts(
         tasks=tasks, blocks=blocks, fetch=data, launches=launches, host_free=host_free, phases=phases, frames=frames
@@ -142,15 +143,16 @@ def gains_map(ctx: RankContext) -> GainParts:
 #: Host collectives that block the training thread (CPU backends' own operations).
 HOST_BACKEND: Final = r"^(?:gloo|mpi|ucc):"
 #: The host's time is classified only on ranks where it left the GPU idle at least this share
-#: of the window (launch, CPU work or data): elsewhere the GPU kept busy without waiting for it,
-#: and removing host time gives nothing a re-timing would show.
+#: of the window dispatching or in its own CPU work: elsewhere the GPU did not wait on either,
+#: and removing them gives nothing a re-timing would show. (Data needs no classification: the
+#: fetches and input ranges are the process's, :func:`host_causes.process_ranges`.)
 HOST_IDLE_SHARE: Final = 0.01
 
 
 def _host_time(ctx: RankContext, window: pl.DataFrame) -> pl.DataFrame:
     """The launching threads' time by cause (:func:`host_causes.host_time`), on the ranks where
     the host left the GPU idle (:data:`HOST_IDLE_SHARE`); none elsewhere."""
-    causes = [IdleCause.LAUNCH.value, IdleCause.HOST_WORK.value, IdleCause.DATA.value]
+    causes = [IdleCause.LAUNCH.value, IdleCause.HOST_WORK.value]
     idle = ctx.idle.per_rank.filter(pl.col("cause").cast(pl.String).is_in(causes))
     held = idle.group_by(pl.col("rank").cast(pl.Int32)).agg(pl.col("idle_ns").sum())
     lengths = window.select("rank", length=pl.col("end_ns") - pl.col("start_ns"))
