@@ -433,7 +433,6 @@ def gains(
     *,
     retime_from: float = 0.0,
     also: frozenset[BoundKind] = frozenset(),
-    simulate_fn: Callable[..., dict[int, float]] = simulate,
 ) -> list[Gain]:
     """Every waste of ``costs`` (the verdict's cost table) with its gains; the compute row's
     gain is every waste removed at once. Largest *up to* first, as the cost table.
@@ -463,7 +462,7 @@ def gains(
         scenario = scenarios.get(bound)
         small = row["bound"] not in compute and up_to < retime_from and bound not in also
         if scenario is not None and run is not None and not small:
-            gained = simulate_fn(run.plans, scenario)
+            gained = simulate(run.plans, scenario)
             shares = [
                 100 * gained.get(int(rank), 0.0) / float(window)
                 for rank, window in windows.select("rank", "window_ns").iter_rows()
