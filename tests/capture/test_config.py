@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import TYPE_CHECKING
 
 import pytest
@@ -51,12 +52,51 @@ def test_bare_flag_and_stray_words() -> None:
         ({"nproc": "0"}, "nproc is out of range"),
         ({"measured_steps": "1", "warmup_steps": "0"}, "the profiler schedule needs 5 steps"),
         ({"prefetch_factor": "2"}, "prefetch_factor needs num_workers > 0"),
+        ({"env": "[1]"}, "Expected `object`, got `array` - at `env`"),
+        ({"env": '{"A": null}'}, "env.A must be a string or a number, got null"),
+        ({"env": '{"A": {"B": "1"}}'}, "env.A must be a string or a number, got an object"),
+        ({"env.A.B": "1"}, "env.A must be a string or a number, got an object"),
+        ({"env.MY-VAR": "1"}, "env key 'MY-VAR' is not a variable name (letters, digits and _, not a digit first)"),
+        ({"env.2X": "1"}, "env key '2X' is not a variable name"),
+        ({"env": '{"A": "x\\u0000y"}'}, "env.A holds a NUL character"),
+        ({"env.RANK": "3"}, "env.RANK: tracekit sets RANK for its ranks itself"),
+        ({"env.MASTER_PORT": "29500"}, "env.MASTER_PORT: tracekit sets MASTER_PORT for its ranks itself"),
+        ({"env.TRACEKIT_CAPTURE_RUN": "x"}, "env.TRACEKIT_CAPTURE_RUN: tracekit sets the TRACEKIT_* variables"),
+        ({"env.ACCELERATE_USE_FSDP": "true"}, "env.ACCELERATE_USE_FSDP: tracekit sets the ACCELERATE_* variables"),
     ],
 )
 def test_errors_name_the_field(overrides: dict[str, str], message: str) -> None:
-    with pytest.raises(InputError, match=message.replace("?", r"\?").replace("(", r"\(")) as info:
+    with pytest.raises(InputError, match=re.escape(message)) as info:
         load_config(None, overrides)
     assert "\n" not in info.value.message
+
+
+def test_env_from_the_command_line_is_text_as_written() -> None:
+    args = ["--env.PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True", "--env.OMP_NUM_THREADS=2"]
+    args += ["--env.TK_FLAG=true", "--env.TK_NUM", "1e3"]
+    config = load_config(None, parse_overrides(args))
+    # a variable's value is the text as written, never read as JSON
+    assert config.env == {
+        "PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True",
+        "OMP_NUM_THREADS": "2",
+        "TK_FLAG": "true",
+        "TK_NUM": "1e3",
+    }
+    assert to_dict(config)["env"] == config.env  # summary.json's config
+    assert load_config(None).env == {}
+    # a variable's name is kept as written (a field's - is its _): a bad one is refused, not renamed
+    assert parse_overrides(["--env.TK-VAR=1", "--memory-snapshot"]) == {"env.TK-VAR": "1", "memory_snapshot": "true"}
+    with pytest.raises(InputError, match="env key 'TK-VAR' is not a variable name"):
+        load_config(None, parse_overrides(["--env.TK-VAR=1"]))
+
+
+def test_env_in_a_file_writes_numbers_as_text_and_the_command_line_adds_to_it(tmp_path: Path) -> None:
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps({"env": {"OMP_NUM_THREADS": 2, "TK_RATIO": 0.5, "TK_ON": False, "TK_NAME": "x"}}))
+    config = load_config(path, parse_overrides(["--env.TK_NAME=y", "--env.TK_MORE=1"]))
+    assert config.env == {"OMP_NUM_THREADS": "2", "TK_RATIO": "0.5", "TK_ON": "false", "TK_NAME": "y", "TK_MORE": "1"}
+    whole = load_config(None, parse_overrides(['--env={"TK_A": 1}']))  # a whole object is JSON
+    assert whole.env == {"TK_A": "1"}
 
 
 def test_bad_files(tmp_path: Path) -> None:

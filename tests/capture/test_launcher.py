@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
 import pytest
 
 from tracekit.capture.config import load_config
-from tracekit.capture.launcher import CaptureError, build_command, check_nsys
+from tracekit.capture.launcher import CaptureError, build_command, check_nsys, rank_env
+from tracekit.capture.processes import RUN_ENV
 from tracekit.capture.ranks import failure, read_states
+from tracekit.capture.supervisor import PARENT_ENV
 from tracekit.errors import InputError
 
 
@@ -53,6 +56,20 @@ def test_nsys_wraps_the_launch_and_needs_nsys_and_a_gpu(monkeypatch: pytest.Monk
     monkeypatch.setattr("torch.cuda.is_available", lambda: False)
     with pytest.raises(InputError, match="needs a CUDA GPU"):
         check_nsys(config)
+
+
+def test_the_config_env_reaches_every_rank_and_tracekit_keeps_its_own(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TK_INHERITED", "parent")
+    monkeypatch.setenv("TK_REPLACED", "parent")
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    plain = rank_env(load_config(None), "run1")
+    assert plain["TK_INHERITED"] == plain["TK_REPLACED"] == "parent" and plain["OMP_NUM_THREADS"] == "1"
+    assert (plain[RUN_ENV], plain[PARENT_ENV], plain["TRACEKIT_CAPTURE"]) == ("run1", str(os.getpid()), "1")
+    overrides = {"env.TK_REPLACED": "config", "env.OMP_NUM_THREADS": "2", "env.PYTORCH_CUDA_ALLOC_CONF": "a:b"}
+    env = rank_env(load_config(None, overrides), "run2")
+    assert (env["TK_INHERITED"], env["TK_REPLACED"], env["OMP_NUM_THREADS"]) == ("parent", "config", "2")
+    assert env["PYTORCH_CUDA_ALLOC_CONF"] == "a:b" and env[RUN_ENV] == "run2"
+    assert all(isinstance(value, str) for value in env.values())
 
 
 def test_failure_reports_rank_and_last_lines(tmp_path: Path) -> None:

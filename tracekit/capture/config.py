@@ -10,6 +10,7 @@ from __future__ import annotations
 import difflib
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any, Final, Literal
 
@@ -68,6 +69,10 @@ class CaptureConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     #: DDP's ``find_unused_parameters`` (DDP only): True walks the autograd graph after every
     #: forward to find parameters that get no gradient (``tracekit audit-params`` lists them).
     find_unused_parameters: bool = False
+    #: Environment variables set for every rank process (``--env.PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True``);
+    #: a number or true/false is written as its JSON text. Not those tracekit sets for its ranks
+    #: (:data:`TRACEKIT_SETS`: RANK, WORLD_SIZE, MASTER_PORT, TRACEKIT_*, ...).
+    env: dict[str, str] = msgspec.field(default_factory=dict)
     learning_rate: float = 1e-3
     out_dir: str = "tracekit-capture"
     seed: int = 0
@@ -99,6 +104,31 @@ class CaptureConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
 
 
 _SECTIONS: dict[str, type[msgspec.Struct]] = {"profiler": ProfilerConfig}
+#: The config key whose ``env.NAME`` overrides keep their text as written (never read as JSON).
+_ENV: Final = "env"
+#: Variables tracekit's launch sets for every rank (the launcher's own, the rank and rendezvous
+#: variables of accelerate's launch and torchrun): ``env`` may not set them.
+TRACEKIT_SETS: Final = frozenset(
+    {
+        "RANK",
+        "LOCAL_RANK",
+        "GROUP_RANK",
+        "ROLE_RANK",
+        "ROLE_NAME",
+        "WORLD_SIZE",
+        "LOCAL_WORLD_SIZE",
+        "GROUP_WORLD_SIZE",
+        "ROLE_WORLD_SIZE",
+        "MASTER_ADDR",
+        "MASTER_PORT",
+        "PYTHONUNBUFFERED",
+    }
+)
+#: Prefixes of variables tracekit's launch sets: its own, torchrun's, and those accelerate's launch
+#: writes from ``accelerate_config`` (set those there).
+TRACEKIT_SETS_PREFIXES: Final = ("TRACEKIT_", "TORCHELASTIC_", "ACCELERATE_", "FSDP_", "MEGATRON_LM_")
+_ENV_NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_JSON_TYPES: Final = {type(None): "null", list: "an array", dict: "an object"}
 
 
 def _check_keys(data: dict[str, Any], struct: type[msgspec.Struct], prefix: str, source: str) -> None:
@@ -130,7 +160,7 @@ def apply_overrides(data: dict[str, Any], overrides: dict[str, str]) -> dict[str
             if not isinstance(node, dict):
                 raise InputError(f"--{dotted}: {part} is not a section")
             target = node
-        target[leaf] = _parse_value(text)
+        target[leaf] = text if parents == [_ENV] else _parse_value(text)  # --env.NAME=2 is the text "2"
     return merged
 
 
@@ -138,12 +168,38 @@ def build_config(data: dict[str, Any], *, source: str = "config") -> CaptureConf
     """Validate plain data into a :class:`CaptureConfig`; errors name the field."""
     _check_keys(data, CaptureConfig, "", source)
     try:
-        config = msgspec.convert(data, CaptureConfig, strict=False)
+        config = msgspec.convert(_env_as_text(data, source), CaptureConfig, strict=False)
     except msgspec.ValidationError as exc:
         text = str(exc).replace("`$.", "`").replace("$.", "")
         raise InputError(f"invalid config: {text}", path=source) from None
     _check_ranges(config, source)
     return config
+
+
+def _env_as_text(data: dict[str, Any], source: str) -> dict[str, Any]:
+    """``data`` with its ``env`` checked (variable names, not those tracekit sets, no NUL) and
+    its numbers and booleans written as their JSON text (``{"OMP_NUM_THREADS": 2}`` -> ``"2"``)."""
+    env = data.get(_ENV)
+    if not isinstance(env, dict):
+        return data  # absent, or not an object: msgspec names the field
+    text: dict[str, str] = {}
+    for key, value in env.items():
+        if not _ENV_NAME.fullmatch(key):
+            raise InputError(
+                f"invalid config: env key {key!r} is not a variable name (letters, digits and _, not a digit first)",
+                path=source,
+            )
+        prefix = next((p for p in TRACEKIT_SETS_PREFIXES if key.startswith(p)), None)
+        if key in TRACEKIT_SETS or prefix is not None:
+            what = key if prefix is None else f"the {prefix}* variables"
+            raise InputError(f"invalid config: env.{key}: tracekit sets {what} for its ranks itself", path=source)
+        if not isinstance(value, (str, bool, int, float)):
+            what = _JSON_TYPES.get(type(value), type(value).__name__)
+            raise InputError(f"invalid config: env.{key} must be a string or a number, got {what}", path=source)
+        text[key] = value if isinstance(value, str) else json.dumps(value)
+        if "\0" in text[key]:
+            raise InputError(f"invalid config: env.{key} holds a NUL character", path=source)
+    return {**data, _ENV: text}
 
 
 def _check_ranges(config: CaptureConfig, source: str) -> None:
@@ -216,7 +272,7 @@ def parse_overrides(args: list[str]) -> dict[str, str]:
             else:
                 i += 1
                 value = args[i]
-        out[key.replace("-", "_")] = value
+        out[key if key.startswith(f"{_ENV}.") else key.replace("-", "_")] = value  # a variable's name as written
         i += 1
     return out
 

@@ -46,6 +46,7 @@ __all__ = [
     "capture",
     "check_nsys",
     "free_port",
+    "rank_env",
     "run_ranks",
 ]
 
@@ -177,6 +178,17 @@ def capture(config: CaptureConfig) -> CaptureSummary:
     raise error
 
 
+def rank_env(config: CaptureConfig, run_id: str) -> dict[str, str]:
+    """The environment the launch starts with, which every rank inherits: this process's, then
+    the config's ``env`` (which may not set tracekit's own variables: the config refuses them),
+    then tracekit's own (the run's id, the supervisors' parent); ``OMP_NUM_THREADS`` is 1 unless
+    set (accelerate's launch passes it on to the ranks)."""
+    env = {**os.environ, **config.env, "PYTHONUNBUFFERED": "1", "TRACEKIT_CAPTURE": "1"}
+    env.update({processes.RUN_ENV: run_id, PARENT_ENV: str(os.getpid())})
+    env.setdefault("OMP_NUM_THREADS", "1")
+    return env
+
+
 def _launch(config: CaptureConfig, folder: Path, *, module: str = RUNNER, args: Sequence[str] = ()) -> _Outcome:
     """Start the ranks writing into ``folder`` and wait for them; stop every process of the run
     on timeout or interruption (and any left behind)."""
@@ -185,9 +197,7 @@ def _launch(config: CaptureConfig, folder: Path, *, module: str = RUNNER, args: 
     port = config.main_process_port or free_port()
     cmd = build_command(config, config_file, port=port, out_dir=folder, module=module, args=args)
     run_id = uuid.uuid4().hex
-    env = {**os.environ, "PYTHONUNBUFFERED": "1", "TRACEKIT_CAPTURE": "1"}
-    env.update({processes.RUN_ENV: run_id, PARENT_ENV: str(os.getpid())})
-    env.setdefault("OMP_NUM_THREADS", "1")
+    env = rank_env(config, run_id)
     proc: subprocess.Popen[bytes] | None = None
     with (folder / files.LOG).open("wb") as log, processes.interrupts_raise():
         try:
