@@ -59,6 +59,26 @@ CAPTURE_NOTES = [
     ),
     (CaptureNote(kind=CaptureNoteKind.TEXT, text="my own note (rank 0)"), "my own note (rank 0)"),
 ]
+#: Kinds of capture note since 1.6 (no older file holds their sentence), and their sentences.
+CAPTURE_NOTES_1_6 = [
+    (
+        CaptureNote(kind=CaptureNoteKind.DDP_OPTIONS_NO_EFFECT, items=("ddp_bucket_cap_mb",), value="FSDP"),
+        "ddp_bucket_cap_mb had no effect: DDP did not wrap the model (FSDP wraps it)",
+    ),
+    (
+        CaptureNote(
+            kind=CaptureNoteKind.DDP_OPTIONS_NO_EFFECT,
+            items=("find_unused_parameters", "ddp_gradient_as_bucket_view"),
+            value="NO",
+        ),
+        "find_unused_parameters, ddp_gradient_as_bucket_view had no effect: DDP did not wrap the model "
+        "(one rank without a process group; a backend named for one rank runs DDP)",
+    ),
+    (
+        CaptureNote(kind=CaptureNoteKind.DDP_OPTIONS_NO_EFFECT, items=("ddp_bucket_cap_mb",), value="XLA"),
+        "ddp_bucket_cap_mb had no effect: DDP did not wrap the model (distributed type XLA)",
+    ),
+]
 
 
 def _old_summary(**changes: object) -> bytes:
@@ -80,13 +100,19 @@ def test_each_capture_note_is_its_sentence_and_an_older_file_reads_back_the_kind
     assert loaded.notes == [note]
 
 
+@pytest.mark.parametrize(("note", "sentence"), CAPTURE_NOTES_1_6)
+def test_each_capture_note_since_1_6_is_its_sentence(note: CaptureNote, sentence: str) -> None:
+    assert cw.capture_note(note) == sentence
+
+
 def test_every_capture_note_kind_has_its_words() -> None:
-    assert {n.kind for n, _ in CAPTURE_NOTES} == set(CaptureNoteKind) == set(cw.CAPTURE_NOTES)
+    kinds = {n.kind for n, _ in [*CAPTURE_NOTES, *CAPTURE_NOTES_1_6]}
+    assert kinds == set(CaptureNoteKind) == set(cw.CAPTURE_NOTES)
     assert set(cw.SLOWEST_BY) == set(SlowestBy) and set(cw.WORST_BY) == set(WorstBy)
 
 
 def test_every_kind_of_capture_note_round_trips_through_json() -> None:
-    summary = msgspec.structs.replace(small_summary(), notes=[n for n, _ in CAPTURE_NOTES])
+    summary = msgspec.structs.replace(small_summary(), notes=[n for n, _ in [*CAPTURE_NOTES, *CAPTURE_NOTES_1_6]])
     assert load_capture_summary(dump_capture_summary(summary), source="s.json") == summary
 
 

@@ -17,6 +17,7 @@ from tracekit.results.capture import (
     CaptureNote,
     CaptureSummary,
     Memory,
+    MemorySummary,
     PhaseStats,
     RankPhases,
     StepStats,
@@ -25,7 +26,7 @@ from tracekit.results.capture import (
     dump_capture_summary,
     load_capture_summary,
 )
-from tracekit.results.vocab import CaptureNoteKind, SlowestBy
+from tracekit.results.vocab import CaptureNoteKind, SlowestBy, WorstBy
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -92,6 +93,16 @@ def test_round_trip_through_json() -> None:
     assert data["schema"] == CAPTURE_SCHEMA and data["schema_version"] == CAPTURE_SCHEMA_VERSION
     # memory keeps only what was measured, as the 1.0 files do
     assert data["per_rank"][0]["memory"] == {"device": "cpu", "peak_rss_bytes": 3 * 2**20, "scope": "whole process"}
+
+
+def test_a_1_5_file_keeps_its_kinds() -> None:
+    """1.5 already held kinds where 1.4 held sentences: read by 1.6, none is read as a sentence."""
+    memory = MemorySummary(worst_rank=1, worst_rank_by=WorstBy.DEVICE_ALLOCATED, peak_allocated_bytes=2**30)
+    notes = [CaptureNote(kind=CaptureNoteKind.CPU_MEMORY), CaptureNote(kind=CaptureNoteKind.TEXT, text="a note")]
+    summary = msgspec.structs.replace(small_summary(), memory=memory, notes=notes)
+    data = json.loads(dump_capture_summary(summary))
+    data["schema_version"] = "1.5"
+    assert load_capture_summary(json.dumps(data), source="s.json") == summary
 
 
 @pytest.mark.parametrize("name", SAMPLE_NAMES)

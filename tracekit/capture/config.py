@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import math
 import os
 import re
 from pathlib import Path
@@ -69,6 +70,13 @@ class CaptureConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     #: DDP's ``find_unused_parameters`` (DDP only): True walks the autograd graph after every
     #: forward to find parameters that get no gradient (``tracekit audit-params`` lists them).
     find_unused_parameters: bool = False
+    #: DDP's ``bucket_cap_mb`` (DDP only): the MiB of gradients DDP gathers into one bucket before
+    #: it all-reduces them during backward. null: DDP's default (25, and a first bucket of 1 MiB);
+    #: a value set also sizes the first bucket.
+    ddp_bucket_cap_mb: float | None = None
+    #: DDP's ``gradient_as_bucket_view`` (DDP only): gradients are views into the all-reduce buckets,
+    #: which saves a copy per bucket and the memory of one set of gradients.
+    ddp_gradient_as_bucket_view: bool = False
     #: Environment variables set for every rank process (``--env.PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True``);
     #: a number or true/false is written as its JSON text. Not those tracekit sets for its ranks
     #: (:data:`TRACEKIT_SETS`: RANK, WORLD_SIZE, MASTER_PORT, TRACEKIT_*, ...).
@@ -214,6 +222,8 @@ def _check_ranges(config: CaptureConfig, source: str) -> None:
         "profiler.repeat": config.profiler.repeat >= 1,
         "timeout": config.timeout is None or config.timeout > 0,
         "cuda_memory_fraction": config.cuda_memory_fraction is None or 0 < config.cuda_memory_fraction <= 1,
+        "ddp_bucket_cap_mb": config.ddp_bucket_cap_mb is None
+        or (math.isfinite(config.ddp_bucket_cap_mb) and config.ddp_bucket_cap_mb > 0),
     }
     for name, ok in checks.items():
         if not ok:

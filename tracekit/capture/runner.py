@@ -16,7 +16,7 @@ import traceback
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tracekit.capture import files, sharding, supervisor
+from tracekit.capture import ddp, files, sharding, supervisor
 from tracekit.capture.config import CaptureConfig, load_config, to_dict
 from tracekit.capture.profiler import Profiler
 from tracekit.capture.ranks import RankProgress
@@ -115,7 +115,7 @@ def cpu_count() -> int | None:
 
 def make_accelerator(config: CaptureConfig) -> tuple[Any, str]:
     """This rank's ``Accelerator`` as training uses it (the process group joined, gloo on CPU,
-    DDP's ``find_unused_parameters`` from the config), and the backend's name.
+    DDP's options from the config: :func:`tracekit.capture.ddp.kwargs_handler`), and the backend's name.
 
     One rank with a backend named (not ``auto``) joins a process group of one, so DDP and its
     collectives run as they would on N ranks (one GPU checks the NCCL path). Ranks that share a
@@ -124,7 +124,6 @@ def make_accelerator(config: CaptureConfig) -> tuple[Any, str]:
     import torch
     import torch.distributed as dist
     from accelerate import Accelerator
-    from accelerate.utils import DistributedDataParallelKwargs
 
     cuda = torch.cuda.is_available()
     backend = config.backend if config.backend != "auto" else ("nccl" if cuda else "gloo")
@@ -157,7 +156,7 @@ def make_accelerator(config: CaptureConfig) -> tuple[Any, str]:
         cpu=not cuda,
         mixed_precision=config.mixed_precision,
         gradient_accumulation_steps=config.gradient_accumulation_steps,
-        kwargs_handlers=[DistributedDataParallelKwargs(find_unused_parameters=config.find_unused_parameters)],
+        kwargs_handlers=[ddp.kwargs_handler(config)],
     )
     if accelerator.num_processes != world_size:
         raise RuntimeError(
@@ -208,22 +207,16 @@ def run(config: CaptureConfig, out_dir: Path | None = None, progress: RankProgre
     workload = build_workload(config, rank, accelerator.num_processes)
     stage("prepare")
     loader = accelerator.prepare_data_loader(make_dataloader(config, workload), device_placement=False)
-    notes: list[CaptureNote] = []
-    scheduler = [workload.scheduler] if workload.scheduler is not None else []
-    if sharding.wanted(cuda):  # accelerate applies FSDP on accelerators only
-        model, sharded = sharding.shard(workload.model, workload.optimizer)
-        notes.append(sharded)
-        rest = accelerator.prepare(workload.optimizer, *scheduler)
-        prepared = (model, *(rest if isinstance(rest, tuple) else (rest,)))
-    else:
-        prepared = accelerator.prepare(workload.model, workload.optimizer, *scheduler)
-    if "DEEPSPEED" in str(accelerator.distributed_type):
-        notes.append(CaptureNote(kind=CaptureNoteKind.DEEPSPEED_OPTIMIZER))
+    prepared, notes, used = prepare(config, accelerator, workload, cuda=cuda)
     prof = Profiler(
         config,
         out_dir=folder,
         samples_per_step=config.batch_size * config.gradient_accumulation_steps,
-        summary_extra={"config": to_dict(config), "environment": environment(accelerator, backend), "notes": notes},
+        summary_extra={
+            "config": to_dict(config),
+            "environment": environment(accelerator, backend) | used,
+            "notes": notes,
+        },
         progress=progress.phase if progress is not None else None,
     )
     _loop(config, accelerator, prof, workload=workload, loader=loader, prepared=prepared)
@@ -231,6 +224,31 @@ def run(config: CaptureConfig, out_dir: Path | None = None, progress: RankProgre
     barrier()
     if dist.is_initialized():
         dist.destroy_process_group()
+
+
+def prepare(
+    config: CaptureConfig, accelerator: Any, workload: Workload, *, cuda: bool
+) -> tuple[tuple[Any, ...], list[CaptureNote], dict[str, Any]]:
+    """The workload's model, optimizer and scheduler as accelerate prepares them (FSDP on CPU:
+    the model sharded by tracekit); the notes of how, and what DDP runs with, read from the
+    wrapped model (for summary.json's environment)."""
+    notes: list[CaptureNote] = []
+    scheduler = [workload.scheduler] if workload.scheduler is not None else []
+    distributed = str(accelerator.distributed_type).split(".")[-1]
+    if sharding.wanted(cuda):  # accelerate applies FSDP on accelerators only
+        model, sharded = sharding.shard(workload.model, workload.optimizer)
+        notes.append(sharded)
+        distributed = "FSDP"
+        rest = accelerator.prepare(workload.optimizer, *scheduler)
+        prepared = (model, *(rest if isinstance(rest, tuple) else (rest,)))
+    else:
+        prepared = accelerator.prepare(workload.model, workload.optimizer, *scheduler)
+    if distributed == "DEEPSPEED":
+        notes.append(CaptureNote(kind=CaptureNoteKind.DEEPSPEED_OPTIMIZER))
+    settings = ddp.settings(prepared[0])
+    unused = ddp.no_effect(config, wrapped=settings is not None, distributed=distributed)
+    notes += [unused] if unused is not None else []
+    return prepared, notes, {"ddp": settings} if settings is not None else {}
 
 
 def _loop(

@@ -16,6 +16,12 @@ if TYPE_CHECKING:
 __all__ = ["CAPTURE_NOTES", "SLOWEST_BY", "WORST_BY", "capture_note", "slowest_by", "worst_by"]
 
 _ON_CPU: Final = ", applied by tracekit on CPU (accelerate applies FSDP on accelerators only)"
+#: How a run was distributed where DDP did not wrap the model (accelerate's distributed type).
+_NOT_DDP: Final = {
+    "NO": "one rank without a process group; a backend named for one rank runs DDP",
+    "FSDP": "FSDP wraps it",
+    "DEEPSPEED": "DeepSpeed wraps it",
+}
 #: One sentence per kind of note, from its figures.
 CAPTURE_NOTES: Final[dict[CaptureNoteKind, Callable[[CaptureNote], str]]] = {
     CaptureNoteKind.MEMORY_TIMELINE_OPTIONS: lambda n: (
@@ -36,6 +42,10 @@ CAPTURE_NOTES: Final[dict[CaptureNoteKind, Callable[[CaptureNote], str]]] = {
     CaptureNoteKind.FSDP2_ON_CPU: lambda n: f"FSDP2 (fully_shard, reshard_after_forward={n.value}){_ON_CPU}",
     CaptureNoteKind.DEEPSPEED_OPTIMIZER: lambda _: (
         "DeepSpeed runs the optimizer inside backward hooks: only total step time compares across backends"
+    ),
+    CaptureNoteKind.DDP_OPTIONS_NO_EFFECT: lambda n: (
+        f"{', '.join(n.items)} had no effect: DDP did not wrap the model "
+        f"({_NOT_DDP.get(n.value or '', f'distributed type {n.value}')})"
     ),
     CaptureNoteKind.TEXT: lambda n: n.text or "",
 }

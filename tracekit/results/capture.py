@@ -33,8 +33,9 @@ one machine, could run on: the affinity of the capturing process); 1.5 holds kin
 sentences: ``notes`` are :class:`CaptureNote` objects, ``throughput.slowest_rank_by`` is a
 :class:`~tracekit.results.vocab.SlowestBy` with the phases it sums in
 ``throughput.pre_collective_phases``, ``memory.worst_rank_by`` a
-:class:`~tracekit.results.vocab.WorstBy` (an older file's sentences are read into them). Any 1.x
-file loads; a newer major version is refused.
+:class:`~tracekit.results.vocab.WorstBy` (an older file's sentences are read into them); 1.6
+adds the note kind ``ddp_options_no_effect`` and ``environment.ddp`` (the options DDP ran with,
+read from the wrapped model). Any 1.x file loads; a newer major version is refused.
 """
 
 from __future__ import annotations
@@ -74,7 +75,7 @@ __all__ = [
 ]
 
 CAPTURE_SCHEMA: Final = "tracekit.capture_summary"
-CAPTURE_SCHEMA_VERSION: Final = "1.5"
+CAPTURE_SCHEMA_VERSION: Final = "1.6"
 
 
 class StepStats(msgspec.Struct, kw_only=True, frozen=True):
@@ -234,12 +235,14 @@ def _major(version: str) -> str:
 
 
 def upgraded(data: dict[str, Any]) -> dict[str, Any]:
-    """Decoded JSON of a capture summary in the current layout: one of an older minor version
-    with its sentences read as kinds (:func:`tracekit.results.upgrade.capture_1_4`)."""
+    """Decoded JSON of a capture summary in the current layout: one of an older minor version,
+    and before 1.5 with its sentences read as kinds (:func:`tracekit.results.upgrade.capture_1_4`)."""
     version = data.get("schema_version")
     if data.get("schema") != CAPTURE_SCHEMA or not older_minor(version, CAPTURE_SCHEMA_VERSION):
         return data
-    return {**upgrade.capture_1_4(dict(data)), "schema_version": CAPTURE_SCHEMA_VERSION}
+    if older_minor(version, "1.5"):  # 1.5 holds kinds, which read as sentences would be lost
+        data = upgrade.capture_1_4(dict(data))
+    return {**data, "schema_version": CAPTURE_SCHEMA_VERSION}
 
 
 def as_capture_summary(data: object, *, source: str) -> CaptureSummary:

@@ -405,6 +405,10 @@ class CaptureNoteKind(StrEnum):
     FSDP_ON_CPU = "fsdp_on_cpu"  # value: the sharding strategy of FSDP1 that tracekit applied on CPU
     FSDP2_ON_CPU = "fsdp2_on_cpu"  # value: reshard_after_forward of the FSDP2 that tracekit applied on CPU
     DEEPSPEED_OPTIMIZER = "deepspeed_optimizer"  # DeepSpeed steps the optimizer inside backward hooks
+    #: items: the DDP options the config set (find_unused_parameters, ddp_bucket_cap_mb, ...), which
+    #: did nothing: DDP did not wrap the model; value: how the run was distributed instead, in
+    #: accelerate's words (FSDP, DEEPSPEED, NO: one rank without a process group)
+    DDP_OPTIONS_NO_EFFECT = "ddp_options_no_effect"
     #: text: a note in someone else's words (given to the Profiler in ``summary_extra``, or one
     #: an older summary held that this tracekit does not write)
     TEXT = "text"
