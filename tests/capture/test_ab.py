@@ -75,6 +75,17 @@ def test_plan_checks_both_configs_and_names_the_side_at_fault(tmp_path: Path) ->
         plan_ab(None, {}, ["seed=1"])
 
 
+def test_a_side_tries_the_doctors_knobs() -> None:
+    sides = ["", "ddp_bucket_cap_mb=100 optimizer_impl=fused env.PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"]
+    plan = plan_ab(None, {"env.OMP_NUM_THREADS": "2"}, sides)
+    a, b = plan.configs["a"], plan.configs["b"]
+    assert (a.ddp_bucket_cap_mb, a.optimizer_impl, a.env) == (None, "default", {"OMP_NUM_THREADS": "2"})
+    assert (b.ddp_bucket_cap_mb, b.optimizer_impl) == (100, "fused")
+    assert b.env == {"OMP_NUM_THREADS": "2", "PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}
+    with pytest.raises(InputError, match=r"--ab side B 'env.RANK=1': invalid config: env.RANK: tracekit sets RANK"):
+        plan_ab(None, {}, ["", "env.RANK=1"])
+
+
 def test_interleaved_order_and_folders() -> None:
     assert interleaved(1) == [("a", 1), ("b", 1)]
     assert interleaved(3) == [("a", 1), ("b", 1), ("a", 2), ("b", 2), ("a", 3), ("b", 3)]

@@ -57,6 +57,7 @@ def test_bare_flag_and_stray_words() -> None:
         ({"ddp_bucket_cap_mb": "Infinity"}, "ddp_bucket_cap_mb is out of range"),
         ({"ddp_bucket_cap_mb": "big"}, "Expected `float | null`, got `str` - at `ddp_bucket_cap_mb`"),
         ({"ddp_gradient_as_bucket_view": "yes"}, "at `ddp_gradient_as_bucket_view`"),
+        ({"optimizer_impl": "apex"}, "Invalid enum value 'apex' - at `optimizer_impl`"),
         ({"env": "[1]"}, "Expected `object`, got `array` - at `env`"),
         ({"env": '{"A": null}'}, "env.A must be a string or a number, got null"),
         ({"env": '{"A": {"B": "1"}}'}, "env.A must be a string or a number, got an object"),
@@ -76,10 +77,12 @@ def test_errors_name_the_field(overrides: dict[str, str], message: str) -> None:
     assert "\n" not in info.value.message
 
 
-def test_env_from_the_command_line_is_text_as_written() -> None:
-    args = ["--env.PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True", "--env.OMP_NUM_THREADS=2"]
+def test_the_knobs_a_doctor_tries_from_the_command_line() -> None:
+    args = ["--ddp_bucket_cap_mb=100", "--ddp-gradient-as-bucket-view", "--optimizer_impl", "fused"]
+    args += ["--env.PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True", "--env.OMP_NUM_THREADS=2"]
     args += ["--env.TK_FLAG=true", "--env.TK_NUM", "1e3"]
     config = load_config(None, parse_overrides(args))
+    assert (config.ddp_bucket_cap_mb, config.ddp_gradient_as_bucket_view, config.optimizer_impl) == (100, True, "fused")
     # a variable's value is the text as written, never read as JSON
     assert config.env == {
         "PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True",
@@ -87,12 +90,16 @@ def test_env_from_the_command_line_is_text_as_written() -> None:
         "TK_FLAG": "true",
         "TK_NUM": "1e3",
     }
-    assert to_dict(config)["env"] == config.env  # summary.json's config
-    assert load_config(None).env == {}
     # a variable's name is kept as written (a field's - is its _): a bad one is refused, not renamed
-    assert parse_overrides(["--env.TK-VAR=1", "--memory-snapshot"]) == {"env.TK-VAR": "1", "memory_snapshot": "true"}
+    assert parse_overrides(["--env.TK-VAR=1", "--ddp-bucket-cap-mb=5"]) == {"env.TK-VAR": "1", "ddp_bucket_cap_mb": "5"}
     with pytest.raises(InputError, match="env key 'TK-VAR' is not a variable name"):
         load_config(None, parse_overrides(["--env.TK-VAR=1"]))
+    recorded = to_dict(config)  # summary.json's config
+    assert recorded["env"] == config.env and recorded["optimizer_impl"] == "fused"
+    assert recorded["ddp_bucket_cap_mb"] == 100 and recorded["ddp_gradient_as_bucket_view"] is True
+    default = load_config(None)
+    assert (default.ddp_bucket_cap_mb, default.ddp_gradient_as_bucket_view) == (None, False)
+    assert (default.optimizer_impl, default.env) == ("default", {})
 
 
 def test_env_in_a_file_writes_numbers_as_text_and_the_command_line_adds_to_it(tmp_path: Path) -> None:

@@ -21,6 +21,9 @@ from tracekit.errors import InputError
 
 Backend = Literal["auto", "nccl", "gloo"]
 Precision = Literal["no", "fp16", "bf16"]
+#: ``default``: the optimizer as the workload built it; ``foreach`` / ``fused``: rebuilt with that
+#: implementation (:mod:`tracekit.capture.optimizer_impl`).
+OptimizerImpl = Literal["default", "foreach", "fused"]
 
 
 class ProfilerConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
@@ -77,6 +80,10 @@ class CaptureConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     #: DDP's ``gradient_as_bucket_view`` (DDP only): gradients are views into the all-reduce buckets,
     #: which saves a copy per bucket and the memory of one set of gradients.
     ddp_gradient_as_bucket_view: bool = False
+    #: The optimizer's implementation: ``default`` keeps the workload's optimizer as built;
+    #: ``foreach`` / ``fused`` rebuild it (its class, param groups and hyper-parameters) with
+    #: ``foreach=True`` / ``fused=True``. ``fused``: torch's Adam, AdamW, SGD, Adagrad.
+    optimizer_impl: OptimizerImpl = "default"
     #: Environment variables set for every rank process (``--env.PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True``);
     #: a number or true/false is written as its JSON text. Not those tracekit sets for its ranks
     #: (:data:`TRACEKIT_SETS`: RANK, WORLD_SIZE, MASTER_PORT, TRACEKIT_*, ...).

@@ -16,7 +16,7 @@ import traceback
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tracekit.capture import ddp, files, sharding, supervisor
+from tracekit.capture import ddp, files, optimizer_impl, sharding, supervisor
 from tracekit.capture.config import CaptureConfig, load_config, to_dict
 from tracekit.capture.profiler import Profiler
 from tracekit.capture.ranks import RankProgress
@@ -229,9 +229,10 @@ def run(config: CaptureConfig, out_dir: Path | None = None, progress: RankProgre
 def prepare(
     config: CaptureConfig, accelerator: Any, workload: Workload, *, cuda: bool
 ) -> tuple[tuple[Any, ...], list[CaptureNote], dict[str, Any]]:
-    """The workload's model, optimizer and scheduler as accelerate prepares them (FSDP on CPU:
-    the model sharded by tracekit); the notes of how, and what DDP runs with, read from the
-    wrapped model (for summary.json's environment)."""
+    """The workload's model, optimizer (rebuilt with ``optimizer_impl``) and scheduler as
+    accelerate prepares them (FSDP on CPU: the model sharded by tracekit); the notes of how, and
+    what DDP and the optimizer run with, read from them (for summary.json's environment)."""
+    workload.optimizer = optimizer_impl.rebuild(workload.optimizer, config.optimizer_impl)
     notes: list[CaptureNote] = []
     scheduler = [workload.scheduler] if workload.scheduler is not None else []
     distributed = str(accelerator.distributed_type).split(".")[-1]
@@ -248,7 +249,8 @@ def prepare(
     settings = ddp.settings(prepared[0])
     unused = ddp.no_effect(config, wrapped=settings is not None, distributed=distributed)
     notes += [unused] if unused is not None else []
-    return prepared, notes, {"ddp": settings} if settings is not None else {}
+    used = {"optimizer": optimizer_impl.implementation(workload.optimizer)}
+    return prepared, notes, used | ({"ddp": settings} if settings is not None else {})
 
 
 def _loop(

@@ -34,8 +34,9 @@ sentences: ``notes`` are :class:`CaptureNote` objects, ``throughput.slowest_rank
 :class:`~tracekit.results.vocab.SlowestBy` with the phases it sums in
 ``throughput.pre_collective_phases``, ``memory.worst_rank_by`` a
 :class:`~tracekit.results.vocab.WorstBy` (an older file's sentences are read into them); 1.6
-adds the note kind ``ddp_options_no_effect`` and ``environment.ddp`` (the options DDP ran with,
-read from the wrapped model). Any 1.x file loads; a newer major version is refused.
+adds the note kind ``ddp_options_no_effect``, ``environment.ddp`` (the options DDP ran with, read
+from the wrapped model) and ``environment.optimizer`` (the optimizer's class and its ``foreach``
+and ``fused``). Any 1.x file loads; a newer major version is refused.
 """
 
 from __future__ import annotations
