@@ -9,6 +9,7 @@ import pytest
 
 from tracekit.capture import ddp
 from tracekit.capture.config import load_config
+from tracekit.errors import InputError
 from tracekit.results.capture import CaptureNote
 from tracekit.results.vocab import CaptureNoteKind
 
@@ -90,3 +91,27 @@ def test_options_set_where_ddp_did_not_wrap_the_model_are_noted(
         assert note is None
     else:
         assert note == CaptureNote(kind=CaptureNoteKind.DDP_OPTIONS_NO_EFFECT, items=items, value="FSDP")
+
+
+@pytest.mark.usefixtures("group_of_one")
+@pytest.mark.parametrize(("hook", "name"), [("fp16", "fp16_compress_hook"), ("noop", "noop_hook")])
+def test_a_comm_hook_is_registered_on_ddp(hook: str, name: str) -> None:
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Linear(8, 2))
+    wrapped = torch.nn.parallel.DistributedDataParallel(model)
+    assert ddp.register_hook(wrapped, hook) == name
+    wrapped(torch.randn(4, 8)).sum().backward()  # the gradients go through the hook
+    assert all(p.grad is not None for p in model.parameters())
+    assert ddp.register_hook(model, hook) is None  # not wrapped: nothing to hook
+    assert ddp.register_hook(wrapped, "default") is None
+
+
+def test_a_comm_hook_without_ddp_is_noted() -> None:
+    note = ddp.no_effect(load_config(None, {"ddp_comm_hook": "noop"}), wrapped=False, distributed="NO")
+    assert note is not None and note.items == ("ddp_comm_hook",)
+
+
+@pytest.mark.usefixtures("group_of_one")
+def test_bf16_compression_on_gloo_is_one_line() -> None:
+    wrapped = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(8, 2))
+    with pytest.raises(InputError, match=r"ddp_comm_hook=bf16 needs NCCL .*not gloo: use fp16"):
+        ddp.register_hook(wrapped, "bf16")

@@ -70,7 +70,12 @@ def capture(out: Path, env: dict[str, str], *args: str) -> subprocess.CompletedP
 
 def test_the_knobs_reach_ddp_the_optimizer_and_every_rank(tmp_path: Path, workloads: dict[str, str]) -> None:
     out = tmp_path / "knobs"
-    knobs = ["--ddp_bucket_cap_mb=100", "--ddp_gradient_as_bucket_view=true", "--optimizer_impl=fused"]
+    knobs = [
+        "--ddp_bucket_cap_mb=100",
+        "--ddp_gradient_as_bucket_view=true",
+        "--optimizer_impl=fused",
+        "--ddp_comm_hook=fp16",
+    ]
     result = capture(
         out, workloads, "--workload=tkknobs:small", '--workload_args={"expect": "on"}', "--nproc=2", *knobs
     )
@@ -92,6 +97,7 @@ def test_the_knobs_reach_ddp_the_optimizer_and_every_rank(tmp_path: Path, worklo
         "bucket_cap_mb": 100.0,
         "gradient_as_bucket_view": True,
         "find_unused_parameters": False,
+        "comm_hook": "fp16_compress_hook",
     }
     assert environment["optimizer"] == {"class": "AdamW", "foreach": None, "fused": True}
     assert (config["ddp_bucket_cap_mb"], config["optimizer_impl"], config["env"]) == (100, "fused", {"TK_KNOB": "on"})

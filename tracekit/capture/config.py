@@ -21,6 +21,7 @@ from tracekit.errors import InputError
 
 Backend = Literal["auto", "nccl", "gloo"]
 Precision = Literal["no", "fp16", "bf16"]
+CommHook = Literal["default", "fp16", "bf16", "noop"]
 #: ``default``: the optimizer as the workload built it; ``foreach`` / ``fused``: rebuilt with that
 #: implementation (:mod:`tracekit.capture.optimizer_impl`).
 OptimizerImpl = Literal["default", "foreach", "fused"]
@@ -80,6 +81,12 @@ class CaptureConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     #: DDP's ``gradient_as_bucket_view`` (DDP only): gradients are views into the all-reduce buckets,
     #: which saves a copy per bucket and the memory of one set of gradients.
     ddp_gradient_as_bucket_view: bool = False
+    #: DDP's communication hook (DDP only): ``default`` all-reduces the gradients as they are;
+    #: ``fp16`` / ``bf16`` compress them to half precision for the all-reduce (PyTorch's
+    #: ``fp16_compress_hook`` / ``bf16_compress_hook``: half the bytes); ``noop`` skips the
+    #: all-reduce (PyTorch's ``noop_hook``, for measuring the headroom of communication only: the
+    #: ranks' gradients are no longer averaged, so training diverges).
+    ddp_comm_hook: CommHook = "default"
     #: The optimizer's implementation: ``default`` keeps the workload's optimizer as built;
     #: ``foreach`` / ``fused`` rebuild it (its class, param groups and hyper-parameters) with
     #: ``foreach=True`` / ``fused=True``. ``fused``: torch's Adam, AdamW, SGD, Adagrad.

@@ -10,16 +10,22 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Final
 
+from tracekit.errors import InputError
 from tracekit.results.capture import CaptureNote
 from tracekit.results.vocab import CaptureNoteKind
 
 if TYPE_CHECKING:
     from tracekit.capture.config import CaptureConfig
 
-__all__ = ["OPTIONS", "kwargs_handler", "no_effect", "settings"]
+__all__ = ["OPTIONS", "kwargs_handler", "no_effect", "register_hook", "settings"]
 
 #: The config's DDP options, each with its value when not set (DDP's own default).
-OPTIONS: Final = {"find_unused_parameters": False, "ddp_bucket_cap_mb": None, "ddp_gradient_as_bucket_view": False}
+OPTIONS: Final = {
+    "find_unused_parameters": False,
+    "ddp_bucket_cap_mb": None,
+    "ddp_gradient_as_bucket_view": False,
+    "ddp_comm_hook": "default",
+}
 _MIB: Final = 1 << 20
 
 
@@ -35,6 +41,31 @@ def kwargs_handler(config: CaptureConfig) -> Any:
     if config.ddp_bucket_cap_mb is not None:
         options["bucket_cap_mb"] = config.ddp_bucket_cap_mb
     return DistributedDataParallelKwargs(**options)
+
+
+def register_hook(model: Any, hook: str) -> str | None:
+    """Register DDP's communication hook named ``hook`` (``fp16``, ``bf16``, ``noop``) on
+    ``model`` when DDP wraps it; returns the hook's name as registered (None: none)."""
+    from torch.nn.parallel import DistributedDataParallel
+
+    if hook == "default" or not isinstance(model, DistributedDataParallel):
+        return None
+    from torch.distributed.algorithms.ddp_comm_hooks import debugging_hooks, default_hooks
+
+    hooks = {
+        "fp16": default_hooks.fp16_compress_hook,
+        "bf16": default_hooks.bf16_compress_hook,
+        "noop": debugging_hooks.noop_hook,
+    }
+    chosen = hooks[hook]
+    if hook == "bf16":
+        import torch.distributed as dist
+
+        backend = str(dist.get_backend(model.process_group))
+        if backend != "nccl":  # PyTorch's bf16 hook checks this only in the first backward
+            raise InputError(f"ddp_comm_hook=bf16 needs NCCL (CUDA 11+, NCCL 2.10+), not {backend}: use fp16")
+    model.register_comm_hook(state=None, hook=chosen)
+    return str(chosen.__name__)
 
 
 def settings(model: Any) -> dict[str, Any] | None:

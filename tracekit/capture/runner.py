@@ -246,7 +246,10 @@ def prepare(
         prepared = accelerator.prepare(workload.model, workload.optimizer, *scheduler)
     if distributed == "DEEPSPEED":
         notes.append(CaptureNote(kind=CaptureNoteKind.DEEPSPEED_OPTIMIZER))
+    hook = ddp.register_hook(prepared[0], config.ddp_comm_hook)
     settings = ddp.settings(prepared[0])
+    if settings is not None:
+        settings["comm_hook"] = hook
     unused = ddp.no_effect(config, wrapped=settings is not None, distributed=distributed)
     notes += [unused] if unused is not None else []
     used = {"optimizer": optimizer_impl.implementation(workload.optimizer)}
