@@ -13,6 +13,7 @@ import polars as pl
 
 from tracekit import __version__
 from tracekit.analyzers import evidence as ev
+from tracekit.analyzers import intervals as iv
 from tracekit.analyzers.annotations import annotations_per_step
 from tracekit.analyzers.breakdown import gpu_breakdown
 from tracekit.analyzers.caveats import communication_caveat, lowered
@@ -210,7 +211,10 @@ def dataloader_reduce(red: Reduced) -> DataLoaderSection:
 def syncs_map(ctx: RankContext) -> SyncParts:
     """Host syncs per rank and step."""
     points = sync_points(ctx.syncs.calls)
-    by_op = points.group_by("rank", pl.col("op").fill_null("(no operator)"), "kind").agg(points=pl.len())
+    phases = ctx.top_level.select("rank", "tid", "start_ns", "end_ns", pl.col("name").cast(pl.String).alias("phase"))
+    located = iv.locate(points.with_row_index("_i"), "start_ns", phases, by=["rank", "tid"], keep=["phase"])
+    points = points.with_row_index("_i").join(located.select("_i", "phase"), on="_i", how="left")
+    by_op = points.group_by("rank", pl.col("op").fill_null("(no operator)"), "kind", "phase").agg(points=pl.len())
     return SyncParts(per_step=ctx.syncs.per_step, per_rank=ctx.syncs.per_rank, by_op=by_op)
 
 
@@ -362,14 +366,25 @@ def _sync_sources(red: Reduced) -> list[SyncSource]:
         return []
     steps = max(1, int(num(red.steps.steps.group_by("rank").len()["len"].max())) if red.steps.has_steps else 1)
     ranks = max(1, red.options.ranks_present)
+    phases = (  # each operator's phase: the one it issued most of its points in
+        by_op.filter(pl.col("phase").is_not_null())
+        .group_by("op", "kind", "phase")
+        .agg(pl.col("points").sum())
+        .sort(["points", "phase"], descending=[True, False])
+        .unique(["op", "kind"], keep="first", maintain_order=True)
+        .select("op", "kind", "phase")
+    )
     top = (
         by_op.group_by("op", "kind")
         .agg(pl.col("points").sum())
+        .join(phases, on=["op", "kind"], how="left")
         .sort(["points", "op", pl.col("kind").cast(pl.String)], descending=[True, False, False])  # ties: by name
         .head(3)
     )
     return [
-        SyncSource(op=r["op"], kind=SyncKind(r["kind"]), per_step=round(r["points"] / steps / ranks, 4))
+        SyncSource(
+            op=r["op"], kind=SyncKind(r["kind"]), per_step=round(r["points"] / steps / ranks, 4), phase=r["phase"]
+        )
         for r in top.iter_rows(named=True)
     ]
 

@@ -235,6 +235,8 @@ class SyncSource(Struct, frozen=True, kw_only=True):
     #: a blocking sync call or a copy to or from pageable memory
     kind: SyncKind
     per_step: float
+    #: since 2.5: the phase (outermost annotation) it issued most of them in, when one holds them
+    phase: str | None = None
 
 
 class Evidence(Struct, frozen=True, kw_only=True):
