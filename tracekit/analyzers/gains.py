@@ -44,7 +44,7 @@ import polars as pl
 
 from tracekit.analyzers import intervals as iv
 from tracekit.analyzers.collectives import KEYS as COLLECTIVE_KEYS
-from tracekit.analyzers.host_causes import host_time
+from tracekit.analyzers.host_time import host_time
 from tracekit.analyzers.parts import Parts, empty
 from tracekit.analyzers.retime import RankPlan, Removal, Scenario, simulate
 from tracekit.analyzers.timeline import COLLECTIVE_WAIT, TRANSFER_COPY, host_collective_waits
@@ -150,7 +150,7 @@ HOST_IDLE_SHARE: Final = 0.01
 
 
 def _host_time(ctx: RankContext, window: pl.DataFrame) -> pl.DataFrame:
-    """The launching threads' time by cause (:func:`host_causes.host_time`), on the ranks where
+    """The launching threads' time by cause (:func:`host_time.host_time`), on the ranks where
     the host left the GPU idle (:data:`HOST_IDLE_SHARE`); none elsewhere."""
     causes = [IdleCause.LAUNCH.value, IdleCause.HOST_WORK.value]
     idle = ctx.idle.per_rank.filter(pl.col("cause").cast(pl.String).is_in(causes))

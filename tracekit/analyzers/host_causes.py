@@ -107,7 +107,7 @@ _OWN_WORK: Final = [c.value for c in (IdleCause.HOST_WORK, IdleCause.UNEXPLAINED
 SYNC_OVERLAP_SHARE: Final = 0.5
 #: Annotations and Python frames that name a gap's host range (operators always do).
 _NAMED: Final = f"{INPUT_RANGES}|{BLOCKING_COLLECTIVE}|{ONE_TIME_RANGES}"
-_SPAN: Final = ("start_ns", "end_ns")
+SPAN: Final = ("start_ns", "end_ns")
 
 
 def late_causes(
@@ -135,18 +135,18 @@ def late_causes(
     """
     threads = gaps.select("rank", "tid").unique().sort("rank", "tid").with_row_index("thread")
     threaded = gaps.join(threads, on=["rank", "tid"])
-    keyed = threaded.select("idle_id", "rank", "thread", *_SPAN).sort("rank", "start_ns")
+    keyed = threaded.select("idle_id", "rank", "thread", *SPAN).sort("rank", "start_ns")
     queued = threaded.filter(pl.col("queued_from") < pl.col("end_ns"))
     queued = queued.select("thread", start_ns=pl.max_horizontal("start_ns", "queued_from"), end_ns="end_ns")
     if calls is None:
         calls = run.select(["runtime", "driver"], "rank", "tid", "start_ns", "end_ns", "name")
     if process is None:
         process = process_ranges(run, fetch=fetch, syncs=syncs, calls=calls, frames=frames)
-    events = _thread_events(run, keyed, threads, calls)
+    events = thread_events(run, keyed, threads, calls)
     latency = threaded.filter(pl.col("launch_ns").is_not_null())
     latency = latency.select("thread", start_ns=pl.max_horizontal("start_ns", "launch_ns"), end_ns="end_ns")
     covers: list[tuple[str, pl.DataFrame]] = [(QUEUED, queued)]
-    covers += [(c.value, _per_thread(process[c], threads)) for c in ORDER[:4]]
+    covers += [(c.value, per_thread(process[c], threads)) for c in ORDER[:4]]
     covers += [
         (IdleCause.HOST_WORK.value, events.cpu_work),
         (IdleCause.LAUNCH.value, pl.concat([events.dispatch, latency])),
@@ -234,7 +234,7 @@ class _ThreadEvents:
     launches: pl.DataFrame
 
 
-def _thread_events(run: Run, gaps: pl.DataFrame, threads: pl.DataFrame, every: pl.DataFrame) -> _ThreadEvents:
+def thread_events(run: Run, gaps: pl.DataFrame, threads: pl.DataFrame, every: pl.DataFrame) -> _ThreadEvents:
     """The host events of the launching threads that overlap a gap (see :class:`_ThreadEvents`)."""
     cols = ("rank", "tid", "start_ns", "end_ns")
     keys = threads.select("rank", "tid", "thread")
@@ -247,18 +247,18 @@ def _thread_events(run: Run, gaps: pl.DataFrame, threads: pl.DataFrame, every: p
     ops = on_threads(run.select_slices(["cpu_op"], *cols, "name"))
     scopes = on_threads(run.select_slices(["annotation", "python", "step"], *cols, "kind", "name"))
     names = run.names.filter(run.names.str.contains(LAUNCH_CALLS))
-    calls = on_threads(row_slices(every.select(*cols))).select("thread", *_SPAN)
+    calls = on_threads(row_slices(every.select(*cols))).select("thread", *SPAN)
     launches = every.filter(pl.col("name").is_in(names.implode())).select("rank", "tid", "start_ns")
     mine = launches.join(keys, on=["rank", "tid"]).select("thread", next_launch="start_ns")
     ops = _launching(ops, mine)
     long = (pl.col("end_ns") - pl.col("start_ns")) >= DISPATCH_GAP_NS
-    busy = iv.union(pl.concat([ops.filter(pl.col("launching") | ~long).select("thread", *_SPAN), calls]), ["thread"])
+    busy = iv.union(pl.concat([ops.filter(pl.col("launching") | ~long).select("thread", *SPAN), calls]), ["thread"])
     named = scopes.filter(pl.col("name").cast(pl.String).str.contains(_NAMED)).drop("kind")
     named = pl.concat([ops.drop("launching"), named])
     return _ThreadEvents(
-        cpu_work=ops.filter(~pl.col("launching") & long).select("thread", *_SPAN),
-        dispatch=pl.concat([busy, _pauses(pl.concat([ops.select("thread", *_SPAN), calls]))]),
-        recorded=scopes.select("thread", *_SPAN),
+        cpu_work=ops.filter(~pl.col("launching") & long).select("thread", *SPAN),
+        dispatch=pl.concat([busy, _pauses(pl.concat([ops.select("thread", *SPAN), calls]))]),
+        recorded=scopes.select("thread", *SPAN),
         named=named,
         annotations=scopes.filter(kind="annotation").drop("kind"),
         launches=launches.select("rank", "start_ns"),
@@ -297,11 +297,11 @@ def process_ranges(
     the measured steps is not one-time (:func:`_recurring`); a device free that recurs
     (``cudaFree`` synchronizes the device: an allocator whose caching is off frees in every
     step) is a sync."""
-    named = run.select(["cpu_op", "annotation", "python"], "rank", "kind", *_SPAN, "name", name=_NAMED)
+    named = run.select(["cpu_op", "annotation", "python"], "rank", "kind", *SPAN, "name", name=_NAMED)
     slow = (pl.col("end_ns") - pl.col("start_ns")) >= SLOW_LAUNCH_NS
 
     def both(*frames: pl.DataFrame) -> pl.DataFrame:
-        return pl.concat([f.select(pl.col("rank").cast(pl.Int32), *_SPAN) for f in frames], how="vertical_relaxed")
+        return pl.concat([f.select(pl.col("rank").cast(pl.Int32), *SPAN) for f in frames], how="vertical_relaxed")
 
     collective = _matching(named, BLOCKING_COLLECTIVE).filter(pl.col("kind").is_in(["cpu_op", "annotation"]))
     once = [
@@ -310,14 +310,14 @@ def process_ranges(
         _matching(calls.filter(slow), LAUNCH_CALLS),
     ]
     recurring = [_recurring(f, frames) for f in once]
-    frees = _matching(pl.concat([r.select("rank", *_SPAN, "name") for r in recurring]), RECURRING_SYNC)
+    frees = _matching(pl.concat([r.select("rank", *SPAN, "name") for r in recurring]), RECURRING_SYNC)
     return {
         IdleCause.DATA: both(fetch, _matching(named, INPUT_RANGES)),
         IdleCause.BLOCKING_COLLECTIVE: both(collective),
         IdleCause.HOST_SYNC: both(syncs, frees),
         IdleCause.ONE_TIME: both(
             *(
-                f.join(r.select("rank", *_SPAN), on=["rank", *_SPAN], how="anti")
+                f.join(r.select("rank", *SPAN), on=["rank", *SPAN], how="anti")
                 for f, r in zip(once, recurring, strict=True)
             ),
             _first_calls(run),
@@ -378,12 +378,12 @@ def _first_calls(run: Run) -> pl.DataFrame:
     )
     return first.filter(
         pl.col("calls") > 1, length >= FIRST_CALL_MIN_NS, length >= FIRST_CALL_RATIO * pl.col("shortest")
-    ).select("rank", *_SPAN)
+    ).select("rank", *SPAN)
 
 
-def _per_thread(ranges: pl.DataFrame, threads: pl.DataFrame) -> pl.DataFrame:
+def per_thread(ranges: pl.DataFrame, threads: pl.DataFrame) -> pl.DataFrame:
     """Process-wide ranges repeated for every launching thread of their rank."""
-    return ranges.join(threads.select("rank", "thread"), on="rank").select("thread", *_SPAN)
+    return ranges.join(threads.select("rank", "thread"), on="rank").select("thread", *SPAN)
 
 
 def _overlapping(events: pl.DataFrame, gaps: pl.DataFrame) -> pl.DataFrame:
@@ -433,7 +433,7 @@ def _exclusive(gaps: pl.DataFrame, covers: list[tuple[str, pl.DataFrame]]) -> li
     """Time of each gap that each cause's covers take, earlier covers taking it first (one
     series per cause that has covers, named for it)."""
     taken = iv.covered_first(
-        gaps.select("thread", *_SPAN), [cover.select("thread", *_SPAN) for _, cover in covers], ["thread"]
+        gaps.select("thread", *SPAN), [cover.select("thread", *SPAN) for _, cover in covers], ["thread"]
     )
     times = {cause: pl.Series(values=[0] * gaps.height, dtype=pl.Int64) for cause, _ in covers}
     for (cause, _), time in zip(covers, taken, strict=True):
@@ -455,7 +455,7 @@ def _range_at(points: pl.DataFrame, ranges: pl.DataFrame) -> pl.DataFrame:
     # threads laid end to end (see intervals._offset): one running maximum, no window
     shift = pl.col("thread").cast(pl.Int64) * (high - low + 1) - low
     ordered = (
-        ranges.select("thread", *_SPAN)
+        ranges.select("thread", *SPAN)
         .with_row_index("_range")
         .sort("end_ns", descending=True)
         .sort(pl.col("start_ns") + shift, maintain_order=True)  # an enclosing range first
@@ -468,66 +468,3 @@ def _range_at(points: pl.DataFrame, ranges: pl.DataFrame) -> pl.DataFrame:
         .select("idle_id", _range=pl.when(pl.col("end_ns") > pl.col("t")).then(pl.col("_range")))
     )
     return found.select("idle_id").with_columns(host_range=ranges.get_column("name").gather(found["_range"]))
-
-
-def host_time(
-    run: Run,
-    windows: pl.DataFrame,
-    *,
-    fetch: pl.DataFrame,
-    syncs: pl.DataFrame,
-    calls: pl.DataFrame,
-    frames: pl.DataFrame | None = None,
-    process: dict[IdleCause, pl.DataFrame] | None = None,
-) -> pl.DataFrame:
-    """The launching threads' time inside ``windows`` (rank, start_ns, end_ns) by the categories
-    above, as the idle model would name it: rank, cause (an :class:`IdleCause` value), start_ns,
-    end_ns, disjoint. Each thread's instants go to the first category covering them; a rank's
-    instant is a category's only where every launching thread with a category there agrees (the
-    training thread inside backward is in a user range while autograd's thread dispatches: that
-    instant is dispatch, not the training thread's own work). What a what-if removes
-    (:mod:`tracekit.analyzers.gains`): the host time the idle model blames on that cause."""
-    empty = pl.DataFrame(schema={"rank": pl.Int32, "cause": pl.String, "start_ns": pl.Int64, "end_ns": pl.Int64})
-    names = run.names.filter(run.names.str.contains(LAUNCH_CALLS))
-    launching = calls.filter(pl.col("name").is_in(names.implode())).select(pl.col("rank").cast(pl.Int32), "tid")
-    threads = launching.unique().sort("rank", "tid").with_row_index("thread")
-    if threads.height == 0 or windows.height == 0:
-        return empty
-    spans = (
-        windows.select(pl.col("rank").cast(pl.Int32), *_SPAN)
-        .join(threads, on="rank")
-        .sort("rank", "start_ns")
-        .with_row_index("idle_id")
-    )
-    if process is None:
-        process = process_ranges(run, fetch=fetch, syncs=syncs, calls=calls, frames=frames)
-    events = _thread_events(run, spans.select("idle_id", "rank", "thread", *_SPAN), threads, calls)
-    covers = {c.value: _per_thread(process[c], threads) for c in ORDER[:4]}
-    covers |= {
-        "cpu_work": events.cpu_work,
-        IdleCause.LAUNCH.value: events.dispatch,
-        IdleCause.HOST_WORK.value: events.recorded,
-        "_window": spans.select("thread", *_SPAN),
-    }
-    cut = iv.sweep({k: v.select("thread", *_SPAN) for k, v in covers.items()}, ["thread"]).filter("_window")
-    labels = [k for k in covers if k != "_window"]
-    cause = pl.coalesce([pl.when(pl.col(k)).then(pl.lit(k)) for k in labels]).replace(
-        "cpu_work", IdleCause.HOST_WORK.value
-    )
-    per_thread = (
-        cut.with_columns(cause=cause)
-        .filter(pl.col("cause").is_not_null())
-        .join(threads.select("thread", "rank"), on="thread")
-    )
-    if per_thread.height == 0:
-        return empty
-    causes = [c.value for c in ORDER if c.value in set(per_thread["cause"].unique())]
-    by_cause = {c: per_thread.filter(pl.col("cause") == c).select("rank", *_SPAN) for c in causes}
-    agreed = iv.sweep({c: iv.union(f, ["rank"]) for c, f in by_cause.items()}, ["rank"])
-    alone = pl.sum_horizontal([pl.col(c).cast(pl.Int8) for c in causes]) == 1
-    named = pl.coalesce([pl.when(pl.col(c)).then(pl.lit(c)) for c in causes])
-    return (
-        agreed.filter(alone)
-        .select(pl.col("rank").cast(pl.Int32), cause=named, start_ns="start_ns", end_ns="end_ns")
-        .sort("rank", "start_ns")
-    )
