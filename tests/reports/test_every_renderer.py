@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -9,6 +10,7 @@ import msgspec
 import pytest
 
 from tests.reports.comparisons import slower
+from tests.reports.test_doctor_report import doctor
 from tests.reports.test_sweep_report import _sweep
 from tests.reports.test_tool_reports import audit, probe
 from tests.results.test_capture import small_summary
@@ -30,13 +32,14 @@ SAMPLES = Path(__file__).parents[2] / "samples" / "captures"
 
 #: One result of every type a report is made of.
 RESULTS: dict[str, Callable[[], msgspec.Struct]] = {
-    "analysis": lambda: analyze(load_run([SAMPLES / "cuda-h200-small"])),
+    "analysis": cache(lambda: analyze(load_run([SAMPLES / "cuda-h200-small"]))),  # one analysis, every format
     "sweep": lambda: build_matrix(_sweep(), source="sweep-dir", headroom_pct=10.0),
     "capture": small_summary,
     "ab": lambda: load_ab((SAMPLES / "cuda-h200-sync-ab" / "ab.json").read_bytes(), source="ab.json"),
     "dataloader": lambda: probe(loader_sps=500.0),
     "audit": lambda: audit([ModuleParams(module="head", parameters=["bias"], numel=10)]),
     "comparison": slower,
+    "doctor": doctor,
 }
 
 

@@ -32,7 +32,9 @@ if TYPE_CHECKING:
     from tracekit.analyzers.compare import Noise
     from tracekit.capture.sweep_plan import Cell
     from tracekit.reports.document import Document
+    from tracekit.reports.documents import Renderable
     from tracekit.results.analysis import Analysis
+    from tracekit.results.compare import Comparison
     from tracekit.results.vocab import SideKey
 
 
@@ -211,13 +213,19 @@ def run_sweep_command(
         folder = Path(plan.out_dir)
     with DelayedProgress() as progress:
         matrix = sweep_matrix(folder, headroom_pct=room, options=dataclasses.replace(reading, stage=progress.stage))
+    show_and_write(matrix, outputs)
+
+
+def show_and_write(result: Renderable, outputs: dict[str, Path | None], *, also: Sequence[Path] = ()) -> None:
+    """Print ``result``'s report, write it in each format asked for (atomically, together) and
+    say what was written (``also``: files written before, named with them)."""
     width = shutil.get_terminal_size().columns if sys.stdout.isatty() else 120
-    click.echo(TerminalRenderer(width=max(width, 100), color=sys.stdout.isatty()).render(matrix), nl=False)
-    texts = {path: renderer(fmt).render(matrix) for fmt, path in outputs.items() if path is not None}
+    click.echo(TerminalRenderer(width=max(width, 100), color=sys.stdout.isatty()).render(result), nl=False)
+    texts = {path: renderer(fmt).render(result) for fmt, path in outputs.items() if path is not None}
     with OutputFiles() as files:
         for path, body in texts.items():
             files.add_text(path, body)
-    for path in texts:
+    for path in [*texts, *also]:
         click.echo(f"wrote {one_line(str(path))}")
 
 
@@ -283,3 +291,47 @@ def run_audit_params(
     config = load_config(config_path, parse_overrides(extra_args))
     audit = audit_params(config, include_zero_grad=include_zero_grad)
     _write_tool(audit_report(audit), dump_record(audit), outputs)
+
+
+def run_doctor_command(
+    config_path: Path | None,
+    extra_args: list[str],
+    *,
+    out_dir: Path,
+    options: Mapping[str, Any],
+    outputs: dict[str, Path | None],
+    analysis: Mapping[str, Any] | None = None,
+) -> None:
+    """``tracekit doctor``: run (or resume) the diagnosis, print its report, write the outputs."""
+    from tracekit.capture.config import parse_overrides
+    from tracekit.capture.doctor import DOCTOR_FILE, plan_doctor, run_doctor
+    from tracekit.capture.doctor_plan import parse_budget
+
+    check_outputs({f"--{fmt}": path for fmt, path in outputs.items()}, [p for p in [config_path] if p])
+    budget = parse_budget(options.get("budget"))
+    plan = plan_doctor(
+        config_path,
+        parse_overrides(extra_args),
+        out_dir,
+        budget_s=budget,
+        repeats=int(options.get("repeats", 2)),
+        max_trials=int(options.get("max_trials", 3)),
+        batches=int(options.get("batches", 100)),
+        resume=bool(options.get("resume", False)),
+    )
+    reading = analyze_options(analysis or {})
+    record = run_doctor(plan, _Judge(reading), say=lambda line: click.echo(one_line(line), err=True))
+    show_and_write(record, outputs, also=[plan.out_dir / DOCTOR_FILE])
+
+
+class _Judge:
+    """The doctor's analysis and comparison of its captures: the pipeline's, with analyze's options."""
+
+    def __init__(self, options: AnalyzeOptions) -> None:
+        self.options = options
+
+    def analyze(self, folder: Path) -> Analysis:
+        return analyze_paths([folder], self.options).analysis
+
+    def compare(self, a: Path, b: Path) -> Comparison:
+        return compare_paths([a], [b], options=self.options)

@@ -302,6 +302,66 @@ def audit_params(
     run_audit_params(config_path, list(ctx.args), include_zero_grad=include_zero_grad, outputs=outputs)
 
 
+@cli.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
+@_config_path(_CONFIG_HELP)
+@click.option(
+    "--out",
+    "out_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("tracekit-doctor"),
+    show_default=True,
+    help="The doctor's folder: doctor.json, the baseline capture, its DataLoader probe, the trials.",
+)
+@click.option(
+    "--budget",
+    metavar="DURATION",
+    help="Time for the whole run, e.g. 20m or 1h30m; trials that do not fit are skipped.",
+)
+@click.option(
+    "--repeats", default=2, show_default=True, type=click.IntRange(min=1), help="Captures of each side of a trial."
+)
+@click.option(
+    "--trials", "max_trials", default=3, show_default=True, type=click.IntRange(min=0), help="Knobs tried at most."
+)
+@click.option("--batches", type=click.IntRange(min=1), default=100, show_default=True, help=_BATCHES_HELP)
+@click.option("--resume", is_flag=True, help="Continue the run in --out: run only the stages it lacks.")
+@output_options(
+    json="Also write the record as JSON here.", md="Write Markdown (for an issue).", html="Write offline HTML."
+)
+@analysis_options
+@click.pass_context
+def doctor(
+    ctx: click.Context,
+    config_path: Path | None,
+    out_dir: Path,
+    budget: str | None,
+    repeats: int,
+    max_trials: int,
+    batches: int,
+    resume: bool,
+    outputs: dict[str, Path | None],
+    analysis: dict[str, Any],
+) -> None:
+    """Run the whole diagnosis of a config and measure the top fixes: a baseline capture and its
+    verdict with each finding's predicted gain; the DataLoader's ceiling against training's
+    samples/s; the parameter audit (when find_unused_parameters is on, or DDP refused); for the top
+    findings a config knob addresses (num_workers, pin_memory, DDP buckets, a fused optimizer, bf16,
+    the allocator), an A/B capture of the knob, its measured gain against the predicted one; and
+    the findings that need a code change, with their gain and where. OUT/doctor.json records each
+    stage as it ends, so --resume continues an interrupted run.
+    """
+    from tracekit.cli.commands import run_doctor_command
+
+    run_doctor_command(
+        config_path,
+        list(ctx.args),
+        out_dir=out_dir,
+        options={"budget": budget, "repeats": repeats, "max_trials": max_trials, "batches": batches, "resume": resume},
+        outputs=outputs,
+        analysis=analysis,
+    )
+
+
 def main() -> None:
     """Entry point: run the CLI; every error becomes one line on stderr and an exit code, never a traceback.
 

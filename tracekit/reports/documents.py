@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from tracekit.reports.capture_tables import ab_document, capture_document
 from tracekit.reports.compare_document import comparison_document
+from tracekit.reports.doctor_report import doctor_report
 from tracekit.reports.document import Document, Format
 from tracekit.reports.layout import analysis_document, view_for
 from tracekit.reports.sweep_render import sweep_document
@@ -19,6 +20,7 @@ from tracekit.results.ab import ABCapture
 from tracekit.results.analysis import Analysis
 from tracekit.results.capture import CaptureSummary
 from tracekit.results.compare import Comparison
+from tracekit.results.doctor import Doctor
 from tracekit.results.loader_probe import LoaderProbe
 from tracekit.results.param_audit import ParamAudit
 from tracekit.results.sweep import SweepMatrix
@@ -33,10 +35,13 @@ BUILDERS: dict[type, Callable[[Any], Document]] = {
     ABCapture: ab_document,
     LoaderProbe: loader_report,
     ParamAudit: audit_report,
+    Doctor: doctor_report,
 }
 
 #: What a renderer is given: a document, or a result to make one of.
-Renderable = Document | Analysis | Comparison | SweepMatrix | CaptureSummary | ABCapture | LoaderProbe | ParamAudit
+Renderable = (
+    Document | Analysis | Comparison | SweepMatrix | CaptureSummary | ABCapture | LoaderProbe | ParamAudit | Doctor
+)
 
 
 def as_document(result: object, fmt: Format, *, top: int | None = None) -> Document:

@@ -9,12 +9,16 @@ from tracekit.reports.tables import make_table, pct
 
 if TYPE_CHECKING:
     from tracekit.reports.document import Table
-    from tracekit.results.analysis import Analysis
+    from tracekit.results.analysis import Analysis, Gain
 
 
 def gains_table(a: Analysis) -> Table | None:
     """Every waste with its gain, largest bound first; compute's row is every waste at once."""
-    gains = a.verdict.gains
+    return waste_table(a.verdict.gains)
+
+
+def waste_table(gains: list[Gain]) -> Table | None:
+    """The table of ``gains`` (a verdict's): None when there are none."""
     if not gains:
         return None
     rows = []
