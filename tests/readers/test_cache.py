@@ -281,6 +281,7 @@ def _hammer(folder: str, cache: str, expected: str, rounds: int) -> list[str]:
     return problems
 
 
+@pytest.mark.e2e  # starts processes that race
 def test_processes_racing_on_one_cache_folder(shared_traces: Path, tmp_path: Path) -> None:
     """Three processes load one two-rank export while it is replaced by another, then while it stays."""
     exports = [shared_traces / "nsys" / f"nsysai-mfu-2gpu-{v}.sqlite" for v in ("before", "after")]

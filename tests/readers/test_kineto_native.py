@@ -59,6 +59,7 @@ def same(text: bytes) -> bool:
     return True
 
 
+@pytest.mark.e2e  # every shared trace: the property test of any events stays in the fast lane
 def test_every_chunk_of_every_shared_trace_decodes_as_with_msgspec(kineto_dir: Path) -> None:
     files = sorted(p for p in kineto_dir.rglob("*.json*") if p.is_file())
     assert len(files) > 20

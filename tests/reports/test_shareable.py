@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -77,6 +78,8 @@ FIXTURES = {
     ),
     "empty": lambda: doc_of([]),
 }
+#: each analyzed once per session (an Analysis is frozen): the tests render and round-trip the same one
+FIXTURES = {name: cache(make) for name, make in FIXTURES.items()}
 
 
 @pytest.mark.parametrize("name", sorted(FIXTURES))
