@@ -149,3 +149,41 @@ def test_removing_time_never_makes_a_rank_later(plans: list[RankPlan], at: float
     gains = simulate(plans, Scenario(removals={p.rank: removal((at, at + length)) for p in plans}))
     assert all(g >= -1e-6 for g in gains.values())
     assert all(g <= length + 1e-6 for g in gains.values())  # never more than was removed
+
+
+def _gloo(rank: int, *, enqueued: float, span_end: float, wait: tuple[float, float], done: float | None) -> RankPlan:
+    """A CPU rank whose training thread waits (``wait``) on one gloo all-reduce (instance 0) it
+    enqueued at ``enqueued``; the backend thread records the span's end at ``span_end`` (times in ms)."""
+    ms = 1e6
+    return RankPlan(
+        rank=rank,
+        stream=np.array([-1001]),
+        launch=np.array([enqueued * ms]),
+        start=np.array([enqueued * ms]),
+        end=np.array([span_end * ms]),
+        instance=np.array([0]),
+        arrival=np.array([enqueued * ms]),
+        arrival_is_launch=np.array([True]),
+        block_start=np.array([wait[0] * ms]),
+        block_end=np.array([wait[1] * ms]),
+        block_until=np.array([wait[1] * ms]),
+        block_on_collectives=np.array([True]),
+        window_end=70 * ms,
+        device_end=False,
+        done=None if done is None else np.array([done * ms]),
+    )
+
+
+def test_a_wait_goes_on_when_the_collective_completes_though_its_span_is_recorded_later() -> None:
+    """Rank 1 fetches 0-40, then enqueues at 55; the all-reduce completes at 59.5 (rank 1's span
+    ends there) and rank 0's thread goes on at 60, but rank 0's backend thread, descheduled on a
+    busy CPU, records its span's end at 63. Without the fetch both ranks go on 40 earlier: the
+    wait on rank 0 ended with the completion, not with its own late record."""
+    late = _gloo(0, enqueued=15, span_end=63, wait=(20, 60), done=59.5)
+    last = _gloo(1, enqueued=55, span_end=59.5, wait=(56, 60), done=59.5)
+    gone = Scenario(removals={1: removal((0, 40e6))})
+    assert simulate([late, last], gone) == {0: pytest.approx(40e6), 1: pytest.approx(40e6)}
+    assert simulate([late, last], Scenario()) == {0: pytest.approx(0), 1: pytest.approx(0)}
+    # read from its own late record, rank 0's wait would look unrelated to the collective: kept whole
+    unseen = _gloo(0, enqueued=15, span_end=63, wait=(20, 60), done=None)
+    assert simulate([unseen, last], gone)[0] == pytest.approx(0, abs=1)

@@ -207,6 +207,13 @@ def _plans(red: Reduced) -> _Run | None:
     coll = coll.join(instances.drop("matched"), on=list(COLLECTIVE_KEYS), how="left").with_columns(
         pl.col("instance").cast(pl.Int64).fill_null(-1), pl.col("rank").cast(pl.Int32)
     )
+    # a host collective completes, for every rank of its instance, when its first span ends
+    done = (
+        coll.filter(pl.col("source") == "host", pl.col("instance") >= 0)
+        .group_by("instance")
+        .agg(done_ns=pl.col("end_ns").min())
+    )
+    coll = coll.join(done, on="instance", how="left").with_columns(pl.col("done_ns").fill_null(pl.col("end_ns")))
     plans, by_rank = [], {}
     for rank in sorted(int(r) for r in frames["rank"].unique()):
         end = float(_frame(frames, rank)["end_ns"].max() - origin)  # type: ignore[operator]
@@ -219,6 +226,7 @@ def _plans(red: Reduced) -> _Run | None:
             instance="instance",
             arrival_ns="arrival_ns",
             arrival_is_launch=pl.lit(True),
+            done_ns="done_ns",
         )
         tasks = host
         if red.has_gpu and parts.tasks.height:
@@ -229,7 +237,9 @@ def _plans(red: Reduced) -> _Run | None:
                 _frame(parts.tasks, rank)
                 .join(kernels, on=["stream", "start_ns", "end_ns"], how="left")
                 .unique(["stream", "start_ns", "end_ns"], keep="first", maintain_order=True)
-                .with_columns(pl.col("instance").fill_null(-1), arrival_is_launch=pl.lit(False))
+                .with_columns(
+                    pl.col("instance").fill_null(-1), arrival_is_launch=pl.lit(False), done_ns=pl.col("end_ns")
+                )
             )
             tasks = pl.concat([device.select(host.columns), host], how="vertical_relaxed")
         by_rank[rank] = tasks
@@ -255,6 +265,7 @@ def _plans(red: Reduced) -> _Run | None:
                 block_on_collectives=blocks["on_collectives"].to_numpy() if blocks.height else np.empty(0, dtype=bool),
                 window_end=end,
                 device_end=red.has_gpu,
+                done=ns(tasks["done_ns"]) if tasks.height else np.empty(0),
             )
         )
     matched = bool(instances["matched"].any()) if instances.height else False

@@ -160,8 +160,9 @@ class _Rank:
         nb = self.b_start.size
         # the host collectives in end order: a thread waiting on them goes on after each one
         coll = np.flatnonzero(self.free)
-        coll = coll[np.argsort(p.end[coll], kind="stable")]
-        self.comp_task, self.comp_end = coll, p.end[coll]
+        completion = p.end if p.done is None else p.done
+        coll = coll[np.argsort(completion[coll], kind="stable")]
+        self.comp_task, self.comp_end = coll, completion[coll]
         # a wait awaits the host collectives launched by its end that completed since the
         # previous wait ended (those before it, that one awaited)
         since = np.concatenate([[_NEVER], self.b_end[:-1]]) if nb else self.b_end

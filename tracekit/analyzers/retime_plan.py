@@ -49,6 +49,10 @@ class RankPlan:
     #: per block, whether it is a wait on collectives (it awaits the host collectives'
     #: streams only: the tasks with ``arrival_is_launch``); None: none is
     block_on_collectives: np.ndarray | None = None
+    #: per task, when its collective completed as the ranks saw it (the earliest end of its
+    #: instance's host spans: a backend thread descheduled on a busy CPU records its end late,
+    #: after it woke the waiting thread); None: each task's own end
+    done: np.ndarray | None = None
 
 
 @dataclass
