@@ -221,7 +221,6 @@ def test_an_earlier_run_needs_resume_and_the_same_config(tmp_path: Path) -> None
 @pytest.mark.parametrize(
     ("overrides", "settings", "message"),
     [
-        ({"out_dir": "x"}, {}, "--out_dir"),
         ({"trace": "false"}, {}, "trace=false"),
         ({}, {"repeats": 0}, "--repeats"),
         ({"batch_size": "0"}, {}, "batch_size is out of range"),
@@ -255,3 +254,13 @@ def test_the_report_renders_in_every_format(tmp_path: Path) -> None:
     assert "Knobs tried" in html and "<script" in html
     assert json.loads(renderer("json").render(record))["schema"] == "tracekit.doctor"
     shutil.rmtree(tmp_path / "doc")
+
+
+def test_out_dir_names_the_doctor_s_folder_as_for_a_sweep(tmp_path: Path) -> None:
+    plan = plan_doctor(config_file(tmp_path), {"out_dir": str(tmp_path / "doc")})
+    assert plan.out_dir == (tmp_path / "doc").resolve() and "out_dir" not in plan.overrides
+    assert plan.config.out_dir == str((tmp_path / "doc" / "baseline").resolve())
+    same = tmp_path / "doc"
+    assert plan_doctor(config_file(tmp_path), {"out_dir": str(same)}, same).out_dir == same.resolve()  # given twice
+    with pytest.raises(InputError, match="give the doctor's folder once"):
+        plan_doctor(config_file(tmp_path), {"out_dir": str(tmp_path / "a")}, tmp_path / "b")

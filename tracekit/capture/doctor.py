@@ -67,7 +67,7 @@ if TYPE_CHECKING:
     from tracekit.results.loader_probe import LoaderProbe
     from tracekit.results.param_audit import ParamAudit
 
-__all__ = ["DOCTOR_FILE", "DoctorPlan", "Judge", "Tools", "plan_doctor", "run_doctor"]
+__all__ = ["DEFAULT_OUT", "DOCTOR_FILE", "DoctorPlan", "Judge", "Tools", "plan_doctor", "run_doctor"]
 
 DOCTOR_FILE: Final = "doctor.json"
 BASELINE: Final = "baseline"
@@ -124,10 +124,14 @@ class DoctorPlan:
     cpus: int = field(default_factory=lambda: os.cpu_count() or 1)
 
 
+#: The doctor's folder when none is given.
+DEFAULT_OUT: Final = "tracekit-doctor"
+
+
 def plan_doctor(
     config_path: str | Path | None,
     overrides: dict[str, str],
-    out_dir: str | Path,
+    out_dir: str | Path | None = None,
     *,
     budget_s: float | None = None,
     repeats: int = 2,
@@ -135,17 +139,21 @@ def plan_doctor(
     batches: int = DEFAULT_BATCHES,
     resume: bool = False,
 ) -> DoctorPlan:
-    """Check the config and the settings; nothing runs yet. The captures go under ``out_dir``
-    (the config's own ``out_dir`` is not used: the doctor's folder holds them all)."""
+    """Check the config and the settings; nothing runs yet. The captures go under ``out_dir``,
+    the doctor's folder (default :data:`DEFAULT_OUT`; an ``out_dir`` override names it too, as
+    for a sweep; the config file's own ``out_dir`` is not used: the doctor's folder holds every
+    capture it makes)."""
     if repeats < 1:
         raise InputError(f"--repeats must be at least 1, got {repeats}")
     if max_trials < 0:
         raise InputError(f"--trials must be 0 or more, got {max_trials}")
     if batches < 1:
         raise InputError(f"--batches must be at least 1, got {batches}")
-    if "out_dir" in overrides:
-        raise InputError("--out_dir: the doctor writes its captures under --out (give that instead)")
-    target = outdir.check(out_dir, DOCTOR_FOLDER)
+    overrides = dict(overrides)
+    named = overrides.pop("out_dir", None)
+    if named is not None and out_dir is not None and Path(named) != Path(out_dir):
+        raise InputError(f"--out {out_dir} and --out_dir={named}: give the doctor's folder once")
+    target = outdir.check(out_dir or named or DEFAULT_OUT, DOCTOR_FOLDER)
     config = load_config(config_path, {**overrides, "out_dir": str(target / BASELINE)})
     if not config.trace:
         raise InputError("the doctor analyzes the baseline's traces: trace=false is not for it")

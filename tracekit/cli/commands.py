@@ -297,7 +297,7 @@ def run_doctor_command(
     config_path: Path | None,
     extra_args: list[str],
     *,
-    out_dir: Path,
+    out_dir: Path | None,
     options: Mapping[str, Any],
     outputs: dict[str, Path | None],
     analysis: Mapping[str, Any] | None = None,

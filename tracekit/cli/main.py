@@ -308,9 +308,8 @@ def audit_params(
     "--out",
     "out_dir",
     type=click.Path(file_okay=False, path_type=Path),
-    default=Path("tracekit-doctor"),
-    show_default=True,
-    help="The doctor's folder: doctor.json, the baseline capture, its DataLoader probe, the trials.",
+    help="The doctor's folder: doctor.json, the baseline capture, its DataLoader probe, the trials "
+    "(--out_dir names it too)  [default: tracekit-doctor]",
 )
 @click.option(
     "--budget",
@@ -333,7 +332,7 @@ def audit_params(
 def doctor(
     ctx: click.Context,
     config_path: Path | None,
-    out_dir: Path,
+    out_dir: Path | None,
     budget: str | None,
     repeats: int,
     max_trials: int,
