@@ -47,13 +47,12 @@ from tracekit.analyzers.collectives import KEYS as COLLECTIVE_KEYS
 from tracekit.analyzers.host_time import host_time
 from tracekit.analyzers.parts import Parts, empty
 from tracekit.analyzers.retime import RankPlan, Removal, Scenario, simulate
+from tracekit.analyzers.retime_plan import merge, outside
 from tracekit.analyzers.timeline import COLLECTIVE_WAIT, TRANSFER_COPY, host_collective_waits
 from tracekit.results.analysis import Finding, Gain
 from tracekit.results.vocab import BoundKind, GainLimit, IdleCause, NoteKind, StragglerCause
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
-
     from tracekit.analyzers.context import RankContext
     from tracekit.analyzers.ledger import LedgerResult
     from tracekit.analyzers.mapreduce import Reduced
@@ -281,43 +280,6 @@ def _removal(df: pl.DataFrame, origin: int, rate: float | np.ndarray = 1.0) -> R
 def _per_rank(df: pl.DataFrame, run: _Run) -> dict[int, Removal]:
     spans = iv.union(df.select("rank", "start_ns", "end_ns"), ["rank"]) if df.height else df
     return {p.rank: _removal(_frame(spans, p.rank), run.origin) for p in run.plans if df.height}
-
-
-def _rate_at(removal: Removal, t: np.ndarray) -> np.ndarray:
-    """The rate of ``removal`` at each of ``t`` (0 outside it; its intervals are disjoint)."""
-    if removal.start.size == 0:
-        return np.zeros(t.size)
-    order = np.argsort(removal.start)
-    s, e, w = removal.start[order], removal.end[order], removal.rate[order]
-    i = np.maximum(np.searchsorted(s, t, side="right") - 1, 0)
-    inside = (t >= s[i]) & (t < e[i])
-    return np.where(inside, w[i], 0.0)
-
-
-def _cut(removals: list[Removal], rate: Callable[[np.ndarray], np.ndarray]) -> Removal:
-    """The elementary stretches between every boundary of ``removals``, at ``rate(midpoints)``."""
-    kept = [r for r in removals if r.start.size]
-    if not kept:
-        return Removal()
-    points = np.unique(np.concatenate([np.concatenate([r.start, r.end]) for r in kept]))
-    if points.size < 2:
-        return Removal()
-    lo, hi = points[:-1], points[1:]
-    rates = rate((lo + hi) / 2)
-    keep = rates > 0
-    return Removal(start=lo[keep], end=hi[keep], rate=rates[keep])
-
-
-def merge(removals: list[Removal]) -> Removal:
-    """One removal of several: each instant at the largest rate that covers it."""
-    return _cut(removals, lambda t: np.max([_rate_at(r, t) for r in removals], axis=0))
-
-
-def outside(removal: Removal, taken: Removal) -> Removal:
-    """``removal`` less what ``taken`` already removes (its rate scaled by what ``taken`` leaves)."""
-    if taken.start.size == 0 or removal.start.size == 0:
-        return removal
-    return _cut([removal, taken], lambda t: _rate_at(removal, t) * (1 - _rate_at(taken, t)))
 
 
 def _straggler(red: Reduced, run: _Run) -> Scenario | None:

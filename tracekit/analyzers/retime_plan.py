@@ -1,12 +1,16 @@
 """What :mod:`tracekit.analyzers.retime` re-times: one rank's events (:class:`RankPlan`), and
 what a what-if changes (:class:`Scenario`: host time removed, task durations, blocks that no
-longer wait, collectives hidden)."""
+longer wait, collectives hidden), with the arithmetic of removals (:func:`merge`, :func:`outside`)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 
 @dataclass
@@ -65,3 +69,40 @@ class Scenario:
     durations: dict[int, np.ndarray] = field(default_factory=dict)
     no_wait_blocks: bool = False
     hide_collectives: bool = False
+
+
+def rate_at(removal: Removal, t: np.ndarray) -> np.ndarray:
+    """The rate of ``removal`` at each of ``t`` (0 outside it; its intervals are disjoint)."""
+    if removal.start.size == 0:
+        return np.zeros(t.size)
+    order = np.argsort(removal.start)
+    s, e, w = removal.start[order], removal.end[order], removal.rate[order]
+    i = np.maximum(np.searchsorted(s, t, side="right") - 1, 0)
+    inside = (t >= s[i]) & (t < e[i])
+    return np.where(inside, w[i], 0.0)
+
+
+def cut(removals: list[Removal], rate: Callable[[np.ndarray], np.ndarray]) -> Removal:
+    """The elementary stretches between every boundary of ``removals``, at ``rate(midpoints)``."""
+    kept = [r for r in removals if r.start.size]
+    if not kept:
+        return Removal()
+    points = np.unique(np.concatenate([np.concatenate([r.start, r.end]) for r in kept]))
+    if points.size < 2:
+        return Removal()
+    lo, hi = points[:-1], points[1:]
+    rates = rate((lo + hi) / 2)
+    keep = rates > 0
+    return Removal(start=lo[keep], end=hi[keep], rate=rates[keep])
+
+
+def merge(removals: list[Removal]) -> Removal:
+    """One removal of several: each instant at the largest rate that covers it."""
+    return cut(removals, lambda t: np.max([rate_at(r, t) for r in removals], axis=0))
+
+
+def outside(removal: Removal, taken: Removal) -> Removal:
+    """``removal`` less what ``taken`` already removes (its rate scaled by what ``taken`` leaves)."""
+    if taken.start.size == 0 or removal.start.size == 0:
+        return removal
+    return cut([removal, taken], lambda t: rate_at(removal, t) * (1 - rate_at(taken, t)))
