@@ -1,6 +1,6 @@
 """The benchmark's trace generator makes traces that tracekit (and HTA) read as one job.
 
-No timing here: the benchmark itself runs by hand (see the README).
+No timing here: the benchmark itself runs by hand (see benchmarks/README.md).
 """
 
 from __future__ import annotations

@@ -1,0 +1,186 @@
+"""The README is a quick start and the docs hold the rest: the README's two commands, its example,
+every relative link of README.md, docs/ and benchmarks/README.md, and the measured figures the
+pages quote against their result files."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
+PAGES = [README, ROOT / "benchmarks" / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+RESULTS = ROOT / "benchmarks" / "results"
+
+RUN_SAMPLE = re.compile(r"python3 -m pip install \. && tracekit analyze (samples/\S+)")
+RUN_TESTS = "python3 -m pip install torch==2.13.0 -e '.[capture,dev]' && python3 -m pytest"
+
+_FENCE = re.compile(r"^```.*?^```[ \t]*$", re.M | re.S)
+_CODE_SPAN = re.compile(r"`[^`\n]*`")
+_LINK = re.compile(r"\[(?:[^\[\]]|\[[^\]]*\])*\]\(([^)\s]+)\)")
+
+
+def _prose(text: str) -> str:
+    """The text outside fenced blocks and code spans: where Markdown links live."""
+    return _CODE_SPAN.sub("", _FENCE.sub("", text))
+
+
+def _blocks(text: str) -> list[str]:
+    return [m.group(0).split("\n", 1)[1].rsplit("```", 1)[0].strip() for m in _FENCE.finditer(text)]
+
+
+def slug(heading: str) -> str:
+    """GitHub's anchor of a heading: its text (links and code marks dropped), lower case, every
+    character but letters, digits, spaces, ``-`` and ``_`` removed, spaces turned to ``-``."""
+    text = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", heading).replace("`", "")
+    text = re.sub(r"[^\w\- ]", "", text.strip().lower())
+    return text.replace(" ", "-")
+
+
+def anchors(path: Path) -> set[str]:
+    """Every heading's anchor in ``path``, a repeated one numbered as GitHub numbers it (-1, -2)."""
+    seen: dict[str, int] = {}
+    out: set[str] = set()
+    text = _FENCE.sub("", path.read_text())
+    for m in re.finditer(r"^#{1,6} +(.+?) *#*$", text, re.M):
+        base = slug(m.group(1))
+        n = seen.get(base, 0)
+        seen[base] = n + 1
+        out.add(base if n == 0 else f"{base}-{n}")
+    return out
+
+
+def test_slug_follows_github() -> None:
+    assert slug("On a GPU: `benchmarks/gpu_check.sh`") == "on-a-gpu-benchmarksgpu_checksh"
+    assert slug("What a fix is worth: a predicted gain for every finding") == (
+        "what-a-fix-is-worth-a-predicted-gain-for-every-finding"
+    )
+    assert slug("Verdicts on real traces (`tests/truth/`)") == "verdicts-on-real-traces-teststruth"
+    assert slug("8 ranks x 125 MB: tracekit against HTA and the floor") == (
+        "8-ranks-x-125-mb-tracekit-against-hta-and-the-floor"
+    )
+
+
+def test_readme_is_a_quick_start() -> None:
+    """Under 250 lines; its first two code blocks, before any section, are the two commands."""
+    text = README.read_text()
+    assert len(text.splitlines()) < 250
+    head = text.split("\n## ", 1)[0]
+    first, second = _blocks(head)[:2]
+    run = RUN_SAMPLE.fullmatch(first)
+    assert run, f"the README's first command is not install + analyze a sample: {first!r}"
+    assert (ROOT / run.group(1)).is_dir(), f"{run.group(1)} is not in the repository"
+    assert second == RUN_TESTS
+
+
+def test_ci_runs_the_readme_test_command() -> None:
+    """.ci/run installs as the README says and runs the README's test command."""
+    ci = (ROOT / ".ci" / "run").read_text().splitlines()
+    install, test = RUN_TESTS.split(" && ")
+    assert any(line.startswith(install.replace("python3 -m pip install", "python3 -m pip install -q")) for line in ci)
+    assert test in [line.strip() for line in ci]
+
+
+def test_no_install_of_the_unrelated_pypi_tracekit() -> None:
+    """`tracekit` on PyPI is another package: every install names torch-tracekit or a local path."""
+    for page in PAGES:
+        for line in page.read_text().splitlines():
+            assert not re.search(r"pip install [^|&;]*(?<![\w/-])'?tracekit(\[|'|\s|$)", line), f"{page}: {line}"
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_relative_links_resolve(page: Path) -> None:
+    """Every relative link names an existing file, and its #anchor a heading of that file."""
+    broken = []
+    for target in _LINK.findall(_prose(page.read_text())):
+        if re.match(r"[a-z]+:", target):
+            continue  # http(s), mailto: not checked here
+        file, _, anchor = target.partition("#")
+        dest = (page.parent / file).resolve() if file else page
+        if not dest.exists():
+            broken.append(f"{target}: no such file")
+        elif anchor and (dest.suffix != ".md" or anchor not in anchors(dest)):
+            broken.append(f"{target}: no heading #{anchor} in {dest.relative_to(ROOT)}")
+    assert not broken, f"{page.relative_to(ROOT)}: " + "; ".join(broken)
+
+
+def test_result_files_named_exist_and_none_is_orphaned() -> None:
+    """Every result file the pages name exists, and every result file is named in benchmarks/README.md."""
+    named = {n for page in PAGES for n in re.findall(r"benchmarks/results/([\w.-]+\.json)", page.read_text())}
+    on_disk = {p.name for p in RESULTS.glob("*.json")}
+    assert named <= on_disk, f"named but missing: {sorted(named - on_disk)}"
+    bench = set(re.findall(r"benchmarks/results/([\w.-]+\.json)", (ROOT / "benchmarks" / "README.md").read_text()))
+    assert on_disk <= bench, f"result files benchmarks/README.md does not name: {sorted(on_disk - bench)}"
+
+
+def _result(name: str) -> dict:  # type: ignore[type-arg]
+    return json.loads((RESULTS / name).read_text())
+
+
+def test_benchmark_tables_match_their_results() -> None:
+    """The current 8 x 125 MB and one-big-file tables quote their result files."""
+    text = (ROOT / "benchmarks" / "README.md").read_text()
+    r = _result("8x125mb_native.json")["results"]
+    floor, isal = r["floor"], r["floor_isal"]
+    assert (
+        f"| {floor['wall_s']:.2f} / {isal['wall_s']:.2f} | {floor['peak_rss_mb']:.0f} / {isal['peak_rss_mb']:.0f} |"
+        in text
+    )
+    cold = r["tracekit_cold"]
+    assert f"| **{cold['wall_s']:.2f}** | {cold['peak_rss_mb']:.0f} | {cold['cpu_s']:.1f} |" in text
+    for key in ("tracekit_warm", "tracekit_nocache"):
+        assert f"| {r[key]['wall_s']:.2f} | {r[key]['peak_rss_mb']:.0f} | {r[key]['cpu_s']:.1f} |" in text
+    assert f"| HTA 0.5.0 | {r['hta']['wall_s']:.1f} | {r['hta']['peak_rss_mb']:.0f} |" in text
+    targets = _result("8x125mb_native.json")["targets"]
+    assert f"**{targets['speedup_vs_hta']['value']:.1f}x**" in text
+    assert f"**{targets['cold_over_floor']['value']:.2f}**" in text
+    big = _result("scale_file_native.json")["results"]
+    for size, row in big.items():
+        tk, fl = row["tracekit"], row["floor"]
+        line = next(ln for ln in text.splitlines() if ln.startswith(f"| {size} GB |"))
+        assert f"{fl['wall_s']:.1f} s, {fl['peak_rss_mb']:.0f} MB" in line
+        assert f"{tk['wall_s']:.1f} s, {tk['peak_rss_mb']:.0f} MB" in line
+        assert f"| {row['tracekit_read']['wall_s']:.1f} s |" in line
+        ratios = f"| {tk['wall_s'] / fl['wall_s']:.2f} | {row['tracekit_read']['wall_s'] / fl['wall_s']:.2f} |"
+        assert ratios in line.replace("**", ""), line
+
+
+def test_readme_example_is_real_output() -> None:
+    """Every line of the README's example output is a line that `tracekit analyze` prints today."""
+    text = README.read_text()
+    run = RUN_SAMPLE.fullmatch(_blocks(text)[0])
+    assert run
+    example = next(b for b in _blocks(text) if b.startswith("tracekit verdict"))
+    out = subprocess.run(
+        [sys.executable, "-m", "tracekit", "analyze", run.group(1), "--no-cache"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    printed = {line.rstrip() for line in out.splitlines()}
+    missing = [line for line in example.splitlines() if line != "..." and line.rstrip() not in printed]
+    assert not missing, f"the README's example differs from today's output: {missing[:3]}"
+
+
+def test_verdict_table_of_the_samples() -> None:
+    """docs/verdict.md's rows for the sample captures say what tracekit says of them."""
+    from tests.conftest import analysis_of
+
+    text = (ROOT / "docs" / "verdict.md").read_text()
+    for case, folder in (
+        ("capture-healthy", "healthy"),
+        ("capture-data-bound", "data_bound"),
+        ("capture-straggler", "straggler"),
+    ):
+        row = next(ln for ln in text.splitlines() if ln.startswith(f"| `{case}` |"))
+        primary = analysis_of([ROOT / "samples" / "captures" / folder]).analysis.verdict.primary
+        kind = (primary.bound or primary.note).value  # type: ignore[union-attr]
+        if primary.components:
+            kind += " (" + ", ".join(c.value for c in primary.components) + ")"
+        assert row.endswith(f"| {kind}, {primary.share_pct:.1f}% |"), row
