@@ -100,6 +100,9 @@ def run_capture(
 ) -> int:
     """``tracekit capture``, and ``tracekit capture --ab A B [--repeats N]``; returns the exit code."""
     from tracekit.capture.config import load_config, parse_overrides
+    from tracekit.capture.extras import require_capture
+
+    require_capture("tracekit capture")
     from tracekit.capture.launcher import capture
     from tracekit.reports.terminal import TerminalRenderer
 
@@ -203,6 +206,9 @@ def run_sweep_command(
             raise InputError("--report renders a finished sweep: give no --grid or config options with it")
         folder = report_dir
     else:
+        from tracekit.capture.extras import require_capture
+
+        require_capture("tracekit sweep")
         plan = plan_sweep(config_path, parse_overrides(extra_args), grid, **options)
 
         def starting(cell: Cell, repeat: int, where: Path) -> None:
@@ -267,9 +273,11 @@ def run_dataloader(
 ) -> None:
     """``tracekit dataloader``."""
     from tracekit.capture.config import load_config, parse_overrides
+    from tracekit.capture.extras import require_capture
     from tracekit.capture.loader_probe import PROBE_FILE, probe_dataloader, probe_folder
     from tracekit.reports.tool_reports import loader_report
 
+    require_capture("tracekit dataloader")
     check_outputs({f"--{fmt}": path for fmt, path in outputs.items()}, [p for p in [config_path] if p])
     config = load_config(config_path, parse_overrides(extra_args))
     folder = probe_folder(config)
@@ -285,8 +293,10 @@ def run_audit_params(
     """``tracekit audit-params``."""
     from tracekit.capture.audit import audit_params
     from tracekit.capture.config import load_config, parse_overrides
+    from tracekit.capture.extras import require_capture
     from tracekit.reports.tool_reports import audit_report
 
+    require_capture("tracekit audit-params")
     check_outputs({f"--{fmt}": path for fmt, path in outputs.items()}, [p for p in [config_path] if p])
     config = load_config(config_path, parse_overrides(extra_args))
     audit = audit_params(config, include_zero_grad=include_zero_grad)
@@ -306,7 +316,9 @@ def run_doctor_command(
     from tracekit.capture.config import parse_overrides
     from tracekit.capture.doctor import DOCTOR_FILE, plan_doctor, run_doctor
     from tracekit.capture.doctor_plan import parse_budget
+    from tracekit.capture.extras import require_capture
 
+    require_capture("tracekit doctor")
     check_outputs({f"--{fmt}": path for fmt, path in outputs.items()}, [p for p in [config_path] if p])
     budget = parse_budget(options.get("budget"))
     plan = plan_doctor(

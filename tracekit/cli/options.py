@@ -109,7 +109,7 @@ def analysis_options(command: Callable[..., T]) -> Callable[..., T]:
             default="local",
             show_default=True,
             help="Where each rank is read and analyzed: processes on this machine (--jobs), or a Dask cluster "
-            "(pip install 'tracekit[dask]'; the files must be at the same paths on its workers).",
+            "(pip install 'torch-tracekit[dask]'; the files must be at the same paths on its workers).",
         ),
         option(
             "--scheduler",
