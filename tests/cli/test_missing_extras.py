@@ -3,16 +3,15 @@ what to install, exit code 2, before anything starts; ``analyze`` needs none of 
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from typing import TYPE_CHECKING
 
 import pytest
 
+from tests.cli.process import run_tracekit
 from tests.conftest import SAMPLES
 
 if TYPE_CHECKING:
+    import subprocess
     from pathlib import Path
 
 #: A ``sitecustomize`` that makes the modules named in $BLOCKED unimportable, here and in every
@@ -48,11 +47,7 @@ def without(tmp_path: Path, blocked: str, *args: str) -> subprocess.CompletedPro
     site = tmp_path / "site"
     site.mkdir(exist_ok=True)
     (site / "sitecustomize.py").write_text(BLOCKER)
-    path = os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)
-    env = {**os.environ, "PYTHONPATH": path, "BLOCKED": blocked}
-    return subprocess.run(
-        [sys.executable, "-m", "tracekit", *args], capture_output=True, text=True, timeout=120, check=False, env=env
-    )
+    return run_tracekit(*args, env={"PYTHONPATH": str(site), "BLOCKED": blocked}, timeout=120)
 
 
 @pytest.mark.parametrize("name", sorted(COMMANDS))
