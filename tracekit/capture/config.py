@@ -12,11 +12,13 @@ import json
 import math
 import os
 import re
+import typing
 from pathlib import Path
 from typing import Any, Final, Literal
 
 import msgspec
 
+from tracekit.capture.config_errors import BadField, blame, expected, split_validation
 from tracekit.errors import InputError
 
 Backend = Literal["auto", "nccl", "gloo"]
@@ -153,15 +155,25 @@ _ENV_NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _JSON_TYPES: Final = {type(None): "null", list: "an array", dict: "an object"}
 
 
-def _check_keys(data: dict[str, Any], struct: type[msgspec.Struct], prefix: str, source: str) -> None:
+def _check_keys(data: dict[str, Any], struct: type[msgspec.Struct], prefix: str) -> None:
     valid = list(struct.__struct_fields__)
     for key, value in data.items():
         if key not in valid:
             close = difflib.get_close_matches(key, valid, n=1, cutoff=0.5)
+            flag = f"; did you mean --{prefix}{close[0]}?" if close else f"; valid keys: {', '.join(valid)}"
             hint = f"; did you mean {prefix}{close[0]}?" if close else f"; valid keys: {', '.join(valid)}"
-            raise InputError(f"unknown config key {prefix}{key}{hint}", path=source)
+            field = f"{prefix}{key}"
+            raise BadField(field, f"unknown config key {field}{flag}", file_reason=f"unknown config key {field}{hint}")
         if key in _SECTIONS and isinstance(value, dict):
-            _check_keys(value, _SECTIONS[key], f"{key}.", source)
+            _check_keys(value, _SECTIONS[key], f"{key}.")
+
+
+def _choices(field: str) -> tuple[str, ...]:
+    """The values a ``Literal`` field (dotted) allows; none for another type."""
+    *section, name = field.split(".")
+    struct = _SECTIONS.get(section[0], CaptureConfig) if section else CaptureConfig
+    kind = next((f.type for f in msgspec.structs.fields(struct) if f.name == name), None)
+    return tuple(map(str, typing.get_args(kind))) if typing.get_origin(kind) is Literal else ()
 
 
 def _parse_value(text: str) -> Any:
@@ -186,19 +198,31 @@ def apply_overrides(data: dict[str, Any], overrides: dict[str, str]) -> dict[str
     return merged
 
 
-def build_config(data: dict[str, Any], *, source: str = "config") -> CaptureConfig:
-    """Validate plain data into a :class:`CaptureConfig`; errors name the field."""
-    _check_keys(data, CaptureConfig, "", source)
+def build_config(
+    data: dict[str, Any], *, source: str = "config", overrides: dict[str, str] | None = None
+) -> CaptureConfig:
+    """Validate plain data into a :class:`CaptureConfig`; errors name the field, and the flag when
+    one of ``overrides`` (``{"batch_size": "abc"}``, applied to ``data``) set it."""
     try:
-        config = msgspec.convert(_env_as_text(data, source), CaptureConfig, strict=False)
-    except msgspec.ValidationError as exc:
-        text = str(exc).replace("`$.", "`").replace("$.", "")
-        raise InputError(f"invalid config: {text}", path=source) from None
-    _check_ranges(config, source)
+        _check_keys(data, CaptureConfig, "")
+        try:
+            config = msgspec.convert(_env_as_text(data), CaptureConfig, strict=False)
+        except msgspec.ValidationError as exc:
+            field, message = split_validation(str(exc))
+            text = str(exc).replace("`$.", "`").replace("$.", "")
+            raise BadField(field, expected(message, _choices(field)), file_reason=f"invalid config: {text}") from None
+        _check_ranges(config)
+    except BadField as bad:
+        raise blame(bad, source=source, overrides=overrides or {}) from None
+    _check_schedule(config, source)
     return config
 
 
-def _env_as_text(data: dict[str, Any], source: str) -> dict[str, Any]:
+def _env_bad(key: str, reason: str) -> BadField:
+    return BadField(f"{_ENV}.{key}", reason, file_reason=f"invalid config: {reason}")
+
+
+def _env_as_text(data: dict[str, Any]) -> dict[str, Any]:
     """``data`` with its ``env`` checked (variable names, not those tracekit sets, no NUL) and
     its numbers and booleans written as their JSON text (``{"OMP_NUM_THREADS": 2}`` -> ``"2"``)."""
     env = data.get(_ENV)
@@ -207,41 +231,52 @@ def _env_as_text(data: dict[str, Any], source: str) -> dict[str, Any]:
     text: dict[str, str] = {}
     for key, value in env.items():
         if not _ENV_NAME.fullmatch(key):
-            raise InputError(
-                f"invalid config: env key {key!r} is not a variable name (letters, digits and _, not a digit first)",
-                path=source,
-            )
+            raise _env_bad(key, f"env key {key!r} is not a variable name (letters, digits and _, not a digit first)")
         prefix = next((p for p in TRACEKIT_SETS_PREFIXES if key.startswith(p)), None)
         if key in TRACEKIT_SETS or prefix is not None:
             what = key if prefix is None else f"the {prefix}* variables"
-            raise InputError(f"invalid config: env.{key}: tracekit sets {what} for its ranks itself", path=source)
+            raise _env_bad(key, f"env.{key}: tracekit sets {what} for its ranks itself")
         if not isinstance(value, (str, bool, int, float)):
             what = _JSON_TYPES.get(type(value), type(value).__name__)
-            raise InputError(f"invalid config: env.{key} must be a string or a number, got {what}", path=source)
+            raise _env_bad(key, f"env.{key} must be a string or a number, got {what}")
         text[key] = value if isinstance(value, str) else json.dumps(value)
         if "\0" in text[key]:
-            raise InputError(f"invalid config: env.{key} holds a NUL character", path=source)
+            raise _env_bad(key, f"env.{key} holds a NUL character")
     return {**data, _ENV: text}
 
 
-def _check_ranges(config: CaptureConfig, source: str) -> None:
-    checks = {
-        "nproc": config.nproc >= 1,
-        "batch_size": config.batch_size >= 1,
-        "measured_steps": config.measured_steps >= 1,
-        "warmup_steps": config.warmup_steps >= 0,
-        "gradient_accumulation_steps": config.gradient_accumulation_steps >= 1,
-        "num_workers": config.num_workers >= 0,
-        "profiler.active": config.profiler.active >= 1,
-        "profiler.repeat": config.profiler.repeat >= 1,
-        "timeout": config.timeout is None or config.timeout > 0,
-        "cuda_memory_fraction": config.cuda_memory_fraction is None or 0 < config.cuda_memory_fraction <= 1,
-        "ddp_bucket_cap_mb": config.ddp_bucket_cap_mb is None
-        or (math.isfinite(config.ddp_bucket_cap_mb) and config.ddp_bucket_cap_mb > 0),
-    }
-    for name, ok in checks.items():
+def _check_ranges(config: CaptureConfig) -> None:
+    """A :class:`BadField` for the first field out of its range, naming the range."""
+    fraction, cap = config.cuda_memory_fraction, config.ddp_bucket_cap_mb
+    checks: list[tuple[str, object, bool, str]] = [  # field, value, in range, the range
+        ("nproc", config.nproc, config.nproc >= 1, "at least 1"),
+        ("batch_size", config.batch_size, config.batch_size >= 1, "at least 1"),
+        ("measured_steps", config.measured_steps, config.measured_steps >= 1, "at least 1"),
+        ("warmup_steps", config.warmup_steps, config.warmup_steps >= 0, "at least 0"),
+        (
+            "gradient_accumulation_steps",
+            config.gradient_accumulation_steps,
+            config.gradient_accumulation_steps >= 1,
+            "at least 1",
+        ),
+        ("num_workers", config.num_workers, config.num_workers >= 0, "at least 0"),
+        ("profiler.active", config.profiler.active, config.profiler.active >= 1, "at least 1"),
+        ("profiler.repeat", config.profiler.repeat, config.profiler.repeat >= 1, "at least 1"),
+        ("timeout", config.timeout, config.timeout is None or config.timeout > 0, "above 0 seconds, or null"),
+        ("cuda_memory_fraction", fraction, fraction is None or 0 < fraction <= 1, "above 0 and at most 1, or null"),
+        ("ddp_bucket_cap_mb", cap, cap is None or (math.isfinite(cap) and cap > 0), "a finite number above 0, or null"),
+    ]
+    for name, value, ok, allowed in checks:
         if not ok:
-            raise InputError(f"invalid config: {name} is out of range", path=source)
+            shown = json.dumps(value)
+            raise BadField(
+                name,
+                f"out of range: must be {allowed}",
+                file_reason=f"invalid config: {name} is out of range: must be {allowed}, got {shown}",
+            )
+
+
+def _check_schedule(config: CaptureConfig, source: str) -> None:
     p = config.profiler
     needed = (p.wait + p.warmup + p.active) * p.repeat
     if config.trace and needed > config.total_steps:
@@ -271,7 +306,7 @@ def load_config(path: str | Path | None, overrides: dict[str, str] | None = None
             raise InputError(f"config is not valid JSON ({exc.msg} at line {exc.lineno})", path=path) from None
         if not isinstance(data, dict):
             raise InputError("config must be a JSON object", path=path)
-    return build_config(apply_overrides(data, overrides or {}), source=source)
+    return build_config(apply_overrides(data, overrides or {}), source=source, overrides=overrides)
 
 
 def to_dict(config: CaptureConfig) -> dict[str, Any]:
