@@ -32,12 +32,19 @@ OptimizerImpl = Literal["default", "foreach", "fused"]
 class ProfilerConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     """torch.profiler's schedule and options. The active steps are those traced."""
 
+    #: Steps the profiler skips first.
     wait: int = 1
+    #: Steps it records but throws away (the profiler's own warm-up).
     warmup: int = 1
+    #: Steps it traces.
     active: int = 3
+    #: Cycles of wait + warmup + active.
     repeat: int = 1
+    #: Record the input shapes of each operator.
     record_shapes: bool = False
+    #: Record allocations and frees (the memory counters).
     profile_memory: bool = False
+    #: Record the Python stack of each operator.
     with_stack: bool = False
 
 
@@ -50,15 +57,20 @@ class CaptureConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     workload_args: dict[str, Any] = msgspec.field(default_factory=dict)
     #: Per-rank batch size.
     batch_size: int = 32
+    #: DataLoader worker processes per rank (0: batches are loaded in the training process).
     num_workers: int = 0
+    #: The DataLoader copies batches into pinned (page-locked) memory.
     pin_memory: bool = False
+    #: Batches each DataLoader worker loads ahead (null: the DataLoader's default).
     prefetch_factor: int | None = None
+    #: DataLoader workers live across epochs.
     persistent_workers: bool = False
     #: Steps run first and excluded from the timings.
     warmup_steps: int = 2
     #: Steps timed after warmup.
     measured_steps: int = 5
     profiler: ProfilerConfig = msgspec.field(default_factory=ProfilerConfig)
+    #: Ranks (processes) started on this machine.
     nproc: int = 1
     #: ``auto``: nccl on GPU, gloo on CPU, and no process group for one rank. A backend named
     #: for one rank makes a process group of one (DDP over one rank: its collectives run).
@@ -69,7 +81,9 @@ class CaptureConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     cuda_memory_fraction: float | None = None
     #: The user's accelerate YAML (DDP, FSDP, DeepSpeed); generated when absent.
     accelerate_config: str | None = None
+    #: Micro-batches per optimizer step.
     gradient_accumulation_steps: int = 1
+    #: accelerate's mixed precision.
     mixed_precision: Precision = "no"
     #: Clip gradients to this norm (adds the ``clip`` phase); none when null.
     max_grad_norm: float | None = None
@@ -97,9 +111,13 @@ class CaptureConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     #: a number or true/false is written as its JSON text. Not those tracekit sets for its ranks
     #: (:data:`TRACEKIT_SETS`: RANK, WORLD_SIZE, MASTER_PORT, TRACEKIT_*, ...).
     env: dict[str, str] = msgspec.field(default_factory=dict)
+    #: The learning rate the workload's optimizer gets.
     learning_rate: float = 1e-3
+    #: The folder the capture is written to (replaced only when the run succeeds).
     out_dir: str = "tracekit-capture"
+    #: The seed the workload gets (its model's initial weights and its data).
     seed: int = 0
+    #: Mark each phase with an NVTX range too (shown by Nsight Systems).
     nvtx: bool = True
     #: Also record with Nsight Systems (needs nsys and a GPU).
     nsys: bool = False
@@ -127,7 +145,8 @@ class CaptureConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
         return self.warmup_steps + self.measured_steps
 
 
-_SECTIONS: dict[str, type[msgspec.Struct]] = {"profiler": ProfilerConfig}
+#: The sections of the config (``--profiler.active=2``): key -> its struct.
+SECTIONS: Final[dict[str, type[msgspec.Struct]]] = {"profiler": ProfilerConfig}
 #: The config key whose ``env.NAME`` overrides keep their text as written (never read as JSON).
 _ENV: Final = "env"
 #: Variables tracekit's launch sets for every rank (the launcher's own, the rank and rendezvous
@@ -164,14 +183,14 @@ def _check_keys(data: dict[str, Any], struct: type[msgspec.Struct], prefix: str)
             hint = f"; did you mean {prefix}{close[0]}?" if close else f"; valid keys: {', '.join(valid)}"
             field = f"{prefix}{key}"
             raise BadField(field, f"unknown config key {field}{flag}", file_reason=f"unknown config key {field}{hint}")
-        if key in _SECTIONS and isinstance(value, dict):
-            _check_keys(value, _SECTIONS[key], f"{key}.")
+        if key in SECTIONS and isinstance(value, dict):
+            _check_keys(value, SECTIONS[key], f"{key}.")
 
 
 def _choices(field: str) -> tuple[str, ...]:
     """The values a ``Literal`` field (dotted) allows; none for another type."""
     *section, name = field.split(".")
-    struct = _SECTIONS.get(section[0], CaptureConfig) if section else CaptureConfig
+    struct = SECTIONS.get(section[0], CaptureConfig) if section else CaptureConfig
     kind = next((f.type for f in msgspec.structs.fields(struct) if f.name == name), None)
     return tuple(map(str, typing.get_args(kind))) if typing.get_origin(kind) is Literal else ()
 
