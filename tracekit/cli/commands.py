@@ -181,9 +181,10 @@ def run_sweep_command(
     report_dir: Path | None,
     outputs: dict[str, Path | None],
     analysis: Mapping[str, Any] | None = None,
-) -> None:
+) -> int:
     """``tracekit sweep``: run the grid (or, with ``--report``, read a finished sweep), print
-    the matrix, write the outputs. ``analysis``: the options of analyzing the cells' traces, as given."""
+    the matrix, write the outputs; the exit code: 1 when a cell failed or hung (the others are
+    reported all the same), else 0. ``analysis``: the options of analyzing the cells' traces, as given."""
     from tracekit.capture.config import parse_overrides
     from tracekit.capture.sweep import plan_sweep, run_sweep
     from tracekit.pipeline import sweep_matrix
@@ -210,6 +211,14 @@ def run_sweep_command(
     with DelayedProgress() as progress:
         matrix = sweep_matrix(folder, headroom_pct=room, options=dataclasses.replace(reading, stage=progress.stage))
     show_and_write(matrix, outputs)
+    failed = [row for row in matrix.rows if row.status in ("failed", "timeout")]
+    if failed:
+        first = f"{failed[0].cell}: {failed[0].reason}" if failed[0].reason else failed[0].cell
+        click.echo(
+            one_line(f"tracekit: {len(failed)} of {len(matrix.rows)} sweep cell(s) failed or hung (first: {first})"),
+            err=True,
+        )
+    return 1 if failed else 0
 
 
 def show_and_write(result: Renderable, outputs: dict[str, Path | None], *, also: Sequence[Path] = ()) -> None:

@@ -237,7 +237,7 @@ def sweep(
     """
     from tracekit.cli.commands import run_sweep_command
 
-    run_sweep_command(
+    code = run_sweep_command(
         config_path,
         list(ctx.args),
         grid=grid,
@@ -255,6 +255,8 @@ def sweep(
         outputs=outputs,
         analysis=analysis,
     )
+    if code:
+        ctx.exit(code)
 
 
 _CONFIG_HELP = "JSON config file (as capture's); any field can be set as --field=value or --section.field=value."
