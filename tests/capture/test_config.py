@@ -4,15 +4,12 @@ from __future__ import annotations
 
 import json
 import re
-from typing import TYPE_CHECKING
+from pathlib import Path
 
 import pytest
 
 from tracekit.capture.config import load_config, parse_overrides, to_dict
 from tracekit.errors import InputError
-
-if TYPE_CHECKING:
-    from pathlib import Path
 
 
 def test_file_then_overrides_with_sections_and_json_values(tmp_path: Path) -> None:
@@ -162,3 +159,14 @@ def test_sample_configs_are_valid() -> None:
     assert {p.stem for p in configs} >= {"healthy", "data_bound", "straggler"}
     for path in configs:  # 8 ranks, but the gradient-heavy sample is the issue's 4-rank DDP run
         assert load_config(path).nproc == (4 if path.stem == "comms_bound" else 8)
+
+
+def test_a_sample_config_never_writes_into_the_shipped_samples() -> None:
+    """The README's ``tracekit capture --config_path samples/configs/healthy.json`` (no --out_dir)
+    captures into the default folder, not over ``samples/captures/healthy``."""
+    from tests.conftest import SAMPLES
+
+    for path in sorted((SAMPLES / "configs").glob("*.json")):
+        assert "out_dir" not in json.loads(path.read_text()), path
+        out = Path(load_config(path).out_dir).resolve()
+        assert out == Path("tracekit-capture").resolve() and not out.is_relative_to(SAMPLES.resolve())
