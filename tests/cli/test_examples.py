@@ -3,10 +3,11 @@ Actions workflow's steps as its runner would (install lines checked, not run).""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -38,3 +39,87 @@ def test_the_python_api_example_runs_as_a_script(tmp_path: Path) -> None:
     assert saved.verdict.primary is not None
     assert result.stdout.splitlines()[0].startswith(str(saved.verdict.primary.bound))
     assert "\n## tracekit comparison: Step time A " in result.stdout  # the Markdown of compare_paths
+
+
+WORKFLOW = EXAMPLES / "github-actions" / "tracekit.yml"
+#: Where the workflow installs tracekit from; the test installs (dry run) this checkout instead.
+REPOSITORY = "git+https://github.com/OWNER/tracekit"
+INSTALL, PROFILE, COMPARE = "Install CPU torch and tracekit", "Profile the training step", "Compare with main"
+#: A small capture config, as a user's perf/cfg.json: 2 gloo ranks, few steps.
+CONFIG = {
+    "workload": "mlp",
+    "workload_args": {"hidden": 64, "depth": 2},
+    "nproc": 2,
+    "batch_size": 8,
+    "warmup_steps": 1,
+    "measured_steps": 3,
+    "profiler": {"wait": 0, "warmup": 1, "active": 2},
+}
+
+
+def workflow_steps() -> dict[str, dict[str, Any]]:
+    """The steps of the workflow's job, by name (or by the action they use)."""
+    yaml = pytest.importorskip("yaml")
+    document = yaml.safe_load(WORKFLOW.read_text())
+    (job,) = document["jobs"].values()
+    return {step.get("name") or step["uses"]: step for step in job["steps"]}
+
+
+def bash(script: str, *, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """``script`` as GitHub Actions runs a ``run:`` step (``shell: bash``)."""
+    return subprocess.run(
+        ["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+        cwd=cwd,
+        env=env,
+    )
+
+
+def test_the_workflow_installs_cpu_torch_then_tracekit_and_gates(tmp_path: Path) -> None:
+    steps = workflow_steps()
+    assert list(steps)[:2] == ["actions/checkout@v4", "actions/setup-python@v5"]
+    torch_line, project_line = steps[INSTALL]["run"].strip().splitlines()
+    assert "torch==2.13.0" in torch_line and "--index-url https://download.pytorch.org/whl/cpu" in torch_line
+    assert f'"torch-tracekit[capture] @ {REPOSITORY}"' in project_line
+    assert "--fail-if" in steps[COMPARE]["run"] and "perf/new" in steps[PROFILE]["run"]
+    assert steps["actions/upload-artifact@v4"]["if"] == "always()"
+    for step in steps.values():
+        if "run" in step:
+            syntax = subprocess.run(["bash", "-n", "-c", step["run"]], capture_output=True, text=True, check=False)
+            assert syntax.returncode == 0, syntax.stderr
+
+
+@pytest.mark.e2e  # captures on 2 gloo ranks
+def test_the_workflow_runs_here(tmp_path: Path) -> None:
+    """Each ``run:`` step in order, in a repository holding perf/cfg.json: the install lines as a
+    dry run (torch is here already; tracekit from this checkout, which must be torch-tracekit), the
+    capture and the gated comparison through a ``tracekit`` command that runs this checkout."""
+    steps = workflow_steps()
+    repo, shims = tmp_path / "repo", tmp_path / "bin"
+    (repo / "perf").mkdir(parents=True)
+    (repo / "perf" / "cfg.json").write_text(json.dumps(CONFIG))
+    shims.mkdir()
+    (shims / "tracekit").write_text(f'#!/bin/sh\nexec "{sys.executable}" -m tracekit "$@"\n')
+    (shims / "tracekit").chmod(0o755)
+    env = {**os.environ, "PATH": f"{shims}{os.pathsep}{os.environ['PATH']}", "PYTHONPATH": str(ROOT)}
+
+    for written in steps[INSTALL]["run"].strip().splitlines():
+        line = written.replace("python -m pip install", f'"{sys.executable}" -m pip install --dry-run')
+        if REPOSITORY in line:
+            line = f"{line.replace(REPOSITORY, ROOT.as_uri())} --no-deps"
+        done = bash(line, cwd=repo, env=env)
+        assert done.returncode == 0, done.stdout + done.stderr
+        if "torch-tracekit" in line:
+            assert "Would install torch-tracekit-" in done.stdout  # the name the requirement gives is the project's
+
+    profiled = bash(steps[PROFILE]["run"], cwd=repo, env=env)
+    assert profiled.returncode == 0, profiled.stderr
+    made = bash("tracekit analyze perf/new --json perf/baseline.json", cwd=repo, env=env)  # as the comment says
+    assert made.returncode == 0, made.stderr
+    compared = bash(steps[COMPARE]["run"], cwd=repo, env=env)
+    assert compared.returncode == 0, compared.stdout + compared.stderr  # the same capture: no regression
+    assert (repo / "perf" / "compare.md").read_text().startswith("## tracekit comparison")
+    assert (repo / "perf" / "compare.html").stat().st_size > 0
