@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from typing import TYPE_CHECKING, Any
@@ -45,16 +46,8 @@ WORKFLOW = EXAMPLES / "github-actions" / "tracekit.yml"
 #: Where the workflow installs tracekit from; the test installs (dry run) this checkout instead.
 REPOSITORY = "git+https://github.com/OWNER/tracekit"
 INSTALL, PROFILE, COMPARE = "Install CPU torch and tracekit", "Profile the training step", "Compare with main"
-#: A small capture config, as a user's perf/cfg.json: 2 gloo ranks, few steps.
-CONFIG = {
-    "workload": "mlp",
-    "workload_args": {"hidden": 64, "depth": 2},
-    "nproc": 2,
-    "batch_size": 8,
-    "warmup_steps": 1,
-    "measured_steps": 3,
-    "profiler": {"wait": 0, "warmup": 1, "active": 2},
-}
+#: What the user's perf/cfg.json changes in the healthy sample's config: 2 gloo ranks, few steps.
+SMALLER = {"nproc": 2, "warmup_steps": 1, "measured_steps": 3, "profiler": {"wait": 0, "warmup": 1, "active": 2}}
 
 
 def workflow_steps() -> dict[str, dict[str, Any]]:
@@ -100,16 +93,21 @@ def test_the_workflow_runs_here(tmp_path: Path) -> None:
     steps = workflow_steps()
     repo, shims = tmp_path / "repo", tmp_path / "bin"
     (repo / "perf").mkdir(parents=True)
-    (repo / "perf" / "cfg.json").write_text(json.dumps(CONFIG))
+    config = json.loads((SAMPLES / "configs" / "healthy.json").read_text()) | SMALLER
+    (repo / "perf" / "cfg.json").write_text(json.dumps(config))
     shims.mkdir()
     (shims / "tracekit").write_text(f'#!/bin/sh\nexec "{sys.executable}" -m tracekit "$@"\n')
     (shims / "tracekit").chmod(0o755)
     env = {**os.environ, "PATH": f"{shims}{os.pathsep}{os.environ['PATH']}", "PYTHONPATH": str(ROOT)}
 
+    source = tmp_path / "tracekit-source"  # what the project is built from (its build writes beside it)
+    shutil.copytree(ROOT / "tracekit", source / "tracekit", ignore=shutil.ignore_patterns("__pycache__", "*.so"))
+    for name in ("pyproject.toml", "setup.py", "README.md"):
+        shutil.copy2(ROOT / name, source / name)
     for written in steps[INSTALL]["run"].strip().splitlines():
         line = written.replace("python -m pip install", f'"{sys.executable}" -m pip install --dry-run')
         if REPOSITORY in line:
-            line = f"{line.replace(REPOSITORY, ROOT.as_uri())} --no-deps"
+            line = f"{line.replace(REPOSITORY, source.as_uri())} --no-deps"
         done = bash(line, cwd=repo, env=env)
         assert done.returncode == 0, done.stdout + done.stderr
         if "torch-tracekit" in line:
