@@ -6,10 +6,15 @@ one line on stderr and exit code 2, never a traceback.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
     from pathlib import Path
+
+#: The distribution tracekit is installed as (``pip install torch-tracekit``: the name ``tracekit``
+#: is another project's on PyPI); the command and the import are ``tracekit``.
+DISTRIBUTION: Final = "torch-tracekit"
 
 
 class TracekitError(Exception):
@@ -40,3 +45,12 @@ class InputError(TracekitError):
 class ExecutorError(TracekitError):
     """The machinery that runs the analysis cannot: an executor's optional dependency missing,
     a cluster that cannot be reached or has no workers."""
+
+
+class MissingDependency(TracekitError):
+    """An optional dependency a command needs is not installed: the message names the command,
+    the modules missing and the extra that installs them (``pip install 'torch-tracekit[capture]'``)."""
+
+    def __init__(self, what: str, modules: Sequence[str], extra: str, *, note: str = "") -> None:
+        self.modules = tuple(modules)
+        super().__init__(f"{what} needs {' and '.join(modules)}: pip install '{DISTRIBUTION}[{extra}]'{note}")

@@ -65,12 +65,14 @@ def test_plan_checks_both_configs_and_names_the_side_at_fault(tmp_path: Path) ->
     assert plan.out_dir == str(tmp_path / "out") and plan.repeats == 2
     with pytest.raises(InputError) as info:
         plan_ab(config, {}, ["", "policy.threshold=0"])
-    assert info.value.message.startswith(f"{config}: --ab side B 'policy.threshold=0': unknown config key policy")
-    with pytest.raises(InputError, match=r"--ab side A 'nproc=0': invalid config: nproc is out of range"):
+    assert info.value.message.startswith(
+        "--ab side B 'policy.threshold=0': --policy.threshold=0: unknown config key policy"
+    )
+    with pytest.raises(InputError, match=r"--ab side A 'nproc=0': --nproc=0: out of range: must be at least 1"):
         plan_ab(None, {}, ["nproc=0", ""])
     with pytest.raises(InputError) as info:  # the shared overrides' own error names no side
         plan_ab(None, {"batchsize": "3"}, ["seed=1", ""])
-    assert info.value.message == "command line: unknown config key batchsize; did you mean batch_size?"
+    assert info.value.message == "--batchsize=3: unknown config key batchsize; did you mean --batch_size?"
     with pytest.raises(InputError, match="two override texts"):
         plan_ab(None, {}, ["seed=1"])
 
@@ -82,7 +84,7 @@ def test_a_side_tries_the_doctors_knobs() -> None:
     assert (a.ddp_bucket_cap_mb, a.optimizer_impl, a.env) == (None, "default", {"OMP_NUM_THREADS": "2"})
     assert (b.ddp_bucket_cap_mb, b.optimizer_impl) == (100, "fused")
     assert b.env == {"OMP_NUM_THREADS": "2", "PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}
-    with pytest.raises(InputError, match=r"--ab side B 'env.RANK=1': invalid config: env.RANK: tracekit sets RANK"):
+    with pytest.raises(InputError, match=r"--ab side B 'env.RANK=1': --env.RANK=1: env.RANK: tracekit sets RANK"):
         plan_ab(None, {}, ["", "env.RANK=1"])
 
 

@@ -4,15 +4,12 @@ from __future__ import annotations
 
 import json
 import re
-from typing import TYPE_CHECKING
+from pathlib import Path
 
 import pytest
 
 from tracekit.capture.config import load_config, parse_overrides, to_dict
 from tracekit.errors import InputError
-
-if TYPE_CHECKING:
-    from pathlib import Path
 
 
 def test_file_then_overrides_with_sections_and_json_values(tmp_path: Path) -> None:
@@ -44,21 +41,24 @@ def test_bare_flag_and_stray_words() -> None:
 @pytest.mark.parametrize(
     ("overrides", "message"),
     [
-        ({"batchsize": "3"}, "unknown config key batchsize; did you mean batch_size?"),
-        ({"profiler.activ": "3"}, "unknown config key profiler.activ; did you mean profiler.active?"),
-        ({"nproc": "eight"}, "Expected `int`, got `str` - at `nproc`"),
-        ({"profiler.active": "x"}, "at `profiler.active`"),
-        ({"mixed_precision": "fp8"}, "at `mixed_precision`"),
-        ({"nproc": "0"}, "nproc is out of range"),
+        ({"batchsize": "3"}, "--batchsize=3: unknown config key batchsize; did you mean --batch_size?"),
+        (
+            {"profiler.activ": "3"},
+            "--profiler.activ=3: unknown config key profiler.activ; did you mean --profiler.active?",
+        ),
+        ({"nproc": "eight"}, "--nproc=eight: expected an integer"),
+        ({"profiler.active": "x"}, "--profiler.active=x: expected an integer"),
+        ({"mixed_precision": "fp8"}, "--mixed_precision=fp8: expected one of no, fp16, bf16"),
+        ({"nproc": "0"}, "--nproc=0: out of range: must be at least 1"),
         ({"measured_steps": "1", "warmup_steps": "0"}, "the profiler schedule needs 5 steps"),
         ({"prefetch_factor": "2"}, "prefetch_factor needs num_workers > 0"),
-        ({"ddp_bucket_cap_mb": "0"}, "ddp_bucket_cap_mb is out of range"),
-        ({"ddp_bucket_cap_mb": "-25"}, "ddp_bucket_cap_mb is out of range"),
-        ({"ddp_bucket_cap_mb": "Infinity"}, "ddp_bucket_cap_mb is out of range"),
-        ({"ddp_bucket_cap_mb": "big"}, "Expected `float | null`, got `str` - at `ddp_bucket_cap_mb`"),
-        ({"ddp_gradient_as_bucket_view": "yes"}, "at `ddp_gradient_as_bucket_view`"),
-        ({"optimizer_impl": "apex"}, "Invalid enum value 'apex' - at `optimizer_impl`"),
-        ({"env": "[1]"}, "Expected `object`, got `array` - at `env`"),
+        ({"ddp_bucket_cap_mb": "0"}, "--ddp_bucket_cap_mb=0: out of range: must be a finite number above 0, or null"),
+        ({"ddp_bucket_cap_mb": "-25"}, "--ddp_bucket_cap_mb=-25: out of range"),
+        ({"ddp_bucket_cap_mb": "Infinity"}, "--ddp_bucket_cap_mb=Infinity: out of range"),
+        ({"ddp_bucket_cap_mb": "big"}, "--ddp_bucket_cap_mb=big: expected a number or null"),
+        ({"ddp_gradient_as_bucket_view": "yes"}, "--ddp_gradient_as_bucket_view=yes: expected true or false"),
+        ({"optimizer_impl": "apex"}, "--optimizer_impl=apex: expected one of default, foreach, fused"),
+        ({"env": "[1]"}, "--env=[1]: expected an object"),
         ({"env": '{"A": null}'}, "env.A must be a string or a number, got null"),
         ({"env": '{"A": {"B": "1"}}'}, "env.A must be a string or a number, got an object"),
         ({"env.A.B": "1"}, "env.A must be a string or a number, got an object"),
@@ -75,6 +75,35 @@ def test_errors_name_the_field(overrides: dict[str, str], message: str) -> None:
     with pytest.raises(InputError, match=re.escape(message)) as info:
         load_config(None, overrides)
     assert "\n" not in info.value.message
+
+
+def test_a_bad_override_is_named_by_its_flag_not_blamed_on_the_file(tmp_path: Path) -> None:
+    from tests.conftest import SAMPLES
+
+    config = SAMPLES / "configs" / "healthy.json"
+    with pytest.raises(InputError) as info:
+        load_config(config, {"batch_size": "abc"})
+    assert info.value.message == "--batch_size=abc: expected an integer"
+    with pytest.raises(InputError) as info:
+        load_config(config, {"nproc": "0"})
+    assert info.value.message == "--nproc=0: out of range: must be at least 1"
+    with pytest.raises(InputError) as info:
+        load_config(config, {"batchsize": "3"})
+    assert info.value.message == "--batchsize=3: unknown config key batchsize; did you mean --batch_size?"
+
+
+def test_a_bad_value_in_the_file_names_the_file_the_field_and_the_range(tmp_path: Path) -> None:
+    bad = tmp_path / "cfg.json"
+    bad.write_text(json.dumps({"nproc": 0}))
+    with pytest.raises(InputError) as info:
+        load_config(bad, {"batch_size": "8"})  # an override that is fine does not take the blame
+    assert info.value.message == f"{bad}: invalid config: nproc is out of range: must be at least 1, got 0"
+    bad.write_text(json.dumps({"cuda_memory_fraction": 1.5}))
+    with pytest.raises(InputError, match=re.escape("must be above 0 and at most 1, or null, got 1.5")):
+        load_config(bad)
+    bad.write_text(json.dumps({"batch_size": "abc"}))
+    with pytest.raises(InputError, match=re.escape(f"{bad}: invalid config: Expected `int`, got `str`")):
+        load_config(bad)
 
 
 def test_the_knobs_a_doctor_tries_from_the_command_line() -> None:
@@ -130,3 +159,14 @@ def test_sample_configs_are_valid() -> None:
     assert {p.stem for p in configs} >= {"healthy", "data_bound", "straggler"}
     for path in configs:  # 8 ranks, but the gradient-heavy sample is the issue's 4-rank DDP run
         assert load_config(path).nproc == (4 if path.stem == "comms_bound" else 8)
+
+
+def test_a_sample_config_never_writes_into_the_shipped_samples() -> None:
+    """The README's ``tracekit capture --config_path samples/configs/healthy.json`` (no --out_dir)
+    captures into the default folder, not over ``samples/captures/healthy``."""
+    from tests.conftest import SAMPLES
+
+    for path in sorted((SAMPLES / "configs").glob("*.json")):
+        assert "out_dir" not in json.loads(path.read_text()), path
+        out = Path(load_config(path).out_dir).resolve()
+        assert out == Path("tracekit-capture").resolve() and not out.is_relative_to(SAMPLES.resolve())

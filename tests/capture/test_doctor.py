@@ -223,7 +223,7 @@ def test_an_earlier_run_needs_resume_and_the_same_config(tmp_path: Path) -> None
     [
         ({"trace": "false"}, {}, "trace=false"),
         ({}, {"repeats": 0}, "--repeats"),
-        ({"batch_size": "0"}, {}, "batch_size is out of range"),
+        ({"batch_size": "0"}, {}, "--batch_size=0: out of range: must be at least 1"),
     ],
 )
 def test_bad_settings_are_one_line(

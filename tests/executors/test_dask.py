@@ -79,7 +79,8 @@ def test_without_distributed_the_command_says_what_to_install(tmp_path: Path) ->
     folder = SAMPLES / "captures" / "healthy"
     result = tracekit("analyze", folder, "--executor", "dask", env_code="import sys; sys.modules['distributed'] = None")
     assert result.returncode == 2
-    assert result.stderr.strip() == "tracekit: error: --executor dask needs: pip install 'tracekit[dask]'"
+    install = "pip install 'torch-tracekit[dask]'"
+    assert result.stderr.strip() == f"tracekit: error: --executor dask needs distributed: {install}"
     result = tracekit("analyze", folder, "--scheduler", "tcp://127.0.0.1:8786")
     assert result.returncode == 2
     assert result.stderr.strip() == "tracekit: error: --scheduler needs --executor dask"

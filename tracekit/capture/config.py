@@ -12,11 +12,13 @@ import json
 import math
 import os
 import re
+import typing
 from pathlib import Path
 from typing import Any, Final, Literal
 
 import msgspec
 
+from tracekit.capture.config_errors import BadField, blame, expected, split_validation
 from tracekit.errors import InputError
 
 Backend = Literal["auto", "nccl", "gloo"]
@@ -30,12 +32,19 @@ OptimizerImpl = Literal["default", "foreach", "fused"]
 class ProfilerConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     """torch.profiler's schedule and options. The active steps are those traced."""
 
+    #: Steps the profiler skips first.
     wait: int = 1
+    #: Steps it records but throws away (the profiler's own warm-up).
     warmup: int = 1
+    #: Steps it traces.
     active: int = 3
+    #: Cycles of wait + warmup + active.
     repeat: int = 1
+    #: Record the input shapes of each operator.
     record_shapes: bool = False
+    #: Record allocations and frees (the memory counters).
     profile_memory: bool = False
+    #: Record the Python stack of each operator.
     with_stack: bool = False
 
 
@@ -48,15 +57,20 @@ class CaptureConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     workload_args: dict[str, Any] = msgspec.field(default_factory=dict)
     #: Per-rank batch size.
     batch_size: int = 32
+    #: DataLoader worker processes per rank (0: batches are loaded in the training process).
     num_workers: int = 0
+    #: The DataLoader copies batches into pinned (page-locked) memory.
     pin_memory: bool = False
+    #: Batches each DataLoader worker loads ahead (null: the DataLoader's default).
     prefetch_factor: int | None = None
+    #: DataLoader workers live across epochs.
     persistent_workers: bool = False
     #: Steps run first and excluded from the timings.
     warmup_steps: int = 2
     #: Steps timed after warmup.
     measured_steps: int = 5
     profiler: ProfilerConfig = msgspec.field(default_factory=ProfilerConfig)
+    #: Ranks (processes) started on this machine.
     nproc: int = 1
     #: ``auto``: nccl on GPU, gloo on CPU, and no process group for one rank. A backend named
     #: for one rank makes a process group of one (DDP over one rank: its collectives run).
@@ -67,7 +81,9 @@ class CaptureConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     cuda_memory_fraction: float | None = None
     #: The user's accelerate YAML (DDP, FSDP, DeepSpeed); generated when absent.
     accelerate_config: str | None = None
+    #: Micro-batches per optimizer step.
     gradient_accumulation_steps: int = 1
+    #: accelerate's mixed precision.
     mixed_precision: Precision = "no"
     #: Clip gradients to this norm (adds the ``clip`` phase); none when null.
     max_grad_norm: float | None = None
@@ -95,9 +111,13 @@ class CaptureConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     #: a number or true/false is written as its JSON text. Not those tracekit sets for its ranks
     #: (:data:`TRACEKIT_SETS`: RANK, WORLD_SIZE, MASTER_PORT, TRACEKIT_*, ...).
     env: dict[str, str] = msgspec.field(default_factory=dict)
+    #: The learning rate the workload's optimizer gets.
     learning_rate: float = 1e-3
+    #: The folder the capture is written to (replaced only when the run succeeds).
     out_dir: str = "tracekit-capture"
+    #: The seed the workload gets (its model's initial weights and its data).
     seed: int = 0
+    #: Mark each phase with an NVTX range too (shown by Nsight Systems).
     nvtx: bool = True
     #: Also record with Nsight Systems (needs nsys and a GPU).
     nsys: bool = False
@@ -125,7 +145,8 @@ class CaptureConfig(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
         return self.warmup_steps + self.measured_steps
 
 
-_SECTIONS: dict[str, type[msgspec.Struct]] = {"profiler": ProfilerConfig}
+#: The sections of the config (``--profiler.active=2``): key -> its struct.
+SECTIONS: Final[dict[str, type[msgspec.Struct]]] = {"profiler": ProfilerConfig}
 #: The config key whose ``env.NAME`` overrides keep their text as written (never read as JSON).
 _ENV: Final = "env"
 #: Variables tracekit's launch sets for every rank (the launcher's own, the rank and rendezvous
@@ -153,15 +174,25 @@ _ENV_NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _JSON_TYPES: Final = {type(None): "null", list: "an array", dict: "an object"}
 
 
-def _check_keys(data: dict[str, Any], struct: type[msgspec.Struct], prefix: str, source: str) -> None:
+def _check_keys(data: dict[str, Any], struct: type[msgspec.Struct], prefix: str) -> None:
     valid = list(struct.__struct_fields__)
     for key, value in data.items():
         if key not in valid:
             close = difflib.get_close_matches(key, valid, n=1, cutoff=0.5)
+            flag = f"; did you mean --{prefix}{close[0]}?" if close else f"; valid keys: {', '.join(valid)}"
             hint = f"; did you mean {prefix}{close[0]}?" if close else f"; valid keys: {', '.join(valid)}"
-            raise InputError(f"unknown config key {prefix}{key}{hint}", path=source)
-        if key in _SECTIONS and isinstance(value, dict):
-            _check_keys(value, _SECTIONS[key], f"{key}.", source)
+            field = f"{prefix}{key}"
+            raise BadField(field, f"unknown config key {field}{flag}", file_reason=f"unknown config key {field}{hint}")
+        if key in SECTIONS and isinstance(value, dict):
+            _check_keys(value, SECTIONS[key], f"{key}.")
+
+
+def _choices(field: str) -> tuple[str, ...]:
+    """The values a ``Literal`` field (dotted) allows; none for another type."""
+    *section, name = field.split(".")
+    struct = SECTIONS.get(section[0], CaptureConfig) if section else CaptureConfig
+    kind = next((f.type for f in msgspec.structs.fields(struct) if f.name == name), None)
+    return tuple(map(str, typing.get_args(kind))) if typing.get_origin(kind) is Literal else ()
 
 
 def _parse_value(text: str) -> Any:
@@ -186,19 +217,31 @@ def apply_overrides(data: dict[str, Any], overrides: dict[str, str]) -> dict[str
     return merged
 
 
-def build_config(data: dict[str, Any], *, source: str = "config") -> CaptureConfig:
-    """Validate plain data into a :class:`CaptureConfig`; errors name the field."""
-    _check_keys(data, CaptureConfig, "", source)
+def build_config(
+    data: dict[str, Any], *, source: str = "config", overrides: dict[str, str] | None = None
+) -> CaptureConfig:
+    """Validate plain data into a :class:`CaptureConfig`; errors name the field, and the flag when
+    one of ``overrides`` (``{"batch_size": "abc"}``, applied to ``data``) set it."""
     try:
-        config = msgspec.convert(_env_as_text(data, source), CaptureConfig, strict=False)
-    except msgspec.ValidationError as exc:
-        text = str(exc).replace("`$.", "`").replace("$.", "")
-        raise InputError(f"invalid config: {text}", path=source) from None
-    _check_ranges(config, source)
+        _check_keys(data, CaptureConfig, "")
+        try:
+            config = msgspec.convert(_env_as_text(data), CaptureConfig, strict=False)
+        except msgspec.ValidationError as exc:
+            field, message = split_validation(str(exc))
+            text = str(exc).replace("`$.", "`").replace("$.", "")
+            raise BadField(field, expected(message, _choices(field)), file_reason=f"invalid config: {text}") from None
+        _check_ranges(config)
+    except BadField as bad:
+        raise blame(bad, source=source, overrides=overrides or {}) from None
+    _check_schedule(config, source)
     return config
 
 
-def _env_as_text(data: dict[str, Any], source: str) -> dict[str, Any]:
+def _env_bad(key: str, reason: str) -> BadField:
+    return BadField(f"{_ENV}.{key}", reason, file_reason=f"invalid config: {reason}")
+
+
+def _env_as_text(data: dict[str, Any]) -> dict[str, Any]:
     """``data`` with its ``env`` checked (variable names, not those tracekit sets, no NUL) and
     its numbers and booleans written as their JSON text (``{"OMP_NUM_THREADS": 2}`` -> ``"2"``)."""
     env = data.get(_ENV)
@@ -207,41 +250,52 @@ def _env_as_text(data: dict[str, Any], source: str) -> dict[str, Any]:
     text: dict[str, str] = {}
     for key, value in env.items():
         if not _ENV_NAME.fullmatch(key):
-            raise InputError(
-                f"invalid config: env key {key!r} is not a variable name (letters, digits and _, not a digit first)",
-                path=source,
-            )
+            raise _env_bad(key, f"env key {key!r} is not a variable name (letters, digits and _, not a digit first)")
         prefix = next((p for p in TRACEKIT_SETS_PREFIXES if key.startswith(p)), None)
         if key in TRACEKIT_SETS or prefix is not None:
             what = key if prefix is None else f"the {prefix}* variables"
-            raise InputError(f"invalid config: env.{key}: tracekit sets {what} for its ranks itself", path=source)
+            raise _env_bad(key, f"env.{key}: tracekit sets {what} for its ranks itself")
         if not isinstance(value, (str, bool, int, float)):
             what = _JSON_TYPES.get(type(value), type(value).__name__)
-            raise InputError(f"invalid config: env.{key} must be a string or a number, got {what}", path=source)
+            raise _env_bad(key, f"env.{key} must be a string or a number, got {what}")
         text[key] = value if isinstance(value, str) else json.dumps(value)
         if "\0" in text[key]:
-            raise InputError(f"invalid config: env.{key} holds a NUL character", path=source)
+            raise _env_bad(key, f"env.{key} holds a NUL character")
     return {**data, _ENV: text}
 
 
-def _check_ranges(config: CaptureConfig, source: str) -> None:
-    checks = {
-        "nproc": config.nproc >= 1,
-        "batch_size": config.batch_size >= 1,
-        "measured_steps": config.measured_steps >= 1,
-        "warmup_steps": config.warmup_steps >= 0,
-        "gradient_accumulation_steps": config.gradient_accumulation_steps >= 1,
-        "num_workers": config.num_workers >= 0,
-        "profiler.active": config.profiler.active >= 1,
-        "profiler.repeat": config.profiler.repeat >= 1,
-        "timeout": config.timeout is None or config.timeout > 0,
-        "cuda_memory_fraction": config.cuda_memory_fraction is None or 0 < config.cuda_memory_fraction <= 1,
-        "ddp_bucket_cap_mb": config.ddp_bucket_cap_mb is None
-        or (math.isfinite(config.ddp_bucket_cap_mb) and config.ddp_bucket_cap_mb > 0),
-    }
-    for name, ok in checks.items():
+def _check_ranges(config: CaptureConfig) -> None:
+    """A :class:`BadField` for the first field out of its range, naming the range."""
+    fraction, cap = config.cuda_memory_fraction, config.ddp_bucket_cap_mb
+    checks: list[tuple[str, object, bool, str]] = [  # field, value, in range, the range
+        ("nproc", config.nproc, config.nproc >= 1, "at least 1"),
+        ("batch_size", config.batch_size, config.batch_size >= 1, "at least 1"),
+        ("measured_steps", config.measured_steps, config.measured_steps >= 1, "at least 1"),
+        ("warmup_steps", config.warmup_steps, config.warmup_steps >= 0, "at least 0"),
+        (
+            "gradient_accumulation_steps",
+            config.gradient_accumulation_steps,
+            config.gradient_accumulation_steps >= 1,
+            "at least 1",
+        ),
+        ("num_workers", config.num_workers, config.num_workers >= 0, "at least 0"),
+        ("profiler.active", config.profiler.active, config.profiler.active >= 1, "at least 1"),
+        ("profiler.repeat", config.profiler.repeat, config.profiler.repeat >= 1, "at least 1"),
+        ("timeout", config.timeout, config.timeout is None or config.timeout > 0, "above 0 seconds, or null"),
+        ("cuda_memory_fraction", fraction, fraction is None or 0 < fraction <= 1, "above 0 and at most 1, or null"),
+        ("ddp_bucket_cap_mb", cap, cap is None or (math.isfinite(cap) and cap > 0), "a finite number above 0, or null"),
+    ]
+    for name, value, ok, allowed in checks:
         if not ok:
-            raise InputError(f"invalid config: {name} is out of range", path=source)
+            shown = json.dumps(value)
+            raise BadField(
+                name,
+                f"out of range: must be {allowed}",
+                file_reason=f"invalid config: {name} is out of range: must be {allowed}, got {shown}",
+            )
+
+
+def _check_schedule(config: CaptureConfig, source: str) -> None:
     p = config.profiler
     needed = (p.wait + p.warmup + p.active) * p.repeat
     if config.trace and needed > config.total_steps:
@@ -271,7 +325,7 @@ def load_config(path: str | Path | None, overrides: dict[str, str] | None = None
             raise InputError(f"config is not valid JSON ({exc.msg} at line {exc.lineno})", path=path) from None
         if not isinstance(data, dict):
             raise InputError("config must be a JSON object", path=path)
-    return build_config(apply_overrides(data, overrides or {}), source=source)
+    return build_config(apply_overrides(data, overrides or {}), source=source, overrides=overrides)
 
 
 def to_dict(config: CaptureConfig) -> dict[str, Any]:

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 
 from tracekit.capture import accelerate_configs, files, outdir, processes, ranks
 from tracekit.capture.config import CaptureConfig, to_dict
+from tracekit.capture.extras import require_capture
 from tracekit.capture.ranks import CaptureError
 from tracekit.capture.summary import write_summary
 from tracekit.capture.supervisor import PARENT_ENV
@@ -125,6 +126,7 @@ def check_nsys(config: CaptureConfig) -> None:
         return
     if shutil.which("nsys") is None:
         raise InputError("--nsys needs Nsight Systems: no `nsys` on PATH")
+    require_capture("--nsys", nvtx=True)
     import torch
 
     if not torch.cuda.is_available():
@@ -150,6 +152,7 @@ def capture(config: CaptureConfig) -> CaptureSummary:
     ``out_dir`` is replaced only when the run succeeds; otherwise it keeps the previous capture
     and the error (a :class:`~tracekit.errors.TracekitError`) names the failed run's folder.
     """
+    require_capture("capture")  # torch and accelerate, before any rank starts
     check_nsys(config)
     accelerate_configs.check(config.accelerate_config)  # a missing file, DeepSpeed not installed
     target = outdir.check(config.out_dir)

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from tracekit.analyzers import details_frame
-from tracekit.atomic import OutputFiles
+from tracekit.cli.emit import emit, stdout_taken
 from tracekit.cli.paths import check_outputs
 from tracekit.cli.progress import DelayedProgress
 from tracekit.errors import InputError
@@ -63,8 +63,8 @@ def run_analyze(
         progress.stage("writing reports")
         result = outcome.analysis
         text = TerminalRenderer(top=top, width=max(width, 100), color=sys.stdout.isatty()).render(result)
-    click.echo(text, nl=False)
-    write_reports(result, outputs, details=None if details is None else (details, details_frame(outcome.details)))
+    frame = None if details is None else (details, details_frame(outcome.details))
+    write_reports(result, outputs, details=frame, report=text)
 
 
 def write_reports(
@@ -72,19 +72,15 @@ def write_reports(
     outputs: dict[str, Path | None],
     *,
     details: tuple[Path, pl.DataFrame] | None = None,
+    report: str = "",
 ) -> None:
-    """Render each requested format, then write them all atomically (none is replaced if one fails).
+    """Print ``report`` (the terminal's), render each requested format, then write them all
+    atomically (none is replaced if one fails); ``-`` is stdout (:func:`~tracekit.cli.emit.emit`).
 
     ``details``: the Parquet file of per-instance tables, and the table.
     """
     texts = {path: renderer(fmt).render(analysis) for fmt, path in outputs.items() if path is not None}
-    with OutputFiles() as files:
-        for path, text in texts.items():
-            files.add_text(path, text)
-        if details is not None:
-            files.add(details[0], details[1].write_parquet)
-    for path in [*texts, *([details[0]] if details else [])]:
-        click.echo(f"wrote {one_line(str(path))}")
+    emit(report, texts, files=[] if details is None else [(details[0], details[1].write_parquet)])
 
 
 def run_report(report: Path, *, outputs: dict[str, Path | None]) -> None:
@@ -100,6 +96,9 @@ def run_capture(
 ) -> int:
     """``tracekit capture``, and ``tracekit capture --ab A B [--repeats N]``; returns the exit code."""
     from tracekit.capture.config import load_config, parse_overrides
+    from tracekit.capture.extras import require_capture
+
+    require_capture("tracekit capture")
     from tracekit.capture.launcher import capture
     from tracekit.reports.terminal import TerminalRenderer
 
@@ -165,13 +164,7 @@ def run_compare(
         options = dataclasses.replace(options, progress=progress.file_done, stage=progress.stage)
         comparison = compare_paths(a, b, options=options, noise=noise, fail_if=fail_if)
         text = TerminalRenderer(top=top, width=max(width, 100), color=sys.stdout.isatty()).render(comparison)
-    click.echo(text, nl=False)
-    texts = {path: renderer(fmt).render(comparison) for fmt, path in outputs.items() if path is not None}
-    with OutputFiles() as files:
-        for path, body in texts.items():
-            files.add_text(path, body)
-    for path in texts:
-        click.echo(f"wrote {one_line(str(path))}")
+    emit(text, {path: renderer(fmt).render(comparison) for fmt, path in outputs.items() if path is not None})
     failed = [g for g in comparison.gate if g.failed]
     for g in failed:
         click.echo(one_line(f"tracekit: {gate_line(g)}"), err=True)
@@ -188,9 +181,10 @@ def run_sweep_command(
     report_dir: Path | None,
     outputs: dict[str, Path | None],
     analysis: Mapping[str, Any] | None = None,
-) -> None:
+) -> int:
     """``tracekit sweep``: run the grid (or, with ``--report``, read a finished sweep), print
-    the matrix, write the outputs. ``analysis``: the options of analyzing the cells' traces, as given."""
+    the matrix, write the outputs; the exit code: 1 when a cell failed or hung (the others are
+    reported all the same), else 0. ``analysis``: the options of analyzing the cells' traces, as given."""
     from tracekit.capture.config import parse_overrides
     from tracekit.capture.sweep import plan_sweep, run_sweep
     from tracekit.pipeline import sweep_matrix
@@ -203,6 +197,9 @@ def run_sweep_command(
             raise InputError("--report renders a finished sweep: give no --grid or config options with it")
         folder = report_dir
     else:
+        from tracekit.capture.extras import require_capture
+
+        require_capture("tracekit sweep")
         plan = plan_sweep(config_path, parse_overrides(extra_args), grid, **options)
 
         def starting(cell: Cell, repeat: int, where: Path) -> None:
@@ -214,19 +211,22 @@ def run_sweep_command(
     with DelayedProgress() as progress:
         matrix = sweep_matrix(folder, headroom_pct=room, options=dataclasses.replace(reading, stage=progress.stage))
     show_and_write(matrix, outputs)
+    failed = [row for row in matrix.rows if row.status in ("failed", "timeout")]
+    if failed:
+        first = f"{failed[0].cell}: {failed[0].reason}" if failed[0].reason else failed[0].cell
+        click.echo(
+            one_line(f"tracekit: {len(failed)} of {len(matrix.rows)} sweep cell(s) failed or hung (first: {first})"),
+            err=True,
+        )
+    return 1 if failed else 0
 
 
 def show_and_write(result: Renderable, outputs: dict[str, Path | None], *, also: Sequence[Path] = ()) -> None:
     """Print ``result``'s report, write it in each format asked for (atomically, together) and
     say what was written (``also``: files written before, named with them)."""
     width = shutil.get_terminal_size().columns if sys.stdout.isatty() else 120
-    click.echo(TerminalRenderer(width=max(width, 100), color=sys.stdout.isatty()).render(result), nl=False)
-    texts = {path: renderer(fmt).render(result) for fmt, path in outputs.items() if path is not None}
-    with OutputFiles() as files:
-        for path, body in texts.items():
-            files.add_text(path, body)
-    for path in [*texts, *also]:
-        click.echo(f"wrote {one_line(str(path))}")
+    text = TerminalRenderer(width=max(width, 100), color=sys.stdout.isatty()).render(result)
+    emit(text, {path: renderer(fmt).render(result) for fmt, path in outputs.items() if path is not None}, also=also)
 
 
 def parse_headroom(text: str) -> float:
@@ -246,15 +246,9 @@ def _write_tool(report: Document, record: bytes, outputs: dict[str, Path | None]
     from tracekit.reports.terminal import TerminalRenderer
 
     width = shutil.get_terminal_size().columns if sys.stdout.isatty() else 100
-    click.echo(TerminalRenderer(width=max(width, 100)).render(report), nl=False)
     texts = {"json": record.decode("utf-8"), "md": MarkdownRenderer().render(report)}
-    with OutputFiles() as out:
-        for fmt, path in outputs.items():
-            if path is not None:
-                out.add_text(path, texts[fmt])
-    for path in outputs.values():
-        if path is not None:
-            click.echo(f"wrote {one_line(str(path))}")
+    written = {path: texts[fmt] for fmt, path in outputs.items() if path is not None}
+    emit(TerminalRenderer(width=max(width, 100)).render(report), written)
 
 
 def run_dataloader(
@@ -267,16 +261,18 @@ def run_dataloader(
 ) -> None:
     """``tracekit dataloader``."""
     from tracekit.capture.config import load_config, parse_overrides
+    from tracekit.capture.extras import require_capture
     from tracekit.capture.loader_probe import PROBE_FILE, probe_dataloader, probe_folder
     from tracekit.reports.tool_reports import loader_report
 
+    require_capture("tracekit dataloader")
     check_outputs({f"--{fmt}": path for fmt, path in outputs.items()}, [p for p in [config_path] if p])
     config = load_config(config_path, parse_overrides(extra_args))
     folder = probe_folder(config)
     click.echo(one_line(f"timing the DataLoader of {config.workload!r} alone on {config.nproc} rank(s) ..."), err=True)
     probe = probe_dataloader(config, batches=batches, capture=capture)
     _write_tool(loader_report(probe), dump_record(probe), outputs)
-    click.echo(one_line(f"wrote {folder / PROBE_FILE}"))
+    click.echo(one_line(f"wrote {folder / PROBE_FILE}"), err=stdout_taken(outputs))
 
 
 def run_audit_params(
@@ -285,8 +281,10 @@ def run_audit_params(
     """``tracekit audit-params``."""
     from tracekit.capture.audit import audit_params
     from tracekit.capture.config import load_config, parse_overrides
+    from tracekit.capture.extras import require_capture
     from tracekit.reports.tool_reports import audit_report
 
+    require_capture("tracekit audit-params")
     check_outputs({f"--{fmt}": path for fmt, path in outputs.items()}, [p for p in [config_path] if p])
     config = load_config(config_path, parse_overrides(extra_args))
     audit = audit_params(config, include_zero_grad=include_zero_grad)
@@ -306,7 +304,9 @@ def run_doctor_command(
     from tracekit.capture.config import parse_overrides
     from tracekit.capture.doctor import DOCTOR_FILE, plan_doctor, run_doctor
     from tracekit.capture.doctor_plan import parse_budget
+    from tracekit.capture.extras import require_capture
 
+    require_capture("tracekit doctor")
     check_outputs({f"--{fmt}": path for fmt, path in outputs.items()}, [p for p in [config_path] if p])
     budget = parse_budget(options.get("budget"))
     plan = plan_doctor(

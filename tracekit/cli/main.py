@@ -12,7 +12,7 @@ from typing import Any, Final, NoReturn, TypeVar
 import click
 
 from tracekit import __version__
-from tracekit.cli.options import analysis_options, output_options
+from tracekit.cli.options import ConfigCommand, analysis_options, output_options
 from tracekit.errors import TracekitError
 
 #: Exit codes: bad input or arguments (TracekitError.exit_code, click's usage errors), a bug in
@@ -156,7 +156,7 @@ def compare(
     ctx.exit(run_compare([a], [b], outputs=outputs, fail_if=fail_if, analysis=analysis, noise=noise, top=top))
 
 
-@cli.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
+@cli.command(cls=ConfigCommand, context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
 @_config_path("JSON config file; any field can be set as --field=value or --section.field=value.")
 @click.option(
     "--ab",
@@ -186,7 +186,7 @@ def capture(ctx: click.Context, config_path: Path | None, ab: tuple[str, str] | 
         ctx.exit(code)
 
 
-@cli.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
+@cli.command(cls=ConfigCommand, context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
 @_config_path(
     "JSON config file every cell shares; any field can be set as --field=value (--out_dir: the sweep folder)."
 )
@@ -237,7 +237,7 @@ def sweep(
     """
     from tracekit.cli.commands import run_sweep_command
 
-    run_sweep_command(
+    code = run_sweep_command(
         config_path,
         list(ctx.args),
         grid=grid,
@@ -255,6 +255,8 @@ def sweep(
         outputs=outputs,
         analysis=analysis,
     )
+    if code:
+        ctx.exit(code)
 
 
 _CONFIG_HELP = "JSON config file (as capture's); any field can be set as --field=value or --section.field=value."
@@ -262,7 +264,7 @@ _BATCHES_HELP = "Batches timed per rank, after the config's warm-up steps' worth
 _CAPTURE_HELP = "A capture of this config (its summary.json) to compare with [default: OUT_DIR when it holds one]."
 
 
-@cli.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
+@cli.command(cls=ConfigCommand, context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
 @_config_path(_CONFIG_HELP)
 @click.option("--batches", type=click.IntRange(min=1), default=100, show_default=True, help=_BATCHES_HELP)
 @click.option("--capture", "capture_dir", type=click.Path(file_okay=False, path_type=Path), help=_CAPTURE_HELP)
@@ -285,7 +287,9 @@ def dataloader(
     run_dataloader(config_path, list(ctx.args), batches=batches, capture=capture_dir, outputs=outputs)
 
 
-@cli.command("audit-params", context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
+@cli.command(
+    "audit-params", cls=ConfigCommand, context_settings={"ignore_unknown_options": True, "allow_extra_args": True}
+)
 @_config_path(_CONFIG_HELP)
 @click.option("--include-zero-grad", is_flag=True, help="Also list parameters whose gradient is all zeros.")
 @output_options(json="Also write it as JSON.", md="Also write Markdown.")
@@ -302,7 +306,7 @@ def audit_params(
     run_audit_params(config_path, list(ctx.args), include_zero_grad=include_zero_grad, outputs=outputs)
 
 
-@cli.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
+@cli.command(cls=ConfigCommand, context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
 @_config_path(_CONFIG_HELP)
 @click.option(
     "--out",

@@ -109,7 +109,7 @@ def analysis_options(command: Callable[..., T]) -> Callable[..., T]:
             default="local",
             show_default=True,
             help="Where each rank is read and analyzed: processes on this machine (--jobs), or a Dask cluster "
-            "(pip install 'tracekit[dask]'; the files must be at the same paths on its workers).",
+            "(pip install 'torch-tracekit[dask]'; the files must be at the same paths on its workers).",
         ),
         option(
             "--scheduler",
@@ -137,3 +137,15 @@ def output_options(**helps: str) -> Callable[[Callable[..., T]], Callable[..., T
         return grouped(run)
 
     return decorate
+
+
+class ConfigCommand(click.Command):
+    """A command that takes the capture config: its help lists every config field, with its
+    default and meaning, read from the config's structs (imported only for --help)."""
+
+    def format_epilog(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        from tracekit.capture.config_help import help_rows
+
+        with formatter.section("Config fields (--field=value on the command line, or keys of --config_path)"):
+            formatter.write_dl(help_rows())
+        super().format_epilog(ctx, formatter)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
+from tracekit.cli.emit import STDOUT
 from tracekit.errors import InputError
 from tracekit.readers.discover import is_trace_name
 
@@ -61,9 +62,15 @@ def _inputs(paths: Iterable[Path]) -> dict[_Key, str]:
 def check_outputs(outputs: Mapping[str, Path | None], inputs: Iterable[Path]) -> None:
     """Refuse (an :class:`InputError` naming the file) an output that names an input, or another output.
 
-    ``outputs`` maps each option (``--json``) to its file, or None where it was not given.
+    ``outputs`` maps each option (``--json``) to its file, or None where it was not given; ``-``
+    (stdout) for one of them at most, never for ``--details`` (Parquet).
     """
-    named = [(option, path) for option, path in outputs.items() if path is not None]
+    piped = [option for option, path in outputs.items() if path == STDOUT]
+    if len(piped) > 1:
+        raise InputError(f"{' and '.join(piped)} both write to stdout (-): give all but one of them a file")
+    if "--details" in piped:
+        raise InputError("--details -: the Parquet tables are written to a file, not to stdout")
+    named = [(option, path) for option, path in outputs.items() if path is not None and path != STDOUT]
     seen: dict[_Key, str] = {}
     for option, path in named:
         keys = _keys(path)

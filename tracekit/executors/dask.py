@@ -1,4 +1,4 @@
-"""The Dask executor: the workers of a ``distributed`` cluster (``pip install 'tracekit[dask]'``).
+"""The Dask executor: the workers of a ``distributed`` cluster (``pip install 'torch-tracekit[dask]'``).
 
 ``DaskExecutor()`` starts a local cluster of one single-threaded worker process per core;
 ``DaskExecutor("tcp://host:8786")`` connects to a running scheduler, whose workers must see
@@ -15,7 +15,7 @@ import os
 import time
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
-from tracekit.errors import ExecutorError
+from tracekit.errors import DISTRIBUTION, ExecutorError
 from tracekit.executors import TaskFailed
 
 if TYPE_CHECKING:
@@ -25,7 +25,7 @@ T = TypeVar("T")
 R = TypeVar("R")
 
 #: What a missing ``distributed`` is told.
-INSTALL: Final = "--executor dask needs: pip install 'tracekit[dask]'"
+INSTALL: Final = f"--executor dask needs distributed: pip install '{DISTRIBUTION}[dask]'"
 #: How often the client looks at the cluster while it waits for results (s).
 POLL_S: Final = 2.0
 

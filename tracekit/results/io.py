@@ -135,7 +135,8 @@ def _where(at: str | None) -> str:
     return (at or "").lstrip(".")
 
 
-def _types(spec: str) -> str:
+def type_words(spec: str) -> str:
+    """msgspec's type names (``int | null``) in the words of a message (``an integer or null``)."""
     words = [_TYPE_WORDS.get(t.strip(), t.strip()) for t in spec.split("|")]
     return " or ".join(words)
 
@@ -161,9 +162,9 @@ def _explain(message: str) -> str:
     if m := _EXPECTED.match(message):
         path = _where(m["at"])
         if not path:
-            return f"the document should be {_types(m['expected'])}, not {_types(m['got'])}"
-        got = "null" if m["got"] == "null" else _types(m["got"])
-        return f"{_what(path)} is {got}; it should be {_types(m['expected'])}"
+            return f"the document should be {type_words(m['expected'])}, not {type_words(m['got'])}"
+        got = "null" if m["got"] == "null" else type_words(m["got"])
+        return f"{_what(path)} is {got}; it should be {type_words(m['expected'])}"
     if m := _MISSING.match(message):
         at = _where(m["at"])
         field = f"{at}.{m['field']}" if at else m["field"]

@@ -1,0 +1,123 @@
+"""The examples in ``examples/`` run as a user runs them: the Python API as a script, the GitHub
+Actions workflow's steps as its runner would (install lines checked, not run)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from tests.cli.process import ROOT
+from tests.conftest import SAMPLES
+from tracekit.results.io import load_analysis
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+EXAMPLES = ROOT / "examples"
+
+
+@pytest.mark.e2e  # starts a local Dask cluster
+def test_the_python_api_example_runs_as_a_script(tmp_path: Path) -> None:
+    pytest.importorskip("distributed")
+    script = EXAMPLES / "python_api.py"
+    result = subprocess.run(
+        [sys.executable, script, SAMPLES / "captures" / "straggler", SAMPLES / "captures" / "healthy", tmp_path],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+        cwd=tmp_path,  # not the checkout: the script imports tracekit as installed
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    saved = load_analysis(tmp_path / "report.json")
+    assert saved.verdict.primary is not None
+    assert result.stdout.splitlines()[0].startswith(str(saved.verdict.primary.bound))
+    assert "\n## tracekit comparison: Step time A " in result.stdout  # the Markdown of compare_paths
+
+
+WORKFLOW = EXAMPLES / "github-actions" / "tracekit.yml"
+#: Where the workflow installs tracekit from; the test installs (dry run) this checkout instead.
+REPOSITORY = "git+https://github.com/OWNER/tracekit"
+INSTALL, PROFILE, COMPARE = "Install CPU torch and tracekit", "Profile the training step", "Compare with main"
+#: What the user's perf/cfg.json changes in the healthy sample's config: 2 gloo ranks, few steps.
+SMALLER = {"nproc": 2, "warmup_steps": 1, "measured_steps": 3, "profiler": {"wait": 0, "warmup": 1, "active": 2}}
+
+
+def workflow_steps() -> dict[str, dict[str, Any]]:
+    """The steps of the workflow's job, by name (or by the action they use)."""
+    yaml = pytest.importorskip("yaml")
+    document = yaml.safe_load(WORKFLOW.read_text())
+    (job,) = document["jobs"].values()
+    return {step.get("name") or step["uses"]: step for step in job["steps"]}
+
+
+def bash(script: str, *, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """``script`` as GitHub Actions runs a ``run:`` step (``shell: bash``)."""
+    return subprocess.run(
+        ["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+        cwd=cwd,
+        env=env,
+    )
+
+
+def test_the_workflow_installs_cpu_torch_then_tracekit_and_gates(tmp_path: Path) -> None:
+    steps = workflow_steps()
+    assert list(steps)[:2] == ["actions/checkout@v4", "actions/setup-python@v5"]
+    torch_line, project_line = steps[INSTALL]["run"].strip().splitlines()
+    assert "torch==2.13.0" in torch_line and "--index-url https://download.pytorch.org/whl/cpu" in torch_line
+    assert f'"torch-tracekit[capture] @ {REPOSITORY}"' in project_line
+    assert "--fail-if" in steps[COMPARE]["run"] and "perf/new" in steps[PROFILE]["run"]
+    assert steps["actions/upload-artifact@v4"]["if"] == "always()"
+    for step in steps.values():
+        if "run" in step:
+            syntax = subprocess.run(["bash", "-n", "-c", step["run"]], capture_output=True, text=True, check=False)
+            assert syntax.returncode == 0, syntax.stderr
+
+
+@pytest.mark.e2e  # captures on 2 gloo ranks
+def test_the_workflow_runs_here(tmp_path: Path) -> None:
+    """Each ``run:`` step in order, in a repository holding perf/cfg.json: the install lines as a
+    dry run (torch is here already; tracekit from this checkout, which must be torch-tracekit), the
+    capture and the gated comparison through a ``tracekit`` command that runs this checkout."""
+    steps = workflow_steps()
+    repo, shims = tmp_path / "repo", tmp_path / "bin"
+    (repo / "perf").mkdir(parents=True)
+    config = json.loads((SAMPLES / "configs" / "healthy.json").read_text()) | SMALLER
+    (repo / "perf" / "cfg.json").write_text(json.dumps(config))
+    shims.mkdir()
+    (shims / "tracekit").write_text(f'#!/bin/sh\nexec "{sys.executable}" -m tracekit "$@"\n')
+    (shims / "tracekit").chmod(0o755)
+    env = {**os.environ, "PATH": f"{shims}{os.pathsep}{os.environ['PATH']}", "PYTHONPATH": str(ROOT)}
+
+    source = tmp_path / "tracekit-source"  # what the project is built from (its build writes beside it)
+    shutil.copytree(ROOT / "tracekit", source / "tracekit", ignore=shutil.ignore_patterns("__pycache__", "*.so"))
+    for name in ("pyproject.toml", "setup.py", "README.md"):
+        shutil.copy2(ROOT / name, source / name)
+    for written in steps[INSTALL]["run"].strip().splitlines():
+        line = written.replace("python -m pip install", f'"{sys.executable}" -m pip install --dry-run')
+        if REPOSITORY in line:
+            line = f"{line.replace(REPOSITORY, source.as_uri())} --no-deps"
+        done = bash(line, cwd=repo, env=env)
+        assert done.returncode == 0, done.stdout + done.stderr
+        if "torch-tracekit" in line:
+            assert "Would install torch-tracekit-" in done.stdout  # the name the requirement gives is the project's
+
+    profiled = bash(steps[PROFILE]["run"], cwd=repo, env=env)
+    assert profiled.returncode == 0, profiled.stderr
+    made = bash("tracekit analyze perf/new --json perf/baseline.json", cwd=repo, env=env)  # as the comment says
+    assert made.returncode == 0, made.stderr
+    compared = bash(steps[COMPARE]["run"], cwd=repo, env=env)
+    assert compared.returncode == 0, compared.stdout + compared.stderr  # the same capture: no regression
+    assert (repo / "perf" / "compare.md").read_text().startswith("## tracekit comparison")
+    assert (repo / "perf" / "compare.html").stat().st_size > 0
