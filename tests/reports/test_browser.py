@@ -76,3 +76,70 @@ def test_report_renders_offline_in_chromium(tmp_path: Path) -> None:
     assert opened.charts >= 5
     assert opened.drawn >= opened.charts  # plotly drew an SVG in every chart
     assert (tmp_path / "report.png").stat().st_size > 10_000
+
+
+def _page_facts(report: Path, *, width: int) -> dict[str, object]:
+    """What Chromium shows of ``report`` at ``width`` pixels, once plotly has drawn: console
+    errors, each chart's traces and the traces it drew, and each table's box beside its card's."""
+    executable = chromium()
+    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright (a dev dependency) is not installed")
+    errors: list[str] = []
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=executable, args=["--no-sandbox", "--disable-gpu"])
+        page = browser.new_page(viewport={"width": width, "height": 1200})
+        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.goto(report.as_uri())
+        page.wait_for_function(
+            "Array.from(document.querySelectorAll('[data-chart]')).every(el => el.querySelector('.main-svg'))"
+        )
+        charts = page.evaluate(
+            """Array.from(document.querySelectorAll('[data-chart]')).map(el => ({
+                key: el.dataset.chart, traces: (el.data || []).length,
+                drawn: el.querySelectorAll('.main-svg g.trace, .main-svg .hm').length}))"""
+        )
+        tables = page.evaluate(
+            """Array.from(document.querySelectorAll('section table')).map(t => {
+                const card = t.closest('section'), wrap = t.closest('.scroll');
+                const style = getComputedStyle(card), box = card.getBoundingClientRect();
+                return {card: card.id, right: t.getBoundingClientRect().right,
+                        inner: box.right - parseFloat(style.paddingRight) - parseFloat(style.borderRightWidth),
+                        card_over: card.scrollWidth > card.clientWidth,
+                        scrolls: !!wrap && getComputedStyle(wrap).overflowX === 'auto'
+                                 && wrap.clientWidth <= card.clientWidth};
+            })"""
+        )
+        browser.close()
+    return {"errors": errors, "charts": charts, "tables": tables}
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("capture", ["straggler", "cuda-h200-memory"])
+def test_every_chart_draws_its_traces_with_the_partial_bundle(tmp_path: Path, capture: str) -> None:
+    report = tmp_path / "report.html"
+    report.write_text(renderer("html").render(analyze(load_run([SAMPLES / "captures" / capture]))), encoding="utf-8")
+    assert report.stat().st_size < 1_500_000
+    facts = _page_facts(report, width=1300)
+    assert facts["errors"] == []
+    charts = facts["charts"]
+    assert isinstance(charts, list)
+    assert len(charts) >= 5
+    for chart in charts:
+        assert chart["traces"] >= 1, chart
+        assert chart["drawn"] >= chart["traces"], chart  # every trace drawn (a heatmap as its image)
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("capture", ["straggler", "cuda-h200-memory"])
+def test_tables_stay_inside_their_cards(tmp_path: Path, capture: str) -> None:
+    report = tmp_path / "report.html"
+    report.write_text(renderer("html").render(analyze(load_run([SAMPLES / "captures" / capture]))), encoding="utf-8")
+    wide = _page_facts(report, width=1300)["tables"]
+    assert isinstance(wide, list)
+    assert wide
+    outside = [t for t in wide if t["right"] > t["inner"] + 1]
+    assert outside == []  # at a laptop's width every table fits its card
+    narrow = _page_facts(report, width=640)["tables"]
+    assert isinstance(narrow, list)
+    assert [t for t in narrow if t["card_over"]] == []  # no card overflows
+    assert [t for t in narrow if t["right"] > t["inner"] + 1 and not t["scrolls"]] == []  # a wide table scrolls

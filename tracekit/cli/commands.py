@@ -7,7 +7,7 @@ import shlex
 import shutil
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 import click
 
@@ -38,6 +38,18 @@ if TYPE_CHECKING:
     from tracekit.results.vocab import SideKey
 
 
+#: The width of a report printed to a pipe or file when ``COLUMNS`` does not say; and the
+#: narrowest a report is drawn.
+PIPE_COLUMNS: Final = 120
+MIN_COLUMNS: Final = 40
+
+
+def terminal_width() -> int:
+    """The columns a report is drawn in: ``COLUMNS`` when set, else the terminal's width, else
+    (a pipe, a file) :data:`PIPE_COLUMNS`; never under :data:`MIN_COLUMNS`."""
+    return max(MIN_COLUMNS, shutil.get_terminal_size((PIPE_COLUMNS, 24)).columns)
+
+
 def analyze_options(given: Mapping[str, Any]) -> AnalyzeOptions:
     """The :class:`AnalyzeOptions` of the shared options as given
     (:func:`~tracekit.cli.options.analysis_options`), ``--ranks`` parsed."""
@@ -57,12 +69,11 @@ def run_analyze(
     started executor, closed by its owner)."""
     check_outputs({f"--{fmt}": path for fmt, path in outputs.items()} | {"--details": details}, paths)
     options = analyze_options(analysis)
-    width = shutil.get_terminal_size().columns if sys.stdout.isatty() else 120
     with DelayedProgress() as progress:
         outcome = analyze_paths(paths, dataclasses.replace(options, progress=progress.file_done, stage=progress.stage))
         progress.stage("writing reports")
         result = outcome.analysis
-        text = TerminalRenderer(top=top, width=max(width, 100), color=sys.stdout.isatty()).render(result)
+        text = TerminalRenderer(top=top, width=terminal_width(), color=sys.stdout.isatty()).render(result)
     frame = None if details is None else (details, details_frame(outcome.details))
     write_reports(result, outputs, details=frame, report=text)
 
@@ -109,7 +120,7 @@ def run_capture(
     config = load_config(config_path, parse_overrides(extra_args))
     click.echo(one_line(f"capturing {config.nproc} rank(s) of {config.workload!r} into {config.out_dir} ..."), err=True)
     summary = capture(config)
-    click.echo(TerminalRenderer(width=100).render(summary), nl=False)
+    click.echo(TerminalRenderer(width=terminal_width()).render(summary), nl=False)
     written = [*(["rank*.pt.trace.json.gz"] if config.trace else []), "phases.rank*.json", "summary.json"]
     for pattern in ("memory_timeline.rank*.raw.json.gz", "memory_snapshot.rank*.pickle"):
         written += [pattern] if any(Path(config.out_dir).glob(pattern)) else []
@@ -136,7 +147,7 @@ def _run_ab(config_path: Path | None, common: dict[str, str], ab: tuple[str, str
 
     record = capture_ab(plan, starting=starting)
     out = Path(plan.out_dir)
-    click.echo(TerminalRenderer(width=100).render(record), nl=False)
+    click.echo(TerminalRenderer(width=terminal_width()).render(record), nl=False)
     click.echo(one_line(f"wrote {out}: a/, b/, ab.json"))
     code = run_compare(a=[out / "a"], b=[out / "b"], outputs={"json": None, "html": None, "md": None}, fail_if=())
     command = shlex.join(["tracekit", "compare", str(out / "a"), str(out / "b"), "--html", str(out / "compare.html")])
@@ -159,11 +170,10 @@ def run_compare(
     side, as given (default: analyze's defaults)."""
     check_outputs({f"--{fmt}": path for fmt, path in outputs.items()}, [*a, *b])
     options = analyze_options(analysis or {})
-    width = shutil.get_terminal_size().columns if sys.stdout.isatty() else 120
     with DelayedProgress() as progress:
         options = dataclasses.replace(options, progress=progress.file_done, stage=progress.stage)
         comparison = compare_paths(a, b, options=options, noise=noise, fail_if=fail_if)
-        text = TerminalRenderer(top=top, width=max(width, 100), color=sys.stdout.isatty()).render(comparison)
+        text = TerminalRenderer(top=top, width=terminal_width(), color=sys.stdout.isatty()).render(comparison)
     emit(text, {path: renderer(fmt).render(comparison) for fmt, path in outputs.items() if path is not None})
     failed = [g for g in comparison.gate if g.failed]
     for g in failed:
@@ -224,8 +234,7 @@ def run_sweep_command(
 def show_and_write(result: Renderable, outputs: dict[str, Path | None], *, also: Sequence[Path] = ()) -> None:
     """Print ``result``'s report, write it in each format asked for (atomically, together) and
     say what was written (``also``: files written before, named with them)."""
-    width = shutil.get_terminal_size().columns if sys.stdout.isatty() else 120
-    text = TerminalRenderer(width=max(width, 100), color=sys.stdout.isatty()).render(result)
+    text = TerminalRenderer(width=terminal_width(), color=sys.stdout.isatty()).render(result)
     emit(text, {path: renderer(fmt).render(result) for fmt, path in outputs.items() if path is not None}, also=also)
 
 
@@ -245,10 +254,9 @@ def _write_tool(report: Document, record: bytes, outputs: dict[str, Path | None]
     from tracekit.reports.markdown import MarkdownRenderer
     from tracekit.reports.terminal import TerminalRenderer
 
-    width = shutil.get_terminal_size().columns if sys.stdout.isatty() else 100
     texts = {"json": record.decode("utf-8"), "md": MarkdownRenderer().render(report)}
     written = {path: texts[fmt] for fmt, path in outputs.items() if path is not None}
-    emit(TerminalRenderer(width=max(width, 100)).render(report), written)
+    emit(TerminalRenderer(width=terminal_width()).render(report), written)
 
 
 def run_dataloader(

@@ -8,8 +8,10 @@ the screen, set a hyperlink or reorder the text (no control character reaches th
 from __future__ import annotations
 
 import io
-from typing import TYPE_CHECKING
+from dataclasses import replace
+from typing import TYPE_CHECKING, Final, Literal
 
+from rich.cells import cell_len
 from rich.console import Console, Group, RenderableType
 from rich.table import Table
 from rich.text import Text
@@ -32,22 +34,105 @@ def _cell(text: str) -> Text:
     return Text(printable(text))
 
 
-def rich_table(t: DocTable) -> RenderableType:
-    """A document's table as a rich table (or its 'nothing to show' line)."""
-    if not t.rows:
-        return Text(printable(f"{t.title}: {t.empty or 'nothing to show.'}") + "\n")
-    table = Table(
-        title=_cell(t.title),
-        title_justify="left",
-        caption=_cell(t.caption) if t.caption else None,
-        caption_justify="left",
+#: The longest word a column keeps whole when its table must shrink (longer ones end in "…").
+LONGEST_WORD: Final = 60
+
+
+def _words(text: str) -> list[str]:
+    return printable(text).split() or [""]
+
+
+def _least(t: DocTable, *, width: int) -> list[int]:
+    """Each column's narrowest width that keeps its words whole (a word over :data:`LONGEST_WORD`,
+    or half of ``width``, ends in "…")."""
+    cap = max(8, min(LONGEST_WORD, (width - _chrome(2)) // 2))
+    cells = (t.columns, *t.rows)
+    return [min(cap, max(cell_len(w) for row in cells for w in _words(row[i]))) for i in range(len(t.columns))]
+
+
+def _widths(t: DocTable, *, width: int) -> list[int | None]:
+    """Each column's width for rich, so that no word is split across lines: None (rich's own)
+    when the table fits as it is, else the widest columns narrowed to one level (never under
+    their longest word, :func:`_least`), so that short columns keep their width and long
+    texts wrap at spaces."""
+    natural = [max(cell_len(printable(row[i])) for row in (t.columns, *t.rows)) for i in range(len(t.columns))]
+    room = width - _chrome(len(natural))
+    if sum(natural) <= room:
+        return [None] * len(natural)
+    least = _least(t, width=width)
+
+    def at(level: int) -> list[int]:
+        return [max(m, min(n, level)) for n, m in zip(natural, least, strict=True)]
+
+    level = max(natural)
+    while level > 1 and sum(at(level)) > room:
+        level -= 1
+    return list(at(level))
+
+
+def _chrome(columns: int) -> int:
+    """The characters a rich table adds around ``columns`` columns: a border and two spaces
+    each, and one more border."""
+    return 3 * columns + 1
+
+
+def _groups(t: DocTable, *, width: int) -> list[list[int]]:
+    """The columns of ``t`` in groups that fit ``width`` with every word whole; each group after
+    the first repeats the first column (the row's key: a rank, a name)."""
+    least = _least(t, width=width)
+    groups: list[list[int]] = [[0]]
+    for i in range(1, len(least)):
+        group = groups[-1]
+        if len(group) > 1 and sum(least[j] for j in (*group, i)) + _chrome(len(group) + 1) > width:
+            groups.append([0])
+        groups[-1].append(i)
+    return groups
+
+
+def _part(t: DocTable, columns: list[int], *, title: str, caption: str, width: int) -> Table:
+    part = replace(
+        t,
+        title=title,
+        caption=caption,
+        columns=tuple(t.columns[i] for i in columns),
+        rows=tuple(tuple(r[i] for i in columns) for r in t.rows),
+        numeric=tuple(t.numeric[i] if i < len(t.numeric) else False for i in columns),
     )
-    for i, col in enumerate(t.columns):
-        numeric = t.numeric[i] if i < len(t.numeric) else False
-        table.add_column(_cell(col), justify="right" if numeric else "left", overflow="fold")
-    for row in t.rows:
+    table = Table(
+        title=_cell(part.title),
+        title_justify="left",
+        caption=_cell(part.caption) if part.caption else None,
+        caption_justify="left",
+        # as wide as its title's and caption's longest word, which wrap at spaces too
+        min_width=min(width, max(cell_len(w) for w in (*_words(part.title), *_words(part.caption)))),
+    )
+    for i, (col, w) in enumerate(zip(part.columns, _widths(part, width=width), strict=True)):
+        justify: Literal["left", "right"] = "right" if part.numeric[i] else "left"
+        table.add_column(_cell(col), justify=justify, overflow="ellipsis", width=w)
+    for row in part.rows:
         table.add_row(*map(_cell, row))
     return table
+
+
+def rich_table(t: DocTable, *, width: int = 120) -> RenderableType:
+    """A document's table as rich tables that fit ``width`` columns (or its 'nothing to show'
+    line): words wrap at spaces and are never split across lines; a table too wide for
+    ``width`` is cut into groups of columns, each repeating the first."""
+    if not t.rows:
+        return Text(printable(f"{t.title}: {t.empty or 'nothing to show.'}") + "\n")
+    groups = _groups(t, width=width)
+    return Group(
+        *(
+            _part(
+                t,
+                group,
+                title=t.title if n == 0 else f"{t.title} (continued)",
+                caption=t.caption if n == len(groups) - 1 else "",
+                width=width,
+            )
+            for n, group in enumerate(groups)
+        )
+    )
 
 
 def printed(parts: Iterable[RenderableType], *, width: int, color: bool = False) -> str:

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final, TypeVar
 
 from tracekit.reports.document import JSON, Chart, Figure
+from tracekit.reports.memory_tables import memory_unit
+from tracekit.reports.tables import phase_label
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -90,7 +92,8 @@ def _layout(
         "height": height,
         "margin": {"l": left, "r": 20, "t": 50, "b": 80},
         "yaxis": {"title": {"text": y}, "gridcolor": GRID, "zerolinecolor": GRID, **(yaxis or {})},
-        "legend": {"orientation": "h", "y": -0.25},
+        # in the order of the traces (plotly reverses a stacked chart's), as the tables list them
+        "legend": {"orientation": "h", "y": -0.25, "traceorder": "normal"},
         "paper_bgcolor": "white",
         "plot_bgcolor": "white",
         "xaxis": {"gridcolor": GRID, "zerolinecolor": GRID, **(xaxis or {})},
@@ -141,7 +144,7 @@ def phases(a: Analysis) -> Chart | None:
     for r in a.annotations.per_rank:
         by_rank.setdefault(r.rank or 0, {})[r.name] = r.step_mean_ns
     labels, v = _binned(by_rank, {n: _getter(n) for n in names})
-    data = [_trace("bar", x=labels, y=_ms(v[n]), name=n[:60]) for n in names]
+    data = [_trace("bar", x=labels, y=_ms(v[n]), name=phase_label(n)[:60]) for n in names]
     return Chart(
         "phases", "Phases per rank", _fig(data, _layout("Phase time per step, per rank", y="ms", barmode="stack"))
     )
@@ -270,12 +273,22 @@ def idle_causes(a: Analysis) -> Chart | None:
     return Chart("idle", "GPU idle by cause", _fig(data, _layout("GPU idle time by cause", y="ms", barmode="stack")))
 
 
+def _unique(labels: list[str]) -> list[str]:
+    """``labels``, a repeated one numbered (``name (2)``): a category axis draws equal labels as one bar."""
+    seen: dict[str, int] = {}
+    out = []
+    for label in labels:
+        seen[label] = seen.get(label, 0) + 1
+        out.append(label if seen[label] == 1 else f"{label} ({seen[label]})")
+    return out
+
+
 def kernels(a: Analysis, top: int = 15) -> Chart | None:
     """Top kernels by total time."""
     rows = list(reversed(a.kernels.top[:top]))
     if not rows:
         return None
-    names: list[JSON] = [r.name if len(r.name) <= 60 else r.name[:59] + "…" for r in rows]
+    names: list[JSON] = list(_unique([r.name if len(r.name) <= 60 else r.name[:59] + "…" for r in rows]))
     data = [
         _trace(
             "bar",
@@ -311,6 +324,7 @@ def memory_timeline(a: Analysis) -> Chart | None:
         label = f"rank {p.rank} {p.device_type or '?'}{'' if p.device is None else f':{p.device}'}"
         series.setdefault((p.rank, label), []).append((p.time_ns, p.allocated_bytes, p.reserved_bytes))
     top = sorted(series, key=lambda k: -max((v[1] or v[2] or 0) for v in series[k]))[:MEMORY_LINES]
+    unit = memory_unit(a)
     data: list[JSON] = []
     for key in sorted(top):
         points = series[key]
@@ -318,26 +332,22 @@ def memory_timeline(a: Analysis) -> Chart | None:
         x: list[JSON] = [(t - start) / 1e6 for t, _, _ in points]
         if any(v[1] is not None for v in points):
             data.append(
-                _trace("scatter", x=x, y=[_gib(v[1]) for v in points], name=f"{key[1]} allocated", mode="lines")
+                _trace("scatter", x=x, y=[unit.value(v[1]) for v in points], name=f"{key[1]} allocated", mode="lines")
             )
         if any(v[2] is not None for v in points):
             data.append(
                 _trace(
                     "scatter",
                     x=x,
-                    y=[_gib(v[2]) for v in points],
+                    y=[unit.value(v[2]) for v in points],
                     name=f"{key[1]} reserved",
                     mode="lines",
                     line={"dash": "dot"},
                 )
             )
-    title = "Memory over time (GiB; dotted: reserved)"
-    layout = _layout(title, y="GiB", xaxis={"title": {"text": "ms from the rank's first sample"}})
+    title = f"Memory over time ({unit.name}; dotted: reserved)"
+    layout = _layout(title, y=unit.name, xaxis={"title": {"text": "ms from the rank's first sample"}})
     return Chart("memory_timeline", "Memory over time", _fig(data, layout))
-
-
-def _gib(value: int | None) -> JSON:
-    return None if value is None else value / 2**30
 
 
 def memory_categories(a: Analysis) -> Chart | None:
@@ -346,10 +356,11 @@ def memory_categories(a: Analysis) -> Chart | None:
     if memory is None or not memory.categories:
         return None
     categories = list(dict.fromkeys(c.category for c in memory.categories))
+    unit = memory_unit(a)
     by_rank: dict[int, dict[str, float | None]] = {}
     for c in memory.categories:
-        by_rank.setdefault(c.rank, {})[c.category] = c.at_peak_bytes / 2**30
+        by_rank.setdefault(c.rank, {})[c.category] = unit.value(c.at_peak_bytes)
     labels, v = _binned(by_rank, {c: _getter(c) for c in categories})
     data = [_trace("bar", x=labels, y=v[c], name=c) for c in categories]
-    layout = _layout("Memory at the peak by category (GiB)", y="GiB", barmode="stack")
+    layout = _layout(f"Memory at the peak by category ({unit.name})", y=unit.name, barmode="stack")
     return Chart("memory_categories", "Memory at the peak by category", _fig(data, layout))

@@ -1,6 +1,7 @@
 """Any document as one self-contained HTML file: the head, the charts and sortable tables of each section, offline.
 
-plotly.js is inlined once, the charts' data is embedded as JSON, and nothing is fetched:
+plotly.js is inlined once (tracekit's partial bundle, ``assets/plotly.min.js``: only the trace
+types its charts draw, a quarter of plotly's full bundle), the charts' data is embedded as JSON, and nothing is fetched:
 the file opens from ``file://`` with no network. All text goes through Jinja's autoescaping
 (and chart labels through HTML escaping), so a kernel named ``<script>…`` shows as text, and
 through :func:`~tracekit.reports.text.printable`, so control characters show as escapes. The
@@ -10,13 +11,13 @@ charts' JSON has no ``</`` in it: a name cannot close its script element.
 from __future__ import annotations
 
 import html
+import importlib.resources
 import json
 from dataclasses import dataclass, field
 from functools import cache
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 import jinja2
-from plotly.offline import get_plotlyjs
 
 from tracekit.reports.document import JSON, Chart, Document, Format, Table, Tone
 from tracekit.reports.documents import Renderable, as_document
@@ -53,19 +54,27 @@ def _template(name: str = "report.html.j2") -> jinja2.Template:
     return env.get_template(name)
 
 
+#: The trace types of the vendored plotly.js bundle (``assets/plotly-bundle.js``); a chart of
+#: another type would not draw (a test checks every chart's types against the bundle).
+BUNDLED_TRACES: Final = frozenset({"scatter", "bar", "box", "heatmap"})
+
+
 @cache
 def _plotly_js() -> str:
-    return str(get_plotlyjs())
+    """tracekit's partial plotly.js bundle (built by ``assets/build_plotly.sh``), for a script element."""
+    return importlib.resources.files("tracekit.reports").joinpath("assets/plotly.min.js").read_text(encoding="utf-8")
 
 
-def table_html(t: Table) -> str:
-    """A sortable HTML table (escaped), or its 'nothing to show' line."""
+def table_html(t: Table, *, section: str = "") -> str:
+    """A sortable HTML table (escaped), or its 'nothing to show' line; titled unless its title is
+    its ``section``'s (said once)."""
 
     def esc(text: str) -> str:
         return html.escape(printable(text))
 
+    title = "" if t.title == section else f"<h3>{esc(t.title)}</h3>"
     if not t.rows:
-        return f'<h3>{esc(t.title)}</h3><p class="empty">{esc(t.empty or "Nothing to show.")}</p>'
+        return f'{title}<p class="empty">{esc(t.empty or "Nothing to show.")}</p>'
     numeric = [t.numeric[i] if i < len(t.numeric) else False for i in range(len(t.columns))]
     head = "".join(f'<th class="{"num" if n else ""}">{esc(c)}</th>' for c, n in zip(t.columns, numeric, strict=True))
     body = "".join(
@@ -76,7 +85,7 @@ def table_html(t: Table) -> str:
     )
     caption = f'<div class="caption">{esc(t.caption)}</div>' if t.caption else ""
     return (
-        f'<h3>{esc(t.title)}</h3><div class="scroll"><table class="sortable"><thead><tr>{head}</tr></thead>'
+        f'{title}<div class="scroll"><table class="sortable"><thead><tr>{head}</tr></thead>'
         f"<tbody>{body}</tbody></table></div>{caption}"
     )
 
@@ -110,7 +119,7 @@ def _sections(doc: Document) -> list[_Section]:
             s.title,
             s.nav,
             list(s.charts),
-            [table_html(t) for t in s.tables if Format.HTML in t.formats],
+            [table_html(t, section=s.title) for t in s.tables if Format.HTML in t.formats],
             note=s.note,
             lines=[line.text for line in s.lines],
         )

@@ -1,10 +1,12 @@
 """The words of the run's input: its warnings (:class:`~tracekit.results.analysis.RunWarning`),
 one sentence per kind from its figures, prefixed by the file it is about (shown by every format
 in the input problems table and the notes before the tables), and how each trace's rank was
-decided (:class:`~tracekit.results.analysis.RankFound`, the trace files table)."""
+decided (:class:`~tracekit.results.analysis.RankFound`, the trace files table), and each file's
+name relative to the folder analyzed (a report never shows the local absolute path)."""
 
 from __future__ import annotations
 
+import os.path
 from typing import TYPE_CHECKING, Final
 
 from tracekit.results.vocab import DropReason, RankSource, RunWarningKind
@@ -12,9 +14,18 @@ from tracekit.results.vocab import DropReason, RankSource, RunWarningKind
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from tracekit.results.analysis import DroppedEvent, RankFound, RunWarning
+    from tracekit.results.analysis import Analysis, DroppedEvent, RankFound, RunWarning
 
-__all__ = ["DROP_REASONS", "RANK_SOURCES", "RUN_WARNINGS", "rank_found", "run_warning"]
+__all__ = [
+    "DROP_REASONS",
+    "RANK_SOURCES",
+    "RUN_WARNINGS",
+    "analyzed_folder",
+    "rank_found",
+    "relative_note",
+    "run_warning",
+    "shown_path",
+]
 
 #: Why an event was dropped, as a warning says it ("3 with a negative duration").
 DROP_REASONS: Final = {
@@ -89,8 +100,8 @@ RUN_WARNINGS: Final[dict[RunWarningKind, Callable[[RunWarning], str]]] = {
         "memory timelines only: no trace events, so no time breakdown or verdict; memory is reported"
     ),
     RunWarningKind.CPU_ONLY: lambda _: (
-        "no GPU activity in these traces: a CPU-only run; GPU breakdown, overlap and kernel tables are empty, "
-        "host-side steps and phases are reported"
+        "no GPU activity in these traces: a CPU-only run; the GPU sections (breakdown, idle, kernels) are left "
+        "out, the host's steps, phases and time breakdown are reported"
     ),
     RunWarningKind.TEXT: lambda w: w.text or "",
 }
@@ -119,3 +130,25 @@ RANK_SOURCES: Final[dict[RankSource, Callable[[RankFound], str]]] = {
 def rank_found(r: RankFound) -> str:
     """How a trace's rank was decided: 'distributedInfo', 'RANK env', 'file name', ..."""
     return RANK_SOURCES[r.kind](r)
+
+
+def analyzed_folder(a: Analysis) -> str | None:
+    """The folder the trace files are in (the deepest one holding them all; None when the files
+    are not named by absolute paths): the report names each file relative to it."""
+    paths = [r.source for r in a.run.ranks] + [s.path for s in a.run.skipped]
+    if not paths or not all(os.path.isabs(p) for p in paths):
+        return None
+    try:
+        return os.path.commonpath([os.path.dirname(p) for p in paths])
+    except ValueError:  # on different drives
+        return None
+
+
+def shown_path(path: str, folder: str | None) -> str:
+    """``path`` as a report shows it: relative to the ``folder`` analyzed, never the local absolute path."""
+    return path if folder is None or not os.path.isabs(path) else os.path.relpath(path, folder)
+
+
+def relative_note(folder: str | None) -> str:
+    """What the caption of a table of files says of their names (nothing when shown as recorded)."""
+    return "" if folder is None else f" Files are named relative to the folder analyzed ({os.path.basename(folder)})."

@@ -17,7 +17,7 @@ from tracekit.reports import tables as tb
 from tracekit.reports.capture_tables import capture_tables
 from tracekit.reports.document import Document, Format, Head, Line, Section, Table, Tone, View, only
 from tracekit.reports.gains_table import gains_table
-from tracekit.reports.input_words import run_warning
+from tracekit.reports.input_words import analyzed_folder, run_warning, shown_path
 from tracekit.reports.sentences import write_analysis
 
 if TYPE_CHECKING:
@@ -61,6 +61,8 @@ class Page:
     no_chart: str | None = None
     #: what to say when the page has no table (None: nothing)
     no_table: Callable[[Analysis], str | None] = lambda _: None
+    #: a page of GPU activity only: left out of a CPU-only run's report, where it would be empty
+    gpu: bool = False
 
 
 def _fixed(text: str) -> Callable[[Analysis], str]:
@@ -76,7 +78,14 @@ def _steps(a: Analysis, v: View) -> tuple[Table, ...]:
 
 
 def _gpu(a: Analysis, v: View) -> tuple[Table, ...]:
-    return (tb.gpu_breakdown(a, v.limit), *_only(tb.host_breakdown(a, v.limit)))
+    gpu = (tb.gpu_breakdown(a, v.limit),) if a.run.has_gpu else ()  # a CPU-only run: its host instead
+    return (*gpu, *_only(tb.host_breakdown(a, v.limit)))
+
+
+def _data(a: Analysis, v: View) -> tuple[Table, ...]:
+    syncs = tb.syncs(a, v.limit)
+    # a CPU-only run has no device to synchronize with: its empty syncs table is left out
+    return (tb.dataloader(a, v.limit), *((syncs,) if a.run.has_gpu or syncs.rows else ()))
 
 
 def _stragglers(a: Analysis, v: View) -> tuple[Table, ...]:
@@ -158,7 +167,7 @@ PAGES: Final[tuple[Page, ...]] = (
         ("dataloader", "host_syncs"),
         _fixed("DataLoader gaps and host syncs"),
         _fixed("Data & syncs"),
-        lambda a, v: (tb.dataloader(a, v.limit), tb.syncs(a, v.limit)),
+        _data,
         lambda a: (figures.data_and_syncs(a),),
     ),
     Page(
@@ -168,6 +177,7 @@ PAGES: Final[tuple[Page, ...]] = (
         _fixed("Idle"),
         lambda a, v: (tb.idle_causes(a, v.limit),),
         lambda a: (figures.idle_causes(a),),
+        gpu=True,
     ),
     Page(
         "kernels",
@@ -176,6 +186,7 @@ PAGES: Final[tuple[Page, ...]] = (
         _fixed("Kernels"),
         lambda a, v: (tb.kernels(a) if v.top is None else tb.kernels(a, top=v.top),),
         lambda a: (figures.kernels(a),),
+        gpu=True,
     ),
     Page(
         "memory",
@@ -303,9 +314,10 @@ def _head(a: Analysis) -> Head:
 
 
 def analysis_document(a: Analysis, view: View) -> Document:
-    """The report of ``a`` as a document, sections in :data:`PAGES` order, then the registered
-    sections without a page, then the capture summary and the files."""
-    sections = [_section(p, a, view) for p in PAGES]
+    """The report of ``a`` as a document, sections in :data:`PAGES` order (a CPU-only run without
+    the pages of GPU activity), then the registered sections without a page, then the capture
+    summary and the files."""
+    sections = [_section(p, a, view) for p in PAGES if a.run.has_gpu or not p.gpu]
     sections += [fields_section(key, s, view) for key, s in a.sections.items()]
     sections += [_section(p, a, view) for p in CLOSING]
     ranks = [r.rank for r in a.run.ranks]
@@ -314,7 +326,8 @@ def analysis_document(a: Analysis, view: View) -> Document:
         f"   backend: {a.run.backend or 'not recorded'}"
     )
     notes: tuple[Line, ...] = (Line(run_line, lead="tracekit analysis"),)
-    notes += tuple(Line(f"skipped {s.path}: {s.reason}", Tone.WARN) for s in a.run.skipped)
+    folder = analyzed_folder(a)
+    notes += tuple(Line(f"skipped {shown_path(s.path, folder)}: {s.reason}", Tone.WARN) for s in a.run.skipped)
     notes += tuple(Line(f"warning: {run_warning(w)}", Tone.WARN) for w in a.run.warnings)
     footer = (
         f"tracekit {a.tracekit_version} · analysis schema {a.schema_version} · "

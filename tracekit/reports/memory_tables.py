@@ -2,27 +2,56 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Final
 
 from tracekit.reports.memory_words import write_memory
-from tracekit.reports.tables import limited_rows, make_table, pct, short
+from tracekit.reports.tables import limited_rows, make_table, pct, phase_label, short
 
 if TYPE_CHECKING:
     from tracekit.reports.document import Table
     from tracekit.results.analysis import Analysis
 
 
-def _mib(value: float | None) -> str:
-    return "-" if value is None else f"{value / 2**20:,.1f}"
+#: From this largest peak up, a report's memory reads in GiB (else MiB).
+GIB_FROM: Final = 10 * 2**30
+
+
+@dataclass(frozen=True)
+class MemoryUnit:
+    """The one unit of memory in a report's tables and charts: MiB, or GiB for large peaks."""
+
+    name: str
+    bytes: int
+
+    def value(self, amount: float | None) -> float | None:
+        """``amount`` bytes in this unit (a chart's number)."""
+        return None if amount is None else amount / self.bytes
+
+    def text(self, amount: float | None) -> str:
+        """``amount`` bytes in this unit, as a table cell."""
+        return "-" if amount is None else f"{amount / self.bytes:,.{2 if self.bytes == 2**30 else 1}f}"
+
+
+def memory_unit(a: Analysis) -> MemoryUnit:
+    """The memory unit of ``a``'s report, chosen once from its largest peak (tables and charts agree)."""
+    m = a.memory
+    peaks = [0]
+    if m is not None:
+        peaks += [v or 0 for r in m.per_device for v in (r.peak_allocated_bytes, r.peak_reserved_bytes)]
+        peaks += [c.peak_bytes for c in m.categories]
+    return MemoryUnit("GiB", 2**30) if max(peaks) >= GIB_FROM else MemoryUnit("MiB", 2**20)
 
 
 def memory(a: Analysis, limit: int | None) -> Table:
     """Peak and final memory per rank and device, from the allocator's counters."""
     per = a.memory.per_device if a.memory is not None else []
+    unit = memory_unit(a)
+    _mib = unit.text
     rows, note = limited_rows(per, lambda r: r.peak_allocated_bytes, limit, "peak_allocated_bytes")
     return make_table(
         "memory",
-        "Memory per rank (MiB, from the allocator's [memory] counters)",
+        f"Memory per rank ({unit.name}, from the allocator's [memory] counters)",
         [
             "rank",
             "device",
@@ -43,7 +72,7 @@ def memory(a: Analysis, limit: int | None) -> Table:
                 "-" if r.gap_at_peak_bytes is None else f"{_mib(r.gap_at_peak_bytes)} ({pct(r.gap_at_peak_pct)})",
                 "-" if r.headroom_bytes is None else f"{_mib(r.headroom_bytes)} ({pct(r.headroom_pct)})",
                 _mib(r.final_allocated_bytes),
-                short(" / ".join(x for x in (r.peak_phase, r.peak_op) if x) or "-"),
+                short(" / ".join(x for x in (r.peak_phase and phase_label(r.peak_phase), r.peak_op) if x) or "-"),
                 f"{r.samples:,}",
             ]
             for r in rows
@@ -63,11 +92,13 @@ def memory_categories(a: Analysis, limit: int | None) -> Table | None:
     if memory is None or not memory.categories:
         return None
     peaks = {p.rank: p for p in memory.peaks}
+    unit = memory_unit(a)
+    _mib = unit.text
     ranks = sorted(peaks)[: limit or None]
     cut = f" {len(ranks)} of {len(peaks)} ranks shown." if len(ranks) < len(peaks) else ""
     return make_table(
         "memory_categories",
-        "What fills memory at the peak (MiB, from export_memory_timeline)",
+        f"What fills memory at the peak ({unit.name}, from export_memory_timeline)",
         ["rank", "category", "at the peak", "share of the peak", "its own peak"],
         (
             [str(c.rank), c.category, _mib(c.at_peak_bytes), pct(c.at_peak_pct), _mib(c.peak_bytes)]

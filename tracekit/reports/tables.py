@@ -11,10 +11,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final, Protocol, TypeVar
 
 from tracekit.reports.document import Table
-from tracekit.reports.input_words import rank_found, run_warning
+from tracekit.reports.input_words import analyzed_folder, rank_found, relative_note, run_warning, shown_path
 from tracekit.reports.sentences import ONE_RANK
 from tracekit.reports.terms import DATA_MEASURES, PHASE_LEVELS
-from tracekit.results.vocab import CollectiveMatch, IdleCause, WindowKind
+from tracekit.results.vocab import PHASE_PREFIX, CollectiveMatch, IdleCause, WindowKind
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Sequence
@@ -44,6 +44,12 @@ def short(name: object, limit: int = 90) -> str:
     """A long name cut to ``limit`` characters."""
     text = str(name)
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def phase_label(name: str | None) -> str:
+    """A phase as reports show it: tracekit's own ranges without their ``tracekit.phase/`` prefix
+    (``forward``), any other annotation as recorded, cut to 90 characters (the JSON keeps the name)."""
+    return short((name or "").removeprefix(PHASE_PREFIX))
 
 
 def limited_rows(
@@ -94,7 +100,8 @@ def run_facts(a: Analysis) -> Table:
 
 def input_problems(a: Analysis) -> Table | None:
     """What was wrong with the input: files skipped and why, and the warnings; None when nothing was."""
-    rows = [("skipped", short(s.path, 120), short(s.reason, 300)) for s in a.run.skipped]
+    folder = analyzed_folder(a)
+    rows = [("skipped", short(shown_path(s.path, folder), 120), short(s.reason, 300)) for s in a.run.skipped]
     rows += [("warning", "", short(run_warning(w), 400)) for w in a.run.warnings]
     if not rows:
         return None
@@ -103,7 +110,8 @@ def input_problems(a: Analysis) -> Table | None:
         "Input problems (read before the numbers)",
         ["what", "file", "detail"],
         rows,
-        "Skipped files are not in any figure; warned-about events were left out of the figures they name.",
+        "Skipped files are not in any figure; warned-about events were left out of the figures they name."
+        + (relative_note(folder) if a.run.skipped else ""),
         numeric=[False, False, False],
     )
 
@@ -144,11 +152,15 @@ def warmup(a: Analysis, limit: int | None) -> Table:
 def trace_files(a: Analysis, limit: int | None = None) -> Table:
     """Which file is which rank, and how that was decided (the first ``limit`` ranks); skipped files."""
     ranks = a.run.ranks if limit is None else a.run.ranks[:limit]
-    rows = [(str(r.rank), short(r.source, 120), rank_found(r.rank_source), f"{r.events:,}") for r in ranks]
-    rows += [("skipped", short(s.path, 120), short(s.reason, 120), "") for s in a.run.skipped]
+    folder = analyzed_folder(a)
+    rows = [
+        (str(r.rank), short(shown_path(r.source, folder), 120), rank_found(r.rank_source), f"{r.events:,}")
+        for r in ranks
+    ]
+    rows += [("skipped", short(shown_path(s.path, folder), 120), short(s.reason, 120), "") for s in a.run.skipped]
     note = (
         f"{len(ranks)} of {len(a.run.ranks)} ranks shown; all are in the JSON." if len(ranks) < len(a.run.ranks) else ""
-    )
+    ) + relative_note(folder)
     return make_table(
         "files", "Trace files", ["rank", "file", "rank from", "events"], rows, note, numeric=[True, False, False, True]
     )
@@ -179,7 +191,7 @@ def phases(a: Analysis) -> Table:
     columns = ["phase", "mean ms/step", "median", "p95", "share", *(["GPU ms/step"] if gpu else [])]
     rows = (
         [
-            short(r.name),
+            phase_label(r.name),
             ms(r.step_mean_ns),
             ms(r.step_median_ns),
             ms(r.step_p95_ns),
@@ -217,7 +229,7 @@ def phases_per_rank(a: Analysis, limit: int | None) -> Table:
     return make_table(
         "phases_per_rank",
         "Phases per rank (host ms per step)",
-        ["rank", *map(short, names)],
+        ["rank", *map(phase_label, names)],
         ([str(r.rank), *(ms(r.means.get(n)) for n in names)] for r in rows),
         note,
         empty="No user annotations were recorded.",
@@ -271,7 +283,10 @@ def stragglers(a: Analysis, limit: int | None) -> Table:
     """Who arrives last at collectives."""
     s = a.stragglers
     rows, note = limited_rows(s.per_rank, lambda r: r.score, limit, "score")
-    named = ", ".join(f"rank {x.rank} ({x.phase or x.cause.value})" for x in s.stragglers) or "none"
+    named = (
+        ", ".join(f"rank {x.rank} ({phase_label(x.phase) if x.phase else x.cause.value})" for x in s.stragglers)
+        or "none"
+    )
     return make_table(
         "stragglers",
         "Collectives: who arrives last",
@@ -417,7 +432,7 @@ def kernels(a: Analysis, top: int = 15) -> Table:
     rows = a.kernels.top[:top]
     return make_table(
         "kernels",
-        f"Top {min(top, len(rows))} GPU kernels over all ranks",
+        f"Top {len(rows)} GPU kernels over all ranks" if rows else "Top GPU kernels over all ranks",
         ["kernel", "category", "count", "total ms", "mean us", "share"],
         (
             [short(r.name), r.category, f"{r.count:,}", ms(r.total_ns), f"{r.mean_ns / 1e3:,.1f}", pct(r.share_pct)]

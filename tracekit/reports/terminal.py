@@ -37,16 +37,17 @@ class TerminalRenderer:
     def render(self, document: Renderable) -> str:
         """The document as text (ANSI colored when ``color``)."""
         doc = as_document(document, self.format, top=self.top)
-        return printed(sections(doc), width=self.width, color=self.color)
+        return printed(sections(doc, width=self.width), width=self.width, color=self.color)
 
 
-def sections(doc: Document) -> list[RenderableType]:
-    """The head, the notes, then each section: its lines, and the tables the terminal shows."""
+def sections(doc: Document, *, width: int = 120) -> list[RenderableType]:
+    """The head, the notes, then each section: its lines, and the tables the terminal shows
+    (fitting ``width`` columns)."""
     out: list[RenderableType] = [t for t in (head(doc.head), notes(doc)) if t.plain]
     for s in doc.sections:
         if s.lines:
             out.append(section_lines(s))
-        out += [rich_table(t) for t in s.tables if Format.TERMINAL in t.formats]
+        out += [rich_table(t, width=width) for t in s.tables if Format.TERMINAL in t.formats]
     return out
 
 
