@@ -16,7 +16,8 @@ from tracekit.atomic import OutputFiles
 from tracekit.cli.paths import check_outputs
 from tracekit.cli.progress import DelayedProgress
 from tracekit.errors import InputError
-from tracekit.pipeline import AnalyzeOptions, analyze_paths, compare_paths
+from tracekit.pipeline import AnalyzeOptions, analyze_paths, compare_paths, write_annotated_trace
+from tracekit.pipeline.annotated_trace import check_annotatable
 from tracekit.readers import parse_rank_spec
 from tracekit.reports import TerminalRenderer, renderer
 from tracekit.reports.compare_text import gate_line
@@ -52,10 +53,14 @@ def run_analyze(
     details: Path | None,
     top: int,
     analysis: Mapping[str, Any],
+    annotated: Path | None = None,
 ) -> None:
     """``tracekit analyze``; ``analysis``: its options as given (its ``executor``: a name, or a
-    started executor, closed by its owner)."""
-    check_outputs({f"--{fmt}": path for fmt, path in outputs.items()} | {"--details": details}, paths)
+    started executor, closed by its owner); ``annotated``: where to write the annotated trace."""
+    given = {f"--{fmt}": path for fmt, path in outputs.items()} | {"--details": details}
+    check_outputs(given | {"--annotated-trace": annotated}, paths)
+    if annotated is not None:
+        check_annotatable(paths)
     options = analyze_options(analysis)
     width = shutil.get_terminal_size().columns if sys.stdout.isatty() else 120
     with DelayedProgress() as progress:
@@ -65,6 +70,9 @@ def run_analyze(
         text = TerminalRenderer(top=top, width=max(width, 100), color=sys.stdout.isatty()).render(result)
     click.echo(text, nl=False)
     write_reports(result, outputs, details=None if details is None else (details, details_frame(outcome.details)))
+    if annotated is not None:
+        write_annotated_trace(outcome, annotated)
+        click.echo(f"wrote {one_line(str(annotated))}")
 
 
 def write_reports(
