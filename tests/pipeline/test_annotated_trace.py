@@ -22,6 +22,8 @@ from tracekit.pipeline.finding_tracks import finding_tracks
 from tracekit.readers.compressed import read_bytes
 from tracekit.readers.kineto import read_kineto
 from tracekit.readers.kineto_normalize import FINDINGS_CATEGORY
+from tracekit.reports import renderer
+from tracekit.reports.finding_times import at
 
 STRAGGLER = Path(__file__).resolve().parents[2] / "samples" / "captures" / "straggler"
 #: Slack for microsecond floats of nanosecond times (a float64 of ~4e12 us holds ~1e-3 us).
@@ -229,6 +231,18 @@ def test_real_gpu_traces(kineto_dir: Path, tmp_path: Path) -> None:
     assert idle is not None
     assert sum(s["args"]["length_ns"] for s in by_track["idle"]) == idle.intervals["length_ns"].sum()
     assert {s["args"]["cause"] for s in by_track["idle"]} == set(idle.intervals["cause"].cast(str).unique())
+    # the reports name where each longest idle interval is, and it is a slice of the annotated trace
+    assert outcome.analysis.idle_causes is not None
+    markdown, html = renderer("md").render(outcome.analysis), renderer("html").render(outcome.analysis)
+    longest = outcome.analysis.idle_causes.longest
+    assert at(longest[0].start_ns, longest[0].end_ns) in markdown  # Markdown shows the first rows
+    for interval in longest:
+        assert at(interval.start_ns, interval.end_ns) in html
+        assert any(
+            (s["pid"], s["args"]["start_ns"], s["args"]["end_ns"])
+            == (interval.rank, interval.start_ns, interval.end_ns)
+            for s in by_track["idle"]
+        )
 
     source = kineto_dir / "hta-misc" / "alexnet-a100-cuda-sync.json.gz"
     one = _analyze(source)
