@@ -97,6 +97,10 @@ class SyncParts(Parts):
     per_step: pl.DataFrame = field(default_factory=empty)
     per_rank: pl.DataFrame = field(default_factory=empty)
     by_op: pl.DataFrame = field(default_factory=empty)
+    #: the blocking calls themselves, the longest :data:`~tracekit.analyzers.syncs.KEPT_CALLS` of
+    #: each rank (rank, start_ns, end_ns, name, kind, op, calls: how many the rank has): for the
+    #: annotated trace, not for any figure
+    calls: pl.DataFrame = field(default_factory=empty)
 
 
 @dataclass(frozen=True)

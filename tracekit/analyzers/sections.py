@@ -36,7 +36,7 @@ from tracekit.analyzers.parts import (
     SyncParts,
 )
 from tracekit.analyzers.stats import num
-from tracekit.analyzers.syncs import sync_points
+from tracekit.analyzers.syncs import longest_calls, sync_points
 from tracekit.analyzers.verdict import SECONDARY_SHARE, bound_names, decide
 from tracekit.analyzers.work import MAX_ROWS as WORK_ROWS
 from tracekit.analyzers.work import work_tables
@@ -215,7 +215,9 @@ def syncs_map(ctx: RankContext) -> SyncParts:
     located = iv.locate(points.with_row_index("_i"), "start_ns", phases, by=["rank", "tid"], keep=["phase"])
     points = points.with_row_index("_i").join(located.select("_i", "phase"), on="_i", how="left")
     by_op = points.group_by("rank", pl.col("op").fill_null("(no operator)"), "kind", "phase").agg(points=pl.len())
-    return SyncParts(per_step=ctx.syncs.per_step, per_rank=ctx.syncs.per_rank, by_op=by_op)
+    return SyncParts(
+        per_step=ctx.syncs.per_step, per_rank=ctx.syncs.per_rank, by_op=by_op, calls=longest_calls(ctx.syncs.calls)
+    )
 
 
 def syncs_reduce(red: Reduced) -> SyncsSection:

@@ -46,6 +46,8 @@ SYNC_OPS: Final = ("aten::item", "aten::_local_scalar_dense")
 SYNC_OPS_PATTERN: Final = "^(?:" + "|".join(re.escape(op) for op in SYNC_OPS) + ")$"
 #: Ranges whose ``.item()`` calls are not syncs: optimizers keep their step counters on the
 #: host (unless ``capturable``), so AdamW's per-parameter ``step.item()`` never waits.
+#: The blocking calls of a rank kept as intervals (the longest; :func:`longest_calls`).
+KEPT_CALLS: Final = 5000
 NOT_SYNC_RANGES: Final = r"^Optimizer\.step#|^tracekit\.phase/optim_step$"
 
 
@@ -85,6 +87,19 @@ def sync_calls(run: Run) -> pl.DataFrame:
         .sort("rank", "start_ns")
     )
     return _issuing_op(run, calls).select("rank", "tid", "start_ns", "end_ns", "name", "kind", "op", "op_start_ns")
+
+
+def longest_calls(calls: pl.DataFrame, *, kept: int = KEPT_CALLS) -> pl.DataFrame:
+    """The longest ``kept`` blocking calls of each rank (of :func:`sync_calls`), in time order, each
+    with ``calls``: how many the rank has (more than kept: the rest were left out)."""
+    return (
+        calls.with_columns(calls=pl.len().over("rank"), _length=pl.col("end_ns") - pl.col("start_ns"))
+        .sort(["rank", "_length", "start_ns"], descending=[False, True, False])
+        .group_by("rank", maintain_order=True)
+        .head(kept)
+        .sort("rank", "start_ns")
+        .select("rank", "start_ns", "end_ns", "name", pl.col("kind").cast(pl.String), "op", "calls")
+    )
 
 
 def sync_points(calls: pl.DataFrame) -> pl.DataFrame:

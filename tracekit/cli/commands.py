@@ -16,7 +16,8 @@ from tracekit.cli.emit import emit, stdout_taken
 from tracekit.cli.paths import check_outputs
 from tracekit.cli.progress import DelayedProgress
 from tracekit.errors import InputError
-from tracekit.pipeline import AnalyzeOptions, analyze_paths, compare_paths
+from tracekit.pipeline import AnalyzeOptions, analyze_paths, compare_paths, write_annotated_trace
+from tracekit.pipeline.annotated_trace import check_annotatable
 from tracekit.readers import parse_rank_spec
 from tracekit.reports import TerminalRenderer, renderer
 from tracekit.reports.compare_text import gate_line
@@ -64,10 +65,14 @@ def run_analyze(
     details: Path | None,
     top: int,
     analysis: Mapping[str, Any],
+    annotated: Path | None = None,
 ) -> None:
     """``tracekit analyze``; ``analysis``: its options as given (its ``executor``: a name, or a
-    started executor, closed by its owner)."""
-    check_outputs({f"--{fmt}": path for fmt, path in outputs.items()} | {"--details": details}, paths)
+    started executor, closed by its owner); ``annotated``: where to write the annotated trace."""
+    given = {f"--{fmt}": path for fmt, path in outputs.items()} | {"--details": details}
+    check_outputs(given | {"--annotated-trace": annotated}, paths)
+    if annotated is not None:
+        check_annotatable(paths)
     options = analyze_options(analysis)
     with DelayedProgress() as progress:
         outcome = analyze_paths(paths, dataclasses.replace(options, progress=progress.file_done, stage=progress.stage))
@@ -76,6 +81,9 @@ def run_analyze(
         text = TerminalRenderer(top=top, width=terminal_width(), color=sys.stdout.isatty()).render(result)
     frame = None if details is None else (details, details_frame(outcome.details))
     write_reports(result, outputs, details=frame, report=text)
+    if annotated is not None:
+        write_annotated_trace(outcome, annotated)
+        click.echo(f"wrote {one_line(str(annotated))}", err=stdout_taken(outputs))
 
 
 def write_reports(

@@ -68,10 +68,20 @@ class _AnalyzeCommand(click.Command):
     type=click.Path(dir_okay=False, path_type=Path),
     help="Also write the per-instance tables (collectives per rank, every GPU idle interval) as Parquet.",
 )
+@click.option(
+    "--annotated-trace",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Also write the trace(s) with the findings as tracks, for Perfetto or chrome://tracing (.json or .json.gz).",
+)
 @click.option("--top", default=10, show_default=True, type=click.IntRange(min=1), help="Kernels to list.")
 @analysis_options
 def analyze(
-    paths: tuple[Path, ...], outputs: dict[str, Path | None], details: Path | None, top: int, analysis: dict[str, Any]
+    paths: tuple[Path, ...],
+    outputs: dict[str, Path | None],
+    details: Path | None,
+    annotated_trace: Path | None,
+    top: int,
+    analysis: dict[str, Any],
 ) -> None:
     """Analyze the traces of a run: one file per rank, or one file holding every rank.
 
@@ -86,7 +96,7 @@ def analyze(
 
     try:
         given = analysis if pool is None else analysis | {"executor": pool}
-        run_analyze(paths, outputs=outputs, details=details, top=top, analysis=given)
+        run_analyze(paths, outputs=outputs, details=details, top=top, analysis=given, annotated=annotated_trace)
     finally:
         if pool is not None:
             pool.close()

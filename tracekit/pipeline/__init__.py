@@ -6,6 +6,8 @@ The one place that joins the readers, the analyzers and the executors (DESIGN.md
 - :mod:`~tracekit.pipeline.analyze`: trace paths to one analysis (:func:`analyze_paths`), with
   the capture summary found beside them attached, and the per-instance tables written
   (:func:`write_details`);
+- :mod:`~tracekit.pipeline.annotated_trace`: the traces with the findings added as tracks
+  (:func:`write_annotated_trace`, for Perfetto and chrome://tracing);
 - :mod:`~tracekit.pipeline.shards`: the map of shards of files where an executor runs it (local
   processes, Dask workers), and the cross-rank reduce;
 - :mod:`~tracekit.pipeline.runs`: the runs a path names, and the commands over several runs
@@ -15,6 +17,7 @@ The one place that joins the readers, the analyzers and the executors (DESIGN.md
 from __future__ import annotations
 
 from tracekit.pipeline.analyze import AnalyzeOptions, analyze_paths, capture_summary, write_details
+from tracekit.pipeline.annotated_trace import write_annotated_trace
 from tracekit.pipeline.runs import ab_folders, compare_paths, load_side, pair, run_folders, sweep_matrix
 
 __all__ = [
@@ -27,5 +30,6 @@ __all__ = [
     "pair",
     "run_folders",
     "sweep_matrix",
+    "write_annotated_trace",
     "write_details",
 ]

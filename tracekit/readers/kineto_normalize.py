@@ -44,8 +44,11 @@ CATEGORY_KINDS: Final[dict[str, str]] = {
     "cuda_sync": "sync",
     "gpu_user_annotation": "gpu_annotation",
 }
-#: Categories that carry no event of interest (the profiler's own span).
-_SKIPPED_CATEGORIES: Final = ("trace",)
+#: The category of the findings tracks tracekit adds to a trace (``tracekit analyze
+#: --annotated-trace``): skipped when read back, so an annotated trace gives the same numbers.
+FINDINGS_CATEGORY: Final = "tracekit"
+#: Categories that carry no event of interest (the profiler's own span, tracekit's findings).
+_SKIPPED_CATEGORIES: Final = ("trace", FINDINGS_CATEGORY)
 _STEP_PREFIX: Final = "ProfilerStep#"
 #: ``Device Type`` of ``[memory]`` instants: c10::DeviceType -> the counters table's device
 #: types ("other" else).

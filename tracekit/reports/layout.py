@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
 from tracekit.reports import figures
+from tracekit.reports import finding_times as ft
 from tracekit.reports import memory_tables as mt
 from tracekit.reports import tables as tb
 from tracekit.reports.capture_tables import capture_tables
@@ -175,7 +176,7 @@ PAGES: Final[tuple[Page, ...]] = (
         ("idle_causes",),
         _fixed("GPU idle by cause"),
         _fixed("Idle"),
-        lambda a, v: (tb.idle_causes(a, v.limit),),
+        lambda a, v: (tb.idle_causes(a, v.limit), ft.idle_longest(a, v.limit)),
         lambda a: (figures.idle_causes(a),),
         gpu=True,
     ),

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final, Protocol, TypeVar
 
 from tracekit.reports.document import Table
+from tracekit.reports.finding_times import CLOCK_NOTE, at
 from tracekit.reports.input_words import analyzed_folder, rank_found, relative_note, run_warning, shown_path
 from tracekit.reports.sentences import ONE_RANK
 from tracekit.reports.terms import DATA_MEASURES, PHASE_LEVELS
@@ -137,14 +138,18 @@ def warmup(a: Analysis, limit: int | None) -> Table:
     return make_table(
         "warmup",
         "Warm-up steps (excluded from every figure and from the verdict)",
-        ["rank", "step", "ms", "x median", "reason"],
+        ["rank", "step", "ms", "x median", "reason", "at"],
         (
-            [str(w.rank), str(w.step), ms(w.duration_ns), "-" if w.ratio is None else f"{w.ratio:.1f}", w.reason.value]
+            [
+                *(str(w.rank), str(w.step), ms(w.duration_ns), "-" if w.ratio is None else f"{w.ratio:.1f}"),
+                *(w.reason.value, at(w.start_ns, w.start_ns + w.duration_ns)),
+            ]
             for w in rows
         ),
         "Warm-up: the first step when it holds one-time work or is far longer than the others, or any step "
-        "several times the median. Choose steps with --steps (e.g. 3-) or keep them with --include-warmup.",
-        numeric=[True, True, True, True, False],
+        "several times the median. Choose steps with --steps (e.g. 3-) or keep them with --include-warmup. "
+        + CLOCK_NOTE,
+        numeric=[True, True, True, True, False, False],
         empty="No warm-up steps were excluded.",
     )
 

@@ -1,0 +1,47 @@
+"""Where a finding is in the timeline: the time range of each, on the trace's own clock, so that
+it can be found in Perfetto or chrome://tracing (and in ``tracekit analyze --annotated-trace``)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Final
+
+from tracekit.reports.document import Format, Table
+
+if TYPE_CHECKING:
+    from tracekit.results.analysis import Analysis
+
+#: What the time ranges are, for the captions.
+CLOCK_NOTE: Final = (
+    "at: seconds on the trace's own clock (its ts / 1e6; Perfetto: timestamp format 'raw'); "
+    "--annotated-trace FILE writes the trace with each finding as a slice there."
+)
+
+
+def at(start_ns: int, end_ns: int) -> str:
+    """A time range on the trace's clock: '4460893.246046-4460893.438860 s'."""
+    return f"{start_ns / 1e9:.6f}\u2013{end_ns / 1e9:.6f} s"
+
+
+def idle_longest(a: Analysis, limit: int | None) -> Table:
+    """The longest GPU idle intervals, each with its cause and where it is."""
+    found = a.idle_causes.longest if a.idle_causes is not None else []
+    rows = found if limit is None else found[: max(limit, 10)]
+    return Table(
+        "idle_longest",
+        "Longest GPU idle intervals",
+        ("rank", "step", "cause", "ms", "at"),
+        tuple(
+            (
+                str(i.rank),
+                "-" if i.step is None else str(i.step),
+                i.cause.value,
+                f"{i.length_ns / 1e6:,.2f}",
+                at(i.start_ns, i.end_ns),
+            )
+            for i in rows
+        ),
+        CLOCK_NOTE,
+        (True, True, False, True, False),
+        "No GPU idle interval (no GPU activity).",
+        frozenset({Format.HTML, Format.MARKDOWN}),
+    )
