@@ -44,7 +44,9 @@ def main() -> None:
 
     steps = args.warmup_steps + args.measured_steps
     generator = torch.Generator().manual_seed(0)
-    data = TensorDataset(torch.randn(64 * 2 * (steps + 1), 64, generator=generator), torch.randn(64 * 2 * (steps + 1), 1))
+    data = TensorDataset(
+        torch.randn(64 * 2 * (steps + 1), 64, generator=generator), torch.randn(64 * 2 * (steps + 1), 1)
+    )
     callback = TracekitCallback(
         out_dir=args.out_dir,
         warmup_steps=args.warmup_steps,

@@ -38,7 +38,9 @@ def check_capture_folder(out: Path, *, phases: set[str], framework: str) -> dict
     """Assert ``out`` reads as a capture of :data:`RANKS` ranks whose measured steps hold
     ``phases`` (each with time), and that ``tracekit analyze`` finds its steps and a verdict;
     returns the analysis (its JSON)."""
-    assert sorted(p.name for p in out.glob("rank*.pt.trace.json.gz")) == [f"rank{r}.pt.trace.json.gz" for r in range(RANKS)]
+    assert sorted(p.name for p in out.glob("rank*.pt.trace.json.gz")) == [
+        f"rank{r}.pt.trace.json.gz" for r in range(RANKS)
+    ]
     summary = load_capture_summary((out / "summary.json").read_bytes(), source="summary.json")
     assert summary.world_size == RANKS and summary.ranks == list(range(RANKS))
     assert summary.measured_steps == 3
@@ -73,4 +75,6 @@ def check_capture_folder(out: Path, *, phases: set[str], framework: str) -> dict
 def traced_phases(analysis: dict[str, Any]) -> dict[str, float]:
     """The host time per step of each top-level ``tracekit.phase/...`` range analyze found."""
     rows = analysis["annotations"]["summary"]
-    return {r["name"].removeprefix("tracekit.phase/"): r["cpu_ns"] for r in rows if r["name"].startswith("tracekit.phase/")}
+    return {
+        r["name"].removeprefix("tracekit.phase/"): r["cpu_ns"] for r in rows if r["name"].startswith("tracekit.phase/")
+    }

@@ -21,7 +21,16 @@ pytest.importorskip("accelerate", reason="the accelerate integration needs accel
 def test_accelerate_loop_under_accelerate_launch_reads_as_a_capture(tmp_path: Path) -> None:
     out = tmp_path / "accelerate"
     launch = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", str(RANKS)]
-    run(*launch, "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no", *example("accelerate_loop.py", out))
+    run(
+        *launch,
+        "--num_machines",
+        "1",
+        "--mixed_precision",
+        "no",
+        "--dynamo_backend",
+        "no",
+        *example("accelerate_loop.py", out),
+    )
     phases = {"dataload_wait", "forward", "backward", "optim_step", "zero_grad"}
     analysis = check_capture_folder(out, phases=phases, framework="accelerate.Accelerator")
     assert phases <= set(traced_phases(analysis))

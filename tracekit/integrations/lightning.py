@@ -50,7 +50,7 @@ class _Hooks:
         self.marker: StepMarker | None = None
         self._stepped = False
 
-    def on_train_start(self, trainer: Any, pl_module: Any) -> None:
+    def on_train_start(self, trainer: Any, _pl_module: Any) -> None:
         """Start profiling (the process group is up)."""
         world = int(trainer.world_size)
         accumulation = int(getattr(trainer, "accumulate_grad_batches", 1) or 1)
@@ -77,33 +77,33 @@ class _Hooks:
         self.marker.begin()
         self.marker.switch("dataload_wait")
 
-    def on_train_batch_start(self, trainer: Any, pl_module: Any, batch: Any, batch_idx: int) -> None:
+    def on_train_batch_start(self, trainer: Any, _pl_module: Any, batch: Any, _batch_idx: int) -> None:
         """The batch is on the device: ``training_step`` begins."""
         if self.marker is not None:
             self.marker.switch("forward")
 
-    def on_before_zero_grad(self, trainer: Any, pl_module: Any, optimizer: Any) -> None:
+    def on_before_zero_grad(self, trainer: Any, _pl_module: Any, optimizer: Any) -> None:
         """The forward is over; Lightning zeroes the gradients before backward."""
         if self.marker is not None:
             self.marker.switch("zero_grad")
 
-    def on_before_backward(self, trainer: Any, pl_module: Any, loss: Any) -> None:
+    def on_before_backward(self, trainer: Any, _pl_module: Any, loss: Any) -> None:
         """Backward begins."""
         if self.marker is not None:
             self.marker.switch("backward")
 
-    def on_after_backward(self, trainer: Any, pl_module: Any) -> None:
+    def on_after_backward(self, trainer: Any, _pl_module: Any) -> None:
         """Backward is over (what follows until the optimizer's step is ``other``)."""
         if self.marker is not None:
             self.marker.switch(None)
 
-    def on_before_optimizer_step(self, trainer: Any, pl_module: Any, optimizer: Any) -> None:
+    def on_before_optimizer_step(self, trainer: Any, _pl_module: Any, optimizer: Any) -> None:
         """Clipping and the optimizer's step begin: this batch ends a step."""
         self._stepped = True
         if self.marker is not None:
             self.marker.switch("optim_step")
 
-    def on_train_batch_end(self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int) -> None:
+    def on_train_batch_end(self, trainer: Any, _pl_module: Any, outputs: Any, batch: Any, _batch_idx: int) -> None:
         """End the step if the optimizer stepped in this batch; the next fetch begins."""
         if self.marker is None:
             return
@@ -112,12 +112,12 @@ class _Hooks:
             self.marker.step()
         self.marker.switch("dataload_wait")
 
-    def on_train_end(self, trainer: Any, pl_module: Any) -> None:
+    def on_train_end(self, trainer: Any, _pl_module: Any) -> None:
         """Training ended (perhaps before the measured steps did): write what was profiled."""
         if self.marker is not None:
             self.marker.end()
 
-    def on_exception(self, trainer: Any, pl_module: Any, exception: BaseException) -> None:
+    def on_exception(self, trainer: Any, _pl_module: Any, exception: BaseException) -> None:
         """Training failed: close the profiler, keeping the trace so far."""
         if self.marker is not None:
             self.marker.end(exception)

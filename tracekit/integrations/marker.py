@@ -201,4 +201,3 @@ class StepMarker:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.end(exc)
-

@@ -46,7 +46,7 @@ if TYPE_CHECKING:
 _BEFORE_FORWARD = frozenset({"h2d"})
 
 
-class TracekitCallback(transformers.TrainerCallback):  # type: ignore[misc]
+class TracekitCallback(transformers.TrainerCallback):
     """Profile a ``Trainer``'s steps as ``tracekit capture`` does (see the module's text).
 
     Options: those of :class:`tracekit.capture.Profiler` (``out_dir``, ``warmup_steps``,
@@ -129,9 +129,7 @@ class TracekitCallback(transformers.TrainerCallback):  # type: ignore[misc]
         if self.marker is not None:
             self.marker.switch("zero_grad")
 
-    def on_step_end(
-        self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any
-    ) -> None:
+    def on_step_end(self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any) -> None:
         """End the step (the fetches of the next one are timed as they happen)."""
         if self.marker is not None:
             self.marker.step()
@@ -164,9 +162,10 @@ class TracekitCallback(transformers.TrainerCallback):  # type: ignore[misc]
 
 def _timed(cls: type, marker: StepMarker) -> type:
     """``cls`` (a DataLoader's class) whose iteration times each fetch as ``dataload_wait``."""
+    iterate: Any = cls.__iter__  # type: ignore[attr-defined]
 
-    def __iter__(self: Any) -> Any:  # noqa: N807
-        return marker.loader(cls.__iter__(self))
+    def __iter__(self: Any) -> Any:
+        return marker.loader(iterate(self))
 
     return type(cls.__name__, (cls,), {"__iter__": __iter__, "__module__": cls.__module__})
 
