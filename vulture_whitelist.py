@@ -103,3 +103,8 @@ final_reserved_bytes  # unused variable (tracekit/results/rows.py:294)
 peak_time_ns  # unused variable (tracekit/results/rows.py:295)
 cell_timeout_s  # unused variable (tracekit/results/sweep.py:124)
 probe_note  # unused variable (tracekit/results/sweep.py:158)
+# tracekit.integrations: hooks the frameworks call by name (Lightning's Callback, transformers' TrainerCallback),
+# and the Trainer callback's class, which users name
+_ = (TracekitCallback, on_train_start, on_train_batch_start, on_before_zero_grad, on_before_backward)
+_ = (on_after_backward, on_before_optimizer_step, on_train_batch_end, on_train_end, on_exception, on_train_begin)
+_ = (on_step_begin, on_substep_end, on_pre_optimizer_step, on_optimizer_step, on_step_end)

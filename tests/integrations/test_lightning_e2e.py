@@ -1,0 +1,25 @@
+"""End to end: examples/integrations/lightning_ddp.py (a tiny LightningModule) with
+``strategy="ddp"`` on 2 CPU processes (Lightning starts the second), then ``tracekit analyze``."""
+
+from __future__ import annotations
+
+import sys
+from typing import TYPE_CHECKING
+
+import pytest
+
+from tests.integrations.output import check_capture_folder, example, run
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+pytest.importorskip("torch", reason="the Lightning integration needs torch")
+pytest.importorskip("lightning", reason="the Lightning callback needs lightning (the lightning extra)")
+
+
+@pytest.mark.e2e
+def test_lightning_ddp_reads_as_a_capture(tmp_path: Path) -> None:
+    out = tmp_path / "lightning"
+    run(sys.executable, *example("lightning_ddp.py", out))
+    phases = {"dataload_wait", "forward", "zero_grad", "backward", "optim_step"}
+    check_capture_folder(out, phases=phases, framework="lightning.Trainer")
