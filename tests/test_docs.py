@@ -5,6 +5,7 @@ pages quote against their result files."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -160,6 +161,7 @@ def test_readme_example_is_real_output() -> None:
     out = subprocess.run(
         [sys.executable, "-m", "tracekit", "analyze", run.group(1), "--no-cache"],
         cwd=ROOT,
+        env={**os.environ, "COLUMNS": "120"},  # as piped with no COLUMNS, whatever this shell's width
         capture_output=True,
         text=True,
         check=True,
