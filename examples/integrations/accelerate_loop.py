@@ -54,6 +54,7 @@ def main() -> None:
             with tk.phase("zero_grad"):
                 optimizer.zero_grad()
             tk.step()
+    accelerator.end_training()  # the process group down before exit: a live gloo group can abort the exit
 
 
 if __name__ == "__main__":
