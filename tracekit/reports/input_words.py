@@ -139,14 +139,19 @@ def analyzed_folder(a: Analysis) -> str | None:
     if not paths or not all(os.path.isabs(p) for p in paths):
         return None
     try:
-        return os.path.commonpath([os.path.dirname(p) for p in paths])
+        folder = os.path.commonpath([os.path.dirname(p) for p in paths])
     except ValueError:  # on different drives
         return None
+    # files with nothing in common but the root (a pipe's /dev/fd/63 beside a folder's traces)
+    return None if os.path.dirname(folder) == folder else folder
 
 
 def shown_path(path: str, folder: str | None) -> str:
     """``path`` as a report shows it: relative to the ``folder`` analyzed, never the local absolute path."""
-    return path if folder is None or not os.path.isabs(path) else os.path.relpath(path, folder)
+    if folder is None or not os.path.isabs(path):
+        return path
+    relative = os.path.relpath(path, folder)
+    return path if relative.startswith(os.pardir) else relative
 
 
 def relative_note(folder: str | None) -> str:
