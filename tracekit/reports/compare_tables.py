@@ -12,6 +12,7 @@ from tracekit.reports import compare_text as ct
 from tracekit.reports.document import Table
 from tracekit.reports.sentences import write_alone
 from tracekit.reports.tables import short
+from tracekit.reports.terms import phase_name
 from tracekit.results.vocab import Unit
 
 if TYPE_CHECKING:
@@ -118,7 +119,14 @@ def syncs(c: Comparison) -> Table:
         f"Sync sources ({what})",
         ("operator", "phase", "kind", f"{c.a.label} per {per}", f"{c.b.label} per {per}", "change"),
         tuple(
-            (short(w.name), w.phase or "-", w.sync_kind or "-", _count(w.a_count), _count(w.b_count), w.change.value)
+            (
+                short(w.name),
+                phase_name(w.phase) or "-",
+                w.sync_kind or "-",
+                _count(w.a_count),
+                _count(w.b_count),
+                w.change.value,
+            )
             for w in rows
         ),
         numeric=(False, False, False, True, True, False),

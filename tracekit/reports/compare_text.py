@@ -13,6 +13,7 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
+from tracekit.reports.terms import phase_name
 from tracekit.results.vocab import (
     PHASE_PREFIX,
     Change,
@@ -403,7 +404,7 @@ def _sources(rows: Iterable[WorkChange], side: str) -> str:
     for w in rows:
         count = w.a_count if side == "a" else w.b_count
         if count:
-            named.append(w.name + (f" in {w.phase}" if w.phase else ""))
+            named.append(w.name + (f" in {phase_name(w.phase)}" if w.phase else ""))
     if not named:
         return ""
     more = len(named) - SOURCES_IN_LINE

@@ -10,6 +10,7 @@ from tracekit.reports.document import Document, Head, Line, Section, Tone
 from tracekit.reports.gains_table import waste_table
 from tracekit.reports.gains_words import faster, worth
 from tracekit.reports.tables import make_table, ms
+from tracekit.reports.terms import phase_name
 from tracekit.reports.tool_reports import audit_conclusion, loader_conclusion
 from tracekit.reports.wording import NOTE_TITLES, TITLES
 from tracekit.results.doctor import Agreement, SkipReason, StageStatus
@@ -89,7 +90,7 @@ def _where(c: CodeChange) -> str:
     if c.rank is not None:
         parts.append(f"rank {c.rank}")
     if c.phase is not None:
-        parts.append(f"in phase {c.phase}")
+        parts.append(f"in phase {phase_name(c.phase)}")
     return "; ".join(parts) or "-"
 
 

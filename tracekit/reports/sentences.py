@@ -12,7 +12,7 @@ from tracekit.reports import advice
 from tracekit.reports.advice import RunTraits
 from tracekit.reports.gains_words import worth
 from tracekit.reports.memory_words import write_memory
-from tracekit.reports.terms import DATA_MEASURES
+from tracekit.reports.terms import DATA_MEASURES, phase_name
 from tracekit.reports.wording import (
     CUDA_RECOMMENDATIONS,
     GOOD,
@@ -96,7 +96,7 @@ def cause(s: StragglerEvidence) -> str:
         return "no phase annotations to compare with the other ranks: add record_function ranges"
     if s.cause is StragglerCause.NOT_IN_PHASES:
         return "no annotated phase takes longer than on the other ranks: look at host work outside the ranges"
-    return f"its {s.phase} takes {excess} longer per step than on the median of the other ranks"
+    return f"its {phase_name(s.phase)} takes {excess} longer per step than on the median of the other ranks"
 
 
 def evidence(finding: Finding, verdict: Verdict) -> list[str]:

@@ -14,8 +14,8 @@ from tracekit.reports.document import Table
 from tracekit.reports.finding_times import CLOCK_NOTE, at
 from tracekit.reports.input_words import analyzed_folder, rank_found, relative_note, run_warning, shown_path
 from tracekit.reports.sentences import ONE_RANK
-from tracekit.reports.terms import DATA_MEASURES, PHASE_LEVELS
-from tracekit.results.vocab import PHASE_PREFIX, CollectiveMatch, IdleCause, WindowKind
+from tracekit.reports.terms import DATA_MEASURES, PHASE_LEVELS, phase_name
+from tracekit.results.vocab import CollectiveMatch, IdleCause, WindowKind
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Sequence
@@ -50,7 +50,7 @@ def short(name: object, limit: int = 90) -> str:
 def phase_label(name: str | None) -> str:
     """A phase as reports show it: tracekit's own ranges without their ``tracekit.phase/`` prefix
     (``forward``), any other annotation as recorded, cut to 90 characters (the JSON keeps the name)."""
-    return short((name or "").removeprefix(PHASE_PREFIX))
+    return short(phase_name(name))
 
 
 def limited_rows(

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from tracekit.results.vocab import DataMeasure, PhaseLevel
+from tracekit.results.vocab import PHASE_PREFIX, DataMeasure, PhaseLevel
 
 #: What the DataLoader's cost was measured as.
 DATA_MEASURES: Final[dict[DataMeasure, str]] = {
@@ -23,3 +23,9 @@ PHASE_LEVELS: Final[dict[PhaseLevel, str]] = {
     ),
     PhaseLevel.EVERY_THREAD: "outermost user annotations on every thread (no profiler steps)",
 }
+
+
+def phase_name(name: str | None) -> str:
+    """A phase as a reader sees it: tracekit's own ranges without their ``tracekit.phase/``
+    prefix (``forward``), any other annotation as recorded (the JSON keeps the name)."""
+    return (name or "").removeprefix(PHASE_PREFIX)
