@@ -64,3 +64,36 @@ def test_without_steps_every_thread_counts() -> None:
     result = run_analysis(make_run(data)).frames
     assert sorted(result.annotations.summary["name"].to_list()) == ["a", "b"]
     assert result.annotations.level is PhaseLevel.EVERY_THREAD
+
+
+def test_tracekit_phases_are_the_rows_whatever_encloses_them() -> None:
+    """Lightning runs training_step, zero_grad and backward inside ``optimizer.step(closure)``:
+    torch's ``Optimizer.step#AdamW.step`` range encloses tracekit's forward, zero_grad and
+    backward, and ends inside its optim_step. tracekit's phases are still the rows; a rank's
+    other ranges are not rows (their time is in the phase that holds it, else unannotated)."""
+    data = [
+        ev("step", "ProfilerStep#1", 0, 100, tid=1, rank=0),
+        ev("annotation", "tracekit.phase/dataload_wait", 0, 10, tid=1, rank=0),
+        ev("annotation", "Optimizer.step#AdamW.step", 12, 95, tid=1, rank=0),
+        ev("annotation", "tracekit.phase/forward", 15, 40, tid=1, rank=0),
+        ev("annotation", "DistributedDataParallel.forward", 16, 39, tid=1, rank=0),
+        ev("annotation", "tracekit.phase/zero_grad", 40, 45, tid=1, rank=0),
+        ev("annotation", "tracekit.phase/backward", 45, 80, tid=1, rank=0),
+        ev("annotation", "tracekit.phase/optim_step", 80, 100, tid=1, rank=0),
+        # a rank without tracekit's phases keeps its outermost ranges
+        ev("step", "ProfilerStep#1", 0, 100, tid=1, rank=1),
+        ev("annotation", "Optimizer.step#AdamW.step", 12, 95, tid=1, rank=1),
+        ev("annotation", "forward", 15, 40, tid=1, rank=1),
+    ]
+    per_rank = run_analysis(make_run(data)).frames.annotations.per_rank
+    ours = {r["name"]: r["cpu_ns"] for r in per_rank.filter(rank=0).iter_rows(named=True)}
+    assert ours == {
+        "tracekit.phase/dataload_wait": 10,
+        "tracekit.phase/forward": 25,
+        "tracekit.phase/zero_grad": 5,
+        "tracekit.phase/backward": 35,
+        "tracekit.phase/optim_step": 20,
+        UNANNOTATED: 5,
+    }
+    theirs = {r["name"]: r["cpu_ns"] for r in per_rank.filter(rank=1).iter_rows(named=True)}
+    assert theirs == {"Optimizer.step#AdamW.step": 83, UNANNOTATED: 17}

@@ -2,8 +2,11 @@
 
 One level is reported, so that shares never double count: the *outermost* user annotations
 (``record_function``, NVTX ranges) on each rank's training thread, the thread that records
-``ProfilerStep#N`` or that steps were inferred on (every thread when a rank has no steps). A range nested in another is
-folded into its outermost parent. Within steps, the time no top-level range covers is the
+``ProfilerStep#N`` or that steps were inferred on (every thread when a rank has no steps). A
+range nested in another is folded into its outermost parent. On a rank that carries
+tracekit's own phase ranges (``tracekit.phase/...``), those are the rows, whatever encloses
+them: a framework's ranges are not (Lightning runs forward and backward inside torch's
+``Optimizer.step`` range). Within steps, the time no top-level range covers is the
 ``(unannotated)`` row, so host shares sum to 100% of step time.
 
 GPU time of a range is the wall-clock union of the GPU activity launched while it was open,
@@ -20,7 +23,7 @@ import polars as pl
 
 from tracekit.analyzers import intervals as iv
 from tracekit.analyzers.stats import share, summary_exprs
-from tracekit.results.vocab import PhaseLevel
+from tracekit.results.vocab import PHASE_PREFIX, PhaseLevel
 
 if TYPE_CHECKING:
     from tracekit.analyzers.steps import StepResult
@@ -50,6 +53,10 @@ def top_level(run: Run, steps: StepResult) -> pl.DataFrame:
         # the threads with step markers, and the thread inferred steps are on
         threads = pl.concat([run.select(["step"], "rank", "pid", "tid"), steps.threads]).unique()
         ann = ann.join(threads, on=["rank", "pid", "tid"], how="semi")
+    ours = pl.col("name").str.starts_with(PHASE_PREFIX)
+    marked = ann.filter(ours).select("rank").unique()
+    if marked.height:  # tracekit's phases are the rows of the ranks that carry them
+        ann = pl.concat([ann.join(marked, on="rank", how="anti"), ann.filter(ours)])
     return iv.outermost(ann, ["rank", "pid", "tid"]).with_row_index("ann_id")
 
 

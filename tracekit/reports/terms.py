@@ -19,7 +19,8 @@ DATA_MEASURES: Final[dict[DataMeasure, str]] = {
 PHASE_LEVELS: Final[dict[PhaseLevel, str]] = {
     PhaseLevel.TRAINING_THREAD: (
         "outermost user annotations on each rank's training thread (the thread recording "
-        "ProfilerStep), inside steps; nested ranges are folded into their outermost parent"
+        "ProfilerStep), inside steps; nested ranges are folded into their outermost parent; "
+        "on a rank with tracekit's phase ranges, those alone"
     ),
     PhaseLevel.EVERY_THREAD: "outermost user annotations on every thread (no profiler steps)",
 }
