@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Iterator, Sequence
 
     from tracekit.analyzers.analysis import Outcome
 
@@ -33,6 +33,51 @@ def analysis_of(paths: Sequence[Path]) -> Outcome:
 
         _ANALYSES[key] = run_analysis(load_run(list(paths), use_cache=False))
     return _ANALYSES[key]
+
+
+#: What a launcher sets for its ranks: a test that leaves one in this process's environment makes
+#: every later launch see a rank already made (Lightning then starts no second process and waits
+#: for it in ``init_process_group``: the hang of the Lightning e2e test after the runner's tests).
+LAUNCHER_VARIABLES = (
+    "RANK",
+    "LOCAL_RANK",
+    "WORLD_SIZE",
+    "LOCAL_WORLD_SIZE",
+    "GROUP_RANK",
+    "MASTER_ADDR",
+    "MASTER_PORT",
+    "ACCELERATE_BYPASS_DEVICE_MAP",
+)
+
+
+_BEFORE = pytest.StashKey[dict[str, str | None]]()
+
+
+def _launcher_environment() -> dict[str, str | None]:
+    return {k: os.environ.get(k) for k in LAUNCHER_VARIABLES}
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item: pytest.Item) -> Iterator[None]:
+    item.stash[_BEFORE] = _launcher_environment()
+    return (yield)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item: pytest.Item) -> Iterator[None]:
+    """After every fixture is finalized (``monkeypatch`` has undone its changes): fail the test
+    that changed a launcher variable of this process's environment, and put it back."""
+    result = yield
+    before, after = item.stash.get(_BEFORE, {}), _launcher_environment()
+    if before and after != before:
+        for key, value in before.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+        changed = sorted(k for k in LAUNCHER_VARIABLES if after[k] != before[k])
+        pytest.fail(f"the test left launcher variables in the environment: {', '.join(changed)}")
+    return result
 
 
 @pytest.fixture(autouse=True)

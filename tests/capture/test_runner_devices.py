@@ -39,9 +39,13 @@ def one_gpu(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, object]]:
 
     monkeypatch.setattr(torch.distributed, "init_process_group", init_process_group)
     monkeypatch.setattr(torch.distributed, "is_initialized", lambda: False)
+    # set, then deleted: monkeypatch records a variable only when it is there, and what the runner
+    # sets in os.environ must be gone after the test (tests/conftest.py checks it)
     for key in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
-        monkeypatch.delenv(key, raising=False)
-    monkeypatch.delenv("ACCELERATE_BYPASS_DEVICE_MAP", raising=False)
+        monkeypatch.setenv(key, "")
+        monkeypatch.delenv(key)
+    monkeypatch.setenv("ACCELERATE_BYPASS_DEVICE_MAP", "")
+    monkeypatch.delenv("ACCELERATE_BYPASS_DEVICE_MAP")
     return calls
 
 

@@ -18,11 +18,6 @@ pytest.importorskip("lightning", reason="the Lightning callback needs lightning 
 
 
 @pytest.mark.e2e
-@pytest.mark.xfail(
-    strict=False,
-    reason="issue 32, open: in 1 of 4 runs (in CI) the 2 Lightning DDP ranks hung after 'Initializing "
-    "distributed' until the 240 s timeout, rank 1 silent; not reproduced since, not explained",
-)
 def test_lightning_ddp_reads_as_a_capture(tmp_path: Path) -> None:
     out = tmp_path / "lightning"
     run(sys.executable, *example("lightning_ddp.py", out))
