@@ -51,6 +51,7 @@ from tracekit.capture.sweep_plan import (
     probe_folder,
 )
 from tracekit.errors import InputError, TracekitError
+from tracekit.locks import folder_lock
 from tracekit.results.sweep import (
     SWEEP_SCHEMA,
     CellRun,
@@ -153,6 +154,12 @@ def run_sweep(plan: SweepPlan, *, starting: Starting | None = None) -> Sweep:
     """Run the plan's captures (those a resumed sweep has not finished), then the OOM probes;
     returns what ``sweep.json`` records."""
     folder = outdir.check(plan.out_dir, SWEEP_FOLDER)
+    with folder_lock(folder):  # a second sweep into the same folder is refused, naming this one
+        return _run_sweep_in(plan, folder, starting)
+
+
+def _run_sweep_in(plan: SweepPlan, folder: Path, starting: Starting | None) -> Sweep:
+    """The sweep of ``plan`` in ``folder`` (checked, and locked by this process)."""
     record = _start(plan, folder)
     for repeat, cell in pending(interleaved(plan.cells, plan.repeats), record.runs):
         where = cell_folder(cell, repeat, plan.repeats)
