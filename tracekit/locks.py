@@ -4,9 +4,9 @@
 a second run into the same folder (under any spelling of its path: the lock is named from the
 resolved path) is refused at once, with one line naming the holder (its pid, host and command,
 which the holder writes into a sidecar file beside the lock). The lock is ``.<name>.tracekit-lock``
-beside the folder, not inside it, because a capture replaces its folder as a whole; the lock file
-and its sidecar are removed when the lock is released (``filelock`` removes a lock file on
-release; the kernel releases a lock whose process died, so a crashed run never blocks the next).
+beside the folder, not inside it, because a capture replaces its folder as a whole. The (empty)
+lock file stays; the sidecar is removed on release. The kernel releases the lock of a process
+that died, so a crashed run never blocks the next one.
 
 The cache of decoded traces (:mod:`tracekit.readers.cache`) uses :func:`entry_lock`: a bounded
 wait, not a refusal, because two analyses of the same trace are normal and the second one can
