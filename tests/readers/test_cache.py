@@ -239,8 +239,11 @@ def test_an_unwritable_cache_root_is_no_error(tmp_path: Path, reads: list[str], 
 
 
 def test_racing_writers_never_serve_one_version_under_another(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Process A stores version 2 of a file while process B stores version 1 in the middle of it."""
+    """Process A stores version 2 of a file while process B tries to store version 1 in the middle of it:
+    B waits for the entry's lock (at most ``_LOCK_WAIT_S``, short here) and leaves the entry to A."""
     from tracekit.readers import cache as cache_module
+
+    monkeypatch.setattr(cache_module, "_LOCK_WAIT_S", 0.2)
 
     trace = tmp_path / "rank0.json"
     write_kineto(trace, simple_step(offset=7.0), rank=0)
@@ -254,13 +257,13 @@ def test_racing_writers_never_serve_one_version_under_another(tmp_path: Path, mo
     def interleaved(target: Path, write: Callable[[Path], object]) -> None:
         real(target, write)
         if target.suffix == ".parquet" and not interrupted:  # B, which read the file before it changed,
-            interrupted.append(target)  # stores all of its entry between A's frames and A's metadata
-            assert cache.store(old, old_traces)
+            interrupted.append(target)  # would store all of its entry between A's frames and A's metadata
+            assert not cache.store(old, old_traces)  # A holds the entry's lock
 
     monkeypatch.setattr(cache_module, "_replace", interleaved)
     assert cache.store(new, new_traces)  # A, which read the new version
     loaded = cache.load(trace)
-    assert loaded is None or loaded[0].events.equals(new_traces[0].events)
+    assert loaded is not None and loaded[0].events.equals(new_traces[0].events)
     monkeypatch.undo()
     run = load_run([trace], cache_dir=tmp_path / "cache")
     assert run.events["start_ns"].min() == 1_000_008_000

@@ -31,6 +31,7 @@ from tracekit.capture.config import CaptureConfig, load_config, parse_overrides
 from tracekit.capture.launcher import CaptureError, CaptureInterrupted, capture, check_nsys
 from tracekit.capture.workloads import resolve
 from tracekit.errors import InputError, TracekitError
+from tracekit.locks import folder_lock
 from tracekit.results.ab import AB_SCHEMA, ABCapture, ABRun, ABSide, dump_ab
 
 if TYPE_CHECKING:
@@ -157,6 +158,12 @@ def capture_ab(plan: ABPlan, *, starting: Callable[[SideKey, int, Path], None] |
     for config in plan.configs.values():
         check_nsys(config)
         resolve(config.workload)
+    with folder_lock(target):  # a second run into the same folder is refused, naming this one
+        return _capture_ab_into(plan, target, starting)
+
+
+def _capture_ab_into(plan: ABPlan, target: Path, starting: Callable[[SideKey, int, Path], None] | None) -> ABCapture:
+    """The A/B captures of ``plan`` into ``target`` (checked, and locked by this process)."""
     folder = outdir.staging(target)
     runs: list[ABRun] = []
     try:

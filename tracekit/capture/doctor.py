@@ -40,6 +40,7 @@ from tracekit.capture.doctor_plan import Candidate, agreement, candidates, code_
 from tracekit.capture.launcher import CaptureInterrupted, capture
 from tracekit.capture.loader_probe import DEFAULT_BATCHES, probe_dataloader, probe_folder
 from tracekit.errors import InputError, TracekitError
+from tracekit.locks import folder_lock
 from tracekit.results.doctor import (
     DOCTOR_SCHEMA,
     Baseline,
@@ -205,7 +206,12 @@ def run_doctor(
 
     ``say`` is told what starts, in one line each.
     """
-    tools = tools or Tools()
+    with folder_lock(plan.out_dir, flag="--out"):  # a second doctor in the same folder is refused
+        return _run_doctor_in(plan, judge, tools or Tools(), say)
+
+
+def _run_doctor_in(plan: DoctorPlan, judge: Judge, tools: Tools, say: Callable[[str], None] | None) -> Doctor:
+    """The doctor's stages of ``plan`` (its folder locked by this process)."""
     run = _Run(plan, _start(plan), say or (lambda _: None))
     baseline = _baseline(run, judge, tools)
     _loader(run, tools, compare=baseline is not None)

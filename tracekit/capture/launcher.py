@@ -31,6 +31,7 @@ from tracekit.capture.summary import write_summary
 from tracekit.capture.supervisor import PARENT_ENV
 from tracekit.capture.workloads import resolve
 from tracekit.errors import InputError, TracekitError
+from tracekit.locks import folder_lock
 from tracekit.results.capture import load_capture_summary
 
 if TYPE_CHECKING:
@@ -157,6 +158,12 @@ def capture(config: CaptureConfig) -> CaptureSummary:
     accelerate_configs.check(config.accelerate_config)  # a missing file, DeepSpeed not installed
     target = outdir.check(config.out_dir)
     resolve(config.workload)  # an import error fails here, before N ranks start
+    with folder_lock(target):  # a second capture into the same folder is refused, naming this one
+        return _capture_into(config, target)
+
+
+def _capture_into(config: CaptureConfig, target: Path) -> CaptureSummary:
+    """The capture of ``config`` into ``target`` (checked, and locked by this process)."""
     had_capture = outdir.is_capture(target)
     folder = outdir.staging(target)
     try:

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Final
 
 from tracekit.capture import files
 from tracekit.errors import InputError
+from tracekit.locks import is_lock_name
 from tracekit.results.capture import CAPTURE_SCHEMA
 
 if TYPE_CHECKING:
@@ -93,7 +94,7 @@ def check(out_dir: str | Path, kind: FolderKind = CAPTURE) -> Path:
 def _check_replaceable(target: Path, kind: FolderKind) -> None:
     if kind.holds(target):
         return
-    foreign = sorted(p.name for p in target.iterdir() if not kind.own(p.name))
+    foreign = sorted(p.name for p in target.iterdir() if not kind.own(p.name) and not is_lock_name(p.name))
     if (target / kind.marker).exists():
         foreign.insert(0, kind.marker)  # a summary.json of something else
     if foreign:
@@ -129,7 +130,7 @@ def commit(new: Path, target: Path, kind: FolderKind = CAPTURE) -> None:
     if not target.exists():
         new.rename(target)
         return
-    extras = [p for p in target.iterdir() if not kind.own(p.name)]
+    extras = [p for p in target.iterdir() if not kind.own(p.name) and not is_lock_name(p.name)]
     clash = [p.name for p in extras if (new / p.name).exists()]
     if clash:
         raise InputError(f"the new capture in {new} also has {', '.join(clash)}: {target} left as it was", path=target)

@@ -43,8 +43,9 @@ from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 import msgspec
 
-from tracekit.capture import files, memory
+from tracekit.capture import files, memory, outdir
 from tracekit.capture.config import profiler_config
+from tracekit.errors import InputError
 from tracekit.results.capture import CaptureNote
 from tracekit.results.vocab import CaptureNoteKind
 
@@ -195,6 +196,7 @@ class Profiler:
         from torch.profiler import ProfilerActivity, profile, schedule
 
         self.rank, self.world_size = _dist()
+        _check_not_foreign(self.out_dir, self.rank, summary=self.write_summary)
         self.out_dir.mkdir(parents=True, exist_ok=True)
         self._cuda = torch.cuda.is_available()
         self.notes.extend(_memory_notes(cuda=self._cuda, snapshot=self.memory_snapshot))
@@ -436,6 +438,23 @@ class Profiler:
             "memory": self._memory(),
             "notes": msgspec.to_builtins(self.notes),
         }
+
+
+def _check_not_foreign(out_dir: Path, rank: int, *, summary: bool) -> None:
+    """Refuse (:class:`InputError`) an ``out_dir`` holding files this rank would write over that are
+    not a tracekit capture's: a ``summary.json`` of another kind, or this rank's trace or phase
+    file with no capture summary beside it (the user's own, or left by a run that did not finish).
+    As ``tracekit capture`` does, an earlier tracekit capture is written over, other files never."""
+    if outdir.is_capture(out_dir):
+        return
+    mine = [files.trace_name(rank), files.phases_name(rank), *([files.SUMMARY] if summary and rank == 0 else [])]
+    found = [name for name in mine if (out_dir / name).exists()]
+    if found:
+        raise InputError(
+            f"out_dir holds {', '.join(found)}, not from a tracekit capture (no capture summary.json beside "
+            "it); tracekit never writes over files it did not write: give a new or empty folder, or remove them",
+            path=out_dir,
+        )
 
 
 def _memory_notes(*, cuda: bool, snapshot: bool) -> list[CaptureNote]:

@@ -51,6 +51,7 @@ from tracekit.capture.sweep_plan import (
     probe_folder,
 )
 from tracekit.errors import InputError, TracekitError
+from tracekit.locks import folder_lock
 from tracekit.results.sweep import (
     SWEEP_SCHEMA,
     CellRun,
@@ -153,6 +154,12 @@ def run_sweep(plan: SweepPlan, *, starting: Starting | None = None) -> Sweep:
     """Run the plan's captures (those a resumed sweep has not finished), then the OOM probes;
     returns what ``sweep.json`` records."""
     folder = outdir.check(plan.out_dir, SWEEP_FOLDER)
+    with folder_lock(folder):  # a second sweep into the same folder is refused, naming this one
+        return _run_sweep_in(plan, folder, starting)
+
+
+def _run_sweep_in(plan: SweepPlan, folder: Path, starting: Starting | None) -> Sweep:
+    """The sweep of ``plan`` in ``folder`` (checked, and locked by this process)."""
     record = _start(plan, folder)
     for repeat, cell in pending(interleaved(plan.cells, plan.repeats), record.runs):
         where = cell_folder(cell, repeat, plan.repeats)
@@ -189,13 +196,33 @@ def _start(plan: SweepPlan, folder: Path) -> Sweep:
             "out_dir holds an earlier sweep: --resume continues it; give another out_dir to start over", path=folder
         )
     earlier = load_sweep(path.read_bytes(), source=str(path))
-    same = ("config_path", "overrides", "grid", "repeats", "trace", "mem_budget_bytes")
-    differs = [k for k in same if getattr(earlier, k) != getattr(fresh, k)]
+    same = ("overrides", "grid", "repeats", "trace", "mem_budget_bytes")
+    differs = [k for k in same if _spelled(getattr(earlier, k), k) != _spelled(getattr(fresh, k), k)]
+    if not _same_file(earlier.config_path, fresh.config_path):
+        differs.insert(0, "config_path")
     if differs:
         raise InputError(f"cannot resume: this sweep's {', '.join(differs)} differ from the earlier one's", path=path)
     for stale in [*folder.glob(f"cells/*{outdir.TMP_INFIX}*"), *folder.glob(f"probe/*{outdir.TMP_INFIX}*")]:
         shutil.rmtree(stale, ignore_errors=True)  # a capture cut off by the interruption
     return msgspec.structs.replace(earlier, probe_oom=plan.probe_oom, probe_step=plan.probe_step, finished=False)
+
+
+def _spelled(value: object, key: str) -> object:
+    """``value`` of the record's ``key`` as compared on resume: the overrides without ``out_dir``
+    (the folder resumed is the same one however its path was spelled)."""
+    if key == "overrides" and isinstance(value, dict):
+        return {k: v for k, v in value.items() if k.removeprefix("--").replace("-", "_") != "out_dir"}
+    return value
+
+
+def _same_file(a: str | None, b: str | None) -> bool:
+    """Whether two config paths name the same file (``c.json``, ``./c.json``, its absolute path, a link)."""
+    if a is None or b is None:
+        return a == b
+    try:
+        return a == b or Path(a).expanduser().resolve() == Path(b).expanduser().resolve() or Path(a).samefile(b)
+    except OSError:
+        return False
 
 
 def _save(folder: Path, record: Sweep) -> Sweep:

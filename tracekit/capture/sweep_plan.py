@@ -93,9 +93,25 @@ def parse_grid(specs: Sequence[str]) -> list[GridAxis]:
 
 
 def grid_cells(axes: Sequence[GridAxis]) -> list[Cell]:
-    """Every combination of the axes' values (the first axis varies slowest)."""
+    """Every combination of the axes' values (the first axis varies slowest).
+
+    Raises :class:`InputError` naming both values when two cells would share a folder (their
+    names differ only in characters a folder name cannot hold, or in letter case, which some file
+    systems ignore): the second capture would replace the first.
+    """
     combos = itertools.product(*(a.values for a in axes))
-    return [Cell(dict(zip([a.key for a in axes], combo, strict=True))) for combo in combos]
+    cells = [Cell(dict(zip([a.key for a in axes], combo, strict=True))) for combo in combos]
+    folders: dict[str, Cell] = {}
+    for cell in cells:
+        folder = cell_folder(cell, 1, 1)
+        other = folders.setdefault(folder.casefold(), cell)
+        if other is not cell:
+            key = next(k for k in cell.values if cell.values[k] != other.values[k])
+            raise InputError(
+                f"--grid {key}: the values {other.values[key]!r} and {cell.values[key]!r} would share the cell "
+                f"folder {folder!r}; give values that differ in letters, digits or . , = + -"
+            )
+    return cells
 
 
 def interleaved(cells: Sequence[Cell], repeats: int) -> list[tuple[int, Cell]]:

@@ -13,7 +13,7 @@ import click
 
 from tracekit.analyzers import details_frame
 from tracekit.cli.emit import emit, stdout_taken
-from tracekit.cli.paths import check_outputs
+from tracekit.cli.paths import Written, check_outputs
 from tracekit.cli.progress import DelayedProgress
 from tracekit.errors import InputError
 from tracekit.pipeline import AnalyzeOptions, analyze_paths, compare_paths, write_annotated_trace
@@ -116,6 +116,7 @@ def run_capture(
     """``tracekit capture``, and ``tracekit capture --ab A B [--repeats N]``; returns the exit code."""
     from tracekit.capture.config import load_config, parse_overrides
     from tracekit.capture.extras import require_capture
+    from tracekit.capture.files import is_own_output
 
     require_capture("tracekit capture")
     from tracekit.capture.launcher import capture
@@ -126,6 +127,9 @@ def run_capture(
     if repeats is not None:
         raise InputError("--repeats needs --ab A B")
     config = load_config(config_path, parse_overrides(extra_args))
+    check_outputs(
+        {}, {"--config_path": [config_path]}, written=[Written("--out_dir", Path(config.out_dir), is_own_output)]
+    )
     click.echo(one_line(f"capturing {config.nproc} rank(s) of {config.workload!r} into {config.out_dir} ..."), err=True)
     summary = capture(config)
     click.echo(TerminalRenderer(width=terminal_width()).render(summary), nl=False)
@@ -138,10 +142,13 @@ def run_capture(
 
 def _run_ab(config_path: Path | None, common: dict[str, str], ab: tuple[str, str], *, repeats: int) -> int:
     """``tracekit capture --ab A B``: the interleaved captures, then the comparison of A with B."""
-    from tracekit.capture.ab import capture_ab, plan_ab
+    from tracekit.capture.ab import AB_FOLDER, capture_ab, plan_ab
     from tracekit.reports.terminal import TerminalRenderer
 
     plan = plan_ab(config_path, common, ab, repeats=repeats)
+    check_outputs(
+        {}, {"--config_path": [config_path]}, written=[Written("--out_dir", Path(plan.out_dir), AB_FOLDER.own)]
+    )
 
     def starting(side: SideKey, repeat: int, folder: Path) -> None:
         config, text = plan.configs[side], plan.texts[side] or "config as is"
@@ -204,11 +211,12 @@ def run_sweep_command(
     the matrix, write the outputs; the exit code: 1 when a cell failed or hung (the others are
     reported all the same), else 0. ``analysis``: the options of analyzing the cells' traces, as given."""
     from tracekit.capture.config import parse_overrides
-    from tracekit.capture.sweep import plan_sweep, run_sweep
+    from tracekit.capture.sweep import SWEEP_FOLDER, plan_sweep, run_sweep
     from tracekit.pipeline import sweep_matrix
 
     room = parse_headroom(headroom)
-    check_outputs({f"--{fmt}": path for fmt, path in outputs.items()}, [] if report_dir is None else [report_dir])
+    flags = {f"--{fmt}": path for fmt, path in outputs.items()}
+    check_outputs(flags, {"--config_path": [config_path], "--report": [report_dir]})
     reading = analyze_options(analysis or {})
     if report_dir is not None:
         if grid or extra_args:
@@ -219,13 +227,14 @@ def run_sweep_command(
 
         require_capture("tracekit sweep")
         plan = plan_sweep(config_path, parse_overrides(extra_args), grid, **options)
+        folder = Path(plan.out_dir)
+        check_outputs(flags, {"--config_path": [config_path]}, written=[Written("--out_dir", folder, SWEEP_FOLDER.own)])
 
         def starting(cell: Cell, repeat: int, where: Path) -> None:
             what = "probe" if repeat == 0 else f"repeat {repeat} of {plan.repeats}"
             click.echo(one_line(f"capturing {cell.name} ({what}) into {where} ..."), err=True)
 
         run_sweep(plan, starting=starting)
-        folder = Path(plan.out_dir)
     with DelayedProgress() as progress:
         matrix = sweep_matrix(folder, headroom_pct=room, options=dataclasses.replace(reading, stage=progress.stage))
     show_and_write(matrix, outputs)
@@ -278,13 +287,19 @@ def run_dataloader(
     """``tracekit dataloader``."""
     from tracekit.capture.config import load_config, parse_overrides
     from tracekit.capture.extras import require_capture
-    from tracekit.capture.loader_probe import PROBE_FILE, probe_dataloader, probe_folder
+    from tracekit.capture.loader_probe import PROBE, PROBE_FILE, probe_dataloader, probe_folder
     from tracekit.reports.tool_reports import loader_report
 
     require_capture("tracekit dataloader")
-    check_outputs({f"--{fmt}": path for fmt, path in outputs.items()}, [p for p in [config_path] if p])
     config = load_config(config_path, parse_overrides(extra_args))
     folder = probe_folder(config)
+    compared: dict[str, list[Path | None]]
+    compared = {"--capture": [capture]} if capture is not None else {"--out_dir": [Path(config.out_dir)]}
+    check_outputs(
+        {f"--{fmt}": path for fmt, path in outputs.items()},
+        {"--config_path": [config_path], **compared},
+        written=[Written("the probe folder", folder, PROBE.own)],
+    )
     click.echo(one_line(f"timing the DataLoader of {config.workload!r} alone on {config.nproc} rank(s) ..."), err=True)
     probe = probe_dataloader(config, batches=batches, capture=capture)
     _write_tool(loader_report(probe), dump_record(probe), outputs)
@@ -301,7 +316,7 @@ def run_audit_params(
     from tracekit.reports.tool_reports import audit_report
 
     require_capture("tracekit audit-params")
-    check_outputs({f"--{fmt}": path for fmt, path in outputs.items()}, [p for p in [config_path] if p])
+    check_outputs({f"--{fmt}": path for fmt, path in outputs.items()}, {"--config_path": [config_path]})
     config = load_config(config_path, parse_overrides(extra_args))
     audit = audit_params(config, include_zero_grad=include_zero_grad)
     _write_tool(audit_report(audit), dump_record(audit), outputs)
@@ -318,12 +333,13 @@ def run_doctor_command(
 ) -> None:
     """``tracekit doctor``: run (or resume) the diagnosis, print its report, write the outputs."""
     from tracekit.capture.config import parse_overrides
-    from tracekit.capture.doctor import DOCTOR_FILE, plan_doctor, run_doctor
+    from tracekit.capture.doctor import DOCTOR_FILE, DOCTOR_FOLDER, plan_doctor, run_doctor
     from tracekit.capture.doctor_plan import parse_budget
     from tracekit.capture.extras import require_capture
 
     require_capture("tracekit doctor")
-    check_outputs({f"--{fmt}": path for fmt, path in outputs.items()}, [p for p in [config_path] if p])
+    flags = {f"--{fmt}": path for fmt, path in outputs.items()}
+    check_outputs(flags, {"--config_path": [config_path]})
     budget = parse_budget(options.get("budget"))
     plan = plan_doctor(
         config_path,
@@ -335,6 +351,7 @@ def run_doctor_command(
         batches=int(options.get("batches", 100)),
         resume=bool(options.get("resume", False)),
     )
+    check_outputs(flags, {"--config_path": [config_path]}, written=[Written("--out", plan.out_dir, DOCTOR_FOLDER.own)])
     reading = analyze_options(analysis or {})
     record = run_doctor(plan, _Judge(reading), say=lambda line: click.echo(one_line(line), err=True))
     show_and_write(record, outputs, also=[plan.out_dir / DOCTOR_FILE])

@@ -10,8 +10,9 @@ digest of sampled blocks of its content: see :mod:`tracekit.readers.identity`) a
 written by this tracekit version with this :data:`CACHE_VERSION`; a changed file's entry is
 replaced by the next read.
 
-Every file is written under a temporary name and renamed, the metadata last, and each entry
-writes Parquet files of its own token, so that processes sharing a cache folder never mix
+Every file is written under a temporary name and renamed, the metadata last, one writer at a
+time per entry (its ``<stem>.lock``, waited for at most 30 s), and each entry writes Parquet
+files of its own token, so that processes sharing a cache folder never mix
 the files of two entries: a reader sees a whole entry, or none (its files removed by a later
 writer), and reads the source. A corrupt or unreadable entry (not a regular file, truncated,
 of another shape or schema), or a cache folder that cannot be written, is never an error:
@@ -34,6 +35,7 @@ import msgspec
 import polars as pl
 
 from tracekit import __version__
+from tracekit.locks import entry_lock
 from tracekit.model.counters import COUNTER_SCHEMA, empty_counters
 from tracekit.model.input_warnings import InputWarning  # noqa: TC001  (msgspec reads annotations at run time)
 from tracekit.model.run import ProcessGroup, RankFound  # noqa: TC001
@@ -53,6 +55,12 @@ CACHE_VERSION: Final = 10
 CACHE_ENV: Final = "TRACEKIT_CACHE_DIR"
 #: The largest entry metadata read (a few hundred bytes per rank trace).
 _META_LIMIT: Final = 16 * 1024 * 1024
+#: The lock of an entry (``<stem>.lock``): one writer at a time, so that two processes that decode
+#: the same file do not both write it. A bounded wait, not a refusal (as a capture's folder lock
+#: is): the second process then finds the first's entry and writes nothing; past the wait it
+#: leaves the entry to the first (the cache is never worth blocking an analysis for long).
+_LOCK: Final = ".lock"
+_LOCK_WAIT_S: Final = 30.0
 #: What an unusable entry can raise while it is read; each means "read the source instead".
 _UNUSABLE: Final = (OSError, ValueError, KeyError, TypeError, msgspec.MsgspecError, pl.exceptions.PolarsError)
 
@@ -118,9 +126,32 @@ class EventCache:
     def store(self, identity: FileIdentity, traces: Sequence[RankTrace]) -> bool:
         """Write the entry of the file read as ``identity``; False when it cannot be written."""
         stem = self._stem(identity)
-        token = uuid.uuid4().hex[:16]
         try:
             self.folder.mkdir(parents=True, exist_ok=True)
+        except OSError:
+            return False
+        before = _stamp(self.folder / f"{stem}.json")
+        with entry_lock(self.folder / f"{stem}{_LOCK}", wait_s=_LOCK_WAIT_S) as locked:
+            if not locked:  # another process is still writing it: it is that one's to write
+                return False
+            if _stamp(self.folder / f"{stem}.json") != before and self._current(identity, stem):
+                return True  # another process wrote this very entry while this one waited
+            return self._write(identity, stem, traces)
+
+    def _current(self, identity: FileIdentity, stem: str) -> bool:
+        """Whether the entry of ``stem`` is this tracekit's entry of ``identity``, its files there."""
+        try:
+            data = read_regular(self.folder / f"{stem}.json", limit=_META_LIMIT, follow=False)
+            entry = msgspec.json.decode(data, type=_Entry)
+        except _UNUSABLE:
+            return False
+        return (entry.tracekit, entry.cache_version, entry.source) == (__version__, CACHE_VERSION, identity) and all(
+            (self.folder / f"{stem}.{entry.token}.{i}.parquet").is_file() for i in range(len(entry.traces))
+        )
+
+    def _write(self, identity: FileIdentity, stem: str, traces: Sequence[RankTrace]) -> bool:
+        token = uuid.uuid4().hex[:16]
+        try:
             for i, trace in enumerate(traces):
                 base = self.folder / f"{stem}.{token}.{i}"
                 _replace(base.with_name(f"{base.name}.parquet"), partial(_write_parquet, trace.events))
@@ -148,6 +179,15 @@ class EventCache:
             if path.name.startswith(f"{stem}.{token}.") == ours:
                 with contextlib.suppress(OSError):  # a folder put there stays
                     path.unlink(missing_ok=True)
+
+
+def _stamp(path: Path) -> tuple[int, int] | None:
+    """The inode and modification time of ``path`` (None when it is not there): a rename over it changes them."""
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return st.st_ino, st.st_mtime_ns
 
 
 def _describe(trace: RankTrace) -> _Trace:
