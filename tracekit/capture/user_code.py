@@ -51,9 +51,9 @@ def defined_at(obj: object) -> str | None:
     """``file:line`` where ``obj``'s function or class (the class of an instance) is defined."""
     target = obj if inspect.isfunction(obj) or inspect.isclass(obj) or inspect.ismethod(obj) else type(obj)
     with contextlib.suppress(TypeError, OSError):
-        filename = inspect.getsourcefile(target)  # type: ignore[arg-type]
+        filename = inspect.getsourcefile(target)
         if filename is not None and _is_users(filename):
-            return f"{filename}:{inspect.getsourcelines(target)[1]}"  # type: ignore[arg-type]
+            return f"{filename}:{inspect.getsourcelines(target)[1]}"
     return None
 
 
