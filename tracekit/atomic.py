@@ -16,7 +16,7 @@ import stat
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tracekit.errors import InputError
+from tracekit.errors import InputError, os_reason
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -42,7 +42,7 @@ class _Staged:
             _sync(self.temp)
         except OSError as exc:
             self.discard()
-            raise InputError(f"cannot write ({exc.strerror or exc})", path=path) from None
+            raise InputError(f"cannot write ({os_reason(exc)})", path=path) from None
         except BaseException:
             self.discard()
             raise
@@ -52,7 +52,7 @@ class _Staged:
             os.replace(self.temp, self.target)
         except OSError as exc:
             self.discard()
-            raise InputError(f"cannot write ({exc.strerror or exc})", path=self.path) from None
+            raise InputError(f"cannot write ({os_reason(exc)})", path=self.path) from None
         _sync_folder(self.target.parent)
 
     def discard(self) -> None:
@@ -69,7 +69,7 @@ def _reserve(target: Path, *, shown: Path) -> Path:
         except FileExistsError:
             continue
         except OSError as exc:
-            raise InputError(f"cannot write ({exc.strerror or exc})", path=shown) from None
+            raise InputError(f"cannot write ({os_reason(exc)})", path=shown) from None
         os.close(fd)
         return temp
     raise InputError("cannot write (no free temporary name beside it)", path=shown)  # pragma: no cover

@@ -6,6 +6,8 @@ one line on stderr and exit code 2, never a traceback.
 
 from __future__ import annotations
 
+import errno
+import os
 from typing import TYPE_CHECKING, Final
 
 if TYPE_CHECKING:
@@ -54,3 +56,26 @@ class MissingDependency(TracekitError):
     def __init__(self, what: str, modules: Sequence[str], extra: str, *, note: str = "") -> None:
         self.modules = tuple(modules)
         super().__init__(f"{what} needs {' and '.join(modules)}: pip install '{DISTRIBUTION}[{extra}]'{note}")
+
+
+#: Errors of the file system that the user can act on, named by their errno symbol: a full disk,
+#: a read-only file system, a quota, a file too large.
+_NAMED_ERRNOS: Final = frozenset({errno.ENOSPC, errno.EROFS, errno.EDQUOT, errno.EFBIG})
+
+
+def os_reason(exc: OSError) -> str:
+    """Why a file operation failed, for a message: ``ENOSPC: no space left on device``.
+
+    The errno symbol leads where the cause is the file system's (disk full, read-only, quota),
+    so that a user (and a search engine) recognizes it; otherwise the system's wording alone.
+    """
+    code = exc.errno
+    text = exc.strerror or (os.strerror(code) if code else "") or str(exc) or type(exc).__name__
+    if code in _NAMED_ERRNOS:
+        return f"{errno.errorcode[code]}: {text[:1].lower()}{text[1:]}"
+    return text
+
+
+def is_disk_error(exc: BaseException | None) -> bool:
+    """Whether ``exc`` is a full disk, an exceeded quota or a read-only file system."""
+    return isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EROFS, errno.EDQUOT)

@@ -45,7 +45,7 @@ def test_a_write_that_fails_halfway_leaves_the_previous_file(tmp_path: Path, exi
         temp.write_text("half a rep")
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    with pytest.raises(InputError, match=r"report\.md: cannot write \(No space left on device\)"):
+    with pytest.raises(InputError, match=r"report\.md: cannot write \(ENOSPC: no space left on device\)"):
         write_atomically(target, write_half)
     assert (target.read_text() == "previous good report") if existed else not target.exists()
     assert leftovers(tmp_path) == []
@@ -81,7 +81,7 @@ def test_a_rename_that_fails_leaves_the_previous_file(tmp_path: Path, monkeypatc
         raise OSError(errno.EROFS, "Read-only file system")
 
     monkeypatch.setattr(os, "replace", read_only)
-    with pytest.raises(InputError, match="Read-only file system"):
+    with pytest.raises(InputError, match=r"cannot write \(EROFS: read-only file system\)"):
         write_text_atomically(target, "new")
     assert target.read_text() == "previous"
     assert leftovers(tmp_path) == []
@@ -204,7 +204,7 @@ def test_details_parquet_is_written_atomically(tmp_path: Path, monkeypatch: pyte
         raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr(pl.DataFrame, "write_parquet", disk_full)
-    with pytest.raises(InputError, match=r"details\.parquet: cannot write \(No space left on device\)"):
+    with pytest.raises(InputError, match=r"details\.parquet: cannot write \(ENOSPC: no space left on device\)"):
         write_details(details, path)
     assert path.read_bytes() == before
     assert leftovers(tmp_path) == []

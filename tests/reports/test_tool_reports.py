@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 
 import msgspec
@@ -170,3 +171,17 @@ def test_reports_of_a_capture_show_the_advice(tmp_path: Path) -> None:
     analysis = analyze_paths([SAMPLES / "captures" / "data_bound"], AnalyzeOptions(use_cache=False)).analysis
     for fmt in ("md", "html"):
         assert "tracekit dataloader" in renderer(fmt).render(analysis), fmt
+
+
+@pytest.mark.parametrize(
+    "out_dir",
+    ["runs/x; rm -rf ~", "runs/$(touch pwned)", "runs/`id`", "runs/a b", "runs/it's", "runs/x\nrm -rf /"],
+)
+def test_a_recorded_out_dir_is_quoted_in_the_printed_command(out_dir: str) -> None:
+    capture = ddp_capture(find_unused=True)
+    capture = msgspec.structs.replace(capture, config={**(capture.config or {}), "out_dir": out_dir})
+    v = verdict(BoundKind.COMMS)
+    advice = recommendations(v.primary, v, capture)[0]
+    command = advice.split("tracekit ", 1)[1].split(" lists the parameters", 1)[0]
+    # the shell reads back exactly two words after the subcommand: the option and the path as recorded
+    assert shlex.split(command) == ["audit-params", "--config_path", f"{out_dir.rstrip('/')}/capture_config.json"]

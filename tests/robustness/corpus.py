@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tests.robustness import cases_cache, cases_files, cases_kineto, cases_names, cases_nsys
+from tests.robustness import cases_cache, cases_files, cases_kineto, cases_names, cases_nsys, cases_summaries
 from tests.robustness.harness import Case
 
 GROUPS: dict[str, list[Case]] = {
@@ -11,6 +11,7 @@ GROUPS: dict[str, list[Case]] = {
     **cases_files.GROUPS,
     **cases_nsys.GROUPS,
     **cases_cache.GROUPS,
+    **cases_summaries.GROUPS,
 }
 CASES: tuple[Case, ...] = tuple(c for cases in GROUPS.values() for c in cases)
 BY_NAME: dict[str, Case] = {c.name: c for c in CASES}

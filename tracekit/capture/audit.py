@@ -19,6 +19,8 @@ import msgspec
 
 from tracekit.capture.config import CaptureConfig, to_dict
 from tracekit.capture.runner import build_workload, make_dataloader, to_device
+from tracekit.capture.user_code import user_code
+from tracekit.capture.workloads import resolve
 from tracekit.errors import InputError
 from tracekit.results.param_audit import ModuleParams, ParamAudit
 from tracekit.results.vocab import AuditNote
@@ -65,18 +67,22 @@ def audit_params(config: CaptureConfig, *, include_zero_grad: bool = False) -> P
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     workload = build_workload(config, 0, 1)
     single = msgspec.structs.replace(config, num_workers=0, prefetch_factor=None, persistent_workers=False)
-    loader = make_dataloader(single, workload)
-    batch = next(iter(loader), None)
+    name, factory = f"workload {config.workload!r}", resolve(config.workload)
+    with user_code(f"{name}: its data (the first batch)", blame=(workload.dataloader or workload.dataset, factory)):
+        loader = make_dataloader(single, workload)
+        batch = next(iter(loader), None)
     if not isinstance(batch, (list, tuple)) or len(batch) != 2:
         what = "no batch" if batch is None else f"a {type(batch).__name__}, not (inputs, targets)"
-        raise InputError(f"workload {config.workload!r}: its DataLoader yields {what}")
+        raise InputError(f"{name}: its DataLoader yields {what}")
     inputs, targets = batch
-    model = workload.model.to(device)
-    model.train()
-    model.zero_grad(set_to_none=True)
-    inputs, targets = to_device((inputs, targets), device, False)
-    loss = workload.loss_fn(model(inputs), targets)
-    loss.backward()
+    with user_code(f"{name}: its model (forward)", blame=(workload.model, factory)):
+        model = workload.model.to(device)
+        model.train()
+        model.zero_grad(set_to_none=True)
+        inputs, targets = to_device((inputs, targets), device, False)
+        outputs = model(inputs)
+    with user_code(f"{name}: its loss_fn (the loss, then backward)", blame=(workload.loss_fn, factory)):
+        workload.loss_fn(outputs, targets).backward()
     audit = classify(model, include_zero_grad=include_zero_grad, device=device.type)
     return msgspec.structs.replace(
         audit, config=to_dict(config), batch_size=config.batch_size, notes=[*audit.notes, AuditNote.ONE_BATCH]

@@ -10,6 +10,8 @@ import re
 import shutil
 from typing import TYPE_CHECKING, Any, Final
 
+from tracekit.errors import InputError, os_reason
+
 if TYPE_CHECKING:
     from pathlib import Path
 
@@ -56,6 +58,15 @@ def error_name(rank: int) -> str:
     return f".rank{rank}.error.txt"
 
 
+#: How a rank that could not write its error file (a full disk) says its error in capture.log.
+RANK_ERROR_LINE: Final = re.compile(r"^tracekit rank (\d+) error: (.+)$", re.MULTILINE)
+
+
+def rank_error_line(rank: int, headline: str) -> str:
+    """The line of capture.log that carries a rank's error when its error file cannot be written."""
+    return f"tracekit rank {rank} error: {' '.join(headline.split())}"
+
+
 def done_name(rank: int) -> str:
     """Written by a rank once it has finished every step and written its files."""
     return f".rank{rank}.done"
@@ -78,7 +89,8 @@ def status_names(rank: int) -> tuple[str, ...]:
 
 def write_bytes_atomic(path: Path, data: bytes) -> None:
     """Write ``data`` under a temporary name, flush it to disk, then rename: readers (and a
-    crash) never leave half a file, only the old one or the new one."""
+    crash) never leave half a file, only the old one or the new one. A file system's error
+    (a full disk: ENOSPC, a read-only one: EROFS) is an :class:`InputError` naming ``path``."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         with tmp.open("wb") as out:
@@ -86,9 +98,11 @@ def write_bytes_atomic(path: Path, data: bytes) -> None:
             out.flush()
             os.fsync(out.fileno())
         tmp.replace(path)
-    except BaseException:
+    except BaseException as exc:
         with contextlib.suppress(OSError):
             tmp.unlink()
+        if isinstance(exc, OSError):
+            raise InputError(f"cannot write ({os_reason(exc)})", path=path) from exc
         raise
 
 
@@ -104,8 +118,27 @@ def gzip_atomic(source: Path, target: Path) -> None:
         with source.open("rb") as src, gzip.open(tmp, "wb", compresslevel=6) as dst:
             shutil.copyfileobj(src, dst, length=1 << 20)
         tmp.replace(target)
-    except BaseException:
+    except BaseException as exc:
         with contextlib.suppress(OSError):
             tmp.unlink()
+        if isinstance(exc, OSError) and not isinstance(exc, FileNotFoundError):
+            raise InputError(f"cannot write ({os_reason(exc)})", path=target) from exc
         raise
     source.unlink()
+
+
+def check_writable(folder: Path, *, probe_bytes: int = 1 << 16) -> None:
+    """Raise an :class:`InputError` naming ``folder`` and the cause (ENOSPC, EROFS...) when
+    ``probe_bytes`` cannot be written into it: why a writer that does not say (torch.profiler's
+    trace export) wrote nothing."""
+    probe = folder / f".probe.{os.getpid()}.tmp"
+    try:
+        with probe.open("wb") as out:
+            out.write(b"\0" * probe_bytes)
+            out.flush()
+            os.fsync(out.fileno())
+    except OSError as exc:
+        raise InputError(f"cannot write into this folder ({os_reason(exc)})", path=folder) from exc
+    finally:
+        with contextlib.suppress(OSError):
+            probe.unlink()

@@ -20,6 +20,8 @@ from typing import TYPE_CHECKING, Final
 from tracekit.capture import files
 from tracekit.capture.config import CaptureConfig, load_config
 from tracekit.capture.runner import build_workload, forever, make_accelerator, make_dataloader, run_rank
+from tracekit.capture.user_code import user_code
+from tracekit.capture.workloads import resolve
 
 if TYPE_CHECKING:
     from tracekit.capture.ranks import RankProgress
@@ -44,7 +46,10 @@ def probe(config: CaptureConfig, folder: Path, progress: RankProgress, *, batche
     workload = build_workload(config, rank, accelerator.num_processes)
     workload.model = workload.optimizer = workload.scheduler = None  # no model: the loader alone
     progress.stage("prepare")
-    loader = accelerator.prepare_data_loader(make_dataloader(config, workload), device_placement=False)
+    data = f"workload {config.workload!r}: its data"
+    blame = (workload.dataloader or workload.dataset, resolve(config.workload))
+    with user_code(data, blame=blame):
+        loader = accelerator.prepare_data_loader(make_dataloader(config, workload), device_placement=False)
     progress.stage("steps")
     batches_iter = forever(loader)
     fetch_ns: list[int] = []
@@ -52,7 +57,8 @@ def probe(config: CaptureConfig, folder: Path, progress: RankProgress, *, batche
     for i in range(warmup + batches):
         progress.phase(i, _PHASE)
         start = time.perf_counter_ns()
-        next(batches_iter)
+        with user_code(f"{data} (batch {i})", blame=blame):
+            next(batches_iter)
         end = time.perf_counter_ns()
         if i == warmup:
             measured_start = start

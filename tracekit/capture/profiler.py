@@ -405,6 +405,9 @@ class Profiler:
         folder.mkdir(parents=True, exist_ok=True)
         tmp = folder / f".rank{self.rank}.{os.getpid()}.json"
         prof.export_chrome_trace(str(tmp))
+        if not tmp.exists():  # torch only logs "Failed to write to log file!": find out why
+            files.check_writable(folder)
+            raise InputError("torch.profiler wrote no trace (its log in capture.log may say why)", path=tmp)
         files.gzip_atomic(tmp, folder / files.trace_name(self.rank))
         self._cycle += 1
         if self.memory_timeline:

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from tracekit.capture import files
 from tracekit.capture.profiler import PHASES
-from tracekit.errors import InputError, TracekitError
+from tracekit.errors import InputError, TracekitError, is_disk_error
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -231,6 +231,8 @@ def failure(states: Sequence[RankState], folder: Path, returncode: int) -> Trace
     failed = failed_in_order(states)
     if not failed:
         unfinished = [s for s in states if not s.done]
+        if (unwritten := _unwritten_error(folder)) is not None:
+            return unwritten
         log_tail = _log_tail(folder / files.LOG)
         if unfinished and any(s.position is not None for s in states):
             return CaptureError(
@@ -284,6 +286,23 @@ def _where(state: RankState, group: Sequence[RankState]) -> str:
     if state.position is None:
         return f"{'has' if len(group) == 1 else 'have'} not started (still importing, or not launched yet)"
     return f"{was} still {state.position.describe()}"
+
+
+def _unwritten_error(folder: Path) -> TracekitError | None:
+    """The error of a rank that could not write its error file (from capture.log), or why no
+    file can be written into ``folder`` now (a full disk, a read-only file system)."""
+    try:
+        log = (folder / files.LOG).read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        log = ""
+    if (found := files.RANK_ERROR_LINE.search(log)) is not None:
+        return InputError(f"rank {found[1]} failed first: {found[2]} (its output: {folder / files.LOG})")
+    try:
+        files.check_writable(folder)
+    except InputError as exc:
+        if is_disk_error(exc.__cause__):  # a full disk, a quota, a read-only file system
+            return InputError(f"the ranks stopped and no file can be written: {exc.message}")
+    return None
 
 
 def _log_tail(log: Path) -> str:

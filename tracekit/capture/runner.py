@@ -325,7 +325,10 @@ def _report(exc: BaseException, path: Path) -> None:
         headline = f"the workload called sys.exit({exc.code!r}) before the capture finished"
     else:
         headline = f"{type(exc).__name__}: {exc}".splitlines()[0] if str(exc) else type(exc).__name__
-    files.write_bytes_atomic(path, f"{headline}\n{traceback.format_exc()}".encode())
+    try:
+        files.write_bytes_atomic(path, f"{headline}\n{traceback.format_exc()}".encode())
+    except InputError:  # a full disk: the launcher finds the headline in capture.log instead
+        print(files.rank_error_line(int(os.environ.get("RANK", "0")), headline), file=sys.stderr, flush=True)
 
 
 if __name__ == "__main__":

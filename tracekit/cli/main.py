@@ -13,7 +13,7 @@ import click
 
 from tracekit import __version__
 from tracekit.cli.options import ConfigCommand, analysis_options, output_options
-from tracekit.errors import TracekitError
+from tracekit.errors import TracekitError, is_disk_error, os_reason
 
 #: Exit codes: bad input or arguments (TracekitError.exit_code, click's usage errors), a bug in
 #: tracekit (an error it did not expect), and an interrupt.
@@ -402,9 +402,11 @@ def main() -> None:
             "out of memory: analyze fewer ranks at once (--ranks), or on a machine with more memory", EXIT_INTERNAL, exc
         )
     except OSError as exc:
-        if exc.filename is None:
-            _internal(exc)
-        _fail(f"{exc.filename}: {exc.strerror or exc}", EXIT_INPUT, exc)
+        if exc.filename is not None:
+            _fail(f"{exc.filename}: {os_reason(exc)}", EXIT_INPUT, exc)
+        if is_disk_error(exc):  # a full or read-only disk is the machine's state, not a bug
+            _fail(f"cannot write ({os_reason(exc)})", EXIT_INPUT, exc)
+        _internal(exc)
     except Exception as exc:  # anything else is a bug: one line, not a traceback
         _internal(exc)
     except BaseException as exc:

@@ -18,9 +18,11 @@ from typing import TYPE_CHECKING, Final
 import msgspec
 
 from tracekit.atomic import write_atomically
+from tracekit.errors import InputError
 from tracekit.executors import make_executor
 from tracekit.readers.discover import is_regular
 from tracekit.results.capture import CAPTURE_SCHEMA, as_capture_summary
+from tracekit.results.ranges import explain_non_finite
 from tracekit.results.vocab import WindowKind
 
 if TYPE_CHECKING:
@@ -119,8 +121,13 @@ def capture_summary(paths: Iterable[str | Path]) -> CaptureSummary | None:
         if not is_regular(candidate):  # absent, or a FIFO that would block
             continue
         try:
-            data = msgspec.json.decode(candidate.read_bytes())
-        except (OSError, msgspec.DecodeError):
+            text = candidate.read_bytes()
+            data = msgspec.json.decode(text)
+        except OSError:
+            continue
+        except msgspec.DecodeError:  # NaN or Infinity in a capture summary: named, not ignored
+            if (reason := explain_non_finite(text)) is not None and CAPTURE_SCHEMA.encode() in text:
+                raise InputError(reason, path=candidate) from None
             continue
         if isinstance(data, dict) and data.get("schema") == CAPTURE_SCHEMA:
             return as_capture_summary(data, source=str(candidate))

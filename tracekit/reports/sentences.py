@@ -6,6 +6,7 @@ shared by the terminal, Markdown and HTML renderers.
 
 from __future__ import annotations
 
+import shlex
 from typing import TYPE_CHECKING, Final
 
 from tracekit.reports import advice
@@ -283,7 +284,9 @@ def tool_advice(bound: BoundKind | None, capture: CaptureSummary) -> list[str]:
     folder = config.get("out_dir")
     if not isinstance(folder, str):
         return []
-    command = f"--config_path {(folder.rstrip('/') or '.')}/capture_config.json"
+    # quoted: out_dir is text recorded in the capture, pasted here into a shell command
+    config_path = f"{folder.rstrip('/') or '.'}/capture_config.json"
+    command = f"--config_path {shlex.quote(config_path)}"
     advice = []
     if bound is BoundKind.DATA:
         advice.append(

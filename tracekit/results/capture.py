@@ -47,6 +47,7 @@ import msgspec
 
 from tracekit.errors import InputError
 from tracekit.results import upgrade
+from tracekit.results.ranges import check_ranges, explain_non_finite
 from tracekit.results.records import older_minor
 from tracekit.results.vocab import (  # noqa: TC001  (msgspec reads them at run time)
     CaptureNoteKind,
@@ -250,7 +251,8 @@ def as_capture_summary(data: object, *, source: str) -> CaptureSummary:
     """Validate decoded JSON (or a :class:`CaptureSummary`) as a capture summary.
 
     Raises :class:`InputError` naming ``source`` when it is not one, when its major schema
-    version is not this tracekit's, or when a field has the wrong type.
+    version is not this tracekit's, when a field has the wrong type, or a number is out of
+    range (not finite; a negative size, time or count: :mod:`tracekit.results.ranges`).
     """
     if isinstance(data, CaptureSummary):
         return data
@@ -264,9 +266,11 @@ def as_capture_summary(data: object, *, source: str) -> CaptureSummary:
             path=source,
         )
     try:
-        return msgspec.convert(upgraded(data), CaptureSummary)
+        summary = msgspec.convert(upgraded(data), CaptureSummary)
     except msgspec.ValidationError as exc:
         raise InputError(f"not a valid capture summary ({exc})", path=source) from None
+    check_ranges(summary, source=source)
+    return summary
 
 
 def load_capture_summary(data: bytes | str, *, source: str) -> CaptureSummary:
@@ -274,7 +278,7 @@ def load_capture_summary(data: bytes | str, *, source: str) -> CaptureSummary:
     try:
         decoded = msgspec.json.decode(data)
     except msgspec.DecodeError as exc:
-        raise InputError(f"not valid JSON ({exc})", path=source) from None
+        raise InputError(explain_non_finite(data) or f"not valid JSON ({exc})", path=source) from None
     return as_capture_summary(decoded, source=source)
 
 

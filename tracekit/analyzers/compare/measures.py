@@ -50,18 +50,24 @@ def step_samples(frames: Sequence[pl.DataFrame], how: str = "mean") -> Samples:
 
 
 def throughput(c: Inputs) -> Measure:
-    """Throughput, set by the slowest rank of each step."""
+    """Throughput, set by the slowest rank of each step: samples/s where both captures say how
+    many samples a step holds (each side with its own count: batch 16 against batch 8 is
+    compared per sample, never per step), else steps/s."""
     per_step_a, per_step_b = sm.samples_per_step(c.a[0]), sm.samples_per_step(c.b[0])
-    scale = float(per_step_a) if per_step_a is not None and per_step_a == per_step_b else 1.0
+    a, b = step_samples(c.steps_a, "max"), step_samples(c.steps_b, "max")
+    per_sample = per_step_a is not None and per_step_b is not None
+    if per_step_a is not None and per_step_b is not None:  # step time per sample: 1e9 / it is samples/s
+        a = Samples(runs=[r / per_step_a for r in a.runs])
+        b = Samples(runs=[r / per_step_b for r in b.runs])
     return measure_of(
         "throughput",
-        Unit.SAMPLES_PER_S if scale != 1.0 else Unit.PER_S,
-        a=step_samples(c.steps_a, "max"),
-        b=step_samples(c.steps_b, "max"),
+        Unit.SAMPLES_PER_S if per_sample else Unit.PER_S,
+        a=a,
+        b=b,
         noise=c.noise,
         rng=c.rng,
         lower_is_better=False,
-        stat=lambda m: scale * 1e9 / m.mean(axis=1),
+        stat=lambda m: 1e9 / m.mean(axis=1),
         medians=False,
     )
 
