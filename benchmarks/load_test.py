@@ -25,8 +25,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULT = ROOT / "benchmarks" / "results" / "load_test.json"
-TESTS = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "tests" / "capture").glob("test_*e2e*.py")) + [
-    "tests/integrations"
+TESTS = [
+    *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "tests" / "capture").glob("test_*e2e*.py")),
+    "tests/integrations",
 ]
 SPIN = "while True:\n    pass\n"
 
