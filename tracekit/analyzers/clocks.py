@@ -14,9 +14,11 @@ Two things bound how well an offset is known: the spread of the rank's residuals
 one collective may legitimately differ on one clock, up to its latency floor (``bound``: the
 median floor over the rank's instances). An estimate beyond ``bound + spread`` is a measured
 offset: it is corrected, with that as its uncertainty. An estimate within it is what one clock
-also gives (a ring's ranks leave a few microseconds apart, gloo's ranks up to its floor), so
-nothing is corrected, but the clocks may still differ by as much as the estimate: that, plus
-the spread, is the uncertainty. Lateness inside the uncertainty is never named.
+also gives (a ring's ranks leave a few microseconds apart, gloo's ranks on one shared-core host
+up to many milliseconds), so the ranks are taken to share one clock: nothing is corrected and
+no uncertainty is added (the traces do not say which ranks share a host; an offset smaller
+than the collectives' floor cannot be told from the order in which ranks leave). Lateness
+inside the uncertainty is never named.
 """
 
 from __future__ import annotations
@@ -101,7 +103,7 @@ def estimate_clocks(found: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
             pl.when("corrected").then(pl.col("estimate")).otherwise(0).cast(pl.Int64).alias("offset_ns"),
             pl.when("corrected")
             .then(pl.col("bound") + pl.col("spread"))
-            .otherwise(pl.col("estimate").abs() + pl.col("spread"))
+            .otherwise(0)
             .round(0)
             .cast(pl.Int64)
             .alias("uncertainty_ns"),
