@@ -10,7 +10,11 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
+from tracekit.analyzers.annotations import annotation_breakdown
+from tracekit.analyzers.collectives import CollectiveResult, match_collectives
 from tracekit.analyzers.run_facts import run_warning
+from tracekit.analyzers.steps import analyze_steps, gpu_activity
+from tracekit.analyzers.stragglers import StragglerResult, find_stragglers
 from tracekit.model import SCHEMA, ProcessGroup, RankInfo, Run, classify
 from tracekit.reports.input_words import run_warning as warning_words
 
@@ -282,3 +286,13 @@ def write_nsys(path: Path, tables: dict[str, list[dict[str, Any]]], *, strings: 
 def said(warnings: Iterable[InputWarning]) -> list[str]:
     """Warnings about the input in the words the reports write."""
     return [warning_words(run_warning(w)) for w in warnings]
+
+
+def cross_rank(run: Run) -> tuple[CollectiveResult, StragglerResult]:
+    """The collectives and stragglers of ``run``, as the reduce finds them."""
+    activity = gpu_activity(run)
+    steps = analyze_steps(run, activity=activity)
+    collectives = match_collectives(run, activity, steps)
+    annotations = annotation_breakdown(run, steps, activity)
+    span = int(run.events["end_ns"].max() - run.events["start_ns"].min())  # type: ignore[operator]
+    return collectives, find_stragglers(collectives, steps, annotations, span_ns=span)

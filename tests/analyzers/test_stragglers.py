@@ -6,27 +6,14 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from tests.factories import ev, make_run, nccl_call
-from tracekit.analyzers.annotations import annotation_breakdown
-from tracekit.analyzers.collectives import CollectiveResult, match_collectives
-from tracekit.analyzers.steps import analyze_steps, gpu_activity
-from tracekit.analyzers.stragglers import StragglerResult, find_stragglers
+from tests.factories import cross_rank, ev, make_run, nccl_call
 from tracekit.results.vocab import StragglerCause
 
 if TYPE_CHECKING:
-    from tracekit.model import Run
+    from tracekit.analyzers.stragglers import StragglerResult
 
 US = 1000
 STEP = 1000 * US
-
-
-def cross_rank(run: Run) -> tuple[CollectiveResult, StragglerResult]:
-    activity = gpu_activity(run)
-    steps = analyze_steps(run, activity=activity)
-    collectives = match_collectives(run, activity, steps)
-    annotations = annotation_breakdown(run, steps, activity)
-    span = int(run.events["end_ns"].max() - run.events["start_ns"].min())  # type: ignore[operator]
-    return collectives, find_stragglers(collectives, steps, annotations, span_ns=span)
 
 
 def per_rank(result: StragglerResult) -> dict[int, dict[str, Any]]:

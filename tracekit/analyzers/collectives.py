@@ -31,14 +31,16 @@ collectives: ``gloo:``/``mpi:``/``ucc:`` operations (whose spans include the wai
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final
 
 import polars as pl
 
 from tracekit.analyzers import intervals as iv
+from tracekit.analyzers.alignment import align, misaligned_frame, with_members
+from tracekit.analyzers.clocks import estimate_clocks, no_clocks, tolerance
 from tracekit.model.taxonomy import kernel_op_expr
-from tracekit.results.vocab import CollectiveMatch, MatchKey
+from tracekit.results.vocab import CollectiveMatch, MatchKey, StepSource
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -67,18 +69,24 @@ class CollectiveResult:
 
     #: rank, pg, op, matched_by, k, source ("kernel"/"host"), stream, step, launch_ns,
     #: arrival_ns, start_ns, end_ns, duration_ns, floor_ns, wait_ns, lateness_ns,
-    #: explained_wait_ns, unexplained_wait_ns, is_last (the last six null when unmatched)
+    #: explained_wait_ns, unexplained_wait_ns, is_last (the last six null when unmatched;
+    #: arrival and lateness on the corrected clocks, lateness null within their uncertainty)
     per_rank: pl.DataFrame
-    #: pg, op, matched_by, k, ranks, expected_ranks, matched, complete, first_start_ns,
-    #: first_arrival_ns, floor_ns, spread_ns (of arrivals), mean_wait_ns, explained_wait_ns,
-    #: unexplained_wait_ns (means over its ranks), last_rank (latest arrival), last_ranks
-    #: (within tolerance of it); floors, waits and last ranks are null when unmatched
+    #: pg, op, matched_by, k, step, ranks, expected_ranks, matched, complete, common,
+    #: first_start_ns, first_arrival_ns, floor_ns, spread_ns (of arrivals), tolerance_ns,
+    #: mean_wait_ns, explained_wait_ns, unexplained_wait_ns (means over its ranks), last_rank
+    #: (latest arrival), last_ranks (within tolerance of it); floors, waits and last ranks are
+    #: null when unmatched, last ranks also when the spread is within the clocks' tolerance
     instances: pl.DataFrame
     #: ranks whose traces are present
     ranks_present: int = 0
     #: the job's world size, when the traces record it
     world_size: int | None = None
     match: CollectiveMatch = CollectiveMatch.NONE
+    #: each rank's clock offset (:func:`~tracekit.analyzers.clocks.estimate_clocks`)
+    clocks: pl.DataFrame = field(default_factory=no_clocks)
+    #: the steps whose collectives do not align across ranks (:mod:`~tracekit.analyzers.alignment`)
+    misaligned: pl.DataFrame = field(default_factory=misaligned_frame)
 
     @property
     def has_collectives(self) -> bool:
@@ -270,26 +278,34 @@ def _in_run(found: pl.DataFrame, groups: pl.DataFrame, world_size: int | None) -
     )
 
 
+_MATCHED: Final = pl.col("rank").n_unique().over(KEYS) >= 2
+
+
+def _floors(found: pl.DataFrame) -> pl.DataFrame:
+    """Each instance's latency floor (null when unmatched) and each call's wait."""
+    floor = pl.when(_MATCHED).then(pl.col("duration_ns").min().over(KEYS))
+    return found.with_columns(floor_ns=floor).with_columns(wait_ns=pl.col("duration_ns") - pl.col("floor_ns"))
+
+
 def _measure(found: pl.DataFrame) -> pl.DataFrame:
-    """Floors, waits, lateness and the explained part of each wait (null when unmatched)."""
+    """Lateness and the explained part of each wait (null when unmatched), from arrivals on
+    the corrected clocks. An instance whose arrivals spread no further than the clocks'
+    tolerance has no measurable lateness: no last rank, nothing its lateness explains."""
     keys = list(KEYS)
-    matched = pl.col("rank").n_unique().over(keys) >= 2
     found = found.with_columns(
         first_arrival_ns=pl.col("arrival_ns").min().over(keys),
         last_arrival_ns=pl.col("arrival_ns").max().over(keys),
-    ).with_columns(
-        floor_ns=pl.when(matched).then(pl.col("duration_ns").min().over(keys)),
     )
     spread = pl.col("last_arrival_ns") - pl.col("first_arrival_ns")
+    measurable = _MATCHED & ((pl.col("tolerance_ns") == 0) | (spread > pl.col("tolerance_ns")))
     tolerance = pl.max_horizontal(spread * LAST_TOLERANCE_SHARE, pl.lit(LAST_TOLERANCE_NS))
     gap = pl.col("last_arrival_ns") - pl.col("arrival_ns")
     found = found.with_columns(
-        wait_ns=pl.col("duration_ns") - pl.col("floor_ns"),
-        lateness_ns=pl.when(matched).then(pl.col("arrival_ns") - pl.col("first_arrival_ns")),
-        is_last=matched & (spread > LAST_TOLERANCE_NS) & (gap <= tolerance),
+        lateness_ns=pl.when(measurable).then(pl.col("arrival_ns") - pl.col("first_arrival_ns")),
+        is_last=measurable & (spread > LAST_TOLERANCE_NS) & (gap <= tolerance),
     )
-    explained = pl.min_horizontal("wait_ns", gap).clip(lower_bound=0)
-    return found.with_columns(explained_wait_ns=pl.when(matched).then(explained)).with_columns(
+    explained = pl.when(measurable).then(pl.min_horizontal("wait_ns", gap).clip(lower_bound=0)).otherwise(0)
+    return found.with_columns(explained_wait_ns=pl.when(_MATCHED).then(explained)).with_columns(
         unexplained_wait_ns=pl.col("wait_ns") - pl.col("explained_wait_ns")
     )
 
@@ -298,12 +314,16 @@ def _instances(found: pl.DataFrame) -> pl.DataFrame:
     keys = list(KEYS)
     last = pl.col("rank").sort_by("arrival_ns", "wait_ns", "rank", descending=[True, False, False]).first()
     out = found.group_by(keys).agg(
+        step=pl.col("step").min(),
         ranks=pl.col("rank").n_unique(),
+        members_present=pl.col("members_present").first(),
         expected_ranks=pl.col("expected_ranks").max(),
         first_start_ns=pl.col("start_ns").min(),
         first_arrival_ns=pl.col("arrival_ns").min(),
         floor_ns=pl.col("floor_ns").first(),
-        spread_ns=pl.col("lateness_ns").max(),
+        spread_ns=pl.when(pl.col("rank").n_unique() >= 2).then(pl.col("arrival_ns").max() - pl.col("arrival_ns").min()),
+        tolerance_ns=pl.col("tolerance_ns").first(),
+        measurable=pl.col("lateness_ns").is_not_null().any(),
         mean_wait_ns=pl.col("wait_ns").mean(),
         explained_wait_ns=pl.col("explained_wait_ns").mean(),
         unexplained_wait_ns=pl.col("unexplained_wait_ns").mean(),
@@ -316,18 +336,22 @@ def _instances(found: pl.DataFrame) -> pl.DataFrame:
             matched=matched,
             # more ranks than the group has: groups that share a name were merged, not complete
             complete=matched & (pl.col("ranks") == pl.coalesce("expected_ranks", "ranks")),
-            last_rank=pl.when(matched).then(pl.col("last_rank")),
+            common=pl.col("ranks") == pl.col("members_present"),
+            last_rank=pl.when(pl.col("measurable")).then(pl.col("last_rank")),
         )
         .select(
             *keys,
+            "step",
             "ranks",
             "expected_ranks",
             "matched",
             "complete",
+            "common",
             "first_start_ns",
             "first_arrival_ns",
             "floor_ns",
             "spread_ns",
+            "tolerance_ns",
             "mean_wait_ns",
             "explained_wait_ns",
             "unexplained_wait_ns",
@@ -338,16 +362,36 @@ def _instances(found: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def _located(found: pl.DataFrame, steps: StepResult) -> pl.DataFrame:
-    """``found`` with the step whose window holds each call's launch (null outside steps)."""
-    if not steps.has_steps:
-        return found.with_columns(step=pl.lit(None, dtype=pl.Int64))
-    frames = steps.steps.select(
-        "rank", "step", pl.col("win_start_ns").alias("start_ns"), pl.col("win_end_ns").alias("end_ns")
+#: Step sources whose numbers are the trace's own (the same iteration has the same number on
+#: every rank): only these align collectives across ranks (inferred steps are ordinals).
+MARKED: Final = (StepSource.TRACEKIT.value, StepSource.PROFILER_STEP.value)
+
+
+def _in_windows(found: pl.DataFrame, frames: pl.DataFrame, name: str) -> pl.DataFrame:
+    """``found`` with column ``name``: the step of ``frames`` whose window holds each launch."""
+    if frames.height == 0:
+        return found.with_columns(pl.lit(None, dtype=pl.Int64).alias(name))
+    frames = frames.select(
+        "rank",
+        pl.col("step").alias(name),
+        pl.col("win_start_ns").alias("start_ns"),
+        pl.col("win_end_ns").alias("end_ns"),
     )
     found = found.with_row_index("_row")
-    located = iv.locate(found.select("_row", "rank", "launch_ns"), "launch_ns", frames, by=["rank"], keep=["step"])
-    return found.join(located.select("_row", "step"), on="_row", how="left").drop("_row")
+    located = iv.locate(found.select("_row", "rank", "launch_ns"), "launch_ns", frames, by=["rank"], keep=[name])
+    return found.join(located.select("_row", name), on="_row", how="left").drop("_row")
+
+
+def _located(found: pl.DataFrame, steps: StepResult) -> pl.DataFrame:
+    """``found`` with ``step``, the steady-state step whose window holds each call's launch
+    (null outside them), and ``window``, the marked step, warm-up included, that holds it (null
+    outside every step and on ranks whose steps were inferred: what aligns ranks)."""
+    if not steps.has_steps:
+        return found.with_columns(step=pl.lit(None, dtype=pl.Int64), window=pl.lit(None, dtype=pl.Int64))
+    marked = steps.how_found.filter(pl.col("source").cast(pl.String).is_in(MARKED)).select("rank")
+    every = steps.all_steps if "win_start_ns" in steps.all_steps.columns else steps.steps
+    every = every.join(marked.with_columns(pl.col("rank").cast(every.schema["rank"])), on="rank", how="semi")
+    return _in_windows(_in_windows(found, steps.steps, "step"), every, "window")
 
 
 def _status(instances: pl.DataFrame, *, ranks_present: int, world_size: int | None) -> CollectiveMatch:
@@ -390,7 +434,10 @@ def match_found(
 
     ``groups``: :func:`group_members` of every rank of the run; ``world_size``: the run's.
     """
-    found = _measure(_in_run(found, groups, world_size))
+    found, misaligned = align(_in_run(found, groups, world_size))
+    found = _floors(with_members(found))
+    clocks = estimate_clocks(found, list(KEYS))
+    found = _measure(tolerance(found, clocks, list(KEYS)))
     per_rank = found.select(
         "rank",
         *KEYS,
@@ -417,4 +464,6 @@ def match_found(
         ranks_present=present,
         world_size=world,
         match=_status(instances, ranks_present=present, world_size=world),
+        clocks=clocks,
+        misaligned=misaligned,
     )

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING
 
 import polars as pl
 
+from tracekit.analyzers.alignment import POINT_TO_POINT
 from tracekit.analyzers.convert import DECIMALS
 from tracekit.analyzers.stats import num
 from tracekit.analyzers.verdict import COMMS_MIN_SHARE, LOW_OVERLAP_PCT
@@ -49,6 +50,11 @@ def evidence(
         )
     inst = collectives.instances
     if inst.height:
+        # only instances every rank of the group present holds: a step one rank's trace does not
+        # cover would count its calls (unmatched) beside the others' (matched); point-to-point
+        # operations involve two ranks of their group by design
+        point_to_point = pl.col("op").str.contains(POINT_TO_POINT)
+        inst = inst.filter(pl.col("common") | point_to_point) if "common" in inst.columns else inst
         matched = pl.col("matched").any()  # floors and waits of unmatched instances are unknown, not 0
         by_op = inst.group_by("op").agg(
             pl.len().alias("n"),

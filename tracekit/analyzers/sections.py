@@ -168,6 +168,8 @@ def collectives_reduce(red: Reduced) -> CollectivesSection:
         ranks_present=c.ranks_present,
         world_size=c.world_size,
         match=c.match,
+        clocks=rows(c.clocks, r.ClockOffset),
+        misaligned=rows(c.misaligned, r.MisalignedStep),
     )
 
 

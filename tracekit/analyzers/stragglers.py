@@ -22,7 +22,7 @@ the rest of its wait.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Final
 
 import polars as pl
@@ -179,6 +179,7 @@ def find_stragglers(
 ) -> StragglerResult:
     """Score every rank's lateness and name the stragglers with their cause."""
     joined = _attributed(collectives)
+    steps = on_corrected_clocks(steps, collectives.clocks)
     base, n_steps = _time_base(steps, span_ns)
     per_rank = _per_rank(joined, base=base, n_steps=n_steps)
     matrix = (
@@ -196,6 +197,20 @@ def find_stragglers(
     stragglers = tuple(s for s in explained if _caused(s, n_steps=n_steps))
     per_rank = _straggler_waits(joined, per_rank, [s.rank for s in stragglers])
     return StragglerResult(per_rank=per_rank, matrix=matrix, stragglers=stragglers)
+
+
+def on_corrected_clocks(steps: StepResult, clocks: pl.DataFrame) -> StepResult:
+    """``steps`` with each rank's step starts on the corrected clocks (a rank whose clock reads
+    ahead would seem to start its steps late), for comparing starts across ranks."""
+    if not steps.has_steps or clocks.height == 0 or not clocks["corrected"].any():
+        return steps
+    offsets = clocks.select(pl.col("rank").cast(steps.steps.schema["rank"]), "offset_ns")
+    shifted = (
+        steps.steps.join(offsets, on="rank", how="left", maintain_order="left")
+        .with_columns(pl.col("start_ns") - pl.col("offset_ns").fill_null(0))
+        .drop("offset_ns")
+    )
+    return replace(steps, steps=shifted)
 
 
 def _caused(straggler: Straggler, *, n_steps: int) -> bool:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final, Protocol, TypeVar
 
+from tracekit.reports.cross_rank_words import cross_rank_notes
 from tracekit.reports.document import Table
 from tracekit.reports.finding_times import CLOCK_NOTE, at
 from tracekit.reports.input_words import analyzed_folder, rank_found, relative_note, run_warning, shown_path
@@ -306,8 +307,11 @@ def stragglers(a: Analysis, limit: int | None) -> Table:
             ]
             for r in rows
         ),
-        f"Stragglers: {named}. The score is the others' wait a rank causes per step, as a share of the step." + note,
-        empty=_NO_STRAGGLERS.get(a.collectives.match, "No collectives were matched across ranks."),
+        f"Stragglers: {named}. The score is the others' wait a rank causes per step, as a share of the step."
+        + cross_rank_notes(a.collectives)
+        + note,
+        empty=_NO_STRAGGLERS.get(a.collectives.match, "No collectives were matched across ranks.")
+        + cross_rank_notes(a.collectives),
     )
 
 
@@ -347,7 +351,9 @@ def collectives(a: Analysis, limit: int = 40) -> Table:
             ]
             for r in inst[:limit]
         ),
-        "Latency floor = the shortest duration over ranks; the rest of each rank's duration is waiting." + note,
+        "Latency floor = the shortest duration over ranks; the rest of each rank's duration is waiting."
+        + cross_rank_notes(a.collectives)
+        + note,
         numeric=[False, True, True, True, True, True, False],
         empty="No collectives were recorded.",
     )

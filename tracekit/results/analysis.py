@@ -10,7 +10,9 @@ figures) and each rank's ``rank_source`` a :class:`RankFound` where 2.4 held sen
 capture summary inside is of capture schema 1.5
 (notes and how ranks were chosen as kinds); a file of 2.0 to 2.4 is read into them when loaded
 (:mod:`tracekit.results.upgrade`). Also new in 2.5: what removing each waste is worth
-(:class:`Gain`: ``Finding.gain`` and ``Verdict.gains``; empty in older files).
+(:class:`Gain`: ``Finding.gain`` and ``Verdict.gains``; empty in older files). New in 2.6: each
+rank's clock offset and the steps whose collectives do not align (``CollectivesSection.clocks``
+and ``misaligned``), and which instances every rank holds (``CollectiveInstance.common``).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from tracekit.results.capture import CaptureSummary  # noqa: TC001
 from tracekit.results.rows import (  # noqa: TC001  (msgspec reads annotations at run time)
     BreakdownRow,
     CategoryRow,
+    ClockOffset,
     CollectiveInstance,
     CostRow,
     DataLoaderRow,
@@ -35,6 +38,7 @@ from tracekit.results.rows import (  # noqa: TC001  (msgspec reads annotations a
     MemoryCategoryRow,
     MemoryRow,
     MemorySample,
+    MisalignedStep,
     OverlapRow,
     PhaseRow,
     PhaseStepRow,
@@ -69,7 +73,7 @@ from tracekit.results.vocab import (
 
 SCHEMA: Final = "tracekit.analysis"
 #: The major version changes when a reader of the previous one would misread a file.
-SCHEMA_VERSION: Final = "2.5"
+SCHEMA_VERSION: Final = "2.6"
 
 
 class Struct(msgspec.Struct, frozen=True, kw_only=True):
@@ -341,6 +345,10 @@ class CollectivesSection(Struct, frozen=True, kw_only=True):
     world_size: int | None = None
     #: how far instances could be matched: what their floors and waits mean
     match: CollectiveMatch = CollectiveMatch.NONE
+    #: since 2.6: each rank's clock offset and its uncertainty (empty: none could be estimated)
+    clocks: list[ClockOffset] = msgspec.field(default_factory=list)
+    #: since 2.6: steps whose collectives do not align across ranks (cross-rank figures skipped)
+    misaligned: list[MisalignedStep] = msgspec.field(default_factory=list)
 
 
 class StragglersSection(Struct, frozen=True, kw_only=True):

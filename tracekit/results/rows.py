@@ -196,6 +196,40 @@ class CollectiveInstance(Row, frozen=True, kw_only=True):
     unexplained_wait_ns: float | None
     last_rank: int | None
     last_ranks: list[int]
+    #: since 2.6: the step of its earliest call (null outside the steady steps)
+    step: int | None = None
+    #: since 2.6: held by every rank of its group present in the run: what the figures count
+    common: bool = True
+    #: since 2.6: how far two ranks' arrivals may be off through their clocks (the sum of the
+    #: two largest clock uncertainties of its ranks); a spread within it names no last rank
+    tolerance_ns: int | None = None
+
+
+class ClockOffset(Row, frozen=True, kw_only=True):
+    """One rank's clock offset, estimated from the ends of the collectives it shares (since 2.6)."""
+
+    rank: int
+    #: instances held by two ranks or more it was estimated from
+    instances: int
+    #: the estimate, relative to the lowest rank linked to it
+    estimate_ns: int
+    #: what was subtracted from the rank's arrivals (the estimate where it is beyond what one
+    #: clock allows, else 0)
+    offset_ns: int
+    #: how far the rank's clock may still be off, after the correction
+    uncertainty_ns: int
+    corrected: bool
+
+
+class MisalignedStep(Row, frozen=True, kw_only=True):
+    """A step (null: outside every step) whose calls of one operation in one group the ranks
+    hold in different counts: not matched, left out of every cross-rank figure (since 2.6)."""
+
+    pg: str
+    op: str
+    step: int | None
+    ranks: list[int]
+    counts: list[int]
 
 
 class StragglerRank(Row, frozen=True, kw_only=True):

@@ -1,0 +1,54 @@
+"""What the reports say about matching collectives across ranks: steps that do not align, and
+the ranks' clock offsets with how far lateness can be measured."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Final
+
+if TYPE_CHECKING:
+    from tracekit.results.analysis import CollectivesSection
+    from tracekit.results.rows import MisalignedStep
+
+#: The steps listed by name in one note at most (the JSON lists them all).
+_SHOWN: Final = 5
+
+
+def _ms(ns: float) -> str:
+    return f"{ns / 1e6:.2f} ms"
+
+
+def _step(m: MisalignedStep) -> str:
+    where = "outside every step" if m.step is None else f"step {m.step}"
+    held = ", ".join(f"rank {r}: {n}" for r, n in zip(m.ranks, m.counts, strict=True))
+    return f"{where} ({m.op} in group {m.pg or '-'}: {held})"
+
+
+def alignment_note(c: CollectivesSection) -> str:
+    """Steps whose collectives the ranks hold in different counts, or ''."""
+    if not c.misaligned:
+        return ""
+    shown = "; ".join(_step(m) for m in c.misaligned[:_SHOWN])
+    more = f"; and {len(c.misaligned) - _SHOWN} more (in the JSON)" if len(c.misaligned) > _SHOWN else ""
+    return f"Ranks' windows do not align: cross-rank figures skipped for {shown}{more}."
+
+
+def clock_note(c: CollectivesSection) -> str:
+    """The clock offsets corrected, and the lateness below which nothing is named, or ''."""
+    parts = []
+    corrected = [k for k in c.clocks if k.corrected]
+    if corrected:
+        offsets = ", ".join(f"rank {k.rank} {k.offset_ns / 1e6:+.2f} ms ± {_ms(k.uncertainty_ns)}" for k in corrected)
+        parts.append(f"Clock offsets estimated from the collectives' ends and corrected: {offsets}.")
+    tolerance = max((i.tolerance_ns or 0 for i in c.instances if i.matched), default=0)
+    if tolerance > 0:
+        parts.append(
+            f"Ranks' clocks may differ by up to {_ms(tolerance)} (from where their collectives end): "
+            "lateness below that is not measurable and is not named."
+        )
+    return " ".join(parts)
+
+
+def cross_rank_notes(c: CollectivesSection) -> str:
+    """Both notes, each a sentence or two (a leading space when any)."""
+    text = " ".join(n for n in (alignment_note(c), clock_note(c)) if n)
+    return f" {text}" if text else ""
