@@ -97,3 +97,21 @@ def test_tracekit_phases_are_the_rows_whatever_encloses_them() -> None:
     }
     theirs = {r["name"]: r["cpu_ns"] for r in per_rank.filter(rank=1).iter_rows(named=True)}
     assert theirs == {"Optimizer.step#AdamW.step": 83, UNANNOTATED: 17}
+
+
+def test_unannotated_gpu_time_is_what_was_launched_outside_every_range() -> None:
+    """The ``(unannotated)`` row's GPU time: the union of the kernels launched inside the step
+    while no top-level range was open (was always 0)."""
+    data = [
+        *rows(),
+        # launched at 42 (between forward and backward), by the training thread: unannotated
+        ev("runtime", "cudaLaunchKernel", 42, 43, tid=1, correlation=4),
+        ev("kernel", "k_opt1", 44, 48, correlation=4),
+        ev("runtime", "cudaLaunchKernel", 92, 93, tid=1, correlation=5),  # after backward
+        ev("kernel", "k_opt2", 94, 99, correlation=5, stream=8),
+        ev("runtime", "cudaLaunchKernel", 95, 96, tid=1, correlation=6),
+        ev("kernel", "k_opt3", 96, 101, correlation=6, stream=9),  # overlaps k_opt2: union 94-101
+    ]
+    table = {r["name"]: r for r in run_analysis(make_run(data)).frames.annotations.per_rank.iter_rows(named=True)}
+    assert table[UNANNOTATED]["gpu_ns"] == 4 + 7
+    assert (table["forward"]["gpu_ns"], table["backward"]["gpu_ns"]) == (10, 20)

@@ -60,13 +60,29 @@ def top_level(run: Run, steps: StepResult) -> pl.DataFrame:
     return iv.outermost(ann, ["rank", "pid", "tid"]).with_row_index("ann_id")
 
 
-def _gpu_time(top: pl.DataFrame, activity: pl.DataFrame) -> pl.DataFrame:
-    """ann_id, gpu_ns: union of GPU activity launched inside each top-level annotation."""
-    launched = activity.filter(pl.col("launch_pid").is_not_null()).select(
+def _launched(activity: pl.DataFrame) -> pl.DataFrame:
+    """GPU activity with its launch: rank, pid (the launching process), launch_ns, start_ns, end_ns."""
+    return activity.filter(pl.col("launch_pid").is_not_null()).select(
         "rank", pl.col("launch_pid").alias("pid"), "launch_ns", "start_ns", "end_ns"
     )
-    gpu = iv.locate(launched, "launch_ns", top, by=["rank", "pid"], keep=["ann_id"])
+
+
+def _gpu_time(top: pl.DataFrame, activity: pl.DataFrame) -> pl.DataFrame:
+    """ann_id, gpu_ns: union of GPU activity launched inside each top-level annotation."""
+    gpu = iv.locate(_launched(activity), "launch_ns", top, by=["rank", "pid"], keep=["ann_id"])
     totals = iv.total(gpu.select("ann_id", "start_ns", "end_ns"), ["ann_id"])
+    assert isinstance(totals, pl.DataFrame)
+    return totals.rename({"total_ns": "gpu_ns"})
+
+
+def _unannotated_gpu(top: pl.DataFrame, steps: StepResult, activity: pl.DataFrame) -> pl.DataFrame:
+    """rank, step, gpu_ns: union of the GPU activity launched inside each step while no
+    top-level range of its process was open (the ``(unannotated)`` row's GPU time)."""
+    launched = _launched(activity).with_row_index("launch_id")
+    inside = iv.locate(launched, "launch_ns", top, by=["rank", "pid"], keep=[], in_time_order=False)
+    rest = launched.join(inside.select("launch_id"), on="launch_id", how="anti")
+    in_step = iv.locate(rest, "launch_ns", steps.steps, by=["rank"], keep=["step"], in_time_order=False)
+    totals = iv.total(in_step.select("rank", "step", "start_ns", "end_ns"), ["rank", "step"])
     assert isinstance(totals, pl.DataFrame)
     return totals.rename({"total_ns": "gpu_ns"})
 
@@ -96,7 +112,7 @@ def annotations_per_step(
         top = top.with_columns(step=pl.lit(None, dtype=pl.Int64))
     per_step = top.group_by("rank", "step", "name").agg(pl.col("cpu_ns", "gpu_ns").sum(), count=pl.len())
     if steps.has_steps:
-        per_step = _complete(per_step, steps)
+        per_step = _complete(per_step, steps, _unannotated_gpu(top, steps, activity))
     return per_step.sort("rank", "step", "name")
 
 
@@ -111,8 +127,9 @@ def summarize_annotations(per_step: pl.DataFrame, steps: StepResult) -> Annotati
     return AnnotationResult(per_rank=per_rank, summary=summary, per_step=per_step, level=level)
 
 
-def _complete(per_step: pl.DataFrame, steps: StepResult) -> pl.DataFrame:
-    """Every (rank, step, name), zero where a name is absent; plus the unannotated rest."""
+def _complete(per_step: pl.DataFrame, steps: StepResult, rest_gpu: pl.DataFrame) -> pl.DataFrame:
+    """Every (rank, step, name), zero where a name is absent; plus the unannotated rest, whose
+    GPU time is ``rest_gpu``'s (rank, step, gpu_ns)."""
     grid = (
         steps.steps.select("rank", "step", "duration_ns")
         .join(per_step.select("rank", "name").unique(), on="rank", how="left")
@@ -128,12 +145,13 @@ def _complete(per_step: pl.DataFrame, steps: StepResult) -> pl.DataFrame:
             on=["rank", "step"],
             how="left",
         )
+        .join(rest_gpu, on=["rank", "step"], how="left")
         .select(
             "rank",
             "step",
             pl.lit(UNANNOTATED).alias("name"),
             (pl.col("duration_ns") - pl.col("covered").fill_null(0)).clip(lower_bound=0).alias("cpu_ns"),
-            pl.lit(0, dtype=pl.Int64).alias("gpu_ns"),
+            pl.col("gpu_ns").fill_null(0).cast(pl.Int64),
             pl.lit(0, dtype=pl.UInt32).alias("count"),
         )
     )
