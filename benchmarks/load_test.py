@@ -57,7 +57,11 @@ def main() -> int:
     try:
         for n in range(args.rounds):
             rounds.append(one_round(args.keyword))
-            print(f"round {n + 1}/{args.rounds}: {rounds[-1]['summary']} ({rounds[-1]['seconds']} s)", flush=True)
+            failed = ", ".join(rounds[-1]["failed"]) or "none"  # type: ignore[arg-type]
+            print(
+                f"round {n + 1}/{args.rounds}: {rounds[-1]['summary']} ({rounds[-1]['seconds']} s); failed: {failed}",
+                flush=True,
+            )
     finally:
         for hog in hogs:
             hog.kill()
