@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
 
-from tracekit.capture import files, outdir, processes
+from tracekit.capture import accelerate_configs, files, outdir, processes
 from tracekit.capture.config import CaptureConfig, to_dict
 from tracekit.capture.launcher import run_ranks
 from tracekit.capture.loader_rank import fetch_name
@@ -81,6 +81,7 @@ def probe_dataloader(
     config = msgspec.structs.replace(config, nsys=False)
     training = _training(config, capture)
     target = outdir.check(probe_folder(config), PROBE)
+    accelerate_configs.check(config.accelerate_config)  # a missing file, several machines
     resolve(config.workload)  # an import error fails here, before N ranks start
     warmup = config.warmup_steps * config.gradient_accumulation_steps
     folder = outdir.staging(target)
