@@ -193,7 +193,7 @@ def _drop_failed_client(exc: BaseException, client_type: type) -> None:
     """Mark the half-made client of a failed ``Client(...)`` closed: otherwise its ``__del__``
     waits twice the connect timeout for a connection that never was, then prints a traceback."""
     for frame, _ in traceback.walk_tb(exc.__traceback__):
-        client = frame.f_locals.get("self")
+        client: Any = frame.f_locals.get("self")
         if isinstance(client, client_type):
             with contextlib.suppress(Exception):
                 client._loop_runner.stop()
