@@ -196,8 +196,8 @@ def _drop_failed_client(exc: BaseException, client_type: type) -> None:
         client: Any = frame.f_locals.get("self")
         if isinstance(client, client_type):
             with contextlib.suppress(Exception):
-                client._loop_runner.stop()
-            client.status = "closed"
+                getattr(client, "_loop_runner").stop()  # noqa: B009  (private to distributed: not typed)
+            setattr(client, "status", "closed")  # noqa: B010
 
 
 def _distributed() -> Any:
