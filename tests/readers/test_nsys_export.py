@@ -16,6 +16,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
+from tests.test_pools import alive
 from tracekit.errors import TraceReadError
 from tracekit.readers import load_run, nsys_export, read_file
 from tracekit.readers.nsys_export import cached_export
@@ -161,15 +162,7 @@ def test_a_hanging_export_is_stopped_at_its_limit(nsys: Nsys, tmp_path: Path, mo
     assert time.monotonic() - started < 60
     assert "\n" not in info.value.message and info.value.path == str(rep)
     assert list((cache / "nsys").iterdir()) == []
-    assert not _alive(int((tmp_path / "nsys.pid").read_text()))  # its child `sleep` went with it
-
-
-def _alive(pid: int) -> bool:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rsplit(")", 1)[-1].split()[0] != "Z"
+    assert not alive(int((tmp_path / "nsys.pid").read_text()))  # its child `sleep` went with it
 
 
 def _damage(export: Path, kind: str, *, source: Path) -> None:
