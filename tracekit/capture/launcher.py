@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 
 from tracekit.capture import accelerate_configs, files, outdir, processes, ranks
 from tracekit.capture.config import CaptureConfig, to_dict
+from tracekit.capture.deadline import deadline
 from tracekit.capture.extras import require_capture
 from tracekit.capture.ranks import CaptureError
 from tracekit.capture.summary import write_summary
@@ -156,7 +157,8 @@ def capture(config: CaptureConfig) -> CaptureSummary:
     check_nsys(config)
     accelerate_configs.check(config.accelerate_config)  # a missing file, DeepSpeed not installed
     target = outdir.check(config.out_dir)
-    resolve(config.workload)  # an import error fails here, before N ranks start
+    with deadline("capture", config.timeout):  # importing the workload's module runs its code here
+        resolve(config.workload)  # an import error fails here, before N ranks start
     had_capture = outdir.is_capture(target)
     folder = outdir.staging(target)
     try:

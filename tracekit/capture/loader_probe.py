@@ -24,6 +24,7 @@ import msgspec
 
 from tracekit.capture import accelerate_configs, files, outdir, processes
 from tracekit.capture.config import CaptureConfig, to_dict
+from tracekit.capture.deadline import deadline
 from tracekit.capture.launcher import run_ranks
 from tracekit.capture.loader_rank import fetch_name
 from tracekit.capture.loader_stats import headroom, rank_fetches
@@ -82,7 +83,8 @@ def probe_dataloader(
     training = _training(config, capture)
     target = outdir.check(probe_folder(config), PROBE)
     accelerate_configs.check(config.accelerate_config)  # a missing file, several machines
-    resolve(config.workload)  # an import error fails here, before N ranks start
+    with deadline("dataloader", config.timeout):  # importing the workload's module runs its code here
+        resolve(config.workload)  # an import error fails here, before N ranks start
     warmup = config.warmup_steps * config.gradient_accumulation_steps
     folder = outdir.staging(target)
     args = [str(batches), str(warmup)]
