@@ -204,7 +204,7 @@ def _launch(config: CaptureConfig, folder: Path, *, module: str = RUNNER, args: 
     run_id = uuid.uuid4().hex
     env = rank_env(config, run_id)
     proc: subprocess.Popen[bytes] | None = None
-    with (folder / files.LOG).open("wb") as log, processes.interrupts_raise():
+    with (folder / files.LOG).open("wb") as log, processes.interrupts_raise(), processes.Orphans() as orphans:
         try:
             proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
             proc.wait(timeout=config.timeout)
@@ -216,7 +216,7 @@ def _launch(config: CaptureConfig, folder: Path, *, module: str = RUNNER, args: 
         finally:
             if proc is not None:
                 with processes.interrupts_ignored():
-                    processes.stop(proc, run_id)
+                    processes.stop(proc, run_id, orphans)
 
 
 def run_ranks(
