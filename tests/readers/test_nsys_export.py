@@ -9,18 +9,17 @@ from __future__ import annotations
 
 import os
 import tempfile
+import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from pathlib import Path
 
 import polars as pl
 import pytest
 
+from tests.test_pools import alive
 from tracekit.errors import TraceReadError
-from tracekit.readers import load_run, read_file
+from tracekit.readers import load_run, nsys_export, read_file
 from tracekit.readers.nsys_export import cached_export
-
-if TYPE_CHECKING:
-    from pathlib import Path
 
 FAKE_NSYS = """#!/bin/sh
 echo "$@" >> "$NSYS_LOG"
@@ -31,6 +30,7 @@ case "$NSYS_FAIL" in
   exit) head -c 100000 "$source" > "$out"; echo "cannot write: no space left on device" >&2; exit 3 ;;
   kill) head -c 100000 "$source" > "$out"; kill -9 $$ ;;
   interrupt) head -c 100000 "$source" > "$out"; kill -INT $PPID; sleep 10 ;;
+  hang) head -c 100000 "$source" > "$out"; sleep 1000 & echo $! > "$NSYS_PID"; wait ;;
 esac
 cp "$source" "$out"
 """
@@ -148,6 +148,21 @@ def test_tracekit_interrupted_while_exporting_leaves_nothing(
     monkeypatch.delenv("NSYS_FAIL")
     assert load_run([rep], cache_dir=cache).events.equals(nsys.events(0))
     assert nsys.calls() == 2
+
+
+def test_a_hanging_export_is_stopped_at_its_limit(nsys: Nsys, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``nsys export`` that never ends: killed (its children too) at the limit, one line, nothing left."""
+    rep, cache = nsys.report(tmp_path / "job.nsys-rep", 0), tmp_path / "cache"
+    monkeypatch.setenv("NSYS_FAIL", "hang")
+    monkeypatch.setenv("NSYS_PID", str(tmp_path / "nsys.pid"))
+    monkeypatch.setattr(nsys_export, "EXPORT_BASE_S", 1.0)
+    started = time.monotonic()
+    with pytest.raises(TraceReadError, match=r"`nsys export --type sqlite` ran past 1 s .* and was stopped") as info:
+        read_file(rep, cache_root=cache)
+    assert time.monotonic() - started < 60
+    assert "\n" not in info.value.message and info.value.path == str(rep)
+    assert list((cache / "nsys").iterdir()) == []
+    assert not alive(int((tmp_path / "nsys.pid").read_text()))  # its child `sleep` went with it
 
 
 def _damage(export: Path, kind: str, *, source: Path) -> None:

@@ -51,6 +51,22 @@ CASES: list[Case] = [
     _unreadable("nsys-wrong-tables", b.sqlite_new({"foo": (["a", "b"], [(1, 2)])})),
     _unreadable("nsys-no-tables", b.sqlite_new({})),
     _unreadable("nsys-all-event-tables-empty", b.sqlite_edit(*(f"DELETE FROM {t}" for t in _ALL_EVENTS))),
+    # issue 33: an event table that is a view never returned (recursive) or aborted in the allocator (cartesian)
+    _unreadable(
+        "nsys-kernel-recursive-view",
+        b.sqlite_edit(
+            f"DROP TABLE {_KERNEL}",
+            f"CREATE VIEW {_KERNEL} AS WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n) "
+            "SELECT i AS start, i + 1 AS end, 0 AS deviceId, i AS correlationId FROM n",
+        ),
+    ),
+    _unreadable(
+        "nsys-kernel-cartesian-view",
+        b.sqlite_edit(
+            f"ALTER TABLE {_RUNTIME} RENAME TO r0",
+            f"CREATE VIEW {_RUNTIME} AS SELECT a.* FROM r0 a, r0 b, r0 c, r0 d, r0 e, r0 f, r0 g, r0 h, r0 i",
+        ),
+    ),
     _unreadable("nsys-rep-garbage", b.content(b"not a report", name="rank3.nsys-rep")),
     _alone("nsys-kernel-table-empty", b.sqlite_edit(f"DELETE FROM {_KERNEL}"), _TOLERATED),
     _alone("nsys-kernel-no-start", b.sqlite_edit(b.drop_column(_KERNEL, "start")), _DROPPED),

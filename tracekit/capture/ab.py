@@ -28,6 +28,7 @@ import msgspec
 
 from tracekit.capture import files, outdir, processes
 from tracekit.capture.config import CaptureConfig, load_config, parse_overrides
+from tracekit.capture.deadline import deadline
 from tracekit.capture.launcher import CaptureError, CaptureInterrupted, capture, check_nsys
 from tracekit.capture.workloads import resolve
 from tracekit.errors import InputError, TracekitError
@@ -157,7 +158,8 @@ def capture_ab(plan: ABPlan, *, starting: Callable[[SideKey, int, Path], None] |
     target = outdir.check(plan.out_dir, AB_FOLDER)
     for config in plan.configs.values():
         check_nsys(config)
-        resolve(config.workload)
+        with deadline("capture --ab", config.timeout):  # importing the workload's module runs its code here
+            resolve(config.workload)
     with folder_lock(target):  # a second run into the same folder is refused, naming this one
         return _capture_ab_into(plan, target, starting)
 

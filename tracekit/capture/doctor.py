@@ -36,6 +36,7 @@ from tracekit.capture import files, outdir
 from tracekit.capture.ab import capture_ab, plan_ab
 from tracekit.capture.audit import audit_params
 from tracekit.capture.config import CaptureConfig, load_config, to_dict
+from tracekit.capture.deadline import deadline
 from tracekit.capture.doctor_plan import Candidate, agreement, candidates, code_changes, slug
 from tracekit.capture.launcher import CaptureInterrupted, capture
 from tracekit.capture.loader_probe import DEFAULT_BATCHES, probe_dataloader, probe_folder
@@ -364,7 +365,8 @@ def _audit(run: _Run, tools: Tools) -> None:
     found: dict[str, ParamAudit] = {}
 
     def action() -> str:
-        audit = tools.audit(run.plan.config)
+        with deadline("doctor's parameter audit", run.plan.config.timeout):  # the workload runs in this process
+            audit = tools.audit(run.plan.config)
         files.write_bytes_atomic(run.plan.out_dir / AUDIT_FILE, dump_record(audit))
         found["audit"] = audit
         return AUDIT_FILE

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 
 from tracekit.capture import accelerate_configs, files, outdir, processes, ranks
 from tracekit.capture.config import CaptureConfig, to_dict
+from tracekit.capture.deadline import deadline
 from tracekit.capture.extras import require_capture
 from tracekit.capture.ranks import CaptureError
 from tracekit.capture.summary import write_summary
@@ -157,7 +158,8 @@ def capture(config: CaptureConfig) -> CaptureSummary:
     check_nsys(config)
     accelerate_configs.check(config.accelerate_config)  # a missing file, DeepSpeed not installed
     target = outdir.check(config.out_dir)
-    resolve(config.workload)  # an import error fails here, before N ranks start
+    with deadline("capture", config.timeout):  # importing the workload's module runs its code here
+        resolve(config.workload)  # an import error fails here, before N ranks start
     with folder_lock(target):  # a second capture into the same folder is refused, naming this one
         return _capture_into(config, target)
 
@@ -209,7 +211,7 @@ def _launch(config: CaptureConfig, folder: Path, *, module: str = RUNNER, args: 
     run_id = uuid.uuid4().hex
     env = rank_env(config, run_id)
     proc: subprocess.Popen[bytes] | None = None
-    with (folder / files.LOG).open("wb") as log, processes.interrupts_raise():
+    with (folder / files.LOG).open("wb") as log, processes.interrupts_raise(), processes.Orphans() as orphans:
         try:
             proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
             proc.wait(timeout=config.timeout)
@@ -221,7 +223,7 @@ def _launch(config: CaptureConfig, folder: Path, *, module: str = RUNNER, args: 
         finally:
             if proc is not None:
                 with processes.interrupts_ignored():
-                    processes.stop(proc, run_id)
+                    processes.stop(proc, run_id, orphans)
 
 
 def run_ranks(

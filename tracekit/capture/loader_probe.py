@@ -22,8 +22,9 @@ from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
 
-from tracekit.capture import files, outdir, processes
+from tracekit.capture import accelerate_configs, files, outdir, processes
 from tracekit.capture.config import CaptureConfig, to_dict
+from tracekit.capture.deadline import deadline
 from tracekit.capture.launcher import run_ranks
 from tracekit.capture.loader_rank import fetch_name
 from tracekit.capture.loader_stats import headroom, rank_fetches
@@ -81,7 +82,9 @@ def probe_dataloader(
     config = msgspec.structs.replace(config, nsys=False)
     training = _training(config, capture)
     target = outdir.check(probe_folder(config), PROBE)
-    resolve(config.workload)  # an import error fails here, before N ranks start
+    accelerate_configs.check(config.accelerate_config)  # a missing file, several machines
+    with deadline("dataloader", config.timeout):  # importing the workload's module runs its code here
+        resolve(config.workload)  # an import error fails here, before N ranks start
     warmup = config.warmup_steps * config.gradient_accumulation_steps
     folder = outdir.staging(target)
     args = [str(batches), str(warmup)]

@@ -6,13 +6,20 @@ session of its own too, so the process group alone does not reach the ranks: eve
 of a run carries ``TRACEKIT_CAPTURE_RUN=<id>`` in its environment, inherited by the launcher,
 the ranks and their DataLoader workers, and is found by it (``/proc`` on Linux, else psutil
 when installed).
+
+A process that leaves both (``setsid`` with an empty environment, a daemon's double fork) is
+found by the process tree: while the ranks run, ``tracekit`` is a child subreaper (Linux), so a
+descendant orphaned on the way becomes its child instead of init's; :class:`Orphans` finds those
+and the launcher's descendants, and :func:`stop` ends them with the rest.
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import signal
+import sys
 import threading
 import time
 from pathlib import Path
@@ -29,6 +36,8 @@ RUN_ENV: Final = "TRACEKIT_CAPTURE_RUN"
 TERM_GRACE_S: Final = 5.0
 KILL_GRACE_S: Final = 5.0
 _PROC: Final = Path("/proc")
+#: prctl's option that makes a process the reaper of its orphaned descendants (linux/prctl.h).
+_PR_SET_CHILD_SUBREAPER: Final = 36
 
 
 class Interrupted(KeyboardInterrupt):
@@ -76,30 +85,94 @@ def _find_with_psutil(name: str, value: str) -> list[int]:
     return found
 
 
-def stop(proc: subprocess.Popen[bytes], run_id: str) -> bool:
-    """Stop the launcher ``proc`` (its process group) and every process of the run: SIGTERM,
-    then SIGKILL for those still there. Returns whether anything had to be stopped."""
-    if proc.poll() is not None and not find(run_id):
+class Orphans:
+    """While inside, this process adopts the orphaned descendants of what it starts (Linux's
+    child subreaper); :meth:`of` lists the processes of a launch found by the process tree."""
+
+    def __init__(self) -> None:
+        self._before: set[int] = set()
+        self._adopting = False
+
+    def __enter__(self) -> Orphans:
+        self._before = set(_children().get(os.getpid(), []))
+        self._adopting = _subreaper(True)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for pid in set(_children().get(os.getpid(), [])) - self._before:  # reap the adopted that ended
+            with contextlib.suppress(ChildProcessError, OSError):
+                os.waitpid(pid, os.WNOHANG)
+        if self._adopting:
+            _subreaper(False)
+
+    def of(self, launcher: int) -> list[int]:
+        """The live descendants of ``launcher``, and those adopted by this process since it began."""
+        tree = _children()
+        roots = [launcher, *(set(tree.get(os.getpid(), [])) - self._before - {launcher})]
+        found, todo = [], roots
+        while todo:
+            pid = todo.pop()
+            found.append(pid)
+            todo += tree.get(pid, [])
+        return [pid for pid in found if pid != launcher and _alive(pid)]
+
+
+def _children() -> dict[int, list[int]]:
+    """Parent pid -> its children's pids, from ``/proc`` (empty elsewhere)."""
+    tree: dict[int, list[int]] = {}
+    if not _PROC.is_dir():
+        return tree
+    for path in _PROC.iterdir():
+        if path.name.isdigit():
+            with contextlib.suppress(OSError, ValueError, IndexError):
+                ppid = int((path / "stat").read_bytes().rsplit(b")", 1)[-1].split()[1])
+                tree.setdefault(ppid, []).append(int(path.name))
+    return tree
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return (_PROC / str(pid) / "stat").read_bytes().rsplit(b")", 1)[-1].split()[0] != b"Z"
+    except (OSError, IndexError):
+        return False
+
+
+def _subreaper(on: bool) -> bool:
+    """Make this process a child subreaper (or stop); whether it could (Linux only)."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return int(libc.prctl(_PR_SET_CHILD_SUBREAPER, int(on), 0, 0, 0)) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def stop(proc: subprocess.Popen[bytes], run_id: str, orphans: Orphans | None = None) -> bool:
+    """Stop the launcher ``proc`` (its process group), every process of the run, and those
+    ``orphans`` finds by the process tree: SIGTERM, then SIGKILL for those still there. Returns
+    whether anything had to be stopped."""
+    if _gone(proc, run_id, orphans, 0.0):
         return False
     for sig, grace in ((signal.SIGTERM, TERM_GRACE_S), (signal.SIGKILL, KILL_GRACE_S)):
-        _signal_all(proc, run_id, sig)
-        if _gone(proc, run_id, grace):
+        _signal_all(proc, run_id, orphans, sig)
+        if _gone(proc, run_id, orphans, grace):
             break
     return True
 
 
-def _signal_all(proc: subprocess.Popen[bytes], run_id: str, sig: int) -> None:
+def _signal_all(proc: subprocess.Popen[bytes], run_id: str, orphans: Orphans | None, sig: int) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, sig)  # the group outlives its leader while members remain
-    for pid in find(run_id):
+    for pid in {*find(run_id), *(orphans.of(proc.pid) if orphans is not None else ())}:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(pid, sig)
 
 
-def _gone(proc: subprocess.Popen[bytes], run_id: str, grace: float) -> bool:
+def _gone(proc: subprocess.Popen[bytes], run_id: str, orphans: Orphans | None, grace: float) -> bool:
     deadline = time.monotonic() + grace
     while True:
-        if proc.poll() is not None and not find(run_id):
+        if proc.poll() is not None and not find(run_id) and not (orphans is not None and orphans.of(proc.pid)):
             return True
         if time.monotonic() > deadline:
             return False

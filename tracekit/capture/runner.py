@@ -21,7 +21,7 @@ from tracekit.capture.config import CaptureConfig, load_config, to_dict
 from tracekit.capture.profiler import Profiler
 from tracekit.capture.ranks import RankProgress
 from tracekit.capture.workloads import Workload, WorkloadContext, resolve
-from tracekit.errors import InputError
+from tracekit.errors import InputError, TracekitError
 from tracekit.results.capture import CaptureNote
 from tracekit.results.vocab import CaptureNoteKind
 
@@ -55,6 +55,8 @@ def build_workload(config: CaptureConfig, rank: int, world_size: int) -> Workloa
     ctx = WorkloadContext(rank, world_size, config.batch_size, config.seed, config.learning_rate)
     try:
         workload = factory(ctx, **config.workload_args)
+    except TracekitError:  # the command's timeout (tracekit.capture.deadline), not the factory's error
+        raise
     except TypeError as exc:
         raise InputError(f"workload {config.workload!r}: {exc}") from exc
     except Exception as exc:

@@ -131,7 +131,7 @@ def plan_sweep(
     for cell in cells:
         try:
             config = load_config(config_path, {**overrides, **cell.values, **settings})
-            accelerate_configs.resolve(config.accelerate_config) if config.accelerate_config else None
+            accelerate_configs.check(config.accelerate_config)
         except InputError as exc:
             raise InputError(f"--grid cell {cell.name}: {exc.reason}", path=exc.path) from None
     return SweepPlan(

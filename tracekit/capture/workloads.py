@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tracekit.errors import InputError
+from tracekit.errors import InputError, TracekitError
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -271,6 +271,8 @@ def resolve(spec: str) -> Callable[..., Workload]:
         module = importlib.import_module(module_name)
     except ImportError as exc:
         raise InputError(f"workload {spec!r}: cannot import {module_name} ({exc})") from None
+    except TracekitError:  # the command's timeout (tracekit.capture.deadline), not the module's error
+        raise
     except SyntaxError as exc:  # the module's own syntax: name the line
         where = f"{exc.filename}, line {exc.lineno}" if exc.filename else "?"
         raise InputError(f"workload {spec!r}: {module_name} has a syntax error ({exc.msg}; {where})") from None

@@ -312,13 +312,15 @@ def run_audit_params(
     """``tracekit audit-params``."""
     from tracekit.capture.audit import audit_params
     from tracekit.capture.config import load_config, parse_overrides
+    from tracekit.capture.deadline import deadline
     from tracekit.capture.extras import require_capture
     from tracekit.reports.tool_reports import audit_report
 
     require_capture("tracekit audit-params")
     check_outputs({f"--{fmt}": path for fmt, path in outputs.items()}, {"--config_path": [config_path]})
     config = load_config(config_path, parse_overrides(extra_args))
-    audit = audit_params(config, include_zero_grad=include_zero_grad)
+    with deadline("audit-params", config.timeout):  # the workload's own code runs in this process
+        audit = audit_params(config, include_zero_grad=include_zero_grad)
     _write_tool(audit_report(audit), dump_record(audit), outputs)
 
 

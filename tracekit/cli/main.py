@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import traceback
 from collections.abc import Callable
@@ -13,6 +14,7 @@ import click
 
 from tracekit import __version__
 from tracekit.cli.options import ConfigCommand, analysis_options, output_options
+from tracekit.cli.signals import Terminated, termination_raises
 from tracekit.errors import TracekitError, is_disk_error, os_reason
 
 #: Exit codes: bad input or arguments (TracekitError.exit_code, click's usage errors), a bug in
@@ -385,14 +387,14 @@ def main() -> None:
     global _debug  # noqa: PLW0603  (one run per process; reset for callers that run main twice)
     _debug = os.environ.get(DEBUG_ENV, "").strip().lower() in ("1", "true", "yes", "on")
     try:
-        code = cli(standalone_mode=False, prog_name="tracekit")
+        with termination_raises():
+            code = cli(standalone_mode=False, prog_name="tracekit")
         if isinstance(code, int) and code:  # ctx.exit(code) of a command (compare's gate) returns here
             sys.exit(code)
     except TracekitError as exc:
         _fail(exc.message, exc.exit_code, exc)
-    except click.exceptions.Abort:
-        _echo("aborted")
-        sys.exit(EXIT_ABORTED)
+    except (click.exceptions.Abort, Terminated) as exc:
+        _aborted(exc)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
     except click.ClickException as exc:
@@ -413,6 +415,16 @@ def main() -> None:
         if not _is_panic(exc):  # KeyboardInterrupt, SystemExit, GeneratorExit: as Python does
             raise
         _internal(exc)
+
+
+def _aborted(exc: BaseException) -> NoReturn:
+    """Ctrl-C (exit 130), or SIGTERM / SIGHUP (exit 128 + the signal): one line."""
+    cause = exc if isinstance(exc, Terminated) else exc.__cause__
+    if isinstance(cause, Terminated):
+        _echo(f"terminated by {signal.Signals(cause.signum).name}")
+        sys.exit(128 + cause.signum)
+    _echo("aborted")
+    sys.exit(EXIT_ABORTED)
 
 
 def _echo(line: str) -> None:

@@ -10,10 +10,14 @@ still out, never a wait without end.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
+import socket
 import time
+import traceback
 from typing import TYPE_CHECKING, Any, Final, TypeVar
+from urllib.parse import urlsplit
 
 from tracekit.errors import DISTRIBUTION, ExecutorError
 from tracekit.executors import TaskFailed
@@ -26,6 +30,8 @@ R = TypeVar("R")
 
 #: What a missing ``distributed`` is told.
 INSTALL: Final = f"--executor dask needs distributed: pip install '{DISTRIBUTION}[dask]'"
+#: The communication protocols of Dask's addresses.
+SCHEMES: Final = ("tcp", "tls", "inproc", "ucx", "ws", "wss")
 #: How often the client looks at the cluster while it waits for results (s).
 POLL_S: Final = 2.0
 
@@ -48,6 +54,8 @@ class DaskExecutor:
         connect_timeout: float = 60.0,
         idle_timeout: float = 3600.0,
     ) -> None:
+        if scheduler is not None:
+            check_address(scheduler)
         distributed = _distributed()
         self.connect_timeout = connect_timeout
         self.idle_timeout = idle_timeout
@@ -64,10 +72,12 @@ class DaskExecutor:
             self._client: Any = distributed.Client(self._cluster, set_as_default=False)
         else:
             self.address = scheduler
+            _reachable(scheduler, connect_timeout)
             try:
                 self._client = distributed.Client(scheduler, timeout=connect_timeout, set_as_default=False)
-            except (OSError, TimeoutError, ValueError) as exc:
+            except Exception as exc:
                 reason = _first_line(exc)
+                _drop_failed_client(exc, distributed.Client)
                 raise ExecutorError(f"cannot connect to the Dask scheduler at {scheduler} ({reason})") from None
         try:
             self._client.wait_for_workers(1, timeout=connect_timeout)
@@ -124,6 +134,70 @@ class DaskExecutor:
         self._client.close()
         if self._cluster is not None:
             self._cluster.close()
+
+
+def check_address(address: str) -> None:
+    """Refuse ``address`` unless it reads as a Dask scheduler's: ``SCHEME://HOST:PORT`` (or
+    ``HOST:PORT``, which Dask reads as tcp) with a scheme of :data:`SCHEMES`, a host and a port
+    (``inproc://`` addresses name a process, not a port); checked before any connection."""
+    scheme, sep, rest = address.partition("://")
+    if not sep:
+        scheme, rest = "tcp", address
+    why = None
+    if scheme not in SCHEMES:
+        why = f"the scheme {scheme!r} is none of {', '.join(SCHEMES)}"
+    elif any(c.isspace() for c in address) or not rest:
+        why = "it holds white space" if rest else "it names no host"
+    elif scheme != "inproc":
+        why = _host_port_problem(scheme, rest)
+    if why is not None:
+        raise ExecutorError(f"--scheduler {address!r}: not a Dask scheduler address ({why}; e.g. tcp://host:8786)")
+
+
+def _host_port_problem(scheme: str, rest: str) -> str | None:
+    """What is wrong with the ``HOST:PORT`` part of an address, if anything."""
+    try:
+        parts = urlsplit(f"{scheme}://{rest}")
+        port = parts.port
+    except ValueError:
+        return "its port is not a number from 1 to 65535"
+    if parts.path not in ("", "/") or parts.query or parts.fragment or parts.username is not None:
+        return "it holds more than a host and a port"
+    if not parts.hostname:
+        return "it names no host"
+    if port is None or port == 0:
+        return "it names no port"
+    return None
+
+
+def _reachable(address: str, timeout: float) -> None:
+    """Open (and close) a TCP connection to ``address``'s host and port, at most ``timeout``
+    seconds: a host that is not there fails here, in one line, before Dask's client starts."""
+    scheme, sep, rest = address.partition("://")
+    if not sep:
+        scheme, rest = "tcp", address
+    if scheme not in ("tcp", "tls", "ws", "wss"):
+        return
+    parts = urlsplit(f"{scheme}://{rest}")
+    try:
+        with socket.create_connection((parts.hostname or "", parts.port or 0), timeout=timeout):
+            pass
+    except OSError as exc:
+        reason = "timed out" if isinstance(exc, TimeoutError) else (exc.strerror or str(exc))
+        raise ExecutorError(
+            f"cannot connect to the Dask scheduler at {address} ({reason}, within {timeout:g} s)"
+        ) from None
+
+
+def _drop_failed_client(exc: BaseException, client_type: type) -> None:
+    """Mark the half-made client of a failed ``Client(...)`` closed: otherwise its ``__del__``
+    waits twice the connect timeout for a connection that never was, then prints a traceback."""
+    for frame, _ in traceback.walk_tb(exc.__traceback__):
+        client: Any = frame.f_locals.get("self")
+        if isinstance(client, client_type):
+            with contextlib.suppress(Exception):
+                getattr(client, "_loop_runner").stop()  # noqa: B009  (private to distributed: not typed)
+            setattr(client, "status", "closed")  # noqa: B010
 
 
 def _distributed() -> Any:

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import importlib
 import os
-from concurrent.futures import Future, ProcessPoolExecutor, as_completed
-from multiprocessing import get_context
+from concurrent.futures import Future, as_completed
 from pathlib import Path
 from typing import TYPE_CHECKING, Final, TypeVar
 
+from tracekit.pools import WorkerPool
 from tracekit.sizes import data_bytes
 
 if TYPE_CHECKING:
@@ -30,7 +30,7 @@ class LocalExecutor:
 
     def __init__(self, jobs: int | None = None) -> None:
         self.jobs = max(1, jobs or os.cpu_count() or 1)
-        self._pool: ProcessPoolExecutor | None = None
+        self._pool: WorkerPool | None = None
 
     @property
     def workers(self) -> int:
@@ -42,9 +42,7 @@ class LocalExecutor:
         are ready when the first items come (while this process goes on importing what it needs)."""
         if self.jobs <= 1 or self._pool is not None:
             return
-        self._pool = ProcessPoolExecutor(
-            max_workers=self.jobs, mp_context=get_context("spawn"), initializer=_import, initargs=(preload,)
-        )
+        self._pool = WorkerPool(self.jobs, initializer=_import, initargs=(preload,))
         for _ in range(self.jobs):  # a process is spawned for each item that finds none idle
             self._pool.submit(int)
 
@@ -55,7 +53,7 @@ class LocalExecutor:
                 yield i, fn(item)
             return
         if self._pool is None:
-            self._pool = ProcessPoolExecutor(max_workers=min(self.jobs, len(items)), mp_context=get_context("spawn"))
+            self._pool = WorkerPool(min(self.jobs, len(items)))
         futures: dict[Future[R], int] = {self._pool.submit(fn, item): i for i, item in enumerate(items)}
         retry: list[int] = []
         try:
@@ -75,9 +73,9 @@ class LocalExecutor:
                 yield i, fn(items[i])
 
     def close(self) -> None:
-        """Stop the pool's processes."""
+        """Stop the pool's processes: after their items, or at once when called on an interrupt."""
         if self._pool is not None:
-            self._pool.shutdown(cancel_futures=True)
+            self._pool.close()
             self._pool = None
 
 

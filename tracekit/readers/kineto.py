@@ -20,9 +20,8 @@ import contextlib
 import functools
 import itertools
 from collections import deque
-from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
-from multiprocessing import get_context
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, TypeGuard
 
@@ -32,6 +31,7 @@ import polars as pl
 from tracekit.errors import TraceReadError
 from tracekit.model.input_warnings import InputWarning
 from tracekit.model.run import ProcessGroup
+from tracekit.pools import WorkerPool
 from tracekit.readers import kineto_native
 from tracekit.readers.compressed import GZIP_ERRORS, data_bytes, read_bytes
 from tracekit.readers.handoff import Slots, read_slot
@@ -194,8 +194,8 @@ def _decoders(
         return lambda piece: threads.submit(decode_chunk, piece.text).result, jobs + 1
     # the chunks go to the processes through files in memory
     slots = stack.enter_context(Slots(jobs + 1, chunk_bytes=chunk_bytes))
-    pool = stack.enter_context(ProcessPoolExecutor(jobs, mp_context=get_context("spawn")))
-    stack.callback(pool.shutdown, wait=True, cancel_futures=True)
+    pool = stack.enter_context(WorkerPool(jobs))
+    stack.callback(pool.close)
     names = itertools.count()
 
     def submit(piece: Piece) -> Callable[[], Chunk]:

@@ -21,6 +21,7 @@ import errno
 import hashlib
 import os
 import shutil
+import signal
 import sqlite3
 import subprocess
 import tempfile
@@ -42,6 +43,9 @@ REP_SUFFIX: Final = ".nsys-rep"
 #: Bump when what an export is reused for changes.
 EXPORT_VERSION: Final = 1
 _RECORD_SUFFIX: Final = ".identity.json"
+#: ``nsys export``'s time limit: this many seconds, plus one per this many bytes of the report.
+EXPORT_BASE_S: Final = 300.0
+EXPORT_BYTES_PER_S: Final = 1 << 20
 
 
 class _Record(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -101,7 +105,7 @@ def _export(report: Path, out: Path) -> Path:
     partial = Path(name)
     try:
         command = [nsys, "export", "--type", "sqlite", "--force-overwrite", "true", "--output", name, str(report)]
-        done = subprocess.run(command, capture_output=True, text=True, check=False)
+        done = _run_export(command, report)
         if done.returncode != 0:
             detail = (done.stderr.strip() or done.stdout.strip() or "no output").splitlines()[-1]
             raise TraceReadError(f"`nsys export --type sqlite` failed (exit {done.returncode}: {detail})", path=report)
@@ -115,6 +119,44 @@ def _export(report: Path, out: Path) -> Path:
         partial.unlink(missing_ok=True)
     _write_record(out, identity)
     return out
+
+
+def export_limit_s(report: Path) -> float:
+    """How long ``nsys export`` of ``report`` may run: :data:`EXPORT_BASE_S`, plus one second per
+    :data:`EXPORT_BYTES_PER_S` of the report."""
+    try:
+        size = report.stat().st_size
+    except OSError:
+        size = 0
+    return EXPORT_BASE_S + size / EXPORT_BYTES_PER_S
+
+
+def _run_export(command: list[str], report: Path) -> subprocess.CompletedProcess[str]:
+    """Run ``nsys export`` in a session of its own, at most :func:`export_limit_s`; past it, or
+    when tracekit is interrupted, its whole process group is killed (no export outlives the read)."""
+    limit = export_limit_s(report)
+    with subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+    ) as proc:
+        try:
+            out, err = proc.communicate(timeout=limit)
+        except subprocess.TimeoutExpired:
+            _kill_group(proc)
+            raise TraceReadError(
+                f"`nsys export --type sqlite` ran past {limit:.0f} s (the limit for a report of this size) "
+                "and was stopped",
+                path=report,
+            ) from None
+        except BaseException:
+            _kill_group(proc)
+            raise
+    return subprocess.CompletedProcess(command, proc.returncode, out, err)
+
+
+def _kill_group(proc: subprocess.Popen[str]) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
 
 
 def _record_path(out: Path) -> Path:

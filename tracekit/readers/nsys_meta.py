@@ -7,8 +7,10 @@ Events are read in :mod:`tracekit.readers.nsys`.
 
 from __future__ import annotations
 
+import contextlib
 import re
 import sqlite3
+import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final, TypeGuard
 
@@ -22,6 +24,7 @@ from tracekit.readers.plausible import MAX_NS
 from tracekit.readers.ranks import is_rank, rank_from_name
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
     from pathlib import Path
 
 #: Environment variables that name the rank of a process, most specific first. MPI
@@ -35,6 +38,30 @@ _LOCAL_RANK_ARG: Final = re.compile(r"(?:^|\s)--local[-_]rank[= ](\d+)(?:\s|$)")
 
 #: Rows fetched from an export at a time.
 PAGE_ROWS: Final = 100_000
+#: SQLite virtual-machine steps between two checks of a statement's time limit.
+PROGRESS_EVERY: Final = 100_000
+#: A statement's time limit: this many seconds, plus one per :data:`LIMIT_BYTES_PER_S` of the file.
+LIMIT_BASE_S: Final = 60.0
+LIMIT_BYTES_PER_S: Final = 4 << 20
+
+
+def query_limit_s(path: Path) -> float:
+    """How long one statement on the export ``path`` may run: far more than scanning a table of
+    a file of its size takes, far less than forever."""
+    try:
+        size = path.stat().st_size
+    except OSError:
+        size = 0
+    return LIMIT_BASE_S + size / LIMIT_BYTES_PER_S
+
+
+def _not_plain(kind: object, sql: object) -> str | None:
+    """What a ``sqlite_master`` entry is when it is not a plain table: "a view", "a virtual table"."""
+    if kind == "view":
+        return "a view"
+    if isinstance(sql, str) and re.match(r"\s*CREATE\s+VIRTUAL\s+TABLE\b", sql, re.IGNORECASE):
+        return "a virtual table"
+    return None
 
 
 class Export:
@@ -43,46 +70,79 @@ class Export:
     def __init__(self, path: Path, *, shown: str) -> None:
         self.shown = shown
         self.conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro&immutable=1", uri=True)
+        self.limit_s = query_limit_s(path)
+        self._deadline = float("inf")
+        self.conn.set_progress_handler(self._past_deadline, PROGRESS_EVERY)
         try:
-            rows = self.conn.execute("SELECT name FROM sqlite_master WHERE type IN ('table', 'view')").fetchall()
-        except sqlite3.Error as exc:
+            rows = self.query("SELECT type, name, sql FROM sqlite_master WHERE type IN ('table', 'view')")
+        except TraceReadError as exc:
             self.conn.close()
-            raise TraceReadError(f"not a readable SQLite database ({exc})", path=shown) from None
-        self.tables: frozenset[str] = frozenset(str(r[0]) for r in rows)
+            raise TraceReadError(f"not a readable SQLite database ({exc.reason})", path=shown) from None
+        self.tables: frozenset[str] = frozenset(str(r[1]) for r in rows)
+        #: tables tracekit will not read, and why: a view or a virtual table runs code of the file's choosing
+        self._refused = {str(name): what for kind, name, sql in rows if (what := _not_plain(kind, sql)) is not None}
         self._columns: dict[str, frozenset[str]] = {}
 
+    def _past_deadline(self) -> int:
+        return int(time.monotonic() > self._deadline)
+
+    def _plain(self, table: str) -> None:
+        """Refuse ``table`` when the export defines it as a view or a virtual table."""
+        if (what := self._refused.get(table)) is not None:
+            raise TraceReadError(
+                f"{table} is {what}, not a table: refused (an export's event tables are plain tables)", path=self.shown
+            )
+
     def columns(self, table: str) -> frozenset[str]:
-        """The columns of ``table``; empty when the export has no such table."""
+        """The columns of ``table``; empty when the export has no such table; an error when it is a view."""
         if table not in self.tables:
             return frozenset()
+        self._plain(table)
         if table not in self._columns:
             info = self.query(f"PRAGMA table_info({table})")
             self._columns[table] = frozenset(str(r[1]) for r in info)
         return self._columns[table]
 
-    def query(self, sql: str) -> list[tuple[object, ...]]:
-        """All rows of ``sql``; a failure is a one-line error naming the file."""
+    @contextlib.contextmanager
+    def _bounded(self) -> Iterator[None]:
+        """One statement, stopped by the progress handler past :attr:`limit_s`; errors name the file."""
+        self._deadline = time.monotonic() + self.limit_s
         try:
-            return self.conn.execute(sql).fetchall()
+            yield
+        except sqlite3.OperationalError as exc:
+            if time.monotonic() <= self._deadline or "interrupt" not in str(exc):
+                raise TraceReadError(f"unexpected Nsight Systems export layout ({exc})", path=self.shown) from None
+            raise TraceReadError(
+                f"a query ran past {self.limit_s:.0f} s (the limit for a file of this size) and was stopped",
+                path=self.shown,
+            ) from None
         except sqlite3.Error as exc:
             raise TraceReadError(f"unexpected Nsight Systems export layout ({exc})", path=self.shown) from None
+        finally:
+            self._deadline = float("inf")
+
+    def query(self, sql: str) -> list[tuple[object, ...]]:
+        """All rows of ``sql``; a failure is a one-line error naming the file."""
+        with self._bounded():
+            return self.conn.execute(sql).fetchall()
 
     def frame(self, sql: str, schema: dict[str, pl.DataType]) -> pl.DataFrame:
         """The rows of ``sql`` as a frame of ``schema`` (see :func:`~tracekit.readers.columns.rows_frame`),
         fetched :data:`PAGE_ROWS` at a time: a large table is never held as Python tuples whole."""
-        try:
+        frames = []
+        with self._bounded():
             cursor = self.conn.execute(sql)
-            frames = []
             while page := cursor.fetchmany(PAGE_ROWS):
                 frames.append(rows_frame(page, schema))
-        except sqlite3.Error as exc:
-            raise TraceReadError(f"unexpected Nsight Systems export layout ({exc})", path=self.shown) from None
         return pl.concat(frames, how="vertical", rechunk=True) if frames else rows_frame([], schema)
 
     @property
     def strings(self) -> str:
         """What to join names against: ``StringIds``, or an empty table when it is missing."""
-        return "StringIds" if "StringIds" in self.tables else "(SELECT NULL AS id, NULL AS value WHERE 0)"
+        if "StringIds" in self.tables:
+            self._plain("StringIds")
+            return "StringIds"
+        return "(SELECT NULL AS id, NULL AS value WHERE 0)"
 
     def close(self) -> None:
         """Close the connection."""

@@ -12,16 +12,16 @@ from __future__ import annotations
 
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import Future, ProcessPoolExecutor, as_completed
+from concurrent.futures import Future, as_completed
 from contextlib import contextmanager
 from dataclasses import dataclass
-from multiprocessing import get_context
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
 import polars as pl
 
 from tracekit.errors import TracekitError
+from tracekit.pools import WorkerPool
 from tracekit.readers.cache import EventCache, FileIdentity
 from tracekit.readers.compressed import data_bytes
 from tracekit.readers.formats import read_file
@@ -145,7 +145,7 @@ def _parse_in_workers(
     """
     retry: list[str] = []
     stored: list[str] = []
-    with ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn")) as pool:
+    with WorkerPool(workers) as pool:
         store = str(cache.root)
         futures: dict[Future[Parsed], str] = {pool.submit(_parse, n, exports, store, True): n for n in names}
         for future in as_completed(futures):

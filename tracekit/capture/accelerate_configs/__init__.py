@@ -7,7 +7,8 @@ other value is the path of the user's own config.
 
 :func:`backend` names what a config runs (``DDP``, ``FSDP FULL_SHARD``, ``FSDP2``,
 ``ZeRO-2``), for the sweep's table; :func:`check` refuses, before any rank starts, a config
-that cannot run here (a missing file, DeepSpeed without the deepspeed package).
+that cannot run here (a missing file, DeepSpeed without the deepspeed package, more than one
+machine: a capture runs on one).
 """
 
 from __future__ import annotations
@@ -87,7 +88,15 @@ def check(value: str | None) -> Path | None:
     if value is None:
         return None
     path = resolve(value)
-    if is_deepspeed(read(value)) and importlib.util.find_spec("deepspeed") is None:
+    data = read(value)
+    machines = data.get("num_machines", 1)
+    if machines not in (1, "1", None):
+        raise InputError(
+            f"num_machines: {machines}: tracekit captures on one machine (its ranks would wait for the other "
+            "machines until the timeout); set num_machines: 1",
+            path=path,
+        )
+    if is_deepspeed(data) and importlib.util.find_spec("deepspeed") is None:
         raise InputError(
             "deepspeed is not installed (the accelerate config runs DeepSpeed): pip install deepspeed", path=path
         )
