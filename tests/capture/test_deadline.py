@@ -42,6 +42,7 @@ def hanging(tmp_path: Path) -> dict[str, str]:
     return {"PYTHONPATH": str(tmp_path)}
 
 
+@pytest.mark.e2e  # waits its whole 20 s limit (shorter, and importing torch under load could use it up)
 def test_audit_params_stops_an_endless_getitem_at_the_timeout(hanging: dict[str, str], tmp_path: Path) -> None:
     started = time.monotonic()
     result = run_tracekit(
