@@ -1,0 +1,72 @@
+"""Commands on input no tracekit run writes: one line naming the file (or flag) and the field, exit 2.
+
+Each case builds its input by hand in an empty folder (a copy of the sample sweep with one field
+of ``sweep.json`` changed) and returns the command line; ``code`` 0 cases are legitimate input
+that must render without a word on stderr (no numpy warning). No case starts a rank. Run by
+``test_commands.py``, each case alone.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+REPO = Path(__file__).resolve().parents[2]
+SWEEP = REPO / "samples" / "captures" / "cuda-h200-sweep"
+
+
+@dataclass(frozen=True)
+class BadInputCase:
+    """``build(folder)`` returns a command line; it exits ``code``: 2 with one line on stderr
+    holding every one of ``needles``, or 0 with nothing on stderr."""
+
+    name: str
+    build: Callable[[Path], list[str]]
+    needles: tuple[str, ...] = ()
+    code: int = 2
+
+
+def _report(edit: Callable[[dict[str, Any]], object]) -> Callable[[Path], list[str]]:
+    def build(folder: Path) -> list[str]:
+        sweep = Path(shutil.copytree(SWEEP, folder / "sweep"))
+        data = json.loads((sweep / "sweep.json").read_bytes())
+        edit(data)
+        (sweep / "sweep.json").write_text(json.dumps(data))
+        return ["sweep", "--report", str(sweep)]
+
+    return build
+
+
+def _cell(data: dict[str, Any], cell: str) -> dict[str, Any]:
+    return next(r for r in data["runs"] if r["cell"] == cell and not r["probe"])
+
+
+CASES: list[BadInputCase] = [
+    BadInputCase(
+        "sweep-report-batch-size-0",
+        _report(lambda d: d["runs"][0].update(batch_size=0)),
+        ("sweep.json", "runs[0].batch_size is 0"),
+    ),
+    BadInputCase("sweep-report-empty-grid", _report(lambda d: d.update(grid=[])), ("sweep.json", "field grid")),
+    BadInputCase(
+        "sweep-report-values-of-another-axis",
+        _report(lambda d: _cell(d, "batch_size=4").update(values={"nproc": "4"})),
+        ("sweep.json", "runs[1].values"),
+    ),
+    BadInputCase(
+        "sweep-report-cells-not-the-grid",
+        _report(lambda d: d.update(grid=[{"key": "nproc", "values": ["2", "4"]}])),
+        ("sweep.json", "field cells"),
+    ),
+    BadInputCase(
+        "sweep-report-zero-step-time",
+        _report(lambda d: _cell(d, "batch_size=4").update(step_ns=[0, 5_000_000], step_mean_ns=2_500_000.0)),
+        code=0,
+    ),
+]
