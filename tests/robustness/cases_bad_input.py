@@ -1,7 +1,8 @@
 """Commands on input no tracekit run writes: one line naming the file (or flag) and the field, exit 2.
 
 Each case builds its input by hand in an empty folder (a copy of the sample sweep with one field
-of ``sweep.json`` changed) and returns the command line; ``code`` 0 cases are legitimate input
+of ``sweep.json`` changed, a folder of repeated captures with a run emptied or of another config)
+and returns the command line; ``code`` 0 cases are legitimate input
 that must render without a word on stderr (no numpy warning). No case starts a rank. Run by
 ``test_commands.py``, each case alone.
 """
@@ -19,6 +20,7 @@ if TYPE_CHECKING:
 
 REPO = Path(__file__).resolve().parents[2]
 SWEEP = REPO / "samples" / "captures" / "cuda-h200-sweep"
+CAPTURE = REPO / "samples" / "captures" / "healthy"
 
 
 @dataclass(frozen=True)
@@ -47,6 +49,26 @@ def _cell(data: dict[str, Any], cell: str) -> dict[str, Any]:
     return next(r for r in data["runs"] if r["cell"] == cell and not r["probe"])
 
 
+def _repeats(folder: Path, edit: Callable[[Path], object]) -> list[str]:
+    """``compare A B``, A a folder of repeats (run1, run2) that ``edit`` breaks."""
+    for name in ("run1", "run2"):
+        shutil.copytree(CAPTURE, folder / "a" / name)
+    edit(folder / "a")
+    return ["compare", str(folder / "a"), str(CAPTURE)]
+
+
+def _empty_run2(side: Path) -> None:
+    shutil.rmtree(side / "run2")
+    (side / "run2").mkdir()
+
+
+def _other_config(side: Path) -> None:
+    summary = side / "run2" / "summary.json"
+    data = json.loads(summary.read_bytes())
+    data["config"]["batch_size"] = 8
+    summary.write_text(json.dumps(data))
+
+
 CASES: list[BadInputCase] = [
     BadInputCase(
         "sweep-report-batch-size-0",
@@ -68,5 +90,15 @@ CASES: list[BadInputCase] = [
         "sweep-report-zero-step-time",
         _report(lambda d: _cell(d, "batch_size=4").update(step_ns=[0, 5_000_000], step_mean_ns=2_500_000.0)),
         code=0,
+    ),
+    BadInputCase(
+        "compare-repeats-empty-run",
+        lambda f: _repeats(f, _empty_run2),
+        ("a/run2", "an empty run beside the repeats run1"),
+    ),
+    BadInputCase(
+        "compare-repeats-different-configs",
+        lambda f: _repeats(f, _other_config),
+        ("runs run1 and run2", "different configs: batch_size (16 vs 8)"),
     ),
 ]
