@@ -2,9 +2,9 @@
 
 Each case builds its input by hand in an empty folder (a copy of the sample sweep with one field
 of ``sweep.json`` changed, a folder of repeated captures with a run emptied or of another config)
-and returns the command line; ``code`` 0 cases are legitimate input
-that must render without a word on stderr (no numpy warning). No case starts a rank. Run by
-``test_commands.py``, each case alone.
+and returns the command line, or gives a sweep a grid axis that a flag of the same command fixes.
+``code`` 0 cases are legitimate input that must render without a word on stderr (no numpy
+warning). No case starts a rank. Run by ``test_commands.py``, each case alone.
 """
 
 from __future__ import annotations
@@ -100,5 +100,15 @@ CASES: list[BadInputCase] = [
         "compare-repeats-different-configs",
         lambda f: _repeats(f, _other_config),
         ("runs run1 and run2", "different configs: batch_size (16 vs 8)"),
+    ),
+    BadInputCase(
+        "sweep-grid-trace-with-no-trace",
+        lambda f: ["sweep", "--grid", "trace=true,false", "--no-trace", "--nproc=1", "--out_dir", str(f / "sw")],
+        ("--grid trace", "--no-trace"),
+    ),
+    BadInputCase(
+        "sweep-grid-timeout-with-cell-timeout",
+        lambda f: ["sweep", "--grid", "timeout=5,10", "--cell-timeout", "3", "--nproc=1", "--out_dir", str(f / "sw")],
+        ("--grid timeout", "--cell-timeout"),
     ),
 ]
