@@ -3,8 +3,12 @@ probe's walk over a fake 'does this batch fit' oracle, and what a resumed sweep 
 
 from __future__ import annotations
 
+import re
+from typing import TYPE_CHECKING, Any
+
 import pytest
 
+from tracekit.capture.sweep import plan_sweep
 from tracekit.capture.sweep_plan import (
     Cell,
     cell_folder,
@@ -18,6 +22,9 @@ from tracekit.capture.sweep_plan import (
 )
 from tracekit.errors import InputError
 from tracekit.results.sweep import CellRun
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 
 def test_grid_axes_and_cells_are_named_with_sorted_keys() -> None:
@@ -127,3 +134,25 @@ def test_resume_runs_only_what_no_record_covers() -> None:
     left = pending(order, runs)
     assert [(r, c.name) for r, c in left] == [(2, "batch_size=8"), (2, "batch_size=16")]
     assert pending(order, []) == order
+
+
+@pytest.mark.parametrize(
+    ("grid", "flags", "message"),
+    [
+        ("trace=true,false", {"trace": False}, "--grid trace: --no-trace sets trace in every cell"),
+        ("timeout=5,10", {"cell_timeout": 3.0}, "--grid timeout: --cell-timeout sets timeout in every cell"),
+    ],
+    ids=["trace-with-no-trace", "timeout-with-cell-timeout"],
+)
+def test_a_grid_axis_that_a_flag_fixes_is_refused(
+    tmp_path: Path, grid: str, flags: dict[str, Any], message: str
+) -> None:
+    # --grid trace=true,false --no-trace compared two untraced cells (+6134% between them)
+    with pytest.raises(InputError, match=re.escape(message)):
+        plan_sweep(None, {"out_dir": str(tmp_path / "sw")}, [grid], **flags)
+    assert not (tmp_path / "sw").exists()
+
+
+def test_a_grid_axis_no_flag_fixes_is_planned(tmp_path: Path) -> None:
+    plan = plan_sweep(None, {"out_dir": str(tmp_path / "sw")}, ["trace=true,false"], cell_timeout=3.0)
+    assert [c.name for c in plan.cells] == ["trace=true", "trace=false"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -71,3 +72,46 @@ def test_comparing_two_samples_names_the_straggler_change() -> None:
     assert b.bound is not None and "straggler-bound" in [b.bound.value, *(k.value for k in b.components)]
     [config] = [w for w in c.warnings if w.kind is WarningKind.CONFIG]
     assert config.keys == ["workload_args.straggler_delay_ms", "workload_args.straggler_rank"]
+
+
+def _repeats(folder: Path, *names: str) -> Path:
+    for name in names:
+        shutil.copytree(SAMPLES / "healthy", folder / name)
+    return folder
+
+
+def test_an_empty_run_among_repeats_is_refused_naming_it(tmp_path: Path) -> None:
+    side = _repeats(tmp_path / "a", "run1", "run3")
+    (side / "run2").mkdir()
+    with pytest.raises(InputError, match="an empty run beside the repeats run1, run3") as caught:
+        run_folders(side)
+    assert caught.value.path == str(side / "run2")
+
+
+def test_a_run_without_its_summary_among_repeats_is_refused(tmp_path: Path) -> None:
+    side = _repeats(tmp_path / "a", "run1", "run2")
+    (side / "run2" / "summary.json").rename(side / "run2" / "old.json")
+    with pytest.raises(InputError, match=r"a run with no summary\.json beside the repeats run1") as caught:
+        run_folders(side)
+    assert caught.value.path == str(side / "run2")
+
+
+def test_a_failed_capture_beside_repeats_is_not_a_run(tmp_path: Path) -> None:
+    side = _repeats(tmp_path / "a", "run1", "run3")
+    (side / "run2.tracekit-failed").mkdir()
+    assert run_folders(side) == [side / "run1", side / "run3"]
+
+
+def test_repeats_of_different_configs_are_refused_naming_the_runs_and_fields(tmp_path: Path) -> None:
+    side = _repeats(tmp_path / "a", "run1", "run2", "run3")
+    summary = side / "run3" / "summary.json"
+    data = json.loads(summary.read_bytes())
+    data["config"].update(batch_size=8, out_dir="elsewhere")  # out_dir: each repeat's own
+    summary.write_text(json.dumps(data))
+    with pytest.raises(InputError) as caught:
+        run_folders(side)
+    assert (
+        str(caught.value)
+        == f"{side}: runs run1 and run3 are captures of different configs: batch_size (16 vs 8): not repeats"
+    )
+    assert caught.value.path == str(side)

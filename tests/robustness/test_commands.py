@@ -1,4 +1,5 @@
-"""Every command case of ``cases_outputs.py``, each alone: refused up front, inputs untouched."""
+"""Every command case of ``cases_outputs.py``, each alone: refused up front, inputs untouched; and of
+``cases_bad_input.py``: one line naming the field (exit 2), or legitimate input rendered quietly."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from tests.robustness.cases_bad_input import CASES as BAD_INPUT
+from tests.robustness.cases_bad_input import BadInputCase
 from tests.robustness.cases_outputs import CASES, CommandCase
 from tests.robustness.runner import run_cli
 
@@ -33,3 +36,16 @@ def test_an_output_over_an_input_is_refused(case: CommandCase, tmp_path: Path) -
     for needle in case.needles:
         assert needle in lines[0], lines[0]
     assert _contents(tmp_path) == before  # nothing written over, nothing written at all
+
+
+@pytest.mark.parametrize("case", BAD_INPUT, ids=[c.name for c in BAD_INPUT])
+def test_a_command_on_bad_input_says_which_field(case: BadInputCase, tmp_path: Path) -> None:
+    out = run_cli(case.build(tmp_path), process=True, timeout=120)
+    assert out.code == case.code, f"exit {out.code}: {out.stderr[-600:]}"
+    if case.code == 0:
+        assert out.stderr == "", out.stderr  # no numpy warning
+        return
+    lines = out.stderr.strip().splitlines()
+    assert "Traceback" not in out.stderr and len(lines) == 1, out.stderr
+    for needle in case.needles:
+        assert needle in lines[0], lines[0]

@@ -62,6 +62,8 @@ def _row(
     ok = [r for r in runs if r.status == "ok"]
     means = [r.step_mean_ns for r in ok if r.step_mean_ns is not None]
     step = float(np.mean(means)) if means else None
+    #: A step timed as 0 ns (under the clock's resolution) has no samples/s: the cell's throughput is undefined.
+    timed = step is not None and step > 0 and all(s > 0 for r in ok for s in r.step_ns)
     peak = _max([r.peak_bytes for r in runs])
     pct = 100.0 * peak / capacity if peak is not None and capacity else None
     probe = _probe_of(first.values, probes)
@@ -76,7 +78,7 @@ def _row(
         reason=bad.reason if bad is not None else None,
         runs=len(ok),
         step_ns=step,
-        samples_per_s=first.global_batch * 1e9 / step if step else None,
+        samples_per_s=first.global_batch * 1e9 / step if timed and step else None,
         memory_device=next((r.memory_device for r in runs if r.memory_device), None),
         peak_allocated_bytes=_max([r.peak_allocated_bytes for r in runs]),
         peak_reserved_bytes=_max([r.peak_reserved_bytes for r in runs]),

@@ -126,6 +126,12 @@ def plan_sweep(
     if cell_timeout is not None and cell_timeout <= 0:
         raise InputError(f"--cell-timeout must be positive, got {cell_timeout:g}")
     settings = _settings(trace=trace, cell_timeout=cell_timeout)
+    for axis in axes:
+        if axis.key in settings:  # the flag's value would replace the axis's in every cell
+            flag = _FLAG_OF[axis.key]
+            raise InputError(
+                f"--grid {axis.key}: {flag} sets {axis.key} in every cell; give the axis or {flag}, not both"
+            )
     base = load_config(config_path, {**overrides, **settings})
     cells = grid_cells(axes)
     for cell in cells:
@@ -247,6 +253,10 @@ def _fraction(plan: SweepPlan, folder: Path) -> float | None:
     """The memory cap of the cells (the first cell's: a grid over the cap itself has no one
     device memory)."""
     return _config(plan, plan.cells[0], folder).cuda_memory_fraction if plan.cells else None
+
+
+#: The flag of ``tracekit sweep`` that sets each config key of :func:`_settings` in every cell.
+_FLAG_OF: Final = {"trace": "--no-trace", "timeout": "--cell-timeout"}
 
 
 def _settings(*, trace: bool, cell_timeout: float | None) -> dict[str, str]:

@@ -23,7 +23,7 @@ from pathlib import PurePosixPath
 from typing import TYPE_CHECKING, Final
 
 from tracekit.errors import InputError
-from tracekit.results.sweep import GridAxis
+from tracekit.results.sweep import GridAxis, cell_name
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping, Sequence
@@ -64,7 +64,7 @@ class Cell:
     @property
     def name(self) -> str:
         """``key=value,...`` with keys sorted: ``accelerate_config=ddp,batch_size=8``."""
-        return ",".join(f"{k}={self.values[k]}" for k in sorted(self.values))
+        return cell_name(self.values)
 
     def without(self, key: str) -> Cell:
         """This cell without ``key`` (the other-cell a probe walks the batch size of)."""

@@ -60,7 +60,42 @@ def run_folders(path: Path) -> list[Path]:
     if any(is_trace_name(p) and p.is_file() for p in path.iterdir()):
         return [path]
     captures = sorted(p for p in path.iterdir() if p.is_dir() and (p / SUMMARY).is_file())
+    if captures:
+        _check_repeats(path, captures)
     return captures or [path]
+
+
+#: Config fields that differ between repeats of one run (each capture's own folder).
+_OWN_FIELDS: Final = frozenset({"out_dir"})
+#: A capture that failed leaves its folder under this suffix: not a run, and not pooled.
+_FAILED_SUFFIX: Final = ".tracekit-failed"
+
+
+def _check_repeats(path: Path, captures: Sequence[Path]) -> None:
+    """Refuse a folder of repeats holding a run that is empty or no capture, or runs of different configs."""
+    from tracekit.results.capture import load_capture_summary  # noqa: PLC0415
+
+    for sub in sorted(p for p in path.iterdir() if p.is_dir() and p not in captures):
+        if not sub.name.startswith(".") and not sub.name.endswith(_FAILED_SUFFIX):
+            what = "an empty run" if not any(sub.iterdir()) else f"a run with no {SUMMARY}"
+            names = ", ".join(p.name for p in captures)
+            raise InputError(f"{what} beside the repeats {names}: not a capture, nothing to pool", path=sub)
+    configs = {}
+    for capture in captures:
+        summary = capture / SUMMARY
+        config = load_capture_summary(summary.read_bytes(), source=str(summary)).config or {}
+        configs[capture.name] = {k: v for k, v in config.items() if k not in _OWN_FIELDS}
+    first, *others = configs
+    for other in others:
+        keys = sorted(
+            k for k in configs[first].keys() | configs[other].keys() if configs[first].get(k) != configs[other].get(k)
+        )
+        if keys:
+            fields = ", ".join(f"{k} ({configs[first].get(k)!r} vs {configs[other].get(k)!r})" for k in keys[:4])
+            more = f" and {len(keys) - 4} more" if len(keys) > 4 else ""
+            raise InputError(
+                f"runs {first} and {other} are captures of different configs: {fields}{more}: not repeats", path=path
+            )
 
 
 def load_side(path: Path, options: AnalyzeOptions | None = None) -> list[Analysis]:

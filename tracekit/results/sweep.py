@@ -25,12 +25,15 @@ unit ``samples_per_s``). Where 1.0 held sentences, a 1.0 file is read into these
 
 from __future__ import annotations
 
+import itertools
 from typing import Final
 
 import msgspec
 
+from tracekit.errors import InputError
 from tracekit.results import upgrade
 from tracekit.results.compare import Measure  # noqa: TC001  (msgspec reads the annotations at run time)
+from tracekit.results.ranges import check_ranges
 from tracekit.results.records import dump_record, load_record
 from tracekit.results.vocab import (
     BoundKind,
@@ -54,6 +57,7 @@ __all__ = [
     "ProbeRecord",
     "Sweep",
     "SweepMatrix",
+    "cell_name",
     "dump_matrix",
     "dump_sweep",
     "load_matrix",
@@ -223,9 +227,54 @@ def dump_sweep(sweep: Sweep) -> bytes:
     return dump_record(sweep)
 
 
+def cell_name(values: dict[str, str]) -> str:
+    """A grid cell's name: ``key=value,...`` with keys sorted (``accelerate_config=ddp,batch_size=8``)."""
+    return ",".join(f"{k}={values[k]}" for k in sorted(values))
+
+
+#: Per capture, the counts that are at least 1 in any capture that ran.
+_AT_LEAST_ONE: Final = ("batch_size", "world_size", "gradient_accumulation_steps")
+
+
+def _check_grid(sweep: Sweep, source: str) -> None:
+    if not sweep.grid:
+        raise InputError("field grid is empty: a sweep has at least one grid axis", path=source)
+    keys = [a.key for a in sweep.grid]
+    for i, axis in enumerate(sweep.grid):
+        if not axis.values or len(set(axis.values)) != len(axis.values):
+            raise InputError(f"field grid[{i}].values ({axis.key}) is empty or repeats a value", path=source)
+        if keys.count(axis.key) > 1:
+            raise InputError(f"field grid[{i}].key: {axis.key} is more than one axis", path=source)
+    combos = [cell_name(dict(zip(keys, c, strict=True))) for c in itertools.product(*(a.values for a in sweep.grid))]
+    stray = [c for c in sweep.cells if c not in combos]
+    missing = [c for c in combos if c not in sweep.cells]
+    if stray or missing or len(sweep.cells) != len(combos):
+        what = f"holds {stray[0]!r}, not" if stray else f"lacks {missing[0]!r}, or repeats a cell," if missing else ""
+        raise InputError(f"field cells {what or 'repeats'} a cell of the grid ({', '.join(keys)})", path=source)
+
+
+def check_sweep(sweep: Sweep, *, source: str) -> None:
+    """Raise an :class:`InputError` naming ``source`` and the field of a ``sweep.json`` no sweep
+    writes: a number out of range, an empty grid, cells that are not the grid's combinations, a
+    capture whose values do not name its cell, a batch size, world size or accumulation of 0."""
+    check_ranges(sweep, source=source)
+    _check_grid(sweep, source)
+    for i, run in enumerate(sweep.runs):
+        for name in _AT_LEAST_ONE:
+            if getattr(run, name) < 1:
+                raise InputError(f"field runs[{i}].{name} is {getattr(run, name)}: it is at least 1", path=source)
+        if not run.probe and (run.cell not in sweep.cells or cell_name(run.values) != run.cell):
+            raise InputError(
+                f"field runs[{i}].values {run.values} does not name a grid cell (its cell: {run.cell!r})", path=source
+            )
+
+
 def load_sweep(data: bytes | str, *, source: str) -> Sweep:
-    """Parse ``sweep.json``; anything else is an :class:`InputError` naming ``source``."""
-    return load_record(data, Sweep, what="tracekit sweep record", source=source, upgrade=upgrade.sweep_1_0)
+    """Parse ``sweep.json`` and check it (:func:`check_sweep`); anything else is an
+    :class:`InputError` naming ``source``."""
+    sweep = load_record(data, Sweep, what="tracekit sweep record", source=source, upgrade=upgrade.sweep_1_0)
+    check_sweep(sweep, source=source)
+    return sweep
 
 
 def dump_matrix(matrix: SweepMatrix) -> str:
