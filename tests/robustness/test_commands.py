@@ -16,6 +16,9 @@ from tests.robustness.runner import run_cli
 if TYPE_CHECKING:
     from pathlib import Path
 
+#: Each case is a tracekit process (~1 s): with the corpus, outside the fast lane (CI runs them).
+pytestmark = pytest.mark.e2e
+
 
 def _contents(folder: Path) -> dict[str, str]:
     return {
