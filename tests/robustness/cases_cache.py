@@ -21,14 +21,24 @@ if TYPE_CHECKING:
     from pathlib import Path
 
 
-def _files(cache: Path, *, parquet: bool) -> list[Path]:
-    return sorted(p for p in cache.rglob("*") if p.is_file() and p.name.endswith(".parquet") == parquet)
+#: What an entry's files end with: its Parquet columns, its lock (``<stem>.lock``, empty), else metadata.
+_KINDS = {True: ".parquet", "lock": ".lock"}
 
 
-def _each(parquet: bool, change: Callable[[Path], None]) -> Callable[[Path], None]:
+def _kind(path: Path) -> bool | str:
+    return next((k for k, end in _KINDS.items() if path.name.endswith(end)), False)
+
+
+def _files(cache: Path, *, parquet: bool | str) -> list[Path]:
+    return sorted(p for p in cache.rglob("*") if p.is_file() and _kind(p) == parquet)
+
+
+def _each(parquet: bool | str, change: Callable[[Path], None]) -> Callable[[Path], None]:
+    """``change`` each Parquet file (True), each metadata file (False), or each entry's lock ("lock")."""
+
     def damage(cache: Path) -> None:
         files = _files(cache, parquet=parquet)
-        assert files, f"the first run left no {'Parquet' if parquet else 'metadata'} file in {cache}"
+        assert files, f"the first run left no {_KINDS.get(parquet, 'metadata')} file in {cache}"
         for path in files:
             change(path)
 
@@ -151,6 +161,9 @@ CASES: list[Case] = [
     _case("metadata-rank-minus-1", _each(False, _set_key("rank", -1))),
     _case("metadata-is-fifo", _each(False, _to_fifo), process=True),
     _case("metadata-is-folder", _each(False, _to_dir)),
+    _case("lock-garbage", _each("lock", _garbage)),
+    _case("lock-is-folder", _each("lock", _to_dir)),
+    _case("lock-is-fifo", _each("lock", _to_fifo), process=True),
     _case("folders-are-files", _folders_to_files),
     _case("folders-are-symlink-loops", _folders_to_loops),
 ]
