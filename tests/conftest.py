@@ -50,6 +50,8 @@ LAUNCHER_VARIABLES = (
 )
 
 
+#: The xdist group of every e2e test.
+E2E_GROUP = "e2e"
 _BEFORE = pytest.StashKey[dict[str, str | None]]()
 
 
@@ -78,6 +80,16 @@ def pytest_runtest_teardown(item: pytest.Item) -> Iterator[None]:
         changed = sorted(k for k in LAUNCHER_VARIABLES if after[k] != before[k])
         pytest.fail(f"the test left launcher variables in the environment: {', '.join(changed)}")
     return result
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The e2e tests start processes of their own (gloo ranks, a Dask cluster, a browser): under
+    pytest-xdist (``-n auto --dist loadgroup``, the default) they run one at a time on one worker,
+    while the other workers take the rest of the suite."""
+    for item in items:
+        if item.get_closest_marker("e2e") is not None:
+            item.add_marker(pytest.mark.xdist_group(E2E_GROUP))
 
 
 @pytest.fixture(autouse=True)

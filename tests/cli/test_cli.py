@@ -77,14 +77,19 @@ def test_analyze_runs_without_torch(tmp_path: Path) -> None:
     assert "tracekit analysis" in result.stdout
 
 
+#: mtime=0: the same bytes in every process (pytest-xdist's workers must collect the same tests)
+_TRUNCATED_GZIP = gzip.compress(json.dumps({"traceEvents": [{"ph": "X"}] * 99}).encode(), mtime=0)[:-30]
+
+
 @pytest.mark.parametrize(
     ("content", "reason"),
     [
         (b"", "empty file"),
-        (gzip.compress(json.dumps({"traceEvents": [{"ph": "X"}] * 99}).encode())[:-30], "truncated or corrupt gzip"),
+        (_TRUNCATED_GZIP, "truncated or corrupt gzip"),
         (b'{"traceEvents": [{"ph": "X", "ts": 1', "truncated JSON"),
         (b'{"hello": 1}', "not a Kineto trace"),
     ],
+    ids=["empty", "corrupt-gzip", "truncated-json", "not-kineto"],
 )
 def test_bad_input_is_one_line_exit_2(tmp_path: Path, content: bytes, reason: str) -> None:
     path = tmp_path / "rank0.json.gz"
