@@ -143,6 +143,16 @@ def test_with_nothing_removed_every_rank_ends_when_it_did(plans: list[RankPlan])
     assert all(abs(g) < 1e-6 for g in simulate(plans, Scenario()).values())
 
 
+@pytest.mark.parametrize("device_end", [True, False])
+def test_a_task_launched_as_a_wait_of_no_length_ends_is_not_awaited_by_it(device_end: bool) -> None:
+    """Found by the property above: a sync of no length at 14.5 and a task launched at 14.5 on
+    another stream. The sync awaited the task, whose launch (at the sync's end: after it) waited
+    for the sync: endless recursion. A sync awaits what was launched strictly before it."""
+    tasks = [(NAN, 18.3, 29.0), (14.5, 29.0, 29.0), (NAN, 30.9, 35.1)]
+    one = plan(tasks=tasks, streams=[0, 1, 0], instances=[0, -1, -1], blocks=[(14.5, 14.5)], device_end=device_end)
+    assert simulate([one], Scenario()) == {0: pytest.approx(0.0, abs=1e-6)}
+
+
 @settings(max_examples=150, deadline=None)
 @given(timelines(), st.floats(0, 200), st.floats(0, 50))
 def test_removing_time_never_makes_a_rank_later(plans: list[RankPlan], at: float, length: float) -> None:

@@ -84,6 +84,9 @@ class _Rank:
         self._delays()
         self._dependencies()
         self._blocks()
+        # per stream, the places of the tasks re-timed one by one (a collective, or a wait on
+        # another stream), in order: found by bisection, never by scanning the stream again
+        self.stops = [np.flatnonzero((plan.instance[idx] >= 0) | (self.dep[idx] >= 0)) for idx in self.streams]
 
     def _delays(self) -> None:
         """Each task's launch (no later than its start), its predecessor's overlap into it and
@@ -158,6 +161,7 @@ class _Rank:
         self.b_start, self.b_end = np.array(starts), np.array(ends)
         self.b_coll = np.array(colls, dtype=bool)
         nb = self.b_start.size
+        instant = self.b_end <= self.b_start
         # the host collectives in end order: a thread waiting on them goes on after each one
         coll = np.flatnonzero(self.free)
         completion = p.end if p.done is None else p.done
@@ -169,14 +173,17 @@ class _Rank:
         lo = np.searchsorted(self.comp_end, since, side="right")
         hi = np.searchsorted(self.comp_end, self.b_end + AWAIT_TOLERANCE_NS, side="right")
         self.awaited_free = [
-            coll[lo[b] : hi[b]][self.lch[coll[lo[b] : hi[b]]] <= untils[b]] if colls[b] else coll[:0] for b in range(nb)
+            self._launched_by(coll[lo[b] : hi[b]], untils[b], instant[b]) if colls[b] else coll[:0] for b in range(nb)
         ]
         drain = np.array([p.end[k].max() if k.size else _NEVER for k in self.awaited_free], dtype=float)
         self.awaited = np.full((nb, len(self.streams)), -1, dtype=np.int64)
         for j, idx in enumerate(self.streams):
             launches = np.maximum.accumulate(self.lch[idx]) if idx.size else self.lch[idx]
             ends_j = np.maximum.accumulate(p.end[idx]) if idx.size else p.end[idx]
-            launched_before = np.searchsorted(launches, np.array(untils), side="right") - 1
+            # launched by then (a wait of no length: strictly before; a launch at the very time
+            # the host resumes comes after it, and awaiting it, the wait would wait on itself)
+            by = np.searchsorted(launches, np.array(untils), side="right") - 1
+            launched_before = np.where(instant, np.searchsorted(launches, np.array(untils), side="left") - 1, by)
             ended_by = np.searchsorted(ends_j, self.b_end + AWAIT_TOLERANCE_NS, side="right") - 1
             # a wait on collectives waits for the collective backend's work only
             last = np.where(self.b_coll, -1, np.minimum(launched_before, ended_by))
@@ -193,6 +200,12 @@ class _Rank:
         # host time removed before each block's start and end (asked for at every re-timed launch)
         self.r_at_start = self.removed_before(self.b_start)
         self.r_at_end = self.removed_before(self.b_end)
+
+    def _launched_by(self, tasks: np.ndarray, until: float, instant: bool) -> np.ndarray:
+        """``tasks`` launched by ``until`` (for a wait of no length, strictly before: see :meth:`_blocks`)."""
+        lch = self.lch[tasks]
+        picked: np.ndarray = tasks[lch < until] if instant else tasks[lch <= until]
+        return picked
 
     # -- the host ------------------------------------------------------------------------------
 
@@ -285,22 +298,20 @@ class _Rank:
 
     def stream_until(self, j: int, last: int, sim: Simulation) -> None:
         """Re-time stream ``j`` through its task at place ``last``."""
-        idx = self.streams[j]
-        inst = self.plan.instance[idx]
-        stops = (inst >= 0) | (self.dep[idx] >= 0)  # re-timed one by one
+        idx, stops = self.streams[j], self.stops[j]
         while self.done[j] <= last:
             lo = self.done[j]
-            rest = np.flatnonzero(stops[lo : last + 1])
-            hi = lo + int(rest[0]) if rest.size else last + 1  # the next stop, or past the last
+            s = int(np.searchsorted(stops, lo))
+            hi = min(int(stops[s]), last + 1) if s < stops.size else last + 1  # the next stop, or past the last
             if hi > lo:
                 self._run(j, lo, hi, sim)
             if hi > last:
                 continue
             k = int(idx[hi])
-            if inst[hi] < 0:
+            if self.plan.instance[k] < 0:
                 self._one(j, hi, sim)
                 continue
-            sim.instance(int(inst[hi]))
+            sim.instance(int(self.plan.instance[k]))
             if self.done[j] == hi:  # re-entered before the instance could finish: keep its shift
                 self._collective_alone(k, sim)
                 self.done[j] = hi + 1
