@@ -12,6 +12,7 @@ import pytest
 
 from tests.conftest import SAMPLES
 from tests.factories import simple_step, write_kineto
+from tests.robustness.runner import run_cli
 from tracekit import __version__
 from tracekit.results.analysis import SCHEMA
 
@@ -19,7 +20,13 @@ if TYPE_CHECKING:
     from pathlib import Path
 
 
-def tracekit(*args: str | Path, env_code: str = "") -> subprocess.CompletedProcess[str]:
+def tracekit(*args: str | Path, env_code: str = "", process: bool = False) -> subprocess.CompletedProcess[str]:
+    """``tracekit ARGS`` as on a pipe: in this process (click's runner: no interpreter to start),
+    or, with ``env_code`` to run first or ``process``, in a child process."""
+    if not env_code and not process:
+        out = run_cli([str(a) for a in args], timeout=120, color=False)
+        assert out.code is not None, f"tracekit {args} took over 120 s"
+        return subprocess.CompletedProcess(list(args), out.code, out.stdout, out.stderr)
     code = f"{env_code}\nfrom tracekit.cli.main import main\nimport sys\nsys.argv=['tracekit', *sys.argv[1:]]\nmain()"
     return subprocess.run(
         [sys.executable, "-c", code, *map(str, args)], capture_output=True, text=True, timeout=120, check=False

@@ -56,28 +56,35 @@ def _on_alarm(signum: int, frame: object) -> None:
 
 
 def run_cli(
-    args: list[str], *, process: bool = False, shell: str | None = None, timeout: float | None = None
+    args: list[str],
+    *,
+    process: bool = False,
+    shell: str | None = None,
+    timeout: float | None = None,
+    color: bool = True,
 ) -> Output:
     """``tracekit ARGS`` through :func:`tracekit.cli.main.main`: in this process, or a subprocess.
 
     ``shell`` is a bash command line run instead (``$TRACEKIT`` runs tracekit), for paths only a
-    shell makes (process substitution).
+    shell makes (process substitution). ``color``: in this process, keep click's escape sequences
+    as on a terminal (False: strip them, as on a pipe).
     """
     started = time.perf_counter()
     if process or shell is not None:
         code, out, err = _run_process(args, shell=shell, timeout=timeout or TIMEOUT_S)
     else:
-        code, out, err = _run_here(args, timeout=timeout or TIMEOUT_HERE_S)
+        code, out, err = _run_here(args, timeout=timeout or TIMEOUT_HERE_S, color=color)
     return Output(code, out, err, seconds=time.perf_counter() - started)
 
 
-def _run_here(args: list[str], *, timeout: float) -> tuple[int | None, str, str]:
+def _run_here(args: list[str], *, timeout: float, color: bool = True) -> tuple[int | None, str, str]:
+    """``color``: click keeps escape sequences, as it does on a terminal (False: it strips them,
+    as on a pipe)."""
     from tracekit.cli.main import main
 
     runner = CliRunner()
     code: int | None = 0
-    # color=True: click keeps escape sequences, as it does on a terminal (on a pipe it strips them)
-    with runner.isolation(color=True) as (out, err, _):
+    with runner.isolation(color=color) as (out, err, _):
         saved_argv, sys.argv = sys.argv, ["tracekit", *args]
         previous = signal.signal(signal.SIGALRM, _on_alarm)
         signal.setitimer(signal.ITIMER_REAL, timeout)
