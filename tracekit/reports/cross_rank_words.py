@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Final
 
 if TYPE_CHECKING:
     from tracekit.results.analysis import CollectivesSection
-    from tracekit.results.rows import MisalignedStep
+    from tracekit.results.rows import ClockOffset, MisalignedStep
 
 #: The steps listed by name in one note at most (the JSON lists them all).
 _SHOWN: Final = 5
@@ -32,12 +32,31 @@ def alignment_note(c: CollectivesSection) -> str:
     return f"Ranks' windows do not align: cross-rank figures skipped for {shown}{more}."
 
 
+def _host(k: ClockOffset) -> str:
+    return f" (host {k.host})" if k.host else ""
+
+
+def hosts_note(c: CollectivesSection) -> str:
+    """The hosts the ranks' traces record, where they are more than one (each host one clock), or ''."""
+    hosts: dict[str, list[int]] = {}
+    for k in c.clocks:
+        if k.host:
+            hosts.setdefault(k.host, []).append(k.rank)
+    if len(hosts) < 2:
+        return ""
+    listed = "; ".join(f"{h}: ranks {', '.join(map(str, ranks))}" for h, ranks in sorted(hosts.items())[:_SHOWN])
+    more = f"; and {len(hosts) - _SHOWN} more hosts" if len(hosts) > _SHOWN else ""
+    return f"Ranks on {len(hosts)} hosts, one clock each ({listed}{more})."
+
+
 def clock_note(c: CollectivesSection) -> str:
-    """The clock offsets corrected, and the lateness below which nothing is named, or ''."""
-    parts = []
+    """The hosts, the clock offsets corrected, and the lateness below which nothing is named, or ''."""
+    parts = [hosts_note(c)] if hosts_note(c) else []
     corrected = [k for k in c.clocks if k.corrected]
     if corrected:
-        offsets = ", ".join(f"rank {k.rank} {k.offset_ns / 1e6:+.2f} ms ± {_ms(k.uncertainty_ns)}" for k in corrected)
+        offsets = ", ".join(
+            f"rank {k.rank}{_host(k)} {k.offset_ns / 1e6:+.2f} ms ± {_ms(k.uncertainty_ns)}" for k in corrected
+        )
         parts.append(f"Clock offsets estimated from the collectives' ends and corrected: {offsets}.")
     tolerance = max((i.tolerance_ns or 0 for i in c.instances if i.matched), default=0)
     if tolerance > 0:

@@ -219,6 +219,8 @@ class ClockOffset(Row, frozen=True, kw_only=True):
     #: how far the rank's clock may still be off, after the correction
     uncertainty_ns: int
     corrected: bool
+    #: since 2.7: the host its trace records (ranks of one host share one clock), when it records one
+    host: str | None = None
 
 
 class MisalignedStep(Row, frozen=True, kw_only=True):
