@@ -58,6 +58,7 @@ def no_clocks() -> pl.DataFrame:
         "corrected": pl.Boolean,
         "host": pl.String,
         "clock": pl.Int32,
+        "ref": pl.Int32,
     }
     return pl.DataFrame(schema=schema)
 
@@ -148,6 +149,7 @@ def estimate_clocks(found: pl.DataFrame, keys: list[str], hosts: pl.DataFrame | 
             "corrected",
             "host",
             "clock",
+            "ref",
         )
         .sort("rank")
     )

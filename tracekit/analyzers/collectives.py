@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Final
 import polars as pl
 
 from tracekit.analyzers import intervals as iv
-from tracekit.analyzers.alignment import align, misaligned_frame, with_members
+from tracekit.analyzers.alignment import align, misaligned_frame, renumber, step_shifts, with_members
 from tracekit.analyzers.clocks import estimate_clocks, no_clocks, rank_hosts, tolerance
 from tracekit.model.taxonomy import kernel_op_expr
 from tracekit.results.vocab import CollectiveMatch, MatchKey, StepSource
@@ -433,6 +433,20 @@ def find_collectives(run: Run, activity: pl.DataFrame, steps: StepResult) -> pl.
     return _located(found, steps)
 
 
+def _aligned(keyed: pl.DataFrame, hosts: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The calls aligned per step (:func:`~tracekit.analyzers.alignment.align`), again after
+    renumbering ranks whose step numbers are shifted (:func:`~tracekit.analyzers.alignment.step_shifts`),
+    with floors and waits; and the steps that do not align."""
+    found, misaligned = align(keyed)
+    found = _floors(with_members(found))
+    shifts = step_shifts(found, estimate_clocks(found, list(KEYS)), hosts)
+    if shifts.height == 0:
+        return found, misaligned
+    keyed, dropped = renumber(keyed, shifts)
+    found, misaligned = align(keyed)
+    return _floors(with_members(found)), pl.concat([misaligned, dropped]).sort("step", "pg", "op", nulls_last=True)
+
+
 def match_found(
     found: pl.DataFrame,
     *,
@@ -446,8 +460,8 @@ def match_found(
     ``groups``: :func:`group_members` of every rank of the run; ``world_size``: the run's;
     ``hosts``: :func:`~tracekit.analyzers.clocks.rank_hosts` of every rank (which share a clock).
     """
-    found, misaligned = align(_in_run(found, groups, world_size))
-    found = _floors(with_members(found))
+    hosts = rank_hosts(()) if hosts is None else hosts
+    found, misaligned = _aligned(_in_run(found, groups, world_size), hosts)
     clocks = estimate_clocks(found, list(KEYS), hosts)
     found = _measure(tolerance(found, clocks, list(KEYS)))
     per_rank = found.select(

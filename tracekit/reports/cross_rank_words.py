@@ -23,12 +23,39 @@ def _step(m: MisalignedStep) -> str:
     return f"{where} ({m.op} in group {m.pg or '-'}: {held})"
 
 
+def _steps(numbers: list[int]) -> str:
+    """``[1, 2, 3, 6]`` as ``steps 1-3, 6``."""
+    runs: list[list[int]] = []
+    for n in sorted(numbers):
+        if runs and n == runs[-1][-1] + 1:
+            runs[-1].append(n)
+        else:
+            runs.append([n])
+    listed = ", ".join(f"{r[0]}-{r[-1]}" if len(r) > 1 else str(r[0]) for r in runs)
+    return f"step{'s' if len(numbers) > 1 else ''} {listed}"
+
+
+def _off(rows: list[MisalignedStep]) -> list[str]:
+    """The steps of ranks whose windows are off the others' (one entry per rank, group and operation)."""
+    by: dict[tuple[str, str, str, int], list[int]] = {}
+    for m in rows:
+        if m.offset_ns is not None and m.step is not None:
+            key = (", ".join(map(str, m.ranks)), m.pg, m.op, m.offset_ns)
+            by.setdefault(key, []).append(m.step)
+    return [
+        f"{_steps(steps)} of rank {ranks} ({op} in group {pg or '-'}: its step windows are {offset / 1e6:+.2f} ms "
+        "off the others', not a whole number of steps)"
+        for (ranks, pg, op, offset), steps in by.items()
+    ]
+
+
 def alignment_note(c: CollectivesSection) -> str:
-    """Steps whose collectives the ranks hold in different counts, or ''."""
+    """Steps whose collectives the ranks hold in different counts, or whose windows are off, or ''."""
     if not c.misaligned:
         return ""
-    shown = "; ".join(_step(m) for m in c.misaligned[:_SHOWN])
-    more = f"; and {len(c.misaligned) - _SHOWN} more (in the JSON)" if len(c.misaligned) > _SHOWN else ""
+    listed = [*(_step(m) for m in c.misaligned if m.offset_ns is None), *_off(c.misaligned)]
+    shown = "; ".join(listed[:_SHOWN])
+    more = f"; and {len(listed) - _SHOWN} more (in the JSON)" if len(listed) > _SHOWN else ""
     return f"Ranks' windows do not align: cross-rank figures skipped for {shown}{more}."
 
 
