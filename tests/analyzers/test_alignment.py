@@ -5,15 +5,14 @@ Every case is a small run whose answer is worked out by hand (times in ms: a ste
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+import dataclasses
+from typing import Any
 
 import pytest
 
 from tests.factories import cross_rank, ev, make_run, nccl_call
 from tracekit.analyzers import run_analysis
-
-if TYPE_CHECKING:
-    pass
+from tracekit.reports.cross_rank_words import alignment_note
 
 MS = 1_000_000
 STEP = 100 * MS
@@ -162,3 +161,62 @@ def test_a_late_rank_on_a_shared_clock_keeps_its_lateness() -> None:
     assert collectives.clocks["uncertainty_ns"].to_list() == [0, 0, 0]
     assert collectives.instances["last_rank"].to_list() == [2] * 4
     assert collectives.per_rank.filter(rank=2)["lateness_ns"].to_list() == [5 * MS] * 4
+
+
+def renumbered(rows: list[dict[str, Any]], by: int) -> list[dict[str, Any]]:
+    """``rows`` with every ProfilerStep#N named #N+by (the rank called ``prof.step()`` ``by`` more times)."""
+
+    def name(row: dict[str, Any]) -> str:
+        text: str = row["name"]
+        return f"ProfilerStep#{int(text.split('#')[1]) + by}" if text.startswith("ProfilerStep#") else text
+
+    return [{**row, "name": name(row)} for row in rows]
+
+
+@pytest.mark.parametrize("host", [None, "node"], ids=["hosts unknown", "one host"])
+def test_a_rank_whose_step_numbers_are_shifted_is_renumbered(host: str | None) -> None:
+    # both ranks run steps 0-5 at the same times; rank 1 enters 5 ms late every step, both leave
+    # at 56 ms. Rank 1 numbers them 1-6: by number, its #N (the others' #N-1) paired with rank 0's
+    # #N, 100 ms later. Hosts unknown, that read as a clock offset of -100 ms (corrected, 5 of 6
+    # instances common); on one host (one clock) as rank 0 arriving 95 ms late. The pairs' ends
+    # are a whole step apart: rank 1 is renumbered by -1, its 5 ms named at 6 of 6, its clock 0.
+    rows = rank_steps(0, range(6), enter_ms=50, end_ms=56)
+    rows += renumbered(rank_steps(1, range(6), enter_ms=55, end_ms=56), 1)
+    run = make_run(rows, world_size=2)
+    run = dataclasses.replace(run, ranks=tuple(dataclasses.replace(r, host=host) for r in run.ranks))
+    collectives, stragglers = cross_rank(run)
+    assert collectives.misaligned.height == 0
+    assert collectives.clocks["estimate_ns"].to_list() == [0, 0]
+    assert collectives.clocks["corrected"].to_list() == [False, False]
+    late = collectives.per_rank.filter(rank=1)
+    assert late["step"].to_list() == [0, 1, 2, 3, 4, 5]
+    assert late["lateness_ns"].to_list() == [5 * MS] * 6
+    assert collectives.per_rank.filter(rank=0)["lateness_ns"].to_list() == [0] * 6
+    assert collectives.instances.filter("common").height == 6
+    assert by_rank(stragglers.per_rank, "times_last") == {0: 0, 1: 6}
+
+
+def test_windows_off_by_no_whole_number_of_steps_do_not_align() -> None:
+    # rank 1 numbers its steps 1-6 and its clock reads 40 ms ahead: its ends read 60 ms before
+    # rank 0's of the same number. A shift by one step with 40 ms of clock, or 60 ms of clock and
+    # no shift: which cannot be told (nor is it within a quarter step of a whole step), so its
+    # steps are listed as not aligning and no lateness is named (never 95 or 55 ms)
+    rows = rank_steps(0, range(6), enter_ms=50, end_ms=56)
+    rows += renumbered(rank_steps(1, range(6), enter_ms=55, end_ms=56, skew_ms=40), 1)
+    frames = run_analysis(make_run(rows, world_size=2)).frames
+    bad = frames.collectives.misaligned
+    assert bad["step"].to_list() == [1, 2, 3, 4, 5, 6]
+    assert bad["ranks"].to_list() == [[1]] * 6 and bad["counts"].to_list() == [[1]] * 6
+    assert bad["offset_ns"].to_list() == [-60 * MS] * 6
+    assert frames.collectives.per_rank["lateness_ns"].null_count() == frames.collectives.per_rank.height
+    assert frames.stragglers.stragglers == ()
+
+
+def test_the_report_says_which_steps_do_not_align_and_how_far_off() -> None:
+    rows = rank_steps(0, range(6), enter_ms=50, end_ms=56)
+    rows += renumbered(rank_steps(1, range(6), enter_ms=55, end_ms=56, skew_ms=40), 1)
+    note = alignment_note(run_analysis(make_run(rows, world_size=2)).analysis.collectives)
+    assert note == (
+        "Ranks' windows do not align: cross-rank figures skipped for steps 1-6 of rank 1 (allreduce in group 0: "
+        "its step windows are -60.00 ms off the others', not a whole number of steps)."
+    )

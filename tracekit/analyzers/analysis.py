@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 import msgspec
 import polars as pl
 
+from tracekit.analyzers.clocks import rank_hosts
 from tracekit.analyzers.collectives import group_members
 from tracekit.analyzers.context import Options
 from tracekit.analyzers.mapreduce import RankSummary, Reduced, map_ranks, reduce_ranks
@@ -65,6 +66,7 @@ def run_options(
         world_size=meta.world_size,
         ranks_present=len(meta.ranks),
         groups=group_members(meta.ranks),
+        hosts=rank_hosts(meta.ranks),
     )
 
 

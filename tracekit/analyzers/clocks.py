@@ -12,20 +12,34 @@ linked through shared instances (rank 0 of the default group).
 Two things bound how well an offset is known: the spread of the rank's residuals (``spread``:
 1.4826 times their median absolute value, a robust standard deviation) and how far the ends of
 one collective may legitimately differ on one clock, up to its latency floor (``bound``: the
-median floor over the rank's instances). An estimate beyond ``bound + spread`` is a measured
-offset: it is corrected, with that as its uncertainty. An estimate within it is what one clock
-also gives (a ring's ranks leave a few microseconds apart, gloo's ranks on one shared-core host
-up to many milliseconds), so the ranks are taken to share one clock: nothing is corrected and
-no uncertainty is added (the traces do not say which ranks share a host; an offset smaller
-than the collectives' floor cannot be told from the order in which ranks leave). Lateness
-inside the uncertainty is never named.
+median floor over the rank's instances). An offset within ``bound + spread`` cannot be told from
+the order in which ranks leave a collective; what is done with it depends on the hosts the
+traces record (:attr:`~tracekit.model.run.RankInfo.host`):
+
+* ranks known to be on one host share one clock: they are fitted as one (one offset for the
+  host), and against the reference's host nothing is corrected and no uncertainty is added;
+* ranks known to be on different hosts (or a rank whose host is not recorded, in a run whose
+  recorded hosts differ): an estimate beyond ``bound + spread`` is a measured offset and is
+  corrected; within it nothing is corrected; either way ``bound + spread`` is the uncertainty,
+  and lateness inside it is never named;
+* hosts not recorded (most traces: Kineto records a ``host_name`` only in some builds): an
+  estimate beyond ``bound + spread`` is corrected with that as its uncertainty; one within it is
+  taken for one shared clock, nothing corrected and no uncertainty added. Counting it as
+  uncertainty would be the cautious reading, but the ranks of a run without hosts are most
+  often those of one machine (tracekit's own captures, the gloo ranks of one host whose
+  collectives end many milliseconds apart): it would hide their real stragglers.
 """
 
 from __future__ import annotations
 
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 import polars as pl
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from tracekit.model.run import RankInfo
 
 #: The median absolute deviation times this estimates a standard deviation (normal errors).
 MAD_SIGMA: Final = 1.4826
@@ -42,8 +56,25 @@ def no_clocks() -> pl.DataFrame:
         "offset_ns": pl.Int64,
         "uncertainty_ns": pl.Int64,
         "corrected": pl.Boolean,
+        "host": pl.String,
+        "clock": pl.Int32,
+        "ref": pl.Int32,
     }
     return pl.DataFrame(schema=schema)
+
+
+def rank_hosts(ranks: Sequence[RankInfo]) -> pl.DataFrame:
+    """rank, host: the host each trace records (null where it records none)."""
+    return pl.DataFrame([(r.rank, r.host) for r in ranks], schema={"rank": pl.Int32, "host": pl.String}, orient="row")
+
+
+def _clock_ids(points: pl.DataFrame, hosts: pl.DataFrame) -> tuple[pl.DataFrame, bool]:
+    """rank, host, clock (the lowest rank of its host, or itself where no host is recorded) of
+    the ranks of ``points``; and whether the hosts recorded differ."""
+    ranks = points.select(pl.col("rank").cast(pl.Int32)).unique()
+    ranks = ranks.join(hosts.select(pl.col("rank").cast(pl.Int32), "host"), on="rank", how="left")
+    clock = pl.when(pl.col("host").is_not_null()).then(pl.col("rank").min().over("host")).otherwise(pl.col("rank"))
+    return ranks.with_columns(clock=clock.cast(pl.Int32)), ranks["host"].drop_nulls().n_unique() > 1
 
 
 def _polish(points: pl.DataFrame, keys: list[str]) -> tuple[pl.DataFrame, pl.DataFrame]:
@@ -73,41 +104,52 @@ def _components(points: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
     return comp
 
 
-def estimate_clocks(found: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
+def estimate_clocks(found: pl.DataFrame, keys: list[str], hosts: pl.DataFrame | None = None) -> pl.DataFrame:
     """rank, instances, estimate_ns, offset_ns (corrected: what to subtract from the rank's
-    times), uncertainty_ns, corrected: from ``found``'s calls of instances (``keys``) held by
-    two ranks or more, with their ``end_ns`` and ``floor_ns``."""
+    times), uncertainty_ns, corrected, host, clock (the lowest rank of its clock): from
+    ``found``'s calls of instances (``keys``) held by two ranks or more, with their ``end_ns``
+    and ``floor_ns``; ``hosts`` (:func:`rank_hosts`) tells which ranks share a clock."""
     points = found.filter(pl.col("floor_ns").is_not_null()).select(
-        "rank", *keys, pl.col("end_ns").cast(pl.Float64).alias("end"), "floor_ns"
+        pl.col("rank").cast(pl.Int32), *keys, pl.col("end_ns").cast(pl.Float64).alias("end"), "floor_ns"
     )
     if points.height == 0:
         return no_clocks()
-    offsets, fitted = _polish(points, keys)
-    refs = _components(points, keys).join(offsets.rename({"rank": "ref", "o": "o_ref"}), on="ref")
+    ids, hosts_differ = _clock_ids(points, rank_hosts(()) if hosts is None else hosts)
+    # one clock per host: its ranks' points fitted together, under the clock's id
+    by_clock = points.join(ids.select("rank", "clock"), on="rank").drop("rank").rename({"clock": "rank"})
+    offsets, fitted = _polish(by_clock, keys)
+    refs = _components(by_clock, keys).join(offsets.rename({"rank": "ref", "o": "o_ref"}), on="ref")
     residual = (pl.col("end") - pl.col("c") - pl.col("o")).abs()
-    per_rank = fitted.group_by("rank").agg(
-        instances=pl.len(),
-        spread=MAD_SIGMA * residual.median(),
-        bound=pl.col("floor_ns").median(),
-        o=pl.col("o").first(),
+    per_clock = fitted.group_by("rank").agg(
+        spread=MAD_SIGMA * residual.median(), bound=pl.col("floor_ns").median(), o=pl.col("o").first()
     )
+    per_clock = per_clock.join(refs, on="rank").rename({"rank": "clock"})
+    instances = points.group_by("rank").agg(instances=pl.len())
+    ref_host = ids.select(pl.col("clock").alias("ref"), pl.col("host").alias("ref_host")).unique("ref")
+    table = ids.join(instances, on="rank").join(per_clock, on="clock").join(ref_host, on="ref", how="left")
     est = (pl.col("o") - pl.col("o_ref")).round(0)
-    measured = est.abs() > pl.col("bound") + pl.col("spread")
+    allowed = pl.col("bound") + pl.col("spread")
+    same = pl.col("clock") == pl.col("ref")
+    unknown = pl.col("host").is_null() | pl.col("ref_host").is_null()
+    apart = ~same & (~unknown | pl.lit(hosts_differ))
+    measured = ~same & (est.abs() > allowed)
     return (
-        per_rank.join(refs, on="rank")
-        .with_columns(estimate=est, corrected=measured)
+        table.with_columns(estimate=est, corrected=measured)
         .select(
-            pl.col("rank").cast(pl.Int32),
+            "rank",
             pl.col("instances").cast(pl.UInt32),
             pl.col("estimate").cast(pl.Int64).alias("estimate_ns"),
             pl.when("corrected").then(pl.col("estimate")).otherwise(0).cast(pl.Int64).alias("offset_ns"),
-            pl.when("corrected")
-            .then(pl.col("bound") + pl.col("spread"))
+            pl.when(pl.col("corrected") | apart)
+            .then(allowed)
             .otherwise(0)
             .round(0)
             .cast(pl.Int64)
             .alias("uncertainty_ns"),
             "corrected",
+            "host",
+            "clock",
+            "ref",
         )
         .sort("rank")
     )
@@ -117,13 +159,17 @@ def tolerance(found: pl.DataFrame, clocks: pl.DataFrame, keys: list[str]) -> pl.
     """``found`` with ``tolerance_ns`` per instance: how far two of its ranks' arrivals may be
     off from each other through their clocks (the sum of the two largest uncertainties), and
     its ``arrival_ns`` on the corrected clocks."""
-    u = clocks.select(pl.col("rank").cast(found.schema["rank"]), "offset_ns", "uncertainty_ns")
+    u = clocks.select(pl.col("rank").cast(found.schema["rank"]), "offset_ns", "uncertainty_ns", "clock")
     found = found.join(u, on="rank", how="left", maintain_order="left").with_columns(
-        pl.col("offset_ns").fill_null(0), pl.col("uncertainty_ns").fill_null(0)
+        pl.col("offset_ns").fill_null(0),
+        pl.col("uncertainty_ns").fill_null(0),
+        pl.coalesce("clock", pl.col("rank").cast(pl.Int32)).alias("clock"),
     )
-    per_instance = found.group_by(keys).agg(tolerance_ns=pl.col("uncertainty_ns").top_k(2).sum())
+    # ranks of one clock are not off from each other: each clock's uncertainty counts once
+    per_clock = found.group_by(*keys, "clock").agg(pl.col("uncertainty_ns").first())
+    per_instance = per_clock.group_by(keys).agg(tolerance_ns=pl.col("uncertainty_ns").top_k(2).sum())
     return (
         found.join(per_instance, on=keys, how="left", maintain_order="left")
         .with_columns(arrival_ns=pl.col("arrival_ns") - pl.col("offset_ns"))
-        .drop("uncertainty_ns")
+        .drop("uncertainty_ns", "clock")
     )

@@ -37,8 +37,8 @@ from typing import TYPE_CHECKING, Final
 import polars as pl
 
 from tracekit.analyzers import intervals as iv
-from tracekit.analyzers.alignment import align, misaligned_frame, with_members
-from tracekit.analyzers.clocks import estimate_clocks, no_clocks, tolerance
+from tracekit.analyzers.alignment import align, misaligned_frame, renumber, step_shifts, with_members
+from tracekit.analyzers.clocks import estimate_clocks, no_clocks, rank_hosts, tolerance
 from tracekit.model.taxonomy import kernel_op_expr
 from tracekit.results.vocab import CollectiveMatch, MatchKey, StepSource
 
@@ -408,7 +408,13 @@ def _status(instances: pl.DataFrame, *, ranks_present: int, world_size: int | No
 def match_collectives(run: Run, activity: pl.DataFrame, steps: StepResult) -> CollectiveResult:
     """Match every rank's collectives within their groups; measure floors, waits and arrivals."""
     found = find_collectives(run, activity, steps)
-    return match_found(found, groups=group_members(run.ranks), ranks_present=len(run.ranks), world_size=run.world_size)
+    return match_found(
+        found,
+        groups=group_members(run.ranks),
+        ranks_present=len(run.ranks),
+        world_size=run.world_size,
+        hosts=rank_hosts(run.ranks),
+    )
 
 
 def find_collectives(run: Run, activity: pl.DataFrame, steps: StepResult) -> pl.DataFrame:
@@ -427,16 +433,36 @@ def find_collectives(run: Run, activity: pl.DataFrame, steps: StepResult) -> pl.
     return _located(found, steps)
 
 
+def _aligned(keyed: pl.DataFrame, hosts: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The calls aligned per step (:func:`~tracekit.analyzers.alignment.align`), again after
+    renumbering ranks whose step numbers are shifted (:func:`~tracekit.analyzers.alignment.step_shifts`),
+    with floors and waits; and the steps that do not align."""
+    found, misaligned = align(keyed)
+    found = _floors(with_members(found))
+    shifts = step_shifts(found, estimate_clocks(found, list(KEYS)), hosts)
+    if shifts.height == 0:
+        return found, misaligned
+    keyed, dropped = renumber(keyed, shifts)
+    found, misaligned = align(keyed)
+    return _floors(with_members(found)), pl.concat([misaligned, dropped]).sort("step", "pg", "op", nulls_last=True)
+
+
 def match_found(
-    found: pl.DataFrame, *, groups: pl.DataFrame, ranks_present: int, world_size: int | None
+    found: pl.DataFrame,
+    *,
+    groups: pl.DataFrame,
+    ranks_present: int,
+    world_size: int | None,
+    hosts: pl.DataFrame | None = None,
 ) -> CollectiveResult:
     """The cross-rank part: floors, waits, lateness and instances of every rank's collectives.
 
-    ``groups``: :func:`group_members` of every rank of the run; ``world_size``: the run's.
+    ``groups``: :func:`group_members` of every rank of the run; ``world_size``: the run's;
+    ``hosts``: :func:`~tracekit.analyzers.clocks.rank_hosts` of every rank (which share a clock).
     """
-    found, misaligned = align(_in_run(found, groups, world_size))
-    found = _floors(with_members(found))
-    clocks = estimate_clocks(found, list(KEYS))
+    hosts = rank_hosts(()) if hosts is None else hosts
+    found, misaligned = _aligned(_in_run(found, groups, world_size), hosts)
+    clocks = estimate_clocks(found, list(KEYS), hosts)
     found = _measure(tolerance(found, clocks, list(KEYS)))
     per_rank = found.select(
         "rank",

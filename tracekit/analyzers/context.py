@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from tracekit.analyzers import timeline
 from tracekit.analyzers.annotations import top_level
+from tracekit.analyzers.clocks import rank_hosts
 from tracekit.analyzers.collectives import no_groups
 from tracekit.analyzers.dataloader import fetch_ranges
 from tracekit.analyzers.host_causes import process_ranges
@@ -47,6 +48,8 @@ class Options:
     world_size: int | None = None
     ranks_present: int = 1
     groups: pl.DataFrame = field(default_factory=no_groups)
+    #: the host of every rank (:func:`clocks.rank_hosts`): which ranks share a clock
+    hosts: pl.DataFrame = field(default_factory=lambda: rank_hosts(()))
 
 
 class RankContext:

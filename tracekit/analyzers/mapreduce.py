@@ -198,6 +198,7 @@ class Reduced:
             groups=self.options.groups,
             ranks_present=self.options.ranks_present,
             world_size=self.options.world_size,
+            hosts=self.options.hosts,
         )
 
     @cached_property

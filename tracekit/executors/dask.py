@@ -34,6 +34,9 @@ INSTALL: Final = f"--executor dask needs distributed: pip install '{DISTRIBUTION
 SCHEMES: Final = ("tcp", "tls", "inproc", "ucx", "ws", "wss")
 #: How often the client looks at the cluster while it waits for results (s).
 POLL_S: Final = 2.0
+#: How long a server at a ``tcp://`` address may take to send its first bytes (s): a Dask
+#: server sends its handshake at once on accepting a connection.
+HANDSHAKE_S: Final = 10.0
 
 
 class DaskExecutor:
@@ -172,7 +175,13 @@ def _host_port_problem(scheme: str, rest: str) -> str | None:
 
 def _reachable(address: str, timeout: float) -> None:
     """Open (and close) a TCP connection to ``address``'s host and port, at most ``timeout``
-    seconds: a host that is not there fails here, in one line, before Dask's client starts."""
+    seconds: a host that is not there fails here, in one line, before Dask's client starts.
+
+    Over plain ``tcp``, a Dask server writes its handshake as soon as it accepts a connection,
+    before it reads anything; Dask's client reads it with no time limit (neither
+    ``Client(timeout=...)`` nor ``distributed.comm.timeouts.connect`` bounds that read), so a port
+    held by another server (an HTTP server waits for a request) hung it. Here the first bytes
+    must come within :data:`HANDSHAKE_S` (or ``timeout`` when shorter), else one line says so."""
     scheme, sep, rest = address.partition("://")
     if not sep:
         scheme, rest = "tcp", address
@@ -180,13 +189,29 @@ def _reachable(address: str, timeout: float) -> None:
         return
     parts = urlsplit(f"{scheme}://{rest}")
     try:
-        with socket.create_connection((parts.hostname or "", parts.port or 0), timeout=timeout):
-            pass
+        with socket.create_connection((parts.hostname or "", parts.port or 0), timeout=timeout) as sock:
+            if scheme == "tcp":
+                _handshake(sock, address, min(timeout, HANDSHAKE_S))
     except OSError as exc:
         reason = "timed out" if isinstance(exc, TimeoutError) else (exc.strerror or str(exc))
         raise ExecutorError(
             f"cannot connect to the Dask scheduler at {address} ({reason}, within {timeout:g} s)"
         ) from None
+
+
+def _handshake(sock: socket.socket, address: str, wait_s: float) -> None:
+    """Wait at most ``wait_s`` for the first bytes a Dask server sends on a new connection."""
+    sock.settimeout(wait_s)
+    try:
+        first = sock.recv(1)
+    except TimeoutError:
+        first = None
+    if not first:
+        what = "closed the connection" if first == b"" else f"sent nothing within {wait_s:g} s"
+        raise ExecutorError(
+            f"cannot connect to the Dask scheduler at {address} (the server there {what}: "
+            "no Dask handshake; is another program on that port?)"
+        )
 
 
 def _drop_failed_client(exc: BaseException, client_type: type) -> None:

@@ -80,6 +80,10 @@ class RankInfo:
     process_groups: tuple[ProcessGroup, ...] = ()
     #: (device id, total bytes) of each device the trace describes
     device_memory: tuple[tuple[int, int], ...] = ()
+    #: the host the trace was recorded on, when it records one (Kineto ``host_name``, the
+    #: ``HOST_PID.TIME.pt.trace.json`` name torch's trace handler gives, nsys ``Hostname``):
+    #: ranks of one host share one clock
+    host: str | None = None
 
 
 @dataclass(frozen=True)

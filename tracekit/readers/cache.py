@@ -50,7 +50,7 @@ if TYPE_CHECKING:
 __all__ = ["CACHE_ENV", "CACHE_VERSION", "EventCache", "FileIdentity", "default_cache_dir"]
 
 #: Bump whenever a reader's output (columns, values, rank metadata) or the entry layout changes.
-CACHE_VERSION: Final = 10
+CACHE_VERSION: Final = 11
 #: The environment variable naming the cache root.
 CACHE_ENV: Final = "TRACEKIT_CACHE_DIR"
 #: The largest entry metadata read (a few hundred bytes per rank trace).
@@ -85,6 +85,7 @@ class _Trace(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     process_groups: tuple[ProcessGroup, ...]
     warnings: tuple[InputWarning, ...]
     device_memory: tuple[tuple[int, int], ...]
+    host: str | None
     rows: Annotated[int, msgspec.Meta(ge=0)]
     counter_rows: Annotated[int, msgspec.Meta(ge=0)]
 
@@ -201,6 +202,7 @@ def _describe(trace: RankTrace) -> _Trace:
         clock=trace.clock,
         devices=trace.devices,
         process_groups=trace.process_groups,
+        host=trace.host,
         warnings=trace.warnings,
         device_memory=trace.device_memory,
         rows=trace.events.height,
@@ -228,6 +230,7 @@ def _read_trace(item: _Trace, base: Path) -> RankTrace:
         clock=item.clock,
         counters=counters,
         process_groups=item.process_groups,
+        host=item.host,
         warnings=item.warnings,
         device_memory=item.device_memory,
     )

@@ -49,6 +49,7 @@ class TraceClaim:
     schema_version: str | None
     process_groups: tuple[ProcessGroup, ...]
     device_memory: tuple[tuple[int, int], ...]
+    host: str | None
     warnings: tuple[InputWarning, ...]
     #: an event with a duration, or memory counters: something to analyze
     has_content: bool

@@ -36,6 +36,7 @@ from tracekit.readers import kineto_native
 from tracekit.readers.compressed import GZIP_ERRORS, data_bytes, read_bytes
 from tracekit.readers.handoff import Slots, read_slot
 from tracekit.readers.heap import trim_heap
+from tracekit.readers.hosts import host_of
 from tracekit.readers.kineto_decode import (
     ANY_DECODER,
     DECODER,
@@ -171,11 +172,11 @@ def read_chunked(path: Path, *, chunk_bytes: int, jobs: int = 1) -> RankTrace | 
         return None
     finally:
         trim_heap()  # what the chunks' text and the decoder's arrays left free in the C heap
-    info, props, version = (_first(fields, name) for name in _FIELDS)
+    info, props, version, host = (_first(fields, name) for name in _FIELDS)
     prepared = [c[0] for c in chunks]
     memory = [c[1] for c in chunks if c[1] is not None]
     del chunks
-    return _rank_trace(path, prepared, memory, info=info, props=props, version=version, notes=())
+    return _rank_trace(path, prepared, memory, info=info, props=props, version=version, host=host, notes=())
 
 
 def _decoders(
@@ -212,7 +213,7 @@ def _done(chunk: Chunk) -> Chunk:
 
 
 #: The fields of a document besides its events, that a rank trace records.
-_FIELDS: Final = ("distributedInfo", "deviceProperties", "schemaVersion")
+_FIELDS: Final = ("distributedInfo", "deviceProperties", "schemaVersion", "host_name")
 
 
 def _first(fields: list[Any], name: str) -> Any:
@@ -232,15 +233,15 @@ def _read_whole(path: Path) -> RankTrace:
         raise TraceReadError(_json_problem(exc), path=path) from None
     del data
     if isinstance(trace, list):
-        raw_events, info, props, version = trace, None, None, None
+        raw_events, info, props, version, host = trace, None, None, None, None
     else:
         raw_events, info, props = trace.traceEvents, trace.distributedInfo, trace.deviceProperties
-        version = trace.schemaVersion
+        version, host = trace.schemaVersion, trace.host_name
     del trace
     raw, memory = raw_frames(raw_events)
     del raw_events
     mem = [memory] if memory is not None else []
-    return _rank_trace(path, [prepare(raw)], mem, info=info, props=props, version=version, notes=notes)
+    return _rank_trace(path, [prepare(raw)], mem, info=info, props=props, version=version, host=host, notes=notes)
 
 
 def _rank_trace(
@@ -251,6 +252,7 @@ def _rank_trace(
     info: Any,
     props: Any,
     version: Any,
+    host: Any,
     notes: tuple[InputWarning, ...],
 ) -> RankTrace:
     """The rank trace of ``path`` from its prepared chunks and the fields of its document."""
@@ -273,6 +275,7 @@ def _rank_trace(
         process_groups=process_groups(info.get("pg_config")),
         warnings=problems + notes + dropped.warnings(),
         device_memory=device_memory(props),
+        host=host_of(path, host, events),
     )
 
 
@@ -384,6 +387,7 @@ def _decode_loose(data: bytes, path: Path) -> tuple[Any, tuple[InputWarning, ...
         distributedInfo=trace.distributedInfo,
         deviceProperties=trace.deviceProperties,
         schemaVersion=trace.schemaVersion,
+        host_name=trace.host_name,
     )
     return loose, tuple(notes)
 

@@ -101,6 +101,7 @@ Trace: Any = msgspec.defstruct(
         ("distributedInfo", dict[str, Any] | None, None),
         ("deviceProperties", list[dict[str, Any]] | None, None),
         ("schemaVersion", Any, None),
+        ("host_name", Any, None),
     ],
 )
 
@@ -147,6 +148,7 @@ class TraceFields(msgspec.Struct, kw_only=True):
     distributedInfo: Any = None
     deviceProperties: Any = None
     schemaVersion: Any = None
+    host_name: Any = None
 
 
 class LooseTrace(TraceFields, kw_only=True):

@@ -380,6 +380,7 @@ def _split_ranks(events: pl.DataFrame, memory: pl.DataFrame, meta: ExportMeta, n
                 schema_version=meta.schema_version,
                 rank_source=how,
                 clock=CLOCK if meta.epoch_ns is not None else CLOCK_UNALIGNED,
+                host=meta.host,
             )
         )
     return traces

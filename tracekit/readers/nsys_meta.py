@@ -20,6 +20,7 @@ from tracekit.errors import TraceReadError
 from tracekit.model.input_warnings import InputWarning
 from tracekit.model.run import RankFound
 from tracekit.readers.columns import rows_frame
+from tracekit.readers.hosts import clean_host
 from tracekit.readers.plausible import MAX_NS
 from tracekit.readers.ranks import is_rank, rank_from_name
 
@@ -168,6 +169,8 @@ class ExportMeta:
     cuda_devices: dict[tuple[int, int], int] = field(default_factory=dict)
     #: What the export records that cannot be right and was ignored.
     problems: tuple[InputWarning, ...] = ()
+    #: The host the session ran on (TARGET_INFO_SYSTEM_ENV ``Hostname``): one for every process.
+    host: str | None = None
 
 
 def read_meta(db: Export) -> ExportMeta:
@@ -194,6 +197,7 @@ def read_meta(db: Export) -> ExportMeta:
         gpu_names=_pairs(db, "TARGET_INFO_GPU", "id", "name"),
         gpu_memory=_gpu_memory(db),
         cuda_devices=_cuda_devices(db),
+        host=_host(db),
     )
 
 
@@ -222,6 +226,13 @@ def _environment(db: Export) -> dict[str, str]:
             if match and match[1] in _WANTED_ENV:
                 env[match[1]] = match[2]
     return env
+
+
+def _host(db: Export) -> str | None:
+    if not {"name", "value"} <= db.columns("TARGET_INFO_SYSTEM_ENV"):
+        return None
+    rows = db.query("SELECT value FROM TARGET_INFO_SYSTEM_ENV WHERE name = 'Hostname' LIMIT 1")
+    return clean_host(rows[0][0]) if rows else None
 
 
 def _arguments(db: Export) -> tuple[str, ...]:

@@ -44,3 +44,5 @@ class RankTrace:
     #: ``totalGlobalMem``, nsys ``TARGET_INFO_GPU.totalMemory``): the capacity memory peaks are
     #: measured against
     device_memory: tuple[tuple[int, int], ...] = ()
+    #: The host the file was recorded on, when it says (:attr:`tracekit.model.run.RankInfo.host`).
+    host: str | None = None

@@ -13,6 +13,9 @@ capture summary inside is of capture schema 1.5
 (:class:`Gain`: ``Finding.gain`` and ``Verdict.gains``; empty in older files). New in 2.6: each
 rank's clock offset and the steps whose collectives do not align (``CollectivesSection.clocks``
 and ``misaligned``), and which instances every rank holds (``CollectiveInstance.common``).
+New in 2.7: the host of each clock offset (``ClockOffset.host``: ranks of one host share one
+clock) and how far a rank's step windows are off from the others' where their numbering does not
+line up (``MisalignedStep.offset_ns``).
 """
 
 from __future__ import annotations
@@ -73,7 +76,7 @@ from tracekit.results.vocab import (
 
 SCHEMA: Final = "tracekit.analysis"
 #: The major version changes when a reader of the previous one would misread a file.
-SCHEMA_VERSION: Final = "2.6"
+SCHEMA_VERSION: Final = "2.7"
 
 
 class Struct(msgspec.Struct, frozen=True, kw_only=True):

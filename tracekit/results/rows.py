@@ -219,17 +219,24 @@ class ClockOffset(Row, frozen=True, kw_only=True):
     #: how far the rank's clock may still be off, after the correction
     uncertainty_ns: int
     corrected: bool
+    #: since 2.7: the host its trace records (ranks of one host share one clock), when it records one
+    host: str | None = None
 
 
 class MisalignedStep(Row, frozen=True, kw_only=True):
     """A step (null: outside every step) whose calls of one operation in one group the ranks
-    hold in different counts: not matched, left out of every cross-rank figure (since 2.6)."""
+    hold in different counts, or (since 2.7, ``offset_ns``) a step of a rank whose windows are off the
+    others' by no whole number of steps: not matched, left out of every cross-rank figure (since 2.6)."""
 
     pg: str
     op: str
     step: int | None
     ranks: list[int]
     counts: list[int]
+    #: since 2.7: where the counts agree but the rank's step windows are this far off the
+    #: others' and not by a whole number of steps (its step numbering shifted, its clock off, or
+    #: both: which cannot be told), the rank's clock estimate; null where the counts differ
+    offset_ns: int | None = None
 
 
 class StragglerRank(Row, frozen=True, kw_only=True):
