@@ -112,6 +112,7 @@ class _Rank:
         p = self.plan
         n = p.start.size
         self.dep = np.full(n, -1, dtype=np.int64)
+        self.stops: dict[int, np.ndarray] = {}  # per stream (:meth:`stream_until`)
         fixed = np.flatnonzero(~self.free)
         waited = fixed[self.delay[fixed] > DEPENDENCY_NS]
         if fixed.size < 2 or waited.size == 0:
@@ -286,21 +287,23 @@ class _Rank:
     def stream_until(self, j: int, last: int, sim: Simulation) -> None:
         """Re-time stream ``j`` through its task at place ``last``."""
         idx = self.streams[j]
-        inst = self.plan.instance[idx]
-        stops = (inst >= 0) | (self.dep[idx] >= 0)  # re-timed one by one
+        if j not in self.stops:  # the places re-timed one by one, found once (not at each call: quadratic)
+            self.stops[j] = np.flatnonzero((self.plan.instance[idx] >= 0) | (self.dep[idx] >= 0))
+        stops = self.stops[j]
         while self.done[j] <= last:
             lo = self.done[j]
-            rest = np.flatnonzero(stops[lo : last + 1])
-            hi = lo + int(rest[0]) if rest.size else last + 1  # the next stop, or past the last
+            s = int(np.searchsorted(stops, lo))
+            hi = int(stops[s]) if s < stops.size and stops[s] <= last else last + 1  # the next stop, or past the last
             if hi > lo:
                 self._run(j, lo, hi, sim)
             if hi > last:
                 continue
             k = int(idx[hi])
-            if inst[hi] < 0:
+            inst = int(self.plan.instance[k])
+            if inst < 0:
                 self._one(j, hi, sim)
                 continue
-            sim.instance(int(inst[hi]))
+            sim.instance(inst)
             if self.done[j] == hi:  # re-entered before the instance could finish: keep its shift
                 self._collective_alone(k, sim)
                 self.done[j] = hi + 1
