@@ -30,13 +30,14 @@ import gzip
 import json
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any, Final
 
-from benchmarks.generate import SHAPES, Spec, generate
+from benchmarks.generate import ROOT, SHAPES, Spec, generate
 from benchmarks.run import HERE, Measure, _env, _machine, measure, tracekit_command
 
 SIZES_GB: Final = (0.5, 1.0, 2.0)
@@ -138,12 +139,25 @@ def run_all(
                 )
             results[shape][f"{gb:g}"] = {name: asdict(m) for name, m in measures.items()}
     return {
+        "code": _commit(),
         "machine": _machine() | {"loadavg_before": load_before, "loadavg_after": os.getloadavg()},
         "repeat": repeat,
         "results": results,
         "skipped": skipped,
         "targets": {shape: _targets(by_size) for shape, by_size in results.items()},
     }
+
+
+def _commit() -> str | None:
+    """The commit of the tracekit measured (a ``+`` where tracked files have changes), if git says."""
+    try:
+        head, dirty = (
+            subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, check=False)
+            for args in (["rev-parse", "--short", "HEAD"], ["status", "--porcelain", "--untracked-files=no"])
+        )
+    except OSError:
+        return None
+    return head.stdout.strip() + ("+" if dirty.stdout.strip() else "") if head.returncode == 0 else None
 
 
 def _ok(run: dict[str, Any] | None) -> bool:
