@@ -5,10 +5,15 @@ No timing here: the benchmark itself runs by hand (see benchmarks/README.md).
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from benchmarks.generate import SHAPES
+from benchmarks.run import HERE
 from benchmarks.scale_file import _targets, run_all, table
 
 if TYPE_CHECKING:
@@ -39,3 +44,11 @@ def test_a_small_tile_of_a_shape_is_measured(tmp_path: Path) -> None:
     assert list(doc["results"]) == ["dlrm"] and doc["targets"]["dlrm"]["rss_2gb_mb"]["value"] is None
     assert "dlrm   0.003 tracekit" in table(doc)
     assert not list(tmp_path.iterdir())  # the generated files are removed after their runs
+
+
+def test_the_floor_decodes_every_shape() -> None:
+    """The floor's typed decode takes every shape (the MI300 trace writes ``"bytes": "128"``)."""
+    out = subprocess.run(
+        [sys.executable, str(HERE / "floor.py"), *map(str, SHAPES.values())], capture_output=True, text=True, check=True
+    )
+    assert json.loads(out.stdout)["files"] == len(SHAPES)
