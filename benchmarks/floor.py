@@ -19,19 +19,19 @@ import msgspec
 
 
 class Args(msgspec.Struct, gc=False):
-    """The event arguments tracekit reads."""
+    """The event arguments tracekit reads (an int may be written as text: AMD's ``"bytes": "128"``)."""
 
-    external_id: int | None = msgspec.field(default=None, name="External id")
-    external_id_2021: int | None = msgspec.field(default=None, name="external id")
-    correlation: int | None = None
-    device: int | None = None
-    stream: int | None = None
-    bytes: int | None = None
+    external_id: int | str | None = msgspec.field(default=None, name="External id")
+    external_id_2021: int | str | None = msgspec.field(default=None, name="external id")
+    correlation: int | str | None = None
+    device: int | str | None = None
+    stream: int | str | None = None
+    bytes: int | str | None = None
     coll_name: str | None = msgspec.field(default=None, name="Collective name")
-    msg_nelems: int | None = msgspec.field(default=None, name="In msg nelems")
+    msg_nelems: int | str | None = msgspec.field(default=None, name="In msg nelems")
     pg_name: str | None = msgspec.field(default=None, name="Process Group Name")
-    group_size: int | None = msgspec.field(default=None, name="Group size")
-    seq: int | None = msgspec.field(default=None, name="Seq")
+    group_size: int | str | None = msgspec.field(default=None, name="Group size")
+    seq: int | str | None = msgspec.field(default=None, name="Seq")
 
 
 class Event(msgspec.Struct, gc=False):

@@ -1,10 +1,11 @@
 """Large multi-rank Kineto traces, made by repeating a real trace in time.
 
-The events of the source trace are repeated back to back, each copy shifted by the trace's
-span plus a gap, with correlation ids, ``External id`` and flow ids offset so that they stay
-unique, and ``ProfilerStep#N`` renumbered so that steps stay distinct. A part of a copy
-(its first events in time) tops the size up to the requested one. Every rank
-gets the same events, one gzipped file per rank with its own ``distributedInfo``.
+The events of the source trace (one of :data:`SHAPES`) are repeated back to back, each copy
+shifted by the trace's span plus a gap, with correlation ids, ``External id``, flow ids and
+the ``Python id`` of stack events (and their parents') offset so that they stay unique, and
+``ProfilerStep#N`` renumbered so that steps stay distinct. A part of a copy (its first events
+in time) tops the size up to the requested one. Every rank gets the same events, one gzipped
+file per rank with its own ``distributedInfo``.
 
 The files land in ``<data_dir>/<name>/rank<r>.json.gz``; a marker ``<name>.done.json`` beside
 the folder (not inside, where trace readers would take it for a trace) records the
@@ -28,13 +29,26 @@ from typing import Any, Final
 import orjson
 
 ROOT: Final = Path(__file__).resolve().parents[1]
-SOURCE: Final = ROOT.parent / "shared" / "traces" / "kineto" / "hta-trace-diff" / "control-rank3-a100.json.gz"
+_KINETO: Final = ROOT.parent / "shared" / "traces" / "kineto"
+SOURCE: Final = _KINETO / "hta-trace-diff" / "control-rank3-a100.json.gz"
+#: The trace shapes a benchmark can tile, by name: each a real rank trace of ``../shared/traces``.
+#: ``a100``: HTA's A100 training rank (cpu ops, launches, kernels, NCCL); ``mi300``: an MI300
+#: training rank with activation checkpointing (60% ``python_function`` stack events, ``fwdbwd``
+#: flows, AMD's ``"bytes": "128"``); ``dlrm``: rank 0 of the 8-rank DLRM job (V100, all-to-all
+#: and all-reduce, plain JSON, one step).
+SHAPES: Final = {
+    "a100": SOURCE,
+    "mi300": _KINETO / "tracelens-mi300-resnet-actckpt" / "rank0.json.gz",
+    "dlrm": _KINETO / "param-dlrm-8rank-v100" / "worker0_step_12.1694128201545.pt.trace.json",
+}
 DATA_DIR: Final = Path(__file__).resolve().parent / "data"
 #: Idle time between two copies of the source, in the trace's microseconds.
 GAP_US: Final = 1000
 #: Bump when the generated content changes, so that old data is not reused.
 GENERATOR_VERSION: Final = 1
 _STEP: Final = re.compile(r"^ProfilerStep#(\d+)$")
+#: The ids in an event's args that each copy offsets (a stack event's own and its parent's).
+_ID_ARGS: Final = ("External id", "correlation", "Python id", "Python parent id")
 
 
 @dataclass(frozen=True)
@@ -54,7 +68,11 @@ class Spec:
     def name(self) -> str:
         """The folder name for these parameters."""
         mem = "-mem" if self.memory else ""
-        return f"{Path(self.source).name.split('.')[0]}-{self.ranks}x{self.mb_per_rank:g}mb{mem}"
+        source = Path(self.source)
+        stem = source.name.split(".")[0]
+        if source != SOURCE:  # another shape: its folder names it (``rank0`` alone would not)
+            stem = f"{source.parent.name}-{stem}"
+        return f"{stem}-{self.ranks}x{self.mb_per_rank:g}mb{mem}"
 
 
 #: Bytes each operator allocates in the generated [memory] events (cycling), and the caching
@@ -109,7 +127,7 @@ def _max_id(events: list[dict[str, Any]]) -> int:
     best = 0
     for e in events:
         args = e.get("args") or {}
-        for value in (args.get("External id"), args.get("correlation"), e.get("id")):
+        for value in (*(args.get(key) for key in _ID_ARGS), e.get("id")):
             if isinstance(value, int) and value > best:
                 best = value
     return best
@@ -126,9 +144,9 @@ def _copy(
         if isinstance(e.get("id"), int):
             c["id"] = e["id"] + k * id_offset
         args = e.get("args")
-        if args and ("External id" in args or "correlation" in args):
+        if args and any(key in args for key in _ID_ARGS):
             a = dict(args)
-            for key in ("External id", "correlation"):
+            for key in _ID_ARGS:
                 if isinstance(a.get(key), int):
                     a[key] += k * id_offset
             c["args"] = a
@@ -216,9 +234,11 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ranks", type=int, default=8)
     parser.add_argument("--mb-per-rank", type=float, default=125.0)
+    parser.add_argument("--shape", choices=sorted(SHAPES), default="a100", help="the trace repeated [a100]")
     parser.add_argument("--data-dir", type=Path, default=DATA_DIR)
     args = parser.parse_args(argv)
-    print(generate(Spec(ranks=args.ranks, mb_per_rank=args.mb_per_rank), args.data_dir, log=True))
+    spec = Spec(ranks=args.ranks, mb_per_rank=args.mb_per_rank, source=str(SHAPES[args.shape]))
+    print(generate(spec, args.data_dir, log=True))
 
 
 if __name__ == "__main__":

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 import polars as pl
 import pytest
 
-from benchmarks.generate import Spec, describe, generate
+from benchmarks.generate import SHAPES, Spec, _copy, describe, generate
 from tracekit.readers import load_run
 
 if TYPE_CHECKING:
@@ -55,3 +55,26 @@ def test_copies_follow_in_time_with_unique_ids_and_steps(tmp_path: Path, source:
     assert launches["correlation"].n_unique() == launches.height
     kernels = events.filter(kind="kernel")
     assert kernels.join(launches, on="correlation", how="anti").height == 0  # every kernel has its launch
+
+
+@pytest.mark.parametrize("shape", sorted(SHAPES))
+def test_every_shape_tiles_into_one_rank_with_distinct_steps_and_ids(tmp_path: Path, shape: str) -> None:
+    """Each trace shape the benchmarks tile (``--shape``): two copies and a part, read as one
+    rank whose steps follow in time, with every launch's correlation id its own."""
+    source = SHAPES[shape]
+    one = len(gzip.decompress(source.read_bytes()) if source.name.endswith(".gz") else source.read_bytes())
+    spec = Spec(ranks=1, mb_per_rank=2.5 * one / 1e6, source=str(source))
+    assert spec.name.startswith(source.parent.name if shape != "a100" else "control-rank3-a100")
+    events = load_run([generate(spec, tmp_path)], use_cache=False).events
+    steps = events.filter(kind="step").sort("start_ns")
+    names = steps["name"].cast(pl.String).to_list()
+    assert len(names) >= 3 and len(set(names)) == len(names)
+    assert (steps["start_ns"].diff().drop_nulls() > 0).all()
+    launches = events.filter(pl.col("kind") == "runtime", pl.col("correlation").is_not_null())
+    assert launches.height and launches["correlation"].n_unique() == launches.height
+
+
+def test_stack_events_ids_are_offset_per_copy() -> None:
+    stack = {"ph": "X", "cat": "python_function", "name": "f", "ts": 5, "args": {"Python id": 7, "Python parent id": 3}}
+    [copy] = _copy([stack], 2, shift=100, id_offset=1000, step_offset=1)
+    assert copy["ts"] == 205 and copy["args"] == {"Python id": 2007, "Python parent id": 2003}

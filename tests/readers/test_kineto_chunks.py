@@ -7,6 +7,7 @@ import json
 from typing import TYPE_CHECKING, Any
 
 import msgspec
+import polars as pl
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -156,23 +157,31 @@ def test_other_layouts_are_read_whole(tmp_path: Path) -> None:
     utf16 = tmp_path / "utf16.json"
     utf16.write_bytes(json.dumps({"traceEvents": simple_step()}).encode("utf-16"))
     empty = write_kineto(tmp_path / "empty.json", [])
-    odd = {**kineto_event("cpu_op", "a", 1e6, 1), "ph": "?"}
-    odd_phase = write_kineto(tmp_path / "odd.json", [*simple_step(), odd])
-    for path in (bare, utf16, empty, odd_phase):
+    # an entry that is no object: even the lenient decoder rejects its chunk, and the whole
+    # read salvages the others (and says how many it left out)
+    not_object = write_kineto(tmp_path / "list.json", [*simple_step(), [1, 2]])
+    for path in (bare, utf16, empty, not_object):
         assert read_chunked(path, chunk_bytes=100) is None, path
         assert_same(_read_whole(path), read_kineto(path, chunk_bytes=100))
 
 
 @pytest.mark.parametrize("jobs", [1, 2])
-def test_a_chunk_that_needs_the_lenient_decoder_reads_the_file_whole(tmp_path: Path, jobs: int) -> None:
-    """An event far into the file with text where an int belongs (AMD's ``"bytes": "128"``):
-    its chunk fails the typed decode (and the native decoder declines it), so the whole file is
-    read leniently, also when threads were decoding the chunks around it."""
+@pytest.mark.parametrize("where", ["middle", "tail"])
+def test_a_chunk_that_needs_the_lenient_decoder_is_read_leniently_alone(tmp_path: Path, jobs: int, where: str) -> None:
+    """An event far into the file with text where an int belongs (AMD's ``"bytes": "128"``), and
+    one of a phase outside the format: their chunk fails the typed decode (and the native decoder
+    declines it), so it alone is decoded leniently, in the chunk's worker, and the file is still
+    read in chunks (a whole read held 7 GB for 2 GB of an MI300 trace), with the frames of the
+    file read whole."""
     events = simple_step() * 40
-    events.insert(len(events) - 5, {**kineto_event("cuda_runtime", "hipMemcpyAsync", 2e6, 3), "args": {"bytes": "128"}})
+    at = len(events) - 5 if where == "middle" else len(events)
+    odd = {**kineto_event("cpu_op", "a", 1e6, 1), "ph": "?"}
+    events[at:at] = [{**kineto_event("cuda_runtime", "hipMemcpyAsync", 2e6, 3), "args": {"bytes": "128"}}, odd]
     path = write_kineto(tmp_path / "amd.json", events)
-    assert read_chunked(path, chunk_bytes=2000, jobs=jobs) is None
-    assert_same(_read_whole(path), read_kineto(path, chunk_bytes=2000, jobs=jobs))
+    chunked = read_chunked(path, chunk_bytes=2000, jobs=jobs)
+    assert chunked is not None
+    assert chunked.events.filter(pl.col("name") == "hipMemcpyAsync")["bytes"].to_list() == [128]
+    assert_same(_read_whole(path), chunked)
 
 
 def test_a_truncated_file_fails_as_when_read_whole(tmp_path: Path) -> None:

@@ -61,7 +61,8 @@ def host_time(
         IdleCause.HOST_WORK.value: events.recorded,
         "_window": spans.select("thread", *SPAN),
     }
-    cut = iv.sweep({k: v.select("thread", *SPAN) for k, v in covers.items()}, ["thread"]).filter("_window")
+    # coverage is all that counts: unions first (a stack of Python frames is one range, not 20)
+    cut = iv.sweep({k: iv.union(v, ["thread"]) for k, v in covers.items()}, ["thread"]).filter("_window")
     labels = [k for k in covers if k != "_window"]
     cause = pl.coalesce([pl.when(pl.col(k)).then(pl.lit(k)) for k in labels]).replace(
         "cpu_work", IdleCause.HOST_WORK.value

@@ -2,11 +2,14 @@
  * tracekit.readers._kineto_columns: a chunk of Kineto events (a JSON array) -> raw columns.
  *
  * One pass over the text writes the columns of tracekit.readers.kineto_decode.raw_frames
- * straight into arrays: no Python object per event. It accepts only what the typed msgspec
- * decoder accepts and gives what it gives; anything else (a value of another type, a key
- * written with an escape, a duplicate key, a number beyond int64, malformed JSON...) returns
- * None, and the caller decodes the chunk with msgspec, which decides. So this module may
- * decline any chunk, but never answers differently.
+ * straight into arrays: no Python object per event. It gives what the reader makes of the
+ * chunk with msgspec (tracekit.readers.kineto.decode_chunk): the typed decoder's frames, or,
+ * where that rejects the chunk, the lenient decoder's. It accepts what the typed decoder
+ * accepts, and besides only text where an integer argument belongs (AMD's "bytes": "128"),
+ * read as the lenient path reads it and as pid and tid are always read (value_id); anything
+ * else (a value of another type, a key written with an escape, a duplicate key, a number
+ * beyond int64, malformed JSON...) returns None, and the caller decodes the chunk with
+ * msgspec, which decides. So this module may decline any chunk, but never answers differently.
  *
  * decode(buffer) -> None | (n, instant, uniques, codes, floats, ints, memory)
  *   n        the kept events (durations "X" and instants "i"/"I"), in file order
@@ -661,7 +664,8 @@ static int value_float(Cursor *c, double *v, uint8_t *ok) {
     return rc;
 }
 
-/* pid and tid: an int, or text whose last run of digits is the id (tracekit.readers.columns:
+/* pid, tid and the integer arguments: an int, or text whose last run of digits is the id
+ * (tracekit.readers.columns:
  * the regex (-?\d+)\s*$, then a cast to Int64 that makes an overflow no value). */
 static int value_id(Cursor *c, int64_t *v, uint8_t *ok) {
     if (c->p >= c->end || *c->p != '"') return value_int(c, v, ok);
@@ -765,11 +769,11 @@ static int read_args(Cursor *c, Strings *t, Row *row) {
         } else {
             if (k == 6) rc = value_string(c, t, &row->codes[S_COLL]);
             else if (k == 8) rc = value_string(c, t, &row->codes[S_PG]);
-            else if (k < N_ARG_KEYS) {
+            else if (k < N_ARG_KEYS) { /* text: the lenient reading of its chunk (see the top) */
                 int i = k < 6 ? I_EXT + k : (k == 7 ? I_NELEMS : (k == 9 ? I_GROUP : I_SEQ));
-                rc = value_int(c, &row->ints[i], &row->int_ok[i]);
+                rc = value_id(c, &row->ints[i], &row->int_ok[i]);
             } else {
-                rc = value_int(c, &row->mem[k - N_ARG_KEYS], &row->mem_ok[k - N_ARG_KEYS]);
+                rc = value_id(c, &row->mem[k - N_ARG_KEYS], &row->mem_ok[k - N_ARG_KEYS]);
             }
         }
         int more;

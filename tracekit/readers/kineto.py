@@ -10,8 +10,10 @@ one, the chunks are decoded in ``jobs + 1`` threads (the native decoder releases
 while this one reads and inflates the next; without the native decoder, a file of at least
 :data:`PARALLEL_MIN_BYTES` has them decoded in that many processes. Else the next chunk is
 read in a thread while one is decoded.
-Smaller files, and files laid out otherwise or that need the lenient decoding, are decoded
-whole. Both ways give the same frames (:func:`~tracekit.readers.kineto_normalize.finish`).
+A chunk that the typed decoder rejects (text where an int belongs: AMD's ``"bytes": "128"``)
+is decoded leniently, alone, as the whole file would be. Smaller files, and files laid out
+otherwise or whose entries even the lenient decoder rejects, are decoded whole. Both ways
+give the same frames (:func:`~tracekit.readers.kineto_normalize.finish`).
 """
 
 from __future__ import annotations
@@ -43,6 +45,8 @@ from tracekit.readers.kineto_decode import (
     EVENTS_DECODER,
     HEAD_DECODER,
     LOOSE_DECODER,
+    LOOSE_EVENTS_DECODER,
+    LOOSE_TAIL_DECODER,
     TAIL_DECODER,
     LooseEvent,
     LooseTrace,
@@ -117,7 +121,12 @@ def decode_chunk(text: bytes | mmap.mmap) -> Chunk:
     instants; raises :class:`msgspec.MsgspecError` where the chunk is no list of events the
     typed decoder accepts."""
     frames = native_frames(text)
-    raw, memory = frames if frames is not None else raw_frames(EVENTS_DECODER.decode(text))
+    if frames is None:
+        try:
+            frames = raw_frames(EVENTS_DECODER.decode(text))
+        except msgspec.ValidationError:  # text where an int belongs, say: this chunk alone is read leniently
+            frames = raw_frames(LOOSE_EVENTS_DECODER.decode(text))
+    raw, memory = frames
     return prepare(raw), memory
 
 
@@ -158,7 +167,7 @@ def read_chunked(path: Path, *, chunk_bytes: int, jobs: int = 1) -> RankTrace | 
                 if piece.kind == "head":
                     fields.append(HEAD_DECODER.decode(piece.text + b"]}"))
                 elif piece.kind == "tail":
-                    tail = TAIL_DECODER.decode(b'{"traceEvents":[' + piece.text)
+                    tail = _decode_tail(b'{"traceEvents":[' + piece.text)
                     fields.insert(0, tail)  # the fields after the events come last in the document
                     raw, mem = raw_frames(tail.traceEvents)
                     tail_chunk = (prepare(raw), mem)
@@ -206,6 +215,14 @@ def _decoders(
         return functools.partial(_slot_chunk, future, out, slots, slot)
 
     return submit, jobs
+
+
+def _decode_tail(text: bytes) -> Any:
+    """The last events and the fields after them: typed, else leniently (as :func:`decode_chunk`)."""
+    try:
+        return TAIL_DECODER.decode(text)
+    except msgspec.ValidationError:
+        return LOOSE_TAIL_DECODER.decode(text)
 
 
 def _done(chunk: Chunk) -> Chunk:

@@ -159,6 +159,8 @@ DECODER: Final = msgspec.json.Decoder(Trace | list[ANY_EVENT])
 #: A chunk of events (``[`` + events + ``]``).
 EVENTS_DECODER: Final = msgspec.json.Decoder(list[ANY_EVENT])
 LOOSE_DECODER: Final = msgspec.json.Decoder(LooseTrace | list[LooseEvent])
+#: A chunk of events that the typed decoder rejects (AMD's ``"bytes": "128"``), decoded alone.
+LOOSE_EVENTS_DECODER: Final = msgspec.json.Decoder(list[LooseEvent])
 
 
 class AnyTrace(TraceFields, kw_only=True):
@@ -190,6 +192,14 @@ MEMORY_COLUMNS: Final[dict[str, pl.DataType]] = {
 TailTrace: Any = msgspec.defstruct("TailTrace", [("traceEvents", list[ANY_EVENT])], bases=(TraceFields,), kw_only=True)
 #: The tail of a document read in chunks, behind ``{"traceEvents":[``.
 TAIL_DECODER: Final = msgspec.json.Decoder(TailTrace)
+
+
+class LooseTailTrace(TraceFields, kw_only=True):
+    traceEvents: list[LooseEvent]
+
+
+#: The tail of a document whose last events the typed decoder rejects.
+LOOSE_TAIL_DECODER: Final = msgspec.json.Decoder(LooseTailTrace)
 #: The head of a document read in chunks, followed by ``]}``.
 HEAD_DECODER: Final = msgspec.json.Decoder(AnyTrace)
 #: Every phase the typed decoder accepts.
