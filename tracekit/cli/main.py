@@ -89,8 +89,11 @@ def analyze(
 
     PATHS are trace files (formats below) or folders searched for them.
     """
+    from tracekit.cli.warm import likely_warm, record
+
     pool = None
-    if analysis["executor"] == "local":  # its processes start while this one imports the rest
+    # its processes start while this one imports the rest; on a warm run, none is needed
+    if analysis["executor"] == "local" and not likely_warm(paths, analysis):
         from tracekit.executors.local import started
 
         pool = started(paths, jobs=analysis["jobs"], preload="tracekit.pipeline.shards")
@@ -102,6 +105,7 @@ def analyze(
     finally:
         if pool is not None:
             pool.close()
+    record(paths, analysis)
 
 
 @cli.command()

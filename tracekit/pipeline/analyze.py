@@ -67,7 +67,8 @@ def analyze_paths(paths: Sequence[Path], options: AnalyzeOptions | None = None) 
     runs it, the ranks combined here), attach the capture summary beside them and what it tells
     (:func:`~tracekit.analyzers.caveats.with_capture`)."""
     from tracekit.analyzers.caveats import with_capture  # noqa: PLC0415  (polars-heavy; imported when used)
-    from tracekit.pipeline.shards import Settings, analyze_files  # noqa: PLC0415
+    from tracekit.pipeline.mapped import Settings  # noqa: PLC0415
+    from tracekit.pipeline.shards import analyze_files  # noqa: PLC0415
 
     options = options or AnalyzeOptions()
     started = time.perf_counter()
