@@ -16,6 +16,7 @@ import contextlib
 import hashlib
 import json
 import os
+import stat
 import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
@@ -27,6 +28,8 @@ if TYPE_CHECKING:
 CACHE_ENV: Final = "TRACEKIT_CACHE_DIR"
 #: The file names that are traces (as :mod:`tracekit.executors.local` counts them).
 SUFFIXES: Final = (".json", ".json.gz", ".sqlite", ".nsys-rep")
+#: The largest note read (a few hundred bytes per trace file).
+_LIMIT: Final = 64 * 1024 * 1024
 #: The options that say where the cache is, not what the run computes.
 _NOT_KEYED: Final = frozenset({"cache_dir", "use_cache"})
 
@@ -65,10 +68,23 @@ def likely_warm(paths: Sequence[Path], analysis: Mapping[str, Any]) -> bool:
     if root is None:
         return False
     try:
-        recorded = json.loads(_index(root, paths, analysis).read_bytes())
+        recorded = json.loads(_read_regular(_index(root, paths, analysis)))
         return bool(recorded) and recorded == _files(paths)
     except (OSError, ValueError, RecursionError):
         return False
+
+
+def _read_regular(path: Path) -> bytes:
+    """The bytes of ``path`` if it is a regular file (not a link, a FIFO or a device) of at most
+    :data:`_LIMIT` bytes; OSError otherwise."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_size > _LIMIT:
+            raise OSError(f"{path}: not a regular file of at most {_LIMIT} bytes")
+        return os.read(fd, _LIMIT + 1)
+    finally:
+        os.close(fd)
 
 
 def record(paths: Sequence[Path], analysis: Mapping[str, Any]) -> None:

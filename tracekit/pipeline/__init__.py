@@ -10,6 +10,8 @@ The one place that joins the readers, the analyzers and the executors (DESIGN.md
   (:func:`write_annotated_trace`, for Perfetto and chrome://tracing);
 - :mod:`~tracekit.pipeline.shards`: the map of shards of files where an executor runs it (local
   processes, Dask workers), and the cross-rank reduce;
+- :mod:`~tracekit.pipeline.mapped`: what the map takes and gives (settings, shards, results);
+- :mod:`~tracekit.pipeline.map_cache`: the map's results cached, so that a warm run only reduces;
 - :mod:`~tracekit.pipeline.runs`: the runs a path names, and the commands over several runs
   (:func:`compare_paths`, :func:`sweep_matrix`).
 """

@@ -45,6 +45,7 @@ from tracekit.pipeline.mapped import Mapped
 from tracekit.readers.cache import CACHE_VERSION
 from tracekit.readers.claims import FileClaims  # noqa: TC001  (msgspec reads annotations at run time)
 from tracekit.readers.identity import FileIdentity, read_regular
+from tracekit.readers.load import event_cache
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -170,7 +171,9 @@ class MapCache:
 
 
 def _cache_of(settings: Settings) -> MapCache | None:
-    return None if settings.cache_dir is None or not settings.use_cache else MapCache(settings.cache_dir)
+    """The map cache beside the event cache of ``settings`` (the default folder unless it names one)."""
+    events = event_cache(settings.cache_dir, use_cache=settings.use_cache)
+    return None if events is None else MapCache(events.root)
 
 
 def look_up(shard: Shard) -> tuple[Mapped | None, tuple[str, ...]]:
