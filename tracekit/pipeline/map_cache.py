@@ -190,13 +190,14 @@ def look_up(shard: Shard) -> tuple[Mapped | None, tuple[str, ...]]:
 
 
 def through_cache(shard: Shard, compute: Callable[[Shard], Mapped]) -> Mapped:
-    """What mapping ``shard`` gives: the map cache's entry (unless the client looked it up
-    already: ``shard.looked_up``), else ``compute(shard)``, stored in the cache."""
+    """What mapping ``shard`` gives: the map cache's entry, else ``compute(shard)``, stored in the
+    cache. (The client looks every shard up first; a worker looks again, in the cache folder it
+    sees: on a Dask worker without ``--cache-dir``, its own node's.)"""
     cache = _cache_of(shard.settings)
     keyed = None if cache is None else cache.key(shard)
     if cache is None or keyed is None:
         return compute(shard)
-    found, notes = (None, ()) if shard.looked_up else look_up(shard)
+    found, notes = look_up(shard)
     if found is not None:
         return found
     mapped = compute(shard)

@@ -43,8 +43,6 @@ class Shard:
     settings: Settings
     has_gpu: bool | None = None
     ranks: dict[TraceKey, int] | None = None
-    #: the client looked the shard up in the map cache already (and found nothing usable)
-    looked_up: bool = False
 
 
 @dataclass(frozen=True)

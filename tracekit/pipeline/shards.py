@@ -227,7 +227,7 @@ def _map(executor: Executor, tasks: Sequence[Shard], *, progress: ProgressCallba
         if found is not None:
             done(i, found)
     todo = [i for i in range(len(tasks)) if i not in out]
-    for j, result in executor.map(map_shard, [replace(tasks[i], looked_up=True) for i in todo]):
+    for j, result in executor.map(map_shard, [tasks[i] for i in todo]):
         i = todo[j]
         if isinstance(result, TaskFailed):
             reason = f"not analyzed: the {executor.name} executor failed to run it ({result.reason})"
