@@ -114,6 +114,20 @@ def test_another_version_misses(runs: Runs, monkeypatch: pytest.MonkeyPatch, wha
     assert runs() == (plain, 0)
 
 
+def test_the_same_files_by_another_path_are_named_as_given(runs: Runs, monkeypatch: pytest.MonkeyPatch) -> None:
+    runs()
+    monkeypatch.chdir(runs.folder.parent)
+    (runs.folder.parent / "link").symlink_to(runs.folder.name)
+    relative = [Path("link")]  # the same files, by a link: their identity (resolved) is the same
+    analysis = analyze_paths(relative, AnalyzeOptions(jobs=1, cache_dir=runs.cache)).analysis
+    uncached = analyze_paths(relative, AnalyzeOptions(jobs=1, use_cache=False)).analysis
+    # (the event cache names a file as it was first read: by its target, here)
+    assert [Path(r.source).resolve() for r in analysis.run.ranks] == [
+        Path(r.source).resolve() for r in uncached.run.ranks
+    ]
+    assert (analysis.verdict, analysis.steps, analysis.ledger) == (uncached.verdict, uncached.steps, uncached.ledger)
+
+
 def test_no_cache_writes_no_entry(runs: Runs) -> None:
     runs(use_cache=False)
     assert not (runs.cache / "maps").exists()

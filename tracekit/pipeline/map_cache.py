@@ -11,6 +11,7 @@ What the map depends on, and an entry records and is checked against (:class:`_K
   digest of sampled blocks): a changed file misses;
 - tracekit's version, :data:`MAP_CACHE_VERSION` and the event cache's
   :data:`~tracekit.readers.cache.CACHE_VERSION` (what the readers give);
+- the files' paths as given (the claims, and the reports, name them so);
 - the options of :class:`~tracekit.pipeline.mapped.Settings` but where the files are cached and
   how many processes decode them (``cache_dir``, ``use_cache``, ``jobs``), and what the client
   decided after a wrong guess (the shard's ``has_gpu`` and ``ranks``).
@@ -117,7 +118,9 @@ class MapCache:
         settings = {k: v for k, v in asdict(shard.settings).items() if k not in _NOT_KEYED}
         settings["ranks"] = None if shard.settings.ranks is None else sorted(shard.settings.ranks)
         decided = None if shard.ranks is None else sorted([p, i, r] for (p, i), r in shard.ranks.items())
-        options = msgspec.json.encode({"settings": settings, "has_gpu": shard.has_gpu, "ranks": decided}).decode()
+        # the paths as given too: the claims and the report name the files as they were spelled
+        given = {"paths": list(shard.paths), "settings": settings, "has_gpu": shard.has_gpu, "ranks": decided}
+        options = msgspec.json.encode(given).decode()
         key = _Key(__version__, MAP_CACHE_VERSION, CACHE_VERSION, sources, options)
         named = "\0".join([options, *(s.path for s in sources)]).encode()
         return hashlib.sha1(named, usedforsecurity=False).hexdigest()[:24], key
