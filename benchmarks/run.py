@@ -8,7 +8,9 @@ subprocess so that every contender's peak memory is its own:
   ``floor_isal`` the same with ISA-L's gunzip, which tracekit uses (for reference: no target);
 * ``tracekit_cold``: ``python -m tracekit analyze DIR --json ... --md ... --html ...`` (every
   analyzer, all three report formats) with an empty cache folder, which it fills;
-* ``tracekit_warm``: the same command again, reading the cache;
+* ``tracekit_warm``: the same command again, reading the cache (the per-rank map's results);
+* ``tracekit_warm_other_options``: then the same with ``--window gpu_span``: the decoded events
+  are in the cache, the per-rank analyses with this option are not (a re-run with other options);
 * ``tracekit_nocache``: the same with ``--no-cache``;
 * ``hta``: HTA's load + temporal + overlap + idle time + kernel breakdown (``hta_stages.py``);
 * with ``--linearity``, ``tracekit_cold_2x``: tracekit cold at twice the size.
@@ -203,6 +205,8 @@ def run_all(
             run("floor_isal", [sys.executable, str(HERE / "floor.py"), "--isal", str(folder)])
             run("tracekit_cold", tracekit_command(folder, work, jobs=jobs, cache=cache), fresh_cache=True)
             run("tracekit_warm", tracekit_command(folder, work, jobs=jobs, cache=cache))
+            other = [*tracekit_command(folder, work, jobs=jobs, cache=cache), "--window", "gpu_span"]
+            run("tracekit_warm_other_options", other)
             nocache = tracekit_command(folder, work, jobs=jobs, cache=None)
             if "--no-cache" in nocache:
                 run("tracekit_nocache", nocache)

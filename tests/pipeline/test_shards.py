@@ -16,7 +16,8 @@ from tracekit.errors import InputError
 from tracekit.executors import TaskFailed
 from tracekit.executors.local import LocalExecutor
 from tracekit.pipeline import shards as sharding
-from tracekit.pipeline.shards import Settings, analyze_files
+from tracekit.pipeline.mapped import Settings
+from tracekit.pipeline.shards import analyze_files
 from tracekit.readers import load_run
 
 if TYPE_CHECKING:

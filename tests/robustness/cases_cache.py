@@ -1,9 +1,12 @@
-"""Damaged caches of decoded traces: the trace is fine, what a first run left in the cache is not.
+"""Damaged caches: the trace is fine, what a first run left in the cache is not.
 
-A first run fills the cache (``--cache-dir``); the damage is done to every file it wrote
-(Parquet files: the events; the others: the metadata), whatever the cache's layout; the
-second run must give the same report as a clean run, without a word: a damaged entry is
-never an error, the file is read from its source.
+A first run fills the cache (``--cache-dir``); the damage is done to every file of one kind it
+wrote, whatever the cache's layout: the event cache's Parquet files (the events) and metadata,
+the entries' locks, the map cache's entries (``maps/*.msgpack``: the per-rank results) and the
+command line's notes of warm runs (``runs/*.json``). The second run must give the same report as
+a clean run: a damaged entry is never an error nor a number, the file is read from its source
+(the event cache's without a word; a damaged map entry with one warning line on stderr). The
+cases of the event cache remove the map entries first, so that the second run reads the events.
 """
 
 from __future__ import annotations
@@ -21,11 +24,14 @@ if TYPE_CHECKING:
     from pathlib import Path
 
 
-#: What an entry's files end with: its Parquet columns, its lock (``<stem>.lock``, empty), else metadata.
-_KINDS = {True: ".parquet", "lock": ".lock"}
+#: What an entry's files end with: its Parquet columns, its lock (``<stem>.lock``, empty), a map
+#: cache entry, else metadata (the notes of warm runs are told by their folder, ``runs``).
+_KINDS = {True: ".parquet", "lock": ".lock", "map": ".msgpack"}
 
 
 def _kind(path: Path) -> bool | str:
+    if path.parent.name == "runs":
+        return "runs"
     return next((k for k, end in _KINDS.items() if path.name.endswith(end)), False)
 
 
@@ -34,11 +40,16 @@ def _files(cache: Path, *, parquet: bool | str) -> list[Path]:
 
 
 def _each(parquet: bool | str, change: Callable[[Path], None]) -> Callable[[Path], None]:
-    """``change`` each Parquet file (True), each metadata file (False), or each entry's lock ("lock")."""
+    """``change`` each Parquet file (True), each metadata file (False), each entry's lock ("lock"),
+    each map cache entry ("map") or each note of a warm run ("runs"). The event cache's cases
+    remove the map entries first: a map entry would spare the second run reading the events."""
 
     def damage(cache: Path) -> None:
         files = _files(cache, parquet=parquet)
-        assert files, f"the first run left no {_KINDS.get(parquet, 'metadata')} file in {cache}"
+        assert files, f"the first run left no {_KINDS.get(parquet, parquet or 'metadata')} file in {cache}"
+        if parquet in (True, False):
+            for path in _files(cache, parquet="map"):
+                path.unlink()
         for path in files:
             change(path)
 
@@ -74,6 +85,13 @@ def _to_dir(path: Path) -> None:
 def _to_dev_zero(path: Path) -> None:
     path.unlink()
     path.symlink_to("/dev/zero")
+
+
+def _flip(path: Path) -> None:
+    """One bit of the middle of the file changed (in a map entry: inside a table of numbers)."""
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0x01
+    path.write_bytes(bytes(data))
 
 
 def _json_edit(edit: Callable[[Any], Any]) -> Callable[[Path], None]:
@@ -164,6 +182,18 @@ CASES: list[Case] = [
     _case("lock-garbage", _each("lock", _garbage)),
     _case("lock-is-folder", _each("lock", _to_dir)),
     _case("lock-is-fifo", _each("lock", _to_fifo), process=True),
+    _case("map-truncated", _each("map", _truncate)),
+    _case("map-empty", _each("map", _empty)),
+    _case("map-garbage", _each("map", _garbage)),
+    _case("map-bit-flipped", _each("map", _flip)),
+    _case("map-is-folder", _each("map", _to_dir)),
+    _case("map-is-fifo", _each("map", _to_fifo), process=True),
+    _case("map-is-dev-zero", _each("map", _to_dev_zero), process=True),
+    _case("runs-garbage", _each("runs", _garbage)),
+    _case("runs-json-list", _each("runs", _json_list)),
+    _case("runs-is-folder", _each("runs", _to_dir)),
+    _case("runs-is-fifo", _each("runs", _to_fifo), process=True),
+    _case("runs-is-dev-zero", _each("runs", _to_dev_zero), process=True),
     _case("folders-are-files", _folders_to_files),
     _case("folders-are-symlink-loops", _folders_to_loops),
 ]

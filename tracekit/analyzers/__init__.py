@@ -1,14 +1,43 @@
-"""Analyzers: pure functions from a :class:`~tracekit.model.Run` to typed results."""
+"""Analyzers: pure functions from a :class:`~tracekit.model.Run` to typed results.
+
+The names below are imported when first used (PEP 562): ``tracekit compare`` of two saved
+analyses imports :mod:`tracekit.analyzers.compare` alone, without polars and every analysis.
+"""
 
 from __future__ import annotations
 
-from tracekit.analyzers.analysis import Outcome, analyze, details_frame, run_analysis
-from tracekit.analyzers.annotations import AnnotationResult, annotation_breakdown
-from tracekit.analyzers.breakdown import BreakdownResult, gpu_breakdown
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from tracekit.analyzers.compare import Noise, compare, evaluate_gate
-from tracekit.analyzers.kernels import KernelResult, kernel_summary
-from tracekit.analyzers.overlap import OverlapResult, comm_overlap
-from tracekit.analyzers.steps import StepResult, analyze_steps, gpu_activity
+
+if TYPE_CHECKING:
+    from tracekit.analyzers.analysis import Outcome, analyze, details_frame, run_analysis
+    from tracekit.analyzers.annotations import AnnotationResult, annotation_breakdown
+    from tracekit.analyzers.breakdown import BreakdownResult, gpu_breakdown
+    from tracekit.analyzers.kernels import KernelResult, kernel_summary
+    from tracekit.analyzers.overlap import OverlapResult, comm_overlap
+    from tracekit.analyzers.steps import StepResult, analyze_steps, gpu_activity
+
+#: Each lazily imported name, and its module.
+_LAZY = {
+    **dict.fromkeys(("Outcome", "analyze", "details_frame", "run_analysis"), "analysis"),
+    **dict.fromkeys(("AnnotationResult", "annotation_breakdown"), "annotations"),
+    **dict.fromkeys(("BreakdownResult", "gpu_breakdown"), "breakdown"),
+    **dict.fromkeys(("KernelResult", "kernel_summary"), "kernels"),
+    **dict.fromkeys(("OverlapResult", "comm_overlap"), "overlap"),
+    **dict.fromkeys(("StepResult", "analyze_steps", "gpu_activity"), "steps"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "AnnotationResult",

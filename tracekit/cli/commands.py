@@ -11,14 +11,12 @@ from typing import TYPE_CHECKING, Any, Final
 
 import click
 
-from tracekit.analyzers import details_frame
 from tracekit.cli.emit import emit, stdout_taken
 from tracekit.cli.paths import Written, check_outputs
 from tracekit.cli.progress import DelayedProgress
 from tracekit.errors import InputError
-from tracekit.pipeline import AnalyzeOptions, analyze_paths, compare_paths, write_annotated_trace
-from tracekit.pipeline.annotated_trace import check_annotatable
-from tracekit.readers import parse_rank_spec
+from tracekit.pipeline.analyze import AnalyzeOptions, analyze_paths
+from tracekit.pipeline.runs import compare_paths
 from tracekit.reports import TerminalRenderer, renderer
 from tracekit.reports.compare_text import gate_line
 from tracekit.reports.text import one_line
@@ -55,7 +53,11 @@ def analyze_options(given: Mapping[str, Any]) -> AnalyzeOptions:
     """The :class:`AnalyzeOptions` of the shared options as given
     (:func:`~tracekit.cli.options.analysis_options`), ``--ranks`` parsed."""
     spec = given.get("ranks")
-    return AnalyzeOptions(**{**given, "ranks": parse_rank_spec(spec) if spec else None})
+    if not spec:
+        return AnalyzeOptions(**{**given, "ranks": None})
+    from tracekit.readers import parse_rank_spec  # (readers import polars)
+
+    return AnalyzeOptions(**{**given, "ranks": parse_rank_spec(spec)})
 
 
 def run_analyze(
@@ -70,6 +72,9 @@ def run_analyze(
     """``tracekit analyze``; ``analysis``: its options as given (its ``executor``: a name, or a
     started executor, closed by its owner); ``annotated``: where to write the annotated trace."""
     given = {f"--{fmt}": path for fmt, path in outputs.items()} | {"--details": details}
+    from tracekit.analyzers.analysis import details_frame  # (polars, every analysis)
+    from tracekit.pipeline.annotated_trace import check_annotatable, write_annotated_trace
+
     check_outputs(given | {"--annotated-trace": annotated}, paths)
     if annotated is not None:
         check_annotatable(paths)

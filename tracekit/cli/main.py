@@ -6,6 +6,7 @@ import os
 import signal
 import sys
 import traceback
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Final, NoReturn, TypeVar
@@ -89,8 +90,11 @@ def analyze(
 
     PATHS are trace files (formats below) or folders searched for them.
     """
+    from tracekit.cli.warm import likely_warm, record
+
     pool = None
-    if analysis["executor"] == "local":  # its processes start while this one imports the rest
+    # its processes start while this one imports the rest; on a warm run, none is needed
+    if analysis["executor"] == "local" and not likely_warm(paths, analysis):
         from tracekit.executors.local import started
 
         pool = started(paths, jobs=analysis["jobs"], preload="tracekit.pipeline.shards")
@@ -102,6 +106,7 @@ def analyze(
     finally:
         if pool is not None:
             pool.close()
+    record(paths, analysis)
 
 
 @cli.command()
@@ -386,6 +391,7 @@ def main() -> None:
     """
     global _debug  # noqa: PLW0603  (one run per process; reset for callers that run main twice)
     _debug = os.environ.get(DEBUG_ENV, "").strip().lower() in ("1", "true", "yes", "on")
+    warnings.showwarning = _show_warning
     try:
         with termination_raises():
             code = cli(standalone_mode=False, prog_name="tracekit")
@@ -435,6 +441,17 @@ def _echo(line: str) -> None:
     if len(text) > MAX_MESSAGE:
         text = text[: MAX_MESSAGE - 1] + "…"
     click.echo(f"tracekit: {text}", err=True)
+
+
+_library_warning = warnings.showwarning
+
+
+def _show_warning(message: Warning | str, category: type[Warning], *where: Any, **more: Any) -> None:
+    """A warning of tracekit's own (a damaged cache entry) as one line on stderr; others as Python shows them."""
+    if category.__module__.startswith("tracekit."):
+        _echo(f"warning: {message}")
+    else:
+        _library_warning(message, category, *where, **more)
 
 
 def _fail(message: str, code: int, exc: BaseException) -> NoReturn:

@@ -86,7 +86,8 @@ def analysis_options(command: Callable[..., T]) -> Callable[..., T]:
         option(
             "--cache-dir",
             type=click.Path(file_okay=False, path_type=Path),
-            help="Cache of decoded traces [default: $TRACEKIT_CACHE_DIR, else ~/.cache/tracekit].",
+            help="Cache of decoded traces and of their per-rank analyses "
+            "[default: $TRACEKIT_CACHE_DIR, else ~/.cache/tracekit].",
         ),
         option(
             "--no-cache",
@@ -94,7 +95,7 @@ def analysis_options(command: Callable[..., T]) -> Callable[..., T]:
             is_flag=True,
             flag_value=False,
             default=True,
-            help="Neither read nor write the cache of decoded traces.",
+            help="Neither read nor write the cache (decoded traces, per-rank analyses).",
         ),
         option(
             "--window",

@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING, Final
 
 from tracekit.cli.emit import STDOUT
 from tracekit.errors import InputError
-from tracekit.readers.discover import is_trace_name
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -81,6 +80,8 @@ def _inputs(inputs: Mapping[str, Iterable[Path | None]]) -> dict[_Key, str]:
 
 def _in_folder(folder: Path, flag: str) -> Iterator[tuple[Path, str]]:
     """The files tracekit reads in an input folder, with what each is."""
+    from tracekit.readers.discover import is_trace_name  # (readers import polars)
+
     where = "an input folder" if flag == _ARGS else f"the folder {flag} {folder}"
     for inside in folder.rglob("*"):
         if is_trace_name(inside):

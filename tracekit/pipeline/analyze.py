@@ -19,8 +19,6 @@ import msgspec
 
 from tracekit.atomic import write_atomically
 from tracekit.errors import InputError
-from tracekit.executors import make_executor
-from tracekit.readers.discover import is_regular
 from tracekit.results.capture import CAPTURE_SCHEMA, as_capture_summary
 from tracekit.results.ranges import explain_non_finite
 from tracekit.results.vocab import WindowKind
@@ -67,7 +65,8 @@ def analyze_paths(paths: Sequence[Path], options: AnalyzeOptions | None = None) 
     runs it, the ranks combined here), attach the capture summary beside them and what it tells
     (:func:`~tracekit.analyzers.caveats.with_capture`)."""
     from tracekit.analyzers.caveats import with_capture  # noqa: PLC0415  (polars-heavy; imported when used)
-    from tracekit.pipeline.shards import Settings, analyze_files  # noqa: PLC0415
+    from tracekit.pipeline.mapped import Settings  # noqa: PLC0415
+    from tracekit.pipeline.shards import analyze_files  # noqa: PLC0415
 
     options = options or AnalyzeOptions()
     started = time.perf_counter()
@@ -99,6 +98,8 @@ def _executor(options: AnalyzeOptions) -> Iterator[Executor]:
     if not isinstance(options.executor, str):
         yield options.executor
         return
+    from tracekit.executors import make_executor  # noqa: PLC0415
+
     executor = make_executor(options.executor, jobs=options.jobs, scheduler=options.scheduler)
     try:
         yield executor
@@ -114,6 +115,8 @@ def capture_summary(paths: Iterable[str | Path]) -> CaptureSummary | None:
     that says it is, but of a newer major version or malformed, is an :class:`InputError`
     naming it.
     """
+    from tracekit.readers.discover import is_regular  # noqa: PLC0415  (readers import polars)
+
     for raw in paths:
         path = Path(raw)
         folder = path if path.is_dir() else path.parent

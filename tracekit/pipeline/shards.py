@@ -21,7 +21,8 @@ of :func:`~tracekit.analyzers.analysis.run_analysis` on the whole run.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+import warnings
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
@@ -33,6 +34,8 @@ from tracekit.analyzers.mapreduce import RankSummary, map_ranks
 from tracekit.analyzers.memory import timeline_parts
 from tracekit.analyzers.registry import ANALYSES
 from tracekit.executors import TaskFailed
+from tracekit.pipeline.map_cache import CacheWarning, look_up, through_cache
+from tracekit.pipeline.mapped import Mapped, Settings, Shard
 from tracekit.readers.claims import FileClaims, TraceClaim, TraceKey, rank_for, resolve
 from tracekit.readers.load import (
     collective_counts,
@@ -62,54 +65,15 @@ SHARDS_PER_WORKER: Final = 4
 MEMORY_ENTRY: Final = "memory"
 
 
-@dataclass(frozen=True)
-class Settings:
-    """How every file is read and analyzed: the same for every shard."""
-
-    cache_dir: str | None = None
-    use_cache: bool = True
-    comm_kernels: tuple[str, ...] = ()
-    window: str = WindowKind.STEPS.value
-    steps: str | None = None
-    include_warmup: bool = False
-    #: ``--rank``: the rank of a single file that records none
-    rank: int | None = None
-    #: ``--ranks``: only these ranks are analyzed (every file is still read for its claims)
-    ranks: frozenset[int] | None = None
-    #: the run is one file: a trace without a rank is rank 0 when it is the file's only one
-    alone: bool = False
-    #: processes a shard may use to decode its files
-    jobs: int = 1
-
-
-@dataclass(frozen=True)
-class Shard:
-    """Files to map together; after a wrong guess, the ranks and ``has_gpu`` the client decided."""
-
-    paths: tuple[str, ...]
-    settings: Settings
-    has_gpu: bool | None = None
-    ranks: dict[TraceKey, int] | None = None
-
-
-@dataclass(frozen=True)
-class Mapped:
-    """What mapping a shard gives: every file's claims, and the summary of the ranks analyzed."""
-
-    files: tuple[FileClaims, ...]
-    #: the rank each analyzed trace was analyzed as
-    ranks: dict[TraceKey, int]
-    #: the ``has_gpu`` the ranks were analyzed with
-    has_gpu: bool
-    #: the traces with GPU activity
-    gpu: frozenset[TraceKey]
-    summary: RankSummary | None
-    #: :func:`~tracekit.readers.load.collective_counts` of the ranks analyzed
-    counts: pl.DataFrame
-
-
 def map_shard(shard: Shard) -> Mapped:
-    """Read the files of ``shard`` (through the cache) and analyze each rank of them."""
+    """What mapping ``shard`` gives: from the map cache when it holds it (the same files, version
+    and options; see :mod:`~tracekit.pipeline.map_cache`), else its files read (through the event
+    cache) and each rank of them analyzed, and the result stored in the map cache."""
+    return through_cache(shard, _map_files)
+
+
+def _map_files(shard: Shard) -> Mapped:
+    """Read the files of ``shard`` (through the event cache) and analyze each rank of them."""
     settings = shard.settings
     cache = event_cache(settings.cache_dir, use_cache=settings.use_cache)
     parsed = parse_files([Path(p) for p in shard.paths], jobs=settings.jobs, cache=cache)
@@ -214,6 +178,8 @@ def analyze_files(
     wrong = [i for i, (d, m) in enumerate(zip(decided, mapped, strict=True)) if _guessed_wrong(m, d)]
     for i, m in zip(wrong, _map(executor, [decided[i] for i in wrong], progress=None), strict=True):
         mapped[i] = m
+    for note in dict.fromkeys(n for m in mapped for n in m.notes):
+        warnings.warn(note, CacheWarning, stacklevel=2)
     if stage is not None:
         stage(f"combining {len(resolved.infos)} rank(s)")
     categories, timeline_skips = timelines_beside([i.rank for i in resolved.infos], inputs.timelines)
@@ -247,14 +213,25 @@ def _map(executor: Executor, tasks: Sequence[Shard], *, progress: ProgressCallba
     not run gives its files as unreadable, with the reason."""
     total = sum(len(t.paths) for t in tasks)
     out: dict[int, Mapped] = {}
-    for i, result in executor.map(map_shard, tasks):
+    notes: dict[int, tuple[str, ...]] = {}
+
+    def done(i: int, mapped: Mapped) -> None:
+        out[i] = replace(mapped, notes=notes[i] + mapped.notes) if notes.get(i) else mapped
+        if progress is not None:
+            finished = sum(len(tasks[j].paths) for j in out)
+            for k, path in enumerate(tasks[i].paths):
+                progress(path, finished - len(tasks[i].paths) + k + 1, total)
+
+    for i, task in enumerate(tasks):  # what the map cache holds is read here: no worker is needed for it
+        found, notes[i] = look_up(task)
+        if found is not None:
+            done(i, found)
+    todo = [i for i in range(len(tasks)) if i not in out]
+    for j, result in executor.map(map_shard, [tasks[i] for i in todo]):
+        i = todo[j]
         if isinstance(result, TaskFailed):
             reason = f"not analyzed: the {executor.name} executor failed to run it ({result.reason})"
-            out[i] = _unmapped(tuple(FileClaims(p, reason) for p in tasks[i].paths))
+            done(i, _unmapped(tuple(FileClaims(p, reason) for p in tasks[i].paths)))
         else:
-            out[i] = result
-        if progress is not None:
-            done = sum(len(tasks[j].paths) for j in out)
-            for k, path in enumerate(tasks[i].paths):
-                progress(path, done - len(tasks[i].paths) + k + 1, total)
+            done(i, result)
     return [out[i] for i in range(len(tasks))]

@@ -7,15 +7,11 @@ one class that draws :class:`~tracekit.reports.document.Document` s.
 
 from __future__ import annotations
 
+import importlib
 from typing import TYPE_CHECKING, Any
 
-from tracekit.reports.capture_tables import ab_document, capture_document
-from tracekit.reports.compare_document import comparison_document
-from tracekit.reports.doctor_report import doctor_report
 from tracekit.reports.document import Document, Format
 from tracekit.reports.layout import analysis_document, view_for
-from tracekit.reports.sweep_render import sweep_document
-from tracekit.reports.tool_reports import audit_report, loader_report
 from tracekit.results.ab import ABCapture
 from tracekit.results.analysis import Analysis
 from tracekit.results.capture import CaptureSummary
@@ -28,14 +24,26 @@ from tracekit.results.sweep import SweepMatrix
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+
+def _lazy(module: str, name: str) -> Callable[[Any], Document]:
+    """The builder ``name`` of ``tracekit.reports.<module>``, imported when first called: ``tracekit
+    analyze`` draws analyses only, and need not import the tables of every other report."""
+
+    def build(result: Any) -> Document:
+        built: Document = getattr(importlib.import_module(f"tracekit.reports.{module}"), name)(result)
+        return built
+
+    return build
+
+
 #: Every result type a report is made of, and its document's builder.
 BUILDERS: dict[type, Callable[[Any], Document]] = {
-    SweepMatrix: sweep_document,
-    CaptureSummary: capture_document,
-    ABCapture: ab_document,
-    LoaderProbe: loader_report,
-    ParamAudit: audit_report,
-    Doctor: doctor_report,
+    SweepMatrix: _lazy("sweep_render", "sweep_document"),
+    CaptureSummary: _lazy("capture_tables", "capture_document"),
+    ABCapture: _lazy("capture_tables", "ab_document"),
+    LoaderProbe: _lazy("tool_reports", "loader_report"),
+    ParamAudit: _lazy("tool_reports", "audit_report"),
+    Doctor: _lazy("doctor_report", "doctor_report"),
 }
 
 #: What a renderer is given: a document, or a result to make one of.
@@ -52,6 +60,8 @@ def as_document(result: object, fmt: Format, *, top: int | None = None) -> Docum
     if isinstance(result, Analysis):
         return analysis_document(result, view_for(fmt, result, top=top))
     if isinstance(result, Comparison):
+        from tracekit.reports.compare_document import comparison_document  # noqa: PLC0415  (compare only)
+
         return comparison_document(result, top=15 if top is None else top)
     builder = BUILDERS.get(type(result))
     if builder is None:

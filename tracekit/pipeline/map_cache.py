@@ -1,0 +1,269 @@
+"""A cache of the per-rank map's results: what mapping a shard of files gave, keyed by the files'
+identity, tracekit's version and the options the map depends on.
+
+A warm ``tracekit analyze`` with the same options then reads one small entry per shard instead
+of the shard's events, and runs only the cross-rank reduce and the reports. An entry is
+``<root>/maps/<stem>.msgpack``, ``<stem>`` a digest of the shard's files and options, so that
+runs with other options (``--steps``, ``--window``, ``--ranks``...) keep entries of their own.
+What the map depends on, and an entry records and is checked against (:class:`_Key`):
+
+- every file's :class:`~tracekit.readers.identity.FileIdentity` (path, size, times, inode, a
+  digest of sampled blocks): a changed file misses;
+- tracekit's version, :data:`MAP_CACHE_VERSION` and the event cache's
+  :data:`~tracekit.readers.cache.CACHE_VERSION` (what the readers give);
+- the files' paths as given (the claims, and the reports, name them so);
+- the options of :class:`~tracekit.pipeline.mapped.Settings` but where the files are cached and
+  how many processes decode them (``cache_dir``, ``use_cache``, ``jobs``), and what the client
+  decided after a wrong guess (the shard's ``has_gpu`` and ``ranks``).
+
+The file is ``MAGIC``, a BLAKE2b digest of the rest, then msgpack: the key, the files' claims
+and the per-rank parts, each table an Arrow IPC stream. A shard with an unreadable file is not
+stored (its reason may not last). Written as the event cache writes (a temporary file renamed,
+one writer per entry under ``<stem>.lock``, waited for a bounded time). An entry that is absent
+or of another key is a miss; one that cannot be read or decoded, whose digest does not match or
+whose tables are not what the map gives, is *damaged*: the shard is mapped again, the entry
+replaced, and the client warns once (:class:`CacheWarning`): never wrong numbers, never an error.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import uuid
+from dataclasses import asdict, fields, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Final
+
+import msgspec
+import polars as pl
+
+from tracekit import __version__
+from tracekit.analyzers.mapreduce import RankSummary
+from tracekit.analyzers.parts import Parts
+from tracekit.locks import entry_lock
+from tracekit.pipeline.mapped import Mapped
+from tracekit.readers.cache import CACHE_VERSION
+from tracekit.readers.claims import FileClaims  # noqa: TC001  (msgspec reads annotations at run time)
+from tracekit.readers.identity import FileIdentity, read_regular
+from tracekit.readers.load import event_cache
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from tracekit.pipeline.mapped import Settings, Shard
+
+__all__ = ["MAP_CACHE_VERSION", "CacheWarning", "MapCache", "look_up", "through_cache"]
+
+#: Bump whenever what an entry holds, or what the per-rank map gives for the same version, changes.
+MAP_CACHE_VERSION: Final = 1
+#: The first bytes of an entry.
+MAGIC: Final = b"TKMAP\x00\x01\x00"
+_DIGEST: Final = 16
+#: The largest entry read (a shard's map results are small: tables per rank and step, not events).
+_LIMIT: Final = 1 << 30
+_LOCK_WAIT_S: Final = 30.0
+#: The settings that do not change what the map gives.
+_NOT_KEYED: Final = frozenset({"cache_dir", "use_cache", "jobs"})
+
+
+class CacheWarning(UserWarning):
+    """A cache entry was damaged: what it held was computed again (and the entry replaced)."""
+
+
+class _Key(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    tracekit: str
+    map_version: int
+    cache_version: int
+    sources: tuple[FileIdentity, ...]
+    #: the shard's options and decisions, as canonical JSON
+    options: str
+
+
+class _Part(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    entry: str
+    #: the :class:`~tracekit.analyzers.parts.Parts` subclass, by module and name
+    kind: str
+    tables: dict[str, bytes]
+
+
+class _Entry(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    key: _Key
+    files: tuple[FileClaims, ...]
+    #: (path, trace index, rank) of each trace analyzed
+    ranks: tuple[tuple[str, int, int], ...]
+    has_gpu: bool
+    gpu: tuple[tuple[str, int], ...]
+    summary_ranks: tuple[int, ...] | None
+    parts: tuple[_Part, ...]
+    counts: bytes
+
+
+class Damaged(Exception):
+    """An entry that is there but cannot be used as it is."""
+
+
+class MapCache:
+    """The map results' entries under ``<root>/maps``."""
+
+    def __init__(self, root: str | Path) -> None:
+        self.folder = Path(root) / "maps"
+
+    def key(self, shard: Shard) -> tuple[str, _Key] | None:
+        """The stem and key of ``shard`` now; None when one of its files cannot be identified."""
+        try:
+            sources = tuple(FileIdentity.of(p) for p in shard.paths)
+        except (OSError, ValueError):
+            return None
+        settings = {k: v for k, v in asdict(shard.settings).items() if k not in _NOT_KEYED}
+        settings["ranks"] = None if shard.settings.ranks is None else sorted(shard.settings.ranks)
+        decided = None if shard.ranks is None else sorted([p, i, r] for (p, i), r in shard.ranks.items())
+        # the paths as given too: the claims and the report name the files as they were spelled
+        given = {"paths": list(shard.paths), "settings": settings, "has_gpu": shard.has_gpu, "ranks": decided}
+        options = msgspec.json.encode(given).decode()
+        key = _Key(__version__, MAP_CACHE_VERSION, CACHE_VERSION, sources, options)
+        named = "\0".join([options, *(s.path for s in sources)]).encode()
+        return hashlib.sha1(named, usedforsecurity=False).hexdigest()[:24], key
+
+    def load(self, stem: str, key: _Key) -> Mapped | None:
+        """The entry of ``stem`` if it holds ``key``'s results; None when there is none or another
+        key's; :class:`Damaged` when it is there but unusable."""
+        path = self.folder / f"{stem}.msgpack"
+        try:
+            data = read_regular(path, limit=_LIMIT, follow=False)
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise Damaged(f"cannot read it ({exc.strerror or type(exc).__name__})") from None
+        if data[: len(MAGIC)] != MAGIC:
+            raise Damaged("not a tracekit map cache entry")
+        body = data[len(MAGIC) + _DIGEST :]
+        if hashlib.blake2b(body, digest_size=_DIGEST).digest() != data[len(MAGIC) : len(MAGIC) + _DIGEST]:
+            raise Damaged("its checksum does not match")
+        try:
+            entry = msgspec.msgpack.decode(body, type=_Entry)
+        except msgspec.MsgspecError as exc:
+            raise Damaged(f"not an entry of this shape ({exc})") from None
+        if entry.key != key:
+            return None
+        return _mapped(entry)
+
+    def store(self, stem: str, key: _Key, mapped: Mapped) -> bool:
+        """Write the entry of ``stem``; False when it cannot be written (never an error)."""
+        if any(f.error is not None for f in mapped.files):
+            return False
+        try:
+            body = msgspec.msgpack.encode(_entry(key, mapped))
+            self.folder.mkdir(parents=True, exist_ok=True)
+        except (OSError, pl.exceptions.PolarsError, msgspec.MsgspecError, TypeError):
+            return False
+        data = MAGIC + hashlib.blake2b(body, digest_size=_DIGEST).digest() + body
+        with entry_lock(self.folder / f"{stem}.lock", wait_s=_LOCK_WAIT_S) as locked:
+            if not locked:  # another process is writing it: it is that one's to write
+                return False
+            target = self.folder / f"{stem}.msgpack"
+            tmp = target.with_name(f".{target.name}.{uuid.uuid4().hex}.tmp")
+            try:
+                tmp.write_bytes(data)
+                os.replace(tmp, target)
+            except OSError:
+                return False
+            finally:
+                tmp.unlink(missing_ok=True)
+        return True
+
+
+def _cache_of(settings: Settings) -> MapCache | None:
+    """The map cache beside the event cache of ``settings`` (the default folder unless it names one)."""
+    events = event_cache(settings.cache_dir, use_cache=settings.use_cache)
+    return None if events is None else MapCache(events.root)
+
+
+def look_up(shard: Shard) -> tuple[Mapped | None, tuple[str, ...]]:
+    """What the map cache holds for ``shard`` (None: nothing usable), and what was wrong with its
+    entry, if it was damaged (a line for the client to warn with)."""
+    cache = _cache_of(shard.settings)
+    keyed = None if cache is None else cache.key(shard)
+    if cache is None or keyed is None:
+        return None, ()
+    try:
+        return cache.load(*keyed), ()
+    except Damaged as exc:
+        return None, (f"the map cache entry {cache.folder / keyed[0]}.msgpack was damaged ({exc}): analyzed again",)
+
+
+def through_cache(shard: Shard, compute: Callable[[Shard], Mapped]) -> Mapped:
+    """What mapping ``shard`` gives: the map cache's entry, else ``compute(shard)``, stored in the
+    cache. (The client looks every shard up first; a worker looks again, in the cache folder it
+    sees: on a Dask worker without ``--cache-dir``, its own node's.)"""
+    cache = _cache_of(shard.settings)
+    keyed = None if cache is None else cache.key(shard)
+    if cache is None or keyed is None:
+        return compute(shard)
+    found, notes = look_up(shard)
+    if found is not None:
+        return found
+    mapped = compute(shard)
+    cache.store(*keyed, mapped)
+    return replace(mapped, notes=notes) if notes else mapped
+
+
+def _ipc(frame: pl.DataFrame) -> bytes:
+    out = io.BytesIO()
+    frame.write_ipc(out, compression="uncompressed")
+    return out.getvalue()
+
+
+def _frame(data: bytes) -> pl.DataFrame:
+    try:
+        return pl.read_ipc(io.BytesIO(data))
+    except (pl.exceptions.PolarsError, OSError, ValueError) as exc:
+        raise Damaged(f"a table cannot be read ({type(exc).__name__})") from None
+
+
+def _kinds() -> dict[str, type[Parts]]:
+    """Every :class:`Parts` subclass (the analyzers' modules are imported by their registry)."""
+    out: dict[str, type[Parts]] = {}
+    todo = list(Parts.__subclasses__())
+    while todo:
+        kind = todo.pop()
+        out[f"{kind.__module__}.{kind.__qualname__}"] = kind
+        todo.extend(kind.__subclasses__())
+    return out
+
+
+def _entry(key: _Key, mapped: Mapped) -> _Entry:
+    summary = mapped.summary
+    parts = () if summary is None else summary.parts.items()
+    return _Entry(
+        key=key,
+        files=mapped.files,
+        ranks=tuple((p, i, r) for (p, i), r in mapped.ranks.items()),
+        has_gpu=mapped.has_gpu,
+        gpu=tuple(sorted(mapped.gpu)),
+        summary_ranks=None if summary is None else summary.ranks,
+        parts=tuple(
+            _Part(name, f"{type(p).__module__}.{type(p).__qualname__}", {k: _ipc(v) for k, v in p.tables().items()})
+            for name, p in parts
+        ),
+        counts=_ipc(mapped.counts),
+    )
+
+
+def _mapped(entry: _Entry) -> Mapped:
+    kinds = _kinds()
+    parts: dict[str, Parts] = {}
+    for part in entry.parts:
+        kind = kinds.get(part.kind)
+        if kind is None or set(part.tables) != {f.name for f in fields(kind)}:
+            raise Damaged(f"its part {part.entry!r} is not what the analysis gives")
+        parts[part.entry] = kind(**{k: _frame(v) for k, v in part.tables.items()})
+    summary = None if entry.summary_ranks is None else RankSummary(ranks=entry.summary_ranks, parts=parts)
+    return Mapped(
+        files=entry.files,
+        ranks={(p, i): r for p, i, r in entry.ranks},
+        has_gpu=entry.has_gpu,
+        gpu=frozenset(entry.gpu),
+        summary=summary,
+        counts=_frame(entry.counts),
+    )
