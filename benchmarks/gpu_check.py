@@ -509,6 +509,12 @@ def check_pinned(runner: Runner, sizes: Sizes, name: str, check: Check, cuda: bo
     # more measured steps than the 2 workers x prefetch 2 batches made ahead while the profiler
     # starts: with 4 measured steps all could be ready, and the verdict depended on timing
     steps = ("--measured_steps=12", "--profiler.active=10")
+    if not cuda:
+        # on CPU the step's compute is milliseconds, not microseconds, and grows on a loaded
+        # machine: 2 workers each 10 ms a batch (5 ms a step) did not keep it data-bound there
+        # (one CI run beside other tests read compute-bound); 40 ms a batch does, by a margin
+        args = {"hidden": 512, "depth": 3, "loader_delay_ms": 40}
+        steps = (*steps, f"--workload_args={json.dumps(args)}")
     done = capture(runner, "data_bound", out, "--nproc=1", "--pin_memory=true", "--num_workers=2", *steps)
     if not check.expect(done.returncode == 0, f"capture exited {done.returncode}: {_last(done)}"):
         return

@@ -56,7 +56,9 @@ def alive(pid: int) -> bool:
     return stat.rsplit(")", 1)[-1].split()[0] != "Z"
 
 
-def _gone_within(pids: list[int], seconds: float) -> bool:
+def gone_within(pids: list[int], seconds: float) -> bool:
+    """Whether every process of ``pids`` is gone (or a zombie) within ``seconds``: a process
+    sent SIGKILL dies when the kernel next schedules it, which on a loaded machine is not at once."""
     deadline = time.monotonic() + seconds
     while any(alive(p) for p in pids):
         if time.monotonic() > deadline:
@@ -74,7 +76,7 @@ def test_a_signal_kills_the_busy_workers_at_once(sig: signal.Signals) -> None:
         code = proc.wait(timeout=60)
         assert time.monotonic() - started < 30  # not the 10 minutes of the items
         assert code == (128 + sig if sig == signal.SIGTERM else -sig)  # Ctrl-C: Python ends by SIGINT itself
-        assert _gone_within(workers, 10)
+        assert gone_within(workers, 10)
     finally:
         proc.kill()
         for pid in workers:
@@ -88,7 +90,7 @@ def test_workers_end_when_tracekit_is_killed_outright() -> None:
     try:
         proc.kill()
         proc.wait(timeout=30)
-        assert _gone_within(workers, 20)
+        assert gone_within(workers, 20)
     finally:
         for pid in workers:
             if alive(pid):

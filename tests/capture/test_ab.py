@@ -318,7 +318,10 @@ def test_ab_capture_ends_in_a_comparison_that_finds_the_delay_and_the_sync(tmp_p
     assert forward.delta is not None and forward.ci is not None
     # B sleeps 5 ms per forward (time.sleep overshoots a little) and skips A's ~0.1 ms check
     assert 4.5e6 <= forward.delta <= 6.5e6
-    assert forward.ci.low > 4e6
+    # the interval's width is the forward's noise, which a loaded machine widens (3.96 ms to
+    # 6.3 ms in one CI run beside the other tests): what holds under load is that it excludes
+    # the gate's 1 ms and holds the measured change
+    assert 1e6 < forward.ci.low <= forward.delta <= forward.ci.high
     assert c.syncs.a_per_step == 1 and c.syncs.b_per_step == 0
     [source] = c.syncs.sources
     assert (source.name, source.phase, source.a_count, source.b_count) == (
