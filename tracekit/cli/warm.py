@@ -17,11 +17,9 @@ import hashlib
 import json
 import os
 import stat
+import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
-
-from tracekit.atomic import write_text_atomically
-from tracekit.errors import InputError
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -95,6 +93,10 @@ def record(paths: Sequence[Path], analysis: Mapping[str, Any]) -> None:
     if root is None:
         return
     index = _index(root, paths, analysis)
-    with contextlib.suppress(OSError, InputError):
+    tmp = index.with_name(f".{index.name}.{uuid.uuid4().hex}.tmp")
+    with contextlib.suppress(OSError):
         index.parent.mkdir(parents=True, exist_ok=True)
-        write_text_atomically(index, json.dumps(_files(paths)))
+        tmp.write_text(json.dumps(_files(paths)))
+        os.replace(tmp, index)
+    with contextlib.suppress(OSError):
+        tmp.unlink(missing_ok=True)
