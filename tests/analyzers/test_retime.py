@@ -7,7 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tracekit.analyzers.retime import RankPlan, Removal, Scenario, simulate
+from tracekit.analyzers import retime
+from tracekit.analyzers.retime import RankPlan, Removal, Scenario, simulate, simulate_each
 
 NAN = float("nan")
 
@@ -128,7 +129,7 @@ def timelines(draw: st.DrawFn) -> list[RankPlan]:
             instances.append(c if c < n_coll else -1)
             t = end if stream == 0 else t
         blocks = []
-        if draw(st.booleans()):
+        for _ in range(draw(st.integers(0, 3))):
             b0 = draw(st.floats(0, 100))
             blocks.append((b0, b0 + draw(st.floats(0, 50))))
         plans.append(
@@ -197,3 +198,58 @@ def test_a_wait_goes_on_when_the_collective_completes_though_its_span_is_recorde
     # read from its own late record, rank 0's wait would look unrelated to the collective: kept whole
     unseen = _gloo(0, enqueued=15, span_end=63, wait=(20, 60), done=None)
     assert simulate([unseen, last], gone)[0] == pytest.approx(0, abs=1)
+
+
+def _scenarios(plans: list[RankPlan], at: float, length: float) -> dict[str, Scenario]:
+    removed = {p.rank: removal((at, at + length), rate=0.5) for p in plans}
+    shorter = {p.rank: np.where(np.arange(p.start.size) % 2 == 0, 0.0, np.nan) for p in plans}
+    return {
+        "none": Scenario(),
+        "removed": Scenario(removals=removed),
+        "no wait": Scenario(no_wait_blocks=True),
+        "hidden": Scenario(hide_collectives=True),
+        "shorter": Scenario(durations=shorter),
+        "all": Scenario(removals=removed, durations=shorter, no_wait_blocks=True, hide_collectives=True),
+    }
+
+
+@settings(max_examples=100, deadline=None)
+@given(timelines(), st.floats(0, 200), st.floats(0, 50))
+def test_one_at_a_time_and_as_arrays_give_the_same_times(plans: list[RankPlan], at: float, length: float) -> None:
+    """The re-timing does a few tasks or times at once in Python floats and more as NumPy arrays
+    (``_FEW``): the same sums in the same order, so the same times to the last bit."""
+    scenarios = _scenarios(plans, at, length)
+    few = retime._FEW
+    try:
+        retime._FEW = 0  # every run of tasks as arrays
+        arrays = {k: simulate(plans, s) for k, s in scenarios.items()}
+        retime._FEW = 1_000_000  # every one one at a time
+        python = {k: simulate(plans, s) for k, s in scenarios.items()}
+    finally:
+        retime._FEW = few
+    assert python == arrays
+
+
+@settings(max_examples=100, deadline=None)
+@given(timelines(), st.floats(0, 200), st.floats(0, 50))
+def test_scenarios_re_timed_together_as_each_alone(plans: list[RankPlan], at: float, length: float) -> None:
+    """:func:`simulate_each` works out each rank's shape once and reuses it: the same gains as
+    each scenario re-timed alone, whatever the order."""
+    scenarios = _scenarios(plans, at, length)
+    alone = {k: simulate(plans, s) for k, s in scenarios.items()}
+    assert simulate_each(plans, scenarios) == alone
+    assert simulate_each(plans, dict(reversed(scenarios.items()))) == alone
+
+
+@pytest.mark.parametrize("device_end", [True, False])
+def test_a_block_awaiting_work_launched_in_it_is_not_its_own_dependency(device_end: bool) -> None:
+    """Found by the properties once timelines had several blocks: two overlapping syncs merge
+    into one wait, [10, 60], that awaits what was launched by the later one's start (20),
+    among it a task of no length launched at 15, inside the wait, ending as it was launched.
+    The host at 15 looked resumed (past the awaited work's end), so the task's launch waited
+    for the wait that waits for it: endless recursion. Work a block awaits was launched before
+    the block let the host go."""
+    one = plan(tasks=[(15, 15, 15)], blocks=[(10, 50), (20, 60)], window_end=60, device_end=device_end)
+    assert simulate([one], Scenario()) == {0: pytest.approx(0.0, abs=1e-6)}
+    # removed host time before the wait moves the launch and the wait alike
+    assert simulate([one], Scenario(removals={0: removal((0, 5))}))[0] >= 0.0

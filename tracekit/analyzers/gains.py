@@ -46,7 +46,7 @@ from tracekit.analyzers import intervals as iv
 from tracekit.analyzers.collectives import KEYS as COLLECTIVE_KEYS
 from tracekit.analyzers.host_time import host_time
 from tracekit.analyzers.parts import Parts, empty
-from tracekit.analyzers.retime import RankPlan, Removal, Scenario, simulate
+from tracekit.analyzers.retime import RankPlan, Removal, Scenario, simulate_each
 from tracekit.analyzers.retime_plan import merge, outside
 from tracekit.analyzers.timeline import COLLECTIVE_WAIT, TRANSFER_COPY, host_collective_waits
 from tracekit.results.analysis import Finding, Gain
@@ -425,17 +425,22 @@ def gains(
     scenarios = _scenarios(red, run) if run is not None else {}
     compute = {BoundKind.COMPUTE.value, BoundKind.GPU_COMPUTE.value}
     waste_share = float(costs.filter(~pl.col("bound").is_in(list(compute)))["share_pct"].sum())
-    out = []
+    rows = []
     for row in costs.iter_rows(named=True):
         bound = BoundKind(row["bound"])
         up_to = waste_share if row["bound"] in compute else float(row["share_pct"])
         if up_to <= 0 and row["bound"] not in compute:  # compute's row stays: nothing left to gain is an answer
             continue
+        small = row["bound"] not in compute and up_to < retime_from and bound not in also
+        rows.append((bound, up_to, small))
+    retimed = {b: scenarios[b] for b, _, small in rows if b in scenarios and not small}
+    simulated = simulate_each(run.plans, retimed) if run is not None else {}
+    out = []
+    for bound, up_to, small in rows:
         expected = None
         scenario = scenarios.get(bound)
-        small = row["bound"] not in compute and up_to < retime_from and bound not in also
-        if scenario is not None and run is not None and not small:
-            gained = simulate(run.plans, scenario)
+        if bound in simulated:
+            gained = simulated[bound]
             shares = [
                 100 * gained.get(int(rank), 0.0) / float(window)
                 for rank, window in windows.select("rank", "window_ns").iter_rows()

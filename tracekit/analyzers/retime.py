@@ -33,33 +33,55 @@ What the model cannot see is said by the caller (:mod:`tracekit.analyzers.gains`
 from __future__ import annotations
 
 import heapq
-from typing import Final
+from bisect import bisect_left, bisect_right
+from typing import Final, TypeVar
 
 import numpy as np
 
 from tracekit.analyzers.retime_plan import RankPlan, Removal, Scenario
+from tracekit.analyzers.retime_shape import _NEVER, AWAIT_TOLERANCE_NS, DEPENDENCY_NS, RankShape
 
-__all__ = ["AWAIT_TOLERANCE_NS", "DEPENDENCY_NS", "RankPlan", "Removal", "Scenario", "Simulation", "simulate"]
+__all__ = [
+    "AWAIT_TOLERANCE_NS",
+    "DEPENDENCY_NS",
+    "RankPlan",
+    "Removal",
+    "Scenario",
+    "Simulation",
+    "simulate",
+    "simulate_each",
+]
 
-#: A time that holds nothing back.
-_NEVER: Final = -np.inf
-#: A task that started this long after its launch and its predecessor, as a task of another
-#: stream ended, waited on it (the idle model's switch time: ``tracekit.analyzers.idle.SWITCH_NS``).
-DEPENDENCY_NS: Final = 20_000.0
-#: How far past a block's end an awaited task may end (clock rounding between host and device).
-AWAIT_TOLERANCE_NS: Final = 2_000.0
+K = TypeVar("K")
+
+#: Up to this many times, one at a time in Python is faster than as arrays in NumPy.
+_FEW: Final = 16
 
 
-class _Rank:
-    """One rank's re-timing state."""
+class _Rank(RankShape):
+    """One rank's re-timing state under one scenario."""
 
-    def __init__(self, plan: RankPlan, scenario: Scenario) -> None:
-        self.plan = plan
+    def __init__(self, plan: RankPlan, scenario: Scenario, like: _Rank | None = None) -> None:
+        """``like``: the same plan's rank under another scenario, whose shape (streams,
+        delays, dependencies, blocks: what the scenario does not change) is taken as is."""
+        if like is not None and like.plan is plan:
+            self.__dict__.update(like.__dict__)
+        else:
+            RankShape.__init__(self, plan)
+        self._scenario(scenario)
+
+    def _scenario(self, scenario: Scenario) -> None:
+        """What ``scenario`` changes, and the re-timing state, fresh."""
+        plan = self.plan
         n = plan.start.size
         rem = scenario.removals.get(plan.rank, Removal())
         order = np.argsort(rem.start, kind="stable")
         self.r_start, self.r_end, self.r_rate = rem.start[order], rem.end[order], rem.rate[order]
         self.r_cum = np.concatenate([[0.0], np.cumsum((self.r_end - self.r_start) * self.r_rate)])
+        self.l_r_start: list[float] = self.r_start.tolist()
+        self.l_r_end: list[float] = self.r_end.tolist()
+        self.l_r_rate: list[float] = self.r_rate.tolist()
+        self.l_r_cum: list[float] = self.r_cum.tolist()
         new = scenario.durations.get(plan.rank)
         dur = plan.end - plan.start
         self.dur = dur if new is None else np.where(np.isnan(new), dur, new)
@@ -67,66 +89,16 @@ class _Rank:
         self.no_wait = scenario.no_wait_blocks
         self.s_new = np.full(n, np.nan)
         self.e_new = np.full(n, np.nan)
-        # streams: task indexes in stream order, and each task's place in its stream
-        self.streams: list[np.ndarray] = []
-        self.place = np.zeros(n, dtype=np.int64)
-        self.stream_of = np.zeros(n, dtype=np.int64)
-        # host collectives (``arrival_is_launch``) are free: a backend's pool of workers runs
-        # them, overlapping (gloo's spans do), so no stream order holds them back
-        self.free = plan.arrival_is_launch.astype(bool)
-        for sid in np.unique(plan.stream[~self.free]):
-            idx = np.flatnonzero((plan.stream == sid) & ~self.free)
-            idx = idx[np.argsort(plan.start[idx], kind="stable")]
-            self.place[idx] = np.arange(idx.size)
-            self.stream_of[idx] = len(self.streams)
-            self.streams.append(idx)
         self.done = [0] * len(self.streams)  # tasks re-timed, per stream
-        self._delays()
-        self._dependencies()
-        self._blocks()
-        # per stream, the places of the tasks re-timed one by one (a collective, or a wait on
-        # another stream), in order: found by bisection, never by scanning the stream again
-        self.stops = [np.flatnonzero((plan.instance[idx] >= 0) | (self.dep[idx] >= 0)) for idx in self.streams]
-
-    def _delays(self) -> None:
-        """Each task's launch (no later than its start), its predecessor's overlap into it and
-        its delay beyond both, measured."""
-        p = self.plan
-        n = p.start.size
-        self.launched = ~np.isnan(p.launch)
-        self.lch = np.where(self.launched, np.minimum(np.nan_to_num(p.launch, nan=0.0), p.start), p.start)
-        prev_end = np.full(n, _NEVER)
-        for idx in self.streams:
-            if idx.size > 1:
-                prev_end[idx[1:]] = p.end[idx[:-1]]
-        self.overlap = np.maximum(0.0, prev_end - p.start)  # -inf - x clips to 0
-        anchor = np.maximum(np.where(self.launched, self.lch, _NEVER), prev_end - self.overlap)
-        # a first task launched by no one is anchored where it started
-        anchor = np.where(np.isneginf(anchor), p.start, anchor)
-        self.delay = p.start - anchor
-        self.first_unlaunched = ~self.launched & np.isneginf(prev_end)
-
-    def _dependencies(self) -> None:
-        """The waits on another stream the trace shows by their timing: a task that started
-        more than :data:`DEPENDENCY_NS` after both its launch and its predecessor, within
-        :data:`DEPENDENCY_NS` of a task of another stream ending, waited on that task (an event
-        or stream wait: the copy or collective whose result it reads). It then starts no
-        sooner than that task ends, re-timed; its delay is what it waited beyond that."""
-        p = self.plan
-        n = p.start.size
-        self.dep = np.full(n, -1, dtype=np.int64)
-        fixed = np.flatnonzero(~self.free)
-        waited = fixed[self.delay[fixed] > DEPENDENCY_NS]
-        if fixed.size < 2 or waited.size == 0:
-            return
-        order = fixed[np.argsort(p.end[fixed], kind="stable")]
-        ends = p.end[order]
-        i = np.searchsorted(ends, p.start[waited], side="right") - 1
-        m = order[np.maximum(i, 0)]
-        ok = (i >= 0) & (ends[np.maximum(i, 0)] >= p.start[waited] - DEPENDENCY_NS) & (p.stream[m] != p.stream[waited])
-        k = waited[ok]
-        self.dep[k] = m[ok]
-        self.delay[k] = np.minimum(self.delay[k], p.start[k] - p.end[m[ok]])
+        self.b_shift = np.zeros(self.b_start.size)
+        self.b_done = 0
+        self.b_busy = -1  # the block being re-timed (asking for what it awaits), if any
+        # host time removed before each block's start and end (asked for at every re-timed launch)
+        self.r_at_start = self.removed_before(self.b_start)
+        self.r_at_end = self.removed_before(self.b_end)
+        self.l_at_start: list[float] = self.r_at_start.tolist()
+        self.l_at_end: list[float] = self.r_at_end.tolist()
+        self.l_shift: list[float] = self.b_shift.tolist()
 
     def _dep_end(self, k: int, sim: Simulation) -> float:
         """When the task ``k`` waits on ends, re-timed (-inf: it waits on none)."""
@@ -136,76 +108,6 @@ class _Rank:
         if np.isnan(self.e_new[m]):
             self.stream_until(int(self.stream_of[m]), int(self.place[m]), sim)
         return float(self.e_new[m])
-
-    def _blocks(self) -> None:
-        """The blocks made disjoint (overlapping ones merged), each one's awaited task per
-        stream, and its own cost and tail, measured."""
-        p = self.plan
-        until = p.block_start if p.block_until is None else p.block_until
-        on_coll = np.zeros(p.block_start.size, dtype=bool) if p.block_on_collectives is None else p.block_on_collectives
-        order = np.argsort(p.block_start, kind="stable")
-        starts: list[float] = []
-        ends: list[float] = []
-        untils: list[float] = []
-        colls: list[bool] = []
-        for b in order:
-            if starts and p.block_start[b] < ends[-1]:  # overlaps the previous: one wait
-                ends[-1] = max(ends[-1], float(p.block_end[b]))
-                untils[-1] = max(untils[-1], float(until[b]))
-                colls[-1] = colls[-1] or bool(on_coll[b])
-                continue
-            starts.append(float(p.block_start[b]))
-            ends.append(float(p.block_end[b]))
-            untils.append(float(until[b]))
-            colls.append(bool(on_coll[b]))
-        self.b_start, self.b_end = np.array(starts), np.array(ends)
-        self.b_coll = np.array(colls, dtype=bool)
-        nb = self.b_start.size
-        instant = self.b_end <= self.b_start
-        # the host collectives in end order: a thread waiting on them goes on after each one
-        coll = np.flatnonzero(self.free)
-        completion = p.end if p.done is None else p.done
-        coll = coll[np.argsort(completion[coll], kind="stable")]
-        self.comp_task, self.comp_end = coll, completion[coll]
-        # a wait awaits the host collectives launched by its end that completed since the
-        # previous wait ended (those before it, that one awaited)
-        since = np.concatenate([[_NEVER], self.b_end[:-1]]) if nb else self.b_end
-        lo = np.searchsorted(self.comp_end, since, side="right")
-        hi = np.searchsorted(self.comp_end, self.b_end + AWAIT_TOLERANCE_NS, side="right")
-        self.awaited_free = [
-            self._launched_by(coll[lo[b] : hi[b]], untils[b], instant[b]) if colls[b] else coll[:0] for b in range(nb)
-        ]
-        drain = np.array([p.end[k].max() if k.size else _NEVER for k in self.awaited_free], dtype=float)
-        self.awaited = np.full((nb, len(self.streams)), -1, dtype=np.int64)
-        for j, idx in enumerate(self.streams):
-            launches = np.maximum.accumulate(self.lch[idx]) if idx.size else self.lch[idx]
-            ends_j = np.maximum.accumulate(p.end[idx]) if idx.size else p.end[idx]
-            # launched by then (a wait of no length: strictly before; a launch at the very time
-            # the host resumes comes after it, and awaiting it, the wait would wait on itself)
-            by = np.searchsorted(launches, np.array(untils), side="right") - 1
-            launched_before = np.where(instant, np.searchsorted(launches, np.array(untils), side="left") - 1, by)
-            ended_by = np.searchsorted(ends_j, self.b_end + AWAIT_TOLERANCE_NS, side="right") - 1
-            # a wait on collectives waits for the collective backend's work only
-            last = np.where(self.b_coll, -1, np.minimum(launched_before, ended_by))
-            self.awaited[:, j] = last
-            has = last >= 0
-            drain[has] = np.maximum(drain[has], p.end[idx[last[has]]])
-        self.waited = drain > self.b_start
-        self.drain = drain
-        self.tail = np.where(self.waited, self.b_end - drain, _NEVER)
-        length = self.b_end - self.b_start
-        self.own = np.where(self.waited, np.clip(self.tail, 0.0, length), length)
-        self.b_shift = np.zeros(nb)
-        self.b_done = 0
-        # host time removed before each block's start and end (asked for at every re-timed launch)
-        self.r_at_start = self.removed_before(self.b_start)
-        self.r_at_end = self.removed_before(self.b_end)
-
-    def _launched_by(self, tasks: np.ndarray, until: float, instant: bool) -> np.ndarray:
-        """``tasks`` launched by ``until`` (for a wait of no length, strictly before: see :meth:`_blocks`)."""
-        lch = self.lch[tasks]
-        picked: np.ndarray = tasks[lch < until] if instant else tasks[lch <= until]
-        return picked
 
     # -- the host ------------------------------------------------------------------------------
 
@@ -231,6 +133,17 @@ class _Rank:
         removed = self.removed_before(t)
         if self.b_start.size == 0 or t.size == 0:
             return removed
+        lo, hi = float(t.min()), float(t.max())
+        if 0 <= self.b_busy <= bisect_right(self.l_start, hi) - 1:  # a cycle: see host_shift_one
+            return np.array([self.host_shift_one(float(x), sim) for x in t], dtype=float)
+        first = bisect_right(self.l_start, lo) - 1
+        if first == bisect_right(self.l_start, hi) - 1 and (first < 0 or lo >= self.l_end[first]):
+            # all of ``t`` between one block's end and the next one's start (the common case)
+            if first < 0:
+                return removed
+            self.process_through(first, sim)
+            shifted: np.ndarray = self.l_shift[first] + removed - self.l_at_end[first]  # as ``after_end`` below
+            return shifted
         j = np.searchsorted(self.b_start, t, side="right") - 1  # the last block begun by t
         jj = np.maximum(j, 0)
         resumed = (j >= 0) & self._resumed(jj, t)
@@ -243,6 +156,64 @@ class _Rank:
             inside = np.where(self.b_coll[jj], self._after_completion(t, jj, before, sim), inside)
         shift = np.where(t >= self.b_end[jj], after_end, inside)
         return np.where(j >= 0, shift, removed)
+
+    # -- one time at a time: the same arithmetic as the array paths, in Python floats ----------
+
+    def removed_one(self, t: float) -> float:
+        """:meth:`removed_before` of one time."""
+        n = len(self.l_r_start)
+        if n == 0:
+            return 0.0
+        i = bisect_right(self.l_r_end, t)
+        if i >= n:
+            return self.l_r_cum[i]
+        return self.l_r_cum[i] + max(t - self.l_r_start[i], 0.0) * self.l_r_rate[i]
+
+    def shift_at_start_one(self, b: int) -> float:
+        """:meth:`shift_at_start` of one block."""
+        if b > 0:
+            return self.l_shift[b - 1] + self.l_at_start[b] - self.l_at_end[b - 1]
+        return self.l_at_start[b]
+
+    def host_shift_one(self, t: float, sim: Simulation) -> float:
+        """:meth:`host_shift` of one time."""
+        removed = self.removed_one(t)
+        j = bisect_right(self.l_start, t) - 1
+        if j < 0:
+            return removed
+        if 0 <= self.b_busy <= j:
+            # asked for while the block ``b_busy`` is re-timed, by work it awaits, launched in it
+            # (another thread's launch in the wait, an awaited task of no length, ended when it
+            # was launched): launched before the block let the host go, as the host reached it
+            return self.shift_at_start_one(self.b_busy)
+        end = self.l_end[j]
+        resumed = t >= end or (self.l_waited[j] and t >= self.l_drain[j])
+        self.process_through(j if resumed else j - 1, sim)
+        if t >= end:
+            return self.l_shift[j] + removed - self.l_at_end[j]
+        before = self.shift_at_start_one(j)
+        if self.l_comp_end and self.l_coll[j]:
+            return self._after_completion_one(t, j, before, sim)
+        return self.l_shift[j] if resumed else before
+
+    def _after_completion_one(self, t: float, b: int, before: float, sim: Simulation) -> float:
+        """:meth:`_after_completion` of one time inside block ``b`` (a wait on collectives)."""
+        c = bisect_right(self.l_comp_end, t) - 1
+        if c < 0 or self.l_comp_end[c] < self.l_start[b]:
+            return before
+        k = int(self.comp_task[c])
+        self.ensure_free(k, sim)
+        gained = float(self.plan.end[k] - self.e_new[k])
+        return min(before + (t - self.l_start[b]), gained)
+
+    def launch_one(self, k: int, sim: Simulation) -> float:
+        """:meth:`_launch_new` of one task."""
+        if self.first_unlaunched[k]:
+            return float(self.plan.start[k] - self.delay[k])
+        if not self.launched[k]:
+            return _NEVER
+        lch = float(self.lch[k])
+        return lch - self.host_shift_one(lch, sim)
 
     def _after_completion(self, t: np.ndarray, b: np.ndarray, before: np.ndarray, sim: Simulation) -> np.ndarray:
         """In a wait on collectives, the host goes on after each collective that completes in it
@@ -281,18 +252,22 @@ class _Rank:
     def block(self, sim: Simulation) -> None:
         """Re-time the next block: when it returns, from its start and the awaited work."""
         b = self.b_done  # the shift at its start comes from the blocks before it
-        start_new = self.b_start[b] - float(self.shift_at_start(np.array([b]))[0])
+        self.b_busy = b
+        start_new = self.l_start[b] - self.shift_at_start_one(b)
         drain = _NEVER
-        for j in np.flatnonzero(self.awaited[b] >= 0):
-            last = int(self.awaited[b, j])
-            self.stream_until(int(j), last, sim)
+        for j, last in self.l_awaited[b]:
+            self.stream_until(j, last, sim)
             drain = max(drain, float(self.e_new[self.streams[j][last]]))
         for k in self.awaited_free[b]:
             self.ensure_free(int(k), sim)
             drain = max(drain, float(self.e_new[k]))
-        ret = start_new + self.own[b] if self.no_wait else max(start_new + self.own[b], drain + self.tail[b])
-        self.b_shift[b] = self.b_end[b] - ret
+        own = float(self.own[b])
+        ret = start_new + own if self.no_wait else max(start_new + own, drain + float(self.tail[b]))
+        shift = self.l_end[b] - ret
+        self.b_shift[b] = shift
+        self.l_shift[b] = shift
         self.b_done = b + 1
+        self.b_busy = -1
 
     # -- the streams ---------------------------------------------------------------------------
 
@@ -301,8 +276,8 @@ class _Rank:
         idx, stops = self.streams[j], self.stops[j]
         while self.done[j] <= last:
             lo = self.done[j]
-            s = int(np.searchsorted(stops, lo))
-            hi = min(int(stops[s]), last + 1) if s < stops.size else last + 1  # the next stop, or past the last
+            s = bisect_left(stops, lo)
+            hi = min(stops[s], last + 1) if s < len(stops) else last + 1  # the next stop, or past the last
             if hi > lo:
                 self._run(j, lo, hi, sim)
             if hi > last:
@@ -322,13 +297,15 @@ class _Rank:
         dep = self._dep_end(k, sim)
         if self.done[j] != place:  # re-timed meanwhile (through its dependency's stream)
             return
-        a = float(self._launch_new(np.array([k]), sim)[0])
+        a = self.launch_one(k, sim)
         start = max(a, self._prev_end(j, place) - self.overlap[k], dep) + self.delay[k]
         self.s_new[k], self.e_new[k] = start, start + self.dur[k]
         self.done[j] = place + 1
 
     def _launch_new(self, k: np.ndarray, sim: Simulation) -> np.ndarray:
         """When the tasks ``k`` could start as far as their launch goes (-inf: not launched)."""
+        if k.size <= _FEW:
+            return np.array([self.launch_one(int(x), sim) for x in k], dtype=float)
         lch = self.lch[k]
         launched = self.launched[k]
         shifted = lch - self.host_shift(np.where(launched, lch, 0.0), sim)
@@ -343,6 +320,10 @@ class _Rank:
     def _run(self, j: int, lo: int, hi: int, sim: Simulation) -> None:
         """Re-time tasks ``lo:hi`` of stream ``j`` (no collective among them) at once."""
         k = self.streams[j][lo:hi]
+        if k.size <= _FEW:
+            self._run_few(j, k.tolist(), sim)
+            self.done[j] = hi
+            return
         a = self._launch_new(k, sim)
         d, delay, ov = self.dur[k], self.delay[k], self.overlap[k]
         c = delay + d - ov
@@ -354,9 +335,23 @@ class _Rank:
         self.s_new[k] = e - d
         self.done[j] = hi
 
+    def _run_few(self, j: int, ks: list[int], sim: Simulation) -> None:
+        """:meth:`_run` of a few tasks ``ks``, one at a time: the same sums in the same order."""
+        launches = [self.launch_one(k, sim) for k in ks]
+        carry = self._prev_end(j, int(self.place[ks[0]]))
+        cum, most = 0.0, _NEVER
+        dur, delay, overlap, s_new, e_new = self.dur, self.delay, self.overlap, self.s_new, self.e_new
+        for k, a in zip(ks, launches, strict=True):
+            d, w = float(dur[k]), float(delay[k])
+            cum += w + d - float(overlap[k])
+            most = max(most, a + w + d - cum)
+            e = cum + max(carry, most)
+            e_new[k] = e
+            s_new[k] = e - d
+
     def collective_arrival(self, k: int, sim: Simulation) -> tuple[float, float]:
         """Re-time a collective's start (its stream re-timed up to it): (start, arrival)."""
-        a = float(self._launch_new(np.array([k]), sim)[0])
+        a = self.launch_one(k, sim)
         if self.free[k]:
             start = a + self.delay[k]
         else:
@@ -419,8 +414,11 @@ class _Rank:
 class Simulation:
     """Every rank re-timed under one scenario."""
 
-    def __init__(self, plans: list[RankPlan], scenario: Scenario) -> None:
-        self.ranks = {p.rank: _Rank(p, scenario) for p in plans}
+    def __init__(self, plans: list[RankPlan], scenario: Scenario, like: Simulation | None = None) -> None:
+        """``like``: a simulation of the same plans under another scenario, whose ranks'
+        shapes are reused (see :class:`_Rank`)."""
+        before: dict[int, _Rank] = like.ranks if like is not None else {}
+        self.ranks: dict[int, _Rank] = {p.rank: _Rank(p, scenario, before.get(p.rank)) for p in plans}
         #: instance -> [(rank, task)]
         self.members: dict[int, list[tuple[int, int]]] = {}
         self.last_old: dict[int, float] = {}
@@ -473,3 +471,13 @@ class Simulation:
 def simulate(plans: list[RankPlan], scenario: Scenario) -> dict[int, float]:
     """Each rank's gain under ``scenario``: how much earlier its measured time ends, ns."""
     return Simulation(plans, scenario).run()
+
+
+def simulate_each(plans: list[RankPlan], scenarios: dict[K, Scenario]) -> dict[K, dict[int, float]]:
+    """:func:`simulate` under each of ``scenarios``, the ranks' shapes worked out once."""
+    out: dict[K, dict[int, float]] = {}
+    last: Simulation | None = None
+    for key, scenario in scenarios.items():
+        last = Simulation(plans, scenario, last)
+        out[key] = last.run()
+    return out

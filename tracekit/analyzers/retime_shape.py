@@ -1,0 +1,169 @@
+"""What :mod:`tracekit.analyzers.retime` works out once per rank, whatever the scenario: the
+streams in order, each task's launch, delay and the task of another stream it waits on, the
+blocks made disjoint with what each awaits (:class:`RankShape`)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Final
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from tracekit.analyzers.retime_plan import RankPlan
+
+__all__ = ["AWAIT_TOLERANCE_NS", "DEPENDENCY_NS", "RankShape"]
+
+#: A time that holds nothing back.
+_NEVER: Final = -np.inf
+#: A task that started this long after its launch and its predecessor, as a task of another
+#: stream ended, waited on it (the idle model's switch time: ``tracekit.analyzers.idle.SWITCH_NS``).
+DEPENDENCY_NS: Final = 20_000.0
+#: How far past a block's end an awaited task may end (clock rounding between host and device).
+AWAIT_TOLERANCE_NS: Final = 2_000.0
+
+
+class RankShape:
+    """One rank's events as the re-timing sees them, under any scenario (what none changes)."""
+
+    def __init__(self, plan: RankPlan) -> None:
+        self.plan = plan
+        n = plan.start.size
+        # streams: task indexes in stream order, and each task's place in its stream
+        self.streams: list[np.ndarray] = []
+        self.place = np.zeros(n, dtype=np.int64)
+        self.stream_of = np.zeros(n, dtype=np.int64)
+        # host collectives (``arrival_is_launch``) are free: a backend's pool of workers runs
+        # them, overlapping (gloo's spans do), so no stream order holds them back
+        self.free = plan.arrival_is_launch.astype(bool)
+        for sid in np.unique(plan.stream[~self.free]):
+            idx = np.flatnonzero((plan.stream == sid) & ~self.free)
+            idx = idx[np.argsort(plan.start[idx], kind="stable")]
+            self.place[idx] = np.arange(idx.size)
+            self.stream_of[idx] = len(self.streams)
+            self.streams.append(idx)
+        self._delays()
+        self._dependencies()
+        self._blocks()
+        self._lists()
+        # per stream, the places of the tasks re-timed one by one (a collective, or a wait on
+        # another stream), in order: found by bisection, never by scanning the stream again
+        self.stops = [np.flatnonzero((plan.instance[idx] >= 0) | (self.dep[idx] >= 0)).tolist() for idx in self.streams]
+
+    def _delays(self) -> None:
+        """Each task's launch (no later than its start), its predecessor's overlap into it and
+        its delay beyond both, measured."""
+        p = self.plan
+        n = p.start.size
+        self.launched = ~np.isnan(p.launch)
+        self.lch = np.where(self.launched, np.minimum(np.nan_to_num(p.launch, nan=0.0), p.start), p.start)
+        prev_end = np.full(n, _NEVER)
+        for idx in self.streams:
+            if idx.size > 1:
+                prev_end[idx[1:]] = p.end[idx[:-1]]
+        self.overlap = np.maximum(0.0, prev_end - p.start)  # -inf - x clips to 0
+        anchor = np.maximum(np.where(self.launched, self.lch, _NEVER), prev_end - self.overlap)
+        # a first task launched by no one is anchored where it started
+        anchor = np.where(np.isneginf(anchor), p.start, anchor)
+        self.delay = p.start - anchor
+        self.first_unlaunched = ~self.launched & np.isneginf(prev_end)
+
+    def _dependencies(self) -> None:
+        """The waits on another stream the trace shows by their timing: a task that started
+        more than :data:`DEPENDENCY_NS` after both its launch and its predecessor, within
+        :data:`DEPENDENCY_NS` of a task of another stream ending, waited on that task (an event
+        or stream wait: the copy or collective whose result it reads). It then starts no
+        sooner than that task ends, re-timed; its delay is what it waited beyond that."""
+        p = self.plan
+        n = p.start.size
+        self.dep = np.full(n, -1, dtype=np.int64)
+        fixed = np.flatnonzero(~self.free)
+        waited = fixed[self.delay[fixed] > DEPENDENCY_NS]
+        if fixed.size < 2 or waited.size == 0:
+            return
+        order = fixed[np.argsort(p.end[fixed], kind="stable")]
+        ends = p.end[order]
+        i = np.searchsorted(ends, p.start[waited], side="right") - 1
+        m = order[np.maximum(i, 0)]
+        ok = (i >= 0) & (ends[np.maximum(i, 0)] >= p.start[waited] - DEPENDENCY_NS) & (p.stream[m] != p.stream[waited])
+        k = waited[ok]
+        self.dep[k] = m[ok]
+        self.delay[k] = np.minimum(self.delay[k], p.start[k] - p.end[m[ok]])
+
+    def _blocks(self) -> None:
+        """The blocks made disjoint (overlapping ones merged), each one's awaited task per
+        stream, and its own cost and tail, measured."""
+        p = self.plan
+        until = p.block_start if p.block_until is None else p.block_until
+        on_coll = np.zeros(p.block_start.size, dtype=bool) if p.block_on_collectives is None else p.block_on_collectives
+        order = np.argsort(p.block_start, kind="stable")
+        starts: list[float] = []
+        ends: list[float] = []
+        untils: list[float] = []
+        colls: list[bool] = []
+        for b in order:
+            if starts and p.block_start[b] < ends[-1]:  # overlaps the previous: one wait
+                ends[-1] = max(ends[-1], float(p.block_end[b]))
+                untils[-1] = max(untils[-1], float(until[b]))
+                colls[-1] = colls[-1] or bool(on_coll[b])
+                continue
+            starts.append(float(p.block_start[b]))
+            ends.append(float(p.block_end[b]))
+            untils.append(float(until[b]))
+            colls.append(bool(on_coll[b]))
+        self.b_start, self.b_end = np.array(starts), np.array(ends)
+        self.b_coll = np.array(colls, dtype=bool)
+        nb = self.b_start.size
+        instant = self.b_end <= self.b_start
+        # the host collectives in end order: a thread waiting on them goes on after each one
+        coll = np.flatnonzero(self.free)
+        completion = p.end if p.done is None else p.done
+        coll = coll[np.argsort(completion[coll], kind="stable")]
+        self.comp_task, self.comp_end = coll, completion[coll]
+        # a wait awaits the host collectives launched by its end that completed since the
+        # previous wait ended (those before it, that one awaited)
+        since = np.concatenate([[_NEVER], self.b_end[:-1]]) if nb else self.b_end
+        lo = np.searchsorted(self.comp_end, since, side="right")
+        hi = np.searchsorted(self.comp_end, self.b_end + AWAIT_TOLERANCE_NS, side="right")
+        self.awaited_free = [
+            self._launched_by(coll[lo[b] : hi[b]], untils[b], instant[b]) if colls[b] else coll[:0] for b in range(nb)
+        ]
+        drain = np.array([p.end[k].max() if k.size else _NEVER for k in self.awaited_free], dtype=float)
+        self.awaited = np.full((nb, len(self.streams)), -1, dtype=np.int64)
+        for j, idx in enumerate(self.streams):
+            launches = np.maximum.accumulate(self.lch[idx]) if idx.size else self.lch[idx]
+            ends_j = np.maximum.accumulate(p.end[idx]) if idx.size else p.end[idx]
+            # launched by then (a wait of no length: strictly before; a launch at the very time
+            # the host resumes comes after it, and awaiting it, the wait would wait on itself)
+            by = np.searchsorted(launches, np.array(untils), side="right") - 1
+            launched_before = np.where(instant, np.searchsorted(launches, np.array(untils), side="left") - 1, by)
+            ended_by = np.searchsorted(ends_j, self.b_end + AWAIT_TOLERANCE_NS, side="right") - 1
+            # a wait on collectives waits for the collective backend's work only
+            last = np.where(self.b_coll, -1, np.minimum(launched_before, ended_by))
+            self.awaited[:, j] = last
+            has = last >= 0
+            drain[has] = np.maximum(drain[has], p.end[idx[last[has]]])
+        self.waited = drain > self.b_start
+        self.drain = drain
+        self.tail = np.where(self.waited, self.b_end - drain, _NEVER)
+        length = self.b_end - self.b_start
+        self.own = np.where(self.waited, np.clip(self.tail, 0.0, length), length)
+
+    def _lists(self) -> None:
+        """The blocks as Python lists, for the one-time-at-a-time paths (``*_one``): a NumPy
+        call on one element costs more than the arithmetic it does."""
+        self.l_start: list[float] = self.b_start.tolist()
+        self.l_end: list[float] = self.b_end.tolist()
+        self.l_waited: list[bool] = self.waited.tolist()
+        self.l_drain: list[float] = self.drain.tolist()
+        self.l_coll: list[bool] = self.b_coll.tolist()
+        self.l_comp_end: list[float] = self.comp_end.tolist()
+        nb = self.b_start.size
+        self.l_awaited = [
+            [(int(j), int(self.awaited[b, j])) for j in np.flatnonzero(self.awaited[b] >= 0)] for b in range(nb)
+        ]
+
+    def _launched_by(self, tasks: np.ndarray, until: float, instant: bool) -> np.ndarray:
+        """``tasks`` launched by ``until`` (for a wait of no length, strictly before: see :meth:`_blocks`)."""
+        lch = self.lch[tasks]
+        picked: np.ndarray = tasks[lch < until] if instant else tasks[lch <= until]
+        return picked
