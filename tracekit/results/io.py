@@ -201,17 +201,18 @@ def _unknown_field(raw: Any, known: Any, path: str) -> str | None:
     """The first key in ``raw`` that the typed document ``known`` (its builtins) does not have."""
     if isinstance(raw, dict) and isinstance(known, dict):
         for key, value in raw.items():
-            where = f"{path}.{key}" if path else str(key)
             if key not in known:
-                return where
-            found = _unknown_field(value, known[key], where)
-            if found is not None:
-                return found
+                return f"{path}.{key}" if path else str(key)
+            if isinstance(value, (dict, list)):  # only a container can hold a key
+                found = _unknown_field(value, known[key], f"{path}.{key}" if path else str(key))
+                if found is not None:
+                    return found
     elif isinstance(raw, list) and isinstance(known, list):
         for i, (a, b) in enumerate(zip(raw, known, strict=False)):
-            found = _unknown_field(a, b, f"{path}[{i}]")
-            if found is not None:
-                return found
+            if isinstance(a, (dict, list)):
+                found = _unknown_field(a, b, f"{path}[{i}]")
+                if found is not None:
+                    return found
     return None
 
 
