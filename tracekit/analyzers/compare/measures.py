@@ -7,7 +7,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
 import numpy as np
-import polars as pl
 
 from tracekit.analyzers.compare import samples as sm
 from tracekit.analyzers.compare.noise import Noise, Samples, measure_of, once, rounded
@@ -31,8 +30,8 @@ class Inputs:
 
     a: Sequence[Analysis]
     b: Sequence[Analysis]
-    steps_a: list[pl.DataFrame]
-    steps_b: list[pl.DataFrame]
+    steps_a: list[sm.StepRows]
+    steps_b: list[sm.StepRows]
     noise: Noise
     rng: np.random.Generator
     has_steps: bool
@@ -44,9 +43,9 @@ class Inputs:
         return measure_of(key, unit, a=a, b=b, noise=self.noise, rng=self.rng, **kw)
 
 
-def step_samples(frames: Sequence[pl.DataFrame], how: str = "mean") -> Samples:
+def step_samples(frames: Sequence[sm.StepRows], how: str = "mean") -> Samples:
     """Each run's step times, each step the mean (or the max) over ranks."""
-    return Samples(runs=[sm.per_step(df, "duration_ns", how) for df in frames])
+    return Samples(runs=[sm.per_step(steps, how) for steps in frames])
 
 
 def throughput(c: Inputs) -> Measure:
@@ -124,8 +123,8 @@ def per_rank(c: Inputs, common: Sequence[int]) -> list[Measure]:
     """Each common rank's step time."""
     out = []
     for rank in common if c.has_steps else ():
-        ra = step_samples([df.filter(pl.col("rank") == rank) for df in c.steps_a])
-        rb = step_samples([df.filter(pl.col("rank") == rank) for df in c.steps_b])
+        ra = step_samples([steps.of_rank(rank) for steps in c.steps_a])
+        rb = step_samples([steps.of_rank(rank) for steps in c.steps_b])
         out.append(measure_of(f"rank:{rank}", Unit.NS, a=ra, b=rb, noise=c.noise, rng=c.rng, rank=rank, medians=False))
     return out
 
@@ -155,12 +154,11 @@ def phases(c: Inputs) -> list[Measure]:
 def distributions(c: Inputs, sa: Samples, sb: Samples) -> list[Distribution]:
     """Step times per side (each step the mean over ranks), then per side and rank."""
     out = [_distribution("a", sa.pooled, None), _distribution("b", sb.pooled, None)]
-    sides: tuple[tuple[SideKey, list[pl.DataFrame]], ...] = (("a", c.steps_a), ("b", c.steps_b))
+    sides: tuple[tuple[SideKey, list[sm.StepRows]], ...] = (("a", c.steps_a), ("b", c.steps_b))
     for side, frames in sides:
-        pooled = pl.concat(frames) if frames else pl.DataFrame()
-        for rank in sorted(set(pooled["rank"].to_list())) if pooled.height else ():
-            values = pooled.filter(pl.col("rank") == rank)["duration_ns"].to_numpy()
-            out.append(_distribution(side, np.asarray(values, dtype=float), rank))
+        pooled = sm.StepRows.joined(frames)
+        for rank in sorted(set(pooled.rank.tolist())):
+            out.append(_distribution(side, pooled.of_rank(rank).duration_ns, rank))
     return out
 
 
