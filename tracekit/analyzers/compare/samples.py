@@ -105,6 +105,16 @@ def whole_share(analysis: Analysis, column: str) -> float | None:
     return 100.0 * sum(getattr(r, column) for r in section.per_rank) / window if window else None
 
 
+def _mean_per_step(rows: Sequence[Any], column: str) -> np.ndarray:
+    """Per step key, in key order: the mean of ``column`` over the rows (ranks) of that step."""
+    key, (value,) = _keyed(rows, column)
+    if key.size == 0:
+        return np.empty(0)
+    counts, (total,) = _sums(key, value)
+    mean: np.ndarray = total / counts
+    return mean
+
+
 def share(column: str) -> Callable[[Analysis], np.ndarray]:
     """Per step: ``column``'s share of the step's windows over every rank, percent."""
 
@@ -139,12 +149,7 @@ def overlap(column: str) -> Callable[[Analysis], np.ndarray]:
             some = comm_sum > 0
             pct: np.ndarray = 100.0 * overlapped_sum[some] / comm_sum[some]
             return pct
-        key, (value,) = _keyed(rows, column)
-        if key.size == 0:
-            return np.empty(0)
-        counts, (total,) = _sums(key, value)
-        mean: np.ndarray = total / counts
-        return mean
+        return _mean_per_step(rows, column)
 
     return values
 
@@ -159,13 +164,7 @@ def syncs(analysis: Analysis) -> np.ndarray:
     rows = analysis.host_syncs.per_step
     if not rows:
         return np.empty(0)
-    column = "sync_calls" if measured_on(analysis) is MeasuredOn.GPU else "sync_ops"
-    key, (value,) = _keyed(rows, column)
-    if key.size == 0:
-        return np.empty(0)
-    counts, (total,) = _sums(key, value)
-    mean: np.ndarray = total / counts
-    return mean
+    return _mean_per_step(rows, "sync_calls" if measured_on(analysis) is MeasuredOn.GPU else "sync_ops")
 
 
 def phase_names(runs: Sequence[Analysis]) -> list[str]:
