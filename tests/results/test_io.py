@@ -69,6 +69,11 @@ DAMAGED: dict[str, tuple[bytes, str]] = {
     "newer major version": (edited(_set("schema_version", "99.0")), "schema version 99.0 is not readable"),
     "unknown field": (edited(_set("run.colour", "red")), "unknown field `run.colour`"),
     "unknown section": (edited(_set("extra", {})), "unknown field `extra`"),
+    "unknown field in a row": (edited(_set("run.ranks.0.colour", "red")), "unknown field `run.ranks[0].colour`"),
+    "unknown field in a nested row": (
+        edited(lambda d: d["steps"]["per_step"][-1].update(colour="red")),
+        f"unknown field `steps.per_step[{len(json.loads(saved())['steps']['per_step']) - 1}].colour`",
+    ),
     "not JSON": (b"<html>not json</html>", "not JSON: invalid character at byte 0"),
     "empty": (b"", "the file is empty"),
     "blank": (b" \n\t\n", "the file is empty"),

@@ -64,7 +64,8 @@ def decode_analysis(data: str | bytes, *, source: str) -> Analysis:
     except msgspec.ValidationError as exc:
         raise InputError(f"damaged tracekit analysis: {_explain(str(exc))}", path=source) from None
     if not newer:
-        extra = _unknown_field(raw, msgspec.to_builtins(analysis), "")
+        known = msgspec.to_builtins(analysis)
+        extra = None if _all_known(raw, known) else _unknown_field(raw, known, "")
         if extra is not None:
             raise InputError(
                 f"damaged tracekit analysis: unknown field `{extra[:120]}` "
@@ -195,6 +196,23 @@ def _enum_values(path: str) -> list[str]:
     while isinstance(info, msgspec.inspect.UnionType):
         info = next((t for t in info.types if not isinstance(t, msgspec.inspect.NoneType)), info.types[0])
     return [str(m.value) for m in info.cls] if isinstance(info, msgspec.inspect.EnumType) else []
+
+
+_NESTED: Final = (dict, list)
+
+
+def _all_known(raw: Any, known: Any) -> bool:
+    """Whether every key in ``raw`` is in the typed document ``known`` (its builtins): the quick
+    pass of :func:`_unknown_field`, which names the key (the documents are JSON's: exact types)."""
+    if type(raw) is dict:
+        if type(known) is not dict:
+            return True
+        if not raw.keys() <= known.keys():
+            return False
+        return all(_all_known(v, known[k]) for k, v in raw.items() if type(v) in _NESTED)
+    if type(raw) is list and type(known) is list:
+        return all(_all_known(a, b) for a, b in zip(raw, known, strict=False) if type(a) in _NESTED)
+    return True
 
 
 def _unknown_field(raw: Any, known: Any, path: str) -> str | None:
