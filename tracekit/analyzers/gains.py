@@ -36,6 +36,7 @@ it (:class:`~tracekit.results.vocab.GainLimit`).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from itertools import pairwise
 from typing import TYPE_CHECKING, Final
 
 import msgspec
@@ -190,8 +191,34 @@ class _Run:
 HOST_STREAMS: Final = -1000
 
 
+#: The columns of a table of blocks that has none.
+_EMPTY_SCHEMA: Final = {
+    "rank": pl.Int64,
+    "start_ns": pl.Int64,
+    "end_ns": pl.Int64,
+    "until": pl.Int64,
+    "on_collectives": pl.Boolean,
+}
+
+
 def _frame(df: pl.DataFrame, rank: int) -> pl.DataFrame:
     return df.filter(pl.col("rank") == rank) if df.height else df
+
+
+class _ByRank:
+    """A table cut by rank once (a filter per rank would read the whole table for each: with a
+    thousand ranks, the reduce's largest cost)."""
+
+    def __init__(self, df: pl.DataFrame) -> None:
+        self.empty = df.clear()
+        self.parts = (
+            {int(k[0]): v for k, v in df.partition_by("rank", as_dict=True, maintain_order=True).items()}
+            if df.height
+            else {}
+        )
+
+    def __getitem__(self, rank: int) -> pl.DataFrame:
+        return self.parts.get(rank, self.empty)
 
 
 def _plans(red: Reduced) -> _Run | None:
@@ -213,60 +240,84 @@ def _plans(red: Reduced) -> _Run | None:
         .agg(done_ns=pl.col("end_ns").min())
     )
     coll = coll.join(done, on="instance", how="left").with_columns(pl.col("done_ns").fill_null(pl.col("end_ns")))
-    plans, by_rank = [], {}
-    for rank in sorted(int(r) for r in frames["rank"].unique()):
-        end = float(_frame(frames, rank)["end_ns"].max() - origin)  # type: ignore[operator]
-        host = coll.filter(pl.col("rank") == rank, pl.col("source") == "host").select(
-            stream=(HOST_STREAMS - pl.col("pg").rank("dense")).cast(pl.Int64),
-            launch_ns="launch_ns",
-            start_ns="start_ns",
-            end_ns="end_ns",
-            transfer=pl.lit(False),
-            instance="instance",
-            arrival_ns="arrival_ns",
-            arrival_is_launch=pl.lit(True),
-            done_ns="done_ns",
+    # every rank's tasks at once (a query per rank would cost a thousand ranks seconds): its
+    # device tasks in order, matched to its collective kernels, then its host collectives
+    rank = pl.col("rank").cast(pl.Int64)
+    host = coll.filter(pl.col("source") == "host").select(
+        rank,
+        stream=(HOST_STREAMS - pl.col("pg").rank("dense").over("rank")).cast(pl.Int64),
+        launch_ns="launch_ns",
+        start_ns="start_ns",
+        end_ns="end_ns",
+        transfer=pl.lit(False),
+        instance="instance",
+        arrival_ns="arrival_ns",
+        arrival_is_launch=pl.lit(True),
+        done_ns="done_ns",
+    )
+    tasks = host
+    if red.has_gpu and parts.tasks.height:
+        kernels = coll.filter(pl.col("source") == "kernel").select(
+            rank, pl.col("stream").fill_null(-1), "start_ns", "end_ns", "instance", "arrival_ns"
         )
-        tasks = host
-        if red.has_gpu and parts.tasks.height:
-            kernels = coll.filter(pl.col("rank") == rank, pl.col("source") == "kernel").select(
-                pl.col("stream").fill_null(-1), "start_ns", "end_ns", "instance", "arrival_ns"
-            )
-            device = (
-                _frame(parts.tasks, rank)
-                .join(kernels, on=["stream", "start_ns", "end_ns"], how="left")
-                .unique(["stream", "start_ns", "end_ns"], keep="first", maintain_order=True)
-                .with_columns(
-                    pl.col("instance").fill_null(-1), arrival_is_launch=pl.lit(False), done_ns=pl.col("end_ns")
-                )
-            )
-            tasks = pl.concat([device.select(host.columns), host], how="vertical_relaxed")
-        by_rank[rank] = tasks
-        blocks = _frame(parts.blocks, rank)
-
-        def ns(col: pl.Series) -> np.ndarray:
-            values: np.ndarray = col.cast(pl.Float64).to_numpy() - origin
-            return values
-
-        plans.append(
-            RankPlan(
-                rank=rank,
-                stream=tasks["stream"].cast(pl.Int64).to_numpy() if tasks.height else np.empty(0, dtype=np.int64),
-                launch=ns(tasks["launch_ns"]) if tasks.height else np.empty(0),
-                start=ns(tasks["start_ns"]) if tasks.height else np.empty(0),
-                end=ns(tasks["end_ns"]) if tasks.height else np.empty(0),
-                instance=tasks["instance"].cast(pl.Int64).to_numpy() if tasks.height else np.empty(0, dtype=np.int64),
-                arrival=ns(tasks["arrival_ns"].fill_null(tasks["start_ns"])) if tasks.height else np.empty(0),
-                arrival_is_launch=tasks["arrival_is_launch"].to_numpy() if tasks.height else np.empty(0, dtype=bool),
-                block_start=ns(blocks["start_ns"]) if blocks.height else np.empty(0),
-                block_end=ns(blocks["end_ns"]) if blocks.height else np.empty(0),
-                block_until=ns(blocks["until"]) if blocks.height else np.empty(0),
-                block_on_collectives=blocks["on_collectives"].to_numpy() if blocks.height else np.empty(0, dtype=bool),
-                window_end=end,
-                device_end=red.has_gpu,
-                done=ns(tasks["done_ns"]) if tasks.height else np.empty(0),
-            )
+        keys = ["rank", "stream", "start_ns", "end_ns"]
+        device = (
+            parts.tasks.with_columns(rank)
+            .join(kernels, on=keys, how="left", maintain_order="left")
+            .unique(keys, keep="first", maintain_order=True)
+            .with_columns(pl.col("instance").fill_null(-1), arrival_is_launch=pl.lit(False), done_ns=pl.col("end_ns"))
         )
+        tasks = pl.concat([device.select(host.columns), host], how="vertical_relaxed")
+    tasks = tasks.sort("rank", maintain_order=True)
+    blocks = parts.blocks.with_columns(rank).sort("rank", maintain_order=True)
+    ranks = sorted(int(r) for r in frames["rank"].unique())
+    ends = dict(frames.group_by("rank").agg(pl.col("end_ns").max()).iter_rows())
+
+    def ns(col: pl.Series) -> np.ndarray:
+        values: np.ndarray = col.cast(pl.Float64).to_numpy() - origin
+        return values
+
+    def cut(df: pl.DataFrame) -> dict[str, list[np.ndarray]]:
+        """Each column as arrays, one per rank of ``ranks`` (the frame is sorted by rank)."""
+        if "rank" not in df.columns:  # no table at all: nothing on any rank
+            df = pl.DataFrame(schema=_EMPTY_SCHEMA)
+        at = np.searchsorted(df["rank"].to_numpy(), [*ranks, ranks[-1] + 1], side="left")
+        columns = {
+            "stream": df["stream"].cast(pl.Int64).to_numpy() if "stream" in df.columns else None,
+            "launch": ns(df["launch_ns"]) if "launch_ns" in df.columns else None,
+            "start": ns(df["start_ns"]),
+            "end": ns(df["end_ns"]),
+            "instance": df["instance"].cast(pl.Int64).to_numpy() if "instance" in df.columns else None,
+            "arrival": ns(df["arrival_ns"].fill_null(df["start_ns"])) if "arrival_ns" in df.columns else None,
+            "arrival_is_launch": df["arrival_is_launch"].to_numpy() if "arrival_is_launch" in df.columns else None,
+            "done": ns(df["done_ns"]) if "done_ns" in df.columns else None,
+            "until": ns(df["until"]) if "until" in df.columns else None,
+            "on_collectives": df["on_collectives"].to_numpy() if "on_collectives" in df.columns else None,
+        }
+        return {k: [v[a:b] for a, b in pairwise(at)] for k, v in columns.items() if v is not None}
+
+    t, b = cut(tasks), cut(blocks)
+    plans = [
+        RankPlan(
+            rank=r,
+            stream=t["stream"][i],
+            launch=t["launch"][i],
+            start=t["start"][i],
+            end=t["end"][i],
+            instance=t["instance"][i],
+            arrival=t["arrival"][i],
+            arrival_is_launch=t["arrival_is_launch"][i],
+            block_start=b["start"][i],
+            block_end=b["end"][i],
+            block_until=b["until"][i],
+            block_on_collectives=b["on_collectives"][i],
+            window_end=float(ends[r] - origin),
+            device_end=red.has_gpu,
+            done=t["done"][i],
+        )
+        for i, r in enumerate(ranks)
+    ]
+    by_rank = {r: v for r, v in _ByRank(tasks).parts.items() if r in ends}
     matched = bool(instances["matched"].any()) if instances.height else False
     return _Run(plans=plans, parts=parts, origin=origin, tasks=by_rank, has_gpu=red.has_gpu, matched=matched)
 
@@ -278,8 +329,10 @@ def _removal(df: pl.DataFrame, origin: int, rate: float | np.ndarray = 1.0) -> R
 
 
 def _per_rank(df: pl.DataFrame, run: _Run) -> dict[int, Removal]:
-    spans = iv.union(df.select("rank", "start_ns", "end_ns"), ["rank"]) if df.height else df
-    return {p.rank: _removal(_frame(spans, p.rank), run.origin) for p in run.plans if df.height}
+    if not df.height:
+        return {}
+    spans = _ByRank(iv.union(df.select("rank", "start_ns", "end_ns"), ["rank"]))
+    return {p.rank: _removal(spans[p.rank], run.origin) for p in run.plans}
 
 
 def _straggler(red: Reduced, run: _Run) -> Scenario | None:

@@ -157,10 +157,11 @@ class RankShape:
         self.l_drain: list[float] = self.drain.tolist()
         self.l_coll: list[bool] = self.b_coll.tolist()
         self.l_comp_end: list[float] = self.comp_end.tolist()
-        nb = self.b_start.size
-        self.l_awaited = [
-            [(int(j), int(self.awaited[b, j])) for j in np.flatnonzero(self.awaited[b] >= 0)] for b in range(nb)
-        ]
+        # per block, (stream, the last task it awaits there), the streams in order
+        self.l_awaited: list[list[tuple[int, int]]] = [[] for _ in range(self.b_start.size)]
+        blocks, streams = np.nonzero(self.awaited >= 0)  # row by row, each row's streams in order
+        for b, j, last in zip(blocks.tolist(), streams.tolist(), self.awaited[blocks, streams].tolist(), strict=True):
+            self.l_awaited[b].append((j, last))
 
     def _launched_by(self, tasks: np.ndarray, until: float, instant: bool) -> np.ndarray:
         """``tasks`` launched by ``until`` (for a wait of no length, strictly before: see :meth:`_blocks`)."""
