@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 import sys
 import tempfile
@@ -34,7 +33,8 @@ import time
 from pathlib import Path
 from typing import Any, Final
 
-from benchmarks.generate import DATA_DIR, ROOT, Spec, generate
+from benchmarks.generate import DATA_DIR, Spec, generate
+from benchmarks.run import _env
 
 HERE: Final = Path(__file__).resolve().parent
 QUICK_MB: Final = 16.0
@@ -130,12 +130,6 @@ def child(out: Path, args: list[str]) -> None:
     root = profiler.last_session.root_frame() if profiler.last_session else None
     stages = breakdown(root) if root is not None else {}
     out.write_text(json.dumps({"profiled_s": round(wall, 3), "stages": {k: round(v, 3) for k, v in stages.items()}}))
-
-
-def _env() -> dict[str, str]:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
-    return env
 
 
 def _wall(command: list[str]) -> float:

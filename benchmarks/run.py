@@ -27,6 +27,7 @@ table and writes everything as JSON (``--out``).
 from __future__ import annotations
 
 import argparse
+import compileall
 import contextlib
 import json
 import os
@@ -50,8 +51,9 @@ SAMPLE_S: Final = 0.05
 QUICK_MB: Final = 16.0
 #: (name, how it is computed, the bound, whether the value must be at least or at most it)
 TARGETS: Final = (
-    ("speedup_vs_hta", "hta wall / tracekit_cold wall", 10.0, "min"),
-    ("cold_over_floor", "tracekit_cold wall / floor wall", 1.3, "max"),  # 1.5 until the scale issue
+    # issue 35's bounds (10x and 1.3 before it; 1.5 before the scale issue)
+    ("speedup_vs_hta", "hta wall / tracekit_cold wall", 20.0, "min"),
+    ("cold_over_floor", "tracekit_cold wall / floor wall", 0.7, "max"),
     ("rss_over_hta", "tracekit_cold peak RSS / hta peak RSS", 0.5, "max"),
     ("warm_speedup_vs_hta", "hta wall / tracekit_warm wall", 50.0, "min"),
     ("time_at_2x", "tracekit_cold_2x wall / tracekit_cold wall", 2.2, "max"),
@@ -139,6 +141,11 @@ def measure(command: list[str], *, env: dict[str, str] | None = None) -> Measure
 
 
 def _env() -> dict[str, str]:
+    """The environment of every measured command, tracekit's modules byte-compiled first: a pip
+    install leaves them so (``tracekit analyze``'s users start from bytecode), while this machine
+    sets ``PYTHONDONTWRITEBYTECODE=1``, under which a clone's modules are compiled again on every
+    run (0.05-0.1 s of ``tracekit compare``). HTA's modules, installed by pip, are compiled."""
+    compileall.compile_dir(str(ROOT / "tracekit"), quiet=1)
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
     return env
