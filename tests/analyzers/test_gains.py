@@ -12,6 +12,7 @@ import pytest
 from tests.conftest import SAMPLES, analysis_of
 from tests.truth.corpus import CASES, Case
 from tracekit.analyzers import gains as g
+from tracekit.analyzers.gains_plan import GainRun
 from tracekit.analyzers.retime import Scenario, simulate
 from tracekit.results.vocab import BoundKind, GainLimit
 
@@ -61,9 +62,9 @@ def _plans(paths: list[Path], monkeypatch: pytest.MonkeyPatch) -> list[object]:
     seen: list[object] = []
     real = g._scenarios
 
-    def spy(red: object, run: g._Run) -> dict[BoundKind, Scenario]:
+    def spy(red: object, run: GainRun, parts: object) -> dict[BoundKind, Scenario]:
         seen.extend(run.plans)
-        return real(red, run)  # type: ignore[arg-type]
+        return real(red, run, parts)  # type: ignore[arg-type]
 
     monkeypatch.setattr(g, "_scenarios", spy)
     run_analysis(load_run(paths, use_cache=False))

@@ -36,7 +36,6 @@ it (:class:`~tracekit.results.vocab.GainLimit`).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from itertools import pairwise
 from typing import TYPE_CHECKING, Final
 
 import msgspec
@@ -44,10 +43,10 @@ import numpy as np
 import polars as pl
 
 from tracekit.analyzers import intervals as iv
-from tracekit.analyzers.collectives import KEYS as COLLECTIVE_KEYS
+from tracekit.analyzers.gains_plan import ByRank, GainRun, plans, rank_frame
 from tracekit.analyzers.host_time import host_time
 from tracekit.analyzers.parts import Parts, empty
-from tracekit.analyzers.retime import RankPlan, Removal, Scenario, simulate_each
+from tracekit.analyzers.retime import Removal, Scenario, simulate_each
 from tracekit.analyzers.retime_plan import merge, outside
 from tracekit.analyzers.timeline import COLLECTIVE_WAIT, TRANSFER_COPY, host_collective_waits
 from tracekit.results.analysis import Finding, Gain
@@ -173,169 +172,20 @@ def _host_time(ctx: RankContext, window: pl.DataFrame) -> pl.DataFrame:
 # -- the reduce --------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class _Run:
-    """The ranks' plans and what the scenarios are built from."""
-
-    plans: list[RankPlan]
-    parts: GainParts
-    origin: int
-    #: rank -> its task frame (in plan order)
-    tasks: dict[int, pl.DataFrame]
-    has_gpu: bool
-    matched: bool
-
-
-#: Host collectives (gloo, MPI) run on their backend's workers: one stream per process group,
-#: numbered down from here (clear of GPU stream ids, and of -1: a GPU activity with none).
-HOST_STREAMS: Final = -1000
-
-
-#: The columns of a table of blocks that has none.
-_EMPTY_SCHEMA: Final = {
-    "rank": pl.Int64,
-    "start_ns": pl.Int64,
-    "end_ns": pl.Int64,
-    "until": pl.Int64,
-    "on_collectives": pl.Boolean,
-}
-
-
-def _frame(df: pl.DataFrame, rank: int) -> pl.DataFrame:
-    return df.filter(pl.col("rank") == rank) if df.height else df
-
-
-class _ByRank:
-    """A table cut by rank once (a filter per rank would read the whole table for each: with a
-    thousand ranks, the reduce's largest cost)."""
-
-    def __init__(self, df: pl.DataFrame) -> None:
-        self.empty = df.clear()
-        self.parts = (
-            {int(k[0]): v for k, v in df.partition_by("rank", as_dict=True, maintain_order=True).items()}
-            if df.height
-            else {}
-        )
-
-    def __getitem__(self, rank: int) -> pl.DataFrame:
-        return self.parts.get(rank, self.empty)
-
-
-def _plans(red: Reduced) -> _Run | None:
-    parts = red.gather(GainParts)
-    frames = parts.frames
-    if frames.height == 0:
-        return None
-    origin = int(frames["start_ns"].min())  # type: ignore[arg-type]
-    coll = red.collectives.per_rank
-    # every instance, matched or held by one rank (then its own: hiding its time still applies)
-    instances = red.collectives.instances.select(*COLLECTIVE_KEYS, "matched").with_row_index("instance")
-    coll = coll.join(instances.drop("matched"), on=list(COLLECTIVE_KEYS), how="left").with_columns(
-        pl.col("instance").cast(pl.Int64).fill_null(-1), pl.col("rank").cast(pl.Int32)
-    )
-    # a host collective completes, for every rank of its instance, when its first span ends
-    done = (
-        coll.filter(pl.col("source") == "host", pl.col("instance") >= 0)
-        .group_by("instance")
-        .agg(done_ns=pl.col("end_ns").min())
-    )
-    coll = coll.join(done, on="instance", how="left").with_columns(pl.col("done_ns").fill_null(pl.col("end_ns")))
-    # every rank's tasks at once (a query per rank would cost a thousand ranks seconds): its
-    # device tasks in order, matched to its collective kernels, then its host collectives
-    rank = pl.col("rank").cast(pl.Int64)
-    host = coll.filter(pl.col("source") == "host").select(
-        rank,
-        stream=(HOST_STREAMS - pl.col("pg").rank("dense").over("rank")).cast(pl.Int64),
-        launch_ns="launch_ns",
-        start_ns="start_ns",
-        end_ns="end_ns",
-        transfer=pl.lit(False),
-        instance="instance",
-        arrival_ns="arrival_ns",
-        arrival_is_launch=pl.lit(True),
-        done_ns="done_ns",
-    )
-    tasks = host
-    if red.has_gpu and parts.tasks.height:
-        kernels = coll.filter(pl.col("source") == "kernel").select(
-            rank, pl.col("stream").fill_null(-1), "start_ns", "end_ns", "instance", "arrival_ns"
-        )
-        keys = ["rank", "stream", "start_ns", "end_ns"]
-        device = (
-            parts.tasks.with_columns(rank)
-            .join(kernels, on=keys, how="left", maintain_order="left")
-            .unique(keys, keep="first", maintain_order=True)
-            .with_columns(pl.col("instance").fill_null(-1), arrival_is_launch=pl.lit(False), done_ns=pl.col("end_ns"))
-        )
-        tasks = pl.concat([device.select(host.columns), host], how="vertical_relaxed")
-    tasks = tasks.sort("rank", maintain_order=True)
-    blocks = parts.blocks.with_columns(rank).sort("rank", maintain_order=True)
-    ranks = sorted(int(r) for r in frames["rank"].unique())
-    ends = dict(frames.group_by("rank").agg(pl.col("end_ns").max()).iter_rows())
-
-    def ns(col: pl.Series) -> np.ndarray:
-        values: np.ndarray = col.cast(pl.Float64).to_numpy() - origin
-        return values
-
-    def cut(df: pl.DataFrame) -> dict[str, list[np.ndarray]]:
-        """Each column as arrays, one per rank of ``ranks`` (the frame is sorted by rank)."""
-        if "rank" not in df.columns:  # no table at all: nothing on any rank
-            df = pl.DataFrame(schema=_EMPTY_SCHEMA)
-        at = np.searchsorted(df["rank"].to_numpy(), [*ranks, ranks[-1] + 1], side="left")
-        columns = {
-            "stream": df["stream"].cast(pl.Int64).to_numpy() if "stream" in df.columns else None,
-            "launch": ns(df["launch_ns"]) if "launch_ns" in df.columns else None,
-            "start": ns(df["start_ns"]),
-            "end": ns(df["end_ns"]),
-            "instance": df["instance"].cast(pl.Int64).to_numpy() if "instance" in df.columns else None,
-            "arrival": ns(df["arrival_ns"].fill_null(df["start_ns"])) if "arrival_ns" in df.columns else None,
-            "arrival_is_launch": df["arrival_is_launch"].to_numpy() if "arrival_is_launch" in df.columns else None,
-            "done": ns(df["done_ns"]) if "done_ns" in df.columns else None,
-            "until": ns(df["until"]) if "until" in df.columns else None,
-            "on_collectives": df["on_collectives"].to_numpy() if "on_collectives" in df.columns else None,
-        }
-        return {k: [v[a:b] for a, b in pairwise(at)] for k, v in columns.items() if v is not None}
-
-    t, b = cut(tasks), cut(blocks)
-    plans = [
-        RankPlan(
-            rank=r,
-            stream=t["stream"][i],
-            launch=t["launch"][i],
-            start=t["start"][i],
-            end=t["end"][i],
-            instance=t["instance"][i],
-            arrival=t["arrival"][i],
-            arrival_is_launch=t["arrival_is_launch"][i],
-            block_start=b["start"][i],
-            block_end=b["end"][i],
-            block_until=b["until"][i],
-            block_on_collectives=b["on_collectives"][i],
-            window_end=float(ends[r] - origin),
-            device_end=red.has_gpu,
-            done=t["done"][i],
-        )
-        for i, r in enumerate(ranks)
-    ]
-    by_rank = {r: v for r, v in _ByRank(tasks).parts.items() if r in ends}
-    matched = bool(instances["matched"].any()) if instances.height else False
-    return _Run(plans=plans, parts=parts, origin=origin, tasks=by_rank, has_gpu=red.has_gpu, matched=matched)
-
-
 def _removal(df: pl.DataFrame, origin: int, rate: float | np.ndarray = 1.0) -> Removal:
     start = df["start_ns"].cast(pl.Float64).to_numpy() - origin
     end = df["end_ns"].cast(pl.Float64).to_numpy() - origin
     return Removal(start=start, end=end, rate=np.broadcast_to(np.asarray(rate, dtype=float), start.shape).copy())
 
 
-def _per_rank(df: pl.DataFrame, run: _Run) -> dict[int, Removal]:
+def _per_rank(df: pl.DataFrame, run: GainRun) -> dict[int, Removal]:
     if not df.height:
         return {}
-    spans = _ByRank(iv.union(df.select("rank", "start_ns", "end_ns"), ["rank"]))
+    spans = ByRank(iv.union(df.select("rank", "start_ns", "end_ns"), ["rank"]))
     return {p.rank: _removal(spans[p.rank], run.origin) for p in run.plans}
 
 
-def _straggler(red: Reduced, run: _Run) -> Scenario | None:
+def _straggler(red: Reduced, run: GainRun, parts: GainParts) -> Scenario | None:
     """The first named straggler's excess removed: from its slow phase, its late start, or its step."""
     if not red.stragglers.stragglers:
         return None
@@ -343,10 +193,10 @@ def _straggler(red: Reduced, run: _Run) -> Scenario | None:
     excess = float(s.cause_excess_ns)
     if excess <= 0:
         return None
-    frames = _frame(run.parts.frames, s.rank)
+    frames = rank_frame(parts.frames, s.rank)
     if frames.height == 0:
         return None
-    phases = _frame(run.parts.phases, s.rank)
+    phases = rank_frame(parts.phases, s.rank)
     if s.cause in (StragglerCause.PHASE, StragglerCause.DATA_PHASE) and s.phase is not None:
         spans = phases.filter(pl.col("name") == s.phase)
     elif s.cause is StragglerCause.LATE_START:
@@ -374,7 +224,7 @@ def _straggler(red: Reduced, run: _Run) -> Scenario | None:
     return Scenario(removals={s.rank: removal}, durations=durations)
 
 
-def _transfers(run: _Run) -> dict[int, np.ndarray]:
+def _transfers(run: GainRun) -> dict[int, np.ndarray]:
     return {
         rank: np.where(t["transfer"].to_numpy(), 0.0, np.nan)
         for rank, t in run.tasks.items()
@@ -382,11 +232,10 @@ def _transfers(run: _Run) -> dict[int, np.ndarray]:
     }
 
 
-def _scenarios(red: Reduced, run: _Run) -> dict[BoundKind, Scenario]:
+def _scenarios(red: Reduced, run: GainRun, parts: GainParts) -> dict[BoundKind, Scenario]:
     """One scenario per waste it can model."""
     out: dict[BoundKind, Scenario] = {}
-    parts = run.parts
-    straggler = _straggler(red, run)
+    straggler = _straggler(red, run, parts)
     if straggler is not None:
         out[BoundKind.STRAGGLER] = straggler
 
@@ -429,7 +278,7 @@ def _everything(scenarios: list[Scenario]) -> Scenario:
     )
 
 
-def _limits(bound: BoundKind, run: _Run, modeled: bool) -> list[GainLimit]:
+def _limits(bound: BoundKind, run: GainRun, modeled: bool) -> list[GainLimit]:
     if not modeled:
         return [GainLimit.NOT_MODELED]
     out = []
@@ -474,8 +323,9 @@ def gains(
     if windows.height == 0:
         return []
     step_ns = float((windows["window_ns"] / windows["steps"]).mean())  # type: ignore[arg-type]
-    run = _plans(red)
-    scenarios = _scenarios(red, run) if run is not None else {}
+    parts = red.gather(GainParts)
+    run = plans(red, parts)
+    scenarios = _scenarios(red, run, parts) if run is not None else {}
     compute = {BoundKind.COMPUTE.value, BoundKind.GPU_COMPUTE.value}
     waste_share = float(costs.filter(~pl.col("bound").is_in(list(compute)))["share_pct"].sum())
     rows = []
