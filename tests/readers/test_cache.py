@@ -252,7 +252,7 @@ def test_racing_writers_never_serve_one_version_under_another(tmp_path: Path, mo
     new, new_traces = cache_module.FileIdentity.of(trace), read_file(trace)
     assert old != new and old.size == new.size and old_traces[0].events.height == new_traces[0].events.height
     cache = EventCache(tmp_path / "cache")
-    real, interrupted = cache_module._replace, []
+    real, interrupted = cache_module.replace_file, []
 
     def interleaved(target: Path, write: Callable[[Path], object]) -> None:
         real(target, write)
@@ -260,7 +260,7 @@ def test_racing_writers_never_serve_one_version_under_another(tmp_path: Path, mo
             interrupted.append(target)  # would store all of its entry between A's frames and A's metadata
             assert not cache.store(old, old_traces)  # A holds the entry's lock
 
-    monkeypatch.setattr(cache_module, "_replace", interleaved)
+    monkeypatch.setattr(cache_module, "replace_file", interleaved)
     assert cache.store(new, new_traces)  # A, which read the new version
     loaded = cache.load(trace)
     assert loaded is not None and loaded[0].events.equals(new_traces[0].events)

@@ -29,8 +29,6 @@ from __future__ import annotations
 
 import hashlib
 import io
-import os
-import uuid
 from dataclasses import asdict, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
@@ -43,7 +41,7 @@ from tracekit.analyzers.mapreduce import RankSummary
 from tracekit.analyzers.parts import Parts
 from tracekit.locks import entry_lock
 from tracekit.pipeline.mapped import Mapped
-from tracekit.readers.cache import CACHE_VERSION
+from tracekit.readers.cache import CACHE_VERSION, replace_file
 from tracekit.readers.claims import FileClaims  # noqa: TC001  (msgspec reads annotations at run time)
 from tracekit.readers.identity import FileIdentity, read_regular
 from tracekit.readers.load import event_cache
@@ -161,15 +159,10 @@ class MapCache:
         with entry_lock(self.folder / f"{stem}.lock", wait_s=_LOCK_WAIT_S) as locked:
             if not locked:  # another process is writing it: it is that one's to write
                 return False
-            target = self.folder / f"{stem}.msgpack"
-            tmp = target.with_name(f".{target.name}.{uuid.uuid4().hex}.tmp")
             try:
-                tmp.write_bytes(data)
-                os.replace(tmp, target)
+                replace_file(self.folder / f"{stem}.msgpack", lambda tmp: tmp.write_bytes(data))
             except OSError:
                 return False
-            finally:
-                tmp.unlink(missing_ok=True)
         return True
 
 

@@ -155,11 +155,13 @@ class EventCache:
         try:
             for i, trace in enumerate(traces):
                 base = self.folder / f"{stem}.{token}.{i}"
-                _replace(base.with_name(f"{base.name}.parquet"), partial(_write_parquet, trace.events))
+                replace_file(base.with_name(f"{base.name}.parquet"), partial(_write_parquet, trace.events))
                 if trace.counters.height:
-                    _replace(base.with_name(f"{base.name}.counters.parquet"), partial(_write_parquet, trace.counters))
+                    replace_file(
+                        base.with_name(f"{base.name}.counters.parquet"), partial(_write_parquet, trace.counters)
+                    )
             entry = _Entry(__version__, CACHE_VERSION, identity, token, tuple(_describe(t) for t in traces))
-            _replace(self.folder / f"{stem}.json", partial(_write_bytes, msgspec.json.encode(entry)))
+            replace_file(self.folder / f"{stem}.json", partial(_write_bytes, msgspec.json.encode(entry)))
         except (OSError, pl.exceptions.PolarsError):
             self._sweep(stem, token, ours=True)
             return False
@@ -252,8 +254,11 @@ def _write_bytes(data: bytes, path: Path) -> None:
     path.write_bytes(data)
 
 
-def _replace(target: Path, write: Callable[[Path], object]) -> None:
-    """Write through a temporary file and rename it, so that readers never see half a file."""
+def replace_file(target: Path, write: Callable[[Path], object]) -> None:
+    """Write through a temporary file and rename it, so that readers never see half a file. The
+    rename replaces ``target`` itself, a link included: a cache entry never writes through a
+    link to what it points at (``tracekit.atomic.write_text_atomically`` does, for the user's
+    outputs; a cache entry that is a link to ``/dev/zero`` must not reach ``/dev/zero``)."""
     tmp = target.with_name(f".{target.name}.{uuid.uuid4().hex}.tmp")
     try:
         write(tmp)
