@@ -5,7 +5,6 @@ as :class:`~tracekit.analyzers.retime_plan.RankPlan` arrays, from one query over
 from __future__ import annotations
 
 from dataclasses import dataclass
-from itertools import pairwise
 from typing import TYPE_CHECKING, Final, Protocol
 
 import numpy as np
@@ -48,7 +47,7 @@ class GainRun:
 HOST_STREAMS: Final = -1000
 
 
-#: The columns of a table of blocks that has none.
+#: The columns of a table of blocks that has none (:func:`plans` reads these).
 _EMPTY_SCHEMA: Final = {
     "rank": pl.Int64,
     "start_ns": pl.Int64,
@@ -127,7 +126,9 @@ def plans(red: Reduced, parts: Tables) -> GainRun | None:
         )
         tasks = pl.concat([device.select(host.columns), host], how="vertical_relaxed")
     tasks = tasks.sort("rank", maintain_order=True)
-    blocks = parts.blocks.with_columns(rank).sort("rank", maintain_order=True)
+    # a shard with no blocks on any rank has a table of no columns
+    blocks = parts.blocks if "rank" in parts.blocks.columns else pl.DataFrame(schema=_EMPTY_SCHEMA)
+    blocks = blocks.with_columns(rank).sort("rank", maintain_order=True)
     ranks = sorted(int(r) for r in frames["rank"].unique())
     ends = dict(frames.group_by("rank").agg(pl.col("end_ns").max()).iter_rows())
 
@@ -137,9 +138,9 @@ def plans(red: Reduced, parts: Tables) -> GainRun | None:
 
     def cut(df: pl.DataFrame) -> dict[str, list[np.ndarray]]:
         """Each column as arrays, one per rank of ``ranks`` (the frame is sorted by rank)."""
-        if "rank" not in df.columns:  # no table at all: nothing on any rank
-            df = pl.DataFrame(schema=_EMPTY_SCHEMA)
-        at = np.searchsorted(df["rank"].to_numpy(), [*ranks, ranks[-1] + 1], side="left")
+        of = df["rank"].to_numpy()
+        # each rank's rows exactly (a rank with rows but no window is in no slice)
+        first, last = np.searchsorted(of, ranks, side="left"), np.searchsorted(of, ranks, side="right")
         columns = {
             "stream": df["stream"].cast(pl.Int64).to_numpy() if "stream" in df.columns else None,
             "launch": ns(df["launch_ns"]) if "launch_ns" in df.columns else None,
@@ -152,7 +153,7 @@ def plans(red: Reduced, parts: Tables) -> GainRun | None:
             "until": ns(df["until"]) if "until" in df.columns else None,
             "on_collectives": df["on_collectives"].to_numpy() if "on_collectives" in df.columns else None,
         }
-        return {k: [v[a:b] for a, b in pairwise(at)] for k, v in columns.items() if v is not None}
+        return {k: [v[a:b] for a, b in zip(first, last, strict=True)] for k, v in columns.items() if v is not None}
 
     t, b = cut(tasks), cut(blocks)
     plans = [
