@@ -58,6 +58,23 @@ K = TypeVar("K")
 _FEW: Final = 16
 
 
+#: What :meth:`_Rank._removal` sets.
+_REMOVAL_STATE: Final = (
+    "r_start",
+    "r_end",
+    "r_rate",
+    "r_cum",
+    "l_r_start",
+    "l_r_end",
+    "l_r_rate",
+    "l_r_cum",
+    "r_at_start",
+    "r_at_end",
+    "l_at_start",
+    "l_at_end",
+)
+
+
 class _Rank(RankShape):
     """One rank's re-timing state under one scenario."""
 
@@ -75,13 +92,10 @@ class _Rank(RankShape):
         plan = self.plan
         n = plan.start.size
         rem = scenario.removals.get(plan.rank, Removal())
-        order = np.argsort(rem.start, kind="stable")
-        self.r_start, self.r_end, self.r_rate = rem.start[order], rem.end[order], rem.rate[order]
-        self.r_cum = np.concatenate([[0.0], np.cumsum((self.r_end - self.r_start) * self.r_rate)])
-        self.l_r_start: list[float] = self.r_start.tolist()
-        self.l_r_end: list[float] = self.r_end.tolist()
-        self.l_r_rate: list[float] = self.r_rate.tolist()
-        self.l_r_cum: list[float] = self.r_cum.tolist()
+        if rem.start.size == 0:  # nothing removed on this rank (most ranks of most scenarios)
+            self.__dict__.update(self._unremoved())
+        else:
+            self._removal(rem)
         new = scenario.durations.get(plan.rank)
         dur = plan.end - plan.start
         self.dur = dur if new is None else np.where(np.isnan(new), dur, new)
@@ -93,12 +107,32 @@ class _Rank(RankShape):
         self.b_shift = np.zeros(self.b_start.size)
         self.b_done = 0
         self.b_busy = -1  # the block being re-timed (asking for what it awaits), if any
-        # host time removed before each block's start and end (asked for at every re-timed launch)
+        self.l_shift: list[float] = self.b_shift.tolist()
+
+    def _removal(self, rem: Removal) -> None:
+        """The host time ``rem`` removes, in order, and how much of it lies before each block's
+        start and end (asked for at every re-timed launch)."""
+        order = np.argsort(rem.start, kind="stable")
+        self.r_start, self.r_end, self.r_rate = rem.start[order], rem.end[order], rem.rate[order]
+        self.r_cum = np.concatenate([[0.0], np.cumsum((self.r_end - self.r_start) * self.r_rate)])
+        self.l_r_start: list[float] = self.r_start.tolist()
+        self.l_r_end: list[float] = self.r_end.tolist()
+        self.l_r_rate: list[float] = self.r_rate.tolist()
+        self.l_r_cum: list[float] = self.r_cum.tolist()
         self.r_at_start = self.removed_before(self.b_start)
         self.r_at_end = self.removed_before(self.b_end)
         self.l_at_start: list[float] = self.r_at_start.tolist()
         self.l_at_end: list[float] = self.r_at_end.tolist()
-        self.l_shift: list[float] = self.b_shift.tolist()
+
+    def _unremoved(self) -> dict[str, object]:
+        """What :meth:`_removal` sets when nothing is removed, worked out once per rank (every
+        scenario reads it, none writes it)."""
+        state = self._unremoved_state
+        if state is None:
+            self._removal(Removal())
+            state = {k: self.__dict__[k] for k in _REMOVAL_STATE}
+            self._unremoved_state = state
+        return state
 
     def _dep_end(self, k: int, sim: Simulation) -> float:
         """When the task ``k`` waits on ends, re-timed (-inf: it waits on none)."""
@@ -242,11 +276,14 @@ class _Rank(RankShape):
 
     def blocks_until(self, t: float, sim: Simulation) -> None:
         """Re-time every block that ends by ``t``."""
-        self.process_through(int(np.searchsorted(self.b_end, t, side="right")) - 1, sim)
+        self.process_through(bisect_right(self.l_end, t) - 1, sim)
 
     def process_through(self, last: int, sim: Simulation) -> None:
         """Re-time blocks up to index ``last``, in order."""
-        while self.b_done <= min(last, self.b_end.size - 1):
+        if last < self.b_done:
+            return
+        last = min(last, len(self.l_end) - 1)
+        while self.b_done <= last:
             self.block(sim)
 
     def block(self, sim: Simulation) -> None:
@@ -255,14 +292,15 @@ class _Rank(RankShape):
         self.b_busy = b
         start_new = self.l_start[b] - self.shift_at_start_one(b)
         drain = _NEVER
-        for j, last in self.l_awaited[b]:
+        e_new = self.e_new
+        for j, last, k in self.l_awaited[b]:
             self.stream_until(j, last, sim)
-            drain = max(drain, float(self.e_new[self.streams[j][last]]))
-        for k in self.awaited_free[b]:
-            self.ensure_free(int(k), sim)
-            drain = max(drain, float(self.e_new[k]))
-        own = float(self.own[b])
-        ret = start_new + own if self.no_wait else max(start_new + own, drain + float(self.tail[b]))
+            drain = max(drain, e_new.item(k))
+        for k in self.l_awaited_free[b]:
+            self.ensure_free(k, sim)
+            drain = max(drain, e_new.item(k))
+        own = self.l_own[b]
+        ret = start_new + own if self.no_wait else max(start_new + own, drain + self.l_tail[b])
         shift = self.l_end[b] - ret
         self.b_shift[b] = shift
         self.l_shift[b] = shift
@@ -419,14 +457,17 @@ class Simulation:
         shapes are reused (see :class:`_Rank`)."""
         before: dict[int, _Rank] = like.ranks if like is not None else {}
         self.ranks: dict[int, _Rank] = {p.rank: _Rank(p, scenario, before.get(p.rank)) for p in plans}
-        #: instance -> [(rank, task)]
+        #: instance -> [(rank, task)], and its last arrival as recorded (what no scenario changes)
         self.members: dict[int, list[tuple[int, int]]] = {}
         self.last_old: dict[int, float] = {}
-        for p in plans:
-            for k in np.flatnonzero(p.instance >= 0):
-                i = int(p.instance[k])
-                self.members.setdefault(i, []).append((p.rank, int(k)))
-                self.last_old[i] = max(self.last_old.get(i, _NEVER), float(p.arrival[k]))
+        if like is not None and all(like.ranks[p.rank].plan is p for p in plans if p.rank in like.ranks):
+            self.members, self.last_old = like.members, like.last_old
+        else:
+            for p in plans:
+                for k in np.flatnonzero(p.instance >= 0):
+                    i = int(p.instance[k])
+                    self.members.setdefault(i, []).append((p.rank, int(k)))
+                    self.last_old[i] = max(self.last_old.get(i, _NEVER), float(p.arrival[k]))
         self.finished: set[int] = set()
         self.in_progress: set[int] = set()
 

@@ -45,6 +45,8 @@ class RankShape:
         self._dependencies()
         self._blocks()
         self._lists()
+        #: the re-timing's state when nothing is removed on this rank (``retime._Rank._unremoved``)
+        self._unremoved_state: dict[str, object] | None = None
         # per stream, the places of the tasks re-timed one by one (a collective, or a wait on
         # another stream), in order: found by bisection, never by scanning the stream again
         self.stops = [np.flatnonzero((plan.instance[idx] >= 0) | (self.dep[idx] >= 0)).tolist() for idx in self.streams]
@@ -157,11 +159,14 @@ class RankShape:
         self.l_drain: list[float] = self.drain.tolist()
         self.l_coll: list[bool] = self.b_coll.tolist()
         self.l_comp_end: list[float] = self.comp_end.tolist()
-        # per block, (stream, the last task it awaits there), the streams in order
-        self.l_awaited: list[list[tuple[int, int]]] = [[] for _ in range(self.b_start.size)]
+        self.l_own: list[float] = self.own.tolist()
+        self.l_tail: list[float] = self.tail.tolist()
+        self.l_awaited_free: list[list[int]] = [k.tolist() for k in self.awaited_free]
+        # per block, (stream, the last task it awaits there, that task), the streams in order
+        self.l_awaited: list[list[tuple[int, int, int]]] = [[] for _ in range(self.b_start.size)]
         blocks, streams = np.nonzero(self.awaited >= 0)  # row by row, each row's streams in order
         for b, j, last in zip(blocks.tolist(), streams.tolist(), self.awaited[blocks, streams].tolist(), strict=True):
-            self.l_awaited[b].append((j, last))
+            self.l_awaited[b].append((j, last, int(self.streams[j][last])))
 
     def _launched_by(self, tasks: np.ndarray, until: float, instant: bool) -> np.ndarray:
         """``tasks`` launched by ``until`` (for a wait of no length, strictly before: see :meth:`_blocks`)."""
