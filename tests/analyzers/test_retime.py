@@ -253,3 +253,42 @@ def test_a_block_awaiting_work_launched_in_it_is_not_its_own_dependency(device_e
     assert simulate([one], Scenario()) == {0: pytest.approx(0.0, abs=1e-6)}
     # removed host time before the wait moves the launch and the wait alike
     assert simulate([one], Scenario(removals={0: removal((0, 5))}))[0] >= 0.0
+
+
+def test_a_collective_re_timed_in_a_cycle_still_holds_its_instance_back() -> None:
+    """Found by the identity property: two collectives whose order differs between the ranks'
+    streams (rank 0 runs instance 2 then 1 on one stream, rank 1 runs 1 then 2) form a cycle.
+    Re-timing instance 1 reaches instance 2, which reaches rank 1's part of instance 1 and
+    re-times it alone; instance 1 then left rank 1's arrival out of its last arrival, so rank 0's
+    part ended a unit early and, with nothing removed, rank 0 gained a unit. A member re-timed
+    alone still arrives, and the others wait for it."""
+    never = np.nan
+    rank0 = RankPlan(
+        rank=0,
+        stream=np.array([0, 1, 1, 0]),
+        launch=np.array([never, 0.0, never, never]),
+        start=np.array([0.0, 1.0, 0.0, 0.0]),
+        end=np.array([0.0, 2.0, 2.0, 0.0]),
+        instance=np.array([0, 1, 2, -1]),
+        arrival=np.array([0.0, 1.0, 0.0, 0.0]),
+        arrival_is_launch=np.zeros(4, dtype=bool),
+        block_start=np.array([0.0]),
+        block_end=np.array([3.0]),
+        window_end=2.0,
+        device_end=False,
+    )
+    rank1 = RankPlan(
+        rank=1,
+        stream=np.array([0, 0, 0]),
+        launch=np.full(3, never),
+        start=np.array([0.0, 2.0, 2.0]),
+        end=np.array([0.0, 2.0, 2.0]),
+        instance=np.array([0, 1, 2]),
+        arrival=np.array([0.0, 2.0, 2.0]),
+        arrival_is_launch=np.zeros(3, dtype=bool),
+        block_start=np.empty(0),
+        block_end=np.empty(0),
+        window_end=2.0,
+        device_end=False,
+    )
+    assert simulate([rank0, rank1], Scenario()) == {0: pytest.approx(0.0, abs=1e-6), 1: pytest.approx(0.0, abs=1e-6)}

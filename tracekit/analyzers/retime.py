@@ -39,6 +39,7 @@ from typing import Final, TypeVar
 import numpy as np
 
 from tracekit.analyzers.retime_plan import RankPlan, Removal, Scenario
+from tracekit.analyzers.retime_removal import HostRemoval
 from tracekit.analyzers.retime_shape import _NEVER, AWAIT_TOLERANCE_NS, DEPENDENCY_NS, RankShape
 
 __all__ = [
@@ -58,24 +59,7 @@ K = TypeVar("K")
 _FEW: Final = 16
 
 
-#: What :meth:`_Rank._removal` sets.
-_REMOVAL_STATE: Final = (
-    "r_start",
-    "r_end",
-    "r_rate",
-    "r_cum",
-    "l_r_start",
-    "l_r_end",
-    "l_r_rate",
-    "l_r_cum",
-    "r_at_start",
-    "r_at_end",
-    "l_at_start",
-    "l_at_end",
-)
-
-
-class _Rank(RankShape):
+class _Rank(RankShape, HostRemoval):
     """One rank's re-timing state under one scenario."""
 
     def __init__(self, plan: RankPlan, scenario: Scenario, like: _Rank | None = None) -> None:
@@ -103,36 +87,12 @@ class _Rank(RankShape):
         self.no_wait = scenario.no_wait_blocks
         self.s_new = np.full(n, np.nan)
         self.e_new = np.full(n, np.nan)
+        self.arrived: dict[int, float] = {}  # each collective's arrival, re-timed
         self.done = [0] * len(self.streams)  # tasks re-timed, per stream
         self.b_shift = np.zeros(self.b_start.size)
         self.b_done = 0
         self.b_busy = -1  # the block being re-timed (asking for what it awaits), if any
         self.l_shift: list[float] = self.b_shift.tolist()
-
-    def _removal(self, rem: Removal) -> None:
-        """The host time ``rem`` removes, in order, and how much of it lies before each block's
-        start and end (asked for at every re-timed launch)."""
-        order = np.argsort(rem.start, kind="stable")
-        self.r_start, self.r_end, self.r_rate = rem.start[order], rem.end[order], rem.rate[order]
-        self.r_cum = np.concatenate([[0.0], np.cumsum((self.r_end - self.r_start) * self.r_rate)])
-        self.l_r_start: list[float] = self.r_start.tolist()
-        self.l_r_end: list[float] = self.r_end.tolist()
-        self.l_r_rate: list[float] = self.r_rate.tolist()
-        self.l_r_cum: list[float] = self.r_cum.tolist()
-        self.r_at_start = self.removed_before(self.b_start)
-        self.r_at_end = self.removed_before(self.b_end)
-        self.l_at_start: list[float] = self.r_at_start.tolist()
-        self.l_at_end: list[float] = self.r_at_end.tolist()
-
-    def _unremoved(self) -> dict[str, object]:
-        """What :meth:`_removal` sets when nothing is removed, worked out once per rank (every
-        scenario reads it, none writes it)."""
-        state = self._unremoved_state
-        if state is None:
-            self._removal(Removal())
-            state = {k: self.__dict__[k] for k in _REMOVAL_STATE}
-            self._unremoved_state = state
-        return state
 
     def _dep_end(self, k: int, sim: Simulation) -> float:
         """When the task ``k`` waits on ends, re-timed (-inf: it waits on none)."""
@@ -144,16 +104,6 @@ class _Rank(RankShape):
         return float(self.e_new[m])
 
     # -- the host ------------------------------------------------------------------------------
-
-    def removed_before(self, t: np.ndarray) -> np.ndarray:
-        """Host time removed before each of ``t``."""
-        if self.r_start.size == 0:
-            return np.zeros_like(t)
-        i = np.searchsorted(self.r_end, t, side="right")
-        partial = np.clip(t - self.r_start[np.minimum(i, self.r_start.size - 1)], 0.0, None)
-        inside = i < self.r_start.size
-        part = np.where(inside, partial * self.r_rate[np.minimum(i, self.r_start.size - 1)], 0.0)
-        return self.r_cum[i] + part
 
     def _resumed(self, b: np.ndarray, t: np.ndarray) -> np.ndarray:
         """Whether each ``t`` inside or after block ``b`` is after the block let the host go on
@@ -192,16 +142,6 @@ class _Rank(RankShape):
         return np.where(j >= 0, shift, removed)
 
     # -- one time at a time: the same arithmetic as the array paths, in Python floats ----------
-
-    def removed_one(self, t: float) -> float:
-        """:meth:`removed_before` of one time."""
-        n = len(self.l_r_start)
-        if n == 0:
-            return 0.0
-        i = bisect_right(self.l_r_end, t)
-        if i >= n:
-            return self.l_r_cum[i]
-        return self.l_r_cum[i] + max(t - self.l_r_start[i], 0.0) * self.l_r_rate[i]
 
     def shift_at_start_one(self, b: int) -> float:
         """:meth:`shift_at_start` of one block."""
@@ -398,6 +338,7 @@ class _Rank(RankShape):
             start = max(a, self._prev_end(j, place) - self.overlap[k], self._dep_end(k, sim)) + self.delay[k]
         # a host collective arrives when its call enqueues it; a kernel when it starts
         arrival = a if self.free[k] and self.launched[k] else start
+        self.arrived[k] = arrival
         return start, arrival
 
     def finish_collective(self, k: int, start: float, last_new: float, last_old: float) -> None:
@@ -477,13 +418,17 @@ class Simulation:
             return
         self.in_progress.add(i)
         starts = []
+        last_new = _NEVER
         for rank, k in self.members[i]:
             r = self.ranks[rank]
             if not np.isnan(r.e_new[k]):
+                # re-timed alone meanwhile (reached again through a cycle across ranks): it
+                # still arrives when it did, and the others wait for it
+                last_new = max(last_new, r.arrived.get(k, float(r.plan.arrival[k])))
                 continue
             start, arrival = r.collective_arrival(k, self)
             starts.append((r, k, start, arrival))
-        last_new = max((a for *_, a in starts), default=_NEVER)
+        last_new = max(last_new, max((a for *_, a in starts), default=_NEVER))
         for r, k, start, _ in starts:
             if np.isnan(r.e_new[k]):
                 r.finish_collective(k, start, last_new, self.last_old[i])
