@@ -159,7 +159,21 @@ def test_a_task_launched_as_a_wait_of_no_length_ends_is_not_awaited_by_it(device
 def test_removing_time_never_makes_a_rank_later(plans: list[RankPlan], at: float, length: float) -> None:
     gains = simulate(plans, Scenario(removals={p.rank: removal((at, at + length)) for p in plans}))
     assert all(g >= -1e-6 for g in gains.values())
-    assert all(g <= length + 1e-6 for g in gains.values())  # never more than was removed
+    if _one_clock(plans):  # never more than was removed (the same stretch of time on every rank)
+        assert all(g <= length + 1e-6 for g in gains.values())
+
+
+def _one_clock(plans: list[RankPlan]) -> bool:
+    """Whether every collective ends after its instance's last arrival, as on one clock. Where one
+    ends before (clocks that disagree), its end is still moved by as much as the last arrival
+    moves, which it may not have waited for: a rank can then gain from another rank's removal and
+    from its own over the same stretch (found by the properties at 3,000 examples)."""
+    last: dict[int, float] = {}
+    for p in plans:
+        for i, a in zip(p.instance.tolist(), p.arrival.tolist(), strict=True):
+            if i >= 0:
+                last[i] = max(last.get(i, a), a)
+    return all(e >= last[i] for p in plans for i, e in zip(p.instance.tolist(), p.end.tolist(), strict=True) if i >= 0)
 
 
 def _gloo(rank: int, *, enqueued: float, span_end: float, wait: tuple[float, float], done: float | None) -> RankPlan:
