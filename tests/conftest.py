@@ -86,9 +86,12 @@ def pytest_runtest_teardown(item: pytest.Item) -> Iterator[None]:
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """The e2e tests start processes of their own (gloo ranks, a Dask cluster, a browser): under
     pytest-xdist (``-n auto --dist loadgroup``, the default) they run one at a time on one worker,
-    while the other workers take the rest of the suite."""
+    while the other workers take the rest of the suite. Those marked ``concurrent`` as well (one
+    tracekit command each, the robustness corpus's 500 runs) are shared among the workers like any
+    other test: in one queue behind the captures they made the longest worker's share, and CI's
+    wall time, minutes longer than the rest."""
     for item in items:
-        if item.get_closest_marker("e2e") is not None:
+        if item.get_closest_marker("e2e") is not None and item.get_closest_marker("concurrent") is None:
             item.add_marker(pytest.mark.xdist_group(E2E_GROUP))
 
 

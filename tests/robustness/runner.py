@@ -22,8 +22,8 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
 REPO = Path(__file__).resolve().parents[2]
-#: Seconds a CLI run in a subprocess may take before it counts as a hang (a normal one takes 1-2 s,
-#: several times that on a loaded 2-core CI machine: the margin is wide).
+#: Seconds a CLI run in a subprocess may take before it counts as a hang (a normal one takes 1-2 s;
+#: these runs share the CI machine's two cores with gloo captures, so the margin is wide).
 TIMEOUT_S = 60.0
 #: The same in this process (no special file runs here; SIGALRM interrupts Python code only).
 TIMEOUT_HERE_S = 60.0

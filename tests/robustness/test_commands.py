@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
 #: Each case is a tracekit process (~1 s): with the corpus, outside the fast lane (CI runs them).
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.concurrent]
 
 
 def _contents(folder: Path) -> dict[str, str]:

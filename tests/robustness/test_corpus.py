@@ -56,6 +56,7 @@ def _params() -> list[ParameterSet]:
 
 
 @pytest.mark.e2e  # 470 runs of tracekit analyze: minutes, so outside the fast lane (CI runs it)
+@pytest.mark.concurrent  # each one command: shared among the xdist workers
 @pytest.mark.parametrize(("case", "mode"), _params())
 def test_corpus(case: Case, mode: Mode, tmp_path: Path, clean: Clean, request: pytest.FixtureRequest) -> None:
     if _real(case, mode):
