@@ -401,7 +401,8 @@ class Simulation:
         #: instance -> [(rank, task)], and its last arrival as recorded (what no scenario changes)
         self.members: dict[int, list[tuple[int, int]]] = {}
         self.last_old: dict[int, float] = {}
-        if like is not None and all(like.ranks[p.rank].plan is p for p in plans if p.rank in like.ranks):
+        same_plans = len(before) == len(plans) and all(p.rank in before and before[p.rank].plan is p for p in plans)
+        if like is not None and same_plans:
             self.members, self.last_old = like.members, like.last_old
         else:
             for p in plans:
