@@ -208,3 +208,52 @@ def test_waits_for_one_late_rank_at_collectives_in_flight_together_count_once() 
     (straggler,) = result.stragglers
     assert straggler.rank == 2 and straggler.phase == "tracekit.phase/forward"
     assert straggler.cause_excess_ns == pytest.approx(400 * US)
+
+
+def test_a_straggler_last_at_one_collective_of_three_per_step_is_named() -> None:
+    # 4 gloo ranks, 4 steps of three all-reduces: DDP's gradient bucket, which waits for rank 2's
+    # forward (400 us longer than the others'), then two small ones (a loss sync, a metric), which
+    # start together and where scheduling noise decides who is last, 10 us late (rank 0 or 1 by
+    # turns). Rank 2 is last at 4 of 12 collectives, but its lateness explains 400 of the 420 us
+    # the others wait per step: the waiting is systematic and it is the straggler (an 8-rank
+    # capture read comms-bound, no straggler, when it was last at 2 of 6 collectives)
+    rows: list[dict[str, object]] = []
+    for step in range(4):
+        t = step * STEP
+        noisy = step % 2
+        for r in range(4):
+            forward = (600 if r == 2 else 200) * US
+            rows.append(ev("step", f"ProfilerStep#{step}", t, t + STEP, rank=r))
+            rows.append(ev("annotation", "tracekit.phase/forward", t, t + forward, rank=r))
+            rows.append(ev("annotation", "gloo:all_reduce", t + forward, t + 700 * US, rank=r, tid=9))
+            for k in (1, 2):
+                start = t + (700 + 100 * k + (10 if r == noisy else 0)) * US
+                rows.append(ev("annotation", "gloo:all_reduce", start, t + (750 + 100 * k) * US, rank=r, tid=9))
+    _, result = cross_rank(make_run(rows, world_size=4))
+    ranks = per_rank(result)
+    assert (ranks[2]["times_last"], ranks[2]["complete"]) == (4, 12)
+    assert ranks[0]["times_last"] == ranks[1]["times_last"] == 4
+    (straggler,) = result.stragglers
+    assert (straggler.rank, straggler.phase) == (2, "tracekit.phase/forward")
+    assert (straggler.steps_last, straggler.steps) == (4, 4)
+    assert straggler.caused_wait_ns == pytest.approx(4 * 400 * US)
+
+
+def test_one_long_stall_in_one_step_is_no_straggler() -> None:
+    # the same three collectives with no late forward, but in step 1 of 4 rank 3 stalls 2000 us
+    # before the bucket (a one-off pause): its lateness explains nearly all the run's waiting,
+    # yet in one step only, not a rank that holds the others back step after step
+    rows: list[dict[str, object]] = []
+    for step in range(4):
+        t = step * 4 * STEP
+        for r in range(4):
+            forward = (2200 if (r, step) == (3, 1) else 200) * US
+            rows.append(ev("step", f"ProfilerStep#{step}", t, t + 4 * STEP, rank=r))
+            rows.append(ev("annotation", "tracekit.phase/forward", t, t + forward, rank=r))
+            rows.append(ev("annotation", "gloo:all_reduce", t + forward, t + 2300 * US, rank=r, tid=9))
+            for k in (1, 2):
+                start = t + (2300 + 100 * k + (10 if r == step % 2 else 0)) * US
+                rows.append(ev("annotation", "gloo:all_reduce", start, t + (2350 + 100 * k) * US, rank=r, tid=9))
+    _, result = cross_rank(make_run(rows, world_size=4))
+    assert per_rank(result)[3]["score"] >= 0.05
+    assert result.stragglers == ()

@@ -11,9 +11,13 @@ cause, found *before* the collective: the phase that took longer on it than on t
 of the other ranks (a data phase, a DataLoader fetch, apart from the others), or a late start
 of the step.
 
-A rank is a straggler only when it is last at most of its collectives and the wait its
-lateness explains passes :data:`STRAGGLER_MIN_SHARE` of a step; only instances held by every
-rank of their group count (with ranks missing, the last rank may not be in the traces).
+A rank is a straggler only when the wait its lateness explains passes
+:data:`STRAGGLER_MIN_SHARE` of a step, is most of the waiting that late arrivals explain in the
+run, and recurs: it arrives last in most steps (without steps, at most of its collectives).
+Counting the collectives it is last at instead would miss a rank late at one collective of
+several per step (DDP's gradient bucket), where noise decides who is last at the others; only
+instances held by every rank of their group count (with ranks missing, the last rank may not
+be in the traces).
 Waiting that no arrival explains is the collectives' own cost, never a straggler's: per
 rank, ``straggler_wait_ns`` is the wait explained by a named straggler and ``comms_wait_ns``
 the rest of its wait.
@@ -39,7 +43,11 @@ if TYPE_CHECKING:
 
 #: A rank is a straggler when the wait its lateness explains is at least this share of a step ...
 STRAGGLER_MIN_SHARE: Final = 0.05
-#: ... and it arrives last at this share of its complete collectives at least (systematic, not noise).
+#: ... and it explains at least this share of the wait that late arrivals explain in the run
+#: (noise spreads that wait over the ranks) ...
+STRAGGLER_MIN_WAIT_SHARE: Final = 0.5
+#: ... and it arrives last in this share of the steps at least (systematic, not a one-off
+#: stall); without steps, at this share of its complete collectives.
 STRAGGLER_MIN_LAST_SHARE: Final = 0.5
 #: ... and what happened before the collective on it (a phase longer than on the median of
 #: the other ranks, or a late start of the step) accounts for at least this share of the wait
@@ -188,11 +196,19 @@ def find_stragglers(
         .agg(lateness_ns=pl.col("lateness_ns").max(), times_last=pl.col("arrived_last").sum())
         .sort("rank", "step")
     )
-    named = per_rank.filter(
-        pl.col("score") >= STRAGGLER_MIN_SHARE,
-        pl.col("times_last") >= STRAGGLER_MIN_LAST_SHARE * pl.col("complete"),
-        pl.col("times_last") > 0,
-    ).sort(["score", "rank"], descending=[True, False])
+    recurring = matrix.group_by("rank").agg(steps=pl.len(), steps_last=(pl.col("times_last") > 0).sum())
+    named = (
+        per_rank.join(recurring, on="rank", how="left")
+        .filter(
+            pl.col("score") >= STRAGGLER_MIN_SHARE,
+            pl.col("times_last") > 0,
+            pl.col("caused_wait_ns") >= STRAGGLER_MIN_WAIT_SHARE * pl.col("caused_wait_ns").sum(),
+            pl.when(pl.col("steps").fill_null(0) > 0)
+            .then(pl.col("steps_last") >= STRAGGLER_MIN_LAST_SHARE * pl.col("steps"))
+            .otherwise(pl.col("times_last") >= STRAGGLER_MIN_LAST_SHARE * pl.col("complete")),
+        )
+        .sort(["score", "rank"], descending=[True, False])
+    )
     explained = [_explain(row, steps, annotations, matrix) for row in named.iter_rows(named=True)]
     stragglers = tuple(s for s in explained if _caused(s, n_steps=n_steps))
     per_rank = _straggler_waits(joined, per_rank, [s.rank for s in stragglers])
