@@ -66,8 +66,11 @@ def test_backward_is_compute_or_communication_not_idle(grad_heavy: Run) -> None:
     )
     per_rank = breakdown(grad_heavy, frames)
     assert per_rank.height == RANKS
-    assert (per_rank["idle_pct"] < 5).all(), per_rank
     assert (per_rank["comm_pct"] > 25).all(), per_rank
+    # The wait is 55-75% of backward: read as idle, it would outweigh communication. A thread
+    # preempted on a loaded machine leaves gaps with nothing recorded, which are idle (under 1%
+    # on a quiet machine, 15.6% on one rank in one loaded CI run), so not a fixed few percent
+    assert (per_rank["idle_pct"] < per_rank["comm_pct"] / 2).all(), per_rank
 
 
 def test_the_all_reduce_is_a_large_share_of_every_step(grad_heavy: Run) -> None:
