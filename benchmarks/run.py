@@ -36,6 +36,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import asdict, dataclass, replace
 from importlib import metadata
@@ -124,13 +125,21 @@ def measure(command: list[str], *, env: dict[str, str] | None = None) -> Measure
         began = time.perf_counter()
         child = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env)
         tree = _Tree(child.pid)
-        while True:
-            pid, status, usage = os.wait4(child.pid, os.WNOHANG)
-            if pid:
-                break
+        # the exit is waited for in a thread of its own and timed as it returns: polling it
+        # between samples timed sub-second commands to the next multiple of SAMPLE_S
+        ended: list[tuple[float, int, Any]] = []
+
+        def reap() -> None:
+            _, status, usage = os.wait4(child.pid, 0)
+            ended.append((time.perf_counter(), status, usage))
+
+        reaper = threading.Thread(target=reap, daemon=True)
+        reaper.start()
+        while reaper.is_alive():
             tree.sample()
-            time.sleep(SAMPLE_S)
-        wall = time.perf_counter() - began
+            reaper.join(SAMPLE_S)
+        stopped, status, usage = ended[0]
+        wall = stopped - began
         child.returncode = os.waitstatus_to_exitcode(status)
         out.seek(0)
         tail = out.read().decode(errors="replace")[-4000:]
