@@ -11,7 +11,7 @@ import pytest
 
 from tests.factories import kineto_event, write_kineto
 from tracekit.analyzers.compare import Noise, compare, evaluate_gate, parse_gate
-from tracekit.analyzers.compare.noise import block_indices
+from tracekit.analyzers.compare.noise import block_indices, block_means, row_means, row_medians
 from tracekit.errors import InputError
 from tracekit.pipeline import analyze_paths
 from tracekit.reports import compare_text as ct
@@ -191,6 +191,24 @@ def test_block_bootstrap_indices_stay_in_range_and_keep_blocks() -> None:
     # blocks of 3 consecutive steps: positions 0,1,2 of a row are consecutive
     assert np.all(idx[:, 1] == idx[:, 0] + 1) and np.all(idx[:, 2] == idx[:, 0] + 2)
     assert block_indices(1, 5, rng).tolist() == [[0]] * 5
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 7, 8, 9, 26, 27, 28, 64, 125])
+def test_block_means_are_the_means_of_the_block_samples(n: int) -> None:
+    # the same draws as block_indices, each sample summed from its blocks: the last block cut
+    # at n (27 steps: 9 blocks of 3; 26: the ninth block holds 2), values of real magnitude
+    x = np.random.default_rng(n).normal(2e6, 3e4, n)
+    gathered = row_means(x[block_indices(n, 300, np.random.default_rng(7))])
+    summed = block_means(x, 300, np.random.default_rng(7))
+    assert summed.shape == (300,)
+    np.testing.assert_allclose(summed, gathered, rtol=1e-12)
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 4, 26, 27])
+def test_row_medians_are_numpys_medians(n: int) -> None:
+    rng = np.random.default_rng(n)
+    for m in (rng.normal(2e6, 3e4, (50, n)), rng.integers(0, 5, (50, n)).astype(float)):  # ties too
+        assert row_medians(m).tolist() == np.median(m, axis=1).tolist()
 
 
 def test_the_noise_threshold_keeps_a_tiny_significant_change_within_noise(runs: dict[str, Analysis]) -> None:

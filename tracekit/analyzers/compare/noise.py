@@ -61,15 +61,37 @@ class Samples:
         return bool(self.runs) and all(len(r) > 0 for r in self.runs)
 
 
+def _block_starts(n: int, length: int, resamples: int, rng: np.random.Generator) -> np.ndarray:
+    """``resamples`` x blocks: the first step of each block of ``length`` steps (``length < n``)."""
+    return rng.integers(0, n - length + 1, size=(resamples, math.ceil(n / length)))
+
+
 def block_indices(n: int, resamples: int, rng: np.random.Generator) -> np.ndarray:
     """``resamples`` x ``n`` indices of a moving-block bootstrap of ``n`` consecutive steps."""
     length = max(1, round(n ** (1 / 3)))
     if length >= n:
         return rng.integers(0, n, size=(resamples, n))
-    blocks = math.ceil(n / length)
-    starts = rng.integers(0, n - length + 1, size=(resamples, blocks))
+    starts = _block_starts(n, length, resamples, rng)
+    blocks = starts.shape[1]
     idx = (starts[:, :, None] + np.arange(length)[None, None, :]).reshape(resamples, blocks * length)
     return idx[:, :n]
+
+
+def block_means(x: np.ndarray, resamples: int, rng: np.random.Generator) -> np.ndarray:
+    """The means of ``resamples`` moving-block bootstrap samples of ``x``: the samples of
+    :func:`block_indices` (the same draws of ``rng``), each summed from its blocks' sums
+    (differences of ``x``'s running sum) instead of gathered element by element, which is
+    about 4x faster at 27 steps; equal to the gathered means up to rounding."""
+    n = len(x)
+    length = max(1, round(n ** (1 / 3)))
+    if length >= n:
+        return row_means(x[block_indices(n, resamples, rng)])
+    starts = _block_starts(n, length, resamples, rng)
+    running = np.concatenate(([0.0], np.cumsum(x, dtype=float)))
+    head, last = starts[:, :-1], starts[:, -1]
+    tail = n - (starts.shape[1] - 1) * length  # the last block, cut at n
+    sums = (running[head + length] - running[head]).sum(axis=1) + (running[last + tail] - running[last])
+    return np.asarray(sums / n, dtype=float)
 
 
 def _replicates(
@@ -79,6 +101,8 @@ def _replicates(
     runs = samples.runs
     if len(runs) == 1:
         x = runs[0]
+        if stat is row_means:
+            return block_means(x, resamples, rng)
         return stat(x[block_indices(len(x), resamples, rng)])
     out = np.empty(resamples)
     picks = rng.integers(0, len(runs), size=(resamples, len(runs)))
@@ -93,8 +117,15 @@ def row_means(m: np.ndarray) -> np.ndarray:
     return np.asarray(m.mean(axis=1), dtype=float)
 
 
-def _row_medians(m: np.ndarray) -> np.ndarray:
-    return np.asarray(np.median(m, axis=1), dtype=float)
+def row_medians(m: np.ndarray) -> np.ndarray:
+    """The median of each row of ``m``, as ``np.median(m, axis=1)`` computes it (the middle
+    value, or the mean of the middle two), from one partition: ``np.median``'s own checks cost
+    6x the partition on the bootstrap's 2000 x 27 samples."""
+    half = m.shape[1] // 2
+    if m.shape[1] % 2:
+        return np.asarray(np.partition(m, half, axis=1)[:, half], dtype=float)
+    part = np.partition(m, (half - 1, half), axis=1)
+    return np.asarray((part[:, half - 1] + part[:, half]) / 2, dtype=float)
 
 
 @dataclass(frozen=True)
@@ -228,7 +259,7 @@ def measure_of(
     median_fields: dict[str, Any] = {}
     if medians:
         ma, mb = float(np.median(a.pooled)), float(np.median(b.pooled))
-        mdiffs = _replicates(b, _row_medians, noise.resamples, rng) - _replicates(a, _row_medians, noise.resamples, rng)
+        mdiffs = _replicates(b, row_medians, noise.resamples, rng) - _replicates(a, row_medians, noise.resamples, rng)
         median_fields = {
             "a_median": rounded(ma),
             "b_median": rounded(mb),
