@@ -132,3 +132,44 @@ def test_the_saved_analysis_still_round_trips() -> None:
     analysis = decode_analysis(saved(), source="x")
     assert dump_analysis(analysis) == saved()
     assert msgspec.json.decode(saved())["schema_version"] == SCHEMA_VERSION
+
+
+def test_a_file_as_written_is_read_by_one_typed_decode() -> None:
+    from tracekit.results.io import _as_written
+
+    text = saved()
+    checked = decode_analysis(json.dumps(json.loads(text)), source="x.json")  # laid out otherwise: checked
+    assert _as_written(text) == _as_written(text.encode()) == checked
+    assert _as_written(text.replace("\n", "\r\n")) is None
+
+
+@pytest.mark.parametrize(
+    ("change", "fault"),
+    [
+        (lambda d: d.update(extra=1), "unknown field `extra`"),
+        (lambda d: d["run"].update(ranks_seen=[0]), "unknown field `run.ranks_seen`"),
+    ],
+)
+def test_an_unknown_field_in_a_file_written_as_tracekit_writes_is_refused(
+    change: Callable[[Doc], object], fault: str
+) -> None:
+    # laid out exactly as dump_analysis lays a file out, so only the field tells it apart:
+    # the typed decode drops it, the document written back differs, the checked path refuses it
+    from tracekit.results.io import _as_written
+
+    doc = json.loads(saved())
+    change(doc)
+    text = msgspec.json.format(msgspec.json.encode(doc), indent=2).decode() + "\n"
+    assert _as_written(text) is None
+    with pytest.raises(InputError, match=fault):
+        decode_analysis(text, source="x.json")
+
+
+def test_a_newer_minor_version_written_as_tracekit_writes_keeps_its_fields_ignored() -> None:
+    from tracekit.results.io import _as_written
+
+    major, minor = SCHEMA_VERSION.split(".")
+    doc = json.loads(saved()) | {"schema_version": f"{major}.{int(minor) + 1}", "added_later": {"x": 1}}
+    text = msgspec.json.format(msgspec.json.encode(doc), indent=2).decode() + "\n"
+    assert _as_written(text) is None
+    assert decode_analysis(text, source="x.json").schema_version == f"{major}.{int(minor) + 1}"
