@@ -39,3 +39,13 @@ def test_nothing_when_not_a_terminal() -> None:
         progress.file_done("rank0.json", 1, 1)
     assert out.getvalue() == ""
     assert DelayedProgress().enabled is False  # pytest's stderr is not a terminal
+
+
+def test_the_display_starts_from_what_was_recorded_before_it() -> None:
+    # the files read before the delay passes are counted when the display appears (shown here
+    # by hand, as the delay's timer would, so that no timing decides the outcome)
+    console, out = terminal()
+    with DelayedProgress(delay=600.0, enabled=True, console=console) as progress:
+        progress.file_done("/traces/rank2.json.gz", 3, 8)
+        progress._show()
+    assert "3/8" in out.getvalue() and "rank2.json.gz" in out.getvalue()
