@@ -35,6 +35,7 @@ import polars as pl
 
 from tracekit.analyzers.ledger import ENTRY_BOUND
 from tracekit.analyzers.stats import num
+from tracekit.analyzers.t_quantiles import t_quantile
 from tracekit.results.analysis import Finding
 from tracekit.results.vocab import BoundKind, Confidence, LedgerEntry, MeasuredOn
 
@@ -178,9 +179,7 @@ def _separated(per_step: pl.DataFrame, a: str, b: str) -> bool:
         return num(share_a.sum()) >= ONE_STEP_RATIO * num(share_b.sum())
     n = diff.len()
     mean, sd = num(diff.mean()), num(diff.std())
-    from scipy.special import stdtrit  # noqa: PLC0415  (Student's t quantile; imported when steps are compared)
-
-    half = float(stdtrit(n - 1, LEVEL)) * sd / n**0.5
+    half = t_quantile(n - 1, LEVEL) * sd / n**0.5
     return bool(mean - half > 0)
 
 
