@@ -511,9 +511,12 @@ def check_pinned(runner: Runner, sizes: Sizes, name: str, check: Check, cuda: bo
     steps = ("--measured_steps=12", "--profiler.active=10")
     if not cuda:
         # on CPU the step's compute is milliseconds, not microseconds, and grows on a loaded
-        # machine: 2 workers each 10 ms a batch (5 ms a step) did not keep it data-bound there
-        # (one CI run beside other tests read compute-bound); 40 ms a batch does, by a margin
-        args = {"hidden": 512, "depth": 3, "loader_delay_ms": 40}
+        # machine by far more than its share of the cores: beside the other tests in CI the
+        # 512-wide model's step took 398 ms (its threads contending), against 20 ms a step of
+        # batches from 2 workers at 40 ms each, and read compute-bound, rightly. A 64-wide
+        # layer and 400 ms a batch make the wait for data the step by construction (99% beside
+        # three CPU hogs)
+        args = {"hidden": 64, "depth": 1, "loader_delay_ms": 400}
         steps = (*steps, f"--workload_args={json.dumps(args)}")
     done = capture(runner, "data_bound", out, "--nproc=1", "--pin_memory=true", "--num_workers=2", *steps)
     if not check.expect(done.returncode == 0, f"capture exited {done.returncode}: {_last(done)}"):
