@@ -51,6 +51,7 @@ class Fake:
     fail: set[str] = field(default_factory=set)
     ran: list[str] = field(default_factory=list)
     gain_pct: float = 50.0
+    summary: Path = DATA_BOUND / files.SUMMARY
 
     def capture(self, config: CaptureConfig) -> CaptureSummary:
         self.ran.append("capture")
@@ -59,7 +60,7 @@ class Fake:
                 "rank 1 failed: RuntimeError: Expected to have finished reduction in the prior iteration"
             )
         Path(config.out_dir).mkdir(parents=True, exist_ok=True)
-        return load_capture_summary((DATA_BOUND / files.SUMMARY).read_bytes(), source="summary.json")
+        return load_capture_summary(self.summary.read_bytes(), source="summary.json")
 
     def probe(self, config: CaptureConfig, *, batches: int, capture: str | None) -> LoaderProbe:
         self.ran.append("loader")
@@ -134,6 +135,23 @@ def test_the_stages_run_in_order_and_are_recorded(tmp_path: Path) -> None:
     assert record.finished
     saved = load_doctor((tmp_path / "doc" / DOCTOR_FILE).read_bytes(), source="doctor.json")
     assert saved == record
+
+
+def test_a_capture_on_a_gpu_is_a_cuda_baseline_and_pinned_memory_is_tried(tmp_path: Path) -> None:
+    # the capture names its GPUs ("NVIDIA H200"); the doctor read that as a CPU run on the H200
+    # and never proposed pin_memory there
+    cuda = SAMPLES / "captures" / "cuda-h200-data-bound-pinned" / files.SUMMARY
+    fake = Fake(summary=cuda)
+    plan = plan_doctor(config_file(tmp_path), {}, tmp_path / "doc", repeats=1, max_trials=3)
+    record = run_doctor(plan, Judge(fake), tools=fake.tools())
+    assert record.baseline is not None and record.baseline.device == "cuda"
+    knobs = [t.knob for t in record.trials]
+    assert knobs[0] is Knob.NUM_WORKERS and Knob.PIN_MEMORY in knobs
+    cpu = run_doctor(
+        plan_doctor(config_file(tmp_path), {}, tmp_path / "cpu", repeats=1), Judge(Fake()), tools=Fake().tools()
+    )
+    assert cpu.baseline is not None and cpu.baseline.device == "cpu"
+    assert Knob.PIN_MEMORY not in [t.knob for t in cpu.trials]
 
 
 def test_a_failed_trial_is_one_line_and_the_others_stay(tmp_path: Path) -> None:

@@ -313,8 +313,9 @@ def _baseline(run: _Run, judge: Judge, tools: Tools) -> Baseline | None:
 
 
 def _baseline_of(summary: CaptureSummary, analysis: Analysis, seconds: float) -> Baseline:
+    # the capture lists the CUDA devices by name ("NVIDIA H200"), or ["cpu"] for a CPU run
     devices = (summary.environment or {}).get("devices") or []
-    cuda = any(str(d).startswith("cuda") for d in devices)
+    cuda = any(str(d) != "cpu" for d in devices)
     memory = analysis.memory
     return Baseline(
         folder=BASELINE,
