@@ -39,12 +39,15 @@ class DelayedProgress:
         self._progress: Progress | None = None
         self._state: dict[str, Any] = {"description": "reading traces", "completed": 0, "total": None}
         self._lock = threading.Lock()
+        self._delay = delay
         self._timer = threading.Timer(delay, self._show)
         self._timer.daemon = True
         self._closed = False
 
     def __enter__(self) -> DelayedProgress:
-        if self.enabled:
+        if self.enabled and self._delay <= 0:  # at once: not when a timer thread gets to it
+            self._show()
+        elif self.enabled:
             self._timer.start()
         return self
 
