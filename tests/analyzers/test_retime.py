@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -93,6 +95,14 @@ def test_a_sync_that_no_longer_waits_lets_the_host_run_ahead() -> None:
     assert simulate([p], Scenario(removals={0: removal((51, 71))})) == {0: pytest.approx(20)}
     # no wait: the fetch (now 1-21) overlaps k1; k2 launched at 21 waits for k1, then its 1 ns
     assert simulate([p], Scenario(no_wait_blocks=True)) == {0: pytest.approx(82 - 61)}
+
+
+def test_a_kept_block_waits_when_the_training_s_syncs_no_longer_do() -> None:
+    # the same, the sync being tracekit capture's own step-end sync: removing the training's
+    # syncs leaves it waiting, so nothing is gained; a fetch removed still gains its time
+    p = dataclasses.replace(plan(tasks=[(0, 0, 50), (71, 72, 82)], blocks=[(1, 51)]), block_kept=np.array([True]))
+    assert simulate([p], Scenario(no_wait_blocks=True)) == {0: pytest.approx(0)}
+    assert simulate([p], Scenario(removals={0: removal((51, 71))})) == {0: pytest.approx(20)}
 
 
 def test_a_slower_task_shortened_gains_as_much_on_a_gpu_bound_stream() -> None:

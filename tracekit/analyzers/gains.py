@@ -100,7 +100,7 @@ def gains_map(ctx: RankContext) -> GainParts:
     phases = _inside(ctx.top_level.select("rank", pl.col("name").cast(pl.String), "start_ns", "end_ns"), spans)
     if not ctx.has_gpu:
         waits = ctx.device.filter(pl.col("name").cast(pl.String) == COLLECTIVE_WAIT).select(
-            "rank", "start_ns", "end_ns", until="end_ns", on_collectives=pl.lit(True)
+            "rank", "start_ns", "end_ns", until="end_ns", on_collectives=pl.lit(True), kept=pl.lit(False)
         )
         return GainParts(blocks=_inside(waits, spans), fetch=fetch, phases=phases, frames=frames)
     act = ctx.activity
@@ -116,13 +116,24 @@ def gains_map(ctx: RankContext) -> GainParts:
         ),
         spans,
     )
+    # tracekit capture's own step-end sync is kept in every what-if: the fix is the training's
     syncs = ctx.syncs.calls.select(
-        pl.col("rank").cast(pl.Int32), "start_ns", "end_ns", until="start_ns", on_collectives=pl.lit(False)
+        pl.col("rank").cast(pl.Int32),
+        "start_ns",
+        "end_ns",
+        until="start_ns",
+        on_collectives=pl.lit(False),
+        kept=pl.col("capture") if "capture" in ctx.syncs.calls.columns else pl.lit(False),
     )
     parts = [syncs]
     if ctx.run.select(["cpu_op", "annotation"], "rank", name=HOST_BACKEND).height:  # a GPU run on gloo/MPI
         waits = host_collective_waits(ctx.run).select(
-            pl.col("rank").cast(pl.Int32), "start_ns", "end_ns", until="end_ns", on_collectives=pl.lit(True)
+            pl.col("rank").cast(pl.Int32),
+            "start_ns",
+            "end_ns",
+            until="end_ns",
+            on_collectives=pl.lit(True),
+            kept=pl.lit(False),
         )
         parts.append(waits)
     blocks = _inside(pl.concat(parts).sort("rank", "start_ns"), spans)

@@ -54,6 +54,7 @@ _EMPTY_SCHEMA: Final = {
     "end_ns": pl.Int64,
     "until": pl.Int64,
     "on_collectives": pl.Boolean,
+    "kept": pl.Boolean,
 }
 
 
@@ -152,6 +153,7 @@ def plans(red: Reduced, parts: Tables) -> GainRun | None:
             "done": ns(df["done_ns"]) if "done_ns" in df.columns else None,
             "until": ns(df["until"]) if "until" in df.columns else None,
             "on_collectives": df["on_collectives"].to_numpy() if "on_collectives" in df.columns else None,
+            "kept": df["kept"].to_numpy() if "kept" in df.columns else None,
         }
         return {k: [v[a:b] for a, b in zip(first, last, strict=True)] for k, v in columns.items() if v is not None}
 
@@ -170,6 +172,7 @@ def plans(red: Reduced, parts: Tables) -> GainRun | None:
             block_end=b["end"][i],
             block_until=b["until"][i],
             block_on_collectives=b["on_collectives"][i],
+            block_kept=b["kept"][i] if "kept" in b else None,
             window_end=float(ends[r] - origin),
             device_end=red.has_gpu,
             done=t["done"][i],

@@ -14,6 +14,8 @@ this order, whose ranges cover it:
    (``c10d::allreduce_``, ``nccl:all_reduce``) is none of these: it launches a kernel, so it
    is dispatch like any other operator;
 3. ``host_sync``: a blocking sync or blocking copy call (:func:`~tracekit.analyzers.syncs.sync_calls`);
+   ``capture_sync`` for tracekit capture's own sync at a step's end (it times the step: not
+   the training's);
 4. ``one_time``: autotuning, compilation, lazy init and module loading (:data:`ONE_TIME_RANGES`),
    allocator growth and set-up calls (:data:`ONE_TIME_CALLS`: ``cudaMalloc``, ``cudaFree``,
    ``cudaHostAlloc``, module loads, graph instantiation), launch calls slower than
@@ -36,7 +38,8 @@ this order, whose ranges cover it:
 and the rest (nothing recorded on the launching thread, not even a step) votes for
 ``unexplained``. The cause is the one with the most time (ties go to the earlier one in
 this list); except that a gap that began while the host was blocked in a sync (or within
-:data:`SYNC_SKEW_NS` of its return) is ``host_sync`` when its time is otherwise ``launch``
+:data:`SYNC_SKEW_NS` of its return) is ``host_sync`` (``capture_sync`` after the capture's
+own) when its time is otherwise ``launch``
 (the sync drained the queue that the host's dispatching would have kept full), or CPU work or
 unexplained no longer than twice the time the host sat blocked in the sync (a sync costs the
 overlap it prevented: at most its blocked time). A host that spends a gap in far more of its
@@ -56,6 +59,7 @@ import polars as pl
 
 from tracekit.analyzers import intervals as iv
 from tracekit.analyzers.dataloader import FETCH_PATTERN
+from tracekit.analyzers.syncs import user_calls
 from tracekit.model.run import row_slices
 from tracekit.model.taxonomy import ONE_TIME_CALLS, ONE_TIME_RANGES
 from tracekit.results.vocab import IdleCause
@@ -95,11 +99,14 @@ ORDER: Final = (
     IdleCause.DATA,
     IdleCause.BLOCKING_COLLECTIVE,
     IdleCause.HOST_SYNC,
+    IdleCause.CAPTURE_SYNC,
     IdleCause.ONE_TIME,
     IdleCause.LAUNCH,
     IdleCause.HOST_WORK,
     IdleCause.UNEXPLAINED,
 )
+#: The categories of :func:`process_ranges`: ranges on any thread of the process.
+PROCESS_CAUSES: Final = ORDER[:5]
 _AFTER_SYNC: Final = [IdleCause.LAUNCH.value]
 #: The host's own work after a sync (CPU work, nothing recorded): the sync's when the host sat
 #: blocked in it at least this share of the gap (the overlap the sync prevented).
@@ -146,7 +153,7 @@ def late_causes(
     latency = threaded.filter(pl.col("launch_ns").is_not_null())
     latency = latency.select("thread", start_ns=pl.max_horizontal("start_ns", "launch_ns"), end_ns="end_ns")
     covers: list[tuple[str, pl.DataFrame]] = [(QUEUED, queued)]
-    covers += [(c.value, per_thread(process[c], threads)) for c in ORDER[:4]]
+    covers += [(c.value, per_thread(process[c], threads)) for c in PROCESS_CAUSES]
     covers += [
         (IdleCause.HOST_WORK.value, events.cpu_work),
         (IdleCause.LAUNCH.value, pl.concat([events.dispatch, latency])),
@@ -156,7 +163,7 @@ def late_causes(
     launches = _count_before(keyed, "end_ns", on_rank, ["rank"]) - _count_before(keyed, "start_ns", on_rank, ["rank"])
     middle = keyed.select("idle_id", "thread", t=(pl.col("start_ns") + pl.col("end_ns")) // 2)
     return (
-        _vote(keyed, covers, process[IdleCause.HOST_SYNC])
+        _vote(keyed, covers, process[IdleCause.HOST_SYNC], process[IdleCause.CAPTURE_SYNC])
         .with_columns(launches=launches)
         .join(_range_at(middle, events.named), on="idle_id", how="left")
         .join(_range_at(middle, events.annotations).rename({"host_range": "annotation"}), on="idle_id", how="left")
@@ -165,23 +172,37 @@ def late_causes(
     )
 
 
-def _vote(gaps: pl.DataFrame, covers: list[tuple[str, pl.DataFrame]], syncs: pl.DataFrame) -> pl.DataFrame:
+def _vote(
+    gaps: pl.DataFrame, covers: list[tuple[str, pl.DataFrame]], syncs: pl.DataFrame, capture: pl.DataFrame
+) -> pl.DataFrame:
     """``gaps`` (idle_id, rank, thread, start_ns, end_ns) with ``cause``: the one whose covers
     take the most of the gap (ties: the earlier of ``QUEUED`` and ``ORDER``), or
     ``host_sync`` for a gap that began in a blocking call (``syncs``) and is otherwise
-    dispatch, CPU work or unexplained."""
+    dispatch, CPU work or unexplained (``capture_sync`` where that call is tracekit capture's
+    own, in ``capture``)."""
     names = [QUEUED, *(c.value for c in ORDER)]
     length = pl.col("end_ns") - pl.col("start_ns")
     timed = gaps.with_columns(_exclusive(gaps, covers))
     timed = timed.with_columns((length - pl.sum_horizontal(names[:-1])).alias(names[-1]))
     most = pl.max_horizontal(names)
     voted = pl.coalesce([pl.when(pl.col(n) == most).then(pl.lit(n)) for n in names])
-    blocked = _blocked_at_start(gaps, syncs)
+    by_sync, by_capture = _blocked_at_start(gaps, syncs), _blocked_at_start(gaps, capture)
+    blocked = by_sync.zip_with(by_sync >= by_capture, by_capture)
     # dispatch after a sync: the queue it drained would have stayed full; the host's own work
     # after it: the sync cost the overlap it prevented, at most the time the host sat blocked
     own_work = voted.is_in(_OWN_WORK) & (blocked >= SYNC_OVERLAP_SHARE * length)
     after_sync = (blocked > 0) & (voted.is_in(_AFTER_SYNC) | own_work)
-    return timed.with_columns(cause=pl.when(after_sync).then(pl.lit(IdleCause.HOST_SYNC.value)).otherwise(voted))
+    # the capture's own sync: what a training sync would be blamed for is the measurement's
+    ours = pl.lit(by_capture > 0)
+    sync = IdleCause.HOST_SYNC.value
+    cause = (
+        pl.when(ours & (after_sync | (voted == sync)))
+        .then(pl.lit(IdleCause.CAPTURE_SYNC.value))
+        .when(after_sync)
+        .then(pl.lit(sync))
+        .otherwise(voted)
+    )
+    return timed.with_columns(cause=cause)
 
 
 def _blocked_at_start(gaps: pl.DataFrame, syncs: pl.DataFrame) -> pl.Series:
@@ -314,7 +335,8 @@ def process_ranges(
     return {
         IdleCause.DATA: both(fetch, _matching(named, INPUT_RANGES)),
         IdleCause.BLOCKING_COLLECTIVE: both(collective),
-        IdleCause.HOST_SYNC: both(syncs, frees),
+        IdleCause.HOST_SYNC: both(user_calls(syncs), frees),
+        IdleCause.CAPTURE_SYNC: both(syncs.filter(pl.col("capture")) if "capture" in syncs.columns else syncs.clear()),
         IdleCause.ONE_TIME: both(
             *(
                 f.join(r.select("rank", *SPAN), on=["rank", *SPAN], how="anti")

@@ -13,7 +13,15 @@ from typing import TYPE_CHECKING
 import polars as pl
 
 from tracekit.analyzers import intervals as iv
-from tracekit.analyzers.host_causes import LAUNCH_CALLS, ORDER, SPAN, per_thread, process_ranges, thread_events
+from tracekit.analyzers.host_causes import (
+    LAUNCH_CALLS,
+    ORDER,
+    PROCESS_CAUSES,
+    SPAN,
+    per_thread,
+    process_ranges,
+    thread_events,
+)
 from tracekit.results.vocab import IdleCause
 
 if TYPE_CHECKING:
@@ -54,7 +62,7 @@ def host_time(
     if process is None:
         process = process_ranges(run, fetch=fetch, syncs=syncs, calls=calls, frames=frames)
     events = thread_events(run, spans.select("idle_id", "rank", "thread", *SPAN), threads, calls)
-    covers = {c.value: per_thread(process[c], threads) for c in ORDER[:4]}
+    covers = {c.value: per_thread(process[c], threads) for c in PROCESS_CAUSES}
     covers |= {
         "cpu_work": events.cpu_work,
         IdleCause.LAUNCH.value: events.dispatch,

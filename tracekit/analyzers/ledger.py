@@ -51,6 +51,7 @@ if TYPE_CHECKING:
 IDLE_ENTRY: Final = {
     IdleCause.DATA.value: LedgerEntry.DATA,
     IdleCause.HOST_SYNC.value: LedgerEntry.HOST_SYNC,
+    IdleCause.CAPTURE_SYNC.value: LedgerEntry.CAPTURE_SYNC,
     IdleCause.BLOCKING_COLLECTIVE.value: LedgerEntry.COMMS,
     IdleCause.PEER.value: LedgerEntry.COMMS,
     IdleCause.ONE_TIME.value: LedgerEntry.ONE_TIME,
@@ -72,6 +73,7 @@ ENTRY_BOUND: Final[dict[LedgerEntry, BoundKind | None]] = {
     LedgerEntry.MEMORY: None,  # on-device copies and sets: device work like kernels
     LedgerEntry.DATA: BoundKind.DATA,
     LedgerEntry.HOST_SYNC: BoundKind.SYNC,
+    LedgerEntry.CAPTURE_SYNC: None,  # tracekit capture's own step-end sync: the measurement's, not the training's
     LedgerEntry.LAUNCH: BoundKind.LAUNCH,
     LedgerEntry.HOST_WORK: BoundKind.HOST,
     LedgerEntry.ONE_TIME: BoundKind.HOST,

@@ -240,7 +240,8 @@ class _Rank(RankShape, HostRemoval):
             self.ensure_free(k, sim)
             drain = max(drain, e_new.item(k))
         own = self.l_own[b]
-        ret = start_new + own if self.no_wait else max(start_new + own, drain + self.l_tail[b])
+        waits = not self.no_wait or self.l_kept[b]
+        ret = max(start_new + own, drain + self.l_tail[b]) if waits else start_new + own
         shift = self.l_end[b] - ret
         self.b_shift[b] = shift
         self.l_shift[b] = shift

@@ -53,6 +53,9 @@ class RankPlan:
     #: per block, whether it is a wait on collectives (it awaits the host collectives'
     #: streams only: the tasks with ``arrival_is_launch``); None: none is
     block_on_collectives: np.ndarray | None = None
+    #: per block, whether it waits in every scenario, ``no_wait_blocks`` too (tracekit
+    #: capture's own step-end sync: removing the training's syncs leaves it); None: none does
+    block_kept: np.ndarray | None = None
     #: per task, when its collective completed as the ranks saw it (the earliest end of its
     #: instance's host spans: a backend thread descheduled on a busy CPU records its end late,
     #: after it woke the waiting thread); None: each task's own end
@@ -67,7 +70,7 @@ class Scenario:
     removals: dict[int, Removal] = field(default_factory=dict)
     #: rank -> new durations of its tasks (NaN: unchanged)
     durations: dict[int, np.ndarray] = field(default_factory=dict)
-    no_wait_blocks: bool = False
+    no_wait_blocks: bool = False  # except the blocks kept (``RankPlan.block_kept``)
     hide_collectives: bool = False
 
 

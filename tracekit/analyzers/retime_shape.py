@@ -95,25 +95,10 @@ class RankShape:
         """The blocks made disjoint (overlapping ones merged), each one's awaited task per
         stream, and its own cost and tail, measured."""
         p = self.plan
-        until = p.block_start if p.block_until is None else p.block_until
-        on_coll = np.zeros(p.block_start.size, dtype=bool) if p.block_on_collectives is None else p.block_on_collectives
-        order = np.argsort(p.block_start, kind="stable")
-        starts: list[float] = []
-        ends: list[float] = []
-        untils: list[float] = []
-        colls: list[bool] = []
-        for b in order:
-            if starts and p.block_start[b] < ends[-1]:  # overlaps the previous: one wait
-                ends[-1] = max(ends[-1], float(p.block_end[b]))
-                untils[-1] = max(untils[-1], float(until[b]))
-                colls[-1] = colls[-1] or bool(on_coll[b])
-                continue
-            starts.append(float(p.block_start[b]))
-            ends.append(float(p.block_end[b]))
-            untils.append(float(until[b]))
-            colls.append(bool(on_coll[b]))
+        starts, ends, untils, colls, keeps = _merged_blocks(p)
         self.b_start, self.b_end = np.array(starts), np.array(ends)
         self.b_coll = np.array(colls, dtype=bool)
+        self.l_kept: list[bool] = keeps
         nb = self.b_start.size
         instant = self.b_end <= self.b_start
         # the host collectives in end order: a thread waiting on them goes on after each one
@@ -173,3 +158,30 @@ class RankShape:
         lch = self.lch[tasks]
         picked: np.ndarray = tasks[lch < until] if instant else tasks[lch <= until]
         return picked
+
+
+def _merged_blocks(p: RankPlan) -> tuple[list[float], list[float], list[float], list[bool], list[bool]]:
+    """The blocks of ``p`` in time order, overlapping ones merged into one wait: starts, ends,
+    awaited-until times, whether each waits on collectives, whether each is kept."""
+    n = p.block_start.size
+    until = p.block_start if p.block_until is None else p.block_until
+    on_coll = np.zeros(n, dtype=bool) if p.block_on_collectives is None else p.block_on_collectives
+    kept = np.zeros(n, dtype=bool) if p.block_kept is None else p.block_kept
+    starts: list[float] = []
+    ends: list[float] = []
+    untils: list[float] = []
+    colls: list[bool] = []
+    keeps: list[bool] = []
+    for b in np.argsort(p.block_start, kind="stable"):
+        if starts and p.block_start[b] < ends[-1]:  # overlaps the previous: one wait
+            ends[-1] = max(ends[-1], float(p.block_end[b]))
+            untils[-1] = max(untils[-1], float(until[b]))
+            colls[-1] = colls[-1] or bool(on_coll[b])
+            keeps[-1] = keeps[-1] or bool(kept[b])
+            continue
+        starts.append(float(p.block_start[b]))
+        ends.append(float(p.block_end[b]))
+        untils.append(float(until[b]))
+        colls.append(bool(on_coll[b]))
+        keeps.append(bool(kept[b]))
+    return starts, ends, untils, colls, keeps

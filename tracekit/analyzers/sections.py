@@ -36,7 +36,7 @@ from tracekit.analyzers.parts import (
     SyncParts,
 )
 from tracekit.analyzers.stats import num
-from tracekit.analyzers.syncs import longest_calls, sync_points
+from tracekit.analyzers.syncs import longest_calls, sync_points, user_calls
 from tracekit.analyzers.verdict import SECONDARY_SHARE, bound_names, decide
 from tracekit.analyzers.work import MAX_ROWS as WORK_ROWS
 from tracekit.analyzers.work import work_tables
@@ -212,14 +212,13 @@ def dataloader_reduce(red: Reduced) -> DataLoaderSection:
 
 def syncs_map(ctx: RankContext) -> SyncParts:
     """Host syncs per rank and step."""
-    points = sync_points(ctx.syncs.calls)
+    calls = user_calls(ctx.syncs.calls)
+    points = sync_points(calls)
     phases = ctx.top_level.select("rank", "tid", "start_ns", "end_ns", pl.col("name").cast(pl.String).alias("phase"))
     located = iv.locate(points.with_row_index("_i"), "start_ns", phases, by=["rank", "tid"], keep=["phase"])
     points = points.with_row_index("_i").join(located.select("_i", "phase"), on="_i", how="left")
     by_op = points.group_by("rank", pl.col("op").fill_null("(no operator)"), "kind", "phase").agg(points=pl.len())
-    return SyncParts(
-        per_step=ctx.syncs.per_step, per_rank=ctx.syncs.per_rank, by_op=by_op, calls=longest_calls(ctx.syncs.calls)
-    )
+    return SyncParts(per_step=ctx.syncs.per_step, per_rank=ctx.syncs.per_rank, by_op=by_op, calls=longest_calls(calls))
 
 
 def syncs_reduce(red: Reduced) -> SyncsSection:

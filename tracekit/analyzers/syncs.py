@@ -19,6 +19,12 @@ copy and the stream sync after it, in ``.item()``) are one point where the host 
 
 Each blocking call is named by the operator that issued it: the innermost enclosing CPU
 operator, found through ``external_id`` (Kineto), else by time on the calling thread.
+
+tracekit capture's own wait for the device at each step's end (inside
+:data:`~tracekit.results.vocab.CAPTURE_SYNC_RANGE`: it times the step) is a sync of the
+measurement, not of the training: it is kept with the calls (``capture``), for the idle it
+leaves (:class:`~tracekit.results.vocab.IdleCause` ``capture_sync``) and the re-timing, and
+counted nowhere: not a sync point, not a source, not idle after a sync.
 """
 
 from __future__ import annotations
@@ -30,7 +36,7 @@ from typing import TYPE_CHECKING, Final
 import polars as pl
 
 from tracekit.analyzers import intervals as iv
-from tracekit.results.vocab import SyncKind
+from tracekit.results.vocab import CAPTURE_SYNC_RANGE, SyncKind
 
 if TYPE_CHECKING:
     from tracekit.model.run import Run
@@ -49,6 +55,8 @@ SYNC_OPS_PATTERN: Final = "^(?:" + "|".join(re.escape(op) for op in SYNC_OPS) + 
 #: The blocking calls of a rank kept as intervals (the longest; :func:`longest_calls`).
 KEPT_CALLS: Final = 5000
 NOT_SYNC_RANGES: Final = r"^Optimizer\.step#|^tracekit\.phase/optim_step$"
+#: The range of tracekit capture's own step-end sync.
+CAPTURE_PATTERN: Final = "^" + re.escape(CAPTURE_SYNC_RANGE) + "$"
 
 
 @dataclass(frozen=True)
@@ -60,7 +68,8 @@ class SyncResult:
     #: rank, sync_calls, blocking_copies, sync_ops, gpu_sync_events, idle_after_ns,
     #: per_step_calls, per_step_ops
     per_rank: pl.DataFrame
-    #: the blocking calls (see :func:`sync_calls`), for idle attribution
+    #: the blocking calls (see :func:`sync_calls`; the capture's own with ``capture``), for idle
+    #: attribution and the re-timing
     calls: pl.DataFrame
     #: the host reads of tensor values counted as ``sync_ops``: rank, tid, start_ns, end_ns
     reads: pl.DataFrame
@@ -70,7 +79,8 @@ def sync_calls(run: Run) -> pl.DataFrame:
     """The host's blocking calls, syncs and blocking copies, in event order.
 
     Columns: rank, tid, start_ns, end_ns, name (the runtime call), kind (a :class:`SyncKind`:
-    ``sync`` or ``blocking_copy``), op (the operator that issued it; null when none encloses it).
+    ``sync`` or ``blocking_copy``), op (the operator that issued it; null when none encloses it),
+    op_start_ns, capture (inside tracekit capture's own step-end sync range).
     """
     columns = ("rank", "tid", "start_ns", "end_ns", pl.col("name").cast(pl.String), "correlation", "external_id")
     named = run.select(["runtime", "driver"], *columns, name=SYNC_CALLS)
@@ -86,7 +96,23 @@ def sync_calls(run: Run) -> pl.DataFrame:
         .unique(["rank", "tid", "start_ns", "name"], keep="first", maintain_order=True)
         .sort("rank", "start_ns")
     )
-    return _issuing_op(run, calls).select("rank", "tid", "start_ns", "end_ns", "name", "kind", "op", "op_start_ns")
+    calls = _issuing_op(run, calls).select("rank", "tid", "start_ns", "end_ns", "name", "kind", "op", "op_start_ns")
+    return calls.with_columns(capture=_in_capture_range(run, calls))
+
+
+def _in_capture_range(run: Run, calls: pl.DataFrame) -> pl.Series:
+    """Per call (in order): whether it lies in tracekit capture's own step-end sync range."""
+    ranges = run.select(["annotation"], "rank", "start_ns", "end_ns", name=CAPTURE_PATTERN)
+    if ranges.height == 0 or calls.height == 0:
+        return pl.Series("capture", [False] * calls.height, dtype=pl.Boolean)
+    indexed = calls.select("rank", "start_ns").with_row_index("_i")
+    inside = iv.locate(indexed, "start_ns", iv.union(ranges, ["rank"]), by=["rank"], keep=[], in_time_order=False)
+    return indexed["_i"].is_in(inside["_i"].implode()).alias("capture")
+
+
+def user_calls(calls: pl.DataFrame) -> pl.DataFrame:
+    """The training's blocking calls of :func:`sync_calls`: without tracekit capture's own."""
+    return calls.filter(~pl.col("capture")) if "capture" in calls.columns else calls
 
 
 def longest_calls(calls: pl.DataFrame, *, kept: int = KEPT_CALLS) -> pl.DataFrame:
@@ -156,8 +182,10 @@ def _issuing_op(run: Run, calls: pl.DataFrame) -> pl.DataFrame:
 
 
 def host_syncs(run: Run, activity: pl.DataFrame, frames: pl.DataFrame) -> SyncResult:
-    """Count syncs per step and measure the GPU idle after the blocking calls."""
-    calls = sync_calls(run)
+    """Count syncs per step and measure the GPU idle after the blocking calls (the training's:
+    tracekit capture's own are kept in ``calls`` and counted nowhere)."""
+    every = sync_calls(run)
+    calls = user_calls(every)
     ops = run.select(["cpu_op"], "rank", "tid", "start_ns", "end_ns", name=SYNC_OPS_PATTERN)
     # a read recorded with no duration (1 us resolution) is a read: 1 ns long, so that the union
     # keeps it; and it counts aten::item once, not again for the _local_scalar_dense it calls
@@ -188,7 +216,7 @@ def host_syncs(run: Run, activity: pl.DataFrame, frames: pl.DataFrame) -> SyncRe
         )
         .sort("rank")
     )
-    return SyncResult(per_step=per_step, per_rank=per_rank, calls=calls, reads=ops)
+    return SyncResult(per_step=per_step, per_rank=per_rank, calls=every, reads=ops)
 
 
 def _idle_after(calls: pl.DataFrame, activity: pl.DataFrame, frames: pl.DataFrame) -> pl.DataFrame:

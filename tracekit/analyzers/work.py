@@ -21,7 +21,7 @@ import polars as pl
 
 from tracekit.analyzers import intervals as iv
 from tracekit.analyzers.parts import CollectiveParts, WorkParts
-from tracekit.analyzers.syncs import sync_points
+from tracekit.analyzers.syncs import sync_points, user_calls
 from tracekit.results.vocab import SyncKind, WorkKind
 
 if TYPE_CHECKING:
@@ -98,7 +98,9 @@ def work_map(ctx: RankContext) -> WorkParts:
         .with_columns(pl.col("name").cast(pl.String))
         .collect()
     )
-    calls = sync_points(ctx.syncs.calls).select("rank", "tid", "start_ns", pl.col("kind").alias("sync_kind"))
+    calls = sync_points(user_calls(ctx.syncs.calls)).select(
+        "rank", "tid", "start_ns", pl.col("kind").alias("sync_kind")
+    )
     reads = ctx.syncs.reads.select("rank", "tid", "start_ns", sync_kind=pl.lit(SyncKind.HOST_READ))
     points = pl.concat([calls, reads], how="vertical_relaxed")
     points = iv.locate(points, "start_ns", frames, by=["rank"], keep=[]).drop("frame_end_ns")

@@ -47,7 +47,7 @@ from tracekit.capture import files, memory, outdir
 from tracekit.capture.config import profiler_config
 from tracekit.errors import InputError
 from tracekit.results.capture import CaptureNote
-from tracekit.results.vocab import CaptureNoteKind
+from tracekit.results.vocab import CAPTURE_SYNC_RANGE, CaptureNoteKind
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Iterator
@@ -355,10 +355,20 @@ class Profiler:
         self._profiling_cuda_range = on
 
     def _synchronize(self) -> None:
+        """Wait for the device at a step's end (the step's time includes its GPU work), inside
+        :data:`CAPTURE_SYNC_RANGE`: the analysis tells this sync of the measurement from the
+        training's own and does not advise removing it."""
         if self._cuda:
             import torch
+            from torch.profiler import record_function
 
-            torch.cuda.synchronize()
+            nvtx_range = self._nvtx_domain.start_range(message=CAPTURE_SYNC_RANGE) if self._nvtx_domain else None
+            try:
+                with record_function(CAPTURE_SYNC_RANGE):
+                    torch.cuda.synchronize()
+            finally:
+                if nvtx_range is not None:
+                    self._nvtx_domain.end_range(nvtx_range)
 
     def _start_measured(self) -> None:
         """Where the measured steps begin: reset the device's peaks, start the allocator's history."""

@@ -50,6 +50,8 @@ CLOCK_UNALIGNED: Final = "nsys: ns from session start (no TARGET_INFO_SESSION_ST
 #: The NVTX domain of tracekit's own phase ranges.
 TRACEKIT_DOMAIN: Final = "tracekit"
 PHASE_PREFIX: Final = "tracekit.phase/"
+#: tracekit's own ranges named in full (``tracekit.capture/device_sync``): not a phase.
+OWN_PREFIX: Final = "tracekit."
 
 #: NVTX_EVENTS.eventType: push/pop and start/end ranges (NVTX, NVTXt), and marks.
 NVTX_RANGE_TYPES: Final = (59, 60, 70, 71)
@@ -288,7 +290,7 @@ def _nvtx_kinds(df: pl.DataFrame) -> pl.DataFrame:
     name = (
         pl.when(~mark & step.is_not_null())
         .then(text)  # ProfilerStep#N, or tracekit's step#N: how steps were found tells them apart
-        .when(ours & ~text.str.starts_with(PHASE_PREFIX))
+        .when(ours & ~text.str.starts_with(OWN_PREFIX))
         .then(pl.lit(PHASE_PREFIX) + text)
         .otherwise(text)
     )

@@ -38,6 +38,7 @@ COLORS: Final = {
     "idle": "#bdbdbd",
     "data": "#8e24aa",
     "host_sync": "#e53935",
+    "capture_sync": "#ef9a9a",
     "blocking_collective": "#5e35b1",
     "one_time": "#6d4c41",
     "launch": "#fb8c00",

@@ -431,6 +431,10 @@ def idle_causes(a: Analysis, limit: int | None) -> Table:
 
 #: What a cause means where its name does not say it, beside the idle table.
 _CAUSE_NOTES: Final = {
+    IdleCause.CAPTURE_SYNC.value: (
+        " capture_sync: after tracekit capture's own wait for the GPU at each step's end (it times the step):"
+        " the measurement's, not the training's, so it bounds nothing and no finding advises removing it."
+    ),
     IdleCause.UNOBSERVABLE.value: (
         " unobservable: the GPU ran or waited on work launched before the profiler started (nothing of it is in"
         " the trace), so what it did then cannot be seen; profile more steps and leave the first out."

@@ -15,7 +15,9 @@ rank's clock offset and the steps whose collectives do not align (``CollectivesS
 and ``misaligned``), and which instances every rank holds (``CollectiveInstance.common``).
 New in 2.7: the host of each clock offset (``ClockOffset.host``: ranks of one host share one
 clock) and how far a rank's step windows are off from the others' where their numbering does not
-line up (``MisalignedStep.offset_ns``).
+line up (``MisalignedStep.offset_ns``). New in 2.8: the idle cause and ledger entry
+``capture_sync``: the GPU idle after tracekit capture's own step-end sync (it times the step),
+which bounds nothing of the training; before, it counted as ``host_sync``.
 """
 
 from __future__ import annotations
@@ -76,7 +78,7 @@ from tracekit.results.vocab import (
 
 SCHEMA: Final = "tracekit.analysis"
 #: The major version changes when a reader of the previous one would misread a file.
-SCHEMA_VERSION: Final = "2.7"
+SCHEMA_VERSION: Final = "2.8"
 
 
 class Struct(msgspec.Struct, frozen=True, kw_only=True):

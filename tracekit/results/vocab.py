@@ -83,6 +83,7 @@ class IdleCause(StrEnum):
 
     DATA = "data"  # host fetching a batch or preprocessing input
     HOST_SYNC = "host_sync"  # host blocked in a sync or a blocking (pageable) copy
+    CAPTURE_SYNC = "capture_sync"  # after tracekit capture's own step-end sync, not the training's (2.8)
     BLOCKING_COLLECTIVE = "blocking_collective"  # host blocked in gloo/MPI, wait(), barrier
     ONE_TIME = "one_time"  # autotune, compile, lazy init, allocator growth
     LAUNCH = "launch"  # host dispatching many small ops: launch-bound
@@ -102,8 +103,8 @@ class LedgerEntry(StrEnum):
     straggler's lateness explains; on the straggler itself, its extra time in the phase that
     makes it late), ``transfer`` (host<->device and peer copies under no kernel), ``memory``
     (copies and sets on the device under no kernel). Device idle by cause (the idle causes of
-    :class:`IdleCause`): ``data``, ``host_sync``, ``launch``, ``host_work``, ``one_time``,
-    ``dependency``, ``switch`` (queued work back to back: the device's own switch time),
+    :class:`IdleCause`): ``data``, ``host_sync``, ``capture_sync`` (bounds nothing), ``launch``,
+    ``host_work``, ``one_time``, ``dependency``, ``switch`` (the device's own switch time),
     ``unobservable`` (what ends the gap was queued before the trace could see it),
     ``unexplained``. On a CPU-only run the host is the device: ``compute`` (operators),
     ``comms``, ``straggler``, ``data`` (fetching batches) and ``other`` (no operator recorded).
@@ -116,6 +117,7 @@ class LedgerEntry(StrEnum):
     MEMORY = "memory"
     DATA = "data"
     HOST_SYNC = "host_sync"
+    CAPTURE_SYNC = "capture_sync"
     LAUNCH = "launch"
     HOST_WORK = "host_work"
     ONE_TIME = "one_time"
@@ -346,6 +348,8 @@ class PeakSource(StrEnum):
 
 #: The prefix of tracekit's own phase ranges (``tracekit.phase/forward``); a phase is shown without it.
 PHASE_PREFIX: Final = "tracekit.phase/"
+#: The range of tracekit capture's wait for the device at a step's end (it times the step): not the training's.
+CAPTURE_SYNC_RANGE: Final = "tracekit.capture/device_sync"
 #: Which side of an A/B capture or a comparison: ``a`` (the baseline) or ``b``.
 SideKey = Literal["a", "b"]
 #: What a comparison's counts are per: a step, or a second of trace when a side has no steps.
