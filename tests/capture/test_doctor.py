@@ -282,3 +282,19 @@ def test_out_dir_names_the_doctor_s_folder_as_for_a_sweep(tmp_path: Path) -> Non
     assert plan_doctor(config_file(tmp_path), {"out_dir": str(same)}, same).out_dir == same.resolve()  # given twice
     with pytest.raises(InputError, match="give the doctor's folder once"):
         plan_doctor(config_file(tmp_path), {"out_dir": str(tmp_path / "a")}, tmp_path / "b")
+
+
+def test_the_h200_record_reads_and_renders() -> None:
+    # a real run (benchmarks/gpu_check.sh, 2026-11-27): data_bound.json on one H200, the loader
+    # at 10 ms a sample in the training process; 8 workers measured 170.29 -> 4.45 ms a step
+    record = load_doctor((SAMPLES / "captures" / "cuda-h200-doctor" / DOCTOR_FILE).read_bytes(), source="doctor.json")
+    assert record.finished and record.baseline is not None
+    assert record.baseline.verdict.primary.bound is BoundKind.DATA
+    (trial,) = record.trials
+    assert trial.knob is Knob.NUM_WORKERS and trial.measured is not None and trial.predicted is not None
+    assert trial.measured.gain_pct == pytest.approx(97.39) and trial.measured.low_pct == pytest.approx(96.92)
+    assert trial.predicted.expected_pct == pytest.approx(96.11, abs=0.01)
+    assert trial.agreement is Agreement.NEAR_EXPECTED
+    md = renderer("md").render(record)
+    assert "num_workers=8: the step is 97.4% shorter" in md and "as predicted" in md
+    assert "Knobs tried" in renderer("html").render(record)

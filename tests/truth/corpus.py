@@ -710,6 +710,24 @@ CASES: tuple[Case, ...] = (
             ),
         ),
     ),
+    # --- "cuda-h200-doctor/baseline": tracekit doctor's baseline on an H200 (2026-11-27):
+    # samples/configs/data_bound.json on 1 rank, no workers: the training process fetches each
+    # batch itself (16 samples x 10 ms). Steps 171.0-171.3 ms; the __next__ fetch 164.0, 164.5,
+    # 164.9 ms of them (96.1% of the window, counted from the events); the GPU busy 0.17-0.18 ms
+    # a step (idle 99.9%). data-bound; the doctor's A/B with 8 workers measured 4.45 ms a step.
+    Case(
+        id="capture-cuda-h200-doctor-baseline",
+        root="samples",
+        paths=("cuda-h200-doctor/baseline",),
+        known="1 rank on an H200, __getitem__ sleeps 10 ms, 16 a batch, no DataLoader workers",
+        primary="data-bound",
+        deciding="GPU idle under the DataLoader fetch: 164.5 of 171.1 ms a step",
+        figures=(
+            Figure(STEPS, 3, 0, 0, STEADY, "ProfilerStep#2-#4"),
+            _share(IDLE, 99.9, 0),
+            Figure(DATALOADER_IDLE, 96.1, 2, 0, STEADY, "idle under fetch 164.0 + 164.5 + 164.9 ms of 513.4"),
+        ),
+    ),
     # --- "cuda-h200-sync-ab/b/run1": side B of the OpenTau A/B (sync_check: two amax reductions
     # and bool(torch.isinf(...).any()) in forward: one Memcpy DtoH (Device -> Pinned) and one
     # cudaStreamSynchronize per step, beside tracekit's cudaDeviceSynchronize). Steps 14.1-15.0
