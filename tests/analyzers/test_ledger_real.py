@@ -60,6 +60,8 @@ _COMMS_CAUSES = ("peer", "blocking_collective")
 def _paths(name: str, request: pytest.FixtureRequest) -> list[Path]:
     if name.startswith("captures/"):
         folder = SAMPLES / name
+        if (folder / "doctor.json").exists():  # a doctor's folder: its baseline capture
+            return [folder / "baseline"]
         runs = sorted(folder.glob("*/run1")) if (folder / "ab.json").exists() else []
         return runs[:1] or [folder]
     return [request.getfixturevalue("shared_traces") / name]
