@@ -55,6 +55,7 @@ def run_options(
     window: WindowKind | str = WindowKind.STEPS,
     steps: str | None = None,
     include_warmup: bool = False,
+    jobs: int = 1,
 ) -> Options:
     """The options of an analysis of a run known by its metadata and whether any rank has GPU
     activity: what the map needs (the user's choices, ``has_gpu``) and what the reduce needs."""
@@ -67,6 +68,7 @@ def run_options(
         ranks_present=len(meta.ranks),
         groups=group_members(meta.ranks),
         hosts=rank_hosts(meta.ranks),
+        jobs=jobs,
     )
 
 

@@ -50,6 +50,9 @@ class Options:
     groups: pl.DataFrame = field(default_factory=no_groups)
     #: the host of every rank (:func:`clocks.rank_hosts`): which ranks share a clock
     hosts: pl.DataFrame = field(default_factory=lambda: rank_hosts(()))
+    #: processes the cross-rank part may use on this machine (the re-timing's what-ifs side by
+    #: side: :mod:`tracekit.analyzers.retime_parallel`); no result depends on it
+    jobs: int = 1
 
 
 class RankContext:

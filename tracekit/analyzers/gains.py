@@ -46,7 +46,8 @@ from tracekit.analyzers import intervals as iv
 from tracekit.analyzers.gains_plan import ByRank, GainRun, plans, rank_frame
 from tracekit.analyzers.host_time import host_time
 from tracekit.analyzers.parts import Parts, empty
-from tracekit.analyzers.retime import Removal, Scenario, simulate_each
+from tracekit.analyzers.retime import Removal, Scenario
+from tracekit.analyzers.retime_parallel import simulate_each
 from tracekit.analyzers.retime_plan import merge, outside
 from tracekit.analyzers.timeline import COLLECTIVE_WAIT, TRANSFER_COPY, host_collective_waits
 from tracekit.results.analysis import Finding, Gain
@@ -348,7 +349,7 @@ def gains(
         small = row["bound"] not in compute and up_to < retime_from and bound not in also
         rows.append((bound, up_to, small))
     retimed = {b: scenarios[b] for b, _, small in rows if b in scenarios and not small}
-    simulated = simulate_each(run.plans, retimed) if run is not None else {}
+    simulated = simulate_each(run.plans, retimed, jobs=red.options.jobs) if run is not None else {}
     out = []
     for bound, up_to, small in rows:
         expected = None

@@ -81,7 +81,8 @@ def analysis_options(command: Callable[..., T]) -> Callable[..., T]:
             "--jobs",
             type=click.IntRange(min=1),
             help="Cores that read and analyze the ranks: processes, or threads decoding one big file (with "
-            "--executor dask: the workers of a local cluster) [default: number of cores].",
+            "--executor dask: the workers of a local cluster); also the processes that re-time the "
+            "what-ifs side by side [default: number of cores].",
         ),
         option(
             "--cache-dir",

@@ -21,6 +21,7 @@ of :func:`~tracekit.analyzers.analysis.run_analysis` on the whole run.
 
 from __future__ import annotations
 
+import os
 import warnings
 from dataclasses import replace
 from pathlib import Path
@@ -190,7 +191,12 @@ def analyze_files(
     counts = pl.concat(counted, how="vertical") if counted else pl.DataFrame()
     meta = run_meta(resolved, skipped=timeline_skips, counts=counts)
     options = run_options(
-        meta, has_gpu=has_gpu, window=settings.window, steps=settings.steps, include_warmup=settings.include_warmup
+        meta,
+        has_gpu=has_gpu,
+        window=settings.window,
+        steps=settings.steps,
+        include_warmup=settings.include_warmup,
+        jobs=min(executor.workers, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1),
     )
     return reduce_outcome(summaries, options, meta)
 

@@ -1,0 +1,76 @@
+"""The what-ifs re-timed side by side in forked children: the same gains as in turn, whatever a
+child does."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tests.analyzers.test_retime import _scenarios, plan, removal, timelines
+from tracekit.analyzers import retime, retime_parallel
+from tracekit.analyzers.retime import RankPlan, Scenario
+
+pytestmark = pytest.mark.skipif(not retime_parallel.FORKS, reason="the children are forked (Linux)")
+
+
+def _plans() -> list[RankPlan]:
+    # k1 0-50; the host syncs 1-51, fetches 51-71, launches k2 at 71 (72-82)
+    return [plan(0, tasks=[(0, 0, 50), (71, 72, 82)], blocks=[(1, 51)])]
+
+
+def _what_ifs() -> dict[str, Scenario]:
+    return {
+        "fetch": Scenario(removals={0: removal((51, 71))}),
+        "sync": Scenario(no_wait_blocks=True),
+        "both": Scenario(removals={0: removal((51, 71))}, no_wait_blocks=True),
+        "none": Scenario(),
+    }
+
+
+@settings(max_examples=25, deadline=None)
+@given(timelines(), st.floats(0, 200), st.floats(0, 50), st.integers(2, 4))
+def test_side_by_side_as_in_turn(plans: list[RankPlan], at: float, length: float, jobs: int) -> None:
+    scenarios = _scenarios(plans, at, length)
+    parallel = retime_parallel.simulate_each(plans, scenarios, jobs=jobs)
+    assert parallel == retime.simulate_each(plans, scenarios)
+    assert list(parallel) == list(scenarios)
+
+
+def test_one_job_forks_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    def no_fork() -> int:
+        raise AssertionError("forked")
+
+    monkeypatch.setattr(os, "fork", no_fork)
+    assert retime_parallel.simulate_each(_plans(), _what_ifs(), jobs=1) == retime.simulate_each(_plans(), _what_ifs())
+
+
+def test_a_child_that_fails_leaves_its_scenarios_to_the_parent(monkeypatch: pytest.MonkeyPatch) -> None:
+    parent = os.getpid()
+    whole = retime.simulate_each
+
+    def fails_in_a_child(plans: list[RankPlan], scenarios: dict[str, Scenario]) -> dict[str, dict[int, float]]:
+        if os.getpid() != parent:
+            raise RuntimeError("the child's re-timing failed")
+        return whole(plans, scenarios)
+
+    monkeypatch.setattr(retime, "simulate_each", fails_in_a_child)
+    assert retime_parallel.simulate_each(_plans(), _what_ifs(), jobs=3) == whole(_plans(), _what_ifs())
+
+
+def test_a_child_that_hangs_is_stopped_at_the_deadline(monkeypatch: pytest.MonkeyPatch) -> None:
+    parent = os.getpid()
+    whole = retime.simulate_each
+
+    def hangs_in_a_child(plans: list[RankPlan], scenarios: dict[str, Scenario]) -> dict[str, dict[int, float]]:
+        if os.getpid() != parent:
+            time.sleep(600)
+        return whole(plans, scenarios)
+
+    monkeypatch.setattr(retime, "simulate_each", hangs_in_a_child)
+    monkeypatch.setattr(retime_parallel, "MIN_WAIT_S", 0.5)
+    assert retime_parallel.simulate_each(_plans(), _what_ifs(), jobs=2) == whole(_plans(), _what_ifs())
+    assert retime_parallel.simulate_each(_plans(), _what_ifs(), jobs=2)["sync"] == {0: pytest.approx(82 - 61)}
