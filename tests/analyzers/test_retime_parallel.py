@@ -13,8 +13,9 @@ from hypothesis import strategies as st
 from tests.analyzers.test_retime import _scenarios, plan, removal, timelines
 from tracekit.analyzers import retime, retime_parallel
 from tracekit.analyzers.retime import RankPlan, Scenario
+from tracekit.pools import FORKS
 
-pytestmark = pytest.mark.skipif(not retime_parallel.FORKS, reason="the children are forked (Linux)")
+pytestmark = pytest.mark.skipif(not FORKS, reason="the children are forked (Linux)")
 
 
 def _plans() -> list[RankPlan]:
