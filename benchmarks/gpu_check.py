@@ -552,6 +552,9 @@ def check_doctor(runner: Runner, sizes: Sizes, name: str, check: Check, cuda: bo
         check.skipped = "tracekit has no doctor command yet"
         return
     out = runner.work / name
+    # the CPU smoke test (CI) keeps it short: one capture a side, the loader timed over 20
+    # batches of 160 ms (tests/capture/test_doctor_e2e.py runs the doctor itself)
+    short = () if cuda else ("--repeats=1", "--batches=20")
     done = runner.tracekit(
         "doctor",
         "--config_path",
@@ -560,6 +563,7 @@ def check_doctor(runner: Runner, sizes: Sizes, name: str, check: Check, cuda: bo
         f"--out_dir={out}",
         "--trials=2",
         "--budget=4m",
+        *short,
         f"--md={runner.work / f'{name}.md'}",
         limit=270,
     )
