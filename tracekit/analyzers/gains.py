@@ -124,7 +124,7 @@ def gains_map(ctx: RankContext) -> GainParts:
         "end_ns",
         until="start_ns",
         on_collectives=pl.lit(False),
-        kept=pl.col("capture") if "capture" in ctx.syncs.calls.columns else pl.lit(False),
+        kept="capture",
     )
     parts = [syncs]
     if ctx.run.select(["cpu_op", "annotation"], "rank", name=HOST_BACKEND).height:  # a GPU run on gloo/MPI

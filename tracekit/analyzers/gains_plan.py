@@ -172,7 +172,7 @@ def plans(red: Reduced, parts: Tables) -> GainRun | None:
             block_end=b["end"][i],
             block_until=b["until"][i],
             block_on_collectives=b["on_collectives"][i],
-            block_kept=b["kept"][i] if "kept" in b else None,
+            block_kept=b["kept"][i],
             window_end=float(ends[r] - origin),
             device_end=red.has_gpu,
             done=t["done"][i],

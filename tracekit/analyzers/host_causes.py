@@ -59,7 +59,7 @@ import polars as pl
 
 from tracekit.analyzers import intervals as iv
 from tracekit.analyzers.dataloader import FETCH_PATTERN
-from tracekit.analyzers.syncs import user_calls
+from tracekit.analyzers.syncs import capture_calls, user_calls
 from tracekit.model.run import row_slices
 from tracekit.model.taxonomy import ONE_TIME_CALLS, ONE_TIME_RANGES
 from tracekit.results.vocab import IdleCause
@@ -336,7 +336,7 @@ def process_ranges(
         IdleCause.DATA: both(fetch, _matching(named, INPUT_RANGES)),
         IdleCause.BLOCKING_COLLECTIVE: both(collective),
         IdleCause.HOST_SYNC: both(user_calls(syncs), frees),
-        IdleCause.CAPTURE_SYNC: both(syncs.filter(pl.col("capture")) if "capture" in syncs.columns else syncs.clear()),
+        IdleCause.CAPTURE_SYNC: both(capture_calls(syncs)),
         IdleCause.ONE_TIME: both(
             *(
                 f.join(r.select("rank", *SPAN), on=["rank", *SPAN], how="anti")

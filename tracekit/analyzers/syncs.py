@@ -104,7 +104,7 @@ def _in_capture_range(run: Run, calls: pl.DataFrame) -> pl.Series:
     """Per call (in order): whether it lies in tracekit capture's own step-end sync range."""
     ranges = run.select(["annotation"], "rank", "start_ns", "end_ns", name=CAPTURE_PATTERN)
     if ranges.height == 0 or calls.height == 0:
-        return pl.Series("capture", [False] * calls.height, dtype=pl.Boolean)
+        return pl.repeat(False, calls.height, dtype=pl.Boolean, eager=True).alias("capture")
     indexed = calls.select("rank", "start_ns").with_row_index("_i")
     inside = iv.locate(indexed, "start_ns", iv.union(ranges, ["rank"]), by=["rank"], keep=[], in_time_order=False)
     return indexed["_i"].is_in(inside["_i"].implode()).alias("capture")
@@ -112,7 +112,12 @@ def _in_capture_range(run: Run, calls: pl.DataFrame) -> pl.Series:
 
 def user_calls(calls: pl.DataFrame) -> pl.DataFrame:
     """The training's blocking calls of :func:`sync_calls`: without tracekit capture's own."""
-    return calls.filter(~pl.col("capture")) if "capture" in calls.columns else calls
+    return calls.filter(~pl.col("capture"))
+
+
+def capture_calls(calls: pl.DataFrame) -> pl.DataFrame:
+    """tracekit capture's own blocking calls of :func:`sync_calls` (its step-end sync)."""
+    return calls.filter(pl.col("capture"))
 
 
 def longest_calls(calls: pl.DataFrame, *, kept: int = KEPT_CALLS) -> pl.DataFrame:
