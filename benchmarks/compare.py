@@ -38,21 +38,19 @@ def _analyze(folder: Path, out: Path, env: dict[str, str]) -> None:
     subprocess.run(command, check=True, env=env, stdout=subprocess.DEVNULL)
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--ranks", type=int, default=8)
-    parser.add_argument("--mb-per-rank", type=float, default=125.0)
-    parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--data-dir", type=Path, default=DATA_DIR)
-    parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "compare_8x125mb.json")
-    args = parser.parse_args(argv)
+def run_compare(
+    spec_a: Spec, *, repeat: int, data_dir: Path, saved_dir: Path | None = None, log: Any = print
+) -> dict[str, Any]:
+    """Save the analyses of ``spec_a`` and of a run 4% smaller, then time ``tracekit compare`` of
+    them ``repeat`` times in turns; the JSON document of the results. ``saved_dir``: where the
+    two analyses are written (None: beside the data, reused while they are there)."""
     env = _env()
-    spec_a = Spec(ranks=args.ranks, mb_per_rank=args.mb_per_rank)
-    spec_b = Spec(ranks=args.ranks, mb_per_rank=args.mb_per_rank * 0.96)
-    folder_a, folder_b = generate(spec_a, args.data_dir, log=True), generate(spec_b, args.data_dir, log=True)
-    saved_a = args.data_dir / f"{spec_a.name}.analysis.json"
-    saved_b = args.data_dir / f"{spec_b.name}.analysis.json"
-    print("analyzing both runs once (saved beside the data) ...", flush=True)
+    spec_b = Spec(ranks=spec_a.ranks, mb_per_rank=spec_a.mb_per_rank * 0.96)
+    folder_a, folder_b = generate(spec_a, data_dir, log=True), generate(spec_b, data_dir, log=True)
+    where = saved_dir or data_dir
+    saved_a = where / f"{spec_a.name}.analysis.json"
+    saved_b = where / f"{spec_b.name}.analysis.json"
+    log("analyzing both runs once ...")
     _analyze(folder_a, saved_a, env)
     _analyze(folder_b, saved_b, env)
     results: dict[str, Any] = {}
@@ -72,7 +70,7 @@ def main(argv: list[str] | None = None) -> None:
             ],
             "compare_gate": [*base, "--fail-if", "slower:1%", "--fail-if", "syncs:+0"],
         }
-        for _ in range(args.repeat):
+        for _ in range(repeat):
             for name, command in commands.items():
                 m = measure(command, env=env)
                 ok = m.returncode in (0, 1) if name == "compare_gate" else m.returncode == 0
@@ -84,14 +82,14 @@ def main(argv: list[str] | None = None) -> None:
                     best = asdict(m) | {"exit": m.returncode}
                 best["walls_s"] = walls
                 results[name] = best
-                print(f"  {name}: {m.wall_s:.2f} s, peak RSS {m.peak_rss_mb:.0f} MB, exit {m.returncode}", flush=True)
-    doc = {
+                log(f"  {name}: {m.wall_s:.2f} s, peak RSS {m.peak_rss_mb:.0f} MB, exit {m.returncode}")
+    doc: dict[str, Any] = {
         "machine": _machine(),
         "runs": {
             "a": {"spec": asdict(spec_a), "analysis_json_bytes": saved_a.stat().st_size}
-            | {k: v for k, v in describe(spec_a, args.data_dir).items() if k != "spec"},
+            | {k: v for k, v in describe(spec_a, data_dir).items() if k != "spec"},
             "b": {"spec": asdict(spec_b), "analysis_json_bytes": saved_b.stat().st_size}
-            | {k: v for k, v in describe(spec_b, args.data_dir).items() if k != "spec"},
+            | {k: v for k, v in describe(spec_b, data_dir).items() if k != "spec"},
         },
         "results": {
             k: {f: v[f] for f in ("wall_s", "walls_s", "cpu_s", "peak_rss_mb", "exit")} for k, v in results.items()
@@ -103,6 +101,19 @@ def main(argv: list[str] | None = None) -> None:
         },
     }
     doc["target"]["met"] = doc["target"]["value"] < TARGET_S
+    return doc
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--ranks", type=int, default=8)
+    parser.add_argument("--mb-per-rank", type=float, default=125.0)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--data-dir", type=Path, default=DATA_DIR)
+    parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "compare_8x125mb.json")
+    args = parser.parse_args(argv)
+    spec = Spec(ranks=args.ranks, mb_per_rank=args.mb_per_rank)
+    doc = run_compare(spec, repeat=args.repeat, data_dir=args.data_dir, log=lambda t: print(t, flush=True))
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(doc, indent=2) + "\n")
     print(f"compare of two saved analyses of {args.ranks} x {args.mb_per_rank:g} MB:")

@@ -514,7 +514,7 @@ def check_pinned(runner: Runner, sizes: Sizes, name: str, check: Check, cuda: bo
     out = runner.work / name
     # more measured steps than the 2 workers x prefetch 2 batches made ahead while the profiler
     # starts: with 4 measured steps all could be ready, and the verdict depended on timing
-    steps = ("--measured_steps=12", "--profiler.active=10")
+    steps: tuple[str, ...] = ("--measured_steps=12", "--profiler.active=10")
     if not cuda:
         # on CPU the step's compute is milliseconds, not microseconds, and grows on a loaded
         # machine by far more than its share of the cores: beside the other tests in CI the

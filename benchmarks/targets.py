@@ -1,0 +1,180 @@
+"""Issue 35's targets, every one measured in one run on this machine, and whether each is met.
+
+``python -m benchmarks.targets`` runs, one after the other on an otherwise idle machine:
+
+1. ``benchmarks.run`` on 8 ranks x 125 MB: the floor, tracekit cold and warm, HTA
+   (warm >= 50x HTA; cold >= 20x HTA and <= 0.7x the floor);
+2. ``benchmarks.compare``: ``tracekit compare`` of two analyses saved by this tracekit, all
+   three formats written (< 0.5 s);
+3. ``benchmarks.scale_file``: one rank of every trace shape (``a100``, ``mi300``, ``dlrm``)
+   tiled to 2 GB of JSON, ``tracekit analyze`` alone (peak RSS of its process tree < 0.5 GB);
+4. ``benchmarks.scale_ranks``: the fitted cost model's 1,024 ranks x 1 GB on 64 Dask workers
+   (< 60 s, with a reduce < 5 s that does not grow with the MB per rank).
+
+Writes every part's own results and the table of targets to one JSON file (``--out``) and
+prints the table as Markdown, with the machine and the load it ran under. ``--quick`` runs
+small sizes only: a check that the runner works, whose figures mean nothing for the targets.
+About 35 minutes in full (HTA, the 2 GB tiles and the 1,024-rank points are most of it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Final
+
+from benchmarks import compare, run, scale_file, scale_ranks
+from benchmarks.generate import DATA_DIR, SHAPES, Spec
+from benchmarks.scale_model import Model
+
+HERE: Final = Path(__file__).resolve().parent
+#: The scale target: ranks, MB of JSON per rank, Dask workers.
+SCALE: Final = (1024, 1000.0, 64)
+#: (name, what, bound, "min" or "max")
+TARGETS: Final = (
+    ("warm_speedup_vs_hta", "HTA wall / tracekit warm wall, 8 x 125 MB", 50.0, "min"),
+    ("cold_speedup_vs_hta", "HTA wall / tracekit cold wall, 8 x 125 MB", 20.0, "min"),
+    ("cold_over_floor", "tracekit cold wall / floor wall (gunzip + typed decode), 8 x 125 MB", 0.7, "max"),
+    ("compare_s", "tracekit compare of two saved 8 x 125 MB analyses, all formats, wall s", 0.5, "max"),
+    ("scale_total_s", "model: 1,024 ranks x 1 GB on 64 Dask workers, wall s", 60.0, "max"),
+    ("scale_reduce_s", "model: its reduce on the client, wall s", 5.0, "max"),
+    *((f"rss_2gb_{s}_mb", f"one 2 GB rank of the {s} shape, peak RSS MB", 500.0, "max") for s in SHAPES),
+)
+
+
+def _commit() -> str | None:
+    """The commit measured (``+``: with changes to tracked files), if git says."""
+    try:
+        head, dirty = (
+            subprocess.run(["git", *a], cwd=HERE.parent, capture_output=True, text=True, check=False)
+            for a in (["rev-parse", "--short", "HEAD"], ["status", "--porcelain", "--untracked-files=no"])
+        )
+    except OSError:
+        return None
+    return head.stdout.strip() + ("+" if dirty.stdout.strip() else "") if head.returncode == 0 else None
+
+
+def values(parts: dict[str, Any]) -> dict[str, float | None]:
+    """Each target's measured value from the parts' results (None: that part failed)."""
+    eight = parts["8x125mb"]["targets"]
+    model = Model(**parts["scale_ranks"]["model"])
+    ranks, mb, workers = SCALE
+    stages = model.stages(ranks, mb, workers, scheduled=True)
+    shapes = parts["scale_file"]["targets"]
+    out: dict[str, float | None] = {
+        "warm_speedup_vs_hta": eight["warm_speedup_vs_hta"]["value"],
+        "cold_speedup_vs_hta": eight["speedup_vs_hta"]["value"],
+        "cold_over_floor": eight["cold_over_floor"]["value"],
+        "compare_s": parts["compare"]["target"]["value"],
+        "scale_total_s": stages["total_s"],
+        "scale_reduce_s": stages["reduce_s"],
+    }
+    for shape in SHAPES:
+        out[f"rss_2gb_{shape}_mb"] = shapes.get(shape, {}).get("rss_2gb_mb", {}).get("value")
+    return out
+
+
+def targets(parts: dict[str, Any]) -> list[dict[str, Any]]:
+    """The table: each target, its bound, the value measured and whether it is met."""
+    got = values(parts)
+    rows = []
+    for name, what, bound, kind in TARGETS:
+        value = got[name]
+        met = None if value is None else value >= bound if kind == "min" else value <= bound
+        rows.append(
+            {"name": name, "what": what, "bound": f"{'>=' if kind == 'min' else '<='} {bound:g}"}
+            | {"value": None if value is None else round(value, 3), "met": met}
+        )
+    return rows
+
+
+def markdown(doc: dict[str, Any]) -> str:
+    """The table of targets as Markdown, with the machine and the load."""
+    m = doc["machine"]
+    lines = [
+        f"Measured {doc['started']} to {doc['ended']} UTC, commit {doc['commit']}, on {m['cpus']} cores and "
+        f"{m['memory_gb']} GB ({m['platform']}); 1-minute load {doc['load_before']} before, "
+        f"{doc['load_after']} after."
+        + (" **Quick: small sizes, not the targets' own; the values mean nothing for them.**" if doc["quick"] else ""),
+        "",
+        "| target | bound | measured | met |",
+        "|---|---:|---:|---|",
+    ]
+    for t in doc["targets"]:
+        value = "n/a" if t["value"] is None else f"{t['value']:g}"
+        met = {None: "n/a", True: "yes", False: "**no**"}[t["met"]]
+        lines.append(f"| {t['what']} | {t['bound']} | {value} | {met} |")
+    return "\n".join(lines)
+
+
+def run_all(*, quick: bool, data_dir: Path, log: Any) -> dict[str, Any]:
+    """Every part, one after the other, and the table of targets."""
+    started = time.strftime("%Y-%m-%d %H:%M", time.gmtime())
+    load_before = round(os.getloadavg()[0], 2)
+    mb = run.QUICK_MB if quick else 125.0
+    parts: dict[str, Any] = {}
+    log(f"== 8 ranks x {mb:g} MB: floor, tracekit cold and warm, HTA")
+    parts["8x125mb"] = run.run_all(
+        Spec(ranks=8, mb_per_rank=mb), data_dir=data_dir, jobs=None, hta=True, linearity=False, log=log
+    )
+    log("== tracekit compare of two saved analyses")
+    with tempfile.TemporaryDirectory(prefix="tracekit-targets-") as saved:
+        parts["compare"] = compare.run_compare(
+            Spec(ranks=8, mb_per_rank=mb), repeat=3, data_dir=data_dir, saved_dir=Path(saved), log=log
+        )
+    sizes = (0.05,) if quick else (2.0,)
+    log(f"== one rank of every shape at {sizes[0]:g} GB")
+    parts["scale_file"] = scale_file.run_all(
+        sizes,
+        data_dir=Path(tempfile.gettempdir()),
+        hta_max_gb=0,
+        plain=False,
+        log=log,
+        shapes=tuple(SHAPES),
+        only=("tracekit",),
+    )
+    log("== ranks at scale: the points, 1,024 ranks local and Dask, the model")
+    parts["scale_ranks"] = scale_ranks.run_all(quick=quick, data_dir=data_dir, log=log)
+    doc: dict[str, Any] = {
+        "issue": 35,
+        "quick": quick,
+        "commit": _commit(),
+        "machine": run._machine(),
+        "started": started,
+        "ended": time.strftime("%Y-%m-%d %H:%M", time.gmtime()),
+        "load_before": load_before,
+        "load_after": round(os.getloadavg()[0], 2),
+        "scale": {"ranks": SCALE[0], "mb_per_rank": SCALE[1], "workers": SCALE[2]},
+        "parts": parts,
+    }
+    doc["targets"] = targets(parts)
+    return doc
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Command line: see ``--help``."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="small sizes: a check that it runs (~5 min)")
+    parser.add_argument("--data-dir", type=Path, default=DATA_DIR, help="where generated traces are kept")
+    parser.add_argument("--out", type=Path, help="results JSON [benchmarks/results/targets.json]")
+    args = parser.parse_args(argv)
+
+    def log(text: str) -> None:
+        print(text, file=sys.stderr, flush=True)
+
+    doc = run_all(quick=args.quick, data_dir=args.data_dir, log=log)
+    out = args.out or HERE / "results" / ("targets_quick.json" if args.quick else "targets.json")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(doc, indent=1) + "\n")
+    print(markdown(doc))
+    print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()
