@@ -30,9 +30,10 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class LaunchParts(Parts):
-    """Each kernel of the measured windows: rank, step, duration, queue delay, launch call."""
+    """Each rank's figures (:class:`LaunchRank`'s columns): they are the rank's alone, so the map
+    computes them and the reduce only gathers them (not a row per kernel: 40k a rank of 125 MB)."""
 
-    kernels: pl.DataFrame = field(default_factory=empty)
+    per_rank: pl.DataFrame = field(default_factory=empty)
 
 
 class LaunchRank(msgspec.Struct, frozen=True, kw_only=True):
@@ -62,7 +63,7 @@ class LaunchStats(msgspec.Struct, frozen=True, kw_only=True):
 
 
 def launches_map(ctx: RankContext) -> LaunchParts:
-    """Each kernel of the measured windows: rank, step, duration, queue delay, launch call."""
+    """Each rank's figures over the kernels of its measured windows (duration, queue delay, launch call)."""
     if not ctx.has_gpu:
         return LaunchParts()
     kernels = ctx.activity.filter(pl.col("kind") == "kernel").select(
@@ -78,16 +79,17 @@ def launches_map(ctx: RankContext) -> LaunchParts:
     frames = ctx.frames.select("rank", "step", "start_ns", "end_ns")
     located = iv.locate(kernels, "start_ns", frames, by=["rank"], keep=["step"], in_time_order=False)
     joined = located.join(calls, on=["rank", "correlation"], how="left")
-    pl.col("start_ns") - pl.col("launch_ns")
     return LaunchParts(
-        kernels=joined.select(
-            "rank",
-            "step",
-            (pl.col("end_ns") - pl.col("start_ns")).alias("kernel_ns"),
-            pl.when(pl.col("launch_pid").is_not_null())
-            .then(pl.col("start_ns") - pl.col("launch_ns"))
-            .alias("queue_ns"),
-            "call_ns",
+        per_rank=_per_rank(
+            joined.select(
+                "rank",
+                "step",
+                (pl.col("end_ns") - pl.col("start_ns")).alias("kernel_ns"),
+                pl.when(pl.col("launch_pid").is_not_null())
+                .then(pl.col("start_ns") - pl.col("launch_ns"))
+                .alias("queue_ns"),
+                "call_ns",
+            )
         )
     )
 
@@ -119,7 +121,7 @@ def _per_rank(kernels: pl.DataFrame) -> pl.DataFrame:
 
 def launches_reduce(red: Reduced) -> LaunchStats | None:
     """Kernel launches per rank; None on a CPU-only run or when no kernel ran in a measured step."""
-    kernels = red.gather(LaunchParts).kernels
-    if not red.has_gpu or kernels.is_empty():
+    per_rank = red.gather(LaunchParts).per_rank
+    if not red.has_gpu or per_rank.is_empty():
         return None
-    return LaunchStats(per_rank=rows(_per_rank(kernels), LaunchRank))
+    return LaunchStats(per_rank=rows(per_rank, LaunchRank))

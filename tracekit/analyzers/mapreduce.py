@@ -82,7 +82,9 @@ def _concat(frames: list[pl.DataFrame]) -> pl.DataFrame:
     if len(frames) == 1:
         return frames[0]
     out = pl.concat(frames, how="vertical_relaxed")
-    return out.sort("rank", maintain_order=True) if "rank" in out.columns else out
+    if "rank" not in out.columns or out["rank"].is_sorted():  # shards come in rank order: mostly sorted
+        return out
+    return out.sort("rank", maintain_order=True)
 
 
 @dataclass(frozen=True)

@@ -240,8 +240,10 @@ def idle_reduce(red: Reduced) -> IdleSection | None:
     idle = red.idle
     if idle is None:
         return None
-    longest = idle.intervals.sort(["length_ns", "rank", "start_ns"], descending=[True, False, False]).head(
-        IDLE_INTERVALS
+    # the longest first, ties by rank and start: top_k picks them without sorting every interval
+    keys = ["length_ns", "rank", "start_ns"]
+    longest = idle.intervals.top_k(IDLE_INTERVALS, by=keys, reverse=[False, True, True]).sort(
+        keys, descending=[True, False, False]
     )
     return IdleSection(per_rank=rows(idle.per_rank, r.IdleCauseRow), longest=rows(longest, r.IdleInterval))
 

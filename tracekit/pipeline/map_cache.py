@@ -54,7 +54,9 @@ if TYPE_CHECKING:
 __all__ = ["MAP_CACHE_VERSION", "CacheWarning", "MapCache", "look_up", "through_cache"]
 
 #: Bump whenever what an entry holds, or what the per-rank map gives for the same version, changes.
-MAP_CACHE_VERSION: Final = 3  # 2: tables as Arrow IPC streams (read 9x faster than IPC files); 3: capture_sync
+MAP_CACHE_VERSION: Final = (
+    4  # 2: tables as Arrow IPC streams (read 9x faster than IPC files); 3: capture_sync; 4: launches per rank
+)
 #: The first bytes of an entry.
 MAGIC: Final = b"TKMAP\x00\x01\x00"
 _DIGEST: Final = 16
