@@ -75,3 +75,19 @@ def test_a_child_that_hangs_is_stopped_at_the_deadline(monkeypatch: pytest.Monke
     monkeypatch.setattr(retime_parallel, "MIN_WAIT_S", 0.5)
     assert retime_parallel.simulate_each(_plans(), _what_ifs(), jobs=2) == whole(_plans(), _what_ifs())
     assert retime_parallel.simulate_each(_plans(), _what_ifs(), jobs=2)["sync"] == {0: pytest.approx(82 - 61)}
+
+
+def test_groups_are_balanced_heaviest_first() -> None:
+    weights = {"compute": 9.0, "comms": 1.0, "launch": 9.0, "sync": 1.0}
+    # in turn by position, both heavy what-ifs would share a core: [compute, launch], [comms, sync]
+    assert retime_parallel.balanced(list(weights), weights, 2) == [["compute", "comms"], ["launch", "sync"]]
+    assert retime_parallel.balanced(["a", "b", "c"], {"a": 1.0, "b": 1.0, "c": 1.0}, 3) == [["a"], ["b"], ["c"]]
+    groups = retime_parallel.balanced(list("abcdefg"), {k: float(i) for i, k in enumerate("abcdefg")}, 3)
+    assert sorted(k for g in groups for k in g) == list("abcdefg")
+    assert max(sum("abcdefg".index(k) for k in g) for g in groups) == 7  # 21 in three groups of 7
+
+
+def test_a_scenario_that_changes_ranks_weighs_more() -> None:
+    assert retime_parallel._weight(Scenario(removals={0: removal((51, 71))})) > retime_parallel._weight(
+        Scenario(no_wait_blocks=True)
+    )

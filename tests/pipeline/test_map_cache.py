@@ -57,7 +57,7 @@ def test_a_warm_run_maps_nothing_and_gives_the_same_analysis(runs: Runs) -> None
     cold, mapped = runs()
     assert mapped >= 1
     for path in runs.entries():
-        entry = msgspec.msgpack.decode(path.read_bytes()[len(MAGIC) + 16 :], type=map_cache._Entry)
+        entry = msgspec.msgpack.decode(path.read_bytes()[len(MAGIC) + map_cache._DIGEST :], type=map_cache._Entry)
         assert entry.key.map_version == map_cache.MAP_CACHE_VERSION
         assert entry.key.tracekit == map_cache.__version__
     warm, mapped = runs()
@@ -142,11 +142,11 @@ def _flip(path: Path) -> None:
 def _foreign_kind(path: Path) -> None:
     """A well-formed entry (its checksum right) naming a kind of parts that no analysis gives."""
     data = path.read_bytes()
-    body = data[len(MAGIC) + 16 :]
+    body = data[len(MAGIC) + map_cache._DIGEST :]
     entry = msgspec.msgpack.decode(body, type=map_cache._Entry)
     parts = tuple(msgspec.structs.replace(p, kind="os.system") for p in entry.parts)
     body = msgspec.msgpack.encode(msgspec.structs.replace(entry, parts=parts))
-    path.write_bytes(MAGIC + map_cache.hashlib.blake2b(body, digest_size=16).digest() + body)
+    path.write_bytes(MAGIC + map_cache.checksum(body) + body)
 
 
 def _to_dir(path: Path) -> None:
@@ -178,6 +178,23 @@ def test_a_damaged_entry_is_mapped_again_with_a_warning(runs: Runs, damage: str)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert runs() == (clean, 0)  # replaced by the run that found it damaged
+
+
+def test_an_entry_of_the_older_layout_is_a_silent_miss_and_replaced(runs: Runs) -> None:
+    """An entry an older tracekit wrote (its BLAKE2b digest, the older magic) is no damage."""
+    clean, _ = runs()
+    for entry in runs.entries():
+        body = entry.read_bytes()[len(MAGIC) + map_cache._DIGEST :]
+        entry.write_bytes(map_cache.OLD_MAGIC[0] + map_cache.hashlib.blake2b(body, digest_size=16).digest() + body)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert runs() == (clean, 1)  # mapped again, without a warning
+        assert runs() == (clean, 0)  # and replaced
+    assert all(e.read_bytes().startswith(MAGIC) for e in runs.entries())
+
+
+def test_the_checksum_is_the_crc32_of_the_body() -> None:
+    assert map_cache.checksum(b"123456789") == (0xCBF43926).to_bytes(4, "little")  # CRC-32's check value
 
 
 def test_a_shard_with_an_unreadable_file_is_not_stored(runs: Runs) -> None:

@@ -43,7 +43,7 @@ import numpy as np
 import polars as pl
 
 from tracekit.analyzers import intervals as iv
-from tracekit.analyzers.gains_plan import ByRank, GainRun, plans, rank_frame
+from tracekit.analyzers.gains_plan import TASK_KEYS, ByRank, GainRun, plans, rank_frame
 from tracekit.analyzers.host_time import host_time
 from tracekit.analyzers.parts import Parts, empty
 from tracekit.analyzers.retime import Removal, Scenario
@@ -116,7 +116,7 @@ def gains_map(ctx: RankContext) -> GainParts:
             transfer=copies,
         ),
         spans,
-    )
+    ).unique(TASK_KEYS, keep="first", maintain_order=True)  # one task a stream and span (the re-timing's identity)
     # tracekit capture's own step-end sync is kept in every what-if: the fix is the training's
     syncs = ctx.syncs.calls.select(
         pl.col("rank").cast(pl.Int32),

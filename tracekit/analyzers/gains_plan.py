@@ -16,7 +16,11 @@ from tracekit.analyzers.retime_plan import RankPlan
 if TYPE_CHECKING:
     from tracekit.analyzers.mapreduce import Reduced
 
-__all__ = ["HOST_STREAMS", "ByRank", "GainRun", "Tables", "plans", "rank_frame"]
+__all__ = ["HOST_STREAMS", "TASK_KEYS", "ByRank", "GainRun", "Tables", "plans", "rank_frame"]
+
+#: What identifies a device task: the map keeps one task of each (``gains.gains_map``), and a
+#: collective kernel is matched to its task by them.
+TASK_KEYS: Final = ("rank", "stream", "start_ns", "end_ns")
 
 
 class Tables(Protocol):
@@ -115,18 +119,20 @@ def plans(red: Reduced, parts: Tables) -> GainRun | None:
     )
     tasks = host
     if red.has_gpu and parts.tasks.height:
-        kernels = coll.filter(pl.col("source") == "kernel").select(
-            rank, pl.col("stream").fill_null(-1), "start_ns", "end_ns", "instance", "arrival_ns"
+        keys = list(TASK_KEYS)
+        # each task matched to the first collective kernel of its keys (the map kept one task of each)
+        kernels = (
+            coll.filter(pl.col("source") == "kernel")
+            .select(rank, pl.col("stream").fill_null(-1), "start_ns", "end_ns", "instance", "arrival_ns")
+            .unique(keys, keep="first", maintain_order=True)
         )
-        keys = ["rank", "stream", "start_ns", "end_ns"]
         device = (
             parts.tasks.with_columns(rank)
             .join(kernels, on=keys, how="left", maintain_order="left")
-            .unique(keys, keep="first", maintain_order=True)
             .with_columns(pl.col("instance").fill_null(-1), arrival_is_launch=pl.lit(False), done_ns=pl.col("end_ns"))
         )
         tasks = pl.concat([device.select(host.columns), host], how="vertical_relaxed")
-    tasks = tasks.sort("rank", maintain_order=True)
+    tasks = tasks if tasks["rank"].is_sorted() else tasks.sort("rank", maintain_order=True)
     # a shard with no blocks on any rank has a table of no columns
     blocks = parts.blocks if "rank" in parts.blocks.columns else pl.DataFrame(schema=_EMPTY_SCHEMA)
     blocks = blocks.with_columns(rank).sort("rank", maintain_order=True)

@@ -31,7 +31,7 @@ def simulate_each(plans: list[RankPlan], scenarios: dict[K, Scenario], *, jobs: 
     n = min(jobs, len(keys))
     if n < 2 or not FORKS:
         return retime.simulate_each(plans, scenarios)
-    groups = [keys[i::n] for i in range(n)]
+    groups = balanced(keys, {k: _weight(scenarios[k]) for k in keys}, n)
 
     def some(group: list[K]) -> dict[K, dict[int, float]]:
         return retime.simulate_each(plans, {k: scenarios[k] for k in group})
@@ -40,3 +40,22 @@ def simulate_each(plans: list[RankPlan], scenarios: dict[K, Scenario], *, jobs: 
     for part in forked_map(some, groups, patience=PATIENCE, min_wait_s=MIN_WAIT_S):
         out.update(part)
     return {k: out[k] for k in keys}
+
+
+def _weight(scenario: Scenario) -> float:
+    """What re-timing ``scenario`` costs, roughly: every task once, and more on the ranks it takes
+    host time from or changes durations of (a rank with nothing removed takes a shortcut)."""
+    return 1.0 + len(scenario.removals.keys() | scenario.durations.keys())
+
+
+def balanced(keys: list[K], weight: dict[K, float], n: int) -> list[list[K]]:
+    """``keys`` in ``n`` groups of about equal weight: the heaviest first, each to the lightest
+    group so far (ties to the first group), each group in the order of ``keys``."""
+    groups: list[list[K]] = [[] for _ in range(n)]
+    load = [0.0] * n
+    for k in sorted(keys, key=lambda k: -weight[k]):  # stable: equal weights keep their order
+        i = load.index(min(load))
+        groups[i].append(k)
+        load[i] += weight[k]
+    order = {k: i for i, k in enumerate(keys)}
+    return [sorted(g, key=order.__getitem__) for g in groups]
