@@ -152,6 +152,22 @@ def test_benchmark_tables_match_their_results() -> None:
         assert ratios in line.replace("**", ""), line
 
 
+def test_the_targets_table_quotes_its_run() -> None:
+    """Issue 35's table of targets quotes its one run, value and verdict, row by row."""
+    text = (ROOT / "benchmarks" / "README.md").read_text()
+    section = text.split("## Issue 35's targets, every one in one run")[1].split("\n## ")[0]
+    rows = [ln for ln in section.splitlines() if ln.startswith("| ") and not ln.startswith("| target")]
+    doc = _result("targets_stop47.json")
+    assert doc["commit"] in section and not doc["quick"]
+    shown = {"warm_speedup_vs_hta": "{:.2f}", "cold_speedup_vs_hta": "{:.1f}", "cold_over_floor": "{:.2f}"}
+    assert len(rows) == len(doc["targets"])
+    for row, target in zip(rows, doc["targets"], strict=True):
+        value = shown.get(target["name"], "{:.3f}" if target["value"] < 1 else "{:.0f}").format(target["value"])
+        cells = row.split(" | ")
+        assert value in cells[2], (row, value)
+        assert ("**no**" in cells[3]) == (target["met"] is False), row
+
+
 def test_readme_example_is_real_output() -> None:
     """Every line of the README's example output is a line that `tracekit analyze` prints today."""
     text = README.read_text()
