@@ -139,7 +139,7 @@ def run_all(
                 )
             results[shape][f"{gb:g}"] = {name: asdict(m) for name, m in measures.items()}
     return {
-        "code": _commit(),
+        "code": measured_commit(),
         "machine": _machine() | {"loadavg_before": load_before, "loadavg_after": os.getloadavg()},
         "repeat": repeat,
         "results": results,
@@ -148,7 +148,7 @@ def run_all(
     }
 
 
-def _commit() -> str | None:
+def measured_commit() -> str | None:
     """The commit of the tracekit measured (a ``+`` where tracked files have changes), if git says."""
     try:
         head, dirty = (

@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -46,18 +45,6 @@ TARGETS: Final = (
     ("scale_reduce_s", "model: its reduce on the client, wall s", 5.0, "max"),
     *((f"rss_2gb_{s}_mb", f"one 2 GB rank of the {s} shape, peak RSS MB", 500.0, "max") for s in SHAPES),
 )
-
-
-def _commit() -> str | None:
-    """The commit measured (``+``: with changes to tracked files), if git says."""
-    try:
-        head, dirty = (
-            subprocess.run(["git", *a], cwd=HERE.parent, capture_output=True, text=True, check=False)
-            for a in (["rev-parse", "--short", "HEAD"], ["status", "--porcelain", "--untracked-files=no"])
-        )
-    except OSError:
-        return None
-    return head.stdout.strip() + ("+" if dirty.stdout.strip() else "") if head.returncode == 0 else None
 
 
 def values(parts: dict[str, Any]) -> dict[str, float | None]:
@@ -144,7 +131,7 @@ def run_all(*, quick: bool, data_dir: Path, log: Any) -> dict[str, Any]:
     doc: dict[str, Any] = {
         "issue": 35,
         "quick": quick,
-        "commit": _commit(),
+        "commit": scale_file.measured_commit(),
         "machine": run._machine(),
         "started": started,
         "ended": time.strftime("%Y-%m-%d %H:%M", time.gmtime()),

@@ -18,9 +18,9 @@ What the map depends on, and an entry records and is checked against (:class:`_K
 
 The file is ``MAGIC``, the CRC-32 of the rest (gzip's check: damage, not tampering, is what a
 local cache entry meets), then msgpack: the key, the files' claims and the per-rank parts, each
-table an Arrow IPC stream. A shard with an unreadable file is not
-stored (its reason may not last). Written as the event cache writes (a temporary file renamed,
-one writer per entry under ``<stem>.lock``, waited for a bounded time). An entry that is absent,
+table an Arrow IPC stream. A shard with an unreadable file is not stored (its reason may not
+last). Written as the event cache writes (a temporary file renamed, one writer per entry under
+``<stem>.lock``, waited for a bounded time). An entry that is absent,
 of another key or of an older layout (:data:`OLD_MAGIC`) is a miss; one that cannot be read or
 decoded, whose checksum does not match or whose tables are not what the map gives, is *damaged*:
 the shard is mapped again, the entry replaced, and the client warns once (:class:`CacheWarning`):
