@@ -584,7 +584,7 @@ def check_doctor(runner: Runner, sizes: Sizes, name: str, check: Check, cuda: bo
         {
             "knob": t.get("overrides"),
             "status": (t.get("run") or {}).get("status"),
-            "predicted_expected_pct": (t.get("predicted") or {}).get("expected_pct"),
+            "predicted_gain_pct": (t.get("predicted") or {}).get("gain_pct"),
             "measured": t.get("measured"),
             "agreement": t.get("agreement"),
             "after": (t.get("after") or {}).get("bound"),

@@ -11,6 +11,7 @@ import pytest
 if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence
 
+    from tests.truth.corpus import Case
     from tracekit.analyzers.analysis import Outcome
 
 SHARED_TRACES = Path(__file__).resolve().parents[1].parent / "shared" / "traces"
@@ -127,3 +128,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def update_golden(request: pytest.FixtureRequest) -> bool:
     """Whether to rewrite golden files instead of comparing (--update-golden)."""
     return bool(request.config.getoption("--update-golden"))
+
+
+def case_paths(case: Case, request: pytest.FixtureRequest) -> list[Path]:
+    """The paths of a truth-corpus case (``tests.truth.corpus.Case``): the shared traces through
+    their fixture (which fails in CI when ../shared is missing), the samples from the repository."""
+    base = request.getfixturevalue("shared_traces") if case.root == "shared" else SAMPLES / "captures"
+    return [base / p for p in case.paths]

@@ -9,26 +9,22 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import SAMPLES, analysis_of
+from tests.conftest import SAMPLES, analysis_of, case_paths
 from tests.truth.corpus import CASES, Case
 from tracekit.analyzers import gains as g
 from tracekit.analyzers.gains_plan import GainRun
 from tracekit.analyzers.retime import Scenario, simulate
-from tracekit.results.vocab import BoundKind, GainLimit
+from tracekit.results.vocab import BoundKind
+from tracekit.results.worth import GainLimit
 
 pytestmark = pytest.mark.real
 
 CAPTURES = SAMPLES / "captures"
 
 
-def _paths(case: Case, request: pytest.FixtureRequest) -> list[Path]:
-    base = request.getfixturevalue("shared_traces") if case.root == "shared" else CAPTURES
-    return [base / p for p in case.paths]
-
-
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
 def test_every_finding_carries_its_gain(case: Case, request: pytest.FixtureRequest) -> None:
-    verdict = analysis_of(_paths(case, request)).analysis.verdict
+    verdict = analysis_of(case_paths(case, request)).analysis.verdict
     if verdict.primary.bound is BoundKind.UNDETERMINED:
         assert verdict.gains == []
         return
@@ -40,18 +36,18 @@ def test_every_finding_carries_its_gain(case: Case, request: pytest.FixtureReque
         elif f.bound in (BoundKind.COMPUTE, BoundKind.GPU_COMPUTE):  # worth: every waste removed at once
             assert f.gain is not None and f.gain.bound is f.bound, f
             wastes = sum(c.share_pct for c in verdict.costs if c.bound is not f.bound)
-            assert f.gain.up_to_pct == pytest.approx(wastes, abs=1e-3)
+            assert f.gain.share_pct == pytest.approx(wastes, abs=1e-3)
         elif f.bound is not None:
             assert f.gain is not None and f.gain.bound is f.bound, f
-            assert f.gain.up_to_pct == pytest.approx(f.share_pct)  # the ledger's share: one number
+            assert f.gain.share_pct == pytest.approx(f.share_pct)  # the ledger's share: one number
     for x in verdict.gains:
-        assert x.step_ns > 0 and 0 <= x.up_to_pct <= 100
+        assert x.step_ns > 0 and 0 <= x.share_pct <= 100
         assert x.limits, x
-        if x.expected_pct is None:  # not re-timed: no what-if, or a waste too small to be a finding
-            assert x.limits in ([GainLimit.NOT_MODELED], [GainLimit.BELOW_FINDING])
-            assert x.limits == [GainLimit.NOT_MODELED] or x.up_to_pct < 5
+        if x.gain_pct is None:  # not re-timed: no what-if (or ranks absent), or a waste too small to be a finding
+            assert x.limits in ([GainLimit.NOT_MODELED], [GainLimit.BELOW_FINDING], [GainLimit.PARTIAL_RANKS])
+            assert x.limits != [GainLimit.BELOW_FINDING] or x.share_pct < 5
         else:
-            assert 0 <= x.expected_pct <= 100
+            assert 0 <= x.gain_pct <= 100
 
 
 def _plans(paths: list[Path], monkeypatch: pytest.MonkeyPatch) -> list[object]:
@@ -96,11 +92,11 @@ def test_removing_an_injected_straggler_gives_back_its_delay() -> None:
     delay_ns = 1e6 * json.loads((folder / "capture_config.json").read_text())["workload_args"]["straggler_delay_ms"]
     verdict = analysis_of([folder]).analysis.verdict
     gain = verdict.primary.gain
-    assert verdict.primary.bound is BoundKind.STRAGGLER and gain is not None and gain.expected_pct is not None
+    assert verdict.primary.bound is BoundKind.STRAGGLER and gain is not None and gain.gain_pct is not None
     steps = _steps_ns(folder / "rank0.pt.trace.json.gz")
     step = sum(steps[-3:]) / 3  # the measured (active) steps
     assert gain.step_ns == pytest.approx(step, rel=0.03)
-    saved = gain.step_ns * gain.expected_pct / 100
+    saved = gain.step_ns * gain.gain_pct / 100
     assert saved == pytest.approx(delay_ns, rel=0.05)
 
 
@@ -125,7 +121,7 @@ def test_a_last_rank_with_others_close_behind_gains_only_the_gap_to_the_next(
     assert first[7] > others[-1]
     verdict = analysis_of([folder]).analysis.verdict
     straggler = next(x for x in verdict.gains if x.bound is BoundKind.STRAGGLER)
-    assert straggler.expected_pct is not None
-    saved = straggler.step_ns * straggler.expected_pct / 100
+    assert straggler.gain_pct is not None
+    saved = straggler.step_ns * straggler.gain_pct / 100
     assert saved == pytest.approx(gap, abs=150_000)  # 0.15 ms: the later collectives' own gaps differ
-    assert straggler.expected_pct < straggler.up_to_pct / 5
+    assert straggler.gain_pct < straggler.share_pct / 5

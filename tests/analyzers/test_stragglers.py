@@ -257,3 +257,29 @@ def test_one_long_stall_in_one_step_is_no_straggler() -> None:
     _, result = cross_rank(make_run(rows, world_size=4))
     assert per_rank(result)[3]["score"] >= 0.05
     assert result.stragglers == ()
+
+
+def test_two_ranks_last_by_turns_are_no_straggler() -> None:
+    # 2 gloo ranks, 3 steps of three all-reduces each: in every step one rank's forward runs a
+    # little longer, rank 0 in steps 0 and 2 (by 150 us), rank 1 in step 1 (by 100 us), and the
+    # two small collectives after it start within 10 us of each other, rank 0 last at the first
+    # and rank 1 at the second. Rank 0 is last at 5 of 9 collectives and explains the most
+    # waiting over the run, but with two ranks one is always last: which one is a coin flip, and
+    # the step-by-step difference of the waiting each explains holds zero. No straggler.
+    rows: list[dict[str, object]] = []
+    late = {0: 0, 1: 1, 2: 0}
+    excess = {0: 150, 1: 100, 2: 150}
+    for step in range(3):
+        t = step * STEP
+        for r in range(2):
+            forward = (200 + (excess[step] if r == late[step] else 0)) * US
+            rows.append(ev("step", f"ProfilerStep#{step}", t, t + STEP, rank=r))
+            rows.append(ev("annotation", "tracekit.phase/forward", t, t + forward, rank=r))
+            rows.append(ev("annotation", "gloo:all_reduce", t + forward, t + 600 * US, rank=r, tid=9))
+            for k in (1, 2):
+                start = t + (600 + 100 * k + (10 if r == k - 1 else 0)) * US
+                rows.append(ev("annotation", "gloo:all_reduce", start, t + (650 + 100 * k) * US, rank=r, tid=9))
+    _, result = cross_rank(make_run(rows, world_size=2))
+    ranks = per_rank(result)
+    assert (ranks[0]["times_last"], ranks[1]["times_last"]) == (5, 4)
+    assert result.stragglers == ()

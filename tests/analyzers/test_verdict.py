@@ -11,7 +11,7 @@ from tests.conftest import analysis_of
 from tracekit.analyzers.collectives import CollectiveResult
 from tracekit.analyzers.ledger import LedgerResult, reduce_ledger
 from tracekit.analyzers.stragglers import StragglerResult
-from tracekit.analyzers.verdict import MATERIAL_SHARE, decide
+from tracekit.analyzers.verdict import MATERIAL_SHARE, decide, step_noise
 from tracekit.results.analysis import Finding
 from tracekit.results.vocab import Confidence, LedgerEntry, MeasuredOn, NoteKind
 
@@ -35,8 +35,65 @@ def ledger(*steps: dict[str, float], ranks: int = 1) -> LedgerResult:
     return reduce_ledger(entries, pl.DataFrame(), pl.DataFrame(), collectives=NO_COLLECTIVES, stragglers=NO_STRAGGLERS)
 
 
-def decided(*steps: dict[str, float], undetermined: tuple[Finding, ...] = ()) -> object:
-    return decide(ledger(*steps), measured_on=MeasuredOn.GPU, stragglers=NO_STRAGGLERS, undetermined=undetermined)
+def decided(
+    *steps: dict[str, float],
+    undetermined: tuple[Finding, ...] = (),
+    worth: dict[str, float | None] | None = None,
+) -> object:
+    return decide(
+        ledger(*steps), measured_on=MeasuredOn.GPU, stragglers=NO_STRAGGLERS, undetermined=undetermined, worth=worth
+    )
+
+
+# -- one story per finding: a bound must be worth fixing (issue 45) ----------------------------
+
+
+def test_a_waste_whose_removal_gains_little_is_a_symptom_not_the_bound() -> None:
+    # comms 40% of the step, but hiding the collectives gains 1% (their time waits for the late
+    # rank); the straggler's 20% re-timed is worth 18%: straggler-bound, comms passed over
+    steps = [{"comms": 0.40, "straggler": 0.20}] * 3
+    verdict = decided(*steps, worth={"comms-bound": 1.0, "straggler-bound": 18.0})
+    assert verdict.primary.bound == "straggler-bound"
+    assert verdict.primary.passed_over == ["comms-bound"]
+    assert [f.bound for f in verdict.secondary] == ["comms-bound"]
+    # the ledger alone (no what-if) named comms: the re-timing is what moved it
+    assert decided(*steps).primary.bound == "comms-bound"
+
+
+def test_no_waste_worth_fixing_leaves_compute_with_the_symptom_passed_over() -> None:
+    # a CPU gloo run's exposed collectives: 18% of the time, worth 1.08x (7.5%): compute-bound
+    verdict = decided(*[{"comms": 0.18}] * 3, worth={"comms-bound": 7.5})
+    assert verdict.primary.bound == "gpu-compute-bound"
+    assert verdict.primary.passed_over == ["comms-bound"]
+    assert [f.bound for f in verdict.secondary] == ["comms-bound"]
+
+
+def test_a_gain_over_the_material_speed_up_names_a_small_waste() -> None:
+    # a sync holds 6% of the step, but its removal lets the host run ahead: worth 20%
+    verdict = decided(*[{"host_sync": 0.06, "launch": 0.08}] * 3, worth={"sync-bound": 20.0, "launch-bound": 6.0})
+    assert verdict.primary.bound == "sync-bound"
+    assert verdict.primary.share_pct == pytest.approx(6.0)
+
+
+def test_the_ledger_orders_the_wastes_worth_fixing() -> None:
+    # the TensorBoard tutorial's shape: data 20% worth 19.9%, launch 7% worth 25%: data-bound
+    verdict = decided(*[{"data": 0.20, "launch": 0.07}] * 3, worth={"data-bound": 19.9, "launch-bound": 25.0})
+    assert verdict.primary.bound == "data-bound"
+    assert [f.bound for f in verdict.secondary] == ["launch-bound"]
+
+
+def test_a_waste_no_what_if_models_decides_by_its_share_one_level_lower() -> None:
+    steps = [{"comms": 0.64}] * 3
+    assert decided(*steps).primary.confidence == "high"
+    verdict = decided(*steps, worth={"comms-bound": None})  # not modeled: ranks of the world absent
+    assert (verdict.primary.bound, verdict.primary.confidence) == ("comms-bound", "medium")
+
+
+def test_the_step_s_noise_is_its_spread_over_its_mean() -> None:
+    # steps of 1000 ns each: compute and a waste vary, the step does not
+    assert step_noise(ledger({"data": 0.2}, {"data": 0.3})) == pytest.approx(0.0)
+    led = ledger({"data": 0.2})
+    assert step_noise(led) is None  # one step: no spread
 
 
 def test_a_material_waste_beats_a_larger_compute_share() -> None:
@@ -115,14 +172,14 @@ def test_unexplained_idle_is_not_compute_bound() -> None:
     assert verdict.primary.bound == "gpu-idle"
 
 
-def test_the_verdict_share_is_the_sum_of_its_ledger_entries() -> None:
-    # host work and one-time work are both evidence of host-bound: 20 + 10 = 30
+def test_the_verdict_share_is_its_ledger_entry_and_warm_up_is_no_bound() -> None:
+    # host work is evidence of host-bound; one-time work (warm-up) of no bound: host-bound's share
+    # is the 20 of host work alone, not 20 + 10 (before analysis 2.9 one-time work was host-bound)
     led = ledger({"host_work": 0.2, "one_time": 0.1}, {"host_work": 0.2, "one_time": 0.1})
     verdict = decide(led, measured_on=MeasuredOn.GPU, stragglers=NO_STRAGGLERS)
     assert verdict.primary.bound == "host-bound"
-    assert verdict.primary.share_pct == pytest.approx(
-        led.share(LedgerEntry.HOST_WORK) + led.share(LedgerEntry.ONE_TIME)
-    )
+    assert verdict.primary.share_pct == pytest.approx(led.share(LedgerEntry.HOST_WORK))
+    assert led.share(LedgerEntry.ONE_TIME) == pytest.approx(10.0)
 
 
 def test_nothing_measured() -> None:

@@ -41,7 +41,7 @@ def test_doctor_finds_the_data_bound_step_and_measures_more_workers(tmp_path: Pa
     [trial] = record.trials
     assert trial.knob is Knob.NUM_WORKERS and trial.overrides == {"num_workers": "2"}
     assert trial.run.status is StageStatus.OK and trial.bound is BoundKind.DATA
-    assert trial.predicted is not None and trial.predicted.expected_pct is not None
+    assert trial.predicted is not None and trial.predicted.gain_pct is not None
     # two workers each make a batch in 160 ms where the loop made one: the step about halves,
     # whatever the load (the sleep is no CPU work); the interval's width depends on the load
     assert trial.measured is not None and trial.measured.change is Change.FASTER

@@ -8,14 +8,15 @@ import pytest
 from tracekit.capture.config import load_config
 from tracekit.capture.doctor_plan import agreement, candidates, code_changes, findings, parse_budget
 from tracekit.errors import InputError
-from tracekit.results.analysis import Evidence, Finding, Gain, MeasuredOn, StragglerEvidence, SyncSource, Verdict
+from tracekit.results.analysis import Evidence, Finding, MeasuredOn, StragglerEvidence, SyncSource, Verdict
 from tracekit.results.doctor import Agreement, Baseline, Knob, TrialMeasure
 from tracekit.results.param_audit import ModuleParams, ParamAudit
 from tracekit.results.vocab import BoundKind, Change, Confidence, MemoryNote, NoteKind, StragglerCause, SyncKind
+from tracekit.results.worth import Gain
 
 
 def gain(bound: BoundKind, expected: float | None, up_to: float) -> Gain:
-    return Gain(bound=bound, step_ns=100e6, up_to_pct=up_to, expected_pct=expected)
+    return Gain(bound=bound, step_ns=100e6, share_pct=up_to, gain_pct=expected)
 
 
 def finding(
@@ -154,19 +155,22 @@ def measure(gain_pct: float, low: float | None = None, high: float | None = None
 
 
 @pytest.mark.parametrize(
-    ("expected", "up_to", "measured", "agrees"),
+    ("expected", "share", "measured", "agrees"),
     [
-        (40.0, 50.0, measure(45.0, 41.0, 49.0), Agreement.IN_RANGE),  # inside [expected, up to]
-        (40.0, 50.0, measure(35.0, 30.0, 40.5), Agreement.IN_RANGE),  # its interval reaches expected
-        (40.0, 50.0, measure(31.0, 30.0, 32.0), Agreement.NEAR_EXPECTED),  # 9 of 40: within 25%
-        (40.0, 50.0, measure(20.0, 15.0, 25.0), Agreement.MISSED),
-        (40.0, 50.0, measure(70.0), Agreement.MISSED),  # measured once: a point
-        (None, 50.0, measure(45.0), Agreement.IN_RANGE),  # not re-timed: up to alone
-        (0.0, 0.0, measure(0.2), Agreement.NEAR_EXPECTED),  # near zero: within a quarter of a point
+        (40.0, 50.0, measure(45.0, 41.0, 49.0), Agreement.AS_PREDICTED),  # within 25% of the gain, beyond noise
+        (40.0, 50.0, measure(35.0, 30.0, 40.5), Agreement.AS_PREDICTED),  # its interval holds the gain
+        (40.0, 50.0, measure(31.0, 30.0, 32.0), Agreement.AS_PREDICTED),  # 9 of 40: within 25%
+        (40.0, 50.0, measure(20.0, 15.0, 25.0), Agreement.PARTLY),  # a gain beyond noise, half the predicted one
+        (40.0, 50.0, measure(70.0), Agreement.PARTLY),  # measured once: a point, far over
+        (40.0, 50.0, measure(30.0, -5.0, 65.0), Agreement.INCONCLUSIVE),  # holds the gain, but zero too
+        (40.0, 50.0, measure(-10.0, -15.0, -5.0), Agreement.MISSED),  # slower beyond noise
+        (None, 50.0, measure(45.0), Agreement.AS_PREDICTED),  # not re-timed: the share stands for the gain
+        (0.0, 0.0, measure(0.2, -1.0, 1.4), Agreement.INCONCLUSIVE),  # nothing predicted, nothing measured
     ],
 )
-def test_agreement(expected: float | None, up_to: float, measured: TrialMeasure, agrees: Agreement) -> None:
-    assert agreement(gain(BoundKind.DATA, expected, up_to), measured) is agrees
+def test_agreement(expected: float | None, share: float, measured: TrialMeasure, agrees: Agreement) -> None:
+    # as predicted only when the measured interval excludes zero and meets the predicted gain (issue 45)
+    assert agreement(gain(BoundKind.DATA, expected, share), measured) is agrees
 
 
 def test_agreement_without_a_prediction_or_a_measure() -> None:

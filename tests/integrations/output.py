@@ -78,9 +78,31 @@ def check_capture_folder(out: Path, *, phases: set[str], framework: str) -> dict
     # (a slow first step is warm-up), so only that at least one is steady is asserted.
     assert all(f["source"] == "ProfilerStep#N" and f["found"] == 3 and f["steady"] >= 1 for f in found), found
     assert analysis["verdict"]["primary"].get("bound") or analysis["verdict"]["primary"].get("note")
+    one_story(analysis["verdict"])
     captured = {p["phase"]: p["mean_ns"] for p in analysis["capture"]["phases"]}
     assert all(captured[p] > 0 for p in phases)
     return analysis
+
+
+#: A waste whose removal makes the step this much faster, percent, bounds the run (1.18x).
+MATERIAL_PCT = 15.0
+
+
+def one_story(verdict: dict[str, Any]) -> None:
+    """The verdict names no bound whose re-timed gain is under the material speed-up while another
+    finding's is over it, and compute-bound only when no waste's is (issue 45)."""
+    primary = verdict["primary"]
+    bound = primary.get("bound")
+    worth = [
+        g["bound"]
+        for g in verdict["gains"]
+        if g["bound"] not in ("gpu-compute-bound", "compute-bound") and (g.get("gain_pct") or 0) >= MATERIAL_PCT
+    ]
+    if bound in ("gpu-compute-bound", "compute-bound"):
+        assert not worth, (bound, worth)
+    gain = (primary.get("gain") or {}).get("gain_pct")
+    if bound not in (None, "mixed", "undetermined", "gpu-compute-bound", "compute-bound") and gain is not None:
+        assert gain >= MATERIAL_PCT or not worth, (bound, gain, worth)
 
 
 def traced_phases(analysis: dict[str, Any]) -> dict[str, float]:

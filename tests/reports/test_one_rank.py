@@ -65,7 +65,9 @@ def test_the_evidence_says_what_cannot_be_measured(alone: Analysis) -> None:
 
 def test_json_says_null_not_zero(alone: Analysis) -> None:
     doc = json.loads(renderer("json").render(alone))
-    assert doc["verdict"]["evidence"]["ops"] == [{"op": "send", "count": 80, "floor_ns": None, "mean_wait_ns": None}]
+    assert doc["verdict"]["evidence"]["ops"] == [
+        {"op": "send", "count": 80, "floor_ns": None, "mean_wait_ns": None, "matched": 0}
+    ]
     assert all(i["floor_ns"] is None and i["last_rank"] is None for i in doc["collectives"]["instances"])
 
 

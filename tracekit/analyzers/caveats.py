@@ -10,11 +10,11 @@ no communication       a distributed run (world size > 1, or unknown with host  
                        kernel was recognized as communication: its collectives
                        read as compute or idle, so every share of the verdict
                        may be off by the communication it could not see
-ranks over cores       the capture ran more ranks than the CPU cores its machine   unchanged: a note
-                       gave it (``environment.cpu_count`` of the capture summary,
-                       since its 1.4): ranks, their DataLoader workers and gloo's
-                       threads share cores, which slows host work, data and
-                       host collectives in a way the target machine may not
+ranks over cores       the capture ran more ranks than the CPU cores its machine   one level lower
+                       gave it (``environment.cpu_count`` of the capture summary,  (since analysis
+                       since its 1.4): ranks, their DataLoader workers and gloo's  2.9: the shares
+                       threads share cores, which slows host work, data and        are of this
+                       host collectives in a way the target machine may not        machine's contention)
 =====================  ==========================================================  ==================
 
 Both are pure functions of facts; :func:`communication_caveat` reads them off a reduce and
@@ -135,5 +135,8 @@ def with_capture(analysis: Analysis) -> Analysis:
     verdict = analysis.verdict
     note = ranks_over_cores(capture)
     if note is not None and note not in verdict.secondary:
-        verdict = msgspec.structs.replace(verdict, secondary=[*verdict.secondary, note])
+        # what bounds this machine's contended ranks may not bound the run on its own cores
+        verdict = msgspec.structs.replace(
+            verdict, primary=lowered(verdict.primary, Caveat(note)), secondary=[*verdict.secondary, note]
+        )
     return msgspec.structs.replace(analysis, run=run, verdict=verdict)

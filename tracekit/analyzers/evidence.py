@@ -60,6 +60,7 @@ def evidence(
             pl.len().alias("n"),
             pl.when(matched).then(pl.col("floor_ns").sum()).alias("floor_ns"),
             pl.when(matched).then(pl.col("mean_wait_ns").sum()).alias("mean_wait_ns"),
+            pl.col("matched").sum().alias("matched"),
         )
         fields["ops"] = [
             OpLatency(
@@ -67,6 +68,7 @@ def evidence(
                 count=r["n"],
                 floor_ns=None if r["floor_ns"] is None else int(r["floor_ns"]),
                 mean_wait_ns=None if r["mean_wait_ns"] is None else round(num(r["mean_wait_ns"]), DECIMALS),
+                matched=int(r["matched"]),
             )
             for r in by_op.sort(["floor_ns", "op"], descending=[True, False], nulls_last=True).head(4).rows(named=True)
         ]

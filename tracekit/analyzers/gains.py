@@ -1,13 +1,16 @@
-"""What a fix is worth: the step time with one waste removed, two ways.
+"""What a fix is worth: each waste's share of the ledger, and its gain re-timed.
 
-* **Up to**: the waste's share of the ledger on the ranks that set the pace
-  (:mod:`tracekit.analyzers.ledger`): every nanosecond the ledger counts under it, given back.
-  A bound, since other work can take the freed time back.
-* **Expected**: the ranks re-timed along their dependencies with that waste removed
+* **Share**: the waste's share of the ledger on the ranks that set the pace
+  (:mod:`tracekit.analyzers.ledger`): what the time is.
+* **Gain**: the ranks re-timed along their dependencies with that waste removed
   (:mod:`tracekit.analyzers.retime`): the host's order, launch to kernel, stream order, blocking
-  syncs and collectives across ranks. The difference from *up to* is the work that was hidden
-  behind the waste (a host that, once the DataLoader no longer holds it, is still slower than
-  the GPU; ranks that still wait at a collective for a late one).
+  syncs and collectives across ranks: what removing it is worth.
+
+Neither bounds the other. A gain below the share is time the fix gives to other work (a host
+that, once the DataLoader no longer holds it, is still slower than the GPU; ranks that still
+wait at a collective for the next-latest one); a gain above it is other waste the fix removes
+too (freed from dispatching, the host fetches the next batch while queued work runs). Why the
+two differ is read off the re-timing by :mod:`tracekit.analyzers.gain_why`.
 
 Each waste has one what-if, the change its fix makes:
 
@@ -17,7 +20,8 @@ waste               what is removed
 data                the DataLoader fetches and input preprocessing on the host (the batch is
                     ready when asked for)
 sync                the blocking syncs' waits (a sync call returns after its own cost)
-comms               each collective's own time after the last rank arrives (fully overlapped)
+comms               each collective's own time after the last rank arrives (fully overlapped);
+                    not modeled when ranks of the world are absent (their arrivals are unknown)
 straggler           the straggler's excess in the phase that makes it late (or before its
                     step starts, when it starts late; with neither named, spread over its step)
 launch              the host's dispatching: operators that launch, runtime calls, the Python
@@ -29,14 +33,15 @@ compute             every waste above at once: what is left to gain outside comp
 ==================  ============================================================================
 
 Idle with no named cause (a cross-stream dependency, one-time work, unexplained) has no
-what-if: its *expected* gain is not estimated. What every estimate cannot see is listed with
-it (:class:`~tracekit.results.vocab.GainLimit`).
+what-if: its gain is not estimated. What every estimate cannot see is listed with it
+(:class:`~tracekit.results.worth.GainLimit`). Several wastes removed at once are one scenario
+(:meth:`WhatIfs.gains`): the gains of fixes that overlap are never added.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, TypeVar
 
 import msgspec
 import numpy as np
@@ -50,13 +55,16 @@ from tracekit.analyzers.retime import Removal, Scenario
 from tracekit.analyzers.retime_parallel import simulate_each
 from tracekit.analyzers.retime_plan import merge, outside
 from tracekit.analyzers.timeline import COLLECTIVE_WAIT, TRANSFER_COPY, host_collective_waits
-from tracekit.results.analysis import Finding, Gain
-from tracekit.results.vocab import BoundKind, GainLimit, IdleCause, NoteKind, StragglerCause
+from tracekit.results.vocab import BoundKind, IdleCause, StragglerCause
+from tracekit.results.worth import NOTE_BOUND, Gain, GainLimit
 
 if TYPE_CHECKING:
     from tracekit.analyzers.context import RankContext
     from tracekit.analyzers.ledger import LedgerResult
     from tracekit.analyzers.mapreduce import Reduced
+    from tracekit.results.analysis import Finding
+
+K = TypeVar("K")
 
 
 @dataclass(frozen=True)
@@ -314,72 +322,122 @@ def _limits(bound: BoundKind, run: GainRun, modeled: bool) -> list[GainLimit]:
     return out
 
 
+def _partial(red: Reduced) -> bool:
+    """Whether ranks of the world are absent: a collective's wait for them cannot be re-timed."""
+    c = red.collectives
+    return c.world_size is not None and c.world_size > 1 and c.ranks_present < c.world_size
+
+
+COMPUTE: Final = frozenset({BoundKind.COMPUTE, BoundKind.GPU_COMPUTE})
+
+
+@dataclass
+class WhatIfs:
+    """The run's what-ifs: one scenario per waste it can model, re-timed on demand, alone or
+    several at once; a gain is the mean over the pace ranks of how much earlier each rank's
+    measured time ends, as a share of its window."""
+
+    run: GainRun | None
+    scenarios: dict[BoundKind, Scenario]
+    #: rank, window_ns: the pace ranks' measured windows
+    windows: pl.DataFrame
+    #: the mean measured step of the pace ranks
+    step_ns: float
+    jobs: int = 1
+
+    def gains(self, sets: dict[K, tuple[BoundKind, ...]]) -> dict[K, float]:
+        """Each set of wastes removed at once, re-timed: its gain, percent of the step. A set
+        with a waste that has no scenario is left out of the answer."""
+        wanted = {k: v for k, v in sets.items() if v and all(b in self.scenarios for b in v)}
+        if self.run is None or not wanted:
+            return {}
+        scenarios = {
+            k: self.scenarios[v[0]] if len(v) == 1 else _everything([self.scenarios[b] for b in v])
+            for k, v in wanted.items()
+        }
+        simulated = simulate_each(self.run.plans, scenarios, jobs=self.jobs)
+        out = {}
+        for key, gained in simulated.items():
+            shares = [
+                100 * gained.get(int(rank), 0.0) / float(window)
+                for rank, window in self.windows.select("rank", "window_ns").iter_rows()
+                if window
+            ]
+            if shares:
+                out[key] = round(max(0.0, float(np.mean(shares))), 4)
+        return out
+
+
+def what_ifs(red: Reduced) -> WhatIfs | None:
+    """The run's what-ifs (None when the ledger has no measured window on a pace rank)."""
+    ledger: LedgerResult = red.ledger
+    steps = ledger.per_step.group_by("rank").agg(steps=pl.col("step").n_unique())
+    windows = ledger.windows.join(steps, on="rank").filter(pl.col("rank").is_in(ledger.pace_ranks))
+    if windows.height == 0:
+        return None
+    step_ns = float((windows["window_ns"] / windows["steps"]).mean())  # type: ignore[arg-type]
+    parts = red.gather(GainParts)
+    run = plans(red, parts)
+    scenarios = _scenarios(red, run, parts) if run is not None else {}
+    if _partial(red):
+        scenarios.pop(BoundKind.COMMS, None)
+        if scenarios:
+            compute = BoundKind.GPU_COMPUTE if red.has_gpu else BoundKind.COMPUTE
+            scenarios[compute] = _everything([v for k, v in scenarios.items() if k not in COMPUTE])
+    return WhatIfs(run=run, scenarios=scenarios, windows=windows, step_ns=step_ns, jobs=red.options.jobs)
+
+
 def gains(
     red: Reduced,
     costs: pl.DataFrame,
     *,
     retime_from: float = 0.0,
     also: frozenset[BoundKind] = frozenset(),
+    model: WhatIfs | None = None,
 ) -> list[Gain]:
-    """Every waste of ``costs`` (the verdict's cost table) with its gains; the compute row's
-    gain is every waste removed at once. Largest *up to* first, as the cost table.
+    """Every waste of ``costs`` (the verdict's cost table) with its share and gain; the compute
+    row's gain is every waste removed at once. Largest share first, as the cost table.
 
     Re-timed: the wastes of at least ``retime_from`` percent (those that make findings), the
     bounds in ``also`` (those the notes name) and compute's row; a smaller waste gets its
-    *up to* only (:attr:`GainLimit.BELOW_FINDING`): a re-timing each costs the run's events
-    once more, for a gain no report calls a finding."""
-    ledger: LedgerResult = red.ledger
-    pace = ledger.pace_ranks
-    steps = ledger.per_step.group_by("rank").agg(steps=pl.col("step").n_unique())
-    windows = ledger.windows.join(steps, on="rank").filter(pl.col("rank").is_in(pace))
-    if windows.height == 0:
+    share only (:attr:`GainLimit.BELOW_FINDING`): a re-timing each costs the run's events
+    once more, for a gain no report calls a finding. ``model``: the run's what-ifs, when
+    already built (:func:`what_ifs`)."""
+    model = model if model is not None else what_ifs(red)
+    if model is None:
         return []
-    step_ns = float((windows["window_ns"] / windows["steps"]).mean())  # type: ignore[arg-type]
-    parts = red.gather(GainParts)
-    run = plans(red, parts)
-    scenarios = _scenarios(red, run, parts) if run is not None else {}
-    compute = {BoundKind.COMPUTE.value, BoundKind.GPU_COMPUTE.value}
-    waste_share = float(costs.filter(~pl.col("bound").is_in(list(compute)))["share_pct"].sum())
+    waste_share = float(costs.filter(~pl.col("bound").is_in([b.value for b in COMPUTE]))["share_pct"].sum())
     rows = []
     for row in costs.iter_rows(named=True):
         bound = BoundKind(row["bound"])
-        up_to = waste_share if row["bound"] in compute else float(row["share_pct"])
-        if up_to <= 0 and row["bound"] not in compute:  # compute's row stays: nothing left to gain is an answer
+        share = waste_share if bound in COMPUTE else float(row["share_pct"])
+        if share <= 0 and bound not in COMPUTE:  # compute's row stays: nothing left to gain is an answer
             continue
-        small = row["bound"] not in compute and up_to < retime_from and bound not in also
-        rows.append((bound, up_to, small))
-    retimed = {b: scenarios[b] for b, _, small in rows if b in scenarios and not small}
-    simulated = simulate_each(run.plans, retimed, jobs=red.options.jobs) if run is not None else {}
+        small = bound not in COMPUTE and share < retime_from and bound not in also
+        rows.append((bound, share, small))
+    gained = model.gains({b: (b,) for b, _, small in rows if not small})
+    partial = _partial(red)
     out = []
-    for bound, up_to, small in rows:
-        expected = None
-        scenario = scenarios.get(bound)
-        if bound in simulated:
-            gained = simulated[bound]
-            shares = [
-                100 * gained.get(int(rank), 0.0) / float(window)
-                for rank, window in windows.select("rank", "window_ns").iter_rows()
-                if window
-            ]
-            expected = round(max(0.0, float(np.mean(shares))), 4) if shares else None
+    for bound, share, small in rows:
+        scenario = model.scenarios.get(bound)
+        if small and scenario is not None:
+            limits = [GainLimit.BELOW_FINDING]
+        elif bound is BoundKind.COMMS and partial:
+            limits = [GainLimit.PARTIAL_RANKS]
+        elif model.run is None:
+            limits = [GainLimit.NOT_MODELED]
+        else:
+            limits = _limits(bound, model.run, scenario is not None)
         out.append(
             Gain(
                 bound=bound,
-                step_ns=round(step_ns, 1),
-                up_to_pct=round(up_to, 4),
-                expected_pct=expected,
-                limits=[GainLimit.BELOW_FINDING]
-                if small and scenario is not None
-                else _limits(bound, run, scenario is not None)
-                if run is not None
-                else [GainLimit.NOT_MODELED],
+                step_ns=round(model.step_ns, 1),
+                share_pct=round(share, 4),
+                gain_pct=gained.get(bound),
+                limits=limits,
             )
         )
     return out
-
-
-#: The what-if of each note that names a waste (the note's gain is that waste's).
-NOTE_BOUND: Final = {NoteKind.HOST_SYNCS: BoundKind.SYNC, NoteKind.LOW_OVERLAP: BoundKind.COMMS}
 
 
 def with_gain(finding: Finding, worth: list[Gain]) -> Finding:

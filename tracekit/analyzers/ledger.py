@@ -76,7 +76,7 @@ ENTRY_BOUND: Final[dict[LedgerEntry, BoundKind | None]] = {
     LedgerEntry.CAPTURE_SYNC: None,  # tracekit capture's own step-end sync: the measurement's, not the training's
     LedgerEntry.LAUNCH: BoundKind.LAUNCH,
     LedgerEntry.HOST_WORK: BoundKind.HOST,
-    LedgerEntry.ONE_TIME: BoundKind.HOST,
+    LedgerEntry.ONE_TIME: None,  # warm-up: not the steady state (a note, and no verdict when it is most of the window)
     LedgerEntry.DEPENDENCY: BoundKind.DEPENDENCY,
     LedgerEntry.SWITCH: None,  # the device's own switch time between queued work
     LedgerEntry.UNOBSERVABLE: None,  # queued before the trace saw it: nothing to judge

@@ -20,7 +20,9 @@ from tracekit.analyzers.caveats import communication_caveat, lowered
 from tracekit.analyzers.collectives import find_collectives
 from tracekit.analyzers.convert import rows
 from tracekit.analyzers.dataloader import dataloader_gaps
-from tracekit.analyzers.gains import NOTE_BOUND, gains, with_gain
+from tracekit.analyzers.first import first_fixes
+from tracekit.analyzers.gain_why import explain
+from tracekit.analyzers.gains import gains, what_ifs, with_gain
 from tracekit.analyzers.kernels import kernels_by_rank
 from tracekit.analyzers.overlap import comm_overlap
 from tracekit.analyzers.parts import (
@@ -37,7 +39,7 @@ from tracekit.analyzers.parts import (
 )
 from tracekit.analyzers.stats import num
 from tracekit.analyzers.syncs import longest_calls, sync_points, user_calls
-from tracekit.analyzers.verdict import SECONDARY_SHARE, bound_names, decide
+from tracekit.analyzers.verdict import SECONDARY_SHARE, bound_names, cost_table, decide, step_noise
 from tracekit.analyzers.work import MAX_ROWS as WORK_ROWS
 from tracekit.analyzers.work import work_tables
 from tracekit.results import rows as r
@@ -56,9 +58,20 @@ from tracekit.results.analysis import (
     SyncSource,
     SyncsSection,
     Verdict,
+    WarmupWork,
     WorkSection,
 )
-from tracekit.results.vocab import BoundKind, Confidence, LedgerEntry, MeasuredOn, NoteKind, SyncKind, WorkKind
+from tracekit.results.vocab import (
+    BoundKind,
+    Confidence,
+    IdleCause,
+    LedgerEntry,
+    MeasuredOn,
+    NoteKind,
+    SyncKind,
+    WorkKind,
+)
+from tracekit.results.worth import NOTE_BOUND, GainLimit
 
 if TYPE_CHECKING:
     from tracekit.analyzers.context import RankContext
@@ -277,16 +290,16 @@ def _ledger_rows(entries: pl.DataFrame, windows: pl.DataFrame) -> list[r.LedgerR
 
 
 def verdict_reduce(red: Reduced) -> Verdict:
-    """The verdict from every cost, with the evidence behind it."""
+    """The verdict from every cost and every re-timed gain, with the evidence behind it."""
     measured_on = MeasuredOn.GPU if red.has_gpu else MeasuredOn.HOST
     undetermined = _undetermined(red)
-    decision = decide(red.ledger, measured_on=measured_on, stragglers=red.stragglers, undetermined=undetermined)
+    costs = cost_table(red.ledger, measured_on)
     notes = [f for f in (ev.sync_finding(red.syncs, has_gpu=red.has_gpu), _partial_ranks(red)) if f]
     if not undetermined and _measured_steps(red) < 2:
         notes.append(Finding(note=NoteKind.ONE_STEP, confidence=Confidence.HIGH, value=float(_measured_steps(red))))
     if (caveat := communication_caveat(red)) is not None:
         notes.append(caveat.finding)
-    comms = decision.costs.filter(pl.col("bound") == BoundKind.COMMS)["share_pct"].sum()
+    comms = costs.filter(pl.col("bound") == BoundKind.COMMS)["share_pct"].sum()
     if (low := ev.overlap_finding(red.overlap, float(comms))) is not None:
         notes.append(low)
     evidence = ev.evidence(
@@ -299,16 +312,41 @@ def verdict_reduce(red: Reduced) -> Verdict:
         kernels=red.kernels,
     )
     pytorch = num(red.gather(FactParts).span["torch_ops"].sum()) > 0
-    evidence = msgspec.structs.replace(evidence, pytorch=pytorch, sync_sources=_sync_sources(red))
+    evidence = msgspec.structs.replace(
+        evidence, pytorch=pytorch, sync_sources=_sync_sources(red), warmup=_warmup_work(red)
+    )
+    if not undetermined and (warm := _warmup(red)) is not None:
+        notes.append(warm)
     named = frozenset(b for f in notes if f.note is not None and (b := NOTE_BOUND.get(f.note)) is not None)
-    worth = gains(red, decision.costs, retime_from=100 * SECONDARY_SHARE, also=named) if not undetermined else []
+    model = None if undetermined else what_ifs(red)
+    worth = gains(red, costs, retime_from=100 * SECONDARY_SHARE, also=named, model=model) if model else []
+    retimed = {g.bound.value: g.gain_pct for g in worth if GainLimit.BELOW_FINDING not in g.limits}
+    decision = decide(
+        red.ledger, measured_on=measured_on, stragglers=red.stragglers, undetermined=undetermined, worth=retimed
+    )
+    findings = [lowered(decision.primary, caveat), *decision.secondary, *notes]
+    first = first_fixes(findings, worth)
+    noise = step_noise(red.ledger)
+    joint = None
+    if model is not None:
+        worth, joint = explain(worth, model, red, noise_pct=noise, first=tuple(f.bound for f in first[:2]))
+    # a note naming a waste that has a finding of its own says its facts; the finding says its worth
+    named_bounds = {f.bound for f in findings if f.bound is not None}
+
+    def worth_of(f: Finding) -> Finding:
+        said = f.note is not None and NOTE_BOUND.get(f.note) in named_bounds
+        return f if said else with_gain(f, worth)
+
     return Verdict(
         measured_on=measured_on,
-        primary=with_gain(lowered(decision.primary, caveat), worth),
-        secondary=[with_gain(f, worth) for f in (*decision.secondary, *notes)],
+        primary=with_gain(findings[0], worth),
+        secondary=[worth_of(f) for f in findings[1:]],
         costs=rows(decision.costs, r.CostRow),
         evidence=evidence,
         gains=worth,
+        first=first,
+        joint=joint,
+        noise_pct=noise,
     )
 
 
@@ -348,7 +386,44 @@ def _undetermined(red: Reduced) -> tuple[Finding, ...]:
     ops, busy = num(facts["gpu_events"].max()), num(facts["busy_ns"].max())
     if red.has_gpu and _measured_steps(red) < 2 and ops < MIN_OPS and busy < MIN_BUSY_NS:
         return (Finding(note=NoteKind.TOO_LITTLE_WORK, confidence=Confidence.HIGH, value=ops),)
+    share = _one_time_share(red)
+    if share >= 100 * NO_STEADY_SHARE:  # warm-up, not a training step: no steady part to judge
+        return (Finding(note=NoteKind.WARMUP, confidence=Confidence.HIGH, value=round(share, 4)),)
     return ()
+
+
+#: One-time work (warm-up) holding at least this share of the measured window leaves no steady
+#: part to judge: no bound, only the warm-up said.
+NO_STEADY_SHARE: Final = 0.5
+#: The host ranges of one-time work the evidence names.
+WARMUP_NAMED: Final = 3
+
+
+def _one_time_share(red: Reduced) -> float:
+    return red.ledger.share(LedgerEntry.ONE_TIME)
+
+
+def _warmup(red: Reduced) -> Finding | None:
+    """A note when one-time work holds a share of the measured window that makes a finding."""
+    share = _one_time_share(red)
+    if share < 100 * SECONDARY_SHARE:
+        return None
+    return Finding(note=NoteKind.WARMUP, confidence=Confidence.HIGH, value=round(share, 4))
+
+
+def _warmup_work(red: Reduced) -> list[WarmupWork]:
+    """The host ranges of the longest one-time idle, summed over the pace ranks' gaps."""
+    idle = red.idle
+    if idle is None or idle.intervals.height == 0:
+        return []
+    gaps = idle.intervals.filter(
+        pl.col("cause") == IdleCause.ONE_TIME.value, pl.col("rank").is_in(red.ledger.pace_ranks)
+    )
+    if gaps.height == 0:
+        return []
+    named = gaps.group_by(name=pl.col("host_range").cast(pl.String).fill_null("(no host range recorded)"))
+    top = named.agg(ns=pl.col("length_ns").sum()).sort(["ns", "name"], descending=[True, False]).head(WARMUP_NAMED)
+    return [WarmupWork(name=r["name"], ns=int(r["ns"])) for r in top.iter_rows(named=True)]
 
 
 def _partial_ranks(red: Reduced) -> Finding | None:

@@ -13,7 +13,10 @@ of the step.
 
 A rank is a straggler only when the wait its lateness explains passes
 :data:`STRAGGLER_MIN_SHARE` of a step, is most of the waiting that late arrivals explain in the
-run, and recurs: it arrives last in most steps (without steps, at most of its collectives).
+run, and recurs: it arrives last in most steps (without steps, at most of its collectives),
+and its lateness explains more waiting than any other rank's in the steps beyond their
+variation (with two ranks one is always last: last at 5 of 9 collectives, the larger wait one
+rank's in some steps and the other's in others, is a coin flip, not a straggler).
 Counting the collectives it is last at instead would miss a rank late at one collective of
 several per step (DDP's gradient bucket), where noise decides who is last at the others; only
 instances held by every rank of their group count (with ranks missing, the last rank may not
@@ -34,6 +37,7 @@ import polars as pl
 from tracekit.analyzers import intervals as iv
 from tracekit.analyzers.collectives import KEYS
 from tracekit.analyzers.dataloader import FETCH_PATTERN
+from tracekit.analyzers.t_quantiles import t_quantile
 from tracekit.results.vocab import StragglerCause
 
 if TYPE_CHECKING:
@@ -49,6 +53,9 @@ STRAGGLER_MIN_WAIT_SHARE: Final = 0.5
 #: ... and it arrives last in this share of the steps at least (systematic, not a one-off
 #: stall); without steps, at this share of its complete collectives.
 STRAGGLER_MIN_LAST_SHARE: Final = 0.5
+#: ... and its lateness explains more waiting than any other rank's in every step, or beyond the
+#: steps' variation: the one-sided level of that test (:func:`_consistent`) ...
+CONSISTENT_LEVEL: Final = 0.95
 #: ... and what happened before the collective on it (a phase longer than on the median of
 #: the other ranks, or a late start of the step) accounts for at least this share of the wait
 #: it causes per step. Lateness that nothing on the rank explains is jitter (a different rank
@@ -209,10 +216,42 @@ def find_stragglers(
         )
         .sort(["score", "rank"], descending=[True, False])
     )
+    consistent = _consistent(joined)
+    named = named.filter(pl.col("rank").is_in(consistent))
     explained = [_explain(row, steps, annotations, matrix) for row in named.iter_rows(named=True)]
     stragglers = tuple(s for s in explained if _caused(s, n_steps=n_steps))
     per_rank = _straggler_waits(joined, per_rank, [s.rank for s in stragglers])
     return StragglerResult(per_rank=per_rank, matrix=matrix, stragglers=stragglers)
+
+
+def _consistent(joined: pl.DataFrame) -> list[int]:
+    """The ranks whose lateness explains more waiting than any other rank's in the steps: per
+    step, the waiting a rank's late arrivals explain (the mean over the others of their
+    explained waits, summed over its instances) less the most any other rank's explain is above
+    zero in every step, or its one-sided :data:`CONSISTENT_LEVEL` lower bound over the steps
+    (Student's t) is. With fewer than two steps nothing measures that: every rank passes (the
+    other rules decide). Two ranks are one and the other in turn by chance:
+    last at 5 of 9 collectives, each explaining the larger wait in some steps, is a coin flip."""
+    rows = joined.filter(pl.col("complete"), pl.col("rank") != pl.col("last_rank"), pl.col("step").is_not_null())
+    ranks = sorted(int(r) for r in joined["rank"].unique())
+    steps = sorted(int(x) for x in joined.filter(pl.col("step").is_not_null())["step"].unique())
+    if len(steps) < 2:
+        return ranks
+    by_instance = rows.group_by(*KEYS, "step", "last_rank").agg(w=pl.col("explained_wait_ns").fill_null(0).mean())
+    caused = by_instance.group_by("step", "last_rank").agg(pl.col("w").sum())
+    table = {(int(s), int(r)): float(w) for s, r, w in caused.select("step", "last_rank", "w").iter_rows()}
+    out = []
+    for rank in ranks:
+        diffs = [
+            table.get((s, rank), 0.0) - max((table.get((s, q), 0.0) for q in ranks if q != rank), default=0.0)
+            for s in steps
+        ]
+        n = len(diffs)
+        mean = sum(diffs) / n
+        sd = (sum((d - mean) ** 2 for d in diffs) / (n - 1)) ** 0.5
+        if all(d > 0 for d in diffs) or mean - t_quantile(n - 1, CONSISTENT_LEVEL) * sd / n**0.5 > 0:
+            out.append(rank)
+    return out
 
 
 def on_corrected_clocks(steps: StepResult, clocks: pl.DataFrame) -> StepResult:

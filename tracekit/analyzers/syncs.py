@@ -24,7 +24,9 @@ tracekit capture's own wait for the device at each step's end (inside
 :data:`~tracekit.results.vocab.CAPTURE_SYNC_RANGE`: it times the step) is a sync of the
 measurement, not of the training: it is kept with the calls (``capture``), for the idle it
 leaves (:class:`~tracekit.results.vocab.IdleCause` ``capture_sync``) and the re-timing, and
-counted nowhere: not a sync point, not a source, not idle after a sync.
+counted nowhere: not a sync point, not a source, not idle after a sync. A capture before
+summary 1.6 wrote no range around it: there, on a rank with tracekit's phase ranges, it is the
+last device synchronize of a step after every phase of the step has ended (:func:`_unmarked`).
 """
 
 from __future__ import annotations
@@ -101,13 +103,53 @@ def sync_calls(run: Run) -> pl.DataFrame:
 
 
 def _in_capture_range(run: Run, calls: pl.DataFrame) -> pl.Series:
-    """Per call (in order): whether it lies in tracekit capture's own step-end sync range."""
+    """Per call (in order): whether it is tracekit capture's own step-end sync: inside its range,
+    or on a rank of an older capture that wrote no range, at its place (:func:`_unmarked`)."""
     ranges = run.select(["annotation"], "rank", "start_ns", "end_ns", name=CAPTURE_PATTERN)
-    if ranges.height == 0 or calls.height == 0:
-        return pl.repeat(False, calls.height, dtype=pl.Boolean, eager=True).alias("capture")
-    indexed = calls.select("rank", "start_ns").with_row_index("_i")
-    inside = iv.locate(indexed, "start_ns", iv.union(ranges, ["rank"]), by=["rank"], keep=[], in_time_order=False)
-    return indexed["_i"].is_in(inside["_i"].implode()).alias("capture")
+    indexed = calls.select("rank", "start_ns", "name").with_row_index("_i")
+    if calls.height == 0:
+        return pl.repeat(False, 0, dtype=pl.Boolean, eager=True).alias("capture")
+    inside = (
+        iv.locate(indexed, "start_ns", iv.union(ranges, ["rank"]), by=["rank"], keep=[], in_time_order=False)["_i"]
+        if ranges.height
+        else pl.Series("_i", [], dtype=pl.UInt32)
+    )
+    older = _unmarked(run, indexed.filter(~pl.col("rank").is_in(ranges["rank"].unique().implode())))
+    return indexed["_i"].is_in(pl.concat([inside, older]).implode()).alias("capture")
+
+
+#: tracekit's phase ranges: a rank that has them is a tracekit capture.
+TRACEKIT_PHASE: Final = r"^tracekit\.phase/"
+#: The call tracekit capture's step-end wait makes (``torch.cuda.synchronize()``).
+DEVICE_SYNC: Final = r"^(?:cuda|hip)DeviceSynchronize(?:_v\d+)?$"
+
+
+def _unmarked(run: Run, calls: pl.DataFrame) -> pl.Series:
+    """The calls (rank, start_ns, name, _i) that are tracekit capture's step-end sync on ranks
+    whose capture wrote no range around it (capture summaries before 1.6). Its phases tile
+    each step, and the wait for the device follows the last of them: on a rank with tracekit's
+    phase ranges, the last device synchronize of a step that starts after every phase of that
+    step has ended is the capture's, and so is one after the last step (the capture stopping
+    the profiler)."""
+    phases = run.select(["annotation"], "rank", "start_ns", "end_ns", name=TRACEKIT_PHASE)
+    steps = run.select(["step"], "rank", "start_ns", "end_ns")
+    device = calls.filter(pl.col("name").str.contains(DEVICE_SYNC), pl.col("rank").is_in(phases["rank"].implode()))
+    if device.height == 0 or steps.height == 0:
+        return pl.Series("_i", [], dtype=pl.UInt32)
+    steps = iv.union(steps.select("rank", "start_ns", "end_ns"), ["rank"]).with_row_index("_step")
+    in_step = iv.locate(device, "start_ns", steps, by=["rank"], keep=["_step"], in_time_order=False)
+    last_phase = (
+        iv.locate(phases.select("rank", "start_ns", "end_ns"), "start_ns", steps, by=["rank"], keep=["_step"])
+        .group_by("_step")
+        .agg(phase_end=pl.col("end_ns").max())
+    )
+    after = in_step.join(last_phase, on="_step", how="inner").filter(pl.col("start_ns") >= pl.col("phase_end"))
+    ends = after.sort("start_ns").group_by("_step").agg(pl.col("_i").last())["_i"]
+    # after the last step: the capture's stop (the profiler's flush), no work of the training
+    last = steps.group_by("rank").agg(last_end=pl.col("end_ns").max())
+    stop = device.join(last, on="rank").filter(pl.col("start_ns") >= pl.col("last_end"))["_i"]
+    found: pl.Series = pl.concat([ends, stop.cast(ends.dtype)])
+    return found
 
 
 def user_calls(calls: pl.DataFrame) -> pl.DataFrame:

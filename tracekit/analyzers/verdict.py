@@ -1,29 +1,44 @@
-"""The verdict: what bounds the run, read off the ledger (the reports write the sentences).
+"""The verdict: what bounds the run, read off the ledger and the re-timing (the reports write
+the sentences).
 
 Every share here is a ledger number (:mod:`tracekit.analyzers.ledger`): a bound's share is the
 sum of the run's ledger entries that are evidence for it, the mean over the ranks that set the
-pace. Compute is where a run should be; every other bound is waste. One rule weighs them:
+pace. Every gain is a re-timing (:mod:`tracekit.analyzers.gains`): the step with that waste
+removed. Compute is where a run should be; every other bound is waste. One rule weighs them:
 
 * **A waste bounds the run when removing it would make the step materially faster**: at least
-  ``1 / (1 - MATERIAL_SHARE)`` = 1.18x as fast, that is when it takes :data:`MATERIAL_SHARE`
-  (15%) of the step or more. The largest such waste is the primary verdict. (On the
-  TensorBoard tutorial's pair of runs: GPU idle waiting for the DataLoader 20% beside compute
-  69% is data-bound, 9-11% of launch gaps beside 85% compute is compute-bound; the largest
-  share alone would call both compute-bound.)
+  ``1 / (1 - MATERIAL_SHARE)`` = 1.18x as fast, that is when its re-timed gain is
+  :data:`MATERIAL_SHARE` (15%) of the step or more. Of the wastes that are worth fixing so, the
+  one with the largest share of the ledger is the primary verdict: the ledger says what the
+  time is, the gain whether fixing it pays. (On the TensorBoard tutorial's pair of runs: GPU
+  idle waiting for the DataLoader 20% beside compute 69%, worth 1.25x, is data-bound; launch
+  gaps worth 1.34x there take 7% of the time and their gain is mostly the same data wait
+  hidden behind queued work.) Where no what-if models a waste (or none this trace can build:
+  ranks of the world absent), its share stands for its gain and the confidence is one level
+  lower.
+* **A waste whose removal gains less than that is not the bound**, however large its share: it
+  is a symptom of another cause (a collective whose time waits for a late rank, a host that
+  idles for input). Such a waste with a material share is listed as passed over
+  (``Finding.passed_over``), and its finding says what its freed time waits for
+  (:mod:`tracekit.analyzers.gain_why`).
 * **Otherwise the run is compute-bound**, when compute is the largest share: the GPU is busy
   nearly all the time and only cheaper kernels help. Where some waste is larger than compute
-  but none is material, nothing dominates: ``mixed``.
-* **Mixed**: when the two largest material wastes are within the measured step-to-step
-  variation of their difference (the one-sided :data:`LEVEL` lower bound of the mean
+  but none is worth fixing, nothing dominates: ``mixed``.
+* **Mixed**: when the two largest wastes worth fixing are within the measured step-to-step
+  variation of their difference in share (the one-sided :data:`LEVEL` lower bound of the mean
   difference over the steps, Student's t, is not above zero: the data do not show the larger
   one larger), neither is named alone. With fewer than two steps nothing measures that
   variation: the margin decides (the larger at least :data:`ONE_STEP_RATIO` times the other)
   and the confidence is low.
-* **Confidence**: high for a waste clearly separated from the next and at least twice the
-  material share, or for compute at least :data:`BUSY_SHARE` of the window; medium otherwise;
-  low on one step or for mixed.
-* **Secondary findings** are the other wastes of at least :data:`SECONDARY_SHARE` (removing
-  one would give 1.05x or more), largest first.
+* **Confidence**: high for a waste clearly separated from the next whose share and gain are
+  both at least twice the material share, or for compute at least :data:`BUSY_SHARE` of the
+  window; medium otherwise; low on one step or for mixed; one level lower where the primary's
+  gain could not be re-timed.
+* **Secondary findings** are the other wastes of at least :data:`SECONDARY_SHARE` of the time
+  (removing one would give 1.05x or more if it gave all of it back), and those worth fixing
+  whatever their share, largest share first.
+
+Without gains (``worth`` not given) every share stands for its gain: the rule of the ledger alone.
 """
 
 from __future__ import annotations
@@ -33,6 +48,7 @@ from typing import TYPE_CHECKING, Final
 
 import polars as pl
 
+from tracekit.analyzers.caveats import lower
 from tracekit.analyzers.ledger import ENTRY_BOUND
 from tracekit.analyzers.stats import num
 from tracekit.analyzers.t_quantiles import t_quantile
@@ -40,6 +56,8 @@ from tracekit.results.analysis import Finding
 from tracekit.results.vocab import BoundKind, Confidence, LedgerEntry, MeasuredOn
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from tracekit.analyzers.ledger import LedgerResult
     from tracekit.analyzers.stragglers import StragglerResult
 
@@ -129,11 +147,15 @@ def decide(
     measured_on: MeasuredOn,
     stragglers: StragglerResult,
     undetermined: tuple[Finding, ...] = (),
+    worth: Mapping[str, float | None] | None = None,
 ) -> Decision:
     """The primary bound and the secondary findings, by the rule of this module's docstring.
 
     ``undetermined``: notes saying why the trace cannot support a verdict (GPU events
-    missing, a handful of operations); with any, the primary is undetermined.
+    missing, a handful of operations); with any, the primary is undetermined. ``worth``: each
+    re-timed waste's gain (percent of the step), by bound name; None for a waste no what-if
+    models (its share decides, the confidence one level lower); a waste not in it was not
+    re-timed (its share decides).
     """
     table = cost_table(ledger, measured_on)
     ranked = list(table.iter_rows(named=True))
@@ -142,26 +164,53 @@ def decide(
     compute_kind = BoundKind.COMPUTE if measured_on is MeasuredOn.HOST else BoundKind.GPU_COMPUTE
     compute = next(r for r in ranked if r["bound"] == compute_kind.value)
     wastes = [r for r in ranked if r is not compute and r["share_pct"] > 0]
+    given = dict(worth or {})
+
+    def gain(r: dict[str, object]) -> float:
+        found = given.get(str(r["bound"]))
+        return num(r["share_pct"]) if found is None else found
+
+    def modeled(r: dict[str, object]) -> bool:
+        return worth is None or str(r["bound"]) not in given or given[str(r["bound"])] is not None
+
     per_step = step_shares(ledger, measured_on)
     steps = per_step["step"].n_unique() if per_step.height else 0
-    material = [r for r in wastes if r["share_pct"] >= 100 * MATERIAL_SHARE]
+    worth_fixing = [r for r in wastes if gain(r) >= 100 * MATERIAL_SHARE]
+    symptoms = [r for r in wastes if num(r["share_pct"]) >= 100 * MATERIAL_SHARE and r not in worth_fixing]
     few_steps = steps < 2
-    if material:
-        top = material[0]
-        runner = material[1] if len(material) > 1 else None
+    listed = [r for r in wastes if num(r["share_pct"]) >= 100 * SECONDARY_SHARE or r in worth_fixing]
+    if worth_fixing:
+        top = worth_fixing[0]
+        runner = worth_fixing[1] if len(worth_fixing) > 1 else None
+        over = [BoundKind(str(r["bound"])) for r in symptoms if num(r["share_pct"]) > num(top["share_pct"])]
         if runner is not None and not _separated(per_step, top["bound"], runner["bound"]):
-            return _mixed(top, runner, wastes, stragglers, table)
-        clear = top["share_pct"] >= 2 * 100 * MATERIAL_SHARE
+            return _mixed(top, runner, wastes=listed, stragglers=stragglers, table=table, over=over)
+        clear = min(num(top["share_pct"]), gain(top)) >= 2 * 100 * MATERIAL_SHARE
         confidence = Confidence.LOW if few_steps else (Confidence.HIGH if clear else Confidence.MEDIUM)
-        margin = top["share_pct"] / (runner["share_pct"] if runner else 100 * MATERIAL_SHARE)
-        primary = _finding(top, confidence, stragglers, margin=margin, threshold=MATERIAL_SHARE)
-        return Decision(primary, _secondary(wastes, [top["bound"]], stragglers), table)
+        if not modeled(top):
+            confidence = lower(confidence)
+        margin = num(top["share_pct"]) / (num(runner["share_pct"]) if runner else 100 * MATERIAL_SHARE)
+        primary = _finding(top, confidence, stragglers, margin=margin, threshold=MATERIAL_SHARE, over=over)
+        return Decision(primary, _secondary(listed, [top["bound"]], stragglers), table)
     if wastes and wastes[0]["share_pct"] > compute["share_pct"]:
-        return _mixed(wastes[0], compute, wastes, stragglers, table)
+        return _mixed(wastes[0], compute, wastes=listed, stragglers=stragglers, table=table, over=[])
     busy = compute["share_pct"] >= 100 * BUSY_SHARE
     confidence = Confidence.LOW if few_steps else (Confidence.HIGH if busy else Confidence.MEDIUM)
-    primary = _finding(compute, confidence, stragglers)
-    return Decision(primary, _secondary(wastes, [], stragglers), table)
+    over = [BoundKind(str(r["bound"])) for r in symptoms]
+    primary = _finding(compute, confidence, stragglers, over=over)
+    return Decision(primary, _secondary(listed, [], stragglers), table)
+
+
+def step_noise(ledger: LedgerResult) -> float | None:
+    """The step's noise, percent: the standard deviation of the measured step over the steps
+    (the mean over the pace ranks of each step) over its mean, how much one step differs from
+    the next; None with fewer than two steps."""
+    pace = ledger.per_step.filter(pl.col("rank").is_in(ledger.pace_ranks))
+    steps = pace.group_by("rank", "step").agg(pl.col("ns").sum()).group_by("step").agg(pl.col("ns").mean())
+    if steps.height < 2:
+        return None
+    mean, sd = num(steps["ns"].mean()), num(steps["ns"].std())
+    return round(100 * sd / mean, 4) if mean > 0 else None
 
 
 def _separated(per_step: pl.DataFrame, a: str, b: str) -> bool:
@@ -186,9 +235,11 @@ def _separated(per_step: pl.DataFrame, a: str, b: str) -> bool:
 def _mixed(
     top: dict[str, object],
     other: dict[str, object],
+    *,
     wastes: list[dict[str, object]],
     stragglers: StragglerResult,
     table: pl.DataFrame,
+    over: list[BoundKind],
 ) -> Decision:
     parts = [BoundKind(str(top["bound"])), BoundKind(str(other["bound"]))]
     share, other_share = num(top["share_pct"]), num(other["share_pct"])
@@ -198,17 +249,16 @@ def _mixed(
         confidence=Confidence.LOW,
         margin=round(share / other_share, 4) if other_share > 0 else None,
         components=parts,
+        passed_over=over,
     )
     named = [p.value for p in parts]
     listed = [_finding(r, Confidence.LOW, stragglers) for r in wastes if r["bound"] in named]
     return Decision(mixed, (*listed, *_secondary(wastes, named, stragglers)), table)
 
 
-def _secondary(wastes: list[dict[str, object]], taken: list[str], stragglers: StragglerResult) -> tuple[Finding, ...]:
+def _secondary(listed: list[dict[str, object]], taken: list[str], stragglers: StragglerResult) -> tuple[Finding, ...]:
     return tuple(
-        _finding(r, Confidence.MEDIUM, stragglers, threshold=SECONDARY_SHARE)
-        for r in wastes
-        if r["bound"] not in taken and num(r["share_pct"]) >= 100 * SECONDARY_SHARE
+        _finding(r, Confidence.MEDIUM, stragglers, threshold=SECONDARY_SHARE) for r in listed if r["bound"] not in taken
     )
 
 
@@ -219,6 +269,7 @@ def _finding(
     *,
     margin: float | None = None,
     threshold: float | None = None,
+    over: list[BoundKind] | None = None,
 ) -> Finding:
     bound = BoundKind(str(row["bound"]))
     named = stragglers.stragglers[0].rank if bound is BoundKind.STRAGGLER and stragglers.stragglers else None
@@ -231,4 +282,5 @@ def _finding(
         threshold_pct=None if threshold is None else 100 * threshold,
         margin=None if margin is None or margin == float("inf") else round(margin, 4),
         straggler_rank=named,
+        passed_over=over or [],
     )

@@ -35,9 +35,10 @@ from tracekit.results.vocab import BoundKind, MemoryNote, NoteKind
 
 if TYPE_CHECKING:
     from tracekit.capture.config import CaptureConfig
-    from tracekit.results.analysis import Finding, Gain, Verdict
+    from tracekit.results.analysis import Finding, Verdict
     from tracekit.results.doctor import Baseline, CodeChange, TrialMeasure
     from tracekit.results.param_audit import ParamAudit
+    from tracekit.results.worth import Gain
 
 __all__ = [
     "NEAR_EXPECTED",
@@ -112,15 +113,15 @@ def parse_budget(text: str | None) -> float | None:
 
 
 def findings(verdict: Verdict) -> list[Finding]:
-    """The verdict's bound findings and notes that carry a gain, largest expected gain first
-    (a gain with no re-timing by its bound)."""
+    """The verdict's bound findings and notes that carry a gain, largest gain first (a waste
+    with no re-timing by its share)."""
     every = [verdict.primary, *verdict.secondary]
     gained = [f for f in every if f.gain is not None and (f.bound is not None or f.note is not None)]
 
     def size(f: Finding) -> float:
         g = f.gain
         assert g is not None
-        return g.expected_pct if g.expected_pct is not None else g.up_to_pct
+        return g.gain_pct if g.gain_pct is not None else g.share_pct
 
     return sorted(gained, key=size, reverse=True)
 
@@ -255,20 +256,22 @@ def code_changes(baseline: Baseline, tried: list[Candidate]) -> list[CodeChange]
 
 
 def agreement(predicted: Gain | None, measured: TrialMeasure | None) -> Agreement:
-    """Whether the measured gain meets the prediction: its interval meets [expected, up to] (from
-    0 to up to, where no what-if re-timed it), or it is within :data:`NEAR_EXPECTED` of the
-    expected gain (of up to, where none)."""
+    """Whether the measured gain is the predicted one (:class:`Agreement`): as predicted only
+    when its interval excludes zero and holds the predicted gain (the re-timed gain, else the
+    share where no what-if re-timed it) or lies within :data:`NEAR_EXPECTED` of it; partly when
+    it excludes zero but is another gain; inconclusive when it holds zero; missed when it is
+    slower beyond noise. Without an interval (one repeat), the measured gain stands for it."""
     if predicted is None:
         return Agreement.NO_PREDICTION
     if measured is None:
         return Agreement.NOT_MEASURED
-    # not re-timed: only the bound is known, and the range is from nothing to all of it
-    floor = 0.0 if predicted.expected_pct is None else predicted.expected_pct
-    expected = predicted.up_to_pct if predicted.expected_pct is None else predicted.expected_pct
+    expected = predicted.share_pct if predicted.gain_pct is None else predicted.gain_pct
     low = measured.gain_pct if measured.low_pct is None else measured.low_pct
     high = measured.gain_pct if measured.high_pct is None else measured.high_pct
-    if low <= max(floor, predicted.up_to_pct) and high >= min(floor, predicted.up_to_pct):
-        return Agreement.IN_RANGE
-    if abs(measured.gain_pct - expected) <= NEAR_EXPECTED * max(abs(expected), 1.0):
-        return Agreement.NEAR_EXPECTED
-    return Agreement.MISSED
+    if low <= 0 <= high:
+        return Agreement.INCONCLUSIVE
+    if high < 0:
+        return Agreement.MISSED
+    if low <= expected <= high or abs(measured.gain_pct - expected) <= NEAR_EXPECTED * max(abs(expected), 1.0):
+        return Agreement.AS_PREDICTED
+    return Agreement.PARTLY

@@ -269,14 +269,18 @@ def kernel_op_expr(name: pl.Expr) -> pl.Expr:
     return pl.coalesce(*named, pl.when(function != "").then(function), name)
 
 
-#: Host ranges of one-time work: autotuning, compilation, lazy initialization, module loading.
+#: Host ranges of one-time work: autotuning, compilation, lazy initialization, module loading,
+#: CUDA graph recording (torch.compile's cudagraph trees), the profiler's own frames (its start
+#: and flush; those that recur every step are not one-time, see ``host_causes._recurring``).
 #: Shared by warm-up detection (a first step holding them) and the idle causes (``one_time``).
 ONE_TIME_RANGES: Final = (
     r"(?i:autotun|benchmark_all_configs|select_algorithm|cudnn_?find|find_?algorithm"
     r"|torch/_dynamo/(?:convert_frame|symbolic_convert|output_graph)"
     r"|torch/_inductor/(?:compile_fx|codecache|graph|scheduler|async_compile)"
     r"|compile_fx|compile_inner|dynamo_timed|aot_?autograd|create_aot_dispatcher"
-    r"|lazy_?init|load_?module|module_?load)"
+    r"|lazy_?init|load_?module|module_?load"
+    r"|cudagraph_trees|CUDAGraphNode\.record|cudagraphify|graph_?capture"
+    r"|^torch/(?:profiler/|autograd/profiler\.py))"
 )
 #: Runtime and driver calls of one-time work: allocator growth, set-up, module loading.
 ONE_TIME_CALLS: Final = (

@@ -41,6 +41,9 @@ class RunTraits:
     #: its collectives run on the GPU (NCCL/RCCL kernels): interconnect advice
     gpu_collectives: bool = True
     parallelism: Parallelism | None = None
+    #: how many ranks were analysed, and which set the pace (the run's ledger is their mean)
+    ranks: int | None = None
+    pace_ranks: tuple[int, ...] = ()
 
     @classmethod
     def of(cls, analysis: Analysis) -> RunTraits:
@@ -50,7 +53,13 @@ class RunTraits:
         run, verdict = analysis.run, analysis.verdict
         kernels = any(c.category == "collective" for c in analysis.kernels.by_category)
         missed = any(f.note is NoteKind.NO_COMMUNICATION for f in verdict.secondary)
-        return cls(gpu=run.has_gpu, gpu_collectives=run.has_gpu and (kernels or missed), parallelism=run.parallelism)
+        return cls(
+            gpu=run.has_gpu,
+            gpu_collectives=run.has_gpu and (kernels or missed),
+            parallelism=run.parallelism,
+            ranks=len(run.ranks),
+            pace_ranks=tuple(analysis.ledger.pace_ranks) if analysis.ledger is not None else (),
+        )
 
     @classmethod
     def of_verdict(cls, verdict: Verdict) -> RunTraits:

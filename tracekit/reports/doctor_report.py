@@ -18,15 +18,18 @@ from tracekit.results.vocab import Change
 
 if TYPE_CHECKING:
     from tracekit.reports.document import Table
-    from tracekit.results.analysis import Gain
     from tracekit.results.doctor import CodeChange, Doctor, StageRun, Trial, TrialMeasure
+    from tracekit.results.worth import Gain
 
 __all__ = ["doctor_report"]
 
 AGREEMENTS: Final = {
-    Agreement.IN_RANGE: "as predicted (within expected .. up to)",
-    Agreement.NEAR_EXPECTED: "as predicted (within 25% of expected)",
-    Agreement.MISSED: "not as predicted",
+    Agreement.AS_PREDICTED: "as predicted (a gain beyond noise, its interval meets the predicted gain)",
+    Agreement.PARTLY: "partly: a gain beyond noise, but not the predicted one",
+    Agreement.INCONCLUSIVE: "inconclusive: the measured interval holds zero",
+    Agreement.MISSED: "not as predicted (slower)",
+    Agreement.IN_RANGE: "as predicted by doctor 1.0's rule (its interval met expected .. up to)",
+    Agreement.NEAR_EXPECTED: "as predicted by doctor 1.0's rule (within 25% of expected)",
     Agreement.NO_PREDICTION: "no prediction (no finding's share)",
     Agreement.NOT_MEASURED: "not measured",
 }
@@ -44,8 +47,8 @@ STAGE_NAMES: Final = {
 def _gain(g: Gain | None) -> str:
     if g is None:
         return "-"
-    expected = "not re-timed" if g.expected_pct is None else f"{g.expected_pct:.1f}%"
-    return f"{expected} (up to {g.up_to_pct:.1f}%)"
+    gain = "not re-timed" if g.gain_pct is None else f"gain {g.gain_pct:.1f}%"
+    return f"{gain} (share {g.share_pct:.1f}%)"
 
 
 def _measured(m: TrialMeasure | None) -> str:
@@ -101,7 +104,7 @@ def _trials_table(doctor: Doctor) -> Table:
         (
             "B: the baseline with",
             "addresses",
-            "predicted gain (expected, up to)",
+            "predicted: gain (share)",
             "measured gain [95%]",
             "agreement",
             "B's verdict",
@@ -110,7 +113,9 @@ def _trials_table(doctor: Doctor) -> Table:
         f"Each knob's A/B ran the baseline config (A) and the config with the knob (B) interleaved, "
         f"{doctor.repeats} capture(s) of each; the measured gain is the step's change as a share of A's step "
         "(tracekit compare's interval of the difference of means). Predicted: the finding's gain in the baseline "
-        "(expected: re-timed along the trace's dependencies; up to: its share of the ledger). A knob removes "
+        "(gain: re-timed along the trace's dependencies, what removing it is worth; share: its part of the "
+        "ledger, what the time is). As predicted only when the measured interval excludes zero and meets the "
+        "predicted gain. A knob removes "
         "part of a waste, or all of it, or changes other work too: the measurement is the answer, and B's verdict "
         "says what bounds the run with the knob on.",
         numeric=(False, False, True, True, False, False),
@@ -122,7 +127,7 @@ def _code_table(doctor: Doctor) -> Table:
     return make_table(
         "doctor_code",
         "Findings that need a change of code",
-        ("finding", "predicted gain (expected, up to)", "where"),
+        ("finding", "predicted: gain (share)", "where"),
         [(_finding(c.bound, c.note), _gain(c.gain), _where(c)) for c in doctor.code_changes],
         "No configuration knob removes these: each is worth its predicted gain once the code changes.",
         numeric=(False, True, False),

@@ -1,20 +1,29 @@
-"""The table of every waste with what removing it is worth."""
+"""The table of every waste with its share and what removing it is worth."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from tracekit.reports.gains_words import COMPUTE, GAIN_LIMITS, faster, step_after
+from tracekit.reports.gains_words import COMPUTE, GAIN_LIMITS, faster, step_after, why_short
 from tracekit.reports.tables import make_table, pct
 
 if TYPE_CHECKING:
     from tracekit.reports.document import Table
-    from tracekit.results.analysis import Analysis, Gain
+    from tracekit.results.analysis import Analysis
+    from tracekit.results.worth import Gain
 
 
 def gains_table(a: Analysis) -> Table | None:
-    """Every waste with its gain, largest bound first; compute's row is every waste at once."""
+    """Every waste with its gain, largest share first; compute's row is every waste at once."""
     return waste_table(a.verdict.gains)
+
+
+def _note(g: Gain) -> str:
+    """Why the gain differs from the share, else what the estimate assumes."""
+    said = why_short(g)
+    if said is not None:
+        return said
+    return "; ".join(GAIN_LIMITS[limit] for limit in g.limits)
 
 
 def waste_table(gains: list[Gain]) -> Table | None:
@@ -24,26 +33,26 @@ def waste_table(gains: list[Gain]) -> Table | None:
     rows = []
     for g in gains:
         name = f"{g.bound.value}: every waste at once" if g.bound in COMPUTE else g.bound.value
-        expected = "-" if g.expected_pct is None else f"{step_after(g, g.expected_pct) / 1e6:,.2f}"
+        after = "-" if g.gain_pct is None else f"{step_after(g, g.gain_pct) / 1e6:,.2f}"
         rows.append(
             (
                 name,
-                pct(g.up_to_pct),
-                f"{step_after(g, g.up_to_pct) / 1e6:,.2f}",
-                pct(g.expected_pct),
-                expected,
-                faster(g.expected_pct) if g.expected_pct is not None else "-",
-                "; ".join(GAIN_LIMITS[limit] for limit in g.limits),
+                pct(g.share_pct),
+                pct(g.gain_pct),
+                after,
+                faster(g.gain_pct) if g.gain_pct is not None else "-",
+                _note(g),
             )
         )
     return make_table(
         "gains",
         f"What removing each waste is worth (the step is {gains[0].step_ns / 1e6:,.2f} ms)",
-        ("waste", "up to", "step at most (ms)", "expected", "step expected (ms)", "as fast", "what it assumes"),
+        ("waste", "share", "gain", "step without it (ms)", "as fast", "why they differ, or what it assumes"),
         rows,
-        "Up to: the waste's share of the ledger on the ranks that set the pace, all of it given back. "
-        "Expected: every rank re-timed along the trace's dependencies (host order, launches, streams, "
-        "syncs, collectives across ranks) with the waste removed: less where other work takes the freed "
-        "time back (tracekit/analyzers/gains.py, retime.py).",
-        numeric=(False, True, True, True, True, True, False),
+        "Share: the waste's part of the ledger on the ranks that set the pace (what the time is). Gain: every "
+        "rank re-timed along the trace's dependencies (host order, launches, streams, syncs, collectives across "
+        "ranks) with the waste removed (what removing it is worth). A gain is below its share where other work "
+        "takes the freed time back, above it where removing it removes other waste too; gains of several fixes "
+        "are never added (tracekit/analyzers/gains.py, gain_why.py, retime.py).",
+        numeric=(False, True, True, True, True, False),
     )

@@ -72,22 +72,27 @@ def table(t: Table) -> str:
 def verdict(v: WrittenVerdict) -> str:
     """The verdict section."""
     p = v.primary
-    share = "" if p.share_pct is None else f"{p.share_pct:.1f}% of the time, "
     lines = [
         f"## tracekit verdict: {escape(p.title)}",
         "",
-        f"**{share}confidence {escape(p.confidence)}** (measured on {escape(v.measured_on)})",
+        f"**{escape(p.badge)}** (measured on {escape(v.measured_on)})",
         "",
     ]
     lines += [f"- {escape(e)}" for e in p.evidence]
     if p.recommendations:
         lines += ["", "**What to change**", ""] + [f"1. {escape(r)}" for r in p.recommendations[:5]]
+    if v.first:
+        lines += ["", "**What to do first** (by gain per effort)", ""] + [f"1. {escape(x)}" for x in v.first]
+        if v.joint:
+            lines += ["", escape(v.joint[0].upper() + v.joint[1:]) + "."]
     if v.secondary:
         lines += ["", "**Also found**", ""]
         for f in v.secondary:
-            share = "" if f.share_pct is None else f" ({f.share_pct:.1f}%)"
+            badge = f" ({escape(f.badge)})" if f.badge else ""
             first = f.recommendations[0] if f.recommendations else ""
-            lines.append(f"- {escape(f.title)}{share}, confidence {escape(f.confidence)}. {escape(first)}")
+            reason = next((e for e in f.evidence if e.startswith("why the gain")), None)
+            why = f" {escape(reason[0].upper() + reason[1:])}." if reason else ""
+            lines.append(f"- {escape(f.title)}{badge}.{why} {escape(first)}")
     if v.memory:
         lines += ["", "**Memory**", ""]
         for m in v.memory:

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Final
 
 from tracekit.reports import advice
 from tracekit.reports.advice import RunTraits
-from tracekit.reports.gains_words import worth
+from tracekit.reports.gains_words import badge, faster, first_line, joint_line, why, worth
 from tracekit.reports.memory_words import write_memory
 from tracekit.reports.terms import DATA_MEASURES, phase_name
 from tracekit.reports.wording import (
@@ -22,11 +22,13 @@ from tracekit.reports.wording import (
     NOTE_TITLES,
     RECOMMENDATIONS,
     TITLES,
+    WARMUP_ONLY,
     Written,
     WrittenVerdict,
 )
 from tracekit.results.analysis import Evidence, Verdict
 from tracekit.results.vocab import BoundKind, Confidence, MeasuredOn, NoteKind, StragglerCause, SyncKind
+from tracekit.results.worth import NOTE_BOUND
 
 if TYPE_CHECKING:
     from tracekit.results.analysis import (
@@ -62,6 +64,8 @@ def title(finding: Finding, verdict: Verdict) -> str:  # noqa: PLR0911  (one cas
         return NOTE_TITLES[finding.note]
     if finding.bound is BoundKind.UNDETERMINED:
         why = [f for f in verdict.secondary if f.note in NO_VERDICT]
+        if why and why[0].note is NoteKind.WARMUP:
+            return WARMUP_ONLY
         return NOTE_TITLES[why[0].note] if why and why[0].note else TITLES[BoundKind.UNDETERMINED]
     if finding.bound is BoundKind.MIXED and finding.components:
         names = " and ".join(_component(c, verdict) for c in finding.components)
@@ -100,13 +104,56 @@ def cause(s: StragglerEvidence) -> str:
     return f"its {phase_name(s.phase)} takes {excess} longer per step than on the median of the other ranks"
 
 
-def evidence(finding: Finding, verdict: Verdict) -> list[str]:
+def evidence(finding: Finding, verdict: Verdict, traits: RunTraits | None = None) -> list[str]:
     """The evidence lines of a finding, from the numbers behind it, and what removing it is worth."""
-    lines = _evidence(finding, verdict)
-    return [*lines, worth(finding.gain)] if finding.gain is not None else lines
+    lines = _evidence(finding, verdict, traits or RunTraits.of_verdict(verdict))
+    lines += _passed_over(finding, verdict)
+    if finding.gain is None:
+        return lines
+    said = why(finding.gain)
+    return [*lines, worth(finding.gain, share=finding.share_pct is None), *([said] if said else [])]
 
 
-def _evidence(finding: Finding, verdict: Verdict) -> list[str]:  # noqa: PLR0911  (one case per note)
+def _passed_over(finding: Finding, verdict: Verdict) -> list[str]:
+    """Larger wastes the verdict did not name, and why: removing them alone is worth too little."""
+    out = []
+    for bound in finding.passed_over:
+        g = next((x for x in verdict.gains if x.bound is bound), None)
+        if g is None:
+            continue
+        worth_it = "not re-timed" if g.gain_pct is None else f"{faster(g.gain_pct)} ({g.gain_pct:.1f}%)"
+        out.append(
+            f"not the bound: {bound.value} takes {g.share_pct:.1f}% of the step, but removing it alone is worth "
+            f"{worth_it}, under the 1.18x at which a waste bounds the run: a symptom (its finding says what its "
+            "time waits on)"
+        )
+    return out
+
+
+def share_line(finding: Finding, traits: RunTraits) -> str:
+    """What the share is of: one rank, every rank, or the ranks that set the pace."""
+    share = f"share: {finding.share_pct or 0:.1f}% of the measured time"
+    if finding.gain is not None and finding.bound not in GOOD:
+        step = finding.gain.step_ns
+        share += f" ({(finding.share_pct or 0) / 100 * step / 1e6:.2f} ms of each {step / 1e6:.2f} ms step)"
+    pace, ranks = traits.pace_ranks, traits.ranks
+    if ranks is None or ranks <= 1 or not pace:
+        where = "" if ranks is not None and ranks <= 1 else " (the mean over the ranks that set the pace)"
+    elif len(pace) == ranks:
+        where = f", the mean over the {ranks} ranks"
+    elif len(pace) == 1:
+        where = f" of rank {pace[0]}, whose steps set the pace (the other ranks' are over 5% shorter)"
+    else:
+        where = f", the mean over ranks {', '.join(map(str, pace))}, which set the pace"
+    worst = (
+        ""
+        if finding.worst_rank is None or (ranks is not None and ranks <= 1) or len(pace) == 1
+        else f" (most on rank {finding.worst_rank}: {finding.max_rank_share_pct or 0:.1f}%)"
+    )
+    return share + where + worst
+
+
+def _evidence(finding: Finding, verdict: Verdict, traits: RunTraits) -> list[str]:  # noqa: PLR0911, PLR0912  (one case per note)
     e = verdict.evidence
     if (caveat := _caveat_lines(finding)) is not None:
         return caveat
@@ -141,17 +188,14 @@ def _evidence(finding: Finding, verdict: Verdict) -> list[str]:  # noqa: PLR0911
             f"fewer than two measured steps, and {finding.value or 0:.0f} device operations on the busiest rank "
             "(under 50) that kept it busy under 1 ms: a snippet, not a training run; nothing repeats to judge it by"
         ]
+    if finding.note is NoteKind.WARMUP:
+        return _warmup_lines(finding, verdict)
     if finding.note is NoteKind.ONE_STEP:
         steps = "no steps were found: the whole trace is one window" if not finding.value else "one measured step"
-        return [f"{steps}, so no step-to-step variation weighs the verdict's margin: confidence is low"]
+        return [f"{steps}, so no step-to-step variation weighs the verdict's margin: the verdict's confidence is low"]
     lines = []
     if finding.share_pct is not None:
-        worst = (
-            ""
-            if finding.worst_rank is None
-            else f" (most on rank {finding.worst_rank}: {finding.max_rank_share_pct or 0:.1f}%)"
-        )
-        lines.append(f"{finding.share_pct:.1f}% of the measured time on average over ranks{worst}")
+        lines.append(share_line(finding, traits))
     lines += _bound_lines(finding.bound, e)
     if finding.bound is BoundKind.MIXED and {BoundKind.GPU_COMPUTE, BoundKind.COMPUTE} & set(finding.components):
         lines.append(
@@ -165,12 +209,48 @@ def _evidence(finding: Finding, verdict: Verdict) -> list[str]:  # noqa: PLR0911
             "so neither is named alone"
         )
     elif finding.threshold_pct is not None and finding.share_pct is not None:
-        ahead = f"; {finding.margin:.1f}x the next candidate" if finding.margin else ""
-        faster = 1 / (1 - finding.threshold_pct / 100)
-        lines.append(
-            f"decided by: {finding.share_pct:.1f}% of the time, over the {finding.threshold_pct:.0f}% at which "
-            f"removing it would make the step {faster:.2f}x as fast{ahead}"
-        )
+        lines.append(_decided(finding))
+    return lines
+
+
+def _decided(finding: Finding) -> str:
+    """What made a finding: for the primary, a gain worth fixing and the largest share of those;
+    for the others, a share or gain that makes a finding."""
+    threshold = finding.threshold_pct or 0.0
+    bar = f"{1 / (1 - threshold / 100):.2f}x"
+    g = finding.gain
+    if g is not None and g.gain_pct is not None and g.gain_pct >= threshold:
+        worth_it = f"removing it is worth {faster(g.gain_pct)} (gain {g.gain_pct:.1f}%), over the {bar}"
+    else:
+        worth_it = f"{finding.share_pct or 0:.1f}% of the time, over the {threshold:.0f}% ({bar})"
+    if threshold < 10:  # a secondary finding
+        if g is not None and g.gain_pct is not None and g.gain_pct >= 15:
+            return f"worth fixing too ({faster(g.gain_pct)}), but it holds less of the time than the verdict's bound"
+        return f"a finding: {finding.share_pct or 0:.1f}% of the time, over the {threshold:.0f}% that makes one"
+    if finding.margin is None:
+        return f"decided by: {worth_it}"
+    return (
+        f"decided by: {worth_it} at which a waste bounds the run, and the largest share of the wastes that are: "
+        f"{finding.margin:.1f}x the next"
+    )
+
+
+def _warmup_lines(finding: Finding, verdict: Verdict) -> list[str]:
+    """What the warm-up note says: how much of the window is one-time work, and in what."""
+    share = finding.value or 0.0
+    steady = (
+        "the rest is too little to judge: no bound is named"
+        if verdict.primary.bound is BoundKind.UNDETERMINED
+        else "the verdict is read off the rest, the steady state"
+    )
+    lines = [
+        f"{share:.1f}% of the measured time the GPU waits on one-time work (CUDA context and allocator set-up, "
+        f"lazy module loading at first launches, compilation, CUDA graph recording, the profiler's start and "
+        f"flush): {steady}"
+    ]
+    work = verdict.evidence.warmup
+    if work:
+        lines.append("longest: " + ", ".join(f"{_name(w.name)} ({ms(w.ns)})" for w in work))
     return lines
 
 
@@ -199,10 +279,12 @@ def _caveat_lines(finding: Finding) -> list[str] | None:
 
 
 def _op_latency(o: OpLatency) -> str:
-    """One collective operation: its count, and its latency and wait where it was matched."""
+    """One collective operation: its count, and per matched instance its latency and wait."""
     if o.floor_ns is None:
         return f"{_name(o.op)} x{o.count} (latency and wait {ONE_RANK})"
-    return f"{_name(o.op)} x{o.count} (latency {ms(o.floor_ns)}, mean wait {ms(o.mean_wait_ns)})"
+    n = o.matched or o.count
+    wait = None if o.mean_wait_ns is None else o.mean_wait_ns / n
+    return f"{_name(o.op)} x{o.count} (per instance: latency {ms(o.floor_ns / n)}, mean wait {ms(wait)})"
 
 
 def _comms_lines(e: Evidence) -> list[str]:
@@ -348,10 +430,22 @@ def write(
         title=_clip(title(finding, verdict)),
         share_pct=finding.share_pct,
         confidence=finding.confidence.value,
-        evidence=tuple(map(_clip, evidence(finding, verdict))),
+        evidence=tuple(map(_clip, evidence(finding, verdict, traits))),
         recommendations=tuple(map(_clip, recommendations(finding, verdict, capture, traits))),
         good=is_good(finding),
+        badge=_badge(finding),
     )
+
+
+def _badge(finding: Finding) -> str:
+    """A finding's numbers in its heading: its share and gain, and how sure it is (a note, a
+    fact, has no confidence of its own: its words say what it does to the verdict's)."""
+    numbers = badge(finding.gain) if finding.gain is not None and finding.bound not in GOOD else ""
+    if not numbers and finding.share_pct is not None:
+        numbers = f"{finding.share_pct:.1f}% of the time"
+    if finding.note is not None:
+        return numbers
+    return f"{numbers}, confidence {finding.confidence.value}" if numbers else f"confidence {finding.confidence.value}"
 
 
 def write_verdict(
@@ -363,12 +457,28 @@ def write_verdict(
 ) -> WrittenVerdict:
     """The whole verdict in words, with the memory findings beside it (``capture``: the run's
     summary.json, for the tools' commands; ``traits``: what of the run its advice depends on)."""
+    primary = write(verdict.primary, verdict, capture, traits)
+    secondary = tuple(write(f, verdict, capture, traits) for f in verdict.secondary)
     return WrittenVerdict(
         measured_on=verdict.measured_on.value,
-        primary=write(verdict.primary, verdict, capture, traits),
-        secondary=tuple(write(f, verdict, capture, traits) for f in verdict.secondary),
+        primary=primary,
+        secondary=secondary,
         memory=tuple(write_memory(f) for f in memory.findings) if memory is not None else (),
+        first=tuple(first_line(fix, _first_advice(fix.bound, verdict, traits)) for fix in verdict.first),
+        joint=joint_line(verdict.joint, verdict.first) if verdict.joint is not None else None,
     )
+
+
+def _first_advice(bound: BoundKind, verdict: Verdict, traits: RunTraits | None) -> str | None:
+    """The first thing to change for ``bound``: its finding's most specific advice."""
+    finding = next((f for f in (verdict.primary, *verdict.secondary) if f.bound is bound), None)
+    if finding is None:
+        note = next((n for n, b in NOTE_BOUND.items() if b is bound), None)
+        finding = next((f for f in verdict.secondary if f.note is note), None) if note is not None else None
+    if finding is None:
+        return None
+    recs = _recommendations(finding, verdict, traits or RunTraits.of_verdict(verdict))
+    return recs[0] if recs else None
 
 
 def write_analysis(analysis: Analysis) -> WrittenVerdict:

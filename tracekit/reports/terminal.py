@@ -21,6 +21,8 @@ from tracekit.reports.documents import Renderable, as_document
 if TYPE_CHECKING:
     from rich.console import RenderableType
 
+    from tracekit.reports.wording import WrittenVerdict
+
 
 class TerminalRenderer:
     """Renders a document (an analysis, a comparison, a sweep...) as text for a terminal."""
@@ -77,19 +79,18 @@ def head(h: Head) -> Text:
     text.append("tracekit verdict", style="bold")
     _line(text, f" (measured on {v.measured_on})")
     _line(text, p.title, "bold green" if p.good else "bold red", end="")
-    share = "" if p.share_pct is None else f"{p.share_pct:.1f}% of the time, "
-    _line(text, f"  [{share}confidence {p.confidence}]")
+    _line(text, f"  [{p.badge}]")
     for words in p.evidence:
         _line(text, f"  - {words}")
     for rec in p.recommendations[:4]:
         _line(text, f"  > {rec}", "cyan")
     for f in v.secondary:
-        share = "" if f.share_pct is None else f" ({f.share_pct:.1f}%)"
-        _line(text, f"also: {f.title}{share}, confidence {f.confidence}", "yellow")
+        _line(text, f"also: {f.title}" + (f" [{f.badge}]" if f.badge else ""), "yellow")
         for words in f.evidence[1:] if f.share_pct is not None else f.evidence:
             _line(text, f"  - {words}")
         if f.recommendations:
             _line(text, f"  > {f.recommendations[0]}", "cyan")
+    _first(text, v)
     for m in v.memory:
         _line(text, f"memory: {m.title}", "green" if m.good else "yellow")
         for words in m.evidence:
@@ -97,6 +98,17 @@ def head(h: Head) -> Text:
         for rec in m.recommendations[:2]:
             _line(text, f"  > {rec}", "cyan")
     return text
+
+
+def _first(text: Text, v: WrittenVerdict) -> None:
+    """What to do first, and what the first two fixes are worth together."""
+    if not v.first:
+        return
+    text.append("what to do first (by gain per effort):\n", style="bold")
+    for i, item in enumerate(v.first, 1):
+        _line(text, f"  {i}. {item}", "cyan")
+    if v.joint:
+        _line(text, f"  {v.joint}")
 
 
 #: How each tone is drawn.

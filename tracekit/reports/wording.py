@@ -86,10 +86,13 @@ NOTE_TITLES: Final = {
     NoteKind.TOO_LITTLE_WORK: "No verdict: the device did too little work in this trace to judge",
     NoteKind.EVENTS_SAMPLED: "No verdict: this trace is a sample: most of its CUDA calls were dropped",
     NoteKind.ONE_STEP: "One window measured: the verdict cannot be checked against step-to-step variation",
+    NoteKind.WARMUP: "This trace shows warm-up: one-time work, not the training's steady state",
 }
+#: The title of a verdict that the warm-up leaves without a steady part.
+WARMUP_ONLY: Final = "No verdict: this trace shows warm-up, not a training step"
 
 #: Notes that say why there is no verdict.
-NO_VERDICT: Final = (NoteKind.GPU_EVENTS_MISSING, NoteKind.TOO_LITTLE_WORK, NoteKind.EVENTS_SAMPLED)
+NO_VERDICT: Final = (NoteKind.GPU_EVENTS_MISSING, NoteKind.TOO_LITTLE_WORK, NoteKind.EVENTS_SAMPLED, NoteKind.WARMUP)
 
 NOTE_RECOMMENDATIONS: Final[dict[NoteKind, tuple[str, ...]]] = {
     NoteKind.PARTIAL_RANKS: (
@@ -106,6 +109,14 @@ NOTE_RECOMMENDATIONS: Final[dict[NoteKind, tuple[str, ...]]] = {
     NoteKind.ONE_STEP: (
         "Profile several steady-state steps (torch.profiler's schedule: wait/warmup/active, or tracekit capture) "
         "to measure how much the verdict's shares move from step to step.",
+    ),
+    NoteKind.WARMUP: (
+        "Profile after warm-up: torch.profiler.schedule(wait=1, warmup=2, active=3) (tracekit capture: "
+        "--warmup_steps) records steps only once the first iterations have run, so CUDA context creation, "
+        "first allocations, lazy module loading at first launches, torch.compile and CUDA graph recording fall "
+        "outside the recorded steps.",
+        "Nothing here needs changing in the training: one-time work is paid once per process (cache compiled "
+        "kernels across runs with TORCHINDUCTOR_FX_GRAPH_CACHE=1 if start-up time matters).",
     ),
     NoteKind.TOO_LITTLE_WORK: (
         "Profile several steady-state training steps (torch.profiler schedule with wait/warmup/active) "
@@ -169,6 +180,8 @@ class Written:
     evidence: tuple[str, ...]
     recommendations: tuple[str, ...]
     good: bool
+    #: its numbers and confidence, for its heading: "share 20.0%, gain 19.9% (1.25x), confidence medium"
+    badge: str = ""
 
 
 @dataclass(frozen=True)
@@ -180,3 +193,7 @@ class WrittenVerdict:
     secondary: tuple[Written, ...]
     #: the memory findings, beside the time verdict (headroom, fragmentation, what fills it, imbalance)
     memory: tuple[Written, ...] = ()
+    #: what to do first, by gain per effort: one line per fix
+    first: tuple[str, ...] = ()
+    #: what the first two fixes are worth together
+    joint: str | None = None

@@ -17,7 +17,10 @@ New in 2.7: the host of each clock offset (``ClockOffset.host``: ranks of one ho
 clock) and how far a rank's step windows are off from the others' where their numbering does not
 line up (``MisalignedStep.offset_ns``). New in 2.8: the idle cause and ledger entry
 ``capture_sync``: the GPU idle after tracekit capture's own step-end sync (it times the step),
-which bounds nothing of the training; before, it counted as ``host_sync``.
+which bounds nothing of the training; before, it counted as ``host_sync``. New in 2.9: one story
+per finding (:mod:`tracekit.results.worth`): a gain's ``up_to_pct`` and ``expected_pct`` are
+``share_pct`` and ``gain_pct``, with ``why`` they differ; the verdict's ``first`` (what to do
+first), ``joint`` (the first two fixes at once) and ``noise_pct``; the primary's ``passed_over``.
 """
 
 from __future__ import annotations
@@ -62,7 +65,6 @@ from tracekit.results.vocab import (
     Confidence,
     DataMeasure,
     DropReason,
-    GainLimit,
     MeasuredOn,
     MemoryNote,
     NoteKind,
@@ -75,10 +77,11 @@ from tracekit.results.vocab import (
     WindowKind,
     WorkKind,
 )
+from tracekit.results.worth import Fix, Gain, Joint  # noqa: TC001
 
 SCHEMA: Final = "tracekit.analysis"
 #: The major version changes when a reader of the previous one would misread a file.
-SCHEMA_VERSION: Final = "2.8"
+SCHEMA_VERSION: Final = "2.9"
 
 
 class Struct(msgspec.Struct, frozen=True, kw_only=True):
@@ -165,20 +168,6 @@ class RunFacts(Struct, frozen=True, kw_only=True):
     parallelism: Parallelism | None = None
 
 
-class Gain(Struct, frozen=True, kw_only=True):
-    """What removing one waste is worth (:mod:`tracekit.analyzers.gains`, since 2.5): the step
-    with it gone, as a share of today's step. For compute, every waste removed at once."""
-
-    bound: BoundKind
-    #: the mean measured step of the ranks that set the pace, today
-    step_ns: float
-    #: the waste's share of the ledger on those ranks: the most its removal gives back
-    up_to_pct: float
-    #: the ranks re-timed along their dependencies with it removed (None: no what-if models it)
-    expected_pct: float | None = None
-    limits: list[GainLimit] = msgspec.field(default_factory=list)
-
-
 class Finding(Struct, frozen=True, kw_only=True):
     """A bound (or a notable fact) with the numbers behind it; sentences are rendered from it.
 
@@ -204,17 +193,22 @@ class Finding(Struct, frozen=True, kw_only=True):
     components: list[BoundKind] = msgspec.field(default_factory=list)
     #: since 2.5: what removing it is worth (bound findings, and the notes a what-if models)
     gain: Gain | None = None
+    #: since 2.9, the primary: wastes with a larger share whose removal, re-timed, is worth less
+    #: than the material speed-up: symptoms of another cause, not the bound (largest first)
+    passed_over: list[BoundKind] = msgspec.field(default_factory=list)
 
 
 class OpLatency(Struct, frozen=True, kw_only=True):
     """Instances of one collective operation: how many, and over the instances matched across
-    ranks their latency floors and mean waits (since 2.3 null when none was matched: latency and
-    waiting cannot be told apart on one rank)."""
+    ranks the sums of their latency floors and of their mean waits (since 2.3 null when none was
+    matched: latency and waiting cannot be told apart on one rank)."""
 
     op: str
     count: int
     floor_ns: int | None
     mean_wait_ns: float | None
+    #: since 2.9: how many instances were matched (the sums' terms; None in older files)
+    matched: int | None = None
 
 
 class KernelShare(Struct, frozen=True, kw_only=True):
@@ -248,6 +242,14 @@ class SyncSource(Struct, frozen=True, kw_only=True):
     phase: str | None = None
 
 
+class WarmupWork(Struct, frozen=True, kw_only=True):
+    """One-time work the GPU waited on: the host range it ran in (the outermost on the launching
+    thread, as the idle causes name it) and the idle time, ns, over the pace ranks' windows."""
+
+    name: str
+    ns: int
+
+
 class Evidence(Struct, frozen=True, kw_only=True):
     """The figures behind each candidate bound, from which the reports write the evidence."""
 
@@ -268,6 +270,8 @@ class Evidence(Struct, frozen=True, kw_only=True):
     sync_sources: list[SyncSource] = msgspec.field(default_factory=list)
     #: whether the traces are of a PyTorch program (advice differs for a plain CUDA/MPI program)
     pytorch: bool = True
+    #: since 2.9: the host ranges the GPU waited on longest in one-time work (warm-up), longest first
+    warmup: list[WarmupWork] = msgspec.field(default_factory=list)
 
 
 class Verdict(Struct, frozen=True, kw_only=True):
@@ -281,6 +285,13 @@ class Verdict(Struct, frozen=True, kw_only=True):
     #: since 2.5: every waste with a share, and compute (every waste at once), with what removing
     #: it is worth (empty in older files)
     gains: list[Gain] = msgspec.field(default_factory=list)
+    #: since 2.9: what to do first, the findings' fixes by gain per effort
+    first: list[Fix] = msgspec.field(default_factory=list)
+    #: since 2.9: the first two fixes removed together, re-timed (None: fewer than two)
+    joint: Joint | None = None
+    #: since 2.9: the step's noise, percent: the standard deviation of the measured step over the
+    #: steps over its mean (None: fewer than two steps)
+    noise_pct: float | None = None
 
 
 class LedgerSection(Struct, frozen=True, kw_only=True):

@@ -26,11 +26,13 @@ from typing import Any, Final
 
 import msgspec
 
-from tracekit.results.analysis import Finding, Gain, Verdict  # noqa: TC001  (msgspec reads them at run time)
+from tracekit.results.analysis import Finding, Verdict  # noqa: TC001  (msgspec reads them at run time)
 from tracekit.results.loader_probe import LoaderProbe  # noqa: TC001
 from tracekit.results.param_audit import ParamAudit  # noqa: TC001
 from tracekit.results.records import load_record
+from tracekit.results.upgrade_analysis import gains_2_8
 from tracekit.results.vocab import BoundKind, Change, MemoryNote, NoteKind, StrEnum, SyncKind
+from tracekit.results.worth import Gain  # noqa: TC001
 
 __all__ = [
     "DOCTOR_SCHEMA",
@@ -50,7 +52,7 @@ __all__ = [
 ]
 
 DOCTOR_SCHEMA: Final = "tracekit.doctor"
-DOCTOR_SCHEMA_VERSION: Final = "1.0"
+DOCTOR_SCHEMA_VERSION: Final = "1.1"
 
 
 class DoctorStage(StrEnum):
@@ -95,13 +97,21 @@ class Knob(StrEnum):
 
 
 class Agreement(StrEnum):
-    """How a measured gain compares with its prediction (``tracekit doctor``, the calibration)."""
+    """How a measured gain compares with its prediction (``tracekit doctor``, the calibration).
 
-    IN_RANGE = "in_range"  # the measured gain's interval meets [expected, up to]
-    NEAR_EXPECTED = "near_expected"  # the measured gain within 25% of the expected one
-    MISSED = "missed"  # neither
+    Since doctor 1.1 (issue 45): ``as_predicted`` only when the measured interval excludes zero
+    and meets the predicted gain; ``partly`` when it excludes zero but does not; ``inconclusive``
+    when it holds zero. ``in_range`` and ``near_expected`` are 1.0's looser rule, kept for its files.
+    """
+
+    AS_PREDICTED = "as_predicted"  # a gain beyond noise, and its interval holds the prediction (or within 25% of it)
+    PARTLY = "partly"  # a gain beyond noise, but not the one predicted (more or less)
+    INCONCLUSIVE = "inconclusive"  # the measured interval holds zero: noise cannot be told from a gain
+    MISSED = "missed"  # slower beyond noise where a gain was predicted (1.0: neither of its two rules)
     NO_PREDICTION = "no_prediction"  # nothing predicted this knob's gain (a knob with no finding's share)
     NOT_MEASURED = "not_measured"  # the comparison measured no step time on one side
+    IN_RANGE = "in_range"  # doctor 1.0: the measured interval met [expected, up to]
+    NEAR_EXPECTED = "near_expected"  # doctor 1.0: the measured gain within 25% of the expected one
 
 
 class StageRun(msgspec.Struct, kw_only=True, frozen=True):
@@ -208,4 +218,4 @@ class Doctor(msgspec.Struct, kw_only=True, frozen=True):
 
 def load_doctor(data: bytes | str, *, source: str) -> Doctor:
     """Parse a saved record (:func:`tracekit.results.records.load_record`); write one with ``dump_record``."""
-    return load_record(data, Doctor, what="tracekit doctor record", source=source)
+    return load_record(data, Doctor, what="tracekit doctor record", source=source, upgrade=gains_2_8)

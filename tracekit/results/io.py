@@ -58,9 +58,9 @@ def decode_analysis(data: str | bytes, *, source: str) -> Analysis:
     raw = _json(data, source=source)
     newer = _check_header(raw, source=source)
     if older_minor(raw["schema_version"], SCHEMA_VERSION):  # an older layout: as this one
-        from tracekit.results.upgrade_analysis import analysis_2_4  # noqa: PLC0415  (older files only)
+        from tracekit.results.upgrade_analysis import older_analysis  # noqa: PLC0415  (older files only)
 
-        raw = {**analysis_2_4(raw), "schema_version": SCHEMA_VERSION}
+        raw = {**older_analysis(raw), "schema_version": SCHEMA_VERSION}
     if isinstance(raw.get("capture"), dict):  # a capture summary of an older layout: as this one
         raw["capture"] = capture.upgraded(raw["capture"])
     try:

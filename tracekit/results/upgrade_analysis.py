@@ -13,7 +13,7 @@ from tracekit.results.vocab import DropReason, RankSource, RunWarningKind
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-__all__ = ["analysis_2_4"]
+__all__ = ["analysis_2_4", "gains_2_8", "older_analysis"]
 
 
 _DROP_REASONS: Final = {
@@ -211,3 +211,26 @@ def analysis_2_4(raw: dict[str, Any]) -> dict[str, Any]:
         if isinstance(rank, dict) and isinstance(rank.get("rank_source"), str):
             rank["rank_source"] = _rank_found(rank["rank_source"])
     return raw
+
+
+def gains_2_8(raw: Any) -> Any:
+    """``raw`` with every gain of schema 2.5 to 2.8 (an object with ``step_ns`` and ``up_to_pct``)
+    in the names of 2.9: ``up_to_pct`` is ``share_pct``, ``expected_pct`` is ``gain_pct``
+    (:mod:`tracekit.results.worth`). Walks any record that holds analyses' gains (an
+    analysis, a doctor record)."""
+    if isinstance(raw, list):
+        return [gains_2_8(v) for v in raw]
+    if not isinstance(raw, dict):
+        return raw
+    out = {k: gains_2_8(v) for k, v in raw.items()}
+    if "step_ns" in out and "up_to_pct" in out and "share_pct" not in out:
+        out["share_pct"] = out.pop("up_to_pct")
+        if "expected_pct" in out:
+            out["gain_pct"] = out.pop("expected_pct")
+    return out
+
+
+def older_analysis(raw: dict[str, Any]) -> dict[str, Any]:
+    """An analysis of schema 2.0 to 2.8 in the layout of this one."""
+    upgraded: dict[str, Any] = gains_2_8(analysis_2_4(raw))
+    return upgraded

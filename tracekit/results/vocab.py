@@ -45,21 +45,6 @@ class BoundKind(StrEnum):
     UNDETERMINED = "undetermined"  # nothing was measured
 
 
-class GainLimit(StrEnum):
-    """What a predicted gain cannot see (the re-timing model's assumptions, per estimate)."""
-
-    BELOW_FINDING = "below_finding"  # a waste under the share that makes a finding: not re-timed, only its bound
-    NOT_MODELED = "not_modeled"  # no what-if for this cause (or none the trace can build): only the ledger's bound
-    EVENT_WAITS_KEPT = "event_waits_kept"  # waits on other streams' events kept as long as measured
-    ONE_CLOCK = "one_clock"  # ranks' arrivals at collectives compared on one clock
-    UNMATCHED_COLLECTIVES = "unmatched_collectives"  # collectives not matched across ranks: their waits kept
-    CPU_SHARED = "cpu_shared"  # CPU-only: freed host time is not given to the other ranks' threads
-    VALUE_NOT_NEEDED = "value_not_needed"  # the synced value is not needed on the host in that step
-    FULLY_OVERLAPPED = "fully_overlapped"  # all of the communication hidden: a partial overlap gains less
-    EXCESS_SPREAD = "excess_spread"  # the straggler's excess taken evenly from its slow phase
-    HOST_THREADS_AS_ONE = "host_threads_as_one"  # a rank's host threads re-timed as one chain
-
-
 class Confidence(StrEnum):
     """How sure a finding is."""
 
@@ -225,6 +210,7 @@ class NoteKind(StrEnum):
     ONE_STEP = "one-step"  # one measured step: no step-to-step variation to weigh the verdict's margin by
     NO_COMMUNICATION = "no-communication"  # a distributed GPU run with no kernel recognized as communication
     RANKS_OVER_CORES = "ranks-over-cores"  # the capture ran more ranks than the machine had CPU cores
+    WARMUP = "warm-up"  # one-time work in the measured window (since 2.9): not the steady state
 
 
 class RunWarningKind(StrEnum):
