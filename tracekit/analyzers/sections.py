@@ -22,6 +22,7 @@ from tracekit.analyzers.convert import rows
 from tracekit.analyzers.dataloader import dataloader_gaps
 from tracekit.analyzers.gains import NOTE_BOUND, gains, with_gain
 from tracekit.analyzers.kernels import kernels_by_rank
+from tracekit.analyzers.left_out import left_out, run_left_out
 from tracekit.analyzers.overlap import comm_overlap
 from tracekit.analyzers.parts import (
     AnnotationParts,
@@ -71,12 +72,16 @@ IDLE_INTERVALS: Final = 50
 def steps_map(ctx: RankContext) -> StepParts:
     """Steps and step-time statistics."""
     s = ctx.steps
-    return StepParts(steps=s.steps, stats=s.stats, all_steps=s.all_steps, warmup=s.warmup, how_found=s.how_found)
+    outside = left_out(ctx.run, s, ctx.frames, window=ctx.options.window)
+    return StepParts(
+        steps=s.steps, stats=s.stats, all_steps=s.all_steps, warmup=s.warmup, how_found=s.how_found, left_out=outside
+    )
 
 
 def steps_reduce(red: Reduced) -> StepsSection:
     """Per-step rows and per-rank statistics."""
     s = red.steps
+    outside = red.gather(StepParts).left_out
     return StepsSection(
         per_step=rows(s.steps, r.StepRow),
         per_rank=rows(s.stats, r.StepStats),
@@ -84,6 +89,8 @@ def steps_reduce(red: Reduced) -> StepsSection:
         warmup=rows(s.warmup, r.WarmupStep),
         selection=s.selection,
         include_warmup=s.include_warmup,
+        left_out=rows(outside, r.LeftOut),
+        left_out_run=rows(run_left_out(outside), r.LeftOut),
     )
 
 
