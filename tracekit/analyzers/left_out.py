@@ -33,7 +33,7 @@ import polars as pl
 from tracekit.analyzers.step_inference import HOST_KINDS
 from tracekit.model.schema import GPU_ACTIVITY_KINDS
 from tracekit.results.thresholds import LEFT_OUT_MIN_NS, LEFT_OUT_MIN_SHARE
-from tracekit.results.vocab import LeftOutReason, WindowKind
+from tracekit.results.vocab import LeftOutReason
 
 if TYPE_CHECKING:
     from tracekit.analyzers.steps import StepResult
@@ -41,11 +41,12 @@ if TYPE_CHECKING:
 
 #: What a rank's recorded span is made of.
 RECORDED_KINDS: Final = (*HOST_KINDS, *GPU_ACTIVITY_KINDS)
+_RANK: Final = pl.col("rank").cast(pl.Int32)
 #: The columns of a left-out table.
 COLUMNS: Final = ("rank", "reason", "ns", "start_ns", "end_ns", "share_pct", "steps", "ranks")
 
 
-def left_out(run: Run, steps: StepResult, frames: pl.DataFrame, *, window: WindowKind) -> pl.DataFrame:
+def left_out(run: Run, steps: StepResult, frames: pl.DataFrame) -> pl.DataFrame:
     """The material stretches of each rank's recorded span outside its measured ``frames``.
 
     ``frames``: the measured windows (rank, step, start_ns, end_ns; ``step`` null for a device
@@ -53,26 +54,13 @@ def left_out(run: Run, steps: StepResult, frames: pl.DataFrame, *, window: Windo
     left out, ``start_ns``/``end_ns`` where (from the first start to the last end), ``share_pct``
     of the rank's recorded span, ``steps`` the steps it holds, ``ranks`` 1.
     """
-    rank = pl.col("rank").cast(pl.Int32)
     span = (
         run.select(RECORDED_KINDS, "rank", "start_ns", "end_ns")
-        .group_by(rank)
+        .group_by(_RANK)
         .agg(first_ns=pl.col("start_ns").min(), last_ns=pl.col("end_ns").max())
     )
-    measured = frames.group_by(rank).agg(
-        stepped=pl.col("step").is_not_null().any(), start=pl.col("start_ns").min(), end=pl.col("end_ns").max()
-    )
-    by_steps = window is WindowKind.STEPS
-    every = steps.all_steps.select(rank, "step", "win_start_ns", "win_end_ns")
-    outer = every.group_by("rank").agg(step_start=pl.col("win_start_ns").min(), step_end=pl.col("win_end_ns").max())
-    bounds = (
-        measured.join(span, on="rank")
-        .join(outer, on="rank", how="left")
-        .with_columns(
-            start=pl.when("stepped").then("step_start").otherwise("start"),
-            end=pl.when("stepped").then("step_end").otherwise("end"),
-        )
-    )
+    every = steps.all_steps.select(_RANK, "step", "win_start_ns", "win_end_ns")
+    bounds = _bounds(frames, every).join(span, on="rank")
 
     def edge(start: str, end: str, stepped: LeftOutReason, device: LeftOutReason) -> pl.DataFrame:
         reason = pl.when("stepped").then(pl.lit(stepped.value)).otherwise(pl.lit(device.value))
@@ -83,26 +71,42 @@ def left_out(run: Run, steps: StepResult, frames: pl.DataFrame, *, window: Windo
     pieces = pl.concat([before, after]).with_columns(
         ns=(pl.col("end_ns") - pl.col("start_ns")).clip(lower_bound=0), steps=pl.lit(0, dtype=pl.UInt32)
     )
-    kept = steps.steps.select(rank, "step")
-    out = every.join(kept, on=["rank", "step"], how="anti").join(
-        measured.filter("stepped").select("rank"), on="rank", how="semi"
-    )
+    # the steps of a rank measured by its steps that its windows leave out: warm-up, or unselected
+    out = every.join(steps.steps.select(_RANK, "step"), on=["rank", "step"], how="anti")
+    out = out.join(bounds.filter("stepped").select("rank"), on="rank", how="semi")
     reason = LeftOutReason.UNSELECTED if steps.selection is not None else LeftOutReason.WARMUP
     excluded = out.group_by("rank").agg(
-        pl.lit(reason.value).alias("reason"),
-        pl.col("win_start_ns").min().alias("start_ns"),
-        pl.col("win_end_ns").max().alias("end_ns"),
+        reason=pl.lit(reason.value),
+        start_ns=pl.col("win_start_ns").min(),
+        end_ns=pl.col("win_end_ns").max(),
         ns=(pl.col("win_end_ns") - pl.col("win_start_ns")).sum(),
         steps=pl.len(),
     )
     whole = span.select("rank", recorded=pl.col("last_ns") - pl.col("first_ns"))
-    found = pl.concat([pieces, excluded.select(pieces.columns)] if by_steps else [pieces]).join(whole, on="rank")
     return (
-        found.with_columns(share_pct=100 * pl.col("ns") / pl.col("recorded"), ranks=pl.lit(1, dtype=pl.UInt32))
+        pl.concat([pieces, excluded.select(pieces.columns)])
+        .join(whole, on="rank")
+        .with_columns(share_pct=100 * pl.col("ns") / pl.col("recorded"), ranks=pl.lit(1))
         .filter(pl.col("ns") >= LEFT_OUT_MIN_NS, pl.col("ns") >= LEFT_OUT_MIN_SHARE * pl.col("recorded"))
         .select(*COLUMNS)
-        .with_columns(pl.col("ns", "start_ns", "end_ns").cast(pl.Int64), pl.col("steps", "ranks").cast(pl.Int64))
+        .with_columns(pl.col("ns", "start_ns", "end_ns", "steps", "ranks").cast(pl.Int64))
         .sort("rank", "start_ns")
+    )
+
+
+def _bounds(frames: pl.DataFrame, every: pl.DataFrame) -> pl.DataFrame:
+    """rank, stepped, start, end: where each rank's measured window begins and ends. A rank
+    measured by its steps (``stepped``) spans all of them, warm-up included (what its windows
+    leave out between is counted apart); any other, its device span."""
+    measured = frames.group_by(_RANK).agg(
+        stepped=pl.col("step").is_not_null().any(), start=pl.col("start_ns").min(), end=pl.col("end_ns").max()
+    )
+    outer = every.group_by("rank").agg(first=pl.col("win_start_ns").min(), last=pl.col("win_end_ns").max())
+    return measured.join(outer, on="rank", how="left").select(
+        "rank",
+        "stepped",
+        start=pl.when("stepped").then("first").otherwise("start"),
+        end=pl.when("stepped").then("last").otherwise("end"),
     )
 
 

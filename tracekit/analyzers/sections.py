@@ -72,7 +72,7 @@ IDLE_INTERVALS: Final = 50
 def steps_map(ctx: RankContext) -> StepParts:
     """Steps and step-time statistics."""
     s = ctx.steps
-    outside = left_out(ctx.run, s, ctx.frames, window=ctx.options.window)
+    outside = left_out(ctx.run, s, ctx.frames)
     return StepParts(
         steps=s.steps, stats=s.stats, all_steps=s.all_steps, warmup=s.warmup, how_found=s.how_found, left_out=outside
     )
