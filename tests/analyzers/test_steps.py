@@ -5,7 +5,7 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
-from tests.factories import FETCH, ev, make_run, training_loop
+from tests.factories import FETCH, OPTIMIZER_STEP, ev, make_run, training_loop
 from tracekit.analyzers import analyze_steps, run_analysis
 from tracekit.analyzers.step_inference import host_steps
 from tracekit.results.vocab import StepSource
@@ -145,3 +145,52 @@ def test_phases_are_broken_down_over_inferred_steps() -> None:
     table = {r["name"]: r for r in run_analysis(run).frames.annotations.per_rank.iter_rows(named=True)}
     assert table["forward"]["cpu_ns"] == 4 * (1000 - 200 - 10)
     assert sum(r["cpu_pct"] for r in table.values()) == pytest.approx(100)
+
+
+MS = 1_000_000
+
+
+def burst(kind: str, name: str) -> list[dict[str, object]]:
+    """A micro-benchmark's trace: 1 s of host setup, the range ``name`` run three times (1 ms
+    each, 1 ms apart, one kernel each), then 2 s of kernels the host waits for: host and device
+    activity span 3 s."""
+    rows = [ev("cpu_op", "aten::copy_", 0, 1000 * MS)]
+    for i in range(3):
+        t = 1000 * MS + 2 * i * MS
+        rows += [
+            ev(kind, name, t, t + MS),
+            ev("runtime", "cudaLaunchKernel", t + 10, t + 20, correlation=i + 1),
+            ev("kernel", "triton_add", t + 100, t + MS - 100, correlation=i + 1),
+        ]
+    rows += [
+        ev("runtime", "cudaLaunchKernel", 1010 * MS, 1010 * MS + 10, correlation=9),
+        ev("kernel", "sm90_gemm", 1010 * MS + 100, 3000 * MS, correlation=9),
+        ev("runtime", "cudaDeviceSynchronize", 1010 * MS + 20, 3000 * MS),
+    ]
+    return rows
+
+
+@pytest.mark.parametrize(("kind", "name"), [("annotation", "my_op"), ("cpu_op", FETCH), ("cpu_op", OPTIMIZER_STEP)])
+def test_a_short_burst_of_a_repeated_range_is_no_steps(kind: str, name: str) -> None:
+    # 6 ms of a 3 s trace repeat alike: no loop, the whole trace is one window
+    result = analyze_steps(make_run(burst(kind, name)))
+    assert result.sources == {0: StepSource.NONE}
+    assert not result.has_steps
+
+
+def loop_after_setup(setup: int, lengths: list[int]) -> list[dict[str, object]]:
+    """``setup`` ns of host work, then annotated iterations of ``lengths``."""
+    return [ev("cpu_op", "aten::copy_", 0, setup), *training_loop(lengths, annotation="iteration {}", start=setup)]
+
+
+def test_a_loop_covering_most_of_the_trace_gives_steps() -> None:
+    # 0.4 s of setup, then 5 iterations of 0.52 s: the loop covers 87% of the host's span
+    result = analyze_steps(make_run(loop_after_setup(400 * MS, [520 * MS] * 5)))
+    assert result.sources == {0: StepSource.ANNOTATION}
+    assert starts(result.all_steps) == [400 * MS + i * 520 * MS for i in range(5)]
+
+
+def test_a_loop_covering_under_half_of_the_trace_is_no_steps() -> None:
+    # 2 s of setup, then 5 iterations of 0.2 s: 1 s of a 3 s span (MIN_LOOP_SHARE is a half)
+    result = analyze_steps(make_run(loop_after_setup(2000 * MS, [200 * MS] * 5)))
+    assert result.sources == {0: StepSource.NONE}

@@ -43,6 +43,8 @@ class StepParts(Parts):
     all_steps: pl.DataFrame = field(default_factory=empty)
     warmup: pl.DataFrame = field(default_factory=empty)
     how_found: pl.DataFrame = field(default_factory=empty)
+    #: recorded time outside the measured window (:func:`tracekit.analyzers.left_out.left_out`)
+    left_out: pl.DataFrame = field(default_factory=empty)
 
 
 @dataclass(frozen=True)

@@ -8,29 +8,23 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Final
 
-import msgspec
 import polars as pl
 
 from tracekit import __version__
-from tracekit.analyzers import evidence as ev
 from tracekit.analyzers import intervals as iv
 from tracekit.analyzers.annotations import annotations_per_step
 from tracekit.analyzers.breakdown import gpu_breakdown
-from tracekit.analyzers.caveats import communication_caveat, lowered
 from tracekit.analyzers.collectives import find_collectives
 from tracekit.analyzers.convert import rows
 from tracekit.analyzers.dataloader import dataloader_gaps
-from tracekit.analyzers.first import first_fixes
-from tracekit.analyzers.gain_why import explain
-from tracekit.analyzers.gains import gains, what_ifs, with_gain
 from tracekit.analyzers.kernels import kernels_by_rank
+from tracekit.analyzers.left_out import left_out, run_left_out
 from tracekit.analyzers.overlap import comm_overlap
 from tracekit.analyzers.parts import (
     AnnotationParts,
     BreakdownParts,
     CollectiveParts,
     DataLoaderParts,
-    FactParts,
     IdleParts,
     KernelParts,
     OverlapParts,
@@ -39,7 +33,7 @@ from tracekit.analyzers.parts import (
 )
 from tracekit.analyzers.stats import num
 from tracekit.analyzers.syncs import longest_calls, sync_points, user_calls
-from tracekit.analyzers.verdict import SECONDARY_SHARE, bound_names, cost_table, decide, step_noise
+from tracekit.analyzers.verdict import bound_names
 from tracekit.analyzers.work import MAX_ROWS as WORK_ROWS
 from tracekit.analyzers.work import work_tables
 from tracekit.results import rows as r
@@ -47,7 +41,6 @@ from tracekit.results.analysis import (
     BreakdownSection,
     CollectivesSection,
     DataLoaderSection,
-    Finding,
     IdleSection,
     KernelsSection,
     LedgerSection,
@@ -55,23 +48,14 @@ from tracekit.results.analysis import (
     PhasesSection,
     StepsSection,
     StragglersSection,
-    SyncSource,
     SyncsSection,
-    Verdict,
-    WarmupWork,
     WorkSection,
 )
 from tracekit.results.vocab import (
-    BoundKind,
-    Confidence,
-    IdleCause,
     LedgerEntry,
     MeasuredOn,
-    NoteKind,
-    SyncKind,
     WorkKind,
 )
-from tracekit.results.worth import NOTE_BOUND, GainLimit
 
 if TYPE_CHECKING:
     from tracekit.analyzers.context import RankContext
@@ -84,12 +68,16 @@ IDLE_INTERVALS: Final = 50
 def steps_map(ctx: RankContext) -> StepParts:
     """Steps and step-time statistics."""
     s = ctx.steps
-    return StepParts(steps=s.steps, stats=s.stats, all_steps=s.all_steps, warmup=s.warmup, how_found=s.how_found)
+    outside = left_out(ctx.run, s, ctx.frames)
+    return StepParts(
+        steps=s.steps, stats=s.stats, all_steps=s.all_steps, warmup=s.warmup, how_found=s.how_found, left_out=outside
+    )
 
 
 def steps_reduce(red: Reduced) -> StepsSection:
     """Per-step rows and per-rank statistics."""
     s = red.steps
+    outside = red.gather(StepParts).left_out
     return StepsSection(
         per_step=rows(s.steps, r.StepRow),
         per_rank=rows(s.stats, r.StepStats),
@@ -97,6 +85,8 @@ def steps_reduce(red: Reduced) -> StepsSection:
         warmup=rows(s.warmup, r.WarmupStep),
         selection=s.selection,
         include_warmup=s.include_warmup,
+        left_out=rows(outside, r.LeftOut),
+        left_out_run=rows(run_left_out(outside), r.LeftOut),
     )
 
 
@@ -287,186 +277,6 @@ def _ledger_rows(entries: pl.DataFrame, windows: pl.DataFrame) -> list[r.LedgerR
         pct = {e: round(100 * v / window, 4) if window else 0.0 for e, v in ns.items()}
         out.append(r.LedgerRow(rank=rank, step=step, window_ns=int(window), ns=ns, pct=pct))
     return out
-
-
-def verdict_reduce(red: Reduced) -> Verdict:
-    """The verdict from every cost and every re-timed gain, with the evidence behind it."""
-    measured_on = MeasuredOn.GPU if red.has_gpu else MeasuredOn.HOST
-    undetermined = _undetermined(red)
-    costs = cost_table(red.ledger, measured_on)
-    notes = [f for f in (ev.sync_finding(red.syncs, has_gpu=red.has_gpu), _partial_ranks(red)) if f]
-    if not undetermined and _measured_steps(red) < 2:
-        notes.append(Finding(note=NoteKind.ONE_STEP, confidence=Confidence.HIGH, value=float(_measured_steps(red))))
-    if (caveat := communication_caveat(red)) is not None:
-        notes.append(caveat.finding)
-    comms = costs.filter(pl.col("bound") == BoundKind.COMMS)["share_pct"].sum()
-    if (low := ev.overlap_finding(red.overlap, float(comms))) is not None:
-        notes.append(low)
-    evidence = ev.evidence(
-        steps=red.steps,
-        dataloader=red.dataloader,
-        collectives=red.collectives,
-        stragglers=red.stragglers,
-        overlap=red.overlap if red.has_gpu else None,
-        syncs=red.syncs,
-        kernels=red.kernels,
-    )
-    pytorch = num(red.gather(FactParts).span["torch_ops"].sum()) > 0
-    evidence = msgspec.structs.replace(
-        evidence, pytorch=pytorch, sync_sources=_sync_sources(red), warmup=_warmup_work(red)
-    )
-    if not undetermined and (warm := _warmup(red)) is not None:
-        notes.append(warm)
-    named = frozenset(b for f in notes if f.note is not None and (b := NOTE_BOUND.get(f.note)) is not None)
-    model = None if undetermined else what_ifs(red)
-    worth = gains(red, costs, retime_from=100 * SECONDARY_SHARE, also=named, model=model) if model else []
-    retimed = {g.bound.value: g.gain_pct for g in worth if GainLimit.BELOW_FINDING not in g.limits}
-    decision = decide(
-        red.ledger, measured_on=measured_on, stragglers=red.stragglers, undetermined=undetermined, worth=retimed
-    )
-    findings = [lowered(decision.primary, caveat), *decision.secondary, *notes]
-    first = first_fixes(findings, worth)
-    noise = step_noise(red.ledger)
-    joint = None
-    if model is not None:
-        worth, joint = explain(worth, model, red, noise_pct=noise, first=tuple(f.bound for f in first[:2]))
-    # a note naming a waste that has a finding of its own says its facts; the finding says its worth
-    named_bounds = {f.bound for f in findings if f.bound is not None}
-
-    def worth_of(f: Finding) -> Finding:
-        said = f.note is not None and NOTE_BOUND.get(f.note) in named_bounds
-        return f if said else with_gain(f, worth)
-
-    return Verdict(
-        measured_on=measured_on,
-        primary=with_gain(findings[0], worth),
-        secondary=[worth_of(f) for f in findings[1:]],
-        costs=rows(decision.costs, r.CostRow),
-        evidence=evidence,
-        gains=worth,
-        first=first,
-        joint=joint,
-        noise_pct=noise,
-    )
-
-
-#: When most consecutive CUDA calls jumped by :data:`~tracekit.analyzers.run_facts.SAMPLED_JUMP`
-#: correlation ids or more, the trace is a sample whose device timeline misses most of its work.
-SAMPLED_MIN_SHARE: Final = 0.5
-
-#: With fewer than two measured steps nothing repeats, and a trace is a snippet, not a run, when
-#: every rank's device did a handful of operations (under MIN_OPS: kernels, copies, sets) that
-#: kept it busy under MIN_BUSY_NS in all: the shared snippets hold 1 to 16 operations and
-#: 2 us to 0.37 ms of device work (a Triton kernel, a first ROCm step, CUDA event examples, a
-#: mock capture); a one-window MPI run with 20 operations keeps its GPU busy 373 ms, and the
-#: one-step real runs hold hundreds of operations. With two steps or more the steps themselves
-#: say whether the pattern recurs, whatever the amount of work (a small model's 0.5 ms of
-#: kernels in 12 ms steps is a verdict).
-MIN_OPS: Final = 50
-MIN_BUSY_NS: Final = 1_000_000
-
-
-def _measured_steps(red: Reduced) -> int:
-    """The most measured steps of any rank (0 without steps)."""
-    if not red.steps.has_steps or red.steps.steps.height == 0:
-        return 0
-    return int(num(red.steps.steps.group_by("rank").len()["len"].max()))
-
-
-def _undetermined(red: Reduced) -> tuple[Finding, ...]:
-    """Why the trace cannot support a verdict, if it cannot."""
-    facts = red.gather(FactParts).span
-    ranks_listing_gpus = sum(1 for r in red.run_meta.ranks if r.devices)
-    if not red.has_gpu and (num(facts["gpu_signs"].sum()) > 0 or ranks_listing_gpus):
-        return (Finding(note=NoteKind.GPU_EVENTS_MISSING, confidence=Confidence.HIGH),)
-    calls = num(facts["calls"].sum())
-    if calls and num(facts["jumps"].sum()) > SAMPLED_MIN_SHARE * calls:
-        share = round(100 * num(facts["jumps"].sum()) / calls, 1)
-        return (Finding(note=NoteKind.EVENTS_SAMPLED, confidence=Confidence.HIGH, value=share),)
-    ops, busy = num(facts["gpu_events"].max()), num(facts["busy_ns"].max())
-    if red.has_gpu and _measured_steps(red) < 2 and ops < MIN_OPS and busy < MIN_BUSY_NS:
-        return (Finding(note=NoteKind.TOO_LITTLE_WORK, confidence=Confidence.HIGH, value=ops),)
-    share = _one_time_share(red)
-    if share >= 100 * NO_STEADY_SHARE:  # warm-up, not a training step: no steady part to judge
-        return (Finding(note=NoteKind.WARMUP, confidence=Confidence.HIGH, value=round(share, 4)),)
-    return ()
-
-
-#: One-time work (warm-up) holding at least this share of the measured window leaves no steady
-#: part to judge: no bound, only the warm-up said.
-NO_STEADY_SHARE: Final = 0.5
-#: The host ranges of one-time work the evidence names.
-WARMUP_NAMED: Final = 3
-
-
-def _one_time_share(red: Reduced) -> float:
-    return red.ledger.share(LedgerEntry.ONE_TIME)
-
-
-def _warmup(red: Reduced) -> Finding | None:
-    """A note when one-time work holds a share of the measured window that makes a finding."""
-    share = _one_time_share(red)
-    if share < 100 * SECONDARY_SHARE:
-        return None
-    return Finding(note=NoteKind.WARMUP, confidence=Confidence.HIGH, value=round(share, 4))
-
-
-def _warmup_work(red: Reduced) -> list[WarmupWork]:
-    """The host ranges of the longest one-time idle, summed over the pace ranks' gaps."""
-    idle = red.idle
-    if idle is None or idle.intervals.height == 0:
-        return []
-    gaps = idle.intervals.filter(
-        pl.col("cause") == IdleCause.ONE_TIME.value, pl.col("rank").is_in(red.ledger.pace_ranks)
-    )
-    if gaps.height == 0:
-        return []
-    named = gaps.group_by(name=pl.col("host_range").cast(pl.String).fill_null("(no host range recorded)"))
-    top = named.agg(ns=pl.col("length_ns").sum()).sort(["ns", "name"], descending=[True, False]).head(WARMUP_NAMED)
-    return [WarmupWork(name=r["name"], ns=int(r["ns"])) for r in top.iter_rows(named=True)]
-
-
-def _partial_ranks(red: Reduced) -> Finding | None:
-    """Not every rank of the world is here: latency floors and stragglers cannot be measured."""
-    c = red.collectives
-    if c.world_size is None or c.world_size <= 1 or c.ranks_present >= c.world_size:
-        return None
-    return Finding(
-        note=NoteKind.PARTIAL_RANKS,
-        confidence=Confidence.HIGH,
-        value=float(c.ranks_present),
-        values=[float(c.world_size)],
-    )
-
-
-def _sync_sources(red: Reduced) -> list[SyncSource]:
-    """The operators that issued the most blocking syncs and copies, over the run."""
-    by_op = red.gather(SyncParts).by_op
-    if by_op.height == 0:
-        return []
-    steps = max(1, int(num(red.steps.steps.group_by("rank").len()["len"].max())) if red.steps.has_steps else 1)
-    ranks = max(1, red.options.ranks_present)
-    phases = (  # each operator's phase: the one it issued most of its points in
-        by_op.filter(pl.col("phase").is_not_null())
-        .group_by("op", "kind", "phase")
-        .agg(pl.col("points").sum())
-        .sort(["points", "phase"], descending=[True, False])
-        .unique(["op", "kind"], keep="first", maintain_order=True)
-        .select("op", "kind", "phase")
-    )
-    top = (
-        by_op.group_by("op", "kind")
-        .agg(pl.col("points").sum())
-        .join(phases, on=["op", "kind"], how="left")
-        .sort(["points", "op", pl.col("kind").cast(pl.String)], descending=[True, False, False])  # ties: by name
-        .head(3)
-    )
-    return [
-        SyncSource(
-            op=r["op"], kind=SyncKind(r["kind"]), per_step=round(r["points"] / steps / ranks, 4), phase=r["phase"]
-        )
-        for r in top.iter_rows(named=True)
-    ]
 
 
 def work_reduce(red: Reduced) -> WorkSection:

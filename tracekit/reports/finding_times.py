@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Final
 
 from tracekit.reports.document import Format, Table
+from tracekit.reports.left_out_words import WINDOW_NOTE, why
 
 if TYPE_CHECKING:
     from tracekit.results.analysis import Analysis
@@ -43,5 +44,27 @@ def idle_longest(a: Analysis, limit: int | None) -> Table:
         CLOCK_NOTE,
         (True, True, False, True, False),
         "No GPU idle interval (no GPU activity).",
+        frozenset({Format.HTML, Format.MARKDOWN}),
+    )
+
+
+def left_out(a: Analysis, limit: int | None) -> Table:
+    """Each rank's recorded time outside its measured window: how long, why, and where."""
+    rows = a.steps.left_out
+    ranks = sorted({r.rank for r in rows if r.rank is not None})
+    kept = set(ranks if limit is None else ranks[:limit])
+    note = "" if len(kept) == len(ranks) else f" {len(kept)} of {len(ranks)} ranks shown; all are in the JSON."
+    return Table(
+        "left_out",
+        "Time left out of the measured window",
+        ("rank", "why", "ms", "share of the span", "at"),
+        tuple(
+            (str(r.rank), why(r, a), f"{r.ns / 1e6:,.2f}", f"{r.share_pct:.1f}%", at(r.start_ns, r.end_ns))
+            for r in rows
+            if r.rank in kept
+        ),
+        f"{WINDOW_NOTE} {CLOCK_NOTE}{note}",
+        (True, False, True, True, False),
+        "Nothing material was left out of the measured window.",
         frozenset({Format.HTML, Format.MARKDOWN}),
     )

@@ -75,7 +75,8 @@ def _facts(a: Analysis, v: View) -> tuple[Table, ...]:
 
 
 def _steps(a: Analysis, v: View) -> tuple[Table, ...]:
-    return (tb.step_times(a, v.limit), *((tb.warmup(a, v.limit),) if a.steps.warmup else ()))
+    warmup = (tb.warmup(a, v.limit),) if a.steps.warmup else ()
+    return (tb.step_times(a, v.limit), *warmup, *((ft.left_out(a, v.limit),) if a.steps.left_out else ()))
 
 
 def _gpu(a: Analysis, v: View) -> tuple[Table, ...]:

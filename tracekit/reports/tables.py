@@ -14,6 +14,7 @@ from tracekit.reports.cross_rank_words import cross_rank_notes
 from tracekit.reports.document import Table
 from tracekit.reports.finding_times import CLOCK_NOTE, at
 from tracekit.reports.input_words import analyzed_folder, rank_found, relative_note, run_warning, shown_path
+from tracekit.reports.left_out_words import left_out_summary
 from tracekit.reports.sentences import ONE_RANK
 from tracekit.reports.terms import DATA_MEASURES, PHASE_LEVELS, phase_name
 from tracekit.results.vocab import CollectiveMatch, IdleCause, WindowKind
@@ -91,6 +92,7 @@ def run_facts(a: Analysis) -> Table:
         ("GPU activity", "yes" if run.has_gpu else "none (CPU-only run)"),
         ("steps per rank", str(max((s.count for s in a.steps.per_rank), default=0))),
         ("steps found from", steps_found(a)),
+        *((("left out of the window", gone),) if (gone := left_out_summary(a)) else ()),
         ("trace span", f"{ms(run.span_ns)} ms"),
         ("trace files", f"{len(ranks)}" + (f", {len(run.skipped)} skipped" if run.skipped else "")),
         ("tracekit", a.tracekit_version),
@@ -175,6 +177,7 @@ def trace_files(a: Analysis, limit: int | None = None) -> Table:
 def step_times(a: Analysis, limit: int | None) -> Table:
     """Step time per rank."""
     rows, note = limited_rows(a.steps.per_rank, lambda r: r.mean_ns, limit, "mean_ns")
+    device = "GPU operation" if a.run.has_gpu else "operator"
     return make_table(
         "steps",
         "Step time per rank (host, ms)",
@@ -185,7 +188,7 @@ def step_times(a: Analysis, limit: int | None) -> Table:
         ),
         note,
         empty="No steps found (no ProfilerStep#N or step#N ranges, and no repeated DataLoader, optimizer or "
-        "annotation structure): the whole trace is measured as one window.",
+        f"annotation structure): each rank is measured as one window, from its first to its last {device}.",
     )
 
 

@@ -43,6 +43,7 @@ from tracekit.results.rows import (  # noqa: TC001  (msgspec reads annotations a
     LatenessCell,
     LedgerRow,
     LedgerShare,
+    LeftOut,
     MemoryCategoryRow,
     MemoryRow,
     MemorySample,
@@ -318,6 +319,10 @@ class StepsSection(Struct, frozen=True, kw_only=True):
     warmup: list[WarmupStep]
     selection: str | None = None
     include_warmup: bool = False
+    #: recorded time outside each rank's measured window, and why (material stretches only)
+    left_out: list[LeftOut] = msgspec.field(default_factory=list)
+    #: the same over the run: one row per reason, over the ranks where it is material
+    left_out_run: list[LeftOut] = msgspec.field(default_factory=list)
 
 
 class BreakdownSection(Struct, frozen=True, kw_only=True):

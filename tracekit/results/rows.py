@@ -12,6 +12,7 @@ from tracekit.results.vocab import (  # noqa: TC001  (msgspec reads them at run 
     BoundKind,
     IdleCause,
     LedgerEntry,
+    LeftOutReason,
     MatchKey,
     StepSource,
     StragglerCause,
@@ -63,6 +64,29 @@ class WarmupStep(Row, frozen=True, kw_only=True):
     #: its duration over the median of the others'
     ratio: float | None
     reason: WarmupReason
+
+
+class LeftOut(Row, frozen=True, kw_only=True):
+    """Recorded time outside the measured window, of one rank or (``rank`` None) of the run, and why.
+
+    Only what is material is kept (see :mod:`tracekit.analyzers.left_out`). A run row sums up
+    the ranks where the reason is material: ``ranks`` of them, ``ns`` and ``share_pct`` their
+    mean, ``start_ns``/``end_ns`` the earliest start and the latest end.
+    """
+
+    rank: int | None
+    reason: LeftOutReason
+    ns: int
+    #: the stretch on the trace's clock: from its first start to its last end (warm-up and
+    #: unselected steps may be several stretches; ``ns`` is their sum)
+    start_ns: int
+    end_ns: int
+    #: its share of the rank's recorded span (from its first to its last host or device activity)
+    share_pct: float
+    #: the steps it holds (warm-up, unselected), else 0
+    steps: int = 0
+    #: the ranks a run row sums up (1 for a rank's row)
+    ranks: int = 1
 
 
 class StepStats(Row, frozen=True, kw_only=True):

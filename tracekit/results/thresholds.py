@@ -15,3 +15,10 @@ from typing import Final
 #: straggler score (the others' wait it causes per step, as a share of the step) with it, and
 #: the verdict requires it of a straggler-bound finding.
 STRAGGLER_MIN_SHARE: Final = 0.05
+
+#: Recorded time outside a rank's measured window is reported from this share of the rank's
+#: recorded span (its first to its last host or device activity) and this length up, so that a
+#: healthy trace's profiler stop after its last step (at most 2.7% of the real traces' spans
+#: here) is no news, while the 40-90% of a trace that a window may leave out is.
+LEFT_OUT_MIN_SHARE: Final = 0.05
+LEFT_OUT_MIN_NS: Final = 1_000_000

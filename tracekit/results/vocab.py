@@ -172,6 +172,17 @@ class WarmupReason(StrEnum):
     PROFILER_STOP = "profiler stop"  # the last step, far shorter, launching no GPU work: the profiler stopping
 
 
+class LeftOutReason(StrEnum):
+    """Why a stretch of a rank's recorded time lies outside its measured window."""
+
+    BEFORE_FIRST_STEP = "before_first_step"  # recorded before the first step's window began
+    BEFORE_FIRST_DEVICE_OP = "before_first_device_op"  # no step windows: before the first GPU operation
+    WARMUP = "warmup"  # in the warm-up steps kept out of the steady state
+    UNSELECTED = "unselected"  # in the steps a --steps selection leaves out
+    AFTER_LAST_STEP = "after_last_step"  # recorded after the last step's window ended (the profiler's stop)
+    AFTER_LAST_DEVICE_OP = "after_last_device_op"  # no step windows: after the last GPU operation ended
+
+
 class SyncKind(StrEnum):
     """What made the host wait for the device at one point."""
 
