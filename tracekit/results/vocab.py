@@ -75,8 +75,10 @@ class IdleCause(StrEnum):
     (started within a switch time of other work ending: the GPU's own switch time, no wait),
     ``unobservable`` (waited behind work the trace does not hold: nothing of the GPU is
     recorded before it, or it was launched before the profiler started), ``peer`` (a
-    collective on another stream, a peer), ``dependency`` (an event / stream wait, another
-    stream, a graph's node waiting).
+    collective on another stream, a peer), ``dependency`` (only where the trace shows what it
+    waited on: an event or value wait put on its stream, another stream's work it was held
+    behind, an earlier node of its graph replay), ``device_gap`` (none of these: the gap
+    between work queued on one stream is the device's own, longer than a switch).
     Launched *after* the gap began (the host was late), by what the host was doing meanwhile:
     ``data``, ``host_sync``, ``blocking_collective``, ``one_time``, ``launch``, ``host_work``.
     """
@@ -88,9 +90,10 @@ class IdleCause(StrEnum):
     ONE_TIME = "one_time"  # autotune, compile, lazy init, allocator growth
     LAUNCH = "launch"  # host dispatching many small ops: launch-bound
     HOST_WORK = "host_work"  # host busy in CPU work that launches no GPU work
-    DEPENDENCY = "dependency"  # work was queued: waited on an event, another stream, a graph
+    DEPENDENCY = "dependency"  # work was queued: waited on an event, another stream, a graph's node
     PEER = "peer"  # work was queued: waited on a collective / a peer rank
     BACK_TO_BACK = "back_to_back"  # work was queued and started as other work ended: GPU switch time
+    DEVICE_GAP = "device_gap"  # work queued on one stream, nothing else waited: the device's own gap
     UNOBSERVABLE = "unobservable"  # the GPU ran or waited on work launched before the trace began
     UNEXPLAINED = "unexplained"  # nothing in the trace explains it
 
@@ -104,7 +107,8 @@ class LedgerEntry(StrEnum):
     makes it late), ``transfer`` (host<->device and peer copies under no kernel), ``memory``
     (copies and sets on the device under no kernel). Device idle by cause (the idle causes of
     :class:`IdleCause`): ``data``, ``host_sync``, ``capture_sync`` (bounds nothing), ``launch``,
-    ``host_work``, ``one_time``, ``dependency``, ``switch`` (the device's own switch time),
+    ``host_work``, ``one_time``, ``dependency``, ``switch`` (the device's own time between
+    queued work: its switch time, and its own gaps between work queued on one stream),
     ``unobservable`` (what ends the gap was queued before the trace could see it),
     ``unexplained``. On a CPU-only run the host is the device: ``compute`` (operators),
     ``comms``, ``straggler``, ``data`` (fetching batches) and ``other`` (no operator recorded).
