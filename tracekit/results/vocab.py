@@ -72,13 +72,10 @@ class IdleCause(StrEnum):
     """Why the GPU was idle in one gap, from the work that ends the gap and when it was launched.
 
     Launched *before* the gap began (the GPU was not waiting for the host): ``back_to_back``
-    (started within a switch time of other work ending: the GPU's own switch time, no wait),
-    ``unobservable`` (waited behind work the trace does not hold: nothing of the GPU is
-    recorded before it, or it was launched before the profiler started), ``peer`` (a
-    collective on another stream, a peer), ``dependency`` (only where the trace shows what it
-    waited on: an event or value wait put on its stream, another stream's work it was held
-    behind, an earlier node of its graph replay), ``device_gap`` (none of these: the gap
-    between work queued on one stream is the device's own, longer than a switch).
+    (within a switch time of other work ending: the GPU's own switch time), ``unobservable``
+    (behind work the trace does not hold: nothing of the GPU recorded before it, or launched
+    before the profiler started), ``peer`` (a collective, a peer), ``dependency`` (a wait the
+    trace shows: an event, another stream, a replay's node), else ``device_gap`` (its own gap).
     Launched *after* the gap began (the host was late), by what the host was doing meanwhile:
     ``data``, ``host_sync``, ``blocking_collective``, ``one_time``, ``launch``, ``host_work``.
     """
@@ -93,7 +90,7 @@ class IdleCause(StrEnum):
     DEPENDENCY = "dependency"  # work was queued: waited on an event, another stream, a graph's node
     PEER = "peer"  # work was queued: waited on a collective / a peer rank
     BACK_TO_BACK = "back_to_back"  # work was queued and started as other work ended: GPU switch time
-    DEVICE_GAP = "device_gap"  # work queued on one stream, nothing else waited: the device's own gap
+    DEVICE_GAP = "device_gap"  # queued on one stream, no wait in the trace: the device's own gap, over a switch
     UNOBSERVABLE = "unobservable"  # the GPU ran or waited on work launched before the trace began
     UNEXPLAINED = "unexplained"  # nothing in the trace explains it
 
@@ -107,8 +104,7 @@ class LedgerEntry(StrEnum):
     makes it late), ``transfer`` (host<->device and peer copies under no kernel), ``memory``
     (copies and sets on the device under no kernel). Device idle by cause (the idle causes of
     :class:`IdleCause`): ``data``, ``host_sync``, ``capture_sync`` (bounds nothing), ``launch``,
-    ``host_work``, ``one_time``, ``dependency``, ``switch`` (the device's own time between
-    queued work: its switch time, and its own gaps between work queued on one stream),
+    ``host_work``, ``one_time``, ``dependency``, ``switch`` (the device's own switches and gaps),
     ``unobservable`` (what ends the gap was queued before the trace could see it),
     ``unexplained``. On a CPU-only run the host is the device: ``compute`` (operators),
     ``comms``, ``straggler``, ``data`` (fetching batches) and ``other`` (no operator recorded).
