@@ -101,11 +101,85 @@ def test_queued_work_on_another_stream_started_as_the_first_ended_is_back_to_bac
 
 
 def test_a_switch_lasts_at_most_switch_ns() -> None:
-    # queued on its own stream right behind k1: a switch up to SWITCH_NS, a wait beyond it
-    for length, cause in ((SWITCH_NS, "back_to_back"), (SWITCH_NS + 1, "dependency")):
+    # queued on its own stream right behind k1: a switch up to SWITCH_NS; beyond it, with no
+    # event wait and no other stream, the device's own gap between queued work
+    for length, cause in ((SWITCH_NS, "back_to_back"), (SWITCH_NS + 1, "device_gap")):
         rows = [*first_kernel(), launch(3, 2, dur=0.5), kernel("k2", 0, 0, 2)]
         rows[-1] |= {"start_ns": 10 * US + length, "end_ns": 10 * US + length + 5 * US}
         assert gap(rows, 10, 10 + length / US)["cause"] == cause
+
+
+def queued_on_one_stream(*extra: Row, gaps: int = 4) -> list[Row]:
+    """k1, then k2..k(gaps + 1) on stream 7, all launched by 6 us, each 30 us long and 30 us
+    after the previous one ends: [10, 40), [70, 100), ...; the step ends as the last one does."""
+    rows = [ev("step", "ProfilerStep#1", 0, (10 + 60 * gaps) * US), launch(0.1, 1, dur=0.2), kernel("k1", 0.5, 10, 1)]
+    for i in range(gaps):
+        start = 40 + 60 * i
+        rows += [launch(1 + i, 2 + i, dur=0.5), kernel(f"k{2 + i}", start, start + 30, 2 + i)]
+    return [*rows, *extra]
+
+
+def test_gaps_between_work_queued_on_one_stream_are_the_devices_own() -> None:
+    # every launch returned long before the GPU went idle, nothing waits on an event and no
+    # other stream runs: the 30 us gaps are the device's own, not a dependency
+    intervals = idle_of(queued_on_one_stream()).intervals.filter(pl.col("start_ns") >= 10 * US)
+    assert intervals["cause"].to_list() == ["device_gap"] * 4
+    assert intervals["length_ns"].to_list() == [30 * US] * 4
+
+
+def test_a_stream_wait_between_the_two_launches_makes_a_dependency() -> None:
+    # cudaStreamWaitEvent issued after k2's launch and before k3's: k3 waited on that event
+    rows = queued_on_one_stream(ev("runtime", "cudaStreamWaitEvent", 1 * US + 600, 1 * US + 800))
+    assert gap(rows, 70, 100)["cause"] == "dependency"
+    others = idle_of(rows).intervals.filter(pl.col("start_ns") >= 10 * US, pl.col("start_ns") != 70 * US)
+    assert set(others["cause"]) == {"device_gap"}  # k2 was launched before it, k4 and k5 after k3
+
+
+def test_a_gpu_stream_wait_event_on_the_stream_makes_a_dependency() -> None:
+    # the GPU side of a wait (Kineto's cuda_sync "Stream Wait Event", at its call's time) on
+    # stream 7 between k3's launch and k4's, with no host call recorded
+    rows = queued_on_one_stream(ev("sync", "Stream Wait Event", 2 * US + 600, 2 * US + 700, stream=7))
+    assert gap(rows, 130, 160)["cause"] == "dependency"
+    assert gap(rows, 70, 100)["cause"] == "device_gap"
+
+
+def test_a_stream_wait_for_another_stream_is_no_dependency_of_this_one() -> None:
+    # the wait call's GPU record (same correlation) says stream 8 waits, not stream 7
+    rows = queued_on_one_stream(
+        ev("runtime", "cudaStreamWaitEvent", 1 * US + 600, 1 * US + 800, correlation=50),
+        ev("sync", "Stream Wait Event", 1 * US + 650, 1 * US + 750, stream=8, correlation=50),
+    )
+    assert gap(rows, 70, 100)["cause"] == "device_gap"
+
+
+def test_work_held_past_its_own_streams_readiness_by_another_stream_is_a_dependency() -> None:
+    # k2 on stream 8 was launched at 2 us and its stream had nothing else: it could have run
+    # beside kA on stream 7 [0.5, 100), and did not: it waited for kA (an event on stream 7),
+    # and starts 30 us after kA ends. On kA's own stream the same k2 is queued behind kA
+    for stream, cause in ((8, "dependency"), (7, "device_gap")):
+        rows = [
+            ev("step", "ProfilerStep#1", 0, 150 * US),
+            launch(0.1, 1, dur=0.2),
+            kernel("kA", 0.5, 100, 1),
+            launch(2, 2, dur=0.5),
+            kernel("k2", 130, 150, 2, stream=stream),
+        ]
+        assert gap(rows, 100, 130)["cause"] == cause
+
+
+def test_work_behind_its_own_stream_beside_another_stream_is_the_devices_gap() -> None:
+    # k2 on stream 8 queued behind k0 on stream 8, which ends as the gap begins (with kA on
+    # stream 7): its own stream's order held it, not the other stream
+    rows = [
+        ev("step", "ProfilerStep#1", 0, 150 * US),
+        launch(0.1, 1, dur=0.2),
+        kernel("kA", 0.5, 90, 1),
+        launch(1, 3, dur=0.5),
+        kernel("k0", 1, 100, 3, stream=8),
+        launch(2, 2, dur=0.5),
+        kernel("k2", 130, 150, 2, stream=8),
+    ]
+    assert gap(rows, 100, 130)["cause"] == "device_gap"
 
 
 def graph_replay(*, wait_until: float, second: str = "g2", stream: int = 7) -> list[Row]:
@@ -133,6 +207,14 @@ def test_a_long_gap_inside_a_graph_replay_is_a_dependency() -> None:
     row = gap(rows, 20, 84)
     assert (row["cause"], row["ended_by"], row["launch_ns"]) == ("dependency", "g2", 2 * US)
     assert (row["host_range"], row["launches"]) == ("aten::copy_", 0)
+
+
+def test_a_long_gap_before_a_replays_first_node_is_the_devices_own() -> None:
+    # g1, the replay's first node, queued behind k1 on its stream: the graph's edges do not
+    # order it, its stream does; nothing else waited
+    rows = graph_replay(wait_until=84)
+    rows[4] = kernel("g1", 40, 50, 2)  # g1 starts 30 us after k1 ends
+    assert gap(rows, 10, 40)["cause"] == "device_gap"
 
 
 def test_a_graph_node_that_waits_on_a_collective_stream_waits_on_peers() -> None:
@@ -409,6 +491,20 @@ def test_a_host_that_records_nothing_leaves_the_gap_unexplained(kineto_dir: Path
     longest = intervals.sort("length_ns", descending=True).row(0, named=True)
     assert longest["length_ns"] > 18_000_000 and longest["cause"] == "unexplained"
     assert longest["launch_ns"] > longest["start_ns"]  # launched late, not queued
+
+
+@pytest.mark.real
+def test_a_sampled_traces_gaps_between_queued_kernels_are_the_devices_own(kineto_dir: Path) -> None:
+    # HTA's sampled fixture dropped most kernels (kept correlation ids jump by 20 or more):
+    # 719 gaps of 21 us to 57 ms between kernels queued on one stream, where the dropped
+    # kernels ran. No stream wait is recorded;
+    # only the 9 gaps ended by work whose own stream had been free for 20 us or more while
+    # another stream ran until the gap began are waits on that stream
+    intervals = real_idle(kineto_dir / "hta-sampled-2rank").intervals
+    by_cause = intervals.group_by("cause").agg(pl.len(), pl.col("length_ns").sum())
+    counts = {r["cause"]: (r["len"], r["length_ns"]) for r in by_cause.iter_rows(named=True)}
+    assert counts["device_gap"] == (719, 528_031_000)
+    assert counts["dependency"] == (9, 61_140_000)
 
 
 @pytest.mark.real

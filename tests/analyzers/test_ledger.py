@@ -113,3 +113,36 @@ def test_the_run_is_the_mean_over_the_ranks_that_set_the_pace() -> None:
     assert shares == {"host_work": 27.5, "unexplained": 2.5, "straggler": 30.0, "compute": 30.0, "comms": 10.0}
     per_step = led.run_steps.group_by("step").agg(pl.col("share_pct").sum())
     assert per_step["share_pct"].to_list() == [100.0] * 4
+
+
+def queued_steps(*, wait: bool = False, steps: int = 3) -> list[Row]:
+    """Steps of 100 us: the host launches k1, k2, k3 on stream 7 in the step's first 3 us
+    (and, when ``wait``, calls cudaStreamWaitEvent between the launches of k2 and k3); the
+    GPU runs them [10, 20), [50, 60), [90, 100): 30 us between them, the last ends with the step."""
+    rows: list[Row] = []
+    for step in range(steps):
+        t, corr = step * 100 * US, 10 * step
+        rows.append(ev("step", f"ProfilerStep#{step}", t, t + 100 * US))
+        for i, start in enumerate((10, 50, 90)):
+            rows.append(ev("runtime", "cudaLaunchKernel", t + i * US, t + i * US + 500, correlation=corr + i))
+            rows.append(ev("kernel", "sm90_gemm", t + start * US, t + (start + 10) * US, correlation=corr + i))
+        if wait:
+            rows.append(ev("runtime", "cudaStreamWaitEvent", t + 1600, t + 1800))
+    return rows
+
+
+def test_gaps_between_queued_work_on_one_stream_bound_nothing() -> None:
+    # each step: [0, 10) the host launching k1 and its launch latency (launch); [20, 50) and
+    # [60, 90) between work queued on one stream, with no event wait and no other stream: the
+    # device's own gaps, under switch (they bound nothing), not dependency
+    assert entries(queued_steps())[0] == {"launch": 3 * 10 * US, "compute": 3 * 30 * US, "switch": 3 * 60 * US}
+    verdict = run_analysis(make_run(queued_steps())).analysis.verdict
+    bounds = {f.bound for f in (verdict.primary, *verdict.secondary)} | set(verdict.primary.components)
+    assert "dependency-bound" not in bounds
+
+
+def test_a_stream_wait_between_the_launches_is_a_dependency() -> None:
+    # the same steps with cudaStreamWaitEvent between k2's and k3's launches: k3's 30 us gap
+    # in each step waited on that event, k2's is still the device's own
+    got = entries(queued_steps(wait=True))[0]
+    assert (got["dependency"], got["switch"]) == (3 * 30 * US, 3 * 30 * US)

@@ -18,7 +18,9 @@ Conventions (one set, applied to every case):
   SymmetricMemory, custom all-reduce, userbuffers (``_common.COMM_KERNEL``).
 * **Idle causes** (``idle_causes.py``): a gap is explained by the GPU op that ends it (a node
   of a CUDA/HIP graph through its graph launch); launched before the gap began -> switch (at
-  most 20 us) / unobservable (no GPU op recorded before it) / dependency / peer; after -> the
+  most 20 us) / unobservable (no GPU op recorded before it) / peer / dependency (only with a
+  stream wait on its stream, another stream's op it was held behind, or an earlier node of its
+  graph replay in the trace) / device_gap (queued on one stream: the device's own); after -> the
   host was late, and what the launching thread did then decides: data (DataLoader fetch),
   host_sync, alloc, launch (no longer than a few dispatch intervals of that thread), host_work
   (longer, no launch). ``host_late_idle_pct`` is the sum of the host-late causes, which does
@@ -177,10 +179,11 @@ CASES: tuple[Case, ...] = (
     # are a sparse sample: 2402 CPU ops kept over an External-id range of 170k (1.4%), none of
     # the 1204 runtime calls finds the CPU op that issued it, and consecutive kept launch
     # correlation ids jump by >= 20 in 807 of 1203 cases. Most kernels are missing, so the 55%
-    # "idle" on rank 0 is largely absent kernels, and with 2 of 128 ranks no straggler or
-    # latency floor can be named. Undetermined. The shares below are what the kept events say
-    # (compute 17.1 / exposed comm 27.4 / idle 55.5 on rank 0): a tool that computes them must
-    # get them right even though no verdict rests on them.
+    # "idle" on rank 0 is largely absent kernels (idle_causes.py: device_gap 26.4% of its steps,
+    # gaps between kernels queued on one stream, where the dropped kernels ran), and with 2 of
+    # 128 ranks no straggler or latency floor can be named. Undetermined. The shares below are
+    # what the kept events say (compute 17.1 / exposed comm 27.4 / idle 55.5 on rank 0): a tool
+    # that computes them must get them right even though no verdict rests on them.
     Case(
         id="hta-sampled-2rank",
         root="shared",
@@ -199,7 +202,7 @@ CASES: tuple[Case, ...] = (
     # none excluded (step #1009 is long past warm-up; durations within 8% of the median)
     # (overview.py, idle_causes.py, syncs.py). Compute 60.5%, exposed NCCL (SendRecv all-to-all
     # x42, AllReduce x18) 18.9%, copies/sets 4.2%, idle 16.4% (launch 9.1%, host_work 5.3%,
-    # dependency 2.0%). Compute is the largest share: gpu-compute-bound. Exposed communication
+    # switch 2.0%). Compute is the largest share: gpu-compute-bound. Exposed communication
     # is 18.9% of the window (12.9-24.4% per step): comms-bound is an accepted alternative and
     # must be a finding. 10 cudaStreamSynchronize per step (each after a pageable D2H copy).
     # DataLoader fetch 0.07 ms per step (workers): no data stall. One rank of 8: no straggler.
@@ -226,7 +229,7 @@ CASES: tuple[Case, ...] = (
     # --- HTA trace_diff test: rank 1 (V100, distributedInfo world 2), 6 steps of 82-166 ms
     # (median 115; none several times it) (overview.py, idle_causes.py, syncs.py). Compute
     # 73.5%, copies/sets 13.0% (4856 DtoD memcpys: device-local, not transfers), exposed NCCL
-    # 9.9%, idle 3.7% (almost all dependency: work queued behind CUDA-graph launches).
+    # 9.9%, idle 3.7% (almost all switch: queued work, much of it CUDA-graph nodes, started within 20 us).
     # gpu-compute-bound with a wide margin; no loss reaches 15%.
     Case(
         id="hta-trace-diff-test-v100",
@@ -246,8 +249,8 @@ CASES: tuple[Case, ...] = (
         ),
     ),
     # --- HTA nccl_parser_config: rank 0 of 2 (A100), DDP ResNet-50, 3 steps of ~222 ms
-    # (overview.py, idle_causes.py). The GPU is idle 76.4% of the steps; dependency/peer waits
-    # are 0.3%: the host is late for 75.8%. 2251 short gaps (median launch interval 85 us
+    # (overview.py, idle_causes.py). The GPU is idle 76.4% of the steps; switches between queued
+    # work are 0.3%: the host is late for 75.8%. 2251 short gaps (median launch interval 85 us
     # against a median kernel of 16 us: the host cannot dispatch fast enough) make 40.8%;
     # 190 longer gaps make 35.0%: DDP's buffer broadcast (flatten/unflatten_dense_tensors,
     # 4-15 ms each, launching nothing) and the SGD foreach ops (4 ms of host time each before
@@ -276,7 +279,7 @@ CASES: tuple[Case, ...] = (
     # --- HTA ns_resolution: rank 0 of 1 (V100), 5 steps (overview.py). Step #101 is the first
     # recorded step: its GPU starts idle for 3.5 ms (nothing queued when the profiler starts)
     # and it is 35 ms against 95.6 ms for #103-#105: excluded. Steady (#102-#105): compute
-    # 97.9%, copies 1.0%, idle 1.2% (all dependency). gpu-compute-bound, no secondary.
+    # 97.9%, copies 1.0%, idle 1.2% (all switch). gpu-compute-bound, no secondary.
     Case(
         id="hta-ns-resolution",
         root="shared",
@@ -458,7 +461,7 @@ CASES: tuple[Case, ...] = (
     ),
     # --- the control run, num_workers=4 (overview.py, idle_causes.py): 6 steps of 108-152 ms,
     # fetch 0.1-4.4 ms, GPU idle under fetch 0.02%. Compute 84.4%, idle 13.0% (launch 7.3,
-    # tail of the last step 2.9, dependency 1.6). gpu-compute-bound; no data finding.
+    # tail of the last step 2.9, switch 1.6). gpu-compute-bound; no data finding.
     Case(
         id="tbplugin-resnet50-workers4",
         root="shared",

@@ -23,9 +23,25 @@ or driver call of its correlation id: for a node of a CUDA or HIP graph, the one
      a stream wait on such work), and the trace cannot show what;
   2. ``peer``: the ending work is a collective kernel, or runs on a stream that carries
      collectives (a communication stream: it waited for other ranks);
-  3. ``dependency``: an event or stream wait (``cudaStreamWaitEvent``, GPU ``Stream Wait
-     Event``), another stream, a node of a graph waiting on an event or a blocking copy,
-     another process sharing the GPU.
+  3. ``dependency``, only where the trace shows what the work waited on:
+
+     * an event or value wait put on its stream after the previous work of that stream was
+       launched and before (or as) it was: a ``cudaStreamWaitEvent`` call (or ``hip``/``cu``
+       ``StreamWaitEvent``/``StreamWaitValue``) of the rank, unless the GPU's record of that
+       very call (``Stream Wait Event``, same correlation id) names another stream, or such a
+       GPU record on its stream (it carries the call's time, not the wait's);
+     * another stream: its own stream and its launch let it start at least :data:`SWITCH_NS`
+       before the gap began, while work of another stream ran until the gap began: it did
+       not start beside that work, so it waited for it, not for its own stream;
+     * a node of a CUDA or HIP graph after an earlier node of the same replay: inside a
+       replay the graph's edges order the nodes, and the trace shows neither the edges nor
+       the nodes it does not record (host, event and memory nodes). On the shared replays
+       (vLLM on ROCm) the device moves from node to node within 6 us; a longer gap there is
+       a node waiting. The first node of a replay is ordered by its stream, like any work;
+  4. ``device_gap``: none of these: the gap between work queued on one stream, ordered by
+     that stream alone, is the device's own (a sampled trace's dropped work, another process
+     sharing the GPU, which this trace cannot show); like a switch, it bounds nothing a
+     change of the training could remove.
 
   Work launched while the gap ran but started more than :data:`SWITCH_NS` after its launch
   returned was queued from then on: that part of the gap is ``queued`` time too, and takes
@@ -74,6 +90,8 @@ from tracekit.analyzers.host_causes import LAUNCH_CALLS, QUEUED, late_causes
 from tracekit.results.vocab import IdleCause
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from tracekit.model.run import Run
 
 #: The longest the GPU takes to start work already queued for it: to switch from finished
@@ -86,8 +104,17 @@ if TYPE_CHECKING:
 #: of median 0.13 us and at most 12 us, where a replay takes over from a copy); launch
 #: latency on an idle GPU at most 15 us.
 #: Above it only waits: a sampled trace's dropped kernels, another process sharing the GPU
-#: (340-400 us). A longer gap ended by queued work is not switching: the GPU waited.
+#: (340-420 us on the H200 two gloo ranks share). A longer gap ended by queued work is not
+#: switching: the GPU waited, on what the trace shows (``dependency``) or, with nothing shown,
+#: the device's own gap (``device_gap``).
 SWITCH_NS: Final = 20_000
+#: Runtime and driver calls that make a stream wait on an event or a value in memory.
+WAIT_CALLS: Final = r"(?i:^(?:cuda|cu|hip)StreamWait(?:Event|Value))"
+#: The GPU's record of a stream wait (Kineto ``cuda_sync``, Nsight's synchronization table):
+#: its stream is the stream told to wait; its time is the call's.
+WAIT_SYNC: Final = r"^Stream Wait Event$"
+#: Launch calls that replay a CUDA or HIP graph: every node correlates to the one call.
+GRAPH_LAUNCH: Final = r"(?i)GraphLaunch"
 #: The runtime and driver calls' columns the idle model reads.
 CALL_COLUMNS: Final = ("rank", "tid", "start_ns", "end_ns", "correlation", "name")
 #: The columns of :attr:`IdleResult.intervals`.
@@ -138,7 +165,7 @@ def idle_causes(
     if calls is None:
         calls = run.select(["runtime", "driver"], *CALL_COLUMNS)
     gaps = _gaps(segments, frames)
-    ended = _ending_work(gaps, activity, calls)
+    ended = _ending_work(gaps, activity, calls, lambda: _stream_waits(run))
     waits = ended.filter(~pl.col("switch")).select(
         "idle_id", "rank", "tid", "start_ns", "end_ns", "launch_ns", "queued_from"
     )
@@ -184,14 +211,17 @@ def _gaps(segments: pl.DataFrame, frames: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def _ending_work(gaps: pl.DataFrame, activity: pl.DataFrame, calls: pl.DataFrame) -> pl.DataFrame:
+def _ending_work(
+    gaps: pl.DataFrame, activity: pl.DataFrame, calls: pl.DataFrame, waits: Callable[[], pl.DataFrame]
+) -> pl.DataFrame:
     """``gaps`` with the work that ends each, its launch, and who the GPU waited for.
 
     Adds ended_by, launch_ns, launch_end_ns, tid (of the launch call; else the thread of the
     rank's first launch call after the gap began, else -1), late (no launch call had
-    returned when the gap began), and the columns of :func:`_waits`. Joins on one packed
-    integer per key (see :func:`_keys`): most gaps are micro-gaps, so these joins run on many
-    rows.
+    returned when the gap began), and the columns of :func:`_waits` (``waits``: the rank's
+    stream waits, :func:`_stream_waits`, read only where a gap needs them). Joins on one
+    packed integer per key (see :func:`_keys`): most gaps are micro-gaps, so these joins run
+    on many rows.
     """
     stream = ["rank", "device", "stream"]
     # one-column lookups first: most activity neither starts nor ends a gap
@@ -208,14 +238,15 @@ def _ending_work(gaps: pl.DataFrame, activity: pl.DataFrame, calls: pl.DataFrame
     at_end, at_start, launched = _keys(gaps, work, finished)
     launches = _launches_of(calls, work)
     ended = _exact(gaps.with_columns(_key=at_end), work.with_columns(_key=at_end).drop("rank", "end_ns"))
-    launches = launches.select(launched.alias("_key"), "tid", "launch_ns", "launch_end_ns")
+    launches = launches.select(launched.alias("_key"), "tid", "launch_ns", "launch_end_ns", "graph")
     ended = ended.with_columns(_key=launched).join(launches, on="_key", how="left")
     if ended.height != gaps.height:  # several start as the gap ends: the first launched
         ended = ended.sort("idle_id", "launch_ns", nulls_last=True).unique("idle_id", keep="first", maintain_order=True)
     late = pl.col("launch_end_ns").is_null() | (pl.col("launch_end_ns") > pl.col("start_ns"))
     ended = _next_launcher(ended.with_columns(late=late), calls)
     after = at_start.is_in(finished.select(at_start).to_series().implode())
-    return _waits(ended.with_columns(after=after), activity, calls).drop("_key", "after")
+    ended = _waits(ended.with_columns(after=after), activity, calls)
+    return _waited_on(ended, activity, calls, waits).drop("_key", "after", "graph")
 
 
 def _waits(ended: pl.DataFrame, activity: pl.DataFrame, calls: pl.DataFrame) -> pl.DataFrame:
@@ -227,7 +258,7 @@ def _waits(ended: pl.DataFrame, activity: pl.DataFrame, calls: pl.DataFrame) -> 
       returned by then, else ``SWITCH_NS`` after it returned; null with no launch recorded);
     * queued_cause: who the queued work waited for: unobservable where no GPU activity of
       the rank is recorded before the gap, else peer where it is a collective or runs on a
-      stream that carries collectives, else dependency;
+      stream that carries collectives, else null (:func:`_waited_on` decides);
     * pretrace: its launch is not in the trace and it starts before the rank's first
       recorded runtime or driver call (launched before the profiler started).
     """
@@ -242,7 +273,7 @@ def _waits(ended: pl.DataFrame, activity: pl.DataFrame, calls: pl.DataFrame) -> 
         .then(pl.lit(IdleCause.UNOBSERVABLE.value))
         .when(pl.col("collective").fill_null(False) | pl.col("comm").fill_null(False))
         .then(pl.lit(IdleCause.PEER.value))
-        .otherwise(pl.lit(IdleCause.DEPENDENCY.value))
+        .otherwise(pl.lit(None, dtype=pl.String))
     )
     unlaunched = pl.col("ended_by").is_not_null() & pl.col("launch_ns").is_null()
     return (
@@ -257,6 +288,116 @@ def _waits(ended: pl.DataFrame, activity: pl.DataFrame, calls: pl.DataFrame) -> 
         )
         .drop("comm", "first_work", "first_call")
     )
+
+
+def _waited_on(
+    ended: pl.DataFrame, activity: pl.DataFrame, calls: pl.DataFrame, waits: Callable[[], pl.DataFrame]
+) -> pl.DataFrame:
+    """``ended`` with the queued cause filled where :func:`_waits` left it open: ``dependency``
+    where the trace shows what the work waited on (an event or value wait on its stream,
+    another stream, an earlier node of its graph replay: see the module's docstring), else
+    ``device_gap``. Read only for the gaps whose queued time may decide: no switch, queued
+    before the gap ended, and no cause yet."""
+    undecided = ~pl.col("switch") & ~pl.col("pretrace") & (pl.col("queued_from") < pl.col("end_ns"))
+    rows = ended.filter(undecided & pl.col("queued_cause").is_null()).select(
+        *("idle_id", "rank", "device", "stream", "start_ns", "end_ns"),
+        *("correlation", "launch_ns", "launch_end_ns", "after", "graph"),
+    )
+    gap = pl.lit(IdleCause.DEVICE_GAP.value)
+    if rows.height == 0:
+        return ended.with_columns(queued_cause=pl.col("queued_cause").fill_null(gap))
+    rows = _event_waits(_own_stream(rows, activity, calls), waits())
+    # another stream: ready on its own stream a switch before the gap began, yet held past it
+    ready = pl.max_horizontal("prev_end", "launch_end_ns")
+    other = (pl.col("after") & (ready + SWITCH_NS <= pl.col("start_ns"))).fill_null(False)
+    waited = _inside_replay(rows, activity).select(
+        "idle_id",
+        waited=pl.when(pl.col("event") | other | pl.col("inside"))
+        .then(pl.lit(IdleCause.DEPENDENCY.value))
+        .otherwise(gap),
+    )
+    return (
+        ended.join(waited, on="idle_id", how="left")
+        .with_columns(queued_cause=pl.coalesce("queued_cause", "waited", gap))
+        .drop("waited")
+    )
+
+
+def _own_stream(rows: pl.DataFrame, activity: pl.DataFrame, calls: pl.DataFrame) -> pl.DataFrame:
+    """``rows`` (the work ending each gap) with the work before it on its stream: prev_end
+    (when its stream let it start) and since_ns (that work's launch, else its start: a wait
+    put on the stream after it is the ending work's); null where it is the stream's first.
+    ``activity`` is in event order: sorted by start within each stream."""
+    stream = ["rank", "device", "stream"]
+    own = activity.select(*stream, prev_start="start_ns", prev_end="end_ns", prev_corr="correlation")
+    rows = rows.sort("end_ns").join_asof(
+        own,
+        left_on="end_ns",
+        right_on="prev_start",
+        by=stream,
+        strategy="backward",
+        allow_exact_matches=False,
+        check_sortedness=False,
+    )
+    prev = rows.select("rank", correlation="prev_corr").drop_nulls().unique()
+    launched = _launches_of(calls, prev).group_by("rank", prev_corr="correlation").agg(prev_launch=pl.min("launch_ns"))
+    return (
+        rows.join(launched, on=["rank", "prev_corr"], how="left")
+        .with_columns(since_ns=pl.coalesce("prev_launch", "prev_start"))
+        .drop("prev_start", "prev_corr", "prev_launch")
+    )
+
+
+def _event_waits(rows: pl.DataFrame, waits: pl.DataFrame) -> pl.DataFrame:
+    """``rows`` (with since_ns) with ``event``: a stream wait (:func:`_stream_waits`) was put
+    on the ending work's stream, or on a stream the trace does not name, after since_ns and
+    no later than the work's launch."""
+    waits = waits.with_columns(pl.col(c).cast(rows.schema[c]) for c in ("rank", "device", "stream"))
+    known = waits.filter(pl.col("stream").is_not_null()).sort("wait_ns")
+    unknown = waits.filter(pl.col("stream").is_null()).select("rank", any_wait_ns="wait_ns").sort("any_wait_ns")
+    rows = rows.sort("launch_ns")
+    rows = rows.join_asof(
+        known, left_on="launch_ns", right_on="wait_ns", by=["rank", "device", "stream"], check_sortedness=False
+    )
+    rows = rows.join_asof(unknown, left_on="launch_ns", right_on="any_wait_ns", by="rank", check_sortedness=False)
+    since = pl.col("since_ns")
+    event = pl.any_horizontal(
+        pl.col(t).is_not_null() & (since.is_null() | (pl.col(t) > since)) for t in ("wait_ns", "any_wait_ns")
+    )
+    return rows.with_columns(event=event).drop("wait_ns", "any_wait_ns")
+
+
+def _inside_replay(rows: pl.DataFrame, activity: pl.DataFrame) -> pl.DataFrame:
+    """``rows`` with ``inside``: the ending work is a node of a graph replay after an earlier
+    node of the same replay (same rank and correlation id) had started."""
+    nodes = rows.filter("graph").select("rank", "correlation").unique()
+    if nodes.height == 0:
+        return rows.with_columns(inside=pl.lit(value=False))
+    wanted = activity.filter(pl.col("correlation").is_in(nodes["correlation"].implode()))
+    first = (
+        wanted.join(nodes, on=["rank", "correlation"])
+        .group_by("rank", "correlation")
+        .agg(first_node=pl.min("start_ns"))
+    )
+    inside = pl.col("graph").fill_null(False) & (pl.col("first_node") < pl.col("end_ns")).fill_null(False)
+    return rows.join(first, on=["rank", "correlation"], how="left").with_columns(inside=inside)
+
+
+def _stream_waits(run: Run) -> pl.DataFrame:
+    """The rank's stream waits: rank, device, stream (null where the trace does not say which
+    stream waited), wait_ns (the call's start; the GPU record's where no call is recorded).
+    A call's stream is that of the GPU's record of the same correlation id."""
+    columns = ("kind", "rank", "device", "stream", "correlation", "start_ns")
+    both = run.select(["runtime", "driver", "sync"], *columns, name=f"{WAIT_CALLS}|{WAIT_SYNC}")
+    gpu = both.filter(pl.col("kind") == "sync").drop("kind")
+    issued = both.filter(pl.col("kind") != "sync").select("rank", "correlation", call_ns="start_ns")
+    seen = gpu.join(issued, on=["rank", "correlation"], how="left").select(
+        "rank", "device", "stream", wait_ns=pl.coalesce("call_ns", "start_ns")
+    )
+    blind = issued.join(gpu, on=["rank", "correlation"], how="anti").select(
+        "rank", *(pl.lit(None, dtype=gpu.schema[c]).alias(c) for c in ("device", "stream")), wait_ns="call_ns"
+    )
+    return pl.concat([seen, blind])
 
 
 def _exact(left: pl.DataFrame, right: pl.DataFrame) -> pl.DataFrame:
@@ -297,7 +438,12 @@ def _launches_of(calls: pl.DataFrame, work: pl.DataFrame) -> pl.DataFrame:
     key = pl.col("rank").cast(pl.Int64) * _PACK + pl.col("correlation")
     wanted = work.filter(packs).select(key.unique()).to_series().implode()
     return calls.filter(packs & key.is_in(wanted)).select(
-        "rank", "correlation", "tid", launch_ns="start_ns", launch_end_ns="end_ns"
+        "rank",
+        "correlation",
+        "tid",
+        launch_ns="start_ns",
+        launch_end_ns="end_ns",
+        graph=pl.col("name").cast(pl.String).str.contains(GRAPH_LAUNCH),
     )
 
 

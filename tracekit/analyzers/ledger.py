@@ -59,6 +59,7 @@ IDLE_ENTRY: Final = {
     IdleCause.HOST_WORK.value: LedgerEntry.HOST_WORK,
     IdleCause.DEPENDENCY.value: LedgerEntry.DEPENDENCY,
     IdleCause.BACK_TO_BACK.value: LedgerEntry.SWITCH,
+    IdleCause.DEVICE_GAP.value: LedgerEntry.SWITCH,
     IdleCause.UNOBSERVABLE.value: LedgerEntry.UNOBSERVABLE,
     IdleCause.UNEXPLAINED.value: LedgerEntry.UNEXPLAINED,
 }
@@ -78,7 +79,7 @@ ENTRY_BOUND: Final[dict[LedgerEntry, BoundKind | None]] = {
     LedgerEntry.HOST_WORK: BoundKind.HOST,
     LedgerEntry.ONE_TIME: None,  # warm-up: not the steady state (a note, and no verdict when it is most of the window)
     LedgerEntry.DEPENDENCY: BoundKind.DEPENDENCY,
-    LedgerEntry.SWITCH: None,  # the device's own switch time between queued work
+    LedgerEntry.SWITCH: None,  # the device's own time between queued work (switches, its own gaps)
     LedgerEntry.UNOBSERVABLE: None,  # queued before the trace saw it: nothing to judge
     LedgerEntry.UNEXPLAINED: BoundKind.IDLE,
     LedgerEntry.OTHER: None,  # CPU-only: host time with no operator recorded

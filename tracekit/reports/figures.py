@@ -46,6 +46,7 @@ COLORS: Final = {
     "dependency": "#00acc1",
     "peer": "#3949ab",
     "back_to_back": "#c5e1a5",
+    "device_gap": "#dcedc8",
     "unobservable": "#e0e0e0",
     "unexplained": "#9e9e9e",
     "comms": "#1565c0",

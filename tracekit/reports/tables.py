@@ -438,6 +438,11 @@ _CAUSE_NOTES: Final = {
         " capture_sync: after tracekit capture's own wait for the GPU at each step's end (it times the step):"
         " the measurement's, not the training's, so it bounds nothing and no finding advises removing it."
     ),
+    IdleCause.DEVICE_GAP.value: (
+        " device_gap: the GPU took longer than a switch to start work already queued behind other work on its"
+        " stream, with no event wait and no other stream in the trace: the device's own gap (work a sampled trace"
+        " dropped, another process sharing the GPU), which no change of the training removes."
+    ),
     IdleCause.UNOBSERVABLE.value: (
         " unobservable: the GPU ran or waited on work launched before the profiler started (nothing of it is in"
         " the trace), so what it did then cannot be seen; profile more steps and leave the first out."

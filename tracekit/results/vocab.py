@@ -57,11 +57,10 @@ class IdleCause(StrEnum):
     """Why the GPU was idle in one gap, from the work that ends the gap and when it was launched.
 
     Launched *before* the gap began (the GPU was not waiting for the host): ``back_to_back``
-    (started within a switch time of other work ending: the GPU's own switch time, no wait),
-    ``unobservable`` (waited behind work the trace does not hold: nothing of the GPU is
-    recorded before it, or it was launched before the profiler started), ``peer`` (a
-    collective on another stream, a peer), ``dependency`` (an event / stream wait, another
-    stream, a graph's node waiting).
+    (within a switch time of other work ending: the GPU's own switch time), ``unobservable``
+    (behind work the trace does not hold: nothing of the GPU recorded before it, or launched
+    before the profiler started), ``peer`` (a collective, a peer), ``dependency`` (a wait the
+    trace shows: an event, another stream, a replay's node), else ``device_gap`` (its own gap).
     Launched *after* the gap began (the host was late), by what the host was doing meanwhile:
     ``data``, ``host_sync``, ``blocking_collective``, ``one_time``, ``launch``, ``host_work``.
     """
@@ -73,9 +72,10 @@ class IdleCause(StrEnum):
     ONE_TIME = "one_time"  # autotune, compile, lazy init, allocator growth
     LAUNCH = "launch"  # host dispatching many small ops: launch-bound
     HOST_WORK = "host_work"  # host busy in CPU work that launches no GPU work
-    DEPENDENCY = "dependency"  # work was queued: waited on an event, another stream, a graph
+    DEPENDENCY = "dependency"  # work was queued: waited on an event, another stream, a graph's node
     PEER = "peer"  # work was queued: waited on a collective / a peer rank
     BACK_TO_BACK = "back_to_back"  # work was queued and started as other work ended: GPU switch time
+    DEVICE_GAP = "device_gap"  # queued on one stream, no wait in the trace: the device's own gap, over a switch
     UNOBSERVABLE = "unobservable"  # the GPU ran or waited on work launched before the trace began
     UNEXPLAINED = "unexplained"  # nothing in the trace explains it
 
@@ -89,7 +89,7 @@ class LedgerEntry(StrEnum):
     makes it late), ``transfer`` (host<->device and peer copies under no kernel), ``memory``
     (copies and sets on the device under no kernel). Device idle by cause (the idle causes of
     :class:`IdleCause`): ``data``, ``host_sync``, ``capture_sync`` (bounds nothing), ``launch``,
-    ``host_work``, ``one_time``, ``dependency``, ``switch`` (the device's own switch time),
+    ``host_work``, ``one_time``, ``dependency``, ``switch`` (the device's own switches and gaps),
     ``unobservable`` (what ends the gap was queued before the trace could see it),
     ``unexplained``. On a CPU-only run the host is the device: ``compute`` (operators),
     ``comms``, ``straggler``, ``data`` (fetching batches) and ``other`` (no operator recorded).

@@ -7,11 +7,16 @@ a node of a CUDA/HIP graph carries the correlation id of its graph launch, so a 
 replay is read through the graph launch) either before the gap began -> the GPU waited on
 something else: ``switch`` when the gap lasts at most 20 us (the GPU moving on to queued
 work), ``unobservable`` when no GPU op is recorded before the gap (it waited behind work the
-trace does not hold), ``peer`` when that op is a communication kernel, else ``dependency``;
-or after -> the host was late, unless the op then waited longer after its launch returned
-(beyond 20 us of launch latency) than the host took to launch it (then as if launched
-before), and what the launching thread did between the gap start and the launch is the
-cause:
+trace does not hold), ``peer`` when that op is a communication kernel, ``dependency`` when the
+trace shows what it waited on (a ``*StreamWaitEvent``/``*StreamWaitValue`` call, or the GPU's
+``Stream Wait Event`` record, on its stream or of no known stream, after the launch of the
+previous op of its stream and no later than its own launch; its stream free and its launch
+returned at least 20 us before the gap began, which began as an op of another stream ended;
+an earlier op of its graph replay, same correlation id, started before it), else
+``device_gap`` (ops queued on one stream, the device's own gap); or after -> the host was
+late, unless the op then waited longer after its launch returned (beyond 20 us of launch
+latency) than the host took to launch it (then as if launched before), and what the
+launching thread did between the gap start and the launch is the cause:
   ``data``       >50% of that time under a DataLoader fetch range
   ``host_sync``  >50% under a blocking sync call (cuda*Synchronize, synchronous cudaMemcpy,
                  a D2H copy to pageable memory)
@@ -39,12 +44,59 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 import itertools
+import re
 
 from _common import BLOCKING_SYNC_CALLS, gaps, intersect, is_comm_kernel, length, load_kineto, load_nsys, union
 
 LAUNCHES = ("LaunchKernel", "MemcpyAsync", "MemsetAsync", "GraphLaunch", "LaunchCooperativeKernel", "Memcpy", "Memset")
 ALLOC = ("cudaMalloc", "cudaFree", "cudaHostAlloc", "hipMalloc", "hipFree", "cudaMallocHost")
 SWITCH = 20_000  # ns: the longest a GPU takes to start queued work (switch, launch latency)
+WAIT_CALL = re.compile(r"^(?:cuda|cu|hip)StreamWait(?:Event|Value)", re.IGNORECASE)
+WAIT_SYNC = re.compile(r"stream[ _]wait[ _]event", re.IGNORECASE)
+
+
+def stream_of(e: tuple) -> tuple:
+    """(device, stream) of a GPU op or sync: Kineto's args, else the nsys row's pid/tid."""
+    return (e[2], e[6].get("stream", e[3]))
+
+
+class Waits:
+    """What a queued op could have waited on: its stream's previous op, the stream waits, the
+    nodes of its graph replay."""
+
+    def __init__(self, gpu: list[tuple], events: list[tuple], by_corr: dict) -> None:
+        self.by_corr = by_corr
+        self.ops: dict[tuple, list[tuple]] = collections.defaultdict(list)
+        self.first_of_corr: dict[object, int] = {}
+        for e in gpu:
+            self.ops[stream_of(e)].append((e[4], e[5], e[6].get("correlation")))
+            c = e[6].get("correlation")
+            if c is not None:
+                self.first_of_corr[c] = min(e[4], self.first_of_corr.get(c, e[4]))
+        for v in self.ops.values():
+            v.sort()
+        self.starts = {k: [o[0] for o in v] for k, v in self.ops.items()}
+        syncs = {e[6].get("correlation"): e for e in events if e[0] == "sync" and WAIT_SYNC.search(e[1])}
+        calls = [e for e in events if e[0] == "runtime" and WAIT_CALL.search(e[1])]
+        called = {e[6].get("correlation") for e in calls}
+        # (time, (device, stream) or None where no GPU record names the stream)
+        self.marks = [(e[4], stream_of(syncs[c]) if (c := e[6].get("correlation")) in syncs else None) for e in calls]
+        self.marks += [(e[4], stream_of(e)) for c, e in syncs.items() if c not in called]
+
+    def waited(self, op: tuple, launch: tuple, gs: int, ge: int, ended_at_gs: bool) -> bool:
+        key = stream_of(op)
+        i = bisect.bisect_left(self.starts[key], ge) - 1
+        prev = self.ops[key][i] if i >= 0 else None
+        since = None
+        if prev is not None:
+            prev_launch = self.by_corr.get(prev[2])
+            since = prev_launch[4] if prev_launch is not None else prev[0]
+        event = any((k is None or k == key) and t <= launch[4] and (since is None or t > since) for t, k in self.marks)
+        ready = max(prev[1] if prev is not None else launch[5], launch[5])
+        other = ended_at_gs and ready + SWITCH <= gs
+        corr = op[6].get("correlation")
+        inside = "GraphLaunch" in launch[1] and self.first_of_corr.get(corr, ge) < ge
+        return event or other or inside
 
 
 def is_launch(name: str) -> bool:
@@ -71,6 +123,7 @@ def explain(  # noqa: PLR0912, PLR0915
     rt = [e for e in ev if e[0] == "runtime"]
     by_corr = {e[6]["correlation"]: e for e in rt if "correlation" in e[6]}
     first_rt = min((e[4] for e in rt), default=None)
+    waits = Waits(gpu, ev, by_corr)
     ends = {e[5] for e in gpu}
     starts = sorted(gpu, key=lambda e: e[4])
     first_gpu = starts[0][4]
@@ -116,8 +169,10 @@ def explain(  # noqa: PLR0912, PLR0915
                 cause = "unobservable"
             elif queued and launch[4] <= gs and ge - gs <= SWITCH and gs in ends:
                 cause = "switch"
+            elif queued and nxt[0] == "kernel" and is_comm_kernel(nxt[1]):
+                cause = "peer"
             elif queued:
-                cause = "peer" if (nxt[0] == "kernel" and is_comm_kernel(nxt[1])) else "dependency"
+                cause = "dependency" if waits.waited(nxt, launch, gs, ge, gs in ends) else "device_gap"
             else:
                 late = [(gs, min(launch[4], ge))]
                 late_len = length(late)
