@@ -20,7 +20,10 @@ line up (``MisalignedStep.offset_ns``). New in 2.8: the idle cause and ledger en
 which bounds nothing of the training; before, it counted as ``host_sync``. New in 2.9: one story
 per finding (:mod:`tracekit.results.worth`): a gain's ``up_to_pct`` and ``expected_pct`` are
 ``share_pct`` and ``gain_pct``, with ``why`` they differ; the verdict's ``first`` (what to do
-first), ``joint`` (the first two fixes at once) and ``noise_pct``; the primary's ``passed_over``.
+first), ``joint`` (the first two fixes at once) and ``noise_pct``; the primary's ``passed_over``;
+warm-up (``NoteKind.WARMUP``, ``Evidence.warmup``: one-time work is no longer host-bound); the idle
+cause ``device_gap`` (a queued gap with no event wait or other stream); the time left out of the
+measured window (``StepsSection.left_out``, ``left_out_run``); ``OpLatency.matched``.
 """
 
 from __future__ import annotations
