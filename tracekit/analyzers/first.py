@@ -41,8 +41,10 @@ WEIGHT: Final[dict[Effort, float]] = {Effort.KNOB: 1.0, Effort.CODE: 2.0}
 NEGLIGIBLE_PCT: Final = 1.0
 
 
-def first_fixes(findings: Iterable[Finding], gains: list[Gain]) -> list[Fix]:
-    """The fixes of ``findings`` (a bound's, or the waste a note names), each once, first first."""
+def first_fixes(findings: Iterable[Finding], gains: list[Gain], *, pytorch: bool = True) -> list[Fix]:
+    """The fixes of ``findings`` (a bound's, or the waste a note names), each once, first first.
+    ``pytorch``: a program that is not PyTorch (a CUDA or MPI application) has none of
+    PyTorch's knobs: every fix is a change of its code."""
     by_bound = {g.bound: g for g in gains}
     seen: dict[BoundKind, Fix] = {}
     for f in findings:
@@ -52,7 +54,8 @@ def first_fixes(findings: Iterable[Finding], gains: list[Gain]) -> list[Fix]:
         g = by_bound.get(bound)
         if g is None or (g.gain_pct is not None and g.gain_pct < NEGLIGIBLE_PCT):
             continue
-        seen[bound] = Fix(bound=bound, effort=EFFORT[bound], share_pct=g.share_pct, gain_pct=g.gain_pct)
+        effort = EFFORT[bound] if pytorch else Effort.CODE
+        seen[bound] = Fix(bound=bound, effort=effort, share_pct=g.share_pct, gain_pct=g.gain_pct)
 
     def score(fix: Fix) -> tuple[float, float]:
         worth = fix.gain_pct if fix.gain_pct is not None else fix.share_pct

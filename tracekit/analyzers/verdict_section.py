@@ -67,7 +67,7 @@ def verdict_reduce(red: Reduced) -> Verdict:
         red.ledger, measured_on=measured_on, stragglers=red.stragglers, undetermined=undetermined, worth=retimed
     )
     findings = [lowered(decision.primary, caveat), *decision.secondary, *notes]
-    first = first_fixes(findings, worth)
+    first = first_fixes(findings, worth, pytorch=pytorch)
     noise = step_noise(red.ledger)
     joint = None
     if model is not None:

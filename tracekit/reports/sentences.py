@@ -221,6 +221,11 @@ def _decided(finding: Finding) -> str:
     g = finding.gain
     if g is not None and g.gain_pct is not None and g.gain_pct >= threshold:
         worth_it = f"removing it is worth {faster(g.gain_pct)} (gain {g.gain_pct:.1f}%), over the {bar}"
+    elif g is not None and g.gain_pct is None and threshold >= 10:
+        worth_it = (
+            f"no what-if re-times removing it, so its share stands for its gain (confidence one level lower): "
+            f"{finding.share_pct or 0:.1f}% of the time, over the {threshold:.0f}% ({bar})"
+        )
     else:
         worth_it = f"{finding.share_pct or 0:.1f}% of the time, over the {threshold:.0f}% ({bar})"
     if threshold < 10:  # a secondary finding
