@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+import polars as pl
+
 from tests.factories import write_kineto
 from tests.factories_devices import mtia_steps
 from tracekit.analyzers import run_analysis
@@ -51,3 +53,8 @@ def test_device_events_not_read_are_named_never_missing(tmp_path: Path) -> None:
     for fmt in ("terminal", "md", "html"):
         assert said in " ".join(renderer(fmt).render(a).split()), fmt
     assert '"device_events_unread"' in renderer("json").render(a)
+    # the host's ledger, on a world of one: the backward thread's all-reduce in flight while the
+    # training thread sits in a device sync is no wait on a peer
+    ledger = outcome.frames.ledger.run
+    assert LedgerEntry.COMMS.value not in ledger["entry"].to_list()
+    assert ledger.filter(pl.col("entry") == LedgerEntry.COMPUTE.value)["share_pct"].item() > 0
