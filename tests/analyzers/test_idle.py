@@ -47,15 +47,15 @@ def first_kernel() -> list[Row]:
     return [ev("step", "ProfilerStep#1", 0, 200 * US), launch(0.1, 1, dur=0.2), kernel("k1", 0.5, 10, 1)]
 
 
-def idle_of(rows: list[Row]) -> IdleResult:
-    result = run_analysis(make_run(rows)).frames.idle
+def idle_of(rows: list[Row], *, world_size: int | None = None) -> IdleResult:
+    result = run_analysis(make_run(rows, world_size=world_size)).frames.idle
     assert result is not None
     return result
 
 
-def gap(rows: list[Row], start: float, end: float) -> dict[str, Any]:
+def gap(rows: list[Row], start: float, end: float, *, world_size: int | None = None) -> dict[str, Any]:
     """The idle interval [start, end) (us) of the run of ``rows``."""
-    intervals = idle_of(rows).intervals
+    intervals = idle_of(rows, world_size=world_size).intervals
     found = intervals.filter(pl.col("start_ns") == int(start * US), pl.col("end_ns") == int(end * US))
     assert found.height == 1, intervals
     return found.row(0, named=True)
@@ -405,6 +405,14 @@ def test_an_async_nccl_call_is_a_launch_not_peers() -> None:
 def test_a_gloo_collective_blocks_the_host() -> None:
     rows = [*first_kernel(), host("cpu_op", "gloo:all_reduce", 11, 80), launch(82, 2), kernel("k2", 85, 90, 2)]
     assert gap(rows, 10, 85)["cause"] == "blocking_collective"
+    assert gap(rows, 10, 85, world_size=2)["cause"] == "blocking_collective"
+
+
+def test_a_collective_of_a_rank_alone_in_its_world_is_the_hosts_own_work() -> None:
+    # the same all-reduce in a world of one waits for no peer: the host ran it, 69 us of an
+    # operator that launches nothing
+    rows = [*first_kernel(), host("cpu_op", "gloo:all_reduce", 11, 80), launch(82, 2), kernel("k2", 85, 90, 2)]
+    assert gap(rows, 10, 85, world_size=1)["cause"] == "host_work"
 
 
 def test_nothing_recorded_inside_a_step_is_the_hosts_own_work() -> None:

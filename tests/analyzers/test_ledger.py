@@ -93,17 +93,42 @@ def test_a_stragglers_cost_on_the_rank_that_waits_and_on_the_straggler() -> None
         }
 
 
-def test_a_cpu_only_run_by_entry() -> None:
+def cpu_step() -> list[Row]:
     # a host-only step [0, 1000) us: a fetch [0, 200), an operator [200, 700), a gloo
     # all-reduce [700, 900), nothing recorded [900, 1000)
-    rows = [
+    return [
         ev("step", "ProfilerStep#1", 0, STEP),
         ev("cpu_op", FETCH, 0, 200 * US),
         ev("cpu_op", "aten::mm", 200 * US, 700 * US),
         ev("cpu_op", "gloo:all_reduce", 700 * US, 900 * US) | {"category": "collective"},
     ]
-    got = entries(rows)[0]
+
+
+def test_a_cpu_only_run_by_entry() -> None:
+    got = entries(cpu_step(), world_size=2)[0]
     assert got == {"data": 200 * US, "compute": 500 * US, "comms": 200 * US, "other": 100 * US}
+
+
+def test_a_rank_alone_in_its_world_has_no_comms_on_the_host() -> None:
+    # the same step in a world of one: the all-reduce has no peer, it is the rank's own work
+    got = entries(cpu_step(), world_size=1)[0]
+    assert got == {"data": 200 * US, "compute": 700 * US, "other": 100 * US}
+
+
+def test_a_backward_threads_collective_is_no_wait_of_a_rank_alone() -> None:
+    # the training thread (tid 1) runs operators [0, 100) and [900, 1000) and records nothing
+    # between (it sits in a device sync the trace does not keep as an operator); a backward
+    # thread (tid 2) has DDP's all-reduce in flight [150, 550): with a peer, the training
+    # thread waits on it from 150 to its next operator, 900; alone, it waits on no peer: the
+    # all-reduce is the rank's own work and the stretch without an operator is other
+    rows = [
+        ev("step", "ProfilerStep#1", 0, STEP),
+        ev("cpu_op", "aten::mm", 0, 100 * US),
+        ev("cpu_op", "c10d::allreduce_", 150 * US, 550 * US, tid=2),
+        ev("cpu_op", "aten::add_", 900 * US, STEP),
+    ]
+    assert entries(rows, world_size=2)[0] == {"compute": 200 * US, "comms": 750 * US, "other": 50 * US}
+    assert entries(rows, world_size=1)[0] == {"compute": 600 * US, "other": 400 * US}
 
 
 def test_the_run_is_the_mean_over_the_ranks_that_set_the_pace() -> None:

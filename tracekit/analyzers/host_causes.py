@@ -12,7 +12,9 @@ this order, whose ranges cover it:
 2. ``blocking_collective``: a host collective that blocks (:data:`BLOCKING_COLLECTIVE`: gloo,
    MPI and UCC operations, barriers, c10d waits), on any thread. An asynchronous NCCL call
    (``c10d::allreduce_``, ``nccl:all_reduce``) is none of these: it launches a kernel, so it
-   is dispatch like any other operator;
+   is dispatch like any other operator; nor is any collective of a rank alone in its world
+   (its trace records a world size of 1): with no peer to wait for, the host runs it, as its
+   own work;
 3. ``host_sync``: a blocking sync or blocking copy call (:func:`~tracekit.analyzers.syncs.sync_calls`);
    ``capture_sync`` for tracekit capture's own sync at a step's end (it times the step: not
    the training's);
@@ -60,6 +62,7 @@ import polars as pl
 from tracekit.analyzers import intervals as iv
 from tracekit.analyzers.dataloader import FETCH_PATTERN
 from tracekit.analyzers.syncs import capture_calls, user_calls
+from tracekit.analyzers.timeline import with_peers
 from tracekit.model.run import row_slices
 from tracekit.model.taxonomy import ONE_TIME_CALLS, ONE_TIME_RANGES
 from tracekit.results.vocab import IdleCause
@@ -324,7 +327,10 @@ def process_ranges(
     def both(*frames: pl.DataFrame) -> pl.DataFrame:
         return pl.concat([f.select(pl.col("rank").cast(pl.Int32), *SPAN) for f in frames], how="vertical_relaxed")
 
-    collective = _matching(named, BLOCKING_COLLECTIVE).filter(pl.col("kind").is_in(["cpu_op", "annotation"]))
+    # on a rank alone in its world a collective blocks on no peer: the host runs it, its own work
+    collective = _matching(named, BLOCKING_COLLECTIVE).filter(
+        pl.col("kind").is_in(["cpu_op", "annotation"]), with_peers(run)
+    )
     once = [
         _matching(named, ONE_TIME_RANGES),
         _matching(calls, ONE_TIME_CALLS),

@@ -12,7 +12,15 @@ A segment's entry is, by priority: ``compute``; ``comms`` (a collective, not und
 else its gap's cause, as :data:`IDLE_ENTRY` maps it (a gap where the device waited for a peer
 or a blocking host collective is ``comms``). On a CPU-only run the host is the device:
 ``comms`` (collectives and the training thread waiting on them), then ``data`` (a batch being
-fetched), then ``compute`` (operators), else ``other``. Each segment also carries the phase
+fetched), then ``compute`` (operators), else ``other``.
+
+A rank alone in its world (its trace records a world size of 1) has no ``comms`` on the host:
+a collective there exchanges with no peer and waits for none (``c10d::allreduce_`` of DDP on
+one process copies at most), so it cannot be what bounds the run. Its host collectives are
+its own operators, ``compute``; the training thread's stretches without an operator are not
+waits on them but ``other``; a blocking host collective (gloo, a barrier) under GPU idle is
+the host's own work, not ``comms`` (:func:`~tracekit.analyzers.timeline.host_activity`,
+:func:`~tracekit.analyzers.host_causes.process_ranges`). Each segment also carries the phase
 the training thread was in (the outermost annotation holding it: the segments are cut at every
 phase boundary), so that the straggler's own slow phase can be found below.
 

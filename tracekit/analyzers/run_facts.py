@@ -117,7 +117,8 @@ def facts_reduce(red: Reduced) -> RunFacts:
     run = red.run_meta
     counts = {row["rank"]: row for row in red.gather(FactParts).span.iter_rows(named=True)}
     warnings = [run_warning(w) for w in run.warnings]
-    if not red.has_gpu:
+    unread = any(w.kind is RunWarningKind.DEVICE_EVENTS_UNREAD for w in warnings)
+    if not red.has_gpu and not unread:  # device events not read are no CPU-only run
         warnings.append(RunWarning(kind=RunWarningKind.CPU_ONLY))
     return RunFacts(
         ranks=[

@@ -94,6 +94,12 @@ COLLECTIVE_WAIT = "tracekit.wait/collective"
 OPERATORS = "tracekit.host/operators"
 
 
+def with_peers(run: Run) -> pl.Expr:
+    """Whether an event's rank has peers: its trace records no world of one
+    (:attr:`~tracekit.model.run.Run.solitary_ranks`)."""
+    return ~pl.col("rank").is_in(run.solitary_ranks)
+
+
 def host_activity(run: Run) -> pl.DataFrame:
     """The host as the device of a CPU-only run: ``rank, kind, name, category, start_ns,
     end_ns, launch_ns`` like GPU activity.
@@ -104,14 +110,20 @@ def host_activity(run: Run) -> pl.DataFrame:
       (``c10d::allreduce_``) and DDP's reducer ranges (:data:`DDP_REDUCER`);
     * the training thread waiting on a collective of its rank is a collective too (see
       :func:`collective_waits`): DDP's reducer blocks the thread at the end of backward
-      until the gradient all-reduce is done, and ``work.wait()`` blocks it in the open.
+      until the gradient all-reduce is done, and ``work.wait()`` blocks it in the open;
+    * but on a rank alone in its world (its trace records a world size of 1) a collective has
+      no peer to exchange with or wait for: its operators are the rank's own work (a copy at
+      most), compute like any other, and no stretch of the thread is a wait on one.
     """
     columns = ("rank", "kind", "name", pl.col("category").cast(pl.String), "start_ns", "end_ns")
     kind = pl.Enum(list(KINDS))
-    reducer = run.select(["cpu_op", "annotation"], *columns, name=DDP_REDUCER).with_columns(
+    peers = with_peers(run)
+    reducer = run.select(["cpu_op", "annotation"], *columns, name=DDP_REDUCER, where=peers).with_columns(
         category=pl.lit("collective")
     )
-    operators = run.select(["cpu_op"], "rank", "start_ns", "end_ns", where=pl.col("category") != "collective")
+    operators = run.select(
+        ["cpu_op"], "rank", "start_ns", "end_ns", where=(pl.col("category") != "collective") | ~peers
+    )
     compute = (iv.subtract(operators, reducer, ["rank"]) if reducer.height else iv.union(operators, ["rank"])).select(
         pl.col("rank").cast(pl.Int32),
         pl.lit("cpu_op", dtype=kind).alias("kind"),
@@ -120,7 +132,7 @@ def host_activity(run: Run) -> pl.DataFrame:
         "start_ns",
         "end_ns",
     )
-    collective = pl.concat([run.select(["cpu_op", "annotation"], *columns, where=COLLECTIVE), reducer])
+    collective = pl.concat([run.select(["cpu_op", "annotation"], *columns, where=COLLECTIVE & peers), reducer])
     waits = collective_waits(run, collective).select(
         "rank",
         pl.lit("other", dtype=kind).alias("kind"),
@@ -180,6 +192,7 @@ def collective_waits(run: Run, collectives: pl.DataFrame) -> pl.DataFrame:
 
 def host_collective_waits(run: Run) -> pl.DataFrame:
     """Where each rank's training thread waits on a host collective (gloo, MPI, UCC: a GPU run
-    on a CPU backend too): rank, start_ns, end_ns (see :func:`collective_waits`)."""
-    collective = run.select(["cpu_op", "annotation"], "rank", "start_ns", "end_ns", where=COLLECTIVE)
+    on a CPU backend too): rank, start_ns, end_ns (see :func:`collective_waits`); none on a
+    rank alone in its world."""
+    collective = run.select(["cpu_op", "annotation"], "rank", "start_ns", "end_ns", where=COLLECTIVE & with_peers(run))
     return collective_waits(run, collective)

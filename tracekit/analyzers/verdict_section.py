@@ -24,7 +24,16 @@ from tracekit.analyzers.stats import num
 from tracekit.analyzers.verdict import SECONDARY_SHARE, cost_table, decide, step_noise
 from tracekit.results import rows as r
 from tracekit.results.analysis import Finding, SyncSource, Verdict, WarmupWork
-from tracekit.results.vocab import BoundKind, Confidence, IdleCause, LedgerEntry, MeasuredOn, NoteKind, SyncKind
+from tracekit.results.vocab import (
+    BoundKind,
+    Confidence,
+    IdleCause,
+    LedgerEntry,
+    MeasuredOn,
+    NoteKind,
+    RunWarningKind,
+    SyncKind,
+)
 from tracekit.results.worth import NOTE_BOUND, GainLimit
 
 if TYPE_CHECKING:
@@ -119,6 +128,9 @@ def _undetermined(red: Reduced) -> tuple[Finding, ...]:
     """Why the trace cannot support a verdict, if it cannot."""
     facts = red.gather(FactParts).span
     ranks_listing_gpus = sum(1 for r in red.run_meta.ranks if r.devices)
+    if not red.has_gpu and any(w.kind == RunWarningKind.DEVICE_EVENTS_UNREAD.value for w in red.run_meta.warnings):
+        # the device's events are there, of a kind not read (the warning names it): not missing
+        return (Finding(note=NoteKind.DEVICE_EVENTS_UNREAD, confidence=Confidence.HIGH),)
     if not red.has_gpu and (num(facts["gpu_signs"].sum()) > 0 or ranks_listing_gpus):
         return (Finding(note=NoteKind.GPU_EVENTS_MISSING, confidence=Confidence.HIGH),)
     calls = num(facts["calls"].sum())

@@ -27,6 +27,7 @@ InputWarningKind = Literal[
     "no_comm_kernels",
     "memory_only",
     "cpu_only",
+    "device_events_unread",
 ]
 #: Why an event was dropped (the values of :class:`tracekit.results.vocab.DropReason`).
 DropReasonName = Literal["no_time", "no_extent", "negative", "far"]

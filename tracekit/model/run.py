@@ -118,6 +118,12 @@ class RunMeta:
         return max(sizes) if sizes else None
 
     @property
+    def solitary_ranks(self) -> list[int]:
+        """The ranks whose trace records a world of one (``world_size`` 1), ascending: their
+        collectives have no peer to exchange with or to wait for."""
+        return sorted(r.rank for r in self.ranks if r.world_size == 1)
+
+    @property
     def backend(self) -> str | None:
         """The distributed backend, when the traces record it."""
         names = sorted({r.backend for r in self.ranks if r.backend})
@@ -161,6 +167,11 @@ class Run:
     def world_size(self) -> int | None:
         """The world size the traces claim (the largest claimed), or None."""
         return self.meta.world_size
+
+    @property
+    def solitary_ranks(self) -> list[int]:
+        """The ranks alone in their world (:attr:`RunMeta.solitary_ranks`)."""
+        return self.meta.solitary_ranks
 
     @property
     def backend(self) -> str | None:

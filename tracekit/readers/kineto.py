@@ -275,7 +275,7 @@ def _rank_trace(
     """The rank trace of ``path`` from its prepared chunks and the fields of its document."""
     info = info if isinstance(info, dict) else {}
     props = props if isinstance(props, list) else []
-    events, counters, dropped = finish(prepared, memory)
+    events, counters, dropped, unread = finish(prepared, memory)
     rank, rank_problem = _distributed_int(info, "rank", lowest=0)
     world_size, world_problem = _distributed_int(info, "world_size", lowest=1)
     problems = tuple(p for p in (rank_problem, world_problem) if p is not None)
@@ -290,7 +290,7 @@ def _rank_trace(
         schema_version=None if version is None else str(version),
         clock=CLOCK,
         process_groups=process_groups(info.get("pg_config")),
-        warnings=problems + notes + dropped.warnings(),
+        warnings=problems + notes + dropped.warnings() + unread,
         device_memory=device_memory(props),
         host=host_of(path, host, events),
     )

@@ -11,6 +11,22 @@ steps, so both ways give the same frames.
 Kineto writes float microseconds; they are converted once here, relative to an integer base
 to keep nanosecond precision beyond float64's 2**53. Instants named ``[memory]`` become the
 rank's counters (:mod:`tracekit.model.counters`), not events.
+
+**Every device the profiler records.** libkineto names the category of each event
+(``libkineto/include/ActivityType.h``; PyTorch's ``torch/csrc/profiler/kineto_shim.cpp`` says
+which are host and which device events). Besides CUDA's and ROCm's, the runtime and driver
+calls of other accelerators are read as calls (``mtia_runtime``, ``xpu_runtime``,
+``xpu_driver``, ``privateuse1_runtime``, ``privateuse1_driver``, ``glow_runtime``, ``hpu_op``),
+so that their correlation ids link launches to device work; MTIA's on-device events
+(``mtia_ccp_events``) are device work, a kernel, copy or set as its name says
+(:data:`DEVICE_COPY`, :data:`DEVICE_SET`: HTA reads MTIA's ``dma*`` events as its memory work).
+XPU and PrivateUse1 backends write their device work as ``kernel``/``gpu_memcpy``/``gpu_memset``
+already. An event of a category Kineto does not name (a vendor's plugin of its own), or an
+``hpu_op``, is device work when it lies on a device's track as Kineto writes one: it carries
+a device id in its args and its ``pid`` is that device. MTIA's ``mtia_insight`` events are
+its device's, but not work tracekit can read: they are counted, and the rank's trace says so
+(a ``device_events_unread`` warning naming the device kind), never that device events are
+missing.
 """
 
 from __future__ import annotations
@@ -21,6 +37,7 @@ import polars as pl
 
 from tracekit.model.classify import with_category
 from tracekit.model.counters import COUNTER_SCHEMA, DeviceType, empty_counters
+from tracekit.model.input_warnings import InputWarning
 from tracekit.model.schema import GPU_KINDS, SCHEMA, UNNAMED, all_null, without_null_columns
 from tracekit.readers.kineto_decode import MEMORY_EVENT
 from tracekit.readers.plausible import Dropped, screen
@@ -43,7 +60,42 @@ CATEGORY_KINDS: Final[dict[str, str]] = {
     "memset": "memset",
     "cuda_sync": "sync",
     "gpu_user_annotation": "gpu_annotation",
+    # other accelerators' calls and device work (libkineto's ActivityType names)
+    "mtia_runtime": "runtime",
+    "glow_runtime": "runtime",
+    "hpu_op": "runtime",  # "HPU host side runtime event"; on a device's track, device work
+    "xpu_runtime": "runtime",
+    "xpu_driver": "driver",
+    "privateuse1_runtime": "runtime",
+    "privateuse1_driver": "driver",
+    "mtia_ccp_events": "kernel",  # a copy or set where its name says so
 }
+#: Categories whose events are device work of a kind (kernel, copy, set) their name says.
+NAMED_WORK_CATEGORIES: Final = ("mtia_ccp_events",)
+#: The other categories libkineto names (no work of a device, or no device's): never read as
+#: device work, wherever they lie.
+KINETO_CATEGORIES: Final = (
+    "external_correlation",
+    "cpu_instant_event",
+    "overhead",
+    "mtia_insight",
+    "mtia_counters",
+    "cuda_event",
+    "cuda_profiler_range",
+    "collective_comm",
+    "xpu_scope_profiler",
+    "xpu_sync",
+    "gpu_pm_counter",
+)
+#: Device events of another accelerator that tracekit does not read as work: category -> the
+#: device kind the rank's warning names (``mtia_insight``: MTIA Insight's on-device events).
+UNREAD_DEVICE_CATEGORIES: Final[dict[str, str]] = {"mtia_insight": "mtia"}
+#: Categories tracekit reads as host events but whose events on a device's track are device
+#: work (PyTorch counts ``hpu_op`` as the HPU's; libkineto calls it a host runtime event).
+_TRACK_CATEGORIES: Final = ("hpu_op",)
+#: Device work named as a copy or a set (MTIA: ``dma*``), the rest being kernels.
+DEVICE_COPY: Final = r"(?i)memcpy|^dma"
+DEVICE_SET: Final = r"(?i)memset"
 #: The category of the findings tracks tracekit adds to a trace (``tracekit analyze
 #: --annotated-trace``): skipped when read back, so an annotated trace gives the same numbers.
 FINDINGS_CATEGORY: Final = "tracekit"
@@ -68,19 +120,54 @@ _PREPARED: Final = tuple(c for c in SCHEMA if c not in ("rank", "category", "sta
 
 #: What an event's category decides (:func:`category_facts`): columns a raw frame may carry,
 #: worked out once per distinct category by a reader that has them (the native decoder).
-CATEGORY_FACTS: Final = ("cat_kind", "cat_step", "cat_kept")
+CATEGORY_FACTS: Final = ("cat_kind", "cat_step", "cat_kept", "cat_device", "cat_unread")
+#: ``cat_device``: its events are device work whose name says its kind ...
+ALWAYS: Final = "always"
+#: ... or are when they lie on a device's track.
+ON_TRACK: Final = "on_track"
+#: The prepared column holding the category of each device event not read (null elsewhere),
+#: counted by :func:`finish` for the rank's warning.
+UNREAD: Final = "unread"
 
 
 def category_facts(cat: pl.Expr) -> dict[str, pl.Expr]:
     """What a Kineto category (``cat``, as the file writes it) decides, element by element:
     the kind of its events but steps and instants, whether a ``ProfilerStep#`` range of it is
-    a step, and whether its events are kept."""
+    a step, whether its events are kept, whether they are device work (:data:`ALWAYS`,
+    :data:`ON_TRACK`, else null) and, for another accelerator's device events that are not
+    read, the category (lower case)."""
     lower = cat.str.to_lowercase()
+    known = lower.is_in([*CATEGORY_KINDS, *KINETO_CATEGORIES, *_SKIPPED_CATEGORIES])
     return {
         "cat_kind": lower.replace_strict(CATEGORY_KINDS, default="other"),
         "cat_step": lower.is_in(["cpu_op", "operator", "user_annotation"]),
         "cat_kept": lower.is_null() | ~lower.is_in(_SKIPPED_CATEGORIES),
+        "cat_device": pl.when(lower.is_in(NAMED_WORK_CATEGORIES))
+        .then(pl.lit(ALWAYS))
+        .when(~known.fill_null(False) | lower.is_in(_TRACK_CATEGORIES))
+        .then(pl.lit(ON_TRACK)),
+        "cat_unread": pl.when(lower.is_in(list(UNREAD_DEVICE_CATEGORIES))).then(lower),
     }
+
+
+def _device_work(facts: dict[str, pl.Expr]) -> pl.Expr:
+    """Whether an event is device work by its category (:func:`category_facts`' ``cat_device``):
+    always, or where it lies on a device's track as Kineto writes one: a device id in its args,
+    and that device as its ``pid``."""
+    on_track = pl.col("device").is_not_null() & (pl.col("pid") == pl.col("device"))
+    device = facts["cat_device"]
+    return ((device == ALWAYS) | ((device == ON_TRACK) & on_track)).fill_null(False)
+
+
+def _work_kind(name: pl.Expr) -> pl.Expr:
+    """The kind of device work its name says: a copy, a set, else a kernel."""
+    return (
+        pl.when(name.str.contains(DEVICE_SET))
+        .then(pl.lit("memset"))
+        .when(name.str.contains(DEVICE_COPY))
+        .then(pl.lit("memcpy"))
+        .otherwise(pl.lit("kernel"))
+    )
 
 
 def prepare(raw: pl.DataFrame) -> pl.DataFrame:
@@ -98,28 +185,39 @@ def prepare(raw: pl.DataFrame) -> pl.DataFrame:
         .then(pl.lit("instant"))
         .when(pl.col("name").str.starts_with(_STEP_PREFIX) & facts["cat_step"])
         .then(pl.lit("step"))
+        .when(_device_work(facts))
+        .then(_work_kind(pl.col("name")))
         .otherwise(facts["cat_kind"])
     )
     is_gpu = pl.col("kind").is_in(GPU_KINDS)
     prepared = (
         raw.lazy()
         .filter(facts["cat_kept"], ~(pl.col("instant") & pl.col("name").eq_missing(MEMORY_EVENT)))
-        .with_columns(kind=kind)
+        .with_columns(kind=kind, **{UNREAD: facts["cat_unread"]})
         .with_columns(
             device=pl.when(is_gpu).then(pl.coalesce("device", "pid")),
             stream=pl.when(is_gpu).then(pl.coalesce("stream", "tid")),
             external_id=pl.coalesce("external_id", "external_id_2021"),
         )
         # a value beyond its column's type (a group size of 2**31) is no value, as a wrong type is
-        .select("instant", "ts", "dur", *(pl.col(c).cast(SCHEMA[c], strict=False) for c in _PREPARED))
+        .select(
+            "instant",
+            "ts",
+            "dur",
+            *(pl.col(c).cast(SCHEMA[c], strict=False) for c in _PREPARED),
+            pl.col(UNREAD).cast(pl.String),
+        )
         .collect()
     )
     return without_null_columns(prepared)  # held until the file's last chunk: no buffer for no value
 
 
-def finish(prepared: list[pl.DataFrame], memory: list[pl.DataFrame]) -> tuple[pl.DataFrame, pl.DataFrame, Dropped]:
+def finish(
+    prepared: list[pl.DataFrame], memory: list[pl.DataFrame]
+) -> tuple[pl.DataFrame, pl.DataFrame, Dropped, tuple[InputWarning, ...]]:
     """The events and counters of a file from its prepared chunks and the raw columns of its
-    ``[memory]`` instants (in file order); what was dropped for impossible times."""
+    ``[memory]`` instants (in file order); what was dropped for impossible times; the warnings
+    about device events it holds but tracekit does not read (:func:`unread_warnings`)."""
     df = pl.concat(prepared, how="vertical", rechunk=False)  # rechunking would copy every column at once
     del prepared[:]  # the caller's list: its chunks are freed as the concatenation is
     instant = pl.col("instant")
@@ -131,12 +229,13 @@ def finish(prepared: list[pl.DataFrame], memory: list[pl.DataFrame]) -> tuple[pl
         unit_ns=1000,
         unit="us",
     )
+    unread = unread_warnings(df)
     base = int(df["ts"].min() or 0)  # type: ignore[arg-type]
     owned = [df]
     del df  # _events owns the prepared columns now: each is freed as its sorted copy is made
     events = _events(owned, base)
     if not memory:
-        return events, empty_counters(), dropped
+        return events, empty_counters(), dropped, unread
     counters, dropped_memory, _ = screen(
         pl.concat(memory, how="vertical", rechunk=True).with_columns(name=pl.lit(MEMORY_EVENT)),
         start=pl.col("ts"),
@@ -146,7 +245,24 @@ def finish(prepared: list[pl.DataFrame], memory: list[pl.DataFrame]) -> tuple[pl
         unit="us",
         window=window,
     )
-    return events, _counters(counters, base), dropped + dropped_memory
+    return events, _counters(counters, base), dropped + dropped_memory, unread
+
+
+def unread_warnings(prepared: pl.DataFrame) -> tuple[InputWarning, ...]:
+    """One warning per device kind whose events ``prepared`` (a file's prepared columns) holds
+    but tracekit does not read as work (:data:`UNREAD_DEVICE_CATEGORIES`): the kind, its
+    categories and how many events."""
+    if UNREAD not in prepared.columns or all_null(prepared, UNREAD) or prepared.height == 0:
+        return ()
+    counts = prepared.get_column(UNREAD).drop_nulls().value_counts(name="n").sort(UNREAD)
+    kinds: dict[str, tuple[list[str], int]] = {}
+    for category, n in counts.iter_rows():
+        categories, total = kinds.setdefault(UNREAD_DEVICE_CATEGORIES[category], ([], 0))
+        kinds[UNREAD_DEVICE_CATEGORIES[category]] = ([*categories, category], total + n)
+    return tuple(
+        InputWarning(kind="device_events_unread", key=kind, value=", ".join(categories), count=n)
+        for kind, (categories, n) in sorted(kinds.items())
+    )
 
 
 def _ns(ts: pl.Expr, base: int) -> pl.Expr:

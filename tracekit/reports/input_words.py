@@ -14,13 +14,15 @@ from tracekit.results.vocab import DropReason, RankSource, RunWarningKind
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from tracekit.results.analysis import Analysis, DroppedEvent, RankFound, RunWarning
+    from tracekit.results.analysis import Analysis, DroppedEvent, RankFound, RunFacts, RunWarning
 
 __all__ = [
     "DROP_REASONS",
     "RANK_SOURCES",
     "RUN_WARNINGS",
     "analyzed_folder",
+    "device_activity",
+    "device_kind",
     "rank_found",
     "relative_note",
     "run_warning",
@@ -103,8 +105,29 @@ RUN_WARNINGS: Final[dict[RunWarningKind, Callable[[RunWarning], str]]] = {
         "no GPU activity in these traces: a CPU-only run; the GPU sections (breakdown, idle, kernels) are left "
         "out, the host's steps, phases and time breakdown are reported"
     ),
+    RunWarningKind.DEVICE_EVENTS_UNREAD: lambda w: (
+        f"{w.count} {device_kind(w.key)} device event(s) ({w.value}) are in this trace, but tracekit does not read "
+        f"them as device work: the {device_kind(w.key)}'s time is not analyzed, only the host's"
+    ),
     RunWarningKind.TEXT: lambda w: w.text or "",
 }
+
+#: Device kinds as libkineto names their categories -> their names in a sentence.
+DEVICE_KINDS: Final = {"mtia": "MTIA", "xpu": "XPU", "hpu": "HPU", "privateuse1": "PrivateUse1"}
+
+
+def device_kind(key: str | None) -> str:
+    """A device kind of a warning (``mtia``) in words (``MTIA``)."""
+    return DEVICE_KINDS.get(key or "", (key or "unknown").upper())
+
+
+def device_activity(run: RunFacts) -> str:
+    """The facts' word for the device work read: yes, none (a CPU-only run), or none read where
+    the trace holds device events of a kind tracekit does not read."""
+    if run.has_gpu:
+        return "yes"
+    unread = [device_kind(w.key) for w in run.warnings if w.kind is RunWarningKind.DEVICE_EVENTS_UNREAD]
+    return f"none read ({', '.join(dict.fromkeys(unread))} events not read)" if unread else "none (CPU-only run)"
 
 
 def run_warning(w: RunWarning) -> str:

@@ -17,6 +17,7 @@ from tracekit.reports.terms import DATA_MEASURES, phase_name
 from tracekit.reports.wording import (
     CUDA_RECOMMENDATIONS,
     GOOD,
+    NO_DEVICE_EVIDENCE,
     NO_VERDICT,
     NOTE_RECOMMENDATIONS,
     NOTE_TITLES,
@@ -173,11 +174,8 @@ def _evidence(finding: Finding, verdict: Verdict, traits: RunTraits) -> list[str
             f"{int(finding.value or 0)} of {world} ranks present: a collective's duration on one rank mixes its "
             "latency with waiting for the others, and stragglers need every rank's trace"
         ]
-    if finding.note is NoteKind.GPU_EVENTS_MISSING:
-        return [
-            "the host ops belong to a GPU job (NCCL, cuDNN, record_stream, CUDA calls, or GPUs listed), "
-            "but no kernel, copy or set was recorded: what bounds it cannot be told from the host alone"
-        ]
+    if finding.note in NO_DEVICE_EVIDENCE:
+        return [NO_DEVICE_EVIDENCE[finding.note]]
     if finding.note is NoteKind.EVENTS_SAMPLED:
         return [
             f"{finding.value or 0:.1f}% of consecutive CUDA calls skip 20 or more correlation ids (complete "

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final, Protocol, TypeVar
 
+from tracekit.reports import input_words
 from tracekit.reports.cross_rank_words import cross_rank_notes
 from tracekit.reports.document import Table
 from tracekit.reports.finding_times import CLOCK_NOTE, at
@@ -89,7 +90,7 @@ def run_facts(a: Analysis) -> Table:
         ("world size", str(run.world_size or "not recorded")),
         ("backend", str(run.backend or "not recorded")),
         ("devices", ", ".join(run.devices) or "none recorded"),
-        ("GPU activity", "yes" if run.has_gpu else "none (CPU-only run)"),
+        ("GPU activity", input_words.device_activity(run)),
         ("steps per rank", str(max((s.count for s in a.steps.per_rank), default=0))),
         ("steps found from", steps_found(a)),
         *((("left out of the window", gone),) if (gone := left_out_summary(a)) else ()),

@@ -83,6 +83,7 @@ NOTE_TITLES: Final = {
     NoteKind.NO_COMMUNICATION: "Distributed, yet no communication was recognized: the verdict's confidence is lowered",
     NoteKind.PARTIAL_RANKS: "Not every rank is here: collective latency cannot be separated from waiting",
     NoteKind.GPU_EVENTS_MISSING: "No verdict: this GPU job's device events are not in the trace",
+    NoteKind.DEVICE_EVENTS_UNREAD: "No verdict: this trace's device events are of a kind tracekit does not read",
     NoteKind.TOO_LITTLE_WORK: "No verdict: the device did too little work in this trace to judge",
     NoteKind.EVENTS_SAMPLED: "No verdict: this trace is a sample: most of its CUDA calls were dropped",
     NoteKind.ONE_STEP: "One window measured: the verdict cannot be checked against step-to-step variation",
@@ -91,8 +92,26 @@ NOTE_TITLES: Final = {
 #: The title of a verdict that the warm-up leaves without a steady part.
 WARMUP_ONLY: Final = "No verdict: this trace shows warm-up, not a training step"
 
+#: Why the host alone tells no verdict, by the note that says the device's work is not read.
+NO_DEVICE_EVIDENCE: Final = {
+    NoteKind.GPU_EVENTS_MISSING: (
+        "the host ops belong to a GPU job (NCCL, cuDNN, record_stream, CUDA calls, or GPUs listed), "
+        "but no kernel, copy or set was recorded: what bounds it cannot be told from the host alone"
+    ),
+    NoteKind.DEVICE_EVENTS_UNREAD: (
+        "the trace holds device events, but of a kind tracekit does not read as device work (the warnings name "
+        "the device and its categories): what bounds the run cannot be told from the host alone"
+    ),
+}
+
 #: Notes that say why there is no verdict.
-NO_VERDICT: Final = (NoteKind.GPU_EVENTS_MISSING, NoteKind.TOO_LITTLE_WORK, NoteKind.EVENTS_SAMPLED, NoteKind.WARMUP)
+NO_VERDICT: Final = (
+    NoteKind.GPU_EVENTS_MISSING,
+    NoteKind.DEVICE_EVENTS_UNREAD,
+    NoteKind.TOO_LITTLE_WORK,
+    NoteKind.EVENTS_SAMPLED,
+    NoteKind.WARMUP,
+)
 
 NOTE_RECOMMENDATIONS: Final[dict[NoteKind, tuple[str, ...]]] = {
     NoteKind.PARTIAL_RANKS: (
@@ -100,8 +119,13 @@ NOTE_RECOMMENDATIONS: Final[dict[NoteKind, tuple[str, ...]]] = {
         "and name stragglers.",
     ),
     NoteKind.GPU_EVENTS_MISSING: (
-        "Record the device too: torch.profiler(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]), "
-        "and do not filter GPU events out of the trace.",
+        "Record the device too: torch.profiler(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) "
+        "(ProfilerActivity.MTIA, XPU, HPU or PrivateUse1 on other accelerators), and do not filter GPU events out "
+        "of the trace.",
+    ),
+    NoteKind.DEVICE_EVENTS_UNREAD: (
+        "Record the device's own activity too (for MTIA, its on-device mtia_ccp_events, which tracekit reads as "
+        "device work), or read this trace's device timeline in Perfetto or the vendor's tools.",
     ),
     NoteKind.EVENTS_SAMPLED: (
         "Analyze the unfiltered trace: idle time in a sampled trace is mostly work that was dropped.",

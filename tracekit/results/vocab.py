@@ -216,6 +216,7 @@ class NoteKind(StrEnum):
     LOW_OVERLAP = "low-overlap"  # compute hides little of the collective time
     PARTIAL_RANKS = "partial-ranks"  # not every rank's trace is here: no latency floor, no straggler
     GPU_EVENTS_MISSING = "gpu-events-missing"  # a GPU job whose device events are not in the trace
+    DEVICE_EVENTS_UNREAD = "device-events-unread"  # device events of a kind not read (the warnings name it)
     TOO_LITTLE_WORK = "too-little-work"  # the device did too little work to judge
     EVENTS_SAMPLED = "events-sampled"  # most CUDA calls between the kept ones are missing: a sampled trace
     ONE_STEP = "one-step"  # one measured step: no step-to-step variation to weigh the verdict's margin by
@@ -239,6 +240,7 @@ class RunWarningKind(StrEnum):
     NO_COMM_KERNELS = "no_comm_kernels"  # rank, world_size, count (host collectives): no kernel is communication
     MEMORY_ONLY = "memory_only"  # memory timelines only: no events, no time breakdown or verdict
     CPU_ONLY = "cpu_only"  # no GPU activity: a CPU-only run
+    DEVICE_EVENTS_UNREAD = "device_events_unread"  # path, key (mtia), value (mtia_insight), count: events not read
     TEXT = "text"  # text: a warning an analysis older than 2.5 held that this tracekit does not write
 
 
