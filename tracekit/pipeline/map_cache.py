@@ -58,8 +58,8 @@ __all__ = ["MAP_CACHE_VERSION", "CacheWarning", "MapCache", "look_up", "through_
 
 #: Bump whenever what an entry holds, or what the per-rank map gives for the same version, changes
 #: (2: tables as Arrow IPC streams, read 9x faster than IPC files; 3: capture_sync; 4: launches
-#: per rank; 5: a rank's device tasks once each).
-MAP_CACHE_VERSION: Final = 5
+#: per rank; 5: a rank's device tasks once each; 6: what the advice depends on, run_traits).
+MAP_CACHE_VERSION: Final = 6
 #: The first bytes of an entry.
 MAGIC: Final = b"TKMAP\x00\x02\x00"
 #: Those of the entries of tracekit before the CRC-32 (a BLAKE2b digest, 57 ms for 8 x 125 MB's
