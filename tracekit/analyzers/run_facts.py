@@ -14,7 +14,7 @@ from tracekit.analyzers.stats import totals
 from tracekit.model.schema import GPU_ACTIVITY_KINDS
 from tracekit.model.taxonomy import HOST_KINDS
 from tracekit.results.analysis import DroppedEvent, RankFacts, RankFound, RunFacts, RunWarning, SkippedFile
-from tracekit.results.vocab import DropReason, RankSource, RunWarningKind
+from tracekit.results.vocab import DropReason, RankSource, RunWarningKind, TraceFormat
 
 if TYPE_CHECKING:
     from tracekit.analyzers.context import RankContext
@@ -112,6 +112,14 @@ def run_warning(w: InputWarning) -> RunWarning:
     )
 
 
+def trace_format(clock: str) -> TraceFormat | None:
+    """The profiler a rank's trace came from, as its reader names it first in the clock it
+    reports (``kineto: host clock, us -> ns``, ``nsys: ns from session start ...``); None for
+    another (a memory timeline)."""
+    name = clock.split(":", 1)[0] if ":" in clock else ""
+    return TraceFormat(name) if name in TraceFormat.__members__.values() else None
+
+
 def facts_reduce(red: Reduced) -> RunFacts:
     """What the run is."""
     run = red.run_meta
@@ -135,6 +143,7 @@ def facts_reduce(red: Reduced) -> RunFacts:
                 devices=list(i.devices),
                 events=int(counts.get(i.rank, {}).get("events") or 0),
                 gpu_events=int(counts.get(i.rank, {}).get("gpu_events") or 0),
+                format=trace_format(i.clock),
             )
             for i in run.ranks
         ],

@@ -35,6 +35,7 @@ from tracekit.analyzers.parts import (
     StepParts,
     SyncParts,
 )
+from tracekit.analyzers.run_traits import with_traits
 from tracekit.analyzers.stats import num
 from tracekit.analyzers.syncs import longest_calls, sync_points, user_calls
 from tracekit.analyzers.verdict import SECONDARY_SHARE, bound_names, decide
@@ -300,6 +301,7 @@ def verdict_reduce(red: Reduced) -> Verdict:
     )
     pytorch = num(red.gather(FactParts).span["torch_ops"].sum()) > 0
     evidence = msgspec.structs.replace(evidence, pytorch=pytorch, sync_sources=_sync_sources(red))
+    evidence = with_traits(evidence, red)  # what the advice depends on (run_traits)
     named = frozenset(b for f in notes if f.note is not None and (b := NOTE_BOUND.get(f.note)) is not None)
     worth = gains(red, decision.costs, retime_from=100 * SECONDARY_SHARE, also=named) if not undetermined else []
     return Verdict(
