@@ -138,12 +138,13 @@ def test_low_overlap_advice_follows_how_the_run_is_data_parallel(kind: Paralleli
 
 
 def test_the_traits_of_an_analysed_run() -> None:
+    # kernels alone, and no operator of PyTorch's: not a PyTorch program
     gpu_nccl = analyze(make_run([ev("kernel", "ncclDevKernel_AllReduce_Sum_f32", 0, 10, stream=20)]))
-    assert RunTraits.of(gpu_nccl) == RunTraits(gpu=True, gpu_collectives=True)
-    gpu_only = analyze(make_run([ev("kernel", "gemm", 0, 10)]))
+    assert RunTraits.of(gpu_nccl) == RunTraits(gpu=True, gpu_collectives=True, pytorch=False)
+    gpu_only = analyze(make_run([ev("kernel", "gemm", 0, 10), ev("cpu_op", "aten::mm", 0, 5)]))
     assert RunTraits.of(gpu_only) == RunTraits(gpu=True, gpu_collectives=False)
     cpu = analyze(make_run([ev("cpu_op", "gloo:all_reduce", 0, 10), ev("annotation", "FSDP::pre_forward (m)", 0, 5)]))
-    assert RunTraits.of(cpu) == RunTraits(gpu=False, gpu_collectives=False, parallelism=Parallelism.FSDP)
+    assert RunTraits.of(cpu) == RunTraits(gpu=False, gpu_collectives=False, parallelism=Parallelism.FSDP, pytorch=False)
 
 
 def test_the_notes_of_a_run_without_communication_and_of_ranks_over_cores() -> None:
