@@ -131,3 +131,11 @@ def test_each_rank_says_which_profiler_its_trace_came_from(tmp_path: Path) -> No
     kernels = [{"start": 100, "end": 200, "deviceId": 0, "streamId": 7, "correlationId": 1, "globalPid": 100 << 24}]
     nsys = write_nsys(tmp_path / "job.sqlite", {"CUPTI_ACTIVITY_KIND_KERNEL": kernels})
     assert [r.format for r in run_analysis(load_run([nsys])).analysis.run.ranks] == [TraceFormat.NSYS]
+
+
+def test_aten_s_kernels_say_pytorch_where_no_operator_was_recorded() -> None:
+    """An Nsight Systems export of a PyTorch program without NVTX ranges has no operator: its
+    ATen kernels say what it is; a CUDA program's own kernels do not."""
+    aten = [kernel("void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>>", 0, 5)]
+    assert evidence(aten).pytorch
+    assert not evidence([kernel("saxpy(int, float, float*, float*)", 0, 5)]).pytorch

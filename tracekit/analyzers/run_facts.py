@@ -29,6 +29,9 @@ SAMPLED_JUMP: Final = 20
 
 #: Host events of a PyTorch program (a plain CUDA or MPI application has none).
 PYTORCH_SIGNS: Final = r"^aten::|^autograd::|^ProfilerStep#|^Optimizer\.|^enumerate\(DataLoader\)|^c10d::|^tracekit\."
+#: Kernels of PyTorch's own (ATen's, its copy of FlashAttention): a PyTorch program's, where the
+#: trace holds no operator of it (an Nsight Systems export without NVTX ranges).
+PYTORCH_KERNELS: Final = r"(?:^|[^\w:])(?:at::native::|at::cuda::|pytorch_flash::)"
 
 #: Host events that only a GPU job records (its device events may have been left out).
 GPU_JOB_SIGNS: Final = r"(?i)^nccl:|^rccl:|record_stream|cudnn|miopen|^cuda[A-Z]|^hip[A-Z]"
@@ -52,7 +55,8 @@ def facts_map(ctx: RankContext) -> FactParts:
             "end_ns",
             gpu_events=pl.col("kind").is_in(GPU_ACTIVITY_KINDS),
             gpu_signs=signs(GPU_JOB_SIGNS),
-            torch_ops=signs(PYTORCH_SIGNS),
+            torch_ops=signs(PYTORCH_SIGNS)
+            | (pl.col("kind") == "kernel") & pl.col("name").is_in(run.names_matching(PYTORCH_KERNELS).implode()),
             comm_kernels=(pl.col("kind") == "kernel") & (pl.col("category") == "collective"),
             comm_host=pl.col("kind").is_in(list(HOST_KINDS)) & (pl.col("category") == "collective"),
             **run_kind.sign_flags(run),

@@ -277,7 +277,8 @@ def threads(grids: list[Any], blocks: list[Any], *, loose: bool = False) -> pl.S
     product = _dims(grids, loose=loose) * _dims(blocks, loose=loose)
     with np.errstate(invalid="ignore"):  # NaN: no value
         product[~(product < THREADS_LIMIT)] = np.nan
-    return pl.Series("threads", product, dtype=pl.Float64, nan_to_null=True).cast(pl.Int64)
+    column: pl.Series = pl.Series("threads", product, dtype=pl.Float64, nan_to_null=True).cast(pl.Int64)
+    return column
 
 
 def _dims(values: list[Any], *, loose: bool) -> np.ndarray[Any, np.dtype[np.float64]]:
