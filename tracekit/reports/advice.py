@@ -280,9 +280,17 @@ def graphs_replayed(pct: float, traits: RunTraits) -> str:
     )
 
 
+def kernel_name(name: str) -> str:
+    """A kernel's name as advice says it: without its return type, template and parameters
+    (``void flash::flash_fwd_kernel<Flash_fwd_kernel_traits<...>>(Flash_fwd_params)`` is
+    ``flash::flash_fwd_kernel``); the evidence and the kernel table keep the whole name."""
+    plain = name.removeprefix("void ").replace("(anonymous namespace)::", "")
+    short = plain.split("<", 1)[0].split("(", 1)[0].strip() or name
+    return short if len(short) <= 80 else short[:79] + "…"
+
+
 def _share(kernel: KernelShare) -> str:
-    name = kernel.name if len(kernel.name) <= 80 else kernel.name[:79] + "…"
-    return f"{name} ({kernel.share_pct or 0:.1f}% of the kernel time)"
+    return f"{kernel_name(kernel.name)} ({kernel.share_pct or 0:.1f}% of the kernel time)"
 
 
 def attention(evidence: Evidence) -> tuple[str, ...]:
