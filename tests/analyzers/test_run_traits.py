@@ -9,7 +9,7 @@ import pytest
 from tests.factories import ev, make_run, write_kineto, write_nsys
 from tracekit.analyzers import analyze, run_analysis
 from tracekit.readers import load_run
-from tracekit.results.vocab import Attention, TraceFormat
+from tracekit.results.traits import Attention, TraceFormat
 
 if TYPE_CHECKING:
     from pathlib import Path

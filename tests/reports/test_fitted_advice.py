@@ -17,7 +17,8 @@ from tracekit.readers import load_run
 from tracekit.reports.advice import RunTraits
 from tracekit.reports.sentences import recommendations, write_analysis
 from tracekit.results.analysis import Evidence, Finding, KernelShare
-from tracekit.results.vocab import Attention, BoundKind, Confidence, NoteKind, Parallelism
+from tracekit.results.traits import Attention
+from tracekit.results.vocab import BoundKind, Confidence, NoteKind, Parallelism
 
 if TYPE_CHECKING:
     from pathlib import Path

@@ -14,7 +14,8 @@ from tracekit.analyzers.stats import totals
 from tracekit.model.schema import GPU_ACTIVITY_KINDS
 from tracekit.model.taxonomy import HOST_KINDS
 from tracekit.results.analysis import DroppedEvent, RankFacts, RankFound, RunFacts, RunWarning, SkippedFile
-from tracekit.results.vocab import DropReason, RankSource, RunWarningKind, TraceFormat
+from tracekit.results.traits import TraceFormat
+from tracekit.results.vocab import DropReason, RankSource, RunWarningKind
 
 if TYPE_CHECKING:
     from tracekit.analyzers.context import RankContext

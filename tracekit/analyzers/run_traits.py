@@ -42,7 +42,7 @@ from tracekit.analyzers.parts import Parts, empty
 from tracekit.analyzers.stats import num
 from tracekit.analyzers.verdict import SECONDARY_SHARE
 from tracekit.results.analysis import KernelShare
-from tracekit.results.vocab import Attention
+from tracekit.results.traits import Attention
 
 if TYPE_CHECKING:
     from tracekit.analyzers.context import RankContext

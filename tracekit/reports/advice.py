@@ -23,7 +23,7 @@ launches               whether CUDA/HIP graphs already replay part of the steps
                        (:attr:`~tracekit.results.analysis.Evidence.graph_replay_pct`): then the gaps
                        are the eager work around the replays, and "capture the step with CUDA
                        graphs" is done; the advice is to capture more of it, in fewer graphs
-attention              how the run computes attention (:class:`~tracekit.results.vocab.Attention`):
+attention              how the run computes attention (:class:`~tracekit.results.traits.Attention`):
                        fused attention is advised only where attention is written out or SDPA runs
                        its math path; where fused kernels run the advice says so; a run with no
                        attention (an MLP, a CNN) gets none
@@ -49,14 +49,13 @@ from tracekit.reports.wording import (
     NOTE_RECOMMENDATIONS,
     RECOMMENDATIONS,
 )
+from tracekit.results.traits import Attention, TraceFormat
 from tracekit.results.vocab import (
-    Attention,
     BoundKind,
     MeasuredOn,
     NoteKind,
     Parallelism,
     StragglerCause,
-    TraceFormat,
 )
 
 if TYPE_CHECKING:

@@ -56,8 +56,8 @@ from tracekit.results.rows import (  # noqa: TC001  (msgspec reads annotations a
     WarmupStep,
     WorkRow,
 )
+from tracekit.results.traits import Attention, TraceFormat  # noqa: TC001  (msgspec reads annotations at run time)
 from tracekit.results.vocab import (
-    Attention,
     BoundKind,
     CollectiveMatch,
     Confidence,
@@ -73,7 +73,6 @@ from tracekit.results.vocab import (
     RunWarningKind,
     StragglerCause,
     SyncKind,
-    TraceFormat,
     WindowKind,
     WorkKind,
 )

@@ -277,21 +277,6 @@ class Parallelism(StrEnum):
     ZERO = "zero"  # DeepSpeed ZeRO: optimizer state, gradients (and parameters, stage 3) sharded
 
 
-class TraceFormat(StrEnum):
-    """The profiler a rank's trace was read from: the tool a report's advice names."""
-
-    KINETO = "kineto"  # torch.profiler (Kineto) Chrome trace
-    NSYS = "nsys"  # Nsight Systems export (SQLite, or a report exported to it)
-
-
-class Attention(StrEnum):
-    """How a run computes attention, as its kernels and operators show (what its advice is about)."""
-
-    FUSED = "fused"  # fused attention kernels run (FlashAttention, memory-efficient, cuDNN, FlashInfer...)
-    UNFUSED = "unfused"  # aten::softmax between batched matmuls on one thread: attention written out
-    MATH = "sdpa-math"  # scaled_dot_product_attention fell back to its math path (unfused kernels)
-
-
 class MemoryNote(StrEnum):
     """Findings about memory, beside the time verdict."""
 
