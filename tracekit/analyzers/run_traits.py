@@ -112,7 +112,7 @@ def traits_map(ctx: RankContext) -> TraitParts:
         .join(graph_calls.with_columns(graph=pl.lit(value=True)), on=["rank", "correlation"], how="left")
         .select(
             "rank",
-            pl.col("name").cast(pl.String),
+            "name",
             "threads",
             graph=pl.col("graph").fill_null(value=False),
             ns=pl.col("end_ns") - pl.col("start_ns"),
@@ -121,14 +121,16 @@ def traits_map(ctx: RankContext) -> TraitParts:
     time = measured.group_by("rank").agg(
         kernel_ns=pl.col("ns").sum(), graph_ns=pl.col("ns").filter(pl.col("graph")).sum()
     )
-    attention = pl.col("name").str.contains(FUSED_ATTENTION) & ~pl.col("name").str.contains(_INDUCTOR_FUSED)
+    fused = run.names_matching(FUSED_ATTENTION)  # each distinct name tested once
+    fused = fused.filter(~fused.str.contains(_INDUCTOR_FUSED))
     named = pl.concat(
         [
-            measured.filter(attention).with_columns(trait=pl.lit("attention")),
+            measured.filter(pl.col("name").is_in(fused.implode())).with_columns(trait=pl.lit("attention")),
             measured.filter(pl.col("threads") == 1).with_columns(trait=pl.lit("one_thread")),
         ]
     )
     by_name = named.group_by("rank", "name", "trait").agg(total_ns=pl.col("ns").sum())
+    by_name = by_name.with_columns(pl.col("name").cast(pl.String))
     return TraitParts(time=time.sort("rank"), kernels=by_name.sort("rank", "name", "trait"), signs=_signs(run))
 
 
