@@ -273,3 +273,23 @@ def test_evidence_defaults_read_as_no_trait() -> None:
     """A file of an older schema (no traits): the advice of before, graphs and attention unknown."""
     e = Evidence(steps_per_rank=3)
     assert (e.graph_replay_pct, e.attention, e.attention_kernels, e.one_thread_kernels) == (None, None, [], [])
+
+
+@pytest.mark.parametrize(
+    ("kind", "own", "foreign"),
+    [
+        (None, "shard the optimizer state (ZeRO-1/2, FSDP)", "already"),
+        (Parallelism.DDP, "shard the optimizer state (ZeRO-1/2, FSDP)", "already"),
+        (Parallelism.FSDP, "FSDP shards it already", "ZeRO"),
+        (Parallelism.ZERO, "ZeRO shards it already", "FSDP"),
+    ],
+)
+def test_what_fills_memory_is_advised_as_the_run_shards(kind: Parallelism | None, own: str, foreign: str) -> None:
+    """An FSDP or ZeRO run is not told to shard the optimizer state its sharding already shards."""
+    from tracekit.reports.memory_words import write_memory
+    from tracekit.results.analysis import MemoryFinding
+    from tracekit.results.vocab import MemoryNote
+
+    filled = MemoryFinding(note=MemoryNote.FILLED_BY, rank=0, value=61.0, bytes=2**33, category="optimizer_state")
+    [text] = write_memory(filled, kind).recommendations
+    assert own in text and foreign not in text

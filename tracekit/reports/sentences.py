@@ -381,7 +381,9 @@ def write_verdict(
         measured_on=verdict.measured_on.value,
         primary=write(verdict.primary, verdict, capture, traits),
         secondary=tuple(write(f, verdict, capture, traits) for f in verdict.secondary),
-        memory=tuple(write_memory(f) for f in memory.findings) if memory is not None else (),
+        memory=tuple(write_memory(f, (traits or RunTraits()).parallelism) for f in memory.findings)
+        if memory is not None
+        else (),
     )
 
 
