@@ -228,3 +228,26 @@ def test_process_groups_and_collective_sequence_numbers(tmp_path: Path) -> None:
     run = load_run([tmp_path / "rank0.json"])
     assert run.ranks[0].process_groups == trace.process_groups
     assert load_run([tmp_path / "rank0.json"]).ranks == run.ranks  # the cached read keeps them
+
+
+def test_a_kernel_s_threads_are_its_grid_times_its_block(tmp_path: Path) -> None:
+    """``threads`` is a kernel's launch size (Kineto args ``grid`` and ``block``): one thread for
+    <<<1, 1>>>; null for a kernel without them and for any other event, even one that has them."""
+    events = [
+        kineto_event("kernel", "one_thread", 0, 50, stream=7, device=0, grid=[1, 1, 1], block=[1, 1, 1]),
+        kineto_event("kernel", "gemm", 60, 5, stream=7, device=0, grid=[2, 4, 64], block=[8, 32, 1]),
+        kineto_event("kernel", "replayed", 70, 5, stream=7, device=0),  # a graph's node: no dimensions
+        kineto_event("cuda_runtime", "cudaLaunchKernel", 1, 1, grid=[1, 1, 1], block=[1, 1, 1]),
+    ]
+    path = write_kineto(tmp_path / "t.json", events)
+    df = read_kineto(path).events.sort("start_ns")
+    assert df["threads"].to_list() == [1, None, 131072, None]
+    assert df.schema["threads"] == pl.Int32
+    # the same through the lenient decoder (a string id makes the typed one reject the file)
+    events[1]["args"]["correlation"] = "12"
+    assert read_kineto(write_kineto(tmp_path / "u.json", events)).events.sort("start_ns")["threads"].to_list() == [
+        1,
+        None,
+        131072,
+        None,
+    ]

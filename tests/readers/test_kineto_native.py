@@ -172,6 +172,28 @@ CASES: list[tuple[bytes, bool]] = [
     (b"{}", False),
     (b"[1]", False),
     (b'\t[\n{ "ph" : "X" , "cat" : null }\r\n]\n', True),
+    # a launch's dimensions: three integers each, their product the threads (else none)
+    (_chunk({"ph": "X", "cat": "kernel", "args": {"grid": [1, 1, 1], "block": [1, 1, 1]}}), True),
+    (_chunk({"ph": "X", "args": {"block": [128, 1, 1], "grid": [2, 3, 4]}}, {"ph": "X", "args": {"grid": None}}), True),
+    (_chunk({"ph": "i", "args": {"grid": [2, 1, 1], "block": None}}, {"ph": "X", "args": {"block": [1, 1, 1]}}), True),
+    (_chunk({"ph": "X", "args": {"grid": [-1, 1, 1], "block": [-1, 1, 1]}}), True),
+    (_chunk({"ph": "X", "args": {"grid": [0, 2**62, 1], "block": [2**62, 1, 1]}}), True),
+    (_chunk({"ph": "X", "args": {"grid": [65536, 32767, 1], "block": [1, 1, 1]}}), True),  # 2**31 - 65536
+    (_chunk({"ph": "X", "args": {"grid": [65536, 32768, 1], "block": [1, 1, 1]}}), True),  # 2**31: none
+    (_chunk({"ph": "X", "args": {"grid": [2**62, 2**62, 2**62], "block": [2**62, 2**62, 2**62]}}), True),
+    (b'[{"ph":"X","args":{"grid":[ 1 , 2 ,3 ] ,"block":[4,5,6]}}]', True),
+    (_chunk({"ph": "X", "args": {"grid": [1, 1, 1], "block": [256, 1, 1], "bytes": "128"}}), True),  # lenient
+    (_chunk({"ph": "X", "args": {"grid": [1, 1], "block": [1, 1, 1]}}), False),
+    (_chunk({"ph": "X", "args": {"grid": [1, 1, 1, 1], "block": [1, 1, 1]}}), False),
+    (_chunk({"ph": "X", "args": {"grid": [], "block": [1, 1, 1]}}), False),
+    (_chunk({"ph": "X", "args": {"grid": [1, None, 1], "block": [1, 1, 1]}}), False),
+    (_chunk({"ph": "X", "args": {"grid": [1.0, 1, 1], "block": [1, 1, 1]}}), False),
+    (_chunk({"ph": "X", "args": {"grid": [True, 1, 1], "block": [1, 1, 1]}}), False),
+    (_chunk({"ph": "X", "args": {"grid": ["1", 1, 1], "block": [1, 1, 1]}}), False),
+    (_chunk({"ph": "X", "args": {"grid": "1,1,1", "block": [1, 1, 1]}}), False),
+    (_chunk({"ph": "X", "args": {"grid": [2**64 - 1, 1, 1], "block": [1, 1, 1]}}), False),
+    (b'[{"ph":"X","args":{"grid":[1,1,1],"grid":[2,1,1]}}]', False),
+    (b'[{"ph":"X","args":{"grid":[1,1,1,]}}]', False),
 ]
 
 
@@ -185,7 +207,7 @@ _ARG_KEYS = st.sampled_from(
     [
         *("External id", "external id", "correlation", "device", "stream", "bytes", "Collective name"),
         *("In msg nelems", "Process Group Name", "Group size", "Seq", "Device Type", "Device Id", "Addr"),
-        *("Bytes", "Total Allocated", "Total Reserved", "Input Dims", "cbid"),
+        *("Bytes", "Total Allocated", "Total Reserved", "Input Dims", "cbid", "grid", "block"),
     ]
 )
 _SCALARS = st.one_of(
@@ -242,6 +264,11 @@ def _typed_event(draw: Any) -> dict[str, Any]:
     args |= {k: draw(_TEXT) for k in ("Collective name", "Process Group Name") if draw(st.booleans())}
     if draw(st.booleans()):
         args["Input Dims"] = draw(_VALUES)
+    for key in ("grid", "block"):  # a kernel's launch: three integers
+        if draw(st.booleans()):
+            args[key] = draw(
+                st.one_of(st.none(), st.lists(st.sampled_from([0, 1, 2, 128, 65536, 2**40]), min_size=3, max_size=3))
+            )
     if args or draw(st.booleans()):
         event["args"] = args
     return event

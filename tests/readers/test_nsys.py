@@ -152,6 +152,23 @@ def test_steps_phases_and_gpu_projection_on_nsys_input(tmp_path: Path) -> None:
     assert sum(r["cpu_pct"] for r in per_rank.values()) == pytest.approx(100)
 
 
+def test_a_kernel_s_threads_are_its_grid_times_its_block(tmp_path: Path) -> None:
+    """``threads``: gridX * gridY * gridZ * blockX * blockY * blockZ of each kernel (null where a
+    dimension is missing, and for copies)."""
+    tables = one_rank_tables()
+    first, second = tables["CUPTI_ACTIVITY_KIND_KERNEL"]
+    first |= {"gridX": 1, "gridY": 1, "gridZ": 1, "blockX": 1, "blockY": 1, "blockZ": 1}
+    second |= {"gridX": 32, "gridY": 2, "gridZ": 1, "blockX": 640, "blockY": 1, "blockZ": 1}
+    [trace] = read_nsys(write_nsys(tmp_path / "job.sqlite", tables, strings=STRINGS))
+    events = trace.events
+    assert events.filter(kind="kernel").sort("start_ns")["threads"].to_list() == [1, 40960]
+    assert events.filter(pl.col("kind") != "kernel")["threads"].null_count() == events.height - 2
+    for row in tables["CUPTI_ACTIVITY_KIND_KERNEL"]:  # an export without one of the columns: no threads
+        del row["blockZ"]
+    [trace] = read_nsys(write_nsys(tmp_path / "old.sqlite", tables, strings=STRINGS))
+    assert trace.events["threads"].null_count() == trace.events.height
+
+
 def test_missing_optional_tables_and_columns(tmp_path: Path) -> None:
     tables = {"CUPTI_ACTIVITY_KIND_KERNEL": [{"start": 10, "end": 30, "deviceId": 0, "streamId": 1}]}
     [trace] = read_nsys(write_nsys(tmp_path / "bare.sqlite", tables))

@@ -138,13 +138,15 @@ def test_low_overlap_advice_follows_how_the_run_is_data_parallel(kind: Paralleli
 
 
 def test_the_traits_of_an_analysed_run() -> None:
+    # kernels alone, and no operator of PyTorch's: not a PyTorch program
     gpu_nccl = analyze(make_run([ev("kernel", "ncclDevKernel_AllReduce_Sum_f32", 0, 10, stream=20)]))
     one = {"ranks": 1, "pace_ranks": (0,)}
-    assert RunTraits.of(gpu_nccl) == RunTraits(gpu=True, gpu_collectives=True, **one)  # type: ignore[arg-type]
-    gpu_only = analyze(make_run([ev("kernel", "gemm", 0, 10)]))
+    expected = RunTraits(gpu=True, gpu_collectives=True, pytorch=False, **one)  # type: ignore[arg-type]
+    assert RunTraits.of(gpu_nccl) == expected
+    gpu_only = analyze(make_run([ev("kernel", "gemm", 0, 10), ev("cpu_op", "aten::mm", 0, 5)]))
     assert RunTraits.of(gpu_only) == RunTraits(gpu=True, gpu_collectives=False, **one)  # type: ignore[arg-type]
     cpu = analyze(make_run([ev("cpu_op", "gloo:all_reduce", 0, 10), ev("annotation", "FSDP::pre_forward (m)", 0, 5)]))
-    expected = RunTraits(gpu=False, gpu_collectives=False, parallelism=Parallelism.FSDP, **one)  # type: ignore[arg-type]
+    expected = RunTraits(gpu=False, gpu_collectives=False, parallelism=Parallelism.FSDP, pytorch=False, **one)  # type: ignore[arg-type]
     assert RunTraits.of(cpu) == expected
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from tracekit.analyzers import gains, launches, ledger, memory, run_facts, verdict_section, work
+from tracekit.analyzers import gains, launches, ledger, memory, run_facts, run_traits, verdict_section, work
 from tracekit.analyzers import sections as s
 from tracekit.analyzers.mapreduce import Entry
 from tracekit.results import analysis as a
@@ -37,6 +37,7 @@ ANALYSES: Final[tuple[Entry, ...]] = (
     Entry("memory", memory.memory_map, memory.memory_reduce, result=a.MemorySection),
     Entry("ledger", ledger.ledger_map, s.ledger_reduce, result=a.LedgerSection),
     Entry("gains", gains.gains_map),
+    Entry("traits", run_traits.traits_map),
     Entry("verdict", cross_rank=verdict_section.verdict_reduce, result=a.Verdict),
     Entry("work", work.work_map, s.work_reduce, result=a.WorkSection),
     Entry(

@@ -14,6 +14,7 @@ from tracekit.analyzers.stats import totals
 from tracekit.model.schema import GPU_ACTIVITY_KINDS
 from tracekit.model.taxonomy import HOST_KINDS
 from tracekit.results.analysis import DroppedEvent, RankFacts, RankFound, RunFacts, RunWarning, SkippedFile
+from tracekit.results.traits import TraceFormat
 from tracekit.results.vocab import DropReason, RankSource, RunWarningKind
 
 if TYPE_CHECKING:
@@ -29,6 +30,9 @@ SAMPLED_JUMP: Final = 20
 
 #: Host events of a PyTorch program (a plain CUDA or MPI application has none).
 PYTORCH_SIGNS: Final = r"^aten::|^autograd::|^ProfilerStep#|^Optimizer\.|^enumerate\(DataLoader\)|^c10d::|^tracekit\."
+#: Kernels of PyTorch's own (ATen's, its copy of FlashAttention): a PyTorch program's, where the
+#: trace holds no operator of it (an Nsight Systems export without NVTX ranges).
+PYTORCH_KERNELS: Final = r"(?:^|[^\w:])(?:at::native::|at::cuda::|pytorch_flash::)"
 
 #: Host events that only a GPU job records (its device events may have been left out).
 GPU_JOB_SIGNS: Final = r"(?i)^nccl:|^rccl:|record_stream|cudnn|miopen|^cuda[A-Z]|^hip[A-Z]"
@@ -52,7 +56,8 @@ def facts_map(ctx: RankContext) -> FactParts:
             "end_ns",
             gpu_events=pl.col("kind").is_in(GPU_ACTIVITY_KINDS),
             gpu_signs=signs(GPU_JOB_SIGNS),
-            torch_ops=signs(PYTORCH_SIGNS),
+            torch_ops=signs(PYTORCH_SIGNS)
+            | (pl.col("kind") == "kernel") & pl.col("name").is_in(run.names_matching(PYTORCH_KERNELS).implode()),
             comm_kernels=(pl.col("kind") == "kernel") & (pl.col("category") == "collective"),
             comm_host=pl.col("kind").is_in(list(HOST_KINDS)) & (pl.col("category") == "collective"),
             **run_kind.sign_flags(run),
@@ -112,6 +117,14 @@ def run_warning(w: InputWarning) -> RunWarning:
     )
 
 
+def trace_format(clock: str) -> TraceFormat | None:
+    """The profiler a rank's trace came from, as its reader names it first in the clock it
+    reports (``kineto: host clock, us -> ns``, ``nsys: ns from session start ...``); None for
+    another (a memory timeline)."""
+    name = clock.split(":", 1)[0] if ":" in clock else ""
+    return TraceFormat(name) if name in TraceFormat.__members__.values() else None
+
+
 def facts_reduce(red: Reduced) -> RunFacts:
     """What the run is."""
     run = red.run_meta
@@ -136,6 +149,7 @@ def facts_reduce(red: Reduced) -> RunFacts:
                 devices=list(i.devices),
                 events=int(counts.get(i.rank, {}).get("events") or 0),
                 gpu_events=int(counts.get(i.rank, {}).get("gpu_events") or 0),
+                format=trace_format(i.clock),
             )
             for i in run.ranks
         ],

@@ -20,6 +20,7 @@ from tracekit.analyzers.first import first_fixes
 from tracekit.analyzers.gain_why import explain
 from tracekit.analyzers.gains import gains, what_ifs, with_gain
 from tracekit.analyzers.parts import FactParts, SyncParts
+from tracekit.analyzers.run_traits import with_traits
 from tracekit.analyzers.stats import num
 from tracekit.analyzers.verdict import SECONDARY_SHARE, cost_table, decide, step_noise
 from tracekit.results import rows as r
@@ -66,6 +67,7 @@ def verdict_reduce(red: Reduced) -> Verdict:
     evidence = msgspec.structs.replace(
         evidence, pytorch=pytorch, sync_sources=_sync_sources(red), warmup=_warmup_work(red)
     )
+    evidence = with_traits(evidence, red)  # what the advice depends on (run_traits)
     if not undetermined and (warm := _warmup(red)) is not None:
         notes.append(warm)
     named = frozenset(b for f in notes if f.note is not None and (b := NOTE_BOUND.get(f.note)) is not None)

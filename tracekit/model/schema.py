@@ -58,7 +58,15 @@ SCHEMA: Final[dict[str, pl.DataType]] = {
     "pg_name": pl.Categorical(),
     "group_size": pl.Int32(),
     "seq": pl.Int32(),  # a collective's sequence number in its process group (Kineto "Seq")
+    # a kernel's threads: its grid's blocks times its block's threads (Kineto args "grid" and
+    # "block", nsys gridX..blockZ); null for other events, where the file does not say, and at
+    # or past THREADS_LIMIT
+    "threads": pl.Int32(),
 }
+
+#: A launch of this many threads or more is recorded without its count (the ``threads`` column's
+#: Int32 holds less; what the analyses look for, a kernel run by one thread, is far below it).
+THREADS_LIMIT: Final = 2**31
 
 
 def empty_events() -> pl.DataFrame:

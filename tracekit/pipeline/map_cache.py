@@ -60,8 +60,9 @@ __all__ = ["MAP_CACHE_VERSION", "CacheWarning", "MapCache", "look_up", "through_
 #: (2: tables as Arrow IPC streams, read 9x faster than IPC files; 3: capture_sync; 4: launches
 #: per rank; 5: a rank's device tasks once each; 6: steps inferred only from a loop over most of
 #: the rank, and the time each rank leaves out of its window; 7: an older capture's own step-end
-#: sync found by its place, one-time work of graph recording and the profiler, device_gap).
-MAP_CACHE_VERSION: Final = 7
+#: sync found by its place, one-time work of graph recording and the profiler, device_gap; 8: what
+#: the advice depends on, run_traits).
+MAP_CACHE_VERSION: Final = 8
 #: The first bytes of an entry.
 MAGIC: Final = b"TKMAP\x00\x02\x00"
 #: Those of the entries of tracekit before the CRC-32 (a BLAKE2b digest, 57 ms for 8 x 125 MB's

@@ -17,7 +17,8 @@
  *   uniques  the distinct strings of the string columns; uniques[0] is None (no value)
  *   codes    4 bytes objects of n uint32 (cat, name, coll_name, pg_name): indexes into uniques
  *   floats   2 (values, valid) pairs (ts, dur): n doubles, and n bytes or None when all valid
- *   ints     11 (values, valid) pairs (pid, tid, then the Args fields in their order): int64
+ *   ints     12 (values, valid) pairs (pid, tid, then the Args fields in their order, then threads:
+ *            the product of a launch's "grid" and "block", see launch_threads): int64
  *   memory   (m, (ts values, valid), 6 (values, valid) pairs): the "[memory]" instants
  */
 #define PY_SSIZE_T_CLEAN
@@ -37,7 +38,10 @@ static locale_t c_locale;
 #endif
 
 enum { S_CAT, S_NAME, S_COLL, S_PG, N_STR };
-enum { I_PID, I_TID, I_EXT, I_EXT2021, I_CORR, I_DEVICE, I_STREAM, I_BYTES, I_NELEMS, I_GROUP, I_SEQ, N_INT };
+enum { I_PID, I_TID, I_EXT, I_EXT2021, I_CORR, I_DEVICE, I_STREAM, I_BYTES, I_NELEMS, I_GROUP, I_SEQ, I_THREADS, N_INT };
+enum { D_GRID, D_BLOCK, N_DIMS };
+/* tracekit.model.schema.THREADS_LIMIT: a launch of this many threads or more has no count. */
+#define THREADS_LIMIT ((int64_t)1 << 31)
 enum { M_DEVTYPE, M_DEVID, M_ADDR, M_BYTES, M_ALLOC, M_RESERVED, N_MEM };
 enum { F_TS, F_DUR, N_FLOAT };
 enum { PH_NONE, PH_X, PH_INSTANT, PH_SKIP };
@@ -370,6 +374,8 @@ typedef struct {
     uint8_t int_ok[N_INT];
     int64_t mem[N_MEM];
     uint8_t mem_ok[N_MEM];
+    int64_t dims[N_DIMS][3]; /* "grid" and "block" */
+    uint8_t dims_ok[N_DIMS];
 } Row;
 
 /* ---------------------------------------------------------------- the JSON grammar */
@@ -697,6 +703,49 @@ static int value_id(Cursor *c, int64_t *v, uint8_t *ok) {
     return 0;
 }
 
+/* A launch's dimensions: null, or an array of three integers (what the typed decoder's
+ * tuple[int, int, int] takes); anything else declines. */
+static int value_dims(Cursor *c, int64_t dims[3], uint8_t *ok) {
+    *ok = 0;
+    if (is_null(c)) return 0;
+    if (c->p >= c->end || *c->p != '[') return DECLINE;
+    c->p++;
+    for (int i = 0; i < 3; i++) {
+        uint8_t there;
+        skip_ws(c);
+        int rc = value_int(c, &dims[i], &there);
+        if (rc || !there) return DECLINE; /* a null in the array: msgspec decides */
+        int more;
+        rc = after_item(c, ']', &more);
+        if (rc || more != (i < 2)) return DECLINE; /* not three items */
+    }
+    *ok = 1;
+    return 0;
+}
+
+/* The threads of a launch (tracekit.readers.kineto_decode.threads): its grid's and block's
+ * dimensions multiplied, when both are there, none is negative and the product is under
+ * THREADS_LIMIT; else no value. */
+static void launch_threads(const Row *row, int64_t *v, uint8_t *ok) {
+    *ok = 0;
+    if (!row->dims_ok[D_GRID] || !row->dims_ok[D_BLOCK]) return;
+    int zero = 0;
+    for (int d = 0; d < N_DIMS; d++)
+        for (int i = 0; i < 3; i++) {
+            if (row->dims[d][i] < 0) return;
+            zero |= row->dims[d][i] == 0;
+        }
+    int64_t product = 1;
+    if (!zero)
+        for (int d = 0; d < N_DIMS; d++)
+            for (int i = 0; i < 3; i++) {
+                if (row->dims[d][i] > (THREADS_LIMIT - 1) / product) return; /* product * dim >= the limit */
+                product *= row->dims[d][i];
+            }
+    *v = zero ? 0 : product;
+    *ok = product < THREADS_LIMIT;
+}
+
 /* ---------------------------------------------------------------- the keys */
 
 typedef struct {
@@ -706,15 +755,18 @@ typedef struct {
 
 #define KEY(s) {s, (int)sizeof(s) - 1}
 
-/* The Args fields, in the order of the ints after pid and tid, then the instants' own. */
+/* The Args fields, in the order of the ints after pid and tid, then the launch's dimensions,
+ * then the instants' own. */
 static const Key ARG_KEYS[] = {
     KEY("External id"), KEY("external id"), KEY("correlation"), KEY("device"), KEY("stream"), KEY("bytes"),
     KEY("Collective name"), KEY("In msg nelems"), KEY("Process Group Name"), KEY("Group size"), KEY("Seq"),
+    KEY("grid"), KEY("block"),
     KEY("Device Type"), KEY("Device Id"), KEY("Addr"), KEY("Bytes"), KEY("Total Allocated"),
     KEY("Total Reserved"),
 };
-#define N_ARG_KEYS 11
-#define N_ALL_ARG_KEYS 17
+#define N_INT_ARG_KEYS 11
+#define N_ARG_KEYS 13
+#define N_ALL_ARG_KEYS 19
 
 static int find_key(const Key *keys, int count, const char *s, size_t n) {
     for (int i = 0; i < count; i++)
@@ -769,9 +821,11 @@ static int read_args(Cursor *c, Strings *t, Row *row) {
         } else {
             if (k == 6) rc = value_string(c, t, &row->codes[S_COLL]);
             else if (k == 8) rc = value_string(c, t, &row->codes[S_PG]);
-            else if (k < N_ARG_KEYS) { /* text: the lenient reading of its chunk (see the top) */
+            else if (k < N_INT_ARG_KEYS) { /* text: the lenient reading of its chunk (see the top) */
                 int i = k < 6 ? I_EXT + k : (k == 7 ? I_NELEMS : (k == 9 ? I_GROUP : I_SEQ));
                 rc = value_id(c, &row->ints[i], &row->int_ok[i]);
+            } else if (k < N_ARG_KEYS) {
+                rc = value_dims(c, row->dims[k - N_INT_ARG_KEYS], &row->dims_ok[k - N_INT_ARG_KEYS]);
             } else {
                 rc = value_id(c, &row->mem[k - N_ARG_KEYS], &row->mem_ok[k - N_ARG_KEYS]);
             }
@@ -865,6 +919,7 @@ static int keep(Columns *cols, Strings *t, Row *row) {
     cols->instant[i] = row->phase == PH_INSTANT;
     for (int k = 0; k < N_STR; k++) cols->codes[k][i] = row->codes[k];
     for (int k = 0; k < N_FLOAT; k++) put_double(&cols->floats[k], i, row->floats[k], row->float_ok[k]);
+    launch_threads(row, &row->ints[I_THREADS], &row->int_ok[I_THREADS]);
     for (int k = 0; k < N_INT; k++) put_int(&cols->ints[k], i, row->ints[k], row->int_ok[k]);
     if (row->phase == PH_INSTANT && t->spans[row->codes[S_NAME]].memory) {
         if (memory_room(cols) < 0) return FAIL;

@@ -8,19 +8,23 @@ fields skipped. Only instants decode the arguments of ``[memory]`` instants (wri
 belongs, say), the lenient structs accept any JSON type in any field.
 
 Each field then becomes one column in one C-level pass (``map(attrgetter(...))``), with no
-Python loop over events; no per-event object survives :func:`raw_frames`.
+Python loop over events; no per-event object survives :func:`raw_frames`. A kernel's launch
+dimensions (``"grid": [x, y, z]``, ``"block": [x, y, z]``) become one column, ``threads``, their
+product (:func:`threads`).
 """
 
 from __future__ import annotations
 
 from functools import reduce
-from itertools import compress
-from operator import attrgetter, or_
+from itertools import chain, compress, repeat
+from operator import attrgetter, is_not, or_
 from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
+import numpy as np
 import polars as pl
 
+from tracekit.model.schema import THREADS_LIMIT
 from tracekit.readers.columns import column
 
 if TYPE_CHECKING:
@@ -42,6 +46,8 @@ class Args(msgspec.Struct, gc=False, frozen=True):
     pg_name: str | None = msgspec.field(default=None, name="Process Group Name")
     group_size: int | None = msgspec.field(default=None, name="Group size")
     seq: int | None = msgspec.field(default=None, name="Seq")
+    grid: tuple[int, int, int] | None = None
+    block: tuple[int, int, int] | None = None
 
 
 class InstantArgs(Args, frozen=True):
@@ -126,6 +132,8 @@ class LooseArgs(msgspec.Struct, gc=False, frozen=True):
     total_allocated: Any = msgspec.field(default=None, name="Total Allocated")
     total_reserved: Any = msgspec.field(default=None, name="Total Reserved")
     seq: Any = msgspec.field(default=None, name="Seq")
+    grid: Any = None
+    block: Any = None
 
 
 NO_LOOSE_ARGS: Final = LooseArgs()
@@ -171,7 +179,9 @@ class AnyTrace(TraceFields, kw_only=True):
 ANY_DECODER: Final = msgspec.json.Decoder(AnyTrace | list[Any])
 KEPT_PHASES: Final = ("X", "i", "I")
 _STRING_ARGS: Final = ("coll_name", "pg_name")
-ARG_FIELDS: Final = tuple(Args.__struct_fields__)
+#: The arguments of a kernel's launch dimensions, which make the ``threads`` column.
+LAUNCH_FIELDS: Final = ("grid", "block")
+ARG_FIELDS: Final = tuple(f for f in Args.__struct_fields__ if f not in LAUNCH_FIELDS)
 #: The raw columns of an event's own fields, and of its ``args``: name -> dtype.
 EVENT_COLUMNS: Final[dict[str, pl.DataType]] = {
     "cat": pl.String(),
@@ -184,7 +194,7 @@ EVENT_COLUMNS: Final[dict[str, pl.DataType]] = {
 ARG_COLUMNS: Final[dict[str, pl.DataType]] = {f: pl.String() if f in _STRING_ARGS else pl.Int64() for f in ARG_FIELDS}
 #: The raw columns of a ``[memory]`` instant's args.
 MEMORY_COLUMNS: Final[dict[str, pl.DataType]] = {
-    f: pl.Int64() for f in InstantArgs.__struct_fields__ if f not in ARG_FIELDS
+    f: pl.Int64() for f in InstantArgs.__struct_fields__ if f not in (*ARG_FIELDS, *LAUNCH_FIELDS)
 }
 
 
@@ -204,8 +214,14 @@ LOOSE_TAIL_DECODER: Final = msgspec.json.Decoder(LooseTailTrace)
 HEAD_DECODER: Final = msgspec.json.Decoder(AnyTrace)
 #: Every phase the typed decoder accepts.
 PHASES: Final = (*KEPT_PHASES, *OTHER_PHASES)
-#: The columns of :func:`raw_frames`'s events: ``instant``, the events' own fields, their args.
-RAW_SCHEMA: Final[dict[str, pl.DataType]] = {"instant": pl.Boolean(), **EVENT_COLUMNS, **ARG_COLUMNS}
+#: The columns of :func:`raw_frames`'s events: ``instant``, the events' own fields, their args,
+#: and the threads of their launch (:func:`threads`).
+RAW_SCHEMA: Final[dict[str, pl.DataType]] = {
+    "instant": pl.Boolean(),
+    **EVENT_COLUMNS,
+    **ARG_COLUMNS,
+    "threads": pl.Int64(),
+}
 
 
 def raw_frames(raw: list[Any]) -> tuple[pl.DataFrame, pl.DataFrame | None]:
@@ -238,7 +254,57 @@ def _columns(events: list[Any], *, loose: bool = False) -> list[pl.Series]:
     cols = [column(name, values(events, name), dtype) for name, dtype in EVENT_COLUMNS.items()]
     args = list(map(attrgetter("args"), events))  # a pass over the args alone: fewer cache misses
     cols += [column(name, values(args, name), dtype) for name, dtype in ARG_COLUMNS.items()]
+    grids, blocks = (list(map(attrgetter(name), args)) for name in LAUNCH_FIELDS)
+    cols.append(threads(grids, blocks, loose=loose))
     return cols
+
+
+#: The integers a dimension may be: those of int64 (msgspec's ``int`` takes up to 2**64 - 1).
+_INT64: Final = (-(2**63), 2**63)
+
+
+def threads(grids: list[Any], blocks: list[Any], *, loose: bool = False) -> pl.Series:
+    """The ``threads`` column: each launch's grid and block dimensions multiplied, where both
+    are three integers, none negative, and the product is under
+    :data:`~tracekit.model.schema.THREADS_LIMIT`; else null (what the native decoder gives too).
+    ``loose``: the values may be of any JSON type (the lenient decoder's).
+
+    The product is taken in float64: exact below 2**53, and at or past the limit whatever its
+    rounding, so the comparison decides as the exact product would. Polars builds nested
+    columns from Python tuples slowly (15 us a launch): the dimensions are flattened into one
+    NumPy array instead, one C-level pass.
+    """
+    product = _dims(grids, loose=loose) * _dims(blocks, loose=loose)
+    with np.errstate(invalid="ignore"):  # NaN: no value
+        product[~(product < THREADS_LIMIT)] = np.nan
+    column: pl.Series = pl.Series("threads", product, dtype=pl.Float64, nan_to_null=True).cast(pl.Int64)
+    return column
+
+
+def _dims(values: list[Any], *, loose: bool) -> np.ndarray[Any, np.dtype[np.float64]]:
+    """The product of each launch's three dimensions (NaN where they are not three integers of
+    int64, or one is negative)."""
+    if loose:
+        values = [v if _is_dims(v) else None for v in values]
+    try:
+        flat = np.fromiter(chain.from_iterable(filter(None, values)), dtype=np.int64)
+    except (TypeError, ValueError, OverflowError):  # an integer beyond int64
+        values = [v if _is_dims(v) else None for v in values]
+        flat = np.fromiter(chain.from_iterable(filter(None, values)), dtype=np.int64)
+    out = np.full(len(values), np.nan)
+    if flat.size:
+        dims = flat.reshape(-1, 3).astype(np.float64)
+        there = np.fromiter(map(is_not, values, repeat(None)), dtype=np.bool_, count=len(values))
+        out[there] = np.where((dims >= 0).all(axis=1), dims.prod(axis=1), np.nan)
+    return out
+
+
+def _is_dims(value: Any) -> bool:
+    return (
+        isinstance(value, list | tuple)
+        and len(value) == 3  # x, y, z
+        and all(type(v) is int and _INT64[0] <= v < _INT64[1] for v in value)
+    )
 
 
 def _memory_frame(instants: list[Any]) -> pl.DataFrame | None:
@@ -265,7 +331,7 @@ def _loose_frames(raw: list[LooseEvent]) -> tuple[pl.DataFrame, pl.DataFrame | N
     frame = (
         pl.DataFrame([ph, *_columns(events, loose=True)])
         .filter(pl.col("ph").is_in(KEPT_PHASES))
-        .select(pl.col("ph").ne("X").alias("instant"), *EVENT_COLUMNS, *ARG_COLUMNS)
+        .select(pl.col("ph").ne("X").alias("instant"), *EVENT_COLUMNS, *ARG_COLUMNS, "threads")
     )
     return frame, memory
 

@@ -42,8 +42,8 @@ ENABLED: Final = _native is not None and os.environ.get("TRACEKIT_NATIVE", "1") 
 
 _STRINGS: Final = ("cat", "name", "coll_name", "pg_name")
 _FLOATS: Final = ("ts", "dur")
-_INTS: Final = ("pid", "tid", *(c for c, t in ARG_COLUMNS.items() if t == pl.Int64()))
-_ORDER: Final = ("instant", *EVENT_COLUMNS, *ARG_COLUMNS)
+_INTS: Final = ("pid", "tid", *(c for c, t in ARG_COLUMNS.items() if t == pl.Int64()), "threads")
+_ORDER: Final = ("instant", *EVENT_COLUMNS, *ARG_COLUMNS, "threads")
 
 
 def native_frames(text: Text) -> tuple[pl.DataFrame, pl.DataFrame | None] | None:

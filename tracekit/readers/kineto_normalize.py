@@ -198,6 +198,7 @@ def prepare(raw: pl.DataFrame) -> pl.DataFrame:
             device=pl.when(is_gpu).then(pl.coalesce("device", "pid")),
             stream=pl.when(is_gpu).then(pl.coalesce("stream", "tid")),
             external_id=pl.coalesce("external_id", "external_id_2021"),
+            threads=pl.when(pl.col("kind") == "kernel").then("threads"),  # a kernel's launch only
         )
         # a value beyond its column's type (a group size of 2**31) is no value, as a wrong type is
         .select(

@@ -4,10 +4,11 @@ One SQL query per table, names joined to ``StringIds`` in SQL; every other trans
 polars expression. Tables exist only when they have rows (and columns drift between export
 versions), so each query is built from the tables and columns the file has.
 
-* GPU: kernels (demangled name), memcpy (``Memcpy DtoH (Device -> Pageable)``..., bytes: the
-  Kineto name, with the memory kinds where the export records them), memset, synchronization
-  (``Stream Sync``...); ``device`` is the CUDA device id, ``stream`` the stream id,
-  ``correlation`` links each to the CUDA runtime or driver call that launched it.
+* GPU: kernels (demangled name; ``threads``: ``gridX * gridY * gridZ * blockX * blockY *
+  blockZ``), memcpy (``Memcpy DtoH (Device -> Pageable)``..., bytes: the Kineto name, with the
+  memory kinds where the export records them), memset, synchronization (``Stream Sync``...);
+  ``device`` is the CUDA device id, ``stream`` the stream id, ``correlation`` links each to the
+  CUDA runtime or driver call that launched it.
 * Host: CUDA runtime and driver calls (``cudaLaunchKernel``: the ``_v7000`` suffix is
   dropped), NVTX push/pop and start/end ranges (``annotation``) and marks (``instant``).
 * Memory: CUDA allocations and frees (``CUDA_GPU_MEMORY_USAGE_EVENTS``, when recorded) become
@@ -36,7 +37,7 @@ import polars as pl
 from tracekit.errors import TraceReadError
 from tracekit.model.classify import with_category
 from tracekit.model.run import RankFound
-from tracekit.model.schema import GPU_ACTIVITY_KINDS, GPU_KINDS, SCHEMA, UNNAMED
+from tracekit.model.schema import GPU_ACTIVITY_KINDS, GPU_KINDS, SCHEMA, THREADS_LIMIT, UNNAMED
 from tracekit.readers.columns import rows_frame
 from tracekit.readers.nsys_memory import memory_rows
 from tracekit.readers.nsys_meta import Export, ExportMeta, device_memory, device_names, rank_hint, read_meta
@@ -107,6 +108,7 @@ _RAW: Final[dict[str, pl.DataType]] = {
     "bytes": pl.Int64(),
     "src_kind": pl.Int64(),
     "dst_kind": pl.Int64(),
+    "threads": pl.Int64(),
 }
 
 
@@ -121,10 +123,17 @@ class _GpuTable:
     bytes: str | None = None
     #: the columns of the source and destination memory kinds (copies)
     kinds: tuple[str, str] | None = None
+    #: the columns of the launch's dimensions, whose product is its threads (kernels)
+    dims: tuple[str, ...] = ()
 
 
 _GPU_TABLES: Final = (
-    _GpuTable("kernel", "CUPTI_ACTIVITY_KIND_KERNEL", name_ids=("demangledName", "shortName")),
+    _GpuTable(
+        "kernel",
+        "CUPTI_ACTIVITY_KIND_KERNEL",
+        name_ids=("demangledName", "shortName"),
+        dims=("gridX", "gridY", "gridZ", "blockX", "blockY", "blockZ"),
+    ),
     _GpuTable("memcpy", "CUPTI_ACTIVITY_KIND_MEMCPY", code="copyKind", bytes="bytes", kinds=("srcKind", "dstKind")),
     _GpuTable("memset", "CUPTI_ACTIVITY_KIND_MEMSET", bytes="bytes"),
     _GpuTable("sync", "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION", code="syncType"),
@@ -219,7 +228,7 @@ def _gpu_rows(db: Export, spec: _GpuTable) -> pl.DataFrame:
     """Kernels, copies, sets or syncs: one query, names joined to StringIds."""
     cols = db.columns(spec.table)
     names = ["name", "code", "start_ns", "end_ns", "gid", "device", "stream", "correlation", "bytes"]
-    names += ["src_kind", "dst_kind"]
+    names += ["src_kind", "dst_kind", "threads"]
     if not cols:
         return _frame(db, "", names)
     present = [c for c in spec.name_ids if c in cols]
@@ -228,10 +237,20 @@ def _gpu_rows(db: Export, spec: _GpuTable) -> pl.DataFrame:
     sql = (
         f"SELECT {name}, {_col(cols, spec.code)}, t.start, t.end, {_col(cols, 'globalPid')}, "
         f"{_col(cols, 'deviceId')}, {_col(cols, 'streamId')}, {_col(cols, 'correlationId')}, "
-        f"{_col(cols, spec.bytes)}, {', '.join(_col(cols, k) for k in spec.kinds or (None, None))} "
-        f"FROM {spec.table} t{joins}"
+        f"{_col(cols, spec.bytes)}, {', '.join(_col(cols, k) for k in spec.kinds or (None, None))}, "
+        f"{_threads(cols, spec.dims)} FROM {spec.table} t{joins}"
     )
     return _frame(db, sql, names).with_columns(kind=pl.lit(spec.kind))
+
+
+def _threads(cols: frozenset[str], dims: tuple[str, ...]) -> str:
+    """The SQL of a launch's threads, the product of its dimensions (NULL where a column is
+    missing, a dimension is not a whole number, or the product is negative or too large)."""
+    if not dims or not set(dims) <= cols:
+        return "NULL"
+    whole = " AND ".join(f"typeof(t.{d}) = 'integer'" for d in dims)
+    product = " * ".join(f"t.{d}" for d in dims)  # SQLite turns an overflow into a REAL: out of range
+    return f"CASE WHEN {whole} AND ({product}) BETWEEN 0 AND {THREADS_LIMIT - 1} THEN {product} END"
 
 
 def _runtime_rows(db: Export) -> pl.DataFrame:

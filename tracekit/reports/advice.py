@@ -16,8 +16,24 @@ the interconnect       where the collectives run: NCCL/RCCL kernels on a GPU get
 a straggler            the cause found for it: a data phase gets input-pipeline advice; any other
                        phase (forward, backward, the optimizer) compute advice (that rank's device
                        and host: throttling, a slower device, other processes; its share of the
-                       work); a late start advice about what runs before the step
+                       work); a late start advice about what runs before the step. A program that
+                       is not PyTorch gets no DataLoader advice
 device tools           ``nvidia-smi`` only where there is a GPU
+launches               whether CUDA/HIP graphs already replay part of the steps
+                       (:attr:`~tracekit.results.analysis.Evidence.graph_replay_pct`): then the gaps
+                       are the eager work around the replays, and "capture the step with CUDA
+                       graphs" is done; the advice is to capture more of it, in fewer graphs
+attention              how the run computes attention (:class:`~tracekit.results.traits.Attention`):
+                       fused attention is advised only where attention is written out or SDPA runs
+                       its math path; where fused kernels run the advice says so; a run with no
+                       attention (an MLP, a CNN) gets none
+one-thread kernels     a kernel launched on one thread that takes a material share of the kernel
+                       time (:attr:`~tracekit.results.analysis.Evidence.one_thread_kernels`) is the
+                       first advice of the primary finding, PyTorch or not
+the profiler           the tool the traces came from (:attr:`RunTraits.nsys`): advice that changes
+                       how the run is profiled names torch.profiler's settings for a Kineto trace,
+                       and ``nsys profile``'s and NVTX ranges for an Nsight Systems export (without
+                       torch for a program that is not PyTorch)
 =====================  ===========================================================================
 """
 
@@ -26,10 +42,24 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
-from tracekit.results.vocab import BoundKind, MeasuredOn, NoteKind, Parallelism, StragglerCause
+from tracekit.reports.wording import (
+    CAPTURE_GRAPHS,
+    CUDA_RECOMMENDATIONS,
+    FUSED_ATTENTION,
+    NOTE_RECOMMENDATIONS,
+    RECOMMENDATIONS,
+)
+from tracekit.results.traits import Attention, TraceFormat
+from tracekit.results.vocab import (
+    BoundKind,
+    MeasuredOn,
+    NoteKind,
+    Parallelism,
+    StragglerCause,
+)
 
 if TYPE_CHECKING:
-    from tracekit.results.analysis import Analysis, Verdict
+    from tracekit.results.analysis import Analysis, Evidence, KernelShare, Verdict
 
 
 @dataclass(frozen=True)
@@ -44,6 +74,11 @@ class RunTraits:
     #: how many ranks were analysed, and which set the pace (the run's ledger is their mean)
     ranks: int | None = None
     pace_ranks: tuple[int, ...] = ()
+    #: its traces are Nsight Systems exports (every rank's whose format is known): profiling
+    #: advice names ``nsys profile`` and NVTX ranges, not torch.profiler
+    nsys: bool = False
+    #: it is a PyTorch program (the verdict's :attr:`~tracekit.results.analysis.Evidence.pytorch`)
+    pytorch: bool = True
 
     @classmethod
     def of(cls, analysis: Analysis) -> RunTraits:
@@ -53,19 +88,22 @@ class RunTraits:
         run, verdict = analysis.run, analysis.verdict
         kernels = any(c.category == "collective" for c in analysis.kernels.by_category)
         missed = any(f.note is NoteKind.NO_COMMUNICATION for f in verdict.secondary)
+        formats = {r.format for r in run.ranks if r.format is not None}
         return cls(
             gpu=run.has_gpu,
             gpu_collectives=run.has_gpu and (kernels or missed),
             parallelism=run.parallelism,
             ranks=len(run.ranks),
             pace_ranks=tuple(analysis.ledger.pace_ranks) if analysis.ledger is not None else (),
+            nsys=formats == {TraceFormat.NSYS},
+            pytorch=verdict.evidence.pytorch,
         )
 
     @classmethod
     def of_verdict(cls, verdict: Verdict) -> RunTraits:
         """What a verdict alone tells (a GPU when it was measured on one)."""
         gpu = verdict.measured_on is MeasuredOn.GPU
-        return cls(gpu=gpu, gpu_collectives=gpu)
+        return cls(gpu=gpu, gpu_collectives=gpu, pytorch=verdict.evidence.pytorch)
 
 
 NCCL_CHECK: Final = "Check the interconnect: NCCL_DEBUG=INFO shows the transport (NVLink/IB vs. sockets)."
@@ -136,14 +174,30 @@ LATE_START: Final = (
     "(logging, checkpointing, evaluation, metrics read with .item()), work only that rank does (rank 0's "
     "logging or saving), or a batch fetched outside the step's ranges."
 )
+#: How a run marks ranges, by the profiler and the program (PyTorch or not): its phases and steps.
+RANGES: Final = {
+    (False, True): "record_function ranges",
+    (True, True): "NVTX ranges (torch.cuda.nvtx.range)",
+    (True, False): "NVTX ranges (nvtxRangePushA / nvtxRangePop)",
+    (False, False): "NVTX ranges (nvtxRangePushA / nvtxRangePop)",
+}
 NOT_IN_PHASES: Final = (
-    "No annotated phase explains the lateness: cover the whole step with record_function ranges, or sample "
-    "that rank's host (py-spy record --pid) to see the work outside them."
+    "No annotated phase explains the lateness: cover the whole step with {ranges}, or sample that rank's "
+    "host (py-spy record --pid) to see the work outside them."
 )
-NO_PHASES: Final = (
-    "Annotate the step's phases (torch.profiler.record_function: data, forward, backward, optimizer) so the "
-    "phase that is slower on that rank can be named."
-)
+NO_PHASES: Final = "Annotate the step's phases ({how}) so the phase that is slower on that rank can be named."
+#: What marks the phases, where the advice asks for them.
+PHASE_RANGES: Final = {
+    (False, True): "torch.profiler.record_function: data, forward, backward, optimizer",
+    (True, True): "NVTX ranges, torch.cuda.nvtx.range: data, forward, backward, optimizer",
+    (True, False): "NVTX ranges, nvtxRangePushA / nvtxRangePop: input, compute, exchange",
+    (False, False): "NVTX ranges, nvtxRangePushA / nvtxRangePop: input, compute, exchange",
+}
+
+
+def ranges(traits: RunTraits) -> str:
+    """How this run's profiler records a range of the program's own (a phase, a step)."""
+    return RANGES[traits.nsys, traits.pytorch]
 
 
 def compute_straggler(traits: RunTraits) -> str:
@@ -166,28 +220,169 @@ def straggler(cause: StragglerCause | None, traits: RunTraits) -> tuple[str, ...
     if cause is StragglerCause.LATE_START:
         return (LATE_START,)
     if cause is StragglerCause.NOT_IN_PHASES:
-        return (NOT_IN_PHASES, compute_straggler(traits))
+        return (NOT_IN_PHASES.format(ranges=ranges(traits)), compute_straggler(traits))
     if cause is StragglerCause.NO_PHASES:
-        return (NO_PHASES, compute_straggler(traits))
+        return (NO_PHASES.format(how=PHASE_RANGES[traits.nsys, traits.pytorch]), compute_straggler(traits))
+    data = (DATA_STRAGGLER,) if traits.pytorch else ()  # a DataLoader is PyTorch's
     return (
         "Look at the straggler's cause below: the phase that takes longer on it than on the other ranks.",
-        DATA_STRAGGLER,
+        *data,
         compute_straggler(traits),
         UNEVEN_WORK,
     )
 
 
-def for_bound(bound: BoundKind, traits: RunTraits, cause: StragglerCause | None = None) -> tuple[str, ...] | None:
-    """The advice for ``bound`` that depends on the run (None: the bound's advice is the same for every run)."""
-    if bound is BoundKind.COMMS:
+def for_bound(
+    bound: BoundKind, traits: RunTraits, evidence: Evidence, cause: StragglerCause | None = None
+) -> tuple[str, ...]:
+    """The advice for ``bound`` in this run: its own where it depends on the run (the table
+    above), else the bound's (a program that is not PyTorch gets its own where there is one)."""
+    if bound is BoundKind.COMMS and traits.pytorch:
         return comms(traits)
     if bound is BoundKind.STRAGGLER:
         return straggler(cause, traits)
-    return None
+    if not traits.pytorch and bound in CUDA_RECOMMENDATIONS:
+        base = CUDA_RECOMMENDATIONS[bound]
+    else:
+        base = RECOMMENDATIONS.get(bound, ())
+    if evidence.graph_replay_pct is not None:
+        replayed = graphs_replayed(evidence.graph_replay_pct, traits)
+        base = tuple(replayed if line in CAPTURE_GRAPHS else line for line in base)
+    if FUSED_ATTENTION in base:
+        base = tuple(r for line in base for r in (attention(evidence) if line == FUSED_ATTENTION else (line,)))
+    if traits.nsys:
+        base = tuple(PROFILING.get(bound, {}).get(line, line) for line in base)
+    return base
 
 
-def for_note(note: NoteKind, traits: RunTraits) -> tuple[str, ...] | None:
-    """The advice for ``note`` that depends on the run (None: the same for every run)."""
+def for_note(note: NoteKind, traits: RunTraits) -> tuple[str, ...]:
+    """The advice for ``note`` in this run (a note's own, in the words of the run's profiler)."""
     if note is NoteKind.LOW_OVERLAP:
+        if not traits.pytorch:  # MPI's or NCCL's own calls, not a framework's
+            return CUDA_RECOMMENDATIONS[BoundKind.COMMS]
         return (LOW_OVERLAP.get(traits.parallelism, LOW_OVERLAP[None]),)
-    return None
+    if traits.nsys and note in NSYS_NOTES:
+        return NSYS_NOTES[note][traits.pytorch]
+    return NOTE_RECOMMENDATIONS.get(note, ())
+
+
+# ------------------------------------------------------------------ launches, attention, one thread
+
+
+def graphs_replayed(pct: float, traits: RunTraits) -> str:
+    """The launch advice of a run whose steps already replay CUDA/HIP graphs."""
+    if not traits.pytorch:
+        return (
+            f"CUDA graphs already replay {pct:.0f}% of the kernel time: the gaps are the kernels launched one by one "
+            "around the replays; capture those into the graph too (cudaStreamBeginCapture / cudaStreamEndCapture), "
+            "and launch fewer, larger graphs."
+        )
+    return (
+        f"CUDA graphs already replay {pct:.0f}% of the steps' kernel time: the launch gaps are the eager work around "
+        'the replays. Capture more of the step into the graph (torch.compile(mode="reduce-overhead") over the eager '
+        "part, or torch.cuda.make_graphed_callables), in fewer graphs: each graph boundary is a launch gap."
+    )
+
+
+def kernel_name(name: str) -> str:
+    """A kernel's name as advice says it: without its return type, template and parameters
+    (``void flash::flash_fwd_kernel<Flash_fwd_kernel_traits<...>>(Flash_fwd_params)`` is
+    ``flash::flash_fwd_kernel``); the evidence and the kernel table keep the whole name."""
+    plain = name.removeprefix("void ").replace("(anonymous namespace)::", "")
+    short = plain.split("<", 1)[0].split("(", 1)[0].strip() or name
+    return short if len(short) <= 80 else short[:79] + "…"
+
+
+def _share(kernel: KernelShare) -> str:
+    return f"{kernel_name(kernel.name)} ({kernel.share_pct or 0:.1f}% of the kernel time)"
+
+
+def attention(evidence: Evidence) -> tuple[str, ...]:
+    """The attention advice of a PyTorch run: as its kernels and operators show it, none without attention."""
+    fused = evidence.attention_kernels
+    elsewhere = f" (fused attention kernels run elsewhere: {_share(fused[0])})" if fused else ""
+    if evidence.attention is Attention.MATH:
+        return (
+            "scaled_dot_product_attention runs its math path (aten::_scaled_dot_product_attention_math: unfused "
+            "kernels that write out the score matrix): give it fp16/bf16 inputs, a head dimension its fused kernels "
+            "take, and is_causal=True rather than an explicit mask; torch.nn.attention.sdpa_kernel("
+            "SDPBackend.FLASH_ATTENTION) warns why a fused kernel is not taken" + elsewhere + ".",
+        )
+    if evidence.attention is Attention.UNFUSED:
+        return (
+            "Attention is written out (aten::softmax between batched matmuls): "
+            "torch.nn.functional.scaled_dot_product_attention runs it in fused kernels (FlashAttention, "
+            "memory-efficient) that never write the score matrix out" + elsewhere + ".",
+        )
+    if evidence.attention is Attention.FUSED and fused:
+        return (f"Attention already runs in fused kernels: {', '.join(map(_share, fused))}.",)
+    return ()
+
+
+def one_thread(evidence: Evidence) -> tuple[str, ...]:
+    """The advice for kernels launched on one thread (first, whatever the bound)."""
+    kernels = evidence.one_thread_kernels
+    if not kernels:
+        return ()
+    each = " each" if len(kernels) > 1 else ""
+    verb = "run" if len(kernels) > 1 else "runs"
+    return (
+        f"{'; '.join(map(_share, kernels))} {verb} on one GPU thread{each} (a grid of 1x1x1 blocks of 1x1x1 "
+        "threads): launch it over the data, one thread per element (<<<(n + 255) / 256, 256>>> with a "
+        "grid-stride loop), so that the GPU's cores share its work.",
+    )
+
+
+# ------------------------------------------------------------------ the profiler's words
+
+#: Advice about profiling that names torch.profiler, in Nsight Systems' words (bound -> line -> line).
+PROFILING: Final[dict[BoundKind, dict[str, str]]] = {
+    BoundKind.IDLE: {
+        RECOMMENDATIONS[BoundKind.IDLE][2]: "Sample the host's Python stacks with the device: nsys profile "
+        "--sample=cpu --python-sampling=true (and --pytorch=autograd-nvtx for the operators) shows what runs "
+        "between operators.",
+        RECOMMENDATIONS[BoundKind.IDLE][3]: "Profile steady-state steps only: start the capture after warm-up and "
+        "compilation (nsys profile --capture-range=cudaProfilerApi, with torch.cuda.profiler.start() and stop() "
+        "around the steps).",
+    },
+    BoundKind.HOST: {
+        RECOMMENDATIONS[BoundKind.HOST][0]: "The host does CPU work between launches: find it in the host ranges "
+        "named in the evidence (py-spy record, or nsys profile --sample=cpu --python-sampling=true).",
+    },
+}
+
+#: The notes' advice in Nsight Systems' words, for a PyTorch program (True) and another (False).
+NSYS_NOTES: Final[dict[NoteKind, dict[bool, tuple[str, ...]]]] = {
+    NoteKind.GPU_EVENTS_MISSING: dict.fromkeys(
+        (True, False),
+        (
+            "Record the device too: nsys profile --trace=cuda,nvtx,osrt puts the kernels, copies and sets in the "
+            "report; export it whole (nsys export --type sqlite).",
+        ),
+    ),
+    NoteKind.ONE_STEP: {
+        True: (
+            "Profile several steady-state steps, each in an NVTX range named ProfilerStep#N (torch.cuda.nvtx.range), "
+            "captured after warm-up (nsys profile --capture-range=cudaProfilerApi, torch.cuda.profiler.start() / "
+            "stop()), or with tracekit capture, to measure how much the verdict's shares move from step to step.",
+        ),
+        False: (
+            "Profile several iterations of the steady state, each in an NVTX range named ProfilerStep#N "
+            "(nvtxRangePushA / nvtxRangePop), captured after warm-up (nsys profile --capture-range=cudaProfilerApi, "
+            "cudaProfilerStart / cudaProfilerStop), to measure how much the verdict's shares move from one to the "
+            "next.",
+        ),
+    },
+    NoteKind.TOO_LITTLE_WORK: {
+        True: (
+            "Profile several steady-state training steps rather than a snippet: nsys profile "
+            "--capture-range=cudaProfilerApi with torch.cuda.profiler.start() / stop() around them, each step in an "
+            "NVTX range named ProfilerStep#N.",
+        ),
+        False: (
+            "Profile several iterations of the steady state rather than a snippet: nsys profile "
+            "--capture-range=cudaProfilerApi with cudaProfilerStart / cudaProfilerStop around them, each in an NVTX "
+            "range named ProfilerStep#N.",
+        ),
+    },
+}

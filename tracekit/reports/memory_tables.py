@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
+from tracekit.reports.advice import RunTraits
 from tracekit.reports.memory_words import write_memory
 from tracekit.reports.tables import limited_rows, make_table, pct, phase_label, short
 
@@ -13,6 +14,8 @@ if TYPE_CHECKING:
     from tracekit.results.analysis import Analysis
 
 
+#: How the run's profiler records memory counters (Nsight Systems: True).
+_RECORD_MEMORY: Final = {False: "torch.profiler(profile_memory=True)", True: "nsys profile --cuda-memory-usage=true"}
 #: From this largest peak up, a report's memory reads in GiB (else MiB).
 GIB_FROM: Final = 10 * 2**30
 
@@ -82,7 +85,7 @@ def memory(a: Analysis, limit: int | None) -> Table:
         "tensor), and its share of reserved. Headroom: the device's capacity (as the trace records it) minus peak "
         "reserved, and its share of the capacity. At the peak: the phase and the operator running then." + note,
         numeric=[True, False, True, True, True, True, True, False, True],
-        empty="No memory counters in these traces (record them with torch.profiler(profile_memory=True)).",
+        empty=f"No memory counters in these traces (record them with {_RECORD_MEMORY[RunTraits.of(a).nsys]}).",
     )
 
 
@@ -116,7 +119,7 @@ def memory_findings(a: Analysis) -> Table | None:
     memory = a.memory
     if memory is None or not memory.findings:
         return None
-    written = [write_memory(f) for f in memory.findings]
+    written = [write_memory(f, RunTraits.of(a).parallelism) for f in memory.findings]
     return make_table(
         "memory_findings",
         "Memory findings",

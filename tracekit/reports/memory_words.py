@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Final
 
 from tracekit.reports.wording import Written
-from tracekit.results.vocab import MemoryNote
+from tracekit.results.vocab import MemoryNote, Parallelism
 
 if TYPE_CHECKING:
     from tracekit.results.analysis import MemoryFinding
@@ -26,6 +26,26 @@ FILL_ADVICE: Final = {
     "temporary": "fused kernels or in-place ops for the temporaries of the peak's operator",
     "input": "a smaller batch or inputs kept on the host until needed",
 }
+#: What fills memory that the run's sharding already shards: advice for how it is data-parallel
+#: (:class:`~tracekit.results.vocab.Parallelism`) instead of "shard it" (the run does).
+SHARDED_FILL_ADVICE: Final = {
+    Parallelism.FSDP: {
+        "optimizer_state": "FSDP shards it already: shard over more ranks (a larger shard group than HSDP's), "
+        "offload it (FSDP1 CPUOffload, FSDP2 CPUOffloadPolicy), or a fused or 8-bit optimizer",
+        "parameter": "reshard after forward (FSDP2 reshard_after_forward=True, FSDP1 FULL_SHARD rather than "
+        "SHARD_GRAD_OP), wrap smaller units so fewer are gathered at once, or keep them in lower precision "
+        "(MixedPrecision param_dtype)",
+        "gradient": "FSDP shards them after the reduce-scatter: wrap smaller units, or reduce in lower precision "
+        "(MixedPrecision reduce_dtype)",
+    },
+    Parallelism.ZERO: {
+        "optimizer_state": "ZeRO shards it already: shard over more ranks, offload it (offload_optimizer: "
+        "device cpu or nvme), or an 8-bit optimizer",
+        "parameter": "ZeRO-3 shards them (stage 3; stage3_max_live_parameters bounds those gathered at once), or "
+        "offload them (offload_param)",
+        "gradient": "ZeRO-2 and ZeRO-3 shard them: a higher stage, or a smaller reduce_bucket_size",
+    },
+}
 EXPANDABLE: Final = "set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (growable segments, less stranded memory)"
 
 
@@ -36,8 +56,9 @@ def _measured(title: str, evidence: tuple[str, ...], advice: tuple[str, ...], *,
     )
 
 
-def write_memory(f: MemoryFinding) -> Written:
-    """One memory finding in words, with what to do about it."""
+def write_memory(f: MemoryFinding, parallelism: Parallelism | None = None) -> Written:
+    """One memory finding in words, with what to do about it (in a run that is data-parallel as
+    ``parallelism`` says: FSDP and ZeRO already shard what they shard)."""
     rank = f"rank {f.rank}"
     if f.note is MemoryNote.HEADROOM:
         used = None if f.capacity_bytes is None or f.bytes is None else f.capacity_bytes - f.bytes
@@ -63,10 +84,15 @@ def write_memory(f: MemoryFinding) -> Written:
         return _measured(
             f"Memory is filled by {f.category}: {f.value:.1f}% of the peak on {rank}",
             (f"{gib(f.bytes)} of {f.category} when the categorized timeline peaked",),
-            tuple(a for a in (FILL_ADVICE.get(f.category or ""),) if a),
+            tuple(a for a in (_fill_advice(f.category or "", parallelism),) if a),
         )
     return _measured(
         f"Memory imbalance: {rank} peaks at {f.value:.2f}x the median rank",
         ("peak allocated per rank, on the devices",),
         ("uneven sharding (parameters, embedding tables) or uneven data (lengths, batch composition)",),
     )
+
+
+def _fill_advice(category: str, parallelism: Parallelism | None) -> str | None:
+    """What to do about the category that fills memory, in this run."""
+    return SHARDED_FILL_ADVICE.get(parallelism or Parallelism.DDP, {}).get(category) or FILL_ADVICE.get(category)

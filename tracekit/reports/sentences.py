@@ -6,6 +6,7 @@ shared by the terminal, Markdown and HTML renderers.
 
 from __future__ import annotations
 
+import dataclasses
 import shlex
 from typing import TYPE_CHECKING, Final
 
@@ -15,20 +16,17 @@ from tracekit.reports.gains_words import badge, faster, first_line, joint_line, 
 from tracekit.reports.memory_words import write_memory
 from tracekit.reports.terms import DATA_MEASURES, phase_name
 from tracekit.reports.wording import (
-    CUDA_RECOMMENDATIONS,
     GOOD,
     NO_DEVICE_EVIDENCE,
     NO_VERDICT,
-    NOTE_RECOMMENDATIONS,
     NOTE_TITLES,
-    RECOMMENDATIONS,
     TITLES,
     WARMUP_ONLY,
     Written,
     WrittenVerdict,
 )
 from tracekit.results.analysis import Evidence, Verdict
-from tracekit.results.vocab import BoundKind, Confidence, MeasuredOn, NoteKind, StragglerCause, SyncKind
+from tracekit.results.vocab import BoundKind, Confidence, MeasuredOn, NoteKind, Parallelism, StragglerCause, SyncKind
 from tracekit.results.worth import NOTE_BOUND
 
 if TYPE_CHECKING:
@@ -93,20 +91,21 @@ def is_good(finding: Finding) -> bool:
     return finding.bound in GOOD
 
 
-def cause(s: StragglerEvidence) -> str:
-    """A straggler's cause as a sentence fragment."""
+def cause(s: StragglerEvidence, traits: RunTraits | None = None) -> str:
+    """A straggler's cause as a sentence fragment (``traits``: the run, for how it marks ranges)."""
     excess = ms(s.cause_excess_ns)
     if s.cause is StragglerCause.LATE_START:
         return f"it starts its steps {excess} later than the median of the other ranks, per step"
     if s.cause is StragglerCause.NO_PHASES:
-        return "no phase annotations to compare with the other ranks: add record_function ranges"
+        return f"no phase annotations to compare with the other ranks: add {advice.ranges(traits or RunTraits())}"
     if s.cause is StragglerCause.NOT_IN_PHASES:
         return "no annotated phase takes longer than on the other ranks: look at host work outside the ranges"
     return f"its {phase_name(s.phase)} takes {excess} longer per step than on the median of the other ranks"
 
 
 def evidence(finding: Finding, verdict: Verdict, traits: RunTraits | None = None) -> list[str]:
-    """The evidence lines of a finding, from the numbers behind it, and what removing it is worth."""
+    """The evidence lines of a finding, from the numbers behind it, and what removing it is worth
+    (``traits``: the run, for the words of its profiler)."""
     lines = _evidence(finding, verdict, traits or RunTraits.of_verdict(verdict))
     lines += _passed_over(finding, verdict)
     if finding.gain is None:
@@ -194,7 +193,7 @@ def _evidence(finding: Finding, verdict: Verdict, traits: RunTraits) -> list[str
     lines = []
     if finding.share_pct is not None:
         lines.append(share_line(finding, traits))
-    lines += _bound_lines(finding.bound, e)
+    lines += _bound_lines(finding.bound, e, traits)
     if finding.bound is BoundKind.MIXED and {BoundKind.GPU_COMPUTE, BoundKind.COMPUTE} & set(finding.components):
         lines.append(
             f"{finding.components[0].value} takes more of the time than compute, but under the 15% at which "
@@ -303,7 +302,9 @@ def _comms_lines(e: Evidence) -> list[str]:
     return lines
 
 
-def _bound_lines(bound: BoundKind | None, e: Evidence) -> list[str]:  # noqa: PLR0911  (one case per bound)
+def _bound_lines(  # noqa: PLR0911  (one case per bound)
+    bound: BoundKind | None, e: Evidence, traits: RunTraits | None = None
+) -> list[str]:
     if bound is BoundKind.DATA and e.data_measure is not None:
         return [
             f"measured as {DATA_MEASURES[e.data_measure]}; host fetch time {ms(e.fetch_per_step_ns)} per step per rank",
@@ -316,7 +317,8 @@ def _bound_lines(bound: BoundKind | None, e: Evidence) -> list[str]:  # noqa: PL
         if e.stragglers:
             return [
                 f"rank {s.rank} arrived last at {s.times_last} of {s.instances} collectives; the others waited "
-                f"{ms(s.caused_wait_per_step_ns)} per step for it ({100 * s.score:.1f}% of a step); cause: {cause(s)}"
+                f"{ms(s.caused_wait_per_step_ns)} per step for it ({100 * s.score:.1f}% of a step); "
+                f"cause: {cause(s, traits)}"
                 for s in e.stragglers
             ]
         if e.ops and all(o.floor_ns is None for o in e.ops):
@@ -345,25 +347,32 @@ def recommendations(
     finding: Finding, verdict: Verdict, capture: CaptureSummary | None = None, traits: RunTraits | None = None
 ) -> list[str]:
     """What to change, most specific first, for the run ``traits`` describe (by default what the
-    verdict tells of it); with the capture's summary, the primary finding also gets the tracekit
-    command that decides its question (:func:`tool_advice`)."""
-    recs = _recommendations(finding, verdict, traits or RunTraits.of_verdict(verdict))
+    verdict tells of it; whether it is PyTorch, the verdict's evidence says); with the capture's
+    summary, the primary finding also gets the tracekit command that decides its question
+    (:func:`tool_advice`)."""
+    traits = dataclasses.replace(traits or RunTraits.of_verdict(verdict), pytorch=verdict.evidence.pytorch)
+    recs = _recommendations(finding, verdict, traits)
     if capture is not None and finding == verdict.primary:
-        recs = [*tool_advice(finding.bound, capture), *recs]
+        recs = [*tool_advice(finding.bound, capture, traits.parallelism), *recs]
     return recs
 
 
 #: DDP in accelerate's words (FSDP and DeepSpeed have no find_unused_parameters).
 _DDP: Final = ("MULTI_GPU", "MULTI_CPU", "MULTI_XPU", "MULTI_NPU", "MULTI_MLU", "MULTI_MUSA")
+#: tracekit's accelerate configs that are not DDP, whatever accelerate's distributed type says
+#: (on CPU tracekit applies FSDP itself and accelerate reports MULTI_CPU).
+_NOT_DDP_CONFIGS: Final = ("fsdp", "deepspeed")
 
 
-def tool_advice(bound: BoundKind | None, capture: CaptureSummary) -> list[str]:
+def tool_advice(bound: BoundKind | None, capture: CaptureSummary, parallelism: Parallelism | None = None) -> list[str]:
     """The tracekit commands that decide this run's open question, from the capture's config:
 
     - data-bound: ``tracekit dataloader`` measures the input pipeline's ceiling (more workers
       help only if the loader alone could deliver more);
     - DDP with ``find_unused_parameters=True`` whose backward is the step's largest phase:
       ``tracekit audit-params`` says whether that setting (a graph walk every step) is needed.
+      DDP as ``parallelism`` says (the run's ops, else its capture: :class:`RunTraits`), else as
+      the capture's config and accelerate's distributed type do.
     """
     config, environment = capture.config or {}, capture.environment or {}
     folder = config.get("out_dir")
@@ -380,7 +389,11 @@ def tool_advice(bound: BoundKind | None, capture: CaptureSummary) -> list[str]:
             "(more workers help only if the loader alone delivers more than training consumes)."
         )
     largest = max(capture.phases, key=lambda p: p.share_pct or 0.0, default=None)
-    ddp = environment.get("distributed_type") in _DDP
+    if parallelism is not None:
+        ddp = parallelism is Parallelism.DDP
+    else:
+        named = str(config.get("accelerate_config") or "")
+        ddp = environment.get("distributed_type") in _DDP and not named.startswith(_NOT_DDP_CONFIGS)
     if ddp and config.get("find_unused_parameters") is True and largest is not None and largest.phase == "backward":
         advice.append(
             f"DDP runs with find_unused_parameters=True and backward is the step's largest phase "
@@ -391,28 +404,27 @@ def tool_advice(bound: BoundKind | None, capture: CaptureSummary) -> list[str]:
 
 
 def _advice(bound: BoundKind, verdict: Verdict, traits: RunTraits) -> tuple[str, ...]:
-    """The advice for ``bound`` in this run (a plain CUDA/MPI program's where it has its own)."""
-    if not verdict.evidence.pytorch and bound in CUDA_RECOMMENDATIONS:
-        return CUDA_RECOMMENDATIONS[bound]
+    """The advice for ``bound`` in this run (:func:`tracekit.reports.advice.for_bound`)."""
     stragglers = verdict.evidence.stragglers
-    run = advice.for_bound(bound, traits, stragglers[0].cause if stragglers else None)
-    return run if run is not None else RECOMMENDATIONS.get(bound, ())
+    return advice.for_bound(bound, traits, verdict.evidence, stragglers[0].cause if stragglers else None)
 
 
 def _recommendations(finding: Finding, verdict: Verdict, traits: RunTraits) -> list[str]:
     if finding.note is not None:
-        return list(advice.for_note(finding.note, traits) or NOTE_RECOMMENDATIONS.get(finding.note, ()))
+        return list(advice.for_note(finding.note, traits))
     bound = finding.bound or BoundKind.UNDETERMINED
     if bound is BoundKind.GPU_COMPUTE and verdict.measured_on is MeasuredOn.HOST:
         bound = BoundKind.COMPUTE
-    if bound is BoundKind.MIXED:
-        return [r for c in finding.components for r in _advice(c, verdict, traits)[:2]]
     if bound is BoundKind.UNDETERMINED:
-        return [r for f in verdict.secondary if f.note in NO_VERDICT for r in NOTE_RECOMMENDATIONS[f.note]]
-    recs = list(_advice(bound, verdict, traits))
+        return [r for f in verdict.secondary if f.note in NO_VERDICT for r in advice.for_note(f.note, traits)]
+    # a kernel run on one thread comes first in the primary finding, whatever bounds the run
+    first = list(advice.one_thread(verdict.evidence)) if finding == verdict.primary else []
+    if bound is BoundKind.MIXED:
+        return [*first, *(r for c in finding.components for r in _advice(c, verdict, traits)[:2])]
+    recs = [*first, *_advice(bound, verdict, traits)]
     if bound is BoundKind.STRAGGLER and verdict.evidence.stragglers:
         s = verdict.evidence.stragglers[0]
-        recs.insert(0, f"Rank {s.rank}: {cause(s)}.")
+        recs.insert(len(first), f"Rank {s.rank}: {cause(s, traits)}.")
     return recs
 
 
@@ -466,7 +478,9 @@ def write_verdict(
         measured_on=verdict.measured_on.value,
         primary=primary,
         secondary=secondary,
-        memory=tuple(write_memory(f) for f in memory.findings) if memory is not None else (),
+        memory=tuple(write_memory(f, (traits or RunTraits()).parallelism) for f in memory.findings)
+        if memory is not None
+        else (),
         first=tuple(first_line(fix, _first_advice(fix.bound, verdict, traits)) for fix in verdict.first),
         joint=joint_line(verdict.joint, verdict.first) if verdict.joint is not None else None,
     )

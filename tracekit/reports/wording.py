@@ -182,7 +182,14 @@ CUDA_RECOMMENDATIONS: Final[dict[BoundKind, tuple[str, ...]]] = {
         "Use pinned host memory and cudaMemcpyAsync on a side stream so copies overlap kernels.",
     ),
     BoundKind.LAUNCH: (
-        "Launch fewer, larger kernels (fuse work per launch), or capture the repeated sequence in a CUDA graph.",
+        "Launch fewer, larger kernels: fuse the work of consecutive small kernels into one.",
+        "Capture the repeated sequence of launches in a CUDA graph (stream capture) and replay it: one launch for "
+        "many kernels.",
+    ),
+    BoundKind.GPU_COMPUTE: (
+        "The GPU is busy: make the top kernels cheaper. Nsight Compute (ncu --set full -k regex:<kernel>) says "
+        "whether each is bound by memory bandwidth, arithmetic or latency (occupancy, warp stalls).",
+        "Run matrix work on the tensor cores (cuBLAS / cuBLASLt / CUTLASS; FP16, BF16 or TF32 where accuracy allows).",
     ),
     BoundKind.HOST: ("Move the host's computation onto the device, or overlap it with queued device work.",),
     BoundKind.COMMS: (
@@ -190,6 +197,12 @@ CUDA_RECOMMENDATIONS: Final[dict[BoundKind, tuple[str, ...]]] = {
         "on device buffers).",
     ),
 }
+
+#: The advice that says to capture the step in CUDA graphs (a run that replays graphs already
+#: gets :func:`tracekit.reports.advice.graphs_replayed` instead).
+CAPTURE_GRAPHS: Final = frozenset((RECOMMENDATIONS[BoundKind.LAUNCH][0], CUDA_RECOMMENDATIONS[BoundKind.LAUNCH][1]))
+#: The advice that says to use fused attention (a run gets :func:`tracekit.reports.advice.attention`'s instead).
+FUSED_ATTENTION: Final = RECOMMENDATIONS[BoundKind.GPU_COMPUTE][1]
 
 GOOD: Final = (BoundKind.GPU_COMPUTE, BoundKind.COMPUTE)
 

@@ -63,6 +63,7 @@ from tracekit.results.rows import (  # noqa: TC001  (msgspec reads annotations a
     WarmupStep,
     WorkRow,
 )
+from tracekit.results.traits import Attention, TraceFormat  # noqa: TC001  (msgspec reads annotations at run time)
 from tracekit.results.vocab import (
     BoundKind,
     CollectiveMatch,
@@ -114,6 +115,8 @@ class RankFacts(Struct, frozen=True, kw_only=True):
     devices: list[str]
     events: int
     gpu_events: int
+    #: the profiler its trace was read from (None: not known, as in files before this field)
+    format: TraceFormat | None = None
 
 
 class SkippedFile(Struct, frozen=True, kw_only=True):
@@ -276,6 +279,16 @@ class Evidence(Struct, frozen=True, kw_only=True):
     pytorch: bool = True
     #: since 2.9: the host ranges the GPU waited on longest in one-time work (warm-up), longest first
     warmup: list[WarmupWork] = msgspec.field(default_factory=list)
+    #: the share (percent) of the measured steps' kernel time that CUDA/HIP graph replays ran
+    #: (``cudaGraphLaunch``, ``hipGraphLaunch``); None: no replay in them
+    graph_replay_pct: float | None = None
+    #: how the run computes attention (None: no attention seen)
+    attention: Attention | None = None
+    #: the fused attention kernels that ran most, with their share of the measured kernel time
+    attention_kernels: list[KernelShare] = msgspec.field(default_factory=list)
+    #: kernels launched on one thread (a grid of 1x1x1 blocks of 1x1x1) that took a material
+    #: share of the measured kernel time, largest first, with that share
+    one_thread_kernels: list[KernelShare] = msgspec.field(default_factory=list)
 
 
 class Verdict(Struct, frozen=True, kw_only=True):
