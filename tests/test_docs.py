@@ -197,9 +197,25 @@ def test_verdict_table_of_the_samples() -> None:
         ("capture-data-bound", "data_bound"),
         ("capture-straggler", "straggler"),
     ):
-        row = next(ln for ln in text.splitlines() if ln.startswith(f"| `{case}` |"))
+        row = next(ln for ln in text.splitlines() if ln.startswith(f"| `{case}` |") and ln.count("|") == 5)
         primary = analysis_of([ROOT / "samples" / "captures" / folder]).analysis.verdict.primary
         kind = (primary.bound or primary.note).value  # type: ignore[union-attr]
         if primary.components:
             kind += " (" + ", ".join(c.value for c in primary.components) + ")"
         assert row.endswith(f"| {kind}, {primary.share_pct:.1f}% |"), row
+
+
+def test_the_story_table_is_today_s(shared_traces: Path) -> None:
+    """docs/verdict.md's table of the rule on every shared trace and sample (share, gain, what was
+    passed over, what to do first, the first two together) is what tracekit says today."""
+    from tests.conftest import analysis_of
+    from tests.truth.corpus import CASES
+    from tests.truth.story import HEADER, paths, row
+
+    text = (ROOT / "docs" / "verdict.md").read_text()
+    lines = text.splitlines()
+    start = lines.index(HEADER[0])
+    table = lines[start : start + 2 + len(CASES)]
+    assert tuple(table[:2]) == HEADER
+    expected = [row(case, analysis_of(paths(case)).analysis.verdict) for case in CASES]
+    assert table[2:] == expected

@@ -6,6 +6,7 @@ from __future__ import annotations
 import gzip
 import itertools
 import os
+import shutil
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -155,13 +156,16 @@ def _key_figures(outcome: Outcome) -> dict[str, Any]:
 def test_one_rank_reads_back_with_the_same_numbers(tmp_path: Path) -> None:
     source = STRAGGLER / "rank3.pt.trace.json.gz"
     outcome = _analyze(source)
+    # the capture's summary beside it, as beside the source (its cores: 8 ranks on 2 lower the confidence)
+    shutil.copy(STRAGGLER / "summary.json", tmp_path / "summary.json")
     path = tmp_path / "rank3.annotated.json.gz"
     write_annotated_trace(outcome, path)
     with gzip.open(path) as f:
         document = msgspec.json.decode(f.read())
     tracks = check_structure(document)
-    assert {pid for pid, _ in tracks} == {19518}  # the rank's own process (its steps' pid)
     original = _load(source)
+    steps = {e["pid"] for e in original["traceEvents"] if str(e.get("name", "")).startswith("ProfilerStep#")}
+    assert {pid for pid, _ in tracks} == steps and len(steps) == 1  # the rank's own process (its steps' pid)
     # one rank: the events and the other fields as they were
     assert document["traceEvents"][: len(original["traceEvents"])] == original["traceEvents"]
     assert document["distributedInfo"] == original["distributedInfo"]
@@ -180,7 +184,7 @@ def test_a_track_keeps_its_longest_slices_and_says_so(tmp_path: Path, straggler:
     tracks = {t.key: t for t in finding_tracks(outcome.frames, kept=2)}
     waits = tracks["straggler_waits"]
     assert waits.slices.group_by("rank").len()["len"].max() == 2
-    assert waits.totals["total"].min() > 2
+    assert waits.totals.filter(rank=0)["total"].item() > 2
     from tracekit.pipeline import annotated_trace
 
     path = tmp_path / "capped.json"

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import Any
 
 import msgspec
 import pytest
@@ -27,9 +28,6 @@ from tracekit.results.capture import (
     load_capture_summary,
 )
 from tracekit.results.vocab import CaptureNoteKind, SlowestBy, WorstBy
-
-if TYPE_CHECKING:
-    from pathlib import Path
 
 SAMPLE_NAMES = ("data_bound", "healthy", "straggler")
 
@@ -105,15 +103,18 @@ def test_a_1_5_file_keeps_its_kinds() -> None:
     assert load_capture_summary(json.dumps(data), source="s.json") == summary
 
 
-@pytest.mark.parametrize("name", SAMPLE_NAMES)
-def test_committed_samples_load_and_write_back_the_same(name: str) -> None:
-    path = SAMPLES / "captures" / name / "summary.json"
-    summary = load_capture_summary(path.read_bytes(), source=str(path))
+#: A capture summary of schema 1.0, as the sample captures held it before they were captured
+#: again at analysis 2.9 (samples/captures/straggler/summary.json at commit 3fef4d2).
+SUMMARY_1_0 = Path(__file__).parent / "data" / "straggler-summary-1.0.json"
+
+
+def test_a_summary_of_schema_1_0_loads_and_writes_back_the_same() -> None:
+    summary = load_capture_summary(SUMMARY_1_0.read_bytes(), source=str(SUMMARY_1_0))
     assert summary.schema_version == CAPTURE_SCHEMA_VERSION  # a 1.0 file, read into this layout
     assert summary.world_size == 8 and summary.ranks == list(range(8)) and len(summary.per_rank) == 8
     assert sum(p.share_pct or 0 for p in summary.phases) == pytest.approx(100)
     assert summary.throughput.straggler_min_share is None  # added in 1.1
-    assert summary.throughput.is_straggler == (name == "straggler")
+    assert summary.throughput.is_straggler
     assert summary.environment is not None and summary.environment["backend"] == "gloo"
     # every key of the 1.0 file comes back with the same value
     written = json.loads(dump_capture_summary(summary))
@@ -123,7 +124,7 @@ def test_committed_samples_load_and_write_back_the_same(name: str) -> None:
     added += ("saved_tensor_bytes_mean", "saved_tensor_bytes_max")
     for rank in written["per_rank"]:
         assert not any(rank.pop(k) for k in added)  # None or {}
-    original = json.loads(path.read_text())
+    original = json.loads(SUMMARY_1_0.read_text())
     # where 1.0 held a sentence, 1.5 holds a kind and figures
     said = original["throughput"].pop("slowest_rank_by")
     assert said == "host time before the step's first collective (dataload_wait, h2d, forward)"
@@ -131,6 +132,19 @@ def test_committed_samples_load_and_write_back_the_same(name: str) -> None:
     assert written["throughput"].pop("pre_collective_phases") == ["dataload_wait", "h2d", "forward"]
     assert (original.pop("schema_version"), written.pop("schema_version")) == ("1.0", CAPTURE_SCHEMA_VERSION)
     assert written == original
+
+
+@pytest.mark.parametrize("name", SAMPLE_NAMES)
+def test_committed_samples_load_and_write_back_the_same(name: str) -> None:
+    # captured at this schema: read and written back byte for byte, with the cores they ran on
+    path = SAMPLES / "captures" / name / "summary.json"
+    summary = load_capture_summary(path.read_bytes(), source=str(path))
+    assert summary.schema_version == CAPTURE_SCHEMA_VERSION
+    assert summary.world_size == 8 and summary.ranks == list(range(8)) and len(summary.per_rank) == 8
+    assert sum(p.share_pct or 0 for p in summary.phases) == pytest.approx(100)
+    assert summary.environment is not None and summary.environment["backend"] == "gloo"
+    assert isinstance(summary.environment.get("cpu_count"), int)  # "more ranks than cores" can be said
+    assert dump_capture_summary(summary) == path.read_bytes()
 
 
 def test_straggler_sample_names_rank_5() -> None:
@@ -183,7 +197,7 @@ def test_as_capture_summary_takes_decoded_json_or_the_struct() -> None:
 def test_discover_finds_the_summary_beside_the_traces(tmp_path: Path) -> None:
     sample = SAMPLES / "captures" / "healthy"
     found = capture_summary([sample])
-    assert isinstance(found, CaptureSummary) and found.throughput.slowest_rank == 7
+    assert found == load_capture_summary((sample / "summary.json").read_bytes(), source="summary.json")
     assert capture_summary([sample / "rank0.pt.trace.json.gz"]) == found
     (tmp_path / "summary.json").write_text('{"something": "else"}')
     assert capture_summary([tmp_path]) is None  # not a capture summary: not ours, ignored

@@ -560,75 +560,76 @@ CASES: tuple[Case, ...] = (
         ),
     ),
     # --- tracekit's own CPU captures: 8 gloo ranks of a small DDP MLP (hidden 512, depth 3,
-    # batch 16) on a 2-core machine, ProfilerStep#2-#4 per rank (cpu_run.py). "healthy": no
-    # fault injected, yet the training thread spends 69-89% of each step (mean 77.4%) waiting
-    # for gloo all-reduces (DDP's buckets inside backward: gloo:all_reduce of up to 132 ms; the
-    # closing sync all-reduce), compute 17.5%, DataLoader 0.3%. The last arriver changes
-    # (r2 4 of 9, r5 2, r0/r1/r6 once) with 13-38 ms of scheduling jitter: no straggler; the
-    # waiting is the collective's own cost on oversubscribed CPUs. comms-bound.
+    # batch 16) on a 2-core machine, ProfilerStep#2-#4 per rank (cpu_run.py), re-captured at
+    # analysis 2.9 (capture summary 1.6 records the 2 cores: 8 ranks share them). "healthy": no
+    # fault injected, yet the training thread spends 58-85% of each step (mean 74.5%) waiting
+    # for gloo all-reduces (DDP's buckets inside backward: latencies 0.4-46 ms; the closing sync
+    # all-reduce), compute 15.1%, DataLoader 0.6%. The last arriver changes (r3 at 3 of 9, r2 and
+    # r5 at 2, r0 and r6 at 1) with 8-20 ms of scheduling jitter: no straggler; the waiting is
+    # the collective's own cost on oversubscribed CPUs. comms-bound.
     Case(
         id="capture-healthy",
         root="samples",
         paths=("healthy",),
-        known="8 gloo CPU ranks, small DDP MLP, no fault injected",
+        known="8 gloo CPU ranks on 2 cores, small DDP MLP, no fault injected",
         primary="comms-bound",
-        deciding="training thread waits for gloo all-reduce 77.4% of the steps (mean of 8 ranks)",
+        deciding="training thread waits for gloo all-reduce 74.5% of the steps (mean of 8 ranks)",
         figures=(
             Figure(STEPS, 3, 0, 0, STEADY, "ProfilerStep#2-#4"),
-            Figure(HOST_COMM, 77.42, 5, None, STEADY, CPU_TOL),
-            Figure(HOST_DATA, 0.33, 1, None, STEADY, "fetch 0.5-0.7 ms per step"),
+            Figure(HOST_COMM, 74.50, 5, None, STEADY, CPU_TOL),
+            Figure(HOST_DATA, 0.61, 1, None, STEADY, "fetch 0.5-1.5 ms per step"),
         ),
     ),
     # --- "data_bound": __getitem__ sleeps 10 ms, 16 samples per batch, num_workers=0: every
-    # rank's __next__ takes ~170 ms of its ~320 ms step. DataLoader 55.7% of the steps (55.3-
-    # 56.1 per rank), gloo waiting 31.7%, compute 10.4%. data-bound; communication (31.7%) is a
-    # clear secondary. No consistent last arriver.
+    # rank's __next__ takes ~170 ms of its ~295 ms step. DataLoader 57.3% of the steps (55.9-
+    # 59.5 per rank), gloo waiting 30.2%, compute 9.3%. data-bound; communication (30.2%) is a
+    # clear secondary. No consistent last arriver (seven ranks last at one or two of 9).
     Case(
         id="capture-data-bound",
         root="samples",
         paths=("data_bound",),
-        known="8 gloo CPU ranks, __getitem__ sleeps 10 ms (160 ms per batch)",
+        known="8 gloo CPU ranks on 2 cores, __getitem__ sleeps 10 ms (160 ms per batch)",
         primary="data-bound",
-        deciding="DataLoader __next__ 55.7% of the steps (every rank 55-56%) vs comm wait 31.7%",
+        deciding="DataLoader __next__ 57.3% of the steps (every rank 56-60%) vs comm wait 30.2%",
         secondary=("comms-bound",),
         figures=(
             Figure(STEPS, 3, 0, 0, STEADY, "ProfilerStep#2-#4"),
-            Figure(HOST_DATA, 55.74, 3, None, STEADY, "+-3 pp: fetch ranges are explicit"),
-            Figure(HOST_COMM, 31.68, 5, None, STEADY, CPU_TOL),
+            Figure(HOST_DATA, 57.28, 3, None, STEADY, "+-3 pp: fetch ranges are explicit"),
+            Figure(HOST_COMM, 30.21, 5, None, STEADY, CPU_TOL),
         ),
     ),
-    # --- "straggler": rank 5 sleeps 80 ms in forward (its forward phase 83-85 ms vs a median
-    # of 1.5-2.0 ms). Rank 5 arrives last at 7 of the 9 all-reduces, 63-80 ms after the others'
-    # median arrival (median 73.7 ms over those 7); 83-98% of each other rank's waiting is
-    # explained by that lateness (e.g. r0: 440 of 452 ms over 3 steps). The others wait in
-    # backward for DDP's all-reduce for most of their step (comm 68-93%); rank 5 waits 41 ms in
-    # all. straggler-bound, rank 5. (Mean step 203 ms against 168 ms in "healthy": 35 ms, not 80,
-    # longer, because while rank 5 sleeps the 7 others get the 2 cores.) Those per-instance waits
-    # overlap: DDP's buckets wait for the same late arrival at once. In wall time each other rank
-    # waits 64 ms per step for rank 5 and spends another ~112 ms per step in gloo's all-reduce
-    # itself (as the healthy run does: 8 ranks on 2 cores), so communication is a material
-    # alternative: comms-bound, with the straggler the second finding.
+    # --- "straggler": rank 5 sleeps 80 ms in forward (its forward phase 83-91 ms vs a median of
+    # 2.4 ms). Rank 5 arrives last at 6 of the 9 all-reduces (every DDP bucket; the closing sync
+    # all-reduce each step goes to r4 or r7), 66-83 ms after the others' median arrival (median
+    # 70.4 ms, mean 72.1); 87-100% of each other rank's waiting is explained by that lateness
+    # (e.g. r0: 514 of 514 ms over 3 steps). The others wait in backward for DDP's all-reduce
+    # for most of their step (comm 84-89%); rank 5 waits 20 ms in all. straggler-bound, rank 5. Those
+    # per-instance waits overlap: DDP's buckets wait for the same late arrival at once. In wall
+    # time each other rank waits about 80 ms per step for rank 5 and spends another ~100 ms per
+    # step in gloo's all-reduce itself (as the healthy run does: 8 ranks on 2 cores), so
+    # communication is a material alternative: comms-bound, with the straggler the second
+    # finding (three steps do not tell the two apart: mixed, naming both).
     Case(
         id="capture-straggler",
         root="samples",
         paths=("straggler",),
-        known="8 gloo CPU ranks, rank 5 sleeps 80 ms in forward",
+        known="8 gloo CPU ranks on 2 cores, rank 5 sleeps 80 ms in forward",
         primary="straggler-bound",
         alternatives=("comms-bound",),
         secondary=("straggler-bound",),
-        deciding="rank 5 last at 7/9 all-reduces, 74 ms late; explains 83-98% of the others' waiting",
+        deciding="rank 5 last at 6/9 all-reduces, 66-83 ms late; explains 87-100% of the others' waiting",
         figures=(
             Figure(STEPS, 3, 0, 0, STEADY, "ProfilerStep#2-#4"),
             Figure(STRAGGLER, 5, 0, None, "all collectives", "the injected straggler"),
             Figure(
                 STRAGGLER_LATE,
-                73.7,
+                71.0,
                 15,
                 5,
                 "all-reduces it arrives last at",
-                "+-15 ms: mean vs median over instances, 63-80 ms",
+                "+-15 ms: mean (72.1) vs median (70.4) over instances, 66-83 ms",
             ),
-            Figure(HOST_COMM, 79.43, 5, None, STEADY, CPU_TOL),
+            Figure(HOST_COMM, 79.91, 5, None, STEADY, CPU_TOL),
         ),
     ),
     # --- tracekit's own CUDA captures on one NVIDIA H200 (benchmarks/gpu_check.sh, torch 2.11,

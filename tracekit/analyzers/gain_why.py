@@ -112,7 +112,8 @@ def _why(g: Gain, retimed: dict[BoundKind, Gain], joint: dict[Pair, float], red:
         rank, ns = found
         return GainWhy(kind=GainDiff.NEXT_ARRIVER, rank=rank, ns=round(ns, 1), pct=round(short, 4))
     if g.bound is BoundKind.COMMS and (wait := _mean_wait(red)) is not None:
-        return GainWhy(kind=GainDiff.PEER_WAIT, ns=round(wait, 1), pct=round(short, 4))
+        named = red.stragglers.stragglers[0].rank if red.stragglers.stragglers else None
+        return GainWhy(kind=GainDiff.PEER_WAIT, ns=round(wait, 1), pct=round(short, 4), rank=named)
     return GainWhy(kind=GainDiff.TAKEN_BACK, pct=round(short, 4))
 
 
@@ -137,13 +138,21 @@ def _next_arriver(red: Reduced) -> tuple[int, float] | None:
 
 
 def _mean_wait(red: Reduced) -> float | None:
-    """The mean wait per matched collective on the pace ranks, ns, when waiting is most of their
-    collectives' time (None otherwise, or with none matched)."""
+    """The mean wait for other ranks' arrivals per matched collective on the pace ranks, ns, when
+    that waiting is most of their collectives' time (None otherwise, or with none matched). The
+    collectives a named straggler arrives last at are left out: that waiting is its finding's."""
     calls = red.collectives.per_rank
-    if calls.height == 0 or "wait_ns" not in calls.columns:
+    if calls.height == 0 or "explained_wait_ns" not in calls.columns:
         return None
-    pace = calls.filter(pl.col("rank").is_in(red.ledger.pace_ranks), pl.col("wait_ns").is_not_null())
+    keys = ["pg", "op", "matched_by", "k"]
+    named = [s.rank for s in red.stragglers.stragglers]
+    last = red.collectives.instances.select(*keys, "last_rank")
+    pace = calls.join(last, on=keys, how="left").filter(
+        pl.col("rank").is_in(red.ledger.pace_ranks),
+        pl.col("explained_wait_ns").is_not_null(),
+        ~pl.col("last_rank").is_in(named).fill_null(False),
+    )
     total = num(pace["duration_ns"].sum()) if pace.height else 0.0
-    if total <= 0 or num(pace["wait_ns"].sum()) < MOSTLY_WAITING * total:
+    if total <= 0 or num(pace["explained_wait_ns"].sum()) < MOSTLY_WAITING * total:
         return None
-    return num(pace["wait_ns"].mean())
+    return num(pace["explained_wait_ns"].mean())

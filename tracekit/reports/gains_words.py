@@ -137,13 +137,18 @@ def _why(g: Gain, w: GainWhy) -> str:
         who = f" (most often rank {w.rank})" if w.rank is not None else ""
         return (
             "why the gain is below the share: without its lateness the others wait for the next-latest rank"
-            f"{who}, which arrives only {(w.ns or 0) / 1e6:.2f} ms before it at the collectives it is last at"
+            f"{who}, which arrives {(w.ns or 0) / 1e6:.2f} ms before it at the collectives it is last at"
         )
     if w.kind is GainDiff.PEER_WAIT:
+        beyond = (
+            "no rank late systematically"
+            if w.rank is None
+            else f"no rank but the straggler (rank {w.rank}, whose collectives are its finding's) late systematically"
+        )
         return (
             "why the gain is below the share: most of the collectives' time is waiting for other ranks to arrive "
-            f"({(w.ns or 0) / 1e6:.2f} ms per collective on average) with no rank late beyond the others; hiding "
-            "the collectives' own time does not remove it"
+            f"({(w.ns or 0) / 1e6:.2f} ms per collective on average), {beyond}; hiding the collectives' own time "
+            "does not remove that waiting"
         )
     return f"why the gain is below the share: other work on the same path takes {pct:.1f}% of the step back"
 

@@ -60,8 +60,9 @@ class GainDiff(StrEnum):
     #: a straggler's gain below its share: without its lateness the others wait for the next-latest
     #: rank, ``ns`` later per step than the straggler's arrival was
     NEXT_ARRIVER = "next_arriver"
-    #: exposed communication's gain below its share: ``pct`` of the step is waiting for the other
-    #: ranks to arrive (no rank late beyond them), which hiding the collectives' own time does not remove
+    #: exposed communication's gain below its share: most of the collectives' time is waiting for
+    #: the other ranks to arrive (no rank late systematically, beyond a named straggler), which hiding
+    #: the collectives' own time does not remove (``pct``: the share not given back)
     PEER_WAIT = "peer_wait"
     #: gain below share, nothing named: other work on the same path takes the freed time back
     #: (``pct``: the share not given back)
@@ -91,7 +92,8 @@ class GainWhy(Struct, frozen=True, kw_only=True, omit_defaults=True):
     joint_pct: float | None = None
     #: ``next_arriver``: how much earlier than the straggler the next rank arrives at the collectives
     #: it is last at (mean ns), and the rank that is then last most often; ``peer_wait``: the
-    #: mean wait per collective (ns)
+    #: mean wait for others' arrivals per collective (ns), and the named straggler whose
+    #: collectives are left out of it (None: none named)
     ns: float | None = None
     rank: int | None = None
 
