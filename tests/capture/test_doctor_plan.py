@@ -165,7 +165,8 @@ def measure(gain_pct: float, low: float | None = None, high: float | None = None
         (40.0, 50.0, measure(30.0, -5.0, 65.0), Agreement.INCONCLUSIVE),  # holds the gain, but zero too
         (40.0, 50.0, measure(-10.0, -15.0, -5.0), Agreement.MISSED),  # slower beyond noise
         (None, 50.0, measure(45.0), Agreement.AS_PREDICTED),  # not re-timed: the share stands for the gain
-        (0.0, 0.0, measure(0.2, -1.0, 1.4), Agreement.INCONCLUSIVE),  # nothing predicted, nothing measured
+        (0.0, 0.0, measure(0.2, -1.0, 1.4), Agreement.AS_PREDICTED),  # no gain predicted, none measured
+        (0.0, 0.0, measure(12.0, 5.0, 19.0), Agreement.PARTLY),  # no gain predicted, a gain measured
     ],
 )
 def test_agreement(expected: float | None, share: float, measured: TrialMeasure, agrees: Agreement) -> None:

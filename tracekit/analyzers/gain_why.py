@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Final
 import msgspec
 import polars as pl
 
+from tracekit.analyzers.collectives import KEYS as COLLECTIVE_KEYS
 from tracekit.analyzers.gains import COMPUTE
 from tracekit.analyzers.stats import num
 from tracekit.results.vocab import BoundKind
@@ -123,7 +124,7 @@ def _next_arriver(red: Reduced) -> tuple[int, float] | None:
     if not red.stragglers.stragglers or red.collectives.per_rank.height == 0:
         return None
     rank = red.stragglers.stragglers[0].rank
-    keys = ["pg", "op", "matched_by", "k"]
+    keys = list(COLLECTIVE_KEYS)
     inst = red.collectives.instances.filter(pl.col("matched") & (pl.col("last_rank") == rank)).select(keys)
     calls = red.collectives.per_rank.join(inst, on=keys, how="inner").filter(pl.col("arrival_ns").is_not_null())
     if calls.height == 0:
@@ -144,7 +145,7 @@ def _mean_wait(red: Reduced) -> float | None:
     calls = red.collectives.per_rank
     if calls.height == 0 or "explained_wait_ns" not in calls.columns:
         return None
-    keys = ["pg", "op", "matched_by", "k"]
+    keys = list(COLLECTIVE_KEYS)
     named = [s.rank for s in red.stragglers.stragglers]
     last = red.collectives.instances.select(*keys, "last_rank")
     pace = calls.join(last, on=keys, how="left").filter(

@@ -54,6 +54,8 @@ __all__ = [
 
 #: A measured gain this close to the expected one (relative) agrees with it.
 NEAR_EXPECTED: Final = 0.25
+#: A predicted gain under this (percent of the step) predicts no change.
+NO_GAIN_PCT: Final = 1.0
 #: Workers per rank the doctor tries at most, from none.
 MAX_WORKERS: Final = 8
 #: DDP's default bucket, MB.
@@ -255,12 +257,14 @@ def code_changes(baseline: Baseline, tried: list[Candidate]) -> list[CodeChange]
     return changes
 
 
-def agreement(predicted: Gain | None, measured: TrialMeasure | None) -> Agreement:
+def agreement(predicted: Gain | None, measured: TrialMeasure | None) -> Agreement:  # noqa: PLR0911  (one per outcome)
     """Whether the measured gain is the predicted one (:class:`Agreement`): as predicted only
     when its interval excludes zero and holds the predicted gain (the re-timed gain, else the
     share where no what-if re-timed it) or lies within :data:`NEAR_EXPECTED` of it; partly when
     it excludes zero but is another gain; inconclusive when it holds zero; missed when it is
-    slower beyond noise. Without an interval (one repeat), the measured gain stands for it."""
+    slower beyond noise. A prediction of no gain (under :data:`NO_GAIN_PCT`) is as predicted
+    when the interval holds zero, partly when it shows a gain. Without an interval (one
+    repeat), the measured gain stands for it."""
     if predicted is None:
         return Agreement.NO_PREDICTION
     if measured is None:
@@ -268,6 +272,8 @@ def agreement(predicted: Gain | None, measured: TrialMeasure | None) -> Agreemen
     expected = predicted.share_pct if predicted.gain_pct is None else predicted.gain_pct
     low = measured.gain_pct if measured.low_pct is None else measured.low_pct
     high = measured.gain_pct if measured.high_pct is None else measured.high_pct
+    if expected < NO_GAIN_PCT:  # nothing predicted: as predicted when nothing beyond noise is measured
+        return Agreement.AS_PREDICTED if low <= 0 <= high else Agreement.PARTLY
     if low <= 0 <= high:
         return Agreement.INCONCLUSIVE
     if high < 0:
