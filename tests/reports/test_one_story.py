@@ -12,6 +12,7 @@ import pytest
 
 from tests.conftest import SAMPLES, analysis_of
 from tracekit.reports import renderer
+from tracekit.results.worth import Gain, GainLimit
 
 pytestmark = pytest.mark.real
 
@@ -66,3 +67,35 @@ def test_a_sample_s_doctor_record_reads_in_the_new_names() -> None:
     doctor = load_doctor(path.read_bytes(), source=str(path))
     gains = [t.predicted for t in doctor.trials if t.predicted is not None]
     assert gains and all(g.share_pct > 0 for g in gains)
+
+
+def test_a_contended_capture_s_gains_are_floors() -> None:
+    # samples/captures/straggler: 8 ranks on 2 cores (its summary says so): the time a fix frees
+    # goes to the other ranks, which the re-timing does not give them, so every gain is a floor
+    from tracekit.pipeline.analyze import AnalyzeOptions, analyze_paths
+
+    analysis = analyze_paths([SAMPLES / "captures" / "straggler"], AnalyzeOptions(use_cache=False)).analysis
+    retimed = [g for g in analysis.verdict.gains if g.gain_pct is not None]
+    assert retimed and all(GainLimit.CORES_SHARED in g.limits for g in retimed)
+    assert all(f.floor for f in analysis.verdict.first if f.gain_pct is not None)
+    text = " ".join(renderer("terminal").render(analysis).split())
+    assert "gain at least" in text and "a floor" in text
+
+
+@pytest.mark.parametrize(
+    ("gain", "limits", "weighed"),
+    [
+        (6.2, [GainLimit.CORES_SHARED], None),  # a floor under 15% rejects nothing: the share decides
+        (37.4, [GainLimit.CORES_SHARED], 37.4),  # a floor over it: worth fixing, whatever the rest
+        (6.2, [GainLimit.CPU_SHARED], 6.2),  # an estimate: under 15%, not the bound
+        (None, [GainLimit.NOT_MODELED], None),
+    ],
+)
+def test_the_verdict_weighs_a_floor_only_when_it_clears_the_bar(
+    gain: float | None, limits: list[GainLimit], weighed: float | None
+) -> None:
+    from tracekit.analyzers.verdict_section import _decisive
+    from tracekit.results.vocab import BoundKind
+
+    g = Gain(bound=BoundKind.COMMS, step_ns=1e9, share_pct=49.1, gain_pct=gain, limits=limits)
+    assert _decisive(g) == weighed

@@ -56,6 +56,7 @@ def run_options(
     steps: str | None = None,
     include_warmup: bool = False,
     jobs: int = 1,
+    cores_shared: bool = False,
 ) -> Options:
     """The options of an analysis of a run known by its metadata and whether any rank has GPU
     activity: what the map needs (the user's choices, ``has_gpu``) and what the reduce needs."""
@@ -69,6 +70,7 @@ def run_options(
         groups=group_members(meta.ranks),
         hosts=rank_hosts(meta.ranks),
         jobs=jobs,
+        cores_shared=cores_shared,
     )
 
 

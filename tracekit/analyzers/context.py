@@ -53,6 +53,10 @@ class Options:
     #: processes the cross-rank part may use on this machine (the re-timing's what-ifs side by
     #: side: :mod:`tracekit.analyzers.retime_parallel`); no result depends on it
     jobs: int = 1
+    #: the run's ranks outnumbered the CPU cores of their machine (its capture summary says so,
+    #: :func:`caveats.ranks_over_cores`): on a CPU-only run, time one rank frees goes to the
+    #: others, which the re-timing cannot give them (its gains are floors)
+    cores_shared: bool = False
 
 
 class RankContext:

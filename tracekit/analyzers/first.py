@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Final
 
 from tracekit.analyzers.gains import COMPUTE
 from tracekit.results.vocab import BoundKind
-from tracekit.results.worth import NOTE_BOUND, Effort, Fix
+from tracekit.results.worth import NOTE_BOUND, Effort, Fix, GainLimit
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -55,7 +55,13 @@ def first_fixes(findings: Iterable[Finding], gains: list[Gain], *, pytorch: bool
         if g is None or (g.gain_pct is not None and g.gain_pct < NEGLIGIBLE_PCT):
             continue
         effort = EFFORT[bound] if pytorch else Effort.CODE
-        seen[bound] = Fix(bound=bound, effort=effort, share_pct=g.share_pct, gain_pct=g.gain_pct)
+        seen[bound] = Fix(
+            bound=bound,
+            effort=effort,
+            share_pct=g.share_pct,
+            gain_pct=g.gain_pct,
+            floor=GainLimit.CORES_SHARED in g.limits,
+        )
 
     def score(fix: Fix) -> tuple[float, float]:
         worth = fix.gain_pct if fix.gain_pct is not None else fix.share_pct

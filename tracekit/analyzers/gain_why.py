@@ -80,7 +80,8 @@ def explain(
     joint = model.gains({p: p for p in sorted(wanted)})
     whys = {g.bound: _why(g, retimed, joint, red) for g in apart}
     out = [msgspec.structs.replace(g, why=whys[g.bound]) if g.bound in whys else g for g in gains]
-    both = Joint(bounds=list(first[:2]), gain_pct=joint[together]) if together in joint else None
+    floor = red.options.cores_shared and not red.has_gpu
+    both = Joint(bounds=list(first[:2]), gain_pct=joint[together], floor=floor) if together in joint else None
     return out, both
 
 

@@ -298,7 +298,7 @@ def _everything(scenarios: list[Scenario]) -> Scenario:
     )
 
 
-def _limits(bound: BoundKind, run: GainRun, modeled: bool) -> list[GainLimit]:
+def _limits(bound: BoundKind, run: GainRun, modeled: bool, *, cores_shared: bool = False) -> list[GainLimit]:
     if not modeled:
         return [GainLimit.NOT_MODELED]
     out = []
@@ -309,7 +309,7 @@ def _limits(bound: BoundKind, run: GainRun, modeled: bool) -> list[GainLimit]:
     if len(run.plans) > 1 and not run.matched:
         out.append(GainLimit.UNMATCHED_COLLECTIVES)
     if not run.has_gpu:
-        out.append(GainLimit.CPU_SHARED)
+        out.append(GainLimit.CORES_SHARED if cores_shared else GainLimit.CPU_SHARED)
     extra: dict[BoundKind, GainLimit] = {
         BoundKind.SYNC: GainLimit.VALUE_NOT_NEEDED,
         BoundKind.COMMS: GainLimit.FULLY_OVERLAPPED,
@@ -427,7 +427,7 @@ def gains(
         elif model.run is None:
             limits = [GainLimit.NOT_MODELED]
         else:
-            limits = _limits(bound, model.run, scenario is not None)
+            limits = _limits(bound, model.run, scenario is not None, cores_shared=red.options.cores_shared)
         out.append(
             Gain(
                 bound=bound,

@@ -15,7 +15,9 @@ removed. Compute is where a run should be; every other bound is waste. One rule 
   gaps worth 1.34x there take 7% of the time and their gain is mostly the same data wait
   hidden behind queued work.) Where no what-if models a waste (or none this trace can build:
   ranks of the world absent), its share stands for its gain and the confidence is one level
-  lower.
+  lower. So does a re-timed gain that is a floor under the material share (CPU-only, the ranks
+  outnumbering their machine's cores: :attr:`~tracekit.results.worth.GainLimit.CORES_SHARED`,
+  ``verdict_section._decisive``): a floor cannot reject a bound.
 * **A waste whose removal gains less than that is not the bound**, however large its share: it
   is a symptom of another cause (a collective whose time waits for a late rank, a host that
   idles for input). Such a waste with a material share is listed as passed over

@@ -22,7 +22,7 @@ from tracekit.analyzers.gains import gains, what_ifs, with_gain
 from tracekit.analyzers.parts import FactParts, SyncParts
 from tracekit.analyzers.run_traits import with_traits
 from tracekit.analyzers.stats import num
-from tracekit.analyzers.verdict import SECONDARY_SHARE, cost_table, decide, step_noise
+from tracekit.analyzers.verdict import MATERIAL_SHARE, SECONDARY_SHARE, cost_table, decide, step_noise
 from tracekit.results import rows as r
 from tracekit.results.analysis import Finding, SyncSource, Verdict, WarmupWork
 from tracekit.results.vocab import (
@@ -35,10 +35,21 @@ from tracekit.results.vocab import (
     RunWarningKind,
     SyncKind,
 )
-from tracekit.results.worth import NOTE_BOUND, GainLimit
+from tracekit.results.worth import NOTE_BOUND, Gain, GainLimit
 
 if TYPE_CHECKING:
     from tracekit.analyzers.mapreduce import Reduced
+
+
+def _decisive(g: Gain) -> float | None:
+    """The gain the verdict weighs: the re-timed one, except a floor under the material share
+    (ranks outnumbering their cores: the time a fix frees goes to the others, which the re-timing
+    does not give them; calibrated on CPU, every measured gain was at or above its re-timing),
+    which cannot reject a bound: its share decides, as for a waste no what-if models."""
+    floor = GainLimit.CORES_SHARED in g.limits
+    if g.gain_pct is not None and floor and g.gain_pct < 100 * MATERIAL_SHARE:
+        return None
+    return g.gain_pct
 
 
 def verdict_reduce(red: Reduced) -> Verdict:
@@ -73,7 +84,7 @@ def verdict_reduce(red: Reduced) -> Verdict:
     named = frozenset(b for f in notes if f.note is not None and (b := NOTE_BOUND.get(f.note)) is not None)
     model = None if undetermined else what_ifs(red)
     worth = gains(red, costs, retime_from=100 * SECONDARY_SHARE, also=named, model=model) if model else []
-    retimed = {g.bound.value: g.gain_pct for g in worth if GainLimit.BELOW_FINDING not in g.limits}
+    retimed = {g.bound.value: _decisive(g) for g in worth if GainLimit.BELOW_FINDING not in g.limits}
     decision = decide(
         red.ledger, measured_on=measured_on, stragglers=red.stragglers, undetermined=undetermined, worth=retimed
     )

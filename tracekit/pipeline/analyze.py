@@ -64,7 +64,7 @@ def analyze_paths(paths: Sequence[Path], options: AnalyzeOptions | None = None) 
     """Analyze the traces at ``paths`` (each rank read and analyzed where ``options.executor``
     runs it, the ranks combined here), attach the capture summary beside them and what it tells
     (:func:`~tracekit.analyzers.caveats.with_capture`)."""
-    from tracekit.analyzers.caveats import with_capture  # noqa: PLC0415  (polars-heavy; imported when used)
+    from tracekit.analyzers.caveats import ranks_over_cores, with_capture  # noqa: PLC0415  (polars-heavy)
     from tracekit.pipeline.mapped import Settings  # noqa: PLC0415
     from tracekit.pipeline.shards import analyze_files  # noqa: PLC0415
 
@@ -80,13 +80,19 @@ def analyze_paths(paths: Sequence[Path], options: AnalyzeOptions | None = None) 
         rank=options.rank,
         ranks=None if options.ranks is None else frozenset(options.ranks),
     )
+    capture = capture_summary(paths)
     with _executor(options) as executor:
         outcome = analyze_files(
-            paths, executor=executor, settings=settings, progress=options.progress, stage=options.stage
+            paths,
+            executor=executor,
+            settings=settings,
+            progress=options.progress,
+            stage=options.stage,
+            cores_shared=ranks_over_cores(capture) is not None,
         )
     analysis = msgspec.structs.replace(
         outcome.analysis,
-        capture=capture_summary(paths),
+        capture=capture,
         analysis_seconds=round(time.perf_counter() - started, 4),
     )
     return dataclasses.replace(outcome, analysis=with_capture(analysis))

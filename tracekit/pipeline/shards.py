@@ -155,10 +155,13 @@ def analyze_files(
     settings: Settings,
     progress: ProgressCallback | None = None,
     stage: Callable[[str], None] | None = None,
+    cores_shared: bool = False,
 ) -> Outcome:
     """The analysis of the traces at ``paths``, mapped by ``executor`` (see the module's docstring).
 
     ``settings`` holds ``tracekit analyze``'s options; its ``alone`` and ``jobs`` are set here.
+    ``cores_shared``: the ranks outnumbered their machine's cores (the capture summary's word,
+    :func:`~tracekit.analyzers.caveats.ranks_over_cores`); the re-timed gains are floors.
     Raises :class:`~tracekit.errors.TracekitError` as :func:`~tracekit.readers.load.load_run` does.
     """
     paths = list(paths)
@@ -197,6 +200,7 @@ def analyze_files(
         steps=settings.steps,
         include_warmup=settings.include_warmup,
         jobs=min(executor.workers, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1),
+        cores_shared=cores_shared,
     )
     return reduce_outcome(summaries, options, meta)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from tracekit.reports.gains_words import COMPUTE, GAIN_LIMITS, faster, step_after, why_short
+from tracekit.reports.gains_words import COMPUTE, GAIN_LIMITS, faster, floor, step_after, why_short
 from tracekit.reports.tables import make_table, pct
 
 if TYPE_CHECKING:
@@ -21,8 +21,9 @@ def gains_table(a: Analysis) -> Table | None:
 def _note(g: Gain) -> str:
     """Why the gain differs from the share, else what the estimate assumes."""
     said = why_short(g)
+    least = "a floor (ranks outnumbered cores)" if floor(g) else None
     if said is not None:
-        return said
+        return said if least is None else f"{least}; {said}"
     return "; ".join(GAIN_LIMITS[limit] for limit in g.limits)
 
 
@@ -38,8 +39,8 @@ def waste_table(gains: list[Gain]) -> Table | None:
             (
                 name,
                 pct(g.share_pct),
-                pct(g.gain_pct),
-                after,
+                f"≥{pct(g.gain_pct)}" if floor(g) else pct(g.gain_pct),
+                f"≤{after}" if floor(g) else after,
                 faster(g.gain_pct) if g.gain_pct is not None else "-",
                 _note(g),
             )

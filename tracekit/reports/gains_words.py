@@ -28,6 +28,10 @@ GAIN_LIMITS: Final[dict[GainLimit, str]] = {
     GainLimit.ONE_CLOCK: "ranks' arrivals compared on one clock",
     GainLimit.UNMATCHED_COLLECTIVES: "collectives not matched across ranks keep their waits",
     GainLimit.CPU_SHARED: "CPU-only: freed host time is not given to the other ranks",
+    GainLimit.CORES_SHARED: (
+        "a floor: the ranks outnumbered their machine's cores, and the time a fix frees goes to the other ranks, "
+        "which the re-timing does not give them"
+    ),
     GainLimit.VALUE_NOT_NEEDED: "the synced value not needed on the host that step",
     GainLimit.FULLY_OVERLAPPED: "all of the communication hidden (a partial overlap gains less)",
     GainLimit.EXCESS_SPREAD: "the straggler's excess taken evenly from its slow phase",
@@ -61,6 +65,11 @@ _MECHANISM: Final[dict[tuple[BoundKind, BoundKind], str]] = {
 EFFORTS: Final = {Effort.KNOB: "a configuration knob", Effort.CODE: "a code change"}
 
 
+def floor(g: Gain) -> bool:
+    """Whether ``g``'s gain is a floor (:attr:`GainLimit.CORES_SHARED`): the fix is worth at least it."""
+    return GainLimit.CORES_SHARED in g.limits and g.gain_pct is not None
+
+
 def step_after(g: Gain, pct_gone: float) -> float:
     return g.step_ns * (1 - pct_gone / 100)
 
@@ -75,7 +84,8 @@ def badge(g: Gain | None) -> str:
         return ""
     if g.gain_pct is None:
         return f"share {g.share_pct:.1f}%, gain not re-timed"
-    return f"share {g.share_pct:.1f}%, gain {g.gain_pct:.1f}% ({faster(g.gain_pct)})"
+    least = "at least " if floor(g) else ""
+    return f"share {g.share_pct:.1f}%, gain {least}{g.gain_pct:.1f}% ({faster(g.gain_pct)})"
 
 
 def worth(g: Gain, *, share: bool = True) -> str:
@@ -90,6 +100,12 @@ def worth(g: Gain, *, share: bool = True) -> str:
         why = GAIN_LIMITS[g.limits[0] if g.limits else GainLimit.NOT_MODELED]
         return f"{head}gain not re-timed: {why}"
     after = step_after(g, g.gain_pct) / 1e6
+    if floor(g):
+        return (
+            f"{head}gain: {what}, a step of {now:.2f} ms would take {after:.2f} ms or less (at least "
+            f"{g.gain_pct:.1f}% less, {faster(g.gain_pct)} as fast, re-timed along the trace's dependencies; "
+            f"{GAIN_LIMITS[GainLimit.CORES_SHARED]})"
+        )
     return (
         f"{head}gain: {what}, a step of {now:.2f} ms would take about {after:.2f} ms ({g.gain_pct:.1f}% less, "
         f"{faster(g.gain_pct)} as fast, re-timed along the trace's dependencies)"
@@ -173,7 +189,8 @@ def why_short(g: Gain) -> str | None:
 
 def first_line(fix: Fix, advice: str | None) -> str:
     """One item of what to do first: the fix, its effort, what it is worth."""
-    gain = "gain not re-timed" if fix.gain_pct is None else f"gain {fix.gain_pct:.1f}% ({faster(fix.gain_pct)})"
+    least = "at least " if fix.floor else ""
+    gain = "gain not re-timed" if fix.gain_pct is None else f"gain {least}{fix.gain_pct:.1f}% ({faster(fix.gain_pct)})"
     what = advice or fix.bound.value
     return f"{what} [{fix.bound.value}: {EFFORTS[fix.effort]}; {gain}, share {fix.share_pct:.1f}%]"
 
@@ -189,5 +206,6 @@ def joint_line(joint: Joint, fixes: list[Fix]) -> str:
     else:
         how = f": more than their gains' sum ({total:.1f}%), since each frees time the other waits on"
     return (
-        f"the first two together: {joint.gain_pct:.1f}% of the step ({faster(joint.gain_pct)}), re-timed at once{how}"
+        f"the first two together: {'at least ' if joint.floor else ''}{joint.gain_pct:.1f}% of the step "
+        f"({faster(joint.gain_pct)}), re-timed at once{how}"
     )

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Final
 
 from tracekit.reports import advice
 from tracekit.reports.advice import RunTraits
-from tracekit.reports.gains_words import badge, faster, first_line, joint_line, why, worth
+from tracekit.reports.gains_words import badge, faster, first_line, floor, joint_line, why, worth
 from tracekit.reports.memory_words import write_memory
 from tracekit.reports.terms import DATA_MEASURES, phase_name
 from tracekit.reports.wording import (
@@ -222,6 +222,13 @@ def _decided(finding: Finding) -> str:
         worth_it = (
             f"no what-if re-times removing it, so its share stands for its gain (confidence one level lower): "
             f"{finding.share_pct or 0:.1f}% of the time, over the {threshold:.0f}% ({bar})"
+        )
+    elif g is not None and g.gain_pct is not None and floor(g) and threshold >= 10:
+        worth_it = (
+            f"its re-timed gain ({g.gain_pct:.1f}%) is a floor, the ranks outnumbering their machine's cores (the "
+            "time a fix frees goes to the other ranks, which the re-timing does not give them), so its share "
+            f"stands for its gain (confidence one level lower): {finding.share_pct or 0:.1f}% of the time, over the "
+            f"{threshold:.0f}% ({bar})"
         )
     else:
         worth_it = f"{finding.share_pct or 0:.1f}% of the time, over the {threshold:.0f}% ({bar})"

@@ -40,6 +40,9 @@ class GainLimit(StrEnum):
     ONE_CLOCK = "one_clock"  # ranks' arrivals at collectives compared on one clock
     UNMATCHED_COLLECTIVES = "unmatched_collectives"  # collectives not matched across ranks: their waits kept
     CPU_SHARED = "cpu_shared"  # CPU-only: freed host time is not given to the other ranks' threads
+    #: CPU-only, the ranks outnumbering their machine's cores: the time a fix frees goes to the
+    #: other ranks, which the re-timing cannot give them: the gain is a floor (since 2.9)
+    CORES_SHARED = "cores_shared"
     VALUE_NOT_NEEDED = "value_not_needed"  # the synced value is not needed on the host in that step
     FULLY_OVERLAPPED = "fully_overlapped"  # all of the communication hidden: a partial overlap gains less
     EXCESS_SPREAD = "excess_spread"  # the straggler's excess taken evenly from its slow phase
@@ -122,6 +125,8 @@ class Fix(Struct, frozen=True, kw_only=True):
     effort: Effort
     share_pct: float
     gain_pct: float | None = None
+    #: the gain is a floor (:attr:`GainLimit.CORES_SHARED`)
+    floor: bool = False
 
 
 class Joint(Struct, frozen=True, kw_only=True):
@@ -129,3 +134,5 @@ class Joint(Struct, frozen=True, kw_only=True):
 
     bounds: list[BoundKind]
     gain_pct: float
+    #: the gain is a floor (:attr:`GainLimit.CORES_SHARED`)
+    floor: bool = False
