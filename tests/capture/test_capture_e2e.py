@@ -21,14 +21,20 @@ pytest.importorskip("accelerate")
 FEW_STEPS = ["--warmup_steps=1", "--measured_steps=3", "--profiler.warmup=0", "--profiler.active=2"]
 
 
-def tracekit(*args: str | Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+def tracekit(
+    *args: str | Path, env: dict[str, str] | None = None, cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``tracekit ARGS``: ``python -m tracekit``, or with ``cwd`` the installed ``tracekit``
+    command run there, as a user does (``python -m`` would put the folder on ``sys.path``)."""
+    command = [sys.executable, "-m", "tracekit"] if cwd is None else [str(Path(sys.executable).parent / "tracekit")]
     return subprocess.run(
-        [sys.executable, "-m", "tracekit", *map(str, args)],
+        [*command, *map(str, args)],
         capture_output=True,
         text=True,
         timeout=300,
         check=False,
         env={**os.environ, **(env or {})},
+        cwd=cwd,
     )
 
 
@@ -161,23 +167,19 @@ def raising(ctx):
 
 
 @pytest.fixture
-def user_module(tmp_path: Path) -> dict[str, str]:
+def user_module(tmp_path: Path) -> Path:
+    """The user's folder, holding their workload's module ``userwl.py`` (not on ``PYTHONPATH``:
+    the tests run ``tracekit`` from this folder, or name the file)."""
     (tmp_path / "userwl.py").write_text(USER_WORKLOAD)
-    return {"PYTHONPATH": f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    return tmp_path
 
 
 @pytest.mark.e2e
-def test_a_crashing_rank_stops_the_run_with_its_number_and_error(tmp_path: Path, user_module: dict[str, str]) -> None:
-    result = tracekit(
-        "capture",
-        "--workload=userwl:crashing",
-        "--nproc",
-        "2",
-        "--out_dir",
-        tmp_path / "c",
-        *FEW_STEPS,
-        env=user_module,
-    )
+def test_a_crashing_rank_stops_the_run_with_its_number_and_error(tmp_path: Path, user_module: Path) -> None:
+    # the workload's module is in the folder tracekit runs from: found as python -m would (issue 46)
+    out = tmp_path / "c"
+    crashing = "--workload=userwl:crashing"
+    result = tracekit("capture", crashing, "--nproc=2", "--out_dir", out, *FEW_STEPS, cwd=user_module)
     assert result.returncode == 1
     lines = result.stderr.strip().splitlines()
     assert "rank 1 failed" in lines[-1] and "loss exploded on purpose" in lines[-1]
@@ -186,15 +188,16 @@ def test_a_crashing_rank_stops_the_run_with_its_number_and_error(tmp_path: Path,
 
 
 @pytest.mark.e2e
-def test_a_raising_factory_is_one_line_exit_2(tmp_path: Path, user_module: dict[str, str]) -> None:
-    result = tracekit(
-        "capture", "--workload=userwl:raising", "--nproc", "2", "--out_dir", tmp_path / "r", *FEW_STEPS, env=user_module
-    )
+def test_a_raising_factory_is_one_line_exit_2(tmp_path: Path, user_module: Path) -> None:
+    # the workload named by its file, from another folder: its ranks import it from there too
+    spec = f"{user_module / 'userwl.py'}:raising"
+    out = tmp_path / "r"
+    result = tracekit("capture", f"--workload={spec}", "--nproc=2", "--out_dir", out, *FEW_STEPS, cwd=Path("/"))
     assert result.returncode == 2
     last = result.stderr.strip().splitlines()[-1]
     assert "Traceback" not in result.stderr
     # the short form when every rank reported it; named ranks when the launcher stopped one first
-    assert last == "tracekit: error: workload 'userwl:raising' raised ValueError: no such dataset: /data/imagenet" or (
+    assert last == f"tracekit: error: workload {spec!r} raised ValueError: no such dataset: /data/imagenet" or (
         last.startswith("tracekit: error: rank ") and "raised ValueError: no such dataset: /data/imagenet" in last
     )
 

@@ -19,6 +19,7 @@ import socket
 import subprocess
 import sys
 import uuid
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -27,10 +28,11 @@ from tracekit.capture import accelerate_configs, files, outdir, processes, ranks
 from tracekit.capture.config import CaptureConfig, to_dict
 from tracekit.capture.deadline import deadline
 from tracekit.capture.extras import require_capture
+from tracekit.capture.plausible import ConfigWarning, implausible
 from tracekit.capture.ranks import CaptureError
 from tracekit.capture.summary import write_summary
 from tracekit.capture.supervisor import PARENT_ENV
-from tracekit.capture.workloads import resolve
+from tracekit.capture.workloads import names_file, resolve, workload_folder
 from tracekit.errors import InputError, TracekitError
 from tracekit.locks import folder_lock
 from tracekit.results.capture import load_capture_summary
@@ -160,6 +162,8 @@ def capture(config: CaptureConfig) -> CaptureSummary:
     target = outdir.check(config.out_dir)
     with deadline("capture", config.timeout):  # importing the workload's module runs its code here
         resolve(config.workload)  # an import error fails here, before N ranks start
+    for sentence in implausible(config):  # one line each, and the capture goes on as configured
+        warnings.warn(sentence, ConfigWarning, stacklevel=2)
     with folder_lock(target):  # a second capture into the same folder is refused, naming this one
         return _capture_into(config, target)
 
@@ -198,6 +202,11 @@ def rank_env(config: CaptureConfig, run_id: str) -> dict[str, str]:
     env = {**os.environ, **config.env, "PYTHONUNBUFFERED": "1", "TRACEKIT_CAPTURE": "1"}
     env.update({processes.RUN_ENV: run_id, PARENT_ENV: str(os.getpid())})
     env.setdefault("OMP_NUM_THREADS", "1")
+    # a workload's file is imported from its folder, in the ranks as here (a module in the current
+    # folder needs nothing: the ranks run ``python -m``, which looks there first)
+    if names_file(config.workload) and (folder := workload_folder(config.workload)) is not None:
+        paths = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+        env["PYTHONPATH"] = os.pathsep.join([folder, *(p for p in paths if p != folder)])
     return env
 
 

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import sys
 import time
 import traceback
 from dataclasses import dataclass
@@ -259,14 +260,54 @@ def _optimizer(name: str, model: Any, learning_rate: float) -> Any:
 BUILTIN: dict[str, Callable[..., Workload]] = {"mlp": mlp, "transformer": transformer}
 
 
+def _is_file(module: str) -> bool:
+    """Whether a workload's module part names a file (``path/to/train.py``), not a module."""
+    return module.endswith(".py") or "/" in module or os.sep in module
+
+
+def names_file(spec: str) -> bool:
+    """Whether the workload ``spec`` is ``path/to/file.py:function``."""
+    module, sep, _ = spec.rpartition(":")
+    return bool(sep) and bool(module) and spec not in BUILTIN and _is_file(module)
+
+
+def workload_folder(spec: str) -> str | None:
+    """The folder the module of ``spec`` is imported from, where it is not an installed module:
+    a file's folder (``path/to/train.py:make``), the current folder for ``module:fn`` (where the
+    command stands, as ``python -m`` would look); None for a built-in workload. The ranks get it
+    on their ``PYTHONPATH`` (:func:`~tracekit.capture.launcher.rank_env`)."""
+    module, sep, _ = spec.rpartition(":")
+    if spec in BUILTIN or not sep or not module:
+        return None
+    if _is_file(module):
+        return str(Path(module).expanduser().resolve().parent)
+    return str(Path.cwd())
+
+
 def resolve(spec: str) -> Callable[..., Workload]:
-    """The factory named by ``spec``: a built-in name or ``package.module:function``."""
+    """The factory named by ``spec``: a built-in name, ``package.module:function`` (an installed
+    module, or one in the current folder) or ``path/to/file.py:function``."""
     if spec in BUILTIN:
         return BUILTIN[spec]
-    module_name, sep, attr = spec.partition(":")
+    module_name, sep, attr = spec.rpartition(":")
     if not sep or not module_name or not attr:
         known = ", ".join(sorted(BUILTIN))
-        raise InputError(f"workload {spec!r} is neither built in ({known}) nor 'package.module:function'")
+        raise InputError(
+            f"workload {spec!r} is neither built in ({known}) nor 'package.module:function' "
+            "nor 'path/to/file.py:function'"
+        )
+    folder = workload_folder(spec)
+    if _is_file(module_name):
+        path = Path(module_name).expanduser()
+        if not path.is_file():
+            raise InputError(f"workload {spec!r}: no such file {path}")
+        if path.suffix != ".py" or not path.stem.isidentifier():
+            raise InputError(f"workload {spec!r}: {path.name} is not a Python module's file (name.py)")
+        module_name = path.stem
+        if folder is not None and folder not in sys.path:
+            sys.path.insert(0, folder)  # the file named wins over a module of the same name
+    elif folder is not None and folder not in sys.path and "" not in sys.path:
+        sys.path.append(folder)  # after installed modules: a local folder does not shadow them
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
