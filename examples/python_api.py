@@ -1,10 +1,13 @@
 """tracekit's Python API, end to end: read a run, analyze it, render it, save and load the JSON,
 analyze shard by shard (local processes, then a local Dask cluster), compare two runs and gate.
 
-    python examples/python_api.py samples/captures/straggler samples/captures/healthy [WORK_DIR]
+    python examples/python_api.py [TRACES BASELINE [WORK_DIR]]
 
 TRACES is the run analyzed, BASELINE the run it is compared with (each a folder of rank traces,
-or trace files); the saved analysis goes to WORK_DIR (default: a temporary folder). The Dask
+or trace files; by default the samples samples/captures/straggler and samples/captures/healthy);
+the saved analysis goes to WORK_DIR (default: a temporary folder). A folder that cannot be read
+is one line, as the ``tracekit`` command says it (every error tracekit raises on input is a
+``tracekit.errors.TracekitError``). The Dask
 part needs ``pip install 'torch-tracekit[dask]'`` and, as everything that starts worker processes
 does, runs under ``if __name__ == "__main__":``.
 """
@@ -16,6 +19,7 @@ import tempfile
 from pathlib import Path
 
 from tracekit.analyzers import Noise, analyze, compare, evaluate_gate, run_analysis
+from tracekit.errors import TracekitError
 from tracekit.pipeline import AnalyzeOptions, analyze_paths, compare_paths
 from tracekit.readers import load_run
 from tracekit.reports import renderer
@@ -53,7 +57,13 @@ def main(traces: Path, baseline: Path, work: Path) -> None:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) not in (3, 4):
+    if len(sys.argv) not in (1, 3, 4):
         sys.exit(__doc__)
+    samples = Path(__file__).resolve().parents[1] / "samples" / "captures"
+    given = [Path(a) for a in sys.argv[1:3]]
+    traces, baseline = given if given else [samples / "straggler", samples / "healthy"]
     with tempfile.TemporaryDirectory() as temporary:
-        main(Path(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3] if len(sys.argv) == 4 else temporary))
+        try:
+            main(traces, baseline, Path(sys.argv[3] if len(sys.argv) == 4 else temporary))
+        except TracekitError as error:  # bad input: one line, no traceback
+            sys.exit(f"python_api.py: {error}")

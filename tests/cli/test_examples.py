@@ -14,7 +14,7 @@ import pytest
 
 from tests.cli.process import ROOT
 from tests.conftest import SAMPLES
-from tracekit.results.io import load_analysis
+from tracekit.results.vocab import BoundKind
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -22,24 +22,38 @@ if TYPE_CHECKING:
 EXAMPLES = ROOT / "examples"
 
 
-@pytest.mark.e2e  # starts a local Dask cluster
-def test_the_python_api_example_runs_as_a_script(tmp_path: Path) -> None:
-    pytest.importorskip("distributed")
-    script = EXAMPLES / "python_api.py"
-    result = subprocess.run(
-        [sys.executable, script, SAMPLES / "captures" / "straggler", SAMPLES / "captures" / "healthy", tmp_path],
+def python_api(*args: str | Path, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """``python3 examples/python_api.py ARGS``, run from ``cwd``."""
+    return subprocess.run(
+        [sys.executable, EXAMPLES / "python_api.py", *args],
         capture_output=True,
         text=True,
         timeout=600,
         check=False,
-        cwd=tmp_path,  # not the checkout: the script imports tracekit as installed
+        cwd=cwd,  # not the checkout: the script imports tracekit as installed
         env={**os.environ, "PYTHONPATH": str(ROOT)},
     )
+
+
+@pytest.mark.e2e  # starts a local Dask cluster
+def test_the_python_api_example_runs_as_a_script(tmp_path: Path) -> None:
+    pytest.importorskip("distributed")
+    # as docs/python-api.md runs it: bare, on the samples (its analysis saved and loaded inside)
+    result = python_api(cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
-    saved = load_analysis(tmp_path / "report.json")
-    assert saved.verdict.primary is not None
-    assert result.stdout.splitlines()[0].startswith(str(saved.verdict.primary.bound))
+    bound, share = result.stdout.splitlines()[0].split()
+    assert bound in {b.value for b in BoundKind} and 0 < float(share) <= 100
     assert "\n## tracekit comparison: Step time A " in result.stdout  # the Markdown of compare_paths
+
+
+def test_the_python_api_example_as_its_page_runs_it_and_on_a_missing_folder(tmp_path: Path) -> None:
+    # docs/python-api.md runs it bare: the samples by default (the usage only for a wrong count)
+    result = python_api("only-one", cwd=tmp_path)
+    assert result.returncode == 1 and "python examples/python_api.py [TRACES BASELINE [WORK_DIR]]" in result.stderr
+    result = python_api(tmp_path / "no-such-run", SAMPLES / "captures" / "healthy", cwd=tmp_path)
+    assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
+    assert result.stderr.strip().startswith("python_api.py: ") and len(result.stderr.strip().splitlines()) == 1
+    assert "no-such-run" in result.stderr
 
 
 WORKFLOW = EXAMPLES / "github-actions" / "tracekit.yml"

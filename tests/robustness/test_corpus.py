@@ -115,5 +115,16 @@ def _log(case: Case, mode: Mode, seen: str, problems: list[str], seconds: float)
 
 
 def test_corpus_size() -> None:
-    """The corpus holds at least 100 malformed inputs."""
+    """The corpus holds at least 100 malformed inputs, and the README and docs/index.md say how
+    many inputs and runs it has (issue 46: they said 470 and 436 of one corpus)."""
+    import re
+    from pathlib import Path
+
     assert len(CASES) >= 100
+    root = Path(__file__).resolve().parents[2]
+    runs = len(_params())
+    readme = " ".join((root / "README.md").read_text().split())
+    index = " ".join((root / "docs" / "index.md").read_text().split())
+    assert re.findall(r"the (\d+) runs of the robustness corpus", readme) == [str(runs)]
+    assert re.findall(r"builds (\d+) malformed inputs", index) == [str(len(CASES))]
+    assert re.findall(r"mixed among good ranks: (\d+) runs", index) == [str(runs)]
