@@ -20,7 +20,6 @@ from tracekit.pipeline.runs import compare_paths
 from tracekit.reports import TerminalRenderer, renderer
 from tracekit.reports.compare_text import gate_line
 from tracekit.reports.text import one_line
-from tracekit.results.io import load_analysis
 from tracekit.results.records import dump_record
 
 if TYPE_CHECKING:
@@ -108,11 +107,15 @@ def write_reports(
 
 
 def run_report(report: Path, *, outputs: dict[str, Path | None]) -> None:
-    """``tracekit report``: render a saved JSON analysis again."""
-    if not any(outputs.values()):
-        raise InputError("nothing to write: give --html FILE and/or --md FILE")
+    """``tracekit report``: draw a saved record again (any of :func:`~tracekit.pipeline.saved.load_saved`'s),
+    in the terminal, and to ``--md`` / ``--html`` where given."""
+    from tracekit.pipeline.saved import load_saved
+
     check_outputs({f"--{fmt}": path for fmt, path in outputs.items()}, [report])
-    write_reports(load_analysis(report), outputs)
+    saved = load_saved(report)
+    terminal = TerminalRenderer(width=terminal_width(), color=sys.stdout.isatty()).render(saved)
+    texts = {path: renderer(fmt).render(saved) for fmt, path in outputs.items() if path is not None}
+    emit(terminal if not stdout_taken(outputs) else "", texts)
 
 
 def run_capture(

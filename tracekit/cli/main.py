@@ -113,7 +113,9 @@ def analyze(
 @click.argument("report", type=click.Path(dir_okay=False, path_type=Path))
 @output_options(html="Write the HTML report.", md="Write the Markdown report.")
 def report(report: Path, outputs: dict[str, Path | None]) -> None:
-    """Render a saved JSON report (from analyze --json) again, without the traces."""
+    """Draw a saved record again, without the traces: an analysis (analyze --json), a comparison,
+    a sweep, doctor.json, a capture's summary.json, ab.json, a probe or an audit; in the terminal,
+    and to --md / --html."""
     from tracekit.cli.commands import run_report
 
     run_report(report, outputs=outputs)
