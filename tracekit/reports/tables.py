@@ -480,8 +480,8 @@ def costs(a: Analysis) -> Table:
         "Share of measured time per candidate bound",
         ("bound", "mean over ranks", "worst rank's share", "worst rank"),
         ((r.bound.value, pct(r.share_pct), pct(r.max_rank_share_pct), _rank(r.worst_rank)) for r in held),
-        "Each share is the sum of the ledger entries that are evidence for the bound; bounds that hold none of "
-        "the time are left out. The rule: a waste bounds the run when removing it, re-timed, would make the step "
+        "Each share is the sum of the ledger entries that are evidence for the bound (a bound holding none of "
+        "the time has no row). The rule: a waste bounds the run when removing it, re-timed, would make the step "
         "1.18x as fast (a gain of 15%), the largest share of those first; else compute does "
         "(tracekit/analyzers/verdict.py).",
         numeric=(False, True, True, True),
