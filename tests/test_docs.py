@@ -219,3 +219,19 @@ def test_the_story_table_is_today_s(shared_traces: Path) -> None:
     assert tuple(table[:2]) == HEADER
     expected = [row(case, analysis_of(paths(case)).analysis.verdict) for case in CASES]
     assert table[2:] == expected
+
+
+def test_the_readme_example_is_what_analyze_prints(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The README's example is the short answer of its sample, as a pipe prints it (120 columns)."""
+    from tests.robustness.runner import run_cli
+
+    monkeypatch.delenv("COLUMNS", raising=False)
+    text = README.read_text()
+    section = text.split("## What it says", 1)[1]
+    command = re.search(r"`(tracekit analyze samples/\S+)`", section)
+    assert command is not None
+    shown = _blocks(section)[0]
+    out = run_cli(command.group(1).split()[1:], timeout=120, color=False)
+    assert out.code == 0, out.stderr
+    printed = "\n".join(line.rstrip() for line in out.stdout.splitlines()).strip()
+    assert shown == printed

@@ -72,7 +72,7 @@ def test_healthy_capture_is_read_by_analyze(tmp_path: Path) -> None:
     assert sum(p["share_pct"] for p in phases) == pytest.approx(100)
     run = load_run([out])
     assert run.rank_ids == list(range(8)) and run.world_size == 8 and run.backend == "gloo"
-    result = tracekit("analyze", out)
+    result = tracekit("analyze", out, "--full")
     assert result.returncode == 0 and "ranks: 8 (0-7)" in result.stdout
     # the phases table names each phase without its tracekit.phase/ prefix
     assert any(line.startswith("│ forward ") for line in result.stdout.splitlines()), result.stdout

@@ -42,7 +42,7 @@ def test_analyze_writes_summary_and_versioned_json(tmp_path: Path) -> None:
     for r in range(2):
         write_kineto(tmp_path / f"rank{r}.json.gz", simple_step(offset=r * 3.0), rank=r)
     out = tmp_path / "out.json"
-    result = tracekit("analyze", tmp_path, "--json", out, "--top", "1")
+    result = tracekit("analyze", tmp_path, "--json", out, "--top", "1", "--full")
     assert result.returncode == 0, result.stderr
     assert "GPU time breakdown per rank" in result.stdout
     assert "Top 1 GPU kernels" in result.stdout
@@ -81,7 +81,7 @@ def test_analyze_runs_without_torch(tmp_path: Path) -> None:
     block = "import sys; sys.modules['torch'] = None; sys.modules['accelerate'] = None"
     result = tracekit("analyze", tmp_path, env_code=block)
     assert result.returncode == 0, result.stderr
-    assert "tracekit analysis" in result.stdout
+    assert result.stdout.startswith("tracekit verdict")
 
 
 #: mtime=0: the same bytes in every process (pytest-xdist's workers must collect the same tests)
@@ -135,17 +135,34 @@ def test_unwritable_json_is_an_error(tmp_path: Path) -> None:
     assert result.returncode == 2 and "cannot write" in result.stderr
 
 
-def test_committed_sample_analyzes() -> None:
+def test_committed_sample_analyzes(monkeypatch: pytest.MonkeyPatch) -> None:
+    # the README's first command: the short answer (issue 46, item 3: it was 230 lines of tables)
+    monkeypatch.setenv("COLUMNS", "100")
     result = tracekit("analyze", SAMPLES / "captures" / "straggler")
     assert result.returncode == 0, result.stderr
-    assert "ranks: 8 (0-7)" in result.stdout and "backend: gloo" in result.stdout
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith("tracekit verdict") and len(lines) <= 40
+    assert "what to do first (by gain per effort):" in lines
+    firsts = [line for line in lines if line.startswith(("  1. ", "  2. ", "  3. ", "  4. "))]
+    assert 1 <= len(firsts) <= 3 and "gain at least" in result.stdout  # the fixes with what each is worth
+    assert "8 rank(s), world size 8, backend gloo" in result.stdout  # the facts line
+    assert " ".join(" ".join(lines[-2:]).split()) == (
+        "the whole report: --full prints every table here; --md FILE and --html FILE write the whole report; "
+        "--annotated-trace FILE marks the findings on the trace (Perfetto)"
+    )
+    assert "┃" not in result.stdout  # no table
     # rank 5's slow phase is named as the phase table names it, without the tracekit.phase/ prefix
     assert "Rank 5: its forward takes" in result.stdout and "tracekit.phase/" not in result.stdout
+
+    full = tracekit("analyze", SAMPLES / "captures" / "straggler", "--full")
+    assert full.returncode == 0, full.stderr
+    assert "ranks: 8 (0-7)" in full.stdout and "backend: gloo" in full.stdout
+    assert "Phases (host time per step" in full.stdout and full.stdout.startswith("tracekit verdict")
 
 
 @pytest.mark.real
 def test_analyze_nsys_export(shared_traces: Path) -> None:
-    result = tracekit("analyze", shared_traces / "nsys" / "nsysai-mfu-2gpu-before.sqlite")
+    result = tracekit("analyze", shared_traces / "nsys" / "nsysai-mfu-2gpu-before.sqlite", "--full")
     assert result.returncode == 0, result.stderr
     out = result.stdout
     assert "ranks: 2 (0-1)" in out and "backend: nccl" in out and "process order by GPU" in out

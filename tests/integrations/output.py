@@ -70,7 +70,7 @@ def check_capture_folder(out: Path, *, phases: set[str], framework: str) -> dict
         check=False,
     )
     assert result.returncode == 0, result.stderr
-    assert result.stdout.startswith("tracekit verdict") and "ranks: 2 (0-1)" in result.stdout
+    assert result.stdout.startswith("tracekit verdict") and "2 rank(s), world size 2" in result.stdout
     analysis: dict[str, Any] = json.loads(report.read_text())
     found = analysis["steps"]["found"]
     assert [f["rank"] for f in found] == [0, 1]

@@ -34,6 +34,9 @@ def test_hostile_strings_reach_the_terminal_as_visible_text(name: str, color: bo
     plain = SGR.sub("", text)
     assert f"warning: {printable(payload)}" in plain  # shown as written: markup inert, controls visible
     assert f"backend: {printable(payload)}" in plain
+    short = TerminalRenderer(width=400, color=color, full=False).render(hostile(gpu_run(), payload))
+    assert_terminal_safe(short)  # the short answer: the warnings and the facts line carry the payload
+    assert f"warning: {printable(payload)}" in SGR.sub("", short)
 
 
 def test_controls_are_shown_as_escapes() -> None:

@@ -63,7 +63,7 @@ def run_analyze(folder: Path, columns: str | None) -> str:
     if columns is not None:
         env["COLUMNS"] = columns
     done = subprocess.run(
-        [sys.executable, "-m", "tracekit", "analyze", str(folder)],
+        [sys.executable, "-m", "tracekit", "analyze", str(folder), "--full"],
         cwd=ROOT,
         env=env,
         capture_output=True,  # a pipe: not a terminal
@@ -113,3 +113,37 @@ def test_a_word_longer_than_half_the_width_ends_in_an_ellipsis_not_on_the_next_l
     assert max(len(line) for line in text.splitlines()) <= 70
     assert "…" in text
     assert not any(line.strip("│ ").startswith("x") for line in text.splitlines() if "…" not in line)
+
+
+def row_lines(text: str) -> list[int]:
+    """The lines each drawn table row takes: a body line whose first cell is blank continues the
+    row above it (a row whose first cell wraps counts as two rows: this only undercounts)."""
+    counts: list[int] = []
+    body = False
+    for line in text.splitlines():
+        if line.startswith("┡"):
+            body = True
+        elif line.startswith("└"):
+            body = False
+        elif body and line.startswith("│"):
+            first = line[1 : line.index("│", 1)]
+            if first.strip() or not counts:
+                counts.append(1)
+            else:
+                counts[-1] += 1
+    return counts
+
+
+@pytest.mark.parametrize("folder", [STRAGGLER, GPU], ids=["straggler", "cuda-h200-small"])
+def test_no_table_row_wraps_into_more_than_two_lines_at_100_columns(folder: Path) -> None:
+    # issue 46, item 3: the gain table's "what it assumes" cells took six lines a row; a long cell is
+    # now cut at two lines with a note's mark, and the note under the table holds it whole
+    text = TerminalRenderer(width=100).render(analyze(load_run([folder])))
+    counts = row_lines(text)
+    assert len(counts) > 30  # the tables were found
+    assert max(counts) <= 2, [line for line in text.splitlines() if line.startswith("│")][:40]
+    if folder == STRAGGLER:
+        assert "… [1]" in text and "\n[1] " in text  # the cut cell's whole text is under its table
+        whole = " ".join(text.split())
+        notes = [line for line in text.splitlines() if line.startswith("[1] ")]
+        assert notes and " ".join(notes[0].split()[1:4]) in whole

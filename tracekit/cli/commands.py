@@ -67,9 +67,11 @@ def run_analyze(
     top: int,
     analysis: Mapping[str, Any],
     annotated: Path | None = None,
+    full: bool = False,
 ) -> None:
     """``tracekit analyze``; ``analysis``: its options as given (its ``executor``: a name, or a
-    started executor, closed by its owner); ``annotated``: where to write the annotated trace."""
+    started executor, closed by its owner); ``annotated``: where to write the annotated trace;
+    ``full``: every table in the terminal, not the short answer."""
     given = {f"--{fmt}": path for fmt, path in outputs.items()} | {"--details": details}
     from tracekit.analyzers.analysis import details_frame  # (polars, every analysis)
     from tracekit.pipeline.annotated_trace import check_annotatable, write_annotated_trace
@@ -82,7 +84,9 @@ def run_analyze(
         outcome = analyze_paths(paths, dataclasses.replace(options, progress=progress.file_done, stage=progress.stage))
         progress.stage("writing reports")
         result = outcome.analysis
-        text = TerminalRenderer(top=top, width=terminal_width(), color=sys.stdout.isatty()).render(result)
+        text = TerminalRenderer(
+            top=top, width=terminal_width(), color=sys.stdout.isatty(), full=full, more=_more()
+        ).render(result)
     frame = None if details is None else (details, details_frame(outcome.details))
     write_reports(result, outputs, details=frame, report=text)
     if annotated is not None:
@@ -106,14 +110,25 @@ def write_reports(
     emit(report, texts, files=[] if details is None else [(details[0], details[1].write_parquet)])
 
 
-def run_report(report: Path, *, outputs: dict[str, Path | None]) -> None:
+def _more(*, traces: bool = True) -> str:
+    """The short answer's last line: where the whole report is."""
+    options = "--full prints every table here; --md FILE and --html FILE write the whole report"
+    if traces:
+        options += "; --annotated-trace FILE marks the findings on the trace (Perfetto)"
+    return f"the whole report: {options}"
+
+
+def run_report(report: Path, *, outputs: dict[str, Path | None], full: bool = False) -> None:
     """``tracekit report``: draw a saved record again (any of :func:`~tracekit.pipeline.saved.load_saved`'s),
-    in the terminal, and to ``--md`` / ``--html`` where given."""
+    in the terminal (an analysis as the short answer unless ``full``), and to ``--md`` / ``--html``
+    where given."""
     from tracekit.pipeline.saved import load_saved
 
     check_outputs({f"--{fmt}": path for fmt, path in outputs.items()}, [report])
     saved = load_saved(report)
-    terminal = TerminalRenderer(width=terminal_width(), color=sys.stdout.isatty()).render(saved)
+    terminal = TerminalRenderer(
+        width=terminal_width(), color=sys.stdout.isatty(), full=full, more=_more(traces=False)
+    ).render(saved)
     texts = {path: renderer(fmt).render(saved) for fmt, path in outputs.items() if path is not None}
     emit(terminal if not stdout_taken(outputs) else "", texts)
 

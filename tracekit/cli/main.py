@@ -77,6 +77,7 @@ class _AnalyzeCommand(click.Command):
     help="Also write the trace(s) with the findings as tracks, for Perfetto or chrome://tracing (.json or .json.gz).",
 )
 @click.option("--top", default=10, show_default=True, type=click.IntRange(min=1), help="Kernels to list.")
+@click.option("--full", is_flag=True, help="Print every table of the report, not the short answer.")
 @analysis_options
 def analyze(
     paths: tuple[Path, ...],
@@ -84,6 +85,7 @@ def analyze(
     details: Path | None,
     annotated_trace: Path | None,
     top: int,
+    full: bool,
     analysis: dict[str, Any],
 ) -> None:
     """Analyze the traces of a run: one file per rank, or one file holding every rank.
@@ -102,7 +104,9 @@ def analyze(
 
     try:
         given = analysis if pool is None else analysis | {"executor": pool}
-        run_analyze(paths, outputs=outputs, details=details, top=top, analysis=given, annotated=annotated_trace)
+        run_analyze(
+            paths, outputs=outputs, details=details, top=top, analysis=given, annotated=annotated_trace, full=full
+        )
     finally:
         if pool is not None:
             pool.close()
@@ -112,13 +116,14 @@ def analyze(
 @cli.command()
 @click.argument("report", type=click.Path(dir_okay=False, path_type=Path))
 @output_options(html="Write the HTML report.", md="Write the Markdown report.")
-def report(report: Path, outputs: dict[str, Path | None]) -> None:
+@click.option("--full", is_flag=True, help="Print every table of an analysis, not the short answer.")
+def report(report: Path, outputs: dict[str, Path | None], full: bool) -> None:
     """Draw a saved record again, without the traces: an analysis (analyze --json), a comparison,
     a sweep, doctor.json, a capture's summary.json, ab.json, a probe or an audit; in the terminal,
     and to --md / --html."""
     from tracekit.cli.commands import run_report
 
-    run_report(report, outputs=outputs)
+    run_report(report, outputs=outputs, full=full)
 
 
 @cli.command()

@@ -36,6 +36,9 @@ def _cell(text: str) -> Text:
 
 #: The longest word a column keeps whole when its table must shrink (longer ones end in "…").
 LONGEST_WORD: Final = 60
+#: The most lines a table's row takes: a longer cell is cut there, ends in a note mark ("… [1]"),
+#: and is printed whole under the table.
+ROW_LINES: Final = 2
 
 
 def _words(text: str) -> list[str]:
@@ -90,7 +93,7 @@ def _groups(t: DocTable, *, width: int) -> list[list[int]]:
     return groups
 
 
-def _part(t: DocTable, columns: list[int], *, title: str, caption: str, width: int) -> Table:
+def _part(t: DocTable, columns: list[int], *, title: str, caption: str, width: int) -> RenderableType:
     part = replace(
         t,
         title=title,
@@ -107,12 +110,56 @@ def _part(t: DocTable, columns: list[int], *, title: str, caption: str, width: i
         # as wide as its title's and caption's longest word, which wrap at spaces too
         min_width=min(width, max(cell_len(w) for w in (*_words(part.title), *_words(part.caption)))),
     )
-    for i, (col, w) in enumerate(zip(part.columns, _widths(part, width=width), strict=True)):
+    widths = _widths(part, width=width)
+    for i, (col, w) in enumerate(zip(part.columns, widths, strict=True)):
         justify: Literal["left", "right"] = "right" if part.numeric[i] else "left"
         table.add_column(_cell(col), justify=justify, overflow="ellipsis", width=w)
-    for row in part.rows:
+    rows, notes = _fitted(part.rows, widths)
+    for row in rows:
         table.add_row(*map(_cell, row))
-    return table
+    if not notes:
+        return table
+    # the notes, then the caption, under the table
+    table.caption = None
+    below = Text()
+    for n, text in enumerate(notes, 1):
+        line(below, f"[{n}] {text}")
+    if part.caption:
+        line(below, part.caption)
+    return Group(table, below)
+
+
+def _lines(text: str, width: int) -> int:
+    """The lines ``text`` takes in a column ``width`` wide (rich's own wrapping)."""
+    return len(Text(printable(text)).wrap(_MEASURE, max(1, width), overflow="ellipsis"))
+
+
+#: A console to measure wrapping with (it prints nothing).
+_MEASURE: Final = Console(file=io.StringIO(), width=1000)
+
+
+def _cut(text: str, width: int, mark: str) -> str:
+    """The most words of ``text`` that, followed by "… ``mark``", fit :data:`ROW_LINES` lines of ``width``."""
+    words = printable(text).split()
+    keep = 0
+    while keep < len(words) and _lines(" ".join(words[: keep + 1]) + f"… {mark}", width) <= ROW_LINES:
+        keep += 1
+    return " ".join(words[:keep]) + f"… {mark}" if keep else mark
+
+
+def _fitted(rows: tuple[tuple[str, ...], ...], widths: list[int | None]) -> tuple[list[tuple[str, ...]], list[str]]:
+    """``rows`` with every cell that would take more than :data:`ROW_LINES` lines cut, ending in
+    a note's mark, and the notes (the cells whole) in order: no row wraps into more lines."""
+    notes: list[str] = []
+    fitted = []
+    for row in rows:
+        cells = list(row)
+        for i, (cell, w) in enumerate(zip(row, widths, strict=True)):
+            if w is not None and _lines(cell, w) > ROW_LINES:
+                notes.append(cell)
+                cells[i] = _cut(cell, w, f"[{len(notes)}]")
+        fitted.append(tuple(cells))
+    return fitted, notes
 
 
 def rich_table(t: DocTable, *, width: int = 120) -> RenderableType:

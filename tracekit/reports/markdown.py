@@ -80,7 +80,7 @@ def verdict(v: WrittenVerdict) -> str:
     ]
     lines += [f"- {escape(e)}" for e in p.evidence]
     if p.recommendations:
-        lines += ["", "**What to change**", ""] + [f"1. {escape(r)}" for r in p.recommendations[:5]]
+        lines += ["", "**What to change**", ""] + [f"1. {escape(r)}" for r in p.recommendations]
     if v.first:
         lines += ["", "**What to do first** (by gain per effort)", ""] + [f"1. {escape(x)}" for x in v.first]
         if v.joint:
@@ -89,14 +89,14 @@ def verdict(v: WrittenVerdict) -> str:
         lines += ["", "**Also found**", ""]
         for f in v.secondary:
             badge = f" ({escape(f.badge)})" if f.badge else ""
-            first = f.recommendations[0] if f.recommendations else ""
+            advised = " ".join(f.recommendations)
             reason = next((e for e in f.evidence if e.startswith("why the gain")), None)
             why = f" {escape(reason[0].upper() + reason[1:])}." if reason else ""
-            lines.append(f"- {escape(f.title)}{badge}.{why} {escape(first)}")
+            lines.append(f"- {escape(f.title)}{badge}.{why} {escape(advised)}")
     if v.memory:
         lines += ["", "**Memory**", ""]
         for m in v.memory:
-            said = "; ".join((*m.evidence, *m.recommendations[:1]))
+            said = "; ".join((*m.evidence, *m.recommendations))
             lines.append(f"- {escape(m.title)}. {escape(said)}")
     return "\n".join([*lines, ""])
 

@@ -479,18 +479,30 @@ def write_verdict(
 ) -> WrittenVerdict:
     """The whole verdict in words, with the memory findings beside it (``capture``: the run's
     summary.json, for the tools' commands; ``traits``: what of the run its advice depends on)."""
-    primary = write(verdict.primary, verdict, capture, traits)
-    secondary = tuple(write(f, verdict, capture, traits) for f in verdict.secondary)
+    primary = _advised(write(verdict.primary, verdict, capture, traits), PRIMARY_ADVICE)
+    secondary = tuple(_advised(write(f, verdict, capture, traits), OTHER_ADVICE) for f in verdict.secondary)
     return WrittenVerdict(
         measured_on=verdict.measured_on.value,
         primary=primary,
         secondary=secondary,
-        memory=tuple(write_memory(f, (traits or RunTraits()).parallelism) for f in memory.findings)
+        memory=tuple(
+            _advised(write_memory(f, (traits or RunTraits()).parallelism), OTHER_ADVICE) for f in memory.findings
+        )
         if memory is not None
         else (),
         first=tuple(first_line(fix, _first_advice(fix.bound, verdict, traits)) for fix in verdict.first),
         joint=joint_line(verdict.joint, verdict.first) if verdict.joint is not None else None,
     )
+
+
+#: The advice items of the verdict's finding, and of each other finding: what every format shows.
+PRIMARY_ADVICE: Final = 5
+OTHER_ADVICE: Final = 2
+
+
+def _advised(w: Written, most: int) -> Written:
+    """``w`` with its ``most`` most specific advice items: the ones every report format carries."""
+    return dataclasses.replace(w, recommendations=w.recommendations[:most])
 
 
 def _first_advice(bound: BoundKind, verdict: Verdict, traits: RunTraits | None) -> str | None:

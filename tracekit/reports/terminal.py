@@ -9,7 +9,7 @@ from a trace can move the cursor, clear the screen, set a hyperlink or reorder t
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from rich.text import Text
 
@@ -30,16 +30,67 @@ class TerminalRenderer:
     name = "terminal"
     format = Format.TERMINAL
 
-    def __init__(self, *, top: int | None = None, width: int = 120, color: bool = False) -> None:
+    def __init__(
+        self, *, top: int | None = None, width: int = 120, color: bool = False, full: bool = True, more: str = ""
+    ) -> None:
         #: rows of the top-N tables: kernels of an analysis (10 when None), work of a comparison (15)
         self.top = top
         self.width = width
         self.color = color
+        #: every section's tables; else, for a document with a verdict, the short answer (:func:`short`)
+        self.full = full
+        #: the short answer's last line: where the rest of the report is
+        self.more = more or MORE
 
     def render(self, document: Renderable) -> str:
         """The document as text (ANSI colored when ``color``)."""
         doc = as_document(document, self.format, top=self.top)
+        if not self.full and doc.head.verdict is not None:
+            return printed([short(doc, more=self.more)], width=self.width, color=self.color)
         return printed(sections(doc, width=self.width), width=self.width, color=self.color)
+
+
+#: Where the rest of a short answer is, from the Python API (the CLI names its options).
+MORE: Final = "the whole report: TerminalRenderer(full=True), MarkdownRenderer, HtmlRenderer"
+#: Items of what to do first in the short answer.
+SHORT_FIRST: Final = 3
+#: Warnings the short answer shows (the rest are counted; skipped files are all named).
+SHORT_WARNINGS: Final = 3
+
+
+def short(doc: Document, *, more: str) -> Text:
+    """The short answer: the verdict and its evidence, what to do first (three fixes with their
+    gains, else the verdict's advice), one line per other finding, the facts line, what was
+    skipped or warned of, and ``more``: where the whole report is."""
+    v = doc.head.verdict
+    assert v is not None
+    text = Text()
+    p = v.primary
+    _verdict(text, v)
+    if v.first:
+        text.append("what to do first (by gain per effort):\n", style="bold")
+        for i, item in enumerate(v.first[:SHORT_FIRST], 1):
+            _line(text, f"  {i}. {item}", "cyan")
+        if v.joint:
+            _line(text, f"  {v.joint}")
+    else:
+        for rec in p.recommendations[:SHORT_FIRST]:
+            _line(text, f"  > {rec}", "cyan")
+    for f in v.secondary:
+        _line(text, f"also: {f.title}" + (f" [{f.badge}]" if f.badge else ""), "yellow")
+    for m in v.memory:
+        _line(text, f"memory: {m.title}", "green" if m.good else "yellow")
+    if doc.head.facts:
+        _line(text, doc.head.facts, "dim")
+    warned = [n for n in doc.notes if n.tone is Tone.WARN]
+    skipped = [n for n in warned if n.text.startswith("skipped ")]
+    others = [n for n in warned if not n.text.startswith("skipped ")]
+    for n in (*skipped, *others[:SHORT_WARNINGS]):
+        _line(text, n.text, _TONE[n.tone])
+    if len(others) > SHORT_WARNINGS:
+        _line(text, f"and {len(others) - SHORT_WARNINGS} more warning(s), in the whole report", "yellow")
+    _line(text, more, "bold", end="")
+    return text
 
 
 def sections(doc: Document, *, width: int = 120) -> list[RenderableType]:
@@ -76,28 +127,34 @@ def head(h: Head) -> Text:
             _line(text, line.text, _TONE[line.tone])
         return text
     p = v.primary
+    _verdict(text, v)
+    for rec in p.recommendations:
+        _line(text, f"  > {rec}", "cyan")
+    for f in v.secondary:
+        _line(text, f"also: {f.title}" + (f" [{f.badge}]" if f.badge else ""), "yellow")
+        for words in f.evidence[1:] if f.share_pct is not None else f.evidence:
+            _line(text, f"  - {words}")
+        for rec in f.recommendations:
+            _line(text, f"  > {rec}", "cyan")
+    _first(text, v)
+    for m in v.memory:
+        _line(text, f"memory: {m.title}", "green" if m.good else "yellow")
+        for words in m.evidence:
+            _line(text, f"  - {words}")
+        for rec in m.recommendations:
+            _line(text, f"  > {rec}", "cyan")
+    return text
+
+
+def _verdict(text: Text, v: WrittenVerdict) -> None:
+    """The verdict's heading, its finding's title and badge, and its evidence."""
+    p = v.primary
     text.append("tracekit verdict", style="bold")
     _line(text, f" (measured on {v.measured_on})")
     _line(text, p.title, "bold green" if p.good else "bold red", end="")
     _line(text, f"  [{p.badge}]")
     for words in p.evidence:
         _line(text, f"  - {words}")
-    for rec in p.recommendations[:4]:
-        _line(text, f"  > {rec}", "cyan")
-    for f in v.secondary:
-        _line(text, f"also: {f.title}" + (f" [{f.badge}]" if f.badge else ""), "yellow")
-        for words in f.evidence[1:] if f.share_pct is not None else f.evidence:
-            _line(text, f"  - {words}")
-        if f.recommendations:
-            _line(text, f"  > {f.recommendations[0]}", "cyan")
-    _first(text, v)
-    for m in v.memory:
-        _line(text, f"memory: {m.title}", "green" if m.good else "yellow")
-        for words in m.evidence:
-            _line(text, f"  - {words}")
-        for rec in m.recommendations[:2]:
-            _line(text, f"  > {rec}", "cyan")
-    return text
 
 
 def _first(text: Text, v: WrittenVerdict) -> None:
