@@ -11,7 +11,14 @@ import pytest
 
 from tests.factories import kineto_event, write_kineto
 from tracekit.analyzers.compare import Noise, compare, evaluate_gate, parse_gate
-from tracekit.analyzers.compare.noise import block_indices, block_means, row_means, row_medians
+from tracekit.analyzers.compare.noise import (
+    Samples,
+    _replicates,
+    block_indices,
+    block_means,
+    row_means,
+    row_medians,
+)
 from tracekit.errors import InputError
 from tracekit.pipeline import analyze_paths
 from tracekit.reports import compare_text as ct
@@ -202,6 +209,23 @@ def test_block_means_are_the_means_of_the_block_samples(n: int) -> None:
     summed = block_means(x, 300, np.random.default_rng(7))
     assert summed.shape == (300,)
     np.testing.assert_allclose(summed, gathered, rtol=1e-12)
+
+
+@pytest.mark.parametrize("stat", [row_means, row_medians])
+def test_repeats_are_resampled_runs_first_then_blocks_of_steps(stat: Any) -> None:
+    # three runs of one length, each constant: a resample is the runs it picked (with replacement),
+    # whatever blocks of steps it drew, so each replicate is the statistic of three picked constants
+    # (vectorized at once: the loop over 2000 resamples took 40 s for a 3-a-side comparison)
+    runs = [np.full(20, v) for v in (10.0, 20.0, 60.0)]
+    out = _replicates(Samples(runs), stat, 2000, np.random.default_rng(3))
+    picks = [sorted((a, b, c)) for a in (10.0, 20.0, 60.0) for b in (10.0, 20.0, 60.0) for c in (10.0, 20.0, 60.0)]
+    possible = {float(np.mean(p)) if stat is row_means else float(p[1]) for p in picks}
+    assert out.shape == (2000,) and set(out.tolist()) <= possible
+    if stat is row_means:
+        assert abs(out.mean() - 30.0) < 1.0  # the runs' mean, each run picked alike
+    # runs of several lengths take the same path one resample at a time
+    uneven = _replicates(Samples([np.full(20, 10.0), np.full(21, 20.0)]), stat, 200, np.random.default_rng(3))
+    assert set(uneven.tolist()) <= {10.0, 20.0, 15.0, 10.0 + 10.0 * 21 / 41, 10.0 + 10.0 * 20 / 41}
 
 
 @pytest.mark.parametrize("n", [1, 2, 3, 4, 26, 27])

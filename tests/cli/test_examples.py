@@ -59,7 +59,8 @@ def test_the_python_api_example_as_its_page_runs_it_and_on_a_missing_folder(tmp_
 WORKFLOW = EXAMPLES / "github-actions" / "tracekit.yml"
 #: Where the workflow installs tracekit from; the test installs (dry run) this checkout instead.
 REPOSITORY = "git+https://github.com/OWNER/tracekit"
-INSTALL, PROFILE, COMPARE = "Install CPU torch and tracekit", "Profile the training step", "Compare with main"
+INSTALL, BASE = "Install CPU torch and tracekit", "Check out the base branch beside this one"
+PROFILE, COMPARE = "Profile the base and this branch, interleaved", "Compare with the base"
 #: What the user's perf/cfg.json changes in the healthy sample's config: 2 gloo ranks, few steps.
 SMALLER = {"nproc": 2, "warmup_steps": 1, "measured_steps": 3, "profiler": {"wait": 0, "warmup": 1, "active": 2}}
 
@@ -91,7 +92,8 @@ def test_the_workflow_installs_cpu_torch_then_tracekit_and_gates(tmp_path: Path)
     torch_line, project_line = steps[INSTALL]["run"].strip().splitlines()
     assert "torch==2.13.0" in torch_line and "--index-url https://download.pytorch.org/whl/cpu" in torch_line
     assert f'"torch-tracekit[capture] @ {REPOSITORY}"' in project_line
-    assert "--fail-if" in steps[COMPARE]["run"] and "perf/new" in steps[PROFILE]["run"]
+    assert "--fail-if" in steps[COMPARE]["run"] and "perf/b/run$i" in steps[PROFILE]["run"]
+    assert steps["actions/checkout@v4"]["with"]["fetch-depth"] == 0  # the base branch is there to check out
     assert steps["actions/upload-artifact@v4"]["if"] == "always()"
     for step in steps.values():
         if "run" in step:
@@ -101,9 +103,10 @@ def test_the_workflow_installs_cpu_torch_then_tracekit_and_gates(tmp_path: Path)
 
 @pytest.mark.e2e  # captures on 2 gloo ranks
 def test_the_workflow_runs_here(tmp_path: Path) -> None:
-    """Each ``run:`` step in order, in a repository holding perf/cfg.json: the install lines as a
-    dry run (torch is here already; tracekit from this checkout, which must be torch-tracekit), the
-    capture and the gated comparison through a ``tracekit`` command that runs this checkout."""
+    """Each ``run:`` step in order, in a git repository holding perf/cfg.json whose base branch is
+    ``origin/main``: the install lines as a dry run (torch is here already; tracekit from this
+    checkout, which must be torch-tracekit), the base checked out beside it, the interleaved
+    captures and the gated comparison through a ``tracekit`` command that runs this checkout."""
     steps = workflow_steps()
     repo, shims = tmp_path / "repo", tmp_path / "bin"
     (repo / "perf").mkdir(parents=True)
@@ -112,7 +115,20 @@ def test_the_workflow_runs_here(tmp_path: Path) -> None:
     shims.mkdir()
     (shims / "tracekit").write_text(f'#!/bin/sh\nexec "{sys.executable}" -m tracekit "$@"\n')
     (shims / "tracekit").chmod(0o755)
-    env = {**os.environ, "PATH": f"{shims}{os.pathsep}{os.environ['PATH']}", "PYTHONPATH": str(ROOT)}
+    env = {
+        **os.environ,
+        "PATH": f"{shims}{os.pathsep}{os.environ['PATH']}",
+        "PYTHONPATH": str(ROOT),
+        "GITHUB_WORKSPACE": str(repo),
+        "GITHUB_BASE_REF": "main",
+    }
+    git = "git -c user.name=t -c user.email=t@t"
+    made = bash(
+        f"git init -q -b pr && {git} add perf && {git} commit -qm base && git update-ref refs/remotes/origin/main HEAD",
+        cwd=repo,
+        env=env,
+    )
+    assert made.returncode == 0, made.stderr
 
     source = tmp_path / "tracekit-source"  # what the project is built from (its build writes beside it)
     shutil.copytree(ROOT / "tracekit", source / "tracekit", ignore=shutil.ignore_patterns("__pycache__", "*.so"))
@@ -127,11 +143,14 @@ def test_the_workflow_runs_here(tmp_path: Path) -> None:
         if "torch-tracekit" in line:
             assert "Would install torch-tracekit-" in done.stdout  # the name the requirement gives is the project's
 
-    profiled = bash(steps[PROFILE]["run"], cwd=repo, env=env)
-    assert profiled.returncode == 0, profiled.stderr
-    made = bash("tracekit analyze perf/new --json perf/baseline.json", cwd=repo, env=env)  # as the comment says
-    assert made.returncode == 0, made.stderr
+    for name in (BASE, PROFILE):
+        done = bash(steps[name]["run"], cwd=repo, env=env)
+        assert done.returncode == 0, name + ": " + done.stderr[-3000:]
+    assert (tmp_path / "base" / "perf" / "cfg.json").is_file()
+    for side in ("a", "b"):
+        runs = sorted(p.name for p in (repo / "perf" / side).iterdir() if not p.name.startswith("."))
+        assert runs == ["run1", "run2", "run3"]  # (a capture leaves its lock file, .run1.tracekit-lock)
     compared = bash(steps[COMPARE]["run"], cwd=repo, env=env)
-    assert compared.returncode == 0, compared.stdout + compared.stderr  # the same capture: no regression
+    assert compared.returncode == 0, compared.stdout + compared.stderr  # the same code: no regression
     assert (repo / "perf" / "compare.md").read_text().startswith("## tracekit comparison")
     assert (repo / "perf" / "compare.html").stat().st_size > 0

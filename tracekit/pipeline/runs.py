@@ -118,6 +118,11 @@ def load_side(path: Path, options: AnalyzeOptions | None = None) -> list[Analysi
     return [analyze_paths([folder], options).analysis for folder in run_folders(path)]
 
 
+def _runs(path: Path) -> int:
+    """How many runs :func:`load_side` reads at ``path``, without reading them."""
+    return 1 if path.is_file() else len(run_folders(path)) if path.exists() else 1
+
+
 def ab_folders(path: Path) -> tuple[Path, Path] | None:
     """``out_dir/a`` and ``out_dir/b`` of an A/B capture, when ``path`` is one."""
     a, b = path / "a", path / "b"
@@ -146,9 +151,11 @@ def compare_paths(
 ) -> Comparison:
     """Compare the runs at ``b`` against the baseline at ``a`` (each: paths of one side's runs)."""
     from tracekit.analyzers.compare import compare, evaluate_gate, parse_gate  # noqa: PLC0415
+    from tracekit.analyzers.compare.gate import check_runs  # noqa: PLC0415
 
     for spec in fail_if:  # a bad condition fails before any trace is read
         parse_gate(spec)
+    check_runs(fail_if, sum(_runs(p) for p in a), sum(_runs(p) for p in b))
     runs_a = [x for p in a for x in load_side(p, options)]
     runs_b = [x for p in b for x in load_side(p, options)]
     comparison = compare(runs_a, runs_b, sources=([str(p) for p in a], [str(p) for p in b]), noise=noise)

@@ -46,6 +46,16 @@ GATE_HELP: Final = (
 )
 
 
+#: Runs each side needs for a condition on a time (step, phase, throughput, exposed comm): with
+#: fewer, the interval holds step-to-step variation only and cannot see run-to-run variation
+#: (another tenant, a slower spell): on a loaded 2-core machine single A/A pairs failed a
+#: ``slower:2%`` gate 2 times in 3. Three a side is the least the runs' own spread (Welch's t over
+#: the runs' means, 2 degrees of freedom at least) can be measured with.
+MIN_GATE_RUNS: Final = 3
+#: Measures that are times (noisy from run to run), by key; a phase's key starts with ``phase:``.
+_TIMES: Final = ("step", "throughput", "exposed_comm")
+
+
 @dataclass(frozen=True)
 class GateSpec:
     """One parsed ``--fail-if``: the measure key, and the limit as a share or an amount."""
@@ -82,6 +92,18 @@ def parse_gate(text: str) -> GateSpec:
         return GateSpec(text=text, metric=metric, key=key, pct=None, amount=_amount(limit, key))
     except ValueError:
         raise InputError(f"--fail-if {text!r}: cannot read the limit {limit!r}; expected {GATE_HELP}") from None
+
+
+def check_runs(specs: Sequence[str], runs_a: int, runs_b: int) -> None:
+    """Refuse a condition on a time when a side has fewer than :data:`MIN_GATE_RUNS` runs."""
+    times = [t for t in specs if (k := parse_gate(t).key) in _TIMES or k.startswith("phase:")]
+    if times and min(runs_a, runs_b) < MIN_GATE_RUNS:
+        raise InputError(
+            f"--fail-if {times[0]!r} needs run-to-run variation: A has {runs_a} run(s), B {runs_b}, and "
+            f"one run a side cannot tell a slower machine from slower code; capture each side {MIN_GATE_RUNS} "
+            f"times, interleaved (capture --ab A B --repeats {MIN_GATE_RUNS}, or folders of repeated captures "
+            "run1/ run2/ run3/), or gate on counts and peaks only (syncs, memory)"
+        )
 
 
 def _amount(limit: str, key: str) -> float:

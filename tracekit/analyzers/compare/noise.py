@@ -104,8 +104,14 @@ def _replicates(
         if stat is row_means:
             return block_means(x, resamples, rng)
         return stat(x[block_indices(len(x), resamples, rng)])
-    out = np.empty(resamples)
     picks = rng.integers(0, len(runs), size=(resamples, len(runs)))
+    n = len(runs[0])
+    if all(len(r) == n for r in runs):
+        # runs of one length (repeats of one config): every resample at once, (resamples, runs, n)
+        stacked = np.stack(runs)
+        idx = block_indices(n, resamples * len(runs), rng).reshape(resamples, len(runs), n)
+        return np.asarray(stat(stacked[picks[:, :, None], idx].reshape(resamples, len(runs) * n)), dtype=float)
+    out = np.empty(resamples)
     for b in range(resamples):
         parts = [runs[j][block_indices(len(runs[j]), 1, rng)[0]] for j in picks[b]]
         out[b] = stat(np.concatenate(parts)[None, :])[0]

@@ -1,0 +1,142 @@
+"""Benchmark of the CI gate of ``examples/github-actions/tracekit.yml``, beside a CPU hog.
+
+``python -m benchmarks.compare_gate`` runs, with the built-in ``mlp`` workload on 2 gloo ranks
+(the config of :mod:`benchmarks.compare_noise`) and one process spinning on a core the whole
+time (another tenant of the machine):
+
+* ``--pairs`` (default 20) A/A pairs: the example's captures (3 of each side, interleaved: here
+  ``tracekit capture --ab '' '' --repeats 3``, the same config and code on both sides) and the
+  example's exact gate (its ``--fail-if`` conditions, read from the workflow file), counting the
+  pairs the gate fails: the false-failure rate. Target: at most 5%;
+* as many pairs whose B is 20% slower: every forward of B sleeps 20% of A's mean step (measured
+  on the A sides of the A/A pairs first), counting the pairs the gate fails: the detection rate.
+  Target: at least 95%.
+
+Writes ``benchmarks/results/compare_gate.json`` after every pair (an interrupted run keeps the
+pairs it made) and prints a line per pair.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import shlex
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Final
+
+from benchmarks.compare_noise import CONFIG
+from benchmarks.run import _env, _machine
+
+ROOT: Final = Path(__file__).parents[1]
+WORKFLOW: Final = ROOT / "examples" / "github-actions" / "tracekit.yml"
+#: The injected regression, a share of A's mean step.
+SLOWER: Final = 0.20
+
+
+def gate_conditions() -> list[str]:
+    """The ``--fail-if`` conditions of the example workflow's compare step, as written there."""
+    words = shlex.split(WORKFLOW.read_text().replace("\\\n", " "), comments=True)
+    return [words[i + 1] for i, w in enumerate(words) if w == "--fail-if"]
+
+
+def _pair(work: Path, name: str, b: str, gate: list[str], env: dict[str, str]) -> dict[str, Any]:
+    """Capture A and B (3 runs each, interleaved), then the gated comparison; its exit code and figures."""
+    out = work / name
+    config = work / "cfg.json"
+    config.write_text(json.dumps(CONFIG))
+    capture = [sys.executable, "-m", "tracekit", "capture", "--config_path", str(config), f"--out_dir={out}"]
+    subprocess.run([*capture, "--ab", "", b, "--repeats", "3"], check=True, env=env, capture_output=True)
+    saved = out / "compare.json"
+    fail_if = [x for c in gate for x in ("--fail-if", c)]
+    cmd = [sys.executable, "-m", "tracekit", "compare", str(out / "a"), str(out / "b"), "--json", str(saved), *fail_if]
+    done = subprocess.run(cmd, check=False, env=env, capture_output=True, text=True)
+    if done.returncode not in (0, 1):
+        raise RuntimeError(f"compare exited {done.returncode}: {done.stderr[-2000:]}")
+    doc = json.loads(saved.read_text())
+    s = doc["step"]
+    return {
+        "exit": done.returncode,
+        "failed": [g["spec"] for g in doc["gate"] if g["failed"]],
+        "a_ms": round(s["a"] / 1e6, 3),
+        "b_ms": round(s["b"] / 1e6, 3),
+        "delta_pct": s["delta_pct"],
+        "ci_ms": [round(s["ci"]["low"] / 1e6, 3), round(s["ci"]["high"] / 1e6, 3)],
+        "change": s["change"],
+        "a_run_ms": [round(m / 1e6, 3) for m in _run_means(out / "a")],
+    }
+
+
+def _run_means(side: Path) -> list[float]:
+    """Each run's mean step (ns), from its capture summary."""
+    return [json.loads((r / "summary.json").read_text())["step"]["mean_ns"] for r in sorted(side.glob("run*"))]
+
+
+def _hog() -> subprocess.Popen[bytes]:
+    """A process spinning on one core until killed."""
+    return subprocess.Popen([sys.executable, "-c", "while True: pass"])
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--pairs", type=int, default=20)
+    parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "compare_gate.json")
+    args = parser.parse_args(argv)
+    env = _env()
+    gate = gate_conditions()
+    assert any(re.match(r"slower:", c) for c in gate), gate
+    doc: dict[str, Any] = {"machine": _machine(), "config": CONFIG, "gate": gate, "hog": "1 process spinning"}
+    doc |= {"aa": [], "slower": [], "delay_ms": None}
+    began = time.perf_counter()
+    hog = _hog()
+
+    def save() -> None:
+        doc["wall_s"] = round(time.perf_counter() - began, 1)
+        for key, target, ok in (("aa", "at most 5% fail", lambda r: r <= 0.05), ("slower", "at least 95% fail", None)):
+            rows = doc[key]
+            rate = sum(r["exit"] == 1 for r in rows) / len(rows) if rows else None
+            met = None if rate is None else (ok(rate) if ok else rate >= 0.95)
+            doc[f"{key}_rate"] = {
+                "failed": sum(r["exit"] == 1 for r in rows),
+                "of": len(rows),
+                "target": target,
+                "met": met,
+            }
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(doc, indent=2) + "\n")
+
+    try:
+        with tempfile.TemporaryDirectory(prefix="tracekit-gate-") as tmp:
+            work = Path(tmp)
+            for i in range(args.pairs):
+                row = _pair(work, f"aa{i}", "", gate, env)
+                doc["aa"].append(row)
+                save()
+                print(
+                    f"A/A {i + 1}/{args.pairs}: exit {row['exit']} {row['delta_pct']:+.2f}% {row['failed']}", flush=True
+                )
+            runs = [m for r in doc["aa"] for m in r["a_run_ms"]]
+            delay = round(SLOWER * sum(runs) / len(runs), 2)
+            doc["delay_ms"] = delay
+            for i in range(args.pairs):
+                row = _pair(work, f"slow{i}", f"workload_args.forward_delay_ms={delay}", gate, env)
+                doc["slower"].append(row)
+                save()
+                print(
+                    f"+20% {i + 1}/{args.pairs}: exit {row['exit']} {row['delta_pct']:+.2f}% {row['failed']}",
+                    flush=True,
+                )
+    finally:
+        hog.kill()
+        save()
+    aa, slower = doc["aa_rate"], doc["slower_rate"]
+    print(f"A/A failed {aa['failed']} of {aa['of']}; +20% failed {slower['failed']} of {slower['of']}")
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()
