@@ -79,12 +79,14 @@ def _inputs(inputs: Mapping[str, Iterable[Path | None]]) -> dict[_Key, str]:
 
 
 def _in_folder(folder: Path, flag: str) -> Iterator[tuple[Path, str]]:
-    """The files tracekit reads in an input folder, with what each is."""
+    """The files tracekit reads in an input folder, with what each is (not its own outputs
+    there, an annotated trace or an analysis, which it leaves out: a command may write them again)."""
     from tracekit.readers.discover import is_trace_name  # (readers import polars)
+    from tracekit.readers.own_outputs import own_output
 
     where = "an input folder" if flag == _ARGS else f"the folder {flag} {folder}"
     for inside in folder.rglob("*"):
-        if is_trace_name(inside):
+        if is_trace_name(inside) and own_output(inside) is None:
             yield inside, f"a trace file in {where}"
         elif inside.parent == folder and inside.name == "summary.json":
             yield inside, f"the capture summary of {where}"

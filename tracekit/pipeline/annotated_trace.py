@@ -17,7 +17,9 @@ and ``dur`` in microseconds on the trace's own clock) of category
 the rank's process on thread ids above every thread id of the rank; slices of a track that
 overlap go to further lanes (threads), so that each thread's slices are ordered and disjoint.
 Every process and thread used is named by metadata events. Files are read one at a time: memory
-holds one rank's file and its findings.
+holds one rank's file and its findings. The document begins with the field
+:data:`~tracekit.readers.own_outputs.FINDINGS_FIELD`, by which a folder's discovery tells the
+annotated trace from the traces beside it and leaves it out.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from tracekit.readers.discover import discover_files
 from tracekit.readers.formats import format_of
 from tracekit.readers.kineto import CLOCK
 from tracekit.readers.kineto_normalize import FINDINGS_CATEGORY
+from tracekit.readers.own_outputs import FINDINGS_FIELD, ONE_RANK_LAYOUT, RANKS_LAYOUT
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Sequence
@@ -48,8 +51,6 @@ if TYPE_CHECKING:
 PROCESS_METADATA: Final = frozenset({"process_name", "process_labels", "process_sort_index"})
 #: Where the findings' threads sort among a process's threads (Kineto sorts threads by tid).
 FINDINGS_SORT_INDEX: Final = -1000
-#: The top-level field that says what the findings tracks hold and what was capped.
-FINDINGS_FIELD: Final = "tracekitFindings"
 _ENCODER: Final = msgspec.json.Encoder()
 #: The name of the input format whose files an annotated trace copies.
 KINETO: Final = "kineto"
@@ -128,6 +129,7 @@ def _write(
     """Write the annotated trace to ``temp`` (gzip-compressed when ``packed``)."""
     single = len(sources) == 1
     with gzip.open(temp, "wb", compresslevel=6) if packed else temp.open("wb") as out:
+        # the findings field first: discovery tells tracekit's annotated traces by their start (own_outputs)
         out.write(b'{"displayTimeUnit":"ms",')
         out.write(_ENCODER.encode(FINDINGS_FIELD) + b":" + _ENCODER.encode(_summary(tracks, single=single)))
         separator = b',"traceEvents":['
@@ -281,7 +283,7 @@ def _summary(tracks: list[Track], *, single: bool) -> dict[str, Any]:
     ]
     return {
         "category": FINDINGS_CATEGORY,
-        "layout": "one rank, its own pids" if single else "one process per rank, pid = rank",
+        "layout": ONE_RANK_LAYOUT if single else RANKS_LAYOUT,
         "tracks": {t.key: t.title for t in tracks},
         "capped": capped,
     }

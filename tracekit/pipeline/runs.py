@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Final
 
 from tracekit.errors import InputError
 from tracekit.pipeline.analyze import SUMMARY, AnalyzeOptions, analyze_paths
+from tracekit.readers.own_outputs import HEAD_BYTES, own_output, schema_in
 from tracekit.results.analysis import SCHEMA
 
 if TYPE_CHECKING:
@@ -22,9 +23,6 @@ if TYPE_CHECKING:
     from tracekit.results.compare import Comparison
     from tracekit.results.sweep import SweepMatrix
 
-#: How far into a JSON file its ``schema`` field is looked for (tracekit writes it first).
-HEAD_BYTES: Final = 4096
-
 
 def _schema_of(path: Path) -> str | None:
     """The ``schema`` a tracekit JSON file declares at its start, if it is one."""
@@ -35,15 +33,7 @@ def _schema_of(path: Path) -> str | None:
             head = f.read(HEAD_BYTES)
     except OSError as exc:
         raise InputError(f"cannot read ({exc.strerror})", path=path) from None
-    marker = b'"schema":'
-    at = head.find(marker)
-    if at < 0 or head[:at].strip(b" \t\r\n{") != b"":
-        return None
-    rest = head[at + len(marker) :].lstrip()
-    if not rest.startswith(b'"'):
-        return None
-    end = rest.find(b'"', 1)
-    return rest[1:end].decode("utf-8", "replace") if end > 0 else None
+    return schema_in(head)
 
 
 def run_folders(path: Path) -> list[Path]:
@@ -57,7 +47,7 @@ def run_folders(path: Path) -> list[Path]:
         return [path]
     from tracekit.readers.discover import is_trace_name  # noqa: PLC0415
 
-    if any(is_trace_name(p) and p.is_file() for p in path.iterdir()):
+    if any(is_trace_name(p) and p.is_file() and own_output(p) is None for p in path.iterdir()):
         return [path]
     captures = sorted(p for p in path.iterdir() if p.is_dir() and (p / SUMMARY).is_file())
     if captures:

@@ -1,4 +1,10 @@
-"""Which files are traces (by the suffixes of :data:`tracekit.readers.formats.FORMATS`)."""
+"""Which files are traces (by the suffixes of :data:`tracekit.readers.formats.FORMATS`).
+
+Files tracekit writes itself are left out of a folder: the capture's companions by name
+(``summary.json``, ``phases.rank0.json``, ...: read beside the traces or not at all), its
+outputs by their first bytes (:mod:`tracekit.readers.own_outputs`: an annotated trace, an
+analysis or another JSON record), which are named among the files skipped, with why.
+"""
 
 from __future__ import annotations
 
@@ -11,6 +17,7 @@ from tracekit.errors import InputError
 from tracekit.model.run import SkippedFile
 from tracekit.readers import formats
 from tracekit.readers.memory_timeline import is_memory_timeline
+from tracekit.readers.own_outputs import own_output
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -37,11 +44,13 @@ def discover(paths: Iterable[str | Path]) -> list[Path]:
 
 
 def discover_files(paths: Iterable[str | Path]) -> tuple[list[Path], list[SkippedFile]]:
-    """The trace files named by ``paths``, and the paths left out because they are not regular files.
+    """The trace files named by ``paths``, and the paths left out: not regular files, or tracekit's own outputs.
 
     Only regular files are read: a FIFO or a pipe (what ``<(...)`` gives) would block or be
     consumed, a device such as ``/dev/zero`` never ends. They are named, as is a trace name
-    in a folder that cannot be opened (a symlink loop, a dangling link).
+    in a folder that cannot be opened (a symlink loop, a dangling link). So is an output of
+    tracekit's (:func:`~tracekit.readers.own_outputs.own_output`) in a folder, and one named
+    itself unless it is the annotated trace of one rank (which reads back as that rank).
     Raises :class:`InputError` for a path that does not exist or a folder without traces.
     """
     found: list[Path] = []
@@ -51,15 +60,19 @@ def discover_files(paths: Iterable[str | Path]) -> tuple[list[Path], list[Skippe
         if path.is_dir():
             inside = sorted(p for p in path.rglob("*") if is_trace_name(p) and not p.is_dir())
             why_not = {p: _not_regular(p) for p in inside}  # one stat per file
-            regular = [p for p, why in why_not.items() if why is None]
             skipped += [SkippedFile(str(p), why) for p, why in why_not.items() if why is not None]
+            outputs = {p: own_output(p) for p, why in why_not.items() if why is None}
+            skipped += [SkippedFile(str(p), o.reason) for p, o in outputs.items() if o is not None]
             if not inside and not memory_timelines([path]):
                 raise InputError(f"no trace files ({formats.suffix_list()}) in this folder", path=path)
-            found.extend(_without_exported_reports(regular))
+            found.extend(_without_exported_reports([p for p, o in outputs.items() if o is None]))
         elif is_memory_timeline(path):
             continue  # read beside the traces (memory_timelines), not as one
         elif (why := _not_regular(path)) is None:
-            found.append(path)
+            if (own := own_output(path)) is not None and not own.one_rank:
+                skipped.append(SkippedFile(str(path), own.reason))
+            else:
+                found.append(path)
         elif path.exists() or path.is_symlink():
             skipped.append(SkippedFile(str(path), why))
         else:

@@ -27,6 +27,7 @@ from tracekit.readers.claims import FileClaims, Resolved, TraceClaim, rank_for, 
 from tracekit.readers.discover import discover_files, memory_timelines
 from tracekit.readers.formats import read_file
 from tracekit.readers.memory_timeline import read_memory_timeline
+from tracekit.readers.own_outputs import is_own_output
 from tracekit.readers.parse import ProgressCallback, parse_files
 from tracekit.readers.ranks import MAX_RANK, is_rank, rank_from_name
 
@@ -67,7 +68,7 @@ def load_run(
     """
     found = find_inputs(paths, rank=rank, comm_kernels=comm_kernels)
     if found.timelines_only:
-        return _timelines_alone(found.timelines, rank=rank)
+        return _timelines_alone(found.timelines, rank=rank, skipped=found.special)
     cache = event_cache(cache_dir, use_cache=use_cache)
     parsed = parse_files(found.files, jobs=jobs or os.cpu_count() or 1, cache=cache, progress=progress)
     traces = {(p.path, i): t for p in parsed for i, t in enumerate(p.traces)}
@@ -100,8 +101,8 @@ class Inputs:
 
     @property
     def timelines_only(self) -> bool:
-        """Memory timelines alone: a run without events."""
-        return not self.files and bool(self.timelines) and not self.special
+        """Memory timelines alone (beside tracekit's own outputs, if any): a run without events."""
+        return not self.files and bool(self.timelines) and all(is_own_output(s) for s in self.special)
 
 
 def find_inputs(paths: Iterable[str | Path], *, rank: int | None, comm_kernels: Sequence[str] = ()) -> Inputs:
@@ -199,8 +200,9 @@ def timelines_beside(ranks: Sequence[int], timelines: Sequence[Path]) -> tuple[p
     return pl.concat(frames, how="vertical"), skipped
 
 
-def _timelines_alone(timelines: Sequence[Path], *, rank: int | None) -> Run:
-    """A run of memory timelines only (``tracekit analyze x.raw.json.gz``): no events."""
+def _timelines_alone(timelines: Sequence[Path], *, rank: int | None, skipped: Sequence[SkippedFile] = ()) -> Run:
+    """A run of memory timelines only (``tracekit analyze x.raw.json.gz``): no events;
+    ``skipped``: the files left out (tracekit's own outputs)."""
     if rank is not None and len(timelines) != 1:
         raise InputError(f"--rank applies to a single file, not {len(timelines)}")
     infos: list[RankInfo] = []
@@ -217,6 +219,7 @@ def _timelines_alone(timelines: Sequence[Path], *, rank: int | None) -> Run:
     return Run(
         events=empty_events(),
         ranks=tuple(infos),
+        skipped=tuple(skipped),
         warnings=(InputWarning(kind="memory_only"),),
         memory_categories=pl.concat([empty_categories(), *frames], how="vertical"),
     )
