@@ -7,7 +7,8 @@ from start to exit (Python start-up and imports included):
 
 * ``compare_json``: ``tracekit compare A.json B.json --json out.json``;
 * ``compare_all``: the same writing Markdown and HTML too (plotly's charts inlined);
-* ``compare_gate``: ``--fail-if slower:1% --fail-if syncs:+0`` (exit 0 or 1, both accepted).
+* ``compare_gate``: ``--fail-if syncs:+0`` (exit 0 or 1, both accepted; a condition on a time
+  needs 3 runs a side, and each side here is one saved analysis).
 
 Each runs ``--repeat`` times in turns; the fastest is kept, all are recorded. Writes the
 results as JSON (``--out``) and prints a table.
@@ -68,7 +69,7 @@ def run_compare(
                 "--html",
                 str(out / "c.html"),
             ],
-            "compare_gate": [*base, "--fail-if", "slower:1%", "--fail-if", "syncs:+0"],
+            "compare_gate": [*base, "--fail-if", "syncs:+0"],
         }
         for _ in range(repeat):
             for name, command in commands.items():

@@ -50,9 +50,9 @@ def main(traces: Path, baseline: Path, work: Path) -> None:
 
     c = compare([same], [analysis], noise=Noise(level=0.95, threshold_pct=1.0))  # B against A: typed
     print(c.step.change, c.step.delta, c.step.ci)  # Change, ns, Interval(low, high, level)
-    c = evaluate_gate(c, ["slower:1%", "syncs:+0"])  # c.gate: which conditions B breaks
+    c = evaluate_gate(c, ["syncs:+0"])  # c.gate: which conditions B breaks (a time needs 3 runs a side)
     print([(g.spec, g.failed) for g in c.gate])
-    c = compare_paths([baseline], [saved], fail_if=["slower:1%"])  # from paths: a saved analysis, a capture ...
+    c = compare_paths([baseline], [saved], fail_if=["memory:5%"])  # from paths: a saved analysis, a capture ...
     print(renderer("md").render(c))
 
 

@@ -312,7 +312,8 @@ def test_ab_capture_ends_in_a_comparison_that_finds_the_delay_and_the_sync(tmp_p
     out = tmp_path / "ab"
     steps = ["--measured_steps=12", "--profiler.active=12", '--workload_args={"hidden": 64, "depth": 2}']
     ab_capture(out, "workload_args.sync_check=true", "workload_args.forward_delay_ms=5", *steps)
-    c = compare_paths([out / "a"], [out / "b"], fail_if=["slower:1%", "syncs:+0", "phase:forward:1ms"])
+    # one run a side: a gate on a time is refused (tests/cli/test_compare_cli.py), one on counts is not
+    c = compare_paths([out / "a"], [out / "b"], fail_if=["syncs:+0"])
     forward = next(m for m in c.phases if m.key == "phase:tracekit.phase/forward")
     assert forward.change is Change.SLOWER
     assert forward.delta is not None and forward.ci is not None
@@ -334,8 +335,7 @@ def test_ab_capture_ends_in_a_comparison_that_finds_the_delay_and_the_sync(tmp_p
         1.0,
         None,
     )
-    gate = {g.spec: g.failed for g in c.gate}
-    assert gate == {"slower:1%": c.step.change is Change.SLOWER, "syncs:+0": False, "phase:forward:1ms": True}
+    assert {g.spec: g.failed for g in c.gate} == {"syncs:+0": False}
     # the other way round, B's sync is new: syncs:+0 fails
     back = compare_paths([out / "b"], [out / "a"], fail_if=["syncs:+0"])
     assert back.gate[0].failed
