@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING, Final
 
 from tracekit.errors import InputError
 from tracekit.pipeline.analyze import SUMMARY, AnalyzeOptions, analyze_paths
-from tracekit.readers.own_outputs import HEAD_BYTES, own_output, schema_in
 from tracekit.results.analysis import SCHEMA
+from tracekit.sniff import HEAD_BYTES, schema_in
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -46,6 +46,7 @@ def run_folders(path: Path) -> list[Path]:
     if not path.is_dir() or (path / SUMMARY).is_file():
         return [path]
     from tracekit.readers.discover import is_trace_name  # noqa: PLC0415
+    from tracekit.readers.own_outputs import own_output  # noqa: PLC0415  (polars: the readers' package)
 
     if any(is_trace_name(p) and p.is_file() and own_output(p) is None for p in path.iterdir()):
         return [path]

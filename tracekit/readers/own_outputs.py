@@ -24,14 +24,13 @@ from typing import TYPE_CHECKING, Final
 
 from tracekit.readers.identity import open_regular
 from tracekit.sizes import GZIP_MAGIC
+from tracekit.sniff import HEAD_BYTES, schema_in
 
 if TYPE_CHECKING:
     from pathlib import Path
 
     from tracekit.model.run import SkippedFile
 
-#: How much of a file's (gunzipped) start is read to tell whether tracekit wrote it.
-HEAD_BYTES: Final = 4096
 #: The top-level field of an annotated trace: what its findings tracks hold and what was capped.
 FINDINGS_FIELD: Final = "tracekitFindings"
 #: The ``layout`` of the annotated trace of one rank: its events and fields as they were.
@@ -105,16 +104,3 @@ def read_head(path: Path) -> bytes | None:
         return zlib.decompressobj(16 + zlib.MAX_WBITS).decompress(raw, HEAD_BYTES)
     except zlib.error:
         return None
-
-
-def schema_in(head: bytes) -> str | None:
-    """The ``schema`` a JSON document declares as its first field (tracekit's records do), if any."""
-    marker = b'"schema":'
-    at = head.find(marker)
-    if at < 0 or head[:at].strip(b" \t\r\n{") != b"":
-        return None
-    rest = head[at + len(marker) :].lstrip()
-    if not rest.startswith(b'"'):
-        return None
-    end = rest.find(b'"', 1)
-    return rest[1:end].decode("utf-8", "replace") if end > 0 else None

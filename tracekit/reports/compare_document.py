@@ -71,7 +71,7 @@ def comparison_document(c: Comparison, *, top: int = 15) -> Document:
 
     per = c.noise.unit
     sections: list[Section] = []
-    if c.warnings:
+    if c.warnings or c.outliers:
         warned = tuple(Line(w, Tone.WARN) for w in ct.warnings(c))
         sections.append(
             Section("warnings", "How the runs differ (read before the numbers)", "Differences", lines=warned)

@@ -8,6 +8,7 @@ renderer escapes every string in them.
 
 from __future__ import annotations
 
+from statistics import quantiles
 from typing import TYPE_CHECKING, Final
 
 from tracekit.reports import compare_text as ct
@@ -54,14 +55,55 @@ def _box(c: Comparison, d: Distribution) -> JSON:
     )
 
 
+#: Interquartile ranges beyond a side's quartiles at which its box plot's scale stops (Tukey's far
+#: fences): a step past them is clipped, and said, so that one slow step does not squash both boxes.
+FENCE_IQR: Final = 3.0
+
+
+def _fences(values: list[float]) -> tuple[float, float]:
+    """Tukey's far fences of ``values``: the quartiles widened by :data:`FENCE_IQR` interquartile ranges."""
+    if len(values) < 4:
+        return min(values), max(values)
+    q1, _, q3 = quantiles(values, n=4)
+    return q1 - FENCE_IQR * (q3 - q1), q3 + FENCE_IQR * (q3 - q1)
+
+
+def _clipped(c: Comparison, runs: list[Distribution]) -> tuple[list[JSON] | None, str]:
+    """The y range (ms) that keeps every side's box readable, and what it leaves out, when a step
+    lies beyond a side's far fences (:data:`FENCE_IQR`); (None, "") when none does."""
+    values = {d.side: [v / 1e6 for v in d.values_ns] for d in runs}
+    fences = [_fences(v) for v in values.values()]
+    low = max(0.0, min(max(f[0], min(v)) for f, v in zip(fences, values.values(), strict=True)))
+    high = max(min(f[1], max(v)) for f, v in zip(fences, values.values(), strict=True))
+    out = {side: [x for x in v if x > high or x < low] for side, v in values.items()}
+    if not any(out.values()) or high <= low:
+        return None, ""
+    said = [
+        f"{len(x)} step(s) of {_label(c, side)} ({', '.join(f'{v:.1f}' for v in sorted(x)[-3:])} ms"
+        f"{', ...' if len(x) > 3 else ''})"
+        for side, x in out.items()
+        if x
+    ]
+    pad = 0.05 * (high - low)
+    return [max(0.0, low - pad), high + pad], f"off the scale, past the far fences: {'; '.join(said)}"
+
+
 def steps(c: Comparison) -> Chart | None:
-    """Both runs' step times (each step the mean over ranks) side by side."""
+    """Both runs' step times (each step the mean over ranks) side by side; a step far past its
+    side's box is clipped, and said under the title (the box's mean and whiskers still count it)."""
     runs = [d for d in c.distributions if d.rank is None and d.values_ns]
     if not runs:
         return None
     data = [_box(c, d) for d in sorted(runs, key=lambda d: d.side)]
     title = "Step time (each step the mean over ranks)"
-    return Chart("steps", title, _fig(data, _layout(title, y="ms")))
+    span, left_out = _clipped(c, runs)
+    if span is None:
+        return Chart("steps", title, _fig(data, _layout(title, y="ms")))
+    layout = _layout(title, y="ms", yaxis={"range": span})
+    layout["annotations"] = [
+        {"text": left_out, "xref": "paper", "yref": "paper", "x": 0, "y": 1.02, "showarrow": False, "xanchor": "left"}
+    ]
+    return Chart("steps", title, _fig(data, layout))
 
 
 def rank_steps(c: Comparison) -> Chart | None:

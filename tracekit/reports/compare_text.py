@@ -10,6 +10,7 @@ Every string returned is plain text that may hold names from a trace: each rende
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
@@ -33,6 +34,7 @@ if TYPE_CHECKING:
         Comparison,
         GateResult,
         Measure,
+        OutlierRun,
         RunDifference,
         SyncComparison,
         WorkChange,
@@ -334,8 +336,22 @@ def warning(w: RunDifference) -> str:
 
 
 def warnings(c: Comparison) -> list[str]:
-    """Every way the runs differ, one sentence each."""
-    return [warning(w) for w in c.warnings]
+    """Every way the runs differ, then every outlier run, one sentence each."""
+    return [*(warning(w) for w in c.warnings), *(outlier_line(c, o) for o in c.outliers)]
+
+
+def outlier_line(c: Comparison, o: OutlierRun) -> str:
+    """'B run 2 (run2) averaged 163.04 ms a step against 21.00 and 29.00 ms ...'."""
+    label = c.a.label if o.side == "a" else c.b.label
+    where = f" ({os.path.basename(o.source) or o.source})" if o.source else ""
+    others = [f"{x / 1e6:.2f}" for x in o.others_ns]
+    listed = ", ".join(others[:-1]) + f" and {others[-1]}" if len(others) > 1 else "".join(others)
+    how = f"{o.score:.1f} robust standard deviations" if o.score is not None else "far"
+    return (
+        f"outlier: {label} run {o.run}{where} averaged {o.mean_ns / 1e6:.2f} ms a step against {listed} ms for "
+        f"the other runs of {label}, {how} from their median ({o.side_median_ns / 1e6:.2f} ms): its steps are "
+        f"kept, and widen {label}'s interval; check what else ran on the machine then, or capture again"
+    )
 
 
 def _gate_amount(value: float | None, unit: Unit) -> str:

@@ -46,7 +46,7 @@ from tracekit.results.vocab import (
 )
 
 COMPARISON_SCHEMA: Final = "tracekit.comparison"
-COMPARISON_SCHEMA_VERSION: Final = "2.1"
+COMPARISON_SCHEMA_VERSION: Final = "2.2"
 
 
 class Struct(msgspec.Struct, frozen=True, kw_only=True):
@@ -106,6 +106,24 @@ class Distribution(Struct, frozen=True, kw_only=True):
     min_ns: float | None = None
     max_ns: float | None = None
     values_ns: list[float] = msgspec.field(default_factory=list)
+
+
+class OutlierRun(Struct, frozen=True, kw_only=True):
+    """A run whose mean step is far from the other runs of its side
+    (:mod:`tracekit.analyzers.compare.outliers`): named, since it widens its side's interval."""
+
+    side: SideKey
+    #: its place among its side's runs, from 1 (run1, run2... of a folder of repeats, in name order)
+    run: int
+    #: the folder of its traces, when known
+    source: str | None = None
+    mean_ns: float
+    #: the other runs' means, and the median of every run's mean on its side
+    others_ns: list[float] = msgspec.field(default_factory=list)
+    side_median_ns: float
+    #: its distance from the median in robust standard deviations (1.4826 x the MAD of the side's
+    #: run means); None when every other run has the same mean (the MAD is zero)
+    score: float | None = None
 
 
 class WorkChange(Struct, frozen=True, kw_only=True):
@@ -248,6 +266,8 @@ class Comparison(Struct, frozen=True, kw_only=True):
     #: how the runs differ in what they measure (world size, devices, batch, steps)
     warnings: list[RunDifference] = msgspec.field(default_factory=list)
     gate: list[GateResult] = msgspec.field(default_factory=list)
+    #: runs far from the others of their side (since 2.2)
+    outliers: list[OutlierRun] = msgspec.field(default_factory=list)
 
 
 def dump_comparison(comparison: Comparison) -> str:

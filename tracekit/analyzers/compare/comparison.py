@@ -9,6 +9,7 @@ candidate's share.
 
 from __future__ import annotations
 
+from pathlib import PurePath
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -16,6 +17,7 @@ import numpy as np
 from tracekit import __version__
 from tracekit.analyzers.compare import measures as ms
 from tracekit.analyzers.compare.noise import Noise, measure_of, rounded
+from tracekit.analyzers.compare.outliers import outlier_runs
 from tracekit.analyzers.compare.samples import steps_frame, syncs
 from tracekit.analyzers.compare.sides import check_side, differences, side
 from tracekit.analyzers.compare.work_changes import sync_comparison, top_work, work
@@ -75,7 +77,22 @@ def compare(
         syncs=sync_comparison(a[0], sync, changes),
         verdicts=_verdicts(a[0], b[0]),
         warnings=differences(side_a, side_b, a[0], b[0]),
+        outliers=[
+            *outlier_runs("a", sa.runs, [_folder(x) for x in a]),
+            *outlier_runs("b", sb.runs, [_folder(x) for x in b]),
+        ],
     )
+
+
+def _folder(a: Analysis) -> str | None:
+    """The folder of a run's trace files (the deepest one holding them all), when they are named."""
+    parents = [PurePath(r.source).parent.parts for r in a.run.ranks if r.source]
+    common: list[str] = []
+    for parts in zip(*parents, strict=False):
+        if len(set(parts)) != 1:
+            break
+        common.append(parts[0])
+    return str(PurePath(*common)) if parents and common else None
 
 
 def _verdicts(a: Analysis, b: Analysis) -> VerdictComparison:
