@@ -109,8 +109,13 @@ def _page_facts(report: Path, *, width: int) -> dict[str, object]:
                                  && wrap.clientWidth <= card.clientWidth};
             })"""
         )
+        advice = page.evaluate(
+            """Array.from(document.querySelectorAll('.recs li')).map(li => ({
+                color: getComputedStyle(li).color, body: getComputedStyle(document.body).color,
+                link: !!li.closest('a'), cursor: getComputedStyle(li).cursor}))"""
+        )
         browser.close()
-    return {"errors": errors, "charts": charts, "tables": tables}
+    return {"errors": errors, "charts": charts, "tables": tables, "advice": advice}
 
 
 @pytest.mark.e2e
@@ -134,7 +139,8 @@ def test_every_chart_draws_its_traces_with_the_partial_bundle(tmp_path: Path, ca
 def test_tables_stay_inside_their_cards(tmp_path: Path, capture: str) -> None:
     report = tmp_path / "report.html"
     report.write_text(renderer("html").render(analyze(load_run([SAMPLES / "captures" / capture]))), encoding="utf-8")
-    wide = _page_facts(report, width=1300)["tables"]
+    facts = _page_facts(report, width=1300)
+    wide = facts["tables"]
     assert isinstance(wide, list)
     assert wide
     outside = [t for t in wide if t["right"] > t["inner"] + 1]
@@ -143,3 +149,7 @@ def test_tables_stay_inside_their_cards(tmp_path: Path, capture: str) -> None:
     assert isinstance(narrow, list)
     assert [t for t in narrow if t["card_over"]] == []  # no card overflows
     assert [t for t in narrow if t["right"] > t["inner"] + 1 and not t["scrolls"]] == []  # a wide table scrolls
+    # advice reads as text, not as links (issue 46, item 8: it was link blue, and no link)
+    advice = facts["advice"]
+    assert isinstance(advice, list) and advice
+    assert all(a["color"] == a["body"] and not a["link"] and a["cursor"] != "pointer" for a in advice), advice[:2]
