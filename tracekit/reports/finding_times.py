@@ -23,10 +23,21 @@ def at(start_ns: int, end_ns: int) -> str:
     return f"{start_ns / 1e9:.6f}\u2013{end_ns / 1e9:.6f} s"
 
 
+#: Idle intervals shorter than this are not listed (they read "0.00 ms": issue 46 found 70 rows,
+#: mostly back-to-back launches 0.00 ms apart); the JSON keeps every one of the longest.
+IDLE_LISTED_NS: Final = 10_000
+#: Rows of the longest idle intervals, in every format.
+IDLE_ROWS: Final = 20
+
+
 def idle_longest(a: Analysis, limit: int | None) -> Table:
-    """The longest GPU idle intervals, each with its cause and where it is."""
+    """The longest GPU idle intervals of 0.01 ms or more (at most :data:`IDLE_ROWS`), each with its
+    cause and where it is."""
     found = a.idle_causes.longest if a.idle_causes is not None else []
-    rows = found if limit is None else found[: max(limit, 10)]
+    listed = [i for i in found if i.length_ns >= IDLE_LISTED_NS]
+    rows = listed[: IDLE_ROWS if limit is None else min(IDLE_ROWS, max(limit, 10))]
+    unlisted = len(found) - len(rows)
+    note = f" {unlisted} shorter one(s) not listed (the {len(found)} longest are in the JSON)." if unlisted else ""
     return Table(
         "idle_longest",
         "Longest GPU idle intervals",
@@ -41,9 +52,9 @@ def idle_longest(a: Analysis, limit: int | None) -> Table:
             )
             for i in rows
         ),
-        CLOCK_NOTE,
+        CLOCK_NOTE + note,
         (True, True, False, True, False),
-        "No GPU idle interval (no GPU activity).",
+        "No GPU idle interval of 0.01 ms or more." if found else "No GPU idle interval (no GPU activity).",
         frozenset({Format.HTML, Format.MARKDOWN}),
     )
 
