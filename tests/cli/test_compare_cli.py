@@ -159,3 +159,12 @@ def test_an_ab_capture_folder_alone_is_both_runs(folders: dict[str, Path], tmp_p
     shutil.copytree(folders["sync"], tmp_path / "ab" / "b")
     result = tracekit("compare", tmp_path / "ab", "--fail-if", "syncs:+0")
     assert result.returncode == 1
+
+
+def test_a_change_of_one_run_a_side_says_what_it_cannot_rule_out(folders: dict[str, Path]) -> None:
+    # issue 46, item 8: "faster by +130.2%, 95% CI ..." from one run a side, with no word of drift
+    one = tracekit("compare", folders["base"], folders["slow"])
+    head = " ".join(one.stdout.split()[:80])
+    assert "slower by" in head and "one run a side: its interval holds step-to-step variation only" in head
+    repeated = tracekit("compare", folders["base3"], folders["slow3"])
+    assert "slower by" in repeated.stdout and "one run a side" not in repeated.stdout.split("Noise model")[0]
