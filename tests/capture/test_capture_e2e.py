@@ -52,6 +52,7 @@ def capture(config: str, out: Path, *extra: str, nproc: int = 8) -> dict[str, ob
     )
     assert result.returncode == 0, result.stderr + result.stdout
     assert "Phases over" in result.stdout
+    assert result.stdout.rstrip().endswith(f"next: tracekit analyze {out}")  # what to run next (issue 46)
     summary: dict[str, object] = json.loads((out / "summary.json").read_text())
     return summary
 

@@ -160,6 +160,8 @@ def run_capture(
     for pattern in ("memory_timeline.rank*.raw.json.gz", "memory_snapshot.rank*.pickle"):
         written += [pattern] if any(Path(config.out_dir).glob(pattern)) else []
     click.echo(one_line(f"wrote {config.out_dir}: {', '.join(written)}"))
+    if config.trace:  # what to run next: the verdict of these traces
+        click.echo(one_line(f"next: tracekit analyze {shlex.quote(str(config.out_dir))}"))
     return 0
 
 
