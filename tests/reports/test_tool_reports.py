@@ -60,6 +60,18 @@ def test_loader_conclusion(loader: float, start: str) -> None:
     assert loader_conclusion(probe(loader)).startswith(start)
 
 
+@pytest.mark.parametrize(("loader", "workers"), [(600.0, 5), (1100.0, 3), (1490.0, 3)])
+def test_an_input_bound_loader_is_told_the_workers_to_try(loader: float, workers: int) -> None:
+    # 2 workers making 0.60x (1.10x, 1.49x) of training: 1.5x needs 2 x 1.5 / 0.6 = 5 workers (2.7 -> 3;
+    # 2.01 -> 3, never fewer than one more than now); 2 ranks of them need twice as many cores
+    said = loader_conclusion(probe(loader))
+    assert said.endswith(
+        f"; try --num_workers={workers} (now 2: the rate grows about in proportion to the workers while each has a "
+        f"core, and {workers} on each of 2 rank(s) need {2 * workers} cores), then tracekit dataloader again"
+    )
+    assert "--num_workers" not in loader_conclusion(probe(6300.0))
+
+
 def test_loader_without_a_capture_gives_its_ceiling() -> None:
     p = probe()
     assert loader_conclusion(p).startswith("the loader alone delivers 3,840 samples/s; capture this config")

@@ -5,6 +5,7 @@ conclusion, tables, notes (their sentences written here, once), drawn by every r
 from __future__ import annotations
 
 import json
+import math
 from typing import TYPE_CHECKING, Final
 
 from tracekit.reports.document import Document, Head, Line, Section, Table, Tone
@@ -16,7 +17,7 @@ if TYPE_CHECKING:
 
     import msgspec
 
-    from tracekit.results.loader_probe import ConfigChange, FetchModes, LoaderNote, LoaderProbe, RankFetches
+    from tracekit.results.loader_probe import ConfigChange, FetchModes, Headroom, LoaderNote, LoaderProbe, RankFetches
     from tracekit.results.param_audit import ModuleParams, ParamAudit
 
 __all__ = ["audit_report", "loader_conclusion", "loader_report", "tool_document"]
@@ -54,10 +55,25 @@ def loader_conclusion(probe: LoaderProbe) -> str:
     if not h.input_bound:
         return f"not input-bound: the loader alone delivers {h.ratio:.1f}x what training consumes {consumes}"
     if h.ratio < 1.0:
-        return f"input-bound: the loader alone delivers only {h.ratio:.2f}x what training consumes {consumes}"
+        said = f"input-bound: the loader alone delivers only {h.ratio:.2f}x what training consumes {consumes}"
+    else:
+        said = (
+            f"input-bound: the loader alone delivers {h.ratio:.2f}x what training consumes {consumes}, under the "
+            f"{h.threshold:.1f}x it needs once it shares the CPU with training"
+        )
+    return f"{said}; {_workers_to_try(probe, h)}"
+
+
+def _workers_to_try(probe: LoaderProbe, h: Headroom) -> str:
+    """The ``num_workers`` that would reach the threshold if the loader's rate grows in proportion
+    to its workers (it does while each has a core: a DataLoader's workers each make whole batches)."""
+    given = probe.config.get("num_workers")
+    workers = given if isinstance(given, int) and given > 0 else 0
+    need = max(workers + 1, math.ceil(max(workers, 1) * h.threshold / max(h.ratio, 1e-9)))
     return (
-        f"input-bound: the loader alone delivers {h.ratio:.2f}x what training consumes {consumes}, under the "
-        f"{h.threshold:.1f}x it needs once it shares the CPU with training"
+        f"try --num_workers={need} (now {workers}: the rate grows about in proportion to the workers while each "
+        f"has a core, and {need} on each of {probe.world_size} rank(s) need {need * probe.world_size} cores), then "
+        "tracekit dataloader again"
     )
 
 
