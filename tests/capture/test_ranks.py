@@ -149,3 +149,29 @@ def _folder() -> Path:
     from pathlib import Path
 
     return Path("/nowhere")
+
+
+def test_ddp_refusing_an_unused_parameter_says_what_to_run(tmp_path: Path) -> None:
+    # issue 46, item 8: torch's message runs over several lines; the rank wrote its first line only
+    # (cut mid-sentence) and nothing said audit-params or --find_unused_parameters=true
+    from tracekit.capture.runner import _report
+
+    message = (
+        "Expected to have finished reduction in the prior iteration before starting a new one. This error "
+        "indicates that your module has parameters that were not used in producing loss. You can enable unused "
+        "parameter detection by passing the keyword argument `find_unused_parameters=True` to\n"
+        "`torch.nn.parallel.DistributedDataParallel`, and by \nmaking sure all `forward` function outputs "
+        "participate in calculating loss."
+    )
+    path = tmp_path / files.error_name(1)
+    try:
+        raise RuntimeError(message)
+    except RuntimeError as exc:
+        _report(exc, path)
+    error = path.read_text()
+    headline = error.splitlines()[0]
+    assert headline.startswith("RuntimeError: Expected to have finished reduction")
+    assert headline.endswith("participate in calculating loss.")  # whole, on one line
+    said = failure([RankState(0, done=True), RankState(1, error=error, error_ns=1, exit_code=1)], tmp_path, 1).message
+    assert "tracekit audit-params (the same config) names the parameters" in said
+    assert "--find_unused_parameters=true" in said and said.endswith(f"(all of it: {path})")

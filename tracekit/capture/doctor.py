@@ -40,6 +40,7 @@ from tracekit.capture.deadline import deadline
 from tracekit.capture.doctor_plan import Candidate, agreement, candidates, code_changes, slug
 from tracekit.capture.launcher import CaptureInterrupted, capture
 from tracekit.capture.loader_probe import DEFAULT_BATCHES, probe_dataloader, probe_folder
+from tracekit.capture.ranks import DDP_REFUSED
 from tracekit.errors import InputError, TracekitError
 from tracekit.locks import folder_lock
 from tracekit.results.doctor import (
@@ -80,8 +81,6 @@ _OWN: Final = re.compile(r"^(doctor\.json|audit\.json|baseline(\.dataloader)?|tr
 DOCTOR_FOLDER: Final = outdir.FolderKind(
     "a tracekit doctor run", DOCTOR_FILE, DOCTOR_SCHEMA, lambda n: bool(_OWN.match(n))
 )
-#: DDP's error when a parameter got no gradient and find_unused_parameters is off.
-DDP_REFUSED: Final = re.compile(r"find_unused_parameters|did not receive grad|Expected to have finished reduction")
 #: A trial's estimate: its captures each as long as the baseline's, and this much more.
 ESTIMATE_MARGIN: Final = 1.1
 #: What a resumed doctor keeps.

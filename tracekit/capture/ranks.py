@@ -225,6 +225,16 @@ def _tail(error: str) -> str:
     return " | ".join(body[-ERROR_TAIL_LINES:])
 
 
+#: DDP's error when a parameter got no gradient and find_unused_parameters is off.
+DDP_REFUSED: Final = re.compile(r"find_unused_parameters|did not receive grad|Expected to have finished reduction")
+#: What to do about it, said after its error.
+DDP_HINT: Final = (
+    "DDP stopped at a parameter that got no gradient: tracekit audit-params (the same config) names "
+    "the parameters, one process, one batch; or capture with --find_unused_parameters=true, which "
+    "walks the autograd graph after every forward"
+)
+
+
 def failure(states: Sequence[RankState], folder: Path, returncode: int) -> TracekitError:
     """The one-line error of a run whose launcher exited with ``returncode`` (or whose ranks
     did not all finish): the rank that failed first, and where its whole error is."""
@@ -251,7 +261,10 @@ def failure(states: Sequence[RankState], folder: Path, returncode: int) -> Trace
     if first.error is not None:
         tail = _tail(first.error)
         where = folder / files.error_name(first.rank)
-        return kind(f"rank {first.rank} failed first{also}: {first.headline}; last lines: {tail} (all of it: {where})")
+        hint = f"; {DDP_HINT}" if DDP_REFUSED.search(first.error) else ""
+        return kind(
+            f"rank {first.rank} failed first{also}: {first.headline}{hint}; last lines: {tail} (all of it: {where})"
+        )
     return CaptureError(f"rank {first.rank} failed first{also}: {first.headline} (its output: {folder / files.LOG})")
 
 

@@ -14,7 +14,7 @@ import os
 import sys
 import traceback
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from tracekit.capture import ddp, files, optimizer_impl, sharding, supervisor
 from tracekit.capture.config import CaptureConfig, load_config, to_dict
@@ -319,6 +319,10 @@ def run_rank(folder: Path, body: Callable[[RankProgress], None]) -> None:
     progress.done()
 
 
+#: The longest error headline a rank writes (the launcher's one line adds the last lines and the file).
+HEADLINE_CHARS: Final = 1200
+
+
 def _report(exc: BaseException, path: Path) -> None:
     """Write the error file: one line for the user, then the traceback."""
     if isinstance(exc, InputError):
@@ -326,7 +330,9 @@ def _report(exc: BaseException, path: Path) -> None:
     elif isinstance(exc, SystemExit):
         headline = f"the workload called sys.exit({exc.code!r}) before the capture finished"
     else:
-        headline = f"{type(exc).__name__}: {exc}".splitlines()[0] if str(exc) else type(exc).__name__
+        # the whole message on one line (torch's run over several lines: the first alone stops mid-sentence)
+        said = " ".join(f"{type(exc).__name__}: {exc}".split()) if str(exc) else type(exc).__name__
+        headline = said if len(said) <= HEADLINE_CHARS else said[: HEADLINE_CHARS - 1] + "…"
     try:
         files.write_bytes_atomic(path, f"{headline}\n{traceback.format_exc()}".encode())
     except InputError:  # a full disk: the launcher finds the headline in capture.log instead
