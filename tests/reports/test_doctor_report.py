@@ -119,3 +119,16 @@ def test_no_faster_knob_leads_with_the_verdict() -> None:
 def test_an_interrupted_run_says_resume() -> None:
     d = msgspec.structs.replace(doctor(), finished=False)
     assert "tracekit doctor --resume goes on from here" in renderer("md").render(d)
+
+
+def test_the_stages_table_lists_every_trial_and_the_html_carries_no_plotly_without_a_chart() -> None:
+    # issue 46, item 8: the doctor's HTML had no chart and 1.22 MB (plotly.js inlined), and its
+    # Stages table stopped before the trials
+    d = doctor()
+    stages = next(t for s in renderer("md").render(d).split("### ") if s.startswith("Stages") for t in [s])
+    for trial in d.trials:
+        assert f"| trial {trial.run.key} |" in stages
+    html = renderer("html").render(d)
+    assert len(html) < 100_000 and "plotly.js v" not in html.lower()
+    analysis = renderer("html").render(analyze(load_run([SAMPLES / "straggler"])))
+    assert len(analysis) > 1_000_000  # a report with charts keeps its plotly.js

@@ -190,7 +190,7 @@ def doctor_report(doctor: Doctor) -> Document:
                     "doctor_stages",
                     "Stages",
                     ("stage", "status", "seconds", "output (under the doctor's folder), or why not"),
-                    [_stage_row(s) for s in doctor.stages],
+                    [_stage_row(s) for s in (*doctor.stages, *(t.run for t in doctor.trials))],  # every run
                     "" if doctor.finished else "Interrupted: tracekit doctor --resume goes on from here.",
                     numeric=(False, False, True, False),
                 ),

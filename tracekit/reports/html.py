@@ -153,7 +153,7 @@ class HtmlRenderer:
                 facts_line=doc.head.facts,
                 sections=_sections(doc),
                 charts_json=charts_json(charts),
-                plotly_js=_plotly_js(),
+                plotly_js=_plotly_js() if charts else "",  # no chart: no 1.2 MB of plotly.js
             )
         return _template().render(
             title=doc.head.title,
@@ -163,5 +163,5 @@ class HtmlRenderer:
             sections=_sections(doc),
             cost_table=table_html(doc.head.costs) if doc.head.costs is not None else "",
             charts_json=charts_json(charts),
-            plotly_js=_plotly_js(),
+            plotly_js=_plotly_js() if charts else "",  # no chart: no 1.2 MB of plotly.js
         )
