@@ -103,19 +103,27 @@ def _ranks(summary: CaptureSummary, limit: int | None) -> Table:
             row.extend([mib(r.memory.peak_reserved_bytes)] if reserved else [])
             row.extend([_headroom(r.memory)] if capacity else [])
             row.extend([mib(r.step_memory_change_bytes, signed=True), mib(r.saved_tensor_bytes_mean)])
-            row.append(f"{mib(r.memory.rss_bytes)} ({mib(r.memory.peak_rss_bytes)})")
+            # on CPU the peak memory column is the peak RSS already: the RSS at the end alone
+            row.extend([mib(r.memory.rss_bytes), *([mib(r.memory.peak_rss_bytes)] if reserved else [])])
         columns += (
             *(("peak reserved",) if reserved else ()),
             *(("headroom",) if capacity else ()),
             "memory change/step",
             "forward saved",
-            "RSS (peak)",
+            "RSS at end",
+            *(("RSS peak",) if reserved else ()),
         )
         caption += (
             " peak memory: device memory allocated since the measured steps began (GPU), else the process's "
-            "peak RSS. headroom: the device's capacity minus peak reserved. memory change/step: mean change "
-            "over a step. forward saved: mean bytes autograd saved for "
-            "backward in forward, parameters excluded (the activations). RSS: at the end, peak of the whole process."
+            "peak RSS."
+            + (" headroom: the device's capacity minus peak reserved." if capacity else "")
+            + " memory change/step: mean change over a step. forward saved: mean bytes autograd saved for "
+            "backward in forward, parameters excluded (the activations). RSS at end"
+            + (
+                ", RSS peak: the whole process's resident memory at the end, and its peak."
+                if reserved
+                else ": the process's resident memory at the end."
+            )
         )
     return Table(
         "capture_ranks",
@@ -132,7 +140,8 @@ def _headroom(memory: Memory) -> str:
     room, total = memory.headroom_bytes, memory.total_bytes
     if room is None or not total:
         return "-"
-    return f"{mib(room)} ({100 * room / total:.1f}%)"
+    amount = f"{room / 2**30:,.1f} GiB" if room >= 10 * 2**30 else mib(room)  # an H200's 143,078 MiB is 139.7 GiB
+    return f"{amount} ({100 * room / total:.1f}%)"
 
 
 def _straggler(t: Throughput) -> str:
