@@ -243,3 +243,16 @@ def test_a_matrix_of_schema_1_0_loads_its_sentences_as_kinds(matrix: SweepMatrix
     ]
     assert loaded.best is not None and loaded.best.margin is not None
     assert loaded.best.margin.unit is Unit.SAMPLES_PER_S and loaded.best.margin.note is MeasureNote.ONE_SIDE
+
+
+@pytest.mark.parametrize(
+    ("values", "digits"),
+    [([0.324, 0.334], 3), ([12.3, 12.4], 2), ([1000.0, 2500.0], 1), ([5.0], 1), ([1.0, 1.00001], 4)],
+)
+def test_heatmap_labels_tell_the_cells_apart(values: list[float], digits: int) -> None:
+    # issue 46, item 8: a memory heatmap of 0.324-0.334 GiB read "0.3" in every cell
+    from tracekit.reports.sweep_figures import _digits
+
+    assert _digits(values) == digits
+    shown = {f"{v:,.{digits}f}" for v in values}
+    assert len(shown) == len(set(values)) or digits == 4

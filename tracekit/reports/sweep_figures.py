@@ -7,6 +7,7 @@ run is blank, its status in the hover text.
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, Final
 
 from tracekit.reports.document import JSON, Chart
@@ -44,10 +45,12 @@ def _heatmap(
     x_key, xs, ys = _axes(m)
     z: list[JSON] = [[None for _ in xs] for _ in ys]
     text: list[JSON] = [["not run" for _ in xs] for _ in ys]
+    values = [v for row in m.rows if row.status == "ok" and (v := value(row)) is not None]
+    digits = _digits(values)
     for row in m.rows:
         i, j = ys.index(_label(row, x_key)), xs.index(row.values[x_key])
         v = value(row) if row.status == "ok" else None
-        z[i][j] = None if v is None else round(v, 3)  # type: ignore[index]
+        z[i][j] = None if v is None else round(v, digits + 2)  # type: ignore[index]
         shown = "-" if v is None else f"{v:,.2f} {unit}"
         text[i][j] = f"{row.cell} · {row.backend} · {shown} · {row.status}"  # type: ignore[index]
     labels: list[JSON] = list(ys)
@@ -60,11 +63,20 @@ def _heatmap(
         "hoverinfo": "text",
         "colorscale": scale,
         "colorbar": {"title": {"text": unit}},
-        "texttemplate": "%{z:,.1f}",
+        "texttemplate": f"%{{z:,.{digits}f}}",
     }
     layout = _layout(title, y="", xaxis={"title": {"text": x_key}, "type": "category"}, left=220)
     layout["yaxis"] = {"type": "category", "automargin": True}
     return Chart(key, title, _fig([trace], layout))
+
+
+def _digits(values: list[float]) -> int:
+    """Decimals that tell the cells apart (0.324 and 0.334 GiB both read "0.3" at one): one more
+    than the order of the spread's, at least 1, at most 4."""
+    spread = max(values) - min(values) if values else 0.0
+    if spread <= 0:
+        return 1
+    return min(4, max(1, math.ceil(-math.log10(spread) - 1e-9) + 1))  # (0.4 - 0.3 is 0.0999...)
 
 
 def _peak_gib(row: MatrixRow) -> float | None:
