@@ -399,3 +399,21 @@ def test_a_comparison_round_trips_through_json() -> None:
     c = slower()
     assert msgspec.json.decode(msgspec.json.encode(c), type=Comparison) == c
     assert c.schema_version == "2.2"  # 2.2: the outlier runs
+
+
+def test_the_work_table_leads_with_the_name_and_says_counts_once_when_none_changed() -> None:
+    # issue 46, item 8: at 120 columns the table split, its second half without the name, and its
+    # change column read "same" in every row
+    from tracekit.reports import compare_tables as ctb
+
+    c = slower()
+    changed = ctb.work(c)
+    assert changed.columns[:2] == ("name", "kind") and changed.columns[-1] == "change"
+    assert any(row[-1] != "same" for row in changed.rows)
+    same = [msgspec.structs.replace(w, b_count=w.a_count, change=Change.SAME) for w in c.work]
+    table = ctb.work(msgspec.structs.replace(c, work=same))
+    assert table.columns == ("name", "kind", "count/step", "A time/step", "B time/step", "delta time")
+    assert "Every count per step is the same on both runs" in table.caption
+    assert all(len(row) == len(table.columns) for row in table.rows)
+    text = TerminalRenderer(width=120).render(msgspec.structs.replace(c, work=same))
+    assert "Work that changed (continued)" not in text

@@ -13,7 +13,7 @@ from tracekit.reports.document import Table
 from tracekit.reports.sentences import write_alone
 from tracekit.reports.tables import short
 from tracekit.reports.terms import phase_name
-from tracekit.results.vocab import Unit
+from tracekit.results.vocab import Change, Unit
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -139,40 +139,45 @@ def _count(value: float | None) -> str:
 
 
 def work(c: Comparison, top: int = 15) -> Table:
-    """The ``top`` kernels, host ops and collectives that appeared, disappeared or changed most."""
+    """The ``top`` kernels, host ops and collectives that appeared, disappeared or changed most.
+
+    The name comes first (a table cut into groups of columns repeats it), and the count's change
+    only when some count changed ("same" in every row said nothing; issue 46, item 8)."""
     per = ct.per_unit(c.noise.unit)
     rows: list[WorkChange] = c.work[:top]
     sc = ct.scale(Unit.NS, [v for w in rows for v in (w.a_ns, w.b_ns, w.delta_ns)])
     caption = f"Per {'second of trace' if per == 's' else 'step'}, largest changes first"
     caption += f"; {len(rows)} of {len(c.work)} shown, all are in the JSON." if len(c.work) > top else "."
+    counts = any(w.change is not Change.SAME for w in rows)
+    if rows and not counts:
+        caption += " Every count per step is the same on both runs (one column): the times changed."
+    count_columns = (f"{c.a.label} count/{per}", f"{c.b.label} count/{per}") if counts else (f"count/{per}",)
     return Table(
         "work",
         "Work that changed",
         (
-            "kind",
             "name",
-            f"{c.a.label} count/{per}",
-            f"{c.b.label} count/{per}",
+            "kind",
+            *count_columns,
             f"{c.a.label} time/{per}",
             f"{c.b.label} time/{per}",
             "delta time",
-            "change",
+            *(("change",) if counts else ()),
         ),
         tuple(
             (
-                w.kind.value if w.category is None else f"{w.kind.value} ({w.category})",
                 short(w.name),
-                _count(w.a_count),
-                _count(w.b_count),
+                w.kind.value if w.category is None else f"{w.kind.value} ({w.category})",
+                *((_count(w.a_count), _count(w.b_count)) if counts else (_count(w.a_count),)),
                 sc.show(w.a_ns),
                 sc.show(w.b_ns),
                 sc.show(w.delta_ns, sign=True),
-                w.change.value,
+                *((w.change.value,) if counts else ()),
             )
             for w in rows
         ),
         caption,
-        (False, False, True, True, True, True, True, False),
+        (False, False, *((True,) * len(count_columns)), True, True, True, *((False,) if counts else ())),
         "No kernel, host op or collective changed.",
     )
 
