@@ -221,3 +221,14 @@ def test_headroom_column_when_capture_recorded_the_device_capacity() -> None:
     _, table, _ = capture_tables(msgspec.structs.replace(s, per_rank=ranks))
     assert table.columns[3:6] == ("peak memory", "peak reserved", "headroom")
     assert [row[5] for row in table.rows] == ["7,168.0 MiB (87.5%)", "6,144.0 MiB (75.0%)"]
+
+
+def test_beside_the_trace_the_capture_phases_say_why_they_differ() -> None:
+    # issue 46, item 8: an analysis's report showed backward 9.10 ms in one phase table and 11.30 ms
+    # in the other without a word why
+    from tracekit.reports.capture_tables import BESIDE_TRACE, capture_tables
+
+    alone, *_ = capture_tables(with_memory())
+    beside, *_ = capture_tables(with_memory(), beside_trace=True)
+    assert BESIDE_TRACE not in alone.caption and beside.caption.endswith(BESIDE_TRACE)
+    assert "the capture's own timers over every measured step" in beside.caption

@@ -7,7 +7,8 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from dataclasses import replace
+from typing import TYPE_CHECKING, Final
 
 from tracekit.reports import capture_words as cw
 from tracekit.reports.document import Document, Head, Section, Table
@@ -24,14 +25,26 @@ __all__ = ["ab_document", "ab_table", "capture_document", "capture_tables"]
 _MEASURES = {"allocated_bytes": "device memory allocated", "rss_bytes": "host resident memory (RSS)"}
 
 
-def capture_tables(summary: CaptureSummary, *, limit: int | None = None) -> list[Table]:
+#: Why the capture's phase times differ from the trace's, said where a report shows both.
+BESIDE_TRACE: Final = (
+    " The Phases table of the trace reads the profiler's ranges over the traced steps only, with the "
+    "profiler's overhead in them; this one, the capture's own timers over every measured step: the two "
+    "differ by those steps and that overhead."
+)
+
+
+def capture_tables(summary: CaptureSummary, *, limit: int | None = None, beside_trace: bool = False) -> list[Table]:
     """Phases (with the step row), per-rank arrival and memory, throughput and stragglers.
 
     With more than ``limit`` ranks the per-rank table keeps those that arrive latest. A
     summary with memory per phase (schema 1.2) adds a memory column to the phases and
-    memory columns to the ranks; one without shows the tables as before.
+    memory columns to the ranks; one without shows the tables as before. ``beside_trace``: in
+    an analysis's report, beside the trace's own phase table, whose times differ (said why).
     """
-    return [_phases(summary), _ranks(summary, limit), _facts(summary)]
+    phases = _phases(summary)
+    if beside_trace:
+        phases = replace(phases, caption=phases.caption + BESIDE_TRACE)
+    return [phases, _ranks(summary, limit), _facts(summary)]
 
 
 def mib(value: float | None, *, signed: bool = False) -> str:

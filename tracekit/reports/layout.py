@@ -106,7 +106,8 @@ def _capture(a: Analysis, v: View) -> tuple[Table, ...]:
         "capture_ranks": (Format.MARKDOWN, Format.HTML),
         "capture_facts": (Format.MARKDOWN, Format.HTML),
     }
-    return tuple(t for c in capture_tables(a.capture, limit=v.limit) for t in _only(c, *where.get(c.key, ())))
+    tables = capture_tables(a.capture, limit=v.limit, beside_trace=True)
+    return tuple(t for c in tables for t in _only(c, *where.get(c.key, ())))
 
 
 def _no_capture(a: Analysis) -> str | None:
