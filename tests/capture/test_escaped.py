@@ -103,7 +103,10 @@ def test_a_capture_leaves_no_process_that_escaped_its_session(tmp_path: Path, mo
     config = load_config(
         None, {**settings, "nproc": "2", "out_dir": str(tmp_path / "out"), "workload": "tkescape:make"}
     )
-    capture(config)
+    seen: list[tuple[int, int, str]] = []  # the progress a terminal shows (issue 46, item 8)
+    capture(config, progress=lambda done, total, where: seen.append((done, total, where)))
+    # polled every 0.5 s while the ranks start (importing torch alone takes seconds), step and finish
+    assert seen and all(total == 3 and 0 <= done <= 3 for done, total, _ in seen), seen
     escaped = [int(p.stem) for p in pids.glob("*.pid")]
     try:
         assert len(escaped) == 2

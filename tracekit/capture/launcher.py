@@ -18,11 +18,13 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 import uuid
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from tracekit.capture import accelerate_configs, files, outdir, processes, ranks
 from tracekit.capture.config import CaptureConfig, to_dict
@@ -150,11 +152,18 @@ class _Outcome:
         return self.returncode == 0
 
 
-def capture(config: CaptureConfig) -> CaptureSummary:
+#: How often a capture with a ``progress`` callback reads where its ranks are (seconds).
+PROGRESS_POLL_S: Final = 0.5
+#: A capture's progress: the steps the slowest rank has begun, of how many, and where it is.
+Progress = Callable[[int, int, str], None]
+
+
+def capture(config: CaptureConfig, progress: Progress | None = None) -> CaptureSummary:
     """Run the capture described by ``config``; returns the summary written to summary.json.
 
     ``out_dir`` is replaced only when the run succeeds; otherwise it keeps the previous capture
     and the error (a :class:`~tracekit.errors.TracekitError`) names the failed run's folder.
+    ``progress`` is told, every :data:`PROGRESS_POLL_S`, how far the slowest rank is.
     """
     require_capture("capture")  # torch and accelerate, before any rank starts
     check_nsys(config)
@@ -165,15 +174,15 @@ def capture(config: CaptureConfig) -> CaptureSummary:
     for sentence in implausible(config):  # one line each, and the capture goes on as configured
         warnings.warn(sentence, ConfigWarning, stacklevel=2)
     with folder_lock(target):  # a second capture into the same folder is refused, naming this one
-        return _capture_into(config, target)
+        return _capture_into(config, target, progress)
 
 
-def _capture_into(config: CaptureConfig, target: Path) -> CaptureSummary:
+def _capture_into(config: CaptureConfig, target: Path, progress: Progress | None = None) -> CaptureSummary:
     """The capture of ``config`` into ``target`` (checked, and locked by this process)."""
     had_capture = outdir.is_capture(target)
     folder = outdir.staging(target)
     try:
-        outcome = _launch(config, folder)
+        outcome = _launch(config, folder, progress=progress)
         if outcome.ok and all(state.done for state in ranks.read_states(folder, config.nproc)):
             with processes.interrupts_ignored():  # a late Ctrl-C does not cut the swap in half
                 summary = _summary(folder, config)
@@ -210,9 +219,16 @@ def rank_env(config: CaptureConfig, run_id: str) -> dict[str, str]:
     return env
 
 
-def _launch(config: CaptureConfig, folder: Path, *, module: str = RUNNER, args: Sequence[str] = ()) -> _Outcome:
+def _launch(
+    config: CaptureConfig,
+    folder: Path,
+    *,
+    module: str = RUNNER,
+    args: Sequence[str] = (),
+    progress: Progress | None = None,
+) -> _Outcome:
     """Start the ranks writing into ``folder`` and wait for them; stop every process of the run
-    on timeout or interruption (and any left behind)."""
+    on timeout or interruption (and any left behind); tell ``progress`` where the ranks are."""
     config_file = folder / files.CONFIG
     files.write_json_atomic(config_file, to_dict(config))
     port = config.main_process_port or free_port()
@@ -223,7 +239,7 @@ def _launch(config: CaptureConfig, folder: Path, *, module: str = RUNNER, args: 
     with (folder / files.LOG).open("wb") as log, processes.interrupts_raise(), processes.Orphans() as orphans:
         try:
             proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
-            proc.wait(timeout=config.timeout)
+            _wait(proc, config, folder, progress)
             return _Outcome(returncode=proc.returncode)
         except subprocess.TimeoutExpired:
             return _Outcome(timed_out=True)
@@ -233,6 +249,29 @@ def _launch(config: CaptureConfig, folder: Path, *, module: str = RUNNER, args: 
             if proc is not None:
                 with processes.interrupts_ignored():
                     processes.stop(proc, run_id, orphans)
+
+
+def _wait(proc: subprocess.Popen[bytes], config: CaptureConfig, folder: Path, progress: Progress | None) -> None:
+    """Wait for the launcher (``subprocess.TimeoutExpired`` past the timeout), telling ``progress``
+    where the slowest rank is."""
+    if progress is None:
+        proc.wait(timeout=config.timeout)
+        return
+    end = None if config.timeout is None else time.monotonic() + config.timeout
+    total = config.warmup_steps + config.measured_steps
+    while True:
+        left = None if end is None else end - time.monotonic()
+        if left is not None and left <= 0:
+            raise subprocess.TimeoutExpired(proc.args, config.timeout or 0.0)
+        try:
+            proc.wait(timeout=PROGRESS_POLL_S if left is None else min(PROGRESS_POLL_S, left))
+            return
+        except subprocess.TimeoutExpired:
+            states = ranks.read_states(folder, config.nproc)
+            seen = [s.position for s in states if s.position is not None and not s.done]
+            if seen:
+                slowest = min(seen, key=lambda p: p.key)
+                progress(max(slowest.step, 0) if slowest.stage == "steps" else 0, total, slowest.describe())
 
 
 def run_ranks(

@@ -154,7 +154,9 @@ def run_capture(
         {}, {"--config_path": [config_path]}, written=[Written("--out_dir", Path(config.out_dir), is_own_output)]
     )
     click.echo(one_line(f"capturing {config.nproc} rank(s) of {config.workload!r} into {config.out_dir} ..."), err=True)
-    summary = capture(config)
+    with DelayedProgress() as shown:  # on a terminal: how far the slowest rank is, step by step
+        shown.stage("starting the ranks")
+        summary = capture(config, progress=shown.steps)
     click.echo(TerminalRenderer(width=terminal_width()).render(summary), nl=False)
     written = [*(["rank*.pt.trace.json.gz"] if config.trace else []), "phases.rank*.json", "summary.json"]
     for pattern in ("memory_timeline.rank*.raw.json.gz", "memory_snapshot.rank*.pickle"):

@@ -97,6 +97,11 @@ class DelayedProgress:
         last = escape(one_line(Path(path).name))  # the description is rich markup: a name is text
         self._update(completed=done, total=total, description=f"reading traces (last: {last})")
 
+    def steps(self, done: int, total: int, where: str) -> None:
+        """A capture's ranks went on: the slowest has begun ``done`` of ``total`` steps, and is
+        ``where`` (the ``progress`` callback of :func:`tracekit.capture.launcher.capture`)."""
+        self._update(completed=done, total=total, description=escape(one_line(f"capturing: slowest rank {where}")))
+
     def stage(self, description: str) -> None:
         """The analysis moved on to ``description`` (analyzing, rendering)."""
         self._update(description=escape(one_line(description)))
