@@ -43,7 +43,7 @@ def test_more_dataloader_workers_than_cores() -> None:
 
 def test_capture_warns_before_the_ranks_start(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setattr(launcher, "require_capture", lambda _: None)
-    monkeypatch.setattr(launcher, "_capture_into", lambda config, target: "captured")
+    monkeypatch.setattr(launcher, "_capture_into", lambda config, target, progress=None: "captured")
     config = load_config(None, {"nproc": "4", "workload_args.straggler_rank": "5", "out_dir": str(tmp_path / "o")})
     with warnings.catch_warnings(record=True) as seen:
         warnings.simplefilter("always")
