@@ -68,11 +68,7 @@ def short(doc: Document, *, more: str) -> Text:
     p = v.primary
     _verdict(text, v)
     if v.first:
-        text.append("what to do first (by gain per effort):\n", style="bold")
-        for i, item in enumerate(v.first[:SHORT_FIRST], 1):
-            _line(text, f"  {i}. {item}", "cyan")
-        if v.joint:
-            _line(text, f"  {v.joint}")
+        _first(text, v, most=SHORT_FIRST)
     else:
         for rec in p.recommendations[:SHORT_FIRST]:
             _line(text, f"  > {rec}", "cyan")
@@ -157,12 +153,13 @@ def _verdict(text: Text, v: WrittenVerdict) -> None:
         _line(text, f"  - {words}")
 
 
-def _first(text: Text, v: WrittenVerdict) -> None:
-    """What to do first, and what the first two fixes are worth together."""
+def _first(text: Text, v: WrittenVerdict, *, most: int | None = None) -> None:
+    """What to do first (the ``most`` first fixes, None: every one), and what the first two are
+    worth together."""
     if not v.first:
         return
     text.append("what to do first (by gain per effort):\n", style="bold")
-    for i, item in enumerate(v.first, 1):
+    for i, item in enumerate(v.first[:most], 1):
         _line(text, f"  {i}. {item}", "cyan")
     if v.joint:
         _line(text, f"  {v.joint}")
