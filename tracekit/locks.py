@@ -1,11 +1,15 @@
 """One writer per folder: a lock (the ``filelock`` library) beside each folder tracekit writes.
 
-``capture``, ``sweep`` and ``doctor`` each hold the lock of their output folder while they run:
+``capture``, ``sweep``, ``doctor`` and the DataLoader probe each hold the lock of their output
+folder while they run:
 a second run into the same folder (under any spelling of its path: the lock is named from the
 resolved path) is refused at once, with one line naming the holder (its pid, host and command,
 which the holder writes into a sidecar file beside the lock). The lock is ``.<name>.tracekit-lock``
 beside the folder, not inside it, because a capture replaces its folder as a whole. The (empty)
-lock file stays; the sidecar is removed on release. The kernel releases the lock of a process
+lock file stays; the sidecar is removed on release. A :class:`~tracekit.capture.Profiler` that
+tracekit did not launch (the integrations, a loop of the user's) holds the lock of its rank's
+part of its ``out_dir`` (``.<name>.rank<r>.tracekit-lock``): the ranks of one job write one folder
+together, a second job writing there is refused rank by rank. The kernel releases the lock of a process
 that died, so a crashed run never blocks the next one.
 
 The cache of decoded traces (:mod:`tracekit.readers.cache`) uses :func:`entry_lock`: a bounded
@@ -45,10 +49,11 @@ def is_lock_name(name: str) -> bool:
     return name.startswith(".") and (name.endswith(LOCK_SUFFIX) or name.endswith(LOCK_SUFFIX + _HOLDER))
 
 
-def lock_path(folder: Path) -> Path:
-    """The lock of ``folder``: ``.<name>.tracekit-lock`` beside it, named from its resolved path."""
+def lock_path(folder: Path, part: str | None = None) -> Path:
+    """The lock of ``folder``: ``.<name>.tracekit-lock`` beside it, named from its resolved path
+    (``part``: the lock of that part of it, ``.<name>.<part>.tracekit-lock``)."""
     target = folder.expanduser().resolve()
-    return target.with_name(f".{target.name}{LOCK_SUFFIX}")
+    return target.with_name(f".{target.name}{'' if part is None else '.' + part}{LOCK_SUFFIX}")
 
 
 def _holder_text() -> str:
@@ -69,11 +74,12 @@ def _describe_holder(sidecar: Path) -> str:
 
 
 @contextlib.contextmanager
-def folder_lock(folder: str | Path, *, flag: str = "out_dir") -> Iterator[None]:
-    """Hold the lock of ``folder`` while the block runs; refuse at once (:class:`InputError`
-    naming the folder and the holder) when another process holds it."""
+def folder_lock(folder: str | Path, *, flag: str = "out_dir", part: str | None = None) -> Iterator[None]:
+    """Hold the lock of ``folder`` (of its ``part``, see :func:`lock_path`) while the block runs;
+    refuse at once (:class:`InputError` naming the folder and the holder) when another process
+    holds it."""
     target = Path(folder).expanduser().resolve()
-    path = lock_path(target)
+    path = lock_path(target, part)
     sidecar = path.with_name(path.name + _HOLDER)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)

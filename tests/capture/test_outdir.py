@@ -130,3 +130,40 @@ def _umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
     return mask
+
+
+def test_the_folders_of_killed_runs_are_cleared(tmp_path: Path) -> None:
+    target = tmp_path / "out"
+    killed = outdir.staging(target)  # a capture killed (kill -9) while its ranks wrote here
+    (killed / files.trace_name(0)).write_text("partial")
+    old = tmp_path / ".out.tracekit-old-a_b9x2k1"  # killed between the two renames of a commit
+    old.mkdir()
+    kept = [
+        tmp_path / "out.tracekit-tmp-mine",  # not a name tracekit makes
+        tmp_path / "other.tracekit-tmp-0123abcd",  # another folder's
+        tmp_path / "out.tracekit-failed",  # a failed run's, named in its error: kept for the user
+    ]
+    for folder in kept:
+        folder.mkdir()
+    (tmp_path / "out.tracekit-tmp-89abcdef").write_text("a file, not a folder tracekit made")
+    assert sorted(outdir.clear_stale(target)) == sorted([killed, old])
+    assert not killed.exists() and not old.exists()
+    assert all(folder.is_dir() for folder in kept) and (tmp_path / "out.tracekit-tmp-89abcdef").is_file()
+
+
+def test_the_next_capture_clears_a_killed_capture_s_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tracekit.capture import launcher
+    from tracekit.capture.config import CaptureConfig
+
+    target = tmp_path / "out"
+    killed = outdir.staging(target)
+    started: list[Path] = []
+
+    def launch(_config: object, folder: Path, **_kw: object) -> None:
+        started.append(folder)
+        raise KeyboardInterrupt  # stop the run here: only what happened before launching matters
+
+    monkeypatch.setattr(launcher, "_launch", launch)
+    with pytest.raises(KeyboardInterrupt):
+        launcher._capture_into(CaptureConfig(out_dir=str(target)), target)
+    assert not killed.exists() and started and started[0] != killed

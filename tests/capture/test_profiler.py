@@ -272,3 +272,33 @@ def test_an_unknown_option_or_a_wrong_type_is_a_type_error_naming_it(tmp_path: P
         Profiler(out_dir=tmp_path, batch_size=8)  # the launcher's, not the profiler's
     with pytest.raises(TypeError, match=r"Expected `int`, got `str` - at `measured_steps`"):
         Profiler(out_dir=tmp_path, measured_steps="3")
+
+
+def test_two_loops_writing_one_out_dir_at_once_the_second_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Outside ``tracekit capture`` (an integration, a loop of the user's) each rank holds the lock
+    of its part of ``out_dir``: a second run of the same rank into it is refused, naming the first,
+    and nothing of the first is written over; once the first is done, a new run may replace it."""
+    from tracekit.capture import Profiler, processes
+    from tracekit.errors import InputError
+
+    monkeypatch.delenv(processes.RUN_ENV, raising=False)
+    options = {"out_dir": tmp_path / "out", "warmup_steps": 0, "measured_steps": 1, "wait": 0, "warmup": 0}
+    with Profiler(**options, active=1, trace=False) as first:
+        with pytest.raises(InputError, match=r"out_dir is in use by another tracekit run, pid \d+"):
+            Profiler(**options, active=1, trace=False).__enter__()
+        first.step()
+    assert (tmp_path / "out" / "phases.rank0.json").is_file()
+    with Profiler(**options, active=1, trace=False) as again:  # the lock was released
+        again.step()
+
+
+def test_an_out_dir_that_is_a_file_is_refused_naming_it(tmp_path: Path) -> None:
+    from tracekit.capture import Profiler
+    from tracekit.errors import InputError
+
+    (tmp_path / "out").write_text("a file")
+    with pytest.raises(InputError, match="out_dir is an existing file") as caught:
+        Profiler(out_dir=tmp_path / "out", warmup_steps=0, measured_steps=1, wait=0, warmup=0, active=1).__enter__()
+    assert str(tmp_path / "out") in str(caught.value)

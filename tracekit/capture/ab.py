@@ -166,6 +166,7 @@ def capture_ab(plan: ABPlan, *, starting: Callable[[SideKey, int, Path], None] |
 
 def _capture_ab_into(plan: ABPlan, target: Path, starting: Callable[[SideKey, int, Path], None] | None) -> ABCapture:
     """The A/B captures of ``plan`` into ``target`` (checked, and locked by this process)."""
+    outdir.clear_stale(target)  # the folders of a run killed before it could remove them
     folder = outdir.staging(target)
     runs: list[ABRun] = []
     try:

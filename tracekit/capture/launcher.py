@@ -180,6 +180,7 @@ def capture(config: CaptureConfig, progress: Progress | None = None) -> CaptureS
 def _capture_into(config: CaptureConfig, target: Path, progress: Progress | None = None) -> CaptureSummary:
     """The capture of ``config`` into ``target`` (checked, and locked by this process)."""
     had_capture = outdir.is_capture(target)
+    outdir.clear_stale(target)  # the folders of a run killed before it could remove them
     folder = outdir.staging(target)
     try:
         outcome = _launch(config, folder, progress=progress)

@@ -30,6 +30,7 @@ from tracekit.capture.loader_rank import fetch_name
 from tracekit.capture.loader_stats import headroom, rank_fetches
 from tracekit.capture.workloads import resolve
 from tracekit.errors import InputError
+from tracekit.locks import folder_lock
 from tracekit.results.capture import load_capture_summary
 from tracekit.results.loader_probe import LOADER_PROBE_SCHEMA, ConfigChange, LoaderNote, LoaderProbe
 from tracekit.results.records import dump_record
@@ -85,23 +86,25 @@ def probe_dataloader(
     accelerate_configs.check(config.accelerate_config)  # a missing file, several machines
     with deadline("dataloader", config.timeout):  # importing the workload's module runs its code here
         resolve(config.workload)  # an import error fails here, before N ranks start
-    warmup = config.warmup_steps * config.gradient_accumulation_steps
-    folder = outdir.staging(target)
-    args = [str(batches), str(warmup)]
-    run_ranks(config, folder, target, module="tracekit.capture.loader_rank", args=args, kind=PROBE)
-    try:
-        probe = _merge(folder, config, warmup=warmup, training=training)
-        files.write_bytes_atomic(folder / PROBE_FILE, dump_record(probe))
-        with processes.interrupts_ignored():
-            for rank in range(config.nproc):
-                for name in files.status_names(rank):
-                    (folder / name).unlink(missing_ok=True)
-            outdir.commit(folder, target, PROBE)
-    except BaseException:
-        with processes.interrupts_ignored():
-            outdir.keep_failed(folder, target, PROBE)
-        raise
-    return probe
+    with folder_lock(target):  # a second probe into the same folder is refused, naming this one
+        warmup = config.warmup_steps * config.gradient_accumulation_steps
+        outdir.clear_stale(target)  # the folders of a probe killed before it could remove them
+        folder = outdir.staging(target)
+        args = [str(batches), str(warmup)]
+        run_ranks(config, folder, target, module="tracekit.capture.loader_rank", args=args, kind=PROBE)
+        try:
+            probe = _merge(folder, config, warmup=warmup, training=training)
+            files.write_bytes_atomic(folder / PROBE_FILE, dump_record(probe))
+            with processes.interrupts_ignored():
+                for rank in range(config.nproc):
+                    for name in files.status_names(rank):
+                        (folder / name).unlink(missing_ok=True)
+                outdir.commit(folder, target, PROBE)
+        except BaseException:
+            with processes.interrupts_ignored():
+                outdir.keep_failed(folder, target, PROBE)
+            raise
+        return probe
 
 
 class _Training(msgspec.Struct, frozen=True):

@@ -14,8 +14,10 @@ of output folder (an A/B capture: :mod:`tracekit.capture.ab`), each a :class:`Fo
 
 from __future__ import annotations
 
+import glob
 import json
 import os
+import re
 import secrets
 import shutil
 import tempfile
@@ -106,6 +108,27 @@ def _check_replaceable(target: Path, kind: FolderKind) -> None:
         )
 
 
+#: The folder a commit moves the previous capture into, until the new one is in place.
+OLD_INFIX: Final = ".tracekit-old-"
+_STALE: Final = re.compile(r"[0-9a-f]{8}|[a-z0-9_]{8}")
+
+
+def clear_stale(target: Path) -> list[Path]:
+    """Remove the temporary folders of earlier runs into ``target`` that were killed before they
+    could clean up (``<out_dir>.tracekit-tmp-XXXX``, ``.<out_dir>.tracekit-old-XXXX``); returns them.
+
+    Call it only while holding ``target``'s lock (:func:`tracekit.locks.folder_lock`): every run
+    into ``target`` holds it while its folders exist, so no live run owns one of these.
+    """
+    removed = []
+    for prefix in (f"{target.name}{TMP_INFIX}", f".{target.name}{OLD_INFIX}"):
+        for folder in target.parent.glob(glob.escape(prefix) + "*"):
+            if _STALE.fullmatch(folder.name[len(prefix) :]) and folder.is_dir() and not folder.is_symlink():
+                shutil.rmtree(folder, ignore_errors=True)
+                removed.append(folder)
+    return removed
+
+
 def staging(target: Path) -> Path:
     """A new empty folder beside ``target`` for the run to write into."""
     try:
@@ -139,7 +162,7 @@ def commit(new: Path, target: Path, kind: FolderKind = CAPTURE) -> None:
         for extra in extras:
             extra.rename(new / extra.name)
             moved.append(extra)
-        old = Path(tempfile.mkdtemp(prefix=f".{target.name}.tracekit-old-", dir=target.parent))
+        old = Path(tempfile.mkdtemp(prefix=f".{target.name}{OLD_INFIX}", dir=target.parent))
         target.rename(old)  # replaces the empty folder just made
     except OSError as exc:
         for extra in moved:

@@ -43,9 +43,10 @@ from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 import msgspec
 
-from tracekit.capture import files, memory, outdir
+from tracekit.capture import files, memory, outdir, processes
 from tracekit.capture.config import profiler_config
 from tracekit.errors import InputError
+from tracekit.locks import folder_lock
 from tracekit.results.capture import CaptureNote
 from tracekit.results.vocab import CAPTURE_SYNC_RANGE, CaptureNoteKind
 
@@ -189,15 +190,34 @@ class Profiler:
         self._profiling_cuda_range = False
         self._history = False  # recording the CUDA allocator's history for the snapshot
         self._last_sample: tuple[int, dict[str, int]] | None = None
+        #: The lock of this rank's part of ``out_dir``, held from ``__enter__`` to ``__exit__``.
+        self._lock = contextlib.ExitStack()
 
     # -- lifecycle ---------------------------------------------------------------
     def __enter__(self) -> Profiler:
+        self.rank, self.world_size = _dist()
+        self._lock = contextlib.ExitStack()
+        if self.out_dir.exists() and not self.out_dir.is_dir():
+            raise InputError("out_dir is an existing file, not a folder", path=self.out_dir)
+        if processes.RUN_ENV not in os.environ:  # tracekit's own ranks: their command holds the lock
+            self._lock.enter_context(folder_lock(self.out_dir, part=f"rank{self.rank}"))
+        try:
+            self._enter()
+        except BaseException:
+            self._lock.close()
+            raise
+        return self
+
+    def _enter(self) -> None:
+        """The rest of ``__enter__``, once ``out_dir`` is this rank's to write."""
         import torch
         from torch.profiler import ProfilerActivity, profile, schedule
 
-        self.rank, self.world_size = _dist()
         _check_not_foreign(self.out_dir, self.rank, summary=self.write_summary)
-        self.out_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            self.out_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise InputError(f"cannot create out_dir ({exc.strerror or exc})", path=self.out_dir) from None
         self._cuda = torch.cuda.is_available()
         self.notes.extend(_memory_notes(cuda=self._cuda, snapshot=self.memory_snapshot))
         activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if self._cuda else [])
@@ -220,11 +240,14 @@ class Profiler:
         if self.warmup_steps == 0:
             self._start_measured()
         self._begin_step()
-        return self
 
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
+        with self._lock:  # released once the files are written (or the error is on its way)
+            self._exit(exc_type, exc, tb)
+
+    def _exit(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
         self._end_step_range(self._current)
         self._current = None  # a step left open by an exception is not recorded
         self._set_cuda_range(False)

@@ -28,22 +28,38 @@ and hooks on the model's forward:
 - ``optim_step``: ``on_pre_optimizer_step`` to ``on_optimizer_step``.
 - ``zero_grad``: ``on_optimizer_step`` to ``on_step_end``: the learning-rate scheduler and
   ``model.zero_grad()``.
+
+When the training raises or is interrupted (an error or Ctrl-C in a measured step), the callback
+stops the profiler, keeps the trace of the steps profiled so far, removes its hooks and gives the
+DataLoader its class back, then lets the error go on. The Trainer has no callback event for an
+error, so the callback wraps the ``train`` method of its Trainer (found when the Trainer calls
+``on_init_end``: the callback is in ``Trainer(callbacks=[...])``); one added later with
+``trainer.add_callback`` wraps the Trainer's ``training_step`` and the DataLoader's fetches
+instead, which is where a measured step spends its time.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+import functools
+import sys
+from typing import TYPE_CHECKING, Any, Final
 
 import transformers
 
 from tracekit.integrations.marker import StepMarker, ddp_type, environment, make_config, summary_config
 
 if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
+    from types import FrameType
+
     from transformers import TrainerControl, TrainerState, TrainingArguments
 
 #: The phase after which the model's forward begins (the hooks ignore a forward anywhere else:
 #: a checkpointed layer's forward run again in backward, an evaluation).
 _BEFORE_FORWARD = frozenset({"h2d"})
+#: How many frames up from a callback the Trainer calling it is looked for (the handler's
+#: ``call_event`` and its event method lie between).
+_FRAMES: Final = 8
 
 
 class TracekitCallback(transformers.TrainerCallback):
@@ -61,12 +77,27 @@ class TracekitCallback(transformers.TrainerCallback):
         self._loader: tuple[Any, type] | None = None
         #: Module calls open now (the outermost one is the forward).
         self._depth = 0
+        #: Whether an error of the training reaches :meth:`_failed` (the Trainer's ``train`` or
+        #: ``training_step`` is wrapped).
+        self._guarded = False
 
     # -- the run ------------------------------------------------------------------
+    def on_init_end(self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any) -> None:
+        """The Trainer is built: wrap its ``train``, so that an error in it cleans up here."""
+        trainer = _calling_trainer(self)
+        if trainer is not None:
+            _guard(trainer, "train", self._failed)
+            self._guarded = True
+
     def on_train_begin(
         self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any
     ) -> None:
         """Start profiling (the process group is up) and hook the model's forward."""
+        if not self._guarded:  # added after the Trainer was built: guard the step instead
+            trainer = _calling_trainer(self)
+            if trainer is not None:
+                _guard(trainer, "training_step", self._failed)
+                self._guarded = True
         world = int(args.world_size)
         accumulation = int(args.gradient_accumulation_steps)
         batch = int(args.per_device_train_batch_size)
@@ -88,6 +119,7 @@ class TracekitCallback(transformers.TrainerCallback):
                 ),
             },
         )
+        self.marker.begin()  # first: an out_dir it refuses leaves nothing registered
         from torch.nn.modules.module import register_module_forward_hook, register_module_forward_pre_hook
 
         self._hooks = [
@@ -97,8 +129,7 @@ class TracekitCallback(transformers.TrainerCallback):
         loader = kwargs.get("train_dataloader")
         if loader is not None:
             self._loader = (loader, type(loader))
-            _set_class(loader, _timed(type(loader), self.marker))
-        self.marker.begin()
+            _set_class(loader, _timed(type(loader), self.marker, self._failed))
 
     def on_step_begin(
         self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any
@@ -138,15 +169,26 @@ class TracekitCallback(transformers.TrainerCallback):
         self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any
     ) -> None:
         """Training ended (perhaps before the measured steps did): write what was profiled."""
-        for hook in self._hooks:
-            hook.remove()
-        self._hooks = []
-        if self._loader is not None:
-            loader, cls = self._loader
-            _set_class(loader, cls)
-            self._loader = None
-        if self.marker is not None:
-            self.marker.end()
+        self._clean_up(None)
+
+    def _failed(self, error: BaseException) -> None:
+        """The training raised ``error`` (which goes on after this): stop profiling, keeping the
+        trace so far, and remove what the callback registered."""
+        self._clean_up(error)
+
+    def _clean_up(self, error: BaseException | None) -> None:
+        """Remove the hooks, give the DataLoader its class back and end the profiling (after
+        ``error``: the trace so far is kept); each part also when another fails."""
+        hooks, self._hooks = self._hooks, []
+        loader, self._loader = self._loader, None
+        try:
+            for hook in hooks:
+                hook.remove()
+            if loader is not None:
+                _set_class(*loader)
+        finally:
+            if self.marker is not None:
+                self.marker.end(error)
 
     # -- the model's forward ---------------------------------------------------------
     def _forward_begins(self, *_args: Any) -> None:
@@ -160,12 +202,22 @@ class TracekitCallback(transformers.TrainerCallback):
             self.marker.switch("backward")
 
 
-def _timed(cls: type, marker: StepMarker) -> type:
-    """``cls`` (a DataLoader's class) whose iteration times each fetch as ``dataload_wait``."""
+def _timed(cls: type, marker: StepMarker, failed: Callable[[BaseException], None]) -> type:
+    """``cls`` (a DataLoader's class) whose iteration times each fetch as ``dataload_wait``
+    (``failed`` is told of an error in a fetch, before it goes on)."""
     iterate: Any = cls.__iter__  # type: ignore[attr-defined]
 
+    def fetches(loader: Any) -> Iterator[Any]:
+        try:
+            yield from marker.loader(iterate(loader))
+        except GeneratorExit:  # the Trainer stopped iterating: not an error
+            raise
+        except BaseException as error:
+            failed(error)
+            raise
+
     def __iter__(self: Any) -> Any:
-        return marker.loader(iterate(self))
+        return fetches(self)
 
     return type(cls.__name__, (cls,), {"__iter__": __iter__, "__module__": cls.__module__})
 
@@ -174,3 +226,33 @@ def _set_class(obj: Any, cls: type) -> None:
     """Set ``obj``'s class through ``object``'s own descriptor: accelerate's ``DataLoaderShard``
     shadows ``__class__`` with a read-only property."""
     object.__dict__["__class__"].__set__(obj, cls)
+
+
+def _calling_trainer(callback: TracekitCallback) -> transformers.Trainer | None:
+    """The Trainer whose callback handler is calling ``callback`` now (from the call's frames)."""
+    frame: FrameType | None = sys._getframe(1)
+    for _ in range(_FRAMES):
+        if frame is None:
+            return None
+        owner = frame.f_locals.get("self")
+        if isinstance(owner, transformers.Trainer):
+            handler = getattr(owner, "callback_handler", None)
+            return owner if callback in getattr(handler, "callbacks", ()) else None
+        frame = frame.f_back
+    return None
+
+
+def _guard(trainer: transformers.Trainer, name: str, failed: Callable[[BaseException], None]) -> None:
+    """Wrap ``trainer``'s method ``name`` (on the instance): an error in it is told to ``failed``
+    before it goes on."""
+    method = getattr(trainer, name)
+
+    @functools.wraps(method)
+    def guarded(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return method(*args, **kwargs)
+        except BaseException as error:
+            failed(error)
+            raise
+
+    setattr(trainer, name, guarded)
