@@ -112,5 +112,5 @@ probe_note  # unused variable (tracekit/results/sweep.py:158)
 # and the Trainer callback's class, which users name
 _ = (TracekitCallback, on_train_start, on_train_batch_start, on_before_zero_grad, on_before_backward)
 _ = (on_after_backward, on_before_optimizer_step, on_train_batch_end, on_train_end, on_exception, on_train_begin)
-_ = (on_step_begin, on_substep_end, on_pre_optimizer_step, on_optimizer_step, on_step_end)
+_ = (on_init_end, on_step_begin, on_substep_end, on_pre_optimizer_step, on_optimizer_step, on_step_end)
 estimate_ns  # a ClockOffset field read through the JSON (tracekit/results/rows.py)
