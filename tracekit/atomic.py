@@ -4,7 +4,8 @@ Each file is written to a temporary file beside it (a unique name, so concurrent
 collide), flushed to disk, then renamed over the target. A failure at any point (an error
 while writing, a full disk, an interrupt) removes the temporary file and leaves the target as
 it was: the previous file untouched, or no file where there was none. :class:`OutputFiles`
-writes several files together: none is replaced until every one of them has been written.
+writes several files together: none is replaced until every one of them has been written. An
+output that is a stream (``--json /dev/stdout``, a pipe) is written directly, after the files.
 """
 
 from __future__ import annotations
@@ -60,6 +61,33 @@ class _Staged:
             self.temp.unlink(missing_ok=True)
 
 
+class _Streamed:
+    """One output that is not a file but a stream (``/dev/stdout``, a pipe, a terminal): nothing
+    can be renamed over it, so it is written when the others are committed, once."""
+
+    def __init__(self, path: Path, write: Callable[[Path], object]) -> None:
+        self.path = path
+        self.write = write
+
+    def commit(self) -> None:
+        try:
+            self.write(self.path)
+        except OSError as exc:
+            raise InputError(f"cannot write ({os_reason(exc)})", path=self.path) from None
+
+    def discard(self) -> None:
+        """Nothing was written yet."""
+
+
+def _is_stream(path: Path) -> bool:
+    """Whether ``path`` names an existing character device, pipe or socket (``/dev/stdout``)."""
+    try:
+        mode = path.stat().st_mode
+    except (OSError, ValueError):
+        return False
+    return stat.S_ISCHR(mode) or stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
+
+
 def _reserve(target: Path, *, shown: Path) -> Path:
     """A new, empty temporary file beside ``target`` (its mode from the umask, as a new file's)."""
     for _ in range(100):
@@ -109,11 +137,12 @@ class OutputFiles:
     """
 
     def __init__(self) -> None:
-        self._staged: list[_Staged] = []
+        self._staged: list[_Staged | _Streamed] = []
 
     def add(self, path: str | Path, write: Callable[[Path], object]) -> None:
         """Write ``path``'s content with ``write`` (to a temporary file, until the block ends)."""
-        self._staged.append(_Staged(Path(path), write))
+        path = Path(path)
+        self._staged.append(_Streamed(path, write) if _is_stream(path) else _Staged(path, write))
 
     def add_text(self, path: str | Path, text: str) -> None:
         """Write ``text`` (UTF-8) to ``path``."""

@@ -92,7 +92,8 @@ def folder_lock(folder: str | Path, *, flag: str = "out_dir", part: str | None =
             path=target,
         ) from None
     except OSError as exc:
-        raise InputError(f"cannot lock {flag} ({exc.strerror or exc}) in {path.parent}", path=target) from None
+        what = "a folder is where it goes" if path.is_dir() else (exc.strerror or str(exc))
+        raise InputError(f"cannot take the lock of {flag} {target} ({what})", path=path) from None
     try:
         with contextlib.suppress(OSError):  # the sidecar only names the holder in a refusal
             sidecar.write_text(_holder_text(), encoding="utf-8")

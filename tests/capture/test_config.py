@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tracekit.capture.config import load_config, parse_overrides, to_dict
+from tracekit.capture.config import CaptureConfig, load_config, parse_overrides, to_dict
 from tracekit.errors import InputError
 
 
@@ -170,3 +170,36 @@ def test_a_sample_config_never_writes_into_the_shipped_samples() -> None:
         assert "out_dir" not in json.loads(path.read_text()), path
         out = Path(load_config(path).out_dir).resolve()
         assert out == Path("tracekit-capture").resolve() and not out.is_relative_to(SAMPLES.resolve())
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ({"batch_size": str(10**30)}, f"--batch_size={10**30}: out of range: must be at most 2,147,483,647"),
+        ({"max_grad_norm": "-1"}, "--max_grad_norm=-1: out of range: must be a finite number above 0, or null"),
+        ({"max_grad_norm": "NaN"}, "--max_grad_norm=NaN: out of range: must be a finite number above 0, or null"),
+        ({"nproc": "100000"}, "--nproc=100000: out of range: must be at most 4,096"),
+        ({"profiler.wait": "-1"}, "--profiler.wait=-1: out of range: must be at least 0"),
+    ],
+)
+def test_absurd_sizes_and_negative_norms_are_refused(override: dict[str, str], message: str) -> None:
+    with pytest.raises(InputError) as info:
+        load_config(None, override)
+    assert info.value.message == message
+
+
+def test_the_profiler_api_accepts_and_refuses_what_the_cli_does(tmp_path: Path) -> None:
+    from tracekit.capture import Profiler
+
+    for options, refused in (
+        ({"measured_steps": 0}, "Profiler: measured_steps is out of range: must be at least 1, got 0"),
+        ({"warmup_steps": -1}, "Profiler: warmup_steps is out of range: must be at least 0, got -1"),
+        ({"active": 0}, "Profiler: profiler.active is out of range: must be at least 1, got 0"),
+    ):
+        with pytest.raises(InputError) as info:
+            Profiler(out_dir=tmp_path, **options)
+        assert info.value.message == refused
+    with pytest.raises(InputError, match="measured_steps is out of range"):
+        Profiler(CaptureConfig(measured_steps=0))  # a config built by hand is held to the same ranges
+    with pytest.raises(TypeError, match=r"config must be a CaptureConfig \(.*load_config.*\), not a str"):
+        Profiler("cfg.json")  # type: ignore[arg-type]

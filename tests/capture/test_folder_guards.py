@@ -46,6 +46,16 @@ def test_a_second_writer_is_refused_at_once_naming_the_holder(tmp_path: Path) ->
     assert not sidecar.exists()
 
 
+def test_a_folder_where_the_lock_goes_is_named_not_out_dir(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    lock_path(out).mkdir(parents=True)
+    with pytest.raises(InputError) as caught, folder_lock(out):
+        pass
+    assert caught.value.path == str(lock_path(out))
+    said = f"{lock_path(out)}: cannot take the lock of out_dir {out} (a folder is where it goes)"
+    assert caught.value.message == said
+
+
 def test_grid_values_sharing_a_cell_folder_are_refused() -> None:
     with pytest.raises(InputError, match=r"'a/b' and 'a_b' would share the cell folder 'cells/x=a_b'"):
         grid_cells(parse_grid(["x=a/b,a_b"]))

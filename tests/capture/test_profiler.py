@@ -302,3 +302,18 @@ def test_an_out_dir_that_is_a_file_is_refused_naming_it(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="out_dir is an existing file") as caught:
         Profiler(out_dir=tmp_path / "out", warmup_steps=0, measured_steps=1, wait=0, warmup=0, active=1).__enter__()
     assert str(tmp_path / "out") in str(caught.value)
+
+
+def test_a_phase_name_the_reports_could_not_show_is_refused(tmp_path: Path) -> None:
+    from tracekit.capture import Profiler
+    from tracekit.errors import InputError
+
+    with Profiler(out_dir=tmp_path, warmup_steps=0, measured_steps=1, trace=False, wait=0, warmup=0, active=1) as prof:
+        for name, error in (("", "is empty"), ("  ", "is empty"), ("x" * 101, "101 characters"), ("a\nb", "control")):
+            with pytest.raises(InputError, match=error), prof.phase(name):
+                pass
+        with pytest.raises(TypeError, match="must be a str"), prof.phase(3):  # type: ignore[arg-type]
+            pass
+        with prof.phase("forward"):
+            pass
+        prof.step()

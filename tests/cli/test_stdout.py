@@ -30,8 +30,9 @@ def run(*args: str | Path, cwd: Path) -> subprocess.CompletedProcess[str]:
         (["compare", HEALTHY, STRAGGLER, "--no-cache"], "tracekit.comparison"),
     ],
 )
-def test_json_dash_is_json_alone_on_stdout(tmp_path: Path, command: list[str | Path], schema: str) -> None:
-    result = run(*command, "--json", "-", "--md", tmp_path / "report.md", cwd=tmp_path)
+@pytest.mark.parametrize("stdout", ["-", "/dev/stdout"])
+def test_json_dash_is_json_alone_on_stdout(tmp_path: Path, command: list[str | Path], schema: str, stdout: str) -> None:
+    result = run(*command, "--json", stdout, "--md", tmp_path / "report.md", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["schema"] == schema  # nothing else on stdout
     assert not (tmp_path / "-").exists()
@@ -68,3 +69,11 @@ def test_a_tool_report_on_stdout(tmp_path: Path) -> None:
     assert json.loads(result.stdout)["schema"] == "tracekit.param_audit"
     assert f"wrote {tmp_path / 'audit.md'}" in result.stderr
     assert not (tmp_path / "-").exists()
+
+
+def test_an_output_that_is_a_stream_is_written_to_it(tmp_path: Path) -> None:
+    """``--json /dev/stderr``: a stream, not a file to rename over (once refused: 'No such file')."""
+    result = run("analyze", HEALTHY, "--json", "/dev/stderr", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    body = result.stderr[result.stderr.index("{") :]
+    assert json.loads(body[: body.rindex("}") + 1])["schema"] == "tracekit.analysis"

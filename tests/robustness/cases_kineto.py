@@ -300,6 +300,63 @@ def _alignment_cases() -> list[Case]:
     ]
 
 
+def _steps(document: Any) -> list[dict[str, Any]]:
+    """The ProfilerStep ranges (the capture's ``step#N`` markers are NVTX ranges, not in a Kineto trace)."""
+    return [e for e in b.events(document) if str(e.get("name", "")).startswith("ProfilerStep#")]
+
+
+def _zero_length_steps(document: Any) -> None:
+    for event in _steps(document):
+        event["dur"] = 0
+
+
+def _steps_marked_twice(document: Any) -> None:
+    for event in _steps(document):
+        document["traceEvents"].append({**event, "ts": event["ts"] + 1, "dur": event["dur"] / 2})
+
+
+def _steps_run_over(document: Any) -> None:
+    for event in _steps(document):
+        event["dur"] *= 1.5
+
+
+def _durations_in_ns(document: Any) -> None:
+    for event in b.events(document):
+        if isinstance(event, dict) and isinstance(event.get("dur"), (int, float)):
+            event["dur"] *= 1000
+
+
+def _a_minute_earlier(document: Any) -> None:
+    for event in b.events(document):
+        if isinstance(event, dict) and isinstance(event.get("ts"), (int, float)):
+            event["ts"] -= 60e6
+
+
+def _cut_short(document: Any) -> None:
+    starts = sorted(e["ts"] for e in _steps(document))
+    cut = starts[len(starts) // 2]
+    document["traceEvents"] = [e for e in b.events(document) if not isinstance(e, dict) or e.get("ts", 0) < cut]
+
+
+def _collectives_twice(document: Any) -> None:
+    comm = [e for e in b.events(document) if isinstance(e, dict) and "all_reduce" in str(e.get("name", "")).lower()]
+    document["traceEvents"] += [{**e, "ts": e["ts"] + 0.5} for e in comm]
+
+
+def _plausibility_cases() -> list[Case]:
+    """Valid-looking traces whose times or shape cannot be one rank of this run's (issue 47): each
+    left out, repaired or named, never analyzed silently. ``capture``: rank 3 of a gloo capture."""
+    return [
+        Case("steps-zero-length", b.doc(_zero_length_steps), ("warning",), source="capture"),
+        Case("steps-marked-twice", b.doc(_steps_marked_twice), ("warning",), source="capture"),
+        Case("steps-run-over-the-next", b.doc(_steps_run_over), ("warning",), source="capture"),
+        Case("durations-in-ns", b.doc(_durations_in_ns), ("skipped",), source="capture"),
+        Case("rank-of-a-run-a-minute-earlier", b.doc(_a_minute_earlier), ("skipped",), source="capture", only="mixed"),
+        Case("rank-cut-short", b.doc(_cut_short), ("warning",), source="capture", only="mixed"),
+        Case("rank-with-collectives-twice", b.doc(_collectives_twice), ("warning",), source="capture", only="mixed"),
+    ]
+
+
 GROUPS: dict[str, list[Case]] = {
     "Kineto: truncations": _truncation_cases(),
     "Kineto: encodings and JSON syntax": _encoding_cases(),
@@ -308,4 +365,5 @@ GROUPS: dict[str, list[Case]] = {
     "Kineto: distributedInfo ranks and world sizes": _rank_cases(),
     "Kineto: no events": _empty_cases(),
     "Kineto: step numbers shifted on one rank": _alignment_cases(),
+    "Kineto: implausible steps and ranks of another run": _plausibility_cases(),
 }

@@ -15,13 +15,14 @@ from tracekit.analyzers.collectives import group_members
 from tracekit.analyzers.context import Options
 from tracekit.analyzers.mapreduce import RankSummary, Reduced, map_ranks, reduce_ranks
 from tracekit.analyzers.registry import ANALYSES
+from tracekit.model.run import Run
 from tracekit.results.analysis import Analysis, SectionData
 from tracekit.results.vocab import WindowKind
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from tracekit.model.run import Run, RunMeta
+    from tracekit.model.run import RunMeta
 
 
 @dataclass(frozen=True)
@@ -122,6 +123,11 @@ def analyze(
     ``window``: measure time over the steps (default) or over each rank's whole GPU span
     (``"gpu_span"``, HTA's definition); ``steps``, ``include_warmup``: see :func:`run_analysis`.
     """
+    if not isinstance(run, Run):
+        what = "None" if run is None else f"a {type(run).__name__}"
+        raise TypeError(f"analyze: run must be a Run (tracekit.readers.load_run(paths) reads one), not {what}")
+    if steps is not None and not isinstance(steps, str):
+        raise TypeError(f"analyze: steps is a str as --steps takes it ('2:8', '3,5'), not a {type(steps).__name__}")
     return run_analysis(run, window=window, steps=steps, include_warmup=include_warmup).analysis
 
 

@@ -264,27 +264,44 @@ def _env_as_text(data: dict[str, Any]) -> dict[str, Any]:
     return {**data, _ENV: text}
 
 
+#: The most of a count a config may set (a batch, a prefetch): int32's largest, which torch's
+#: sizes and the DataLoader's take; beyond it a value is a typo, not a plan.
+MAX_COUNT: Final = 2**31 - 1
+#: The most ranks (or DataLoader workers per rank) one machine starts.
+MAX_NPROC: Final = 4096
+#: The most steps of one kind (warm-up, measured, a schedule's phase) a capture runs.
+MAX_STEPS: Final = 1_000_000
+
+
 def _check_ranges(config: CaptureConfig) -> None:
     """A :class:`BadField` for the first field out of its range, naming the range."""
-    fraction, cap = config.cuda_memory_fraction, config.ddp_bucket_cap_mb
+    fraction, cap, norm = config.cuda_memory_fraction, config.ddp_bucket_cap_mb, config.max_grad_norm
+    p = config.profiler
+
+    def counted(name: str, value: int, low: int, high: int = MAX_COUNT) -> tuple[str, object, bool, str]:
+        bound = f"at least {low}" if value < low else f"at most {high:,}"  # the one it crosses
+        return name, value, low <= value <= high, bound
+
     checks: list[tuple[str, object, bool, str]] = [  # field, value, in range, the range
-        ("nproc", config.nproc, config.nproc >= 1, "at least 1"),
-        ("batch_size", config.batch_size, config.batch_size >= 1, "at least 1"),
-        ("measured_steps", config.measured_steps, config.measured_steps >= 1, "at least 1"),
-        ("warmup_steps", config.warmup_steps, config.warmup_steps >= 0, "at least 0"),
-        (
-            "gradient_accumulation_steps",
-            config.gradient_accumulation_steps,
-            config.gradient_accumulation_steps >= 1,
-            "at least 1",
-        ),
-        ("num_workers", config.num_workers, config.num_workers >= 0, "at least 0"),
-        ("profiler.active", config.profiler.active, config.profiler.active >= 1, "at least 1"),
-        ("profiler.repeat", config.profiler.repeat, config.profiler.repeat >= 1, "at least 1"),
+        counted("nproc", config.nproc, 1, MAX_NPROC),
+        counted("batch_size", config.batch_size, 1),
+        counted("measured_steps", config.measured_steps, 1, MAX_STEPS),
+        counted("warmup_steps", config.warmup_steps, 0, MAX_STEPS),
+        counted("gradient_accumulation_steps", config.gradient_accumulation_steps, 1, MAX_STEPS),
+        counted("num_workers", config.num_workers, 0, MAX_NPROC),
+        counted("profiler.wait", p.wait, 0, MAX_STEPS),
+        counted("profiler.warmup", p.warmup, 0, MAX_STEPS),
+        counted("profiler.active", p.active, 1, MAX_STEPS),
+        counted("profiler.repeat", p.repeat, 1, MAX_STEPS),
         ("timeout", config.timeout, config.timeout is None or config.timeout > 0, "above 0 seconds, or null"),
         ("cuda_memory_fraction", fraction, fraction is None or 0 < fraction <= 1, "above 0 and at most 1, or null"),
         ("ddp_bucket_cap_mb", cap, cap is None or (math.isfinite(cap) and cap > 0), "a finite number above 0, or null"),
+        ("max_grad_norm", norm, norm is None or (math.isfinite(norm) and norm > 0), "a finite number above 0, or null"),
+        ("learning_rate", config.learning_rate, math.isfinite(config.learning_rate), "a finite number"),
+        ("seed", config.seed, 0 <= config.seed < 2**63, "at least 0 and below 2**63"),
     ]
+    if config.prefetch_factor is not None:
+        checks.append(counted("prefetch_factor", config.prefetch_factor, 1, MAX_COUNT))
     for name, value, ok, allowed in checks:
         if not ok:
             shown = json.dumps(value)
@@ -376,9 +393,14 @@ def profiler_config(config: CaptureConfig | None = None, /, **options: Any) -> C
     of :data:`PROFILER_FIELDS`, or of :class:`ProfilerConfig`'s (``wait``, ``warmup``, ``active``,
     ``repeat``, ``record_shapes``, ...), for a :class:`~tracekit.capture.profiler.Profiler`. Raises
     :class:`TypeError` naming an unknown option, or a value of the wrong type."""
-    config = config or CaptureConfig()
+    if config is not None and not isinstance(config, CaptureConfig):
+        what = type(config).__name__
+        raise TypeError(
+            f"Profiler: config must be a CaptureConfig (tracekit.capture.load_config(path) reads a file), not a {what}"
+        )
     if not options:
-        return config
+        return _in_range(config or CaptureConfig())
+    config = config or CaptureConfig()
     schedule = ProfilerConfig.__struct_fields__
     known = (*PROFILER_FIELDS, *schedule)
     for name in options:
@@ -390,6 +412,17 @@ def profiler_config(config: CaptureConfig | None = None, /, **options: Any) -> C
     data["profiler"] |= {k: v for k, v in options.items() if k in schedule}
     data |= {k: os.fspath(v) if k == "out_dir" else v for k, v in options.items() if k not in schedule}
     try:
-        return msgspec.convert(data, CaptureConfig)
+        built = msgspec.convert(data, CaptureConfig)
     except msgspec.ValidationError as exc:
         raise TypeError(f"Profiler: {str(exc).replace('$.', '')}") from None
+    return _in_range(built)
+
+
+def _in_range(config: CaptureConfig) -> CaptureConfig:
+    """``config``, held to the ranges the CLI and a config file are (an :class:`InputError` naming
+    the field otherwise)."""
+    try:
+        _check_ranges(config)
+    except BadField as bad:
+        raise InputError(f"Profiler: {bad.file_reason.removeprefix('invalid config: ')}") from None
+    return config

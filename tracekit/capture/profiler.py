@@ -267,6 +267,7 @@ class Profiler:
         """Time ``name`` on the host and mark it for torch.profiler and Nsight Systems."""
         from torch.profiler import record_function
 
+        _check_phase_name(name)
         if self.progress is not None:
             self.progress(self._step, name)
         record = self._current
@@ -474,6 +475,23 @@ class Profiler:
             "memory": self._memory(),
             "notes": msgspec.to_builtins(self.notes),
         }
+
+
+#: The longest phase name: it is a range's name in the trace and a column in every report.
+MAX_PHASE_CHARS: Final = 100
+
+
+def _check_phase_name(name: object) -> None:
+    """Refuse (:class:`TypeError`, :class:`InputError`) a phase name the reports could not show:
+    not a str, empty, over :data:`MAX_PHASE_CHARS` characters, or holding a control character."""
+    if not isinstance(name, str):
+        raise TypeError(f"Profiler.phase: the name must be a str, not a {type(name).__name__}")
+    if not name.strip():
+        raise InputError("Profiler.phase: the phase name is empty")
+    if len(name) > MAX_PHASE_CHARS:
+        raise InputError(f"Profiler.phase: the phase name is {len(name)} characters long (at most {MAX_PHASE_CHARS})")
+    if any(not c.isprintable() for c in name):
+        raise InputError(f"Profiler.phase: the phase name {name!r} holds a control character")
 
 
 def _check_not_foreign(out_dir: Path, rank: int, *, summary: bool) -> None:

@@ -14,7 +14,7 @@ from typing import Any, Final, NoReturn, TypeVar
 import click
 
 from tracekit import __version__
-from tracekit.cli.options import ConfigCommand, analysis_options, output_options
+from tracekit.cli.options import ConfigCommand, FiniteRange, analysis_options, output_options
 from tracekit.cli.signals import Terminated, termination_raises
 from tracekit.errors import TracekitError, is_disk_error, os_reason
 
@@ -141,7 +141,7 @@ def report(report: Path, outputs: dict[str, Path | None], full: bool) -> None:
     "--noise-threshold",
     default=1.0,
     show_default=True,
-    type=click.FloatRange(min=0),
+    type=FiniteRange(min=0, max=1000),
     metavar="PCT",
     help="A change smaller than this share of A (percent) is within noise even when its interval excludes zero.",
 )
@@ -149,7 +149,7 @@ def report(report: Path, outputs: dict[str, Path | None], full: bool) -> None:
     "--level",
     default=0.95,
     show_default=True,
-    type=click.FloatRange(min=0.5, max=0.999),
+    type=FiniteRange(min=0.5, max=0.999),
     help="Confidence level of the intervals.",
 )
 @click.option("--top", default=15, show_default=True, type=click.IntRange(min=1), help="Work changes to list.")
@@ -221,10 +221,10 @@ def capture(ctx: click.Context, config_path: Path | None, ab: tuple[str, str] | 
 @click.option("--probe-oom", is_flag=True, help="Walk each other-cell's batch_size up to the first OOM.")
 @click.option("--probe-step", type=click.IntRange(min=1), help="Walk up by this step [default: double, then bisect].")
 @click.option("--no-trace", is_flag=True, help="No profiler trace: step times and memory only (faster).")
-@click.option("--cell-timeout", type=click.FloatRange(min=0, min_open=True), metavar="SECONDS", help="Per capture.")
+@click.option("--cell-timeout", type=FiniteRange(min=0, min_open=True), metavar="SECONDS", help="Per capture.")
 @click.option(
     "--mem-budget-gb",
-    type=click.FloatRange(min=0, min_open=True),
+    type=FiniteRange(min=0, min_open=True),
     help="A cell whose peak (reserved on GPU, RSS per rank on CPU) is over this is out of memory.",
 )
 @click.option("--headroom", default="10%", show_default=True, metavar="PCT", help="Memory the best cell leaves free.")

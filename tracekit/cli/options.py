@@ -9,6 +9,7 @@ as a parameter per option.
 from __future__ import annotations
 
 import functools
+import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
@@ -24,6 +25,19 @@ T = TypeVar("T")
 
 #: Where a group's values wait in the command's context (``ctx.meta``) for the command.
 _META: Final = "tracekit.options."
+
+
+class FiniteRange(click.FloatRange):
+    """click's ``FloatRange`` that also refuses NaN and infinities (``nan`` compares as inside
+    every range: ``--noise-threshold nan`` would turn a gate off)."""
+
+    name = "finite float range"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        rv = super().convert(value, param, ctx)
+        if not math.isfinite(rv):
+            self.fail(f"{value!r} is not a finite number.", param, ctx)
+        return rv
 
 
 def _option(group: str) -> Callable[..., Callable[[Callable[..., Any]], Callable[..., Any]]]:

@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
-from tracekit.cli.emit import STDOUT
+from tracekit.cli.emit import is_stdout
 from tracekit.errors import InputError
 
 if TYPE_CHECKING:
@@ -146,12 +146,12 @@ def check_outputs(
 
 def _named(outputs: Mapping[str, Path | None]) -> list[tuple[str, Path]]:
     """The outputs given a file (not stdout), checked to be one stdout at most and distinct files."""
-    piped = [option for option, path in outputs.items() if path == STDOUT]
+    piped = [option for option, path in outputs.items() if is_stdout(path)]
     if len(piped) > 1:
         raise InputError(f"{' and '.join(piped)} both write to stdout (-): give all but one of them a file")
     if "--details" in piped:
         raise InputError("--details -: the Parquet tables are written to a file, not to stdout")
-    named = [(option, path) for option, path in outputs.items() if path is not None and path != STDOUT]
+    named = [(option, path) for option, path in outputs.items() if path is not None and not is_stdout(path)]
     seen: dict[_Key, str] = {}
     for option, path in named:
         keys = _keys(path)

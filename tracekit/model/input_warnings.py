@@ -28,6 +28,8 @@ InputWarningKind = Literal[
     "memory_only",
     "cpu_only",
     "device_events_unread",
+    "bad_steps",
+    "uneven_ranks",
 ]
 #: Why an event was dropped (the values of :class:`tracekit.results.vocab.DropReason`).
 DropReasonName = Literal["no_time", "no_extent", "negative", "far"]
@@ -53,7 +55,10 @@ class InputWarning:
     """One warning about the input: its kind and the figures it holds.
 
     ``value`` is a value a file holds that cannot be right, shown (Python's ``repr``, cut);
-    ``key`` the field or variable that holds it; ``reasons`` counts of dropped events by
+    ``key`` the field or variable that holds it (for ``bad_steps``: what was wrong with the
+    ``count`` step markers, ``zero_length``, ``nested`` or ``overlapping``; for
+    ``uneven_ranks``: what ``rank`` has ``count`` of, ``steps`` or ``collectives``, the ranks'
+    median in ``value``); ``reasons`` counts of dropped events by
     :data:`DropReasonName`; ``ranges`` the first :data:`MISSING_RANGES` ranges of missing ranks
     and ``more`` how many ranges follow.
     """

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Final
 
 import msgspec
 
+from tracekit.arguments import path_list
 from tracekit.atomic import write_atomically
 from tracekit.errors import InputError
 from tracekit.results.capture import CAPTURE_SCHEMA, as_capture_summary
@@ -67,6 +68,10 @@ def analyze_paths(paths: Sequence[Path], options: AnalyzeOptions | None = None) 
     from tracekit.analyzers.caveats import ranks_over_cores, with_capture  # noqa: PLC0415  (polars-heavy)
     from tracekit.pipeline.mapped import Settings  # noqa: PLC0415
     from tracekit.pipeline.shards import analyze_files  # noqa: PLC0415
+
+    paths = path_list(paths, name="analyze_paths: paths")
+    if options is not None and not isinstance(options, AnalyzeOptions):
+        raise TypeError(f"analyze_paths: options must be an AnalyzeOptions, not a {type(options).__name__}")
 
     options = options or AnalyzeOptions()
     started = time.perf_counter()

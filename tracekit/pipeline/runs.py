@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Final
 
+from tracekit.arguments import path_list, text_list
 from tracekit.errors import InputError
 from tracekit.pipeline.analyze import SUMMARY, AnalyzeOptions, analyze_paths
 from tracekit.results.analysis import SCHEMA
@@ -141,6 +142,9 @@ def compare_paths(
     fail_if: Sequence[str] = (),
 ) -> Comparison:
     """Compare the runs at ``b`` against the baseline at ``a`` (each: paths of one side's runs)."""
+    a = path_list(a, name="compare_paths: a")
+    b = path_list(b, name="compare_paths: b")
+    fail_if = text_list(fail_if, name="compare_paths: fail_if")
     from tracekit.analyzers.compare import compare, evaluate_gate, parse_gate  # noqa: PLC0415
     from tracekit.analyzers.compare.gate import check_runs  # noqa: PLC0415
 

@@ -30,6 +30,9 @@ if TYPE_CHECKING:
 NOTHING: Final = RankFound("none")
 #: Traces recorded further apart than this are not one job.
 SAME_JOB_MAX_GAP_NS: Final = 10 * 60 * 1_000_000_000
+#: Ranks' recordings further apart than this (and than the longest of them), with no time in
+#: common, are not one run (:func:`_other_runs`).
+SAME_RUN_SLACK_NS: Final = 1_000_000_000
 #: The metadata fields of a rank trace (a claim copies those it has).
 _TRACE_FIELDS: Final = frozenset(f.name for f in fields(RankTrace))
 
@@ -135,7 +138,12 @@ def resolve(
     skipped.extend(rank_skips)
     if not infos:
         raise InputError("; ".join(f"{s.path}: {s.reason}" for s in skipped))
-    _check_one_job(infos, {r: good[key].span for key, r in assigned.items()})
+    _check_one_job(infos)
+    others = _other_runs(infos, {r: good[key].span for key, r in assigned.items()})
+    if others:
+        skipped.extend(others.values())
+        infos = [i for i in infos if i.rank not in others]
+        assigned = {key: r for key, r in assigned.items() if r not in others}
     if ranks is not None:
         infos = [i for i in infos if i.rank in ranks]
         if not infos:
@@ -202,21 +210,70 @@ def rank_for(
     return None
 
 
-def _check_one_job(infos: list[RankInfo], spans: dict[int, tuple[int, int] | None]) -> None:
+def _check_one_job(infos: list[RankInfo]) -> None:
     sizes = {i.world_size for i in infos if i.world_size is not None}
     if len(sizes) > 1:
         by_size = {i.world_size: i.source for i in infos if i.world_size is not None}
         listed = ", ".join(f"{path} (world size {size})" for size, path in sorted(by_size.items()))
         raise InputError(f"files of different jobs: {listed}")
-    known = [(span[0], span[1], i.source) for i in infos if (span := spans[i.rank]) is not None]
-    if len(known) > 1:
-        first = min(known, key=lambda s: s[1])
-        last = max(known, key=lambda s: s[0])
-        gap = last[0] - first[1]
+
+
+def _other_runs(infos: list[RankInfo], spans: dict[int, tuple[int, int] | None]) -> dict[int, SkippedFile]:
+    """The ranks recorded apart from the others, with no time in common: a file of another run.
+
+    The ranks' recordings are grouped where they overlap or lie within a slack of each other
+    (the larger of :data:`SAME_RUN_SLACK_NS` and the longest recording: clocks of different hosts
+    differ by far less). One group: one run. Otherwise the largest group is the run and each
+    rank of the others is left out (named, with how far apart it was recorded); with no single
+    largest group (two files, recorded apart) nothing says which is the run: an
+    :class:`InputError` naming two of them.
+    """
+    known = sorted((span[0], span[1], i.rank, i.source) for i in infos if (span := spans[i.rank]) is not None)
+    if len(known) < 2:
+        return {}
+    slack = max(SAME_RUN_SLACK_NS, *(end - start for start, end, _, _ in known))
+    groups: list[list[tuple[int, int, int, str]]] = [[known[0]]]
+    reach = known[0][1]
+    for item in known[1:]:
+        if item[0] - reach > slack:
+            groups.append([])
+        groups[-1].append(item)
+        reach = max(reach, item[1])
+    if len(groups) == 1:
+        return {}
+    largest = max(groups, key=len)
+    start, last = min(r[0] for r in largest), max(r[1] for r in largest)
+    if sum(len(g) == len(largest) for g in groups) > 1:
+        a, b = groups[0][-1], groups[1][0]
+        gap = b[0] - max(r[1] for r in groups[0])
         if gap > SAME_JOB_MAX_GAP_NS:
-            raise InputError(
-                f"files of different jobs: {first[2]} and {last[2]} were recorded {gap / 3.6e12:.1f} hours apart"
+            raise InputError(f"files of different jobs: {a[3]} and {b[3]} were recorded {gap / 3.6e12:.1f} hours apart")
+        raise InputError(
+            f"files of different runs: {a[3]} and {b[3]} were recorded {_apart(gap)} apart, with no time in "
+            "common; analyze each run's files apart"
+        )
+    out = {}
+    for group in groups:
+        if group is largest:
+            continue
+        for begin, end, rank, source in group:
+            before = end < start
+            gap = start - end if before else begin - last
+            out[rank] = SkippedFile(
+                source,
+                f"recorded {_apart(gap)} {'before' if before else 'after'} the other {len(largest)} ranks, with no "
+                "time in common: a file of another run of this job? left out",
             )
+    return out
+
+
+def _apart(ns: int) -> str:
+    """A gap in words: ``61.2 s``, ``4.0 min``, ``2.5 hours``."""
+    if ns >= 3600e9:
+        return f"{ns / 3.6e12:.1f} hours"
+    if ns >= 120e9:
+        return f"{ns / 60e9:.1f} min"
+    return f"{ns / 1e9:.1f} s"
 
 
 def _rank_warnings(infos: list[RankInfo], *, selected: bool) -> list[InputWarning]:

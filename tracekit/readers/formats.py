@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Final, Protocol
 
 from tracekit.readers import kineto, nsys, nsys_export
+from tracekit.readers.step_markers import screen_steps
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -94,7 +95,7 @@ def read_file(path: str | Path, *, cache_root: Path | None = None, jobs: int = 1
     export), default the cache folder; ``jobs``: processes a reader may use for one large file.
     """
     path = Path(path)
-    return format_of(path).read(path, cache_root=cache_root, jobs=jobs)
+    return [screen_steps(t) for t in format_of(path).read(path, cache_root=cache_root, jobs=jobs)]
 
 
 def trace_suffixes() -> tuple[str, ...]:

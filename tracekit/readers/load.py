@@ -10,10 +10,11 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 import polars as pl
 
+from tracekit.arguments import number, path_list, text_list
 from tracekit.errors import InputError
 from tracekit.model.classify import classify_run
 from tracekit.model.comm_evidence import user_kernel_pattern
@@ -38,6 +39,9 @@ if TYPE_CHECKING:
 
 
 __all__ = ["ProgressCallback", "load_run", "read_file"]
+
+#: The most processes or threads ``jobs`` may ask for.
+MAX_JOBS: Final = 4096
 
 
 def load_run(
@@ -66,6 +70,10 @@ def load_run(
     Raises :class:`~tracekit.errors.TracekitError` when nothing can be analyzed, or when a
     pattern is not a valid regular expression.
     """
+    paths = path_list(paths, name="load_run: paths")
+    comm_kernels = text_list(comm_kernels, name="load_run: comm_kernels")
+    if jobs is not None:  # (a rank is checked where files are matched to ranks)
+        number(jobs, name="load_run: jobs", low=1, high=MAX_JOBS, integer=True)
     found = find_inputs(paths, rank=rank, comm_kernels=comm_kernels)
     if found.timelines_only:
         return _timelines_alone(found.timelines, rank=rank, skipped=found.special)
@@ -155,8 +163,49 @@ def run_meta(resolved: Resolved, *, skipped: Sequence[SkippedFile] = (), counts:
     return RunMeta(
         ranks=tuple(resolved.infos),
         skipped=(*resolved.skipped, *skipped),
-        warnings=tuple(resolved.warnings + collective_warnings(resolved.infos, counts)),
+        warnings=(
+            *resolved.warnings,
+            *collective_warnings(resolved.infos, counts),
+            *uneven_ranks(resolved.infos, counts),
+        ),
     )
+
+
+#: A rank's count of steps or collectives off the ranks' median by more than this share of it
+#: (and by more than one) is not the same work as its peers'.
+UNEVEN_SHARE: Final = 0.1
+
+
+def uneven_ranks(infos: Sequence[RankInfo], counts: pl.DataFrame) -> list[InputWarning]:
+    """The ranks whose step markers or collectives number differently from the other ranks'
+    (``counts``: :func:`collective_counts`): a trace cut short, or a rank of other work. The
+    collective matching then pairs only what every rank recorded; each such rank is named, with
+    its file (``infos``: the ranks' metadata)."""
+    sources = {i.rank: i.source for i in infos}
+    if counts.height < 2 or "steps" not in counts.columns:
+        return []
+    counts = counts.with_columns(coll=pl.col("coll_kernels") + pl.col("coll_host")).sort("rank")
+    out: list[InputWarning] = []
+    for key in ("steps", "coll"):  # a rank of fewer steps has fewer collectives too: said once
+        median = float(counts.select(pl.col(key).median()).item() or 0)
+        if median == 0:
+            continue
+        named = {w.rank for w in out}
+        off = counts.filter(
+            (pl.col(key) - median).abs() > max(1.0, UNEVEN_SHARE * median), ~pl.col("rank").is_in(named)
+        )
+        out += [
+            InputWarning(
+                kind="uneven_ranks",
+                path=sources.get(int(row["rank"])),
+                rank=int(row["rank"]),
+                count=int(row[key]),
+                key="steps" if key == "steps" else "collectives",
+                value=f"{median:g}",
+            )
+            for row in off.iter_rows(named=True)
+        ]
+    return sorted(out, key=lambda w: w.rank or 0)
 
 
 def has_gpu_activity(events: pl.DataFrame) -> bool:
@@ -234,11 +283,14 @@ def _by_time(counters: pl.DataFrame) -> pl.DataFrame:
 
 
 def collective_counts(events: pl.DataFrame) -> pl.DataFrame:
-    """Per rank of ``events`` (classified): GPU activities, collective kernels, host collectives."""
+    """Per rank of ``events`` (classified): GPU activities, collective kernels, host collectives,
+    and the step numbers its step markers hold (``steps``)."""
+    numbers = pl.col("name").cast(pl.String).str.extract(r"#(\d+)$").cast(pl.Int64, strict=False)
     return events.group_by("rank").agg(
         gpu=pl.col("kind").is_in(GPU_ACTIVITY_KINDS).sum(),
         coll_kernels=((pl.col("kind") == "kernel") & (pl.col("category") == "collective")).sum(),
         coll_host=((pl.col("kind") != "kernel") & (pl.col("category") == "collective")).sum(),
+        steps=numbers.filter(pl.col("kind") == "step").drop_nulls().n_unique(),
     )
 
 

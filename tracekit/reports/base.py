@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Protocol
 
+from tracekit.errors import InputError
+
 if TYPE_CHECKING:
     from collections.abc import Callable
 
@@ -56,4 +58,6 @@ RENDERERS: dict[str, Callable[[], Renderer]] = {
 
 def renderer(name: str) -> Renderer:
     """The renderer registered under ``name``."""
+    if name not in RENDERERS:
+        raise InputError(f"renderer: no format {name!r} (the formats: {', '.join(RENDERERS)})")
     return RENDERERS[name]()

@@ -63,6 +63,19 @@ def _dropped(w: RunWarning) -> str:
     )
 
 
+#: What was wrong with step markers, and what was done (``bad_steps``: its key).
+_BAD_STEPS: Final = {
+    "zero_length": "of zero length; they were left out (the steps come from the rest, or are inferred)",
+    "nested": "inside another step marker (a step marked twice); they were left out",
+    "overlapping": "running past the next step's start; each was cut where the next step begins",
+}
+
+
+def _bad_steps(w: RunWarning) -> str:
+    said = _BAD_STEPS.get(w.key or "", "that cannot be a loop's steps; they were left out")
+    return f"{w.count} step marker(s) {said}"
+
+
 def _missing(w: RunWarning) -> str:
     shown = ", ".join(f"{a}" if a == b else f"{a}-{b}" for a, b in w.ranges)
     shown += f" and {w.more} more ranges" if w.more else ""
@@ -108,6 +121,13 @@ RUN_WARNINGS: Final[dict[RunWarningKind, Callable[[RunWarning], str]]] = {
     RunWarningKind.DEVICE_EVENTS_UNREAD: lambda w: (
         f"{w.count} {device_kind(w.key)} device event(s) ({w.value}) are in this trace, but tracekit does not read "
         f"them as device work: the {device_kind(w.key)}'s time is not analyzed, only the host's"
+    ),
+    RunWarningKind.BAD_STEPS: _bad_steps,
+    RunWarningKind.UNEVEN_RANKS: lambda w: (
+        f"rank {w.rank} recorded {w.count} {(w.key or '')[:-1] if w.count == 1 else w.key} where the ranks recorded "
+        f"{w.value} (their median): its trace was "
+        "cut short, or it ran other work; collectives are matched across ranks only where every rank recorded "
+        "them, so waits and stragglers cover that part"
     ),
     RunWarningKind.TEXT: lambda w: w.text or "",
 }

@@ -23,7 +23,9 @@ per finding (:mod:`tracekit.results.worth`): a gain's ``up_to_pct`` and ``expect
 first), ``joint`` (the first two fixes at once) and ``noise_pct``; the primary's ``passed_over``;
 warm-up (``NoteKind.WARMUP``, ``Evidence.warmup``: one-time work is no longer host-bound); the idle
 cause ``device_gap`` (a queued gap with no event wait or other stream); the time left out of the
-measured window (``StepsSection.left_out``, ``left_out_run``); ``OpLatency.matched``.
+measured window (``StepsSection.left_out``, ``left_out_run``); ``OpLatency.matched``. New in
+2.10: the run warnings ``bad_steps`` (step markers left out or cut) and ``uneven_ranks`` (a rank
+whose steps or collectives number differently from its peers').
 """
 
 from __future__ import annotations
@@ -86,7 +88,7 @@ from tracekit.results.worth import Fix, Gain, Joint  # noqa: TC001
 
 SCHEMA: Final = "tracekit.analysis"
 #: The major version changes when a reader of the previous one would misread a file.
-SCHEMA_VERSION: Final = "2.9"
+SCHEMA_VERSION: Final = "2.10"
 
 
 class Struct(msgspec.Struct, frozen=True, kw_only=True):

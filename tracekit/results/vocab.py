@@ -241,6 +241,8 @@ class RunWarningKind(StrEnum):
     MEMORY_ONLY = "memory_only"  # memory timelines only: no events, no time breakdown or verdict
     CPU_ONLY = "cpu_only"  # no GPU activity: a CPU-only run
     DEVICE_EVENTS_UNREAD = "device_events_unread"  # path, key (mtia), value (mtia_insight), count: events not read
+    BAD_STEPS = "bad_steps"  # path, key (zero_length, nested, overlapping), count: step markers left out or cut
+    UNEVEN_RANKS = "uneven_ranks"  # rank, key (steps, collectives), count, value (the median): not its peers' work
     TEXT = "text"  # text: a warning an analysis older than 2.5 held that this tracekit does not write
 
 

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 import numpy as np
 
+from tracekit.arguments import number
 from tracekit.results.compare import Interval, Measure
 from tracekit.results.vocab import Change, MeasureNote, PeakSource, Unit
 
@@ -38,6 +39,14 @@ THRESHOLD_PCT: Final = 1.0
 RESAMPLES: Final = 2000
 SEED: Final = 0
 POWER: Final = 0.8
+#: The confidence levels an interval may have (``--level``).
+MIN_LEVEL: Final = 0.5
+MAX_LEVEL: Final = 0.999
+#: The largest practical threshold, in percent of A (``--noise-threshold``): ten times A.
+MAX_THRESHOLD_PCT: Final = 1000.0
+#: The bootstrap's resamples: enough for a 95% interval's tails, few enough to stay in memory.
+MIN_RESAMPLES: Final = 100
+MAX_RESAMPLES: Final = 100_000
 #: A count per step that differs by less than this share of the larger is the same count.
 COUNT_TOLERANCE: Final = 0.01
 
@@ -142,6 +151,14 @@ class Noise:
     threshold_pct: float = THRESHOLD_PCT
     resamples: int = RESAMPLES
     seed: int = SEED
+
+    def __post_init__(self) -> None:
+        """The ranges the CLI holds ``--level`` and ``--noise-threshold`` to (a NaN threshold would
+        let every change through a gate)."""
+        number(self.level, name="Noise: level", low=MIN_LEVEL, high=MAX_LEVEL)
+        number(self.threshold_pct, name="Noise: threshold_pct", low=0, high=MAX_THRESHOLD_PCT)
+        number(self.resamples, name="Noise: resamples", low=MIN_RESAMPLES, high=MAX_RESAMPLES, integer=True)
+        number(self.seed, name="Noise: seed", low=0, high=2**63 - 1, integer=True)
 
     def interval(self, diffs: np.ndarray) -> Interval:
         alpha = 1 - self.level
