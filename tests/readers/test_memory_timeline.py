@@ -117,3 +117,49 @@ def test_analyze_reads_a_timeline_given_alone(tmp_path: Path) -> None:
     assert doc["memory"]["peaks"] == [{"rank": 2, "peak_bytes": 4000, "peak_time_ns": 5000, "rows": 3}]
     assert {"kind": "memory_only"}.items() <= doc["run"]["warnings"][0].items()
     assert "memory timelines only: no trace events" in result.stdout
+
+
+def test_rows_out_of_order_and_frees_never_allocated(tmp_path: Path) -> None:
+    """By hand, in time order: activation +400 (t=3), gradient -500 (t=5: freed, never allocated
+    in the timeline), activation +1000 (t=10). The gradient's 500 existed before profiling: the
+    total runs 500 (before), 900, 400, 1400; the peak is 1400, of which 1400 activation and 0
+    gradient; the file's order (10, 5, 3) must not move it."""
+    rows = [[10, 2, 1000, 4], [5, 4, -500, 6], [3, 2, 400, 4]]
+    path = _timeline(tmp_path / "memory_timeline.rank0.raw.json.gz", rows)
+    run = load_run([path])
+    memory = analyze(run).memory
+    assert memory is not None
+    [found] = memory.peaks
+    assert found.peak_bytes == 1400
+    got = {c.category: c.at_peak_bytes for c in memory.categories}
+    assert got.get("activation") == 1400 and got.get("gradient", 0) == 0
+    assert all(c.at_peak_bytes >= 0 for c in memory.categories)
+    [warned] = [w for w in run.warnings if w.kind == "bad_memory"]
+    assert (warned.key, warned.count, warned.path) == ("frees", 1, str(path))
+
+
+def test_a_value_beyond_64_bits_is_named(tmp_path: Path) -> None:
+    path = _timeline(tmp_path / "t.raw.json.gz", [[-1, 1, 1000, 0], [5, 2, 2**70, 1]])
+    with pytest.raises(InputError, match=r"a row holds 1180591620717411303424, beyond 64 bits"):
+        read_memory_timeline(path, rank=0)
+
+
+def test_memory_counters_no_allocator_writes_are_left_out_and_said(tmp_path: Path) -> None:
+    from tests.factories import kineto_memory
+
+    t = 1_000_010.0
+    rows = [
+        kineto_memory(t, 100, allocated=-5000, reserved=8000),  # a negative total
+        kineto_memory(t + 1, 100, allocated=9000, reserved=1000),  # less reserved than allocated
+        kineto_memory(t + 2, 100, allocated=2**70, reserved=2**70),  # beyond 64 bits
+        kineto_memory(t + 3, 100, allocated=4000, reserved=8000),
+        kineto_memory(t + 4, 100, allocated=100, reserved=0, device_type=0, device=-1),  # the host records no reserve
+    ]
+    path = write_kineto(tmp_path / "r0.json", simple_step() + rows, rank=0, world_size=1)
+    run = load_run([path], use_cache=False)
+    [warned] = [w for w in run.warnings if w.kind == "bad_memory"]
+    assert warned.count == 3
+    memory = analyze(run).memory
+    assert memory is not None
+    cuda = [r for r in memory.per_device if r.device_type == "cuda"]
+    assert [(r.peak_allocated_bytes, r.peak_reserved_bytes, r.gap_at_peak_pct) for r in cuda] == [(4000, 8000, 50.0)]

@@ -115,7 +115,7 @@ def _markers(run: Run) -> tuple[pl.DataFrame, pl.DataFrame]:
     )
     steps = marks.select(
         "rank",
-        pl.col("name").str.extract(r"#(\d+)").cast(pl.Int64).alias("step"),
+        pl.col("name").str.extract(r"#(\d+)").cast(pl.Int64, strict=False).alias("step"),
         "name",
         "start_ns",
         "end_ns",

@@ -399,6 +399,7 @@ def main() -> None:
     global _debug  # noqa: PLW0603  (one run per process; reset for callers that run main twice)
     _debug = os.environ.get(DEBUG_ENV, "").strip().lower() in ("1", "true", "yes", "on")
     warnings.showwarning = _show_warning
+    _closed_streams_to_null()
     try:
         with termination_raises():
             code = cli(standalone_mode=False, prog_name="tracekit")
@@ -428,6 +429,15 @@ def main() -> None:
         if not _is_panic(exc):  # KeyboardInterrupt, SystemExit, GeneratorExit: as Python does
             raise
         _internal(exc)
+
+
+def _closed_streams_to_null() -> None:
+    """A standard stream that is closed (``tracekit analyze RUN >&-``: Python's ``sys.stdout`` is
+    None) writes to the null device: the files asked for are still written, and nothing fails
+    for want of a terminal."""
+    for name in ("stdout", "stderr"):
+        if getattr(sys, name) is None:
+            setattr(sys, name, open(os.devnull, "w", encoding="utf-8"))  # noqa: SIM115  (for the process's life)
 
 
 def _aborted(exc: BaseException) -> NoReturn:

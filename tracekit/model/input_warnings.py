@@ -30,6 +30,7 @@ InputWarningKind = Literal[
     "device_events_unread",
     "bad_steps",
     "uneven_ranks",
+    "bad_memory",
 ]
 #: Why an event was dropped (the values of :class:`tracekit.results.vocab.DropReason`).
 DropReasonName = Literal["no_time", "no_extent", "negative", "far"]
@@ -56,7 +57,7 @@ class InputWarning:
 
     ``value`` is a value a file holds that cannot be right, shown (Python's ``repr``, cut);
     ``key`` the field or variable that holds it (for ``bad_steps``: what was wrong with the
-    ``count`` step markers, ``zero_length``, ``nested`` or ``overlapping``; for
+    ``count`` step markers, ``number``, ``zero_length``, ``nested`` or ``overlapping``; for
     ``uneven_ranks``: what ``rank`` has ``count`` of, ``steps`` or ``collectives``, the ranks'
     median in ``value``); ``reasons`` counts of dropped events by
     :data:`DropReasonName`; ``ranges`` the first :data:`MISSING_RANGES` ranges of missing ranks

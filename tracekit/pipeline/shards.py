@@ -186,13 +186,13 @@ def analyze_files(
         warnings.warn(note, CacheWarning, stacklevel=2)
     if stage is not None:
         stage(f"combining {len(resolved.infos)} rank(s)")
-    categories, timeline_skips = timelines_beside([i.rank for i in resolved.infos], inputs.timelines)
+    categories, timeline_skips, timeline_warnings = timelines_beside([i.rank for i in resolved.infos], inputs.timelines)
     summaries = sorted((m.summary for m in mapped if m.summary is not None), key=lambda s: min(s.ranks, default=-1))
     if categories.height:  # memory timelines, read here: their part of the memory analysis
         summaries.append(RankSummary(ranks=(), parts={MEMORY_ENTRY: timeline_parts(categories)}))
     counted = [m.counts for m in mapped if m.counts.height]
     counts = pl.concat(counted, how="vertical") if counted else pl.DataFrame()
-    meta = run_meta(resolved, skipped=timeline_skips, counts=counts)
+    meta = run_meta(resolved, skipped=timeline_skips, counts=counts, warnings=timeline_warnings)
     options = run_options(
         meta,
         has_gpu=has_gpu,

@@ -40,7 +40,7 @@ from tracekit.model.counters import COUNTER_SCHEMA, DeviceType, empty_counters
 from tracekit.model.input_warnings import InputWarning
 from tracekit.model.schema import GPU_KINDS, SCHEMA, UNNAMED, all_null, without_null_columns
 from tracekit.readers.kineto_decode import MEMORY_EVENT
-from tracekit.readers.plausible import Dropped, screen
+from tracekit.readers.plausible import Dropped, screen, screen_counters
 
 #: Kineto category (lower-cased) -> event kind, for today's names and the 2021 ones.
 CATEGORY_KINDS: Final[dict[str, str]] = {
@@ -246,7 +246,8 @@ def finish(
         unit="us",
         window=window,
     )
-    return events, _counters(counters, base), dropped + dropped_memory, unread
+    counters, implausible = screen_counters(_counters(counters, base))
+    return events, counters, dropped + dropped_memory, (*unread, *implausible)
 
 
 def unread_warnings(prepared: pl.DataFrame) -> tuple[InputWarning, ...]:

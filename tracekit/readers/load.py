@@ -7,6 +7,7 @@ is an error naming the files.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,7 +28,7 @@ from tracekit.readers.cache import EventCache, default_cache_dir
 from tracekit.readers.claims import FileClaims, Resolved, TraceClaim, rank_for, resolve
 from tracekit.readers.discover import discover_files, memory_timelines
 from tracekit.readers.formats import read_file
-from tracekit.readers.memory_timeline import read_memory_timeline
+from tracekit.readers.memory_timeline import read_memory_timeline_checked
 from tracekit.readers.own_outputs import is_own_output
 from tracekit.readers.parse import ProgressCallback, parse_files
 from tracekit.readers.ranks import MAX_RANK, is_rank, rank_from_name
@@ -87,8 +88,8 @@ def load_run(
     del traces
     infos = resolved.infos
     events, counters = rank_tables([(i.rank, by_rank.pop(i.rank)) for i in infos], comm_kernels=comm_kernels)
-    categories, timeline_skips = timelines_beside([i.rank for i in infos], found.timelines)
-    meta = run_meta(resolved, skipped=timeline_skips, counts=collective_counts(events))
+    categories, timeline_skips, timeline_warnings = timelines_beside([i.rank for i in infos], found.timelines)
+    meta = run_meta(resolved, skipped=timeline_skips, counts=collective_counts(events), warnings=timeline_warnings)
     return Run(
         events=events,
         ranks=meta.ranks,
@@ -156,7 +157,13 @@ def rank_run(traces: Sequence[tuple[RankInfo, RankTrace]], *, comm_kernels: Sequ
     return Run(events=events, ranks=tuple(info for info, _ in traces), counters=counters)
 
 
-def run_meta(resolved: Resolved, *, skipped: Sequence[SkippedFile] = (), counts: pl.DataFrame) -> RunMeta:
+def run_meta(
+    resolved: Resolved,
+    *,
+    skipped: Sequence[SkippedFile] = (),
+    counts: pl.DataFrame,
+    warnings: Sequence[InputWarning] = (),
+) -> RunMeta:
     """What is known of a run without its events: the ranks ``resolved`` decided, the files it and
     ``skipped`` leave out, its warnings and those of ``counts`` (:func:`collective_counts` of the
     ranks' events)."""
@@ -167,6 +174,7 @@ def run_meta(resolved: Resolved, *, skipped: Sequence[SkippedFile] = (), counts:
             *resolved.warnings,
             *collective_warnings(resolved.infos, counts),
             *uneven_ranks(resolved.infos, counts),
+            *warnings,
         ),
     )
 
@@ -225,10 +233,14 @@ def _timeline_rank(path: Path, ranks: Sequence[int]) -> int | None:
     return ranks[0] if len(ranks) == 1 else None
 
 
-def timelines_beside(ranks: Sequence[int], timelines: Sequence[Path]) -> tuple[pl.DataFrame, list[SkippedFile]]:
-    """The categorized memory timelines of the ranks analyzed, and the files that are none of theirs."""
+def timelines_beside(
+    ranks: Sequence[int], timelines: Sequence[Path]
+) -> tuple[pl.DataFrame, list[SkippedFile], list[InputWarning]]:
+    """The categorized memory timelines of the ranks analyzed, the files that are none of theirs,
+    and what was wrong with the rows of those read (each warning naming its file)."""
     frames = [empty_categories()]
     skipped: list[SkippedFile] = []
+    warned: list[InputWarning] = []
     owners: dict[int, Path] = {}
     for path in timelines:
         rank = _timeline_rank(path, ranks)
@@ -241,12 +253,14 @@ def timelines_beside(ranks: Sequence[int], timelines: Sequence[Path]) -> tuple[p
             skipped.append(SkippedFile(str(path), f"a second memory timeline of rank {rank} (first: {owners[rank]})"))
             continue
         try:
-            frames.append(read_memory_timeline(path, rank=rank))
+            frame, said = read_memory_timeline_checked(path, rank=rank)
         except InputError as exc:
             skipped.append(SkippedFile(str(path), exc.reason))
             continue
+        frames.append(frame)
+        warned += [dataclasses.replace(w, path=str(path)) for w in said]
         owners[rank] = path
-    return pl.concat(frames, how="vertical"), skipped
+    return pl.concat(frames, how="vertical"), skipped, warned
 
 
 def _timelines_alone(timelines: Sequence[Path], *, rank: int | None, skipped: Sequence[SkippedFile] = ()) -> Run:
@@ -264,12 +278,14 @@ def _timelines_alone(timelines: Sequence[Path], *, rank: int | None, skipped: Se
             raise InputError(f"two memory timelines claim rank {r}", path=path)
         infos.append(RankInfo(rank=r, source=str(path), rank_source=how, clock="memory timeline (raw)"))
     infos.sort(key=lambda i: i.rank)
-    frames = [read_memory_timeline(Path(i.source), rank=i.rank) for i in infos]
+    read = [read_memory_timeline_checked(Path(i.source), rank=i.rank) for i in infos]
+    frames = [frame for frame, _ in read]
+    said = [dataclasses.replace(w, path=i.source) for i, (_, ws) in zip(infos, read, strict=True) for w in ws]
     return Run(
         events=empty_events(),
         ranks=tuple(infos),
         skipped=tuple(skipped),
-        warnings=(InputWarning(kind="memory_only"),),
+        warnings=(InputWarning(kind="memory_only"), *said),
         memory_categories=pl.concat([empty_categories(), *frames], how="vertical"),
     )
 

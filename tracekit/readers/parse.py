@@ -60,6 +60,10 @@ def _parse(path: str, exports: str | None, store: str | None, in_worker: bool, j
         traces = read_file(path, cache_root=None if exports is None else Path(exports), jobs=jobs)
     except TracekitError as exc:
         return Parsed(path, (), exc.reason)
+    except RecursionError:  # the decoder's depth limit: a trace nests a few levels, never thousands
+        return Parsed(path, (), "its JSON nests deeper than any trace does (arrays or objects thousands deep)")
+    except MemoryError:
+        return Parsed(path, (), "too large to read in this machine's memory (one value or the whole file)")
     except (Exception, pl.exceptions.PanicException) as exc:  # a reader bug must not lose the other ranks
         return Parsed(
             path, (), f"could not be read (tracekit bug, please report it: {type(exc).__name__}: {_first_line(exc)})"

@@ -205,3 +205,25 @@ def _num(value: float) -> str:
 def _short(text: str, limit: int = 60) -> str:
     text = "".join(ch if ch.isprintable() else "?" for ch in text)
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def screen_counters(counters: pl.DataFrame) -> tuple[pl.DataFrame, tuple[InputWarning, ...]]:
+    """``counters`` (:data:`~tracekit.model.counters.COUNTER_SCHEMA`) without the rows whose totals
+    cannot be an allocator's: a negative total allocated or reserved, a total beyond 64 bits (null
+    once read), or less reserved than allocated where reserved is recorded (non-zero: the host's
+    rows record none); a warning counting them (``bad_memory``)."""
+    if counters.height == 0:
+        return counters, ()
+    allocated, reserved = pl.col("total_allocated"), pl.col("total_reserved")
+    bad = (
+        allocated.is_null()
+        | reserved.is_null()
+        | (allocated < 0)
+        | (reserved < 0)
+        | ((reserved > 0) & (reserved < allocated))
+    )
+    flags = counters.select(bad.alias("bad")).get_column("bad")
+    count = int(flags.sum())
+    if not count:
+        return counters, ()
+    return counters.filter(~flags), (InputWarning(kind="bad_memory", count=count),)

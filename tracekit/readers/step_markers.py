@@ -7,6 +7,8 @@ steps that run past the next one's start make steps longer than the loop's perio
 markers (each family apart: tracekit's own ``step#N`` beside the profiler's) are screened where
 the file is read, before any analysis:
 
+- a marker whose step number is missing or beyond 64 bits (``ProfilerStep#18446744073709551621``)
+  is left out;
 - a marker of zero (or negative) length is left out;
 - a marker inside an earlier one of its family (a step marked twice) is left out;
 - a marker that ends after the next one starts is cut there (steps of one loop do not overlap);
@@ -55,10 +57,18 @@ def screen_steps(trace: RankTrace) -> RankTrace:
     steps = (
         events.with_row_index(_ROW)
         .filter(is_step)
-        .select(_ROW, "start_ns", "end_ns", family=pl.col("name").cast(pl.String).str.contains(_TRACEKIT))
+        .select(
+            _ROW,
+            "start_ns",
+            "end_ns",
+            family=pl.col("name").cast(pl.String).str.contains(_TRACEKIT),
+            number=pl.col("name").cast(pl.String).str.extract(r"#(\d+)$").cast(pl.Int64, strict=False),
+        )
     )
     if steps.height == 0:
         return trace
+    unnumbered = steps.filter(pl.col("number").is_null())
+    steps = steps.filter(pl.col("number").is_not_null())
     zero = steps.filter(pl.col("end_ns") <= pl.col("start_ns"))
     rest = steps.filter(pl.col("end_ns") > pl.col("start_ns")).sort("family", "start_ns", pl.col("end_ns").reverse())
     _check_units(rest, trace.path)
@@ -68,12 +78,12 @@ def screen_steps(trace: RankTrace) -> RankTrace:
     over = kept.filter(pl.col("end_ns") > pl.col("next_ns"))
     warnings = [
         InputWarning(kind="bad_steps", count=frame.height, key=what)
-        for frame, what in ((zero, "zero_length"), (nested, "nested"), (over, "overlapping"))
+        for frame, what in ((unnumbered, "number"), (zero, "zero_length"), (nested, "nested"), (over, "overlapping"))
         if frame.height
     ]
     if not warnings:
         return trace
-    dropped = pl.concat([zero.get_column(_ROW), nested.get_column(_ROW)])
+    dropped = pl.concat([unnumbered.get_column(_ROW), zero.get_column(_ROW), nested.get_column(_ROW)])
     cut = over.select(_ROW, pl.col("next_ns").alias("_cut_ns"))
     fixed = (
         events.with_row_index(_ROW)

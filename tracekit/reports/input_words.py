@@ -65,6 +65,7 @@ def _dropped(w: RunWarning) -> str:
 
 #: What was wrong with step markers, and what was done (``bad_steps``: its key).
 _BAD_STEPS: Final = {
+    "number": "whose step number is missing or beyond 64 bits; they were left out",
     "zero_length": "of zero length; they were left out (the steps come from the rest, or are inferred)",
     "nested": "inside another step marker (a step marked twice); they were left out",
     "overlapping": "running past the next step's start; each was cut where the next step begins",
@@ -123,6 +124,13 @@ RUN_WARNINGS: Final[dict[RunWarningKind, Callable[[RunWarning], str]]] = {
         f"them as device work: the {device_kind(w.key)}'s time is not analyzed, only the host's"
     ),
     RunWarningKind.BAD_STEPS: _bad_steps,
+    RunWarningKind.BAD_MEMORY: lambda w: (
+        f"in {w.count} memory categories, more was freed than the timeline saw allocated before; the difference "
+        "is counted as memory that existed before profiling"
+        if w.key == "frees"
+        else f"{w.count} memory row(s) hold totals no allocator reports (negative, beyond 64 bits, or less "
+        "reserved than allocated); they were left out of the memory figures"
+    ),
     RunWarningKind.UNEVEN_RANKS: lambda w: (
         f"rank {w.rank} recorded {w.count} {(w.key or '')[:-1] if w.count == 1 else w.key} where the ranks recorded "
         f"{w.value} (their median): its trace was "

@@ -24,8 +24,9 @@ first), ``joint`` (the first two fixes at once) and ``noise_pct``; the primary's
 warm-up (``NoteKind.WARMUP``, ``Evidence.warmup``: one-time work is no longer host-bound); the idle
 cause ``device_gap`` (a queued gap with no event wait or other stream); the time left out of the
 measured window (``StepsSection.left_out``, ``left_out_run``); ``OpLatency.matched``. New in
-2.10: the run warnings ``bad_steps`` (step markers left out or cut) and ``uneven_ranks`` (a rank
-whose steps or collectives number differently from its peers').
+2.10: the run warnings ``bad_steps`` (step markers left out or cut), ``uneven_ranks`` (a rank
+whose steps or collectives number differently from its peers') and ``bad_memory`` (memory rows
+left out).
 """
 
 from __future__ import annotations

@@ -241,8 +241,9 @@ class RunWarningKind(StrEnum):
     MEMORY_ONLY = "memory_only"  # memory timelines only: no events, no time breakdown or verdict
     CPU_ONLY = "cpu_only"  # no GPU activity: a CPU-only run
     DEVICE_EVENTS_UNREAD = "device_events_unread"  # path, key (mtia), value (mtia_insight), count: events not read
-    BAD_STEPS = "bad_steps"  # path, key (zero_length, nested, overlapping), count: step markers left out or cut
+    BAD_STEPS = "bad_steps"  # path, key (number, zero_length, nested, overlapping), count: markers left out or cut
     UNEVEN_RANKS = "uneven_ranks"  # rank, key (steps, collectives), count, value (the median): not its peers' work
+    BAD_MEMORY = "bad_memory"  # path, count, key (frees: categories freed below 0): rows no allocator writes
     TEXT = "text"  # text: a warning an analysis older than 2.5 held that this tracekit does not write
 
 
