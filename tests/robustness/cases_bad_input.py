@@ -69,6 +69,33 @@ def _other_config(side: Path) -> None:
     summary.write_text(json.dumps(data))
 
 
+def _config(data: bytes) -> Callable[[Path], list[str]]:
+    """``capture`` with a config file holding ``data`` (refused before any rank starts)."""
+
+    def build(folder: Path) -> list[str]:
+        (folder / "cfg.json").write_bytes(data)
+        return ["capture", "--config_path", str(folder / "cfg.json"), "--out_dir", str(folder / "out")]
+
+    return build
+
+
+def _trace(edit: Callable[[str], str], name: str = "rank0.json") -> Callable[[Path], list[str]]:
+    """``analyze`` of rank 0 of the sample capture as plain JSON, its text changed by ``edit``."""
+
+    def build(folder: Path) -> list[str]:
+        import gzip
+
+        text = gzip.decompress((CAPTURE / "rank0.pt.trace.json.gz").read_bytes()).decode()
+        (folder / name).write_text(edit(text))
+        return ["analyze", str(folder / name), "--no-cache"]
+
+    return build
+
+
+def _step_number(text: str) -> str:
+    return text.replace('"ProfilerStep#', '"ProfilerStep#1844674407370955161')
+
+
 CASES: list[BadInputCase] = [
     BadInputCase(
         "sweep-report-batch-size-0",
@@ -111,4 +138,27 @@ CASES: list[BadInputCase] = [
         lambda f: ["sweep", "--grid", "timeout=5,10", "--cell-timeout", "3", "--nproc=1", "--out_dir", str(f / "sw")],
         ("--grid timeout", "--cell-timeout"),
     ),
+    BadInputCase("config-not-utf8", _config('{"out_dir": "caf\xe9"}'.encode("latin-1")), ("cfg.json", "not UTF-8")),
+    BadInputCase(
+        "config-nested-5000-deep",
+        _config(b'{"workload_args": {"a": ' + b"[" * 5000 + b"]" * 5000 + b"}}"),
+        ("cfg.json", "nests deeper"),
+    ),
+    BadInputCase(
+        "config-batch-size-10e30",
+        _config(b'{"batch_size": 1000000000000000000000000000000}'),
+        ("batch_size", "at most 2,147,483,647"),
+    ),
+    BadInputCase("config-max-grad-norm-negative", _config(b'{"max_grad_norm": -1}'), ("max_grad_norm", "above 0")),
+    BadInputCase(
+        "compare-noise-threshold-nan",
+        lambda f: ["compare", str(CAPTURE), str(CAPTURE), "--noise-threshold", "nan"],
+        ("--noise-threshold", "not a finite number"),
+    ),
+    BadInputCase(
+        "trace-nested-200000-deep",
+        _trace(lambda t: t.replace("{", '{"x": ' + "[" * 200_000 + "]" * 200_000 + ",", 1)),
+        ("rank0.json", "nests deeper"),
+    ),
+    BadInputCase("trace-step-numbers-beyond-64-bits", _trace(_step_number), code=0),
 ]

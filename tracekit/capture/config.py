@@ -338,8 +338,16 @@ def load_config(path: str | Path | None, overrides: dict[str, str] | None = None
             data = json.loads(Path(path).read_text(encoding="utf-8"))
         except OSError as exc:
             raise InputError(f"cannot read config ({exc.strerror})", path=path) from None
+        except UnicodeDecodeError as exc:
+            raise InputError(
+                f"config is not UTF-8 text (byte {exc.start} is {exc.object[exc.start]:#x})", path=path
+            ) from None
         except json.JSONDecodeError as exc:
             raise InputError(f"config is not valid JSON ({exc.msg} at line {exc.lineno})", path=path) from None
+        except RecursionError:
+            raise InputError(
+                "config nests deeper than any config does (arrays or objects thousands deep)", path=path
+            ) from None
         if not isinstance(data, dict):
             raise InputError("config must be a JSON object", path=path)
     return build_config(apply_overrides(data, overrides or {}), source=source, overrides=overrides)
