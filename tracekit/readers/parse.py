@@ -58,19 +58,35 @@ def _parse(path: str, exports: str | None, store: str | None, in_worker: bool, j
     try:
         identity = None if store is None else FileIdentity.of(path)  # before reading: what was read
         traces = read_file(path, cache_root=None if exports is None else Path(exports), jobs=jobs)
-    except TracekitError as exc:
-        return Parsed(path, (), exc.reason)
-    except RecursionError:  # the decoder's depth limit: a trace nests a few levels, never thousands
-        return Parsed(path, (), "its JSON nests deeper than any trace does (arrays or objects thousands deep)")
-    except MemoryError:
-        return Parsed(path, (), "too large to read in this machine's memory (one value or the whole file)")
-    except (Exception, pl.exceptions.PanicException) as exc:  # a reader bug must not lose the other ranks
-        return Parsed(
-            path, (), f"could not be read (tracekit bug, please report it: {type(exc).__name__}: {_first_line(exc)})"
-        )
+    except (Exception, RecursionError, MemoryError, pl.exceptions.PanicException) as exc:
+        return Parsed(path, (), _reason(exc))  # one file's failure must not lose the other ranks
     if store is not None and identity is not None and EventCache(store).store(identity, traces) and in_worker:
         return Parsed(path, (), None, in_cache=True)
     return Parsed(path, tuple(traces), None)
+
+
+def _reason(exc: BaseException) -> str:
+    """Why a file could not be read, from what reading it raised: the input's problem in its words,
+    the machine's limits, or a bug of tracekit's (named as one)."""
+    if isinstance(exc, TracekitError):
+        return exc.reason
+    if isinstance(exc, RecursionError):  # the decoder's depth limit: a trace nests a few levels
+        return "its JSON nests deeper than any trace does (arrays or objects thousands deep)"
+    if isinstance(exc, MemoryError):
+        return "too large to read in this machine's memory (one value or the whole file)"
+    if isinstance(exc, pl.exceptions.PanicException) and _exhausted(exc):  # no memory, or no threads
+        return f"too large to read within this process's memory or thread limits ({_first_line(exc)})"
+    return f"could not be read (tracekit bug, please report it: {type(exc).__name__}: {_first_line(exc)})"
+
+
+#: What a native panic says when the process ran out of memory or threads (ulimit -v, a cgroup).
+_EXHAUSTED: Final = ("Resource temporarily unavailable", "memory allocation", "out of memory", "Cannot allocate")
+
+
+def _exhausted(exc: BaseException) -> bool:
+    """Whether ``exc`` (a panic of polars) is the process's resources running out."""
+    text = str(exc)
+    return any(marker in text for marker in _EXHAUSTED)
 
 
 def _first_line(exc: BaseException) -> str:
