@@ -86,3 +86,22 @@ def test_nsys_values_of_other_types_are_dropped_not_fatal(tmp_path: Path) -> Non
     kernels_read = run.events.filter(pl.col("kind") == "kernel")
     assert kernels_read.height == 6  # the row without a time dropped; a text device id is no device
     assert any("dropped 1 event(s)" in w and "no numeric time" in w for w in said(run.warnings))
+
+
+@pytest.mark.parametrize("native", [True, False])
+def test_an_event_name_longer_than_any_profiler_writes_refuses_the_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, native: bool
+) -> None:
+    """A name of 17 MiB (one of hundreds crashed the decoder under a memory limit): the file is
+    refused in one line, by the native decoder before it copies the string, or after msgspec's."""
+    from tracekit.readers import kineto, kineto_native
+
+    if native and not kineto_native.ENABLED:
+        pytest.skip("the native decoder is not built here")
+    monkeypatch.setattr(kineto_native, "ENABLED", native)
+    monkeypatch.setattr(kineto, "CHUNKED_MIN_BYTES", 1 if native else 2**40)  # native: the chunked reader
+    events = simple_step()
+    events[3]["name"] = "A" * (17 << 20)
+    path = write_kineto(tmp_path / "rank0.json", events)
+    with pytest.raises(InputError, match=r"an event holds a string of 17 MiB; no profiler writes one over 16 MiB"):
+        load_run([path], use_cache=False)

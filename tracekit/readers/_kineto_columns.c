@@ -52,6 +52,10 @@ enum { PH_NONE, PH_X, PH_INSTANT, PH_SKIP };
  * failures of this process (no memory), which the caller sees as an exception. */
 #define DECLINE 1
 #define FAIL 2
+/* A string longer than MAX_STRING bytes: no profiler writes one (the longest kernel names are a
+ * few KiB); the file is refused before the string is copied (a ValueError naming its length). */
+#define TOO_LONG 3
+#define MAX_STRING ((size_t)16 << 20)
 
 typedef struct {
     const char *p;
@@ -84,6 +88,7 @@ typedef struct {
     size_t count, cap;
     char *scratch; /* an escaped string, unescaped */
     size_t scratch_cap;
+    size_t too_long; /* the length of the string that was TOO_LONG */
 } Strings;
 
 static uint64_t hash_bytes(const char *s, size_t n) {
@@ -216,7 +221,10 @@ static int unescape(Strings *t, const char *s, size_t n, size_t *out_len) {
 
 /* The index among the distinct strings of the JSON string text s[0:n] (escaped when `escaped`). */
 static int intern(Strings *t, const char *s, size_t n, int escaped, uint32_t *index) {
-    if (n > UINT32_MAX) return DECLINE;
+    if (n > MAX_STRING) {
+        t->too_long = n;
+        return TOO_LONG;
+    }
     uint64_t h = hash_bytes(s, n);
     size_t j = h & t->mask;
     while (t->slots[j].index) {
@@ -1042,6 +1050,7 @@ static PyObject *decode(PyObject *self, PyObject *arg) {
     PyObject *out = NULL;
     if (!rc) out = result(&cols, &t);
     else if (rc == DECLINE) out = Py_NewRef(Py_None);
+    else if (rc == TOO_LONG) PyErr_Format(PyExc_ValueError, "string of %zu bytes", t.too_long);
     else PyErr_NoMemory();
     columns_free(&cols);
     strings_free(&t);

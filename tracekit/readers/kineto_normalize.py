@@ -35,6 +35,7 @@ from typing import Final
 
 import polars as pl
 
+from tracekit.errors import TraceReadError
 from tracekit.model.classify import with_category
 from tracekit.model.counters import COUNTER_SCHEMA, DeviceType, empty_counters
 from tracekit.model.input_warnings import InputWarning
@@ -170,6 +171,25 @@ def _work_kind(name: pl.Expr) -> pl.Expr:
     )
 
 
+#: The longest event name or category read, in bytes: no profiler writes one longer (the longest
+#: kernel names are a few KiB); the native decoder refuses the same (``MAX_STRING``).
+MAX_NAME_BYTES: Final = 16 << 20
+
+
+def _check_names(raw: pl.DataFrame) -> None:
+    """Refuse (:class:`TraceReadError`) events whose name or category is longer than any
+    profiler writes: a string of hundreds of MiB would be carried through every report."""
+    columns = [c for c in ("name", "cat") if c in raw.columns and raw.schema[c] == pl.String]
+    if not columns or raw.height == 0:
+        return
+    longest = raw.select(pl.max_horizontal(pl.col(c).str.len_bytes().max() for c in columns)).item()
+    if longest is not None and longest > MAX_NAME_BYTES:
+        raise TraceReadError(
+            f"an event holds a string of {longest / 2**20:.0f} MiB; no profiler writes one over "
+            f"{MAX_NAME_BYTES >> 20} MiB: not a trace tracekit reads"
+        )
+
+
 def prepare(raw: pl.DataFrame) -> pl.DataFrame:
     """Raw event columns -> what each event decides alone, in the schema's dtypes.
 
@@ -178,6 +198,7 @@ def prepare(raw: pl.DataFrame) -> pl.DataFrame:
     event's category are taken from ``raw`` where it carries them (:data:`CATEGORY_FACTS`),
     else worked out here, event by event.
     """
+    _check_names(raw)
     given = all(c in raw.columns for c in CATEGORY_FACTS)
     facts = {c: pl.col(c) for c in CATEGORY_FACTS} if given else category_facts(pl.col("cat"))
     kind = (
