@@ -338,3 +338,18 @@ def test_comparing_saved_analyses_does_not_import_polars(tmp_path: Path) -> None
     done = subprocess.run([sys.executable, "-c", code, *saved, "--md", str(out)], check=False, capture_output=True)
     assert done.returncode == 0, done.stderr.decode()[-2000:]
     assert out.read_text().strip()
+
+
+def test_a_saved_analysis_with_zero_length_steps_is_refused_not_divided_by(runs: dict[str, Analysis]) -> None:
+    """An analysis written before zero-length step markers were left out (issue 47: numpy's
+    'divide by zero' printed, a comparison made of it)."""
+    base = runs["a"]
+    zero = msgspec.structs.replace(
+        base,
+        steps=msgspec.structs.replace(
+            base.steps, per_step=[msgspec.structs.replace(r, duration_ns=0) for r in base.steps.per_step]
+        ),
+    )
+    n = len(base.steps.per_step)
+    with pytest.raises(InputError, match=rf"^B: a run whose steps last 0 ns \({n} of {n} steps\)"):
+        compare([base], [zero])

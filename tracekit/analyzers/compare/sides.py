@@ -64,6 +64,13 @@ def check_side(label: str, runs: Sequence[Analysis]) -> None:
     for a in runs:
         if not a.run.ranks:
             raise InputError(f"{label}: a run with no ranks: nothing to compare")
+        rows = a.steps.per_step
+        empty = sum(r.duration_ns <= 0 for r in rows)
+        if empty:
+            raise InputError(
+                f"{label}: a run whose steps last 0 ns ({empty} of {len(rows)} steps): no time per step to "
+                "compare; analyze its traces again (tracekit now leaves zero-length step markers out)"
+            )
 
 
 def differences(a: Side, b: Side, ra: Analysis, rb: Analysis) -> list[RunDifference]:
