@@ -154,3 +154,25 @@ def test_a_rank_cut_short_or_doing_other_work_is_named(tmp_path: Path) -> None:
         f"{tmp_path / 'rank2.json'}: rank 2 recorded 2 steps {rest}",
         f"{tmp_path / 'rank3.json'}: rank 3 recorded 12 collectives {rest}",
     ]
+
+
+def test_a_rank_whose_times_are_in_another_unit_is_left_out(tmp_path: Path) -> None:
+    """No step markers to judge by: rank 2's kernels last 1000x the others' (durations in ns)."""
+
+    def kernels(scale: float) -> list[dict[str, Any]]:
+        return [
+            kineto_event("kernel", "sm90_gemm", T0 + 100 * i, 10 * scale, correlation=i, stream=7, device=0)
+            for i in range(5)
+        ]
+
+    for rank in (0, 1, 3):
+        write_kineto(tmp_path / f"rank{rank}.json", kernels(1), rank=rank, world_size=4)
+    write_kineto(tmp_path / "rank2.json", kernels(1000), rank=2, world_size=4)
+    run = load_run([tmp_path], use_cache=False)
+    assert run.rank_ids == [0, 1, 3]
+    (skip,) = run.skipped
+    assert skip.path == str(tmp_path / "rank2.json")
+    assert skip.reason == (
+        "its events last 1,000x as long as the other ranks' on median (10 ms against 0.01 ms): "
+        "its times are probably in another unit; left out"
+    )

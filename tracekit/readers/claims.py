@@ -30,6 +30,10 @@ if TYPE_CHECKING:
 NOTHING: Final = RankFound("none")
 #: Traces recorded further apart than this are not one job.
 SAME_JOB_MAX_GAP_NS: Final = 10 * 60 * 1_000_000_000
+#: The ranks of one run record their events on one scale: a rank whose events last, on median,
+#: over this many times longer or shorter than the other ranks' is in another unit (ns read as us
+#: is 1000x; the ranks of real runs, even of different stages, stay within 10x).
+SCALE_FACTOR: Final = 100.0
 #: Ranks' recordings further apart than this (and than the longest of them), with no time in
 #: common, are not one run (:func:`_other_runs`).
 SAME_RUN_SLACK_NS: Final = 1_000_000_000
@@ -58,6 +62,9 @@ class TraceClaim:
     has_content: bool
     #: the first start and last end of its events (None without events)
     span: tuple[int, int] | None
+    #: the median length of its kernels, else of its events with a length (None without any):
+    #: the scale of its times, which the ranks of one run share
+    typical_ns: int | None = None
 
     @classmethod
     def of(cls, trace: RankTrace) -> TraceClaim:
@@ -68,7 +75,7 @@ class TraceClaim:
             first, last = events.select(pl.col("start_ns").min(), pl.col("end_ns").max()).row(0)
             span = (int(first), int(last))
         said = {f.name: getattr(trace, f.name) for f in fields(cls) if f.name in _TRACE_FIELDS}  # what the file said
-        return cls(**said, has_content=_has_content(trace), span=span)
+        return cls(**said, has_content=_has_content(trace), span=span, typical_ns=_typical(events))
 
     def info(self, rank: int, how: RankFound) -> RankInfo:
         """The rank's metadata, once its rank is decided."""
@@ -140,6 +147,9 @@ def resolve(
         raise InputError("; ".join(f"{s.path}: {s.reason}" for s in skipped))
     _check_one_job(infos)
     others = _other_runs(infos, {r: good[key].span for key, r in assigned.items()})
+    others |= _other_scale(
+        [i for i in infos if i.rank not in others], {r: good[key].typical_ns for key, r in assigned.items()}
+    )
     if others:
         skipped.extend(others.values())
         infos = [i for i in infos if i.rank not in others]
@@ -159,6 +169,41 @@ def resolve(
         skipped=skipped,
         warnings=warnings + _rank_warnings(infos, selected=ranks is not None),
     )
+
+
+def _typical(events: pl.DataFrame) -> int | None:
+    """The median length of ``events``' kernels, else of its events with a length."""
+    if events.height == 0:
+        return None
+    length = pl.col("end_ns") - pl.col("start_ns")
+    kernels, lasting = pl.col("kind") == "kernel", pl.col("end_ns") > pl.col("start_ns")
+    found = events.select(
+        k=length.filter(kernels & lasting).median(), any=length.filter(lasting & (pl.col("kind") != "instant")).median()
+    ).row(0)
+    value = found[0] if found[0] is not None else found[1]
+    return None if value is None else int(value)
+
+
+def _other_scale(infos: list[RankInfo], typical: dict[int, int | None]) -> dict[int, SkippedFile]:
+    """The ranks whose events last orders of magnitude longer or shorter than the other ranks'
+    (their median lengths over :data:`SCALE_FACTOR` apart): a file whose times are in another
+    unit. Judged among three ranks or more (of two, nothing says which is right)."""
+    known = {i.rank: (t, i.source) for i in infos if (t := typical.get(i.rank)) is not None and t > 0}
+    if len(known) < 3:
+        return {}
+    values = sorted(t for t, _ in known.values())
+    middle = values[len(values) // 2]
+    out = {}
+    for rank, (value, source) in known.items():
+        ratio = value / middle
+        if ratio > SCALE_FACTOR or ratio < 1 / SCALE_FACTOR:
+            out[rank] = SkippedFile(
+                source,
+                f"its events last {f'{ratio:,.0f}x' if ratio > 1 else f'1/{1 / ratio:,.0f}'} as long as the other "
+                f"ranks' on median ({value / 1e6:.3g} ms against "
+                f"{middle / 1e6:.3g} ms): its times are probably in another unit; left out",
+            )
+    return out
 
 
 def _has_content(trace: RankTrace) -> bool:
