@@ -384,7 +384,10 @@ def _decode_loose(data: bytes, path: Path) -> tuple[Any, tuple[InputWarning, ...
         raise TraceReadError(_json_problem(exc), path=path) from None
     try:
         trace = ANY_DECODER.decode(data)
-    except msgspec.ValidationError:
+    except msgspec.ValidationError as exc:
+        if "out of range" in str(exc):  # a number no decoder holds (thousands of digits): say where
+            where = str(exc).rpartition(" - at ")[2].strip("`") or "the document"
+            raise TraceReadError(f"a number at {where} is out of any range a trace's values have", path=path) from None
         raise TraceReadError(
             "not a Kineto trace: a JSON document without a traceEvents list of events", path=path
         ) from None
