@@ -58,6 +58,26 @@ def test_the_dask_cluster_gives_the_local_analysis(cluster: DaskExecutor) -> Non
 
 
 @pytest.mark.e2e
+def test_a_rank_whose_name_no_profiler_writes_is_skipped_on_the_workers(cluster: DaskExecutor, tmp_path: Path) -> None:
+    """A name of 17 MiB (one of hundreds panicked a worker, and the run exited 0 with the panic
+    printed): the file is skipped with its reason, the good rank analyzed."""
+    import gzip
+    import json
+
+    good = SAMPLES / "captures" / "healthy" / "rank0.pt.trace.json.gz"
+    (tmp_path / "rank0.pt.trace.json.gz").write_bytes(good.read_bytes())
+    doc = json.loads(gzip.decompress(good.read_bytes()))
+    doc["distributedInfo"]["rank"] = 1
+    next(e for e in doc["traceEvents"] if e.get("ph") == "X")["name"] = "A" * (17 << 20)
+    (tmp_path / "rank1.pt.trace.json.gz").write_bytes(gzip.compress(json.dumps(doc).encode(), compresslevel=1))
+    outcome = analyze_paths([tmp_path], AnalyzeOptions(executor=cluster, use_cache=False))
+    assert [r.rank for r in outcome.analysis.run.ranks] == [0]
+    (skipped,) = outcome.analysis.run.skipped
+    assert skipped.path.endswith("rank1.pt.trace.json.gz")
+    assert skipped.reason.startswith("an event holds a string of 17 MiB")
+
+
+@pytest.mark.e2e
 def test_items_run_on_the_workers_and_their_errors_come_back(cluster: DaskExecutor) -> None:
     assert dict(cluster.map(abs, [-3, 4, -5])) == {0: 3, 1: 4, 2: 5}
     (failed,) = cluster.map(int, ["x"])
