@@ -125,6 +125,30 @@ WARNINGS = [
         "work: the MTIA's time is not analyzed, only the host's",
     ),
     (
+        RunWarning(kind=RunWarningKind.BAD_STEPS, path=P, key="nested", count=3),
+        f"{P}: 3 step marker(s) inside another step marker (a step marked twice); they were left out",
+    ),
+    (
+        RunWarning(kind=RunWarningKind.BAD_STEPS, path=P, key="zero_length", count=2),
+        f"{P}: 2 step marker(s) of zero length; they were left out (the steps come from the rest, or are inferred)",
+    ),
+    (
+        RunWarning(kind=RunWarningKind.UNEVEN_RANKS, path=P, rank=3, key="collectives", count=12, value="24"),
+        f"{P}: rank 3 recorded 12 collectives where the ranks recorded 24 (their median): its trace was cut short, "
+        "or it ran other work; collectives are matched across ranks only where every rank recorded them, so waits "
+        "and stragglers cover that part",
+    ),
+    (
+        RunWarning(kind=RunWarningKind.BAD_MEMORY, path=P, count=4),
+        f"{P}: 4 memory row(s) hold totals no allocator reports (negative, beyond 64 bits, or less reserved than "
+        "allocated); they were left out of the memory figures",
+    ),
+    (
+        RunWarning(kind=RunWarningKind.BAD_MEMORY, path=P, key="frees", count=1),
+        f"{P}: in 1 memory categories, more was freed than the timeline saw allocated before; the difference is "
+        "counted as memory that existed before profiling",
+    ),
+    (
         RunWarning(kind=RunWarningKind.CPU_ONLY),
         "no GPU activity in these traces: a CPU-only run; the GPU sections (breakdown, idle, kernels) are left "
         "out, the host's steps, phases and time breakdown are reported",
@@ -157,7 +181,12 @@ LEGACY = {
 
 
 #: Kinds an analysis of 2.4 cannot hold: they came later.
-LATER = {RunWarningKind.DEVICE_EVENTS_UNREAD}
+LATER = {
+    RunWarningKind.DEVICE_EVENTS_UNREAD,
+    RunWarningKind.BAD_STEPS,
+    RunWarningKind.UNEVEN_RANKS,
+    RunWarningKind.BAD_MEMORY,
+}
 
 
 @pytest.mark.parametrize(("warning", "sentence"), [(w, s) for w, s in WARNINGS if w.kind not in LATER])
