@@ -23,7 +23,7 @@ import polars as pl
 
 from tracekit.errors import TraceReadError
 from tracekit.readers.kineto_decode import ARG_COLUMNS, EVENT_COLUMNS, MEMORY_COLUMNS
-from tracekit.readers.kineto_normalize import category_facts
+from tracekit.readers.kineto_normalize import MAX_NAME_BYTES, category_facts
 
 if TYPE_CHECKING:
     import mmap
@@ -47,11 +47,6 @@ _INTS: Final = ("pid", "tid", *(c for c, t in ARG_COLUMNS.items() if t == pl.Int
 _ORDER: Final = ("instant", *EVENT_COLUMNS, *ARG_COLUMNS, "threads")
 
 
-#: The longest string the native decoder reads (``MAX_STRING`` of ``_kineto_columns.c``), MiB;
-#: :data:`~tracekit.readers.kineto_normalize.MAX_NAME_BYTES` is the same bound after msgspec.
-MAX_STRING_MIB: Final = 16
-
-
 def native_frames(text: Text) -> tuple[pl.DataFrame, pl.DataFrame | None] | None:
     """What :func:`~tracekit.readers.kineto_decode.raw_frames` makes of the events in ``text``
     (a JSON array), decoded natively, with the facts of each event's category besides
@@ -69,8 +64,8 @@ def _decode(text: Text) -> tuple[pl.DataFrame, pl.DataFrame | None] | None:
     except ValueError as exc:  # a string over the decoder's limit: refused before it is copied
         size = int(str(exc).split()[2])
         raise TraceReadError(
-            f"an event holds a string of {size / 2**20:.0f} MiB; no profiler writes one over {MAX_STRING_MIB} MiB: "
-            "not a trace tracekit reads"
+            f"an event holds a string of {size / 2**20:.0f} MiB; no profiler writes one over "
+            f"{MAX_NAME_BYTES >> 20} MiB: not a trace tracekit reads"
         ) from None
     if out is None:
         return None

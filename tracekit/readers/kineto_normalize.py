@@ -172,7 +172,8 @@ def _work_kind(name: pl.Expr) -> pl.Expr:
 
 
 #: The longest event name or category read, in bytes: no profiler writes one longer (the longest
-#: kernel names are a few KiB); the native decoder refuses the same (``MAX_STRING``).
+#: kernel names are a few KiB); the native decoder refuses the same (``MAX_STRING`` of
+#: ``_kineto_columns.c``, which must stay equal to it).
 MAX_NAME_BYTES: Final = 16 << 20
 
 
