@@ -4,21 +4,31 @@ warning, never read as numbers."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 import warnings
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import msgspec
+import polars as pl
 import pytest
 
 from tests.conftest import SAMPLES
+from tracekit.analyzers import registry
+from tracekit.analyzers.mapreduce import Entry
+from tracekit.analyzers.parts import Parts, empty
 from tracekit.pipeline import AnalyzeOptions, analyze_paths, map_cache, shards
 from tracekit.pipeline.map_cache import MAGIC, CacheWarning
+from tracekit.reports import renderer
 
 if TYPE_CHECKING:
     from collections.abc import Callable
+
+    from tracekit.analyzers.context import RankContext
+    from tracekit.analyzers.mapreduce import Reduced
 
 STRAGGLER = SAMPLES / "captures" / "straggler"
 
@@ -112,6 +122,56 @@ def test_another_version_misses(runs: Runs, monkeypatch: pytest.MonkeyPatch, wha
     monkeypatch.setattr(map_cache, what, "9.9.9" if what == "__version__" else 999)
     assert runs() == (plain, 1)
     assert runs() == (plain, 0)
+
+
+@dataclass(frozen=True)
+class StepCountParts(Parts):
+    per_rank: pl.DataFrame = field(default_factory=empty)
+
+
+class StepCounts(msgspec.Struct, frozen=True, kw_only=True):
+    """A section a plugin adds: measured steps over all ranks."""
+
+    rank_steps: int
+
+
+def _step_counts_map(ctx: RankContext) -> StepCountParts:
+    return StepCountParts(per_rank=ctx.frames.group_by("rank").agg(steps=pl.len()))
+
+
+def _step_counts_reduce(red: Reduced) -> StepCounts:
+    return StepCounts(rank_steps=int(red.gather(StepCountParts).per_rank["steps"].sum()))
+
+
+ADDED = Entry("step_counts", _step_counts_map, _step_counts_reduce, result=StepCounts, title="Step counts")
+
+
+def test_a_section_added_after_a_warm_run_is_there_warm(runs: Runs, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 49: a section added as the docs say (its module, one registry line) appeared cold and
+    vanished from a warm run's Markdown until the cache's version was bumped by hand."""
+    runs()
+    monkeypatch.setattr(registry, "ANALYSES", (*registry.ANALYSES, ADDED))
+    for expected_mapped in (1, 0):  # the entries made without it miss; the new ones hold its part
+        options = AnalyzeOptions(jobs=1, cache_dir=runs.cache)
+        runs.mapped = 0
+        analysis = analyze_paths([runs.folder], options).analysis
+        assert runs.mapped == expected_mapped
+        assert analysis.sections["step_counts"].data == {"rank_steps": sum(s.count for s in analysis.steps.per_rank)}
+        assert renderer("md").render(analysis).count("Step counts") == 1
+    # a new version of the entry (what it gives changed where its code does not show) misses too
+    monkeypatch.setattr(registry, "ANALYSES", (*registry.ANALYSES[:-1], dataclasses.replace(ADDED, version=2)))
+    _, mapped = runs()
+    assert mapped == 1
+
+
+def test_a_changed_per_rank_function_changes_the_key() -> None:
+    def other(ctx: RankContext) -> StepCountParts:
+        return StepCountParts(per_rank=ctx.frames.group_by("rank").agg(steps=pl.len() + 1))
+
+    plain = map_cache.analyses_key((ADDED,))
+    assert map_cache.analyses_key((dataclasses.replace(ADDED, per_rank=other),)) != plain
+    assert map_cache.analyses_key((dataclasses.replace(ADDED, version=2),)) != plain
+    assert map_cache.analyses_key((ADDED,)) == plain
 
 
 def test_the_same_files_by_another_path_are_named_as_given(runs: Runs, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -10,11 +10,11 @@ from typing import TYPE_CHECKING
 import msgspec
 import polars as pl
 
+from tracekit.analyzers import registry
 from tracekit.analyzers.clocks import rank_hosts
 from tracekit.analyzers.collectives import group_members
 from tracekit.analyzers.context import Options
 from tracekit.analyzers.mapreduce import RankSummary, Reduced, map_ranks, reduce_ranks
-from tracekit.analyzers.registry import ANALYSES
 from tracekit.model.run import Run
 from tracekit.results.analysis import Analysis, SectionData
 from tracekit.results.vocab import WindowKind
@@ -97,19 +97,21 @@ def run_analysis(
     excluded); ``include_warmup``: keep warm-up steps in the figures.
     """
     options = options_for(run, window=window, steps=steps, include_warmup=include_warmup)
-    mapped = [map_ranks(part, options, ANALYSES) for part in shards(run, shard_ranks)]
+    mapped = [map_ranks(part, options, registry.ANALYSES) for part in shards(run, shard_ranks)]
     return reduce_outcome(mapped, options, run.meta)
 
 
 def reduce_outcome(mapped: Sequence[RankSummary], options: Options, meta: RunMeta) -> Outcome:
     """The outcome of mapped shards and the run's metadata (ranks, files, warnings)."""
-    reduced = reduce_ranks(mapped, options, ANALYSES, meta)
+    reduced = reduce_ranks(mapped, options, registry.ANALYSES, meta)
     fields = {
-        e.name: reduced.results[e.name] for e in ANALYSES if e.title is None and e.name in Analysis.__struct_fields__
+        e.name: reduced.results[e.name]
+        for e in registry.ANALYSES
+        if e.title is None and e.name in Analysis.__struct_fields__
     }
     sections = {
         e.name: SectionData(title=e.title, data=msgspec.to_builtins(reduced.results[e.name]))
-        for e in ANALYSES
+        for e in registry.ANALYSES
         if e.title is not None and reduced.results.get(e.name) is not None
     }
     return Outcome(analysis=Analysis(**fields, sections=sections), frames=reduced)

@@ -72,6 +72,10 @@ class Entry:
     result: type | None = None
     #: a section kept in ``Analysis.sections`` under this title (None: a field of Analysis)
     title: str | None = None
+    #: what its per-rank part gives: bump it when that changes in a way its code does not show
+    #: (a helper it calls, a library's behaviour). The map cache keys every stored result on each
+    #: entry's name, version and per-rank code, so a new, removed or changed entry misses it.
+    version: int = 1
 
 
 def _concat(frames: list[pl.DataFrame]) -> pl.DataFrame:

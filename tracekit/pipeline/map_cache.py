@@ -9,8 +9,13 @@ What the map depends on, and an entry records and is checked against (:class:`_K
 
 - every file's :class:`~tracekit.readers.identity.FileIdentity` (path, size, times, inode, a
   digest of sampled blocks): a changed file misses;
-- tracekit's version, :data:`MAP_CACHE_VERSION` and the event cache's
+- tracekit's version, :data:`MAP_CACHE_VERSION` (the entry's layout) and the event cache's
   :data:`~tracekit.readers.cache.CACHE_VERSION` (what the readers give);
+- the registry (:func:`analyses_key`): every per-rank entry's name, its ``version`` and a digest
+  of its per-rank function's code, so that an analysis added, removed or changed (its code, or
+  its version when what it gives changed elsewhere) misses every entry made without it: a
+  cache never serves a result that other code computed, and a registered analysis without a
+  stored part is a miss, never a section that vanishes;
 - the files' paths as given (the claims, and the reports, name them so);
 - the options of :class:`~tracekit.pipeline.mapped.Settings` but where the files are cached and
   how many processes decode them (``cache_dir``, ``use_cache``, ``jobs``), and what the client
@@ -29,17 +34,20 @@ never wrong numbers, never an error.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import io
+import types
 from dataclasses import asdict, fields, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
 import polars as pl
 
 from tracekit import __version__
-from tracekit.analyzers.mapreduce import RankSummary
+from tracekit.analyzers import registry
+from tracekit.analyzers.mapreduce import Entry, RankSummary
 from tracekit.analyzers.parts import Parts
 from tracekit.locks import entry_lock
 from tracekit.pipeline.mapped import Mapped
@@ -50,19 +58,19 @@ from tracekit.readers.identity import FileIdentity, read_regular
 from tracekit.readers.load import event_cache
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Sequence
 
     from tracekit.pipeline.mapped import Settings, Shard
 
-__all__ = ["MAP_CACHE_VERSION", "CacheWarning", "MapCache", "look_up", "through_cache"]
+__all__ = ["MAP_CACHE_VERSION", "CacheWarning", "MapCache", "analyses_key", "look_up", "through_cache"]
 
 #: Bump whenever what an entry holds, or what the per-rank map gives for the same version, changes
 #: (2: tables as Arrow IPC streams, read 9x faster than IPC files; 3: capture_sync; 4: launches
 #: per rank; 5: a rank's device tasks once each; 6: steps inferred only from a loop over most of
 #: the rank, and the time each rank leaves out of its window; 7: an older capture's own step-end
 #: sync found by its place, one-time work of graph recording and the profiler, device_gap; 8: what
-#: the advice depends on, run_traits).
-MAP_CACHE_VERSION: Final = 8
+#: the advice depends on, run_traits; 9: the registry's entries in the key).
+MAP_CACHE_VERSION: Final = 9
 #: The first bytes of an entry.
 MAGIC: Final = b"TKMAP\x00\x02\x00"
 #: Those of the entries of tracekit before the CRC-32 (a BLAKE2b digest, 57 ms for 8 x 125 MB's
@@ -87,6 +95,8 @@ class _Key(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     sources: tuple[FileIdentity, ...]
     #: the shard's options and decisions, as canonical JSON
     options: str
+    #: the per-rank analyses that made the parts (:func:`analyses_key`)
+    analyses: str
 
 
 class _Part(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -130,7 +140,7 @@ class MapCache:
         # the paths as given too: the claims and the report name the files as they were spelled
         given = {"paths": list(shard.paths), "settings": settings, "has_gpu": shard.has_gpu, "ranks": decided}
         options = msgspec.json.encode(given).decode()
-        key = _Key(__version__, MAP_CACHE_VERSION, CACHE_VERSION, sources, options)
+        key = _Key(__version__, MAP_CACHE_VERSION, CACHE_VERSION, sources, options, analyses_key(registry.ANALYSES))
         named = "\0".join([options, *(s.path for s in sources)]).encode()
         return hashlib.sha1(named, usedforsecurity=False).hexdigest()[:24], key
 
@@ -157,6 +167,8 @@ class MapCache:
             raise Damaged(f"not an entry of this shape ({exc})") from None
         if entry.key != key:
             return None
+        if entry.summary_ranks is not None and {p.entry for p in entry.parts} != _per_rank(registry.ANALYSES):
+            return None  # an analysis without its part (or a part of none): mapped again, never left out
         return _mapped(entry)
 
     def store(self, stem: str, key: _Key, mapped: Mapped) -> bool:
@@ -177,6 +189,42 @@ class MapCache:
             except OSError:
                 return False
         return True
+
+
+def _per_rank(entries: Sequence[Entry]) -> set[str]:
+    return {e.name for e in entries if e.per_rank is not None}
+
+
+@functools.cache
+def analyses_key(entries: tuple[Entry, ...]) -> str:
+    """What the registry's per-rank analyses are: each one's name, version, function and a
+    digest of its code (the bytecode and constants of the function and the functions it
+    defines, not where the file lies), as canonical JSON."""
+    out = []
+    for e in entries:
+        if e.per_rank is None:
+            continue
+        fn = e.per_rank
+        code = getattr(fn, "__code__", None)
+        digest = hashlib.sha1(usedforsecurity=False)
+        if isinstance(code, types.CodeType):
+            _digest_code(code, digest)
+        named = f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', type(fn).__qualname__)}"
+        out.append([e.name, e.version, named, digest.hexdigest()[:16]])
+    return msgspec.json.encode(out).decode()
+
+
+def _digest_code(code: types.CodeType, digest: Any) -> None:
+    """Feed ``code``'s bytecode, names and constants (nested functions' too) to ``digest``."""
+    digest.update(code.co_code)
+    digest.update(repr(code.co_names).encode())
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            _digest_code(const, digest)
+        elif isinstance(const, frozenset):  # its order follows string hashing, which varies by process
+            digest.update(repr(sorted(map(repr, const))).encode())
+        else:
+            digest.update(repr(const).encode())
 
 
 def checksum(body: bytes) -> bytes:

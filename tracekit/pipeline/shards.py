@@ -29,11 +29,11 @@ from typing import TYPE_CHECKING, Final
 
 import polars as pl
 
+from tracekit.analyzers import registry
 from tracekit.analyzers.analysis import reduce_outcome, run_analysis, run_options
 from tracekit.analyzers.context import Options
 from tracekit.analyzers.mapreduce import RankSummary, map_ranks
 from tracekit.analyzers.memory import timeline_parts
-from tracekit.analyzers.registry import ANALYSES
 from tracekit.executors import TaskFailed
 from tracekit.pipeline.map_cache import CacheWarning, look_up, through_cache
 from tracekit.pipeline.mapped import Mapped, Settings, Shard
@@ -101,7 +101,7 @@ def _map_files(shard: Shard) -> Mapped:
         steps=settings.steps,
         include_warmup=settings.include_warmup,
     )
-    summary = map_ranks(run, options, ANALYSES)
+    summary = map_ranks(run, options, registry.ANALYSES)
     return Mapped(files, chosen, has_gpu=has_gpu, gpu=gpu, summary=summary, counts=collective_counts(run.events))
 
 
