@@ -46,3 +46,20 @@ def test_forward_delay_sleeps_in_every_forward_of_every_rank(name: str) -> None:
         started = time.perf_counter()
         workload.model(batch)
         assert time.perf_counter() - started >= 0.020
+
+
+@pytest.mark.parametrize("name", sorted(BUILTIN))
+def test_forward_work_uses_that_much_cpu_time_in_every_forward(name: str) -> None:
+    ctx = WorkloadContext(rank=0, world_size=2, batch_size=4, seed=0, learning_rate=1e-3)
+    plain, worked = BUILTIN[name](ctx), BUILTIN[name](ctx, forward_work_ms=30.0)
+    batch = torch.stack([plain.dataset[i][0] for i in range(4)])
+
+    def cpu(model: object) -> float:
+        started = time.thread_time()
+        model(batch)  # type: ignore[operator]
+        return time.thread_time() - started
+
+    cpu(plain.model), cpu(worked.model)  # first calls: lazy set-up
+    # CPU time, not wall time: the thread is on a core for at least 30 ms more however loaded the machine
+    assert cpu(worked.model) >= 0.030
+    assert cpu(worked.model) - cpu(plain.model) >= 0.020

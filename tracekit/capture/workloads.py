@@ -17,6 +17,11 @@ inject a real bottleneck:
   ``aten::item`` / ``aten::_local_scalar_dense`` in the forward phase);
 * ``forward_delay_ms``: every rank's forward sleeps that long (a uniformly slower forward,
   for checking that a comparison finds it);
+* ``forward_work_ms``: every rank's forward spins on the CPU until its thread has used that much
+  CPU time: added work, as a change that adds compute makes it. On a machine whose cores are all
+  busy (ranks on CPU beside other processes) a sleep is not a slower step: while one rank sleeps
+  the others use its core, and a 5.5 ms sleep in every forward made a 34 ms step 1.1 ms slower
+  there; added work is slower whatever else runs;
 * ``unused_head``: an auxiliary head (``aux_head``, a Linear with weight and bias) that
   forward never calls: its parameters get no gradient, which ``tracekit audit-params`` finds
   and DDP refuses unless ``find_unused_parameters`` is true;
@@ -91,11 +96,13 @@ def _wrap(
     host_sync: bool,
     sync_check: bool,
     forward_delay_ms: float,
+    forward_work_ms: float = 0.0,
     unused_head: tuple[int, int] | None = None,
 ) -> Any:
     import torch
 
     delay_s = forward_delay_ms / 1000.0
+    work_s = forward_work_ms / 1000.0
     if straggler_rank is not None and ctx.rank == straggler_rank:
         delay_s += straggler_delay_ms / 1000.0
 
@@ -110,6 +117,8 @@ def _wrap(
         def forward(self, x: Any) -> Any:
             if delay_s > 0:
                 time.sleep(delay_s)
+            if work_s > 0:
+                _spin(work_s)
             out = self.inner(x)
             if host_sync:
                 out.detach().float().abs().mean().item()  # a device-to-host sync every step
@@ -121,6 +130,14 @@ def _wrap(
             return out
 
     return Injected(model)
+
+
+def _spin(seconds: float) -> None:
+    """Keep this thread on the CPU until it has used ``seconds`` of CPU time (not wall time:
+    a thread that waits for a core does no work meanwhile)."""
+    end = time.thread_time() + seconds
+    while time.thread_time() < end:
+        pass
 
 
 def mlp(
@@ -138,6 +155,7 @@ def mlp(
     host_sync: bool = False,
     sync_check: bool = False,
     forward_delay_ms: float = 0.0,
+    forward_work_ms: float = 0.0,
     optimizer: str = "adamw",
     unused_head: bool = False,
 ) -> Workload:
@@ -161,6 +179,7 @@ def mlp(
         host_sync=host_sync,
         sync_check=sync_check,
         forward_delay_ms=forward_delay_ms,
+        forward_work_ms=forward_work_ms,
         unused_head=(width, classes) if unused_head else None,
     )
 
@@ -192,6 +211,7 @@ def transformer(
     host_sync: bool = False,
     sync_check: bool = False,
     forward_delay_ms: float = 0.0,
+    forward_work_ms: float = 0.0,
     optimizer: str = "adamw",
     unused_head: bool = False,
 ) -> Workload:
@@ -225,6 +245,7 @@ def transformer(
         host_sync=host_sync,
         sync_check=sync_check,
         forward_delay_ms=forward_delay_ms,
+        forward_work_ms=forward_work_ms,
         unused_head=(d_model, vocab) if unused_head else None,
     )
 
