@@ -70,6 +70,7 @@ def test_a_warm_run_maps_nothing_and_gives_the_same_analysis(runs: Runs) -> None
         entry = msgspec.msgpack.decode(path.read_bytes()[len(MAGIC) + map_cache._DIGEST :], type=map_cache._Entry)
         assert entry.key.map_version == map_cache.MAP_CACHE_VERSION
         assert entry.key.tracekit == map_cache.__version__
+        assert entry.key.analyses == map_cache.analyses_key(registry.ANALYSES)
     warm, mapped = runs()
     assert (warm, mapped) == (cold, 0)
 
