@@ -28,7 +28,10 @@ def test_user_loop_writes_trace_phases_and_summary(tmp_path: Path) -> None:
         for batch in prof.loader(data):
             with prof.phase("forward"):
                 loss = model(batch).sum()
-                time.sleep(0.004)
+                time.sleep(0.004)  # wall time, no CPU time
+                spin_until = time.thread_time() + 0.003
+                while time.thread_time() < spin_until:  # 3 ms of CPU time
+                    pass
             with prof.phase("backward"):
                 loss.backward()
             with prof.phase("optim_step"):
@@ -49,7 +52,10 @@ def test_user_loop_writes_trace_phases_and_summary(tmp_path: Path) -> None:
             assert m["delta"]["rss_bytes"] == m["end"]["rss_bytes"] - m["start"]["rss_bytes"]
         assert step["memory_end"]["rss_bytes"] == step["phase_memory"]["device_sync"]["end"]["rss_bytes"]
         assert step["saved_tensor_bytes"] == 4 * 8 * 4  # Linear saves its input, not its weight
+        # the process's CPU time over the step: the 3 ms spun, not the 4 ms slept
+        assert 3_000_000 <= step["cpu_ns"] < step["step_ns"]
     summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["per_rank"][0]["step_cpu_ns"] == [s["cpu_ns"] for s in phases["steps"]]
     assert sum(p["share_pct"] for p in summary["phases"]) == pytest.approx(100)
     with gzip.open(tmp_path / "rank0.pt.trace.json.gz", "rt") as f:
         names = {e.get("name") for e in json.load(f)["traceEvents"]}

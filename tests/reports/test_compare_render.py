@@ -398,7 +398,7 @@ def test_a_gate_condition_is_named_as_its_measure() -> None:
 def test_a_comparison_round_trips_through_json() -> None:
     c = slower()
     assert msgspec.json.decode(msgspec.json.encode(c), type=Comparison) == c
-    assert c.schema_version == "2.2"  # 2.2: the outlier runs
+    assert c.schema_version == "2.3"  # 2.2: the outlier runs; 2.3: the measure cpu
 
 
 def test_the_work_table_leads_with_the_name_and_says_counts_once_when_none_changed() -> None:

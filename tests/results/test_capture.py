@@ -121,7 +121,7 @@ def test_a_summary_of_schema_1_0_loads_and_writes_back_the_same() -> None:
     written["throughput"].pop("straggler_min_share")
     assert (written.pop("memory"), written.pop("memory_phases")) == (None, [])  # added in 1.2
     added = ("phase_memory_measure", "phase_memory_deltas", "phase_reserved_deltas", "step_memory_change_bytes")
-    added += ("saved_tensor_bytes_mean", "saved_tensor_bytes_max")
+    added += ("saved_tensor_bytes_mean", "saved_tensor_bytes_max", "step_cpu_ns")  # 1.7: step_cpu_ns
     for rank in written["per_rank"]:
         assert not any(rank.pop(k) for k in added)  # None or {}
     original = json.loads(SUMMARY_1_0.read_text())
@@ -136,15 +136,22 @@ def test_a_summary_of_schema_1_0_loads_and_writes_back_the_same() -> None:
 
 @pytest.mark.parametrize("name", SAMPLE_NAMES)
 def test_committed_samples_load_and_write_back_the_same(name: str) -> None:
-    # captured at this schema: read and written back byte for byte, with the cores they ran on
+    # captured at 1.6: read into this layout and written back the same, but for what 1.7 added
+    # (each rank's step_cpu_ns, empty: not measured) and the version
     path = SAMPLES / "captures" / name / "summary.json"
     summary = load_capture_summary(path.read_bytes(), source=str(path))
     assert summary.schema_version == CAPTURE_SCHEMA_VERSION
+    assert all(r.step_cpu_ns == [] for r in summary.per_rank)
     assert summary.world_size == 8 and summary.ranks == list(range(8)) and len(summary.per_rank) == 8
     assert sum(p.share_pct or 0 for p in summary.phases) == pytest.approx(100)
     assert summary.environment is not None and summary.environment["backend"] == "gloo"
     assert isinstance(summary.environment.get("cpu_count"), int)  # "more ranks than cores" can be said
-    assert dump_capture_summary(summary) == path.read_bytes()
+    written = json.loads(dump_capture_summary(summary))
+    for rank in written["per_rank"]:
+        assert rank.pop("step_cpu_ns") == []
+    original = json.loads(path.read_bytes())
+    assert (original.pop("schema_version"), written.pop("schema_version")) == ("1.6", CAPTURE_SCHEMA_VERSION)
+    assert written == original
 
 
 def test_straggler_sample_names_rank_5() -> None:

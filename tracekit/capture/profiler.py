@@ -71,6 +71,10 @@ PHASE_PREFIX = "tracekit.phase/"
 class _StepRecord:
     step: int
     start_ns: int
+    #: the process's CPU time at the step's start (every thread of this rank's process)
+    cpu_start_ns: int = 0
+    #: the CPU time the process used over the step (its threads together; not its DataLoader workers)
+    cpu_ns: int | None = None
     phases: dict[str, int] = field(default_factory=dict)
     nvtx_range: Any = None
     memory_start: dict[str, int] = field(default_factory=dict)
@@ -91,6 +95,8 @@ class _StepRecord:
 
     def as_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"step": self.step, "step_ns": sum(self.phases.values()), "phases_ns": self.phases}
+        if self.cpu_ns is not None:
+            out["cpu_ns"] = self.cpu_ns
         if self.memory_start and self.memory_end:
             out |= {"memory_start": self.memory_start, "memory_end": self.memory_end, "phase_memory": self.phase_memory}
         if self.saved_tensor_bytes is not None:
@@ -320,6 +326,7 @@ class Profiler:
             record.add_memory(DEVICE_SYNC, before, record.memory_end)
             record.phases[DEVICE_SYNC] = now - sync_start
             record.phases[OTHER] = max(0, now - record.start_ns - sum(record.phases.values()))
+            record.cpu_ns = time.process_time_ns() - record.cpu_start_ns
             self._end_step_range(record)
             if self._step >= self.warmup_steps:
                 self._records.append(record)
@@ -341,7 +348,11 @@ class Profiler:
         nvtx_range = self._nvtx_domain.start_range(message=f"step#{self._step}") if self._nvtx_domain else None
         memory_start = self._sample(fresh=True)
         self._current = _StepRecord(
-            step=self._step, start_ns=time.perf_counter_ns(), nvtx_range=nvtx_range, memory_start=memory_start
+            step=self._step,
+            start_ns=time.perf_counter_ns(),
+            cpu_start_ns=time.process_time_ns(),
+            nvtx_range=nvtx_range,
+            memory_start=memory_start,
         )
 
     def _end_step_range(self, record: _StepRecord | None) -> None:

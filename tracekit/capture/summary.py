@@ -70,6 +70,8 @@ class StepRecord(msgspec.Struct, frozen=True):
     step: int
     step_ns: int
     phases_ns: dict[str, int]
+    #: the CPU time the rank's process used over the step (None in a file that predates it)
+    cpu_ns: int | None = None
     memory_start: dict[str, int] = {}
     memory_end: dict[str, int] = {}
     phase_memory: dict[str, PhaseMemoryRecord] = {}
@@ -167,6 +169,7 @@ def _rank_phases(rec: PhaseRecord, names: Sequence[str]) -> RankPhases:
         if key == ALLOCATED and _has(rec.steps, RESERVED):
             reserved = phase_deltas(rec.steps, names, RESERVED)[0]
     saved = [s.saved_tensor_bytes for s in rec.steps if s.saved_tensor_bytes is not None]
+    cpu = [s.cpu_ns for s in rec.steps]
     return RankPhases(
         rank=rec.rank,
         steps=len(rec.steps),
@@ -180,6 +183,7 @@ def _rank_phases(rec: PhaseRecord, names: Sequence[str]) -> RankPhases:
         step_memory_change_bytes=change,
         saved_tensor_bytes_mean=mean(saved) if saved else None,
         saved_tensor_bytes_max=max(saved) if saved else None,
+        step_cpu_ns=[c for c in cpu if c is not None] if all(c is not None for c in cpu) else [],
     )
 
 

@@ -155,6 +155,7 @@ MEASURE_NAMES: Final = {
     "memory_pct": "memory-op share",
     "idle_pct": "idle share",
     "exposed_comm": "exposed communication per step",
+    "cpu": "CPU time per step (each rank's process)",
     "overlap_pct": "comm/compute overlap",
     "peak_reserved": "peak memory reserved (worst rank)",
     "peak_gap": "reserved but unallocated at the peak (worst rank)",

@@ -36,7 +36,10 @@ sentences: ``notes`` are :class:`CaptureNote` objects, ``throughput.slowest_rank
 :class:`~tracekit.results.vocab.WorstBy` (an older file's sentences are read into them); 1.6
 adds the note kind ``ddp_options_no_effect``, ``environment.ddp`` (the options DDP ran with, read
 from the wrapped model) and ``environment.optimizer`` (the optimizer's class and its ``foreach``
-and ``fused``). Any 1.x file loads; a newer major version is refused.
+and ``fused``); 1.7 adds ``RankPhases.step_cpu_ns``, the CPU time each measured step used on the
+rank (its process's threads together, DataLoader workers not counted): what a step costs
+whatever else the machine runs, where its wall time on a busy CPU is a share of cores.
+Any 1.x file loads; a newer major version is refused.
 """
 
 from __future__ import annotations
@@ -77,7 +80,7 @@ __all__ = [
 ]
 
 CAPTURE_SCHEMA: Final = "tracekit.capture_summary"
-CAPTURE_SCHEMA_VERSION: Final = "1.6"
+CAPTURE_SCHEMA_VERSION: Final = "1.7"
 
 
 class StepStats(msgspec.Struct, kw_only=True, frozen=True):
@@ -151,6 +154,9 @@ class RankPhases(msgspec.Struct, kw_only=True, frozen=True):
     #: excluded): mean and largest over measured steps.
     saved_tensor_bytes_mean: float | None = None
     saved_tensor_bytes_max: int | None = None
+    #: since 1.7: the CPU time (ns) of each measured step, in step order, used by the rank's
+    #: process (every thread; DataLoader worker processes not counted); [] when not measured
+    step_cpu_ns: list[int] = []
 
 
 class Throughput(msgspec.Struct, kw_only=True, frozen=True):

@@ -18,6 +18,10 @@ their outcome and figures (no ``message``, ``observed`` or limit text), ``noise.
 Schema 2.1 (from 2.0): a :class:`Measure` and a :class:`GateResult` hold no ``label`` (reports name a
 measure from its ``key``, its ``unit`` and, for peak memory, ``peak_of``); a measure's ``note`` is a
 :class:`MeasureNote`; throughput in samples per second has the unit ``samples_per_s`` (2.0: ``per_s``).
+
+Schema 2.2 adds ``outliers``; 2.3 the measure ``cpu``: the CPU time per step of each rank's
+process (the mean over ranks), from capture summaries of 1.7 and later, present when either
+side has it.
 """
 
 from __future__ import annotations
@@ -46,7 +50,7 @@ from tracekit.results.vocab import (
 )
 
 COMPARISON_SCHEMA: Final = "tracekit.comparison"
-COMPARISON_SCHEMA_VERSION: Final = "2.2"
+COMPARISON_SCHEMA_VERSION: Final = "2.3"
 
 
 class Struct(msgspec.Struct, frozen=True, kw_only=True):
@@ -66,7 +70,8 @@ class Measure(Struct, frozen=True, kw_only=True):
 
     #: what is measured, and what reports name it by: "step", "throughput", "syncs",
     #: "compute_pct" (and "comm_pct", "memory_pct", "idle_pct"), "exposed_comm", "overlap_pct",
-    #: "peak_memory", "peak_reserved", "peak_gap", "rank:<r>", "phase:<name>"
+    #: "peak_memory", "peak_reserved", "peak_gap", "cpu" (CPU time per step, from the capture;
+    #: since 2.3), "rank:<r>", "phase:<name>"
     key: str
     unit: Unit
     #: for "peak_memory": where the peak was read (None: nowhere, on either side)

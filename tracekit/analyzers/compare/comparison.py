@@ -54,6 +54,8 @@ def compare(
     measures = [ms.throughput(c), *ms.shares(c), *ms.communication(c), *ms.memory(c), sync]
     per_rank = ms.per_rank(c, sorted(set(side_a.ranks) & set(side_b.ranks)))
     phases = ms.phases(c)
+    if (cpu := ms.cpu(c)) is not None:  # last: it draws from ``rng`` after the others
+        measures.append(cpu)
     changes = work(a, b, per_second=not has_steps)
     repeats = len(a) > 1 and len(b) > 1
     return Comparison(

@@ -33,6 +33,7 @@ GATE_METRICS: Final = {
     "gap": "peak_gap",
     "syncs": "syncs",
     "exposed_comm": "exposed_comm",
+    "cpu": "cpu",
 }
 _TIME_UNITS: Final = {"ns": 1.0, "us": 1e3, "µs": 1e3, "ms": 1e6, "s": 1e9}
 _BYTE_UNITS: Final = {"b": 1.0, "kb": 1e3, "mb": 1e6, "gb": 1e9, "kib": 2.0**10, "mib": 2.0**20, "gib": 2.0**30}
@@ -40,8 +41,8 @@ _BYTE_UNITS: Final = {"b": 1.0, "kb": 1e3, "mb": 1e6, "gb": 1e9, "kib": 2.0**10,
 _PLAIN: Final = ("syncs", "throughput")
 _BYTES: Final = ("peak_memory", "peak_reserved", "peak_gap")
 GATE_HELP: Final = (
-    "METRIC:LIMIT, METRIC one of slower (step time), throughput, memory (peak), reserved, gap (fragmentation), "
-    "syncs (per step), "
+    "METRIC:LIMIT, METRIC one of slower (step time), cpu (CPU time per step), throughput, memory (peak), "
+    "reserved, gap (fragmentation), syncs (per step), "
     "exposed_comm, phase:NAME; LIMIT a share of A (1%) or an amount (+0, 0.5ms, 512MiB)"
 )
 
@@ -53,7 +54,7 @@ GATE_HELP: Final = (
 #: the runs' means, 2 degrees of freedom at least) can be measured with.
 MIN_GATE_RUNS: Final = 3
 #: Measures that are times (noisy from run to run), by key; a phase's key starts with ``phase:``.
-_TIMES: Final = ("step", "throughput", "exposed_comm")
+_TIMES: Final = ("step", "throughput", "exposed_comm", "cpu")
 
 
 @dataclass(frozen=True)

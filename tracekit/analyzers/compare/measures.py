@@ -1,5 +1,6 @@
 """The measures of a comparison: step time, throughput, shares, exposed communication, overlap,
-memory, syncs, each rank's and each phase's time, and the step-time distributions."""
+memory, syncs, CPU time per step, each rank's and each phase's time, and the step-time
+distributions."""
 
 from __future__ import annotations
 
@@ -69,6 +70,31 @@ def throughput(c: Inputs) -> Measure:
         stat=lambda m: 1e9 / m.mean(axis=1),
         medians=False,
     )
+
+
+def cpu_samples(run: Analysis) -> np.ndarray | None:
+    """Each measured step's CPU time, the mean over ranks, from the capture summary beside the
+    traces (capture 1.7 and later); None when the run has none. Each rank's steps are in step
+    order; the ranks measure the same steps, and a rank with fewer counts to its last."""
+    capture = run.capture
+    if capture is None or not capture.per_rank or any(not r.step_cpu_ns for r in capture.per_rank):
+        return None
+    n = min(len(r.step_cpu_ns) for r in capture.per_rank)
+    per_rank = np.asarray([r.step_cpu_ns[:n] for r in capture.per_rank], dtype=float)
+    return np.asarray(per_rank.mean(axis=0), dtype=float)
+
+
+def cpu(c: Inputs) -> Measure | None:
+    """CPU time per step (every rank's process, the mean over ranks): the work a step does,
+    whatever else the machine runs. On CPU ranks whose cores are shared (other tenants, more
+    ranks than cores) the wall time of a step is a share of the cores and swings from run to
+    run; the CPU time it used does not. None when neither side's capture measured it."""
+    a, b = [cpu_samples(x) for x in c.a], [cpu_samples(x) for x in c.b]
+    if all(x is None for x in (*a, *b)):
+        return None
+    side_a = Samples(runs=[x for x in a if x is not None] if all(x is not None for x in a) else [])
+    side_b = Samples(runs=[x for x in b if x is not None] if all(x is not None for x in b) else [])
+    return measure_of("cpu", Unit.NS, a=side_a, b=side_b, noise=c.noise, rng=c.rng, step_mean=c.step_mean)
 
 
 def shares(c: Inputs) -> list[Measure]:
