@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Final
 
+import msgspec
 import polars as pl
 
 from tracekit import __version__
@@ -180,17 +181,11 @@ def stragglers_reduce(red: Reduced) -> StragglersSection:
     """Who arrives last, and the stragglers named."""
     s = red.stragglers
     named = [
-        r.Straggler(
-            rank=x.rank,
+        msgspec.structs.replace(
+            x,
             score=round(x.score, 4),
-            times_last=x.times_last,
-            instances=x.instances,
             caused_wait_ns=round(x.caused_wait_ns, 4),
-            cause=x.cause,
-            phase=x.phase,
             cause_excess_ns=round(x.cause_excess_ns, 4),
-            steps_last=x.steps_last,
-            steps=x.steps,
         )
         for x in s.stragglers
     ]

@@ -38,6 +38,7 @@ from tracekit.analyzers import intervals as iv
 from tracekit.analyzers.collectives import KEYS
 from tracekit.analyzers.dataloader import FETCH_PATTERN
 from tracekit.analyzers.t_quantiles import t_quantile
+from tracekit.results.rows import Straggler
 from tracekit.results.vocab import StragglerCause
 
 if TYPE_CHECKING:
@@ -64,28 +65,6 @@ CONSISTENT_LEVEL: Final = 0.95
 STRAGGLER_MIN_CAUSE_SHARE: Final = 0.5
 #: Annotation names that are no phase of the step.
 _NOT_PHASES: Final = ("(unannotated)",)
-
-
-@dataclass(frozen=True)
-class Straggler:
-    """One straggler rank with its evidence (numbers only: reports write the sentences)."""
-
-    rank: int
-    #: the explained wait it causes per step, as a share of the mean step
-    score: float
-    #: complete instances it arrived last at, of those it held
-    times_last: int
-    instances: int
-    #: the others' wait its lateness explains, over the run: wall time, their mean (see :func:`_caused_wait`)
-    caused_wait_ns: float
-    cause: StragglerCause
-    #: the phase that takes longer on it, when ``cause`` is ``PHASE``
-    phase: str | None
-    #: by how much, per step, than on the median of the other ranks (the phase, or the start of the step)
-    cause_excess_ns: float
-    #: steps in which it arrived last at least once, of the steps with complete instances
-    steps_last: int = 0
-    steps: int = 0
 
 
 @dataclass(frozen=True)

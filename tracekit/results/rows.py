@@ -285,16 +285,21 @@ class LatenessCell(Row, frozen=True, kw_only=True):
 
 
 class Straggler(Row, frozen=True, kw_only=True):
-    """A rank named as a straggler, with its cause (found before the collective)."""
+    """A rank named as a straggler, with its evidence (numbers only: reports write the
+    sentences); the cause is found before the collective."""
 
     rank: int
+    #: the explained wait it causes per step, as a share of the mean step
     score: float
+    #: complete instances it arrived last at, of those it held
     times_last: int
     instances: int
+    #: the others' wait its lateness explains, over the run: wall time, their mean
     caused_wait_ns: float
     cause: StragglerCause
     #: the phase that takes longer on it, when ``cause`` is PHASE
     phase: str | None = None
+    #: by how much, per step, than on the median of the other ranks (the phase, or the start of the step)
     cause_excess_ns: float
     #: steps in which it arrived last at least once, of the steps with complete instances
     steps_last: int = 0
