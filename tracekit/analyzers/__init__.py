@@ -6,10 +6,10 @@ analyses imports :mod:`tracekit.analyzers.compare` alone, without polars and eve
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from tracekit.analyzers.compare import Noise, compare, evaluate_gate
+from tracekit.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from tracekit.analyzers.analysis import Outcome, analyze, details_frame, run_analysis
@@ -30,13 +30,7 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports(__name__, _LAZY, globals())
 
 
 __all__ = [

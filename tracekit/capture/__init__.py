@@ -7,7 +7,9 @@ package never imports polars or plotly.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from tracekit.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from tracekit.capture.config import CaptureConfig, load_config
@@ -28,9 +30,4 @@ _WHERE = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    if name in _WHERE:
-        import importlib
-
-        return getattr(importlib.import_module(f"tracekit.capture.{_WHERE[name]}"), name)
-    raise AttributeError(f"module 'tracekit.capture' has no attribute {name!r}")
+__getattr__ = lazy_exports(__name__, _WHERE, globals())

@@ -12,7 +12,9 @@ See docs/integrations.md.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from tracekit.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from tracekit.integrations.accelerate import profile as profile_accelerate
@@ -29,10 +31,4 @@ _WHERE = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    if name in _WHERE:
-        import importlib
-
-        module, attribute = _WHERE[name]
-        return getattr(importlib.import_module(f"tracekit.integrations.{module}"), attribute)
-    raise AttributeError(f"module 'tracekit.integrations' has no attribute {name!r}")
+__getattr__ = lazy_exports(__name__, _WHERE, globals())

@@ -18,8 +18,9 @@ The one place that joins the readers, the analyzers and the executors (DESIGN.md
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from tracekit.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from tracekit.pipeline.analyze import AnalyzeOptions, analyze_paths, capture_summary, write_details
@@ -35,13 +36,7 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports(__name__, _LAZY, globals())
 
 
 __all__ = [
