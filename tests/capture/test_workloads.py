@@ -60,6 +60,7 @@ def test_forward_work_uses_that_much_cpu_time_in_every_forward(name: str) -> Non
         return time.thread_time() - started
 
     cpu(plain.model), cpu(worked.model)  # first calls: lazy set-up
-    # CPU time, not wall time: the thread is on a core for at least 30 ms more however loaded the machine
-    assert cpu(worked.model) >= 0.030
-    assert cpu(worked.model) - cpu(plain.model) >= 0.020
+    # CPU time, not wall time: the forward keeps its thread on a core for 30 ms however loaded the
+    # machine. (Not compared with the plain forward's: on a loaded machine the calling thread of a
+    # plain forward spins too, waiting for its intra-op threads, and that varies by 10 ms or more.)
+    assert all(cpu(worked.model) >= 0.030 for _ in range(3))

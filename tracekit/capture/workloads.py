@@ -38,7 +38,7 @@ import os
 import sys
 import time
 import traceback
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -87,24 +87,39 @@ class _SyntheticDataset:
         return self.make(index)
 
 
-def _wrap(
-    model: Any,
-    ctx: WorkloadContext,
-    *,
-    straggler_rank: int | None,
-    straggler_delay_ms: float,
-    host_sync: bool,
-    sync_check: bool,
-    forward_delay_ms: float,
-    forward_work_ms: float = 0.0,
-    unused_head: tuple[int, int] | None = None,
-) -> Any:
+@dataclass(frozen=True)
+class Faults:
+    """The knobs every built-in workload takes (``workload_args`` beside its own shape), each
+    injecting a real bottleneck: see the module's list. An unknown one is a TypeError naming it."""
+
+    loader_delay_ms: float = 0.0
+    straggler_rank: int | None = None
+    straggler_delay_ms: float = 0.0
+    comm_heavy: bool = False
+    host_sync: bool = False
+    sync_check: bool = False
+    forward_delay_ms: float = 0.0
+    forward_work_ms: float = 0.0
+    optimizer: str = "adamw"
+    unused_head: bool = False
+
+    @classmethod
+    def of(cls, factory: str, given: dict[str, Any]) -> Faults:
+        """The faults of ``given``; a key that is neither the factory's nor a fault's is refused."""
+        unknown = sorted(set(given) - {f.name for f in fields(cls)})
+        if unknown:
+            raise TypeError(f"{factory}() got an unexpected keyword argument {unknown[0]!r}")
+        return cls(**given)
+
+
+def _wrap(model: Any, ctx: WorkloadContext, faults: Faults, *, unused_head: tuple[int, int] | None = None) -> Any:
     import torch
 
-    delay_s = forward_delay_ms / 1000.0
-    work_s = forward_work_ms / 1000.0
-    if straggler_rank is not None and ctx.rank == straggler_rank:
-        delay_s += straggler_delay_ms / 1000.0
+    host_sync, sync_check = faults.host_sync, faults.sync_check
+    delay_s = faults.forward_delay_ms / 1000.0
+    work_s = faults.forward_work_ms / 1000.0
+    if faults.straggler_rank is not None and ctx.rank == faults.straggler_rank:
+        delay_s += faults.straggler_delay_ms / 1000.0
 
     class Injected(torch.nn.Module):
         def __init__(self, inner: Any) -> None:
@@ -148,22 +163,14 @@ def mlp(
     depth: int = 3,
     classes: int = 10,
     samples: int = 4096,
-    loader_delay_ms: float = 0.0,
-    straggler_rank: int | None = None,
-    straggler_delay_ms: float = 0.0,
-    comm_heavy: bool = False,
-    host_sync: bool = False,
-    sync_check: bool = False,
-    forward_delay_ms: float = 0.0,
-    forward_work_ms: float = 0.0,
-    optimizer: str = "adamw",
-    unused_head: bool = False,
+    **faults: Any,
 ) -> Workload:
-    """A small MLP classifier on synthetic data."""
+    """A small MLP classifier on synthetic data (``faults``: :class:`Faults`)."""
     import torch
 
+    f = Faults.of("mlp", faults)
     torch.manual_seed(ctx.seed)
-    if comm_heavy:  # ~25M parameters of cheap layers: gradients dwarf the compute
+    if f.comm_heavy:  # ~25M parameters of cheap layers: gradients dwarf the compute
         hidden, depth = 2048, 6
     layers: list[Any] = []
     width = in_features
@@ -171,17 +178,7 @@ def mlp(
         layers += [torch.nn.Linear(width, hidden), torch.nn.ReLU()]
         width = hidden
     layers.append(torch.nn.Linear(width, classes))
-    model = _wrap(
-        torch.nn.Sequential(*layers),
-        ctx,
-        straggler_rank=straggler_rank,
-        straggler_delay_ms=straggler_delay_ms,
-        host_sync=host_sync,
-        sync_check=sync_check,
-        forward_delay_ms=forward_delay_ms,
-        forward_work_ms=forward_work_ms,
-        unused_head=(width, classes) if unused_head else None,
-    )
+    model = _wrap(torch.nn.Sequential(*layers), ctx, f, unused_head=(width, classes) if f.unused_head else None)
 
     def make(i: int) -> tuple[Any, Any]:
         g = torch.Generator().manual_seed(ctx.seed * 100_003 + i)
@@ -189,9 +186,9 @@ def mlp(
 
     return Workload(
         model=model,
-        optimizer=_optimizer(optimizer, model, ctx.learning_rate),
+        optimizer=_optimizer(f.optimizer, model, ctx.learning_rate),
         loss_fn=torch.nn.functional.cross_entropy,
-        dataset=_SyntheticDataset(samples, make, loader_delay_ms),
+        dataset=_SyntheticDataset(samples, make, f.loader_delay_ms),
     )
 
 
@@ -204,22 +201,14 @@ def transformer(
     layers: int = 2,
     seq_len: int = 64,
     samples: int = 2048,
-    loader_delay_ms: float = 0.0,
-    straggler_rank: int | None = None,
-    straggler_delay_ms: float = 0.0,
-    comm_heavy: bool = False,
-    host_sync: bool = False,
-    sync_check: bool = False,
-    forward_delay_ms: float = 0.0,
-    forward_work_ms: float = 0.0,
-    optimizer: str = "adamw",
-    unused_head: bool = False,
+    **faults: Any,
 ) -> Workload:
-    """A small causal transformer language model on synthetic tokens."""
+    """A small causal transformer language model on synthetic tokens (``faults``: :class:`Faults`)."""
     import torch
 
+    f = Faults.of("transformer", faults)
     torch.manual_seed(ctx.seed)
-    if comm_heavy:
+    if f.comm_heavy:
         vocab = 32768  # a large embedding and head: many parameters, little compute
 
     class TinyLM(torch.nn.Module):
@@ -237,17 +226,7 @@ def transformer(
             hidden = self.blocks(self.embed(tokens), mask=self.mask, is_causal=True)
             return self.head(hidden)
 
-    model = _wrap(
-        TinyLM(),
-        ctx,
-        straggler_rank=straggler_rank,
-        straggler_delay_ms=straggler_delay_ms,
-        host_sync=host_sync,
-        sync_check=sync_check,
-        forward_delay_ms=forward_delay_ms,
-        forward_work_ms=forward_work_ms,
-        unused_head=(d_model, vocab) if unused_head else None,
-    )
+    model = _wrap(TinyLM(), ctx, f, unused_head=(d_model, vocab) if f.unused_head else None)
 
     def make(i: int) -> tuple[Any, Any]:
         g = torch.Generator().manual_seed(ctx.seed * 100_003 + i)
@@ -259,9 +238,9 @@ def transformer(
 
     return Workload(
         model=model,
-        optimizer=_optimizer(optimizer, model, ctx.learning_rate),
+        optimizer=_optimizer(f.optimizer, model, ctx.learning_rate),
         loss_fn=loss_fn,
-        dataset=_SyntheticDataset(samples, make, loader_delay_ms),
+        dataset=_SyntheticDataset(samples, make, f.loader_delay_ms),
     )
 
 
