@@ -235,3 +235,22 @@ def test_the_readme_example_is_what_analyze_prints(monkeypatch: pytest.MonkeyPat
     assert out.code == 0, out.stderr
     printed = "\n".join(line.rstrip() for line in out.stdout.splitlines()).strip()
     assert shown == printed
+
+
+def test_the_noise_figures_of_compare_md_are_the_benchmark_s() -> None:
+    """docs/compare.md's figures of the noise model are read from compare_noise.json."""
+    text = " ".join((ROOT / "docs" / "compare.md").read_text().split())
+    doc = _result("compare_noise.json")
+    pairs = doc["aa"]["pairs"]
+    spread = max(abs(p["delta_pct"]) for p in pairs)
+    assert f"differs from that of 3 more by up to {spread:.1f}%" in text
+    within = sum(p["change"] == "within noise" for p in pairs)
+    phased = doc["aa"]["pairs_with_a_phase_called_changed"]
+    assert f"**{within} of {len(pairs)} A/A comparisons are within noise** ({phased} of them" in text
+    delay = doc["forward_delay_5ms"]
+    low, high = delay["forward_ci_ms"]
+    forward = f"forward {delay['forward_delta_ms']:+.2f} ms, 95% CI {low:+.2f}..{high:+.2f}, {delay['forward_change']}"
+    assert forward in text
+    step = delay["step"]
+    said = f"the step itself, {step['delta_ms']:+.1f} ms, is {step['change']} there"
+    assert f"{said}: it could have detected {step['detectable_ms']:.1f} ms" in text
