@@ -72,6 +72,7 @@ def _pair(work: Path, name: str, b: str, gate: list[str], env: dict[str, str]) -
         raise RuntimeError(f"compare exited {done.returncode}: {done.stderr[-2000:]}")
     doc = json.loads(saved.read_text())
     s = doc["step"]
+    cpu = next((m for m in doc["measures"] if m["key"] == "cpu"), None)
     return {
         "exit": done.returncode,
         "failed": [g["spec"] for g in doc["gate"] if g["failed"]],
@@ -80,6 +81,8 @@ def _pair(work: Path, name: str, b: str, gate: list[str], env: dict[str, str]) -
         "delta_pct": s["delta_pct"],
         "ci_ms": [round(s["ci"]["low"] / 1e6, 3), round(s["ci"]["high"] / 1e6, 3)],
         "change": s["change"],
+        "cpu_delta_pct": None if cpu is None else cpu["delta_pct"],
+        "cpu_change": None if cpu is None else cpu["change"],
         "a_run_ms": [round(m / 1e6, 3) for m in _run_means(out / "a")],
         "b_run_ms": [round(m / 1e6, 3) for m in _run_means(out / "b")],
     }
