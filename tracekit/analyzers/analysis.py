@@ -17,6 +17,7 @@ from tracekit.analyzers.context import Options
 from tracekit.analyzers.mapreduce import RankSummary, Reduced, map_ranks, reduce_ranks
 from tracekit.model.run import Run
 from tracekit.results.analysis import Analysis, SectionData
+from tracekit.results.sections import field_meta
 from tracekit.results.vocab import WindowKind
 
 if TYPE_CHECKING:
@@ -110,7 +111,9 @@ def reduce_outcome(mapped: Sequence[RankSummary], options: Options, meta: RunMet
         if e.title is None and e.name in Analysis.__struct_fields__
     }
     sections = {
-        e.name: SectionData(title=e.title, data=msgspec.to_builtins(reduced.results[e.name]))
+        e.name: SectionData(
+            title=e.title, data=msgspec.to_builtins(reduced.results[e.name]), fields=field_meta(e.result)
+        )
         for e in registry.ANALYSES
         if e.title is not None and reduced.results.get(e.name) is not None
     }

@@ -14,7 +14,7 @@ A registered section without a field of its own: this module and one line in
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Annotated, Final
 
 import msgspec
 import polars as pl
@@ -36,24 +36,30 @@ class LaunchParts(Parts):
     per_rank: pl.DataFrame = field(default_factory=empty)
 
 
-class LaunchRank(msgspec.Struct, frozen=True, kw_only=True):
-    """One rank's kernel launches over its measured steps."""
+#: The units a field declares (:class:`~tracekit.results.vocab.Unit`'s values).
+_NS: Final = {"unit": "ns"}
+_PCT: Final = {"unit": "pct"}
 
-    rank: int
+
+class LaunchRank(msgspec.Struct, frozen=True, kw_only=True):
+    """One rank's kernel launches over its measured steps (each field's title and unit are what
+    the reports show: :mod:`tracekit.results.sections`)."""
+
+    rank: Annotated[int, msgspec.Meta(title="rank")]
     #: kernels that started in the measured windows
-    kernels: int
-    kernels_per_step: float | None
+    kernels: Annotated[int, msgspec.Meta(title="kernels")]
+    kernels_per_step: Annotated[float | None, msgspec.Meta(title="kernels per step")]
     #: the kernels' durations
-    median_kernel_ns: float | None
-    p95_kernel_ns: float | None
+    median_kernel_ns: Annotated[float | None, msgspec.Meta(title="median kernel", extra=_NS)]
+    p95_kernel_ns: Annotated[float | None, msgspec.Meta(title="p95 kernel", extra=_NS)]
     #: from the host's launch call to the kernel's start (kernels whose launch was recorded)
-    median_queue_ns: float | None
-    p95_queue_ns: float | None
+    median_queue_ns: Annotated[float | None, msgspec.Meta(title="median queue delay", extra=_NS)]
+    p95_queue_ns: Annotated[float | None, msgspec.Meta(title="p95 queue delay", extra=_NS)]
     #: the host's launch call (cudaLaunchKernel and kin): its duration
-    median_launch_call_ns: float | None
+    median_launch_call_ns: Annotated[float | None, msgspec.Meta(title="median launch call", extra=_NS)]
     #: kernels that ran for less time than their own launch call took on the host
-    shorter_than_launch: int
-    shorter_than_launch_pct: float | None
+    shorter_than_launch: Annotated[int, msgspec.Meta(title="shorter than their launch call")]
+    shorter_than_launch_pct: Annotated[float | None, msgspec.Meta(title="shorter than their launch call", extra=_PCT)]
 
 
 class LaunchStats(msgspec.Struct, frozen=True, kw_only=True):

@@ -20,12 +20,14 @@ from tracekit.reports.document import Document, Format, Head, Line, Section, Tab
 from tracekit.reports.gains_table import gains_table
 from tracekit.reports.input_words import analyzed_folder, run_warning, shown_path
 from tracekit.reports.sentences import write_analysis
+from tracekit.results.vocab import Unit
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
     from tracekit.reports.document import Chart
     from tracekit.results.analysis import Analysis, SectionData
+    from tracekit.results.sections import FieldMeta
 
 #: Above this many ranks, per-rank tables keep the worst ranks (the JSON has them all), per format.
 RANK_ROWS: Final = {Format.TERMINAL: 16, Format.MARKDOWN: 16, Format.JSON: None, Format.HTML: 64}
@@ -225,15 +227,24 @@ def _section(page: Page, a: Analysis, view: View) -> Section:
 # --- a registered section shown from its fields --------------------------------------------
 
 
-def _cell(name: str, value: Any, *, micro: bool = False) -> str:  # noqa: PLR0911  (one case per kind)
+def _unit(name: str, meta: FieldMeta | None) -> Unit | None:
+    """A field's unit: as its result declares it, else from its name's suffix (``_ns``, ``_pct``)."""
+    if meta is not None and meta.unit is not None:
+        return meta.unit
+    return Unit.NS if name.endswith("_ns") else Unit.PCT if name.endswith("_pct") else None
+
+
+def _cell(value: Any, unit: Unit | None, *, micro: bool = False) -> str:  # noqa: PLR0911  (one case per kind)
     if value is None:
         return "-"
     if isinstance(value, bool):
         return "yes" if value else "no"
-    if isinstance(value, (int, float)) and name.endswith("_ns"):
+    if isinstance(value, (int, float)) and unit is Unit.NS:
         return f"{value / 1e3:,.1f}" if micro else tb.ms(value)
-    if isinstance(value, (int, float)) and name.endswith("_pct"):
+    if isinstance(value, (int, float)) and unit is Unit.PCT:
         return tb.pct(value)
+    if isinstance(value, (int, float)) and unit is Unit.BYTES:
+        return f"{value / 2**20:,.1f}"
     if isinstance(value, float):
         return f"{value:,.2f}"
     if isinstance(value, int):
@@ -241,43 +252,61 @@ def _cell(name: str, value: Any, *, micro: bool = False) -> str:  # noqa: PLR091
     return tb.short(value, 120)
 
 
-def _header(name: str, *, micro: bool = False) -> str:
-    words = name.removesuffix("_ns").removesuffix("_pct").replace("_", " ")
-    if name.endswith("_ns"):
+#: How a column's unit is written after its name.
+_UNIT_WORDS: Final = {Unit.PCT: "%", Unit.BYTES: "MiB"}
+
+
+def _header(name: str, meta: FieldMeta | None, unit: Unit | None, *, micro: bool = False) -> str:
+    words = (
+        meta.title
+        if meta is not None and meta.title
+        else name.removesuffix("_ns").removesuffix("_pct").replace("_", " ")
+    )
+    if unit is Unit.NS:
         return f"{words} ({'µs' if micro else 'ms'})"
-    return f"{words} (%)" if name.endswith("_pct") else words
+    return f"{words} ({_UNIT_WORDS[unit]})" if unit in _UNIT_WORDS else words
 
 
-def _micro(name: str, values: Sequence[Any]) -> bool:
+def _micro(unit: Unit | None, values: Sequence[Any]) -> bool:
     """Whether a duration column reads better in µs: every value under a millisecond."""
     numbers = [v for v in values if isinstance(v, (int, float))]
-    return name.endswith("_ns") and bool(numbers) and max(numbers) < 1e6
+    return unit is Unit.NS and bool(numbers) and max(numbers) < 1e6
 
 
-def _rows_table(key: str, title: str, records: Sequence[dict[str, Any]], view: View) -> Table:
+def _rows_table(
+    key: str, title: str, records: Sequence[dict[str, Any]], view: View, *, fields: dict[str, FieldMeta], prefix: str
+) -> Table:
     columns = list(dict.fromkeys(k for r in records for k in r))
     kept = records if view.limit is None else records[: view.limit]
     caption = "" if len(kept) == len(records) else f"{len(kept)} of {len(records)} rows shown; all are in the JSON."
     numeric = tuple(all(isinstance(r.get(c), (int, float)) or r.get(c) is None for r in kept) for c in columns)
-    micro = {c: _micro(c, [r.get(c) for r in records]) for c in columns}
-    body = tuple(tuple(_cell(c, r.get(c), micro=micro[c]) for c in columns) for r in kept)
-    headers = tuple(_header(c, micro=micro[c]) for c in columns)
+    metas = {c: fields.get(prefix + c) for c in columns}
+    units = {c: _unit(c, metas[c]) for c in columns}
+    micro = {c: _micro(units[c], [r.get(c) for r in records]) for c in columns}
+    body = tuple(tuple(_cell(r.get(c), units[c], micro=micro[c]) for c in columns) for r in kept)
+    headers = tuple(_header(c, metas[c], units[c], micro=micro[c]) for c in columns)
     return Table(key, title, headers, body, caption, numeric, "Nothing to show.")
 
 
 def fields_section(key: str, section: SectionData, view: View) -> Section:
     """A registered section from its result's fields: a table of its scalar fields, and one table
-    per list of records (durations in ms, shares in %)."""
-    data = section.data
+    per list of records, each field headed by the title its result declares and written in its
+    unit (durations in ms or µs, shares in %, bytes in MiB; a field that declares neither, by its
+    name and its suffix)."""
+    data, fields = section.data, section.fields
     scalars = [(k, v) for k, v in data.items() if not isinstance(v, (list, dict))]
     tables: list[Table] = []
     if scalars:
-        body = tuple((_header(k, micro=_micro(k, [v])), _cell(k, v, micro=_micro(k, [v]))) for k, v in scalars)
-        tables.append(Table(f"{key}_facts", section.title, ("measure", "value"), body, numeric=(False, True)))
+        body = []
+        for k, v in scalars:
+            unit = _unit(k, fields.get(k))
+            micro = _micro(unit, [v])
+            body.append((_header(k, fields.get(k), unit, micro=micro), _cell(v, unit, micro=micro)))
+        tables.append(Table(f"{key}_facts", section.title, ("measure", "value"), tuple(body), numeric=(False, True)))
     for name, value in data.items():
         if isinstance(value, list) and all(isinstance(r, dict) for r in value):
             title = f"{section.title}: {name.replace('_', ' ')}"
-            tables.append(_rows_table(f"{key}_{name}", title, value, view))
+            tables.append(_rows_table(f"{key}_{name}", title, value, view, fields=fields, prefix=f"{name}."))
     return Section(key, section.title, section.title, tables=tuple(tables))
 
 

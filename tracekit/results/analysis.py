@@ -26,7 +26,8 @@ cause ``device_gap`` (a queued gap with no event wait or other stream); the time
 measured window (``StepsSection.left_out``, ``left_out_run``); ``OpLatency.matched``. New in
 2.10: the run warnings ``bad_steps`` (step markers left out or cut), ``uneven_ranks`` (a rank
 whose steps or collectives number differently from its peers') and ``bad_memory`` (memory rows
-left out).
+left out). New in 2.11: ``SectionData.fields``, the title and unit each field of a registered
+section declares.
 """
 
 from __future__ import annotations
@@ -66,6 +67,7 @@ from tracekit.results.rows import (  # noqa: TC001  (msgspec reads annotations a
     WarmupStep,
     WorkRow,
 )
+from tracekit.results.sections import FieldMeta  # noqa: TC001  (msgspec reads annotations at run time)
 from tracekit.results.traits import Attention, TraceFormat  # noqa: TC001  (msgspec reads annotations at run time)
 from tracekit.results.vocab import (
     BoundKind,
@@ -89,7 +91,7 @@ from tracekit.results.worth import Fix, Gain, Joint  # noqa: TC001
 
 SCHEMA: Final = "tracekit.analysis"
 #: The major version changes when a reader of the previous one would misread a file.
-SCHEMA_VERSION: Final = "2.10"
+SCHEMA_VERSION: Final = "2.11"
 
 
 class Struct(msgspec.Struct, frozen=True, kw_only=True):
@@ -486,6 +488,9 @@ class SectionData(Struct, frozen=True, kw_only=True):
 
     title: str
     data: dict[str, Any]
+    #: since 2.11: each field's title and unit as the result declares them (``"list.field"`` for
+    #: a field of a list's records; :mod:`tracekit.results.sections`); {} when it declares none
+    fields: dict[str, FieldMeta] = {}
 
 
 class Analysis(Struct, frozen=True, kw_only=True):
