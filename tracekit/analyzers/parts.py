@@ -28,6 +28,15 @@ class Parts:
 
 
 @dataclass(frozen=True)
+class PerStepAndRank(Parts):
+    """A table per step and one per rank: the parts of the analyses that have just these two
+    subclass it, each its own type, so that ``gather`` tells them apart."""
+
+    per_step: pl.DataFrame = field(default_factory=empty)
+    per_rank: pl.DataFrame = field(default_factory=empty)
+
+
+@dataclass(frozen=True)
 class FactParts(Parts):
     """Per rank: event counts, span, signs of a GPU job."""
 
@@ -48,19 +57,13 @@ class StepParts(Parts):
 
 
 @dataclass(frozen=True)
-class BreakdownParts(Parts):
+class BreakdownParts(PerStepAndRank):
     """Device time by what it did."""
-
-    per_step: pl.DataFrame = field(default_factory=empty)
-    per_rank: pl.DataFrame = field(default_factory=empty)
 
 
 @dataclass(frozen=True)
-class OverlapParts(Parts):
+class OverlapParts(PerStepAndRank):
     """Comm/compute overlap."""
-
-    per_step: pl.DataFrame = field(default_factory=empty)
-    per_rank: pl.DataFrame = field(default_factory=empty)
 
 
 @dataclass(frozen=True)
@@ -85,11 +88,8 @@ class CollectiveParts(Parts):
 
 
 @dataclass(frozen=True)
-class DataLoaderParts(Parts):
+class DataLoaderParts(PerStepAndRank):
     """DataLoader gaps."""
-
-    per_step: pl.DataFrame = field(default_factory=empty)
-    per_rank: pl.DataFrame = field(default_factory=empty)
 
 
 @dataclass(frozen=True)
