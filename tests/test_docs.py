@@ -254,3 +254,23 @@ def test_the_noise_figures_of_compare_md_are_the_benchmark_s() -> None:
     step = delay["step"]
     said = f"the step itself, {step['delta_ms']:+.1f} ms, is {step['change']} there"
     assert f"{said}: it could have detected {step['detectable_ms']:.1f} ms" in text
+
+
+def test_the_gate_figures_of_compare_md_are_the_benchmark_s() -> None:
+    """docs/compare.md's rates of the example gate are those of compare_gate.json (issue 46: "the
+    false-failure and detection rates of the example gate are in docs/compare.md from one
+    benchmarks.compare_gate run"), for the gate the workflow has now."""
+    from benchmarks.compare_gate import gate_conditions
+
+    text = " ".join((ROOT / "docs" / "compare.md").read_text().split())
+    doc, wall = _result("compare_gate.json"), _result("compare_gate_wall_only.json")
+    assert doc["gate"] == gate_conditions()  # measured on the example's gate as it is
+    aa, slower = doc["aa_rate"], doc["slower_rate"]
+    assert aa["of"] == slower["of"] == 20 and len(doc["aa"]) == len(doc["slower"]) == 20
+    assert f"**{aa['failed']} of 20 A/A pairs** and **{slower['failed']} of 20 +20% pairs**" in text
+    assert f"their step time changed by {slower['mean_change_pct']:+.1f}% on average" in text
+    assert ("both targets met" in text) == (aa["met"] and slower["met"])
+    assert f"forward_work_ms={doc['work_ms']}" in text
+    assert wall["aa_rate"]["of"] == 20 and wall["gate"] != doc["gate"]
+    ratio = max(max(r["a_run_ms"]) / min(r["a_run_ms"]) for r in wall["aa"])
+    assert f"up to {ratio:.1f}x apart" in text

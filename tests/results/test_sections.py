@@ -37,6 +37,8 @@ def test_the_declared_titles_and_units_are_read_with_their_list_s_name() -> None
 
 def test_the_report_heads_and_writes_each_column_as_declared() -> None:
     result = Links(busiest=3, per_rank=[Link(rank=0, gb_per_s=12.5, peak_bytes=3 * 2**20, wait_ns=2.5e6)])
+    row = result.per_rank[0]
+    assert (row.gb_per_s, row.wait_ns) == (12.5, 2.5e6)
     data = SectionData(title="Links", data=msgspec.to_builtins(result), fields=field_meta(Links))
     decoded = msgspec.json.decode(msgspec.json.encode(data), type=SectionData)  # as a saved analysis holds it
     section = fields_section("links", decoded, View(format=Format.MARKDOWN))

@@ -85,10 +85,11 @@ def cpu_samples(run: Analysis) -> np.ndarray | None:
 
 
 def cpu(c: Inputs) -> Measure | None:
-    """CPU time per step (every rank's process, the mean over ranks): the work a step does,
-    whatever else the machine runs. On CPU ranks whose cores are shared (other tenants, more
-    ranks than cores) the wall time of a step is a share of the cores and swings from run to
-    run; the CPU time it used does not. None when neither side's capture measured it."""
+    """CPU time per step (every rank's process, the mean over ranks): the work a step does
+    rather than its share of the cores. On CPU ranks whose cores are shared (other tenants, more
+    ranks than cores) a step's wall time swings from run to run with the load; its CPU time less
+    so, though not by as much as one would hope (docs/compare.md has the measured rates). None
+    when neither side's capture measured it."""
     a, b = [cpu_samples(x) for x in c.a], [cpu_samples(x) for x in c.b]
     if all(x is None for x in (*a, *b)):
         return None
