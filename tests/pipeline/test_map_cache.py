@@ -254,6 +254,21 @@ def test_an_entry_of_the_older_layout_is_a_silent_miss_and_replaced(runs: Runs) 
     assert all(e.read_bytes().startswith(MAGIC) for e in runs.entries())
 
 
+def test_an_entry_whose_key_lacks_the_analyses_is_a_silent_miss(runs: Runs) -> None:
+    """An entry of the layout before the registry joined the key (magic 2, no ``analyses``):
+    every upgrading user has them, and they are no damage to warn about."""
+    clean, _ = runs()
+    for entry in runs.entries():
+        doc = msgspec.msgpack.decode(entry.read_bytes()[len(MAGIC) + map_cache._DIGEST :])
+        del doc["key"]["analyses"]
+        body = msgspec.msgpack.encode(doc)
+        entry.write_bytes(map_cache.OLD_MAGIC[1] + map_cache.checksum(body) + body)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert runs() == (clean, 1)  # mapped again, without a warning
+        assert runs() == (clean, 0)  # and replaced
+
+
 def test_the_checksum_is_the_crc32_of_the_body() -> None:
     assert map_cache.checksum(b"123456789") == (0xCBF43926).to_bytes(4, "little")  # CRC-32's check value
 

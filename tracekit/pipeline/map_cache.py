@@ -71,11 +71,12 @@ __all__ = ["MAP_CACHE_VERSION", "CacheWarning", "MapCache", "analyses_key", "loo
 #: sync found by its place, one-time work of graph recording and the profiler, device_gap; 8: what
 #: the advice depends on, run_traits; 9: the registry's entries in the key).
 MAP_CACHE_VERSION: Final = 9
-#: The first bytes of an entry.
-MAGIC: Final = b"TKMAP\x00\x02\x00"
-#: Those of the entries of tracekit before the CRC-32 (a BLAKE2b digest, 57 ms for 8 x 125 MB's
-#: maps): a miss, replaced, not damage.
-OLD_MAGIC: Final = (b"TKMAP\x00\x01\x00",)
+#: The first bytes of an entry; a change of the key's or the entry's fields takes a new one, so
+#: that an entry of the older layout is a silent miss, not damage that warns.
+MAGIC: Final = b"TKMAP\x00\x03\x00"
+#: Those of the older layouts: a miss, replaced, not damage. 1: a BLAKE2b digest before the
+#: CRC-32 (57 ms for 8 x 125 MB's maps); 2: a key without the registry's analyses.
+OLD_MAGIC: Final = (b"TKMAP\x00\x01\x00", b"TKMAP\x00\x02\x00")
 _DIGEST: Final = 4
 #: The largest entry read (a shard's map results are small: tables per rank and step, not events).
 _LIMIT: Final = 1 << 30
