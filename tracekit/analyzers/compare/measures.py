@@ -93,9 +93,13 @@ def cpu(c: Inputs) -> Measure | None:
     a, b = [cpu_samples(x) for x in c.a], [cpu_samples(x) for x in c.b]
     if all(x is None for x in (*a, *b)):
         return None
-    side_a = Samples(runs=[x for x in a if x is not None] if all(x is not None for x in a) else [])
-    side_b = Samples(runs=[x for x in b if x is not None] if all(x is not None for x in b) else [])
-    return measure_of("cpu", Unit.NS, a=side_a, b=side_b, noise=c.noise, rng=c.rng, step_mean=c.step_mean)
+    return measure_of("cpu", Unit.NS, a=_every(a), b=_every(b), noise=c.noise, rng=c.rng, step_mean=c.step_mean)
+
+
+def _every(runs: list[np.ndarray | None]) -> Samples:
+    """A side's samples when every run has them; none (not measured) when a run lacks them."""
+    kept = [r for r in runs if r is not None]
+    return Samples(runs=kept if len(kept) == len(runs) else [])
 
 
 def shares(c: Inputs) -> list[Measure]:
