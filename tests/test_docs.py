@@ -274,3 +274,13 @@ def test_the_gate_figures_of_compare_md_are_the_benchmark_s() -> None:
     assert wall["aa_rate"]["of"] == 20 and wall["gate"] != doc["gate"]
     ratio = max(max(r["a_run_ms"]) / min(r["a_run_ms"]) for r in wall["aa"])
     assert f"up to {ratio:.1f}x apart" in text
+
+
+def test_the_new_section_of_python_api_md_prints_what_the_page_says() -> None:
+    """Issue 49: the page's section added through the seam runs, and prints what the page quotes."""
+    page = (ROOT / "docs" / "python-api.md").read_text()
+    block = next(b for b in _blocks(page) if "registry.ANALYSES = " in b)
+    done = subprocess.run([sys.executable, "-c", block], cwd=ROOT, capture_output=True, text=True, check=True)
+    printed = done.stdout.strip()
+    assert printed.startswith("WaitsByOp(ops=[OpWait(op='all_reduce'")
+    assert f"It prints `{printed}`" in " ".join(page.split())

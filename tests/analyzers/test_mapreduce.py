@@ -9,10 +9,12 @@ import pytest
 
 from benchmarks.many_ranks import synthetic_run
 from tests.conftest import analysis_of
-from tracekit.analyzers import run_analysis
+from tracekit.analyzers import registry, run_analysis
 from tracekit.analyzers.context import Options
-from tracekit.analyzers.mapreduce import Entry, in_order, map_ranks, reduce_ranks
+from tracekit.analyzers.mapreduce import Entry, Reduced, in_order, map_ranks, reduce_ranks
 from tracekit.analyzers.registry import ANALYSES
+from tracekit.analyzers.shared import STEPS
+from tracekit.analyzers.steps import StepResult
 from tracekit.readers import load_run
 from tracekit.results.analysis import Analysis
 
@@ -63,7 +65,34 @@ def test_entries_run_after_what_they_require() -> None:
     loop = Entry("first", requires=("second",))
     with pytest.raises(ValueError, match="requires itself"):
         in_order([second, loop])
-    assert [e.name for e in in_order(ANALYSES)] == [e.name for e in ANALYSES]  # the registry is in order
+    named = Entry("named", cross_rank=lambda red: 0)
+    reader = Entry("reader", cross_rank=lambda red: red.result(named) + 1, requires=(named,))
+    assert [e.name for e in in_order([reader])] == ["named", "reader"]  # an Entry required runs unlisted
+    listed = Entry("named", cross_rank=lambda red: 5)
+    assert in_order([reader, listed])[0] is listed  # a listed entry of the same name stands for it
+
+
+def test_the_registry_order_carries_no_dependency(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 49: every entry names what it reads, so the registry reversed gives the same analysis."""
+    run = synthetic_run(3, steps=3, kernels=4)
+    before = run_analysis(run).analysis
+    monkeypatch.setattr(registry, "ANALYSES", tuple(reversed(registry.ANALYSES)))
+    assert run_analysis(run).analysis == before
+
+
+def test_a_required_result_is_typed_and_shared() -> None:
+    run = synthetic_run(2, steps=2, kernels=3)
+
+    def height(red: Reduced) -> int:
+        steps: StepResult = red.result(STEPS)  # typed: STEPS is an Entry[StepResult]
+        return steps.steps.height
+
+    one = Entry("one", cross_rank=height, requires=(STEPS,))
+    two = Entry("two", cross_rank=lambda red: id(red.result(STEPS)), requires=(STEPS,))
+    three = Entry("three", cross_rank=lambda red: id(red.result(STEPS)), requires=(STEPS,))
+    reduced = reduce_ranks([map_ranks(run, Options(), ANALYSES)], Options(), [one, two, three], run.meta)
+    assert reduced.result(one) == 4  # 2 ranks x 2 steps
+    assert reduced.result("two") == reduced.result("three") == id(reduced.result(STEPS))  # reduced once
 
 
 def test_a_result_read_before_it_is_reduced_says_which_requirement_is_missing() -> None:

@@ -5,25 +5,75 @@ into one typed :class:`~tracekit.results.analysis.Analysis`.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
 import msgspec
 import polars as pl
 
-from tracekit.analyzers import registry
+from tracekit.analyzers import registry, shared
 from tracekit.analyzers.clocks import rank_hosts
 from tracekit.analyzers.collectives import group_members
 from tracekit.analyzers.context import Options
-from tracekit.analyzers.mapreduce import RankSummary, Reduced, map_ranks, reduce_ranks
+from tracekit.analyzers.mapreduce import Entry, RankSummary, Reduced, map_ranks, reduce_ranks
+from tracekit.errors import InputError
 from tracekit.model.run import Run
 from tracekit.results.analysis import Analysis, SectionData
+from tracekit.results.choices import CHOICES, AnalysisChoices
 from tracekit.results.sections import field_meta
-from tracekit.results.vocab import WindowKind
+
+R = TypeVar("R")
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
+    from tracekit.analyzers.breakdown import BreakdownResult
     from tracekit.model.run import RunMeta
+    from tracekit.results.analysis import RunFacts, Verdict
+
+
+class _Result(Generic[R]):
+    """An attribute that reads one entry's cross-rank result (typed as the entry's)."""
+
+    def __init__(self, entry: Entry[R] | str) -> None:
+        self.entry = entry
+
+    @overload
+    def __get__(self, obj: None, owner: type) -> _Result[R]: ...
+    @overload
+    def __get__(self, obj: Reduced, owner: type) -> R: ...
+    def __get__(self, obj: Reduced | None, owner: type) -> _Result[R] | R:
+        if obj is None:
+            return self
+        found: R = obj.result(self.entry)
+        return found
+
+
+class Frames(Reduced):
+    """The reduce of an analysis, with its shared intermediates as typed attributes: every
+    frame behind the typed result (``outcome.frames.collectives.per_rank``). The core's
+    :class:`~tracekit.analyzers.mapreduce.Reduced` knows none of them; this view, of the built-in
+    analyses, names them (:mod:`tracekit.analyzers.shared` says what each is)."""
+
+    steps = _Result(shared.STEPS)
+    #: the device time breakdown (GPU, or host on a CPU-only run); ``breakdown`` too
+    measured = breakdown = _Result(shared.MEASURED)
+    overlap = _Result(shared.OVERLAP)
+    kernels = _Result(shared.KERNELS)
+    annotations = _Result(shared.ANNOTATIONS)
+    collectives = _Result(shared.COLLECTIVES)
+    span_ns = _Result(shared.SPAN)
+    stragglers = _Result(shared.STRAGGLERS)
+    dataloader = _Result(shared.DATALOADER)
+    syncs = _Result(shared.SYNCS)
+    idle = _Result(shared.IDLE)
+    ledger = _Result(shared.LEDGER)
+    facts: _Result[RunFacts] = _Result("run")
+    verdict: _Result[Verdict] = _Result("verdict")
+
+    @property
+    def host_breakdown(self) -> BreakdownResult | None:
+        """The host's time breakdown on a CPU-only run (where the host is the device), else None."""
+        return None if self.has_gpu else self.measured
 
 
 @dataclass(frozen=True)
@@ -32,41 +82,35 @@ class Outcome:
 
     analysis: Analysis
     #: every intermediate result as polars frames (steps, breakdown, collectives per rank, ...)
-    frames: Reduced
+    frames: Frames
 
     @property
     def details(self) -> dict[str, pl.DataFrame]:
         """The per-instance tables that the typed result leaves out."""
         out = {"collectives_per_rank": self.frames.collectives.per_rank}
-        if self.frames.idle is not None:
-            out["idle_intervals"] = self.frames.idle.intervals.with_columns(pl.col("cause").cast(pl.String))
+        if (idle := self.frames.idle) is not None:
+            out["idle_intervals"] = idle.intervals.with_columns(pl.col("cause").cast(pl.String))
         return out
 
 
-def options_for(
-    run: Run, *, window: WindowKind | str = WindowKind.STEPS, steps: str | None = None, include_warmup: bool = False
-) -> Options:
+def options_for(run: Run, choices: AnalysisChoices | None = None) -> Options:
     """The options of an analysis of ``run``: the user's choices and the run-level facts."""
-    return run_options(run.meta, has_gpu=run.has_gpu, window=window, steps=steps, include_warmup=include_warmup)
+    return run_options(run.meta, choices or AnalysisChoices(), has_gpu=run.has_gpu)
 
 
 def run_options(
     meta: RunMeta,
+    choices: AnalysisChoices,
     *,
     has_gpu: bool,
-    window: WindowKind | str = WindowKind.STEPS,
-    steps: str | None = None,
-    include_warmup: bool = False,
     jobs: int = 1,
     cores_shared: bool = False,
 ) -> Options:
     """The options of an analysis of a run known by its metadata and whether any rank has GPU
     activity: what the map needs (the user's choices, ``has_gpu``) and what the reduce needs."""
     return Options(
-        window=WindowKind(window),
+        **choices.chosen(),
         has_gpu=has_gpu,
-        steps=steps,
-        include_warmup=include_warmup,
         world_size=meta.world_size,
         ranks_present=len(meta.ranks),
         groups=group_members(meta.ranks),
@@ -84,27 +128,38 @@ def shards(run: Run, size: int | None = None) -> list[Run]:
     return [run.only(ids[i : i + size]) for i in range(0, len(ids), size)]
 
 
+def choices_of(choices: AnalysisChoices | None, given: dict[str, Any], *, caller: str) -> AnalysisChoices:
+    """The user's choices: ``choices``, with the ones ``given`` by name (``window="gpu_span"``:
+    the fields of :class:`~tracekit.results.choices.AnalysisChoices`) over it."""
+    if choices is not None and not isinstance(choices, AnalysisChoices):
+        raise TypeError(f"{caller}: choices must be an AnalysisChoices, not a {type(choices).__name__}")
+    unknown = sorted(set(given) - set(CHOICES))
+    if unknown:
+        raise TypeError(f"{caller}: no choice named {', '.join(unknown)} (the choices: {', '.join(CHOICES)})")
+    try:
+        return AnalysisChoices(**{**(choices.chosen() if choices else {}), **given})
+    except TypeError as exc:
+        raise TypeError(f"{caller}: {exc}") from None
+    except ValueError as exc:  # a value: an input error, as the CLI refuses it
+        raise InputError(f"{caller}: {exc}") from None
+
+
 def run_analysis(
-    run: Run,
-    *,
-    window: WindowKind | str = WindowKind.STEPS,
-    steps: str | None = None,
-    include_warmup: bool = False,
-    shard_ranks: int | None = None,
+    run: Run, choices: AnalysisChoices | None = None, *, shard_ranks: int | None = None, **given: Any
 ) -> Outcome:
     """Map every rank (in shards of ``shard_ranks``; one shard by default), reduce, and keep the details.
 
-    ``steps``: which steps to measure ("3-", "2-5", "0,2,4"; default: the steady state, warm-up
-    excluded); ``include_warmup``: keep warm-up steps in the figures.
+    ``choices`` (or its fields by name, ``steps="3-"``): the window, which steps to measure
+    ("3-", "2-5", "0,2,4"; default: the steady state, warm-up excluded), whether warm-up counts.
     """
-    options = options_for(run, window=window, steps=steps, include_warmup=include_warmup)
+    options = options_for(run, choices_of(choices, given, caller="run_analysis"))
     mapped = [map_ranks(part, options, registry.ANALYSES) for part in shards(run, shard_ranks)]
     return reduce_outcome(mapped, options, run.meta)
 
 
 def reduce_outcome(mapped: Sequence[RankSummary], options: Options, meta: RunMeta) -> Outcome:
     """The outcome of mapped shards and the run's metadata (ranks, files, warnings)."""
-    reduced = reduce_ranks(mapped, options, registry.ANALYSES, meta)
+    reduced = reduce_ranks(mapped, options, registry.ANALYSES, meta, into=Frames)
     fields = {
         e.name: reduced.results[e.name]
         for e in registry.ANALYSES
@@ -120,20 +175,17 @@ def reduce_outcome(mapped: Sequence[RankSummary], options: Options, meta: RunMet
     return Outcome(analysis=Analysis(**fields, sections=sections), frames=reduced)
 
 
-def analyze(
-    run: Run, *, window: WindowKind | str = WindowKind.STEPS, steps: str | None = None, include_warmup: bool = False
-) -> Analysis:
+def analyze(run: Run, choices: AnalysisChoices | None = None, **given: Any) -> Analysis:
     """Run every analysis on ``run`` and decide the verdict.
 
-    ``window``: measure time over the steps (default) or over each rank's whole GPU span
-    (``"gpu_span"``, HTA's definition); ``steps``, ``include_warmup``: see :func:`run_analysis`.
+    ``choices`` (or its fields by name): ``window``, measure time over the steps (default) or
+    over each rank's whole GPU span (``"gpu_span"``, HTA's definition); ``steps``,
+    ``include_warmup``: see :func:`run_analysis`.
     """
     if not isinstance(run, Run):
         what = "None" if run is None else f"a {type(run).__name__}"
         raise TypeError(f"analyze: run must be a Run (tracekit.readers.load_run(paths) reads one), not {what}")
-    if steps is not None and not isinstance(steps, str):
-        raise TypeError(f"analyze: steps is a str as --steps takes it ('2:8', '3,5'), not a {type(steps).__name__}")
-    return run_analysis(run, window=window, steps=steps, include_warmup=include_warmup).analysis
+    return run_analysis(run, choices_of(choices, given, caller="analyze")).analysis
 
 
 def details_frame(details: dict[str, pl.DataFrame]) -> pl.DataFrame:

@@ -20,28 +20,25 @@ from tracekit.analyzers.host_causes import process_ranges
 from tracekit.analyzers.idle import CALL_COLUMNS, IdleResult, idle_causes
 from tracekit.analyzers.steps import StepResult, analyze_steps, gpu_activity
 from tracekit.analyzers.syncs import SyncResult, host_syncs
-from tracekit.results.vocab import IdleCause, WindowKind
+from tracekit.results.choices import AnalysisChoices
 
 if TYPE_CHECKING:
     import polars as pl
 
     from tracekit.model.run import Run
+    from tracekit.results.vocab import IdleCause
 
 
 @dataclass(frozen=True)
-class Options:
-    """How to analyze: which window the shares are of; whether the run has GPU activity.
+class Options(AnalysisChoices):
+    """How to analyze: the user's choices (which window the shares are of, the steps, ...);
+    whether the run has GPU activity; the run's facts the reduce needs.
 
     ``has_gpu`` is a fact of the whole run (decided before mapping), so that every shard
     measures the same timeline: the GPU's, or the host's on a CPU-only run.
     """
 
-    window: WindowKind = WindowKind.STEPS
     has_gpu: bool = True
-    #: the user's step selection ("3-", "2-5", "0,2,4"), or None for the steady state found
-    steps: str | None = None
-    #: keep warm-up steps in the figures
-    include_warmup: bool = False
     #: facts of the whole run that the cross-rank parts need: its world size, how many ranks
     #: are present, and the process groups of every rank (:func:`collectives.group_members`);
     #: the per-rank parts read none of them, so a rank can be mapped before the others are known

@@ -32,6 +32,7 @@ import polars as pl
 
 from tracekit.analyzers.collectives import KEYS as COLLECTIVE_KEYS
 from tracekit.analyzers.gains import COMPUTE
+from tracekit.analyzers.shared import COLLECTIVES, LEDGER, STRAGGLERS
 from tracekit.analyzers.stats import num
 from tracekit.results.vocab import BoundKind
 from tracekit.results.worth import GainDiff, GainWhy, Joint
@@ -114,7 +115,7 @@ def _why(g: Gain, retimed: dict[BoundKind, Gain], joint: dict[Pair, float], red:
         rank, ns = found
         return GainWhy(kind=GainDiff.NEXT_ARRIVER, rank=rank, ns=round(ns, 1), pct=round(short, 4))
     if g.bound is BoundKind.COMMS and (wait := _mean_wait(red)) is not None:
-        named = red.stragglers.stragglers[0].rank if red.stragglers.stragglers else None
+        named = red.result(STRAGGLERS).stragglers[0].rank if red.result(STRAGGLERS).stragglers else None
         return GainWhy(kind=GainDiff.PEER_WAIT, ns=round(wait, 1), pct=round(short, 4), rank=named)
     return GainWhy(kind=GainDiff.TAKEN_BACK, pct=round(short, 4))
 
@@ -122,12 +123,12 @@ def _why(g: Gain, retimed: dict[BoundKind, Gain], joint: dict[Pair, float], red:
 def _next_arriver(red: Reduced) -> tuple[int, float] | None:
     """At the collectives the named straggler arrives last at: the rank that arrives last most
     often after it, and how much earlier than the straggler the next rank arrives, mean ns."""
-    if not red.stragglers.stragglers or red.collectives.per_rank.height == 0:
+    if not red.result(STRAGGLERS).stragglers or red.result(COLLECTIVES).per_rank.height == 0:
         return None
-    rank = red.stragglers.stragglers[0].rank
+    rank = red.result(STRAGGLERS).stragglers[0].rank
     keys = list(COLLECTIVE_KEYS)
-    inst = red.collectives.instances.filter(pl.col("matched") & (pl.col("last_rank") == rank)).select(keys)
-    calls = red.collectives.per_rank.join(inst, on=keys, how="inner").filter(pl.col("arrival_ns").is_not_null())
+    inst = red.result(COLLECTIVES).instances.filter(pl.col("matched") & (pl.col("last_rank") == rank)).select(keys)
+    calls = red.result(COLLECTIVES).per_rank.join(inst, on=keys, how="inner").filter(pl.col("arrival_ns").is_not_null())
     if calls.height == 0:
         return None
     own = calls.filter(pl.col("rank") == rank).select(*keys, own="arrival_ns")
@@ -143,14 +144,14 @@ def _mean_wait(red: Reduced) -> float | None:
     """The mean wait for other ranks' arrivals per matched collective on the pace ranks, ns, when
     that waiting is most of their collectives' time (None otherwise, or with none matched). The
     collectives a named straggler arrives last at are left out: that waiting is its finding's."""
-    calls = red.collectives.per_rank
+    calls = red.result(COLLECTIVES).per_rank
     if calls.height == 0 or "explained_wait_ns" not in calls.columns:
         return None
     keys = list(COLLECTIVE_KEYS)
-    named = [s.rank for s in red.stragglers.stragglers]
-    last = red.collectives.instances.select(*keys, "last_rank")
+    named = [s.rank for s in red.result(STRAGGLERS).stragglers]
+    last = red.result(COLLECTIVES).instances.select(*keys, "last_rank")
     pace = calls.join(last, on=keys, how="left").filter(
-        pl.col("rank").is_in(red.ledger.pace_ranks),
+        pl.col("rank").is_in(red.result(LEDGER).pace_ranks),
         pl.col("explained_wait_ns").is_not_null(),
         ~pl.col("last_rank").is_in(named).fill_null(False),
     )

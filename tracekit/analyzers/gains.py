@@ -54,6 +54,7 @@ from tracekit.analyzers.parts import Parts, empty
 from tracekit.analyzers.retime import Removal, Scenario
 from tracekit.analyzers.retime_parallel import simulate_each
 from tracekit.analyzers.retime_plan import merge, outside
+from tracekit.analyzers.shared import COLLECTIVES, LEDGER, STRAGGLERS
 from tracekit.analyzers.timeline import COLLECTIVE_WAIT, TRANSFER_COPY, host_collective_waits
 from tracekit.results.vocab import BoundKind, IdleCause, StragglerCause
 from tracekit.results.worth import NOTE_BOUND, Gain, GainLimit
@@ -207,9 +208,9 @@ def _per_rank(df: pl.DataFrame, run: GainRun) -> dict[int, Removal]:
 
 def _straggler(red: Reduced, run: GainRun, parts: GainParts) -> Scenario | None:
     """The first named straggler's excess removed: from its slow phase, its late start, or its step."""
-    if not red.stragglers.stragglers:
+    if not red.result(STRAGGLERS).stragglers:
         return None
-    s = red.stragglers.stragglers[0]
+    s = red.result(STRAGGLERS).stragglers[0]
     excess = float(s.cause_excess_ns)
     if excess <= 0:
         return None
@@ -324,7 +325,7 @@ def _limits(bound: BoundKind, run: GainRun, modeled: bool, *, cores_shared: bool
 
 def _partial(red: Reduced) -> bool:
     """Whether ranks of the world are absent: a collective's wait for them cannot be re-timed."""
-    c = red.collectives
+    c = red.result(COLLECTIVES)
     return c.world_size is not None and c.world_size > 1 and c.ranks_present < c.world_size
 
 
@@ -370,7 +371,7 @@ class WhatIfs:
 
 def what_ifs(red: Reduced) -> WhatIfs | None:
     """The run's what-ifs (None when the ledger has no measured window on a pace rank)."""
-    ledger: LedgerResult = red.ledger
+    ledger: LedgerResult = red.result(LEDGER)
     steps = ledger.per_step.group_by("rank").agg(steps=pl.col("step").n_unique())
     windows = ledger.windows.join(steps, on="rank").filter(pl.col("rank").is_in(ledger.pace_ranks))
     if windows.height == 0:

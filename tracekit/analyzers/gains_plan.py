@@ -12,6 +12,7 @@ import polars as pl
 
 from tracekit.analyzers.collectives import KEYS as COLLECTIVE_KEYS
 from tracekit.analyzers.retime_plan import RankPlan
+from tracekit.analyzers.shared import COLLECTIVES
 
 if TYPE_CHECKING:
     from tracekit.analyzers.mapreduce import Reduced
@@ -89,9 +90,9 @@ def plans(red: Reduced, parts: Tables) -> GainRun | None:
     if frames.height == 0:
         return None
     origin = int(frames["start_ns"].min())  # type: ignore[arg-type]
-    coll = red.collectives.per_rank
+    coll = red.result(COLLECTIVES).per_rank
     # every instance, matched or held by one rank (then its own: hiding its time still applies)
-    instances = red.collectives.instances.select(*COLLECTIVE_KEYS, "matched").with_row_index("instance")
+    instances = red.result(COLLECTIVES).instances.select(*COLLECTIVE_KEYS, "matched").with_row_index("instance")
     coll = coll.join(instances.drop("matched"), on=list(COLLECTIVE_KEYS), how="left").with_columns(
         pl.col("instance").cast(pl.Int64).fill_null(-1), pl.col("rank").cast(pl.Int32)
     )

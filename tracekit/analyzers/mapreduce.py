@@ -4,70 +4,50 @@
 function of a :class:`~tracekit.model.run.Run` and :class:`Options`, so a local loop, a process
 pool or a Dask worker can call it) and returns small typed frames (:mod:`tracekit.analyzers.parts`).
 :func:`reduce_ranks` gathers the shards' frames (:meth:`Reduced.gather`) and runs the cross-rank
-parts in registry order, each after the entries it requires: collective matching, stragglers,
-the verdict, the run-level tables.
+parts, each after the entries it requires (:func:`in_order`): collective matching, stragglers,
+the verdict, the run-level tables. The core knows no analysis: each is an :class:`Entry`, the
+built-ins included (:mod:`tracekit.analyzers.builtin`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
-from functools import cached_property
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
 import polars as pl
 
-from tracekit.analyzers.annotations import AnnotationResult, summarize_annotations
-from tracekit.analyzers.breakdown import BreakdownResult
-from tracekit.analyzers.collectives import CollectiveResult, match_found
 from tracekit.analyzers.context import Options, RankContext
-from tracekit.analyzers.dataloader import DataLoaderResult, data_measure
-from tracekit.analyzers.idle import IdleResult
-from tracekit.analyzers.kernels import KernelResult, summarize_kernels
-from tracekit.analyzers.ledger import LedgerResult, reduce_ledger
-from tracekit.analyzers.overlap import OverlapResult
-from tracekit.analyzers.parts import (
-    AnnotationParts,
-    BreakdownParts,
-    CollectiveParts,
-    DataLoaderParts,
-    FactParts,
-    IdleParts,
-    KernelParts,
-    LedgerParts,
-    OverlapParts,
-    Parts,
-    StepParts,
-    SyncParts,
-)
-from tracekit.analyzers.steps import StepResult
-from tracekit.analyzers.stragglers import StragglerResult, find_stragglers
-from tracekit.analyzers.syncs import SyncResult
+from tracekit.analyzers.parts import Parts
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
     from tracekit.model.run import Run, RunMeta
-    from tracekit.results.analysis import RunFacts, Verdict
 
 P = TypeVar("P", bound=Parts)
+R = TypeVar("R")
+D = TypeVar("D", bound="Reduced")
 
 
 @dataclass(frozen=True)
-class Entry:
-    """One analysis (a section of the result): its per-rank part, its cross-rank part, its typed
-    result, what it reads of the others, and where the result goes.
+class Entry(Generic[R]):
+    """One analysis (a section of the result, or an intermediate others read): its per-rank
+    part, its cross-rank part (whose result, of type ``R``, :meth:`Reduced.result` returns
+    typed), what it reads of the others, and where the result goes.
 
     ``name`` is the field of :class:`~tracekit.results.analysis.Analysis` it fills, or, for a
     section with ``title`` set, its key in ``Analysis.sections``: such a section needs no field,
     and every report shows it (:mod:`tracekit.reports.layout` renders its Struct's fields), so
-    adding one is its module plus one registry line. ``requires``: the entries whose cross-rank
-    results it reads (:meth:`Reduced.result`); they run first.
+    adding one is its module plus one registry line. An entry whose name is neither is an
+    intermediate, kept only in the reduce (:mod:`tracekit.analyzers.shared`). ``requires``: the
+    entries whose cross-rank results it reads; they run first. An ``Entry`` required runs
+    whether the registry lists it or not; a name must be of a registered entry.
     """
 
     name: str
     per_rank: Callable[[RankContext], Parts] | None = None
-    cross_rank: Callable[[Reduced], Any] | None = None
-    requires: tuple[str, ...] = ()
+    cross_rank: Callable[[Reduced], R] | None = None
+    requires: tuple[Entry[Any] | str, ...] = ()
     #: the type its cross-rank part returns (checked against the Analysis field by the tests)
     result: type | None = None
     #: a section kept in ``Analysis.sections`` under this title (None: a field of Analysis)
@@ -99,10 +79,10 @@ class RankSummary:
     parts: dict[str, Parts]
 
 
-def map_ranks(run: Run, options: Options, entries: Sequence[Entry]) -> RankSummary:
+def map_ranks(run: Run, options: Options, entries: Sequence[Entry[Any]]) -> RankSummary:
     """Run the per-rank part of every entry on the ranks of ``run``."""
     ctx = RankContext(run, options)
-    parts = {e.name: e.per_rank(ctx) for e in entries if e.per_rank is not None}
+    parts = {e.name: e.per_rank(ctx) for e in in_order(entries) if e.per_rank is not None}
     return RankSummary(ranks=tuple(run.rank_ids), parts=parts)
 
 
@@ -126,156 +106,47 @@ class Reduced:
         self._gathered[kind] = gathered
         return gathered
 
-    def result(self, entry: str) -> Any:
-        """The cross-rank result of ``entry``, which must have run (be in the caller's ``requires``)."""
-        if entry not in self.results:
-            raise KeyError(f"{entry!r} has not run yet: name it in the entry's requires")
-        return self.results[entry]
+    @overload
+    def result(self, entry: Entry[R]) -> R: ...
+    @overload
+    def result(self, entry: str) -> Any: ...
+    def result(self, entry: Entry[Any] | str) -> Any:
+        """The cross-rank result of ``entry`` (an entry, for a typed result, or a name), which
+        must have run: be in the caller's ``requires``."""
+        name = entry if isinstance(entry, str) else entry.name
+        if name not in self.results:
+            raise KeyError(f"{name!r} has not run yet: name it in the entry's requires")
+        return self.results[name]
 
     @property
     def has_gpu(self) -> bool:
         """Whether the device timeline is the GPU's."""
         return self.options.has_gpu
 
-    @cached_property
-    def steps(self) -> StepResult:
-        """Every rank's steps."""
-        return StepResult(
-            steps=self.gather(StepParts).steps,
-            stats=self.gather(StepParts).stats,
-            all_steps=self.gather(StepParts).all_steps,
-            warmup=self.gather(StepParts).warmup,
-            how_found=self.gather(StepParts).how_found,
-            selection=self.options.steps,
-            include_warmup=self.options.include_warmup,
-        )
 
-    @cached_property
-    def measured(self) -> BreakdownResult:
-        """The device time breakdown (GPU, or host on a CPU-only run)."""
-        return BreakdownResult(
-            per_step=self.gather(BreakdownParts).per_step,
-            per_rank=self.gather(BreakdownParts).per_rank,
-            window=self.options.window,
-        )
-
-    @property
-    def breakdown(self) -> BreakdownResult:
-        """The device time breakdown (an alias of :attr:`measured`)."""
-        return self.measured
-
-    @property
-    def host_breakdown(self) -> BreakdownResult | None:
-        """The host's time breakdown on a CPU-only run (where the host is the device), else None."""
-        return None if self.has_gpu else self.measured
-
-    @property
-    def facts(self) -> RunFacts:
-        """The typed facts of the run, once the reduce has gathered them."""
-        facts: RunFacts = self.result("run")
-        return facts
-
-    @property
-    def verdict(self) -> Verdict:
-        """The typed verdict, once the reduce has decided it."""
-        verdict: Verdict = self.result("verdict")
-        return verdict
-
-    @cached_property
-    def overlap(self) -> OverlapResult:
-        """Comm/compute overlap."""
-        return OverlapResult(per_step=self.gather(OverlapParts).per_step, per_rank=self.gather(OverlapParts).per_rank)
-
-    @cached_property
-    def kernels(self) -> KernelResult:
-        """Kernels over the run."""
-        return summarize_kernels(self.gather(KernelParts).by_rank)
-
-    @cached_property
-    def annotations(self) -> AnnotationResult:
-        """Phases over the run."""
-        return summarize_annotations(self.gather(AnnotationParts).per_step, self.steps)
-
-    @cached_property
-    def collectives(self) -> CollectiveResult:
-        """Collectives matched across ranks."""
-        return match_found(
-            self.gather(CollectiveParts).found,
-            groups=self.options.groups,
-            ranks_present=self.options.ranks_present,
-            world_size=self.options.world_size,
-            hosts=self.options.hosts,
-        )
-
-    @cached_property
-    def span_ns(self) -> int:
-        """From the first event of any rank to the last."""
-        spans = self.gather(FactParts).span
-        value = spans.select(pl.col("end_ns").max() - pl.col("start_ns").min()).item()
-        return int(value or 0)
-
-    @cached_property
-    def stragglers(self) -> StragglerResult:
-        """Stragglers from the matched collectives."""
-        return find_stragglers(self.collectives, self.steps, self.annotations, span_ns=self.span_ns)
-
-    @cached_property
-    def dataloader(self) -> DataLoaderResult:
-        """DataLoader gaps."""
-        measure = data_measure(has_gpu=self.has_gpu)
-        return DataLoaderResult(
-            per_step=self.gather(DataLoaderParts).per_step,
-            per_rank=self.gather(DataLoaderParts).per_rank,
-            measure=measure,
-        )
-
-    @cached_property
-    def syncs(self) -> SyncResult:
-        """Host syncs (the blocking calls themselves stay in the map)."""
-        calls = pl.DataFrame(schema={"rank": pl.Int32, "start_ns": pl.Int64, "end_ns": pl.Int64})
-        return SyncResult(
-            per_step=self.gather(SyncParts).per_step,
-            per_rank=self.gather(SyncParts).per_rank,
-            calls=calls,
-            reads=calls,
-        )
-
-    @cached_property
-    def idle(self) -> IdleResult | None:
-        """GPU idle by cause (None on a CPU-only run)."""
-        if not self.has_gpu:
-            return None
-        return IdleResult(intervals=self.gather(IdleParts).intervals, per_rank=self.gather(IdleParts).per_rank)
-
-    @cached_property
-    def ledger(self) -> LedgerResult:
-        """Every ns of each rank's window under one entry, stragglers carved out (the verdict's numbers)."""
-        return reduce_ledger(
-            self.gather(LedgerParts).entries,
-            self.gather(LedgerParts).comms,
-            self.gather(LedgerParts).frames,
-            collectives=self.collectives,
-            stragglers=self.stragglers,
-        )
-
-
-def in_order(entries: Sequence[Entry]) -> list[Entry]:
-    """``entries`` ordered so that each comes after the entries it requires (else in registry
-    order); a requirement that is missing or circular is a programming error."""
+def in_order(entries: Sequence[Entry[Any]]) -> list[Entry[Any]]:
+    """``entries`` ordered so that each comes after the entries it requires (else in the order
+    given), with every required ``Entry`` the list lacks added before its first reader (a listed
+    entry of the same name stands for it); a required name that is not listed, or a cycle, is a
+    programming error."""
     by_name = {e.name: e for e in entries}
-    done: dict[str, Entry] = {}
+    done: dict[str, Entry[Any]] = {}
     visiting: set[str] = set()
 
-    def visit(entry: Entry) -> None:
+    def visit(entry: Entry[Any]) -> None:
         if entry.name in done:
             return
         if entry.name in visiting:
             raise ValueError(f"registry: {entry.name!r} requires itself through {sorted(visiting)}")
         visiting.add(entry.name)
-        for name in entry.requires:
-            if name not in by_name:
+        for need in entry.requires:
+            name = need if isinstance(need, str) else need.name
+            if name in by_name:
+                visit(by_name[name])
+            elif isinstance(need, str):
                 raise ValueError(f"registry: {entry.name!r} requires {name!r}, which is not registered")
-            visit(by_name[name])
+            else:
+                visit(need)
         visiting.discard(entry.name)
         done[entry.name] = entry
 
@@ -285,14 +156,20 @@ def in_order(entries: Sequence[Entry]) -> list[Entry]:
 
 
 def reduce_ranks(
-    shards: Sequence[RankSummary], options: Options, entries: Sequence[Entry], run_meta: RunMeta
-) -> Reduced:
+    shards: Sequence[RankSummary],
+    options: Options,
+    entries: Sequence[Entry[Any]],
+    run_meta: RunMeta,
+    *,
+    into: type[D] = Reduced,  # type: ignore[assignment]
+) -> D:
     """Run the cross-rank part of every entry, each after those it requires; ``results`` holds
     each one's output.
 
     ``run_meta``: the run's metadata (ranks, files, warnings): no events are needed here.
+    ``into``: the class of the result (a :class:`Reduced` with views of its own).
     """
-    reduced = Reduced(shards=shards, options=options, run_meta=run_meta)
+    reduced = into(shards=shards, options=options, run_meta=run_meta)
     for entry in in_order(entries):
         if entry.cross_rank is not None:
             reduced.results[entry.name] = entry.cross_rank(reduced)

@@ -1,50 +1,38 @@
-"""The registry of analyses: each entry fills one field of :class:`~tracekit.results.analysis.Analysis`.
+"""The registry of analyses: the entries the map and the reduce run.
 
 To add an analysis: write its module (a per-rank function of a ``RankContext`` returning
 frames, a cross-rank function of the ``Reduced`` shards returning its typed result, the
-result's Struct) and add one line here with its ``title``: the result goes to
+result's Struct) and add one line to :data:`ANALYSES` (the built-ins' list,
+:mod:`tracekit.analyzers.builtin`) with its ``title``: the result goes to
 ``Analysis.sections`` and every report shows it (``tracekit/analyzers/launches.py`` is one).
-The sections with a field of ``Analysis`` of their own (``title`` None) have hand-made tables
-and charts in :mod:`tracekit.reports.layout`. Cross-rank parts run in this order, except that
-an entry runs after the entries it ``requires``.
+Name what it reads in ``requires`` (an intermediate of :mod:`tracekit.analyzers.shared`, or
+another entry) and read it with ``red.result(entry)``: the reduce runs it first, so the list's
+order carries no dependency.
+
+This module and :mod:`tracekit.analyzers.mapreduce` are the core: they import no analysis
+(a contract of ``.importlinter``). The built-ins are loaded by the module's name, as any other
+list of entries would be, the first time :data:`ANALYSES` is read; a test or a tool may set it.
 """
 
 from __future__ import annotations
 
-from typing import Final
+import importlib
+from typing import TYPE_CHECKING, Any, Final
 
-from tracekit.analyzers import gains, launches, ledger, memory, run_facts, run_traits, verdict_section, work
-from tracekit.analyzers import sections as s
-from tracekit.analyzers.mapreduce import Entry
-from tracekit.results import analysis as a
+if TYPE_CHECKING:
+    from tracekit.analyzers.mapreduce import Entry
 
-ANALYSES: Final[tuple[Entry, ...]] = (
-    Entry("tracekit_version", cross_rank=s.version, result=str),
-    Entry("facts", run_facts.facts_map),
-    Entry("run", cross_rank=run_facts.facts_reduce, result=a.RunFacts),
-    Entry("steps", s.steps_map, s.steps_reduce, result=a.StepsSection),
-    Entry("breakdown", s.breakdown_map),
-    Entry("gpu_breakdown", cross_rank=s.gpu_breakdown_reduce, result=a.BreakdownSection),
-    Entry("host_breakdown", cross_rank=s.host_breakdown_reduce, result=a.BreakdownSection),
-    Entry("overlap", s.overlap_map, s.overlap_reduce, result=a.OverlapSection),
-    Entry("kernels", s.kernels_map, s.kernels_reduce, result=a.KernelsSection),
-    Entry("annotations", s.annotations_map, s.annotations_reduce, result=a.PhasesSection),
-    Entry("collectives", s.collectives_map, s.collectives_reduce, result=a.CollectivesSection),
-    Entry("stragglers", cross_rank=s.stragglers_reduce, result=a.StragglersSection),
-    Entry("dataloader", s.dataloader_map, s.dataloader_reduce, result=a.DataLoaderSection),
-    Entry("host_syncs", s.syncs_map, s.syncs_reduce, result=a.SyncsSection),
-    Entry("idle_causes", s.idle_map, s.idle_reduce, result=a.IdleSection),
-    Entry("memory", memory.memory_map, memory.memory_reduce, result=a.MemorySection),
-    Entry("ledger", ledger.ledger_map, s.ledger_reduce, result=a.LedgerSection),
-    Entry("gains", gains.gains_map),
-    Entry("traits", run_traits.traits_map),
-    Entry("verdict", cross_rank=verdict_section.verdict_reduce, result=a.Verdict),
-    Entry("work", work.work_map, s.work_reduce, result=a.WorkSection),
-    Entry(
-        "launches",
-        launches.launches_map,
-        launches.launches_reduce,
-        result=launches.LaunchStats,
-        title="Kernel launches",
-    ),
-)
+    #: The entries the map and the reduce run (the built-ins unless set).
+    ANALYSES: tuple[Entry[Any], ...]
+
+#: The module whose ``ANALYSES`` are the built-in analyses.
+BUILTIN: Final = "tracekit.analyzers.builtin"
+
+
+def __getattr__(name: str) -> Any:
+    """:data:`ANALYSES`, the built-ins loaded on first use (and kept: a set value stands)."""
+    if name != "ANALYSES":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    entries: tuple[Entry[Any], ...] = importlib.import_module(BUILTIN).ANALYSES
+    globals()["ANALYSES"] = entries
+    return entries

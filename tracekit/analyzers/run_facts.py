@@ -10,6 +10,7 @@ import polars as pl
 from tracekit.analyzers import intervals as iv
 from tracekit.analyzers import run_kind
 from tracekit.analyzers.parts import FactParts
+from tracekit.analyzers.shared import SPAN
 from tracekit.analyzers.stats import totals
 from tracekit.model.schema import GPU_ACTIVITY_KINDS
 from tracekit.model.taxonomy import HOST_KINDS
@@ -157,7 +158,7 @@ def facts_reduce(red: Reduced) -> RunFacts:
         backend=run.backend,
         devices=run.devices,
         has_gpu=red.has_gpu,
-        span_ns=red.span_ns,
+        span_ns=red.result(SPAN),
         skipped=[SkippedFile(path=s.path, reason=s.reason) for s in run.skipped],
         warnings=warnings,
         parallelism=run_kind.from_signs(totals(red.gather(FactParts).span, map(run_kind.column, run_kind.SIGNS))),

@@ -32,6 +32,19 @@ from tracekit.analyzers.parts import (
     StepParts,
     SyncParts,
 )
+from tracekit.analyzers.shared import (
+    ANNOTATIONS,
+    COLLECTIVES,
+    DATALOADER,
+    IDLE,
+    KERNELS,
+    LEDGER,
+    MEASURED,
+    OVERLAP,
+    STEPS,
+    STRAGGLERS,
+    SYNCS,
+)
 from tracekit.analyzers.stats import num
 from tracekit.analyzers.syncs import longest_calls, sync_points, user_calls
 from tracekit.analyzers.verdict import bound_names
@@ -77,7 +90,7 @@ def steps_map(ctx: RankContext) -> StepParts:
 
 def steps_reduce(red: Reduced) -> StepsSection:
     """Per-step rows and per-rank statistics."""
-    s = red.steps
+    s = red.result(STEPS)
     outside = red.gather(StepParts).left_out
     return StepsSection(
         per_step=rows(s.steps, r.StepRow),
@@ -98,7 +111,7 @@ def breakdown_map(ctx: RankContext) -> BreakdownParts:
 
 
 def _breakdown(red: Reduced) -> BreakdownSection:
-    m = red.measured
+    m = red.result(MEASURED)
     return BreakdownSection(
         window=m.window,
         per_rank=rows(m.per_rank, r.BreakdownRow),
@@ -126,7 +139,7 @@ def overlap_map(ctx: RankContext) -> OverlapParts:
 
 def overlap_reduce(red: Reduced) -> OverlapSection:
     """Overlap per rank and step."""
-    o = red.overlap
+    o = red.result(OVERLAP)
     return OverlapSection(per_rank=rows(o.per_rank, r.OverlapRow), per_step=rows(o.per_step, r.OverlapRow))
 
 
@@ -137,7 +150,7 @@ def kernels_map(ctx: RankContext) -> KernelParts:
 
 def kernels_reduce(red: Reduced) -> KernelsSection:
     """Kernels over the run and by category."""
-    k = red.kernels
+    k = red.result(KERNELS)
     return KernelsSection(by_category=rows(k.by_category, r.CategoryRow), top=rows(k.top, r.KernelRow))
 
 
@@ -148,7 +161,7 @@ def annotations_map(ctx: RankContext) -> AnnotationParts:
 
 def annotations_reduce(red: Reduced) -> PhasesSection:
     """Phases over the run and per rank."""
-    a = red.annotations
+    a = red.result(ANNOTATIONS)
     per_step = a.per_step.filter(pl.col("step").is_not_null()) if a.per_step.height else a.per_step
     return PhasesSection(
         level=a.level,
@@ -165,7 +178,7 @@ def collectives_map(ctx: RankContext) -> CollectiveParts:
 
 def collectives_reduce(red: Reduced) -> CollectivesSection:
     """Instances matched across ranks (per-rank rows are details)."""
-    c = red.collectives
+    c = red.result(COLLECTIVES)
     return CollectivesSection(
         instances=rows(c.instances, r.CollectiveInstance),
         count=c.instances.height,
@@ -179,7 +192,7 @@ def collectives_reduce(red: Reduced) -> CollectivesSection:
 
 def stragglers_reduce(red: Reduced) -> StragglersSection:
     """Who arrives last, and the stragglers named."""
-    s = red.stragglers
+    s = red.result(STRAGGLERS)
     named = [
         msgspec.structs.replace(
             x,
@@ -202,7 +215,7 @@ def dataloader_map(ctx: RankContext) -> DataLoaderParts:
 
 def dataloader_reduce(red: Reduced) -> DataLoaderSection:
     """DataLoader gaps."""
-    d = red.dataloader
+    d = red.result(DATALOADER)
     return DataLoaderSection(
         measure=d.measure, per_rank=rows(d.per_rank, r.DataLoaderRow), per_step=rows(d.per_step, r.DataLoaderRow)
     )
@@ -221,7 +234,7 @@ def syncs_map(ctx: RankContext) -> SyncParts:
 
 def syncs_reduce(red: Reduced) -> SyncsSection:
     """Host syncs."""
-    s = red.syncs
+    s = red.result(SYNCS)
     return SyncsSection(per_rank=rows(s.per_rank, r.SyncRow), per_step=rows(s.per_step, r.SyncRow))
 
 
@@ -235,7 +248,7 @@ def idle_map(ctx: RankContext) -> IdleParts:
 
 def idle_reduce(red: Reduced) -> IdleSection | None:
     """GPU idle by cause, and the longest intervals."""
-    idle = red.idle
+    idle = red.result(IDLE)
     if idle is None:
         return None
     # the longest first, ties by rank and start: top_k picks them without sorting every interval
@@ -248,7 +261,7 @@ def idle_reduce(red: Reduced) -> IdleSection | None:
 
 def ledger_reduce(red: Reduced) -> LedgerSection:
     """The ledger: each rank's window by entry, per step and over the measured steps, and the run's."""
-    led = red.ledger
+    led = red.result(LEDGER)
     measured_on = MeasuredOn.GPU if red.has_gpu else MeasuredOn.HOST
     run = led.run.with_columns(bound=pl.col("entry").replace_strict(bound_names(measured_on), return_dtype=pl.String))
     no_step = pl.lit(None, dtype=pl.Int64).alias("step")
@@ -276,9 +289,9 @@ def _ledger_rows(entries: pl.DataFrame, windows: pl.DataFrame) -> list[r.LedgerR
 
 def work_reduce(red: Reduced) -> WorkSection:
     """The work of the measured steps by name (what a comparison matches)."""
-    measured = red.measured.per_rank
+    measured = red.result(MEASURED).per_rank
     window_ns = int(num(measured["window_ns"].sum())) if measured.height else 0
-    rank_steps = red.steps.steps.height if red.steps.has_steps else 0
+    rank_steps = red.result(STEPS).steps.height if red.result(STEPS).has_steps else 0
     out: list[r.WorkRow] = []
     left_out: dict[WorkKind, int] = {}
     for kind, table in work_tables(red).items():

@@ -21,6 +21,7 @@ from tracekit.analyzers.gain_why import explain
 from tracekit.analyzers.gains import gains, what_ifs, with_gain
 from tracekit.analyzers.parts import FactParts, SyncParts
 from tracekit.analyzers.run_traits import with_traits
+from tracekit.analyzers.shared import COLLECTIVES, DATALOADER, IDLE, KERNELS, LEDGER, OVERLAP, STEPS, STRAGGLERS, SYNCS
 from tracekit.analyzers.stats import num
 from tracekit.analyzers.verdict import MATERIAL_SHARE, SECONDARY_SHARE, cost_table, decide, step_noise
 from tracekit.results import rows as r
@@ -56,23 +57,23 @@ def verdict_reduce(red: Reduced) -> Verdict:
     """The verdict from every cost and every re-timed gain, with the evidence behind it."""
     measured_on = MeasuredOn.GPU if red.has_gpu else MeasuredOn.HOST
     undetermined = _undetermined(red)
-    costs = cost_table(red.ledger, measured_on)
-    notes = [f for f in (ev.sync_finding(red.syncs, has_gpu=red.has_gpu), _partial_ranks(red)) if f]
+    costs = cost_table(red.result(LEDGER), measured_on)
+    notes = [f for f in (ev.sync_finding(red.result(SYNCS), has_gpu=red.has_gpu), _partial_ranks(red)) if f]
     if not undetermined and _measured_steps(red) < 2:
         notes.append(Finding(note=NoteKind.ONE_STEP, confidence=Confidence.HIGH, value=float(_measured_steps(red))))
     if (caveat := communication_caveat(red)) is not None:
         notes.append(caveat.finding)
     comms = costs.filter(pl.col("bound") == BoundKind.COMMS)["share_pct"].sum()
-    if (low := ev.overlap_finding(red.overlap, float(comms))) is not None:
+    if (low := ev.overlap_finding(red.result(OVERLAP), float(comms))) is not None:
         notes.append(low)
     evidence = ev.evidence(
-        steps=red.steps,
-        dataloader=red.dataloader,
-        collectives=red.collectives,
-        stragglers=red.stragglers,
-        overlap=red.overlap if red.has_gpu else None,
-        syncs=red.syncs,
-        kernels=red.kernels,
+        steps=red.result(STEPS),
+        dataloader=red.result(DATALOADER),
+        collectives=red.result(COLLECTIVES),
+        stragglers=red.result(STRAGGLERS),
+        overlap=red.result(OVERLAP) if red.has_gpu else None,
+        syncs=red.result(SYNCS),
+        kernels=red.result(KERNELS),
     )
     pytorch = num(red.gather(FactParts).span["torch_ops"].sum()) > 0
     evidence = msgspec.structs.replace(
@@ -86,11 +87,15 @@ def verdict_reduce(red: Reduced) -> Verdict:
     worth = gains(red, costs, retime_from=100 * SECONDARY_SHARE, also=named, model=model) if model else []
     retimed = {g.bound.value: _decisive(g) for g in worth if GainLimit.BELOW_FINDING not in g.limits}
     decision = decide(
-        red.ledger, measured_on=measured_on, stragglers=red.stragglers, undetermined=undetermined, worth=retimed
+        red.result(LEDGER),
+        measured_on=measured_on,
+        stragglers=red.result(STRAGGLERS),
+        undetermined=undetermined,
+        worth=retimed,
     )
     findings = [lowered(decision.primary, caveat), *decision.secondary, *notes]
     first = first_fixes(findings, worth, pytorch=pytorch)
-    noise = step_noise(red.ledger)
+    noise = step_noise(red.result(LEDGER))
     joint = None
     if model is not None:
         worth, joint = explain(worth, model, red, noise_pct=noise, first=tuple(f.bound for f in first[:2]))
@@ -132,9 +137,9 @@ MIN_BUSY_NS: Final = 1_000_000
 
 def _measured_steps(red: Reduced) -> int:
     """The most measured steps of any rank (0 without steps)."""
-    if not red.steps.has_steps or red.steps.steps.height == 0:
+    if not red.result(STEPS).has_steps or red.result(STEPS).steps.height == 0:
         return 0
-    return int(num(red.steps.steps.group_by("rank").len()["len"].max()))
+    return int(num(red.result(STEPS).steps.group_by("rank").len()["len"].max()))
 
 
 def _undetermined(red: Reduced) -> tuple[Finding, ...]:
@@ -167,7 +172,7 @@ WARMUP_NAMED: Final = 3
 
 
 def _one_time_share(red: Reduced) -> float:
-    return red.ledger.share(LedgerEntry.ONE_TIME)
+    return red.result(LEDGER).share(LedgerEntry.ONE_TIME)
 
 
 def _warmup(red: Reduced) -> Finding | None:
@@ -180,11 +185,11 @@ def _warmup(red: Reduced) -> Finding | None:
 
 def _warmup_work(red: Reduced) -> list[WarmupWork]:
     """The host ranges of the longest one-time idle, summed over the pace ranks' gaps."""
-    idle = red.idle
+    idle = red.result(IDLE)
     if idle is None or idle.intervals.height == 0:
         return []
     gaps = idle.intervals.filter(
-        pl.col("cause") == IdleCause.ONE_TIME.value, pl.col("rank").is_in(red.ledger.pace_ranks)
+        pl.col("cause") == IdleCause.ONE_TIME.value, pl.col("rank").is_in(red.result(LEDGER).pace_ranks)
     )
     if gaps.height == 0:
         return []
@@ -195,7 +200,7 @@ def _warmup_work(red: Reduced) -> list[WarmupWork]:
 
 def _partial_ranks(red: Reduced) -> Finding | None:
     """Not every rank of the world is here: latency floors and stragglers cannot be measured."""
-    c = red.collectives
+    c = red.result(COLLECTIVES)
     if c.world_size is None or c.world_size <= 1 or c.ranks_present >= c.world_size:
         return None
     return Finding(
@@ -211,7 +216,9 @@ def _sync_sources(red: Reduced) -> list[SyncSource]:
     by_op = red.gather(SyncParts).by_op
     if by_op.height == 0:
         return []
-    steps = max(1, int(num(red.steps.steps.group_by("rank").len()["len"].max())) if red.steps.has_steps else 1)
+    steps = max(
+        1, int(num(red.result(STEPS).steps.group_by("rank").len()["len"].max())) if red.result(STEPS).has_steps else 1
+    )
     ranks = max(1, red.options.ranks_present)
     phases = (  # each operator's phase: the one it issued most of its points in
         by_op.filter(pl.col("phase").is_not_null())

@@ -21,6 +21,7 @@ import polars as pl
 
 from tracekit.analyzers import intervals as iv
 from tracekit.analyzers.parts import CollectiveParts, WorkParts
+from tracekit.analyzers.shared import STEPS
 from tracekit.analyzers.syncs import sync_points, user_calls
 from tracekit.results.vocab import SyncKind, WorkKind
 
@@ -129,7 +130,7 @@ def work_tables(red: Reduced) -> dict[WorkKind, pl.DataFrame]:
         )
     found = red.gather(CollectiveParts).found
     if found.height:
-        if red.steps.has_steps:
+        if red.result(STEPS).has_steps:
             found = found.filter(pl.col("step").is_not_null())
         out[WorkKind.COLLECTIVE] = (
             found.group_by(pl.col("op").cast(pl.String).alias("name"))

@@ -8,15 +8,17 @@ as a parameter per option.
 
 from __future__ import annotations
 
+import enum
 import functools
 import math
+from dataclasses import fields
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final, TypeVar
+from typing import TYPE_CHECKING, Any, Final, TypeVar, get_type_hints
 
 import click
 
 from tracekit.executors import EXECUTORS
-from tracekit.results.vocab import WindowKind
+from tracekit.results.choices import AnalysisChoices, Flag
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -70,25 +72,35 @@ def _group(
     return decorate
 
 
+def _choice_options(option: Callable[..., Callable[[Callable[..., Any]], Callable[..., Any]]]) -> list[Any]:
+    """The options of :class:`~tracekit.results.choices.AnalysisChoices`, made from its fields:
+    each one's flag, help and metavar (``metadata["cli"]``), its kind from its type (a flag for a
+    bool, a choice for an enum, repeatable for a tuple)."""
+    hints = get_type_hints(AnalysisChoices)
+    out = []
+    for f in fields(AnalysisChoices):
+        flag: Flag = f.metadata["cli"]
+        kind: dict[str, Any] = {"help": flag.help}
+        if flag.metavar:
+            kind["metavar"] = flag.metavar
+        if hints[f.name] is bool:
+            kind |= {"is_flag": True, "default": f.default}
+        elif isinstance(f.default, enum.Enum):
+            choices = [str(c.value) for c in type(f.default)]
+            kind |= {"type": click.Choice(choices), "default": f.default.value, "show_default": True}
+        elif isinstance(f.default, tuple):
+            kind |= {"multiple": True}
+        out.append(option(flag.name, f.name, **kind))
+    return out
+
+
 def analysis_options(command: Callable[..., T]) -> Callable[..., T]:
     """How traces are read and analyzed: ``tracekit analyze``'s options, shared by every command
     that analyzes traces. The command receives them as ``analysis``: the keyword arguments of
     :class:`~tracekit.pipeline.AnalyzeOptions`, but ``ranks`` as the spec given (``0-3,7``)."""
     option = _option("analysis")
     options = [
-        option(
-            "--comm-kernel",
-            "comm_kernels",
-            multiple=True,
-            metavar="REGEX",
-            help="Kernel names (a regular expression) that are communication, beside the built-in table. Repeatable.",
-        ),
-        option(
-            "--steps",
-            metavar="SPEC",
-            help="Measure only these steps, e.g. 3- or 2-5 or 0,2,4 (trace step numbers; ordinals for inferred steps).",
-        ),
-        option("--include-warmup", is_flag=True, help="Keep warm-up steps in the figures and the verdict."),
+        *_choice_options(option),
         option("--ranks", help="Analyze only these ranks, e.g. 0-3,7."),
         option("--rank", type=int, help="The rank of a single trace file that does not record one."),
         option(
@@ -111,13 +123,6 @@ def analysis_options(command: Callable[..., T]) -> Callable[..., T]:
             flag_value=False,
             default=True,
             help="Neither read nor write the cache (decoded traces, per-rank analyses).",
-        ),
-        option(
-            "--window",
-            type=click.Choice([w.value for w in WindowKind]),
-            default=WindowKind.STEPS.value,
-            show_default=True,
-            help="Measure GPU time over profiler steps, or first-to-last GPU activity (as HTA).",
         ),
         option(
             "--executor",

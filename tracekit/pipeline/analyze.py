@@ -21,8 +21,8 @@ from tracekit.arguments import path_list
 from tracekit.atomic import write_atomically
 from tracekit.errors import InputError
 from tracekit.results.capture import CAPTURE_SCHEMA, as_capture_summary
+from tracekit.results.choices import AnalysisChoices
 from tracekit.results.ranges import explain_non_finite
-from tracekit.results.vocab import WindowKind
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -38,23 +38,21 @@ SUMMARY: Final = "summary.json"
 
 
 @dataclass(frozen=True)
-class AnalyzeOptions:
-    """How traces are read and analyzed (``tracekit analyze``'s options, for both sides of a comparison).
+class AnalyzeOptions(AnalysisChoices):
+    """How traces are read and analyzed (``tracekit analyze``'s options, for both sides of a comparison):
+    the user's :class:`~tracekit.results.choices.AnalysisChoices` (``window``, ``steps``,
+    ``include_warmup``, ``comm_kernels``) and where and how the ranks are read.
 
     ``executor``: where the per-rank map runs: ``"local"`` (``jobs`` processes on this
     machine), ``"dask"`` (a Dask cluster at ``scheduler``, else a local cluster of ``jobs``
     workers), or an :class:`~tracekit.executors.Executor` the caller made (and closes).
     """
 
-    comm_kernels: tuple[str, ...] = ()
-    steps: str | None = None
-    include_warmup: bool = False
     ranks: set[int] | None = None
     rank: int | None = None
     jobs: int | None = None
     cache_dir: Path | None = None
     use_cache: bool = True
-    window: str = WindowKind.STEPS.value
     executor: str | Executor = field(default="local", compare=False)
     scheduler: str | None = None
     progress: Callable[[str, int, int], None] | None = field(default=None, compare=False)
@@ -76,12 +74,9 @@ def analyze_paths(paths: Sequence[Path], options: AnalyzeOptions | None = None) 
     options = options or AnalyzeOptions()
     started = time.perf_counter()
     settings = Settings(
+        **options.chosen(),
         cache_dir=None if options.cache_dir is None else str(Path(options.cache_dir).absolute()),
         use_cache=options.use_cache,
-        comm_kernels=tuple(options.comm_kernels),
-        window=options.window,
-        steps=options.steps,
-        include_warmup=options.include_warmup,
         rank=options.rank,
         ranks=None if options.ranks is None else frozenset(options.ranks),
     )

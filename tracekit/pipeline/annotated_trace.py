@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
 
+from tracekit.analyzers.shared import STEPS
 from tracekit.atomic import write_atomically
 from tracekit.errors import InputError
 from tracekit.pipeline.finding_tracks import SLICE, Track, finding_tracks
@@ -116,7 +117,7 @@ def rank_sources(red: Reduced) -> list[tuple[int, Path]]:
 
 def _main_pids(red: Reduced) -> dict[int, int]:
     """The process of each rank's steps (where its findings go in a one-rank trace)."""
-    found = red.steps.how_found
+    found = red.result(STEPS).how_found
     if found.height == 0 or "pid" not in found.columns:
         return {}
     rows = found.select("rank", "pid").drop_nulls().iter_rows()

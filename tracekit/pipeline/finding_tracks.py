@@ -25,6 +25,7 @@ import polars as pl
 
 from tracekit.analyzers.gains import GainParts
 from tracekit.analyzers.parts import SyncParts
+from tracekit.analyzers.shared import COLLECTIVES, IDLE, STEPS
 
 if TYPE_CHECKING:
     from tracekit.analyzers.mapreduce import Reduced
@@ -82,7 +83,7 @@ def finding_tracks(red: Reduced, *, kept: int = KEPT_PER_TRACK) -> list[Track]:
 
 def _steps(red: Reduced) -> pl.DataFrame:
     """Every step found, with whether it is warm-up, steady (measured) or left out by ``--steps``."""
-    steps = red.steps
+    steps = red.result(STEPS)
     every = steps.all_steps
     if every.height == 0:
         return pl.DataFrame()
@@ -111,8 +112,8 @@ def _phases(red: Reduced) -> pl.DataFrame:
 
 def _idle(red: Reduced) -> pl.DataFrame:
     """GPU idle intervals by cause; on a CPU run, where the host was blocked."""
-    if red.idle is not None:
-        idle = red.idle.intervals
+    if (found := red.result(IDLE)) is not None:
+        idle = found.intervals
         if idle.height == 0:
             return pl.DataFrame()
         cause = pl.col("cause").cast(pl.String)
@@ -135,7 +136,7 @@ def _idle(red: Reduced) -> pl.DataFrame:
 def _waits(red: Reduced) -> pl.DataFrame:
     """Each rank's wait in each collective for the last rank to arrive: from its start, for its
     duration beyond the collective's latency floor (``wait_ns`` of the matched collectives)."""
-    per_rank = red.collectives.per_rank
+    per_rank = red.result(COLLECTIVES).per_rank
     if per_rank.height == 0 or "wait_ns" not in per_rank.columns:
         return pl.DataFrame()
     instance = ["pg", "op", "k"]

@@ -47,7 +47,7 @@ import polars as pl
 
 from tracekit import __version__
 from tracekit.analyzers import registry
-from tracekit.analyzers.mapreduce import Entry, RankSummary
+from tracekit.analyzers.mapreduce import Entry, RankSummary, in_order
 from tracekit.analyzers.parts import Parts
 from tracekit.locks import entry_lock
 from tracekit.pipeline.mapped import Mapped
@@ -192,17 +192,17 @@ class MapCache:
         return True
 
 
-def _per_rank(entries: Sequence[Entry]) -> set[str]:
-    return {e.name for e in entries if e.per_rank is not None}
+def _per_rank(entries: Sequence[Entry[Any]]) -> set[str]:
+    return {e.name for e in in_order(entries) if e.per_rank is not None}
 
 
 @functools.cache
-def analyses_key(entries: tuple[Entry, ...]) -> str:
+def analyses_key(entries: tuple[Entry[Any], ...]) -> str:
     """What the registry's per-rank analyses are: each one's name, version, function and a
     digest of its code (the bytecode and constants of the function and the functions it
     defines, not where the file lies), as canonical JSON."""
     out = []
-    for e in entries:
+    for e in in_order(entries):
         if e.per_rank is None:
             continue
         fn = e.per_rank

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from tracekit.results.vocab import WindowKind
+from tracekit.results.choices import AnalysisChoices
 
 if TYPE_CHECKING:
     import polars as pl
@@ -16,15 +16,12 @@ if TYPE_CHECKING:
 
 
 @dataclass(frozen=True)
-class Settings:
-    """How every file is read and analyzed: the same for every shard."""
+class Settings(AnalysisChoices):
+    """How every file is read and analyzed: the same for every shard (the user's choices, and
+    how the files are read)."""
 
     cache_dir: str | None = None
     use_cache: bool = True
-    comm_kernels: tuple[str, ...] = ()
-    window: str = WindowKind.STEPS.value
-    steps: str | None = None
-    include_warmup: bool = False
     #: ``--rank``: the rank of a single file that records none
     rank: int | None = None
     #: ``--ranks``: only these ranks are analyzed (every file is still read for its claims)

@@ -49,7 +49,6 @@ from tracekit.readers.load import (
     timelines_beside,
 )
 from tracekit.readers.parse import PARALLEL_MIN_BYTES, data_bytes, parse_files
-from tracekit.results.vocab import WindowKind
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Sequence
@@ -95,12 +94,7 @@ def _map_files(shard: Shard) -> Mapped:
     )
     del traces
     has_gpu = shard.has_gpu if shard.has_gpu is not None else any(k in gpu for k in chosen)
-    options = Options(
-        window=WindowKind(settings.window),
-        has_gpu=has_gpu,
-        steps=settings.steps,
-        include_warmup=settings.include_warmup,
-    )
+    options = Options(**settings.chosen(), has_gpu=has_gpu)
     summary = map_ranks(run, options, registry.ANALYSES)
     return Mapped(files, chosen, has_gpu=has_gpu, gpu=gpu, summary=summary, counts=collective_counts(run.events))
 
@@ -168,7 +162,7 @@ def analyze_files(
     inputs = find_inputs(paths, rank=settings.rank, comm_kernels=settings.comm_kernels)
     if inputs.timelines_only:  # no events to map: memory timelines alone
         run = load_run(paths, rank=settings.rank)
-        return run_analysis(run, window=settings.window, steps=settings.steps, include_warmup=settings.include_warmup)
+        return run_analysis(run, settings)
     shards = plan(inputs.files, workers=executor.workers)
     settings = replace(settings, alone=len(inputs.files) == 1, jobs=executor.workers if len(shards) == 1 else 1)
     tasks = [Shard(paths=p, settings=settings) for p in shards]
@@ -195,10 +189,8 @@ def analyze_files(
     meta = run_meta(resolved, skipped=timeline_skips, counts=counts, warnings=timeline_warnings)
     options = run_options(
         meta,
+        settings,
         has_gpu=has_gpu,
-        window=settings.window,
-        steps=settings.steps,
-        include_warmup=settings.include_warmup,
         jobs=min(executor.workers, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1),
         cores_shared=cores_shared,
     )

@@ -1,0 +1,64 @@
+"""The built-in analyses: each entry fills one field of :class:`~tracekit.results.analysis.Analysis`.
+
+They use the seam a new analysis uses (:mod:`tracekit.analyzers.registry` says how to add one):
+each names in ``requires`` the entries it reads (the intermediates of
+:mod:`tracekit.analyzers.shared`, or another section), and the reduce runs those first, so the
+order of this list carries no dependency. The sections with a field of ``Analysis`` of their own
+(``title`` None) have hand-made tables and charts in :mod:`tracekit.reports.layout`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from tracekit.analyzers import gains, launches, ledger, memory, run_facts, run_traits, verdict_section, work
+from tracekit.analyzers import sections as s
+from tracekit.analyzers import shared as i
+from tracekit.analyzers.mapreduce import Entry
+from tracekit.results import analysis as a
+
+#: What the verdict reads (through the gains, the evidence and the advice).
+_VERDICT_READS: Final = (
+    i.STEPS,
+    i.LEDGER,
+    i.SYNCS,
+    i.OVERLAP,
+    i.DATALOADER,
+    i.COLLECTIVES,
+    i.STRAGGLERS,
+    i.KERNELS,
+    i.IDLE,
+)
+
+ANALYSES: Final[tuple[Entry[Any], ...]] = (
+    Entry("tracekit_version", cross_rank=s.version, result=str),
+    Entry("facts", run_facts.facts_map),
+    Entry("run", cross_rank=run_facts.facts_reduce, requires=(i.SPAN,), result=a.RunFacts),
+    Entry("steps", s.steps_map, s.steps_reduce, requires=(i.STEPS,), result=a.StepsSection),
+    Entry("breakdown", s.breakdown_map),
+    Entry("gpu_breakdown", cross_rank=s.gpu_breakdown_reduce, requires=(i.MEASURED,), result=a.BreakdownSection),
+    Entry("host_breakdown", cross_rank=s.host_breakdown_reduce, requires=(i.MEASURED,), result=a.BreakdownSection),
+    Entry("overlap", s.overlap_map, s.overlap_reduce, requires=(i.OVERLAP,), result=a.OverlapSection),
+    Entry("kernels", s.kernels_map, s.kernels_reduce, requires=(i.KERNELS,), result=a.KernelsSection),
+    Entry("annotations", s.annotations_map, s.annotations_reduce, requires=(i.ANNOTATIONS,), result=a.PhasesSection),
+    Entry(
+        "collectives", s.collectives_map, s.collectives_reduce, requires=(i.COLLECTIVES,), result=a.CollectivesSection
+    ),
+    Entry("stragglers", cross_rank=s.stragglers_reduce, requires=(i.STRAGGLERS,), result=a.StragglersSection),
+    Entry("dataloader", s.dataloader_map, s.dataloader_reduce, requires=(i.DATALOADER,), result=a.DataLoaderSection),
+    Entry("host_syncs", s.syncs_map, s.syncs_reduce, requires=(i.SYNCS,), result=a.SyncsSection),
+    Entry("idle_causes", s.idle_map, s.idle_reduce, requires=(i.IDLE,), result=a.IdleSection),
+    Entry("memory", memory.memory_map, memory.memory_reduce, result=a.MemorySection),
+    Entry("ledger", ledger.ledger_map, s.ledger_reduce, requires=(i.LEDGER,), result=a.LedgerSection),
+    Entry("gains", gains.gains_map),
+    Entry("traits", run_traits.traits_map),
+    Entry("verdict", cross_rank=verdict_section.verdict_reduce, requires=_VERDICT_READS, result=a.Verdict),
+    Entry("work", work.work_map, s.work_reduce, requires=(i.MEASURED, i.STEPS), result=a.WorkSection),
+    Entry(
+        "launches",
+        launches.launches_map,
+        launches.launches_reduce,
+        result=launches.LaunchStats,
+        title="Kernel launches",
+    ),
+)
