@@ -10,10 +10,10 @@ from pathlib import Path
 import msgspec
 
 from tracekit.analyzers import analyze
-from tracekit.analyzers.launches import LaunchStats
 from tracekit.readers import load_run
 from tracekit.reports import renderer
 from tracekit.results.io import dump_analysis, load_analysis
+from tracekit.results.launches import LaunchStats
 
 SAMPLE = Path(__file__).parents[2] / "samples" / "captures" / "cuda-h200-small"
 

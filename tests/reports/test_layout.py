@@ -12,8 +12,8 @@ from tracekit.analyzers import analyze
 from tracekit.analyzers.registry import ANALYSES
 from tracekit.readers import load_run
 from tracekit.reports import renderer
-from tracekit.reports.document import Format, View
-from tracekit.reports.layout import CLOSING, PAGES, analysis_document, fields_section, view_for
+from tracekit.reports.document import Format, Table, View
+from tracekit.reports.layout import CLOSING, PAGES, SECTION_TABLES, analysis_document, fields_section, view_for
 from tracekit.results.analysis import Analysis, SectionData
 
 SAMPLES = Path(__file__).parents[2] / "samples" / "captures"
@@ -75,3 +75,25 @@ def test_a_section_without_a_page_is_shown_from_its_fields() -> None:
     assert rows.rows == (("0", "1.50", "12.5%", "x"),)  # one row of two: the view's limit
     assert "1 of 2 rows shown" in rows.caption
     assert msgspec.json.decode(msgspec.json.encode(SectionData(title="Demo", data=data)), type=SectionData).data == data
+
+
+def test_a_section_with_tables_of_its_own_shows_them_in_every_format(
+    gpu_analysis: Analysis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 49: one mechanism for generic and custom sections: a table hook in place of the fields' tables."""
+
+    def busiest(section: SectionData, view: View) -> tuple[Table, ...]:
+        ranks = sorted(section.data["per_rank"], key=lambda r: -r["kernels"])
+        body = tuple((str(r["rank"]), str(r["kernels"])) for r in ranks[:1])
+        return (Table("launches_busiest", "Busiest rank by kernels", ("rank", "kernels"), body),)
+
+    monkeypatch.setitem(SECTION_TABLES, "launches", busiest)
+    section = next(
+        s
+        for s in analysis_document(gpu_analysis, view_for(Format.MARKDOWN, gpu_analysis)).sections
+        if s.key == "launches"
+    )
+    assert [t.key for t in section.tables] == ["launches_busiest"]
+    for fmt in ("terminal", "md", "html"):
+        text = renderer(fmt).render(gpu_analysis)
+        assert "Busiest rank by kernels" in " ".join(text.split()), fmt  # a narrow table wraps its title

@@ -16,6 +16,7 @@ from tracekit.analyzers import sections as s
 from tracekit.analyzers import shared as i
 from tracekit.analyzers.mapreduce import Entry
 from tracekit.results import analysis as a
+from tracekit.results.launches import LaunchStats
 
 #: What the verdict reads (through the gains, the evidence and the advice).
 _VERDICT_READS: Final = (
@@ -58,7 +59,7 @@ ANALYSES: Final[tuple[Entry[Any], ...]] = (
         "launches",
         launches.launches_map,
         launches.launches_reduce,
-        result=launches.LaunchStats,
+        result=LaunchStats,
         title="Kernel launches",
     ),
 )

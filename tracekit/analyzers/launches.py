@@ -7,21 +7,22 @@ them shorter than the host's launch call, and a queue delay near zero (the GPU s
 for the next launch) point to CUDA graphs, fusion or ``torch.compile``; a long queue delay means
 the host is far ahead and launches are not what bounds the step.
 
-A registered section without a field of its own: this module and one line in
-:mod:`tracekit.analyzers.registry` are all it takes (reports show its fields).
+A registered section without a field of its own: this module, its result Structs
+(:mod:`tracekit.results.launches`, where reports may read them) and one line in
+:mod:`tracekit.analyzers.builtin` are all it takes (reports show its fields).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Annotated, Final
+from typing import TYPE_CHECKING
 
-import msgspec
 import polars as pl
 
 from tracekit.analyzers import intervals as iv
 from tracekit.analyzers.convert import rows
 from tracekit.analyzers.parts import Parts, empty
+from tracekit.results.launches import LaunchRank, LaunchStats
 
 if TYPE_CHECKING:
     from tracekit.analyzers.context import RankContext
@@ -34,38 +35,6 @@ class LaunchParts(Parts):
     computes them and the reduce only gathers them (not a row per kernel: 40k a rank of 125 MB)."""
 
     per_rank: pl.DataFrame = field(default_factory=empty)
-
-
-#: The units a field declares (:class:`~tracekit.results.vocab.Unit`'s values).
-_NS: Final = {"unit": "ns"}
-_PCT: Final = {"unit": "pct"}
-
-
-class LaunchRank(msgspec.Struct, frozen=True, kw_only=True):
-    """One rank's kernel launches over its measured steps (each field's title and unit are what
-    the reports show: :mod:`tracekit.results.sections`)."""
-
-    rank: Annotated[int, msgspec.Meta(title="rank")]
-    #: kernels that started in the measured windows
-    kernels: Annotated[int, msgspec.Meta(title="kernels")]
-    kernels_per_step: Annotated[float | None, msgspec.Meta(title="kernels per step")]
-    #: the kernels' durations
-    median_kernel_ns: Annotated[float | None, msgspec.Meta(title="median kernel", extra=_NS)]
-    p95_kernel_ns: Annotated[float | None, msgspec.Meta(title="p95 kernel", extra=_NS)]
-    #: from the host's launch call to the kernel's start (kernels whose launch was recorded)
-    median_queue_ns: Annotated[float | None, msgspec.Meta(title="median queue delay", extra=_NS)]
-    p95_queue_ns: Annotated[float | None, msgspec.Meta(title="p95 queue delay", extra=_NS)]
-    #: the host's launch call (cudaLaunchKernel and kin): its duration
-    median_launch_call_ns: Annotated[float | None, msgspec.Meta(title="median launch call", extra=_NS)]
-    #: kernels that ran for less time than their own launch call took on the host
-    shorter_than_launch: Annotated[int, msgspec.Meta(title="shorter than their launch call")]
-    shorter_than_launch_pct: Annotated[float | None, msgspec.Meta(title="shorter than their launch call", extra=_PCT)]
-
-
-class LaunchStats(msgspec.Struct, frozen=True, kw_only=True):
-    """Kernel launches per rank (empty on a CPU-only run)."""
-
-    per_rank: list[LaunchRank]
 
 
 def launches_map(ctx: RankContext) -> LaunchParts:

@@ -288,11 +288,21 @@ def _rows_table(
     return Table(key, title, headers, body, caption, numeric, "Nothing to show.")
 
 
+#: A registered section's own tables (its key -> a function of its data and the view), drawn in
+#: place of the ones :func:`fields_section` makes from its fields: the one seam for a section
+#: that wants a table of its own (a sort, a derived column, fewer rows), in every format. A
+#: plugin adds its function here; the built-in sections with a field of ``Analysis`` have
+#: :data:`PAGES` instead.
+SECTION_TABLES: Final[dict[str, Callable[[SectionData, View], tuple[Table, ...]]]] = {}
+
+
 def fields_section(key: str, section: SectionData, view: View) -> Section:
     """A registered section from its result's fields: a table of its scalar fields, and one table
     per list of records, each field headed by the title its result declares and written in its
     unit (durations in ms or µs, shares in %, bytes in MiB; a field that declares neither, by its
-    name and its suffix)."""
+    name and its suffix). A section with tables of its own (:data:`SECTION_TABLES`) shows those."""
+    if (own := SECTION_TABLES.get(key)) is not None:
+        return Section(key, section.title, section.title, tables=own(section, view))
     data, fields = section.data, section.fields
     scalars = [(k, v) for k, v in data.items() if not isinstance(v, (list, dict))]
     tables: list[Table] = []
