@@ -116,3 +116,17 @@ def test_every_cross_rank_part_returns_its_declared_type() -> None:
         if entry.cross_rank is not None and entry.result is not None:
             value = reduced.results[entry.name]
             assert value is None or isinstance(value, entry.result), entry.name
+
+
+def test_an_entry_reads_only_what_it_requires_even_when_the_order_allows_more() -> None:
+    """A read the order happens to allow, undeclared, is an error: the order carries no dependency."""
+    run = synthetic_run(2, steps=2, kernels=3)
+    first = Entry("first", cross_rank=lambda red: 1)
+    sneaky = Entry("sneaky", cross_rank=lambda red: red.result("first") + 1)  # first ran, but is not required
+    with pytest.raises(KeyError, match="'first' is read by an entry that does not require it"):
+        reduce_ranks([map_ranks(run, Options(), [])], Options(), [first, sneaky], run.meta)
+    through = Entry(
+        "through", cross_rank=lambda red: red.result(first) + 2, requires=(Entry("middle", requires=(first,)),)
+    )
+    reduced = reduce_ranks([map_ranks(run, Options(), [])], Options(), [through], run.meta)
+    assert reduced.result(through) == 3 and reduced.result("first") == 1  # required through another; all after

@@ -95,6 +95,9 @@ class Reduced:
     run_meta: RunMeta
     results: dict[str, Any] = field(default_factory=dict)
     _gathered: dict[type, Parts] = field(default_factory=dict, repr=False)
+    #: while an entry's cross-rank part runs, the names it may read: what it requires, and what
+    #: those require (None once the reduce is done: then every result may be read)
+    _reading: frozenset[str] | None = field(default=None, repr=False)
 
     def gather(self, kind: type[P]) -> P:
         """The per-rank parts of type ``kind`` of every shard, each table concatenated in rank order."""
@@ -111,11 +114,13 @@ class Reduced:
     @overload
     def result(self, entry: str) -> Any: ...
     def result(self, entry: Entry[Any] | str) -> Any:
-        """The cross-rank result of ``entry`` (an entry, for a typed result, or a name), which
-        must have run: be in the caller's ``requires``."""
+        """The cross-rank result of ``entry`` (an entry, for a typed result, or a name). During
+        the reduce, an entry reads only what it requires (directly or through what it requires):
+        an undeclared read is an error even when the order happens to allow it, so the order
+        never carries a dependency."""
         name = entry if isinstance(entry, str) else entry.name
-        if name not in self.results:
-            raise KeyError(f"{name!r} has not run yet: name it in the entry's requires")
+        if name not in self.results or (self._reading is not None and name not in self._reading):
+            raise KeyError(f"{name!r} is read by an entry that does not require it: name it in the entry's requires")
         return self.results[name]
 
     @property
@@ -170,7 +175,26 @@ def reduce_ranks(
     ``into``: the class of the result (a :class:`Reduced` with views of its own).
     """
     reduced = into(shards=shards, options=options, run_meta=run_meta)
-    for entry in in_order(entries):
+    order = in_order(entries)
+    by_name = {e.name: e for e in order}
+    for entry in order:
         if entry.cross_rank is not None:
-            reduced.results[entry.name] = entry.cross_rank(reduced)
+            reduced._reading = _required(entry, by_name)
+            try:
+                reduced.results[entry.name] = entry.cross_rank(reduced)
+            finally:
+                reduced._reading = None
     return reduced
+
+
+def _required(entry: Entry[Any], by_name: dict[str, Entry[Any]]) -> frozenset[str]:
+    """The names of every entry ``entry`` requires, directly or through those it requires."""
+    seen: set[str] = set()
+    todo = list(entry.requires)
+    while todo:
+        need = todo.pop()
+        name = need if isinstance(need, str) else need.name
+        if name not in seen:
+            seen.add(name)
+            todo.extend(by_name[name].requires)
+    return frozenset(seen)
