@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Final
 
 from tracekit.capture import files
 from tracekit.capture.config import CaptureConfig, load_config
-from tracekit.capture.runner import build_workload, forever, make_accelerator, make_dataloader, run_rank
+from tracekit.capture.runner import build_workload, end_rank, forever, make_accelerator, make_dataloader, run_rank
 from tracekit.capture.user_code import user_code
 from tracekit.capture.workloads import resolve
 
@@ -81,6 +81,7 @@ def main(argv: list[str] | None = None) -> None:
     config, folder = load_config(args[0]), Path(args[1])
     batches, warmup = int(args[2]), int(args[3])
     run_rank(folder, lambda progress: probe(config, folder, progress, batches=batches, warmup=warmup))
+    end_rank()
 
 
 if __name__ == "__main__":

@@ -10,8 +10,10 @@ under ``tracekit capture`` a supervisor records how its process ended
 
 from __future__ import annotations
 
+import atexit
 import os
 import sys
+import threading
 import traceback
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
@@ -300,6 +302,7 @@ def main(argv: list[str] | None = None) -> None:
     config = load_config(args[0])
     folder = Path(args[1] if len(args) == 2 else config.out_dir)
     run_rank(folder, lambda progress: run(config, folder, progress))
+    end_rank()
 
 
 def run_rank(folder: Path, body: Callable[[RankProgress], None]) -> None:
@@ -316,6 +319,23 @@ def run_rank(folder: Path, body: Callable[[RankProgress], None]) -> None:
         _report(exc, folder / files.error_name(rank))
         raise SystemExit(2 if isinstance(exc, InputError) else 1) from None
     progress.done()
+
+
+def end_rank() -> None:
+    """End a rank process whose work is done and written, without the interpreter's teardown.
+
+    Finalizing torch's modules and objects took 1.8 s of every 11.5 s capture on this 2-core
+    machine, after every file was written. What a normal exit does that matters still runs, in
+    its order: the threads that are not daemons are joined, the ``atexit`` handlers run (the
+    workload's own, logging's, multiprocessing's, which stops the DataLoader's workers), and the
+    output is flushed. Only for a rank's ``__main__``: it ends the process."""
+    for thread in threading.enumerate():
+        if thread is not threading.main_thread() and not thread.daemon:
+            thread.join()
+    atexit._run_exitfuncs()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 #: The longest error headline a rank writes (the launcher's one line adds the last lines and the file).
