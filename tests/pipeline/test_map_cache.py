@@ -8,7 +8,6 @@ import dataclasses
 import os
 import shutil
 import warnings
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -19,7 +18,7 @@ import pytest
 from tests.conftest import SAMPLES
 from tracekit.analyzers import registry
 from tracekit.analyzers.mapreduce import Entry
-from tracekit.analyzers.parts import Parts, empty
+from tracekit.analyzers.parts import TABLE, Parts
 from tracekit.pipeline import AnalyzeOptions, analyze_paths, map_cache, shards
 from tracekit.pipeline.map_cache import MAGIC, CacheWarning
 from tracekit.reports import renderer
@@ -125,9 +124,8 @@ def test_another_version_misses(runs: Runs, monkeypatch: pytest.MonkeyPatch, wha
     assert runs() == (plain, 0)
 
 
-@dataclass(frozen=True)
 class StepCountParts(Parts):
-    per_rank: pl.DataFrame = field(default_factory=empty)
+    per_rank: pl.DataFrame = TABLE
 
 
 class StepCounts(msgspec.Struct, frozen=True, kw_only=True):

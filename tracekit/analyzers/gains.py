@@ -40,7 +40,7 @@ what-if: its gain is not estimated. What every estimate cannot see is listed wit
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final, TypeVar
 
 import msgspec
@@ -50,7 +50,7 @@ import polars as pl
 from tracekit.analyzers import intervals as iv
 from tracekit.analyzers.gains_plan import TASK_KEYS, ByRank, GainRun, plans, rank_frame
 from tracekit.analyzers.host_time import host_time
-from tracekit.analyzers.parts import Parts, empty
+from tracekit.analyzers.parts import TABLE, Parts
 from tracekit.analyzers.retime import Removal, Scenario
 from tracekit.analyzers.retime_parallel import simulate_each
 from tracekit.analyzers.retime_plan import merge, outside
@@ -68,25 +68,24 @@ if TYPE_CHECKING:
 K = TypeVar("K")
 
 
-@dataclass(frozen=True)
 class GainParts(Parts):
     """One rank's events for re-timing, inside its measured window."""
 
     #: rank, stream, launch_ns (null: not launched by the host), start_ns, end_ns, transfer
-    tasks: pl.DataFrame = field(default_factory=empty)
+    tasks: pl.DataFrame = TABLE
     #: rank, start_ns, end_ns, until: where the host waits (syncs, waits on host collectives),
     #: and until when the work it waits for was launched (see :class:`~tracekit.analyzers.retime.RankPlan`)
-    blocks: pl.DataFrame = field(default_factory=empty)
+    blocks: pl.DataFrame = TABLE
     #: rank, start_ns, end_ns: DataLoader fetches and input preprocessing
-    fetch: pl.DataFrame = field(default_factory=empty)
+    fetch: pl.DataFrame = TABLE
     #: rank, start_ns, end_ns: the host dispatching work (the idle model's ``launch`` time)
-    launches: pl.DataFrame = field(default_factory=empty)
+    launches: pl.DataFrame = TABLE
     #: rank, start_ns, end_ns: the host's own CPU work (the idle model's ``host_work`` time)
-    host_free: pl.DataFrame = field(default_factory=empty)
+    host_free: pl.DataFrame = TABLE
     #: rank, name, start_ns, end_ns: the training thread's phases
-    phases: pl.DataFrame = field(default_factory=empty)
+    phases: pl.DataFrame = TABLE
     #: rank, step, start_ns, end_ns: the measured windows
-    frames: pl.DataFrame = field(default_factory=empty)
+    frames: pl.DataFrame = TABLE
 
 
 def _inside(df: pl.DataFrame, spans: pl.DataFrame) -> pl.DataFrame:

@@ -14,14 +14,13 @@ A registered section without a field of its own: this module, its result Structs
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import polars as pl
 
 from tracekit.analyzers import intervals as iv
 from tracekit.analyzers.convert import rows
-from tracekit.analyzers.parts import Parts, empty
+from tracekit.analyzers.parts import TABLE, Parts
 from tracekit.results.launches import LaunchRank, LaunchStats
 
 if TYPE_CHECKING:
@@ -29,12 +28,11 @@ if TYPE_CHECKING:
     from tracekit.analyzers.mapreduce import Reduced
 
 
-@dataclass(frozen=True)
 class LaunchParts(Parts):
     """Each rank's figures (:class:`LaunchRank`'s columns): they are the rank's alone, so the map
     computes them and the reduce only gathers them (not a row per kernel: 40k a rank of 125 MB)."""
 
-    per_rank: pl.DataFrame = field(default_factory=empty)
+    per_rank: pl.DataFrame = TABLE
 
 
 def launches_map(ctx: RankContext) -> LaunchParts:

@@ -11,7 +11,7 @@ built-ins included (:mod:`tracekit.analyzers.builtin`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
 import polars as pl
@@ -104,7 +104,7 @@ class Reduced:
         if (done := self._gathered.get(kind)) is not None:
             return done  # type: ignore[return-value]
         found = [p for s in self.shards for p in s.parts.values() if isinstance(p, kind)]
-        tables = {f.name: _concat([getattr(p, f.name) for p in found]) for f in fields(kind)}
+        tables = {name: _concat([getattr(p, name) for p in found]) for name in kind.names()}
         gathered = kind(**tables)
         self._gathered[kind] = gathered
         return gathered

@@ -31,14 +31,13 @@ profile --pytorch=autograd-nvtx``) puts in an Nsight Systems export as NVTX rang
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final
 
 import msgspec
 import polars as pl
 
 from tracekit.analyzers import intervals as iv
-from tracekit.analyzers.parts import Parts, empty
+from tracekit.analyzers.parts import TABLE, Parts
 from tracekit.analyzers.stats import num
 from tracekit.analyzers.verdict import SECONDARY_SHARE
 from tracekit.results.analysis import KernelShare
@@ -86,16 +85,15 @@ _HOST: Final = ("cpu_op", "annotation")
 _NAMED: Final = 3
 
 
-@dataclass(frozen=True)
 class TraitParts(Parts):
     """Per rank: the measured kernel time and what graph replays ran of it (``time``: rank,
     kernel_ns, graph_ns); the kernels the advice names (``kernels``: rank, name, trait, total_ns,
     with trait ``attention`` or ``one_thread``); the host's signs of attention (``signs``: rank,
     unfused, math: counts)."""
 
-    time: pl.DataFrame = field(default_factory=empty)
-    kernels: pl.DataFrame = field(default_factory=empty)
-    signs: pl.DataFrame = field(default_factory=empty)
+    time: pl.DataFrame = TABLE
+    kernels: pl.DataFrame = TABLE
+    signs: pl.DataFrame = TABLE
 
 
 def traits_map(ctx: RankContext) -> TraitParts:

@@ -38,7 +38,7 @@ import functools
 import hashlib
 import io
 import types
-from dataclasses import asdict, fields, replace
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
@@ -316,7 +316,7 @@ def _mapped(entry: _Entry) -> Mapped:
     parts: dict[str, Parts] = {}
     for part in entry.parts:
         kind = kinds.get(part.kind)
-        if kind is None or set(part.tables) != {f.name for f in fields(kind)}:
+        if kind is None or set(part.tables) != set(kind.names()):
             raise Damaged(f"its part {part.entry!r} is not what the analysis gives")
         parts[part.entry] = kind(**{k: _frame(v) for k, v in part.tables.items()})
     summary = None if entry.summary_ranks is None else RankSummary(ranks=entry.summary_ranks, parts=parts)
