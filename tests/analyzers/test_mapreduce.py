@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import configparser
+import subprocess
+import sys
 from pathlib import Path
 from typing import get_args, get_type_hints
 
@@ -10,7 +13,7 @@ import pytest
 from benchmarks.many_ranks import synthetic_run
 from tests.conftest import analysis_of
 from tracekit.analyzers import registry, run_analysis
-from tracekit.analyzers.context import Options
+from tracekit.analyzers.context import Options, RankContext
 from tracekit.analyzers.mapreduce import Entry, Reduced, in_order, map_ranks, reduce_ranks
 from tracekit.analyzers.registry import ANALYSES
 from tracekit.analyzers.shared import STEPS
@@ -90,7 +93,7 @@ def test_a_required_result_is_typed_and_shared() -> None:
     one = Entry("one", cross_rank=height, requires=(STEPS,))
     two = Entry("two", cross_rank=lambda red: id(red.result(STEPS)), requires=(STEPS,))
     three = Entry("three", cross_rank=lambda red: id(red.result(STEPS)), requires=(STEPS,))
-    reduced = reduce_ranks([map_ranks(run, Options(), ANALYSES)], Options(), [one, two, three], run.meta)
+    reduced = reduce_ranks([map_ranks(RankContext(run, Options()), ANALYSES)], Options(), [one, two, three], run.meta)
     assert reduced.result(one) == 4  # 2 ranks x 2 steps
     assert reduced.result("two") == reduced.result("three") == id(reduced.result(STEPS))  # reduced once
 
@@ -99,12 +102,12 @@ def test_a_result_read_before_it_is_reduced_says_which_requirement_is_missing() 
     run = synthetic_run(2, steps=2, kernels=3)
     early = Entry("early", cross_rank=lambda red: red.result("verdict"))
     with pytest.raises(KeyError, match="requires"):
-        reduce_ranks([map_ranks(run, Options(), [])], Options(), [early], run.meta)
+        reduce_ranks([map_ranks(RankContext(run, Options()), [])], Options(), [early], run.meta)
 
 
 def test_the_map_returns_small_frames_per_rank() -> None:
     run = synthetic_run(4, steps=2, kernels=3)
-    summary = map_ranks(run, Options(), ANALYSES)
+    summary = map_ranks(RankContext(run, Options()), ANALYSES)
     assert summary.ranks == (0, 1, 2, 3)
     steps = summary.parts["steps"].steps  # type: ignore[attr-defined]
     assert steps.height == 8 and sorted(steps["rank"].unique().to_list()) == [0, 1, 2, 3]
@@ -124,9 +127,24 @@ def test_an_entry_reads_only_what_it_requires_even_when_the_order_allows_more() 
     first = Entry("first", cross_rank=lambda red: 1)
     sneaky = Entry("sneaky", cross_rank=lambda red: red.result("first") + 1)  # first ran, but is not required
     with pytest.raises(KeyError, match="'first' is read by an entry that does not require it"):
-        reduce_ranks([map_ranks(run, Options(), [])], Options(), [first, sneaky], run.meta)
+        reduce_ranks([map_ranks(RankContext(run, Options()), [])], Options(), [first, sneaky], run.meta)
     through = Entry(
         "through", cross_rank=lambda red: red.result(first) + 2, requires=(Entry("middle", requires=(first,)),)
     )
-    reduced = reduce_ranks([map_ranks(run, Options(), [])], Options(), [through], run.meta)
+    reduced = reduce_ranks([map_ranks(RankContext(run, Options()), [])], Options(), [through], run.meta)
     assert reduced.result(through) == 3 and reduced.result("first") == 1  # required through another; all after
+
+
+def test_the_core_loads_no_analysis_even_through_what_it_imports() -> None:
+    """import-linter's contract counts direct imports; this counts what importing the core loads."""
+    config = configparser.ConfigParser()
+    config.read(Path(__file__).parents[2] / ".importlinter")
+    contract = config["importlinter:contract:core-knows-no-analysis"]
+    forbidden = contract["forbidden_modules"].split()
+    core = contract["source_modules"].split()
+    code = f"import sys; import {', '.join(core)}; print(' '.join(sorted(sys.modules)))"
+    loaded = set(
+        subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    )
+    assert set(core) <= loaded and len(forbidden) > 10
+    assert not loaded & set(forbidden)

@@ -13,7 +13,7 @@ import polars as pl
 from tracekit.analyzers import registry, shared
 from tracekit.analyzers.clocks import rank_hosts
 from tracekit.analyzers.collectives import group_members
-from tracekit.analyzers.context import Options
+from tracekit.analyzers.context import Options, RankContext
 from tracekit.analyzers.mapreduce import Entry, RankSummary, Reduced, map_ranks, reduce_ranks
 from tracekit.errors import InputError
 from tracekit.model.run import Run
@@ -153,7 +153,7 @@ def run_analysis(
     ("3-", "2-5", "0,2,4"; default: the steady state, warm-up excluded), whether warm-up counts.
     """
     options = options_for(run, choices_of(choices, given, caller="run_analysis"))
-    mapped = [map_ranks(part, options, registry.ANALYSES) for part in shards(run, shard_ranks)]
+    mapped = [map_ranks(RankContext(part, options), registry.ANALYSES) for part in shards(run, shard_ranks)]
     return reduce_outcome(mapped, options, run.meta)
 
 

@@ -16,13 +16,13 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
 import polars as pl
 
-from tracekit.analyzers.context import Options, RankContext
 from tracekit.analyzers.parts import Parts
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
-    from tracekit.model.run import Run, RunMeta
+    from tracekit.analyzers.context import Options, RankContext
+    from tracekit.model.run import RunMeta
 
 P = TypeVar("P", bound=Parts)
 R = TypeVar("R")
@@ -79,11 +79,11 @@ class RankSummary:
     parts: dict[str, Parts]
 
 
-def map_ranks(run: Run, options: Options, entries: Sequence[Entry[Any]]) -> RankSummary:
-    """Run the per-rank part of every entry on the ranks of ``run``."""
-    ctx = RankContext(run, options)
+def map_ranks(ctx: RankContext, entries: Sequence[Entry[Any]]) -> RankSummary:
+    """Run the per-rank part of every entry on the ranks of ``ctx`` (the caller makes the context:
+    the core knows no per-rank intermediate)."""
     parts = {e.name: e.per_rank(ctx) for e in in_order(entries) if e.per_rank is not None}
-    return RankSummary(ranks=tuple(run.rank_ids), parts=parts)
+    return RankSummary(ranks=tuple(ctx.run.rank_ids), parts=parts)
 
 
 @dataclass

@@ -31,7 +31,7 @@ import polars as pl
 
 from tracekit.analyzers import registry
 from tracekit.analyzers.analysis import reduce_outcome, run_analysis, run_options
-from tracekit.analyzers.context import Options
+from tracekit.analyzers.context import Options, RankContext
 from tracekit.analyzers.mapreduce import RankSummary, map_ranks
 from tracekit.analyzers.memory import timeline_parts
 from tracekit.executors import TaskFailed
@@ -95,7 +95,7 @@ def _map_files(shard: Shard) -> Mapped:
     del traces
     has_gpu = shard.has_gpu if shard.has_gpu is not None else any(k in gpu for k in chosen)
     options = Options(**settings.chosen(), has_gpu=has_gpu)
-    summary = map_ranks(run, options, registry.ANALYSES)
+    summary = map_ranks(RankContext(run, options), registry.ANALYSES)
     return Mapped(files, chosen, has_gpu=has_gpu, gpu=gpu, summary=summary, counts=collective_counts(run.events))
 
 
