@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tracekit.capture.config import load_config
-from tracekit.capture.launcher import CaptureError, build_command, check_nsys, rank_env
+from tracekit.capture.launcher import CaptureError, build_command, check_nsys, default_launcher, rank_env
 from tracekit.capture.processes import RUN_ENV
 from tracekit.capture.ranks import failure, read_states
 from tracekit.capture.supervisor import PARENT_ENV
@@ -39,6 +39,17 @@ def test_torchrun_fallback() -> None:
     cmd = build_command(config, Path("c.json"), port=29500, launcher="torchrun")
     assert cmd[1:3] == ["-m", "torch.distributed.run"]
     assert cmd[cmd.index("--nproc_per_node") + 1] == "2" and cmd[cmd.index("--master_port") + 1] == "29500"
+
+
+def test_torchrun_by_default_accelerate_for_one_rank_or_an_accelerate_config() -> None:
+    pytest.importorskip("accelerate")
+    assert default_launcher(load_config(None, {"nproc": "2"})) == "torchrun"
+    assert build_command(load_config(None, {"nproc": "2"}), Path("c.json"), port=1)[1:3] == [
+        "-m",
+        "torch.distributed.run",
+    ]
+    assert default_launcher(load_config(None, {"nproc": "1"})) == "accelerate"
+    assert default_launcher(load_config(None, {"nproc": "2", "accelerate_config": "fsdp"})) == "accelerate"
 
 
 def test_nsys_wraps_the_launch_and_needs_nsys_and_a_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
