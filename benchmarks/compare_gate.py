@@ -4,8 +4,9 @@
 (the config of :mod:`benchmarks.compare_noise`) and one process spinning on a core the whole
 time (another tenant of the machine):
 
-* ``--pairs`` (default 20) A/A pairs: the example's captures (3 of each side, interleaved: here
-  ``tracekit capture --ab '' '' --repeats 3``, the same config and code on both sides) and the
+* ``--pairs`` (default 20) A/A pairs: the example's captures (3 of each side, interleaved, as
+  many as its loop has; ``--repeats N`` tries another count: here ``tracekit capture --ab '' ''
+  --repeats 3``, the same config and code on both sides) and the
   example's exact gate (its ``--fail-if`` conditions, read from the workflow file), counting the
   pairs the gate fails: the false-failure rate. Target: at most 5%;
 * as many pairs whose B is 20% slower: every forward of B does added CPU work
@@ -57,13 +58,23 @@ def gate_conditions() -> list[str]:
     return [words[i + 1] for i, w in enumerate(words) if w == "--fail-if"]
 
 
-def _pair(work: Path, name: str, b: str, gate: list[str], env: dict[str, str]) -> dict[str, Any]:
-    """Capture A and B (3 runs each, interleaved), then the gated comparison; its exit code and figures."""
+def workflow_repeats() -> int:
+    """How many captures of each side the example workflow makes: the values of its loop
+    (``for i in 1 2 3; do``)."""
+    found = re.search(r"^\s*for \w+ in ([^;]+); do$", WORKFLOW.read_text(), flags=re.MULTILINE)
+    if found is None:
+        raise SystemExit(f"compare_gate: no capture loop in {WORKFLOW}")
+    return len(found.group(1).split())
+
+
+def _pair(work: Path, name: str, b: str, gate: list[str], env: dict[str, str], *, repeats: int) -> dict[str, Any]:
+    """Capture A and B (``repeats`` runs each, interleaved), then the gated comparison; its exit
+    code and figures."""
     out = work / name
     config = work / "cfg.json"
     config.write_text(json.dumps(CONFIG))
     capture = [sys.executable, "-m", "tracekit", "capture", "--config_path", str(config), f"--out_dir={out}"]
-    subprocess.run([*capture, "--ab", "", b, "--repeats", "3"], check=True, env=env, capture_output=True)
+    subprocess.run([*capture, "--ab", "", b, "--repeats", str(repeats)], check=True, env=env, capture_output=True)
     saved = out / "compare.json"
     fail_if = [x for c in gate for x in ("--fail-if", c)]
     cmd = [sys.executable, "-m", "tracekit", "compare", str(out / "a"), str(out / "b"), "--json", str(saved), *fail_if]
@@ -102,12 +113,18 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pairs", type=int, default=20)
     parser.add_argument("--calibrate", type=int, default=2, help="pairs that size the added work")
+    parser.add_argument(
+        "--repeats", type=int, default=None, help="captures of each side (default: the workflow's, now 3)"
+    )
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "compare_gate.json")
     args = parser.parse_args(argv)
+    repeats = args.repeats or workflow_repeats()
     env = _env()
     gate = gate_conditions()
     assert any(re.match(r"slower:", c) for c in gate), gate
-    doc: dict[str, Any] = {"machine": _machine(), "config": CONFIG, "gate": gate, "hog": "1 process spinning"}
+    doc: dict[str, Any] = {"machine": _machine(), "config": CONFIG, "gate": gate, "repeats": repeats} | {
+        "hog": "1 process spinning"
+    }
     doc |= {"aa": [], "calibration": [], "slower": [], "work_ms": None}
     began = time.perf_counter()
     hog = _hog()
@@ -132,7 +149,7 @@ def main(argv: list[str] | None = None) -> None:
         with tempfile.TemporaryDirectory(prefix="tracekit-gate-") as tmp:
             work = Path(tmp)
             for i in range(args.pairs):
-                row = _pair(work, f"aa{i}", "", gate, env)
+                row = _pair(work, f"aa{i}", "", gate, env, repeats=repeats)
                 doc["aa"].append(row)
                 save()
                 print(
@@ -141,7 +158,7 @@ def main(argv: list[str] | None = None) -> None:
             runs = [m for r in doc["aa"] for m in r["a_run_ms"]]
             guess = round(SLOWER * CORE_SHARE * sum(runs) / len(runs), 2)
             for i in range(args.calibrate):
-                row = _pair(work, f"calibrate{i}", f"workload_args.forward_work_ms={guess}", gate, env)
+                row = _pair(work, f"calibrate{i}", f"workload_args.forward_work_ms={guess}", gate, env, repeats=repeats)
                 doc["calibration"].append(row | {"work_ms": guess})
                 save()
                 print(f"calibration {i + 1}/{args.calibrate}: {guess} ms of work: {row['delta_pct']:+.2f}%", flush=True)
@@ -150,7 +167,7 @@ def main(argv: list[str] | None = None) -> None:
             work_ms = round(guess * SLOWER * 100 / mean, 2) if mean > 1 else guess
             doc["work_ms"] = work_ms
             for i in range(args.pairs):
-                row = _pair(work, f"slow{i}", f"workload_args.forward_work_ms={work_ms}", gate, env)
+                row = _pair(work, f"slow{i}", f"workload_args.forward_work_ms={work_ms}", gate, env, repeats=repeats)
                 doc["slower"].append(row)
                 save()
                 print(
