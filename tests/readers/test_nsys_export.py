@@ -8,6 +8,7 @@ fail midway: to write part of the file, then exit with an error or be killed.
 from __future__ import annotations
 
 import os
+import signal
 import tempfile
 import time
 from dataclasses import dataclass
@@ -142,8 +143,14 @@ def test_tracekit_interrupted_while_exporting_leaves_nothing(
     """Ctrl-C while ``nsys`` writes: the next read exports again (it reused the partial file before)."""
     rep, cache = nsys.report(tmp_path / "job.nsys-rep", 0), tmp_path / "cache"
     monkeypatch.setenv("NSYS_FAIL", "interrupt")
-    with pytest.raises(KeyboardInterrupt):
-        read_file(rep, cache_root=cache)
+    # Ctrl-C as at a terminal: a test run started in the background (`&` in a script) inherits
+    # SIGINT ignored, and Python then keeps ignoring it, as it should
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            read_file(rep, cache_root=cache)
+    finally:
+        signal.signal(signal.SIGINT, before)
     assert list((cache / "nsys").iterdir()) == []
     monkeypatch.delenv("NSYS_FAIL")
     assert load_run([rep], cache_dir=cache).events.equals(nsys.events(0))
