@@ -122,10 +122,17 @@ def main(argv: list[str] | None = None) -> None:
     env = _env()
     gate = gate_conditions()
     assert any(re.match(r"slower:", c) for c in gate), gate
-    doc: dict[str, Any] = {"machine": _machine(), "config": CONFIG, "gate": gate, "repeats": repeats} | {
-        "hog": "1 process spinning"
+    doc: dict[str, Any] = {
+        "machine": _machine(),
+        "config": CONFIG,
+        "gate": gate,
+        "repeats": repeats,
+        "hog": "1 process spinning",
+        "aa": [],
+        "calibration": [],
+        "slower": [],
+        "work_ms": None,
     }
-    doc |= {"aa": [], "calibration": [], "slower": [], "work_ms": None}
     began = time.perf_counter()
     hog = _hog()
 
