@@ -4,9 +4,9 @@
 (the config of :mod:`benchmarks.compare_noise`) and one process spinning on a core the whole
 time (another tenant of the machine):
 
-* ``--pairs`` (default 20) A/A pairs: the example's captures (3 of each side, interleaved, as
+* ``--pairs`` (default 20) A/A pairs: the example's captures (6 of each side, interleaved, as
   many as its loop has; ``--repeats N`` tries another count: here ``tracekit capture --ab '' ''
-  --repeats 3``, the same config and code on both sides) and the
+  --repeats 6``, the same config and code on both sides) and the
   example's exact gate (its ``--fail-if`` conditions, read from the workflow file), counting the
   pairs the gate fails: the false-failure rate. Target: at most 5%;
 * as many pairs whose B is 20% slower: every forward of B does added CPU work
@@ -21,7 +21,9 @@ step from the A/A pairs, times the share of a core a rank gets, about half), the
 guess scaled by 20% / the mean change those pairs measured (the step grows in proportion to the
 work added). The calibration pairs are recorded, not counted; each counted pair records its own
 measured change, and their mean is written beside the rate, so the rate is read against the
-regression the pairs really had.
+regression the pairs really had. ``--work-ms`` gives a size measured before (a previous run's
+``work_ms``) and skips the calibration; A/A and +20% pairs then alternate, so a slower spell
+of the machine falls on both rates.
 
 Writes ``benchmarks/results/compare_gate.json`` after every pair (an interrupted run keeps the
 pairs it made) and prints a line per pair.
@@ -109,15 +111,25 @@ def _hog() -> subprocess.Popen[bytes]:
     return subprocess.Popen([sys.executable, "-c", "while True: pass"])
 
 
-def main(argv: list[str] | None = None) -> None:
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pairs", type=int, default=20)
     parser.add_argument("--calibrate", type=int, default=2, help="pairs that size the added work")
     parser.add_argument(
-        "--repeats", type=int, default=None, help="captures of each side (default: the workflow's, now 3)"
+        "--work-ms",
+        type=float,
+        default=None,
+        help="the added work of B in ms, measured before (skips the calibration pairs)",
+    )
+    parser.add_argument(
+        "--repeats", type=int, default=None, help="captures of each side (default: the workflow's, now 6)"
     )
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "compare_gate.json")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = _parser().parse_args(argv)
     repeats = args.repeats or workflow_repeats()
     env = _env()
     gate = gate_conditions()
@@ -152,16 +164,24 @@ def main(argv: list[str] | None = None) -> None:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(doc, indent=2) + "\n")
 
+    def counted(work: Path, key: str, i: int, b: str) -> None:
+        name, label = ("aa", "A/A") if key == "aa" else ("slow", "+20%")
+        row = _pair(work, f"{name}{i}", b, gate, env, repeats=repeats)
+        doc[key].append(row)
+        save()
+        print(f"{label} {i + 1}/{args.pairs}: exit {row['exit']} {row['delta_pct']:+.2f}% {row['failed']}", flush=True)
+
     try:
         with tempfile.TemporaryDirectory(prefix="tracekit-gate-") as tmp:
             work = Path(tmp)
+            if args.work_ms:  # the size is known: A/A and +20% pairs alternate, so drift falls on both
+                doc["work_ms"] = args.work_ms
+                for i in range(args.pairs):
+                    counted(work, "aa", i, "")
+                    counted(work, "slower", i, f"workload_args.forward_work_ms={args.work_ms}")
+                return
             for i in range(args.pairs):
-                row = _pair(work, f"aa{i}", "", gate, env, repeats=repeats)
-                doc["aa"].append(row)
-                save()
-                print(
-                    f"A/A {i + 1}/{args.pairs}: exit {row['exit']} {row['delta_pct']:+.2f}% {row['failed']}", flush=True
-                )
+                counted(work, "aa", i, "")
             runs = [m for r in doc["aa"] for m in r["a_run_ms"]]
             guess = round(SLOWER * CORE_SHARE * sum(runs) / len(runs), 2)
             for i in range(args.calibrate):
@@ -171,25 +191,22 @@ def main(argv: list[str] | None = None) -> None:
                 print(f"calibration {i + 1}/{args.calibrate}: {guess} ms of work: {row['delta_pct']:+.2f}%", flush=True)
             measured = [r["delta_pct"] for r in doc["calibration"]]
             mean = sum(measured) / len(measured) if measured else 0.0
-            work_ms = round(guess * SLOWER * 100 / mean, 2) if mean > 1 else guess
-            doc["work_ms"] = work_ms
+            doc["work_ms"] = work_ms = round(guess * SLOWER * 100 / mean, 2) if mean > 1 else guess
             for i in range(args.pairs):
-                row = _pair(work, f"slow{i}", f"workload_args.forward_work_ms={work_ms}", gate, env, repeats=repeats)
-                doc["slower"].append(row)
-                save()
-                print(
-                    f"+20% {i + 1}/{args.pairs}: exit {row['exit']} {row['delta_pct']:+.2f}% {row['failed']}",
-                    flush=True,
-                )
+                counted(work, "slower", i, f"workload_args.forward_work_ms={work_ms}")
     finally:
         hog.kill()
         save()
+        _summary(doc, args.out)
+
+
+def _summary(doc: dict[str, Any], out: Path) -> None:
     aa, slower = doc["aa_rate"], doc["slower_rate"]
     print(
         f"A/A failed {aa['failed']} of {aa['of']}; +20% failed {slower['failed']} of {slower['of']} "
         f"(their mean change {slower['mean_change_pct']}%)"
     )
-    print(f"wrote {args.out}")
+    print(f"wrote {out}")
 
 
 if __name__ == "__main__":
