@@ -34,19 +34,19 @@ def test_accelerate_command_generated_and_user_config(tmp_path: Path, monkeypatc
     assert config_file.name == "fsdp2.yaml" and config_file.parent.name == "accelerate_configs"
 
 
-def test_torchrun_fallback() -> None:
+def test_tracekit_launcher_command() -> None:
     config = load_config(None, {"nproc": "2"})
-    cmd = build_command(config, Path("c.json"), port=29500, launcher="torchrun")
-    assert cmd[1:3] == ["-m", "torch.distributed.run"]
-    assert cmd[cmd.index("--nproc_per_node") + 1] == "2" and cmd[cmd.index("--master_port") + 1] == "29500"
+    cmd = build_command(config, Path("c.json"), port=29500, launcher="tracekit")
+    launch = [sys.executable, "-m", "tracekit.capture.spawn", "2", "127.0.0.1", "29500"]
+    assert cmd == [*launch, "-m", "tracekit.capture.runner", "c.json", "tracekit-capture"]
 
 
-def test_torchrun_by_default_accelerate_for_one_rank_or_an_accelerate_config() -> None:
+def test_tracekit_launcher_by_default_accelerate_for_one_rank_or_an_accelerate_config() -> None:
     pytest.importorskip("accelerate")
-    assert default_launcher(load_config(None, {"nproc": "2"})) == "torchrun"
+    assert default_launcher(load_config(None, {"nproc": "2"})) == "tracekit"
     assert build_command(load_config(None, {"nproc": "2"}), Path("c.json"), port=1)[1:3] == [
         "-m",
-        "torch.distributed.run",
+        "tracekit.capture.spawn",
     ]
     assert default_launcher(load_config(None, {"nproc": "1"})) == "accelerate"
     assert default_launcher(load_config(None, {"nproc": "2", "accelerate_config": "fsdp"})) == "accelerate"

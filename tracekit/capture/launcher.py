@@ -1,4 +1,5 @@
-"""Start N ranks of the runner through torchrun (accelerate's launcher for one rank or an accelerate config).
+"""Start N ranks of the runner through tracekit's launcher (:mod:`tracekit.capture.spawn`: torchrun's
+work on one node without importing torch), or accelerate's for one rank or an accelerate config.
 
 ``capture(config)`` is the whole ``tracekit capture``: check the config and ``out_dir``,
 start the ranks in a fresh folder beside ``out_dir``, wait for them at most ``timeout``
@@ -59,6 +60,8 @@ __all__ = [
 
 #: The module every rank of a capture runs.
 RUNNER = "tracekit.capture.runner"
+#: tracekit's launcher of the ranks.
+SPAWN: Final = "tracekit.capture.spawn"
 
 
 class CaptureTimeout(CaptureError):
@@ -106,7 +109,7 @@ def build_command(
     args: Sequence[str] = (),
 ) -> list[str]:
     """The command that starts every rank, writing into ``out_dir`` (default: the config's),
-    through ``launcher`` ("accelerate" or "torchrun"; default: :func:`default_launcher`);
+    through ``launcher`` ("accelerate" or "tracekit"; default: :func:`default_launcher`);
     each rank runs ``python -m module CONFIG FOLDER *args``."""
     if launcher is None:
         launcher = default_launcher(config)
@@ -121,21 +124,21 @@ def build_command(
         cmd = [sys.executable, "-m", "accelerate.commands.launch", *setup]
         cmd += ["--num_processes", str(config.nproc), "--main_process_port", str(port), *target]
     else:
-        cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(config.nproc)]
-        cmd += ["--master_addr", "127.0.0.1", "--master_port", str(port), *target]
+        cmd = [sys.executable, "-m", SPAWN, str(config.nproc), "127.0.0.1", str(port), *target]
     return [*nsys_prefix(folder), *cmd] if config.nsys else cmd
 
 
 def default_launcher(config: CaptureConfig) -> str:
-    """accelerate's launcher where it does what torchrun does not: an ``accelerate_config`` to
+    """accelerate's launcher where it does what tracekit's does not: an ``accelerate_config`` to
     apply (FSDP, DeepSpeed, its DDP settings), or one rank (no process group unless a backend is
-    named). Else torchrun, which accelerate's launcher itself runs for several ranks: the ranks
-    get the same variables, and mixed precision and DDP's options reach them through the
-    ``Accelerator`` each rank makes; it saves importing accelerate's launcher, 1.4 s of every
-    capture on this 2-core machine. torchrun also when accelerate is not installed."""
+    named). Else tracekit's (:mod:`tracekit.capture.spawn`), which gives the ranks the variables
+    torchrun does, as accelerate's launcher itself runs torchrun for several ranks: mixed precision
+    and DDP's options reach them through the ``Accelerator`` each rank makes. It saves importing
+    accelerate's launcher and torch in the launcher, 4-5 s of every capture on this 2-core
+    machine. tracekit's also when accelerate is not installed."""
     if importlib.util.find_spec("accelerate") is None:
-        return "torchrun"
-    return "accelerate" if config.accelerate_config or config.nproc == 1 else "torchrun"
+        return "tracekit"
+    return "accelerate" if config.accelerate_config or config.nproc == 1 else "tracekit"
 
 
 def check_nsys(config: CaptureConfig) -> None:

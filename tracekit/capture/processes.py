@@ -1,9 +1,9 @@
 """The processes of one capture: find them, stop them, and leave none behind.
 
 The launcher starts in its own session (its own process group), so a Ctrl-C at the terminal
-reaches only ``tracekit``, which then stops the run itself. torchrun starts every rank in a
-session of its own too, so the process group alone does not reach the ranks: every process
-of a run carries ``TRACEKIT_CAPTURE_RUN=<id>`` in its environment, inherited by the launcher,
+reaches only ``tracekit``, which then stops the run itself. accelerate's launcher (torchrun's
+agent) starts every rank in a session of its own, so the process group alone does not reach the
+ranks: every process of a run carries ``TRACEKIT_CAPTURE_RUN=<id>`` in its environment, inherited by the launcher,
 the ranks and their DataLoader workers, and is found by it (``/proc`` on Linux, else psutil
 when installed).
 

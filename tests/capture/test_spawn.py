@@ -1,0 +1,86 @@
+"""tracekit's launcher of the ranks (:mod:`tracekit.capture.spawn`), on tiny Python "ranks" (no torch)."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from tracekit.capture.spawn import exit_status, rank_variables
+
+
+def spawn(nproc: int, code: str, *, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    cmd = [sys.executable, "-m", "tracekit.capture.spawn", str(nproc), "127.0.0.1", "29511", "-c", code]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
+
+
+def test_every_rank_gets_torchruns_variables(tmp_path: Path) -> None:
+    code = (
+        "import json, os, sys; "
+        f"open(os.path.join({str(tmp_path)!r}, os.environ['RANK'] + '.json'), 'w').write(json.dumps(dict(os.environ)))"
+    )
+    done = spawn(3, code)
+    assert done.returncode == 0, done.stderr
+    seen = {r: json.loads((tmp_path / f"{r}.json").read_text()) for r in range(3)}
+    for r, env in seen.items():
+        assert env["RANK"] == env["LOCAL_RANK"] == env["ROLE_RANK"] == str(r)
+        assert env["WORLD_SIZE"] == env["LOCAL_WORLD_SIZE"] == env["ROLE_WORLD_SIZE"] == "3"
+        assert (env["MASTER_ADDR"], env["MASTER_PORT"], env["GROUP_RANK"]) == ("127.0.0.1", "29511", "0")
+    assert len({env["TORCHELASTIC_RUN_ID"] for env in seen.values()}) == 1  # one run
+
+
+def test_the_variables_are_torchruns() -> None:
+    """The names torchrun's agent sets for a worker (torch 2.13's ``LocalElasticAgent``)."""
+    names = set(rank_variables(1, 2, "127.0.0.1", 1, "x"))
+    assert names == {
+        "RANK",
+        "LOCAL_RANK",
+        "WORLD_SIZE",
+        "LOCAL_WORLD_SIZE",
+        "GROUP_RANK",
+        "GROUP_WORLD_SIZE",
+        "ROLE_RANK",
+        "ROLE_WORLD_SIZE",
+        "ROLE_NAME",
+        "MASTER_ADDR",
+        "MASTER_PORT",
+        "TORCHELASTIC_RESTART_COUNT",
+        "TORCHELASTIC_MAX_RESTARTS",
+        "TORCHELASTIC_RUN_ID",
+        "TORCHELASTIC_USE_AGENT_STORE",
+        "TORCH_NCCL_ASYNC_ERROR_HANDLING",
+    }
+
+
+def test_a_failed_rank_stops_the_others_and_its_code_is_the_launchers() -> None:
+    """Rank 1 exits 3 at once; rank 0 would sleep a minute (waiting for it in a collective)."""
+    code = "import os, sys, time; sys.exit(3) if os.environ['RANK'] == '1' else time.sleep(60)"
+    began = time.monotonic()
+    done = spawn(2, code, timeout=30)
+    assert done.returncode == 3
+    assert time.monotonic() - began < 20  # stopped by SIGTERM, not waited for
+
+
+def test_a_rank_killed_by_a_signal_is_128_plus_it() -> None:
+    assert exit_status(-signal.SIGKILL) == 128 + signal.SIGKILL
+    assert exit_status(0) == 0 and exit_status(2) == 2
+    code = "import os, signal; os.kill(os.getpid(), signal.SIGKILL) if os.environ['RANK'] == '0' else None"
+    assert spawn(2, code).returncode == 128 + signal.SIGKILL
+
+
+def test_sigterm_reaches_the_ranks(tmp_path: Path) -> None:
+    ready = tmp_path / "ready"
+    code = f"import os, time, pathlib; pathlib.Path({str(ready)!r} + os.environ['RANK']).touch(); time.sleep(60)"
+    cmd = [sys.executable, "-m", "tracekit.capture.spawn", "2", "127.0.0.1", "1", "-c", code]
+    proc = subprocess.Popen(cmd)
+    try:
+        deadline = time.monotonic() + 30
+        while not all(Path(f"{ready}{r}").exists() for r in range(2)) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=20) == 128 + signal.SIGTERM  # the ranks ended by it, the first one's status
+    finally:
+        proc.kill()
