@@ -41,14 +41,14 @@ def test_tracekit_launcher_command() -> None:
     assert cmd == [*launch, "-m", "tracekit.capture.runner", "c.json", "tracekit-capture"]
 
 
-def test_tracekit_launcher_by_default_accelerate_for_one_rank_or_an_accelerate_config() -> None:
+def test_tracekit_launcher_by_default_accelerate_for_an_accelerate_config() -> None:
     pytest.importorskip("accelerate")
     assert default_launcher(load_config(None, {"nproc": "2"})) == "tracekit"
     assert build_command(load_config(None, {"nproc": "2"}), Path("c.json"), port=1)[1:3] == [
         "-m",
         "tracekit.capture.spawn",
     ]
-    assert default_launcher(load_config(None, {"nproc": "1"})) == "accelerate"
+    assert default_launcher(load_config(None, {"nproc": "1"})) == "tracekit"
     assert default_launcher(load_config(None, {"nproc": "2", "accelerate_config": "fsdp"})) == "accelerate"
 
 

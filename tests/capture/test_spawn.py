@@ -32,6 +32,13 @@ def test_every_rank_gets_torchruns_variables(tmp_path: Path) -> None:
     assert len({env["TORCHELASTIC_RUN_ID"] for env in seen.values()}) == 1  # one run
 
 
+def test_one_rank_gets_none(tmp_path: Path) -> None:
+    """As under accelerate's launcher of one process: no ``LOCAL_RANK``, so no process group."""
+    code = f"import os, pathlib; pathlib.Path({str(tmp_path / 'seen')!r}).write_text(os.environ.get('LOCAL_RANK', '-'))"
+    assert spawn(1, code).returncode == 0
+    assert (tmp_path / "seen").read_text() == "-"
+
+
 def test_the_variables_are_torchruns() -> None:
     """The names torchrun's agent sets for a worker (torch 2.13's ``LocalElasticAgent``)."""
     names = set(rank_variables(1, 2, "127.0.0.1", 1, "x"))

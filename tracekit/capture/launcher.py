@@ -1,5 +1,5 @@
 """Start N ranks of the runner through tracekit's launcher (:mod:`tracekit.capture.spawn`: torchrun's
-work on one node without importing torch), or accelerate's for one rank or an accelerate config.
+work on one node without importing torch), or accelerate's for an accelerate config.
 
 ``capture(config)`` is the whole ``tracekit capture``: check the config and ``out_dir``,
 start the ranks in a fresh folder beside ``out_dir``, wait for them at most ``timeout``
@@ -12,7 +12,6 @@ run's folder, kept as ``<out_dir>.tracekit-failed``.
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import shutil
 import signal
@@ -130,15 +129,12 @@ def build_command(
 
 def default_launcher(config: CaptureConfig) -> str:
     """accelerate's launcher where it does what tracekit's does not: an ``accelerate_config`` to
-    apply (FSDP, DeepSpeed, its DDP settings), or one rank (no process group unless a backend is
-    named). Else tracekit's (:mod:`tracekit.capture.spawn`), which gives the ranks the variables
-    torchrun does, as accelerate's launcher itself runs torchrun for several ranks: mixed precision
-    and DDP's options reach them through the ``Accelerator`` each rank makes. It saves importing
-    accelerate's launcher and torch in the launcher, 4-5 s of every capture on this 2-core
-    machine. tracekit's also when accelerate is not installed."""
-    if importlib.util.find_spec("accelerate") is None:
-        return "tracekit"
-    return "accelerate" if config.accelerate_config or config.nproc == 1 else "tracekit"
+    apply (FSDP, DeepSpeed, its DDP settings). Else tracekit's (:mod:`tracekit.capture.spawn`),
+    which gives several ranks the variables torchrun does, as accelerate's launcher itself runs
+    torchrun for them, and one rank none, as accelerate's does: mixed precision and DDP's options
+    reach the ranks through the ``Accelerator`` each makes. It saves importing accelerate's
+    launcher and torch in the launcher, about 4 s of every capture on this 2-core machine."""
+    return "accelerate" if config.accelerate_config else "tracekit"
 
 
 def check_nsys(config: CaptureConfig) -> None:

@@ -3,16 +3,19 @@ without importing torch.
 
 ``python -m tracekit.capture.spawn NPROC ADDR PORT ARGS...`` starts NPROC processes
 ``python ARGS...``, each with the variables torchrun gives a rank (:func:`rank_variables`), and
-waits for them. When one fails, the others get SIGTERM (SIGKILL after
-:data:`~tracekit.capture.processes.TERM_GRACE_S`): they would wait for it in their next collective
-until the capture's timeout. It exits 0 when every rank did, else as the first rank that failed
-(128 + the signal that killed it). SIGTERM, SIGINT and SIGHUP are passed on to the ranks.
+waits for them. One rank gets none: it runs as under accelerate's launcher of one process, with
+no process group unless the capture names a backend (the runner then makes a group of one).
+When one rank fails, the others get SIGTERM (SIGKILL after
+:data:`~tracekit.capture.processes.TERM_GRACE_S`): they would wait for it in their next
+collective until the capture's timeout. It exits 0 when every rank did, else as the first rank
+that failed (128 + the signal that killed it). SIGTERM, SIGINT and SIGHUP are passed on to the
+ranks.
 
 Why not torchrun: its agent imports torch, 2.7 s of every capture on a 2-core machine, and
 takes about a second more to exit; the ranks import torch anyway. It does nothing else a capture
 uses: no restarts (a capture that fails is reported, not retried), no rendezvous across nodes.
 Its store is the one difference the ranks see: rank 0 serves the rendezvous at ADDR:PORT
-(``init_process_group``'s ``env://``), as under accelerate's launcher of one rank; torchrun's
+(``init_process_group``'s ``env://``), as under accelerate's launcher; torchrun's
 agent served it and said so with ``TORCHELASTIC_USE_AGENT_STORE=True``.
 """
 
@@ -70,7 +73,10 @@ def run(nproc: int, addr: str, port: int, args: Sequence[str]) -> int:
     """Start ``nproc`` ranks of ``python args``, wait for them; the exit status (see above)."""
     run_id = uuid.uuid4().hex
     ranks = [
-        subprocess.Popen([sys.executable, *args], env={**os.environ, **rank_variables(r, nproc, addr, port, run_id)})
+        subprocess.Popen(
+            [sys.executable, *args],
+            env={**os.environ, **(rank_variables(r, nproc, addr, port, run_id) if nproc > 1 else {})},
+        )
         for r in range(nproc)
     ]
 
