@@ -81,24 +81,21 @@ def run(nproc: int, addr: str, port: int, args: Sequence[str]) -> int:
     ]
 
     def pass_on(signum: int, _frame: FrameType | None) -> None:
-        for p in ranks:
-            with contextlib.suppress(ProcessLookupError):
-                p.send_signal(signum)
+        _signal_live(ranks, signum)
 
     for sig in _PASSED_ON:
         signal.signal(sig, pass_on)
     first_failed: int | None = None
-    stop_at: float | None = None
-    killed = False
+    kill_at: float | None = None  # SIGKILL for those still there, once the first failure's grace is over
     while any(p.returncode is None for p in ranks):
         time.sleep(POLL_S)
         for p in ranks:
             if p.returncode is None and p.poll() is not None and p.returncode != 0 and first_failed is None:
                 first_failed = p.returncode
-                stop_at = time.monotonic() + TERM_GRACE_S
+                kill_at = time.monotonic() + TERM_GRACE_S
                 _signal_live(ranks, signal.SIGTERM)
-        if stop_at is not None and not killed and time.monotonic() > stop_at:
-            killed = True
+        if kill_at is not None and time.monotonic() > kill_at:
+            kill_at = None
             _signal_live(ranks, signal.SIGKILL)
     return 0 if first_failed is None else exit_status(first_failed)
 
