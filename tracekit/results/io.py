@@ -108,6 +108,11 @@ def _json(data: str | bytes, *, source: str) -> dict[str, Any]:
         raw = msgspec.json.decode(data)
     except msgspec.DecodeError as exc:
         text = str(exc)
+        if "UTF-8" in text and isinstance(data, bytes):  # msgspec >= 0.23 (before: UnicodeDecodeError, below)
+            try:
+                data.decode("utf-8")
+            except UnicodeDecodeError as bad:
+                raise _not_utf8(bad, source) from None
         if "truncated" in text:
             reason = "truncated JSON: the file ends before the document does"
         else:
@@ -116,11 +121,15 @@ def _json(data: str | bytes, *, source: str) -> dict[str, Any]:
             )
         raise InputError(f"not a tracekit analysis ({reason})", path=source) from None
     except UnicodeDecodeError as exc:
-        raise InputError(f"not a tracekit analysis (not UTF-8 text: byte {exc.start})", path=source) from None
+        raise _not_utf8(exc, source) from None
     if not isinstance(raw, dict):
         kind = _TYPE_WORDS.get(type(raw).__name__.replace("list", "array").replace("NoneType", "null"), "a value")
         raise InputError(f"not a tracekit analysis (the file holds {kind}, not a JSON object)", path=source)
     return raw
+
+
+def _not_utf8(exc: UnicodeDecodeError, source: str) -> InputError:
+    return InputError(f"not a tracekit analysis (not UTF-8 text: byte {exc.start})", path=source)
 
 
 def _check_header(raw: dict[str, Any], *, source: str) -> bool:
