@@ -2,31 +2,34 @@
 
 ``python -m benchmarks.compare_gate`` runs, with the built-in ``mlp`` workload on 2 gloo ranks
 (:data:`CONFIG`: a step of about 120 ms here) and one process spinning on a core the whole time
-(another tenant of the machine):
+(another tenant of the machine), ``--pairs`` (default 20) rounds of three sides, each captured as
+the example's loop captures (``tracekit capture --config_path cfg.json --out_dir=SIDE/runN``, one
+launch after another, as many runs a side as the loop has: 8 now; ``--repeats N`` tries another
+count):
 
-* ``--pairs`` (default 20) A/A pairs: the example's captures (6 of each side, interleaved, as
-  many as its loop has; ``--repeats N`` tries another count: here ``tracekit capture --ab '' ''
-  --repeats 6``, the same config and code on both sides) and the
-  example's exact gate (its ``--fail-if`` conditions, read from the workflow file), counting the
-  pairs the gate fails: the false-failure rate. Target: at most 5%;
-* as many pairs whose B is 20% slower: every forward of B does added CPU work
-  (``workload_args.forward_work_ms``), sized so that B's mean step is 20% over A's, counting the
-  pairs the gate fails: the detection rate. Target: at least 95%.
+* **A**, the base; **A'**, the same config and code again; **B**, whose every forward does added
+  CPU work (``workload_args.forward_work_ms``), sized so that B's mean step is 20% over A's;
+* the example's exact gate (its ``--fail-if`` conditions, read from the workflow file) on A vs
+  A', an A/A pair: a failure is a false one (target: at most 5% of the pairs), and on A vs B, a
+  +20% pair: a failure is a detection (target: at least 95%).
+
+The three sides are interleaved run by run (A, A', B, then A, B, A': the order of A' and B
+alternates, so neither is always the later launch), so a slower spell of the machine falls on
+every side. A round's two pairs share their A: each is still exactly what the workflow captures
+and compares (a base and a candidate, 8 runs each), and each rate counts 20 such pairs; sharing
+saves a quarter of the captures.
 
 Why added work and not a sleep: on this machine the 2 ranks, their threads and the hog share 2
 cores, so a sleep is not a slower step (while one rank sleeps, the others use its core: a 5.5 ms
 sleep in every forward made a 34 ms step 1.1 ms slower, 3%). Added work is slower however loaded
-the machine is. Its size: ``--calibrate`` (default 2) pairs with a first guess (20% of A's mean
-step from the A/A pairs, times the share of a core a rank gets, about half), then the
-guess scaled by 20% / the mean change those pairs measured (the step grows in proportion to the
-work added). The calibration pairs are recorded, not counted; each counted pair records its own
-measured change, and their mean is written beside the rate, so the rate is read against the
-regression the pairs really had. ``--work-ms`` gives a size measured before (a previous run's
-``work_ms``) and skips the calibration; A/A and +20% pairs then alternate, so a slower spell
-of the machine falls on both rates.
+the machine is, though not in proportion to its size: the step grows by about twice the work (the
+other rank waits for the slowed one at the all-reduce) and by a share that depends on the day's
+load. Its size, :data:`WORK_MS`, comes from the previous run's 20 pairs (below); ``--work-ms``
+gives another. Each +20% pair records the change it measured, and their mean is written beside the
+rate, so the rate is read against the regression the pairs really had.
 
-Writes ``benchmarks/results/compare_gate.json`` after every pair (an interrupted run keeps the
-pairs it made) and prints a line per pair.
+Writes ``benchmarks/results/compare_gate.json`` after every round (an interrupted run keeps the
+rounds it made) and prints a line per pair.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ import argparse
 import json
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -53,7 +57,7 @@ from benchmarks.run import _env, _machine
 #: 11% of a 14 ms step without the hog, and 17% of a 13 ms step with each rank pinned to a core.
 #: A 15 ms step is shorter than most training steps, and no number of runs a side that a CI job
 #: can afford sees 20% through a spread of 14%.
-CONFIG: Final = {
+CONFIG: Final[dict[str, Any]] = {
     **SMALL,
     "workload_args": {"hidden": 1024, "depth": 4},
     "batch_size": 64,
@@ -62,11 +66,11 @@ CONFIG: Final = {
 }
 ROOT: Final = Path(__file__).parents[1]
 WORKFLOW: Final = ROOT / "examples" / "github-actions" / "tracekit.yml"
-#: The injected regression, a share of A's mean step.
-SLOWER: Final = 0.20
-#: The share of a core one rank gets beside the other, their threads and the hog: the first
-#: guess's factor (4 ms of work in every forward made a 30 ms step 8.5 ms slower in a trial).
-CORE_SHARE: Final = 1 / 2
+#: B's added work in every forward (ms of its thread's CPU time). The run of 0b6b4a3
+#: (``compare_gate_6runs.json``) sized it from 2 calibration pairs at 11.86 ms (+27.2% and +24.4%)
+#: to 9.19 ms, whose 20 counted pairs then measured +15.1% on average: 2 pairs were too few to size
+#: it (one pair's change spreads by about 5 points). Scaled by those 20 (9.19 x 20 / 15.1).
+WORK_MS: Final = 12.2
 
 
 def gate_conditions() -> list[str]:
@@ -84,17 +88,19 @@ def workflow_repeats() -> int:
     return len(found.group(1).split())
 
 
-def _pair(work: Path, name: str, b: str, gate: list[str], env: dict[str, str], *, repeats: int) -> dict[str, Any]:
-    """Capture A and B (``repeats`` runs each, interleaved), then the gated comparison; its exit
-    code and figures."""
-    out = work / name
-    config = work / "cfg.json"
-    config.write_text(json.dumps(CONFIG))
-    capture = [sys.executable, "-m", "tracekit", "capture", "--config_path", str(config), f"--out_dir={out}"]
-    subprocess.run([*capture, "--ab", "", b, "--repeats", str(repeats)], check=True, env=env, capture_output=True)
-    saved = out / "compare.json"
+def _capture(config: Path, out: Path, env: dict[str, str]) -> None:
+    """One launch, as the workflow's loop makes it."""
+    cmd = [sys.executable, "-m", "tracekit", "capture", "--config_path", str(config), f"--out_dir={out}"]
+    done = subprocess.run(cmd, check=False, env=env, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise RuntimeError(f"capture {out} exited {done.returncode}: {done.stderr[-2000:]}")
+
+
+def _compare(a: Path, b: Path, gate: list[str], env: dict[str, str]) -> dict[str, Any]:
+    """The workflow's gated comparison of B against A: its exit code and figures."""
+    saved = b.parent / f"{a.name}-{b.name}.json"
     fail_if = [x for c in gate for x in ("--fail-if", c)]
-    cmd = [sys.executable, "-m", "tracekit", "compare", str(out / "a"), str(out / "b"), "--json", str(saved), *fail_if]
+    cmd = [sys.executable, "-m", "tracekit", "compare", str(a), str(b), "--json", str(saved), *fail_if]
     done = subprocess.run(cmd, check=False, env=env, capture_output=True, text=True)
     if done.returncode not in (0, 1):
         raise RuntimeError(f"compare exited {done.returncode}: {done.stderr[-2000:]}")
@@ -111,9 +117,28 @@ def _pair(work: Path, name: str, b: str, gate: list[str], env: dict[str, str], *
         "change": s["change"],
         "cpu_delta_pct": None if cpu is None else cpu["delta_pct"],
         "cpu_change": None if cpu is None else cpu["change"],
-        "a_run_ms": [round(m / 1e6, 3) for m in _run_means(out / "a")],
-        "b_run_ms": [round(m / 1e6, 3) for m in _run_means(out / "b")],
+        "a_run_ms": [round(m / 1e6, 3) for m in _run_means(a)],
+        "b_run_ms": [round(m / 1e6, 3) for m in _run_means(b)],
     }
+
+
+def launch_order(round_: int, run: int) -> tuple[str, str, str]:
+    """The sides in the order run ``run`` of round ``round_`` launches them: A first, as the
+    workflow's base; then A' and B, whose order alternates from run to run and round to round."""
+    return ("a", "aa", "b") if (round_ + run) % 2 == 0 else ("a", "b", "aa")
+
+
+def _round(
+    work: Path, i: int, configs: dict[str, Path], gate: list[str], env: dict[str, str], *, repeats: int
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Round ``i``: the three sides' ``repeats`` runs, interleaved; the A/A pair and the +20% pair."""
+    folder = work / f"round{i}"
+    for run in range(1, repeats + 1):
+        for side in launch_order(i, run):
+            _capture(configs[side], folder / side / f"run{run}", env)
+    rows = _compare(folder / "a", folder / "aa", gate, env), _compare(folder / "a", folder / "b", gate, env)
+    shutil.rmtree(folder)  # 24 captures: about 40 MB a round
+    return rows
 
 
 def _run_means(side: Path) -> list[float]:
@@ -128,16 +153,10 @@ def _hog() -> subprocess.Popen[bytes]:
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--pairs", type=int, default=20)
-    parser.add_argument("--calibrate", type=int, default=2, help="pairs that size the added work")
+    parser.add_argument("--pairs", type=int, default=20, help="rounds: each one A/A and one +20%% pair")
+    parser.add_argument("--work-ms", type=float, default=WORK_MS, help="B's added work in every forward, in ms")
     parser.add_argument(
-        "--work-ms",
-        type=float,
-        default=None,
-        help="the added work of B in ms, measured before (skips the calibration pairs)",
-    )
-    parser.add_argument(
-        "--repeats", type=int, default=None, help="captures of each side (default: the workflow's, now 6)"
+        "--repeats", type=int, default=None, help="captures of each side (default: the workflow's, now 8)"
     )
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "compare_gate.json")
     return parser
@@ -155,10 +174,10 @@ def main(argv: list[str] | None = None) -> None:
         "gate": gate,
         "repeats": repeats,
         "hog": "1 process spinning",
+        "design": "rounds of A, A' and B interleaved run by run; A/A = A vs A', +20% = A vs B",
+        "work_ms": args.work_ms,
         "aa": [],
-        "calibration": [],
         "slower": [],
-        "work_ms": None,
     }
     began = time.perf_counter()
     hog = _hog()
@@ -179,36 +198,22 @@ def main(argv: list[str] | None = None) -> None:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(doc, indent=2) + "\n")
 
-    def counted(work: Path, key: str, i: int, b: str) -> None:
-        name, label = ("aa", "A/A") if key == "aa" else ("slow", "+20%")
-        row = _pair(work, f"{name}{i}", b, gate, env, repeats=repeats)
-        doc[key].append(row)
-        save()
-        print(f"{label} {i + 1}/{args.pairs}: exit {row['exit']} {row['delta_pct']:+.2f}% {row['failed']}", flush=True)
-
     try:
         with tempfile.TemporaryDirectory(prefix="tracekit-gate-") as tmp:
             work = Path(tmp)
-            if args.work_ms:  # the size is known: A/A and +20% pairs alternate, so drift falls on both
-                doc["work_ms"] = args.work_ms
-                for i in range(args.pairs):
-                    counted(work, "aa", i, "")
-                    counted(work, "slower", i, f"workload_args.forward_work_ms={args.work_ms}")
-                return
+            configs = {"a": work / "a.json", "aa": work / "a.json", "b": work / "b.json"}
+            configs["a"].write_text(json.dumps(CONFIG))
+            workload_args = {**CONFIG["workload_args"], "forward_work_ms": args.work_ms}
+            slower = {**CONFIG, "workload_args": workload_args}
+            configs["b"].write_text(json.dumps(slower))
             for i in range(args.pairs):
-                counted(work, "aa", i, "")
-            runs = [m for r in doc["aa"] for m in r["a_run_ms"]]
-            guess = round(SLOWER * CORE_SHARE * sum(runs) / len(runs), 2)
-            for i in range(args.calibrate):
-                row = _pair(work, f"calibrate{i}", f"workload_args.forward_work_ms={guess}", gate, env, repeats=repeats)
-                doc["calibration"].append(row | {"work_ms": guess})
+                aa, slow = _round(work, i, configs, gate, env, repeats=repeats)
+                doc["aa"].append(aa)
+                doc["slower"].append(slow)
                 save()
-                print(f"calibration {i + 1}/{args.calibrate}: {guess} ms of work: {row['delta_pct']:+.2f}%", flush=True)
-            measured = [r["delta_pct"] for r in doc["calibration"]]
-            mean = sum(measured) / len(measured) if measured else 0.0
-            doc["work_ms"] = work_ms = round(guess * SLOWER * 100 / mean, 2) if mean > 1 else guess
-            for i in range(args.pairs):
-                counted(work, "slower", i, f"workload_args.forward_work_ms={work_ms}")
+                for label, row in (("A/A", aa), ("+20%", slow)):
+                    print(f"{label} {i + 1}/{args.pairs}: exit {row['exit']} {row['delta_pct']:+.2f}% {row['failed']}")
+                sys.stdout.flush()
     finally:
         hog.kill()
         save()

@@ -13,4 +13,4 @@ def test_the_benchmark_reads_the_example_gate() -> None:
 
 
 def test_the_benchmark_captures_as_many_runs_a_side_as_the_workflow() -> None:
-    assert workflow_repeats() == 6  # for i in 1 2 3 4 5 6
+    assert workflow_repeats() == 8  # for i in 1 2 3 4 5 6 7 8
