@@ -86,11 +86,15 @@ def pytest_runtest_teardown(item: pytest.Item) -> Iterator[None]:
 @pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """The e2e tests start processes of their own (gloo ranks, a Dask cluster, a browser): under
-    pytest-xdist (``-n auto --dist loadgroup``, the default) they run one at a time on one worker,
-    while the other workers take the rest of the suite. Those marked ``concurrent`` as well (one
-    tracekit command each, the robustness corpus's 500 runs) are shared among the workers like any
-    other test: in one queue behind the captures they made the longest worker's share, and CI's
-    wall time, minutes longer than the rest."""
+    pytest-xdist (``-n auto --dist loadgroup``, the default) those whose outcome depends on
+    timing (a verdict or an interval read from captured step times, a tight bound on how long a
+    command takes) or on what else runs (a browser's layout, a scan for stray processes) run one
+    at a time on one worker, while the other workers take the rest of the suite. Those marked
+    ``concurrent`` as well (the robustness corpus's 500 runs of one command; captures checked for
+    what they record, not for how fast; failures, timeouts, integrations, readers) are shared
+    among the workers like any other test: in one queue behind the timed captures they made the
+    longest worker's share, and CI's wall time, minutes longer than the rest (on 2 cores the
+    one-at-a-time group was 20 of CI's 22 minutes, the other worker idle for much of it)."""
     for item in items:
         if item.get_closest_marker("e2e") is not None and item.get_closest_marker("concurrent") is None:
             item.add_marker(pytest.mark.xdist_group(E2E_GROUP))

@@ -29,6 +29,7 @@ def test_shards_of_any_size_reduce_to_the_same_analysis(size: int) -> None:
 
 
 @pytest.mark.e2e  # the largest shared run (DLRM, 8 ranks): shards of any size of a small run stay in the fast lane
+@pytest.mark.concurrent  # its outcome does not depend on timing (tests/conftest.py)
 @pytest.mark.real
 def test_shards_of_real_ranks_reduce_to_the_same_analysis(kineto_dir: Path) -> None:
     run = load_run([kineto_dir / "param-dlrm-8rank-v100"])

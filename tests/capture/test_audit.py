@@ -85,6 +85,7 @@ def test_a_frozen_layer_of_a_users_workload() -> None:
 
 
 @pytest.mark.e2e
+@pytest.mark.concurrent  # its outcome does not depend on timing (tests/conftest.py)
 def test_audit_params_cli_names_the_unused_head(tmp_path: Path) -> None:
     out = tmp_path / "audit.json"
     result = subprocess.run(

@@ -164,6 +164,7 @@ def error_line(result: subprocess.CompletedProcess[str]) -> str:
 
 
 @pytest.mark.e2e
+@pytest.mark.concurrent  # its outcome does not depend on timing (tests/conftest.py)
 def test_a_crashing_rank_is_named_and_the_previous_capture_kept(out: Path, mark: str) -> None:
     before = snapshot(out)
     result = tracekit("--workload=tkfaulty:crash", "--nproc", "2", "--out_dir", out)
@@ -177,6 +178,7 @@ def test_a_crashing_rank_is_named_and_the_previous_capture_kept(out: Path, mark:
 
 
 @pytest.mark.e2e
+@pytest.mark.concurrent  # its outcome does not depend on timing (tests/conftest.py)
 def test_a_rank_that_calls_os_exit_is_named(out: Path, mark: str) -> None:
     before = snapshot(out)
     settings = {**FEW_STEPS, "nproc": "3", "out_dir": str(out), "workload": "tkfaulty:silent"}
@@ -190,6 +192,7 @@ def test_a_rank_that_calls_os_exit_is_named(out: Path, mark: str) -> None:
 
 
 @pytest.mark.e2e
+@pytest.mark.concurrent  # its outcome does not depend on timing (tests/conftest.py)
 def test_a_rank_that_calls_sys_exit_0_early_is_named(out: Path, mark: str) -> None:
     before = snapshot(out)
     result = tracekit("--workload=tkfaulty:early_exit", "--nproc", "2", "--out_dir", out)
@@ -223,6 +226,7 @@ def start_hanging(out: Path, flag: Path, *extra: str) -> tuple[subprocess.Popen[
 
 
 @pytest.mark.e2e
+@pytest.mark.concurrent  # its outcome does not depend on timing (tests/conftest.py)
 def test_a_hung_rank_times_out_is_named_and_every_process_stopped(out: Path, mark: str, tmp_path: Path) -> None:
     before = snapshot(out)
     proc, hung = start_hanging(out, tmp_path / "hanging", "--timeout", "30")
@@ -240,6 +244,7 @@ def test_a_hung_rank_times_out_is_named_and_every_process_stopped(out: Path, mar
 
 
 @pytest.mark.e2e
+@pytest.mark.concurrent  # its outcome does not depend on timing (tests/conftest.py)
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
 def test_an_interrupt_stops_every_process_and_keeps_the_previous_capture(
     out: Path, mark: str, tmp_path: Path, sig: signal.Signals
@@ -255,6 +260,7 @@ def test_an_interrupt_stops_every_process_and_keeps_the_previous_capture(
 
 
 @pytest.mark.e2e
+@pytest.mark.concurrent  # its outcome does not depend on timing (tests/conftest.py)
 def test_a_factory_failing_on_rank_3_only_names_rank_3(out: Path, mark: str) -> None:
     before = snapshot(out)
     config = load_config(None, {**FEW_STEPS, "nproc": "4", "out_dir": str(out), "workload": "tkfaulty:factory_fails"})

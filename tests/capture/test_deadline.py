@@ -43,6 +43,7 @@ def hanging(tmp_path: Path) -> dict[str, str]:
 
 
 @pytest.mark.e2e  # waits its whole 20 s limit (shorter, and importing torch under load could use it up)
+@pytest.mark.concurrent  # its outcome does not depend on timing (tests/conftest.py)
 def test_audit_params_stops_an_endless_getitem_at_the_timeout(hanging: dict[str, str], tmp_path: Path) -> None:
     started = time.monotonic()
     result = run_tracekit(

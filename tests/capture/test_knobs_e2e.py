@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 pytest.importorskip("torch")
 pytest.importorskip("accelerate")
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.concurrent]  # outcomes that do not depend on timing
 
 FEW_STEPS = [
     "--warmup_steps=1",

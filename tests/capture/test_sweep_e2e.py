@@ -1,4 +1,4 @@
-"""``tracekit sweep`` end to end on CPU (gloo, 4 ranks): a 2x2 grid (DDP and FSDP, two batch
+"""``tracekit sweep`` end to end on CPU (gloo, 2 ranks): a 2x2 grid (DDP and FSDP, two batch
 sizes) with a cell made to raise, an OOM probe under a memory budget, killed after its first
 cell and resumed: the resumed sweep reruns only the cells the first one did not finish."""
 
@@ -44,7 +44,7 @@ def mlp_failing_fsdp_8(ctx, **kw):
     return w
 """
 COMMON = [
-    "--nproc=4",
+    "--nproc=2",
     "--workload=raising:mlp_failing_fsdp_8",
     f"--workload_args={ARGS}",
     "--warmup_steps=1",

@@ -87,6 +87,7 @@ def test_audit_params_names_the_users_file_and_line(
 
 
 @pytest.mark.e2e
+@pytest.mark.concurrent  # its outcome does not depend on timing (tests/conftest.py)
 def test_dataloader_names_the_users_file_and_line(tmp_path: Path) -> None:
     pytest.importorskip("accelerate")
     workload = "tests.capture.audit_workloads:corrupt_dataset"

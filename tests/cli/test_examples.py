@@ -36,6 +36,7 @@ def python_api(*args: str | Path, cwd: Path) -> subprocess.CompletedProcess[str]
 
 
 @pytest.mark.e2e  # starts a local Dask cluster
+@pytest.mark.concurrent  # its outcome does not depend on timing (tests/conftest.py)
 def test_the_python_api_example_runs_as_a_script(tmp_path: Path) -> None:
     pytest.importorskip("distributed")
     # as docs/python-api.md runs it: bare, on the samples (its analysis saved and loaded inside)
@@ -102,6 +103,7 @@ def test_the_workflow_installs_cpu_torch_then_tracekit_and_gates(tmp_path: Path)
 
 
 @pytest.mark.e2e  # captures on 2 gloo ranks
+@pytest.mark.concurrent  # its outcome does not depend on timing (tests/conftest.py)
 def test_the_workflow_runs_here(tmp_path: Path) -> None:
     """Each ``run:`` step in order, in a git repository holding perf/cfg.json whose base branch is
     ``origin/main``: the install lines as a dry run (torch is here already; tracekit from this

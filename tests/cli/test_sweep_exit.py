@@ -40,6 +40,7 @@ def test_a_sweep_whose_cells_all_fail_exits_1(tmp_path: Path) -> None:
 
 
 @pytest.mark.e2e
+@pytest.mark.concurrent  # its outcome does not depend on timing (tests/conftest.py)
 @needs_no_nsys
 def test_the_survivors_of_a_sweep_with_a_failed_cell_are_reported(tmp_path: Path) -> None:
     out, matrix = tmp_path / "sweep", tmp_path / "matrix.json"

@@ -18,6 +18,7 @@ pytest.importorskip("accelerate", reason="the accelerate integration needs accel
 
 
 @pytest.mark.e2e
+@pytest.mark.concurrent  # its outcome does not depend on timing (tests/conftest.py)
 def test_accelerate_loop_under_accelerate_launch_reads_as_a_capture(tmp_path: Path) -> None:
     out = tmp_path / "accelerate"
     launch = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", str(RANKS)]

@@ -18,6 +18,7 @@ pytest.importorskip("lightning", reason="the Lightning callback needs lightning 
 
 
 @pytest.mark.e2e
+@pytest.mark.concurrent  # its outcome does not depend on timing (tests/conftest.py)
 def test_lightning_ddp_reads_as_a_capture(tmp_path: Path) -> None:
     out = tmp_path / "lightning"
     run(sys.executable, *example("lightning_ddp.py", out))

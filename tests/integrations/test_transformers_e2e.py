@@ -18,6 +18,7 @@ pytest.importorskip("transformers", reason="the Trainer callback needs transform
 
 
 @pytest.mark.e2e
+@pytest.mark.concurrent  # its outcome does not depend on timing (tests/conftest.py)
 def test_trainer_under_torchrun_reads_as_a_capture(tmp_path: Path) -> None:
     out = tmp_path / "trainer"
     run(sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(RANKS), *example("hf_trainer.py", out))

@@ -75,6 +75,7 @@ print("RESULT " + json.dumps(out))
 
 
 @pytest.mark.e2e
+@pytest.mark.concurrent  # its outcome does not depend on timing (tests/conftest.py)
 def test_a_failed_training_leaves_nothing_behind_and_keeps_the_trace(tmp_path: Path) -> None:
     (tmp_path / "a_file").write_text("not a folder")
     cases = {

@@ -179,7 +179,10 @@ def test_a_process_pool_gives_the_same_analysis(one_file_shards: None) -> None:
 @pytest.mark.real
 @pytest.mark.parametrize(
     "name",
-    [pytest.param("kineto/param-dlrm-8rank-v100", marks=pytest.mark.e2e), "nsys/nsysai-mfu-2gpu-after.sqlite"],
+    [
+        pytest.param("kineto/param-dlrm-8rank-v100", marks=[pytest.mark.e2e, pytest.mark.concurrent]),
+        "nsys/nsysai-mfu-2gpu-after.sqlite",
+    ],
 )
 def test_real_runs_in_one_file_shards_give_the_same_json(shared_traces: Path, name: str, one_file_shards: None) -> None:
     """Rows tied on their figure come out in the same order however the ranks were sharded."""

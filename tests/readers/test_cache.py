@@ -285,6 +285,7 @@ def _hammer(folder: str, cache: str, expected: str, rounds: int) -> list[str]:
 
 
 @pytest.mark.e2e  # starts processes that race
+@pytest.mark.concurrent  # its outcome does not depend on timing (tests/conftest.py)
 def test_processes_racing_on_one_cache_folder(shared_traces: Path, tmp_path: Path) -> None:
     """Three processes load one two-rank export while it is replaced by another, then while it stays."""
     exports = [shared_traces / "nsys" / f"nsysai-mfu-2gpu-{v}.sqlite" for v in ("before", "after")]

@@ -47,6 +47,7 @@ def typed(path: Path) -> bool:
 
 
 @pytest.mark.e2e  # every shared trace: the generated layouts below stay in the fast lane
+@pytest.mark.concurrent  # its outcome does not depend on timing (tests/conftest.py)
 def test_every_shared_trace_reads_the_same_in_small_chunks(kineto_dir: Path) -> None:
     files = sorted(p for p in kineto_dir.rglob("*.json*") if p.is_file())
     assert len(files) > 20

@@ -76,6 +76,7 @@ def same(text: bytes) -> bool:
 
 
 @pytest.mark.e2e  # every shared trace: the property test of any events stays in the fast lane
+@pytest.mark.concurrent  # its outcome does not depend on timing (tests/conftest.py)
 def test_every_chunk_of_every_shared_trace_decodes_as_with_msgspec(kineto_dir: Path) -> None:
     files = sorted(p for p in kineto_dir.rglob("*.json*") if p.is_file())
     assert len(files) > 20
