@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Every command of README.md and docs/, run as written, in a fresh clone with a new venv.
 
-``python3 .ci/doc_commands.py`` (``.ci/run`` runs it after the tests):
+``python3 .ci/doc_commands.py`` (``.ci/run`` runs it beside the lint and the tests):
 
 1. clones this repository's committed HEAD into a new temporary folder (``--keep DIR`` clones
    there instead and leaves it, for a look at what the commands wrote);

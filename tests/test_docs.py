@@ -84,7 +84,7 @@ def test_ci_runs_the_readme_test_command() -> None:
     ci = (ROOT / ".ci" / "run").read_text().splitlines()
     install, test = RUN_TESTS.split(" && ")
     assert any(line.startswith(install.replace("python3 -m pip install", "python3 -m pip install -q")) for line in ci)
-    assert test in [line.strip() for line in ci]
+    assert test in [line.split(" || ")[0].strip() for line in ci]  # "|| status=1": the rest still runs
 
 
 def test_no_install_of_the_unrelated_pypi_tracekit() -> None:

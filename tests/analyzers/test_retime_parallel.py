@@ -18,6 +18,12 @@ from tracekit.pools import FORKS
 pytestmark = pytest.mark.skipif(not FORKS, reason="the children are forked (Linux)")
 
 
+@pytest.fixture(autouse=True)
+def _fork_small_work(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These timelines are tiny: children are forked for them all the same (MIN_WORK)."""
+    monkeypatch.setattr(retime_parallel, "MIN_WORK", 0)
+
+
 def _plans() -> list[RankPlan]:
     # k1 0-50; the host syncs 1-51, fetches 51-71, launches k2 at 71 (72-82)
     return [plan(0, tasks=[(0, 0, 50), (71, 72, 82)], blocks=[(1, 51)])]
@@ -47,6 +53,18 @@ def test_one_job_forks_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
 
     monkeypatch.setattr(os, "fork", no_fork)
     assert retime_parallel.simulate_each(_plans(), _what_ifs(), jobs=1) == retime.simulate_each(_plans(), _what_ifs())
+
+
+def test_little_work_forks_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    def no_fork() -> int:
+        raise AssertionError("forked")
+
+    monkeypatch.setattr(os, "fork", no_fork)
+    monkeypatch.setattr(retime_parallel, "MIN_WORK", 2 * 4 + 1)  # one rank's 2 tasks, 4 scenarios
+    assert retime_parallel.simulate_each(_plans(), _what_ifs(), jobs=4) == retime.simulate_each(_plans(), _what_ifs())
+    monkeypatch.setattr(retime_parallel, "MIN_WORK", 2 * 4)
+    with pytest.raises(AssertionError, match="forked"):  # at the threshold, children are forked
+        retime_parallel.simulate_each(_plans(), _what_ifs(), jobs=4)
 
 
 def test_a_child_that_fails_leaves_its_scenarios_to_the_parent(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -23,13 +23,17 @@ K = TypeVar("K")
 PATIENCE: Final = 4.0
 #: ... and this long at least.
 MIN_WAIT_S: Final = 10.0
+#: Below this many tasks times scenarios (about a quarter of a second of re-timing), the
+#: scenarios run here: a fork of a process with polars loaded, and the pages it then copies,
+#: cost more than a child saves (a 3.5k-event rank: 36 ms a run forked, 21 ms here).
+MIN_WORK: Final = 100_000
 
 
 def simulate_each(plans: list[RankPlan], scenarios: dict[K, Scenario], *, jobs: int = 1) -> dict[K, dict[int, float]]:
     """:func:`retime.simulate_each` with the scenarios split over ``jobs`` processes."""
     keys = list(scenarios)
     n = min(jobs, len(keys))
-    if n < 2 or not FORKS:
+    if n < 2 or not FORKS or sum(p.start.size for p in plans) * len(keys) < MIN_WORK:
         return retime.simulate_each(plans, scenarios)
     groups = balanced(keys, {k: _weight(scenarios[k]) for k in keys}, n)
 
