@@ -124,7 +124,13 @@ def test_straggler_capture_names_the_injected_rank(tmp_path: Path) -> None:
 
 @pytest.mark.e2e
 def test_data_bound_capture_has_data_wait_as_largest_phase(tmp_path: Path) -> None:
-    summary = capture("data_bound", tmp_path / "d", nproc=4)
+    # The sample's 3-layer 512-wide model and 160 ms a batch: beside the other tests and CI's
+    # doc commands, its 4 gloo ranks' wait for each other at the step's end (the "sync" phase,
+    # the loss's all-reduce, where the ranks the load slowed most are waited for) once outgrew
+    # the wait for data. A small model and 400 ms a batch (25 ms a sample, 16 a batch, no
+    # workers) make the wait for data the largest phase by construction (3 CPU hogs beside it).
+    loader = '{"hidden": 64, "depth": 2, "loader_delay_ms": 25}'
+    summary = capture("data_bound", tmp_path / "d", f"--workload_args={loader}", nproc=4)
     phases = summary["phases"]
     assert isinstance(phases, list)
     assert max(phases, key=lambda p: p["share_pct"])["phase"] == "dataload_wait"

@@ -50,7 +50,7 @@ import polars as pl
 from tracekit.analyzers import intervals as iv
 from tracekit.analyzers.gains_plan import TASK_KEYS, ByRank, GainRun, plans, rank_frame
 from tracekit.analyzers.host_time import host_time
-from tracekit.analyzers.parts import TABLE, Parts
+from tracekit.analyzers.parts import Parts, table
 from tracekit.analyzers.retime import Removal, Scenario
 from tracekit.analyzers.retime_parallel import simulate_each
 from tracekit.analyzers.retime_plan import merge, outside
@@ -71,21 +71,21 @@ K = TypeVar("K")
 class GainParts(Parts):
     """One rank's events for re-timing, inside its measured window."""
 
-    #: rank, stream, launch_ns (null: not launched by the host), start_ns, end_ns, transfer
-    tasks: pl.DataFrame = TABLE
-    #: rank, start_ns, end_ns, until: where the host waits (syncs, waits on host collectives),
-    #: and until when the work it waits for was launched (see :class:`~tracekit.analyzers.retime.RankPlan`)
-    blocks: pl.DataFrame = TABLE
-    #: rank, start_ns, end_ns: DataLoader fetches and input preprocessing
-    fetch: pl.DataFrame = TABLE
-    #: rank, start_ns, end_ns: the host dispatching work (the idle model's ``launch`` time)
-    launches: pl.DataFrame = TABLE
-    #: rank, start_ns, end_ns: the host's own CPU work (the idle model's ``host_work`` time)
-    host_free: pl.DataFrame = TABLE
-    #: rank, name, start_ns, end_ns: the training thread's phases
-    phases: pl.DataFrame = TABLE
-    #: rank, step, start_ns, end_ns: the measured windows
-    frames: pl.DataFrame = TABLE
+    #: the device's work (launch_ns null: not launched by the host)
+    tasks: pl.DataFrame = table("rank stream launch_ns start_ns end_ns transfer")
+    #: where the host waits (syncs, waits on host collectives), and until when the work it waits
+    #: for was launched (see :class:`~tracekit.analyzers.retime.RankPlan`)
+    blocks: pl.DataFrame = table("rank start_ns end_ns until on_collectives kept")
+    #: DataLoader fetches and input preprocessing
+    fetch: pl.DataFrame = table("rank start_ns end_ns")
+    #: the host dispatching work (the idle model's ``launch`` time)
+    launches: pl.DataFrame = table("rank start_ns end_ns")
+    #: the host's own CPU work (the idle model's ``host_work`` time)
+    host_free: pl.DataFrame = table("rank start_ns end_ns")
+    #: the training thread's phases
+    phases: pl.DataFrame = table("rank name start_ns end_ns")
+    #: the measured windows
+    frames: pl.DataFrame = table("rank step start_ns end_ns")
 
 
 def _inside(df: pl.DataFrame, spans: pl.DataFrame) -> pl.DataFrame:

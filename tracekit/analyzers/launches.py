@@ -20,7 +20,7 @@ import polars as pl
 
 from tracekit.analyzers import intervals as iv
 from tracekit.analyzers.convert import rows
-from tracekit.analyzers.parts import TABLE, Parts
+from tracekit.analyzers.parts import Parts, table
 from tracekit.results.launches import LaunchRank, LaunchStats
 
 if TYPE_CHECKING:
@@ -32,7 +32,10 @@ class LaunchParts(Parts):
     """Each rank's figures (:class:`LaunchRank`'s columns): they are the rank's alone, so the map
     computes them and the reduce only gathers them (not a row per kernel: 40k a rank of 125 MB)."""
 
-    per_rank: pl.DataFrame = TABLE
+    per_rank: pl.DataFrame = table(
+        "rank kernels steps median_kernel_ns p95_kernel_ns median_queue_ns p95_queue_ns median_launch_call_ns"
+        " shorter_than_launch with_call kernels_per_step shorter_than_launch_pct"
+    )
 
 
 def launches_map(ctx: RankContext) -> LaunchParts:

@@ -37,7 +37,7 @@ import msgspec
 import polars as pl
 
 from tracekit.analyzers import intervals as iv
-from tracekit.analyzers.parts import TABLE, Parts
+from tracekit.analyzers.parts import Parts, table
 from tracekit.analyzers.stats import num
 from tracekit.analyzers.verdict import SECONDARY_SHARE
 from tracekit.results.analysis import KernelShare
@@ -86,14 +86,13 @@ _NAMED: Final = 3
 
 
 class TraitParts(Parts):
-    """Per rank: the measured kernel time and what graph replays ran of it (``time``: rank,
-    kernel_ns, graph_ns); the kernels the advice names (``kernels``: rank, name, trait, total_ns,
-    with trait ``attention`` or ``one_thread``); the host's signs of attention (``signs``: rank,
-    unfused, math: counts)."""
+    """Per rank: the measured kernel time and what graph replays ran of it (``time``); the
+    kernels the advice names (``kernels``, trait ``attention`` or ``one_thread``); the host's
+    signs of attention (``signs``: counts)."""
 
-    time: pl.DataFrame = TABLE
-    kernels: pl.DataFrame = TABLE
-    signs: pl.DataFrame = TABLE
+    time: pl.DataFrame = table("rank kernel_ns graph_ns")
+    kernels: pl.DataFrame = table("rank name trait total_ns")
+    signs: pl.DataFrame = table("rank unfused math")
 
 
 def traits_map(ctx: RankContext) -> TraitParts:
