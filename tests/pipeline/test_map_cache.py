@@ -18,7 +18,7 @@ import pytest
 from tests.conftest import SAMPLES
 from tracekit.analyzers import registry
 from tracekit.analyzers.mapreduce import Entry
-from tracekit.analyzers.parts import TABLE, Parts
+from tracekit.analyzers.parts import Parts, table
 from tracekit.pipeline import AnalyzeOptions, analyze_paths, map_cache, shards
 from tracekit.pipeline.map_cache import MAGIC, CacheWarning
 from tracekit.reports import renderer
@@ -125,7 +125,7 @@ def test_another_version_misses(runs: Runs, monkeypatch: pytest.MonkeyPatch, wha
 
 
 class StepCountParts(Parts):
-    per_rank: pl.DataFrame = TABLE
+    per_rank: pl.DataFrame = table("rank steps")
 
 
 class StepCounts(msgspec.Struct, frozen=True, kw_only=True):
@@ -156,7 +156,11 @@ def test_a_section_added_after_a_warm_run_is_there_warm(runs: Runs, monkeypatch:
         analysis = analyze_paths([runs.folder], options).analysis
         assert runs.mapped == expected_mapped
         assert analysis.sections["step_counts"].data == {"rank_steps": sum(s.count for s in analysis.steps.per_rank)}
+        for fmt in ("terminal", "md", "html"):  # every format, cold and warm
+            assert "Step counts" in renderer(fmt).render(analysis), fmt
         assert renderer("md").render(analysis).count("Step counts") == 1
+        saved = msgspec.json.decode(renderer("json").render(analysis))
+        assert saved["sections"]["step_counts"]["data"] == analysis.sections["step_counts"].data
     # a new version of the entry (what it gives changed where its code does not show) misses too
     monkeypatch.setattr(registry, "ANALYSES", (*registry.ANALYSES[:-1], dataclasses.replace(ADDED, version=2)))
     _, mapped = runs()
