@@ -92,15 +92,6 @@ def pytest_runtest_teardown(item: pytest.Item) -> Iterator[None]:
     return result
 
 
-def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
-    """``-n auto`` (the default): a worker more than the cores. The worker of the one-at-a-time
-    e2e tests spends much of its time waiting (data loaders that sleep by design, ranks starting
-    and stopping, a killed sweep's supervisors): on CI's 2 cores the tests used 1.66 cores on
-    average with 2 workers. The timed tests must pass on a loaded machine all the same."""
-    del config
-    return (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1) + 1
-
-
 @pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """The e2e tests start processes of their own (gloo ranks, a Dask cluster, a browser): under
