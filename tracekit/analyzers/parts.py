@@ -1,8 +1,8 @@
 """What a per-rank part returns: a frozen dataclass of named frames (one per table), so the
 cross-rank part reads ``red.gather(StepParts).stats`` (typed) rather than a string lookup.
 
-A subclass of :class:`Parts` names its tables, ``name: pl.DataFrame = table("rank", ...)`` each,
-with the columns the table has: it is made a frozen, keyword-only dataclass whose every table is
+A subclass of :class:`Parts` names its tables, ``name: pl.DataFrame = table("rank step ...")``
+each, with the columns the table has: it is made a frozen, keyword-only dataclass whose every table is
 an empty frame unless given (a shard that has none of a table leaves it out), and a table given
 with other columns than declared is refused where it is made (:class:`PartsError`), not found
 wrong by the reduce, which concatenates each table over the shards
@@ -43,9 +43,9 @@ class _Columns(tuple[str, ...]):
 
 
 def table(*columns: str) -> pl.DataFrame:
-    """A table of a :class:`Parts` subclass and the columns it has when it is not empty (in
-    any order; each argument one name or several separated by spaces): what its class body
-    sets it to, in place of :data:`TABLE`."""
+    """A table of a :class:`Parts` subclass and its columns (in any order; each argument one
+    name or several separated by spaces), which a frame given for it must have unless it has
+    none (the empty default): what its class body sets it to, in place of :data:`TABLE`."""
     return cast("pl.DataFrame", _Columns(name for text in columns for name in text.split()))
 
 
