@@ -53,6 +53,7 @@ def test_names_and_tables_in_declared_order_with_inherited_tables() -> None:
     assert Inherited.names() == ("per_step", "per_rank") == tuple(Inherited().tables())
     assert StepParts.names()[:2] == ("steps", "stats")
     assert More.names() == ("per_step", "per_rank", "extra")
+    assert {PerStepAndRank, Inherited, More, TwoTables} <= set(Parts.kinds())  # subclasses' subclasses too
 
 
 def test_declared_columns_are_checked_in_any_order() -> None:
@@ -74,13 +75,7 @@ def test_every_built_in_part_declares_every_table() -> None:
     """The built-in analyses' parts say what each table holds (the new section's seam may leave
     a table unchecked with ``= TABLE``; the built-ins do not)."""
     assert registry.ANALYSES  # read: every built-in analysis, and so its parts, imported
-    parts = set()
-    todo = list(Parts.__subclasses__())
-    while todo:
-        kind = todo.pop()
-        todo += kind.__subclasses__()
-        if kind.__module__.startswith("tracekit."):
-            parts.add(kind)
+    parts = {kind for kind in Parts.kinds() if kind.__module__.startswith("tracekit.")}
     assert len(parts) >= 15, sorted(k.__name__ for k in parts)
     for kind in parts:
         assert set(kind.COLUMNS) == set(kind.names()), kind.__name__

@@ -280,3 +280,21 @@ def test_a_shard_with_an_unreadable_file_is_not_stored(runs: Runs) -> None:
     runs()
     assert not runs.entries()
     assert runs()[1] == 1
+
+
+def test_a_part_of_other_columns_is_mapped_again_with_a_warning(runs: Runs) -> None:
+    """An entry whose table has other columns than its part declares (made by other code, the
+    checksum intact) is damaged: mapped again and said once, never an internal error."""
+    plain, _ = runs()
+    for path in runs.entries():
+        entry = msgspec.msgpack.decode(path.read_bytes()[len(MAGIC) + map_cache._DIGEST :], type=map_cache._Entry)
+        other = map_cache._ipc(pl.DataFrame({"rank": [0], "other": [1]}))
+        parts = tuple(
+            msgspec.structs.replace(p, tables={**p.tables, "stats": other}) if "stats" in p.tables else p
+            for p in entry.parts
+        )
+        body = msgspec.msgpack.encode(msgspec.structs.replace(entry, parts=parts))
+        path.write_bytes(MAGIC + map_cache.checksum(body) + body)
+    with pytest.warns(CacheWarning, match="is not what the analysis gives"):
+        again, mapped = runs()
+    assert (again, mapped) == (plain, 1)

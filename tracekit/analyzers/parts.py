@@ -89,6 +89,17 @@ class Parts:
         """Each table by name."""
         return {name: getattr(self, name) for name in self.names()}
 
+    @staticmethod
+    def kinds() -> list[type[Parts]]:
+        """Every subclass of :class:`Parts` defined so far, subclasses of subclasses too."""
+        out: list[type[Parts]] = []
+        todo = list(Parts.__subclasses__())
+        while todo:
+            kind = todo.pop()
+            out.append(kind)
+            todo.extend(kind.__subclasses__())
+        return out
+
 
 class FactParts(Parts):
     """Per rank: event counts, span, signs of a GPU job."""

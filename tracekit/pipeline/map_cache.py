@@ -48,7 +48,7 @@ import polars as pl
 from tracekit import __version__
 from tracekit.analyzers import registry
 from tracekit.analyzers.mapreduce import Entry, RankSummary, in_order
-from tracekit.analyzers.parts import Parts
+from tracekit.analyzers.parts import Parts, PartsError
 from tracekit.locks import entry_lock
 from tracekit.pipeline.mapped import Mapped
 from tracekit.readers.cache import CACHE_VERSION, replace_file
@@ -284,13 +284,7 @@ def _frame(data: bytes) -> pl.DataFrame:
 
 def _kinds() -> dict[str, type[Parts]]:
     """Every :class:`Parts` subclass (the analyzers' modules are imported by their registry)."""
-    out: dict[str, type[Parts]] = {}
-    todo = list(Parts.__subclasses__())
-    while todo:
-        kind = todo.pop()
-        out[f"{kind.__module__}.{kind.__qualname__}"] = kind
-        todo.extend(kind.__subclasses__())
-    return out
+    return {f"{kind.__module__}.{kind.__qualname__}": kind for kind in Parts.kinds()}
 
 
 def _entry(key: _Key, mapped: Mapped) -> _Entry:
@@ -318,7 +312,10 @@ def _mapped(entry: _Entry) -> Mapped:
         kind = kinds.get(part.kind)
         if kind is None or set(part.tables) != set(kind.names()):
             raise Damaged(f"its part {part.entry!r} is not what the analysis gives")
-        parts[part.entry] = kind(**{k: _frame(v) for k, v in part.tables.items()})
+        try:
+            parts[part.entry] = kind(**{k: _frame(v) for k, v in part.tables.items()})
+        except PartsError:  # a table of other columns than the part declares: made by other code
+            raise Damaged(f"its part {part.entry!r} is not what the analysis gives") from None
     summary = None if entry.summary_ranks is None else RankSummary(ranks=entry.summary_ranks, parts=parts)
     return Mapped(
         files=entry.files,
