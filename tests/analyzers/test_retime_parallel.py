@@ -4,16 +4,25 @@ child does."""
 from __future__ import annotations
 
 import os
+import pickle
 import time
+from typing import TYPE_CHECKING, TypeVar
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.analyzers.test_retime import _scenarios, plan, removal, timelines
+from tests.analyzers.test_retime_ranks import _late_twice
 from tracekit.analyzers import retime, retime_parallel
 from tracekit.analyzers.retime import RankPlan, Scenario
 from tracekit.pools import FORKS
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+T = TypeVar("T")
+R = TypeVar("R")
 
 pytestmark = pytest.mark.skipif(not FORKS, reason="the children are forked (Linux)")
 
@@ -109,3 +118,44 @@ def test_a_scenario_that_changes_ranks_weighs_more() -> None:
     assert retime_parallel._weight(Scenario(removals={0: removal((51, 71))})) > retime_parallel._weight(
         Scenario(no_wait_blocks=True)
     )
+
+
+class _Workers:
+    """A spread of ``workers`` that runs its items here, each sent and back as to a worker."""
+
+    def __init__(self, workers: int = 16, *, fails: bool = False) -> None:
+        self.workers = workers
+        self.fails = fails
+        self.rounds = 0
+
+    def __call__(self, fn: Callable[[T], R], items: list[T]) -> list[R] | None:
+        self.rounds += 1
+        if self.fails:
+            return None
+        return [pickle.loads(pickle.dumps(fn(pickle.loads(pickle.dumps(x))))) for x in items]
+
+
+@settings(max_examples=50, deadline=None)
+@given(timelines(), st.floats(0, 200), st.floats(0, 50))
+def test_the_ranks_on_the_workers_as_the_whole_run_here(plans: list[RankPlan], at: float, length: float) -> None:
+    """Re-timed apart on the workers, or here where they cannot settle it (a cycle)."""
+    scenarios = _scenarios(plans, at, length)
+    workers = _Workers()
+    spread = retime_parallel.simulate_each(plans, scenarios, jobs=2, spread=workers)
+    here = retime.simulate_each(plans, scenarios)
+    assert spread.keys() == here.keys()
+    for key, gains in here.items():
+        assert spread[key] == pytest.approx(gains, abs=1e-9)
+    assert (workers.rounds > 0) == (len(plans) > 1)
+
+
+def test_the_ranks_stay_here_without_enough_workers_and_when_the_workers_fail() -> None:
+    plans = _late_twice()
+    scenarios = {"fetch": Scenario(removals={1: removal((10, 30))}), "none": Scenario()}
+    here = retime.simulate_each(plans, scenarios)
+    few = _Workers(workers=retime_parallel.ROUNDS * 2)  # no more than ROUNDS times the 2 jobs here
+    assert retime_parallel.simulate_each(plans, scenarios, jobs=2, spread=few) == here
+    assert few.rounds == 0
+    failing = _Workers(fails=True)
+    assert retime_parallel.simulate_each(plans, scenarios, jobs=2, spread=failing) == here
+    assert failing.rounds == 1

@@ -6,22 +6,25 @@ import os
 import re
 import socket
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 import msgspec
 import pytest
 
 from tests.cli.test_cli import tracekit
 from tests.conftest import SAMPLES
+from tracekit.analyzers import retime_parallel
 from tracekit.errors import ExecutorError
 from tracekit.executors import TaskFailed, make_executor
 from tracekit.pipeline import AnalyzeOptions, analyze_paths
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Callable, Iterator
     from pathlib import Path
 
     from tracekit.executors.dask import DaskExecutor
+
+R = TypeVar("R")
 
 distributed = pytest.importorskip("distributed")
 
@@ -55,6 +58,36 @@ def test_the_dask_cluster_gives_the_local_analysis(cluster: DaskExecutor) -> Non
         local, analysis_seconds=None
     )
     assert cluster.workers == 2
+
+
+@pytest.mark.e2e
+def test_the_ranks_re_timed_on_the_workers_give_the_local_gains(
+    cluster: DaskExecutor, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The what-ifs' ranks re-timed apart on the workers (as on a cluster of more workers
+    than three times the client's cores; here two are made enough), the same analysis."""
+    folder = SAMPLES / "captures" / "straggler"
+    local = analyze_paths([folder], AnalyzeOptions(use_cache=False)).analysis
+    apart = []
+    monkeypatch.setattr(retime_parallel, "ROUNDS", 0)
+    monkeypatch.setattr(retime_parallel, "MIN_WORK", 0)
+    monkeypatch.setattr(retime_parallel, "simulate_apart", spy(retime_parallel.simulate_apart, apart))
+    on_dask = analyze_paths([folder], AnalyzeOptions(executor=cluster, use_cache=False)).analysis
+    assert apart and all(all(g is not None for g in out.values()) for out in apart)
+    assert msgspec.structs.replace(on_dask, analysis_seconds=None) == msgspec.structs.replace(
+        local, analysis_seconds=None
+    )
+
+
+def spy(fn: Callable[..., R], calls: list[R]) -> Callable[..., R]:
+    """``fn``, each result kept in ``calls``."""
+
+    def called(*args: object, **kwargs: object) -> R:
+        out = fn(*args, **kwargs)
+        calls.append(out)
+        return out
+
+    return called
 
 
 @pytest.mark.e2e

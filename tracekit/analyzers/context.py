@@ -25,6 +25,7 @@ from tracekit.results.choices import AnalysisChoices
 if TYPE_CHECKING:
     import polars as pl
 
+    from tracekit.analyzers.retime_parallel import Spread
     from tracekit.model.run import Run
     from tracekit.results.vocab import IdleCause
 
@@ -50,6 +51,9 @@ class Options(AnalysisChoices):
     #: processes the cross-rank part may use on this machine (the re-timing's what-ifs side by
     #: side: :mod:`tracekit.analyzers.retime_parallel`); no result depends on it
     jobs: int = 1
+    #: where the run was mapped, if the cross-rank part may run more there (the re-timing's ranks
+    #: on a cluster's workers: :mod:`tracekit.analyzers.retime_parallel`); no result depends on it
+    spread: Spread | None = None
     #: the run's ranks outnumbered the CPU cores of their machine (its capture summary says so,
     #: :func:`caveats.ranks_over_cores`): on a CPU-only run, time one rank frees goes to the
     #: others, which the re-timing cannot give them (its gains are floors)

@@ -63,6 +63,7 @@ if TYPE_CHECKING:
     from tracekit.analyzers.context import RankContext
     from tracekit.analyzers.ledger import LedgerResult
     from tracekit.analyzers.mapreduce import Reduced
+    from tracekit.analyzers.retime_parallel import Spread
     from tracekit.results.analysis import Finding
 
 K = TypeVar("K")
@@ -344,6 +345,7 @@ class WhatIfs:
     #: the mean measured step of the pace ranks
     step_ns: float
     jobs: int = 1
+    spread: Spread | None = None
 
     def gains(self, sets: dict[K, tuple[BoundKind, ...]]) -> dict[K, float]:
         """Each set of wastes removed at once, re-timed: its gain, percent of the step. A set
@@ -355,7 +357,7 @@ class WhatIfs:
             k: self.scenarios[v[0]] if len(v) == 1 else _everything([self.scenarios[b] for b in v])
             for k, v in wanted.items()
         }
-        simulated = simulate_each(self.run.plans, scenarios, jobs=self.jobs)
+        simulated = simulate_each(self.run.plans, scenarios, jobs=self.jobs, spread=self.spread)
         out = {}
         for key, gained in simulated.items():
             shares = [
@@ -384,7 +386,9 @@ def what_ifs(red: Reduced) -> WhatIfs | None:
         if scenarios:
             compute = BoundKind.GPU_COMPUTE if red.has_gpu else BoundKind.COMPUTE
             scenarios[compute] = _everything([v for k, v in scenarios.items() if k not in COMPUTE])
-    return WhatIfs(run=run, scenarios=scenarios, windows=windows, step_ns=step_ns, jobs=red.options.jobs)
+    return WhatIfs(
+        run=run, scenarios=scenarios, windows=windows, step_ns=step_ns, jobs=red.options.jobs, spread=red.options.spread
+    )
 
 
 def gains(

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import heapq
 from bisect import bisect_left, bisect_right
-from typing import Final, TypeVar
+from typing import Final, Protocol, TypeVar
 
 import numpy as np
 
@@ -45,6 +45,7 @@ from tracekit.analyzers.retime_shape import _NEVER, AWAIT_TOLERANCE_NS, DEPENDEN
 __all__ = [
     "AWAIT_TOLERANCE_NS",
     "DEPENDENCY_NS",
+    "Meets",
     "RankPlan",
     "Removal",
     "Scenario",
@@ -57,6 +58,19 @@ K = TypeVar("K")
 
 #: Up to this many times, one at a time in Python is faster than as arrays in NumPy.
 _FEW: Final = 16
+#: A time that hangs on no collective instance's last arrival (see ``_Rank.e_src``).
+_NO_SOURCE: Final = -1
+
+
+class Meets(Protocol):
+    """Where a rank's collectives meet the other ranks': :class:`Simulation` (every rank in one
+    process), or one rank re-timed alone (:class:`tracekit.analyzers.retime_ranks.Alone`)."""
+
+    #: each instance's last arrival as recorded
+    last_old: dict[int, float]
+
+    def instance(self, i: int) -> None:
+        """Re-time collective instance ``i`` (its members on the ranks this side holds)."""
 
 
 class _Rank(RankShape, HostRemoval):
@@ -87,21 +101,27 @@ class _Rank(RankShape, HostRemoval):
         self.no_wait = scenario.no_wait_blocks
         self.s_new = np.full(n, np.nan)
         self.e_new = np.full(n, np.nan)
+        #: per task, the collective instance whose last arrival its re-timed start and end hang
+        #: on (they are that arrival plus a constant), -1 for none: see :mod:`retime_ranks`
+        self.e_src = np.full(n, _NO_SOURCE, dtype=np.int64)
         self.arrived: dict[int, float] = {}  # each collective's arrival, re-timed
+        self.arrived_src: dict[int, int] = {}  # and the instance it hangs on
         self.done = [0] * len(self.streams)  # tasks re-timed, per stream
         self.b_shift = np.zeros(self.b_start.size)
+        self.b_src = np.full(self.b_start.size, _NO_SOURCE, dtype=np.int64)  # as ``e_src``, of each block's return
         self.b_done = 0
         self.b_busy = -1  # the block being re-timed (asking for what it awaits), if any
         self.l_shift: list[float] = self.b_shift.tolist()
+        self.l_src: list[int] = self.b_src.tolist()
 
-    def _dep_end(self, k: int, sim: Simulation) -> float:
-        """When the task ``k`` waits on ends, re-timed (-inf: it waits on none)."""
+    def _dep_end(self, k: int, sim: Meets) -> tuple[float, int]:
+        """When the task ``k`` waits on ends, re-timed (-inf: it waits on none), and its source."""
         m = int(self.dep[k])
         if m < 0:
-            return _NEVER
+            return _NEVER, _NO_SOURCE
         if np.isnan(self.e_new[m]):
             self.stream_until(int(self.stream_of[m]), int(self.place[m]), sim)
-        return float(self.e_new[m])
+        return float(self.e_new[m]), int(self.e_src[m])
 
     # -- the host ------------------------------------------------------------------------------
 
@@ -112,34 +132,42 @@ class _Rank(RankShape, HostRemoval):
         resumed: np.ndarray = (t >= self.b_end[b]) | (self.waited[b] & (t >= self.drain[b]))
         return resumed
 
-    def host_shift(self, t: np.ndarray, sim: Simulation) -> np.ndarray:
-        """How much earlier the host is at each of ``t`` (the blocks it depends on re-timed first)."""
+    def host_shift(self, t: np.ndarray, sim: Meets) -> tuple[np.ndarray, np.ndarray]:
+        """How much earlier the host is at each of ``t`` (the blocks it depends on re-timed
+        first), and the instance each new time hangs on (see ``e_src``)."""
         removed = self.removed_before(t)
         if self.b_start.size == 0 or t.size == 0:
-            return removed
+            return removed, np.full(t.size, _NO_SOURCE, dtype=np.int64)
         lo, hi = float(t.min()), float(t.max())
         if 0 <= self.b_busy <= bisect_right(self.l_start, hi) - 1:  # a cycle: see host_shift_one
-            return np.array([self.host_shift_one(float(x), sim) for x in t], dtype=float)
+            pairs = [self.host_shift_one(float(x), sim) for x in t]
+            return np.array([v for v, _ in pairs], dtype=float), np.array([s for _, s in pairs], dtype=np.int64)
         first = bisect_right(self.l_start, lo) - 1
         if first == bisect_right(self.l_start, hi) - 1 and (first < 0 or lo >= self.l_end[first]):
             # all of ``t`` between one block's end and the next one's start (the common case)
             if first < 0:
-                return removed
+                return removed, np.full(t.size, _NO_SOURCE, dtype=np.int64)
             self.process_through(first, sim)
             shifted: np.ndarray = self.l_shift[first] + removed - self.l_at_end[first]  # as ``after_end`` below
-            return shifted
+            return shifted, np.full(t.size, self.l_src[first], dtype=np.int64)
         j = np.searchsorted(self.b_start, t, side="right") - 1  # the last block begun by t
         jj = np.maximum(j, 0)
         resumed = (j >= 0) & self._resumed(jj, t)
         need = int(np.max(np.where(resumed, j, j - 1)))
         self.process_through(need, sim)
         before = self.shift_at_start(jj)
+        before_src = np.where(jj > 0, self.b_src[np.maximum(jj - 1, 0)], _NO_SOURCE)
         after_end = self.b_shift[jj] + removed - self.r_at_end[jj]
         inside = np.where(resumed, self.b_shift[jj], before)
+        inside_src = np.where(resumed, self.b_src[jj], before_src)
         if self.comp_task.size:
-            inside = np.where(self.b_coll[jj], self._after_completion(t, jj, before, sim), inside)
-        shift = np.where(t >= self.b_end[jj], after_end, inside)
-        return np.where(j >= 0, shift, removed)
+            done, done_src = self._after_completion(t, jj, before, before_src, sim)
+            inside = np.where(self.b_coll[jj], done, inside)
+            inside_src = np.where(self.b_coll[jj], done_src, inside_src)
+        ended = t >= self.b_end[jj]
+        shift = np.where(ended, after_end, inside)
+        src = np.where(ended, self.b_src[jj], inside_src)
+        return np.where(j >= 0, shift, removed), np.where(j >= 0, src, _NO_SOURCE)
 
     # -- one time at a time: the same arithmetic as the array paths, in Python floats ----------
 
@@ -149,53 +177,62 @@ class _Rank(RankShape, HostRemoval):
             return self.l_shift[b - 1] + self.l_at_start[b] - self.l_at_end[b - 1]
         return self.l_at_start[b]
 
-    def host_shift_one(self, t: float, sim: Simulation) -> float:
+    def _src_at_start(self, b: int) -> int:
+        """The source of :meth:`shift_at_start_one` (the block before's)."""
+        return self.l_src[b - 1] if b > 0 else _NO_SOURCE
+
+    def host_shift_one(self, t: float, sim: Meets) -> tuple[float, int]:
         """:meth:`host_shift` of one time."""
         removed = self.removed_one(t)
         j = bisect_right(self.l_start, t) - 1
         if j < 0:
-            return removed
+            return removed, _NO_SOURCE
         if 0 <= self.b_busy <= j:
             # asked for while the block ``b_busy`` is re-timed, by work it awaits, launched in it
             # (another thread's launch in the wait, an awaited task of no length, ended when it
             # was launched): launched before the block let the host go, as the host reached it
-            return self.shift_at_start_one(self.b_busy)
+            return self.shift_at_start_one(self.b_busy), self._src_at_start(self.b_busy)
         end = self.l_end[j]
         resumed = t >= end or (self.l_waited[j] and t >= self.l_drain[j])
         self.process_through(j if resumed else j - 1, sim)
         if t >= end:
-            return self.l_shift[j] + removed - self.l_at_end[j]
+            return self.l_shift[j] + removed - self.l_at_end[j], self.l_src[j]
         before = self.shift_at_start_one(j)
         if self.l_comp_end and self.l_coll[j]:
             return self._after_completion_one(t, j, before, sim)
-        return self.l_shift[j] if resumed else before
+        return (self.l_shift[j], self.l_src[j]) if resumed else (before, self._src_at_start(j))
 
-    def _after_completion_one(self, t: float, b: int, before: float, sim: Simulation) -> float:
+    def _after_completion_one(self, t: float, b: int, before: float, sim: Meets) -> tuple[float, int]:
         """:meth:`_after_completion` of one time inside block ``b`` (a wait on collectives)."""
         c = bisect_right(self.l_comp_end, t) - 1
         if c < 0 or self.l_comp_end[c] < self.l_start[b]:
-            return before
+            return before, self._src_at_start(b)
         k = int(self.comp_task[c])
         self.ensure_free(k, sim)
         gained = float(self.plan.end[k] - self.e_new[k])
-        return min(before + (t - self.l_start[b]), gained)
+        reach = before + (t - self.l_start[b])
+        return (reach, self._src_at_start(b)) if reach <= gained else (gained, int(self.e_src[k]))
 
-    def launch_one(self, k: int, sim: Simulation) -> float:
+    def launch_one(self, k: int, sim: Meets) -> tuple[float, int]:
         """:meth:`_launch_new` of one task."""
         if self.first_unlaunched[k]:
-            return float(self.plan.start[k] - self.delay[k])
+            return float(self.plan.start[k] - self.delay[k]), _NO_SOURCE
         if not self.launched[k]:
-            return _NEVER
+            return _NEVER, _NO_SOURCE
         lch = float(self.lch[k])
-        return lch - self.host_shift_one(lch, sim)
+        shift, src = self.host_shift_one(lch, sim)
+        return lch - shift, src
 
-    def _after_completion(self, t: np.ndarray, b: np.ndarray, before: np.ndarray, sim: Simulation) -> np.ndarray:
+    def _after_completion(
+        self, t: np.ndarray, b: np.ndarray, before: np.ndarray, before_src: np.ndarray, sim: Meets
+    ) -> tuple[np.ndarray, np.ndarray]:
         """In a wait on collectives, the host goes on after each collective that completes in it
         (DDP copies a bucket back as its all-reduce ends): at ``t``, it is as much earlier as the
         last completion before ``t`` (and no earlier than it reached the wait)."""
         c = np.searchsorted(self.comp_end, t, side="right") - 1
         valid = (c >= 0) & (self.comp_end[np.maximum(c, 0)] >= self.b_start[b]) & self.b_coll[b] & (t < self.b_end[b])
         out = before.copy()
+        src = before_src.copy()
         for i in np.unique(c[valid]):
             k = int(self.comp_task[i])
             self.ensure_free(k, sim)
@@ -203,9 +240,10 @@ class _Rank(RankShape, HostRemoval):
             hit = valid & (c == i)
             # it goes on at max(reaching the wait, the completion + the time since it): earlier by
             # the completion's gain, or by as much as it could reach the wait sooner, the smaller
-            out[hit] = np.minimum(before[hit] + (t[hit] - self.b_start[b[hit]]), gained)
-        result: np.ndarray = out
-        return result
+            reach = before[hit] + (t[hit] - self.b_start[b[hit]])
+            out[hit] = np.minimum(reach, gained)
+            src[hit] = np.where(reach <= gained, before_src[hit], self.e_src[k])
+        return out, src
 
     def shift_at_start(self, b: np.ndarray) -> np.ndarray:
         """How much earlier the host reaches the start of each block ``b`` (the blocks before it re-timed)."""
@@ -214,11 +252,11 @@ class _Rank(RankShape, HostRemoval):
         shift: np.ndarray = np.where(b > 0, since, self.r_at_start[b])
         return shift
 
-    def blocks_until(self, t: float, sim: Simulation) -> None:
+    def blocks_until(self, t: float, sim: Meets) -> None:
         """Re-time every block that ends by ``t``."""
         self.process_through(bisect_right(self.l_end, t) - 1, sim)
 
-    def process_through(self, last: int, sim: Simulation) -> None:
+    def process_through(self, last: int, sim: Meets) -> None:
         """Re-time blocks up to index ``last``, in order."""
         if last < self.b_done:
             return
@@ -226,31 +264,35 @@ class _Rank(RankShape, HostRemoval):
         while self.b_done <= last:
             self.block(sim)
 
-    def block(self, sim: Simulation) -> None:
+    def block(self, sim: Meets) -> None:
         """Re-time the next block: when it returns, from its start and the awaited work."""
         b = self.b_done  # the shift at its start comes from the blocks before it
         self.b_busy = b
         start_new = self.l_start[b] - self.shift_at_start_one(b)
-        drain = _NEVER
-        e_new = self.e_new
+        drain, drain_src = _NEVER, _NO_SOURCE
+        e_new, e_src = self.e_new, self.e_src
         for j, last, k in self.l_awaited[b]:
             self.stream_until(j, last, sim)
-            drain = max(drain, e_new.item(k))
+            if e_new.item(k) > drain:
+                drain, drain_src = e_new.item(k), e_src.item(k)
         for k in self.l_awaited_free[b]:
             self.ensure_free(k, sim)
-            drain = max(drain, e_new.item(k))
-        own = self.l_own[b]
-        waits = not self.no_wait or self.l_kept[b]
-        ret = max(start_new + own, drain + self.l_tail[b]) if waits else start_new + own
+            if e_new.item(k) > drain:
+                drain, drain_src = e_new.item(k), e_src.item(k)
+        ret, src = start_new + self.l_own[b], self._src_at_start(b)
+        if (not self.no_wait or self.l_kept[b]) and drain + self.l_tail[b] > ret:  # it waits, and on the work
+            ret, src = drain + self.l_tail[b], drain_src
         shift = self.l_end[b] - ret
         self.b_shift[b] = shift
         self.l_shift[b] = shift
+        self.b_src[b] = src
+        self.l_src[b] = src
         self.b_done = b + 1
         self.b_busy = -1
 
     # -- the streams ---------------------------------------------------------------------------
 
-    def stream_until(self, j: int, last: int, sim: Simulation) -> None:
+    def stream_until(self, j: int, last: int, sim: Meets) -> None:
         """Re-time stream ``j`` through its task at place ``last``."""
         idx, stops = self.streams[j], self.stops[j]
         while self.done[j] <= last:
@@ -270,92 +312,133 @@ class _Rank(RankShape, HostRemoval):
                 self._collective_alone(k, sim)
                 self.done[j] = hi + 1
 
-    def _one(self, j: int, place: int, sim: Simulation) -> None:
+    def _start_after(self, k: int, launch: tuple[float, int], sim: Meets) -> tuple[float, int]:
+        """When task ``k`` starts: after its launch (``launch``: the time and its source), its
+        predecessor on its stream and the task it waits on, plus its delay; and its source."""
+        a, a_src = launch
+        j, place = int(self.stream_of[k]), int(self.place[k])
+        dep, dep_src = self._dep_end(k, sim)
+        prev, prev_src = self._prev_end(j, place) - self.overlap[k], self._prev_src(j, place)
+        start, src = a, a_src  # the first of equal times, as ``max`` keeps
+        if prev > start:
+            start, src = prev, prev_src
+        if dep > start:
+            start, src = dep, dep_src
+        return start + self.delay[k], src
+
+    def _one(self, j: int, place: int, sim: Meets) -> None:
         """Re-time the task at ``place`` of stream ``j``, which waits on another stream's task."""
         k = int(self.streams[j][place])
-        dep = self._dep_end(k, sim)
+        self._dep_end(k, sim)
         if self.done[j] != place:  # re-timed meanwhile (through its dependency's stream)
             return
-        a = self.launch_one(k, sim)
-        start = max(a, self._prev_end(j, place) - self.overlap[k], dep) + self.delay[k]
+        start, src = self._start_after(k, self.launch_one(k, sim), sim)
         self.s_new[k], self.e_new[k] = start, start + self.dur[k]
+        self.e_src[k] = src
         self.done[j] = place + 1
 
-    def _launch_new(self, k: np.ndarray, sim: Simulation) -> np.ndarray:
-        """When the tasks ``k`` could start as far as their launch goes (-inf: not launched)."""
+    def _launch_new(self, k: np.ndarray, sim: Meets) -> tuple[np.ndarray, np.ndarray]:
+        """When the tasks ``k`` could start as far as their launch goes (-inf: not launched),
+        and the instance each hangs on."""
         if k.size <= _FEW:
-            return np.array([self.launch_one(int(x), sim) for x in k], dtype=float)
+            pairs = [self.launch_one(int(x), sim) for x in k]
+            return np.array([v for v, _ in pairs], dtype=float), np.array([s for _, s in pairs], dtype=np.int64)
         lch = self.lch[k]
         launched = self.launched[k]
-        shifted = lch - self.host_shift(np.where(launched, lch, 0.0), sim)
-        out = np.where(launched, shifted, _NEVER)
-        return np.where(self.first_unlaunched[k], self.plan.start[k] - self.delay[k], out)
+        shift, src = self.host_shift(np.where(launched, lch, 0.0), sim)
+        out = np.where(launched, lch - shift, _NEVER)
+        first = self.first_unlaunched[k]
+        return np.where(first, self.plan.start[k] - self.delay[k], out), np.where(launched & ~first, src, _NO_SOURCE)
 
     def _prev_end(self, j: int, place: int) -> float:
         if place == 0:
             return _NEVER
         return float(self.e_new[self.streams[j][place - 1]])
 
-    def _run(self, j: int, lo: int, hi: int, sim: Simulation) -> None:
+    def _prev_src(self, j: int, place: int) -> int:
+        if place == 0:
+            return _NO_SOURCE
+        return int(self.e_src[self.streams[j][place - 1]])
+
+    def _run(self, j: int, lo: int, hi: int, sim: Meets) -> None:
         """Re-time tasks ``lo:hi`` of stream ``j`` (no collective among them) at once."""
         k = self.streams[j][lo:hi]
         if k.size <= _FEW:
             self._run_few(j, k.tolist(), sim)
             self.done[j] = hi
             return
-        a = self._launch_new(k, sim)
+        a, a_src = self._launch_new(k, sim)
         d, delay, ov = self.dur[k], self.delay[k], self.overlap[k]
         c = delay + d - ov
         b = a + delay + d
         cum = np.cumsum(c)
         carry = self._prev_end(j, lo)
-        e = cum + np.maximum(carry, np.maximum.accumulate(b - cum))
+        x = b - cum
+        most = np.maximum.accumulate(x)
+        e = cum + np.maximum(carry, most)
         self.e_new[k] = e
         self.s_new[k] = e - d
+        # the source: the carry where it is the larger, else the last task that set the maximum
+        which = np.maximum.accumulate(np.where(x >= most, np.arange(x.size), 0))
+        self.e_src[k] = np.where(carry >= most, self._prev_src(j, lo), a_src[which])
         self.done[j] = hi
 
-    def _run_few(self, j: int, ks: list[int], sim: Simulation) -> None:
+    def _run_few(self, j: int, ks: list[int], sim: Meets) -> None:
         """:meth:`_run` of a few tasks ``ks``, one at a time: the same sums in the same order."""
         launches = [self.launch_one(k, sim) for k in ks]
-        carry = self._prev_end(j, int(self.place[ks[0]]))
-        cum, most = 0.0, _NEVER
-        dur, delay, overlap, s_new, e_new = self.dur, self.delay, self.overlap, self.s_new, self.e_new
-        for k, a in zip(ks, launches, strict=True):
+        place = int(self.place[ks[0]])
+        carry, carry_src = self._prev_end(j, place), self._prev_src(j, place)
+        cum, most, most_src = 0.0, _NEVER, _NO_SOURCE
+        dur, delay, overlap = self.dur, self.delay, self.overlap
+        s_new, e_new, e_src = self.s_new, self.e_new, self.e_src
+        for k, (a, a_src) in zip(ks, launches, strict=True):
             d, w = float(dur[k]), float(delay[k])
             cum += w + d - float(overlap[k])
-            most = max(most, a + w + d - cum)
-            e = cum + max(carry, most)
+            x = a + w + d - cum
+            if x >= most:  # as ``_run``: the last that sets the maximum
+                most, most_src = x, a_src
+            if carry >= most:
+                e, src = cum + carry, carry_src
+            else:
+                e, src = cum + most, most_src
             e_new[k] = e
             s_new[k] = e - d
+            e_src[k] = src
 
-    def collective_arrival(self, k: int, sim: Simulation) -> tuple[float, float]:
-        """Re-time a collective's start (its stream re-timed up to it): (start, arrival)."""
-        a = self.launch_one(k, sim)
+    def collective_arrival(self, k: int, sim: Meets) -> tuple[float, int, float, int]:
+        """Re-time a collective's start (its stream re-timed up to it): (start, the instance it
+        hangs on, arrival, the instance that hangs on)."""
+        a, a_src = self.launch_one(k, sim)
         if self.free[k]:
-            start = a + self.delay[k]
+            start, src = a + self.delay[k], a_src
         else:
             j, place = int(self.stream_of[k]), int(self.place[k])
             self.stream_until(j, place - 1, sim)
-            start = max(a, self._prev_end(j, place) - self.overlap[k], self._dep_end(k, sim)) + self.delay[k]
+            start, src = self._start_after(k, (a, a_src), sim)
         # a host collective arrives when its call enqueues it; a kernel when it starts
-        arrival = a if self.free[k] and self.launched[k] else start
+        arrival, arrival_src = (a, a_src) if self.free[k] and self.launched[k] else (start, src)
         self.arrived[k] = arrival
-        return start, arrival
+        self.arrived_src[k] = arrival_src
+        return start, src, arrival, arrival_src
 
-    def finish_collective(self, k: int, start: float, last_new: float, last_old: float) -> None:
-        """A collective's end: when the last rank arrives, plus its own tail."""
+    def finish_collective(self, k: int, start: float, start_src: int, last: tuple[float, int], last_old: float) -> None:
+        """A collective's end: when the last rank arrives (``last``: its time, and the instance
+        that time hangs on), plus its own tail."""
         p = self.plan
         tail = p.end[k] - max(p.start[k], last_old)
         if self.hide:
             tail = min(tail, 0.0)
-        end = max(start, last_new) + tail
-        end = max(end, start)  # never before it starts
+        last_new, last_src = last
+        end, src = (start + tail, start_src) if start >= last_new else (last_new + tail, last_src)
+        if start > end:  # never before it starts
+            end, src = start, start_src
         self.s_new[k], self.e_new[k] = start, end
+        self.e_src[k] = src
         if not self.free[k]:
             j = int(self.stream_of[k])
             self.done[j] = max(self.done[j], int(self.place[k]) + 1)
 
-    def ensure_free(self, k: int, sim: Simulation) -> None:
+    def ensure_free(self, k: int, sim: Meets) -> None:
         """Re-time host collective ``k`` (with its instance on every rank), if not yet."""
         if not np.isnan(self.e_new[k]):
             return
@@ -365,16 +448,17 @@ class _Rank(RankShape, HostRemoval):
         if np.isnan(self.e_new[k]):  # its instance is being re-timed (a cycle), or it has none
             self._collective_alone(k, sim)
 
-    def _collective_alone(self, k: int, sim: Simulation) -> None:
+    def _collective_alone(self, k: int, sim: Meets) -> None:
         """A collective reached again while its instance is being re-timed (a cycle through
         other ranks): its wait kept, the last arrival moved as much as its own arrival."""
-        start, arrival = self.collective_arrival(k, sim)
+        start, start_src, arrival, arrival_src = self.collective_arrival(k, sim)
         old_last = sim.last_old.get(int(self.plan.instance[k]), float(self.plan.arrival[k]))
-        self.finish_collective(k, start, old_last - (float(self.plan.arrival[k]) - arrival), old_last)
+        last = old_last - (float(self.plan.arrival[k]) - arrival), arrival_src
+        self.finish_collective(k, start, start_src, last, old_last)
 
     # -- the end -------------------------------------------------------------------------------
 
-    def gained(self, sim: Simulation) -> float:
+    def gained(self, sim: Meets) -> float:
         """How much earlier the rank's measured time ends."""
         p = self.plan
         if p.device_end and p.start.size:
@@ -388,7 +472,7 @@ class _Rank(RankShape, HostRemoval):
             last = int(np.argmax(np.where(inside, p.end, _NEVER)))
             return float(p.end[last] - self.e_new[last])
         self.blocks_until(p.window_end, sim)
-        return float(self.host_shift(np.array([p.window_end]), sim)[0])
+        return float(self.host_shift(np.array([p.window_end]), sim)[0][0])
 
 
 class Simulation:
@@ -428,12 +512,12 @@ class Simulation:
                 # still arrives when it did, and the others wait for it
                 last_new = max(last_new, r.arrived.get(k, float(r.plan.arrival[k])))
                 continue
-            start, arrival = r.collective_arrival(k, self)
-            starts.append((r, k, start, arrival))
+            start, start_src, arrival, _ = r.collective_arrival(k, self)
+            starts.append((r, k, start, start_src, arrival))
         last_new = max(last_new, max((a for *_, a in starts), default=_NEVER))
-        for r, k, start, _ in starts:
+        for r, k, start, start_src, _ in starts:
             if np.isnan(r.e_new[k]):
-                r.finish_collective(k, start, last_new, self.last_old[i])
+                r.finish_collective(k, start, start_src, (last_new, i), self.last_old[i])
         self.in_progress.discard(i)
         self.finished.add(i)
 

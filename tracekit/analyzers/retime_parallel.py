@@ -1,24 +1,37 @@
 """The what-ifs of one run side by side: :func:`~tracekit.analyzers.retime.simulate_each` on
-more than one core.
+more than one core, or each rank on the workers that mapped the run.
 
 Each scenario is re-timed on its own; scenarios share nothing but the plans. So forked
 children (:func:`tracekit.pools.forked_map`) re-time some of them while this process re-times
 the rest, each sending its gains back (a few floats a rank and scenario). The re-timing is
 numpy and Python only, as a forked child needs. A child that fails or stalls is killed and its
 scenarios run here: the gains never depend on one.
+
+Where the run was mapped by more workers than this machine's cores can match (a Dask
+cluster: :class:`Spread`), the ranks are re-timed there instead, each on its own, the ranks
+meeting at their collectives' last arrivals (:mod:`tracekit.analyzers.retime_ranks`): this
+process then works on collective instances only, a few rounds of ranks x instances. A
+scenario the ranks cannot settle apart (a cycle), or a round the workers could not run, is
+re-timed here whole: the gains are the same either way.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Final, TypeVar
+import dataclasses
+from typing import TYPE_CHECKING, Final, Protocol, TypeVar
 
 from tracekit.analyzers import retime
+from tracekit.analyzers.retime_ranks import Group, RankAlone, Round, recorded, round_of_group, settle_each
 from tracekit.pools import FORKS, forked_map
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from tracekit.analyzers.retime_plan import RankPlan, Scenario
 
 K = TypeVar("K")
+T = TypeVar("T")
+R = TypeVar("R")
 #: A child may take this many times what this process's own scenarios took ...
 PATIENCE: Final = 4.0
 #: ... and this long at least.
@@ -29,11 +42,40 @@ MIN_WAIT_S: Final = 10.0
 MIN_WORK: Final = 100_000
 
 
-def simulate_each(plans: list[RankPlan], scenarios: dict[K, Scenario], *, jobs: int = 1) -> dict[K, dict[int, float]]:
-    """:func:`retime.simulate_each` with the scenarios split over ``jobs`` processes."""
+#: The rounds re-timing apart takes, about (every rank re-timed each round; the 8 x 125 MB
+#: benchmark's four scenarios settle in three): it pays where it is spread over more than this
+#: many times the processes here.
+ROUNDS: Final = 3
+
+
+class Spread(Protocol):
+    """Where the run was mapped, to run more there: the executor's workers."""
+
+    @property
+    def workers(self) -> int:
+        """How many items run at once."""
+        ...
+
+    def __call__(self, fn: Callable[[T], R], items: list[T]) -> list[R] | None:
+        """``fn`` over ``items`` there, the results in order (None: an item could not be run)."""
+        ...
+
+
+def simulate_each(
+    plans: list[RankPlan], scenarios: dict[K, Scenario], *, jobs: int = 1, spread: Spread | None = None
+) -> dict[K, dict[int, float]]:
+    """:func:`retime.simulate_each` with the scenarios split over ``jobs`` processes, or the
+    ranks over ``spread``'s workers where they are more than :data:`ROUNDS` times as many."""
     keys = list(scenarios)
     n = min(jobs, len(keys))
-    if n < 2 or not FORKS or sum(p.start.size for p in plans) * len(keys) < MIN_WORK:
+    work = sum(p.start.size for p in plans) * len(keys)
+    if spread is not None and work >= MIN_WORK and len(plans) > 1 and spread.workers > ROUNDS * max(n, 1):
+        apart = simulate_apart(plans, scenarios, spread)
+        settled = {k: g for k, g in apart.items() if g is not None}
+        rest = {k: s for k, s in scenarios.items() if k not in settled}
+        whole = simulate_each(plans, rest, jobs=jobs) if rest else {}
+        return {k: settled[k] if k in settled else whole[k] for k in keys}
+    if n < 2 or not FORKS or work < MIN_WORK:
         return retime.simulate_each(plans, scenarios)
     groups = balanced(keys, {k: _weight(scenarios[k]) for k in keys}, n)
 
@@ -63,3 +105,42 @@ def balanced(keys: list[K], weight: dict[K, float], n: int) -> list[list[K]]:
         load[i] += weight[k]
     order = {k: i for i, k in enumerate(keys)}
     return [sorted(g, key=order.__getitem__) for g in groups]
+
+
+def simulate_apart(
+    plans: list[RankPlan], scenarios: dict[K, Scenario], spread: Spread
+) -> dict[K, dict[int, float] | None]:
+    """Each scenario's gains, the ranks re-timed apart on ``spread``'s workers, in groups of
+    about equal work (None: a scenario the ranks could not settle apart)."""
+    last_old, first_end = recorded(plans)
+    by_rank = {p.rank: p for p in plans}
+    groups = balanced(
+        list(by_rank), {r: float(p.start.size) for r, p in by_rank.items()}, min(spread.workers, len(plans))
+    )
+    held = [[RankAlone(by_rank[r], last_old, first_end) for r in g] for g in groups if g]
+    instances = [{i for r in g for i in r.members} for g in held]
+
+    def rounds_of(lasts: dict[K, dict[int, float]]) -> dict[K, list[Round]] | None:
+        items = [
+            Group(
+                ranks=g,
+                scenarios={k: _only(scenarios[k], {r.plan.rank for r in g}) for k in lasts},
+                lasts={k: {i: last[i] for i in own} for k, last in lasts.items()},
+            )
+            for g, own in zip(held, instances, strict=True)
+        ]
+        done = spread(round_of_group, items)
+        if done is None:
+            return None
+        return {k: [r for part in done for r in part[k]] for k in lasts}
+
+    return settle_each(rounds_of, last_old, scenarios)
+
+
+def _only(scenario: Scenario, ranks: set[int]) -> Scenario:
+    """``scenario`` on ``ranks`` only: what a group of them needs of it."""
+    return dataclasses.replace(
+        scenario,
+        removals={r: v for r, v in scenario.removals.items() if r in ranks},
+        durations={r: v for r, v in scenario.durations.items() if r in ranks},
+    )

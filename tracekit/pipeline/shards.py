@@ -23,9 +23,9 @@ from __future__ import annotations
 
 import os
 import warnings
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, TypeVar
 
 import polars as pl
 
@@ -63,6 +63,9 @@ SHARD_MAX_BYTES: Final = 128 * 1024 * 1024
 SHARDS_PER_WORKER: Final = 4
 #: The registry entry that the memory timelines (read here, not by a shard) belong to.
 MEMORY_ENTRY: Final = "memory"
+
+T = TypeVar("T")
+R = TypeVar("R")
 
 
 def map_shard(shard: Shard) -> Mapped:
@@ -192,9 +195,32 @@ def analyze_files(
         settings,
         has_gpu=has_gpu,
         jobs=min(executor.workers, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1),
+        spread=Spread(executor),
         cores_shared=cores_shared,
     )
     return reduce_outcome(summaries, options, meta)
+
+
+@dataclass(frozen=True)
+class Spread:
+    """``executor``, to run more of the reduce where the map ran
+    (:class:`tracekit.analyzers.retime_parallel.Spread`)."""
+
+    executor: Executor
+
+    @property
+    def workers(self) -> int:
+        return self.executor.workers
+
+    def __call__(self, fn: Callable[[T], R], items: list[T]) -> list[R] | None:
+        out: list[R] = []
+        got = dict(self.executor.map(fn, items))
+        for i in range(len(items)):
+            result = got.get(i)
+            if result is None or isinstance(result, TaskFailed):
+                return None
+            out.append(result)
+        return out
 
 
 def _decided(task: Shard, assigned: dict[TraceKey, int], has_gpu: bool) -> Shard:

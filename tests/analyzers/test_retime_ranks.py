@@ -1,0 +1,86 @@
+"""Each rank re-timed on its own, the ranks meeting at collectives only: the whole run's gains."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tracekit.analyzers.retime import RankPlan, Scenario, simulate
+from tracekit.analyzers.retime_ranks import RankAlone, Round, agreed_order, recorded, settle_each, solve
+
+from .test_retime import _scenarios, plan, removal, timelines
+
+
+def apart(plans: list[RankPlan], scenarios: dict[str, Scenario]) -> tuple[dict[str, dict[int, float] | None], int]:
+    """Each scenario's gains, the ranks re-timed apart in this process, and the rounds it took."""
+    last_old, first_end = recorded(plans)
+    ranks = [RankAlone(p, last_old, first_end) for p in plans]
+    rounds = 0
+
+    def rounds_of(lasts: dict[str, dict[int, float]]) -> dict[str, list[Round]]:
+        nonlocal rounds
+        rounds += 1
+        return {k: [r.round(scenarios[k], last) for r in ranks] for k, last in lasts.items()}
+
+    return settle_each(rounds_of, last_old, scenarios), rounds
+
+
+@settings(max_examples=1000, deadline=None)
+@given(timelines(), st.floats(0, 200), st.floats(0, 50))
+def test_apart_as_the_whole_run_at_once(plans: list[RankPlan], at: float, length: float) -> None:
+    """Six scenarios a timeline: 6,000 cases, every one settled apart the whole run's gains, or
+    left to the whole run (a cycle)."""
+    scenarios = _scenarios(plans, at, length)
+    gains, rounds = apart(plans, scenarios)
+    for key, scenario in scenarios.items():
+        if gains[key] is not None:
+            assert gains[key] == pytest.approx(simulate(plans, scenario), abs=1e-9)
+    assert rounds <= 4
+
+
+def _late_twice() -> list[RankPlan]:
+    """Rank 1 fetches 10-30 before instance 0 and arrives last at both instances; rank 0's
+    kernels follow one another (launched by no one), rank 1's host launches its own."""
+    nan = float("nan")
+    r0 = plan(0, tasks=[(nan, 0, 10), (nan, 10, 35), (nan, 35, 45), (nan, 45, 70)], instances=[-1, 0, -1, 1])
+    r1 = plan(1, tasks=[(0, 0, 10), (30, 30, 35), (35, 35, 45), (65, 65, 70)], instances=[-1, 0, -1, 1])
+    return [r0, r1]
+
+
+def test_a_late_rank_s_fetch_gained_on_both_ranks_through_two_instances_in_two_rounds() -> None:
+    """Without the fetch, instance 0's last arrival is 10 (was 30): both ranks leave it at 15,
+    run 15-25, and rank 0 reaches instance 1 at 25, rank 1 (launching at 65 - 20) at 45: the
+    last arrival 45 (was 65), both end at 50, 20 earlier. Round 1 with the recorded arrivals
+    (30, 65) has rank 0 arrive at instance 1 at 45 hanging on instance 0; the client moves it
+    with instance 0's last arrival (45 - 20 = 25, below rank 1's 45); round 2 confirms."""
+    plans = _late_twice()
+    scenario = {"fetch": Scenario(removals={1: removal((10, 30))})}
+    gains, rounds = apart(plans, scenario)
+    assert gains["fetch"] == {0: pytest.approx(20), 1: pytest.approx(20)}
+    assert simulate(plans, scenario["fetch"]) == gains["fetch"]
+    assert rounds == 2
+
+
+def test_the_client_moves_each_arrival_with_its_source() -> None:
+    first = [
+        Round(0, 0.0, arrivals={0: 10.0, 1: 45.0}, sources={0: -1, 1: 0}, order=[0, 1]),
+        Round(1, 0.0, arrivals={0: 10.0, 1: 45.0}, sources={0: -1, 1: -1}, order=[0, 1]),
+    ]
+    assert solve(first, {0: 30.0, 1: 65.0}, [0, 1]) == {0: 10.0, 1: 45.0}
+    # had rank 0 arrived at 60 hanging on instance 0, it would still be the last: 60 - 20
+    first[0].arrivals[1] = 60.0
+    assert solve(first, {0: 30.0, 1: 65.0}, [0, 1]) == {0: 10.0, 1: 45.0}
+    first[0].arrivals[1] = 70.0
+    assert solve(first, {0: 30.0, 1: 65.0}, [0, 1]) == {0: 10.0, 1: 50.0}
+
+
+def test_instances_finished_in_opposite_orders_are_left_to_the_whole_run() -> None:
+    assert agreed_order([Round(0, 0.0, order=[0, 1]), Round(1, 0.0, order=[1, 0])]) is None
+    assert agreed_order([Round(0, 0.0, order=[0, 2]), Round(1, 0.0, order=[1, 2])]) == [0, 1, 2]
+    # two collectives in opposite stream orders on two ranks (the cycle test of test_retime)
+    nan = float("nan")
+    r0 = plan(0, tasks=[(nan, 0, 5), (nan, 5, 10)], instances=[0, 1])
+    r1 = plan(1, tasks=[(nan, 0, 5), (nan, 5, 10)], instances=[1, 0])
+    gains, _ = apart([r0, r1], {"none": Scenario()})
+    assert gains == {"none": None}

@@ -1,0 +1,271 @@
+"""Re-timing each rank on its own, the ranks meeting only at their collectives' last arrivals.
+
+A rank's re-timing (:mod:`tracekit.analyzers.retime`) depends on the other ranks only where a
+collective ends: at ``max(its start, the instance's last arrival) + its tail``. Told each
+instance's last arrival, one rank re-times alone (:class:`RankAlone`, where its events are) and
+sends back a few numbers per instance (:class:`Round`): its own arrival, and the instance that
+arrival hangs on (it is that instance's last arrival plus a constant, the re-timing's maxima
+followed back: ``_Rank.e_src``), or none.
+
+A rank's arrivals are a max-plus function of the last arrivals, and linear as long as the
+sources hold. So the client (:func:`settle_each`) works on instances only, never on events:
+
+1. every rank re-times with the recorded last arrivals;
+2. the client takes the instances in an order every rank agrees on (each rank finishes them
+   in an order; a source always comes before what it holds back) and sets each instance's last
+   arrival as the latest of its ranks' arrivals, each moved as much as its source moved: one
+   pass over ranks x instances (:func:`solve`);
+3. every rank re-times with those; where each instance's last arrival is what its ranks'
+   arrivals now give, that is the fixed point the whole run re-timed at once
+   (:class:`~tracekit.analyzers.retime.Simulation`) solves, and each rank's gain is its gain
+   there. Else back to 2 with the new sources: a source changes only where another rank's
+   arrival or the rank's own work overtakes it, so it settles in a few rounds.
+
+Where two ranks finish instances in orders no one order holds (collectives in opposite orders
+on two ranks' streams: a cycle), the whole-run re-timing breaks the cycle in its own order of
+visit, which no rank alone can know: :func:`settle_each` says so (``None``) and the caller re-times
+the whole run at once. So does a rank that meets a cycle on its own events, and a run that
+does not settle in :data:`MAX_ROUNDS`.
+"""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Final, TypeVar
+
+import numpy as np
+
+from tracekit.analyzers.retime import _NO_SOURCE, _Rank
+from tracekit.analyzers.retime_shape import _NEVER
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Hashable, Iterable
+
+    from tracekit.analyzers.retime_plan import RankPlan, Scenario
+
+__all__ = [
+    "MAX_ROUNDS",
+    "TOLERANCE",
+    "Group",
+    "RankAlone",
+    "Round",
+    "agreed_order",
+    "recorded",
+    "round_of_group",
+    "settle_each",
+    "solve",
+]
+
+K = TypeVar("K")
+
+#: Rounds after which a run that has not settled is re-timed whole (a source that keeps
+#: changing; the property tests have never needed more than a few).
+MAX_ROUNDS: Final = 8
+#: How close an instance's last arrival must come to its ranks' arrivals, relative to its
+#: size (the rounding of the same sums done in another order: some thousands of the last
+#: bit; 0.1 ns at 100 s from the origin).
+TOLERANCE: Final = 1e-12
+
+
+@dataclass
+class Round:
+    """What one rank sends back from one round: a few numbers per instance it holds."""
+
+    rank: int
+    #: how much earlier the rank's measured time ends, ns (final once the run settles)
+    gained: float
+    #: instance -> this rank's arrival there, re-timed (its latest, if it holds it twice)
+    arrivals: dict[int, float] = field(default_factory=dict)
+    #: instance -> the instance whose last arrival that arrival hangs on (-1: none)
+    sources: dict[int, int] = field(default_factory=dict)
+    #: the instances in the order this rank finished them
+    order: list[int] = field(default_factory=list)
+    #: whether the rank met a cycle on its own events (then the whole run is re-timed at once)
+    cycled: bool = False
+
+
+class _Alone:
+    """One rank's side of the meetings (:class:`~tracekit.analyzers.retime.Meets`): each
+    instance ends on the last arrival the client gave, or this rank's own if later."""
+
+    def __init__(self, rank: _Rank, members: dict[int, list[int]], last_old: dict[int, float], last: dict[int, float]):
+        self.rank = rank
+        self.members = members
+        self.last_old = last_old
+        self.last = last
+        self.out = Round(rank.plan.rank, 0.0)
+        self.finished: set[int] = set()
+        self.in_progress: set[int] = set()
+
+    def instance(self, i: int) -> None:
+        if i in self.finished:
+            return
+        if i in self.in_progress:  # reached again before it could finish: a cycle on this rank
+            self.out.cycled = True
+            return
+        self.in_progress.add(i)
+        r = self.rank
+        own, own_src = _NEVER, _NO_SOURCE
+        starts = []
+        for k in self.members[i]:
+            if np.isnan(r.e_new[k]):
+                start, start_src, arrival, arrival_src = r.collective_arrival(k, self)
+                starts.append((k, start, start_src))
+            else:  # re-timed alone meanwhile, through a cycle
+                self.out.cycled = True
+                arrival, arrival_src = r.arrived.get(k, float(r.plan.arrival[k])), r.arrived_src.get(k, _NO_SOURCE)
+            if arrival > own:
+                own, own_src = arrival, arrival_src
+        given = self.last.get(i, _NEVER)
+        last = (given, i) if given >= own else (own, own_src)
+        for k, start, start_src in starts:
+            if np.isnan(r.e_new[k]):
+                r.finish_collective(k, start, start_src, last, self.last_old[i])
+        self.in_progress.discard(i)
+        self.finished.add(i)
+        self.out.order.append(i)
+        self.out.arrivals[i] = own
+        self.out.sources[i] = own_src
+
+    def run(self, first_end: dict[int, float]) -> Round:
+        """Re-time the rank in the order :meth:`Simulation.run` visits it: its blocks by their
+        ends, its instances by their first end on any rank."""
+        r = self.rank
+        events = [(t, 0, b) for b, t in enumerate(r.l_end)]
+        events += [(first_end[i], 1, i) for i in self.members]
+        heapq.heapify(events)
+        while events:
+            t, kind, who = heapq.heappop(events)
+            if kind == 0:
+                r.blocks_until(t, self)
+            else:
+                self.instance(who)
+        self.out.gained = r.gained(self)
+        return self.out
+
+
+class RankAlone:
+    """One rank, re-timed on its own round after round (kept where its events are)."""
+
+    def __init__(self, plan: RankPlan, last_old: dict[int, float], first_end: dict[int, float]) -> None:
+        """``last_old``, ``first_end``: each instance's last arrival and first end as recorded,
+        on any rank (:func:`recorded`)."""
+        self.plan = plan
+        self.last_old = last_old
+        self.first_end = first_end
+        self.members: dict[int, list[int]] = {}
+        for k in np.flatnonzero(plan.instance >= 0).tolist():
+            self.members.setdefault(int(plan.instance[k]), []).append(k)
+        self._like: _Rank | None = None
+
+    def __getstate__(self) -> dict[str, object]:
+        """What travels to a worker: the plan, not the last round's state."""
+        return {**self.__dict__, "_like": None}
+
+    def round(self, scenario: Scenario, last: dict[int, float]) -> Round:
+        """The rank re-timed under ``scenario``, each instance's last arrival as ``last`` says."""
+        rank = _Rank(self.plan, scenario, self._like)
+        self._like = rank
+        return _Alone(rank, self.members, self.last_old, last).run(self.first_end)
+
+
+def recorded(plans: Iterable[RankPlan]) -> tuple[dict[int, float], dict[int, float]]:
+    """Each instance's last arrival and first end as recorded: what the client knows of every
+    rank before any round (ranks x instances numbers)."""
+    last: dict[int, float] = {}
+    first: dict[int, float] = {}
+    for p in plans:
+        for i, a, e in zip(p.instance.tolist(), p.arrival.tolist(), p.end.tolist(), strict=True):
+            if i >= 0:
+                last[i] = max(last.get(i, _NEVER), a)
+                first[i] = min(first.get(i, np.inf), e)
+    return last, first
+
+
+def agreed_order(rounds: list[Round]) -> list[int] | None:
+    """The instances in an order each rank's finishing order keeps (None: there is none, a
+    cycle), ties in the order of the instances' numbers."""
+    after: dict[int, set[int]] = {}
+    waits: dict[int, int] = {}
+    for r in rounds:
+        for i in r.order:
+            waits.setdefault(i, 0)
+        for a, b in zip(r.order, r.order[1:], strict=False):
+            if b not in after.setdefault(a, set()):
+                after[a].add(b)
+                waits[b] = waits.get(b, 0) + 1
+    ready = [i for i, n in waits.items() if n == 0]
+    heapq.heapify(ready)
+    order = []
+    while ready:
+        i = heapq.heappop(ready)
+        order.append(i)
+        for j in after.get(i, ()):
+            waits[j] -= 1
+            if waits[j] == 0:
+                heapq.heappush(ready, j)
+    return order if len(order) == len(waits) else None
+
+
+def solve(rounds: list[Round], last: dict[int, float], order: list[int]) -> dict[int, float]:
+    """Each instance's last arrival, the ranks' arrivals moved as much as their sources moved
+    (one pass in ``order``: a source is always set before what it holds back)."""
+    held: dict[int, list[tuple[float, int]]] = {}
+    for r in rounds:
+        for i, a in r.arrivals.items():
+            held.setdefault(i, []).append((a, r.sources[i]))
+    new = dict(last)
+    for i in order:
+        new[i] = max(a if s < 0 else a + (new[s] - last[s]) for a, s in held[i])
+    return new
+
+
+def settle_each(
+    rounds_of: Callable[[dict[K, dict[int, float]]], dict[K, list[Round]] | None],
+    last_old: dict[int, float],
+    keys: Iterable[K],
+) -> dict[K, dict[int, float] | None]:
+    """Each rank's gain, ns, under each scenario of ``keys``, the ranks re-timed apart, the
+    scenarios' rounds side by side. ``rounds_of``: every rank's :meth:`RankAlone.round` under
+    each scenario it is given, with that scenario's last arrivals, wherever the ranks are (None:
+    a round could not be run). A scenario gets None where only the whole run re-timed at once
+    can say (a cycle, no fixed point in :data:`MAX_ROUNDS`, a round not run)."""
+    out: dict[K, dict[int, float] | None] = {}
+    pending = {k: dict(last_old) for k in keys}
+    for _ in range(MAX_ROUNDS):
+        if not pending:
+            break
+        got = rounds_of(pending)
+        if got is None:
+            break
+        for key, rounds in got.items():
+            last = pending.pop(key)
+            order = None if any(r.cycled for r in rounds) else agreed_order(rounds)
+            if order is None:
+                out[key] = None
+                continue
+            given: dict[int, float] = {}
+            for r in rounds:
+                for i, a in r.arrivals.items():
+                    given[i] = max(given.get(i, _NEVER), a)
+            if all(a == last[i] or abs(a - last[i]) <= TOLERANCE * max(1.0, abs(last[i])) for i, a in given.items()):
+                out[key] = {r.rank: r.gained for r in rounds}
+            else:
+                pending[key] = solve(rounds, last, order)
+    return {**out, **dict.fromkeys(pending)}
+
+
+@dataclass
+class Group:
+    """What one worker re-times in one round: some ranks, under the scenarios still settling,
+    each with its last arrivals (those of the instances these ranks hold)."""
+
+    ranks: list[RankAlone]
+    scenarios: dict[Hashable, Scenario]
+    lasts: dict[Hashable, dict[int, float]]
+
+
+def round_of_group(group: Group) -> dict[Hashable, list[Round]]:
+    """One round of ``group``'s ranks under each of its scenarios (run where the group is sent)."""
+    return {k: [r.round(group.scenarios[k], last) for r in group.ranks] for k, last in group.lasts.items()}
