@@ -165,7 +165,7 @@ class RankAlone:
 
     def round(self, scenario: Scenario, last: dict[int, float]) -> Round:
         """The rank re-timed under ``scenario``, each instance's last arrival as ``last`` says."""
-        rank = _Rank(self.plan, scenario, self._like)
+        rank = _Rank(self.plan, scenario, self._like, track=True)
         self._like = rank
         return _Alone(rank, self.members, self.last_old, last).run(self.first_end)
 
