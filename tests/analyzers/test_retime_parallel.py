@@ -121,18 +121,22 @@ def test_a_scenario_that_changes_ranks_weighs_more() -> None:
 
 
 class _Workers:
-    """A spread of ``workers`` that runs its items here, each sent and back as to a worker."""
+    """A spread of ``workers`` that runs its items here: the held ones sent once as to a
+    worker and kept, the results sent back."""
 
-    def __init__(self, workers: int = 16, *, fails: bool = False) -> None:
+    def __init__(self, workers: int = 16, *, fails: str = "") -> None:
         self.workers = workers
-        self.fails = fails
+        self.fails = fails  # "hold", "call": what the workers fail to do
         self.rounds = 0
+
+    def hold(self, items: list[T]) -> list[T] | None:
+        return None if self.fails == "hold" else [pickle.loads(pickle.dumps(x)) for x in items]
 
     def __call__(self, fn: Callable[[T], R], items: list[T]) -> list[R] | None:
         self.rounds += 1
-        if self.fails:
+        if self.fails == "call":
             return None
-        return [pickle.loads(pickle.dumps(fn(pickle.loads(pickle.dumps(x))))) for x in items]
+        return [pickle.loads(pickle.dumps(fn(x))) for x in items]
 
 
 @settings(max_examples=50, deadline=None)
@@ -156,6 +160,9 @@ def test_the_ranks_stay_here_without_enough_workers_and_when_the_workers_fail() 
     few = _Workers(workers=retime_parallel.ROUNDS * 2)  # no more than ROUNDS times the 2 jobs here
     assert retime_parallel.simulate_each(plans, scenarios, jobs=2, spread=few) == here
     assert few.rounds == 0
-    failing = _Workers(fails=True)
-    assert retime_parallel.simulate_each(plans, scenarios, jobs=2, spread=failing) == here
-    assert failing.rounds == 1
+    not_held = _Workers(fails="hold")
+    assert retime_parallel.simulate_each(plans, scenarios, jobs=2, spread=not_held) == here
+    assert not_held.rounds == 0
+    not_run = _Workers(fails="call")
+    assert retime_parallel.simulate_each(plans, scenarios, jobs=2, spread=not_run) == here
+    assert not_run.rounds == 1

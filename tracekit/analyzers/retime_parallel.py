@@ -18,10 +18,10 @@ re-timed here whole: the gains are the same either way.
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, Final, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Final, Protocol, TypeVar
 
 from tracekit.analyzers import retime
-from tracekit.analyzers.retime_ranks import Group, RankAlone, Round, recorded, round_of_group, settle_each
+from tracekit.analyzers.retime_ranks import RankAlone, Round, recorded, round_of_group, settle_each
 from tracekit.pools import FORKS, forked_map
 
 if TYPE_CHECKING:
@@ -54,6 +54,11 @@ class Spread(Protocol):
     @property
     def workers(self) -> int:
         """How many items run at once."""
+        ...
+
+    def hold(self, items: list[T]) -> list[Any] | None:
+        """Each item placed there once: a handle per item that the items of calls may hold in
+        its place, the same object there from one call to the next (None: they could not be)."""
         ...
 
     def __call__(self, fn: Callable[[T], R], items: list[T]) -> list[R] | None:
@@ -117,17 +122,22 @@ def simulate_apart(
     groups = balanced(
         list(by_rank), {r: float(p.start.size) for r, p in by_rank.items()}, min(spread.workers, len(plans))
     )
-    held = [[RankAlone(by_rank[r], last_old, first_end) for r in g] for g in groups if g]
-    instances = [{i for r in g for i in r.members} for g in held]
+    alone = [[RankAlone(by_rank[r], last_old, first_end) for r in g] for g in groups if g]
+    ranks = [{r.plan.rank for r in g} for g in alone]
+    instances = [{i for r in g for i in r.members} for g in alone]
+    held = spread.hold(alone)  # the ranks' events sent once; each round sends a few numbers
+    del alone
+    if held is None:
+        return dict.fromkeys(scenarios)
 
     def rounds_of(lasts: dict[K, dict[int, float]]) -> dict[K, list[Round]] | None:
         items = [
-            Group(
-                ranks=g,
-                scenarios={k: _only(scenarios[k], {r.plan.rank for r in g}) for k in lasts},
-                lasts={k: {i: last[i] for i in own} for k, last in lasts.items()},
+            (
+                g,
+                {k: _only(scenarios[k], mine) for k in lasts},
+                {k: {i: last[i] for i in own} for k, last in lasts.items()},
             )
-            for g, own in zip(held, instances, strict=True)
+            for g, mine, own in zip(held, ranks, instances, strict=True)
         ]
         done = spread(round_of_group, items)
         if done is None:

@@ -40,14 +40,13 @@ from tracekit.analyzers.retime import _NO_SOURCE, _Rank
 from tracekit.analyzers.retime_shape import _NEVER
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Hashable, Iterable
+    from collections.abc import Callable, Iterable
 
     from tracekit.analyzers.retime_plan import RankPlan, Scenario
 
 __all__ = [
     "MAX_ROUNDS",
     "TOLERANCE",
-    "Group",
     "RankAlone",
     "Round",
     "agreed_order",
@@ -173,14 +172,19 @@ class RankAlone:
 def recorded(plans: Iterable[RankPlan]) -> tuple[dict[int, float], dict[int, float]]:
     """Each instance's last arrival and first end as recorded: what the client knows of every
     rank before any round (ranks x instances numbers)."""
-    last: dict[int, float] = {}
-    first: dict[int, float] = {}
-    for p in plans:
-        for i, a, e in zip(p.instance.tolist(), p.arrival.tolist(), p.end.tolist(), strict=True):
-            if i >= 0:
-                last[i] = max(last.get(i, _NEVER), a)
-                first[i] = min(first.get(i, np.inf), e)
-    return last, first
+    held = [p for p in plans if (p.instance >= 0).any()]
+    if not held:
+        return {}, {}
+    inst = np.concatenate([p.instance[p.instance >= 0] for p in held])
+    arrival = np.concatenate([p.arrival[p.instance >= 0] for p in held])
+    end = np.concatenate([p.end[p.instance >= 0] for p in held])
+    ids, at = np.unique(inst, return_inverse=True)
+    last = np.full(ids.size, _NEVER)
+    first = np.full(ids.size, np.inf)
+    np.maximum.at(last, at, arrival)
+    np.minimum.at(first, at, end)
+    keys = ids.tolist()
+    return dict(zip(keys, last.tolist(), strict=True)), dict(zip(keys, first.tolist(), strict=True))
 
 
 def agreed_order(rounds: list[Round]) -> list[int] | None:
@@ -256,16 +260,12 @@ def settle_each(
     return {**out, **dict.fromkeys(pending)}
 
 
-@dataclass
-class Group:
-    """What one worker re-times in one round: some ranks, under the scenarios still settling,
-    each with its last arrivals (those of the instances these ranks hold)."""
-
-    ranks: list[RankAlone]
-    scenarios: dict[Hashable, Scenario]
-    lasts: dict[Hashable, dict[int, float]]
+#: What one worker re-times in one round: some ranks (kept there from one round to the next),
+#: under the scenarios still settling, each with its last arrivals (of the instances they hold).
+Group = tuple[list[RankAlone], dict[K, "Scenario"], dict[K, dict[int, float]]]
 
 
-def round_of_group(group: Group) -> dict[Hashable, list[Round]]:
-    """One round of ``group``'s ranks under each of its scenarios (run where the group is sent)."""
-    return {k: [r.round(group.scenarios[k], last) for r in group.ranks] for k, last in group.lasts.items()}
+def round_of_group(group: Group[K]) -> dict[K, list[Round]]:
+    """One round of a group's ranks under each of its scenarios (run where the group is)."""
+    ranks, scenarios, lasts = group
+    return {k: [r.round(scenarios[k], last) for r in ranks] for k, last in lasts.items()}

@@ -11,7 +11,7 @@ Dask cluster (``dask``). Nothing else in tracekit knows which one ran it, so ano
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from tracekit.errors import InputError
 
@@ -47,6 +47,12 @@ class Executor(Protocol):
         ``fn`` and the items must pickle (a module-level function, plain data). Every item
         gives exactly one result, a :class:`TaskFailed` when it could not be run.
         """
+        ...
+
+    def hold(self, items: Sequence[T]) -> list[Any]:
+        """Each item placed where ``map`` runs, once, for several maps to use: a handle per item
+        that ``map``'s items may hold in its place (a Dask future; here, the item itself). An
+        item held is the same object from one map to the next where the executor keeps it."""
         ...
 
     def close(self) -> None:

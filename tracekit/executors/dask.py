@@ -124,6 +124,11 @@ class DaskExecutor:
         finally:
             self._client.cancel(list(pending))
 
+    def hold(self, items: Sequence[T]) -> list[Any]:
+        """Each item sent to a worker once and kept there: a future per item, which the items of
+        :meth:`map` may hold (the worker's task gets the item, the same object each time)."""
+        return list(self._client.scatter(list(items), hash=False))
+
     def _stalled(self, idle_s: float, workerless_s: float) -> str | None:
         """Why the items still out will not complete, if they will not."""
         if workerless_s > self.connect_timeout:

@@ -6,7 +6,7 @@ import importlib
 import os
 from concurrent.futures import Future, as_completed
 from pathlib import Path
-from typing import TYPE_CHECKING, Final, TypeVar
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from tracekit.pools import WorkerPool
 from tracekit.sizes import data_bytes
@@ -71,6 +71,10 @@ class LocalExecutor:
             self.close()  # a pool whose process died takes no more work
             for i in sorted(retry):
                 yield i, fn(items[i])
+
+    def hold(self, items: Sequence[T]) -> list[Any]:
+        """The items themselves: each map sends its items to the processes anew."""
+        return list(items)
 
     def close(self) -> None:
         """Stop the pool's processes: after their items, or at once when called on an interrupt."""

@@ -25,7 +25,7 @@ import os
 import warnings
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Final, TypeVar
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 import polars as pl
 
@@ -211,6 +211,12 @@ class Spread:
     @property
     def workers(self) -> int:
         return self.executor.workers
+
+    def hold(self, items: list[T]) -> list[Any] | None:
+        try:
+            return self.executor.hold(items)
+        except Exception:  # the workers are lost: the caller does the work here
+            return None
 
     def __call__(self, fn: Callable[[T], R], items: list[T]) -> list[R] | None:
         out: list[R] = []
