@@ -42,6 +42,8 @@ def test_cold_and_warm_reports_are_the_same(source: str, request: pytest.Fixture
     cache = tmp_path / "cache"
     cold = _reports(folder, tmp_path / "cold", cache)
     assert list((cache / "maps").glob("*.msgpack")), "the cold run stored no map results"
+    if source == "samples":  # a run with what-ifs (the shared one, sampled, has no verdict to re-time)
+        assert list((cache / "whatifs").glob("*.msgpack")), "the cold run kept no re-timed gains"
     warm_run = _reports(folder, tmp_path / "warm", cache)
     for fmt in cold:
         assert warm_run[fmt] == cold[fmt], f"the warm {fmt} report differs from the cold one"

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from tracekit.analyzers.breakdown import BreakdownResult
+    from tracekit.analyzers.gains_memo import Memo
     from tracekit.analyzers.retime_parallel import Spread
     from tracekit.model.run import RunMeta
     from tracekit.results.analysis import RunFacts, Verdict
@@ -106,6 +107,7 @@ def run_options(
     has_gpu: bool,
     jobs: int = 1,
     spread: Spread | None = None,
+    memo: Memo | None = None,
     cores_shared: bool = False,
 ) -> Options:
     """The options of an analysis of a run known by its metadata and whether any rank has GPU
@@ -119,6 +121,7 @@ def run_options(
         hosts=rank_hosts(meta.ranks),
         jobs=jobs,
         spread=spread,
+        memo=memo,
         cores_shared=cores_shared,
     )
 

@@ -25,6 +25,7 @@ from tracekit.results.choices import AnalysisChoices
 if TYPE_CHECKING:
     import polars as pl
 
+    from tracekit.analyzers.gains_memo import Memo
     from tracekit.analyzers.retime_parallel import Spread
     from tracekit.model.run import Run
     from tracekit.results.vocab import IdleCause
@@ -54,6 +55,9 @@ class Options(AnalysisChoices):
     #: where the run was mapped, if the cross-rank part may run more there (the re-timing's ranks
     #: on a cluster's workers: :mod:`tracekit.analyzers.retime_parallel`); no result depends on it
     spread: Spread | None = None
+    #: where the re-timed gains are kept between runs (a warm run reads them back:
+    #: :mod:`tracekit.analyzers.gains_memo`); no result depends on it
+    memo: Memo | None = None
     #: the run's ranks outnumbered the CPU cores of their machine (its capture summary says so,
     #: :func:`caveats.ranks_over_cores`): on a CPU-only run, time one rank frees goes to the
     #: others, which the re-timing cannot give them (its gains are floors)

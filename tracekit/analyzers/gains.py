@@ -48,6 +48,7 @@ import numpy as np
 import polars as pl
 
 from tracekit.analyzers import intervals as iv
+from tracekit.analyzers.gains_memo import decode, encode, plans_digest, scenario_key
 from tracekit.analyzers.gains_plan import TASK_KEYS, ByRank, GainRun, plans, rank_frame
 from tracekit.analyzers.host_time import host_time
 from tracekit.analyzers.parts import Parts, table
@@ -61,6 +62,7 @@ from tracekit.results.worth import NOTE_BOUND, Gain, GainLimit
 
 if TYPE_CHECKING:
     from tracekit.analyzers.context import RankContext
+    from tracekit.analyzers.gains_memo import Memo
     from tracekit.analyzers.ledger import LedgerResult
     from tracekit.analyzers.mapreduce import Reduced
     from tracekit.analyzers.retime_parallel import Spread
@@ -346,6 +348,28 @@ class WhatIfs:
     step_ns: float
     jobs: int = 1
     spread: Spread | None = None
+    #: where gains re-timed before are kept (:mod:`tracekit.analyzers.gains_memo`)
+    memo: Memo | None = None
+
+    def _simulated(self, run: GainRun, scenarios: dict[K, Scenario]) -> dict[K, dict[int, float]]:
+        """Each scenario's gains per rank: kept by the memo, else re-timed (and kept)."""
+        if self.memo is None:
+            return simulate_each(run.plans, scenarios, jobs=self.jobs, spread=self.spread)
+        digest = plans_digest(run.plans)
+        keys = {k: scenario_key(digest, s) for k, s in scenarios.items()}
+        out: dict[K, dict[int, float]] = {}
+        for k, key in keys.items():
+            data = self.memo.get(key)
+            kept = None if data is None else decode(data)
+            if kept is not None:
+                out[k] = kept
+        todo = {k: s for k, s in scenarios.items() if k not in out}
+        if todo:
+            fresh = simulate_each(run.plans, todo, jobs=self.jobs, spread=self.spread)
+            for k, gained in fresh.items():
+                self.memo.put(keys[k], encode(gained))
+            out.update(fresh)
+        return {k: out[k] for k in scenarios}
 
     def gains(self, sets: dict[K, tuple[BoundKind, ...]]) -> dict[K, float]:
         """Each set of wastes removed at once, re-timed: its gain, percent of the step. A set
@@ -357,7 +381,7 @@ class WhatIfs:
             k: self.scenarios[v[0]] if len(v) == 1 else _everything([self.scenarios[b] for b in v])
             for k, v in wanted.items()
         }
-        simulated = simulate_each(self.run.plans, scenarios, jobs=self.jobs, spread=self.spread)
+        simulated = self._simulated(self.run, scenarios)
         out = {}
         for key, gained in simulated.items():
             shares = [
@@ -386,9 +410,8 @@ def what_ifs(red: Reduced) -> WhatIfs | None:
         if scenarios:
             compute = BoundKind.GPU_COMPUTE if red.has_gpu else BoundKind.COMPUTE
             scenarios[compute] = _everything([v for k, v in scenarios.items() if k not in COMPUTE])
-    return WhatIfs(
-        run=run, scenarios=scenarios, windows=windows, step_ns=step_ns, jobs=red.options.jobs, spread=red.options.spread
-    )
+    o = red.options
+    return WhatIfs(run, scenarios, windows, step_ns, jobs=o.jobs, spread=o.spread, memo=o.memo)
 
 
 def gains(

@@ -37,6 +37,7 @@ from tracekit.analyzers.memory import timeline_parts
 from tracekit.executors import TaskFailed
 from tracekit.pipeline.map_cache import CacheWarning, look_up, through_cache
 from tracekit.pipeline.mapped import Mapped, Settings, Shard
+from tracekit.pipeline.whatif_cache import whatif_cache
 from tracekit.readers.claims import FileClaims, TraceClaim, TraceKey, rank_for, resolve
 from tracekit.readers.load import (
     collective_counts,
@@ -196,6 +197,7 @@ def analyze_files(
         has_gpu=has_gpu,
         jobs=min(executor.workers, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1),
         spread=Spread(executor),
+        memo=whatif_cache(settings),
         cores_shared=cores_shared,
     )
     return reduce_outcome(summaries, options, meta)

@@ -1,0 +1,86 @@
+"""The re-timed gains remembered: each scenario's gains are a function of the ranks' plans and
+the scenario only (:func:`tracekit.analyzers.retime.simulate`), so a run analyzed again with the
+same plans and what-ifs (a warm ``tracekit analyze``) reads them back instead of re-timing.
+
+The key (:func:`scenario_key`) is a digest of everything the re-timing reads: every array and
+number of every :class:`~tracekit.analyzers.retime_plan.RankPlan` and of the
+:class:`~tracekit.analyzers.retime_plan.Scenario`, by value. Another option, another file, a
+changed step: other plans, another key. Where the gains are kept, and that code other than
+this re-timing's never answers, is the keeper's business (:class:`Memo`:
+:class:`tracekit.pipeline.whatif_cache.WhatIfCache` adds the re-timing's code to the key).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+from typing import TYPE_CHECKING, Any, Protocol
+
+import msgspec
+import numpy as np
+
+if TYPE_CHECKING:
+    from tracekit.analyzers.retime_plan import RankPlan, Scenario
+
+__all__ = ["Memo", "decode", "encode", "plans_digest", "scenario_key"]
+
+
+class Memo(Protocol):
+    """Where gains are kept between runs (none in an analyzer: it does no I/O)."""
+
+    def get(self, key: str) -> bytes | None:
+        """What was put under ``key``, if it is still there and whole."""
+        ...
+
+    def put(self, key: str, data: bytes) -> None:
+        """Keep ``data`` under ``key`` (never an error: a memo that cannot keep it forgets it)."""
+        ...
+
+
+def _feed(digest: Any, value: object) -> None:
+    """Feed ``value`` (an array, a number, None, a dict or a dataclass of them) to ``digest``,
+    each part with its kind and size, so that no two values feed the same bytes."""
+    if isinstance(value, np.ndarray):
+        data = np.ascontiguousarray(value)
+        digest.update(f"a{data.dtype.str}{data.shape}".encode())
+        digest.update(data.tobytes())
+    elif dataclasses.is_dataclass(value) and not isinstance(value, type):
+        digest.update(f"d{type(value).__name__}".encode())
+        for f in dataclasses.fields(value):
+            digest.update(f.name.encode())
+            _feed(digest, getattr(value, f.name))
+    elif isinstance(value, dict):
+        digest.update(f"m{len(value)}".encode())
+        for k in sorted(value):
+            _feed(digest, k)
+            _feed(digest, value[k])
+    else:  # a number, a bool, None
+        digest.update(f"v{type(value).__name__}:{value!r};".encode())
+
+
+def plans_digest(plans: list[RankPlan]) -> str:
+    """A digest of every rank's plan, in rank order."""
+    digest = hashlib.blake2b(digest_size=20)
+    for plan in sorted(plans, key=lambda p: p.rank):
+        _feed(digest, plan)
+    return digest.hexdigest()
+
+
+def scenario_key(plans: str, scenario: Scenario) -> str:
+    """The key of ``scenario``'s gains on the plans of digest ``plans``."""
+    digest = hashlib.blake2b(plans.encode(), digest_size=20)
+    _feed(digest, scenario)
+    return digest.hexdigest()
+
+
+def encode(gains: dict[int, float]) -> bytes:
+    """Each rank's gain as kept (every float to the bit)."""
+    return msgspec.msgpack.encode(gains)
+
+
+def decode(data: bytes) -> dict[int, float] | None:
+    """Gains as :func:`encode` kept them (None: not such gains)."""
+    try:
+        return msgspec.msgpack.decode(data, type=dict[int, float])
+    except msgspec.MsgspecError:
+        return None
