@@ -58,20 +58,23 @@ def test_the_dask_cluster_gives_the_local_analysis(cluster: DaskExecutor) -> Non
         local, analysis_seconds=None
     )
     assert cluster.workers == 2
+    assert not cluster.elsewhere  # a local cluster: its workers share this machine's cores
 
 
 @pytest.mark.e2e
 def test_the_ranks_re_timed_on_the_workers_give_the_local_gains(
     cluster: DaskExecutor, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The what-ifs' ranks re-timed apart on the workers (as on a cluster of more workers
-    than three times the client's cores; here two are made enough), the same analysis."""
+    """The what-ifs' ranks re-timed apart on the workers (as on a cluster on other machines of
+    more workers than three times the client's cores; here two local ones are made to count),
+    the same analysis."""
     folder = SAMPLES / "captures" / "straggler"
     local = analyze_paths([folder], AnalyzeOptions(use_cache=False)).analysis
     apart = []
     monkeypatch.setattr(retime_parallel, "ROUNDS", 0)
     monkeypatch.setattr(retime_parallel, "MIN_WORK", 0)
     monkeypatch.setattr(retime_parallel, "simulate_apart", spy(retime_parallel.simulate_apart, apart))
+    monkeypatch.setattr(type(cluster), "elsewhere", True)  # as a cluster on other machines
     on_dask = analyze_paths([folder], AnalyzeOptions(executor=cluster, use_cache=False)).analysis
     assert apart and all(all(g is not None for g in out.values()) for out in apart)
     assert msgspec.structs.replace(on_dask, analysis_seconds=None) == msgspec.structs.replace(

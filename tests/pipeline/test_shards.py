@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 from dataclasses import dataclass
+from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
 import msgspec
@@ -129,11 +130,15 @@ class FailsOn:
     name: str = "flaky"
     runs: int = 0
     workers: int = 1
+    elsewhere: bool = False
 
     def map(self, fn: Callable[[Any], Any], items: Sequence[Any]) -> Iterator[tuple[int, Any]]:
         for i, item in enumerate(items):
             self.runs += 1
             yield i, TaskFailed("its worker died") if any(self.bad in p for p in item.paths) else fn(item)
+
+    def hold(self, items: Sequence[Any]) -> list[Any]:
+        return list(items)
 
     def close(self) -> None:
         pass
@@ -151,6 +156,27 @@ def test_a_shard_the_executor_cannot_run_is_a_skipped_file(tmp_path: Path, one_f
     assert executor.runs == 3  # nothing mapped twice
     with pytest.raises(InputError, match=r"rank0\.json: not analyzed: the flaky executor failed"):
         sharded([tmp_path / "rank0.json"], executor=FailsOn("rank0"))
+
+
+def _count(item: SimpleNamespace) -> int:
+    return len(item.paths)
+
+
+@pytest.mark.parametrize("elsewhere", [False, True])
+def test_the_reduce_may_spread_work_only_to_workers_elsewhere(tmp_path: Path, elsewhere: bool) -> None:
+    """A local pool's or local cluster's workers share this machine's cores: the re-timing's
+    ranks are sent only to a cluster's on other machines."""
+    for r in range(2):
+        write_kineto(tmp_path / f"rank{r}.json", simple_step(offset=r * 2.0), rank=r, world_size=2)
+    executor = FailsOn("none of them", workers=64, elsewhere=elsewhere)
+    outcome = analyze_files([tmp_path], executor=executor, settings=Settings(use_cache=False))
+    spread = outcome.frames.options.spread
+    assert (spread is not None) == elsewhere
+    if spread is not None:
+        assert spread.workers == 64
+        ok, bad = SimpleNamespace(paths=("a", "b")), SimpleNamespace(paths=("none of them",))
+        assert spread(_count, [ok, ok]) == [2, 2]
+        assert spread(_count, [ok, bad]) is None  # one item failed: none counts
 
 
 def test_progress_names_every_file_once(tmp_path: Path, one_file_shards: None) -> None:

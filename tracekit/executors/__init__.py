@@ -41,6 +41,12 @@ class Executor(Protocol):
         """How many items run at once (to size the work into enough pieces)."""
         ...
 
+    @property
+    def elsewhere(self) -> bool:
+        """Whether the workers run on other machines than this one (a running cluster's): work
+        sent there takes none of this machine's cores."""
+        ...
+
     def map(self, fn: Callable[[T], R], items: Sequence[T]) -> Iterator[tuple[int, R | TaskFailed]]:
         """``fn`` over ``items``: each result with its item's index, as it completes.
 

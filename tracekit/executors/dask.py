@@ -96,6 +96,12 @@ class DaskExecutor:
         threads: dict[str, int] = self._client.nthreads()
         return max(1, sum(threads.values()))
 
+    @property
+    def elsewhere(self) -> bool:
+        """Whether the cluster is one this executor connected to (at ``scheduler``), not a local
+        cluster it started on this machine's cores."""
+        return self._cluster is None
+
     def map(self, fn: Callable[[T], R], items: Sequence[T]) -> Iterator[tuple[int, R | TaskFailed]]:
         """``fn`` over ``items`` on the cluster, each result with its item's index as it completes."""
         wait = _distributed().wait

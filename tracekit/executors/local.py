@@ -37,6 +37,11 @@ class LocalExecutor:
         """The processes that run items at once."""
         return self.jobs
 
+    @property
+    def elsewhere(self) -> bool:
+        """No: the processes share this machine's cores."""
+        return False
+
     def start(self, preload: str | None = None) -> None:
         """Start the pool's processes now, each importing the module ``preload``, so that they
         are ready when the first items come (while this process goes on importing what it needs)."""

@@ -196,7 +196,7 @@ def analyze_files(
         settings,
         has_gpu=has_gpu,
         jobs=min(executor.workers, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1),
-        spread=Spread(executor),
+        spread=Spread(executor) if executor.elsewhere else None,
         memo=whatif_cache(settings),
         cores_shared=cores_shared,
     )
@@ -206,7 +206,8 @@ def analyze_files(
 @dataclass(frozen=True)
 class Spread:
     """``executor``, to run more of the reduce where the map ran
-    (:class:`tracekit.analyzers.retime_parallel.Spread`)."""
+    (:class:`tracekit.analyzers.retime_parallel.Spread`): only where its workers are elsewhere,
+    so that they add cores to this machine's (a local cluster's or pool's share them)."""
 
     executor: Executor
 
@@ -222,7 +223,10 @@ class Spread:
 
     def __call__(self, fn: Callable[[T], R], items: list[T]) -> list[R] | None:
         out: list[R] = []
-        got = dict(self.executor.map(fn, items))
+        try:
+            got = dict(self.executor.map(fn, items))
+        except Exception:  # the workers are lost: the caller does the work here
+            return None
         for i in range(len(items)):
             result = got.get(i)
             if result is None or isinstance(result, TaskFailed):
