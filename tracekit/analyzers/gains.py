@@ -40,6 +40,7 @@ what-if: its gain is not estimated. What every estimate cannot see is listed wit
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final, TypeVar
 
@@ -351,12 +352,16 @@ class WhatIfs:
     #: where gains re-timed before are kept (:mod:`tracekit.analyzers.gains_memo`)
     memo: Memo | None = None
 
+    @functools.cached_property
+    def _plans_digest(self) -> str:
+        """The digest of the run's plans, once for every :meth:`gains` (the memo's keys)."""
+        return plans_digest(self.run.plans if self.run is not None else [])
+
     def _simulated(self, run: GainRun, scenarios: dict[K, Scenario]) -> dict[K, dict[int, float]]:
         """Each scenario's gains per rank: kept by the memo, else re-timed (and kept)."""
         if self.memo is None:
             return simulate_each(run.plans, scenarios, jobs=self.jobs, spread=self.spread)
-        digest = plans_digest(run.plans)
-        keys = {k: scenario_key(digest, s) for k, s in scenarios.items()}
+        keys = {k: scenario_key(self._plans_digest, s) for k, s in scenarios.items()}
         out: dict[K, dict[int, float]] = {}
         for k, key in keys.items():
             data = self.memo.get(key)

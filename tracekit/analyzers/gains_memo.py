@@ -41,9 +41,9 @@ def _feed(digest: Any, value: object) -> None:
     """Feed ``value`` (an array, a number, None, a dict or a dataclass of them) to ``digest``,
     each part with its kind and size, so that no two values feed the same bytes."""
     if isinstance(value, np.ndarray):
-        data = np.ascontiguousarray(value)
+        data = np.ascontiguousarray(value)  # a view where it already is (no copy)
         digest.update(f"a{data.dtype.str}{data.shape}".encode())
-        digest.update(data.tobytes())
+        digest.update(data)
     elif dataclasses.is_dataclass(value) and not isinstance(value, type):
         digest.update(f"d{type(value).__name__}".encode())
         for f in dataclasses.fields(value):

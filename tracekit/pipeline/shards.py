@@ -228,10 +228,9 @@ class Spread:
         except Exception:  # the workers are lost: the caller does the work here
             return None
         for i in range(len(items)):
-            result = got.get(i)
-            if result is None or isinstance(result, TaskFailed):
+            if i not in got or isinstance(got[i], TaskFailed):
                 return None
-            out.append(result)
+            out.append(got[i])  # type: ignore[arg-type]
         return out
 
 
