@@ -1,0 +1,61 @@
+"""benchmarks/targets.py: every target of issue 48 read from its part's results, each bound
+checked in its direction."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Any
+
+from benchmarks import targets
+from benchmarks.scale_model import Model
+
+MODEL = Model(
+    m_per_mb=0.01, k_per_rank=0.0, o_per_task=0.0, r0=1.0, r1_per_rank=0.0, r2_per_rank_mb=0.0, p0=0.5, p1_per_rank=0.0
+)
+
+
+def _parts(*, rss_over_hta: float, local_mb: int, dask_mb: int, identical: bool) -> dict[str, Any]:
+    eight = {
+        "warm_speedup_vs_hta": {"value": 60.0},
+        "speedup_vs_hta": {"value": 8.0},
+        "cold_over_floor": {"value": 1.2},
+        "rss_over_hta": {"value": rss_over_hta},
+    }
+    return {
+        "8x125mb": {"targets": eight},
+        "compare": {"target": {"value": 0.45}},
+        "scale_file": {"targets": {"a100": {"rss_2gb_mb": {"value": 450.0}}}},
+        "scale_ranks": {
+            "model": asdict(MODEL),
+            "large": {
+                "local": {"peak_rss_mb": local_mb},
+                "dask": {"peak_rss_mb": dask_mb},
+                "json_identical": identical,
+            },
+        },
+    }
+
+
+def _table(**kw: Any) -> dict[str, dict[str, Any]]:
+    return {t["name"]: t for t in targets.targets(_parts(**kw))}
+
+
+def test_issue_48s_own_targets_are_in_the_table() -> None:
+    met = _table(rss_over_hta=0.15, local_mb=900, dask_mb=990, identical=True)
+    assert met["rss_over_hta"] == {**met["rss_over_hta"], "value": 0.15, "met": True, "bound": "<= 0.2"}
+    assert met["ranks_1024_local_rss_mb"]["met"] and met["ranks_1024_dask_rss_mb"]["met"]
+    assert met["ranks_1024_same_json"]["met"]
+    assert met["rss_2gb_a100_mb"]["met"] and met["rss_2gb_mi300_mb"]["met"] is None  # that shape did not run
+    missed = _table(rss_over_hta=0.33, local_mb=1882, dask_mb=2036, identical=False)
+    assert missed["rss_over_hta"]["met"] is False
+    assert missed["ranks_1024_local_rss_mb"]["met"] is False and missed["ranks_1024_dask_rss_mb"]["value"] == 2036
+    assert missed["ranks_1024_same_json"]["met"] is False
+    assert missed["warm_speedup_vs_hta"]["met"] and not missed["cold_speedup_vs_hta"]["met"]
+
+
+def test_the_model_target_is_the_models_prediction() -> None:
+    table = _table(rss_over_hta=0.15, local_mb=900, dask_mb=990, identical=True)
+    ranks, mb, workers = targets.SCALE
+    stages = MODEL.stages(ranks, mb, workers, scheduled=True)
+    assert table["scale_total_s"]["value"] == round(stages["total_s"], 3)
+    assert table["scale_reduce_s"] == {**table["scale_reduce_s"], "value": 1.0, "met": True}
