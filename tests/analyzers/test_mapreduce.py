@@ -8,11 +8,12 @@ import sys
 from pathlib import Path
 from typing import get_args, get_type_hints
 
+import polars as pl
 import pytest
 
 from benchmarks.many_ranks import synthetic_run
 from tests.conftest import analysis_of
-from tracekit.analyzers import registry, run_analysis
+from tracekit.analyzers import analysis, registry, run_analysis
 from tracekit.analyzers.context import Options, RankContext
 from tracekit.analyzers.mapreduce import Entry, Reduced, in_order, map_ranks, reduce_ranks
 from tracekit.analyzers.registry import ANALYSES
@@ -36,6 +37,24 @@ def test_shards_of_real_ranks_reduce_to_the_same_analysis(kineto_dir: Path) -> N
     whole = analysis_of([kineto_dir / "param-dlrm-8rank-v100"]).analysis
     assert run_analysis(run, shard_ranks=1).analysis == whole
     assert run_analysis(run, shard_ranks=3).analysis == whole
+
+
+def test_a_gathered_kind_is_held_once() -> None:
+    """The shards' tables of a kind gathered are released (held in the gathered copy only), in
+    rank order as each shard gave them; the other kinds stay with the shards."""
+    from tracekit.analyzers.gains import GainParts
+    from tracekit.analyzers.parts import StepParts
+
+    run = synthetic_run(6, steps=2, kernels=3)
+    shards = [map_ranks(RankContext(part, Options()), ANALYSES) for part in analysis.shards(run, 3)]
+    frames = [s.parts[n].frames for s in shards for n, p in s.parts.items() if type(p) is GainParts]
+    reduced = Reduced(shards=shards, options=Options(), run_meta=run.meta)
+    gathered = reduced.gather(GainParts)
+    assert gathered.frames.equals(pl.concat(frames))
+    assert gathered.frames["rank"].unique().to_list() == list(range(6))
+    assert not any(type(p) is GainParts for s in shards for p in s.parts.values())
+    assert all(any(type(p) is StepParts for p in s.parts.values()) for s in shards)
+    assert reduced.gather(GainParts) is gathered
 
 
 #: Fields of Analysis that no registry entry fills: the schema, the timing, the capture's

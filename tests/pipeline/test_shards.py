@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 from dataclasses import dataclass
+from pathlib import Path
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
@@ -23,7 +24,6 @@ from tracekit.readers import load_run
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Sequence
-    from pathlib import Path
 
     from tracekit.results.analysis import Analysis
 
@@ -65,6 +65,22 @@ def test_shards_of_a_capture_give_the_whole_run_s_analysis(one_file_shards: None
     assert sharded([folder]) == loaded([folder])
     assert sharded([folder], ranks=frozenset({1, 5})) == loaded([folder], ranks={1, 5})
     assert sharded([folder], window="gpu_span", steps="3-") == loaded([folder], window="gpu_span", steps="3-")
+
+
+def test_shards_hold_neighbouring_ranks(tmp_path: Path, one_file_shards: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The files are cut into shards in the order of the numbers in their names (rank2 before
+    rank10): each shard's ranks follow the previous shard's, so its tables join without a sort."""
+    names = [f"rank{r}.json" for r in (0, 1, 10, 11, 2, 3)]  # the order of a sorted listing
+    for name in names:
+        (tmp_path / name).write_bytes(b" " * 100)
+    monkeypatch.setattr(sharding, "SHARD_MAX_BYTES", 250)
+    monkeypatch.setattr(sharding, "SHARDS_PER_WORKER", 1)
+    shards = sharding.plan([tmp_path / n for n in names], workers=1)
+    assert [[Path(p).name for p in s] for s in shards] == [
+        ["rank0.json", "rank1.json"],
+        ["rank2.json", "rank3.json"],
+        ["rank10.json", "rank11.json"],
+    ]
 
 
 def test_gpu_ranks_with_process_groups_and_memory(tmp_path: Path, one_file_shards: None) -> None:
@@ -140,6 +156,9 @@ class FailsOn:
     def hold(self, items: Sequence[Any]) -> list[Any]:
         return list(items)
 
+    def rest(self) -> None:
+        pass
+
     def close(self) -> None:
         pass
 
@@ -214,3 +233,29 @@ def test_real_runs_in_one_file_shards_give_the_same_json(shared_traces: Path, na
     """Rows tied on their figure come out in the same order however the ranks were sharded."""
     path = shared_traces / name
     assert msgspec.json.encode(sharded([path])) == msgspec.json.encode(loaded([path]))
+
+
+@pytest.mark.parametrize("single_use", [True, False])
+def test_a_single_use_pool_stops_once_its_map_is_done(
+    tmp_path: Path, one_file_shards: None, monkeypatch: pytest.MonkeyPatch, single_use: bool
+) -> None:
+    """An executor of one analysis (the command line's) releases its processes before the reduce,
+    and the reduce sees no difference; one kept for several analyses keeps them."""
+    for r in range(3):
+        write_kineto(tmp_path / f"rank{r}.json", simple_step(offset=r * 2.0), rank=r, world_size=3)
+    executor = LocalExecutor(jobs=2, single_use=single_use)
+    seen: list[bool] = []
+    reduce = sharding.reduce_outcome
+
+    def watched(*args: Any, **kwargs: Any) -> Any:
+        seen.append(executor._pool is None)
+        return reduce(*args, **kwargs)
+
+    monkeypatch.setattr(sharding, "reduce_outcome", watched)
+    try:
+        analysis = sharded([tmp_path], executor=executor)
+        assert seen == [single_use]
+        assert [r.rank for r in analysis.run.ranks] == [0, 1, 2]
+        assert sorted(r for _, r in executor.map(abs, [-1, -2])) == [1, 2]  # a later map starts them again
+    finally:
+        executor.close()

@@ -107,6 +107,10 @@ class Reduced:
         tables = {name: _concat([getattr(p, name) for p in found]) for name in kind.names()}
         gathered = kind(**tables)
         self._gathered[kind] = gathered
+        del found
+        for shard in self.shards:  # read only here, and kept gathered: not held twice
+            for name in [n for n, p in shard.parts.items() if type(p) is kind]:
+                del shard.parts[name]
         return gathered
 
     @overload

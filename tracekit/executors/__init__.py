@@ -61,32 +61,42 @@ class Executor(Protocol):
         item held is the same object from one map to the next where the executor keeps it."""
         ...
 
+    def rest(self) -> None:
+        """An analysis's map is done: release what would wait idle for another (a single-use
+        local pool's processes and the memory they keep: a later map starts them again). A
+        cluster keeps its workers: the reduce may run more there."""
+        ...
+
     def close(self) -> None:
         """Release what the executor started (processes, a local cluster)."""
         ...
 
 
-def _local(*, jobs: int | None, scheduler: str | None) -> Executor:
+def _local(*, jobs: int | None, scheduler: str | None, single_use: bool) -> Executor:
     from tracekit.executors.local import LocalExecutor  # noqa: PLC0415
 
     if scheduler is not None:
         raise InputError("--scheduler needs --executor dask")
-    return LocalExecutor(jobs=jobs)
+    return LocalExecutor(jobs=jobs, single_use=single_use)
 
 
-def _dask(*, jobs: int | None, scheduler: str | None) -> Executor:
+def _dask(*, jobs: int | None, scheduler: str | None, single_use: bool) -> Executor:
+    del single_use  # a cluster rests as it is: its workers stay for the reduce and the next analysis
     from tracekit.executors.dask import DaskExecutor  # noqa: PLC0415
 
     return DaskExecutor(scheduler=scheduler, workers=jobs)
 
 
-#: The executors by name: a factory of (jobs, scheduler address) each.
+#: The executors by name: a factory of (jobs, scheduler address, single use) each.
 EXECUTORS: dict[str, Callable[..., Executor]] = {"local": _local, "dask": _dask}
 
 
-def make_executor(name: str, *, jobs: int | None = None, scheduler: str | None = None) -> Executor:
+def make_executor(
+    name: str, *, jobs: int | None = None, scheduler: str | None = None, single_use: bool = False
+) -> Executor:
     """The executor called ``name``: ``local`` (``jobs`` processes, default: the cores) or ``dask``
-    (a cluster at ``scheduler``, else a local cluster of ``jobs`` workers).
+    (a cluster at ``scheduler``, else a local cluster of ``jobs`` workers). ``single_use``: for
+    one analysis, which may release its local processes once its map is done (:meth:`Executor.rest`).
 
     Raises :class:`~tracekit.errors.InputError` for an unknown name, a missing optional
     dependency or a scheduler that cannot be reached.
@@ -94,7 +104,7 @@ def make_executor(name: str, *, jobs: int | None = None, scheduler: str | None =
     factory = EXECUTORS.get(name)
     if factory is None:
         raise InputError(f"unknown executor {name!r} (one of: {', '.join(EXECUTORS)})")
-    return factory(jobs=jobs, scheduler=scheduler)
+    return factory(jobs=jobs, scheduler=scheduler, single_use=single_use)
 
 
 __all__ = ["EXECUTORS", "Executor", "TaskFailed", "make_executor"]

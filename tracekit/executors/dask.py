@@ -135,6 +135,9 @@ class DaskExecutor:
         :meth:`map` may hold (the worker's task gets the item, the same object each time)."""
         return list(self._client.scatter(list(items), hash=False))
 
+    def rest(self) -> None:
+        """Nothing: the workers stay for the reduce's work there, and for the next analysis."""
+
     def _stalled(self, idle_s: float, workerless_s: float) -> str | None:
         """Why the items still out will not complete, if they will not."""
         if workerless_s > self.connect_timeout:

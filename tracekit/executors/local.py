@@ -23,13 +23,15 @@ R = TypeVar("R")
 class LocalExecutor:
     """Items run in ``jobs`` spawned processes (default: the number of cores), or in this
     process when ``jobs`` is 1 or there is one item. The pool is started on the first map of
-    several items and kept until :meth:`close`. An item whose process died (out of memory,
+    several items and kept until :meth:`close`, or, for an executor of ``single_use`` (one
+    analysis), until its map is done (:meth:`rest`). An item whose process died (out of memory,
     killed) runs again in this process, so every item gives its function's own result."""
 
     name = "local"
 
-    def __init__(self, jobs: int | None = None) -> None:
+    def __init__(self, jobs: int | None = None, *, single_use: bool = False) -> None:
         self.jobs = max(1, jobs or os.cpu_count() or 1)
+        self.single_use = single_use
         self._pool: WorkerPool | None = None
 
     @property
@@ -81,6 +83,13 @@ class LocalExecutor:
         """The items themselves: each map sends its items to the processes anew."""
         return list(items)
 
+    def rest(self) -> None:
+        """Stop the pool's processes if this executor is of single use: the map is done, and
+        each process keeps what it touched (for 8 ranks x 125 MB, 160 MB each: a third of the
+        whole tree's memory while the reduce runs). Another map starts them again."""
+        if self.single_use:
+            self.close()
+
     def close(self) -> None:
         """Stop the pool's processes: after their items, or at once when called on an interrupt."""
         if self._pool is not None:
@@ -106,9 +115,10 @@ def started(paths: Sequence[str | Path], *, jobs: int | None, preload: str) -> L
     more, and :data:`POOL_MIN_BYTES`); else None.
 
     The command line starts them before importing the analyses, which the processes import
-    meanwhile: on a few large traces that is most of the time before the first is read.
+    meanwhile: on a few large traces that is most of the time before the first is read. The
+    executor is of single use: its processes stop once the analysis's map is done.
     """
-    executor = LocalExecutor(jobs)
+    executor = LocalExecutor(jobs, single_use=True)
     if executor.jobs <= 1 or not _at_least(paths, POOL_MIN_BYTES, files=2):
         return None
     executor.start(preload)

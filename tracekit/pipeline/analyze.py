@@ -106,7 +106,7 @@ def _executor(options: AnalyzeOptions) -> Iterator[Executor]:
         return
     from tracekit.executors import make_executor  # noqa: PLC0415
 
-    executor = make_executor(options.executor, jobs=options.jobs, scheduler=options.scheduler)
+    executor = make_executor(options.executor, jobs=options.jobs, scheduler=options.scheduler, single_use=True)
     try:
         yield executor
     finally:

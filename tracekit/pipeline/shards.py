@@ -22,6 +22,7 @@ of :func:`~tracekit.analyzers.analysis.run_analysis` on the whole run.
 from __future__ import annotations
 
 import os
+import re
 import warnings
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -127,8 +128,14 @@ def _own_ranks(files: Sequence[FileClaims], settings: Settings) -> dict[TraceKey
 
 
 def plan(paths: Sequence[Path], *, workers: int) -> list[tuple[str, ...]]:
-    """``paths`` cut into shards, in order: one shard when there is little to read, else shards
-    of at most :data:`SHARD_MAX_BYTES` to decode, at least :data:`SHARDS_PER_WORKER` per worker."""
+    """``paths`` cut into shards: one shard when there is little to read, else shards of at most
+    :data:`SHARD_MAX_BYTES` to decode, at least :data:`SHARDS_PER_WORKER` per worker.
+
+    The files go in the order of the numbers in their names (``rank2`` before ``rank10``), so
+    that a shard holds neighbouring ranks and the shards' tables, in rank order, join without a
+    sort (with 1,024 ranks in name order, every table was sorted: a copy of each held beside
+    the shards' own)."""
+    paths = sorted(paths, key=_numbered)
     sizes = [data_bytes(p) for p in paths]
     total = sum(sizes)
     if total < PARALLEL_MIN_BYTES:
@@ -144,6 +151,14 @@ def plan(paths: Sequence[Path], *, workers: int) -> list[tuple[str, ...]]:
         current.append(str(path))
         held += size
     return [*shards, tuple(current)] if current else shards
+
+
+def _numbered(path: Path) -> tuple[str | int, ...]:
+    """A sort key of ``path`` comparing the digits in it as numbers: text and numbers alternate."""
+    return tuple(int(part) if i % 2 else part for i, part in enumerate(_DIGITS.split(str(path))))
+
+
+_DIGITS: Final = re.compile(r"(\d+)")
 
 
 def analyze_files(
@@ -180,6 +195,7 @@ def analyze_files(
     wrong = [i for i, (d, m) in enumerate(zip(decided, mapped, strict=True)) if _guessed_wrong(m, d)]
     for i, m in zip(wrong, _map(executor, [decided[i] for i in wrong], progress=None), strict=True):
         mapped[i] = m
+    executor.rest()  # its map is done: what it keeps idle is released before the reduce
     for note in dict.fromkeys(n for m in mapped for n in m.notes):
         warnings.warn(note, CacheWarning, stacklevel=2)
     if stage is not None:
