@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from tracekit.pools import apart_map
+
 ROOT = Path(__file__).resolve().parents[1]
 
 #: A pool of 2 workers, each on an item that takes 10 minutes; prints their pids, then waits for
@@ -95,3 +97,34 @@ def test_workers_end_when_tracekit_is_killed_outright() -> None:
         for pid in workers:
             if alive(pid):
                 os.kill(pid, signal.SIGKILL)
+
+
+def _doubled_here_only(item: tuple[int, int, str]) -> int:
+    """``2 x``, in the process ``parent``; elsewhere (a child) it fails or hangs as told."""
+    parent, x, elsewhere = item
+    if os.getpid() != parent:
+        if elsewhere == "fails":
+            raise RuntimeError("a child's failure")
+        if elsewhere == "hangs":
+            time.sleep(600)
+        if elsewhere == "pid":
+            return os.getpid()
+    return 2 * x
+
+
+@pytest.mark.parametrize("elsewhere", ["fails", "hangs"])
+def test_apart_map_runs_here_what_a_child_could_not(elsewhere: str) -> None:
+    items = [(os.getpid(), x, elsewhere) for x in range(4)]
+    clock = time.monotonic()
+    assert apart_map(_doubled_here_only, items, min_wait_s=0.5) == [0, 2, 4, 6]
+    assert time.monotonic() - clock < 60  # a hung child is killed at the deadline, not waited for
+
+
+def test_apart_map_runs_each_item_after_the_first_in_a_child_of_its_own() -> None:
+    pids = apart_map(_doubled_here_only, [(os.getpid(), 0, "pid"), (os.getpid(), 1, "pid"), (os.getpid(), 2, "pid")])
+    assert pids[0] == 0 and len(set(pids[1:])) == 2 and os.getpid() not in pids
+    assert not any(alive(p) for p in pids[1:])  # each child has ended
+
+
+def test_apart_map_runs_here_what_does_not_pickle() -> None:
+    assert apart_map(lambda x: x + 1, [1, 2]) == [2, 3]  # a lambda cannot be sent: both run here

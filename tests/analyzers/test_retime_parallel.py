@@ -1,11 +1,10 @@
-"""The what-ifs re-timed side by side in forked children: the same gains as in turn, whatever a
-child does."""
+"""The what-ifs re-timed side by side in children of their own: the same gains as in turn,
+whatever a child does."""
 
 from __future__ import annotations
 
 import os
 import pickle
-import time
 from typing import TYPE_CHECKING, TypeVar
 
 import pytest
@@ -14,9 +13,9 @@ from hypothesis import strategies as st
 
 from tests.analyzers.test_retime import _scenarios, plan, removal, timelines
 from tests.analyzers.test_retime_ranks import _late_twice
+from tracekit import pools
 from tracekit.analyzers import retime, retime_parallel
 from tracekit.analyzers.retime import RankPlan, Scenario
-from tracekit.pools import FORKS
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -24,12 +23,10 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 R = TypeVar("R")
 
-pytestmark = pytest.mark.skipif(not FORKS, reason="the children are forked (Linux)")
-
 
 @pytest.fixture(autouse=True)
-def _fork_small_work(monkeypatch: pytest.MonkeyPatch) -> None:
-    """These timelines are tiny: children are forked for them all the same (MIN_WORK)."""
+def _children_for_small_work(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These timelines are tiny: children are started for them all the same (MIN_WORK)."""
     monkeypatch.setattr(retime_parallel, "MIN_WORK", 0)
 
 
@@ -56,51 +53,50 @@ def test_side_by_side_as_in_turn(plans: list[RankPlan], at: float, length: float
     assert list(parallel) == list(scenarios)
 
 
-def test_one_job_forks_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
-    def no_fork() -> int:
-        raise AssertionError("forked")
+def _no_child(monkeypatch: pytest.MonkeyPatch) -> None:
+    def no_child(*_: object, **__: object) -> list[object]:
+        raise AssertionError("a child was started")
 
-    monkeypatch.setattr(os, "fork", no_fork)
+    monkeypatch.setattr(retime_parallel, "apart_map", no_child)
+
+
+def test_one_job_starts_no_child(monkeypatch: pytest.MonkeyPatch) -> None:
+    _no_child(monkeypatch)
     assert retime_parallel.simulate_each(_plans(), _what_ifs(), jobs=1) == retime.simulate_each(_plans(), _what_ifs())
 
 
-def test_little_work_forks_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
-    def no_fork() -> int:
-        raise AssertionError("forked")
-
-    monkeypatch.setattr(os, "fork", no_fork)
+def test_little_work_starts_no_child(monkeypatch: pytest.MonkeyPatch) -> None:
+    _no_child(monkeypatch)
     monkeypatch.setattr(retime_parallel, "MIN_WORK", 2 * 4 + 1)  # one rank's 2 tasks, 4 scenarios
     assert retime_parallel.simulate_each(_plans(), _what_ifs(), jobs=4) == retime.simulate_each(_plans(), _what_ifs())
     monkeypatch.setattr(retime_parallel, "MIN_WORK", 2 * 4)
-    with pytest.raises(AssertionError, match="forked"):  # at the threshold, children are forked
+    with pytest.raises(AssertionError, match="a child was started"):  # at the threshold, children are started
         retime_parallel.simulate_each(_plans(), _what_ifs(), jobs=4)
 
 
-def test_a_child_that_fails_leaves_its_scenarios_to_the_parent(monkeypatch: pytest.MonkeyPatch) -> None:
-    parent = os.getpid()
-    whole = retime.simulate_each
+def test_children_re_time_in_processes_of_their_own(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The groups after the first go to other processes, and their gains come back."""
+    started: list[int] = []
+    start = pools._start
 
-    def fails_in_a_child(plans: list[RankPlan], scenarios: dict[str, Scenario]) -> dict[str, dict[int, float]]:
-        if os.getpid() != parent:
-            raise RuntimeError("the child's re-timing failed")
-        return whole(plans, scenarios)
+    def watched(fn: Callable[[T], R], item: T) -> object:
+        child = start(fn, item)
+        assert child is not None
+        started.append(child.pid)
+        return child
 
-    monkeypatch.setattr(retime, "simulate_each", fails_in_a_child)
-    assert retime_parallel.simulate_each(_plans(), _what_ifs(), jobs=3) == whole(_plans(), _what_ifs())
+    monkeypatch.setattr(pools, "_start", watched)
+    assert retime_parallel.simulate_each(_plans(), _what_ifs(), jobs=3) == retime.simulate_each(_plans(), _what_ifs())
+    assert len(started) == 2 and os.getpid() not in started
 
 
-def test_a_child_that_hangs_is_stopped_at_the_deadline(monkeypatch: pytest.MonkeyPatch) -> None:
-    parent = os.getpid()
-    whole = retime.simulate_each
-
-    def hangs_in_a_child(plans: list[RankPlan], scenarios: dict[str, Scenario]) -> dict[str, dict[int, float]]:
-        if os.getpid() != parent:
-            time.sleep(600)
-        return whole(plans, scenarios)
-
-    monkeypatch.setattr(retime, "simulate_each", hangs_in_a_child)
+@pytest.mark.parametrize("child", ["import sys; sys.exit(1)", "import time; time.sleep(600)"], ids=["fails", "hangs"])
+def test_a_child_that_fails_or_hangs_leaves_its_scenarios_to_this_process(
+    monkeypatch: pytest.MonkeyPatch, child: str
+) -> None:
+    monkeypatch.setattr(pools, "_CHILD", child)
     monkeypatch.setattr(retime_parallel, "MIN_WAIT_S", 0.5)
-    assert retime_parallel.simulate_each(_plans(), _what_ifs(), jobs=2) == whole(_plans(), _what_ifs())
+    assert retime_parallel.simulate_each(_plans(), _what_ifs(), jobs=3) == retime.simulate_each(_plans(), _what_ifs())
     assert retime_parallel.simulate_each(_plans(), _what_ifs(), jobs=2)["sync"] == {0: pytest.approx(82 - 61)}
 
 

@@ -41,7 +41,7 @@ class GainRun:
 
     plans: list[RankPlan]
     origin: int
-    #: rank -> its task frame (in plan order)
+    #: rank -> its tasks' launch_ns, start_ns, end_ns and transfer (in plan order)
     tasks: dict[int, pl.DataFrame]
     has_gpu: bool
     matched: bool
@@ -186,6 +186,8 @@ def plans(red: Reduced, parts: Tables) -> GainRun | None:
         )
         for i, r in enumerate(ranks)
     ]
-    by_rank = {r: v for r, v in ByRank(tasks).parts.items() if r in ends}
+    # what the scenarios read of the tasks (a straggler's launches, the transfers), by rank
+    kept = tasks.select("rank", "launch_ns", "start_ns", "end_ns", "transfer")
+    by_rank = {r: v for r, v in ByRank(kept).parts.items() if r in ends}
     matched = bool(instances["matched"].any()) if instances.height else False
     return GainRun(plans=plans, origin=origin, tasks=by_rank, has_gpu=red.has_gpu, matched=matched)

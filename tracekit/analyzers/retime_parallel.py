@@ -1,11 +1,12 @@
 """The what-ifs of one run side by side: :func:`~tracekit.analyzers.retime.simulate_each` on
 more than one core, or each rank on the workers that mapped the run.
 
-Each scenario is re-timed on its own; scenarios share nothing but the plans. So forked
-children (:func:`tracekit.pools.forked_map`) re-time some of them while this process re-times
-the rest, each sending its gains back (a few floats a rank and scenario). The re-timing is
-numpy and Python only, as a forked child needs. A child that fails or stalls is killed and its
-scenarios run here: the gains never depend on one.
+Each scenario is re-timed on its own; scenarios share nothing but the plans. So children of
+their own (:func:`tracekit.pools.apart_map`: fresh interpreters, sent the plans and their
+scenarios) re-time some of them while this process re-times the rest, each sending its gains
+back (a few floats a rank and scenario). The re-timing is numpy and Python only: a child imports
+no polars. A child that fails or stalls is killed and its scenarios run here: the gains never
+depend on one.
 
 Where the run was mapped by more workers than this machine's cores can match (a Dask
 cluster: :class:`Spread`), the ranks are re-timed there instead, each on its own, the ranks
@@ -22,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Final, Protocol, TypeVar
 
 from tracekit.analyzers import retime
 from tracekit.analyzers.retime_ranks import RankAlone, Round, recorded, round_of_group, settle_each
-from tracekit.pools import FORKS, forked_map
+from tracekit.pools import apart_map
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -37,8 +38,7 @@ PATIENCE: Final = 4.0
 #: ... and this long at least.
 MIN_WAIT_S: Final = 10.0
 #: Below this many tasks times scenarios (about a quarter of a second of re-timing), the
-#: scenarios run here: a fork of a process with polars loaded, and the pages it then copies,
-#: cost more than a child saves (a 3.5k-event rank: 36 ms a run forked, 21 ms here).
+#: scenarios run here: a child's start and the plans sent to it cost more than it saves.
 MIN_WORK: Final = 100_000
 
 
@@ -80,17 +80,19 @@ def simulate_each(
         rest = {k: s for k, s in scenarios.items() if k not in settled}
         whole = simulate_each(plans, rest, jobs=jobs) if rest else {}
         return {k: settled[k] if k in settled else whole[k] for k in keys}
-    if n < 2 or not FORKS or work < MIN_WORK:
+    if n < 2 or work < MIN_WORK:
         return retime.simulate_each(plans, scenarios)
     groups = balanced(keys, {k: _weight(scenarios[k]) for k in keys}, n)
-
-    def some(group: list[K]) -> dict[K, dict[int, float]]:
-        return retime.simulate_each(plans, {k: scenarios[k] for k in group})
-
+    items = [(plans, {k: scenarios[k] for k in group}) for group in groups]
     out: dict[K, dict[int, float]] = {}
-    for part in forked_map(some, groups, patience=PATIENCE, min_wait_s=MIN_WAIT_S):
+    for part in apart_map(_simulated, items, patience=PATIENCE, min_wait_s=MIN_WAIT_S):
         out.update(part)
     return {k: out[k] for k in keys}
+
+
+def _simulated(item: tuple[list[RankPlan], dict[K, Scenario]]) -> dict[K, dict[int, float]]:
+    """:func:`retime.simulate_each` of ``(plans, scenarios)``: a group's work, here or in a child."""
+    return retime.simulate_each(*item)
 
 
 def _weight(scenario: Scenario) -> float:
