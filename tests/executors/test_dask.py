@@ -140,6 +140,26 @@ def test_cli_json_is_byte_identical_to_the_local_executor(tmp_path: Path) -> Non
     assert said(on_dask.stdout) == said(local.stdout)
 
 
+@pytest.mark.e2e
+def test_a_single_use_local_cluster_stops_once_its_map_is_done(cluster: DaskExecutor) -> None:
+    """An analysis's own cluster stops before the reduce (its workers' memory released); one
+    kept for several analyses, or at a scheduler, keeps its workers."""
+    from tracekit.executors.dask import DaskExecutor
+
+    cluster.rest()  # not of single use: still there
+    assert sorted(r for _, r in cluster.map(abs, [-1, -2])) == [1, 2]
+    executor = DaskExecutor(workers=1, single_use=True)
+    try:
+        assert [r for _, r in executor.map(abs, [-3])] == [3]
+        executor.rest()
+        assert executor.workers == 1 and not executor.elsewhere  # as they were: the reduce's jobs
+        assert list(executor.map(abs, [-4])) == [
+            (0, TaskFailed("the Dask executor's local cluster was stopped after its map"))
+        ]
+    finally:
+        executor.close()  # stopped already: nothing to do
+
+
 def test_without_distributed_the_command_says_what_to_install(tmp_path: Path) -> None:
     folder = SAMPLES / "captures" / "healthy"
     result = tracekit("analyze", folder, "--executor", "dask", env_code="import sys; sys.modules['distributed'] = None")

@@ -81,10 +81,9 @@ def _local(*, jobs: int | None, scheduler: str | None, single_use: bool) -> Exec
 
 
 def _dask(*, jobs: int | None, scheduler: str | None, single_use: bool) -> Executor:
-    del single_use  # a cluster rests as it is: its workers stay for the reduce and the next analysis
     from tracekit.executors.dask import DaskExecutor  # noqa: PLC0415
 
-    return DaskExecutor(scheduler=scheduler, workers=jobs)
+    return DaskExecutor(scheduler=scheduler, workers=jobs, single_use=single_use)
 
 
 #: The executors by name: a factory of (jobs, scheduler address, single use) each.

@@ -44,7 +44,8 @@ class DaskExecutor:
 
     ``connect_timeout``: how long to wait for the scheduler, and for a first worker, and how
     long a cluster may have no worker before the items left fail; ``idle_timeout``: how long
-    without any result before the items left fail.
+    without any result before the items left fail. ``single_use``: for one analysis, whose local
+    cluster stops once its map is done (:meth:`rest`).
     """
 
     name = "dask"
@@ -56,12 +57,16 @@ class DaskExecutor:
         workers: int | None = None,
         connect_timeout: float = 60.0,
         idle_timeout: float = 3600.0,
+        single_use: bool = False,
     ) -> None:
         if scheduler is not None:
             check_address(scheduler)
         distributed = _distributed()
         self.connect_timeout = connect_timeout
         self.idle_timeout = idle_timeout
+        self.single_use = single_use
+        #: the workers' threads when the executor rested (its cluster stopped), else None
+        self._rested: int | None = None
         self._cluster: Any = None
         if scheduler is None:
             self._cluster = distributed.LocalCluster(
@@ -92,7 +97,10 @@ class DaskExecutor:
 
     @property
     def workers(self) -> int:
-        """The threads of the cluster's workers: how many tasks run at once."""
+        """The threads of the cluster's workers: how many tasks run at once (as they were, once
+        the executor rested)."""
+        if self._rested is not None:
+            return self._rested
         threads: dict[str, int] = self._client.nthreads()
         return max(1, sum(threads.values()))
 
@@ -104,10 +112,15 @@ class DaskExecutor:
 
     def map(self, fn: Callable[[T], R], items: Sequence[T]) -> Iterator[tuple[int, R | TaskFailed]]:
         """``fn`` over ``items`` on the cluster, each result with its item's index as it completes."""
+        if self._rested is not None:  # its local cluster is stopped: nothing runs there any more
+            for i in range(len(items)):
+                yield i, TaskFailed("the Dask executor's local cluster was stopped after its map")
+            return
         wait = _distributed().wait
         futures = self._client.map(fn, list(items), pure=False)
         index = {future.key: i for i, future in enumerate(futures)}
         pending = set(futures)
+        del futures  # each result leaves its worker's memory once here (1,024 ranks: 100 MB a worker)
         last_result = no_workers_since = time.monotonic()
         try:
             while pending:
@@ -126,7 +139,9 @@ class DaskExecutor:
                     continue
                 last_result = time.monotonic()
                 for future in done:
-                    yield index[future.key], _outcome(future)
+                    result = _outcome(future)
+                    future.release()
+                    yield index[future.key], result
         finally:
             self._client.cancel(list(pending))
 
@@ -136,7 +151,13 @@ class DaskExecutor:
         return list(self._client.scatter(list(items), hash=False))
 
     def rest(self) -> None:
-        """Nothing: the workers stay for the reduce's work there, and for the next analysis."""
+        """Stop the local cluster of a single-use executor: its map is done, and its workers
+        keep what they touched (1,024 ranks x 3 MB: 220 MB each) while the ranks are combined.
+        A cluster at ``scheduler`` keeps its workers: the reduce may run more there."""
+        if self.single_use and self._cluster is not None and self._rested is None:
+            workers = self.workers
+            self.close()
+            self._rested = workers
 
     def _stalled(self, idle_s: float, workerless_s: float) -> str | None:
         """Why the items still out will not complete, if they will not."""
@@ -148,6 +169,8 @@ class DaskExecutor:
 
     def close(self) -> None:
         """Disconnect; stop the local cluster if this executor started one."""
+        if self._rested is not None:
+            return
         self._client.close()
         if self._cluster is not None:
             self._cluster.close()
