@@ -65,7 +65,7 @@ def child(executor_name: str, folder: Path, out: Path, cache: Path) -> None:
     from tracekit.reports import TerminalRenderer, renderer  # noqa: PLC0415
 
     marks = [_now()]
-    executor = make_executor(executor_name, jobs=JOBS)
+    executor = make_executor(executor_name, jobs=JOBS, single_use=True)  # one analysis, as the command line makes it
     marks.append(_now())
     options = AnalyzeOptions(executor=executor, jobs=JOBS, cache_dir=cache, stage=lambda _: marks.append(_now()))
     analysis = analyze_paths([folder], options).analysis  # the stage callback marks when the reduce begins
