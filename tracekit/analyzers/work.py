@@ -77,13 +77,13 @@ def work_map(ctx: RankContext) -> WorkParts:
     """Kernels, host operators and sync points of the measured steps, by name, per rank."""
     frames = ctx.frames
     dur = pl.col("end_ns") - pl.col("start_ns")
-    # grouped on the names' codes, which are as many as the names, then given as text
+    # grouped on the names' codes, which are as many as the names; they stay codes until the
+    # cross-rank part has grouped the ranks' rows (each rank repeats the run's long names)
     activity = ctx.activity.select("rank", "start_ns", "end_ns", "name", "kind", "category")
     kernels = (
         iv.locate(activity, "start_ns", frames, by=["rank"], keep=[])
         .group_by("rank", "name", "kind", "category")
         .agg(count=pl.len(), total_ns=dur.sum())
-        .with_columns(pl.col("name", "kind", "category").cast(pl.String))
     )
     ops = ctx.run.select(["cpu_op"], "rank", "start_ns", "end_ns", "name")
     in_steps = pl.lit(True)
@@ -91,14 +91,7 @@ def work_map(ctx: RankContext) -> WorkParts:
         ops = ops.with_columns(iv.within(ops, "start_ns", ctx.steps.steps, by=["rank"]).alias("in_steps"))
         in_steps = pl.col("in_steps")
     # lazily: the streaming engine filters and groups millions of operators in a fraction of the memory
-    host_ops = (
-        ops.lazy()
-        .filter(in_steps)
-        .group_by("rank", "name")
-        .agg(count=pl.len(), total_ns=dur.sum())
-        .with_columns(pl.col("name").cast(pl.String))
-        .collect()
-    )
+    host_ops = ops.lazy().filter(in_steps).group_by("rank", "name").agg(count=pl.len(), total_ns=dur.sum()).collect()
     calls = sync_points(user_calls(ctx.syncs.calls)).select(
         "rank", "tid", "start_ns", pl.col("kind").alias("sync_kind")
     )
@@ -126,7 +119,8 @@ def work_tables(red: Reduced) -> dict[WorkKind, pl.DataFrame]:
         out[kind] = (
             table.group_by(keys)
             .agg(pl.col("count").sum(), pl.col("total_ns").sum(), ranks=pl.col("rank").n_unique())
-            .sort(["total_ns", *_ties(keys)], descending=[True, *[False] * len(keys)])
+            .with_columns(_ties(keys))
+            .sort(["total_ns", *keys], descending=[True, *[False] * len(keys)])
         )
     found = red.gather(CollectiveParts).found
     if found.height:
@@ -153,6 +147,6 @@ def work_tables(red: Reduced) -> dict[WorkKind, pl.DataFrame]:
 
 
 def _ties(keys: list[str]) -> list[pl.Expr]:
-    """The group keys as text, to order rows tied on their figure the same way in every process
-    (however the ranks were sharded, and whatever codes a categorical got there)."""
+    """The group keys as text (the ranks' rows name them with codes), which also orders rows
+    tied on their figure the same way in every process, however the ranks were sharded."""
     return [pl.col(k).cast(pl.String) for k in keys]
