@@ -113,7 +113,15 @@ def test_read_kineto_chunks_large_files_only(generated: Path, monkeypatch: pytes
     assert not calls  # 3 MB: below CHUNKED_MIN_BYTES
     monkeypatch.setattr(kineto, "CHUNKED_MIN_BYTES", 1_000_000)
     assert_same(whole, read_kineto(generated))
-    assert calls == [kineto.CHUNK_BYTES]
+    assert calls == [kineto.MIN_CHUNK_BYTES]  # 3 MB: chunks of the smallest size
+
+
+def test_a_chunk_is_a_part_of_its_file_within_bounds() -> None:
+    mib = 1024 * 1024
+    assert kineto.chunk_size(40 * mib) == kineto.MIN_CHUNK_BYTES
+    assert kineto.chunk_size(125 * 10**6) == kineto.MIN_CHUNK_BYTES  # 3.7 MiB a 32nd: the floor
+    assert kineto.chunk_size(256 * mib) == 8 * mib
+    assert kineto.chunk_size(2 * 10**9) == kineto.CHUNK_BYTES
 
 
 @pytest.mark.parametrize("views", [False, True])

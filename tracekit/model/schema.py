@@ -86,7 +86,8 @@ def without_null_columns(frame: pl.DataFrame) -> pl.DataFrame:
     columns of the schema are null in most traces (the collective arguments outside NCCL
     events, say): 5 of them are a quarter of a 5M-event frame's 0.5 GB when held as buffers.
     """
-    empty = [pl.lit(None, dtype=frame.schema[c]).alias(c) for c in frame.columns if all_null(frame, c)]
+    schema = frame.schema  # worked out on each call: once here (a file read in chunks asks per chunk)
+    empty = [pl.lit(None, dtype=dtype).alias(c) for c, dtype in schema.items() if all_null(frame, c)]
     return frame.with_columns(empty) if empty else frame
 
 

@@ -66,9 +66,17 @@ if TYPE_CHECKING:
 CLOCK: Final = "kineto: host clock, us -> ns"
 #: Files of at least this many bytes of JSON are read in chunks.
 CHUNKED_MIN_BYTES: Final = 32 * 1024 * 1024
-#: The bytes of JSON text in a chunk: each costs about 2 ms of fixed work in Python (building
-#: its frames, planning its preparation), 0.5 s of CPU over 2 GB in chunks of 8 MiB.
+#: The bytes of JSON text in a chunk, at most: each costs about 6 ms of fixed work (building its
+#: frames, planning its preparation), 0.8 s of CPU over 2 GB in chunks of 16 MiB.
 CHUNK_BYTES: Final = 16 * 1024 * 1024
+#: ... and at least (files from 128 MiB up have chunks of the largest size).
+MIN_CHUNK_BYTES: Final = 4 * 1024 * 1024
+#: A file's chunks, about, between those sizes: what is in flight while a file is read (two
+#: chunks' text and one's decoded columns) is a chunk's worth, so smaller chunks bound a
+#: worker's peak; their fixed cost bounds how small. On 8 ranks of 125 MB (a worker each at
+#: a time) the process tree's peak went from 675-685 MB in chunks of 16 MiB to 589-617 in 4,
+#: for 0.07 s more CPU a file; on one rank of 2 GB, 4 MiB chunks took 25% longer to read.
+CHUNKS_PER_FILE: Final = 32
 #: Files of at least this many bytes of JSON have their chunks decoded in ``jobs`` processes
 #: (starting them costs about a second) where msgspec decodes them; the native decoder
 #: decodes the chunks of any file read in chunks in ``jobs`` threads.
@@ -94,14 +102,14 @@ def read_kineto(path: str | Path, *, chunk_bytes: int | None = None, jobs: int =
     """Decode one Kineto trace file into the event schema (without ``rank``).
 
     ``chunk_bytes``: read in chunks of this many bytes of JSON whatever the file's size
-    (default: :data:`CHUNK_BYTES` for files of :data:`CHUNKED_MIN_BYTES` or more); ``jobs``:
+    (default: :func:`chunk_size` for files of :data:`CHUNKED_MIN_BYTES` or more); ``jobs``:
     threads that decode the chunks natively, else processes for a file of
     :data:`PARALLEL_MIN_BYTES` or more.
     """
     path = Path(path)
     size = data_bytes(path)
     if chunk_bytes is None and size >= CHUNKED_MIN_BYTES:
-        chunk_bytes = CHUNK_BYTES
+        chunk_bytes = chunk_size(size)
     if chunk_bytes is not None:
         # threads cost nothing to start; processes about a second
         parallel = kineto_native.ENABLED or size >= PARALLEL_MIN_BYTES
@@ -110,6 +118,12 @@ def read_kineto(path: str | Path, *, chunk_bytes: int | None = None, jobs: int =
         if trace is not None:
             return trace
     return _read_whole(path)
+
+
+def chunk_size(size: int) -> int:
+    """The bytes of JSON in each chunk of a file of ``size`` bytes: about a
+    :data:`CHUNKS_PER_FILE`-th of it, from :data:`MIN_CHUNK_BYTES` to :data:`CHUNK_BYTES`."""
+    return max(MIN_CHUNK_BYTES, min(CHUNK_BYTES, size // CHUNKS_PER_FILE))
 
 
 #: What decoding a chunk of events gives: its prepared columns and its ``[memory]`` instants.
