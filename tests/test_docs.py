@@ -157,7 +157,7 @@ def test_the_targets_table_quotes_its_run() -> None:
     text = (ROOT / "benchmarks" / "README.md").read_text()
     section = text.split("## Issue 48's targets, every one in one run")[1].split("\n## ")[0]
     rows = [ln for ln in section.splitlines() if ln.startswith("| ") and not ln.startswith("| target")]
-    doc = _result("targets_stop60.json")
+    doc = _result("targets_stop61.json")
     assert doc["commit"] in section and not doc["quick"]
     shown = {"warm_speedup_vs_hta": "{:.2f}", "cold_speedup_vs_hta": "{:.1f}", "cold_over_floor": "{:.2f}"}
     assert len(rows) == len(doc["targets"])

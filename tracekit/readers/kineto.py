@@ -66,10 +66,10 @@ if TYPE_CHECKING:
 CLOCK: Final = "kineto: host clock, us -> ns"
 #: Files of at least this many bytes of JSON are read in chunks.
 CHUNKED_MIN_BYTES: Final = 32 * 1024 * 1024
-#: The bytes of JSON text in a chunk, at most: each costs about 6 ms of fixed work (building its
-#: frames, planning its preparation), 0.8 s of CPU over 2 GB in chunks of 16 MiB.
+#: The bytes of JSON text in a chunk, at most: each costs 4 to 6 ms of fixed work (building its
+#: frames, planning its preparation), 0.6 s of CPU over 2 GB in chunks of 16 MiB.
 CHUNK_BYTES: Final = 16 * 1024 * 1024
-#: ... and at least (files from 128 MiB up have chunks of the largest size).
+#: ... and at least (files from 512 MiB up have chunks of the largest size).
 MIN_CHUNK_BYTES: Final = 4 * 1024 * 1024
 #: A file's chunks, about, between those sizes: what is in flight while a file is read (two
 #: chunks' text and one's decoded columns) is a chunk's worth, so smaller chunks bound a
