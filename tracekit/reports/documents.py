@@ -11,7 +11,6 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from tracekit.reports.document import Document, Format
-from tracekit.reports.layout import analysis_document, view_for
 from tracekit.results.ab import ABCapture
 from tracekit.results.analysis import Analysis
 from tracekit.results.capture import CaptureSummary
@@ -58,6 +57,8 @@ def as_document(result: object, fmt: Format, *, top: int | None = None) -> Docum
     if isinstance(result, Document):
         return result
     if isinstance(result, Analysis):
+        from tracekit.reports.layout import analysis_document, view_for  # noqa: PLC0415  (analyses only)
+
         return analysis_document(result, view_for(fmt, result, top=top))
     if isinstance(result, Comparison):
         from tracekit.reports.compare_document import comparison_document  # noqa: PLC0415  (compare only)
