@@ -28,8 +28,11 @@ CONFIG = SAMPLES / "configs" / "data_bound.json"
 def test_doctor_finds_the_data_bound_step_and_measures_more_workers(tmp_path: Path) -> None:
     out = tmp_path / "doc"
     # 5 traced steps a capture (the sample traces 3): on a loaded machine one slow step among
-    # 3 of a side left the interval across zero (within noise, 2 runs of 2 beside two CPU hogs)
-    steps = ["--measured_steps=6", "--profiler.active=5"]
+    # 3 of a side left the interval across zero (within noise, 2 runs of 2 beside two CPU hogs).
+    # 3 captures a side (the default is 2): with repeats the interval is also Welch's over the
+    # runs' means, whose t quantile is 12.7 at 2 runs a side and ~3 at 3, so with 2 a drift of
+    # ~10% between two runs of one side (CI, loaded) hid a 57% gain (-20% to +134%)
+    steps = ["--measured_steps=6", "--profiler.active=5", "--repeats", "3"]
     args = ["doctor", "--config_path", CONFIG, "--nproc", "2", "--out", out, "--trials", "1", "--batches", "20", *steps]
     done = tracekit(*args, "--md", tmp_path / "doctor.md", "--html", tmp_path / "doctor.html")
     assert done.returncode == 0, done.stderr
