@@ -13,6 +13,17 @@ client (ranks decided, collectives matched, stragglers, verdict), per rank and p
 rank's collective calls and idle intervals grow with its trace); ``p*``: rendering the reports.
 ``tasks`` is what :func:`tracekit.pipeline.shards.plan` cuts the files into.
 
+On a running cluster of more workers than :data:`tracekit.analyzers.retime_parallel.ROUNDS`
+times the client's cores, the what-ifs re-time each rank apart on the workers (each round, the
+client solves over the collective instances: :mod:`tracekit.analyzers.retime_ranks`), so the
+reduce is measured apart as well (:class:`ApartPoint`, :func:`fit_apart`):
+
+    reduce     = ra0 + R * (ra1 + ra2 * S)  +  R * (wa1 + wa2 * S) / W
+
+``ra*``: the client's CPU seconds (what it still does per rank-MB: the gains' tables gathered,
+the plans and scenarios built and sent, the rounds' answers solved); ``wa*``: the workers' CPU
+seconds during the reduce (the rounds of re-timing), spread over the W workers.
+
 Every coefficient is fitted by least squares on CPU seconds, not wall time: the benchmark
 machine is shared, and CPU seconds are what the work costs whoever else runs. The map's fit
 has one more term, ``a``: starting the worker processes (imports), which a running cluster has
@@ -21,7 +32,7 @@ already paid. A prediction of wall time assumes workers that are not shared.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -48,6 +59,18 @@ class Point:
 
 
 @dataclass(frozen=True)
+class ApartPoint:
+    """One measured analysis on a running cluster whose workers re-time the ranks apart: R ranks
+    of S MB on W workers, the CPU seconds of the reduce on the client and on the workers."""
+
+    ranks: int
+    mb: float
+    workers: int
+    reduce_client_cpu_s: float
+    reduce_workers_cpu_s: float
+
+
+@dataclass(frozen=True)
 class Model:
     """The fitted coefficients (CPU seconds)."""
 
@@ -61,6 +84,19 @@ class Model:
     p1_per_rank: float
     #: starting the workers (all of them, as measured)
     a_start: float = 0.0
+    #: the reduce with the ranks re-timed apart on the workers (see the module's docstring):
+    #: the client's CPU seconds, once, per rank and per rank-MB ...
+    ra0: float = 0.0
+    ra1_per_rank: float = 0.0
+    ra2_per_rank_mb: float = 0.0
+    #: ... and the workers', per rank and per rank-MB, spread over them (0 each: not measured)
+    wa1_per_rank: float = 0.0
+    wa2_per_rank_mb: float = 0.0
+
+    @property
+    def apart(self) -> bool:
+        """Whether the reduce apart was measured (:func:`fit_apart`)."""
+        return any((self.ra0, self.ra1_per_rank, self.ra2_per_rank_mb, self.wa1_per_rank, self.wa2_per_rank_mb))
 
     def tasks(self, ranks: int, mb: float, workers: int) -> int:
         """How many shards :func:`tracekit.pipeline.shards.plan` makes of R files of S MB."""
@@ -75,12 +111,19 @@ class Model:
         """The workers' CPU seconds for R ranks of S MB (their start-up left out)."""
         return ranks * (mb * self.m_per_mb + self.k_per_rank)
 
-    def stages(self, ranks: int, mb: float, workers: int, *, scheduled: bool) -> dict[str, float]:
+    def stages(self, ranks: int, mb: float, workers: int, *, scheduled: bool, apart: bool = False) -> dict[str, float]:
         """The predicted wall seconds of each stage on ``workers`` workers that are not shared;
-        ``scheduled``: the map goes through a Dask scheduler."""
+        ``scheduled``: the map goes through a Dask scheduler; ``apart``: the reduce re-times the
+        ranks on the workers (a running cluster's; needs :attr:`apart`)."""
         tasks = self.tasks(ranks, mb, workers)
         map_s = self.map_cpu(ranks, mb) / workers + (tasks * self.o_per_task if scheduled else 0.0)
-        reduce_s = self.r0 + ranks * (self.r1_per_rank + self.r2_per_rank_mb * mb)
+        if apart:
+            if not self.apart:
+                raise ValueError("the reduce apart was not measured: fit_apart first")
+            client = self.ra0 + ranks * (self.ra1_per_rank + self.ra2_per_rank_mb * mb)
+            reduce_s = client + ranks * (self.wa1_per_rank + self.wa2_per_rank_mb * mb) / workers
+        else:
+            reduce_s = self.r0 + ranks * (self.r1_per_rank + self.r2_per_rank_mb * mb)
         report_s = self.p0 + ranks * self.p1_per_rank
         return {
             "tasks": tasks,
@@ -108,6 +151,18 @@ def fit(points: list[Point], *, task_overhead_s: float) -> Model:
     r0, r1, r2 = _least_squares([[1.0, p.ranks, p.ranks * p.mb] for p in points], [p.reduce_cpu_s for p in points])
     p0, p1 = _least_squares([[1.0, p.ranks] for p in points], [p.report_cpu_s for p in points])
     return Model(m, k, task_overhead_s, r0, r1, r2, p0, p1, a_start=a)
+
+
+def fit_apart(model: Model, points: list[ApartPoint]) -> Model:
+    """``model`` with the reduce apart fitted on ``points`` (at least three, of two sizes per
+    rank and two numbers of ranks, or the per-rank and per-rank-MB terms are not told apart)."""
+    if len({p.mb for p in points}) < 2 or len({p.ranks for p in points}) < 2:
+        raise ValueError("the reduce apart needs points of two sizes per rank and two numbers of ranks")
+    ra0, ra1, ra2 = _least_squares(
+        [[1.0, p.ranks, p.ranks * p.mb] for p in points], [p.reduce_client_cpu_s for p in points]
+    )
+    wa1, wa2 = _least_squares([[p.ranks, p.ranks * p.mb] for p in points], [p.reduce_workers_cpu_s for p in points])
+    return replace(model, ra0=ra0, ra1_per_rank=ra1, ra2_per_rank_mb=ra2, wa1_per_rank=wa1, wa2_per_rank_mb=wa2)
 
 
 def check(model: Model, point: Point) -> dict[str, Any]:

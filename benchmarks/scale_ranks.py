@@ -9,7 +9,14 @@ its own process, with an empty cache (decoding included):
 * points of the model: 64 and 256 ranks of 3 MB and of 12 MB, and 16 ranks of 64 MB, through
   the local executor (``--jobs 2``);
 * 1,024 ranks of 3 MB through a local Dask cluster of 2 single-threaded workers;
-* the Dask scheduler's own cost per task: tasks that do nothing on that cluster.
+* the Dask scheduler's own cost per task: tasks that do nothing on that cluster;
+* the reduce apart: 256 ranks of 3 MB and 1,024 ranks of 3 and of 6 MB through a running Dask
+  cluster (started here, reached at its address as a user's would be) of
+  :data:`APART_WORKERS` workers, more than ``ROUNDS`` times this machine's cores, so that the
+  what-ifs re-time each rank on the workers (:mod:`tracekit.analyzers.retime_parallel`): the
+  client's CPU seconds and the workers' during the reduce, which the model's apart terms are
+  fitted on (:func:`benchmarks.scale_model.fit_apart`). Their JSON is compared with the local
+  run's too: the gains are the same whichever way they were re-timed.
 
 Each run reports its stages: ``start`` (the executor: a process pool starts with the first
 shard, a Dask cluster up front), ``map`` (every file read and analyzed per rank, up to the
@@ -19,10 +26,12 @@ RSS (workers included) sampled with psutil, its CPU seconds, and the machine's l
 1,024-rank JSON reports are compared byte for byte, with their one measured figure (the
 analysis's own duration, ``analysis_seconds``) blanked. The model
 (:mod:`benchmarks.scale_model`) is fitted on the local points other than 1,024 x 3 MB,
-checked against both 1,024-rank runs, and gives 1,024 ranks x 500 MB on 64 workers.
+checked against both 1,024-rank runs, and gives 1,024 ranks x 500 MB on 64 workers, with the
+reduce on the client and with the ranks re-timed apart on the workers (what a running cluster
+of 64 workers does).
 Results: ``benchmarks/results/scale_ranks.json``.
 
-    python -m benchmarks.scale_ranks           # all of it: about 10 minutes on 2 cores
+    python -m benchmarks.scale_ranks           # all of it: about 15 minutes on 2 cores
     python -m benchmarks.scale_ranks --quick   # 64 and 128 ranks: a check that it runs
 """
 
@@ -30,17 +39,21 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import shutil
 import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from benchmarks.generate import DATA_DIR, Spec, describe, generate
 from benchmarks.run import _env, _last_json, _machine, measure
-from benchmarks.scale_model import Point, check, fit
+from benchmarks.scale_model import ApartPoint, Point, check, fit, fit_apart
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 HERE: Final = Path(__file__).resolve().parent
 JOBS: Final = 2
@@ -54,6 +67,13 @@ QUICK_LARGE: Final = (128, 3.0)
 TARGET: Final = (1024, 500.0, 64)
 NOOP_TASKS: Final = 2000
 TARGETS: Final = {"peak_rss_mb_max": 1000, "reduce_s_max": 5.0}  # issue 48 (4,000 MB before)
+#: The points of the reduce apart (two sizes per rank at 1,024 ranks, and fewer ranks) ...
+APART_POINTS: Final = ((256, 3.0), (1024, 3.0), (1024, 6.0))
+QUICK_APART_POINTS: Final = ((64, 3.0), (128, 3.0), (128, 6.0))
+#: ... on a running cluster of this many single-threaded workers: more than ``ROUNDS`` (3)
+#: times the processes the client re-times in (its cores, 2 here), the condition for re-timing
+#: the ranks on the workers (the fewest that meet it: this machine's 2 cores run them all)
+APART_WORKERS: Final = 7
 
 
 def child(executor_name: str, folder: Path, out: Path, cache: Path) -> None:
@@ -65,16 +85,33 @@ def child(executor_name: str, folder: Path, out: Path, cache: Path) -> None:
     from tracekit.reports import TerminalRenderer, renderer  # noqa: PLC0415
 
     marks = [_now()]
-    executor = make_executor(executor_name, jobs=JOBS, single_use=True)  # one analysis, as the command line makes it
+    # a scheduler's address: a running cluster (the reduce apart); else one analysis's own executor,
+    # as the command line makes it
+    running = "://" in executor_name
+    if running:
+        executor = make_executor("dask", scheduler=executor_name)
+    else:
+        executor = make_executor(executor_name, jobs=JOBS, single_use=True)
+    workers_cpu = _workers_cpu(executor_name) if running else None
+    cpu_marks: list[float] = []
     marks.append(_now())
-    options = AnalyzeOptions(executor=executor, jobs=JOBS, cache_dir=cache, stage=lambda _: marks.append(_now()))
-    analysis = analyze_paths([folder], options).analysis  # the stage callback marks when the reduce begins
+
+    def staged(_: str) -> None:  # the reduce begins
+        marks.append(_now())
+        if workers_cpu is not None:
+            cpu_marks.append(workers_cpu())
+
+    apart = _count_apart() if running else None
+    options = AnalyzeOptions(executor=executor, jobs=JOBS, cache_dir=cache, stage=staged)
+    analysis = analyze_paths([folder], options).analysis
     marks.append(_now())
+    if workers_cpu is not None:
+        cpu_marks.append(workers_cpu())
     out.write_text(renderer("json").render(analysis))
     TerminalRenderer(top=10, width=120, color=False).render(analysis)
     marks.append(_now())
+    tasks = len(plan(discover_files([folder])[0], workers=executor.workers))
     executor.close()
-    files, _ = discover_files([folder])
     stages = {
         f"{name}_{unit}": round(b[i] - a[i], 3)
         for name, a, b in zip(("start", "map", "reduce", "report"), marks, marks[1:], strict=False)
@@ -84,8 +121,10 @@ def child(executor_name: str, folder: Path, out: Path, cache: Path) -> None:
         json.dumps(
             {
                 **stages,
+                **({"reduce_workers_cpu_s": round(cpu_marks[1] - cpu_marks[0], 3)} if cpu_marks else {}),
+                **({"scenarios_apart": apart} if apart is not None else {}),
                 "client_cpu_s": round(time.process_time(), 2),
-                "tasks": len(plan(files, workers=JOBS)),
+                "tasks": tasks,
                 "ranks": len(analysis.run.ranks),
                 "collective_instances": analysis.collectives.count,
                 "collectives_complete": sum(1 for i in analysis.collectives.instances if i.complete),
@@ -93,6 +132,33 @@ def child(executor_name: str, folder: Path, out: Path, cache: Path) -> None:
             }
         )
     )
+
+
+def _count_apart() -> dict[str, int]:
+    """How many scenarios the what-ifs sent to the workers, and how many settled there (the rest
+    were re-timed on the client): counted as they run, so that a point apart says it was."""
+    from tracekit.analyzers import retime_parallel  # noqa: PLC0415  (the measured process only)
+
+    counts = {"sent": 0, "settled": 0}
+    apart = retime_parallel.simulate_apart
+
+    def counted(plans: Any, scenarios: dict[Any, Any], spread: Any) -> dict[Any, Any]:
+        out = apart(plans, scenarios, spread)
+        counts["sent"] += len(scenarios)
+        counts["settled"] += sum(1 for v in out.values() if v is not None)
+        return out
+
+    retime_parallel.simulate_apart = counted  # type: ignore[assignment]
+    return counts
+
+
+def _workers_cpu(address: str) -> Callable[[], float]:
+    """The CPU seconds the workers of the cluster at ``address`` have spent, summed, as a
+    function to call (a client of its own, beside the analysis's)."""
+    import distributed  # noqa: PLC0415  (the measured process of a point apart only)
+
+    client = distributed.Client(address, set_as_default=False)
+    return lambda: float(sum(client.run(time.process_time).values()))
 
 
 def _now() -> tuple[float, float]:
@@ -118,13 +184,26 @@ def noop_overhead(tasks: int) -> dict[str, float]:
     return {"wall_s": wall / tasks, "cpu_s": cpu / tasks}
 
 
-def run_point(ranks: int, mb: float, executor: str, *, data_dir: Path, out_dir: Path, log: Any) -> dict[str, Any]:
-    """Generate (or reuse) R files of S MB; analyze them in a measured process with an empty cache."""
+def run_point(
+    ranks: int,
+    mb: float,
+    executor: str,
+    *,
+    data_dir: Path,
+    out_dir: Path,
+    log: Any,
+    scheduler: str | None = None,
+    workers: int = JOBS,
+) -> dict[str, Any]:
+    """Generate (or reuse) R files of S MB; analyze them in a measured process with an empty
+    cache. ``scheduler``: the address of a running cluster of ``workers`` workers, which the
+    measured process reaches (its workers are not in the measured process tree)."""
     spec = Spec(ranks=ranks, mb_per_rank=mb, world_size=ranks)
     folder = generate(spec, data_dir)
     out = out_dir / f"{ranks}x{mb:g}mb-{executor}.json"
     with tempfile.TemporaryDirectory(prefix="tracekit-scale-cache-") as cache:
-        command = [sys.executable, "-m", "benchmarks.scale_ranks", "--child", executor, str(folder), str(out), cache]
+        name = scheduler or executor
+        command = [sys.executable, "-m", "benchmarks.scale_ranks", "--child", name, str(folder), str(out), cache]
         load_before = os.getloadavg()[0]
         measured = measure(command, env=_env())
     if measured.returncode:
@@ -135,7 +214,7 @@ def run_point(ranks: int, mb: float, executor: str, *, data_dir: Path, out_dir: 
         "mb_per_rank": mb,
         "json_mb": round(sum(describe(spec, data_dir)["json_bytes"]) / 1e6, 1),
         "executor": executor,
-        "workers": JOBS,
+        "workers": workers,
         **stages,
         "wall_s": round(measured.wall_s, 2),
         "cpu_s": round(measured.cpu_s, 1),
@@ -147,6 +226,45 @@ def run_point(ranks: int, mb: float, executor: str, *, data_dir: Path, out_dir: 
     }
     log(f"  {ranks} x {mb:g} MB on {executor}: {json.dumps({k: row[k] for k in ('wall_s', 'peak_rss_mb')} | stages)}")
     return row
+
+
+def run_apart(
+    points: tuple[tuple[int, float], ...], *, data_dir: Path, out_dir: Path, log: Any
+) -> list[dict[str, Any]]:
+    """``points`` analyzed through a running cluster of :data:`APART_WORKERS` workers, started
+    here: the what-ifs re-time the ranks on its workers."""
+    import distributed  # noqa: PLC0415
+
+    with distributed.LocalCluster(
+        n_workers=APART_WORKERS,
+        threads_per_worker=1,
+        processes=True,
+        dashboard_address=":0",
+        silence_logs=logging.ERROR,
+    ) as cluster:
+        rows = [
+            run_point(
+                r,
+                mb,
+                "dask-apart",
+                data_dir=data_dir,
+                out_dir=out_dir,
+                log=log,
+                scheduler=str(cluster.scheduler_address),
+                workers=APART_WORKERS,
+            )
+            for r, mb in points
+        ]
+    for row in rows:
+        if not row["scenarios_apart"]["settled"]:
+            raise SystemExit(f"{row['ranks']} x {row['mb_per_rank']:g} MB: no scenario was re-timed apart")
+    return rows
+
+
+def apart_point_of(row: dict[str, Any]) -> ApartPoint:
+    """The apart model's view of a measured row: :func:`point_of`'s, and the workers' reduce."""
+    p = point_of(row)
+    return ApartPoint(p.ranks, p.mb, p.workers, p.reduce_cpu_s, row["reduce_workers_cpu_s"])
 
 
 def without_time(path: Path) -> bytes:
@@ -180,18 +298,23 @@ def run_all(*, quick: bool, data_dir: Path, log: Any) -> dict[str, Any]:
         local = run_point(*large, "local", data_dir=data_dir, out_dir=out_dir, log=log)
         dask = run_point(*large, "dask", data_dir=data_dir, out_dir=out_dir, log=log)
         identical = without_time(Path(local["json"])) == without_time(Path(dask["json"]))
+        apart = run_apart(QUICK_APART_POINTS if quick else APART_POINTS, data_dir=data_dir, out_dir=out_dir, log=log)
+        same = next(r for r in apart if (r["ranks"], r["mb_per_rank"]) == large)
+        apart_identical = without_time(Path(local["json"])) == without_time(Path(same["json"]))
     finally:
         shutil.rmtree(out_dir, ignore_errors=True)
     overhead = noop_overhead(200 if quick else NOOP_TASKS)
     model = fit([point_of(r) for r in rows], task_overhead_s=overhead["cpu_s"])
+    model = fit_apart(model, [apart_point_of(r) for r in apart])
     ranks, mb, workers = TARGET
-    for row in [*rows, local, dask]:
+    for row in [*rows, local, dask, *apart]:
         del row["json"]
     return {
         "machine": _machine(),
         "load_1min_end": round(os.getloadavg()[0], 2),
         "points": rows,
         "large": {"local": local, "dask": dask, "json_identical": identical},
+        "apart": {"points": apart, "json_identical_to_local": apart_identical},
         "dask_noop_per_task": {k: round(v, 5) for k, v in overhead.items()},
         "model": model.as_dict(),
         "checks": [check(model, point_of(local)), check(model, point_of(dask))],
@@ -202,12 +325,20 @@ def run_all(*, quick: bool, data_dir: Path, log: Any) -> dict[str, Any]:
             "executor": "dask (a running scheduler and workers: no start-up)",
             **model.stages(ranks, mb, workers, scheduled=True),
         },
+        "prediction_apart": {
+            "ranks": ranks,
+            "mb_per_rank": mb,
+            "workers": workers,
+            "executor": "dask (a running cluster: the ranks re-timed on its workers)",
+            **model.stages(ranks, mb, workers, scheduled=True, apart=True),
+        },
         "targets": {
             **TARGETS,
             "local_peak_rss_mb": local["peak_rss_mb"],
             "local_reduce_s": local["reduce_s"],
             "dask_reduce_s": dask["reduce_s"],
             "json_identical": identical,
+            "apart_json_identical": apart_identical,
         },
     }
 
@@ -220,7 +351,7 @@ def table(doc: dict[str, Any]) -> str:
         "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     checked = {(c["point"]["ranks"], c["point"]["executor"]): c for c in doc["checks"]}
-    for row in [*doc["points"], doc["large"]["local"], doc["large"]["dask"]]:
+    for row in [*doc["points"], doc["large"]["local"], doc["large"]["dask"], *doc["apart"]["points"]]:
         c = checked.get((row["ranks"], row["executor"]))
         model = f"{c['map_cpu_s']['predicted']} ({c['map_cpu_error_pct']:+}%)" if c else "fitted"
         lines.append(
@@ -232,6 +363,11 @@ def table(doc: dict[str, Any]) -> str:
     lines.append(
         f"| {p['ranks']} x {p['mb_per_rank']:g} | dask, {p['workers']} workers | {p['tasks']} | {p['map_s']:.0f} "
         f"| {p['reduce_s']:.1f} | {p['report_s']:.1f} | {p['total_s']:.0f} (model) | - | - | - |"
+    )
+    p = doc["prediction_apart"]
+    lines.append(
+        f"| {p['ranks']} x {p['mb_per_rank']:g} | dask, {p['workers']} workers, apart | {p['tasks']} "
+        f"| {p['map_s']:.0f} | {p['reduce_s']:.1f} | {p['report_s']:.1f} | {p['total_s']:.0f} (model) | - | - | - |"
     )
     return "\n".join(lines)
 
@@ -257,7 +393,8 @@ def main(argv: list[str] | None = None) -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(doc, indent=1) + "\n")
     print(table(doc))
-    print(json.dumps({"model": doc["model"], "prediction": doc["prediction"], "targets": doc["targets"]}, indent=1))
+    keys = ("model", "prediction", "prediction_apart", "targets")
+    print(json.dumps({k: doc[k] for k in keys}, indent=1))
     print(f"wrote {out}")
 
 

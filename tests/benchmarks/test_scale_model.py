@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from benchmarks.scale_model import MB, Model, Point, check, fit
+from benchmarks.scale_model import MB, ApartPoint, Model, Point, check, fit, fit_apart
 from tracekit.pipeline.shards import plan
 
 if TYPE_CHECKING:
@@ -54,3 +54,33 @@ def test_a_fit_recovers_the_model_of_its_points() -> None:
     assert checked["predicted"]["tasks"] == 24
     assert checked["predicted"]["map_s"] == pytest.approx(TRUE.map_cpu(1024, 3.0) / 2 + 24 * TRUE.o_per_task, rel=0.01)
     assert abs(checked["map_cpu_error_pct"]) < 1
+
+
+APART = replace(TRUE, ra0=0.2, ra1_per_rank=0.0004, ra2_per_rank_mb=0.00005, wa1_per_rank=0.003, wa2_per_rank_mb=0.002)
+
+
+def test_a_fit_apart_recovers_the_reduce_on_the_client_and_on_the_workers() -> None:
+    points = []
+    for ranks, mb in [(256, 3.0), (1024, 3.0), (1024, 6.0)]:
+        client = APART.ra0 + ranks * (APART.ra1_per_rank + APART.ra2_per_rank_mb * mb)
+        workers = ranks * (APART.wa1_per_rank + APART.wa2_per_rank_mb * mb)
+        points.append(ApartPoint(ranks, mb, 7, client, workers))
+    fitted = fit_apart(TRUE, points)
+    assert fitted.apart and not TRUE.apart
+    for name, value in asdict(fitted).items():
+        assert value == pytest.approx(getattr(APART, name), rel=1e-6, abs=1e-9), name
+    # by hand: 1,024 x 1 GB on 64 workers, the client's part whole and the workers' spread over 64
+    reduce_s = 0.2 + 1024 * (0.0004 + 0.00005 * 1000) + 1024 * (0.003 + 0.002 * 1000) / 64
+    assert fitted.stages(1024, 1000.0, 64, scheduled=True, apart=True)["reduce_s"] == pytest.approx(reduce_s, abs=0.01)
+    # the map does not change; the reduce on the client alone is the other model's
+    whole = fitted.stages(1024, 1000.0, 64, scheduled=True)
+    assert whole["map_s"] == fitted.stages(1024, 1000.0, 64, scheduled=True, apart=True)["map_s"]
+    assert whole["reduce_s"] == pytest.approx(0.1 + 1024 * (0.0005 + 0.0001 * 1000), abs=0.01)
+
+
+def test_the_reduce_apart_needs_two_sizes_and_two_numbers_of_ranks() -> None:
+    one_size = [ApartPoint(r, 3.0, 7, 1.0, 2.0) for r in (256, 512, 1024)]
+    with pytest.raises(ValueError, match="two sizes"):
+        fit_apart(TRUE, one_size)
+    with pytest.raises(ValueError, match="fit_apart first"):
+        TRUE.stages(1024, 3.0, 64, scheduled=True, apart=True)

@@ -3,7 +3,7 @@ checked in its direction."""
 
 from __future__ import annotations
 
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from typing import Any
 
 from benchmarks import targets
@@ -59,3 +59,17 @@ def test_the_model_target_is_the_models_prediction() -> None:
     stages = MODEL.stages(ranks, mb, workers, scheduled=True)
     assert table["scale_total_s"]["value"] == round(stages["total_s"], 3)
     assert table["scale_reduce_s"] == {**table["scale_reduce_s"], "value": 1.0, "met": True}
+
+
+def test_the_model_target_reads_the_reduce_apart_once_measured() -> None:
+    apart = replace(MODEL, ra0=0.5, ra2_per_rank_mb=0.001, wa2_per_rank_mb=0.064)
+    parts = _parts(rss_over_hta=0.15, local_mb=900, dask_mb=990, identical=True)
+    parts["scale_ranks"] |= {"model": asdict(apart), "apart": {"json_identical_to_local": True}}
+    table = {t["name"]: t for t in targets.targets(parts)}
+    # by hand, 1,024 x 1 GB on 64 workers: 0.5 + 1024 x 0.001 x 1000 on the client, 1024 x 0.064 x 1000 / 64 there
+    assert table["scale_reduce_s"]["value"] == 0.5 + 1024 + 1024
+    assert table["scale_reduce_s"]["met"] is False
+    assert table["ranks_1024_apart_same_json"]["met"] is True
+    # a results file from before the points apart: the reduce on the client, the JSON check not run
+    before = _table(rss_over_hta=0.15, local_mb=900, dask_mb=990, identical=True)
+    assert before["scale_reduce_s"]["value"] == 1.0 and before["ranks_1024_apart_same_json"]["met"] is None
