@@ -142,8 +142,8 @@ def _count_apart() -> dict[str, int]:
     counts = {"sent": 0, "settled": 0}
     apart = retime_parallel.simulate_apart
 
-    def counted(plans: Any, scenarios: dict[Any, Any], spread: Any) -> dict[Any, Any]:
-        out = apart(plans, scenarios, spread)
+    def counted(scenarios: dict[Any, Any], *args: Any) -> dict[Any, Any]:
+        out = apart(scenarios, *args)
         counts["sent"] += len(scenarios)
         counts["settled"] += sum(1 for v in out.values() if v is not None)
         return out

@@ -54,7 +54,7 @@ from tracekit.analyzers.gains_plan import TASK_KEYS, ByRank, GainRun, plans, ran
 from tracekit.analyzers.host_time import host_time
 from tracekit.analyzers.parts import Parts, table
 from tracekit.analyzers.retime import Removal, Scenario
-from tracekit.analyzers.retime_parallel import simulate_each
+from tracekit.analyzers.retime_parallel import Placement, simulate_each
 from tracekit.analyzers.retime_plan import merge, outside
 from tracekit.analyzers.shared import COLLECTIVES, LEDGER, STRAGGLERS
 from tracekit.analyzers.timeline import COLLECTIVE_WAIT, TRANSFER_COPY, host_collective_waits
@@ -357,10 +357,17 @@ class WhatIfs:
         """The digest of the run's plans, once for every :meth:`gains` (the memo's keys)."""
         return plans_digest(self.run.plans if self.run is not None else [])
 
+    @functools.cached_property
+    def _placement(self) -> Placement | None:
+        """The run's ranks held on the spread's workers, once for every :meth:`gains`."""
+        if self.spread is None or self.run is None:
+            return None
+        return Placement(self.run.plans, self.spread)
+
     def _simulated(self, run: GainRun, scenarios: dict[K, Scenario]) -> dict[K, dict[int, float]]:
         """Each scenario's gains per rank: kept by the memo, else re-timed (and kept)."""
         if self.memo is None:
-            return simulate_each(run.plans, scenarios, jobs=self.jobs, spread=self.spread)
+            return simulate_each(run.plans, scenarios, jobs=self.jobs, spread=self.spread, placement=self._placement)
         keys = {k: scenario_key(self._plans_digest, s) for k, s in scenarios.items()}
         out: dict[K, dict[int, float]] = {}
         for k, key in keys.items():
@@ -370,7 +377,7 @@ class WhatIfs:
                 out[k] = kept
         todo = {k: s for k, s in scenarios.items() if k not in out}
         if todo:
-            fresh = simulate_each(run.plans, todo, jobs=self.jobs, spread=self.spread)
+            fresh = simulate_each(run.plans, todo, jobs=self.jobs, spread=self.spread, placement=self._placement)
             for k, gained in fresh.items():
                 self.memo.put(keys[k], encode(gained))
             out.update(fresh)

@@ -11,14 +11,16 @@ depend on one.
 Where the run was mapped by more workers than this machine's cores can match (a Dask
 cluster: :class:`Spread`), the ranks are re-timed there instead, each on its own, the ranks
 meeting at their collectives' last arrivals (:mod:`tracekit.analyzers.retime_ranks`): this
-process then works on collective instances only, a few rounds of ranks x instances. A
-scenario the ranks cannot settle apart (a cycle), or a round the workers could not run, is
-re-timed here whole: the gains are the same either way.
+process then works on collective instances only, a few rounds of ranks x instances. The ranks
+are placed on the workers once for every what-if of a run (:class:`Placement`: the verdict's
+gains, then their explanation). A scenario the ranks cannot settle apart (a cycle), or a round
+the workers could not run, is re-timed here whole: the gains are the same either way.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, Protocol, TypeVar
 
 from tracekit.analyzers import retime
@@ -67,15 +69,23 @@ class Spread(Protocol):
 
 
 def simulate_each(
-    plans: list[RankPlan], scenarios: dict[K, Scenario], *, jobs: int = 1, spread: Spread | None = None
+    plans: list[RankPlan],
+    scenarios: dict[K, Scenario],
+    *,
+    jobs: int = 1,
+    spread: Spread | None = None,
+    placement: Placement | None = None,
 ) -> dict[K, dict[int, float]]:
     """:func:`retime.simulate_each` with the scenarios split over ``jobs`` processes, or the
-    ranks over ``spread``'s workers where they are more than :data:`ROUNDS` times as many."""
+    ranks over ``spread``'s workers where they are more than :data:`ROUNDS` times as many.
+    ``placement``: the ranks of ``plans`` held on ``spread``'s workers, for every call of one
+    run (else placed for this call)."""
     keys = list(scenarios)
     n = min(jobs, len(keys))
     work = sum(p.start.size for p in plans) * len(keys)
     if spread is not None and work >= MIN_WORK and len(plans) > 1 and spread.workers > ROUNDS * max(n, 1):
-        apart = simulate_apart(plans, scenarios, spread)
+        placed = placement() if placement is not None else place(plans, spread)
+        apart = simulate_apart(scenarios, spread, placed) if placed is not None else dict.fromkeys(scenarios)
         settled = {k: g for k, g in apart.items() if g is not None}
         rest = {k: s for k, s in scenarios.items() if k not in settled}
         whole = simulate_each(plans, rest, jobs=jobs) if rest else {}
@@ -114,11 +124,21 @@ def balanced(keys: list[K], weight: dict[K, float], n: int) -> list[list[K]]:
     return [sorted(g, key=order.__getitem__) for g in groups]
 
 
-def simulate_apart(
-    plans: list[RankPlan], scenarios: dict[K, Scenario], spread: Spread
-) -> dict[K, dict[int, float] | None]:
-    """Each scenario's gains, the ranks re-timed apart on ``spread``'s workers, in groups of
-    about equal work (None: a scenario the ranks could not settle apart)."""
+@dataclass(frozen=True)
+class Placed:
+    """A run's ranks held on a spread's workers, in groups of about equal work: what each
+    round of each what-if of the run sends them (a few numbers), the ranks' events sent once."""
+
+    #: each instance's last arrival as recorded
+    last_old: dict[int, float]
+    #: a handle per group, and the ranks and instances each group holds
+    held: list[Any]
+    ranks: list[set[int]]
+    instances: list[set[int]]
+
+
+def place(plans: list[RankPlan], spread: Spread) -> Placed | None:
+    """The ranks of ``plans`` held on ``spread``'s workers (None: they could not be)."""
     last_old, first_end = recorded(plans)
     by_rank = {p.rank: p for p in plans}
     groups = balanced(
@@ -127,10 +147,32 @@ def simulate_apart(
     alone = [[RankAlone(by_rank[r], last_old, first_end) for r in g] for g in groups if g]
     ranks = [{r.plan.rank for r in g} for g in alone]
     instances = [{i for r in g for i in r.members} for g in alone]
-    held = spread.hold(alone)  # the ranks' events sent once; each round sends a few numbers
-    del alone
-    if held is None:
-        return dict.fromkeys(scenarios)
+    held = spread.hold(alone)
+    return None if held is None else Placed(last_old, held, ranks, instances)
+
+
+class Placement:
+    """:func:`place` of one run's plans, done when first asked for and kept for the run's
+    other what-ifs (the verdict's gains, then their explanation: each sent every rank's events
+    to the workers again, about half of what the client spent on re-timing apart)."""
+
+    def __init__(self, plans: list[RankPlan], spread: Spread) -> None:
+        self.plans = plans
+        self.spread = spread
+        self._placed: Placed | None = None
+        self._asked = False
+
+    def __call__(self) -> Placed | None:
+        if not self._asked:
+            self._placed = place(self.plans, self.spread)
+            self._asked = True
+        return self._placed
+
+
+def simulate_apart(scenarios: dict[K, Scenario], spread: Spread, placed: Placed) -> dict[K, dict[int, float] | None]:
+    """Each scenario's gains, the ranks re-timed apart on ``spread``'s workers, where ``placed``
+    holds them (:func:`place`; None: a scenario the ranks could not settle apart)."""
+    held, ranks, instances = placed.held, placed.ranks, placed.instances
 
     def rounds_of(lasts: dict[K, dict[int, float]]) -> dict[K, list[Round]] | None:
         items = [
@@ -146,7 +188,7 @@ def simulate_apart(
             return None
         return {k: [r for part in done for r in part[k]] for k in lasts}
 
-    return settle_each(rounds_of, last_old, scenarios)
+    return settle_each(rounds_of, placed.last_old, scenarios)
 
 
 def _only(scenario: Scenario, ranks: set[int]) -> Scenario:
