@@ -125,3 +125,29 @@ def test_a_last_rank_with_others_close_behind_gains_only_the_gap_to_the_next(
     saved = straggler.step_ns * straggler.gain_pct / 100
     assert saved == pytest.approx(gap, abs=150_000)  # 0.15 ms: the later collectives' own gaps differ
     assert straggler.gain_pct < straggler.share_pct / 5
+
+
+def test_a_runs_what_ifs_work_each_ranks_shape_out_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The verdict's gains, then their explanation, re-time the same ranks: each rank's shape
+    (streams, delays, dependencies, blocks) is worked out once for both calls."""
+    from tracekit.analyzers import retime, retime_shape, run_analysis
+    from tracekit.readers import load_run
+
+    built: list[int] = []
+    calls: list[int] = []
+    shape, each = retime_shape.RankShape.__init__, retime.simulate_each
+
+    def counted_shape(self: retime_shape.RankShape, plan: retime.RankPlan) -> None:
+        built.append(plan.rank)
+        shape(self, plan)
+
+    def counted_call(*args: object, **kwargs: object) -> object:
+        calls.append(1)
+        return each(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(retime_shape.RankShape, "__init__", counted_shape)
+    monkeypatch.setattr(retime, "simulate_each", counted_call)
+    outcome = run_analysis(load_run([SAMPLES / "captures" / "straggler"], use_cache=False))
+    ranks = [r.rank for r in outcome.analysis.run.ranks]
+    assert len(calls) >= 2  # the gains and their explanation
+    assert sorted(built) == sorted(ranks)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import pickle
 
 import numpy as np
 import pytest
@@ -263,6 +264,18 @@ def test_scenarios_re_timed_together_as_each_alone(plans: list[RankPlan], at: fl
     alone = {k: simulate(plans, s) for k, s in scenarios.items()}
     assert simulate_each(plans, scenarios) == alone
     assert simulate_each(plans, dict(reversed(scenarios.items()))) == alone
+    # one run's calls in turn (the verdict's gains, then their explanation), the shapes kept
+    # from one call to the next: the same gains, each rank's shape worked out once
+    shapes = retime.Shapes()
+    keys = list(scenarios)
+    first = simulate_each(plans, {k: scenarios[k] for k in keys[::2]}, shapes=shapes)
+    kept = shapes.last
+    assert kept is not None
+    held = {rank: r.streams for rank, r in kept.ranks.items()}
+    second = simulate_each(plans, {k: scenarios[k] for k in keys[1::2]}, shapes=shapes)
+    assert {**first, **second} == alone
+    assert shapes.last is not None and all(r.streams is held[rank] for rank, r in shapes.last.ranks.items())
+    assert pickle.loads(pickle.dumps(shapes)).last is None  # a child works its own out
 
 
 @pytest.mark.parametrize("device_end", [True, False])

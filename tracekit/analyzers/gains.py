@@ -53,7 +53,7 @@ from tracekit.analyzers.gains_memo import decode, encode, plans_digest, scenario
 from tracekit.analyzers.gains_plan import TASK_KEYS, ByRank, GainRun, plans, rank_frame
 from tracekit.analyzers.host_time import host_time
 from tracekit.analyzers.parts import Parts, table
-from tracekit.analyzers.retime import Removal, Scenario
+from tracekit.analyzers.retime import Removal, Scenario, Shapes
 from tracekit.analyzers.retime_parallel import Placement, simulate_each
 from tracekit.analyzers.retime_plan import merge, outside
 from tracekit.analyzers.shared import COLLECTIVES, LEDGER, STRAGGLERS
@@ -364,10 +364,21 @@ class WhatIfs:
             return None
         return Placement(self.run.plans, self.spread)
 
+    @functools.cached_property
+    def _shapes(self) -> Shapes:
+        """The ranks' shapes in this process, once for every :meth:`gains`."""
+        return Shapes()
+
+    def _simulate(self, run: GainRun, scenarios: dict[K, Scenario]) -> dict[K, dict[int, float]]:
+        """Each scenario's gains per rank, re-timed."""
+        return simulate_each(
+            run.plans, scenarios, jobs=self.jobs, spread=self.spread, placement=self._placement, shapes=self._shapes
+        )
+
     def _simulated(self, run: GainRun, scenarios: dict[K, Scenario]) -> dict[K, dict[int, float]]:
         """Each scenario's gains per rank: kept by the memo, else re-timed (and kept)."""
         if self.memo is None:
-            return simulate_each(run.plans, scenarios, jobs=self.jobs, spread=self.spread, placement=self._placement)
+            return self._simulate(run, scenarios)
         keys = {k: scenario_key(self._plans_digest, s) for k, s in scenarios.items()}
         out: dict[K, dict[int, float]] = {}
         for k, key in keys.items():
@@ -377,7 +388,7 @@ class WhatIfs:
                 out[k] = kept
         todo = {k: s for k, s in scenarios.items() if k not in out}
         if todo:
-            fresh = simulate_each(run.plans, todo, jobs=self.jobs, spread=self.spread, placement=self._placement)
+            fresh = self._simulate(run, todo)
             for k, gained in fresh.items():
                 self.memo.put(keys[k], encode(gained))
             out.update(fresh)

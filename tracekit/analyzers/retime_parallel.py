@@ -75,11 +75,13 @@ def simulate_each(
     jobs: int = 1,
     spread: Spread | None = None,
     placement: Placement | None = None,
+    shapes: retime.Shapes | None = None,
 ) -> dict[K, dict[int, float]]:
     """:func:`retime.simulate_each` with the scenarios split over ``jobs`` processes, or the
     ranks over ``spread``'s workers where they are more than :data:`ROUNDS` times as many.
     ``placement``: the ranks of ``plans`` held on ``spread``'s workers, for every call of one
-    run (else placed for this call)."""
+    run (else placed for this call); ``shapes``: the ranks' shapes kept in this process for
+    every call of one run."""
     keys = list(scenarios)
     n = min(jobs, len(keys))
     work = sum(p.start.size for p in plans) * len(keys)
@@ -88,21 +90,27 @@ def simulate_each(
         apart = simulate_apart(scenarios, spread, placed) if placed is not None else dict.fromkeys(scenarios)
         settled = {k: g for k, g in apart.items() if g is not None}
         rest = {k: s for k, s in scenarios.items() if k not in settled}
-        whole = simulate_each(plans, rest, jobs=jobs) if rest else {}
+        whole = simulate_each(plans, rest, jobs=jobs, shapes=shapes) if rest else {}
         return {k: settled[k] if k in settled else whole[k] for k in keys}
     if n < 2 or work < MIN_WORK:
-        return retime.simulate_each(plans, scenarios)
+        return retime.simulate_each(plans, scenarios, shapes=shapes)
     groups = balanced(keys, {k: _weight(scenarios[k]) for k in keys}, n)
     items = [(plans, {k: scenarios[k] for k in group}) for group in groups]
     out: dict[K, dict[int, float]] = {}
-    for part in apart_map(_simulated, items, patience=PATIENCE, min_wait_s=MIN_WAIT_S):
+    for part in apart_map(_Group(shapes), items, patience=PATIENCE, min_wait_s=MIN_WAIT_S):
         out.update(part)
     return {k: out[k] for k in keys}
 
 
-def _simulated(item: tuple[list[RankPlan], dict[K, Scenario]]) -> dict[K, dict[int, float]]:
-    """:func:`retime.simulate_each` of ``(plans, scenarios)``: a group's work, here or in a child."""
-    return retime.simulate_each(*item)
+class _Group:
+    """:func:`retime.simulate_each` of ``(plans, scenarios)``: a group's work, here (with the
+    run's kept ``shapes``) or in a child (sent them empty: :class:`retime.Shapes`)."""
+
+    def __init__(self, shapes: retime.Shapes | None) -> None:
+        self.shapes = shapes
+
+    def __call__(self, item: tuple[list[RankPlan], dict[K, Scenario]]) -> dict[K, dict[int, float]]:
+        return retime.simulate_each(*item, shapes=self.shapes)
 
 
 def _weight(scenario: Scenario) -> float:
