@@ -3,6 +3,7 @@ whatever a child does."""
 
 from __future__ import annotations
 
+import functools
 import os
 import pickle
 from typing import TYPE_CHECKING, TypeVar
@@ -173,7 +174,7 @@ def test_a_runs_ranks_are_sent_to_the_workers_once_for_every_what_if() -> None:
     first = {"fetch": Scenario(removals={1: removal((10, 30))})}
     second = {"none": Scenario(), "both": Scenario(removals={1: removal((10, 30))}, no_wait_blocks=True)}
     workers = _Workers()
-    placement = retime_parallel.Placement(plans, workers)
+    placement = functools.cache(functools.partial(retime_parallel.place, plans, workers))
     assert retime_parallel.simulate_each(plans, first, jobs=2, spread=workers, placement=placement) == (
         retime.simulate_each(plans, first)
     )
@@ -184,7 +185,7 @@ def test_a_runs_ranks_are_sent_to_the_workers_once_for_every_what_if() -> None:
     assert workers.holds == 1 and rounds > 0 and workers.rounds > rounds
     # ranks the workers could not hold are asked for once too: every call re-times them here
     lost = _Workers(fails="hold")
-    once = retime_parallel.Placement(plans, lost)
+    once = functools.cache(functools.partial(retime_parallel.place, plans, lost))
     for scenarios in (first, second):
         got = retime_parallel.simulate_each(plans, scenarios, jobs=2, spread=lost, placement=once)
         assert got == retime.simulate_each(plans, scenarios)

@@ -54,7 +54,7 @@ from tracekit.analyzers.gains_plan import TASK_KEYS, ByRank, GainRun, plans, ran
 from tracekit.analyzers.host_time import host_time
 from tracekit.analyzers.parts import Parts, table
 from tracekit.analyzers.retime import Removal, Scenario, Shapes
-from tracekit.analyzers.retime_parallel import Placement, simulate_each
+from tracekit.analyzers.retime_parallel import place, simulate_each
 from tracekit.analyzers.retime_plan import merge, outside
 from tracekit.analyzers.shared import COLLECTIVES, LEDGER, STRAGGLERS
 from tracekit.analyzers.timeline import COLLECTIVE_WAIT, TRANSFER_COPY, host_collective_waits
@@ -62,11 +62,13 @@ from tracekit.results.vocab import BoundKind, IdleCause, StragglerCause
 from tracekit.results.worth import NOTE_BOUND, Gain, GainLimit
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from tracekit.analyzers.context import RankContext
     from tracekit.analyzers.gains_memo import Memo
     from tracekit.analyzers.ledger import LedgerResult
     from tracekit.analyzers.mapreduce import Reduced
-    from tracekit.analyzers.retime_parallel import Spread
+    from tracekit.analyzers.retime_parallel import Placed, Spread
     from tracekit.results.analysis import Finding
 
 K = TypeVar("K")
@@ -358,11 +360,13 @@ class WhatIfs:
         return plans_digest(self.run.plans if self.run is not None else [])
 
     @functools.cached_property
-    def _placement(self) -> Placement | None:
-        """The run's ranks held on the spread's workers, once for every :meth:`gains`."""
+    def _placement(self) -> Callable[[], Placed | None] | None:
+        """The run's ranks held on the spread's workers, placed when first asked for and kept
+        for every :meth:`gains` (the verdict's gains, then their explanation, each sent every
+        rank's events to the workers again: about half of the client's share of re-timing apart)."""
         if self.spread is None or self.run is None:
             return None
-        return Placement(self.run.plans, self.spread)
+        return functools.cache(functools.partial(place, self.run.plans, self.spread))
 
     @functools.cached_property
     def _shapes(self) -> Shapes:

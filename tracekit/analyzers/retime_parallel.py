@@ -12,7 +12,7 @@ Where the run was mapped by more workers than this machine's cores can match (a 
 cluster: :class:`Spread`), the ranks are re-timed there instead, each on its own, the ranks
 meeting at their collectives' last arrivals (:mod:`tracekit.analyzers.retime_ranks`): this
 process then works on collective instances only, a few rounds of ranks x instances. The ranks
-are placed on the workers once for every what-if of a run (:class:`Placement`: the verdict's
+are placed on the workers once for every what-if of a run (``placement``: the verdict's
 gains, then their explanation). A scenario the ranks cannot settle apart (a cycle), or a round
 the workers could not run, is re-timed here whole: the gains are the same either way.
 """
@@ -74,14 +74,14 @@ def simulate_each(
     *,
     jobs: int = 1,
     spread: Spread | None = None,
-    placement: Placement | None = None,
+    placement: Callable[[], Placed | None] | None = None,
     shapes: retime.Shapes | None = None,
 ) -> dict[K, dict[int, float]]:
     """:func:`retime.simulate_each` with the scenarios split over ``jobs`` processes, or the
     ranks over ``spread``'s workers where they are more than :data:`ROUNDS` times as many.
-    ``placement``: the ranks of ``plans`` held on ``spread``'s workers, for every call of one
-    run (else placed for this call); ``shapes``: the ranks' shapes kept in this process for
-    every call of one run."""
+    ``placement``: :func:`place` of ``plans`` and ``spread``, asked for when the ranks go to the
+    workers and kept by the caller for every call of one run (else placed for this call);
+    ``shapes``: the ranks' shapes kept in this process for every call of one run."""
     keys = list(scenarios)
     n = min(jobs, len(keys))
     work = sum(p.start.size for p in plans) * len(keys)
@@ -157,24 +157,6 @@ def place(plans: list[RankPlan], spread: Spread) -> Placed | None:
     instances = [{i for r in g for i in r.members} for g in alone]
     held = spread.hold(alone)
     return None if held is None else Placed(last_old, held, ranks, instances)
-
-
-class Placement:
-    """:func:`place` of one run's plans, done when first asked for and kept for the run's
-    other what-ifs (the verdict's gains, then their explanation: each sent every rank's events
-    to the workers again, about half of what the client spent on re-timing apart)."""
-
-    def __init__(self, plans: list[RankPlan], spread: Spread) -> None:
-        self.plans = plans
-        self.spread = spread
-        self._placed: Placed | None = None
-        self._asked = False
-
-    def __call__(self) -> Placed | None:
-        if not self._asked:
-            self._placed = place(self.plans, self.spread)
-            self._asked = True
-        return self._placed
 
 
 def simulate_apart(scenarios: dict[K, Scenario], spread: Spread, placed: Placed) -> dict[K, dict[int, float] | None]:
