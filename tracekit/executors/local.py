@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import importlib
 import os
-from concurrent.futures import Future, as_completed
+import queue
+import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
@@ -21,11 +22,13 @@ R = TypeVar("R")
 
 
 class LocalExecutor:
-    """Items run in ``jobs`` spawned processes (default: the number of cores), or in this
-    process when ``jobs`` is 1 or there is one item. The pool is started on the first map of
-    several items and kept until :meth:`close`, or, for an executor of ``single_use`` (one
-    analysis), until its map is done (:meth:`rest`). An item whose process died (out of memory,
-    killed) runs again in this process, so every item gives its function's own result."""
+    """Items run ``jobs`` at a time (default: the number of cores): in this process and in
+    ``jobs - 1`` spawned processes, each taking the next item when done with one (this process
+    would otherwise wait, holding its imports while a process more holds its own: 80 MB of a
+    run's peak). The pool is started on the first map of several items and kept until
+    :meth:`close`, or, for an executor of ``single_use`` (one analysis), until its map is done
+    (:meth:`rest`). An item whose process died (out of memory, killed) runs again in this
+    process, so every item gives its function's own result."""
 
     name = "local"
 
@@ -49,8 +52,8 @@ class LocalExecutor:
         are ready when the first items come (while this process goes on importing what it needs)."""
         if self.jobs <= 1 or self._pool is not None:
             return
-        self._pool = WorkerPool(self.jobs, initializer=_import, initargs=(preload,))
-        for _ in range(self.jobs):  # a process is spawned for each item that finds none idle
+        self._pool = WorkerPool(self.jobs - 1, initializer=_import, initargs=(preload,))
+        for _ in range(self.jobs - 1):  # a process is spawned for each item that finds none idle
             self._pool.submit(int)
 
     def map(self, fn: Callable[[T], R], items: Sequence[T]) -> Iterator[tuple[int, R | TaskFailed]]:
@@ -60,20 +63,30 @@ class LocalExecutor:
                 yield i, fn(item)
             return
         if self._pool is None:
-            self._pool = WorkerPool(min(self.jobs, len(items)))
-        futures: dict[Future[R], int] = {self._pool.submit(fn, item): i for i, item in enumerate(items)}
+            self._pool = WorkerPool(min(self.jobs, len(items)) - 1)
+        shared = _Shared(self._pool, fn, items)
+        feeders = [
+            threading.Thread(target=shared.feed, name="tracekit-pool-feed", daemon=True)
+            for _ in range(min(self.jobs, len(items)) - 1)
+        ]
+        for feeder in feeders:
+            feeder.start()
+        received = 0
         retry: list[int] = []
         try:
-            for future in as_completed(futures):
-                try:
-                    result = future.result()
-                except Exception:  # its process died (a broken pool fails every item left): run it here
-                    retry.append(futures[future])
+            while received + len(retry) < len(items):
+                if shared.results.empty() and (mine := shared.take()) is not None:
+                    received += 1
+                    yield mine, fn(items[mine])
                     continue
-                yield futures[future], result
+                j, ran, result = shared.results.get()  # a result of the pool's (none left to take: wait)
+                if ran:
+                    received += 1
+                    yield j, result
+                else:
+                    retry.append(j)
         finally:
-            for future in futures:
-                future.cancel()
+            shared.stop.set()
         if retry:
             self.close()  # a pool whose process died takes no more work
             for i in sorted(retry):
@@ -95,6 +108,38 @@ class LocalExecutor:
         if self._pool is not None:
             self._pool.close()
             self._pool = None
+
+
+class _Shared:
+    """The items of one map, taken one at a time by this process and by a thread per pool
+    process (:meth:`feed`), whichever is free first; the pool's results are queued."""
+
+    def __init__(self, pool: WorkerPool, fn: Callable[[T], R], items: Sequence[T]) -> None:
+        self.pool, self.fn, self.items = pool, fn, items
+        self._next = 0
+        self._lock = threading.Lock()
+        self.stop = threading.Event()
+        #: (index, whether it ran, result): an item not run (its process died) is run again here
+        self.results: queue.SimpleQueue[tuple[int, bool, Any]] = queue.SimpleQueue()
+
+    def take(self) -> int | None:
+        """The next item not yet taken, if any (None once stopped)."""
+        with self._lock:
+            if self._next >= len(self.items) or self.stop.is_set():
+                return None
+            self._next += 1
+            return self._next - 1
+
+    def feed(self) -> None:
+        """Send the pool one item at a time until none is left; after a failure, none more
+        (a broken pool fails every item sent to it)."""
+        while (i := self.take()) is not None:
+            try:
+                result = self.pool.submit(self.fn, self.items[i]).result()
+            except BaseException:  # its process died, or the pool was stopped
+                self.results.put((i, False, None))
+                return
+            self.results.put((i, True, result))
 
 
 def _import(module: str | None) -> None:
