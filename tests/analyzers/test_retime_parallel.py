@@ -6,7 +6,7 @@ from __future__ import annotations
 import functools
 import os
 import pickle
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import pytest
 from hypothesis import given, settings
@@ -17,6 +17,7 @@ from tests.analyzers.test_retime_ranks import _late_twice
 from tracekit import pools
 from tracekit.analyzers import retime, retime_parallel
 from tracekit.analyzers.retime import RankPlan, Scenario
+from tracekit.analyzers.retime_ranks import RankAlone
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -125,16 +126,25 @@ class _Workers:
         self.workers = workers
         self.fails = fails  # "hold", "call": what the workers fail to do
         self.rounds = 0
-        self.holds = 0
+        self.held: list[list[Any]] = []  # what each hold sent, as kept there
+        #: per round, whether every item's scenarios were ones held there (not sent with it)
+        self.scenarios_held: list[bool] = []
+        self.holds = 0  # of the ranks (the run's events): scenarios are held once per call besides
 
     def hold(self, items: list[T]) -> list[T] | None:
-        self.holds += 1
-        return None if self.fails == "hold" else [pickle.loads(pickle.dumps(x)) for x in items]
+        self.holds += all(isinstance(x, list) and isinstance(x[0], RankAlone) for x in items)
+        if self.fails == "hold":
+            return None
+        kept = [pickle.loads(pickle.dumps(x)) for x in items]
+        self.held.append(kept)
+        return kept
 
     def __call__(self, fn: Callable[[T], R], items: list[T]) -> list[R] | None:
         self.rounds += 1
         if self.fails == "call":
             return None
+        kept = [id(x) for group in self.held for x in group]
+        self.scenarios_held.append(all(id(item[1]) in kept for item in items))  # type: ignore[index]
         return [pickle.loads(pickle.dumps(fn(x))) for x in items]
 
 
@@ -183,6 +193,8 @@ def test_a_runs_ranks_are_sent_to_the_workers_once_for_every_what_if() -> None:
         retime.simulate_each(plans, second)
     )
     assert workers.holds == 1 and rounds > 0 and workers.rounds > rounds
+    # each call's scenarios are sent once, for all of its rounds
+    assert len(workers.held) == 3 and all(workers.scenarios_held)
     # ranks the workers could not hold are asked for once too: every call re-times them here
     lost = _Workers(fails="hold")
     once = functools.cache(functools.partial(retime_parallel.place, plans, lost))
