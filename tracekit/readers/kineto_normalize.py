@@ -31,6 +31,7 @@ missing.
 
 from __future__ import annotations
 
+import functools
 from typing import Final
 
 import polars as pl
@@ -200,7 +201,17 @@ def prepare(raw: pl.DataFrame) -> pl.DataFrame:
     else worked out here, event by event.
     """
     _check_names(raw)
-    given = all(c in raw.columns for c in CATEGORY_FACTS)
+    kept, decided, completed, chosen = _preparation(given=all(c in raw.columns for c in CATEGORY_FACTS))
+    prepared = raw.lazy().filter(*kept).with_columns(**decided).with_columns(**completed).select(*chosen).collect()
+    return without_null_columns(prepared)  # held until the file's last chunk: no buffer for no value
+
+
+@functools.cache
+def _preparation(*, given: bool) -> tuple[list[pl.Expr], dict[str, pl.Expr], dict[str, pl.Expr], list[pl.Expr]]:
+    """:func:`prepare`'s expressions, built once (a file's every chunk is prepared with them:
+    building them took half of a small chunk's preparation): the events kept, then what each
+    decides (its kind), then the columns that depend on its kind, then the schema's columns.
+    ``given``: whether the raw frame carries its categories' facts."""
     facts = {c: pl.col(c) for c in CATEGORY_FACTS} if given else category_facts(pl.col("cat"))
     kind = (
         pl.when(pl.col("instant"))
@@ -212,27 +223,22 @@ def prepare(raw: pl.DataFrame) -> pl.DataFrame:
         .otherwise(facts["cat_kind"])
     )
     is_gpu = pl.col("kind").is_in(GPU_KINDS)
-    prepared = (
-        raw.lazy()
-        .filter(facts["cat_kept"], ~(pl.col("instant") & pl.col("name").eq_missing(MEMORY_EVENT)))
-        .with_columns(kind=kind, **{UNREAD: facts["cat_unread"]})
-        .with_columns(
-            device=pl.when(is_gpu).then(pl.coalesce("device", "pid")),
-            stream=pl.when(is_gpu).then(pl.coalesce("stream", "tid")),
-            external_id=pl.coalesce("external_id", "external_id_2021"),
-            threads=pl.when(pl.col("kind") == "kernel").then("threads"),  # a kernel's launch only
-        )
-        # a value beyond its column's type (a group size of 2**31) is no value, as a wrong type is
-        .select(
-            "instant",
-            "ts",
-            "dur",
-            *(pl.col(c).cast(SCHEMA[c], strict=False) for c in _PREPARED),
-            pl.col(UNREAD).cast(pl.String),
-        )
-        .collect()
-    )
-    return without_null_columns(prepared)  # held until the file's last chunk: no buffer for no value
+    kept = [facts["cat_kept"], ~(pl.col("instant") & pl.col("name").eq_missing(MEMORY_EVENT))]
+    completed = {
+        "device": pl.when(is_gpu).then(pl.coalesce("device", "pid")),
+        "stream": pl.when(is_gpu).then(pl.coalesce("stream", "tid")),
+        "external_id": pl.coalesce("external_id", "external_id_2021"),
+        "threads": pl.when(pl.col("kind") == "kernel").then("threads"),  # a kernel's launch only
+    }
+    # a value beyond its column's type (a group size of 2**31) is no value, as a wrong type is
+    chosen = [
+        pl.col("instant"),
+        pl.col("ts"),
+        pl.col("dur"),
+        *(pl.col(c).cast(SCHEMA[c], strict=False) for c in _PREPARED),
+        pl.col(UNREAD).cast(pl.String),
+    ]
+    return kept, {"kind": kind, UNREAD: facts["cat_unread"]}, completed, chosen
 
 
 def finish(
