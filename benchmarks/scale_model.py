@@ -50,7 +50,7 @@ class Point:
     mb: float
     workers: int
     executor: str
-    #: CPU seconds of the workers (every process but the client)
+    #: CPU seconds of the map: the workers' (every process but the client) and the client's then
     map_cpu_s: float
     #: CPU seconds of the client during the reduce, and during the reports
     reduce_cpu_s: float

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from benchmarks.scale_model import MB, ApartPoint, Model, Point, check, fit, fit_apart
+from benchmarks.scale_ranks import point_of
 from tracekit.pipeline.shards import plan
 
 if TYPE_CHECKING:
@@ -84,3 +85,22 @@ def test_the_reduce_apart_needs_two_sizes_and_two_numbers_of_ranks() -> None:
         fit_apart(TRUE, one_size)
     with pytest.raises(ValueError, match="fit_apart first"):
         TRUE.stages(1024, 3.0, 64, scheduled=True, apart=True)
+
+
+def test_a_points_map_counts_the_client_that_maps_beside_its_processes() -> None:
+    """The local executor's client maps shards too: its CPU in the map is the map's, beside the
+    processes' (their CPU alone, about half, fitted the map at half its cost)."""
+    row = {
+        "ranks": 64,
+        "mb_per_rank": 3.0,
+        "workers": 2,
+        "executor": "local",
+        "workers_cpu_s": 9.5,
+        "map_client_cpu_s": 10.25,
+        "reduce_client_cpu_s": 1.5,
+        "report_client_cpu_s": 0.25,
+        "wall_s": 12.0,
+    }
+    point = point_of(row)
+    assert point.map_cpu_s == 19.75
+    assert (point.reduce_cpu_s, point.report_cpu_s) == (1.5, 0.25)
