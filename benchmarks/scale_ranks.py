@@ -348,7 +348,7 @@ def table(doc: dict[str, Any]) -> str:
     """The measured points and the model's predictions, as Markdown."""
     lines = [
         "| ranks x MB | executor | tasks | map s | reduce s | report s | wall s | load | peak RSS MB "
-        "| workers' CPU s (model) |",
+        "| map CPU s (model) |",
         "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     checked = {(c["point"]["ranks"], c["point"]["executor"]): c for c in doc["checks"]}
@@ -358,7 +358,7 @@ def table(doc: dict[str, Any]) -> str:
         lines.append(
             f"| {row['ranks']} x {row['mb_per_rank']:g} | {row['executor']} | {row['tasks']} | {row['map_s']:.1f} "
             f"| {row['reduce_s']:.2f} | {row['report_s']:.2f} | {row['wall_s']:.1f} | {max(row['load_1min']):.1f} "
-            f"| {row['peak_rss_mb']} | {row['workers_cpu_s']} {model} |"
+            f"| {row['peak_rss_mb']} | {point_of(row).map_cpu_s:g} {model} |"
         )
     p = doc["prediction"]
     lines.append(
