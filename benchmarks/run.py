@@ -80,6 +80,10 @@ class Measure:
     stdout_tail: str
     #: wall times of every repeat (the fields above are of the fastest)
     walls_s: tuple[float, ...] = ()
+    #: at the moment of ``peak_rss_mb``, each process's RSS (MB) with the start of its command
+    #: line, largest first: what the peak was made of (a coincidence of two workers' largest
+    #: moments, a child that outlived its work, ...)
+    at_peak: tuple[tuple[str, float], ...] = ()
 
 
 class _Tree:
@@ -97,6 +101,8 @@ class _Tree:
         self.samples = 0
         self.peak_rss = self.peak_pss = self.max_process = 0
         self.cpu: dict[int, float] = {}
+        self.names: dict[int, str] = {}
+        self.at_peak: tuple[tuple[str, float], ...] = ()
 
     def sample(self) -> None:
         full = self.samples % self.FULL_EVERY == 0
@@ -105,18 +111,33 @@ class _Tree:
             with contextlib.suppress(psutil.NoSuchProcess):
                 self.procs = [self.top, *self.top.children(recursive=True)]
         rss = pss = 0
+        each: list[tuple[int, int]] = []
         for p in self.procs:
             with contextlib.suppress(psutil.NoSuchProcess, psutil.AccessDenied):
                 resident = p.memory_info().rss
                 times = p.cpu_times()
                 rss += resident
+                each.append((p.pid, resident))
                 self.max_process = max(self.max_process, resident)
                 self.cpu[p.pid] = times.user + times.system
                 if full:
                     pss += p.memory_full_info().pss
+        if rss > self.peak_rss:
+            self.at_peak = tuple(
+                (self._name(pid), round(resident / 1e6, 1)) for pid, resident in sorted(each, key=lambda e: -e[1])
+            )
         self.peak_rss = max(self.peak_rss, rss)
         if full:
             self.peak_pss = max(self.peak_pss, pss)
+
+    def _name(self, pid: int) -> str:
+        """The start of ``pid``'s command line (read once per process)."""
+        if pid not in self.names:
+            try:
+                self.names[pid] = " ".join(psutil.Process(pid).cmdline())[:80]
+            except (psutil.NoSuchProcess, psutil.AccessDenied):
+                self.names[pid] = f"pid {pid}"
+        return self.names[pid]
 
 
 def measure(command: list[str], *, env: dict[str, str] | None = None) -> Measure:
@@ -145,7 +166,15 @@ def measure(command: list[str], *, env: dict[str, str] | None = None) -> Measure
         tail = out.read().decode(errors="replace")[-4000:]
     cpu = max(usage.ru_utime + usage.ru_stime, sum(tree.cpu.values()))
     return Measure(
-        wall, cpu, tree.peak_rss / 1e6, tree.peak_pss / 1e6, tree.max_process / 1e6, child.returncode, tail, (wall,)
+        wall,
+        cpu,
+        tree.peak_rss / 1e6,
+        tree.peak_pss / 1e6,
+        tree.max_process / 1e6,
+        child.returncode,
+        tail,
+        (wall,),
+        tree.at_peak,
     )
 
 
