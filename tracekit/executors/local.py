@@ -62,15 +62,12 @@ class LocalExecutor:
             for i, item in enumerate(items):
                 yield i, fn(item)
             return
+        others = min(self.jobs, len(items)) - 1  # this process is one of the jobs
         if self._pool is None:
-            self._pool = WorkerPool(min(self.jobs, len(items)) - 1)
+            self._pool = WorkerPool(others)
         shared = _Shared(self._pool, fn, items)
-        feeders = [
-            threading.Thread(target=shared.feed, name="tracekit-pool-feed", daemon=True)
-            for _ in range(min(self.jobs, len(items)) - 1)
-        ]
-        for feeder in feeders:
-            feeder.start()
+        for _ in range(others):
+            threading.Thread(target=shared.feed, name="tracekit-pool-feed", daemon=True).start()
         received = 0
         retry: list[int] = []
         try:
