@@ -549,11 +549,14 @@ def check_pinned(runner: Runner, sizes: Sizes, name: str, check: Check, cuda: bo
         # machine by far more than its share of the cores: beside the other tests in CI the
         # 512-wide model's step took 398 ms (its threads contending), against 20 ms a step of
         # batches from 2 workers at 40 ms each, and read compute-bound, rightly. A 64-wide
-        # layer and 400 ms a batch (25 ms a sample, 16 a batch; 200 ms a step from 2 workers)
-        # make the wait for data the step by construction (6.4 s a batch, as it was, took a
-        # minute of CI for the same verdict)
-        args = {"hidden": 64, "depth": 1, "loader_delay_ms": 25}
-        steps = (*steps, f"--workload_args={json.dumps(args)}")
+        # layer's step is about 10 ms here, 45 ms beside 4 busy loops, and more than half of
+        # a 200 ms step (400 ms a batch from 2 workers) once in CI (stop 63's run: compute-bound,
+        # rightly again). 800 ms a batch (50 ms a sample, 16 a batch; 400 ms a step from 2
+        # workers) leaves the wait for data the step's larger part up to about 20 times the
+        # step's unloaded compute; 8 traced steps (4 before them: the 2 workers' 4 batches made
+        # ahead) keep the check to 5 s of batches
+        args = {"hidden": 64, "depth": 1, "loader_delay_ms": 50}
+        steps = ("--measured_steps=10", "--profiler.active=8", f"--workload_args={json.dumps(args)}")
     done = capture(runner, "data_bound", out, "--nproc=1", "--pin_memory=true", "--num_workers=2", *steps)
     if not check.expect(done.returncode == 0, f"capture exited {done.returncode}: {_last(done)}"):
         return
