@@ -20,9 +20,9 @@ from typing import Final
 
 #: Threads per jemalloc arena. jemalloc's default, four arenas per core, spreads polars'
 #: threads so that memory one freed is rarely what another allocates: on 2 cores one arena
-#: held 8 x 125 MB's cold peak 10 to 40 MB lower (471 to 507 MB against 513 to 548, 10 runs
-#: each in turns, ``benchmarks.run.measure``), at the same time, and changed nothing
-#: measurable on 1,024 x 3 MB, a warm run or one 2 GB rank. One arena for every four cores
+#: held 8 x 125 MB's cold peak 30 MB lower on average (471 to 522 MB, mean 499, against 513
+#: to 548, mean 529; 10 runs each in turns, ``benchmarks.run.measure``), at the same time,
+#: and changed nothing measurable on 1,024 x 3 MB, a warm run or one 2 GB rank. One arena for every four cores
 #: keeps the contention of many threads on an arena's locks (what jemalloc's arenas are for)
 #: bounded on larger machines.
 CORES_PER_ARENA: Final = 4
