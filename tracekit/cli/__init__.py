@@ -4,13 +4,13 @@ Importing this package, before anything loads polars, sets how polars' allocator
 gives freed memory back, for this process and the processes it starts (:data:`ALLOCATOR`),
 unless the environment already says (``_RJEM_MALLOC_CONF``, which polars reads when it
 loads, after its own defaults: a later option wins; polars' defaults alone, which a program
-that imported polars leaves there for its children, say nothing). Polars' defaults keep freed pages for
-half a second, then only mark them free (``MADV_FREE``) for a second more, still counted as
-resident: reading and analyzing one 2 GB rank held 1.3 GB of memory where at most 0.86 GB
-was live. Giving them back within a tenth of a second, from a background thread, keeps it
-under 1 GB, at a cost of a few percent of the time (``benchmarks/results/``); fewer arenas than
-jemalloc's four per core leave less freed memory stranded in arenas no thread allocates from
-next. A program that imports polars before tracekit keeps its own settings.
+that imported polars leaves there for its children, say nothing). Polars' defaults keep
+freed pages for half a second, then only mark them free (``MADV_FREE``) for a second more,
+still counted as resident: reading and analyzing one 2 GB rank held 1.3 GB of memory where at
+most 0.86 GB was live. Giving them back within a tenth of a second, from a background thread,
+keeps it under 1 GB, at a cost of a few percent of the time (``benchmarks/results/``); fewer
+arenas than jemalloc's four per core leave less freed memory stranded in arenas no thread
+allocates from next. A program that imports polars before tracekit keeps its own settings.
 """
 
 from __future__ import annotations
@@ -18,13 +18,13 @@ from __future__ import annotations
 import os
 from typing import Final
 
-#: Threads per jemalloc arena. jemalloc's default, four arenas per core, spreads polars'
+#: Cores per jemalloc arena. jemalloc's default, four arenas per core, spreads polars'
 #: threads so that memory one freed is rarely what another allocates: on 2 cores one arena
 #: held 8 x 125 MB's cold peak 30 MB lower on average (471 to 522 MB, mean 499, against 513
 #: to 548, mean 529; 10 runs each in turns, ``benchmarks.run.measure``), at the same time,
-#: and changed nothing measurable on 1,024 x 3 MB, a warm run or one 2 GB rank. One arena for every four cores
-#: keeps the contention of many threads on an arena's locks (what jemalloc's arenas are for)
-#: bounded on larger machines.
+#: and changed nothing measurable on 1,024 x 3 MB, a warm run or one 2 GB rank. One arena for
+#: every four cores keeps the contention of many threads on an arena's locks (what jemalloc's
+#: arenas are for) bounded on larger machines.
 CORES_PER_ARENA: Final = 4
 #: jemalloc's settings: purge freed pages within 100 ms, in a background thread, with no
 #: lazy (``MADV_FREE``) stage between freed and returned; an arena per :data:`CORES_PER_ARENA`.
