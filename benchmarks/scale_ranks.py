@@ -136,19 +136,28 @@ def child(executor_name: str, folder: Path, out: Path, cache: Path) -> None:
 
 def _count_apart() -> dict[str, int]:
     """How many scenarios the what-ifs sent to the workers, and how many settled there (the rest
-    were re-timed on the client): counted as they run, so that a point apart says it was."""
-    from tracekit.analyzers import retime_parallel  # noqa: PLC0415  (the measured process only)
+    were re-timed on the client): counted as they run, so that a point apart says it was. The
+    what-ifs held on the workers (:mod:`tracekit.analyzers.gains_held`) settle through
+    ``settle_each``; plans re-timed apart without them through ``simulate_apart``."""
+    from tracekit.analyzers import gains_held, retime_parallel  # noqa: PLC0415  (the measured process only)
 
     counts = {"sent": 0, "settled": 0}
     apart = retime_parallel.simulate_apart
+    settle = gains_held.settle_each
 
-    def counted(scenarios: dict[Any, Any], *args: Any) -> dict[Any, Any]:
-        out = apart(scenarios, *args)
-        counts["sent"] += len(scenarios)
+    def tally(out: dict[Any, Any]) -> dict[Any, Any]:
+        counts["sent"] += len(out)
         counts["settled"] += sum(1 for v in out.values() if v is not None)
         return out
 
+    def counted(scenarios: dict[Any, Any], *args: Any) -> dict[Any, Any]:
+        return tally(apart(scenarios, *args))
+
+    def settled(*args: Any) -> dict[Any, Any]:
+        return tally(settle(*args))
+
     retime_parallel.simulate_apart = counted  # type: ignore[assignment]
+    gains_held.settle_each = settled  # type: ignore[assignment]
     return counts
 
 

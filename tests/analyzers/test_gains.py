@@ -56,13 +56,14 @@ def _plans(paths: list[Path], monkeypatch: pytest.MonkeyPatch) -> list[object]:
     from tracekit.readers import load_run
 
     seen: list[object] = []
-    real = g._scenarios
+    real = g.plans
 
-    def spy(red: object, run: GainRun, parts: object) -> dict[BoundKind, Scenario]:
-        seen.extend(run.plans)
-        return real(red, run, parts)  # type: ignore[arg-type]
+    def spy(red: object, parts: object) -> GainRun | None:
+        run = real(red, parts)  # type: ignore[arg-type]
+        seen.extend(run.plans if run is not None else [])
+        return run
 
-    monkeypatch.setattr(g, "_scenarios", spy)
+    monkeypatch.setattr(g, "plans", spy)
     run_analysis(load_run(paths, use_cache=False))
     return seen
 

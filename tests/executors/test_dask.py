@@ -13,7 +13,7 @@ import pytest
 
 from tests.cli.test_cli import tracekit
 from tests.conftest import SAMPLES
-from tracekit.analyzers import retime_parallel
+from tracekit.analyzers import gains_held, retime_parallel
 from tracekit.errors import ExecutorError
 from tracekit.executors import TaskFailed, make_executor
 from tracekit.pipeline import AnalyzeOptions, analyze_paths
@@ -65,23 +65,22 @@ def test_the_dask_cluster_gives_the_local_analysis(cluster: DaskExecutor) -> Non
 def test_the_ranks_re_timed_on_the_workers_give_the_local_gains(
     cluster: DaskExecutor, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The what-ifs' ranks re-timed apart on the workers (as on a cluster on other machines of
-    more workers than three times the client's cores; here two local ones are made to count),
-    the same analysis."""
+    """The what-ifs held on the workers, each group of ranks' plans and scenarios built there and
+    re-timed apart (as on a cluster on other machines of more workers than three times the
+    client's cores; here two local ones are made to count): the same analysis."""
     folder = SAMPLES / "captures" / "straggler"
     local = analyze_paths([folder], AnalyzeOptions(use_cache=False)).analysis
-    apart = []
+    held: list[object] = []
     monkeypatch.setattr(retime_parallel, "ROUNDS", 0)
     monkeypatch.setattr(retime_parallel, "MIN_WORK", 0)
-    monkeypatch.setattr(retime_parallel, "simulate_apart", spy(retime_parallel.simulate_apart, apart))
+    monkeypatch.setattr(gains_held, "hold", spy(gains_held.hold, held))
     monkeypatch.setattr(type(cluster), "elsewhere", True)  # as a cluster on other machines
-    held: list[object] = []
-    monkeypatch.setattr(type(cluster), "hold", spy(type(cluster).hold, held))
+    sent: list[object] = []
+    monkeypatch.setattr(type(cluster), "hold", spy(type(cluster).hold, sent))
     on_dask = analyze_paths([folder], AnalyzeOptions(executor=cluster, use_cache=False)).analysis
-    assert apart and all(all(g is not None for g in out.values()) for out in apart)
-    # the verdict's gains and their explanation re-timed the ranks from one placement of them,
-    # each call's scenarios sent once for all of its rounds
-    assert len(apart) > 1 and len(held) == 1 + len(apart)
+    # each group of ranks' tables sent once, its plans and scenarios built on its worker for
+    # the verdict's gains and their explanation, none of them built here
+    assert len(held) == 1 and held[0] is not None and len(sent) == 1
     assert msgspec.structs.replace(on_dask, analysis_seconds=None) == msgspec.structs.replace(
         local, analysis_seconds=None
     )

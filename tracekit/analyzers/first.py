@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Final
 
-from tracekit.analyzers.gains import COMPUTE
+from tracekit.analyzers.gains_scenarios import COMPUTE
 from tracekit.results.vocab import BoundKind
 from tracekit.results.worth import NOTE_BOUND, Effort, Fix, GainLimit
 

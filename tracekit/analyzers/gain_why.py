@@ -31,7 +31,7 @@ import msgspec
 import polars as pl
 
 from tracekit.analyzers.collectives import KEYS as COLLECTIVE_KEYS
-from tracekit.analyzers.gains import COMPUTE
+from tracekit.analyzers.gains_scenarios import COMPUTE
 from tracekit.analyzers.shared import COLLECTIVES, LEDGER, STRAGGLERS
 from tracekit.analyzers.stats import num
 from tracekit.results.vocab import BoundKind

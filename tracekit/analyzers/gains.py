@@ -48,24 +48,37 @@ import msgspec
 import numpy as np
 import polars as pl
 
+from tracekit.analyzers import gains_held
 from tracekit.analyzers import intervals as iv
+from tracekit.analyzers.gains_held import RunFacts
 from tracekit.analyzers.gains_memo import decode, encode, plans_digest, scenario_key
-from tracekit.analyzers.gains_plan import TASK_KEYS, ByRank, GainRun, plans, rank_frame
+from tracekit.analyzers.gains_plan import TASK_KEYS, crossing, plans
+from tracekit.analyzers.gains_scenarios import (
+    COMPUTE,
+    built,
+    everything,
+    modeled_kinds,
+    present,
+    straggler_cut,
+    straggler_scenario,
+)
 from tracekit.analyzers.host_time import host_time
 from tracekit.analyzers.parts import Parts, table
-from tracekit.analyzers.retime import Removal, Scenario, Shapes
+from tracekit.analyzers.retime import Scenario, Shapes
 from tracekit.analyzers.retime_parallel import place, simulate_each
-from tracekit.analyzers.retime_plan import merge, outside
-from tracekit.analyzers.shared import COLLECTIVES, LEDGER, STRAGGLERS
+from tracekit.analyzers.shared import COLLECTIVES, LEDGER
 from tracekit.analyzers.timeline import COLLECTIVE_WAIT, TRANSFER_COPY, host_collective_waits
-from tracekit.results.vocab import BoundKind, IdleCause, StragglerCause
+from tracekit.results.vocab import BoundKind, IdleCause
 from tracekit.results.worth import NOTE_BOUND, Gain, GainLimit
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
     from tracekit.analyzers.context import RankContext
+    from tracekit.analyzers.gains_held import Held, Kinds
     from tracekit.analyzers.gains_memo import Memo
+    from tracekit.analyzers.gains_plan import GainRun
+    from tracekit.analyzers.gains_scenarios import StragglerCut
     from tracekit.analyzers.ledger import LedgerResult
     from tracekit.analyzers.mapreduce import Reduced
     from tracekit.analyzers.retime_parallel import Placed, Spread
@@ -199,113 +212,7 @@ def _host_time(ctx: RankContext, window: pl.DataFrame) -> pl.DataFrame:
 # -- the reduce --------------------------------------------------------------------------------
 
 
-def _removal(df: pl.DataFrame, origin: int, rate: float | np.ndarray = 1.0) -> Removal:
-    start = df["start_ns"].cast(pl.Float64).to_numpy() - origin
-    end = df["end_ns"].cast(pl.Float64).to_numpy() - origin
-    return Removal(start=start, end=end, rate=np.broadcast_to(np.asarray(rate, dtype=float), start.shape).copy())
-
-
-def _per_rank(df: pl.DataFrame, run: GainRun) -> dict[int, Removal]:
-    if not df.height:
-        return {}
-    spans = ByRank(iv.union(df.select("rank", "start_ns", "end_ns"), ["rank"]))
-    return {p.rank: _removal(spans[p.rank], run.origin) for p in run.plans}
-
-
-def _straggler(red: Reduced, run: GainRun, parts: GainParts) -> Scenario | None:
-    """The first named straggler's excess removed: from its slow phase, its late start, or its step."""
-    if not red.result(STRAGGLERS).stragglers:
-        return None
-    s = red.result(STRAGGLERS).stragglers[0]
-    excess = float(s.cause_excess_ns)
-    if excess <= 0:
-        return None
-    frames = rank_frame(parts.frames, s.rank)
-    if frames.height == 0:
-        return None
-    phases = rank_frame(parts.phases, s.rank)
-    if s.cause in (StragglerCause.PHASE, StragglerCause.DATA_PHASE) and s.phase is not None:
-        spans = phases.filter(pl.col("name") == s.phase)
-    elif s.cause is StragglerCause.LATE_START:
-        # it reaches each step late: whatever held it before the step, gone
-        spans = frames.select("rank", start_ns=pl.col("start_ns") - int(excess), end_ns="start_ns")
-    else:
-        spans = frames.select("rank", "start_ns", "end_ns")
-    if spans.height == 0:
-        return None
-    steps = max(1, frames.height)
-    held = float((spans["end_ns"] - spans["start_ns"]).sum())
-    rate = min(1.0, excess * steps / held) if held > 0 else 0.0
-    if rate <= 0:
-        return None
-    removal = _removal(spans, run.origin, rate)
-    durations = {}
-    tasks = run.tasks.get(s.rank)
-    if run.has_gpu and tasks is not None and tasks.height:
-        launch = tasks["launch_ns"].fill_null(tasks["start_ns"]).cast(pl.Float64).to_numpy() - run.origin
-        inside = np.zeros(launch.size, dtype=bool)
-        for a, b in zip(removal.start, removal.end, strict=True):
-            inside |= (launch >= a) & (launch < b)
-        dur = (tasks["end_ns"] - tasks["start_ns"]).cast(pl.Float64).to_numpy()
-        durations[s.rank] = np.where(inside, dur * (1 - rate), np.nan)
-    return Scenario(removals={s.rank: removal}, durations=durations)
-
-
-def _transfers(run: GainRun) -> dict[int, np.ndarray]:
-    return {
-        rank: np.where(t["transfer"].to_numpy(), 0.0, np.nan)
-        for rank, t in run.tasks.items()
-        if t.height and bool(t["transfer"].any())
-    }
-
-
-def _scenarios(red: Reduced, run: GainRun, parts: GainParts) -> dict[BoundKind, Scenario]:
-    """One scenario per waste it can model."""
-    out: dict[BoundKind, Scenario] = {}
-    straggler = _straggler(red, run, parts)
-    if straggler is not None:
-        out[BoundKind.STRAGGLER] = straggler
-
-    def per_rank(df: pl.DataFrame) -> dict[int, Removal]:
-        # the straggler's excess is the straggler's (as the ledger carves it): not removed twice
-        removals = _per_rank(df, run)
-        if straggler is not None:
-            removals = {r: outside(v, straggler.removals.get(r, Removal())) for r, v in removals.items()}
-        return removals
-
-    if parts.fetch.height:
-        out[BoundKind.DATA] = Scenario(removals=per_rank(parts.fetch))
-    if any(p.block_start.size for p in run.plans) and run.has_gpu:
-        out[BoundKind.SYNC] = Scenario(no_wait_blocks=True)
-    if any((p.instance >= 0).any() for p in run.plans):
-        out[BoundKind.COMMS] = Scenario(hide_collectives=True)
-    if run.has_gpu and parts.launches.height:
-        out[BoundKind.LAUNCH] = Scenario(removals=per_rank(parts.launches))
-    if run.has_gpu and parts.host_free.height:
-        out[BoundKind.HOST] = Scenario(removals=per_rank(parts.host_free))
-    if run.has_gpu and (transfers := _transfers(run)):
-        out[BoundKind.TRANSFER] = Scenario(durations=transfers)
-    if out:
-        out[BoundKind.GPU_COMPUTE if run.has_gpu else BoundKind.COMPUTE] = _everything(list(out.values()))
-    return out
-
-
-def _everything(scenarios: list[Scenario]) -> Scenario:
-    ranks = {r for s in scenarios for r in (*s.removals, *s.durations)}
-    removals = {r: merge([s.removals[r] for s in scenarios if r in s.removals]) for r in ranks}
-    durations: dict[int, np.ndarray] = {}
-    for s in scenarios:
-        for r, d in s.durations.items():
-            durations[r] = d if r not in durations else np.fmin(durations[r], d)
-    return Scenario(
-        removals=removals,
-        durations=durations,
-        no_wait_blocks=any(s.no_wait_blocks for s in scenarios),
-        hide_collectives=any(s.hide_collectives for s in scenarios),
-    )
-
-
-def _limits(bound: BoundKind, run: GainRun, modeled: bool, *, cores_shared: bool = False) -> list[GainLimit]:
+def _limits(bound: BoundKind, run: RunFacts, modeled: bool, *, cores_shared: bool = False) -> list[GainLimit]:
     if not modeled:
         return [GainLimit.NOT_MODELED]
     out = []
@@ -313,7 +220,7 @@ def _limits(bound: BoundKind, run: GainRun, modeled: bool, *, cores_shared: bool
         out.append(GainLimit.EVENT_WAITS_KEPT)
     if run.matched:
         out.append(GainLimit.ONE_CLOCK)
-    if len(run.plans) > 1 and not run.matched:
+    if run.ranks > 1 and not run.matched:
         out.append(GainLimit.UNMATCHED_COLLECTIVES)
     if not run.has_gpu:
         out.append(GainLimit.CORES_SHARED if cores_shared else GainLimit.CPU_SHARED)
@@ -335,9 +242,6 @@ def _partial(red: Reduced) -> bool:
     return c.world_size is not None and c.world_size > 1 and c.ranks_present < c.world_size
 
 
-COMPUTE: Final = frozenset({BoundKind.COMPUTE, BoundKind.GPU_COMPUTE})
-
-
 @dataclass
 class WhatIfs:
     """The run's what-ifs: one scenario per waste it can model, re-timed on demand, alone or
@@ -354,6 +258,22 @@ class WhatIfs:
     spread: Spread | None = None
     #: where gains re-timed before are kept (:mod:`tracekit.analyzers.gains_memo`)
     memo: Memo | None = None
+    #: the what-ifs held on the spread's workers, each group of ranks' plans and scenarios
+    #: built there (:mod:`tracekit.analyzers.gains_held`): then ``run`` is None and
+    #: ``scenarios`` empty here
+    held: Held | None = None
+
+    @property
+    def kinds(self) -> frozenset[BoundKind]:
+        """The wastes with a what-if."""
+        return self.held.kinds if self.held is not None else frozenset(self.scenarios)
+
+    @property
+    def facts(self) -> RunFacts | None:
+        """What the gains' limits read of the run's plans (None: no rank has one)."""
+        if self.held is not None:
+            return self.held.facts
+        return RunFacts.of(self.run) if self.run is not None else None
 
     @functools.cached_property
     def _plans_digest(self) -> str:
@@ -402,14 +322,19 @@ class WhatIfs:
     def gains(self, sets: dict[K, tuple[BoundKind, ...]]) -> dict[K, float]:
         """Each set of wastes removed at once, re-timed: its gain, percent of the step. A set
         with a waste that has no scenario is left out of the answer."""
-        wanted = {k: v for k, v in sets.items() if v and all(b in self.scenarios for b in v)}
-        if self.run is None or not wanted:
+        wanted = {k: v for k, v in sets.items() if v and all(b in self.kinds for b in v)}
+        if not wanted:
             return {}
-        scenarios = {
-            k: self.scenarios[v[0]] if len(v) == 1 else _everything([self.scenarios[b] for b in v])
-            for k, v in wanted.items()
-        }
-        simulated = self._simulated(self.run, scenarios)
+        if self.held is not None:
+            simulated = self.held.gains(wanted, self.memo)
+        elif self.run is not None:
+            scenarios = {
+                k: self.scenarios[v[0]] if len(v) == 1 else everything([self.scenarios[b] for b in v])
+                for k, v in wanted.items()
+            }
+            simulated = self._simulated(self.run, scenarios)
+        else:
+            return {}
         out = {}
         for key, gained in simulated.items():
             shares = [
@@ -431,15 +356,69 @@ def what_ifs(red: Reduced) -> WhatIfs | None:
         return None
     step_ns = float((windows["window_ns"] / windows["steps"]).mean())  # type: ignore[arg-type]
     parts = red.gather(GainParts)
-    run = plans(red, parts)
-    scenarios = _scenarios(red, run, parts) if run is not None else {}
-    if _partial(red):
-        scenarios.pop(BoundKind.COMMS, None)
-        if scenarios:
-            compute = BoundKind.GPU_COMPUTE if red.has_gpu else BoundKind.COMPUTE
-            scenarios[compute] = _everything([v for k, v in scenarios.items() if k not in COMPUTE])
     o = red.options
+    cut = straggler_cut(red)
+    partial = _partial(red)
+    if o.spread is not None and gains_held.worth_holding(o.spread, o.jobs, *_work(red, parts, cut)):
+        cross = crossing(red, parts.frames)
+        held = None
+        if cross is not None:
+            here = functools.partial(_here, red, parts, cut, o.jobs)
+            held = gains_held.hold(parts, cross, cut, o.spread, partial=partial, here=here)
+        if held is not None:
+            return WhatIfs(None, {}, windows, step_ns, jobs=o.jobs, memo=o.memo, held=held)
+    run = plans(red, parts)
+    scenarios: dict[BoundKind, Scenario] = {}
+    if run is not None:
+        straggler = straggler_scenario(cut, run, parts)
+        kinds = modeled_kinds(present(run, parts, straggler), has_gpu=run.has_gpu, partial=partial)
+        scenarios = built(kinds, run, parts, straggler)
     return WhatIfs(run, scenarios, windows, step_ns, jobs=o.jobs, spread=o.spread, memo=o.memo)
+
+
+def _work(red: Reduced, parts: GainParts, cut: StragglerCut | None) -> tuple[int, int]:
+    """The ranks with a measured window, and about the work of the verdict's what-ifs: the
+    tasks (device work, host collectives) times the what-ifs the tables give (without building
+    a plan: a thousand ranks' plans are what holding them on the workers keeps off this process)."""
+    ranks = parts.frames["rank"].n_unique() if parts.frames.height else 0
+    coll = red.result(COLLECTIVES).per_rank
+    host = coll.filter(pl.col("source") == "host").height if coll.height else 0
+    tasks = parts.tasks.height + host
+    gpu = red.has_gpu
+    tables = [
+        cut is not None,
+        parts.fetch.height > 0,
+        gpu and parts.blocks.height > 0,
+        coll.height > 0,
+        gpu and parts.launches.height > 0,
+        gpu and parts.host_free.height > 0,
+        gpu and parts.tasks.height > 0 and bool(parts.tasks["transfer"].any()),
+    ]
+    wastes = sum(tables)
+    return ranks, tasks * (wastes + 1 if wastes else 0)
+
+
+def _here(
+    red: Reduced, parts: GainParts, cut: StragglerCut | None, jobs: int, kinds: frozenset[BoundKind]
+) -> Callable[[dict[K, Kinds]], dict[K, dict[int, float]]]:
+    """What re-times here the sets of wastes the workers could not settle: the run's plans and
+    scenarios built here, once, when first needed."""
+
+    @functools.cache
+    def whole() -> tuple[GainRun | None, dict[BoundKind, Scenario]]:
+        run = plans(red, parts)
+        if run is None:
+            return None, {}
+        return run, built(kinds, run, parts, straggler_scenario(cut, run, parts))
+
+    def retime(sets: dict[K, Kinds]) -> dict[K, dict[int, float]]:
+        run, scenarios = whole()
+        if run is None:
+            return {k: {} for k in sets}
+        chosen = {k: scenarios[v[0]] if len(v) == 1 else everything([scenarios[b] for b in v]) for k, v in sets.items()}
+        return simulate_each(run.plans, chosen, jobs=jobs)
+
+    return retime
 
 
 def gains(
@@ -474,15 +453,15 @@ def gains(
     partial = _partial(red)
     out = []
     for bound, share, small in rows:
-        scenario = model.scenarios.get(bound)
-        if small and scenario is not None:
+        is_modeled = bound in model.kinds
+        if small and is_modeled:
             limits = [GainLimit.BELOW_FINDING]
         elif bound is BoundKind.COMMS and partial:
             limits = [GainLimit.PARTIAL_RANKS]
-        elif model.run is None:
+        elif (facts := model.facts) is None:
             limits = [GainLimit.NOT_MODELED]
         else:
-            limits = _limits(bound, model.run, scenario is not None, cores_shared=red.options.cores_shared)
+            limits = _limits(bound, facts, is_modeled, cores_shared=red.options.cores_shared)
         out.append(
             Gain(
                 bound=bound,

@@ -22,7 +22,7 @@ import numpy as np
 if TYPE_CHECKING:
     from tracekit.analyzers.retime_plan import RankPlan, Scenario
 
-__all__ = ["Memo", "decode", "encode", "plans_digest", "scenario_key"]
+__all__ = ["Memo", "decode", "encode", "feed", "plans_digest", "scenario_key"]
 
 
 class Memo(Protocol):
@@ -37,7 +37,7 @@ class Memo(Protocol):
         ...
 
 
-def _feed(digest: Any, value: object) -> None:
+def feed(digest: Any, value: object) -> None:
     """Feed ``value`` (an array, a number, None, a dict or a dataclass of them) to ``digest``,
     each part with its kind and size, so that no two values feed the same bytes."""
     if isinstance(value, np.ndarray):
@@ -48,12 +48,12 @@ def _feed(digest: Any, value: object) -> None:
         digest.update(f"d{type(value).__name__}".encode())
         for f in dataclasses.fields(value):
             digest.update(f.name.encode())
-            _feed(digest, getattr(value, f.name))
+            feed(digest, getattr(value, f.name))
     elif isinstance(value, dict):
         digest.update(f"m{len(value)}".encode())
         for k in sorted(value):
-            _feed(digest, k)
-            _feed(digest, value[k])
+            feed(digest, k)
+            feed(digest, value[k])
     else:  # a number, a bool, None
         digest.update(f"v{type(value).__name__}:{value!r};".encode())
 
@@ -62,14 +62,14 @@ def plans_digest(plans: list[RankPlan]) -> str:
     """A digest of every rank's plan, in rank order."""
     digest = hashlib.blake2b(digest_size=20)
     for plan in sorted(plans, key=lambda p: p.rank):
-        _feed(digest, plan)
+        feed(digest, plan)
     return digest.hexdigest()
 
 
 def scenario_key(plans: str, scenario: Scenario) -> str:
     """The key of ``scenario``'s gains on the plans of digest ``plans``."""
     digest = hashlib.blake2b(plans.encode(), digest_size=20)
-    _feed(digest, scenario)
+    feed(digest, scenario)
     return digest.hexdigest()
 
 

@@ -4,6 +4,7 @@ as :class:`~tracekit.analyzers.retime_plan.RankPlan` arrays, from one query over
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final, Protocol
 
@@ -17,7 +18,18 @@ from tracekit.analyzers.shared import COLLECTIVES
 if TYPE_CHECKING:
     from tracekit.analyzers.mapreduce import Reduced
 
-__all__ = ["HOST_STREAMS", "TASK_KEYS", "ByRank", "GainRun", "Tables", "plans", "rank_frame"]
+__all__ = [
+    "HOST_STREAMS",
+    "TASK_KEYS",
+    "ByRank",
+    "Crossing",
+    "GainRun",
+    "Tables",
+    "crossing",
+    "group_plans",
+    "plans",
+    "rank_frame",
+]
 
 #: What identifies a device task: the map keeps one task of each (``gains.gains_map``), and a
 #: collective kernel is matched to its task by them.
@@ -83,10 +95,30 @@ class ByRank:
         return self.parts.get(rank, self.empty)
 
 
-def plans(red: Reduced, parts: Tables) -> GainRun | None:
-    """Every rank's :class:`RankPlan` from ``parts`` (the gains' per-rank tables, gathered) and
-    the collectives matched across ranks; None when no rank has a step or window."""
-    frames = parts.frames
+@dataclass(frozen=True)
+class Crossing:
+    """What the plans of any group of ranks need of the whole run: ranks x instances numbers,
+    never events. The plans of a group built with it (:func:`group_plans`) are those ranks'
+    plans of the whole run (:func:`plans`), wherever the group is built."""
+
+    #: the run's origin (its earliest measured window's start, ns): every plan's zero
+    origin: int
+    has_gpu: bool
+    #: whether any collective instance is held by more than one rank
+    matched: bool
+    #: every rank's collectives (:data:`COLLECTIVES`' per-rank rows) with their instance (-1:
+    #: none) and ``done_ns``: when the instance completed as its ranks saw it
+    coll: pl.DataFrame
+
+    def of(self, ranks: set[int]) -> Crossing:
+        """What a group of ``ranks`` needs of it."""
+        coll = self.coll.filter(pl.col("rank").is_in(sorted(ranks))) if self.coll.height else self.coll
+        return dataclasses.replace(self, coll=coll)
+
+
+def crossing(red: Reduced, frames: pl.DataFrame) -> Crossing | None:
+    """The cross-rank inputs of every rank's plan (None when no rank has a measured window):
+    ``frames``, the measured windows of every rank (rank, step, start_ns, end_ns)."""
     if frames.height == 0:
         return None
     origin = int(frames["start_ns"].min())  # type: ignore[arg-type]
@@ -102,7 +134,27 @@ def plans(red: Reduced, parts: Tables) -> GainRun | None:
         .group_by("instance")
         .agg(done_ns=pl.col("end_ns").min())
     )
-    coll = coll.join(done, on="instance", how="left").with_columns(pl.col("done_ns").fill_null(pl.col("end_ns")))
+    done_ns = pl.col("done_ns").fill_null(pl.col("end_ns"))
+    coll = coll.join(done, on="instance", how="left").with_columns(done_ns=done_ns)
+    matched = bool(instances["matched"].any()) if instances.height else False
+    return Crossing(origin=origin, has_gpu=red.has_gpu, matched=matched, coll=coll)
+
+
+def plans(red: Reduced, parts: Tables) -> GainRun | None:
+    """Every rank's :class:`RankPlan` from ``parts`` (the gains' per-rank tables, gathered) and
+    the collectives matched across ranks; None when no rank has a step or window."""
+    cross = crossing(red, parts.frames)
+    return None if cross is None else group_plans(cross, parts)
+
+
+def group_plans(cross: Crossing, parts: Tables) -> GainRun | None:
+    """The plans of the ranks of ``parts`` (any group of the run's ranks, with their tables),
+    with what they need of the others, ``cross``; None when none of them has a window."""
+    frames = parts.frames
+    if frames.height == 0:
+        return None
+    origin = cross.origin
+    coll = cross.coll
     # every rank's tasks at once (a query per rank would cost a thousand ranks seconds): its
     # device tasks in order, matched to its collective kernels, then its host collectives
     rank = pl.col("rank").cast(pl.Int64)
@@ -119,7 +171,7 @@ def plans(red: Reduced, parts: Tables) -> GainRun | None:
         done_ns="done_ns",
     )
     tasks = host
-    if red.has_gpu and parts.tasks.height:
+    if cross.has_gpu and parts.tasks.height:
         keys = list(TASK_KEYS)
         # each task matched to the first collective kernel of its keys (the map kept one task of each)
         kernels = (
@@ -181,7 +233,7 @@ def plans(red: Reduced, parts: Tables) -> GainRun | None:
             block_on_collectives=b["on_collectives"][i],
             block_kept=b["kept"][i],
             window_end=float(ends[r] - origin),
-            device_end=red.has_gpu,
+            device_end=cross.has_gpu,
             done=t["done"][i],
         )
         for i, r in enumerate(ranks)
@@ -189,5 +241,4 @@ def plans(red: Reduced, parts: Tables) -> GainRun | None:
     # what the scenarios read of the tasks (a straggler's launches, the transfers), by rank
     kept = tasks.select("rank", "launch_ns", "start_ns", "end_ns", "transfer")
     by_rank = {r: v for r, v in ByRank(kept).parts.items() if r in ends}
-    matched = bool(instances["matched"].any()) if instances.height else False
-    return GainRun(plans=plans, origin=origin, tasks=by_rank, has_gpu=red.has_gpu, matched=matched)
+    return GainRun(plans=plans, origin=origin, tasks=by_rank, has_gpu=cross.has_gpu, matched=cross.matched)

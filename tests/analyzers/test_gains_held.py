@@ -1,0 +1,157 @@
+"""The what-ifs held on a cluster's workers (:mod:`tracekit.analyzers.gains_held`): each group of
+ranks' plans and scenarios built where it is held, the client sending tables once and wastes
+each round. The analysis is the one the run re-timed here gives, to the bit."""
+
+from __future__ import annotations
+
+import pickle
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+import pytest
+
+from tracekit.analyzers import gains_held, retime_parallel
+from tracekit.executors import TaskFailed
+from tracekit.pipeline import AnalyzeOptions, analyze_paths
+from tracekit.results.vocab import BoundKind
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator, Sequence
+
+    from tracekit.results.analysis import Analysis
+
+SAMPLES = Path(__file__).parents[2] / "samples" / "captures"
+
+
+@dataclass
+class Elsewhere:
+    """An executor of many workers on other machines, run in this process: what it holds and
+    each item and result pickled as a cluster sends them; ``fails``: what its workers fail."""
+
+    fails: str = ""  # "hold", "map"
+    name: str = "elsewhere"
+    workers: int = 64
+    elsewhere: bool = True
+    held: list[list[Any]] = field(default_factory=list)
+    calls: list[str] = field(default_factory=list)
+
+    def map(self, fn: Callable[[Any], Any], items: Sequence[Any]) -> Iterator[tuple[int, Any]]:
+        self.calls.append(getattr(fn, "__name__", "?"))
+        for i, item in enumerate(items):
+            if self.fails == "map" and fn is not _MAP_SHARD:
+                yield i, TaskFailed("its worker died")
+            else:
+                yield i, pickle.loads(pickle.dumps(fn(pickle.loads(pickle.dumps(item)))))
+
+    def hold(self, items: Sequence[Any]) -> list[Any]:
+        if self.fails == "hold":
+            raise OSError("the workers are gone")
+        kept = [pickle.loads(pickle.dumps(x)) for x in items]
+        self.held.append(kept)
+        return kept
+
+    def rest(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+from tracekit.pipeline.shards import map_shard as _MAP_SHARD  # noqa: E402
+
+
+def _json(a: Analysis) -> bytes:
+    return msgspec.json.encode(msgspec.structs.replace(a, analysis_seconds=None))
+
+
+@pytest.fixture(autouse=True)
+def _any_work(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The samples' what-ifs held however small they are (they re-time in milliseconds)."""
+    monkeypatch.setattr(retime_parallel, "MIN_WORK", 0)
+
+
+@pytest.mark.parametrize("sample", ["straggler", "data_bound", "cuda-h200-gloo2-straggler", "healthy"])
+def test_the_what_ifs_held_on_the_workers_give_the_analysis_of_the_run_re_timed_here(
+    sample: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder = SAMPLES / sample
+    here = analyze_paths([folder], AnalyzeOptions(use_cache=False)).analysis
+    held: list[gains_held.Held | None] = []
+    real = gains_held.hold
+    monkeypatch.setattr(gains_held, "hold", lambda *a, **k: held.append(real(*a, **k)) or held[-1])
+    executor = Elsewhere()
+    there = analyze_paths([folder], AnalyzeOptions(executor=executor, use_cache=False)).analysis
+    assert held and held[0] is not None, "the what-ifs were not held on the workers"
+    assert _json(there) == _json(here)
+    # the ranks' tables sent once, in one group a rank (64 workers), whatever the what-ifs asked
+    (groups,) = executor.held
+    assert len(groups) == len(here.run.ranks) and all(isinstance(g, gains_held.Group) for g in groups)
+    assert [g.parts.frames["rank"].unique().to_list() for g in groups] == [[r.rank] for r in here.run.ranks]
+    assert executor.calls.count("group_summary") == 1 and executor.calls.count("group_round") >= 2
+    assert here.verdict is not None and any(g.gain_pct is not None for g in here.verdict.gains)
+
+
+@pytest.mark.parametrize("fails", ["hold", "map"])
+def test_workers_that_fail_leave_the_what_ifs_to_this_process(fails: str, tmp_path: Path) -> None:
+    folder = SAMPLES / "straggler"
+    here = analyze_paths([folder], AnalyzeOptions(use_cache=False)).analysis
+    executor = Elsewhere(fails=fails)
+    there = analyze_paths([folder], AnalyzeOptions(executor=executor, use_cache=False)).analysis
+    assert _json(there) == _json(here)
+
+
+def test_a_round_the_workers_cannot_run_is_re_timed_here(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Held, then lost before the rounds: every set re-timed here, from the same tables."""
+    folder = SAMPLES / "straggler"
+    here = analyze_paths([folder], AnalyzeOptions(use_cache=False)).analysis
+    executor = Elsewhere()
+    real = executor.map
+
+    def no_rounds(fn: Callable[[Any], Any], items: Sequence[Any]) -> Iterator[tuple[int, Any]]:
+        if fn is gains_held.group_round:
+            return iter([(i, TaskFailed("lost")) for i in range(len(items))])
+        return real(fn, items)
+
+    monkeypatch.setattr(executor, "map", no_rounds)
+    there = analyze_paths([folder], AnalyzeOptions(executor=executor, use_cache=False)).analysis
+    assert _json(there) == _json(here)
+
+
+def test_held_gains_are_kept_and_read_back(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The memo's keys digest each rank's plan and scenarios (built on the workers): a warm run
+    reads every gain back without a round."""
+    folder = SAMPLES / "straggler"
+    options = AnalyzeOptions(executor=Elsewhere(), cache_dir=tmp_path)
+    cold = analyze_paths([folder], options).analysis
+    executor = Elsewhere()
+    warm = analyze_paths([folder], AnalyzeOptions(executor=executor, cache_dir=tmp_path)).analysis
+    assert _json(warm) == _json(cold)
+    assert "group_round" not in executor.calls
+
+
+def test_a_key_names_the_wastes_the_run_models_and_each_ranks_digests() -> None:
+    facts = gains_held.RunFacts(has_gpu=True, matched=True, ranks=2)
+
+    def held(kinds: frozenset[BoundKind], digests: dict[int, str]) -> gains_held.Held:
+        return gains_held.Held(
+            spread=None,  # type: ignore[arg-type]
+            handles=[],
+            instances=[],
+            last_old={},
+            first_end={},
+            kinds=kinds,
+            facts=facts,
+            digests=digests,
+            here=lambda sets: {},
+        )
+
+    base = held(frozenset({BoundKind.DATA, BoundKind.GPU_COMPUTE}), {0: "a", 1: "b"})
+    key = base.key((BoundKind.DATA,))
+    assert key == held(frozenset({BoundKind.DATA, BoundKind.GPU_COMPUTE}), {1: "b", 0: "a"}).key((BoundKind.DATA,))
+    assert key != base.key((BoundKind.GPU_COMPUTE,))
+    assert key != held(frozenset({BoundKind.DATA, BoundKind.SYNC, BoundKind.GPU_COMPUTE}), {0: "a", 1: "b"}).key(
+        (BoundKind.DATA,)
+    )
+    assert key != held(frozenset({BoundKind.DATA, BoundKind.GPU_COMPUTE}), {0: "a", 1: "c"}).key((BoundKind.DATA,))
