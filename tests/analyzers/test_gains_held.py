@@ -26,11 +26,28 @@ SAMPLES = Path(__file__).parents[2] / "samples" / "captures"
 
 
 @dataclass
-class Elsewhere:
-    """An executor of many workers on other machines, run in this process: what it holds and
-    each item and result pickled as a cluster sends them; ``fails``: what its workers fail."""
+class Kept:
+    """What a worker holds (a Dask future's result): the same object from one call to the next."""
 
-    fails: str = ""  # "hold", "map"
+    value: Any
+
+
+def _sent(item: Any) -> Any:
+    """``item`` as a worker gets it: what it holds as it is, the rest pickled and back."""
+    if isinstance(item, Kept):
+        return item.value
+    if isinstance(item, tuple):
+        return tuple(_sent(x) for x in item)
+    return pickle.loads(pickle.dumps(item))
+
+
+@dataclass
+class Elsewhere:
+    """An executor of many workers on other machines, run in this process: what it holds or
+    keeps stays as it is there, every other item and result is pickled as a cluster sends it;
+    ``fails``: what its workers fail."""
+
+    fails: str = ""  # "hold", "keep", "map"
     name: str = "elsewhere"
     workers: int = 64
     elsewhere: bool = True
@@ -40,16 +57,22 @@ class Elsewhere:
     def map(self, fn: Callable[[Any], Any], items: Sequence[Any]) -> Iterator[tuple[int, Any]]:
         self.calls.append(getattr(fn, "__name__", "?"))
         for i, item in enumerate(items):
-            if self.fails == "map" and fn is not _MAP_SHARD:
+            if self.fails == "map" and fn.__module__ != "tracekit.pipeline.shards":
                 yield i, TaskFailed("its worker died")
             else:
-                yield i, pickle.loads(pickle.dumps(fn(pickle.loads(pickle.dumps(item)))))
+                yield i, pickle.loads(pickle.dumps(fn(_sent(item))))
+
+    def keep(self, fn: Callable[[Any], Any], items: Sequence[Any]) -> list[Any]:
+        self.calls.append(getattr(fn, "__name__", "?"))
+        if self.fails == "keep" and fn.__module__ != "tracekit.pipeline.shards":
+            raise OSError("the workers are gone")
+        return [Kept(fn(_sent(item))) for item in items]
 
     def hold(self, items: Sequence[Any]) -> list[Any]:
         if self.fails == "hold":
             raise OSError("the workers are gone")
-        kept = [pickle.loads(pickle.dumps(x)) for x in items]
-        self.held.append(kept)
+        kept = [Kept(pickle.loads(pickle.dumps(x))) for x in items]
+        self.held.append([k.value for k in kept])
         return kept
 
     def rest(self) -> None:
@@ -57,9 +80,6 @@ class Elsewhere:
 
     def close(self) -> None:
         pass
-
-
-from tracekit.pipeline.shards import map_shard as _MAP_SHARD  # noqa: E402
 
 
 def _json(a: Analysis) -> bytes:
@@ -85,21 +105,42 @@ def test_the_what_ifs_held_on_the_workers_give_the_analysis_of_the_run_re_timed_
     there = analyze_paths([folder], AnalyzeOptions(executor=executor, use_cache=False)).analysis
     assert held and held[0] is not None, "the what-ifs were not held on the workers"
     assert _json(there) == _json(here)
-    # the ranks' tables sent once, in one group a rank (64 workers), whatever the what-ifs asked
-    (groups,) = executor.held
-    assert len(groups) == len(here.run.ranks) and all(isinstance(g, gains_held.Group) for g in groups)
-    assert [g.parts.frames["rank"].unique().to_list() for g in groups] == [[r.rank] for r in here.run.ranks]
+    # the gains' tables stayed where the shards were mapped, each shard's ranks a group made
+    # there: nothing sent back to the workers, whatever the what-ifs asked
+    assert executor.calls.count("make_group") == 1 and not executor.held
     assert executor.calls.count("group_summary") == 1 and executor.calls.count("group_round") >= 2
     assert here.verdict is not None and any(g.gain_pct is not None for g in here.verdict.gains)
 
 
-@pytest.mark.parametrize("fails", ["hold", "map"])
-def test_workers_that_fail_leave_the_what_ifs_to_this_process(fails: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize("fails", ["keep", "map"])
+def test_workers_that_fail_leave_the_what_ifs_to_this_process(fails: str) -> None:
+    """Workers that cannot make the groups, or run nothing after the map (the tables they kept
+    lost with them): the shards are mapped again here, the same analysis."""
     folder = SAMPLES / "straggler"
     here = analyze_paths([folder], AnalyzeOptions(use_cache=False)).analysis
     executor = Elsewhere(fails=fails)
     there = analyze_paths([folder], AnalyzeOptions(executor=executor, use_cache=False)).analysis
     assert _json(there) == _json(here)
+
+
+def test_tables_gathered_here_are_sent_to_the_workers_once(tmp_path: Path) -> None:
+    """A shard the map cache held is read here, its tables whole: its ranks are sent to the
+    workers in groups (once), beside those the workers kept."""
+    folder = SAMPLES / "straggler"
+    here = analyze_paths([folder], AnalyzeOptions(use_cache=False)).analysis
+    analyze_paths([folder], AnalyzeOptions(cache_dir=tmp_path))  # the map cache filled
+    executor = Elsewhere()
+    there = analyze_paths([folder], AnalyzeOptions(executor=executor, cache_dir=tmp_path / "x")).analysis
+    assert _json(there) == _json(here)
+    executor = Elsewhere()
+    there = analyze_paths([folder], AnalyzeOptions(executor=executor, cache_dir=tmp_path, use_cache=True)).analysis
+    assert _json(there) == _json(here)
+    assert "make_group" not in executor.calls
+    (groups,) = executor.held
+    assert all(isinstance(g, gains_held.Group) for g in groups)
+    assert sorted(r for g in groups for r in g.parts.frames["rank"].unique().to_list()) == [
+        r.rank for r in here.run.ranks
+    ]
 
 
 def test_a_round_the_workers_cannot_run_is_re_timed_here(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -155,3 +196,14 @@ def test_a_key_names_the_wastes_the_run_models_and_each_ranks_digests() -> None:
         (BoundKind.DATA,)
     )
     assert key != held(frozenset({BoundKind.DATA, BoundKind.GPU_COMPUTE}), {0: "a", 1: "c"}).key((BoundKind.DATA,))
+
+
+def test_one_rank_s_tables_kept_on_a_worker_are_fetched_here() -> None:
+    """A single rank gains nothing from re-timing apart: its tables, kept where it was mapped,
+    are sent here and the what-ifs re-timed here, the same analysis."""
+    folder = SAMPLES / "cuda-h200-small"
+    here = analyze_paths([folder], AnalyzeOptions(use_cache=False)).analysis
+    executor = Elsewhere()
+    there = analyze_paths([folder], AnalyzeOptions(executor=executor, use_cache=False)).analysis
+    assert len(here.run.ranks) == 1 and "make_group" not in executor.calls and "_itself" in executor.calls
+    assert _json(there) == _json(here)

@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tests.factories import cross_rank, ev, make_run, nccl_call
 from tracekit.results.vocab import StragglerCause
@@ -283,3 +285,70 @@ def test_two_ranks_last_by_turns_are_no_straggler() -> None:
     ranks = per_rank(result)
     assert (ranks[0]["times_last"], ranks[1]["times_last"]) == (5, 4)
     assert result.stragglers == ()
+
+
+def _consistent_pairwise(joined: Any) -> list[int]:
+    """:func:`stragglers._consistent` as it was written first: every rank against every other
+    in every step (ranks^2 x steps), the reference of the property test below."""
+    import polars as pl
+
+    from tracekit.analyzers.collectives import KEYS
+    from tracekit.analyzers.stragglers import CONSISTENT_LEVEL
+    from tracekit.analyzers.t_quantiles import t_quantile
+
+    rows = joined.filter(pl.col("complete"), pl.col("rank") != pl.col("last_rank"), pl.col("step").is_not_null())
+    ranks = sorted(int(r) for r in joined["rank"].unique())
+    steps = sorted(int(x) for x in joined.filter(pl.col("step").is_not_null())["step"].unique())
+    if len(steps) < 2:
+        return ranks
+    by_instance = rows.group_by(*KEYS, "step", "last_rank").agg(w=pl.col("explained_wait_ns").fill_null(0).mean())
+    caused = by_instance.group_by("step", "last_rank").agg(pl.col("w").sum())
+    table = {(int(s), int(r)): float(w) for s, r, w in caused.select("step", "last_rank", "w").iter_rows()}
+    out = []
+    for rank in ranks:
+        diffs = [
+            table.get((s, rank), 0.0) - max((table.get((s, q), 0.0) for q in ranks if q != rank), default=0.0)
+            for s in steps
+        ]
+        n = len(diffs)
+        mean = sum(diffs) / n
+        sd = (sum((d - mean) ** 2 for d in diffs) / (n - 1)) ** 0.5
+        if all(d > 0 for d in diffs) or mean - t_quantile(n - 1, CONSISTENT_LEVEL) * sd / n**0.5 > 0:
+            out.append(rank)
+    return out
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.integers(0, 5), st.integers(0, 5), st.integers(0, 4), st.integers(0, 3), st.integers(0, 50)),
+        min_size=0,
+        max_size=60,
+    ),
+    st.integers(1, 6),
+)
+def test_the_consistent_ranks_as_every_rank_compared_with_every_other(
+    rows: list[tuple[int, int, int, int, int]], ranks: int
+) -> None:
+    """The most any other rank's lateness explains, per step, from the largest and the second
+    largest (ranks x steps): the same ranks as every pair compared, ties and absent ranks too."""
+    import polars as pl
+
+    from tracekit.analyzers.stragglers import _consistent
+
+    data = [(r % ranks, last % ranks, step, k, w) for r, last, step, k, w in rows]
+    data += [(r, r, 0, 0, 0) for r in range(ranks)]  # every rank present
+    joined = pl.DataFrame(
+        {
+            "rank": [d[0] for d in data],
+            "last_rank": [d[1] for d in data],
+            "step": [d[2] for d in data],
+            "pg": ["0"] * len(data),
+            "op": ["all_reduce"] * len(data),
+            "matched_by": ["seq"] * len(data),
+            "k": [d[3] for d in data],
+            "complete": [True] * len(data),
+            "explained_wait_ns": [float(d[4]) for d in data],
+        }
+    )
+    assert _consistent(joined) == _consistent_pairwise(joined)

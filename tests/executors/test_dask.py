@@ -65,9 +65,10 @@ def test_the_dask_cluster_gives_the_local_analysis(cluster: DaskExecutor) -> Non
 def test_the_ranks_re_timed_on_the_workers_give_the_local_gains(
     cluster: DaskExecutor, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The what-ifs held on the workers, each group of ranks' plans and scenarios built there and
-    re-timed apart (as on a cluster on other machines of more workers than three times the
-    client's cores; here two local ones are made to count): the same analysis."""
+    """The what-ifs held on the workers that mapped the ranks, each group's plans and scenarios
+    built there from the tables they kept, and re-timed apart (as on a cluster on other
+    machines of more workers than three times the client's cores; here two local ones are made
+    to count): the same analysis."""
     folder = SAMPLES / "captures" / "straggler"
     local = analyze_paths([folder], AnalyzeOptions(use_cache=False)).analysis
     held: list[object] = []
@@ -77,10 +78,13 @@ def test_the_ranks_re_timed_on_the_workers_give_the_local_gains(
     monkeypatch.setattr(type(cluster), "elsewhere", True)  # as a cluster on other machines
     sent: list[object] = []
     monkeypatch.setattr(type(cluster), "hold", spy(type(cluster).hold, sent))
+    kept: list[object] = []
+    monkeypatch.setattr(type(cluster), "keep", spy(type(cluster).keep, kept))
     on_dask = analyze_paths([folder], AnalyzeOptions(executor=cluster, use_cache=False)).analysis
-    # each group of ranks' tables sent once, its plans and scenarios built on its worker for
-    # the verdict's gains and their explanation, none of them built here
-    assert len(held) == 1 and held[0] is not None and len(sent) == 1
+    # the gains' tables left where they were mapped, each shard's ranks a group made there,
+    # its plans and scenarios built there for the verdict's gains and their explanation: none
+    # of them sent back to the workers, or built here
+    assert len(held) == 1 and held[0] is not None and not sent and len(kept) == 3
     assert msgspec.structs.replace(on_dask, analysis_seconds=None) == msgspec.structs.replace(
         local, analysis_seconds=None
     )

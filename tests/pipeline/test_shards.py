@@ -151,10 +151,14 @@ class FailsOn:
     def map(self, fn: Callable[[Any], Any], items: Sequence[Any]) -> Iterator[tuple[int, Any]]:
         for i, item in enumerate(items):
             self.runs += 1
-            yield i, TaskFailed("its worker died") if any(self.bad in p for p in item.paths) else fn(item)
+            paths = getattr(item, "paths", ())  # a shard (or what a kept result stands for)
+            yield i, TaskFailed("its worker died") if any(self.bad in p for p in paths) else fn(item)
 
     def hold(self, items: Sequence[Any]) -> list[Any]:
         return list(items)
+
+    def keep(self, fn: Callable[[Any], Any], items: Sequence[Any]) -> list[Any]:
+        return [fn(item) for item in items]
 
     def rest(self) -> None:
         pass

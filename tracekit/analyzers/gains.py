@@ -42,13 +42,13 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Final, TypeVar
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 import msgspec
 import numpy as np
 import polars as pl
 
-from tracekit.analyzers import gains_held
+from tracekit.analyzers import gains_held, retime_parallel
 from tracekit.analyzers import intervals as iv
 from tracekit.analyzers.gains_held import RunFacts
 from tracekit.analyzers.gains_memo import decode, encode, plans_digest, scenario_key
@@ -356,17 +356,24 @@ def what_ifs(red: Reduced) -> WhatIfs | None:
         return None
     step_ns = float((windows["window_ns"] / windows["steps"]).mean())  # type: ignore[arg-type]
     parts = red.gather(GainParts)
+    kept = red.kept(GainParts)
     o = red.options
     cut = straggler_cut(red)
     partial = _partial(red)
-    if o.spread is not None and gains_held.worth_holding(o.spread, o.jobs, *_work(red, parts, cut)):
+    # where the workers kept the tables they mapped, sending them here would cost more than the
+    # what-ifs' work there: the work then counts as enough
+    ranks, work = _work(red, parts, cut)
+    if o.spread is not None and gains_held.worth_holding(
+        o.spread, o.jobs, ranks, max(work, retime_parallel.MIN_WORK if kept else 0)
+    ):
         cross = crossing(red, parts.frames)
         held = None
         if cross is not None:
-            here = functools.partial(_here, red, parts, cut, o.jobs)
-            held = gains_held.hold(parts, cross, cut, o.spread, partial=partial, here=here)
+            here = functools.partial(_here, red, parts, kept, cut, jobs=o.jobs)
+            held = gains_held.hold(parts, kept, cross, cut, o.spread, partial=partial, here=here)
         if held is not None:
             return WhatIfs(None, {}, windows, step_ns, jobs=o.jobs, memo=o.memo, held=held)
+    parts = gains_held.completed(parts, kept, o.spread)
     run = plans(red, parts)
     scenarios: dict[BoundKind, Scenario] = {}
     if run is not None:
@@ -399,13 +406,20 @@ def _work(red: Reduced, parts: GainParts, cut: StragglerCut | None) -> tuple[int
 
 
 def _here(
-    red: Reduced, parts: GainParts, cut: StragglerCut | None, jobs: int, kinds: frozenset[BoundKind]
+    red: Reduced,
+    gathered: GainParts,
+    kept: list[tuple[tuple[int, ...], Any]],
+    cut: StragglerCut | None,
+    kinds: frozenset[BoundKind],
+    *,
+    jobs: int,
 ) -> Callable[[dict[K, Kinds]], dict[K, dict[int, float]]]:
     """What re-times here the sets of wastes the workers could not settle: the run's plans and
-    scenarios built here, once, when first needed."""
+    scenarios built here (the tables the workers kept fetched), once, when first needed."""
 
     @functools.cache
     def whole() -> tuple[GainRun | None, dict[BoundKind, Scenario]]:
+        parts = gains_held.completed(gathered, kept, red.options.spread)
         run = plans(red, parts)
         if run is None:
             return None, {}

@@ -19,6 +19,7 @@ plans then built here from the same tables: the gains never depend on the worker
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 from dataclasses import dataclass, field
@@ -40,7 +41,7 @@ from tracekit.analyzers.gains_scenarios import (
     straggler_scenario,
 )
 from tracekit.analyzers.retime_parallel import balanced
-from tracekit.analyzers.retime_ranks import RankAlone, Round, recorded, settle_each
+from tracekit.analyzers.retime_ranks import Met, RankAlone, met, recorded, settle_each
 from tracekit.results.vocab import BoundKind
 
 if TYPE_CHECKING:
@@ -53,11 +54,16 @@ if TYPE_CHECKING:
     from tracekit.analyzers.retime_parallel import Spread
     from tracekit.analyzers.retime_plan import Scenario
 
-__all__ = ["Group", "Held", "RunFacts", "hold", "worth_holding"]
+__all__ = ["KEPT_TABLES", "Group", "Held", "RunFacts", "completed", "hold", "make_group", "worth_holding"]
 
 K = TypeVar("K")
+P = TypeVar("P")
 Kinds = tuple[BoundKind, ...]
 
+#: The gains' tables of events that a cluster's workers keep where they mapped them (the client
+#: gets the rest: :meth:`~tracekit.analyzers.mapreduce.Reduced.kept`): what only the what-ifs
+#: read, held there.
+KEPT_TABLES: Final = ("tasks", "fetch", "launches", "host_free")
 #: What the memo's keys of held what-ifs begin with: they digest each rank's plan and
 #: scenarios, not the run's (:func:`tracekit.analyzers.gains_memo.scenario_key`).
 _KEY: Final = b"held what-ifs 1"
@@ -175,15 +181,18 @@ class Group:
         sets: dict[K, Kinds],
         lasts: dict[K, dict[int, float]],
         recorded_old: tuple[dict[int, float], dict[int, float]],
-    ) -> dict[K, list[Round]]:
+    ) -> dict[K, list[Met]]:
         """One round of these ranks under each set of wastes still settling, each with its
-        instances' last arrivals; ``recorded_old``: their recorded last arrivals and first ends."""
+        instances' last arrivals, merged (:func:`~tracekit.analyzers.retime_ranks.met`: the
+        client's work grows with groups, not ranks); ``recorded_old``: their instances'
+        recorded last arrivals and first ends."""
         b = self.built()
         if b.run is None:
             return {k: [] for k in lasts}
         if b.alone is None:
             b.alone = [RankAlone(p, *recorded_old) for p in b.run.plans]
-        return {k: [r.round(self.scenario(kinds, sets[k]), last) for r in b.alone] for k, last in lasts.items()}
+        alone = b.alone
+        return {k: [met(r.round(self.scenario(kinds, sets[k]), last) for r in alone)] for k, last in lasts.items()}
 
 
 def group_summary(group: Group) -> Summary:
@@ -193,7 +202,7 @@ def group_summary(group: Group) -> Summary:
 
 def group_round(
     item: tuple[Group, frozenset[BoundKind], dict[K, Kinds], dict[K, dict[int, float]], tuple[Any, Any]],
-) -> dict[K, list[Round]]:
+) -> dict[K, list[Met]]:
     """:meth:`Group.round`, where the group is held."""
     group, kinds, sets, lasts, old = item
     return group.round(kinds, sets, lasts, old)
@@ -215,14 +224,20 @@ class Held:
     #: the sets of wastes the workers could not settle, re-timed here
     here: Callable[[dict[Any, Kinds]], dict[Any, dict[int, float]]]
 
-    def key(self, wastes: Kinds) -> str:
-        """The memo's key of ``wastes`` removed at once on this run."""
+    @functools.cached_property
+    def _digest(self) -> str:
+        """One digest of every rank's (its plan and scenarios) and the wastes the run models."""
         digest = hashlib.blake2b(_KEY, digest_size=20)
         feed(digest, ",".join(sorted(k.value for k in self.kinds)))
-        feed(digest, ",".join(k.value for k in wastes))
         for rank in sorted(self.digests):
             feed(digest, rank)
             feed(digest, self.digests[rank])
+        return digest.hexdigest()
+
+    def key(self, wastes: Kinds) -> str:
+        """The memo's key of ``wastes`` removed at once on this run."""
+        digest = hashlib.blake2b(self._digest.encode(), digest_size=20)
+        feed(digest, ",".join(k.value for k in wastes))
         return digest.hexdigest()
 
     def gains(self, sets: dict[K, Kinds], memo: Memo | None) -> dict[K, dict[int, float]]:
@@ -248,7 +263,7 @@ class Held:
             out.update(fresh)
         return {k: out[k] for k in sets}
 
-    def _rounds(self, sets: dict[K, Kinds], lasts: dict[K, dict[int, float]]) -> dict[K, list[Round]] | None:
+    def _rounds(self, sets: dict[K, Kinds], lasts: dict[K, dict[int, float]]) -> dict[K, list[Met]] | None:
         """One round of every group under each set of ``lasts``."""
         items = [
             (
@@ -277,6 +292,7 @@ def worth_holding(spread: Spread, jobs: int, ranks: int, work: int) -> bool:
 
 def hold(
     parts: Parts,
+    kept: list[tuple[tuple[int, ...], Any]],
     cross: Crossing,
     cut: StragglerCut | None,
     spread: Spread,
@@ -284,35 +300,42 @@ def hold(
     partial: bool,
     here: Callable[[frozenset[BoundKind]], Callable[[dict[Any, Kinds]], dict[Any, dict[int, float]]]],
 ) -> Held | None:
-    """The run's what-ifs held on ``spread``'s workers: ``parts``, the gains' tables of every
-    rank, cut into groups of about equal work, one group a worker (None: they could not be
-    held). ``partial``: ranks of the world are absent (no comms what-if); ``here``: given the
-    wastes the run models, what re-times sets of them in this process."""
+    """The run's what-ifs held on ``spread``'s workers (None: they could not be held).
+
+    ``kept``: the shards whose gains' tables the workers kept where they mapped them (their
+    ranks, and a handle of their whole part): each is a group, made where its tables are.
+    ``parts``: the gains' tables gathered here, whole for the other ranks, which are cut into
+    groups of about equal work, one a worker, and sent. ``partial``: ranks of the world are
+    absent (no comms what-if); ``here``: given the wastes the run models, what re-times sets of
+    them in this process."""
     tasks = parts.tasks  # type: ignore[attr-defined]
     frames = parts.frames  # type: ignore[attr-defined]
-    ranks = sorted(int(r) for r in frames["rank"].unique())
-    weight = dict.fromkeys(ranks, 1.0)
-    if tasks.height:
-        for r, n in tasks.group_by("rank").len().iter_rows():
-            if int(r) in weight:
-                weight[int(r)] += float(n)
-    groups = balanced(ranks, weight, min(spread.workers, len(ranks)))
-    names = type(parts).names()
-    cut_tables = {name: ByRank(getattr(parts, name)) if getattr(parts, name).width else None for name in names}
+    there = {r for ranks, _ in kept for r in ranks}
+    ranks = sorted(r for r in (int(x) for x in frames["rank"].unique()) if r not in there)
+    handles: list[Any] = []
+    if kept:
+        made = spread.keep(make_group, [(handle, cross.of(set(shard)), cut) for shard, handle in kept])
+        if made is None:
+            return None
+        handles += made
+    if ranks:
+        weight = dict.fromkeys(ranks, 1.0)
+        if tasks.height:
+            for r, n in tasks.group_by("rank").len().iter_rows():
+                if int(r) in weight:
+                    weight[int(r)] += float(n)
+        groups = balanced(ranks, weight, min(spread.workers, len(ranks)))
+        by = {name: ByRank(getattr(parts, name)) for name in type(parts).names() if getattr(parts, name).width}
 
-    def tables(group: list[int]) -> Parts:
-        out = {}
-        for name, by in cut_tables.items():
-            if by is not None:
-                frames_of = [by[r] for r in group]
-                out[name] = pl.concat(frames_of, how="vertical") if frames_of else by.empty
-        return type(parts)(**out)
+        def tables(group: list[int]) -> Parts:
+            return type(parts)(**{name: pl.concat([t[r] for r in group], how="vertical") for name, t in by.items()})
 
-    items = [Group(tables(g), cross.of(set(g)), cut) for g in groups if g]
-    handles = spread.hold(items)
-    del items
-    if handles is None:
-        return None
+        items = [Group(tables(g), cross.of(set(g)), cut) for g in groups if g]
+        sent = spread.hold(items)
+        del items
+        if sent is None:
+            return None
+        handles += sent
     summaries = spread(group_summary, handles)
     if summaries is None:
         return None
@@ -336,3 +359,29 @@ def hold(
         digests={r: d for s in summaries for r, d in s.digests.items()},
         here=here(kinds),
     )
+
+
+def make_group(item: tuple[Parts | None, Crossing, StragglerCut | None]) -> Group:
+    """A group of a shard's ranks, made where the shard's gains' tables were kept."""
+    parts, cross, cut = item
+    if parts is None:
+        raise ValueError("no gains' tables were kept for this shard")
+    return Group(parts, cross, cut)
+
+
+def completed(parts: P, kept: list[tuple[tuple[int, ...], Any]], spread: Spread | None) -> P:
+    """``parts`` (the gains' tables gathered here) with the tables the workers kept where they
+    mapped them fetched (:data:`KEPT_TABLES`): every rank's, whole."""
+    if not kept:
+        return parts
+    if spread is None:  # kept by an executor whose workers are elsewhere: its spread is given
+        raise ValueError("the gains' tables were kept on workers the reduce cannot reach")
+    got = spread.fetch([handle for _, handle in kept])
+    tables = {}
+    for name in KEPT_TABLES:
+        frames = [f for f in (getattr(parts, name), *(getattr(g, name) for g in got if g is not None)) if f.width]
+        whole = pl.concat(frames, how="vertical_relaxed") if frames else pl.DataFrame()
+        if whole.height and not whole["rank"].is_sorted():
+            whole = whole.sort("rank", maintain_order=True)
+        tables[name] = whole
+    return dataclasses.replace(parts, **tables)  # type: ignore[type-var]

@@ -77,6 +77,10 @@ class RankSummary:
 
     ranks: tuple[int, ...]
     parts: dict[str, Parts]
+    #: a part's type -> a handle of that whole part, left where the shard was mapped (a
+    #: cluster's worker: :meth:`tracekit.executors.Executor.keep`), whose entry in ``parts``
+    #: lacks the tables its analysis leaves there (the gains' tables of events)
+    kept: dict[type, Any] = field(default_factory=dict)
 
 
 def map_ranks(ctx: RankContext, entries: Sequence[Entry[Any]]) -> RankSummary:
@@ -112,6 +116,11 @@ class Reduced:
             for name in [n for n, p in shard.parts.items() if type(p) is kind]:
                 del shard.parts[name]
         return gathered
+
+    def kept(self, kind: type[Parts]) -> list[tuple[tuple[int, ...], Any]]:
+        """The shards whose whole part of type ``kind`` was left where they were mapped: their
+        ranks and its handle (:attr:`RankSummary.kept`); :meth:`gather` has the rest of it."""
+        return [(s.ranks, s.kept[kind]) for s in self.shards if kind in s.kept]
 
     @overload
     def result(self, entry: Entry[R]) -> R: ...

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, Protocol, TypeVar
 
 from tracekit.analyzers import retime
-from tracekit.analyzers.retime_ranks import RankAlone, Round, recorded, round_of_group, settle_each
+from tracekit.analyzers.retime_ranks import Met, RankAlone, recorded, round_of_group, settle_each
 from tracekit.pools import apart_map
 
 if TYPE_CHECKING:
@@ -61,6 +61,16 @@ class Spread(Protocol):
     def hold(self, items: list[T]) -> list[Any] | None:
         """Each item placed there once: a handle per item that the items of calls may hold in
         its place, the same object there from one call to the next (None: they could not be)."""
+        ...
+
+    def keep(self, fn: Callable[[T], R], items: list[T]) -> list[Any] | None:
+        """``fn`` over ``items`` there, each result kept there: a handle per item, as
+        :meth:`hold` gives, that items may hold (a failure shows where a handle is used)."""
+        ...
+
+    def fetch(self, kept: list[Any]) -> list[Any]:
+        """What each handle of ``kept`` (the map's, :meth:`Reduced.kept`) stands for, sent
+        here; made again here where the workers lost it."""
         ...
 
     def __call__(self, fn: Callable[[T], R], items: list[T]) -> list[R] | None:
@@ -168,7 +178,7 @@ def simulate_apart(scenarios: dict[K, Scenario], spread: Spread, placed: Placed)
     mine = [{k: _only(s, group) for k, s in scenarios.items()} for group in ranks]
     theirs = spread.hold(mine) or mine
 
-    def rounds_of(lasts: dict[K, dict[int, float]]) -> dict[K, list[Round]] | None:
+    def rounds_of(lasts: dict[K, dict[int, float]]) -> dict[K, list[Met]] | None:
         items = [
             (g, scenarios_there, {k: {i: last[i] for i in own} for k, last in lasts.items()})
             for g, scenarios_there, own in zip(held, theirs, instances, strict=True)

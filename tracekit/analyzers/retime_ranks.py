@@ -31,6 +31,7 @@ does not settle in :data:`MAX_ROUNDS`.
 from __future__ import annotations
 
 import heapq
+import itertools
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final, TypeVar
 
@@ -47,9 +48,11 @@ if TYPE_CHECKING:
 __all__ = [
     "MAX_ROUNDS",
     "TOLERANCE",
+    "Met",
     "RankAlone",
     "Round",
     "agreed_order",
+    "met",
     "recorded",
     "round_of_group",
     "settle_each",
@@ -82,6 +85,41 @@ class Round:
     order: list[int] = field(default_factory=list)
     #: whether the rank met a cycle on its own events (then the whole run is re-timed at once)
     cycled: bool = False
+
+
+@dataclass
+class Met:
+    """What a group of ranks sends back from one round, merged (:func:`met`): per instance and
+    source, only the latest arrival counts (a max of maxima), so the client's work grows with
+    groups x instances, not ranks x instances."""
+
+    #: rank -> how much earlier its measured time ends, ns
+    gained: dict[int, float] = field(default_factory=dict)
+    #: instance -> the source its arrivals hang on (-1: none) -> the latest of them
+    latest: dict[int, dict[int, float]] = field(default_factory=dict)
+    #: each distinct order in which the group's ranks finished their instances
+    orders: set[tuple[int, ...]] = field(default_factory=set)
+    cycled: bool = False
+
+
+def met(rounds: Iterable[Round | Met]) -> Met:
+    """Several ranks' rounds as one (the same last arrivals, order and gains follow from it)."""
+    out = Met()
+    for r in rounds:
+        if isinstance(r, Met):
+            out.gained.update(r.gained)
+            out.orders |= r.orders
+            pairs = ((i, s, a) for i, by in r.latest.items() for s, a in by.items())
+        else:
+            out.gained[r.rank] = r.gained
+            out.orders.add(tuple(r.order))
+            pairs = ((i, r.sources[i], a) for i, a in r.arrivals.items())
+        for i, s, a in pairs:
+            by = out.latest.setdefault(i, {})
+            if a > by.get(s, _NEVER):
+                by[s] = a
+        out.cycled = out.cycled or r.cycled
+    return out
 
 
 class _Alone:
@@ -187,46 +225,49 @@ def recorded(plans: Iterable[RankPlan]) -> tuple[dict[int, float], dict[int, flo
     return dict(zip(keys, last.tolist(), strict=True)), dict(zip(keys, first.tolist(), strict=True))
 
 
-def agreed_order(rounds: list[Round]) -> list[int] | None:
+def agreed_order(rounds: list[Round] | list[Met]) -> list[int] | None:
     """The instances in an order each rank's finishing order keeps (None: there is none, a
     cycle), ties in the order of the instances' numbers."""
+    orders: set[tuple[int, ...]] = set()
+    for r in rounds:
+        if isinstance(r, Met):
+            orders |= r.orders
+        else:
+            orders.add(tuple(r.order))
     after: dict[int, set[int]] = {}
     waits: dict[int, int] = {}
-    for r in rounds:
-        for i in r.order:
+    for order in orders:
+        for i in order:
             waits.setdefault(i, 0)
-        for a, b in zip(r.order, r.order[1:], strict=False):
+        for a, b in itertools.pairwise(order):
             if b not in after.setdefault(a, set()):
                 after[a].add(b)
                 waits[b] = waits.get(b, 0) + 1
     ready = [i for i, n in waits.items() if n == 0]
     heapq.heapify(ready)
-    order = []
+    out = []
     while ready:
         i = heapq.heappop(ready)
-        order.append(i)
+        out.append(i)
         for j in after.get(i, ()):
             waits[j] -= 1
             if waits[j] == 0:
                 heapq.heappush(ready, j)
-    return order if len(order) == len(waits) else None
+    return out if len(out) == len(waits) else None
 
 
-def solve(rounds: list[Round], last: dict[int, float], order: list[int]) -> dict[int, float]:
+def solve(rounds: list[Round] | list[Met], last: dict[int, float], order: list[int]) -> dict[int, float]:
     """Each instance's last arrival, the ranks' arrivals moved as much as their sources moved
     (one pass in ``order``: a source is always set before what it holds back)."""
-    held: dict[int, list[tuple[float, int]]] = {}
-    for r in rounds:
-        for i, a in r.arrivals.items():
-            held.setdefault(i, []).append((a, r.sources[i]))
+    held = met(rounds).latest
     new = dict(last)
     for i in order:
-        new[i] = max(a if s < 0 else a + (new[s] - last[s]) for a, s in held[i])
+        new[i] = max(a if s < 0 else a + (new[s] - last[s]) for s, a in held[i].items())
     return new
 
 
 def settle_each(
-    rounds_of: Callable[[dict[K, dict[int, float]]], dict[K, list[Round]] | None],
+    rounds_of: Callable[[dict[K, dict[int, float]]], dict[K, list[Round]] | dict[K, list[Met]] | None],
     last_old: dict[int, float],
     keys: Iterable[K],
 ) -> dict[K, dict[int, float] | None]:
@@ -245,18 +286,16 @@ def settle_each(
             break
         for key, rounds in got.items():
             last = pending.pop(key)
-            order = None if any(r.cycled for r in rounds) else agreed_order(rounds)
+            merged = met(rounds)
+            order = None if merged.cycled else agreed_order([merged])
             if order is None:
                 out[key] = None
                 continue
-            given: dict[int, float] = {}
-            for r in rounds:
-                for i, a in r.arrivals.items():
-                    given[i] = max(given.get(i, _NEVER), a)
+            given = {i: max(by.values()) for i, by in merged.latest.items()}
             if all(a == last[i] or abs(a - last[i]) <= TOLERANCE * max(1.0, abs(last[i])) for i, a in given.items()):
-                out[key] = {r.rank: r.gained for r in rounds}
+                out[key] = merged.gained
             else:
-                pending[key] = solve(rounds, last, order)
+                pending[key] = solve([merged], last, order)
     return {**out, **dict.fromkeys(pending)}
 
 
@@ -265,7 +304,8 @@ def settle_each(
 Group = tuple[list[RankAlone], dict[K, "Scenario"], dict[K, dict[int, float]]]
 
 
-def round_of_group(group: Group[K]) -> dict[K, list[Round]]:
-    """One round of a group's ranks under each of its scenarios (run where the group is)."""
+def round_of_group(group: Group[K]) -> dict[K, list[Met]]:
+    """One round of a group's ranks under each of its scenarios (run where the group is),
+    merged (:func:`met`)."""
     ranks, scenarios, lasts = group
-    return {k: [r.round(scenarios[k], last) for r in ranks] for k, last in lasts.items()}
+    return {k: [met(r.round(scenarios[k], last) for r in ranks)] for k, last in lasts.items()}

@@ -32,6 +32,7 @@ import re
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Final
 
+import numpy as np
 import polars as pl
 
 from tracekit.analyzers import intervals as iv
@@ -219,12 +220,25 @@ def _consistent(joined: pl.DataFrame) -> list[int]:
     by_instance = rows.group_by(*KEYS, "step", "last_rank").agg(w=pl.col("explained_wait_ns").fill_null(0).mean())
     caused = by_instance.group_by("step", "last_rank").agg(pl.col("w").sum())
     table = {(int(s), int(r)): float(w) for s, r, w in caused.select("step", "last_rank", "w").iter_rows()}
+    # per step, the most any other rank's explain: the largest of all, or for the rank that
+    # holds it the second largest (ranks x steps, where comparing every pair was ranks^2 x steps)
+    column = {r: j for j, r in enumerate(ranks)}
+    waits = np.zeros((len(steps), len(ranks)))
+    row = {x: i for i, x in enumerate(steps)}
+    for (x, r), w in table.items():
+        if x in row and r in column:
+            waits[row[x], column[r]] = w
+    first = waits.argmax(axis=1)
+    top = waits.max(axis=1)
+    if len(ranks) > 1:
+        second = np.where(np.arange(len(ranks)) == first[:, None], -np.inf, waits).max(axis=1)
+    else:  # no other rank: none explains anything
+        second = np.zeros(len(steps))
     out = []
     for rank in ranks:
-        diffs = [
-            table.get((s, rank), 0.0) - max((table.get((s, q), 0.0) for q in ranks if q != rank), default=0.0)
-            for s in steps
-        ]
+        j = column[rank]
+        others = np.where(first == j, second, top).tolist()
+        diffs = [table.get((x, rank), 0.0) - others[i] for i, x in enumerate(steps)]
         n = len(diffs)
         mean = sum(diffs) / n
         sd = (sum((d - mean) ** 2 for d in diffs) / (n - 1)) ** 0.5

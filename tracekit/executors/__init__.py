@@ -61,6 +61,14 @@ class Executor(Protocol):
         item held is the same object from one map to the next where the executor keeps it."""
         ...
 
+    def keep(self, fn: Callable[[T], R], items: Sequence[Any]) -> list[Any]:
+        """``fn`` over ``items`` where ``map`` runs, each result kept there: a handle per item, as
+        :meth:`hold` gives (a Dask future, the result left on its worker; here, the result), that
+        ``map``'s and ``keep``'s items may hold in its place. An item may hold handles: ``fn``
+        gets what they stand for (on a cluster, run where that is). A failure shows where a
+        handle is used: that item's result is a :class:`TaskFailed`."""
+        ...
+
     def rest(self) -> None:
         """An analysis's map is done: release what would wait idle for another (a single-use
         local pool's processes and the memory they keep: a later map starts them again). A

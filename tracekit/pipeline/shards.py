@@ -33,6 +33,8 @@ import polars as pl
 from tracekit.analyzers import registry
 from tracekit.analyzers.analysis import reduce_outcome, run_analysis, run_options
 from tracekit.analyzers.context import Options, RankContext
+from tracekit.analyzers.gains import GainParts
+from tracekit.analyzers.gains_held import KEPT_TABLES
 from tracekit.analyzers.mapreduce import RankSummary, map_ranks
 from tracekit.analyzers.memory import timeline_parts
 from tracekit.executors import TaskFailed
@@ -237,10 +239,24 @@ class Spread:
         except Exception:  # the workers are lost: the caller does the work here
             return None
 
+    def keep(self, fn: Callable[[T], R], items: list[T]) -> list[Any] | None:
+        try:
+            return self.executor.keep(fn, [_unwrapped(x) for x in items])
+        except Exception:  # the workers are lost: the caller does the work here
+            return None
+
+    def fetch(self, kept: list[Any]) -> list[Any]:
+        """What each of ``kept`` (:class:`KeptPart`) stands for, sent here; mapped again here
+        where the workers lost it."""
+        got = self(_itself, kept)
+        if got is not None and all(g is not None for g in got):
+            return got
+        return [_gains_of(map_shard(k.shard)) for k in kept]
+
     def __call__(self, fn: Callable[[T], R], items: list[T]) -> list[R] | None:
         out: list[R] = []
         try:
-            got = dict(self.executor.map(fn, items))
+            got = dict(self.executor.map(fn, [_unwrapped(x) for x in items]))
         except Exception:  # the workers are lost: the caller does the work here
             return None
         for i in range(len(items)):
@@ -282,11 +298,68 @@ def _map(executor: Executor, tasks: Sequence[Shard], *, progress: ProgressCallba
         if found is not None:
             done(i, found)
     todo = [i for i in range(len(tasks)) if i not in out]
-    for j, result in executor.map(map_shard, [tasks[i] for i in todo]):
+    kept: list[Any] = []
+    if executor.elsewhere and todo:
+        # the gains' tables of events stay on the workers that mapped them, for the what-ifs
+        # held there (tracekit.analyzers.gains_held); the rest of each result comes here
+        whole = executor.keep(map_shard, [tasks[i] for i in todo])
+        kept = executor.keep(_gains_of, whole)
+        results = executor.map(_light, whole)
+        del whole  # each whole result leaves its worker once its two parts are made
+    else:
+        results = executor.map(map_shard, [tasks[i] for i in todo])
+    for j, result in results:
         i = todo[j]
         if isinstance(result, TaskFailed):
             reason = f"not analyzed: the {executor.name} executor failed to run it ({result.reason})"
             done(i, _unmapped(tuple(FileClaims(p, reason) for p in tasks[i].paths)))
+        elif kept and result.summary is not None:
+            summary = replace(result.summary, kept={GainParts: KeptPart(kept[j], tasks[i])})
+            done(i, replace(result, summary=summary))
         else:
             done(i, result)
     return [out[i] for i in range(len(tasks))]
+
+
+@dataclass(frozen=True)
+class KeptPart:
+    """A shard's gains' part left where it was mapped: the executor's handle of it, and the
+    shard, mapped again here if the workers lose it (:meth:`Spread.fetch`)."""
+
+    handle: Any
+    shard: Shard
+
+
+def _unwrapped(item: Any) -> Any:
+    """``item`` as the executor takes it: each :class:`KeptPart` its handle."""
+    if isinstance(item, KeptPart):
+        return item.handle
+    if isinstance(item, tuple):
+        return tuple(_unwrapped(x) for x in item)
+    return item
+
+
+def _gains_of(mapped: Mapped) -> GainParts | None:
+    """The gains' part of a shard's result (run where the result is)."""
+    summary = mapped.summary
+    if summary is None:
+        return None
+    return next((p for p in summary.parts.values() if isinstance(p, GainParts)), None)
+
+
+def _itself(value: T) -> T:
+    """What a handle stands for (run where it is: the value comes back)."""
+    return value
+
+
+def _light(mapped: Mapped) -> Mapped:
+    """A shard's result without the gains' tables that stay where it was mapped
+    (:data:`~tracekit.analyzers.gains_held.KEPT_TABLES`)."""
+    summary = mapped.summary
+    if summary is None:
+        return mapped
+    parts = {
+        name: replace(p, **{t: getattr(p, t).clear() for t in KEPT_TABLES}) if isinstance(p, GainParts) else p
+        for name, p in summary.parts.items()
+    }
+    return replace(mapped, summary=replace(summary, parts=parts))
