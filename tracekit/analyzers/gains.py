@@ -56,9 +56,9 @@ from tracekit.analyzers.gains_plan import TASK_KEYS, crossing, plans
 from tracekit.analyzers.gains_scenarios import (
     COMPUTE,
     built,
-    everything,
     modeled_kinds,
     present,
+    scenario_of,
     straggler_cut,
     straggler_scenario,
 )
@@ -328,10 +328,7 @@ class WhatIfs:
         if self.held is not None:
             simulated = self.held.gains(wanted, self.memo)
         elif self.run is not None:
-            scenarios = {
-                k: self.scenarios[v[0]] if len(v) == 1 else everything([self.scenarios[b] for b in v])
-                for k, v in wanted.items()
-            }
+            scenarios = {k: scenario_of(self.scenarios, v) for k, v in wanted.items()}
             simulated = self._simulated(self.run, scenarios)
         else:
             return {}
@@ -429,7 +426,7 @@ def _here(
         run, scenarios = whole()
         if run is None:
             return {k: {} for k in sets}
-        chosen = {k: scenarios[v[0]] if len(v) == 1 else everything([scenarios[b] for b in v]) for k, v in sets.items()}
+        chosen = {k: scenario_of(scenarios, v) for k, v in sets.items()}
         return simulate_each(run.plans, chosen, jobs=jobs)
 
     return retime

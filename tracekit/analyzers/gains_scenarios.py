@@ -34,6 +34,7 @@ __all__ = [
     "everything",
     "modeled_kinds",
     "present",
+    "scenario_of",
     "straggler_cut",
     "straggler_scenario",
 ]
@@ -232,3 +233,8 @@ def everything(scenarios: list[Scenario]) -> Scenario:
         no_wait_blocks=any(s.no_wait_blocks for s in scenarios),
         hide_collectives=any(s.hide_collectives for s in scenarios),
     )
+
+
+def scenario_of(scenarios: dict[BoundKind, Scenario], wastes: tuple[BoundKind, ...]) -> Scenario:
+    """The scenario of ``wastes`` removed at once, from each waste's own in ``scenarios``."""
+    return scenarios[wastes[0]] if len(wastes) == 1 else everything([scenarios[b] for b in wastes])
