@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import heapq
 from bisect import bisect_left, bisect_right
+from math import isnan
 from typing import Final, Protocol, TypeVar
 
 import numpy as np
@@ -123,12 +124,12 @@ class _Rank(RankShape, HostRemoval):
 
     def _dep_end(self, k: int, sim: Meets) -> tuple[float, int]:
         """When the task ``k`` waits on ends, re-timed (-inf: it waits on none), and its source."""
-        m = int(self.dep[k])
+        m = self.dep.item(k)
         if m < 0:
             return _NEVER, _NO_SOURCE
-        if np.isnan(self.e_new[m]):
-            self.stream_until(int(self.stream_of[m]), int(self.place[m]), sim)
-        return float(self.e_new[m]), int(self.e_src[m])
+        if isnan(self.e_new.item(m)):
+            self.stream_until(self.stream_of.item(m), self.place.item(m), sim)
+        return self.e_new.item(m), self.e_src.item(m)
 
     # -- the host ------------------------------------------------------------------------------
 
@@ -182,6 +183,8 @@ class _Rank(RankShape, HostRemoval):
         return shift, np.where(j >= 0, np.where(ended, self.b_src[jj], inside_src), _NO_SOURCE)
 
     # -- one time at a time: the same arithmetic as the array paths, in Python floats ----------
+    # (an element read with ``.item``: indexing gives a NumPy scalar, whose arithmetic and
+    # comparisons cost several times a float's; the values are the same doubles)
 
     def shift_at_start_one(self, b: int) -> float:
         """:meth:`shift_at_start` of one block."""
@@ -221,17 +224,17 @@ class _Rank(RankShape, HostRemoval):
             return before, self._src_at_start(b)
         k = int(self.comp_task[c])
         self.ensure_free(k, sim)
-        gained = float(self.plan.end[k] - self.e_new[k])
+        gained = self.plan.end.item(k) - self.e_new.item(k)
         reach = before + (t - self.l_start[b])
-        return (reach, self._src_at_start(b)) if reach <= gained else (gained, int(self.e_src[k]))
+        return (reach, self._src_at_start(b)) if reach <= gained else (gained, self.e_src.item(k))
 
     def launch_one(self, k: int, sim: Meets) -> tuple[float, int]:
         """:meth:`_launch_new` of one task."""
-        if self.first_unlaunched[k]:
-            return float(self.plan.start[k] - self.delay[k]), _NO_SOURCE
-        if not self.launched[k]:
+        if self.first_unlaunched.item(k):
+            return self.plan.start.item(k) - self.delay.item(k), _NO_SOURCE
+        if not self.launched.item(k):
             return _NEVER, _NO_SOURCE
-        lch = float(self.lch[k])
+        lch: float = self.lch.item(k)
         shift, src = self.host_shift_one(lch, sim)
         return lch - shift, src
 
@@ -316,11 +319,12 @@ class _Rank(RankShape, HostRemoval):
                 self._run(j, lo, hi, sim)
             if hi > last:
                 continue
-            k = int(idx[hi])
-            if self.plan.instance[k] < 0:
+            k = idx.item(hi)
+            inst = self.plan.instance.item(k)
+            if inst < 0:
                 self._one(j, hi, sim)
                 continue
-            sim.instance(int(self.plan.instance[k]))
+            sim.instance(inst)
             if self.done[j] == hi:  # re-entered before the instance could finish: keep its shift
                 self._collective_alone(k, sim)
                 self.done[j] = hi + 1
@@ -329,24 +333,24 @@ class _Rank(RankShape, HostRemoval):
         """When task ``k`` starts: after its launch (``launch``: the time and its source), its
         predecessor on its stream and the task it waits on, plus its delay; and its source."""
         a, a_src = launch
-        j, place = int(self.stream_of[k]), int(self.place[k])
+        j, place = self.stream_of.item(k), self.place.item(k)
         dep, dep_src = self._dep_end(k, sim)
-        prev, prev_src = self._prev_end(j, place) - self.overlap[k], self._prev_src(j, place)
+        prev, prev_src = self._prev_end(j, place) - self.overlap.item(k), self._prev_src(j, place)
         start, src = a, a_src  # the first of equal times, as ``max`` keeps
         if prev > start:
             start, src = prev, prev_src
         if dep > start:
             start, src = dep, dep_src
-        return start + self.delay[k], src
+        return start + self.delay.item(k), src
 
     def _one(self, j: int, place: int, sim: Meets) -> None:
         """Re-time the task at ``place`` of stream ``j``, which waits on another stream's task."""
-        k = int(self.streams[j][place])
+        k = self.streams[j].item(place)
         self._dep_end(k, sim)
         if self.done[j] != place:  # re-timed meanwhile (through its dependency's stream)
             return
         start, src = self._start_after(k, self.launch_one(k, sim), sim)
-        self.s_new[k], self.e_new[k] = start, start + self.dur[k]
+        self.s_new[k], self.e_new[k] = start, start + self.dur.item(k)
         self.e_src[k] = src
         self.done[j] = place + 1
 
@@ -368,12 +372,13 @@ class _Rank(RankShape, HostRemoval):
     def _prev_end(self, j: int, place: int) -> float:
         if place == 0:
             return _NEVER
-        return float(self.e_new[self.streams[j][place - 1]])
+        end: float = self.e_new.item(self.streams[j].item(place - 1))
+        return end
 
     def _prev_src(self, j: int, place: int) -> int:
         if place == 0:
             return _NO_SOURCE
-        return int(self.e_src[self.streams[j][place - 1]])
+        return self.e_src.item(self.streams[j].item(place - 1))
 
     def _run(self, j: int, lo: int, hi: int, sim: Meets) -> None:
         """Re-time tasks ``lo:hi`` of stream ``j`` (no collective among them) at once."""
@@ -407,8 +412,8 @@ class _Rank(RankShape, HostRemoval):
         dur, delay, overlap = self.dur, self.delay, self.overlap
         s_new, e_new, e_src = self.s_new, self.e_new, self.e_src
         for k, (a, a_src) in zip(ks, launches, strict=True):
-            d, w = float(dur[k]), float(delay[k])
-            cum += w + d - float(overlap[k])
+            d, w = dur.item(k), delay.item(k)
+            cum += w + d - overlap.item(k)
             x = a + w + d - cum
             if x >= most:  # as ``_run``: the last that sets the maximum
                 most, most_src = x, a_src
@@ -424,14 +429,15 @@ class _Rank(RankShape, HostRemoval):
         """Re-time a collective's start (its stream re-timed up to it): (start, the instance it
         hangs on, arrival, the instance that hangs on)."""
         a, a_src = self.launch_one(k, sim)
-        if self.free[k]:
-            start, src = a + self.delay[k], a_src
+        free = self.free.item(k)
+        if free:
+            start, src = a + self.delay.item(k), a_src
         else:
-            j, place = int(self.stream_of[k]), int(self.place[k])
+            j, place = self.stream_of.item(k), self.place.item(k)
             self.stream_until(j, place - 1, sim)
             start, src = self._start_after(k, (a, a_src), sim)
         # a host collective arrives when its call enqueues it; a kernel when it starts
-        arrival, arrival_src = (a, a_src) if self.free[k] and self.launched[k] else (start, src)
+        arrival, arrival_src = (a, a_src) if free and self.launched.item(k) else (start, src)
         self.arrived[k] = arrival
         self.arrived_src[k] = arrival_src
         return start, src, arrival, arrival_src
@@ -440,7 +446,7 @@ class _Rank(RankShape, HostRemoval):
         """A collective's end: when the last rank arrives (``last``: its time, and the instance
         that time hangs on), plus its own tail."""
         p = self.plan
-        tail = p.end[k] - max(p.start[k], last_old)
+        tail = p.end.item(k) - max(p.start.item(k), last_old)
         if self.hide:
             tail = min(tail, 0.0)
         last_new, last_src = last
@@ -449,18 +455,18 @@ class _Rank(RankShape, HostRemoval):
             end, src = start, start_src
         self.s_new[k], self.e_new[k] = start, end
         self.e_src[k] = src
-        if not self.free[k]:
-            j = int(self.stream_of[k])
-            self.done[j] = max(self.done[j], int(self.place[k]) + 1)
+        if not self.free.item(k):
+            j = self.stream_of.item(k)
+            self.done[j] = max(self.done[j], self.place.item(k) + 1)
 
     def ensure_free(self, k: int, sim: Meets) -> None:
         """Re-time host collective ``k`` (with its instance on every rank), if not yet."""
-        if not np.isnan(self.e_new[k]):
+        if not isnan(self.e_new.item(k)):
             return
-        inst = int(self.plan.instance[k])
+        inst = self.plan.instance.item(k)
         if inst >= 0:
             sim.instance(inst)
-        if np.isnan(self.e_new[k]):  # its instance is being re-timed (a cycle), or it has none
+        if isnan(self.e_new.item(k)):  # its instance is being re-timed (a cycle), or it has none
             self._collective_alone(k, sim)
 
     def _collective_alone(self, k: int, sim: Meets) -> None:
