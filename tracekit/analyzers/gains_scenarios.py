@@ -16,7 +16,7 @@ import numpy as np
 import polars as pl
 
 from tracekit.analyzers import intervals as iv
-from tracekit.analyzers.gains_plan import ByRank, rank_frame
+from tracekit.analyzers.gains_plan import rank_frame
 from tracekit.analyzers.retime_plan import Removal, Scenario, merge, outside
 from tracekit.analyzers.shared import STRAGGLERS
 from tracekit.results.vocab import BoundKind, StragglerCause
@@ -60,11 +60,23 @@ def _removal(df: pl.DataFrame, origin: int, rate: float | np.ndarray = 1.0) -> R
 
 
 def _per_rank(df: pl.DataFrame, run: GainRun) -> dict[int, Removal]:
-    """``df``'s intervals (rank, start_ns, end_ns) as a removal for each rank of ``run``."""
+    """``df``'s intervals (rank, start_ns, end_ns) as a removal for each rank of ``run``: every
+    rank's at once, then cut by rank (a frame and two columns a rank cost a thousand ranks
+    0.8 s of a warm reduce's 3.4)."""
     if not df.height:
         return {p.rank: Removal() for p in run.plans}
-    spans = ByRank(iv.union(df.select("rank", "start_ns", "end_ns"), ["rank"]))
-    return {p.rank: _removal(spans[p.rank], run.origin) for p in run.plans}
+    spans = iv.union(df.select("rank", "start_ns", "end_ns"), ["rank"])
+    if not spans["rank"].is_sorted():
+        spans = spans.sort("rank", maintain_order=True)
+    of = spans["rank"].cast(pl.Int64).to_numpy()
+    start = spans["start_ns"].cast(pl.Float64).to_numpy() - run.origin
+    end = spans["end_ns"].cast(pl.Float64).to_numpy() - run.origin
+    ranks = [p.rank for p in run.plans]
+    first, last = np.searchsorted(of, ranks, side="left"), np.searchsorted(of, ranks, side="right")
+    return {
+        rank: Removal(start=start[a:b].copy(), end=end[a:b].copy(), rate=np.ones(b - a))
+        for rank, a, b in zip(ranks, first.tolist(), last.tolist(), strict=True)
+    }
 
 
 @dataclass(frozen=True)
