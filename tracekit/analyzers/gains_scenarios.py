@@ -17,7 +17,7 @@ import polars as pl
 
 from tracekit.analyzers import intervals as iv
 from tracekit.analyzers.gains_plan import rank_frame
-from tracekit.analyzers.retime_plan import Removal, Scenario, merge, outside
+from tracekit.analyzers.retime_plan import Removal, Scenario, merge_each, outside
 from tracekit.analyzers.shared import STRAGGLERS
 from tracekit.results.vocab import BoundKind, StragglerCause
 
@@ -234,7 +234,7 @@ def everything(scenarios: list[Scenario]) -> Scenario:
     """Several scenarios at once: each instant removed at the largest rate, each task at the
     shortest duration, the blocks and collectives of any."""
     ranks = {r for s in scenarios for r in (*s.removals, *s.durations)}
-    removals = {r: merge([s.removals[r] for s in scenarios if r in s.removals]) for r in ranks}
+    removals = merge_each({r: [s.removals[r] for s in scenarios if r in s.removals] for r in ranks})
     durations: dict[int, np.ndarray] = {}
     for s in scenarios:
         for r, d in s.durations.items():

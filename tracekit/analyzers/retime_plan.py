@@ -1,16 +1,19 @@
 """What :mod:`tracekit.analyzers.retime` re-times: one rank's events (:class:`RankPlan`), and
 what a what-if changes (:class:`Scenario`: host time removed, task durations, blocks that no
-longer wait, collectives hidden), with the arithmetic of removals (:func:`merge`, :func:`outside`)."""
+longer wait, collectives hidden), with the arithmetic of removals (:func:`merge`,
+:func:`merge_each`, :func:`outside`)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np
 
 if TYPE_CHECKING:
     from collections.abc import Callable
+
+K = TypeVar("K")
 
 
 @dataclass
@@ -102,6 +105,86 @@ def cut(removals: list[Removal], rate: Callable[[np.ndarray], np.ndarray]) -> Re
 def merge(removals: list[Removal]) -> Removal:
     """One removal of several: each instant at the largest rate that covers it."""
     return cut(removals, lambda t: np.max([rate_at(r, t) for r in removals], axis=0))
+
+
+def merge_each(groups: dict[K, list[Removal]]) -> dict[K, Removal]:
+    """:func:`merge` of each group's removals (each rank's, of several scenarios), every group
+    at once: the same boundaries, midpoints and rates, found by a few sorts of every group's
+    instead of a few NumPy calls a group (a thousand ranks' took 0.45 s of a warm reduce's
+    2.3). A group with two intervals of one removal starting together, whose rate
+    :func:`rate_at` takes from either, is merged alone."""
+    keys = list(groups)
+    out = {k: Removal() for k in keys}
+    kept = [(g, r) for g, k in enumerate(keys) for r in groups[k] if r.start.size]
+    if not kept:
+        return out
+    of = np.array([g for g, _ in kept], dtype=np.int64)  # each non-empty removal's group
+    lo, hi, g_mid = _stretches(of, [r for _, r in kept])
+    rates, tied = _max_rates(of, [r for _, r in kept], (lo + hi) / 2, g_mid, len(keys))
+    keep = rates > 0
+    bounds = np.concatenate([[0], np.cumsum(np.bincount(g_mid, minlength=len(keys)))]).tolist()
+    for g, k in enumerate(keys):
+        if g in tied:
+            out[k] = merge(groups[k])
+        elif keep[bounds[g] : bounds[g + 1]].any():
+            sel = slice(bounds[g], bounds[g + 1])
+            out[k] = Removal(start=lo[sel][keep[sel]], end=hi[sel][keep[sel]], rate=rates[sel][keep[sel]])
+    return out
+
+
+def _stretches(of: np.ndarray, kept: list[Removal]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The elementary stretches between consecutive boundaries (each group's starts and ends,
+    unique: :func:`cut`'s) of the groups ``of`` the removals ``kept``, in group then time
+    order: their starts, ends and group."""
+    sizes = np.array([r.start.size for r in kept], dtype=np.int64)
+    g_pts = np.concatenate([np.repeat(of, sizes)] * 2)
+    t_pts = np.concatenate([np.concatenate([r.start for r in kept]), np.concatenate([r.end for r in kept])])
+    order = np.lexsort((t_pts, g_pts))
+    g_pts, t_pts = g_pts[order], t_pts[order]
+    first = np.ones(g_pts.size, dtype=bool)
+    first[1:] = (g_pts[1:] != g_pts[:-1]) | (t_pts[1:] != t_pts[:-1])
+    g_pts, t_pts = g_pts[first], t_pts[first]
+    pair = g_pts[1:] == g_pts[:-1]
+    return t_pts[:-1][pair], t_pts[1:][pair], g_pts[:-1][pair]
+
+
+def _max_rates(
+    of: np.ndarray, kept: list[Removal], mid: np.ndarray, g_mid: np.ndarray, groups: int
+) -> tuple[np.ndarray, set[int]]:
+    """At each of ``mid`` (of group ``g_mid``), the largest rate of the removals ``kept`` of its
+    group (groups ``of``; :func:`rate_at`'s: the last interval starting by then, where it
+    holds the point; 0 where none, as the empty removals give), and the groups with a
+    removal of two intervals starting together."""
+    sizes = np.array([r.start.size for r in kept], dtype=np.int64)
+    start = np.concatenate([r.start for r in kept])
+    end = np.concatenate([r.end for r in kept])
+    rate = np.concatenate([r.rate for r in kept])
+    owner = np.repeat(np.arange(len(kept), dtype=np.int64), sizes)  # each interval's removal
+    # every (midpoint, removal of its group) pair
+    counts = np.bincount(of, minlength=groups)[g_mid]
+    pair_mid = np.repeat(np.arange(mid.size, dtype=np.int64), counts)
+    first_removal = np.concatenate([[0], np.cumsum(np.bincount(of, minlength=groups))[:-1]])
+    within = np.arange(pair_mid.size, dtype=np.int64) - np.repeat(np.cumsum(counts) - counts, counts)
+    pair_removal = first_removal[g_mid[pair_mid]] + within
+    # intervals and pairs sorted by (removal, time), a start before a point at its time
+    n = start.size
+    by = np.concatenate([owner, pair_removal])
+    at = np.concatenate([start, mid[pair_mid]])
+    is_point = np.concatenate([np.zeros(n, dtype=bool), np.ones(pair_mid.size, dtype=bool)])
+    order = np.lexsort((is_point, at, by))
+    starts = order[~is_point[order]]
+    tied = (owner[starts][1:] == owner[starts][:-1]) & (start[starts][1:] == start[starts][:-1])
+    # at each position, the last interval at or before it; its own removal's, or none
+    last = np.maximum.accumulate(np.where(is_point[order], -1, np.arange(order.size)))
+    found = np.where(last >= 0, order[np.maximum(last, 0)], 0)
+    points = is_point[order]
+    hit, pair = found[points], order[points] - n
+    t = at[order[points]]
+    ok = (last[points] >= 0) & (owner[hit] == by[order[points]])
+    inside = ok & (t >= start[hit]) & (t < end[hit])
+    rates = np.zeros(mid.size)
+    np.maximum.at(rates, pair_mid[pair], np.where(inside, rate[hit], 0.0))
+    return rates, set(of[owner[starts][1:][tied]].tolist())
 
 
 def outside(removal: Removal, taken: Removal) -> Removal:
