@@ -104,6 +104,9 @@ def test_the_key_is_every_value_the_re_timing_reads() -> None:
         Scenario(removals={0: removal((1, 2), rate=0.5)}),
         Scenario(removals={1: removal((1, 2))}),
         Scenario(durations={0: np.array([np.nan, 5.0])}),
+        # the same values, cut between the ranks otherwise (each rank's arrays are fed together)
+        Scenario(removals={0: removal((1, 2), (3, 4)), 1: removal((5, 6))}),
+        Scenario(removals={0: removal((1, 2)), 1: removal((3, 4), (5, 6))}),
     ]
     assert len({scenario_key(base, s) for s in scenarios}) == len(scenarios)
     assert scenario_key(base, Scenario()) != scenario_key(plans_digest([one]), Scenario())
