@@ -198,7 +198,7 @@ class _Rank(RankShape, HostRemoval):
 
     def host_shift_one(self, t: float, sim: Meets) -> tuple[float, int]:
         """:meth:`host_shift` of one time."""
-        removed = self.removed_one(t)
+        removed = self.removed_one(t) if self.l_r_start else 0.0  # most ranks of most scenarios: none
         j = bisect_right(self.l_start, t) - 1
         if j < 0:
             return removed, _NO_SOURCE
@@ -209,7 +209,9 @@ class _Rank(RankShape, HostRemoval):
             return self.shift_at_start_one(self.b_busy), self._src_at_start(self.b_busy)
         end = self.l_end[j]
         resumed = t >= end or (self.l_waited[j] and t >= self.l_drain[j])
-        self.process_through(j if resumed else j - 1, sim)
+        through = j if resumed else j - 1
+        if through >= self.b_done:  # else re-timed already (the common case): no call
+            self.process_through(through, sim)
         if t >= end:
             return self.l_shift[j] + removed - self.l_at_end[j], self.l_src[j]
         before = self.shift_at_start_one(j)
@@ -286,9 +288,10 @@ class _Rank(RankShape, HostRemoval):
         self.b_busy = b
         start_new = self.l_start[b] - self.shift_at_start_one(b)
         drain, drain_src = _NEVER, _NO_SOURCE
-        e_new, e_src = self.e_new, self.e_src
+        e_new, e_src, done = self.e_new, self.e_src, self.done
         for j, last, k in self.l_awaited[b]:
-            self.stream_until(j, last, sim)
+            if done[j] <= last:  # else re-timed already: no call
+                self.stream_until(j, last, sim)
             if e_new.item(k) > drain:
                 drain, drain_src = e_new.item(k), e_src.item(k)
         for k in self.l_awaited_free[b]:
@@ -406,7 +409,7 @@ class _Rank(RankShape, HostRemoval):
     def _run_few(self, j: int, ks: list[int], sim: Meets) -> None:
         """:meth:`_run` of a few tasks ``ks``, one at a time: the same sums in the same order."""
         launches = [self.launch_one(k, sim) for k in ks]
-        place = int(self.place[ks[0]])
+        place = self.place.item(ks[0])
         carry, carry_src = self._prev_end(j, place), self._prev_src(j, place)
         cum, most, most_src = 0.0, _NEVER, _NO_SOURCE
         dur, delay, overlap = self.dur, self.delay, self.overlap
@@ -528,7 +531,7 @@ class Simulation:
         last_new = _NEVER
         for rank, k in self.members[i]:
             r = self.ranks[rank]
-            if not np.isnan(r.e_new[k]):
+            if not isnan(r.e_new.item(k)):
                 # re-timed alone meanwhile (reached again through a cycle across ranks): it
                 # still arrives when it did, and the others wait for it
                 last_new = max(last_new, r.arrived.get(k, float(r.plan.arrival[k])))
@@ -537,7 +540,7 @@ class Simulation:
             starts.append((r, k, start, start_src, arrival))
         last_new = max(last_new, max((a for *_, a in starts), default=_NEVER))
         for r, k, start, start_src, _ in starts:
-            if np.isnan(r.e_new[k]):
+            if isnan(r.e_new.item(k)):
                 r.finish_collective(k, start, start_src, (last_new, i), self.last_old[i])
         self.in_progress.discard(i)
         self.finished.add(i)

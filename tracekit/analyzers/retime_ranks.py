@@ -33,6 +33,7 @@ from __future__ import annotations
 import heapq
 import itertools
 from dataclasses import dataclass, field
+from math import isnan
 from typing import TYPE_CHECKING, Final, TypeVar
 
 import numpy as np
@@ -146,7 +147,7 @@ class _Alone:
         own, own_src = _NEVER, _NO_SOURCE
         starts = []
         for k in self.members[i]:
-            if np.isnan(r.e_new[k]):
+            if isnan(r.e_new.item(k)):
                 start, start_src, arrival, arrival_src = r.collective_arrival(k, self)
                 starts.append((k, start, start_src))
             else:  # re-timed alone meanwhile, through a cycle
@@ -157,7 +158,7 @@ class _Alone:
         given = self.last.get(i, _NEVER)
         last = (given, i) if given >= own else (own, own_src)
         for k, start, start_src in starts:
-            if np.isnan(r.e_new[k]):
+            if isnan(r.e_new.item(k)):
                 r.finish_collective(k, start, start_src, last, self.last_old[i])
         self.in_progress.discard(i)
         self.finished.add(i)
