@@ -66,9 +66,9 @@ _FIELDS: dict[type, tuple[bytes, tuple[tuple[bytes, str], ...]] | None] = {}
 def _fields(cls: type) -> tuple[bytes, tuple[tuple[bytes, str], ...]] | None:
     """What :func:`feed` feeds of an instance of the dataclass ``cls`` before its fields' values
     (its name), and each field's name, as bytes and as it is; None for a class that is not a
-    dataclass. Looked up once per class: a rank's plan and scenario feed tens of them (the
-    digests of 1,024 ranks' plans and scenarios, profiled in a warm reduce of 3.4 s: 0.80 s
-    with the fields looked up at every instance, 0.55 s once per class)."""
+    dataclass. Looked up once per class: a rank's plan and scenario feed tens of them (1,024
+    ranks' plans digested in 0.08 s against 0.09 to 0.10 s with the fields looked up at every
+    instance)."""
     if cls not in _FIELDS:
         names = (
             tuple((f.name.encode(), f.name) for f in dataclasses.fields(cls)) if dataclasses.is_dataclass(cls) else None

@@ -111,7 +111,7 @@ def merge_each(groups: dict[K, list[Removal]]) -> dict[K, Removal]:
     """:func:`merge` of each group's removals (each rank's, of several scenarios), every group
     at once: the same boundaries, midpoints and rates, found by a few sorts of every group's
     instead of a few NumPy calls a group (a thousand ranks' took 0.45 s of a warm reduce's
-    2.3). A group with two intervals of one removal starting together, whose rate
+    2.3, profiled). A group with two intervals of one removal starting together, whose rate
     :func:`rate_at` takes from either, is merged alone."""
     keys = list(groups)
     out = {k: Removal() for k in keys}
@@ -119,8 +119,10 @@ def merge_each(groups: dict[K, list[Removal]]) -> dict[K, Removal]:
     if not kept:
         return out
     of = np.array([g for g, _ in kept], dtype=np.int64)  # each non-empty removal's group
-    lo, hi, g_mid = _stretches(of, [r for _, r in kept])
-    rates, tied = _max_rates(of, [r for _, r in kept], (lo + hi) / 2, g_mid, len(keys))
+    owner = np.repeat(np.arange(len(kept), dtype=np.int64), [r.start.size for _, r in kept])  # each interval's
+    start, end, rate = (np.concatenate([getattr(r, name) for _, r in kept]) for name in ("start", "end", "rate"))
+    lo, hi, g_mid = _stretches(of[owner], start, end)
+    rates, tied = _max_rates(of, owner, (start, end, rate), (lo + hi) / 2, g_mid, groups=len(keys))
     keep = rates > 0
     bounds = np.concatenate([[0], np.cumsum(np.bincount(g_mid, minlength=len(keys)))]).tolist()
     for g, k in enumerate(keys):
@@ -132,13 +134,12 @@ def merge_each(groups: dict[K, list[Removal]]) -> dict[K, Removal]:
     return out
 
 
-def _stretches(of: np.ndarray, kept: list[Removal]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The elementary stretches between consecutive boundaries (each group's starts and ends,
-    unique: :func:`cut`'s) of the groups ``of`` the removals ``kept``, in group then time
-    order: their starts, ends and group."""
-    sizes = np.array([r.start.size for r in kept], dtype=np.int64)
-    g_pts = np.concatenate([np.repeat(of, sizes)] * 2)
-    t_pts = np.concatenate([np.concatenate([r.start for r in kept]), np.concatenate([r.end for r in kept])])
+def _stretches(group: np.ndarray, start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The elementary stretches between consecutive boundaries of each group (the starts and
+    ends of its intervals, each interval of ``group``; unique: :func:`cut`'s), in group then
+    time order: their starts, ends and group."""
+    g_pts = np.concatenate([group, group])
+    t_pts = np.concatenate([start, end])
     order = np.lexsort((t_pts, g_pts))
     g_pts, t_pts = g_pts[order], t_pts[order]
     first = np.ones(g_pts.size, dtype=bool)
@@ -149,21 +150,25 @@ def _stretches(of: np.ndarray, kept: list[Removal]) -> tuple[np.ndarray, np.ndar
 
 
 def _max_rates(
-    of: np.ndarray, kept: list[Removal], mid: np.ndarray, g_mid: np.ndarray, groups: int
+    of: np.ndarray,
+    owner: np.ndarray,
+    intervals: tuple[np.ndarray, np.ndarray, np.ndarray],
+    mid: np.ndarray,
+    g_mid: np.ndarray,
+    *,
+    groups: int,
 ) -> tuple[np.ndarray, set[int]]:
-    """At each of ``mid`` (of group ``g_mid``), the largest rate of the removals ``kept`` of its
-    group (groups ``of``; :func:`rate_at`'s: the last interval starting by then, where it
-    holds the point; 0 where none, as the empty removals give), and the groups with a
+    """At each of ``mid`` (of group ``g_mid``), the largest rate of the removals of its group
+    (removal ``i`` of group ``of[i]``; ``intervals``: every removal's starts, ends and rates,
+    each of removal ``owner``; :func:`rate_at`'s: the last interval starting by then, where
+    it holds the point; 0 where none, as the empty removals give), and the groups with a
     removal of two intervals starting together."""
-    sizes = np.array([r.start.size for r in kept], dtype=np.int64)
-    start = np.concatenate([r.start for r in kept])
-    end = np.concatenate([r.end for r in kept])
-    rate = np.concatenate([r.rate for r in kept])
-    owner = np.repeat(np.arange(len(kept), dtype=np.int64), sizes)  # each interval's removal
+    start, end, rate = intervals
     # every (midpoint, removal of its group) pair
-    counts = np.bincount(of, minlength=groups)[g_mid]
+    per_group = np.bincount(of, minlength=groups)
+    counts = per_group[g_mid]
     pair_mid = np.repeat(np.arange(mid.size, dtype=np.int64), counts)
-    first_removal = np.concatenate([[0], np.cumsum(np.bincount(of, minlength=groups))[:-1]])
+    first_removal = np.concatenate([[0], np.cumsum(per_group)[:-1]])
     within = np.arange(pair_mid.size, dtype=np.int64) - np.repeat(np.cumsum(counts) - counts, counts)
     pair_removal = first_removal[g_mid[pair_mid]] + within
     # intervals and pairs sorted by (removal, time), a start before a point at its time
