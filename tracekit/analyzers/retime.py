@@ -35,13 +35,14 @@ from __future__ import annotations
 import heapq
 from bisect import bisect_left, bisect_right
 from math import isnan
-from typing import Final, Protocol, TypeVar
+from typing import TYPE_CHECKING, Final, Protocol, TypeVar
 
 import numpy as np
 
 from tracekit.analyzers.retime_plan import RankPlan, Removal, Scenario
 from tracekit.analyzers.retime_removal import HostRemoval
 from tracekit.analyzers.retime_shape import _NEVER, AWAIT_TOLERANCE_NS, DEPENDENCY_NS, RankShape
+from tracekit.native import wanted
 
 __all__ = [
     "AWAIT_TOLERANCE_NS",
@@ -56,7 +57,22 @@ __all__ = [
     "simulate_each",
 ]
 
+if TYPE_CHECKING:
+    from types import ModuleType
+
+    from tracekit.analyzers._retime_core import Core
+
 K = TypeVar("K")
+
+_core: ModuleType | None
+try:
+    from tracekit.analyzers import _retime_core as _core
+except ImportError:  # not compiled: every rank is re-timed in Python
+    _core = None
+
+#: Whether ranks are re-timed in C (``_retime_core.c``, :class:`_NativeRank`): the extension is
+#: there and not turned off (``TRACEKIT_NATIVE=0``, as for the decoder). The same times either way.
+NATIVE: bool = _core is not None and wanted()
 
 #: Up to this many times, one at a time in Python is faster than as arrays in NumPy.
 _FEW: Final = 16
@@ -499,6 +515,59 @@ class _Rank(RankShape, HostRemoval):
         return float(self.host_shift(np.array([p.window_end]), sim)[0][0])
 
 
+class _NativeRank(_Rank):
+    """:class:`_Rank` whose re-timing runs in C (``_retime_core.Core``): its one-at-a-time
+    paths, on the same arrays, in the same order, so the same times to the last bit
+    (``tests/analyzers/test_retime_core.py``); the methods the ranks' meetings call
+    (:class:`Simulation`, ``retime_ranks._Alone``) and :meth:`gained` are the only ways in."""
+
+    def _scenario(self, scenario: Scenario) -> None:
+        super()._scenario(scenario)
+        assert _core is not None
+        done = np.zeros(len(self.streams), dtype=np.int64)
+        self.done = done  # type: ignore[assignment]  # the same counts, as an array the core writes
+        self.core: Core = _core.Core(
+            self.packed(),
+            (
+                np.ascontiguousarray(self.dur, dtype=np.float64),
+                *(np.ascontiguousarray(a, dtype=np.float64) for a in (self.r_start, self.r_end, self.r_rate)),
+                *(np.ascontiguousarray(a, dtype=np.float64) for a in (self.r_cum, self.r_at_start, self.r_at_end)),
+            ),
+            (self.s_new, self.e_new, self.e_src, self.b_shift, self.b_src, done),
+            hide=self.hide,
+            no_wait=self.no_wait,
+            track=self.track,
+            arrived=self.arrived,
+            arrived_src=self.arrived_src,
+        )
+
+    def blocks_until(self, t: float, sim: Meets) -> None:
+        self.core.blocks_until(t, sim)
+
+    def stream_until(self, j: int, last: int, sim: Meets) -> None:
+        self.core.stream_until(j, last, sim)
+
+    def host_shift(self, t: np.ndarray, sim: Meets) -> tuple[np.ndarray, np.ndarray]:
+        pairs = [self.core.host_shift_one(float(x), sim) for x in t]
+        return np.array([v for v, _ in pairs], dtype=float), np.array([s for _, s in pairs], dtype=np.int64)
+
+    def collective_arrival(self, k: int, sim: Meets) -> tuple[float, int, float, int]:
+        return self.core.collective_arrival(k, sim)
+
+    def finish_collective(self, k: int, start: float, start_src: int, last: tuple[float, int], last_old: float) -> None:
+        self.core.finish_collective(k, start, start_src, last, last_old)
+
+    def ensure_free(self, k: int, sim: Meets) -> None:
+        self.core.ensure_free(k, sim)
+
+
+def new_rank(plan: RankPlan, scenario: Scenario, like: _Rank | None = None, *, track: bool = False) -> _Rank:
+    """A rank's re-timing under ``scenario`` (see :class:`_Rank`), in C where :data:`NATIVE`."""
+    if NATIVE:
+        return _NativeRank(plan, scenario, like, track=track)
+    return _Rank(plan, scenario, like, track=track)
+
+
 class Simulation:
     """Every rank re-timed under one scenario."""
 
@@ -506,7 +575,7 @@ class Simulation:
         """``like``: a simulation of the same plans under another scenario, whose ranks'
         shapes are reused (see :class:`_Rank`)."""
         before: dict[int, _Rank] = like.ranks if like is not None else {}
-        self.ranks: dict[int, _Rank] = {p.rank: _Rank(p, scenario, before.get(p.rank)) for p in plans}
+        self.ranks: dict[int, _Rank] = {p.rank: new_rank(p, scenario, before.get(p.rank)) for p in plans}
         #: instance -> [(rank, task)], and its last arrival as recorded (what no scenario changes)
         self.members: dict[int, list[tuple[int, int]]] = {}
         self.last_old: dict[int, float] = {}

@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Final, TypeVar
 
 import numpy as np
 
-from tracekit.analyzers.retime import _NO_SOURCE, _Rank
+from tracekit.analyzers.retime import _NO_SOURCE, _Rank, new_rank
 from tracekit.analyzers.retime_shape import _NEVER
 
 if TYPE_CHECKING:
@@ -203,7 +203,7 @@ class RankAlone:
 
     def round(self, scenario: Scenario, last: dict[int, float]) -> Round:
         """The rank re-timed under ``scenario``, each instance's last arrival as ``last`` says."""
-        rank = _Rank(self.plan, scenario, self._like, track=True)
+        rank = new_rank(self.plan, scenario, self._like, track=True)
         self._like = rank
         return _Alone(rank, self.members, self.last_old, last).run(self.first_end)
 

@@ -47,6 +47,8 @@ class RankShape:
         self._lists()
         #: the re-timing's state when nothing is removed on this rank (``retime._Rank._unremoved``)
         self._unremoved_state: dict[str, object] | None = None
+        #: the shape as the re-timing in C reads it (:meth:`packed`), once worked out
+        self._packed: tuple[np.ndarray, ...] | None = None
         # per stream, the places of the tasks re-timed one by one (a collective, or a wait on
         # another stream), in order: found by bisection, never by scanning the stream again
         self.stops = [np.flatnonzero((plan.instance[idx] >= 0) | (self.dep[idx] >= 0)).tolist() for idx in self.streams]
@@ -153,11 +155,57 @@ class RankShape:
         for b, j, last in zip(blocks.tolist(), streams.tolist(), self.awaited[blocks, streams].tolist(), strict=True):
             self.l_awaited[b].append((j, last, int(self.streams[j][last])))
 
+    def packed(self) -> tuple[np.ndarray, ...]:
+        """The shape as ``_retime_core.Core`` reads it (its ``SH_*`` order), worked out once per
+        rank: plain arrays, every list of arrays as one array and its offsets."""
+        if self._packed is not None:
+            return self._packed
+        p = self.plan
+        stops = [np.array(s, dtype=np.int64) for s in self.stops]
+        awaited = [np.array(a, dtype=np.int64).reshape(-1) for a in self.l_awaited]
+        self._packed = (
+            *(_f64(a) for a in (p.start, p.end, p.arrival, self.lch, self.delay, self.overlap)),
+            *(_i64(a) for a in (p.instance, self.place, self.stream_of, self.dep)),
+            *(_u8(a) for a in (self.free, self.launched, self.first_unlaunched)),
+            *_flat(self.streams),
+            *_flat(stops),
+            *(_f64(a) for a in (self.b_start, self.b_end, self.drain, self.own, self.tail)),
+            *(_u8(a) for a in (self.waited, self.b_coll, np.array(self.l_kept, dtype=bool))),
+            _i64(np.concatenate(awaited)) if awaited else _i64(np.empty(0)),
+            _offsets([a.size // 3 for a in awaited]),
+            *_flat(self.awaited_free),
+            _i64(self.comp_task),
+            _f64(self.comp_end),
+        )
+        return self._packed
+
     def _launched_by(self, tasks: np.ndarray, until: float, instant: bool) -> np.ndarray:
         """``tasks`` launched by ``until`` (for a wait of no length, strictly before: see :meth:`_blocks`)."""
         lch = self.lch[tasks]
         picked: np.ndarray = tasks[lch < until] if instant else tasks[lch <= until]
         return picked
+
+
+def _f64(a: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(a, dtype=np.float64)
+
+
+def _i64(a: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(a, dtype=np.int64)
+
+
+def _u8(a: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(a, dtype=bool).view(np.uint8)
+
+
+def _offsets(sizes: list[int]) -> np.ndarray:
+    return _i64(np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)]))
+
+
+def _flat(parts: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """``parts`` as one array and each part's start in it (and the end's)."""
+    flat = _i64(np.concatenate(parts)) if parts else _i64(np.empty(0))
+    return flat, _offsets([a.size for a in parts])
 
 
 def _merged_blocks(p: RankPlan) -> tuple[list[float], list[float], list[float], list[bool], list[bool]]:

@@ -15,13 +15,13 @@ chunk with msgspec, as does ``TRACEKIT_NATIVE=0``.
 
 from __future__ import annotations
 
-import os
 from typing import TYPE_CHECKING, Any, Final
 
 import numpy as np
 import polars as pl
 
 from tracekit.errors import TraceReadError
+from tracekit.native import wanted
 from tracekit.readers.kineto_decode import ARG_COLUMNS, EVENT_COLUMNS, MEMORY_COLUMNS
 from tracekit.readers.kineto_normalize import MAX_NAME_BYTES, category_facts
 
@@ -39,7 +39,7 @@ except ImportError:  # not compiled: msgspec reads every chunk
     _native = None
 
 #: Whether chunks are decoded natively: the extension is there and not turned off.
-ENABLED: Final = _native is not None and os.environ.get("TRACEKIT_NATIVE", "1") != "0"
+ENABLED: Final = _native is not None and wanted()
 
 _STRINGS: Final = ("cat", "name", "coll_name", "pg_name")
 _FLOATS: Final = ("ts", "dur")
