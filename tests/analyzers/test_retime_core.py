@@ -174,18 +174,29 @@ def test_an_error_in_a_meeting_propagates() -> None:
 
 
 def test_arrays_of_the_wrong_size_are_refused() -> None:
-    p = plan(tasks=[(0, 0, 10)])
-    rank = retime._NativeRank(p, Scenario())
+    """The core reads its arrays unchecked: a shape whose sizes or indexes do not hold, or a
+    state of the wrong size, is refused where it is made."""
     assert retime._core is not None
+    p = plan(tasks=[(0, 0, 10), (5, 10, 20)], blocks=[(2, 4)])
+    rank = retime._NativeRank(p, Scenario())
     shape = rank.packed()
     with pytest.raises(ValueError, match="shape"):
+        retime._core.Shape((shape[1][:1], *shape[1:]))
+    bad_stream = list(shape)
+    bad_stream[13] = np.array([0, 7], dtype=np.int64)  # the streams' tasks: a task 7 of 2
+    with pytest.raises(ValueError, match="out of range"):
+        retime._core.Shape(tuple(bad_stream))
+    with pytest.raises(ValueError, match="state"):
         retime._core.Core(
-            (shape[1][:0], *shape[1:]),
+            retime._core.Shape(shape),
             (rank.dur, rank.r_start, rank.r_end, rank.r_rate, rank.r_cum, rank.r_at_start, rank.r_at_end),
-            (rank.s_new, rank.e_new, rank.e_src, rank.b_shift, rank.b_src, np.zeros(1, dtype=np.int64)),
+            (rank.s_new, rank.e_new, rank.e_src, rank.b_shift, rank.b_src, np.zeros(5, dtype=np.int64)),
             hide=False,
             no_wait=False,
             track=False,
             arrived={},
             arrived_src={},
+            window_end=20.0,
+            device_end=True,
+            tolerance=0.0,
         )

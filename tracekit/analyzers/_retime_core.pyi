@@ -4,10 +4,13 @@ from typing import Any
 
 import numpy as np
 
+class Shape:
+    def __init__(self, arrays: tuple[np.ndarray, ...]) -> None: ...
+
 class Core:
     def __init__(
         self,
-        shape: tuple[np.ndarray, ...],
+        shape: Shape,
         scenario: tuple[np.ndarray, ...],
         state: tuple[np.ndarray, ...],
         *,
@@ -16,6 +19,9 @@ class Core:
         track: bool,
         arrived: dict[int, float],
         arrived_src: dict[int, int],
+        window_end: float,
+        device_end: bool,
+        tolerance: float,
     ) -> None: ...
     def blocks_until(self, t: float, sim: Any, /) -> None: ...
     def stream_until(self, j: int, last: int, sim: Any, /) -> None: ...
@@ -25,3 +31,32 @@ class Core:
         self, k: int, start: float, start_src: int, last: tuple[float, int], last_old: float, /
     ) -> None: ...
     def ensure_free(self, k: int, sim: Any, /) -> None: ...
+    def gained(self, sim: Any, /) -> float: ...
+
+def alone(
+    core: Core,
+    ids: np.ndarray,
+    m_off: np.ndarray,
+    m_core: np.ndarray,
+    m_task: np.ndarray,
+    last_old: np.ndarray,
+    given: np.ndarray,
+    ev_core: np.ndarray,
+    ev_block: np.ndarray,
+    i_order: np.ndarray,
+    i_t: np.ndarray,
+    /,
+) -> tuple[float, list[int], list[float], list[int], bool]: ...
+def simulate(
+    cores: tuple[Core, ...],
+    ids: np.ndarray,
+    m_off: np.ndarray,
+    m_core: np.ndarray,
+    m_task: np.ndarray,
+    last_old: np.ndarray,
+    ev_core: np.ndarray,
+    ev_block: np.ndarray,
+    i_order: np.ndarray,
+    i_t: np.ndarray,
+    /,
+) -> list[float]: ...

@@ -522,23 +522,47 @@ class _NativeRank(_Rank):
     (:class:`Simulation`, ``retime_ranks._Alone``) and :meth:`gained` are the only ways in."""
 
     def _scenario(self, scenario: Scenario) -> None:
-        super()._scenario(scenario)
+        """What ``scenario`` changes, and the state the core writes (the Python paths' own
+        state, their lists, is not made: nothing here reads it)."""
         assert _core is not None
+        plan = self.plan
+        n, nb = plan.start.size, self.b_start.size
+        rem = scenario.removals.get(plan.rank, Removal())
+        if rem.start.size == 0:
+            self.__dict__.update(self._unremoved())
+        else:
+            self._removal(rem)
+        shape = self.__dict__.get("_native_shape")
+        if shape is None or shape[0] is not plan:  # the shape's, once per rank (``like`` passes it on)
+            shape = (plan, _core.Shape(self.packed()), np.ascontiguousarray(plan.end - plan.start, dtype=np.float64))
+            self._native_shape = shape
+        new = scenario.durations.get(plan.rank)
+        dur = shape[2] if new is None else np.where(np.isnan(new), shape[2], new)
+        self.dur = np.ascontiguousarray(dur, dtype=np.float64)
+        self.hide = scenario.hide_collectives
+        self.no_wait = scenario.no_wait_blocks
+        self.s_new = np.full(n, np.nan)
+        self.e_new = np.full(n, np.nan)
+        self.e_src = np.full(n, _NO_SOURCE, dtype=np.int64)
+        self.arrived = {}
+        self.arrived_src = {}
+        self.b_shift = np.zeros(nb)
+        self.b_src = np.full(nb, _NO_SOURCE, dtype=np.int64)
         done = np.zeros(len(self.streams), dtype=np.int64)
         self.done = done  # type: ignore[assignment]  # the same counts, as an array the core writes
+        removal = (self.r_start, self.r_end, self.r_rate, self.r_cum, self.r_at_start, self.r_at_end)
         self.core: Core = _core.Core(
-            self.packed(),
-            (
-                np.ascontiguousarray(self.dur, dtype=np.float64),
-                *(np.ascontiguousarray(a, dtype=np.float64) for a in (self.r_start, self.r_end, self.r_rate)),
-                *(np.ascontiguousarray(a, dtype=np.float64) for a in (self.r_cum, self.r_at_start, self.r_at_end)),
-            ),
+            shape[1],
+            (self.dur, *(np.ascontiguousarray(a, dtype=np.float64) for a in removal)),
             (self.s_new, self.e_new, self.e_src, self.b_shift, self.b_src, done),
             hide=self.hide,
             no_wait=self.no_wait,
             track=self.track,
             arrived=self.arrived,
             arrived_src=self.arrived_src,
+            window_end=float(plan.window_end),
+            device_end=bool(plan.device_end),
+            tolerance=AWAIT_TOLERANCE_NS,
         )
 
     def blocks_until(self, t: float, sim: Meets) -> None:
@@ -560,6 +584,9 @@ class _NativeRank(_Rank):
     def ensure_free(self, k: int, sim: Meets) -> None:
         self.core.ensure_free(k, sim)
 
+    def gained(self, sim: Meets) -> float:
+        return self.core.gained(sim)
+
 
 def new_rank(plan: RankPlan, scenario: Scenario, like: _Rank | None = None, *, track: bool = False) -> _Rank:
     """A rank's re-timing under ``scenario`` (see :class:`_Rank`), in C where :data:`NATIVE`."""
@@ -580,8 +607,11 @@ class Simulation:
         self.members: dict[int, list[tuple[int, int]]] = {}
         self.last_old: dict[int, float] = {}
         same_plans = len(before) == len(plans) and all(p.rank in before and before[p.rank].plan is p for p in plans)
+        #: the meetings as ``_retime_core.simulate`` reads them (:meth:`_meetings`), once worked out
+        self._native: tuple[np.ndarray, ...] | None = None
         if like is not None and same_plans:
             self.members, self.last_old = like.members, like.last_old
+            self._native = like._native
         else:
             for p in plans:
                 for k in np.flatnonzero(p.instance >= 0):
@@ -616,13 +646,17 @@ class Simulation:
 
     def run(self) -> dict[int, float]:
         """Each rank's gain: how much earlier its measured time ends, ns."""
+        ranks = list(self.ranks.values())
+        if ranks and all(isinstance(r, _NativeRank) for r in ranks):
+            assert _core is not None
+            gains = _core.simulate(tuple(r.core for r in ranks if isinstance(r, _NativeRank)), *self._meetings())
+            return dict(zip(self.ranks, gains, strict=True))
         events: list[tuple[float, int, int, int]] = []  # (time, kind, rank or instance, order)
         for rank, r in self.ranks.items():
             for b, t in enumerate(r.b_end):
                 events.append((float(t), 0, rank, b))
         for i, members in self.members.items():
-            first_end = min(float(self.ranks[rank].plan.end[k]) for rank, k in members)
-            events.append((first_end, 1, i, 0))
+            events.append((self._first_end(members), 1, i, 0))
         heapq.heapify(events)
         while events:
             _, kind, who, b = heapq.heappop(events)
@@ -631,6 +665,45 @@ class Simulation:
             else:
                 self.instance(who)
         return {rank: r.gained(self) for rank, r in self.ranks.items()}
+
+    def _first_end(self, members: list[tuple[int, int]]) -> float:
+        """An instance's first end as recorded, on any rank."""
+        return min(float(self.ranks[rank].plan.end[k]) for rank, k in members)
+
+    def _meetings(self) -> tuple[np.ndarray, ...]:
+        """What :meth:`run` visits and in which order, as arrays (``_retime_core.simulate``'s
+        arguments after the ranks): the instances by id with their members (the rank, an index
+        into :attr:`ranks`, and the task) and last arrivals; the blocks by their ends, then rank,
+        then index, and the instances by their first ends, then id: the order of :meth:`run`'s heap."""
+        if self._native is not None:
+            return self._native
+        at = {rank: x for x, rank in enumerate(self.ranks)}
+        ids = sorted(self.members)
+        members = [self.members[i] for i in ids]
+        m_core = np.array([at[rank] for ms in members for rank, _ in ms], dtype=np.int64)
+        m_task = np.array([k for ms in members for _, k in ms], dtype=np.int64)
+        m_off = np.concatenate([[0], np.cumsum([len(ms) for ms in members], dtype=np.int64)]).astype(np.int64)
+        first_end = np.array([self._first_end(ms) for ms in members], dtype=np.float64)
+        ids_a = np.array(ids, dtype=np.int64)
+        i_order = np.lexsort((ids_a, first_end)).astype(np.int64)
+        ends = [r.b_end for r in self.ranks.values()]
+        t = np.concatenate(ends) if ends else np.empty(0)
+        ev_core = np.repeat(np.arange(len(ends), dtype=np.int64), [e.size for e in ends])
+        ev_block = np.concatenate([np.arange(e.size, dtype=np.int64) for e in ends]) if ends else ev_core
+        rank_of = np.array(list(self.ranks), dtype=np.int64)[ev_core]
+        visits = np.lexsort((ev_block, rank_of, t))
+        self._native = (
+            ids_a,
+            m_off,
+            m_core,
+            m_task,
+            np.array([self.last_old[i] for i in ids], dtype=np.float64),
+            ev_core[visits],
+            ev_block[visits],
+            i_order,
+            np.ascontiguousarray(first_end[i_order]),
+        )
+        return self._native
 
 
 def simulate(plans: list[RankPlan], scenario: Scenario) -> dict[int, float]:

@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Final, TypeVar
 
 import numpy as np
 
-from tracekit.analyzers.retime import _NO_SOURCE, _Rank, new_rank
+from tracekit.analyzers.retime import _NO_SOURCE, _core, _NativeRank, _Rank, new_rank
 from tracekit.analyzers.retime_shape import _NEVER
 
 if TYPE_CHECKING:
@@ -196,16 +196,50 @@ class RankAlone:
         for k in np.flatnonzero(plan.instance >= 0).tolist():
             self.members.setdefault(int(plan.instance[k]), []).append(k)
         self._like: _Rank | None = None
+        #: the meetings as ``_retime_core.alone`` reads them (but the last arrivals), once worked out
+        self._native: tuple[np.ndarray, ...] | None = None
 
     def __getstate__(self) -> dict[str, object]:
         """What travels to a worker: the plan, not the last round's state."""
-        return {**self.__dict__, "_like": None}
+        return {**self.__dict__, "_like": None, "_native": None}
 
     def round(self, scenario: Scenario, last: dict[int, float]) -> Round:
         """The rank re-timed under ``scenario``, each instance's last arrival as ``last`` says."""
         rank = new_rank(self.plan, scenario, self._like, track=True)
         self._like = rank
+        if isinstance(rank, _NativeRank):
+            return self._round_native(rank, last)
         return _Alone(rank, self.members, self.last_old, last).run(self.first_end)
+
+    def _round_native(self, rank: _NativeRank, last: dict[int, float]) -> Round:
+        """:meth:`round` in C (``_retime_core.alone``): the same visits, times and order."""
+        assert _core is not None
+        if self._native is None:
+            ids = sorted(self.members)
+            first_end = np.array([self.first_end[i] for i in ids], dtype=np.float64)
+            ids_a = np.array(ids, dtype=np.int64)
+            i_order = np.lexsort((ids_a, first_end)).astype(np.int64)
+            m_task = np.array([k for i in ids for k in self.members[i]], dtype=np.int64)
+            ends = rank.b_end
+            self._native = (
+                ids_a,
+                np.concatenate([[0], np.cumsum([len(self.members[i]) for i in ids], dtype=np.int64)]).astype(np.int64),
+                np.zeros(m_task.size, dtype=np.int64),
+                m_task,
+                np.array([self.last_old[i] for i in ids], dtype=np.float64),
+                np.zeros(ends.size, dtype=np.int64),
+                np.argsort(ends, kind="stable").astype(np.int64),
+                i_order,
+                np.ascontiguousarray(first_end[i_order]),
+            )
+        ids_a, m_off, m_core, m_task, last_old, ev_core, ev_block, i_order, i_t = self._native
+        given = np.array([last.get(i, _NEVER) for i in ids_a.tolist()], dtype=np.float64)
+        gained, order, arrivals, sources, cycled = _core.alone(
+            rank.core, ids_a, m_off, m_core, m_task, last_old, given, ev_core, ev_block, i_order, i_t
+        )
+        out = Round(self.plan.rank, gained, dict(zip(order, arrivals, strict=True)), order=order, cycled=cycled)
+        out.sources = dict(zip(order, sources, strict=True))
+        return out
 
 
 def recorded(plans: Iterable[RankPlan]) -> tuple[dict[int, float], dict[int, float]]:
