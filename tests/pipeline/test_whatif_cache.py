@@ -81,6 +81,28 @@ def test_other_re_timing_code_keeps_its_own_entries(
     assert sum(re_timed) > 0
 
 
+def test_the_code_key_reads_the_core_in_c_where_it_was_built(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A rebuilt core (a fix in ``_retime_core.c``) is other code; without it, the key is the
+    Python modules'."""
+    import importlib
+
+    from tracekit.analyzers import retime
+
+    assert "tracekit.analyzers._retime_core" in wc.RETIMING
+    if retime._core is None:
+        pytest.skip("the re-timing in C was not built")
+    built = wc.code_key.__wrapped__()
+    real = importlib.import_module
+
+    def without_core(name: str) -> object:
+        if name == "tracekit.analyzers._retime_core":
+            raise ImportError(name)
+        return real(name)
+
+    monkeypatch.setattr(importlib, "import_module", without_core)
+    assert wc.code_key.__wrapped__() != built
+
+
 def test_the_key_is_every_value_the_re_timing_reads() -> None:
     one = plan(0, tasks=[(0, 0, 10), (10, 10, 35)], instances=[-1, 0], blocks=[(1, 5)])
     other = plan(1, tasks=[(0, 0, 10), (30, 30, 35)], instances=[-1, 0])

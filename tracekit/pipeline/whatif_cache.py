@@ -39,6 +39,7 @@ RETIMING: Final = (
     "tracekit.analyzers.retime_plan",
     "tracekit.analyzers.retime_ranks",
     "tracekit.analyzers.retime_parallel",
+    "tracekit.analyzers._retime_core",  # the re-timing in C, where it was built (its binary)
 )
 #: An entry holds a few numbers a rank: anything larger is not one.
 _LIMIT: Final = 16 << 20
@@ -49,7 +50,10 @@ def code_key() -> str:
     """tracekit's version and a digest of the re-timing's source."""
     digest = hashlib.blake2b(__version__.encode(), digest_size=12)
     for name in RETIMING:
-        module = importlib.import_module(name)
+        try:
+            module = importlib.import_module(name)
+        except ImportError:  # the re-timing in C, not built: the Python paths give the gains
+            continue
         digest.update(name.encode())
         digest.update(Path(str(module.__file__)).read_bytes())
     return digest.hexdigest()
