@@ -28,8 +28,10 @@ R = TypeVar("R")
 
 @pytest.fixture(autouse=True)
 def _children_for_small_work(monkeypatch: pytest.MonkeyPatch) -> None:
-    """These timelines are tiny: children are started for them all the same (MIN_WORK)."""
+    """These timelines are tiny: children are started for them all the same (MIN_WORK), where
+    the re-timing is Python's (in C, never: see :func:`test_the_re_timing_in_c_starts_no_child`)."""
     monkeypatch.setattr(retime_parallel, "MIN_WORK", 0)
+    monkeypatch.setattr(retime, "NATIVE", False)
 
 
 def _plans() -> list[RankPlan]:
@@ -74,6 +76,16 @@ def test_little_work_starts_no_child(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(retime_parallel, "MIN_WORK", 2 * 4)
     with pytest.raises(AssertionError, match="a child was started"):  # at the threshold, children are started
         retime_parallel.simulate_each(_plans(), _what_ifs(), jobs=4)
+
+
+def test_the_re_timing_in_c_starts_no_child(monkeypatch: pytest.MonkeyPatch) -> None:
+    """In C, a child would work the ranks' shapes out again, which costs more than re-timing
+    its scenarios: every scenario is re-timed here."""
+    if retime._core is None:
+        pytest.skip("the re-timing in C was not built")
+    monkeypatch.setattr(retime, "NATIVE", True)
+    _no_child(monkeypatch)
+    assert retime_parallel.simulate_each(_plans(), _what_ifs(), jobs=4) == retime.simulate_each(_plans(), _what_ifs())
 
 
 def test_children_re_time_in_processes_of_their_own(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,5 +1,5 @@
 """The what-ifs of one run side by side: :func:`~tracekit.analyzers.retime.simulate_each` on
-more than one core, or each rank on the workers that mapped the run.
+more than one core (where the re-timing is Python's), or each rank on the workers that mapped the run.
 
 Each scenario is re-timed on its own; scenarios share nothing but the plans. So children of
 their own (:func:`tracekit.pools.apart_map`: fresh interpreters, sent the plans and their
@@ -102,7 +102,11 @@ def simulate_each(
         rest = {k: s for k, s in scenarios.items() if k not in settled}
         whole = simulate_each(plans, rest, jobs=jobs, shapes=shapes) if rest else {}
         return {k: settled[k] if k in settled else whole[k] for k in keys}
-    if n < 2 or work < MIN_WORK:
+    if n < 2 or work < MIN_WORK or retime.NATIVE:
+        # in C (retime.NATIVE), re-timing a scenario costs a fraction of working the ranks'
+        # shapes out (about 0.07 us a task against 0.4 to 3 us), which each child does again:
+        # children would cost more than they save (1,024 x 3 MB: the reduce 2.5 s of wall here,
+        # 3.6 to 4.2 s with a child; benchmarks/README.md, stop 67)
         return retime.simulate_each(plans, scenarios, shapes=shapes)
     groups = balanced(keys, {k: _weight(scenarios[k]) for k in keys}, n)
     items = [(plans, {k: scenarios[k] for k in group}) for group in groups]
