@@ -60,7 +60,7 @@ __all__ = [
 if TYPE_CHECKING:
     from types import ModuleType
 
-    from tracekit.analyzers._retime_core import Core
+    from tracekit.analyzers._retime_core import Core, Shape
 
 K = TypeVar("K")
 
@@ -521,6 +521,10 @@ class _NativeRank(_Rank):
     (``tests/analyzers/test_retime_core.py``); the methods the ranks' meetings call
     (:class:`Simulation`, ``retime_ranks._Alone``) and :meth:`gained` are the only ways in."""
 
+    #: the plan, its shape as the core holds it, and its recorded durations: once per rank
+    #: (passed on with the rest of the shape to the same plan's rank under the next scenario)
+    _native_shape: tuple[RankPlan, Shape, np.ndarray] | None = None
+
     def _scenario(self, scenario: Scenario) -> None:
         """What ``scenario`` changes, and the state the core writes (the Python paths' own
         state, their lists, is not made: nothing here reads it)."""
@@ -532,7 +536,7 @@ class _NativeRank(_Rank):
             self.__dict__.update(self._unremoved())
         else:
             self._removal(rem)
-        shape = self.__dict__.get("_native_shape")
+        shape = self._native_shape
         if shape is None or shape[0] is not plan:  # the shape's, once per rank (``like`` passes it on)
             shape = (plan, _core.Shape(self.packed()), np.ascontiguousarray(plan.end - plan.start, dtype=np.float64))
             self._native_shape = shape
