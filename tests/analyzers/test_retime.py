@@ -225,6 +225,28 @@ def test_a_wait_goes_on_when_the_collective_completes_though_its_span_is_recorde
     assert simulate([unseen, last], gone)[0] == pytest.approx(0, abs=1)
 
 
+@pytest.mark.parametrize("native", [False, True])
+def test_a_completion_read_before_its_own_launch_does_not_release_it(native: bool) -> None:
+    """Found by the property tests of the core in C: rank 0 enqueues its all-reduce at 30, inside
+    its wait on collectives (20-60), and the completion, read as the earliest end of the
+    instance's spans on any rank's clock, is 25, before the enqueue. The host at 30 looked
+    released by that completion, so the enqueue waited on the collective it enqueues: endless
+    recursion. A completion releases the host only after its launch."""
+    if native and retime._core is None:
+        pytest.skip("the re-timing in C was not built")
+    skewed = _gloo(0, enqueued=30, span_end=40, wait=(20, 60), done=25)
+    other = _gloo(1, enqueued=35, span_end=40, wait=(36, 60), done=25)
+    was = retime.NATIVE
+    retime.NATIVE = native
+    try:
+        assert simulate([skewed, other], Scenario()) == {0: pytest.approx(0), 1: pytest.approx(0)}
+        fetch = simulate([skewed, other], Scenario(removals={1: removal((0, 10e6))}))
+    finally:
+        retime.NATIVE = was
+    # rank 1 enqueues 10 earlier, at 25: the last arrival is rank 0's, at 30, 5 earlier
+    assert fetch == {0: pytest.approx(5e6), 1: pytest.approx(5e6)}
+
+
 def _scenarios(plans: list[RankPlan], at: float, length: float) -> dict[str, Scenario]:
     removed = {p.rank: removal((at, at + length), rate=0.5) for p in plans}
     shorter = {p.rank: np.where(np.arange(p.start.size) % 2 == 0, 0.0, np.nan) for p in plans}

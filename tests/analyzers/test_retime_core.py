@@ -89,9 +89,10 @@ def _rounds(plans: list[RankPlan], scenario: Scenario, last: dict[int, float], *
 
 
 def _outcome(fn: Callable[[bool], T], *, native: bool) -> T | type[RecursionError]:
-    """``fn(native)``, or RecursionError where it raised one: a host collective that completes
-    as it is launched, inside a wait on collectives, makes its launch wait on its own
-    completion; the core counts its recursion as Python does and raises where Python raises."""
+    """``fn(native)``, or RecursionError where it raised one: the core counts its recursion as
+    Python does, so a timeline that recursed without end in Python (as one whose host collective
+    was released by its own completion did, before completions were held to their launches)
+    raises the same there, never overflowing the C stack."""
     try:
         return fn(native)
     except RecursionError:

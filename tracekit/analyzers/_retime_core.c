@@ -43,7 +43,7 @@ enum {
     SH_B_WAITED, SH_B_COLL, SH_B_KEPT,
     SH_AW, SH_AW_OFF, SH_AWF, SH_AWF_OFF,
     /* host collectives by completion */
-    SH_COMP_TASK, SH_COMP_END,
+    SH_COMP_TASK, SH_COMP_END, SH_COMP_LCH,
     N_SHAPE
 };
 enum { SC_DUR, SC_R_START, SC_R_END, SC_R_RATE, SC_R_CUM, SC_AT_START, SC_AT_END, N_SCEN };
@@ -60,7 +60,7 @@ typedef struct {
     const double *b_start, *b_end, *b_drain, *b_own, *b_tail;
     const uint8_t *b_waited, *b_coll, *b_kept;
     const int64_t *aw, *aw_off, *awf, *awf_off, *comp_task;
-    const double *comp_end;
+    const double *comp_end, *comp_lch;
 } Arrays;
 
 typedef struct {
@@ -185,6 +185,7 @@ static inline int64_t src_at_start(const Core *c, Py_ssize_t b) { return b > 0 ?
 
 static int after_completion_one(Core *c, double t, Py_ssize_t b, double before, Meet *m, Timed *out) {
     Py_ssize_t i = bisect_right(c->a.comp_end, c->a.nc, t) - 1;
+    while (i >= 0 && c->a.comp_lch[i] >= t) i--; /* launched at t or later: not yet released it */
     if (i < 0 || c->a.comp_end[i] < c->a.b_start[b]) {
         out->t = before;
         out->src = src_at_start(c, b);
@@ -896,9 +897,9 @@ static PyObject *Shape_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     h->a.nc = nc;
     {
         Py_ssize_t sizes[N_SHAPE] = {n, n, n, n, n, n, n, n, n, n, n, n, n, -1, ns + 1, -1, ns + 1,
-                                     nb, nb, nb, nb, nb, nb, nb, nb, -1, nb + 1, -1, nb + 1, nc, nc};
+                                     nb, nb, nb, nb, nb, nb, nb, nb, -1, nb + 1, -1, nb + 1, nc, nc, nc};
         int itemsizes[N_SHAPE] = {8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 1, 1, 1, 8, 8, 8, 8,
-                                  8, 8, 8, 8, 8, 1, 1, 1, 8, 8, 8, 8, 8, 8};
+                                  8, 8, 8, 8, 8, 1, 1, 1, 8, 8, 8, 8, 8, 8, 8};
         if (hold(h->buf, &h->held, arrays, N_SHAPE, sizes, itemsizes, 0, "shape") < 0) goto fail;
     }
     h->a.start = PTR(SH_START);
@@ -932,6 +933,7 @@ static PyObject *Shape_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     h->a.awf_off = PTR(SH_AWF_OFF);
     h->a.comp_task = PTR(SH_COMP_TASK);
     h->a.comp_end = PTR(SH_COMP_END);
+    h->a.comp_lch = PTR(SH_COMP_LCH);
     /* the offsets and indexes must stay inside their arrays: checked here, not at every read */
     {
         Py_ssize_t n_sidx = h->buf[SH_S_IDX].len / 8, n_stidx = h->buf[SH_ST_IDX].len / 8;

@@ -238,6 +238,8 @@ class _Rank(RankShape, HostRemoval):
     def _after_completion_one(self, t: float, b: int, before: float, sim: Meets) -> tuple[float, int]:
         """:meth:`_after_completion` of one time inside block ``b`` (a wait on collectives)."""
         c = bisect_right(self.l_comp_end, t) - 1
+        while c >= 0 and self.l_comp_lch[c] >= t:  # launched at ``t`` or later: not yet released it
+            c -= 1
         if c < 0 or self.l_comp_end[c] < self.l_start[b]:
             return before, self._src_at_start(b)
         k = int(self.comp_task[c])
@@ -261,8 +263,14 @@ class _Rank(RankShape, HostRemoval):
     ) -> tuple[np.ndarray, np.ndarray]:
         """In a wait on collectives, the host goes on after each collective that completes in it
         (DDP copies a bucket back as its all-reduce ends): at ``t``, it is as much earlier as the
-        last completion before ``t`` (and no earlier than it reached the wait)."""
+        last completion before ``t`` of a collective launched before ``t`` (and no earlier than it
+        reached the wait). A completion read on another rank's clock may come before its launch
+        here: at its own launch, such a collective would wait on itself."""
         c = np.searchsorted(self.comp_end, t, side="right") - 1
+        late = (c >= 0) & (self.comp_lch[np.maximum(c, 0)] >= t)  # launched at ``t`` or later
+        while late.any():
+            c = np.where(late, c - 1, c)
+            late = (c >= 0) & (self.comp_lch[np.maximum(c, 0)] >= t)
         valid = (c >= 0) & (self.comp_end[np.maximum(c, 0)] >= self.b_start[b]) & self.b_coll[b] & (t < self.b_end[b])
         out = before.copy()
         src = before_src.copy()

@@ -108,6 +108,10 @@ class RankShape:
         completion = p.end if p.done is None else p.done
         coll = coll[np.argsort(completion[coll], kind="stable")]
         self.comp_task, self.comp_end = coll, completion[coll]
+        # and when each was launched by this host (-inf: by none): a completion releases the
+        # host only at times after its launch (across ranks' clocks it may read as earlier: a
+        # collective that released its own launch would wait on itself)
+        self.comp_lch = np.where(self.launched[coll], self.lch[coll], _NEVER)
         # a wait awaits the host collectives launched by its end that completed since the
         # previous wait ended (those before it, that one awaited)
         since = np.concatenate([[_NEVER], self.b_end[:-1]]) if nb else self.b_end
@@ -146,6 +150,7 @@ class RankShape:
         self.l_drain: list[float] = self.drain.tolist()
         self.l_coll: list[bool] = self.b_coll.tolist()
         self.l_comp_end: list[float] = self.comp_end.tolist()
+        self.l_comp_lch: list[float] = self.comp_lch.tolist()
         self.l_own: list[float] = self.own.tolist()
         self.l_tail: list[float] = self.tail.tolist()
         self.l_awaited_free: list[list[int]] = [k.tolist() for k in self.awaited_free]
@@ -176,6 +181,7 @@ class RankShape:
             *_flat(self.awaited_free),
             _i64(self.comp_task),
             _f64(self.comp_end),
+            _f64(self.comp_lch),
         )
         return self._packed
 
