@@ -59,13 +59,16 @@ def waits(draw: st.DrawFn) -> list[RankPlan]:
     return out
 
 
-def _simulated(plans: list[RankPlan], scenario: Scenario, *, native: bool) -> tuple[dict[int, float], list[np.ndarray]]:
-    """Each rank's gain, and every task's re-timed start, end and source, every block's shift."""
+def _simulated(
+    plans: list[RankPlan], scenario: Scenario, *, native: bool, met_in_python: bool = False
+) -> tuple[dict[int, float], list[np.ndarray]]:
+    """Each rank's gain, and every task's re-timed start, end and source, every block's shift.
+    ``met_in_python``: ranks in C, met by Python's visit one call at a time (the core's methods)."""
     was = retime.NATIVE
     retime.NATIVE = native
     try:
         sim = Simulation(plans, scenario)
-        gains = sim.run()
+        gains = sim.visit() if met_in_python else sim.run()
     finally:
         retime.NATIVE = was
     arrays = [a for r in sim.ranks.values() for a in (r.s_new, r.e_new, r.e_src, r.b_shift, r.b_src)]
@@ -107,12 +110,16 @@ def _check(plans: list[RankPlan], at: float, length: float) -> None:
         def whole(native: bool, scenario: Scenario = scenario) -> tuple[dict[int, float], list[np.ndarray]]:
             return _simulated(plans, scenario, native=native)
 
-        python, c = _outcome(whole, native=False), _outcome(whole, native=True)
-        if isinstance(python, tuple) and isinstance(c, tuple):
-            assert c[0] == python[0]
-            assert _same(c[1], python[1])
-        else:
-            assert c is python
+        def met_here(native: bool, scenario: Scenario = scenario) -> tuple[dict[int, float], list[np.ndarray]]:
+            return _simulated(plans, scenario, native=native, met_in_python=True)
+
+        python = _outcome(whole, native=False)
+        for c in (_outcome(whole, native=True), _outcome(met_here, native=True)):
+            if isinstance(python, tuple) and isinstance(c, tuple):
+                assert c[0] == python[0]
+                assert _same(c[1], python[1])
+            else:
+                assert c is python
         # each rank alone, told the last arrivals as recorded, and moved
         for last in (last_old, moved):
 

@@ -53,6 +53,8 @@ __all__ = [
     "Scenario",
     "Shapes",
     "Simulation",
+    "meetings",
+    "new_rank",
     "simulate",
     "simulate_each",
 ]
@@ -663,6 +665,10 @@ class Simulation:
             assert _core is not None
             gains = _core.simulate(tuple(r.core for r in ranks if isinstance(r, _NativeRank)), *self._meetings())
             return dict(zip(self.ranks, gains, strict=True))
+        return self.visit()
+
+    def visit(self) -> dict[int, float]:
+        """:meth:`run` in Python, whatever the ranks (ranks in C are met here one call at a time)."""
         events: list[tuple[float, int, int, int]] = []  # (time, kind, rank or instance, order)
         for rank, r in self.ranks.items():
             for b, t in enumerate(r.b_end):
@@ -683,39 +689,52 @@ class Simulation:
         return min(float(self.ranks[rank].plan.end[k]) for rank, k in members)
 
     def _meetings(self) -> tuple[np.ndarray, ...]:
-        """What :meth:`run` visits and in which order, as arrays (``_retime_core.simulate``'s
-        arguments after the ranks): the instances by id with their members (the rank, an index
-        into :attr:`ranks`, and the task) and last arrivals; the blocks by their ends, then rank,
-        then index, and the instances by their first ends, then id: the order of :meth:`run`'s heap."""
-        if self._native is not None:
-            return self._native
-        at = {rank: x for x, rank in enumerate(self.ranks)}
-        ids = sorted(self.members)
-        members = [self.members[i] for i in ids]
-        m_core = np.array([at[rank] for ms in members for rank, _ in ms], dtype=np.int64)
-        m_task = np.array([k for ms in members for _, k in ms], dtype=np.int64)
-        m_off = np.concatenate([[0], np.cumsum([len(ms) for ms in members], dtype=np.int64)]).astype(np.int64)
-        first_end = np.array([self._first_end(ms) for ms in members], dtype=np.float64)
-        ids_a = np.array(ids, dtype=np.int64)
-        i_order = np.lexsort((ids_a, first_end)).astype(np.int64)
-        ends = [r.b_end for r in self.ranks.values()]
-        t = np.concatenate(ends) if ends else np.empty(0)
-        ev_core = np.repeat(np.arange(len(ends), dtype=np.int64), [e.size for e in ends])
-        ev_block = np.concatenate([np.arange(e.size, dtype=np.int64) for e in ends]) if ends else ev_core
-        rank_of = np.array(list(self.ranks), dtype=np.int64)[ev_core]
-        visits = np.lexsort((ev_block, rank_of, t))
-        self._native = (
-            ids_a,
-            m_off,
-            m_core,
-            m_task,
-            np.array([self.last_old[i] for i in ids], dtype=np.float64),
-            ev_core[visits],
-            ev_block[visits],
-            i_order,
-            np.ascontiguousarray(first_end[i_order]),
-        )
+        """What :meth:`run` visits and in which order (:func:`meetings`), once per plans."""
+        if self._native is None:
+            at = {rank: x for x, rank in enumerate(self.ranks)}
+            self._native = meetings(
+                {i: [(at[rank], k) for rank, k in ms] for i, ms in self.members.items()},
+                self.last_old,
+                {i: self._first_end(ms) for i, ms in self.members.items()},
+                [(rank, r.b_end) for rank, r in self.ranks.items()],
+            )
         return self._native
+
+
+def meetings(
+    members: dict[int, list[tuple[int, int]]],
+    last_old: dict[int, float],
+    first_end: dict[int, float],
+    blocks: list[tuple[int, np.ndarray]],
+) -> tuple[np.ndarray, ...]:
+    """The meetings of ranks held in C, as ``_retime_core.simulate`` and ``alone`` read them
+    (their arguments after the ranks; ``alone`` takes the last arrivals given after
+    ``last_old``): the instances by id, each one's members (an index into the ranks and the
+    task, in ``members``' order) and last arrival as recorded; the blocks (``blocks``: each
+    rank's number and block ends, in the ranks' order) by their ends, then rank number, then
+    index; the instances by their first ends, then id: the order in which :meth:`Simulation.run`'s
+    heap pops them."""
+    ids = sorted(members)
+    held = [members[i] for i in ids]
+    ids_a = np.array(ids, dtype=np.int64)
+    first = np.array([first_end[i] for i in ids], dtype=np.float64)
+    i_order = np.lexsort((ids_a, first)).astype(np.int64)
+    ends = [e for _, e in blocks]
+    ev_core = np.repeat(np.arange(len(ends), dtype=np.int64), [e.size for e in ends])
+    ev_block = np.concatenate([np.arange(e.size, dtype=np.int64) for e in ends]) if ends else ev_core
+    t = np.concatenate(ends) if ends else np.empty(0)
+    visits = np.lexsort((ev_block, np.array([rank for rank, _ in blocks], dtype=np.int64)[ev_core], t))
+    return (
+        ids_a,
+        np.concatenate([[0], np.cumsum([len(ms) for ms in held], dtype=np.int64)]).astype(np.int64),
+        np.array([x for ms in held for x, _ in ms], dtype=np.int64),
+        np.array([k for ms in held for _, k in ms], dtype=np.int64),
+        np.array([last_old[i] for i in ids], dtype=np.float64),
+        ev_core[visits],
+        ev_block[visits],
+        i_order,
+        np.ascontiguousarray(first[i_order]),
+    )
 
 
 def simulate(plans: list[RankPlan], scenario: Scenario) -> dict[int, float]:

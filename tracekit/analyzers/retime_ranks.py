@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Final, TypeVar
 
 import numpy as np
 
-from tracekit.analyzers.retime import _NO_SOURCE, _core, _NativeRank, _Rank, new_rank
+from tracekit.analyzers.retime import _NO_SOURCE, _core, _NativeRank, _Rank, meetings, new_rank
 from tracekit.analyzers.retime_shape import _NEVER
 
 if TYPE_CHECKING:
@@ -215,22 +215,11 @@ class RankAlone:
         """:meth:`round` in C (``_retime_core.alone``): the same visits, times and order."""
         assert _core is not None
         if self._native is None:
-            ids = sorted(self.members)
-            first_end = np.array([self.first_end[i] for i in ids], dtype=np.float64)
-            ids_a = np.array(ids, dtype=np.int64)
-            i_order = np.lexsort((ids_a, first_end)).astype(np.int64)
-            m_task = np.array([k for i in ids for k in self.members[i]], dtype=np.int64)
-            ends = rank.b_end
-            self._native = (
-                ids_a,
-                np.concatenate([[0], np.cumsum([len(self.members[i]) for i in ids], dtype=np.int64)]).astype(np.int64),
-                np.zeros(m_task.size, dtype=np.int64),
-                m_task,
-                np.array([self.last_old[i] for i in ids], dtype=np.float64),
-                np.zeros(ends.size, dtype=np.int64),
-                np.argsort(ends, kind="stable").astype(np.int64),
-                i_order,
-                np.ascontiguousarray(first_end[i_order]),
+            self._native = meetings(
+                {i: [(0, k) for k in ks] for i, ks in self.members.items()},
+                self.last_old,
+                self.first_end,
+                [(self.plan.rank, rank.b_end)],
             )
         ids_a, m_off, m_core, m_task, last_old, ev_core, ev_block, i_order, i_t = self._native
         given = np.array([last.get(i, _NEVER) for i in ids_a.tolist()], dtype=np.float64)
