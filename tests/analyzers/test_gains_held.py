@@ -15,6 +15,7 @@ import pytest
 from tracekit.analyzers import gains_held, retime_parallel
 from tracekit.executors import TaskFailed
 from tracekit.pipeline import AnalyzeOptions, analyze_paths
+from tracekit.pipeline import shards as sharding
 from tracekit.results.vocab import BoundKind
 
 if TYPE_CHECKING:
@@ -27,9 +28,11 @@ SAMPLES = Path(__file__).parents[2] / "samples" / "captures"
 
 @dataclass
 class Kept:
-    """What a worker holds (a Dask future's result): the same object from one call to the next."""
+    """What a worker holds (a Dask future's result): the same object from one call to the next;
+    ``place``: the worker (None: not known)."""
 
     value: Any
+    place: str | None = None
 
 
 def _sent(item: Any) -> Any:
@@ -51,8 +54,12 @@ class Elsewhere:
     name: str = "elsewhere"
     workers: int = 64
     elsewhere: bool = True
+    #: how many workers keep what is kept, in turn (0: where is not known)
+    keepers: int = 0
     held: list[list[Any]] = field(default_factory=list)
     calls: list[str] = field(default_factory=list)
+    #: every item each function was given by keep
+    kept: dict[str, list[Any]] = field(default_factory=dict)
 
     def map(self, fn: Callable[[Any], Any], items: Sequence[Any]) -> Iterator[tuple[int, Any]]:
         self.calls.append(getattr(fn, "__name__", "?"))
@@ -66,7 +73,14 @@ class Elsewhere:
         self.calls.append(getattr(fn, "__name__", "?"))
         if self.fails == "keep" and fn.__module__ != "tracekit.pipeline.shards":
             raise OSError("the workers are gone")
-        return [Kept(fn(_sent(item))) for item in items]
+        self.kept.setdefault(getattr(fn, "__name__", "?"), []).extend(items)
+        return [
+            Kept(fn(_sent(item)), f"worker {i % self.keepers}" if self.keepers else None)
+            for i, item in enumerate(items)
+        ]
+
+    def places(self, handles: Sequence[Any]) -> list[str | None]:
+        return [h.place for h in handles]
 
     def hold(self, items: Sequence[Any]) -> list[Any]:
         if self.fails == "hold":
@@ -110,6 +124,32 @@ def test_the_what_ifs_held_on_the_workers_give_the_analysis_of_the_run_re_timed_
     assert executor.calls.count("make_group") == 1 and not executor.held
     assert executor.calls.count("group_summary") == 1 and executor.calls.count("group_round") >= 2
     assert here.verdict is not None and any(g.gain_pct is not None for g in here.verdict.gains)
+
+
+def test_the_shards_one_worker_keeps_are_one_group(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each rank mapped in its own shard, kept on 3 workers in turn: the shards one worker keeps
+    are made one group there (each round one task a worker, not one a shard); the same analysis
+    as the run re-timed here."""
+    monkeypatch.setattr(sharding, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(sharding, "SHARD_MAX_BYTES", 1)
+    folder = SAMPLES / "straggler"
+    here = analyze_paths([folder], AnalyzeOptions(use_cache=False)).analysis
+    executor = Elsewhere(keepers=3)
+    there = analyze_paths([folder], AnalyzeOptions(executor=executor, use_cache=False)).analysis
+    assert _json(there) == _json(here)
+    ranks = len(here.run.ranks)
+    assert len(executor.kept["_gains_of"]) == ranks > 2
+    made = [[h.place for h in held] for held, _, _ in executor.kept["make_group"]]
+    assert made == [[f"worker {w}"] * len(range(w, ranks, 3)) for w in range(3)]
+
+
+def test_shards_of_unknown_place_are_a_group_each() -> None:
+    kept = [((0, 1), "a"), ((2,), "b"), ((3,), "c"), ((4, 5), "d")]
+    assert gains_held.on_one_worker(kept, ["w1", None, "w1", None]) == [
+        ([0, 1, 3], ("a", "c")),
+        ([2], ("b",)),
+        ([4, 5], ("d",)),
+    ]
 
 
 @pytest.mark.parametrize("fails", ["keep", "map"])

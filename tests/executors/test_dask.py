@@ -17,6 +17,7 @@ from tracekit.analyzers import gains_held, retime_parallel
 from tracekit.errors import ExecutorError
 from tracekit.executors import TaskFailed, make_executor
 from tracekit.pipeline import AnalyzeOptions, analyze_paths
+from tracekit.pipeline import shards as sharding
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
@@ -78,16 +79,27 @@ def test_the_ranks_re_timed_on_the_workers_give_the_local_gains(
     monkeypatch.setattr(type(cluster), "elsewhere", True)  # as a cluster on other machines
     sent: list[object] = []
     monkeypatch.setattr(type(cluster), "hold", spy(type(cluster).hold, sent))
-    kept: list[object] = []
+    kept: list[list[object]] = []
     monkeypatch.setattr(type(cluster), "keep", spy(type(cluster).keep, kept))
+    monkeypatch.setattr(sharding, "PARALLEL_MIN_BYTES", 0)  # a shard a rank, as large ranks are
+    monkeypatch.setattr(sharding, "SHARD_MAX_BYTES", 1)
     on_dask = analyze_paths([folder], AnalyzeOptions(executor=cluster, use_cache=False)).analysis
-    # the gains' tables left where they were mapped, each shard's ranks a group made there,
-    # its plans and scenarios built there for the verdict's gains and their explanation: none
-    # of them sent back to the workers, or built here
+    # the gains' tables left where they were mapped, the shards each worker kept a group made
+    # there, its plans and scenarios built there for the verdict's gains and their
+    # explanation: none of them sent back to the workers, or built here
     assert len(held) == 1 and held[0] is not None and not sent and len(kept) == 3
+    shards, _, groups = kept
+    assert len(shards) == len(local.run.ranks) and len(groups) == len(set(cluster.places(shards))) <= 2
     assert msgspec.structs.replace(on_dask, analysis_seconds=None) == msgspec.structs.replace(
         local, analysis_seconds=None
     )
+
+
+def test_places_name_the_worker_that_keeps_each_result(cluster: DaskExecutor) -> None:
+    handles = cluster.keep(abs, [-1, -2, -3, -4])
+    places = cluster.places(handles)
+    assert set(places) <= set(cluster._client.scheduler_info()["workers"]) and None not in places
+    assert cluster.places([]) == []
 
 
 def spy(fn: Callable[..., R], calls: list[R]) -> Callable[..., R]:

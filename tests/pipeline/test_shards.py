@@ -160,6 +160,9 @@ class FailsOn:
     def keep(self, fn: Callable[[Any], Any], items: Sequence[Any]) -> list[Any]:
         return [fn(item) for item in items]
 
+    def places(self, handles: Sequence[Any]) -> list[str | None]:
+        return [None] * len(handles)
+
     def rest(self) -> None:
         pass
 

@@ -54,7 +54,17 @@ if TYPE_CHECKING:
     from tracekit.analyzers.retime_parallel import Spread
     from tracekit.analyzers.retime_plan import Scenario
 
-__all__ = ["KEPT_TABLES", "Group", "Held", "RunFacts", "completed", "hold", "make_group", "worth_holding"]
+__all__ = [
+    "KEPT_TABLES",
+    "Group",
+    "Held",
+    "RunFacts",
+    "completed",
+    "hold",
+    "make_group",
+    "on_one_worker",
+    "worth_holding",
+]
 
 K = TypeVar("K")
 P = TypeVar("P")
@@ -303,7 +313,8 @@ def hold(
     """The run's what-ifs held on ``spread``'s workers (None: they could not be held).
 
     ``kept``: the shards whose gains' tables the workers kept where they mapped them (their
-    ranks, and a handle of their whole part): each is a group, made where its tables are.
+    ranks, and a handle of their whole part): those one worker holds are a group, made there
+    (:func:`on_one_worker`).
     ``parts``: the gains' tables gathered here, whole for the other ranks, which are cut into
     groups of about equal work, one a worker, and sent. ``partial``: ranks of the world are
     absent (no comms what-if); ``here``: given the wastes the run models, what re-times sets of
@@ -314,7 +325,8 @@ def hold(
     ranks = sorted(r for r in (int(x) for x in frames["rank"].unique()) if r not in there)
     handles: list[Any] = []
     if kept:
-        made = spread.keep(make_group, [(handle, cross.of(set(shard)), cut) for shard, handle in kept])
+        together = on_one_worker(kept, spread.places([handle for _, handle in kept]))
+        made = spread.keep(make_group, [(held, cross.of(set(ranks)), cut) for ranks, held in together])
         if made is None:
             return None
         handles += made
@@ -361,12 +373,33 @@ def hold(
     )
 
 
-def make_group(item: tuple[Parts | None, Crossing, StragglerCut | None]) -> Group:
-    """A group of a shard's ranks, made where the shard's gains' tables were kept."""
-    parts, cross, cut = item
-    if parts is None:
-        raise ValueError("no gains' tables were kept for this shard")
-    return Group(parts, cross, cut)
+def on_one_worker(
+    kept: list[tuple[tuple[int, ...], Any]], places: list[str | None]
+) -> list[tuple[list[int], tuple[Any, ...]]]:
+    """The shards of ``kept`` (their ranks, a handle of their gains' tables) that one worker
+    holds (``places``: each handle's worker, None where not known: alone), as one group: their
+    ranks and handles, in the order of ``kept``. A group a worker makes each round's work one
+    task there, not one per shard: the client's messages grow with the workers, not the shards."""
+    together: dict[str | int, tuple[list[int], list[Any]]] = {}
+    for i, ((ranks, handle), place) in enumerate(zip(kept, places, strict=True)):
+        got = together.setdefault(i if place is None else place, ([], []))
+        got[0].extend(ranks)
+        got[1].append(handle)
+    return [(ranks, tuple(handles)) for ranks, handles in together.values()]
+
+
+def make_group(item: tuple[tuple[Parts | None, ...], Crossing, StragglerCut | None]) -> Group:
+    """A group of some shards' ranks, made where the shards' gains' tables were kept (each
+    table concatenated in the order of the shards)."""
+    held, cross, cut = item
+    if not held or any(p is None for p in held):
+        raise ValueError("no gains' tables were kept for a shard")
+    parts = [p for p in held if p is not None]
+    if len(parts) == 1:
+        return Group(parts[0], cross, cut)
+    kind = type(parts[0])
+    tables = {name: [t for p in parts if (t := getattr(p, name)).width] for name in kind.names()}
+    return Group(kind(**{name: pl.concat(t, how="vertical_relaxed") for name, t in tables.items() if t}), cross, cut)
 
 
 def completed(parts: P, kept: list[tuple[tuple[int, ...], Any]], spread: Spread | None) -> P:

@@ -68,6 +68,11 @@ class Spread(Protocol):
         :meth:`hold` gives, that items may hold (a failure shows where a handle is used)."""
         ...
 
+    def places(self, handles: list[Any]) -> list[str | None]:
+        """Where each handle (of :meth:`hold` or :meth:`keep`) is kept: one name for the handles
+        one worker holds (an item holding them all runs there), None where not known."""
+        ...
+
     def fetch(self, kept: list[Any]) -> list[Any]:
         """What each handle of ``kept`` (the map's, :meth:`Reduced.kept`) stands for, sent
         here; made again here where the workers lost it."""

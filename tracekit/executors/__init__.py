@@ -69,6 +69,12 @@ class Executor(Protocol):
         handle is used: that item's result is a :class:`TaskFailed`."""
         ...
 
+    def places(self, handles: Sequence[Any]) -> list[str | None]:
+        """Where each handle of :meth:`hold` or :meth:`keep` is kept: one name for the handles
+        kept in one worker's memory (an item holding them all runs there, nothing moved), None
+        where that is not known (here: every handle; the processes keep nothing)."""
+        ...
+
     def rest(self) -> None:
         """An analysis's map is done: release what would wait idle for another (a single-use
         local pool's processes and the memory they keep: a later map starts them again). A

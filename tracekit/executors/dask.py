@@ -155,6 +155,16 @@ class DaskExecutor:
         the futures its item holds are, and runs it again elsewhere if that worker is lost)."""
         return list(self._client.map(fn, list(items), pure=False))
 
+    def places(self, handles: Sequence[Any]) -> list[str | None]:
+        """The worker that holds each future's result, once they are done (the first, where
+        several do; None where none does: lost, or failed)."""
+        if not handles:
+            return []
+        with self._client.as_current():  # wait() looks for the current client
+            _distributed().wait(list(handles), timeout=self.idle_timeout)
+        who: dict[Any, Any] = self._client.who_has(list(handles))
+        return [min(found) if (found := who.get(h.key)) else None for h in handles]
+
     def rest(self) -> None:
         """Stop the local cluster of a single-use executor: its map is done, and its workers
         keep what they touched (1,024 ranks x 3 MB: 220 MB each) while the ranks are combined.

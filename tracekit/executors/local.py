@@ -99,6 +99,10 @@ class LocalExecutor:
         got = dict(self.map(fn, items))
         return [got[i] for i in range(len(items))]
 
+    def places(self, handles: Sequence[Any]) -> list[str | None]:
+        """None each: what this executor keeps is here, sent to its processes anew each map."""
+        return [None] * len(handles)
+
     def rest(self) -> None:
         """Stop the pool's processes if this executor is of single use: the map is done, and
         each process keeps what it touched (for 8 ranks x 125 MB, 160 MB each: a third of the

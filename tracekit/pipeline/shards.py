@@ -245,6 +245,12 @@ class Spread:
         except Exception:  # the workers are lost: the caller does the work here
             return None
 
+    def places(self, handles: list[Any]) -> list[str | None]:
+        try:
+            return self.executor.places([_unwrapped(h) for h in handles])
+        except Exception:  # the workers are lost: no handle's place is known
+            return [None] * len(handles)
+
     def fetch(self, kept: list[Any]) -> list[Any]:
         """What each of ``kept`` (:class:`KeptPart`) stands for, sent here; mapped again here
         where the workers lost it."""
