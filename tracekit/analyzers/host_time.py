@@ -8,12 +8,13 @@ time the idle model blames on a cause.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 import polars as pl
 
 from tracekit.analyzers import intervals as iv
 from tracekit.analyzers.host_causes import (
+    DISPATCH_GAP_NS,
     LAUNCH_CALLS,
     ORDER,
     PROCESS_CAUSES,
@@ -27,7 +28,14 @@ from tracekit.results.vocab import IdleCause
 if TYPE_CHECKING:
     from tracekit.model.run import Run
 
-__all__ = ["host_time"]
+__all__ = ["PIECE_EVENTS", "host_time"]
+
+#: The events of a rank (or shard) whose launching threads' time is classified in one piece of
+#: its window at a time (:func:`_pieces`): the events each piece reads of those threads, and
+#: their unions, are then bounded by a piece's, not the whole window's (a 2 GB rank's were
+#: 420 MB at once).
+PIECE_EVENTS: Final = 1_000_000
+_OUT: Final = {"rank": pl.Int32, "cause": pl.String, "start_ns": pl.Int64, "end_ns": pl.Int64}
 
 
 def host_time(
@@ -47,7 +55,7 @@ def host_time(
     training thread inside backward is in a user range while autograd's thread dispatches: that
     instant is dispatch, not the training thread's own work). What a what-if removes
     (:mod:`tracekit.analyzers.gains`): the host time the idle model blames on that cause."""
-    empty = pl.DataFrame(schema={"rank": pl.Int32, "cause": pl.String, "start_ns": pl.Int64, "end_ns": pl.Int64})
+    empty = pl.DataFrame(schema=_OUT)
     names = run.names.filter(run.names.str.contains(LAUNCH_CALLS))
     launching = calls.filter(pl.col("name").is_in(names.implode())).select(pl.col("rank").cast(pl.Int32), "tid")
     threads = launching.unique().sort("rank", "tid").with_row_index("thread")
@@ -61,8 +69,57 @@ def host_time(
     )
     if process is None:
         process = process_ranges(run, fetch=fetch, syncs=syncs, calls=calls, frames=frames)
-    events = thread_events(run, spans.select("idle_id", "rank", "thread", *SPAN), threads, calls)
-    covers = {c.value: per_thread(process[c], threads) for c in PROCESS_CAUSES}
+    every = {c.value: per_thread(process[c], threads) for c in PROCESS_CAUSES}
+    pieces = _pieces(spans.select("idle_id", "rank", "thread", *SPAN), calls, run.events.height)
+    found = [f for piece in pieces if (f := _classified(run, piece, threads, calls, every)).height]
+    return pl.concat(found).sort("rank", "start_ns") if found else empty
+
+
+def _pieces(spans: pl.DataFrame, calls: pl.DataFrame, events: int) -> list[pl.DataFrame]:
+    """``spans`` cut in time into pieces of about :data:`PIECE_EVENTS` of the ``events`` each
+    (the cuts at quantiles of the calls' starts: where the host works), or whole; each with
+    its span whole (``whole_start``, ``whole_end``)."""
+    spans = spans.with_columns(whole_start="start_ns", whole_end="end_ns")
+    count = -(-events // PIECE_EVENTS)
+    starts = calls.get_column("start_ns")
+    if count <= 1 or starts.len() < count:
+        return [spans]
+    cuts = [int(starts.quantile(k / count, "nearest") or 0) for k in range(1, count)]
+    bounds = sorted(set(cuts))
+    edges = list(zip([None, *bounds], [*bounds, None], strict=True))
+    out = []
+    for lo, hi in edges:
+        piece = spans.with_columns(
+            start_ns=pl.col("start_ns") if lo is None else pl.max_horizontal("start_ns", pl.lit(lo)),
+            end_ns=pl.col("end_ns") if hi is None else pl.min_horizontal("end_ns", pl.lit(hi)),
+        ).filter(pl.col("end_ns") > pl.col("start_ns"))
+        if piece.height:
+            out.append(piece)
+    return out
+
+
+def _classified(
+    run: Run, spans: pl.DataFrame, threads: pl.DataFrame, calls: pl.DataFrame, every: dict[str, pl.DataFrame]
+) -> pl.DataFrame:
+    """:func:`host_time` inside a piece of the spans (:func:`_pieces`: one a rank and thread);
+    ``every``: the process-wide categories on each thread, whole.
+
+    What is found inside a piece is what the whole spans give there: each event's category is
+    its own, and the pauses between a thread's events are shorter than ``DISPATCH_GAP_NS``, so
+    the events read that far around the piece (inside its whole span) find every pause that
+    reaches into it; the time is then cut where the pieces meet, which the removals' unions
+    join again (:func:`tracekit.analyzers.gains_scenarios.built`)."""
+    lo, hi = spans.select(pl.col("start_ns").min(), pl.col("end_ns").max()).row(0)
+    around = spans.select(
+        "idle_id",
+        "rank",
+        "thread",
+        start_ns=pl.max_horizontal(pl.col("start_ns") - DISPATCH_GAP_NS, "whole_start"),
+        end_ns=pl.min_horizontal(pl.col("end_ns") + DISPATCH_GAP_NS, "whole_end"),
+    )
+    events = thread_events(run, around, threads, calls)
+    near = (pl.col("end_ns") > lo) & (pl.col("start_ns") < hi)
+    covers = {c: f.filter(near) for c, f in every.items()}
     covers |= {
         "cpu_work": events.cpu_work,
         IdleCause.LAUNCH.value: events.dispatch,
@@ -81,7 +138,7 @@ def host_time(
         .join(threads.select("thread", "rank"), on="thread")
     )
     if classified.height == 0:
-        return empty
+        return pl.DataFrame(schema=_OUT)
     causes = [c.value for c in ORDER if c.value in set(classified["cause"].unique())]
     by_cause = {c: classified.filter(pl.col("cause") == c).select("rank", *SPAN) for c in causes}
     agreed = iv.sweep({c: iv.union(f, ["rank"]) for c, f in by_cause.items()}, ["rank"])
