@@ -46,6 +46,7 @@ __all__ = [
     "COLLECTIVE_HOST_PATTERN",
     "COLLECTIVE_KERNEL_PATTERN",
     "category_expr",
+    "category_of",
     "classify",
     "classify_run",
     "with_category",
@@ -87,13 +88,18 @@ def with_category(events: pl.DataFrame) -> pl.DataFrame:
     """``events`` with its ``category`` column (re)computed from ``kind`` and ``name``, the
     taxonomy's patterns matched once per distinct name (a few hundred) rather than once per
     event (millions)."""
-    names = events.get_column("name").unique().drop_nulls()
-    text = names.cast(pl.String)
-    return events.with_columns(
-        category_expr(
-            comm_kernels=names.filter(_matches(text, kernel=True)),
-            comm_host=names.filter(_matches(text, kernel=False)),
-        )
+    return events.with_columns(category_of(events.get_column("name")))
+
+
+def category_of(names: pl.Series) -> pl.Expr:
+    """:func:`category_expr` for events whose names are among ``names`` (any number of each),
+    the taxonomy's patterns matched once per distinct name: for a query to compute with its
+    other columns (an eager frame's new column aligns, and so copies, its every chunked column)."""
+    distinct = names.unique().drop_nulls()
+    text = distinct.cast(pl.String)
+    return category_expr(
+        comm_kernels=distinct.filter(_matches(text, kernel=True)),
+        comm_host=distinct.filter(_matches(text, kernel=False)),
     )
 
 

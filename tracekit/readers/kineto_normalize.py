@@ -37,7 +37,7 @@ from typing import Final
 import polars as pl
 
 from tracekit.errors import TraceReadError
-from tracekit.model.classify import with_category
+from tracekit.model.classify import category_of
 from tracekit.model.counters import COUNTER_SCHEMA, DeviceType, empty_counters
 from tracekit.model.input_warnings import InputWarning
 from tracekit.model.schema import GPU_KINDS, SCHEMA, UNNAMED, all_null, without_null_columns
@@ -309,6 +309,9 @@ def _events(owned: list[pl.DataFrame], base: int) -> pl.DataFrame:
     # replacement would first align (copy) every column of the unaligned chunks
     # (names are left to the query: an event without one is named)
     empty = {c: pl.lit(None, dtype=SCHEMA[c]) for c in _PREPARED if c != "name" and all_null(df, c)}
+    # the category in the same query: an eager column added after it would align (copy) every
+    # column of the chunks at once (a 2 GB rank's 776 MB frame held twice)
+    category = category_of(df.get_column("name"))
     events = (
         df.lazy()
         .with_columns(start_ns=_ns(pl.col("ts"), base), dur_ns=dur)
@@ -316,14 +319,14 @@ def _events(owned: list[pl.DataFrame], base: int) -> pl.DataFrame:
             end_ns=pl.col("start_ns") + pl.col("dur_ns"),
             name=pl.col("name").fill_null(UNNAMED),
             rank=pl.lit(None, dtype=SCHEMA["rank"]),
-            category=pl.lit(None, dtype=SCHEMA["category"]),
             **empty,
         )
+        .with_columns(category)
         .select(list(SCHEMA))
         .collect()
     )
     del df  # its columns that pass through unchanged are shared with ``events``, not copied
-    owned.append(with_category(events))
+    owned.append(events)
     del events
     return by_start(owned)
 
