@@ -102,6 +102,14 @@ def test_places_name_the_worker_that_keeps_each_result(cluster: DaskExecutor) ->
     assert cluster.places([]) == []
 
 
+def test_the_place_of_a_result_not_made_yet_is_not_known(cluster: DaskExecutor) -> None:
+    """Waited for a poll's time at most (a cluster whose workers are gone fails where the
+    handles are used, with its own time limits, not here)."""
+    (slow,) = cluster.keep(time.sleep, [10])
+    assert cluster.places([slow]) == [None]
+    slow.cancel()
+
+
 def spy(fn: Callable[..., R], calls: list[R]) -> Callable[..., R]:
     """``fn``, each result kept in ``calls``."""
 

@@ -156,12 +156,13 @@ class DaskExecutor:
         return list(self._client.map(fn, list(items), pure=False))
 
     def places(self, handles: Sequence[Any]) -> list[str | None]:
-        """The worker that holds each future's result, once they are done (the first, where
-        several do; None where none does: lost, or failed)."""
+        """The worker that holds each future's result (the first, where several do), waiting
+        for them :data:`POLL_S` at most; None where none does: lost, failed or not done (a
+        cluster whose workers are gone fails where the handles are used, not here)."""
         if not handles:
             return []
-        with self._client.as_current():  # wait() looks for the current client
-            _distributed().wait(list(handles), timeout=self.idle_timeout)
+        with self._client.as_current(), contextlib.suppress(TimeoutError):  # wait() looks for the current client
+            _distributed().wait(list(handles), timeout=POLL_S)
         who: dict[Any, Any] = self._client.who_has(list(handles))
         return [min(found) if (found := who.get(h.key)) else None for h in handles]
 
