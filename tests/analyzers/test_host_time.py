@@ -1,18 +1,32 @@
-"""The launching threads' time by cause (:mod:`tracekit.analyzers.host_time`), classified in
-pieces of the window on large ranks: the same time, cause by cause, as the window whole."""
+"""The launching threads read in pieces of time on large ranks: their time by cause
+(:mod:`tracekit.analyzers.host_time`) the same, cause by cause, as the window whole; each idle
+gap's cause and host range (:func:`tracekit.analyzers.host_causes.late_causes`) the same as
+the gaps read at once."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import polars as pl
 import pytest
 
 from tests.conftest import SAMPLES
+from tracekit.analyzers import host_causes as hc
 from tracekit.analyzers import host_time as ht
 from tracekit.analyzers import intervals as iv
 from tracekit.analyzers.context import Options, RankContext
 from tracekit.readers import load_run
+
+if TYPE_CHECKING:
+    from tracekit.model.run import Run
+
+
+def _run(trace: str, request: pytest.FixtureRequest) -> Run:
+    """The run of ``trace``: ``shared:<path under ../shared/traces>`` or ``samples:<capture>``."""
+    root, _, name = trace.partition(":")
+    base: Path = request.getfixturevalue("shared_traces") if root == "shared" else SAMPLES / "captures"
+    return load_run([base / name], use_cache=False)
 
 
 def _host_time(ctx: RankContext) -> pl.DataFrame:
@@ -40,14 +54,18 @@ def _host_time(ctx: RankContext) -> pl.DataFrame:
 def test_the_time_classified_in_pieces_is_the_whole_windows(
     trace: str, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    root, _, name = trace.partition(":")
-    base: Path = request.getfixturevalue("shared_traces") if root == "shared" else SAMPLES / "captures"
-    run = load_run([base / name], use_cache=False)
+    run = _run(trace, request)
     whole = _host_time(RankContext(run, Options(has_gpu=True)))
     pieces: list[int] = []
     real = ht._pieces
-    monkeypatch.setattr(ht, "_pieces", lambda *a: pieces.append(len(out := real(*a))) or out)
-    monkeypatch.setattr(ht, "PIECE_EVENTS", run.events.height // 7 + 1)
+
+    def counted(spans: pl.DataFrame, bounds: list[int]) -> list[pl.DataFrame]:
+        out = real(spans, bounds)
+        pieces.append(len(out))
+        return out
+
+    monkeypatch.setattr(ht, "_pieces", counted)
+    monkeypatch.setattr(hc, "PIECE_EVENTS", run.events.height // 7 + 1)
     cut = _host_time(RankContext(run, Options(has_gpu=True)))
     assert pieces and pieces[0] >= 6
     assert whole.height > 0 and set(whole["cause"]) == set(cut["cause"])
@@ -58,11 +76,58 @@ def test_the_time_classified_in_pieces_is_the_whole_windows(
     assert cut.height >= whole.height
 
 
-def test_a_rank_of_fewer_events_is_classified_whole() -> None:
-    spans = pl.DataFrame({"idle_id": [0], "rank": [0], "thread": [0], "start_ns": [0], "end_ns": [100]})
+def test_a_rank_of_fewer_events_is_read_whole() -> None:
     calls = pl.DataFrame({"start_ns": [10, 20, 30]})
-    (one,) = ht._pieces(spans, calls, ht.PIECE_EVENTS)
+    assert hc.cuts(calls, hc.PIECE_EVENTS) == []
+    assert hc.cuts(calls, hc.PIECE_EVENTS + 1) == [20]
+    spans = pl.DataFrame({"idle_id": [0], "rank": [0], "thread": [0], "start_ns": [0], "end_ns": [100]})
+    (one,) = ht._pieces(spans, [])
     assert one.select("start_ns", "end_ns", "whole_start", "whole_end").row(0) == (0, 100, 0, 100)
-    two = ht._pieces(spans, calls, ht.PIECE_EVENTS + 1)
+    two = ht._pieces(spans, [20])
     assert [p.select("start_ns", "end_ns").row(0) for p in two] == [(0, 20), (20, 100)]
     assert all(p.select("whole_start", "whole_end").row(0) == (0, 100) for p in two)
+
+
+@pytest.mark.parametrize(
+    "trace",
+    [
+        "shared:kineto/hta-trace-diff/control-rank3-a100.json.gz",
+        "shared:kineto/param-dlrm-8rank-v100/worker0_step_12.1694128201545.pt.trace.json",
+        "samples:cuda-h200-gloo2-straggler",
+    ],
+)
+def test_each_gap_read_in_pieces_gets_what_the_gaps_read_at_once_give_it(
+    trace: str, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run = _run(trace, request)
+    whole = RankContext(run, Options(has_gpu=True)).idle.intervals
+    windows: list[tuple[int, int] | None] = []
+    real = hc.thread_events
+
+    def seen(*args: pl.DataFrame | Run, within: tuple[int, int] | None = None) -> object:
+        windows.append(within)
+        return real(*args, within=within)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(hc, "thread_events", seen)
+    monkeypatch.setattr(hc, "PIECE_EVENTS", run.events.height // 7 + 1)
+    cut = RankContext(run, Options(has_gpu=True)).idle.intervals
+    assert len(windows) >= 5 and None not in windows
+    assert whole.height > 0 and whole["host_range"].is_not_null().any()
+    assert cut.equals(whole)
+
+
+def test_the_outermost_range_is_the_first_to_start_among_those_holding_the_point() -> None:
+    ranges = pl.DataFrame(
+        {
+            "thread": [0, 0, 0, 0, 1, 1],
+            "start_ns": [0, 10, 200, 200, 0, 10],
+            "end_ns": [11, 100, 250, 300, 100, 20],
+            "name": ["sibling", "later", "short", "long", "outer", "inner"],
+        }
+    ).with_columns(pl.col("name").cast(pl.Categorical))
+    points = pl.DataFrame(
+        {"idle_id": [0, 1, 2, 3, 4, 5], "thread": [0, 0, 0, 0, 1, 0], "t": [50, 5, 260, 220, 15, 150]}
+    )
+    found = hc._range_at(points, ranges).sort("idle_id")["host_range"].cast(pl.String).to_list()
+    # a sibling that overlaps a range's start (rounded clocks) hides nothing of it
+    assert found == ["later", "sibling", "long", "long", "outer", None]

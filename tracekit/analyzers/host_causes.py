@@ -118,6 +118,23 @@ SYNC_OVERLAP_SHARE: Final = 0.5
 #: Annotations and Python frames that name a gap's host range (operators always do).
 _NAMED: Final = f"{INPUT_RANGES}|{BLOCKING_COLLECTIVE}|{ONE_TIME_RANGES}"
 SPAN: Final = ("start_ns", "end_ns")
+#: The events of a rank (or shard) whose launching threads are read in pieces of time (the idle
+#: model's gaps, :func:`late_causes`; the gains' host time,
+#: :func:`tracekit.analyzers.host_time.host_time`): the events a piece reads of those threads,
+#: and their unions and sweeps, are then bounded by a piece's, not the whole run's (a 2 GB
+#: rank's 420 to 550 MB at once).
+PIECE_EVENTS: Final = 1_000_000
+
+
+def cuts(calls: pl.DataFrame, events: int) -> list[int]:
+    """Where to cut the time of a shard of ``events`` events into pieces of about
+    :data:`PIECE_EVENTS` each: at quantiles of the ``calls``' starts (where the host works);
+    none for fewer events."""
+    count = -(-events // PIECE_EVENTS)
+    starts = calls.get_column("start_ns")
+    if count <= 1 or starts.len() < count:
+        return []
+    return sorted({int(starts.quantile(k / count, "nearest") or 0) for k in range(1, count)})
 
 
 def late_causes(
@@ -146,27 +163,64 @@ def late_causes(
     threads = gaps.select("rank", "tid").unique().sort("rank", "tid").with_row_index("thread")
     threaded = gaps.join(threads, on=["rank", "tid"])
     keyed = threaded.select("idle_id", "rank", "thread", *SPAN).sort("rank", "start_ns")
-    queued = threaded.filter(pl.col("queued_from") < pl.col("end_ns"))
-    queued = queued.select("thread", start_ns=pl.max_horizontal("start_ns", "queued_from"), end_ns="end_ns")
     if calls is None:
         calls = run.select(["runtime", "driver"], "rank", "tid", "start_ns", "end_ns", "name")
     if process is None:
         process = process_ranges(run, fetch=fetch, syncs=syncs, calls=calls, frames=frames)
-    events = thread_events(run, keyed, threads, calls)
+    every = [(c.value, per_thread(process[c], threads)) for c in PROCESS_CAUSES]
+    bounds = cuts(calls, run.events.height)
+    if not bounds:
+        return _late(threaded, keyed, run, threads=threads, calls=calls, every=every, process=process, window=None)
+    # gaps by the piece of time they start in; each piece reads the events around its gaps
+    piece = pl.Series(bounds, dtype=pl.Int64).search_sorted(keyed.get_column("start_ns"), side="right")
+    found = []
+    for _, ids in keyed.select("idle_id").with_columns(piece=piece).group_by("piece", maintain_order=True):
+        mine = threaded.join(ids, on="idle_id", how="semi")
+        lo, hi = mine.select(pl.col("start_ns").min(), pl.col("end_ns").max()).row(0)
+        window = (lo - DISPATCH_GAP_NS, hi + DISPATCH_GAP_NS)
+        found.append(_late(mine, keyed, run, threads=threads, calls=calls, every=every, process=process, window=window))
+    order = keyed.select("idle_id").with_row_index("_order")
+    return pl.concat(found).join(order, on="idle_id").sort("_order").drop("_order")
+
+
+def _late(
+    threaded: pl.DataFrame,
+    keyed: pl.DataFrame,
+    run: Run,
+    *,
+    threads: pl.DataFrame,
+    calls: pl.DataFrame,
+    every: list[tuple[str, pl.DataFrame]],
+    process: dict[IdleCause, pl.DataFrame],
+    window: tuple[int, int] | None,
+) -> pl.DataFrame:
+    """:func:`late_causes` of the gaps of ``threaded`` (some of ``keyed``'s, every gap: which
+    events are read), their events read inside ``window`` (lo, hi) only where given.
+
+    A piece's gaps get what the whole gives them: the events read are those of the whole that
+    reach into ``window``, which holds the gaps and ``DISPATCH_GAP_NS`` around them, so the
+    pauses reaching into a gap and every range holding its middle are read; the covers are each
+    gap's own."""
+    mine = threaded.select("idle_id", "rank", "thread", *SPAN).sort("rank", "start_ns")
+    queued = threaded.filter(pl.col("queued_from") < pl.col("end_ns"))
+    queued = queued.select("thread", start_ns=pl.max_horizontal("start_ns", "queued_from"), end_ns="end_ns")
+    events = thread_events(run, keyed, threads, calls, within=window)
     latency = threaded.filter(pl.col("launch_ns").is_not_null())
     latency = latency.select("thread", start_ns=pl.max_horizontal("start_ns", "launch_ns"), end_ns="end_ns")
-    covers: list[tuple[str, pl.DataFrame]] = [(QUEUED, queued)]
-    covers += [(c.value, per_thread(process[c], threads)) for c in PROCESS_CAUSES]
+    if window is not None:
+        near = (pl.col("end_ns") > window[0]) & (pl.col("start_ns") < window[1])
+        every = [(c, f.filter(near)) for c, f in every]
+    covers: list[tuple[str, pl.DataFrame]] = [(QUEUED, queued), *every]
     covers += [
         (IdleCause.HOST_WORK.value, events.cpu_work),
         (IdleCause.LAUNCH.value, pl.concat([events.dispatch, latency])),
         (IdleCause.HOST_WORK.value, events.recorded),
     ]
     on_rank = events.launches.select("rank", "start_ns")
-    launches = _count_before(keyed, "end_ns", on_rank, ["rank"]) - _count_before(keyed, "start_ns", on_rank, ["rank"])
-    middle = keyed.select("idle_id", "thread", t=(pl.col("start_ns") + pl.col("end_ns")) // 2)
+    launches = _count_before(mine, "end_ns", on_rank, ["rank"]) - _count_before(mine, "start_ns", on_rank, ["rank"])
+    middle = mine.select("idle_id", "thread", t=(pl.col("start_ns") + pl.col("end_ns")) // 2)
     return (
-        _vote(keyed, covers, process[IdleCause.HOST_SYNC], process[IdleCause.CAPTURE_SYNC])
+        _vote(mine, covers, process[IdleCause.HOST_SYNC], process[IdleCause.CAPTURE_SYNC])
         .with_columns(launches=launches)
         .join(_range_at(middle, events.named), on="idle_id", how="left")
         .join(_range_at(middle, events.annotations).rename({"host_range": "annotation"}), on="idle_id", how="left")
@@ -258,14 +312,24 @@ class _ThreadEvents:
     launches: pl.DataFrame
 
 
-def thread_events(run: Run, gaps: pl.DataFrame, threads: pl.DataFrame, every: pl.DataFrame) -> _ThreadEvents:
-    """The host events of the launching threads that overlap a gap (see :class:`_ThreadEvents`)."""
+def thread_events(
+    run: Run,
+    gaps: pl.DataFrame,
+    threads: pl.DataFrame,
+    every: pl.DataFrame,
+    *,
+    within: tuple[int, int] | None = None,
+) -> _ThreadEvents:
+    """The host events of the launching threads that overlap a gap (see :class:`_ThreadEvents`);
+    ``within``: of those, the ones that reach into this stretch (lo, hi) only."""
     cols = ("rank", "tid", "start_ns", "end_ns")
     keys = threads.select("rank", "tid", "thread")
+    near = None if within is None else (pl.col("end_ns") > within[0]) & (pl.col("start_ns") < within[1])
 
     def on_threads(parts: Iterable[pl.DataFrame]) -> pl.DataFrame:
         # slice by slice: of millions of operators, a few overlap the gaps
-        kept = pl.concat([_overlapping(part, gaps) for part in parts], how="vertical")
+        overlapping = (_overlapping(part, gaps) for part in parts)
+        kept = pl.concat([o if near is None else o.filter(near) for o in overlapping], how="vertical")
         return kept.join(keys, on=["rank", "tid"]).drop("rank", "tid")
 
     ops = on_threads(run.select_slices(["cpu_op"], *cols, "name"))
@@ -471,28 +535,33 @@ def _exclusive(gaps: pl.DataFrame, covers: list[tuple[str, pl.DataFrame]]) -> li
 
 def _range_at(points: pl.DataFrame, ranges: pl.DataFrame) -> pl.DataFrame:
     """For each point (idle_id, thread, t), the name of the outermost range on its thread
-    holding it.
+    holding it: of the ranges holding it, the one that starts first (the longest of those that
+    start together).
 
-    ``ranges`` holds every range that overlaps a gap, so also every range enclosing one of
-    those: the outermost ones among them are outermost in the whole trace. Sorted on the
-    times alone; names are gathered for the points' ranges only.
+    ``ranges`` holds every range that overlaps a gap, so every range holding a gap's point. A
+    thread's ranges in order of start, each with the latest end so far: the first whose latest
+    end passes the point holds it, if it starts by then (ranges that overlap without nesting,
+    siblings 1 ns apart as rounded clocks write them, hide nothing).
     """
     if ranges.height == 0:
         return points.select("idle_id", host_range=pl.lit(None, dtype=pl.Categorical))
-    low, high = ranges.select(pl.col("start_ns").min(), pl.col("end_ns").max()).row(0)
-    # threads laid end to end (see intervals._offset): one running maximum, no window
-    shift = pl.col("thread").cast(pl.Int64) * (high - low + 1) - low
     ordered = (
         ranges.select("thread", *SPAN)
         .with_row_index("_range")
-        .sort("end_ns", descending=True)
-        .sort(pl.col("start_ns") + shift, maintain_order=True)  # an enclosing range first
+        .sort("thread", "start_ns", "end_ns", descending=[False, False, True], maintain_order=True)
+        .select("thread", "_range", first="start_ns", reach=pl.col("end_ns").cum_max().over("thread"))
     )
-    reach = (pl.col("end_ns") + shift).cum_max().shift(1)
-    outer = ordered.filter((pl.col("start_ns") + shift >= reach).fill_null(True)).rename({"start_ns": "t"})
     found = (
         points.sort("thread", "t")
-        .join_asof(outer, on="t", by="thread", strategy="backward", check_sortedness=False)
-        .select("idle_id", _range=pl.when(pl.col("end_ns") > pl.col("t")).then(pl.col("_range")))
+        .join_asof(
+            ordered,
+            left_on="t",
+            right_on="reach",
+            by="thread",
+            strategy="forward",
+            allow_exact_matches=False,
+            check_sortedness=False,
+        )
+        .select("idle_id", _range=pl.when(pl.col("first") <= pl.col("t")).then(pl.col("_range")))
     )
     return found.select("idle_id").with_columns(host_range=ranges.get_column("name").gather(found["_range"]))

@@ -19,6 +19,7 @@ from tracekit.analyzers.host_causes import (
     ORDER,
     PROCESS_CAUSES,
     SPAN,
+    cuts,
     per_thread,
     process_ranges,
     thread_events,
@@ -28,13 +29,8 @@ from tracekit.results.vocab import IdleCause
 if TYPE_CHECKING:
     from tracekit.model.run import Run
 
-__all__ = ["PIECE_EVENTS", "host_time"]
+__all__ = ["host_time"]
 
-#: The events of a rank (or shard) whose launching threads' time is classified in one piece of
-#: its window at a time (:func:`_pieces`): the events each piece reads of those threads, and
-#: their unions, are then bounded by a piece's, not the whole window's (a 2 GB rank's were
-#: 420 MB at once).
-PIECE_EVENTS: Final = 1_000_000
 _OUT: Final = {"rank": pl.Int32, "cause": pl.String, "start_ns": pl.Int64, "end_ns": pl.Int64}
 
 
@@ -70,22 +66,18 @@ def host_time(
     if process is None:
         process = process_ranges(run, fetch=fetch, syncs=syncs, calls=calls, frames=frames)
     every = {c.value: per_thread(process[c], threads) for c in PROCESS_CAUSES}
-    pieces = _pieces(spans.select("idle_id", "rank", "thread", *SPAN), calls, run.events.height)
+    pieces = _pieces(spans.select("idle_id", "rank", "thread", *SPAN), cuts(calls, run.events.height))
     found = [f for piece in pieces if (f := _classified(run, piece, threads, calls, every)).height]
     return pl.concat(found).sort("rank", "start_ns") if found else empty
 
 
-def _pieces(spans: pl.DataFrame, calls: pl.DataFrame, events: int) -> list[pl.DataFrame]:
-    """``spans`` cut in time into pieces of about :data:`PIECE_EVENTS` of the ``events`` each
-    (the cuts at quantiles of the calls' starts: where the host works), or whole; each with
-    its span whole (``whole_start``, ``whole_end``)."""
+def _pieces(spans: pl.DataFrame, bounds: list[int]) -> list[pl.DataFrame]:
+    """``spans`` cut in time at ``bounds`` (:func:`~tracekit.analyzers.host_causes.cuts`: pieces
+    of about :data:`~tracekit.analyzers.host_causes.PIECE_EVENTS` events each), or whole; each
+    with its span whole (``whole_start``, ``whole_end``)."""
     spans = spans.with_columns(whole_start="start_ns", whole_end="end_ns")
-    count = -(-events // PIECE_EVENTS)
-    starts = calls.get_column("start_ns")
-    if count <= 1 or starts.len() < count:
+    if not bounds:
         return [spans]
-    cuts = [int(starts.quantile(k / count, "nearest") or 0) for k in range(1, count)]
-    bounds = sorted(set(cuts))
     edges = list(zip([None, *bounds], [*bounds, None], strict=True))
     out = []
     for lo, hi in edges:
