@@ -332,8 +332,8 @@ def thread_events(
         kept = pl.concat([o if near is None else o.filter(near) for o in overlapping], how="vertical")
         return kept.join(keys, on=["rank", "tid"]).drop("rank", "tid")
 
-    ops = on_threads(run.select_slices(["cpu_op"], *cols, "name"))
-    scopes = on_threads(run.select_slices(["annotation", "python", "step"], *cols, "kind", "name"))
+    ops = on_threads(run.select_slices(["cpu_op"], *cols, "name", within=within))
+    scopes = on_threads(run.select_slices(["annotation", "python", "step"], *cols, "kind", "name", within=within))
     names = run.names.filter(run.names.str.contains(LAUNCH_CALLS))
     calls = on_threads(row_slices(every.select(*cols))).select("thread", *SPAN)
     launches = every.filter(pl.col("name").is_in(names.implode())).select("rank", "tid", "start_ns")

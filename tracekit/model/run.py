@@ -221,13 +221,27 @@ class Run:
         return self.events.lazy().filter(*conditions).select(*columns).collect()
 
     def select_slices(
-        self, kinds: Sequence[str], *columns: str | pl.Expr, rows: int = SLICE_ROWS
+        self,
+        kinds: Sequence[str],
+        *columns: str | pl.Expr,
+        rows: int = SLICE_ROWS,
+        within: tuple[int, int] | None = None,
     ) -> Iterator[pl.DataFrame]:
         """:meth:`select` of consecutive slices of ``rows`` events, in event order (at least
         one, empty when there are no events): a caller that keeps a few of millions of events
-        holds one slice of them at a time, not all."""
+        holds one slice of them at a time, not all. ``within``: the slices holding no event that
+        reaches into this stretch (lo, hi) are left unread (a caller reading a piece of the time
+        reads the slices of that time)."""
+        read = 0
         for part in row_slices(self.events, rows):
+            if within is not None and part.height:
+                first, last = part.select(pl.col("start_ns").min(), pl.col("end_ns").max()).row(0)
+                if first >= within[1] or last <= within[0]:
+                    continue
+            read += 1
             yield part.lazy().filter(pl.col("kind").is_in(list(kinds))).select(*columns).collect()
+        if not read:
+            yield self.events.clear().lazy().select(*columns).collect()
 
     def only(self, ranks: Sequence[int]) -> Run:
         """The same run restricted to ``ranks`` (events, counters and metadata)."""
