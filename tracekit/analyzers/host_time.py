@@ -109,7 +109,8 @@ def _classified(
         start_ns=pl.max_horizontal(pl.col("start_ns") - DISPATCH_GAP_NS, "whole_start"),
         end_ns=pl.min_horizontal(pl.col("end_ns") + DISPATCH_GAP_NS, "whole_end"),
     )
-    events = thread_events(run, around, threads, calls)
+    # every event read overlaps ``around``, inside the stretch: its other slices are left unread
+    events = thread_events(run, around, threads, calls, within=(lo - DISPATCH_GAP_NS, hi + DISPATCH_GAP_NS))
     near = (pl.col("end_ns") > lo) & (pl.col("start_ns") < hi)
     covers = {c: f.filter(near) for c, f in every.items()}
     covers |= {
