@@ -23,12 +23,26 @@ FUNCTIONS: Final = frozenset({"open", "print", "input", "breakpoint"})
 METHODS: Final = frozenset({"open", "mkdir", "unlink", "touch", "rmdir", "chmod", "symlink_to", "hardlink_to", "show"})
 #: Method prefixes of polars' and pathlib's readers and writers (``DataFrame.rename`` renames columns).
 PREFIXES: Final = ("read_", "scan_", "write_", "sink_")
+#: polars' writers that, given no file, return the text: ``frame.write_json()`` is a string.
+TO_TEXT: Final = frozenset({"write_json", "write_ndjson", "write_csv"})
 
 
 def io_calls(source: str) -> list[str]:
     """The uses in ``source`` of what does file I/O or prints (called, or passed on to be called), as ``line: name``."""
     found = []
-    for node in ast.walk(ast.parse(source)):
+    tree = ast.parse(source)
+    in_memory = {
+        id(node.func)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr in TO_TEXT
+        and not node.args
+        and not node.keywords
+    }
+    for node in ast.walk(tree):
+        if id(node) in in_memory:
+            continue
         if isinstance(node, ast.Name) and node.id in FUNCTIONS:
             found.append(f"{node.lineno}: {node.id}")
         elif isinstance(node, ast.Attribute) and (node.attr in METHODS or node.attr.startswith(PREFIXES)):
@@ -52,6 +66,9 @@ def test_an_analyzer_does_no_file_io(path: Path) -> None:
         "print(frame)",
         "folder.mkdir()",
         "write_atomically(path, frame.write_parquet)",
+        "frame.write_json(path)",
+        "frame.write_csv(file=out)",
+        "write_atomically(path, frame.write_json)",
     ],
 )
 def test_the_check_finds_file_io(source: str) -> None:
@@ -60,3 +77,4 @@ def test_the_check_finds_file_io(source: str) -> None:
 
 def test_the_check_leaves_frame_operations_alone() -> None:
     assert io_calls("frame.rename({'a': 'b'}).with_columns(x=1).write") == []
+    assert io_calls("msgspec.json.decode(frame.select(x).write_json())") == []  # a string, no file

@@ -234,17 +234,15 @@ def _consistent(joined: pl.DataFrame) -> list[int]:
         second = np.where(np.arange(len(ranks)) == first[:, None], -np.inf, waits).max(axis=1)
     else:  # no other rank: none explains anything
         second = np.zeros(len(steps))
-    out = []
-    for rank in ranks:
-        j = column[rank]
-        others = np.where(first == j, second, top).tolist()
-        diffs = [table.get((x, rank), 0.0) - others[i] for i, x in enumerate(steps)]
-        n = len(diffs)
-        mean = sum(diffs) / n
-        sd = (sum((d - mean) ** 2 for d in diffs) / (n - 1)) ** 0.5
-        if all(d > 0 for d in diffs) or mean - t_quantile(n - 1, CONSISTENT_LEVEL) * sd / n**0.5 > 0:
-            out.append(rank)
-    return out
+    # every rank at once (steps x ranks): each column summed over the steps in order, as a loop
+    # over the steps would (a reduction along the first axis adds row after row)
+    others = np.where(first[:, None] == np.arange(len(ranks)), second[:, None], top[:, None])
+    diffs = waits - others
+    n = len(steps)
+    mean = diffs.sum(axis=0) / n
+    sd = (((diffs - mean) ** 2).sum(axis=0) / (n - 1)) ** 0.5
+    passed = (diffs > 0).all(axis=0) | (mean - t_quantile(n - 1, CONSISTENT_LEVEL) * sd / n**0.5 > 0)
+    return [rank for rank, ok in zip(ranks, passed.tolist(), strict=True) if ok]
 
 
 def on_corrected_clocks(steps: StepResult, clocks: pl.DataFrame) -> StepResult:
