@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tests.factories import ev, make_run
 from tracekit.analyzers import run_analysis
@@ -113,3 +115,43 @@ def test_the_evidence_names_the_phase_each_blocking_operator_runs_in() -> None:
     run = SAMPLES / "captures" / "cuda-h200-sync-ab" / "b" / "run1"
     sources = analysis_of([run]).analysis.verdict.evidence.sync_sources
     assert [(s.op, s.phase) for s in sources] == [("aten::_local_scalar_dense", "tracekit.phase/forward")]
+
+
+_OPS = st.lists(st.tuples(st.integers(0, 1), st.integers(1, 2), st.integers(0, 40), st.integers(0, 25)), max_size=40)
+_CALLS = st.lists(st.tuples(st.integers(0, 1), st.integers(1, 3), st.integers(0, 60), st.integers(0, 10)), max_size=25)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_OPS, _CALLS)
+def test_a_call_without_an_id_takes_the_open_operator_that_started_last(ops: list[Any], calls: list[Any]) -> None:
+    """Each call: of its thread's operators that started at or before it, the latest (the last in
+    the trace's order among equal starts), where it was still open when the call returned;
+    calls in any order, threads with no operator, calls before any operator."""
+    import polars as pl
+
+    from tracekit.analyzers.syncs import _issuing_op
+
+    run = make_run([ev("cpu_op", f"op{i}", s, s + d, rank=r, tid=t) for i, (r, t, s, d) in enumerate(ops)])
+    frame = pl.DataFrame(
+        [(r, t, s, s + d, None, "cudaStreamSynchronize") for r, t, s, d in calls],
+        schema={
+            "rank": pl.Int32,
+            "tid": pl.Int64,
+            "start_ns": pl.Int64,
+            "end_ns": pl.Int64,
+            "external_id": pl.Int64,
+            "name": pl.String,
+        },
+        orient="row",
+    )
+    order = run.events.filter(pl.col("kind") == "cpu_op").select("rank", "tid", "start_ns", "end_ns", "name").rows()
+    expected = []
+    for r, t, s, e, _, name in frame.rows():
+        before = [o for o in order if o[0] == r and o[1] == t and o[2] <= s]
+        latest = max((o[2] for o in before), default=None)
+        last = [o for o in before if o[2] == latest][-1] if before else None
+        is_open = last is not None and last[3] >= e
+        expected.append((r, t, s, e, name, last[4] if is_open else None, last[2] if is_open else None))
+    got = _issuing_op(run, frame).select("rank", "tid", "start_ns", "end_ns", "name", "op", "op_start_ns").rows()
+    key = lambda row: tuple((x is None, x) for x in row)  # noqa: E731
+    assert sorted(got, key=key) == sorted(expected, key=key)
