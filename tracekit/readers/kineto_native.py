@@ -23,7 +23,7 @@ import polars as pl
 from tracekit.errors import TraceReadError
 from tracekit.native import wanted
 from tracekit.readers.kineto_decode import ARG_COLUMNS, EVENT_COLUMNS, MEMORY_COLUMNS
-from tracekit.readers.kineto_normalize import MAX_NAME_BYTES, category_facts
+from tracekit.readers.kineto_normalize import MAX_NAME_BYTES, category_facts, name_facts
 
 if TYPE_CHECKING:
     import mmap
@@ -42,16 +42,19 @@ except ImportError:  # not compiled: msgspec reads every chunk
 ENABLED: Final = _native is not None and wanted()
 
 _STRINGS: Final = ("cat", "name", "coll_name", "pg_name")
+#: The string columns kept per event (the category is read only through its facts).
+_CATEGORICAL: Final = ("name", "coll_name", "pg_name")
 _FLOATS: Final = ("ts", "dur")
 _INTS: Final = ("pid", "tid", *(c for c, t in ARG_COLUMNS.items() if t == pl.Int64()), "threads")
-_ORDER: Final = ("instant", *EVENT_COLUMNS, *ARG_COLUMNS, "threads")
+_ORDER: Final = ("instant", *(c for c in EVENT_COLUMNS if c != "cat"), *ARG_COLUMNS, "threads")
 
 
 def native_frames(text: Text) -> tuple[pl.DataFrame, pl.DataFrame | None] | None:
     """What :func:`~tracekit.readers.kineto_decode.raw_frames` makes of the events in ``text``
-    (a JSON array), decoded natively, with the facts of each event's category besides
-    (:data:`~tracekit.readers.kineto_normalize.CATEGORY_FACTS`); None where the native decoder
-    declines (or is off)."""
+    (a JSON array), decoded natively, with the names categorical and, for the category, what it
+    decides (:data:`~tracekit.readers.kineto_normalize.CATEGORY_FACTS`), and what each name
+    decides (:data:`~tracekit.readers.kineto_normalize.NAME_FACTS`) besides; None where the
+    native decoder declines (or is off)."""
     return _decode(text) if ENABLED else None
 
 
@@ -71,12 +74,23 @@ def _decode(text: Text) -> tuple[pl.DataFrame, pl.DataFrame | None] | None:
         return None
     n, instant, uniques, codes, floats, ints, (m, mem_ts, mem_ints) = out
     strings = pl.Series(uniques, dtype=pl.String)  # uniques[0] is None: code 0 is no value
+    # the names categorical from the start: each distinct string hashed once, and no string
+    # per event (the categories' and names' facts below are all that reads them)
+    categorical = strings.cast(pl.Categorical)
+    by_code = dict(zip(_STRINGS, codes, strict=True))
     columns = {"instant": owned(pl.Series("instant", np.frombuffer(instant, dtype=np.bool_)))}
-    columns |= {name: strings.gather(_codes(c)).alias(name) for name, c in zip(_STRINGS, codes, strict=True)}
+    columns |= {name: categorical.gather(_codes(by_code[name])).alias(name) for name in _CATEGORICAL}
     columns |= {name: _column(name, pair, np.float64) for name, pair in zip(_FLOATS, floats, strict=True)}
     columns |= {name: _column(name, pair, np.int64) for name, pair in zip(_INTS, ints, strict=True)}
-    # what each category decides, worked out once per distinct string, not once per event
-    facts = strings.to_frame("cat").select(**category_facts(pl.col("cat"))).select(pl.all().gather(_codes(codes[0])))
+    # what each category and each name decides, worked out once per distinct string, not once per event
+    distinct = strings.to_frame("s")
+    facts = pl.concat(
+        [
+            distinct.select(**category_facts(pl.col("s"))).select(pl.all().gather(_codes(by_code["cat"]))),
+            distinct.select(**name_facts(pl.col("s"))).select(pl.all().gather(_codes(by_code["name"]))),
+        ],
+        how="horizontal",
+    )
     frame = pl.DataFrame([columns[c] for c in _ORDER]).hstack(facts)
     assert frame.height == n
     if not m:

@@ -152,6 +152,22 @@ def category_facts(cat: pl.Expr) -> dict[str, pl.Expr]:
     }
 
 
+#: What an event's name decides (:func:`name_facts`): columns a raw frame may carry, worked out
+#: once per distinct name by a reader that has them (the native decoder, whose names are then
+#: categorical, not a string per event).
+NAME_FACTS: Final = ("name_step", "name_set", "name_copy")
+
+
+def name_facts(name: pl.Expr) -> dict[str, pl.Expr]:
+    """What an event's name (as the file writes it) decides, element by element: whether it
+    names a profiler step (``ProfilerStep#``), and, for device work, a set or a copy."""
+    return {
+        "name_step": name.str.starts_with(_STEP_PREFIX),
+        "name_set": name.str.contains(DEVICE_SET),
+        "name_copy": name.str.contains(DEVICE_COPY),
+    }
+
+
 def _device_work(facts: dict[str, pl.Expr]) -> pl.Expr:
     """Whether an event is device work by its category (:func:`category_facts`' ``cat_device``):
     always, or where it lies on a device's track as Kineto writes one: a device id in its args,
@@ -161,12 +177,12 @@ def _device_work(facts: dict[str, pl.Expr]) -> pl.Expr:
     return ((device == ALWAYS) | ((device == ON_TRACK) & on_track)).fill_null(False)
 
 
-def _work_kind(name: pl.Expr) -> pl.Expr:
-    """The kind of device work its name says: a copy, a set, else a kernel."""
+def _work_kind(facts: dict[str, pl.Expr]) -> pl.Expr:
+    """The kind of device work its name says (:func:`name_facts`): a set, a copy, else a kernel."""
     return (
-        pl.when(name.str.contains(DEVICE_SET))
+        pl.when(facts["name_set"])
         .then(pl.lit("memset"))
-        .when(name.str.contains(DEVICE_COPY))
+        .when(facts["name_copy"])
         .then(pl.lit("memcpy"))
         .otherwise(pl.lit("kernel"))
     )
@@ -201,25 +217,30 @@ def prepare(raw: pl.DataFrame) -> pl.DataFrame:
     else worked out here, event by event.
     """
     _check_names(raw)
-    kept, decided, completed, chosen = _preparation(given=all(c in raw.columns for c in CATEGORY_FACTS))
+    kept, decided, completed, chosen = _preparation(
+        given=all(c in raw.columns for c in CATEGORY_FACTS), named=all(c in raw.columns for c in NAME_FACTS)
+    )
     prepared = raw.lazy().filter(*kept).with_columns(**decided).with_columns(**completed).select(*chosen).collect()
     return without_null_columns(prepared)  # held until the file's last chunk: no buffer for no value
 
 
 @functools.cache
-def _preparation(*, given: bool) -> tuple[list[pl.Expr], dict[str, pl.Expr], dict[str, pl.Expr], list[pl.Expr]]:
+def _preparation(
+    *, given: bool, named: bool
+) -> tuple[list[pl.Expr], dict[str, pl.Expr], dict[str, pl.Expr], list[pl.Expr]]:
     """:func:`prepare`'s expressions, built once (a file's every chunk is prepared with them:
     building them took half of a small chunk's preparation): the events kept, then what each
     decides (its kind), then the columns that depend on its kind, then the schema's columns.
-    ``given``: whether the raw frame carries its categories' facts."""
+    ``given``: whether the raw frame carries its categories' facts; ``named``: its names'."""
     facts = {c: pl.col(c) for c in CATEGORY_FACTS} if given else category_facts(pl.col("cat"))
+    facts |= {c: pl.col(c) for c in NAME_FACTS} if named else name_facts(pl.col("name"))
     kind = (
         pl.when(pl.col("instant"))
         .then(pl.lit("instant"))
-        .when(pl.col("name").str.starts_with(_STEP_PREFIX) & facts["cat_step"])
+        .when(facts["name_step"] & facts["cat_step"])
         .then(pl.lit("step"))
         .when(_device_work(facts))
-        .then(_work_kind(pl.col("name")))
+        .then(_work_kind(facts))
         .otherwise(facts["cat_kind"])
     )
     is_gpu = pl.col("kind").is_in(GPU_KINDS)
