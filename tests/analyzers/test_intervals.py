@@ -249,3 +249,25 @@ def test_outermost_equals_its_window_form(
     order = [*keys, "start_ns", "end_ns"]
     expected = iv._outermost_by_window(df, keys, order, [False, False, False, True], first_of_equal=first_of_equal)
     assert iv.outermost(df, keys, first_of_equal=first_of_equal).equals(expected)
+
+
+_PART = st.lists(st.tuples(st.integers(0, 3), st.integers(-20, 60), st.integers(-2, 15)), max_size=25)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_PART, min_size=1, max_size=3))
+def test_sweep_on_one_key_cuts_as_the_general_path(parts: list[list[tuple[int, int, int]]]) -> None:
+    """The same segments and flags, in the same types, on one integer key (groups laid end to
+    end, in NumPy) as on two keys (polars): empty, zero-length and backward intervals, ties."""
+    schema = {"rank": pl.Int32, "start_ns": pl.Int64, "end_ns": pl.Int64}
+    frames = {
+        f"p{i}": pl.DataFrame([(r, s, s + d) for r, s, d in rows], schema=schema, orient="row")
+        for i, rows in enumerate(parts)
+    }
+    fast = iv.sweep(frames, ["rank"])
+    general = iv.sweep({k: f.with_columns(host=pl.lit("a")) for k, f in frames.items()}, ["rank", "host"])
+    assert fast.schema == general.drop("host").schema
+    assert fast.sort("rank", "start_ns").rows() == general.drop("host").sort("rank", "start_ns").rows()
+    alone = iv.sweep({k: f.drop("rank") for k, f in frames.items()})
+    merged = iv.sweep({k: f.with_columns(rank=pl.lit(0, pl.Int32)) for k, f in frames.items()}, ["rank"])
+    assert alone.rows() == merged.drop("rank").rows()

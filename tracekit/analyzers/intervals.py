@@ -190,9 +190,14 @@ def sweep(parts: Mapping[str, pl.DataFrame], by: Sequence[str] = ()) -> pl.DataF
     each interval, passes unions (:func:`union`), which are often much smaller.
     """
     labels = list(parts)
+    framed = [_grouped(f.filter(pl.col(END) >= pl.col(START)).select(*by, START, END), by) for f in parts.values()]
+    held = [(f, keys) for f, keys in framed if f.height]
+    typed = all(all(f.schema[c].is_integer() for c in (*keys, START, END)) for f, keys in framed)
+    shift = _shift(held[0][1], [(f, [START, END]) for f, _ in held]) if held and typed else None
+    if shift is not None:
+        return _ungrouped(_sweep_flat([f for f, _ in framed], labels, shift), by)
     points = []
-    for code, frame in enumerate(parts.values()):
-        merged, keys = _grouped(frame.filter(pl.col(END) >= pl.col(START)).select(*by, START, END), by)
+    for code, (merged, keys) in enumerate(framed):
         code_col = pl.lit(code, dtype=pl.Int16).alias("code")
         points.append(merged.select(*keys, pl.col(START).alias("t"), code_col, pl.lit(1, dtype=pl.Int8).alias("d")))
         points.append(merged.select(*keys, pl.col(END).alias("t"), code_col, pl.lit(-1, dtype=pl.Int8).alias("d")))
@@ -213,6 +218,37 @@ def sweep(parts: Mapping[str, pl.DataFrame], by: Sequence[str] = ()) -> pl.DataF
         .select(*keys, START, END, *labels)
     )
     return _ungrouped(segments, by)
+
+
+def _sweep_flat(frames: list[pl.DataFrame], labels: list[str], shift: _Shift) -> pl.DataFrame:
+    """:func:`sweep` of ``frames`` (key, start_ns, end_ns; one per label) with their groups
+    laid end to end by ``shift``, in NumPy (no query, as :func:`_union_flat`): every start and
+    end in time order, each label's depth a running sum; a segment runs from one point to the
+    next of its group, and the points of one time leave the flags of the last of them."""
+    keys = pl.concat([f.select(shift.key) for f in frames for _ in (0, 1)], how="vertical_relaxed").to_series()
+    at = np.concatenate([shift.shifted(f, c).to_numpy() for f in frames for c in (START, END)])
+    off = np.concatenate([shift.offsets(f).to_numpy() for f in frames for _ in (0, 1)])
+    code = np.concatenate([np.full(2 * f.height, i, dtype=np.int16) for i, f in enumerate(frames)])
+    step = np.concatenate([np.repeat(np.array([1, -1], dtype=np.int8), f.height) for f in frames])
+    order = np.argsort(at, kind="stable")
+    at, off, code, step = at[order], off[order], code[order], step[order]
+    key = keys.gather(order)
+    following = np.append(at[1:], at[-1])
+    same = np.append((key.to_numpy()[1:] == key.to_numpy()[:-1]), False)
+    cut = same & (following > at)
+    flags = {name: (np.cumsum(np.where(code == i, step, 0)) > 0)[cut] for i, name in enumerate(labels)}
+    # the times in the type the points' column had (every start and end, relaxed to one)
+    time = pl.concat(
+        [f.head(0).select(pl.col(c).alias(START)) for f in frames for c in (START, END)], how="vertical_relaxed"
+    )
+    return pl.DataFrame(
+        [
+            key.filter(pl.Series(cut)),
+            pl.Series(START, at[cut] - off[cut]).cast(time.schema[START]),
+            pl.Series(END, following[cut] - off[cut]).cast(time.schema[START]),
+            *(pl.Series(name, flag) for name, flag in flags.items()),
+        ]
+    )
 
 
 def covered(df: pl.DataFrame, cover: pl.DataFrame, by: Sequence[str] = ()) -> pl.Series:
