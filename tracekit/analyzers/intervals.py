@@ -144,9 +144,8 @@ def union(df: pl.DataFrame, by: Sequence[str] = ()) -> pl.DataFrame:
 
 def _union_flat(df: pl.DataFrame, shift: _Shift) -> pl.DataFrame:
     """:func:`union` of ``df`` (key, start_ns, end_ns; no empty interval) with its groups laid
-    end to end by ``shift``: a running maximum over all of them, in NumPy (no query:
-    most unions are of a few hundred intervals, where polars' fixed cost per query was most of
-    the time; a rank's analyses take some 200)."""
+    end to end by ``shift``: a running maximum over all of them, in NumPy, where the polars
+    queries it replaces took a third more time (a 125 MB rank's 33 unions: 0.10 -> 0.07 s)."""
     off = shift.offsets(df).to_numpy()
     starts = df.get_column(START).to_numpy() + off
     ends = df.get_column(END).to_numpy() + off
@@ -234,7 +233,8 @@ def _sweep_flat(frames: list[pl.DataFrame], labels: list[str], shift: _Shift) ->
     at, off, code, step = at[order], off[order], code[order], step[order]
     key = keys.gather(order)
     following = np.append(at[1:], at[-1])
-    same = np.append((key.to_numpy()[1:] == key.to_numpy()[:-1]), False)
+    groups = key.to_numpy()
+    same = np.append(groups[1:] == groups[:-1], False)
     cut = same & (following > at)
     flags = {name: (np.cumsum(np.where(code == i, step, 0)) > 0)[cut] for i, name in enumerate(labels)}
     # the times in the type the points' column had (every start and end, relaxed to one)
