@@ -16,7 +16,7 @@ from tracekit.analyzers.annotations import top_level
 from tracekit.analyzers.clocks import rank_hosts
 from tracekit.analyzers.collectives import no_groups
 from tracekit.analyzers.dataloader import fetch_ranges
-from tracekit.analyzers.host_causes import process_ranges
+from tracekit.analyzers.host_causes import launch_calls, process_ranges
 from tracekit.analyzers.idle import CALL_COLUMNS, IdleResult, idle_causes
 from tracekit.analyzers.steps import StepResult, analyze_steps, gpu_activity
 from tracekit.analyzers.syncs import SyncResult, host_syncs
@@ -129,6 +129,12 @@ class RankContext:
         return self.run.select(["runtime", "driver"], *CALL_COLUMNS)
 
     @cached_property
+    def launch_calls(self) -> pl.DataFrame:
+        """The launch calls among :attr:`calls` (:func:`~tracekit.analyzers.host_causes.launch_calls`),
+        read by the idle model and the gains' host time."""
+        return launch_calls(self.run, self.calls)
+
+    @cached_property
     def host_ranges(self) -> dict[IdleCause, pl.DataFrame]:
         """The process-wide host categories (data, blocking collectives, syncs, one-time work):
         :func:`~tracekit.analyzers.host_causes.process_ranges`, read by the idle model and the gains."""
@@ -146,4 +152,5 @@ class RankContext:
             activity=self.activity,
             calls=self.calls,
             process=self.host_ranges,
+            launches=self.launch_calls,
         )

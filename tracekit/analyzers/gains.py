@@ -206,6 +206,7 @@ def _host_time(ctx: RankContext, window: pl.DataFrame) -> pl.DataFrame:
         calls=ctx.calls,
         frames=ctx.frames,
         process=ctx.host_ranges,
+        launches=ctx.launch_calls,
     )
 
 

@@ -126,6 +126,16 @@ SPAN: Final = ("start_ns", "end_ns")
 PIECE_EVENTS: Final = 1_000_000
 
 
+def launch_calls(run: Run, calls: pl.DataFrame) -> pl.DataFrame:
+    """The launch calls (:data:`LAUNCH_CALLS`) among ``calls`` (the runtime and driver calls of
+    ``run``): rank, tid, start_ns, in their order. Read once per shard and shared (the idle
+    model's pieces and the gains' host time each filtered every call again: on a 2 GB rank,
+    24 passes over a million calls)."""
+    return calls.filter(pl.col("name").is_in(run.names_matching(LAUNCH_CALLS).implode())).select(
+        "rank", "tid", "start_ns"
+    )
+
+
 def cuts(calls: pl.DataFrame, events: int) -> list[int]:
     """Where to cut the time of a shard of ``events`` events into pieces of about
     :data:`PIECE_EVENTS` each: at quantiles of the ``calls``' starts (where the host works);
@@ -146,6 +156,7 @@ def late_causes(
     calls: pl.DataFrame | None = None,
     frames: pl.DataFrame | None = None,
     process: dict[IdleCause, pl.DataFrame] | None = None,
+    launches: pl.DataFrame | None = None,
 ) -> pl.DataFrame:
     """The host-side cause of each gap.
 
@@ -156,7 +167,8 @@ def late_causes(
     ``calls``: the runtime and driver calls (rank, tid, start_ns, end_ns, name), read from
     ``run`` when not given; ``process``: :func:`process_ranges` of the same arguments, when
     already computed; ``frames``: the measured windows (rank, step, start_ns, end_ns), which
-    tell one-time work from work that recurs (:func:`_recurring`). Returns idle_id, cause (:class:`IdleCause` values, or
+    tell one-time work from work that recurs (:func:`_recurring`); ``launches``:
+    :func:`launch_calls` of ``calls``, when already found. Returns idle_id, cause (:class:`IdleCause` values, or
     :data:`QUEUED`), host_range (the outermost range on the launching thread at the gap's
     middle), launches (launch calls on the rank during the gap).
     """
@@ -167,10 +179,13 @@ def late_causes(
         calls = run.select(["runtime", "driver"], "rank", "tid", "start_ns", "end_ns", "name")
     if process is None:
         process = process_ranges(run, fetch=fetch, syncs=syncs, calls=calls, frames=frames)
+    if launches is None:
+        launches = launch_calls(run, calls)
     every = [(c.value, per_thread(process[c], threads)) for c in PROCESS_CAUSES]
     bounds = cuts(calls, run.events.height)
+    reads = Reads(calls=calls, launches=launches)
     if not bounds:
-        return _late(threaded, keyed, run, threads=threads, calls=calls, every=every, process=process, window=None)
+        return _late(threaded, keyed, run, threads=threads, reads=reads, every=every, process=process, window=None)
     # gaps by the piece of time they start in; each piece reads the events around its gaps
     piece = pl.Series(bounds, dtype=pl.Int64).search_sorted(keyed.get_column("start_ns"), side="right")
     found = []
@@ -178,7 +193,7 @@ def late_causes(
         mine = threaded.join(ids, on="idle_id", how="semi")
         lo, hi = mine.select(pl.col("start_ns").min(), pl.col("end_ns").max()).row(0)
         window = (lo - DISPATCH_GAP_NS, hi + DISPATCH_GAP_NS)
-        found.append(_late(mine, keyed, run, threads=threads, calls=calls, every=every, process=process, window=window))
+        found.append(_late(mine, keyed, run, threads=threads, reads=reads, every=every, process=process, window=window))
     order = keyed.select("idle_id").with_row_index("_order")
     return pl.concat(found).join(order, on="idle_id").sort("_order").drop("_order")
 
@@ -189,7 +204,7 @@ def _late(
     run: Run,
     *,
     threads: pl.DataFrame,
-    calls: pl.DataFrame,
+    reads: Reads,
     every: list[tuple[str, pl.DataFrame]],
     process: dict[IdleCause, pl.DataFrame],
     window: tuple[int, int] | None,
@@ -204,7 +219,7 @@ def _late(
     mine = threaded.select("idle_id", "rank", "thread", *SPAN).sort("rank", "start_ns")
     queued = threaded.filter(pl.col("queued_from") < pl.col("end_ns"))
     queued = queued.select("thread", start_ns=pl.max_horizontal("start_ns", "queued_from"), end_ns="end_ns")
-    events = thread_events(run, keyed, threads, calls, within=window)
+    events = thread_events(run, keyed, threads, reads, within=window)
     latency = threaded.filter(pl.col("launch_ns").is_not_null())
     latency = latency.select("thread", start_ns=pl.max_horizontal("start_ns", "launch_ns"), end_ns="end_ns")
     if window is not None:
@@ -312,11 +327,21 @@ class _ThreadEvents:
     launches: pl.DataFrame
 
 
+@dataclass(frozen=True)
+class Reads:
+    """What :func:`thread_events` reads besides the run's events, read once by its caller."""
+
+    #: the runtime and driver calls (rank, tid, start_ns, end_ns, name)
+    calls: pl.DataFrame
+    #: the launch calls among them (:func:`launch_calls`)
+    launches: pl.DataFrame
+
+
 def thread_events(
     run: Run,
     gaps: pl.DataFrame,
     threads: pl.DataFrame,
-    every: pl.DataFrame,
+    reads: Reads,
     *,
     within: tuple[int, int] | None = None,
 ) -> _ThreadEvents:
@@ -334,9 +359,8 @@ def thread_events(
 
     ops = on_threads(run.select_slices(["cpu_op"], *cols, "name", within=within))
     scopes = on_threads(run.select_slices(["annotation", "python", "step"], *cols, "kind", "name", within=within))
-    names = run.names.filter(run.names.str.contains(LAUNCH_CALLS))
-    calls = on_threads(row_slices(every.select(*cols))).select("thread", *SPAN)
-    launches = every.filter(pl.col("name").is_in(names.implode())).select("rank", "tid", "start_ns")
+    calls = on_threads(row_slices(reads.calls.select(*cols))).select("thread", *SPAN)
+    launches = reads.launches
     mine = launches.join(keys, on=["rank", "tid"]).select("thread", next_launch="start_ns")
     ops = _launching(ops, mine)
     long = (pl.col("end_ns") - pl.col("start_ns")) >= DISPATCH_GAP_NS

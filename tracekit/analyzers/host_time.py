@@ -15,11 +15,12 @@ import polars as pl
 from tracekit.analyzers import intervals as iv
 from tracekit.analyzers.host_causes import (
     DISPATCH_GAP_NS,
-    LAUNCH_CALLS,
     ORDER,
     PROCESS_CAUSES,
     SPAN,
+    Reads,
     cuts,
+    launch_calls,
     per_thread,
     process_ranges,
     thread_events,
@@ -43,6 +44,7 @@ def host_time(
     calls: pl.DataFrame,
     frames: pl.DataFrame | None = None,
     process: dict[IdleCause, pl.DataFrame] | None = None,
+    launches: pl.DataFrame | None = None,
 ) -> pl.DataFrame:
     """The launching threads' time inside ``windows`` (rank, start_ns, end_ns) by the categories
     above, as the idle model would name it: rank, cause (an :class:`IdleCause` value), start_ns,
@@ -50,10 +52,13 @@ def host_time(
     instant is a category's only where every launching thread with a category there agrees (the
     training thread inside backward is in a user range while autograd's thread dispatches: that
     instant is dispatch, not the training thread's own work). What a what-if removes
-    (:mod:`tracekit.analyzers.gains`): the host time the idle model blames on that cause."""
+    (:mod:`tracekit.analyzers.gains`): the host time the idle model blames on that cause.
+    ``launches``: :func:`~tracekit.analyzers.host_causes.launch_calls` of ``calls``, when
+    already found."""
     empty = pl.DataFrame(schema=_OUT)
-    names = run.names.filter(run.names.str.contains(LAUNCH_CALLS))
-    launching = calls.filter(pl.col("name").is_in(names.implode())).select(pl.col("rank").cast(pl.Int32), "tid")
+    if launches is None:
+        launches = launch_calls(run, calls)
+    launching = launches.select(pl.col("rank").cast(pl.Int32), "tid")
     threads = launching.unique().sort("rank", "tid").with_row_index("thread")
     if threads.height == 0 or windows.height == 0:
         return empty
@@ -67,7 +72,8 @@ def host_time(
         process = process_ranges(run, fetch=fetch, syncs=syncs, calls=calls, frames=frames)
     every = {c.value: per_thread(process[c], threads) for c in PROCESS_CAUSES}
     pieces = _pieces(spans.select("idle_id", "rank", "thread", *SPAN), cuts(calls, run.events.height))
-    found = [f for piece in pieces if (f := _classified(run, piece, threads, calls, every)).height]
+    reads = Reads(calls=calls, launches=launches)
+    found = [f for piece in pieces if (f := _classified(run, piece, threads, reads, every)).height]
     return pl.concat(found).sort("rank", "start_ns") if found else empty
 
 
@@ -91,7 +97,7 @@ def _pieces(spans: pl.DataFrame, bounds: list[int]) -> list[pl.DataFrame]:
 
 
 def _classified(
-    run: Run, spans: pl.DataFrame, threads: pl.DataFrame, calls: pl.DataFrame, every: dict[str, pl.DataFrame]
+    run: Run, spans: pl.DataFrame, threads: pl.DataFrame, reads: Reads, every: dict[str, pl.DataFrame]
 ) -> pl.DataFrame:
     """:func:`host_time` inside a piece of the spans (:func:`_pieces`: one a rank and thread);
     ``every``: the process-wide categories on each thread, whole.
@@ -110,7 +116,7 @@ def _classified(
         end_ns=pl.min_horizontal(pl.col("end_ns") + DISPATCH_GAP_NS, "whole_end"),
     )
     # every event read overlaps ``around``, inside the stretch: its other slices are left unread
-    events = thread_events(run, around, threads, calls, within=(lo - DISPATCH_GAP_NS, hi + DISPATCH_GAP_NS))
+    events = thread_events(run, around, threads, reads, within=(lo - DISPATCH_GAP_NS, hi + DISPATCH_GAP_NS))
     near = (pl.col("end_ns") > lo) & (pl.col("start_ns") < hi)
     covers = {c: f.filter(near) for c, f in every.items()}
     covers |= {

@@ -86,7 +86,7 @@ from typing import TYPE_CHECKING, Final
 import polars as pl
 
 from tracekit.analyzers import intervals as iv
-from tracekit.analyzers.host_causes import LAUNCH_CALLS, QUEUED, late_causes
+from tracekit.analyzers.host_causes import QUEUED, late_causes, launch_calls
 from tracekit.results.vocab import IdleCause
 
 if TYPE_CHECKING:
@@ -149,6 +149,7 @@ def idle_causes(
     activity: pl.DataFrame | None = None,
     calls: pl.DataFrame | None = None,
     process: dict[IdleCause, pl.DataFrame] | None = None,
+    launches: pl.DataFrame | None = None,
 ) -> IdleResult:
     """Attribute each GPU idle gap (from the timeline segments) to one cause.
 
@@ -157,19 +158,24 @@ def idle_causes(
     end_ns: :attr:`SyncResult.calls`); ``activity``: the GPU activity (rank, name, category,
     start_ns, end_ns, device, stream, correlation, in event order), read from ``run`` when
     not given; ``calls``: the runtime and driver calls (:data:`CALL_COLUMNS`) and ``process``
-    (:func:`~tracekit.analyzers.host_causes.process_ranges`), likewise, when already read.
+    (:func:`~tracekit.analyzers.host_causes.process_ranges`) and ``launches``
+    (:func:`~tracekit.analyzers.host_causes.launch_calls`), likewise, when already read.
     """
     if activity is None:
         columns = ("rank", "name", "category", "start_ns", "end_ns", "device", "stream", "correlation")
         activity = run.select(["kernel", "memcpy", "memset"], *columns)
     if calls is None:
         calls = run.select(["runtime", "driver"], *CALL_COLUMNS)
+    if launches is None:
+        launches = launch_calls(run, calls)
     gaps = _gaps(segments, frames)
-    ended = _ending_work(gaps, activity, calls, lambda: _stream_waits(run))
+    ended = _ending_work(gaps, activity, calls, launches, lambda: _stream_waits(run))
     waits = ended.filter(~pl.col("switch")).select(
         "idle_id", "rank", "tid", "start_ns", "end_ns", "launch_ns", "queued_from"
     )
-    host = late_causes(waits, run, fetch=fetch, syncs=syncs, calls=calls, frames=frames, process=process)
+    host = late_causes(
+        waits, run, fetch=fetch, syncs=syncs, calls=calls, frames=frames, process=process, launches=launches
+    )
     cause = (
         pl.when(pl.col("switch"))
         .then(pl.lit(IdleCause.BACK_TO_BACK.value))
@@ -212,7 +218,11 @@ def _gaps(segments: pl.DataFrame, frames: pl.DataFrame) -> pl.DataFrame:
 
 
 def _ending_work(
-    gaps: pl.DataFrame, activity: pl.DataFrame, calls: pl.DataFrame, waits: Callable[[], pl.DataFrame]
+    gaps: pl.DataFrame,
+    activity: pl.DataFrame,
+    calls: pl.DataFrame,
+    launch_calls: pl.DataFrame,
+    waits: Callable[[], pl.DataFrame],
 ) -> pl.DataFrame:
     """``gaps`` with the work that ends each, its launch, and who the GPU waited for.
 
@@ -243,7 +253,7 @@ def _ending_work(
     if ended.height != gaps.height:  # several start as the gap ends: the first launched
         ended = ended.sort("idle_id", "launch_ns", nulls_last=True).unique("idle_id", keep="first", maintain_order=True)
     late = pl.col("launch_end_ns").is_null() | (pl.col("launch_end_ns") > pl.col("start_ns"))
-    ended = _next_launcher(ended.with_columns(late=late), calls)
+    ended = _next_launcher(ended.with_columns(late=late), launch_calls)
     after = at_start.is_in(finished.select(at_start).to_series().implode())
     ended = _waits(ended.with_columns(after=after), activity, calls)
     return _waited_on(ended, activity, calls, waits).drop("_key", "after", "graph")
@@ -447,15 +457,14 @@ def _launches_of(calls: pl.DataFrame, work: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def _next_launcher(ended: pl.DataFrame, calls: pl.DataFrame) -> pl.DataFrame:
+def _next_launcher(ended: pl.DataFrame, launch_calls: pl.DataFrame) -> pl.DataFrame:
     """``ended`` with ``tid`` filled where no launch was found: the thread of the rank's first
-    launch call after the gap began (the thread that went on feeding the GPU), else -1."""
+    launch call (``launch_calls``: rank, tid, start_ns) after the gap began (the thread that
+    went on feeding the GPU), else -1."""
     unknown = ended.filter(pl.col("tid").is_null())
     if unknown.height == 0:
         return ended
-    names = calls.get_column("name").unique().cast(pl.String).drop_nulls()
-    launch = pl.col("name").is_in(names.filter(names.str.contains(LAUNCH_CALLS)).implode())
-    launches = calls.filter(launch).select("rank", "start_ns", next_tid="tid")
+    launches = launch_calls.select("rank", "start_ns", next_tid="tid")
     found = unknown.select("idle_id", "rank", "start_ns").join_asof(
         launches, on="start_ns", by="rank", strategy="forward", check_sortedness=False
     )
