@@ -7,7 +7,7 @@ from typing import Final
 
 import polars as pl
 
-from tracekit.analyzers.stats import share
+from tracekit.analyzers.stats import grouped, share
 
 
 @dataclass(frozen=True)
@@ -54,9 +54,7 @@ def kernels_by_rank(activity: pl.DataFrame) -> pl.DataFrame:
     1,024 ranks they were 45 MB as text against 0.6 MB as codes. Categories order as text.
     """
     dur = pl.col("end_ns") - pl.col("start_ns")
-    return activity.group_by("rank", "name", "kind", "category").agg(
-        count=pl.len(), total_ns=dur.sum(), max_ns=dur.max()
-    )
+    return grouped(activity, ["rank", "name", "kind", "category"], count=pl.len(), total_ns=dur.sum(), max_ns=dur.max())
 
 
 #: The columns of the kernel tables that name something, given as text in the results.

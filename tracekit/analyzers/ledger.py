@@ -48,6 +48,7 @@ from tracekit.analyzers import intervals as iv
 from tracekit.analyzers import timeline
 from tracekit.analyzers.collectives import KEYS as COLLECTIVE_KEYS
 from tracekit.analyzers.parts import LedgerParts
+from tracekit.analyzers.stats import grouped
 from tracekit.results.vocab import BoundKind, IdleCause, LedgerEntry, StragglerCause
 
 if TYPE_CHECKING:
@@ -184,7 +185,7 @@ def _by_phase(segs: pl.DataFrame, top: pl.DataFrame) -> pl.DataFrame:
     a phase boundary; those inside a phase are found by binary search (no join), and the time
     outside every phase is each group's total less the time inside."""
     keys = ["rank", "step", "entry"]
-    totals = segs.group_by(keys).agg(ns=pl.col("length_ns").sum())
+    totals = grouped(segs, keys, ns=pl.col("length_ns").sum())
     if top.height == 0 or segs.height == 0:
         return totals.with_columns(phase=pl.lit(None, dtype=pl.String)).select("rank", "step", "phase", "entry", "ns")
     phases = iv.outermost(top.select("rank", "start_ns", "end_ns", "name"), ["rank"]).with_row_index("_phase")
@@ -197,10 +198,8 @@ def _by_phase(segs: pl.DataFrame, top: pl.DataFrame) -> pl.DataFrame:
         keep=["_phase"],
         in_time_order=False,
     )
-    phased = (
-        inside.group_by(*keys, "_phase")
-        .agg(ns=pl.col("length_ns").sum())
-        .join(phases.select("_phase", phase=pl.col("name").cast(pl.String)), on="_phase")
+    phased = grouped(inside, [*keys, "_phase"], ns=pl.col("length_ns").sum()).join(
+        phases.select("_phase", phase=pl.col("name").cast(pl.String)), on="_phase"
     )
     held = phased.group_by(keys).agg(held=pl.col("ns").sum())
     outside = (

@@ -22,6 +22,7 @@ import polars as pl
 from tracekit.analyzers import intervals as iv
 from tracekit.analyzers.parts import CollectiveParts, WorkParts
 from tracekit.analyzers.shared import STEPS
+from tracekit.analyzers.stats import grouped
 from tracekit.analyzers.syncs import sync_points, user_calls
 from tracekit.results.vocab import SyncKind, WorkKind
 
@@ -81,18 +82,16 @@ def work_map(ctx: RankContext) -> WorkParts:
     # grouped on the names' codes, which are as many as the names; they stay codes until the
     # cross-rank part has grouped the ranks' rows (each rank repeats the run's long names)
     activity = ctx.activity.select("rank", "start_ns", "end_ns", "name", "kind", "category")
-    kernels = (
-        iv.locate(activity, "start_ns", frames, by=["rank"], keep=[])
-        .group_by("rank", "name", "kind", "category")
-        .agg(count=pl.len(), total_ns=dur.sum())
-    )
+    located = iv.locate(activity, "start_ns", frames, by=["rank"], keep=[])
+    kernels = grouped(located, ["rank", "name", "kind", "category"], count=pl.len(), total_ns=dur.sum())
+    del located
     # a slice of the operators at a time (a 2 GB rank's 4.6M held at once: +100 MB), each
     # grouped; the slices' counts and times then summed
-    grouped = []
+    by_slice = []
     for part in ctx.run.select_slices(["cpu_op"], "rank", "start_ns", "end_ns", "name"):
         ops = part.filter(iv.within(part, "start_ns", ctx.steps.steps, by=["rank"])) if ctx.steps.has_steps else part
-        grouped.append(ops.group_by("rank", "name").agg(count=pl.len(), total_ns=dur.sum()))
-    host_ops = pl.concat(grouped).group_by("rank", "name").agg(pl.col("count").sum(), pl.col("total_ns").sum())
+        by_slice.append(ops.group_by("rank", "name").agg(count=pl.len(), total_ns=dur.sum()))
+    host_ops = pl.concat(by_slice).group_by("rank", "name").agg(pl.col("count").sum(), pl.col("total_ns").sum())
     calls = sync_points(user_calls(ctx.syncs.calls)).select(
         "rank", "tid", "start_ns", pl.col("kind").alias("sync_kind")
     )
