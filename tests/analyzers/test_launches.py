@@ -8,6 +8,8 @@ import statistics
 from pathlib import Path
 
 import msgspec
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tracekit.analyzers import analyze
 from tracekit.readers import load_run
@@ -66,3 +68,51 @@ def test_a_cpu_only_run_has_no_launch_section() -> None:
         load_run([Path(__file__).parents[2] / "samples" / "captures" / "healthy" / "rank0.pt.trace.json.gz"])
     )
     assert "launches" not in analysis.sections
+
+
+def _calls_frames(ids: list[tuple[int, int | None]], calls: list[tuple[int, int, int]]) -> tuple:
+    import polars as pl
+
+    kernels = pl.DataFrame(
+        {"rank": [r for r, _ in ids], "correlation": [c for _, c in ids], "start_ns": list(range(len(ids)))},
+        schema={"rank": pl.Int32, "correlation": pl.Int64, "start_ns": pl.Int64},
+    )
+    frame = pl.DataFrame(
+        {"rank": [r for r, _, _ in calls], "correlation": [c for _, c, _ in calls], "call_ns": [n for *_, n in calls]},
+        schema={"rank": pl.Int32, "correlation": pl.Int64, "call_ns": pl.Int64},
+    )
+    return kernels, frame
+
+
+#: ids that pack with the rank (the one-key path) and ids that do not (the pair's)
+_PACKING = [0, 1, 2, 7, 2**40 - 1]
+_OTHERS = [2**40, 2**45, -1, -(2**40)]
+
+
+@st.composite
+def _launches(draw: st.DrawFn) -> tuple[list, list]:
+    ids = st.sampled_from(_PACKING if draw(st.booleans()) else _PACKING + _OTHERS)
+    kernels = draw(st.lists(st.tuples(st.integers(0, 3), st.one_of(st.none(), ids)), max_size=12))
+    calls = draw(st.lists(st.tuples(st.integers(0, 3), ids, st.integers(0, 100)), max_size=12))
+    return kernels, calls
+
+
+@settings(max_examples=400, deadline=None)
+@given(drawn=_launches())
+def test_each_kernel_gets_the_first_call_of_its_rank_and_id(drawn: tuple[list, list]) -> None:
+    """The launch call of each kernel, on one packed key where every id packs and on the pair
+    where one does not: the first call (in event order) of the kernel's rank and id, or none."""
+    import polars as pl
+
+    from tracekit.analyzers.launches import _with_calls
+
+    ids, calls = drawn
+    kernels, frame = _calls_frames(ids, calls)
+    got = _with_calls(kernels, kernels, frame)
+    first: dict[tuple[int, int], int] = {}
+    for r, c, n in calls:
+        first.setdefault((r, c), n)
+    expected = [first.get((r, c)) if c is not None else None for r, c in ids]
+    assert got.sort("start_ns").get_column("call_ns").to_list() == expected
+    assert got.columns == [*kernels.columns, "call_ns"]
+    assert got.schema["call_ns"] == pl.Int64

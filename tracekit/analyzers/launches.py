@@ -14,7 +14,7 @@ A registered section without a field of its own: this module, its result Structs
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 import polars as pl
 
@@ -45,23 +45,16 @@ def launches_map(ctx: RankContext) -> LaunchParts:
     kernels = ctx.activity.filter(pl.col("kind") == "kernel").select(
         "rank", "correlation", "start_ns", "end_ns", "launch_ns", "launch_pid"
     )
-    # the calls of these kernels only, before the first of each is kept (a 2 GB rank's every
-    # call made unique at once: 260 MB)
-    keys = kernels.select("rank", "correlation").unique()
-    calls = (
-        ctx.run.select(
-            ["runtime", "driver"],
-            "rank",
-            "correlation",
-            (pl.col("end_ns") - pl.col("start_ns")).alias("call_ns"),
-            where=pl.col("correlation").is_not_null(),
-        )
-        .join(keys, on=["rank", "correlation"], how="semi", maintain_order="left")
-        .unique(["rank", "correlation"], keep="first")
+    calls = ctx.run.select(
+        ["runtime", "driver"],
+        "rank",
+        "correlation",
+        (pl.col("end_ns") - pl.col("start_ns")).alias("call_ns"),
+        where=pl.col("correlation").is_not_null(),
     )
     frames = ctx.frames.select("rank", "step", "start_ns", "end_ns")
     located = iv.locate(kernels, "start_ns", frames, by=["rank"], keep=["step"], in_time_order=False)
-    joined = located.join(calls, on=["rank", "correlation"], how="left")
+    joined = _with_calls(located, kernels, calls)
     return LaunchParts(
         per_rank=_per_rank(
             joined.select(
@@ -75,6 +68,37 @@ def launches_map(ctx: RankContext) -> LaunchParts:
             )
         )
     )
+
+
+#: Correlation ids below this pack with the rank into one Int64 key (:func:`_with_calls`).
+_PACK: Final = 1 << 40
+
+
+def _with_calls(located: pl.DataFrame, kernels: pl.DataFrame, calls: pl.DataFrame) -> pl.DataFrame:
+    """``located`` (kernels) with ``call_ns``: that of the first of the ``calls`` (rank,
+    correlation, call_ns, in event order) with its rank and correlation id (null where none).
+
+    Only the calls of ``kernels`` are kept, before the first of each id is. On one Int64 key
+    packing the rank with the id (``rank * 2**40 + id``) where every id of the shard packs:
+    hashing the two columns as a pair encodes them into one binary key first (a 2 GB rank's
+    1.8M calls and 0.6M kernels: +90 to +145 MB in each of the unique, the semi-join and the
+    join); else on the pair."""
+    if _packs(kernels) and _packs(calls):
+        key = (pl.col("rank").cast(pl.Int64) * _PACK + pl.col("correlation")).alias("_key")
+        wanted = kernels.select(key).get_column("_key").unique().implode()
+        first = calls.filter(key.is_in(wanted)).select(key, "call_ns").unique("_key", keep="first")
+        return located.with_columns(key).join(first, on="_key", how="left").drop("_key")
+    keys = kernels.select("rank", "correlation").unique()
+    first = calls.join(keys, on=["rank", "correlation"], how="semi", maintain_order="left").unique(
+        ["rank", "correlation"], keep="first"
+    )
+    return located.join(first, on=["rank", "correlation"], how="left")
+
+
+def _packs(df: pl.DataFrame) -> bool:
+    """Whether every correlation id of ``df`` packs with its rank into one key (0 <= id < 2**40)."""
+    low, high = df.select(low=pl.col("correlation").min(), high=pl.col("correlation").max()).row(0)
+    return low is None or (low >= 0 and high < _PACK)
 
 
 def _per_rank(kernels: pl.DataFrame) -> pl.DataFrame:
