@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING
 
 import polars as pl
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tests.conftest import SAMPLES
 from tracekit.analyzers import host_causes as hc
@@ -131,3 +133,24 @@ def test_the_outermost_range_is_the_first_to_start_among_those_holding_the_point
     found = hc._range_at(points, ranges).sort("idle_id")["host_range"].cast(pl.String).to_list()
     # a sibling that overlaps a range's start (rounded clocks) hides nothing of it
     assert found == ["later", "sibling", "long", "long", "outer", None]
+
+
+_TIDS = st.sampled_from([0, 1, 5, 4_000_000, -3, 2**62, -(2**62) - 5, 2**63 - 1])
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    threads=st.lists(st.tuples(st.integers(0, 3), _TIDS), unique=True, max_size=5),
+    rows=st.lists(st.tuples(st.integers(0, 5), st.one_of(st.none(), _TIDS)), max_size=15),
+)
+def test_rows_get_their_thread_as_the_join_on_the_pair_gives(threads: list, rows: list) -> None:
+    """``on_thread`` on one packed key where the threads' tids span little, else on the pair:
+    the rows of a thread, each with its number, whatever the tids (negative, far apart, null)."""
+    from tracekit.analyzers.host_causes import on_thread
+
+    known = pl.DataFrame(threads, schema={"rank": pl.Int32, "tid": pl.Int64}, orient="row").with_row_index("thread")
+    df = pl.DataFrame(rows, schema={"rank": pl.Int32, "tid": pl.Int64}, orient="row").with_row_index("row")
+    got = on_thread(df, known)
+    expected = df.join(known, on=["rank", "tid"]).drop("rank", "tid")
+    assert got.columns == expected.columns
+    assert got.sort("row").equals(expected.sort("row"))
