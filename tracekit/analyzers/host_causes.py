@@ -183,7 +183,7 @@ def late_causes(
         launches = launch_calls(run, calls)
     every = [(c.value, per_thread(process[c], threads)) for c in PROCESS_CAUSES]
     bounds = cuts(calls, run.events.height)
-    reads = Reads(calls=calls, launches=launches)
+    reads = Reads.of(calls, launches, threads)
     if not bounds:
         return _late(threaded, keyed, run, threads=threads, reads=reads, every=every, process=process, window=None)
     # gaps by the piece of time they start in; each piece reads the events around its gaps
@@ -231,8 +231,8 @@ def _late(
         (IdleCause.LAUNCH.value, pl.concat([events.dispatch, latency])),
         (IdleCause.HOST_WORK.value, events.recorded),
     ]
-    on_rank = events.launches.select("rank", "start_ns")
-    launches = _count_before(mine, "end_ns", on_rank, ["rank"]) - _count_before(mine, "start_ns", on_rank, ["rank"])
+    numbered = reads.numbered
+    launches = _count_before(mine, "end_ns", numbered, ["rank"]) - _count_before(mine, "start_ns", numbered, ["rank"])
     middle = mine.select("idle_id", "thread", t=(pl.col("start_ns") + pl.col("end_ns")) // 2)
     return (
         _vote(mine, covers, process[IdleCause.HOST_SYNC], process[IdleCause.CAPTURE_SYNC])
@@ -323,18 +323,35 @@ class _ThreadEvents:
     #: user annotations with their name: the outermost range where no operator is recorded
     #: (an Nsight Systems export, whose operators are NVTX ranges)
     annotations: pl.DataFrame
-    #: launch calls of every thread: rank, start_ns, in time order
-    launches: pl.DataFrame
 
 
 @dataclass(frozen=True)
 class Reads:
-    """What :func:`thread_events` reads besides the run's events, read once by its caller."""
+    """What :func:`thread_events` reads besides the run's events, read once by its caller
+    (:meth:`of`): the same for every piece of time it reads (a 2 GB rank's 6 pieces each
+    numbered and sorted its million launch calls again)."""
 
     #: the runtime and driver calls (rank, tid, start_ns, end_ns, name)
     calls: pl.DataFrame
     #: the launch calls among them (:func:`launch_calls`)
     launches: pl.DataFrame
+    #: those of the launching threads: thread, next_launch (its start), in time order within a thread
+    by_thread: pl.DataFrame
+    #: every launch call of a rank numbered in time order (rank, t: its start, n: from 1), for
+    #: counting the launches before a time (:func:`_count_before`)
+    numbered: pl.DataFrame
+
+    @classmethod
+    def of(cls, calls: pl.DataFrame, launches: pl.DataFrame, threads: pl.DataFrame) -> Reads:
+        """The reads of the launching ``threads`` (rank, tid, thread) from the ``calls`` and
+        their ``launches`` (:func:`launch_calls`)."""
+        mine = on_thread(launches, threads.select("rank", "tid", "thread")).select("thread", next_launch="start_ns")
+        return cls(
+            calls=calls,
+            launches=launches,
+            by_thread=iv.sort_within(mine, ["thread"], "next_launch"),
+            numbered=_numbered(launches.select("rank", "start_ns"), ["rank"]),
+        )
 
 
 def thread_events(
@@ -360,9 +377,7 @@ def thread_events(
     ops = on_threads(run.select_slices(["cpu_op"], *cols, "name", within=within))
     scopes = on_threads(run.select_slices(["annotation", "python", "step"], *cols, "kind", "name", within=within))
     calls = on_threads(row_slices(reads.calls.select(*cols))).select("thread", *SPAN)
-    launches = reads.launches
-    mine = on_thread(launches, keys).select("thread", next_launch="start_ns")
-    ops = _launching(ops, mine)
+    ops = _launching(ops, reads.by_thread)
     long = (pl.col("end_ns") - pl.col("start_ns")) >= DISPATCH_GAP_NS
     busy = iv.union(pl.concat([ops.filter(pl.col("launching") | ~long).select("thread", *SPAN), calls]), ["thread"])
     named = scopes.filter(pl.col("name").cast(pl.String).str.contains(_NAMED)).drop("kind")
@@ -373,7 +388,6 @@ def thread_events(
         recorded=scopes.select("thread", *SPAN),
         named=named,
         annotations=scopes.filter(kind="annotation").drop("kind"),
-        launches=launches.select("rank", "start_ns"),
     )
 
 
@@ -544,13 +558,19 @@ def _overlapping(events: pl.DataFrame, gaps: pl.DataFrame) -> pl.DataFrame:
     return events.filter(inside)
 
 
-def _count_before(df: pl.DataFrame, column: str, events: pl.DataFrame, by: list[str]) -> pl.Series:
-    """For each row of ``df``, how many ``events`` of its group start before its ``column``."""
-    if df.height == 0:
-        return pl.Series("n", [], dtype=pl.Int64)
-    counted = iv.sort_within(events.select(*by, t="start_ns"), by, "t").with_columns(
+def _numbered(events: pl.DataFrame, by: list[str]) -> pl.DataFrame:
+    """``events`` (``by`` columns, start_ns) as ``by``, t (the start) and n: each event's number
+    in its group in time order, from 1 (what :func:`_count_before` counts with)."""
+    return iv.sort_within(events.select(*by, t="start_ns"), by, "t").with_columns(
         n=pl.int_range(1, pl.len() + 1, dtype=pl.Int64).over(by)
     )
+
+
+def _count_before(df: pl.DataFrame, column: str, counted: pl.DataFrame, by: list[str]) -> pl.Series:
+    """For each row of ``df``, how many events of its group start before its ``column``
+    (``counted``: the events, :func:`_numbered`)."""
+    if df.height == 0:
+        return pl.Series("n", [], dtype=pl.Int64)
     found = iv.sort_within(df.select(*by, column).with_row_index("_row"), by, column).join_asof(
         counted,
         left_on=column,
