@@ -391,22 +391,35 @@ def thread_events(
     )
 
 
+#: The most keys :func:`on_thread` looks its threads up in an array of (4 MB).
+_LOOKUP_KEYS: Final = 1 << 20
+
+
 def on_thread(df: pl.DataFrame, threads: pl.DataFrame) -> pl.DataFrame:
     """The rows of ``df`` on one of the ``threads`` (rank, tid, thread), with its ``thread`` in
-    place of their rank and tid.
+    place of their rank and tid, in ``df``'s order.
 
-    Joined on one Int64 packing the rank with the tid (``rank * width + tid - lowest``, the
-    rows of a tid beyond the threads' left out first) where the threads' tids span few enough
-    values: a join on the pair encodes both columns row by row first, three times the work
-    of the single key; else on the pair."""
+    The rank and the tid pack into one integer (``rank * width + tid - lowest``, the rows of a
+    rank or tid beyond the threads' left out first) where the threads' tids span few enough
+    values: each row's thread is then read from an array of every key's thread (the tids of
+    a process lie close together), else joined on that key; a join on the pair would encode
+    both columns row by row first (three times the work of one key). Else joined on the pair.
+    """
     low, high, top = threads.select(low=pl.col("tid").min(), high=pl.col("tid").max(), top=pl.col("rank").max()).row(0)
     if low is None or (high - low + 1) * (top + 1) >= 1 << 62 or low < -(1 << 62):
-        return df.join(threads, on=["rank", "tid"]).drop("rank", "tid")
+        return df.join(threads, on=["rank", "tid"], maintain_order="left").drop("rank", "tid")
     width = high - low + 1
     key = (pl.col("rank").cast(pl.Int64) * width + (pl.col("tid") - low)).alias("_thread_key")
+    inside = df.filter(pl.col("tid").is_between(low, high) & (pl.col("rank") <= top))  # others match none, nor overflow
+    if width * (top + 1) <= _LOOKUP_KEYS:
+        number = threads.get_column("thread")
+        table = pl.repeat(None, width * (top + 1), dtype=number.dtype, eager=True)
+        table = table.scatter(threads.select(key).to_series(), number)
+        found = table.gather(inside.select(key).to_series()).alias("thread")
+        return inside.with_columns(found).filter(pl.col("thread").is_not_null()).drop("rank", "tid")
     keyed = threads.select(key, "thread")
-    inside = pl.col("tid").is_between(low, high) & (pl.col("rank") <= top)  # others match none, nor overflow
-    return df.filter(inside).with_columns(key).join(keyed, on="_thread_key").drop("rank", "tid", "_thread_key")
+    joined = inside.with_columns(key).join(keyed, on="_thread_key", maintain_order="left")
+    return joined.drop("rank", "tid", "_thread_key")
 
 
 def _launching(ops: pl.DataFrame, launches: pl.DataFrame) -> pl.DataFrame:
