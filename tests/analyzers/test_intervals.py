@@ -271,3 +271,31 @@ def test_sweep_on_one_key_cuts_as_the_general_path(parts: list[list[tuple[int, i
     alone = iv.sweep({k: f.drop("rank") for k, f in frames.items()})
     merged = iv.sweep({k: f.with_columns(rank=pl.lit(0, pl.Int32)) for k, f in frames.items()}, ["rank"])
     assert alone.rows() == merged.drop("rank").rows()
+
+
+_POINT = st.tuples(st.integers(0, 2), st.integers(-5, 30))
+
+
+@settings(max_examples=300, deadline=None)
+@given(points=st.lists(_POINT, min_size=1, max_size=15), marks=st.lists(_POINT, min_size=1, max_size=15))
+def test_first_mark_and_marks_before_by_binary_search_as_by_hand(points: list, marks: list) -> None:
+    """Each point's first mark of its group at or after it (null where none) and how many of its
+    group's marks lie before it, in the points' own order, the marks given in any order."""
+    frame = pl.DataFrame(points, schema={"g": pl.Int64, "t": pl.Int64}, orient="row")
+    given_marks = pl.DataFrame(marks, schema={"g": pl.Int64, "m": pl.Int64}, orient="row")
+    first = iv.first_at_or_after(frame, "t", given_marks, "m", by=["g"])
+    before = iv.count_before(frame, "t", given_marks, "m", by=["g"])
+    assert first is not None and before is not None
+    mine = [([m for g2, m in marks if g2 == g], t) for g, t in points]
+    assert first.to_list() == [min((m for m in ms if m >= t), default=None) for ms, t in mine]
+    assert before.to_list() == [sum(m < t for m in ms) for ms, t in mine]
+
+
+def test_first_mark_and_marks_before_leave_what_does_not_pack_to_the_caller() -> None:
+    """No answer (None) where the groups cannot be laid end to end: no marks, a null, two keys."""
+    points = pl.DataFrame({"g": [0], "t": [1]})
+    none = pl.DataFrame(schema={"g": pl.Int64, "m": pl.Int64})
+    null = pl.DataFrame({"g": [0], "m": [None]}, schema={"g": pl.Int64, "m": pl.Int64})
+    assert iv.first_at_or_after(points, "t", none, "m", by=["g"]) is None
+    assert iv.count_before(points, "t", null, "m", by=["g"]) is None
+    assert iv.count_before(points, "t", pl.DataFrame({"g": [0], "m": [2]}), "m", by=["g", "t"]) is None

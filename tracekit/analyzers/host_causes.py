@@ -423,8 +423,15 @@ def on_thread(df: pl.DataFrame, threads: pl.DataFrame) -> pl.DataFrame:
 
 
 def _launching(ops: pl.DataFrame, launches: pl.DataFrame) -> pl.DataFrame:
-    """``ops`` with ``launching``: whether a launch call of its thread starts inside it."""
-    found = iv.sort_within(ops, ["thread"], "start_ns").join_asof(
+    """``ops`` with ``launching``: whether a launch call of its thread (``launches``: thread,
+    next_launch) starts inside it; the rows in time order within a thread. The next launch of
+    each is found by a binary search (:func:`~tracekit.analyzers.intervals.first_at_or_after`),
+    else by an as-of join."""
+    ordered = iv.sort_within(ops, ["thread"], "start_ns")
+    following = iv.first_at_or_after(ordered, "start_ns", launches, "next_launch", by=["thread"])
+    if following is not None:
+        return ordered.with_columns(launching=(following < ordered.get_column("end_ns")).fill_null(False))
+    found = ordered.join_asof(
         iv.sort_within(launches, ["thread"], "next_launch"),
         left_on="start_ns",
         right_on="next_launch",
@@ -584,6 +591,9 @@ def _count_before(df: pl.DataFrame, column: str, counted: pl.DataFrame, by: list
     (``counted``: the events, :func:`_numbered`)."""
     if df.height == 0:
         return pl.Series("n", [], dtype=pl.Int64)
+    before = iv.count_before(df, column, counted, "t", by=by)
+    if before is not None:
+        return before.alias("n")
     found = iv.sort_within(df.select(*by, column).with_row_index("_row"), by, column).join_asof(
         counted,
         left_on=column,

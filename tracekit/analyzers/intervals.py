@@ -493,6 +493,54 @@ def locate(
     )
 
 
+def _laid(
+    points: pl.DataFrame, time: str, marks: pl.DataFrame, mark: str, by: Sequence[str]
+) -> tuple[_Shift, pl.Series, pl.Series] | None:
+    """The shift laying ``points``' and ``marks``' groups end to end, the marks' shifted values in
+    order and the points' shifted times (None where the groups cannot be laid so)."""
+    shift = _shift(by, [(points, [time]), (marks, [mark])])
+    if shift is None:
+        return None
+    values = shift.shifted(marks, mark)
+    return shift, values if values.is_sorted() else values.sort(), shift.shifted(points, time)
+
+
+def first_at_or_after(
+    points: pl.DataFrame, time: str, marks: pl.DataFrame, mark: str, *, by: Sequence[str]
+) -> pl.Series | None:
+    """For each row of ``points``, in its order, the first ``mark`` of the ``marks`` of its group
+    at or after its ``time`` (null where none): a binary search on the groups laid end to end
+    (see :func:`_offset`), no join and no sort of the points. None where the groups cannot be
+    laid so (the caller joins instead)."""
+    laid = _laid(points, time, marks, mark, by)
+    if laid is None:
+        return None
+    shift, values, at = laid
+    found = values.search_sorted(at, side="left")
+    value = values.gather(found.clip(upper_bound=max(values.len() - 1, 0)))
+    # a mark of a later group lies a whole width further: its group is another
+    same = (found < values.len()) & (value // shift.width == at // shift.width)
+    first: pl.Series = pl.select(pl.when(same).then(value - shift.offsets(points))).to_series()
+    return first.alias(mark)
+
+
+def count_before(
+    points: pl.DataFrame, time: str, marks: pl.DataFrame, mark: str, *, by: Sequence[str]
+) -> pl.Series | None:
+    """For each row of ``points``, in its order, how many of the ``marks`` of its group lie
+    before its ``time``: two binary searches on the groups laid end to end (see
+    :func:`_offset`). None where the groups cannot be laid so (the caller joins instead)."""
+    laid = _laid(points, time, marks, mark, by)
+    if laid is None:
+        return None
+    shift, values, at = laid
+    group_start = shift.offsets(points) + shift.tmin  # the first value the group's marks can take
+    before: pl.Series = values.search_sorted(at, side="left").cast(pl.Int64) - values.search_sorted(
+        group_start, side="left"
+    ).cast(pl.Int64)
+    return before
+
+
 def within(df: pl.DataFrame, time: str, frames: pl.DataFrame, *, by: Sequence[str]) -> pl.Series:
     """Whether the ``time`` of each row of ``df`` lies in one of the ``frames`` of its group
     (non-overlapping intervals per group, ``by + [start_ns, end_ns]``): the rows
