@@ -333,9 +333,8 @@ class Reads:
 
     #: the runtime and driver calls (rank, tid, start_ns, end_ns, name)
     calls: pl.DataFrame
-    #: the launch calls among them (:func:`launch_calls`)
-    launches: pl.DataFrame
-    #: those of the launching threads: thread, next_launch (its start), in time order within a thread
+    #: the launch calls (:func:`launch_calls`) of the launching threads: thread, next_launch
+    #: (its start), in time order within a thread
     by_thread: pl.DataFrame
     #: every launch call of a rank numbered in time order (rank, t: its start, n: from 1), for
     #: counting the launches before a time (:func:`_count_before`)
@@ -348,7 +347,6 @@ class Reads:
         mine = on_thread(launches, threads.select("rank", "tid", "thread")).select("thread", next_launch="start_ns")
         return cls(
             calls=calls,
-            launches=launches,
             by_thread=iv.sort_within(mine, ["thread"], "next_launch"),
             numbered=_numbered(launches.select("rank", "start_ns"), ["rank"]),
         )
