@@ -87,6 +87,7 @@ import polars as pl
 
 from tracekit.analyzers import intervals as iv
 from tracekit.analyzers.host_causes import QUEUED, late_causes, launch_calls
+from tracekit.analyzers.keys import CORRELATION_KEY, CORRELATION_LIMIT
 from tracekit.results.vocab import IdleCause
 
 if TYPE_CHECKING:
@@ -431,12 +432,8 @@ def _keys(gaps: pl.DataFrame, *frames: pl.DataFrame) -> tuple[pl.Expr, pl.Expr, 
     return (
         rank * width + (pl.col("end_ns") - low),
         rank * width + (pl.col("start_ns") - low),
-        rank * _PACK + pl.col("correlation"),
+        CORRELATION_KEY,
     )
-
-
-#: Correlation ids below this pack with the rank into one integer key.
-_PACK: Final = 1 << 40
 
 
 def _launches_of(calls: pl.DataFrame, work: pl.DataFrame) -> pl.DataFrame:
@@ -444,10 +441,9 @@ def _launches_of(calls: pl.DataFrame, work: pl.DataFrame) -> pl.DataFrame:
     correlation, tid, launch_ns, launch_end_ns (an id launched twice: both).
     Matched on one integer packing the rank and the id (a lookup on one column costs a third
     of one on two); ids that do not pack (negative, or beyond 2**40) are not linked."""
-    packs = pl.col("correlation").is_between(0, _PACK - 1)
-    key = pl.col("rank").cast(pl.Int64) * _PACK + pl.col("correlation")
-    wanted = work.filter(packs).select(key.unique()).to_series().implode()
-    return calls.filter(packs & key.is_in(wanted)).select(
+    fits = pl.col("correlation").is_between(0, CORRELATION_LIMIT - 1)
+    wanted = work.filter(fits).select(CORRELATION_KEY.unique()).to_series().implode()
+    return calls.filter(fits & CORRELATION_KEY.is_in(wanted)).select(
         "rank",
         "correlation",
         "tid",

@@ -14,12 +14,13 @@ A registered section without a field of its own: this module, its result Structs
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING
 
 import polars as pl
 
 from tracekit.analyzers import intervals as iv
 from tracekit.analyzers.convert import rows
+from tracekit.analyzers.keys import CORRELATION_KEY, packs
 from tracekit.analyzers.parts import Parts, table
 from tracekit.results.launches import LaunchRank, LaunchStats
 
@@ -70,21 +71,17 @@ def launches_map(ctx: RankContext) -> LaunchParts:
     )
 
 
-#: Correlation ids below this pack with the rank into one Int64 key (:func:`_with_calls`).
-_PACK: Final = 1 << 40
-
-
 def _with_calls(located: pl.DataFrame, kernels: pl.DataFrame, calls: pl.DataFrame) -> pl.DataFrame:
     """``located`` (kernels) with ``call_ns``: that of the first of the ``calls`` (rank,
     correlation, call_ns, in event order) with its rank and correlation id (null where none).
 
     Only the calls of ``kernels`` are kept, before the first of each id is. On one Int64 key
-    packing the rank with the id (``rank * 2**40 + id``) where every id of the shard packs:
+    packing the rank with the id (:mod:`tracekit.analyzers.keys`) where every id of the shard packs:
     hashing the two columns as a pair encodes them into one binary key first (a 2 GB rank's
     1.8M calls and 0.6M kernels: +90 to +145 MB in each of the unique, the semi-join and the
     join); else on the pair."""
-    if _packs(kernels) and _packs(calls):
-        key = (pl.col("rank").cast(pl.Int64) * _PACK + pl.col("correlation")).alias("_key")
+    if packs(kernels, calls):
+        key = CORRELATION_KEY.alias("_key")
         wanted = kernels.select(key).get_column("_key").unique().implode()
         first = calls.filter(key.is_in(wanted)).select(key, "call_ns").unique("_key", keep="first")
         return located.with_columns(key).join(first, on="_key", how="left").drop("_key")
@@ -93,12 +90,6 @@ def _with_calls(located: pl.DataFrame, kernels: pl.DataFrame, calls: pl.DataFram
         ["rank", "correlation"], keep="first"
     )
     return located.join(first, on=["rank", "correlation"], how="left")
-
-
-def _packs(df: pl.DataFrame) -> bool:
-    """Whether every correlation id of ``df`` packs with its rank into one key (0 <= id < 2**40)."""
-    low, high = df.select(low=pl.col("correlation").min(), high=pl.col("correlation").max()).row(0)
-    return low is None or (low >= 0 and high < _PACK)
 
 
 def _per_rank(kernels: pl.DataFrame) -> pl.DataFrame:

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Final
 import polars as pl
 
 from tracekit.analyzers import intervals as iv
+from tracekit.analyzers.keys import CORRELATION_KEY, packs
 from tracekit.analyzers.stats import summary_exprs
 from tracekit.analyzers.step_inference import host_steps
 from tracekit.analyzers.warmup import flag_warmup, step_filter
@@ -117,10 +118,6 @@ def gpu_activity(run: Run) -> pl.DataFrame:
     return _link(activity, launches).with_columns(pl.col("launch_ns").fill_null(pl.col("start_ns")))
 
 
-#: Correlation ids below this pack with the rank into one join key.
-_CORRELATION_LIMIT: Final = 1 << 40
-
-
 def _link(activity: pl.DataFrame, launches: pl.DataFrame) -> pl.DataFrame:
     """``activity`` with the launch (rank, correlation) of each row: launch_ns, launch_pid.
 
@@ -128,14 +125,11 @@ def _link(activity: pl.DataFrame, launches: pl.DataFrame) -> pl.DataFrame:
     two columns costs twice as much), and skips grouping the launches by id unless some id
     was launched more than once (then the earliest launch counts).
     """
-    both = pl.concat([activity.select("correlation"), launches.select("correlation")])
-    low, high = both.select(pl.col("correlation").min().alias("a"), pl.col("correlation").max().alias("b")).row(0)
-    packs = low is None or (low >= 0 and high < _CORRELATION_LIMIT)
-    keys = ["_key"] if packs else ["rank", "correlation"]
+    one = packs(activity, launches)
+    keys = ["_key"] if one else ["rank", "correlation"]
 
     def keyed(df: pl.DataFrame) -> pl.DataFrame:
-        key = pl.col("rank").cast(pl.Int64) * _CORRELATION_LIMIT + pl.col("correlation")
-        return df.with_columns(key.alias("_key")) if packs else df
+        return df.with_columns(CORRELATION_KEY.alias("_key")) if one else df
 
     right = keyed(launches).select(*keys, "launch_ns", "launch_pid")
     joined = keyed(activity).join(right, on=keys, how="left")
