@@ -51,20 +51,23 @@ def test_the_loader_ceiling_against_training(tmp_path: Path) -> None:
 
 
 def test_workers_make_two_modes_and_a_failing_rank_is_named(tmp_path: Path) -> None:
-    # two workers, 40 ms a sample, 4 a batch: each worker makes a batch in ~160 ms, the two at once, one
-    # lagging the other by a stagger s (their start, then drift: every sleep's wake-up is late by a
-    # random amount on a loaded machine, and the lateness adds up). The loop (faster than both) waits s
-    # for one worker's batch and 160 - s for the other's: two modes while s stays well under half a
-    # batch. Hence few, long sleeps: at 5 ms x 16 samples (80 ms a batch, 16 wake-ups) s was seen from
-    # 5 to 20 ms at the start and drifting, and a CI run on a loaded machine read one mode
+    # two workers, a batch of one sample that takes 160 ms. The loop (faster than both) waits for the
+    # next batch in order: a worker's in step with the other's, it waits ~160 ms for one and finds the
+    # other ready (two modes); a worker's half a batch behind, it waits ~80 ms for each (one mode). With
+    # plain sleeps how far behind is chance: the second worker's start (80 ms late in one CI run beside
+    # the other tests) and every sleep's wake-up, late by a random amount on a loaded machine, adding
+    # up. loader_in_step ends every sleep on a tick of the one monotonic clock, as identical workers on
+    # an idle machine keep step: the workers are then a whole number of batches apart and each tick
+    # hands the loop one batch it waited for and one ready
     out = tmp_path / "w"
     args = [
         "--out_dir",
         out,
         *SHORT,
         "--num_workers=2",
-        "--workload_args.loader_delay_ms=40",
-        "--batch_size=4",
+        "--workload_args.loader_delay_ms=160",
+        "--workload_args.loader_in_step=true",
+        "--batch_size=1",
         "--batches=16",
     ]
     result = tracekit("dataloader", *args, "--md", tmp_path / "w.md")
@@ -75,7 +78,7 @@ def test_workers_make_two_modes_and_a_failing_rank_is_named(tmp_path: Path) -> N
     for r in probe.per_rank:
         assert r.modes is not None, r.fetch_ns
         assert r.modes.fast_median_ns < r.modes.split_ns < r.modes.slow_median_ns
-        assert 80e6 < r.modes.slow_median_ns < 320e6  # the wait for a worker's batch (160 ms - s)
+        assert 80e6 < r.modes.slow_median_ns < 320e6  # the wait for a tick's first batch (160 ms)
         assert 0.3 <= r.modes.fast_share <= 0.7
     assert "% slow (" in (tmp_path / "w.md").read_text()
 

@@ -6,6 +6,10 @@ names a user's factory; ``mlp`` and ``transformer`` are built in, each with knob
 inject a real bottleneck:
 
 * ``loader_delay_ms``: every ``__getitem__`` sleeps (data-bound);
+* ``loader_in_step``: each of those sleeps ends on a tick of one clock every worker reads (a
+  multiple of ``loader_delay_ms`` on the monotonic clock), so identical workers stay in step as
+  they do on an idle machine; plain sleeps each wake late by a random amount on a loaded one, and
+  two workers drift apart by the sum (the fetch pattern of workers in step is then not the run's);
 * ``straggler_rank`` + ``straggler_delay_ms``: that rank's forward sleeps (a straggler);
 * ``comm_heavy``: many parameters and little compute (comms-bound): the ``mlp`` gets
   ~21.5M parameters (6 layers of 2048), the ``transformer`` a 32k vocabulary;
@@ -75,16 +79,25 @@ class Workload:
 class _SyntheticDataset:
     """Deterministic random (input, target) pairs; optionally slow."""
 
-    def __init__(self, size: int, make: Callable[[int], tuple[Any, Any]], delay_ms: float = 0.0) -> None:
-        self.size, self.make, self.delay_s = size, make, delay_ms / 1000.0
+    def __init__(
+        self, size: int, make: Callable[[int], tuple[Any, Any]], delay_ms: float = 0.0, *, in_step: bool = False
+    ) -> None:
+        self.size, self.make, self.delay_s, self.in_step = size, make, delay_ms / 1000.0, in_step
 
     def __len__(self) -> int:
         return self.size
 
     def __getitem__(self, index: int) -> tuple[Any, Any]:
         if self.delay_s:
-            time.sleep(self.delay_s)
+            time.sleep(tick_sleep(time.monotonic(), self.delay_s) if self.in_step else self.delay_s)
         return self.make(index)
+
+
+def tick_sleep(now: float, tick: float) -> float:
+    """How long to sleep from ``now`` to end on the tick (a multiple of ``tick``) nearest one
+    ``tick`` later: exactly ``tick`` when ``now`` is a tick woken late by less than half of one,
+    so back-to-back sleeps keep to the ticks instead of adding up their lateness."""
+    return round(now / tick + 1) * tick - now
 
 
 @dataclass(frozen=True)
@@ -93,6 +106,7 @@ class Faults:
     injecting a real bottleneck: see the module's list. An unknown one is a TypeError naming it."""
 
     loader_delay_ms: float = 0.0
+    loader_in_step: bool = False
     straggler_rank: int | None = None
     straggler_delay_ms: float = 0.0
     comm_heavy: bool = False
@@ -188,7 +202,7 @@ def mlp(
         model=model,
         optimizer=_optimizer(f.optimizer, model, ctx.learning_rate),
         loss_fn=torch.nn.functional.cross_entropy,
-        dataset=_SyntheticDataset(samples, make, f.loader_delay_ms),
+        dataset=_SyntheticDataset(samples, make, f.loader_delay_ms, in_step=f.loader_in_step),
     )
 
 
@@ -240,7 +254,7 @@ def transformer(
         model=model,
         optimizer=_optimizer(f.optimizer, model, ctx.learning_rate),
         loss_fn=loss_fn,
-        dataset=_SyntheticDataset(samples, make, f.loader_delay_ms),
+        dataset=_SyntheticDataset(samples, make, f.loader_delay_ms, in_step=f.loader_in_step),
     )
 
 
