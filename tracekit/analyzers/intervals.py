@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING, NamedTuple
 import numpy as np
 import polars as pl
 
+from tracekit.model.frames import columns, kept, taken
+
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
@@ -23,11 +25,22 @@ def _grouped(df: pl.DataFrame, by: Sequence[str]) -> tuple[pl.DataFrame, list[st
     """``df`` with at least one grouping column (a constant one when ``by`` is empty)."""
     if by:
         return df, list(by)
-    return df.with_columns(pl.lit(0, dtype=pl.Int8).alias(_KEY)), [_KEY]
+    return df.hstack([pl.zeros(df.height, pl.Int8, eager=True).alias(_KEY)]), [_KEY]
 
 
 def _ungrouped(df: pl.DataFrame, by: Sequence[str]) -> pl.DataFrame:
-    return df if by else df.drop(_KEY)
+    return df if by else columns(df, *(c for c in df.columns if c != _KEY))
+
+
+def _spans(df: pl.DataFrame, by: Sequence[str], *, empty: bool) -> pl.DataFrame:
+    """``by + [start_ns, end_ns]`` of the rows of ``df`` whose end is after their start (at or
+    after it with ``empty``); a row with a null time is left out. Column by column where the
+    times are numbers (:mod:`tracekit.model.frames`: no query)."""
+    spans = columns(df, *by, START, END)
+    start, end = spans.get_column(START), spans.get_column(END)
+    if not (start.dtype.is_numeric() and end.dtype.is_numeric()):
+        return spans.filter(pl.col(END) >= pl.col(START) if empty else pl.col(END) > pl.col(START))
+    return kept(spans, end >= start if empty else end > start)
 
 
 class _Shift(NamedTuple):
@@ -75,11 +88,11 @@ def _shift(keys: Sequence[str], frames: Sequence[tuple[pl.DataFrame, Sequence[st
     if len(keys) != 1:
         return None
     key, groups, times = keys[0], [], []
-    for df, columns in frames:
+    for df, timed in frames:
         schema = df.schema
-        if df.height == 0 or any(not schema[c].is_integer() for c in (key, *columns)):
+        if df.height == 0 or any(not schema[c].is_integer() for c in (key, *timed)):
             return None
-        series = [df.get_column(c) for c in (key, *columns)]
+        series = [df.get_column(c) for c in (key, *timed)]
         if any(s.null_count() for s in series):
             return None
         groups.append(_extent(series[0]))
@@ -125,7 +138,7 @@ def union(df: pl.DataFrame, by: Sequence[str] = ()) -> pl.DataFrame:
 
     Returns ``by + [start_ns, end_ns]``, disjoint and sorted. Empty intervals are dropped.
     """
-    df, keys = _grouped(df.filter(pl.col(END) > pl.col(START)).select(*by, START, END), by)
+    df, keys = _grouped(_spans(df, by, empty=False), by)
     # an island (a merged interval) starts where a start lies beyond every earlier end of
     # its group and ends at the running maximum of ends on its last row; rows are sorted
     # by group, so filters keep islands in order and starts line up with ends
@@ -189,7 +202,7 @@ def sweep(parts: Mapping[str, pl.DataFrame], by: Sequence[str] = ()) -> pl.DataF
     each interval, passes unions (:func:`union`), which are often much smaller.
     """
     labels = list(parts)
-    framed = [_grouped(f.filter(pl.col(END) >= pl.col(START)).select(*by, START, END), by) for f in parts.values()]
+    framed = [_grouped(_spans(f, by, empty=True), by) for f in parts.values()]
     held = [(f, keys) for f, keys in framed if f.height]
     typed = all(all(f.schema[c].is_integer() for c in (*keys, START, END)) for f, keys in framed)
     shift = _shift(held[0][1], [(f, [START, END]) for f, _ in held]) if held and typed else None
@@ -224,7 +237,7 @@ def _sweep_flat(frames: list[pl.DataFrame], labels: list[str], shift: _Shift) ->
     laid end to end by ``shift``, in NumPy (no query, as :func:`_union_flat`): every start and
     end in time order, each label's depth a running sum; a segment runs from one point to the
     next of its group, and the points of one time leave the flags of the last of them."""
-    keys = pl.concat([f.select(shift.key) for f in frames for _ in (0, 1)], how="vertical_relaxed").to_series()
+    keys = pl.concat([columns(f, shift.key) for f in frames for _ in (0, 1)], how="vertical_relaxed").to_series()
     at = np.concatenate([shift.shifted(f, c).to_numpy() for f in frames for c in (START, END)])
     off = np.concatenate([shift.offsets(f).to_numpy() for f in frames for _ in (0, 1)])
     code = np.concatenate([np.full(2 * f.height, i, dtype=np.int16) for i, f in enumerate(frames)])
@@ -239,7 +252,8 @@ def _sweep_flat(frames: list[pl.DataFrame], labels: list[str], shift: _Shift) ->
     flags = {name: (np.cumsum(np.where(code == i, step, 0)) > 0)[cut] for i, name in enumerate(labels)}
     # the times in the type the points' column had (every start and end, relaxed to one)
     time = pl.concat(
-        [f.head(0).select(pl.col(c).alias(START)) for f in frames for c in (START, END)], how="vertical_relaxed"
+        [f.get_column(c).head(0).alias(START).to_frame() for f in frames for c in (START, END)],
+        how="vertical_relaxed",
     )
     return pl.DataFrame(
         [
@@ -260,7 +274,7 @@ def covered(df: pl.DataFrame, cover: pl.DataFrame, by: Sequence[str] = ()) -> pl
     """
     if df.height == 0:
         return pl.Series("covered_ns", [], dtype=pl.Int64)
-    rows, keys = _grouped(df.select(*by, START, END), by)
+    rows, keys = _grouped(columns(df, *by, START, END), by)
     merged, _ = _grouped(union(cover, by), by)
     if len(keys) > 1 or not rows.schema[keys[0]].is_integer():
         # one dense integer id per group, shared by both frames
@@ -315,10 +329,10 @@ def covered_first(df: pl.DataFrame, covers: Sequence[pl.DataFrame], by: Sequence
     if df.height == 0 or not covers:
         return [pl.Series("covered_ns", [], dtype=pl.Int64) for _ in covers]
     labels = [f"_{i}" for i in range(len(covers))]
-    cut = sweep(dict(zip(labels, (c.select(*by, START, END) for c in covers), strict=True)), by)
+    cut = sweep(dict(zip(labels, (columns(c, *by, START, END) for c in covers), strict=True)), by)
     first = pl.coalesce([pl.when(pl.col(name)).then(pl.lit(i, dtype=pl.Int16)) for i, name in enumerate(labels)])
     pieces = cut.select(*by, START, END, first.alias("_first")).filter(pl.col("_first").is_not_null())
-    rows, keys = _grouped(df.select(*by, START, END), by)
+    rows, keys = _grouped(columns(df, *by, START, END), by)
     pieces, _ = _grouped(pieces, by)
     offset = None
     if len(keys) == 1 and rows.schema[keys[0]].is_integer() and pieces.height:
@@ -360,8 +374,8 @@ def subtract(a: pl.DataFrame, b: pl.DataFrame, by: Sequence[str] = ()) -> pl.Dat
 
 
 def _combine(a: pl.DataFrame, b: pl.DataFrame, by: Sequence[str], keep: pl.Expr) -> pl.DataFrame:
-    cut = sweep({"a": a.select(*by, START, END), "b": b.select(*by, START, END)}, by).filter(keep)
-    return union(cut.select(*by, START, END), by)
+    cut = sweep({"a": columns(a, *by, START, END), "b": columns(b, *by, START, END)}, by).filter(keep)
+    return union(columns(cut, *by, START, END), by)
 
 
 def gaps(df: pl.DataFrame, by: Sequence[str] = (), window: pl.DataFrame | None = None) -> pl.DataFrame:
@@ -426,8 +440,7 @@ def outermost(df: pl.DataFrame, keys: Sequence[str], *, first_of_equal: bool = F
     del start, reach
     if twin is not None:  # a twin leaves the running maximum as it was: the others' test holds
         keep &= ~twin.fill_null(False)
-    kept: pl.DataFrame = df[at.filter(keep)]
-    return kept
+    return taken(df, at.filter(keep))
 
 
 def _outermost_by_window(
@@ -458,7 +471,13 @@ def locate(
     their group; ``in_time_order=False`` keeps ``df``'s own order (no sort: for a caller that
     only groups them).
     """
-    right = frames.select(*by, *keep, pl.col(START).alias("frame_start_ns"), pl.col(END).alias("frame_end_ns"))
+    right = pl.DataFrame(
+        [
+            *(frames.get_column(c) for c in (*by, *keep)),
+            frames.get_column(START).alias("frame_start_ns"),
+            frames.get_column(END).alias("frame_end_ns"),
+        ]
+    )
     shift = _shift(by, [(df, [time]), (right, ["frame_start_ns", "frame_end_ns"])])
     if shift is not None:
         # groups laid end to end (see ``_offset``): each point's frame is the last to start at
@@ -470,12 +489,12 @@ def locate(
         ends = shift.shifted(right, "frame_end_ns")
         if not starts.is_sorted():
             order = starts.arg_sort()
-            right, starts, ends = right[order], starts.gather(order), ends.gather(order)
+            right, starts, ends = taken(right, order), starts.gather(order), ends.gather(order)
         found = starts.search_sorted(at, side="right").cast(pl.Int64) - 1
         safe = found.clip(lower_bound=0)
         inside = (found >= 0) & (at < ends.gather(safe))
         frame = safe.filter(inside)
-        points = df.filter(inside).hstack(right.select(*keep, "frame_end_ns")[frame].get_columns())
+        points = kept(df, inside).hstack(taken(columns(right, *keep, "frame_end_ns"), frame).get_columns())
         at = at.filter(inside)
         return points if not in_time_order or at.is_sorted() else points.sort(at)
     return (
@@ -545,7 +564,7 @@ def within(df: pl.DataFrame, time: str, frames: pl.DataFrame, *, by: Sequence[st
     """Whether the ``time`` of each row of ``df`` lies in one of the ``frames`` of its group
     (non-overlapping intervals per group, ``by + [start_ns, end_ns]``): the rows
     :func:`locate` keeps, as a mask in ``df``'s order, with no copy of ``df``."""
-    right = frames.select(*by, START, END)
+    right = columns(frames, *by, START, END)
     shift = _shift(by, [(df, [time]), (right, [START, END])])
     if shift is None:
         found = locate(df.select(*by, time).with_row_index("_row"), time, right, by=by, keep=[])
