@@ -55,14 +55,16 @@ the events, not the gaps times the events.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, cast
 
+import numpy as np
 import polars as pl
 
 from tracekit.analyzers import intervals as iv
 from tracekit.analyzers.dataloader import FETCH_PATTERN
 from tracekit.analyzers.syncs import capture_calls, user_calls
 from tracekit.analyzers.timeline import with_peers
+from tracekit.model.frames import columns, kept
 from tracekit.model.run import row_slices
 from tracekit.model.taxonomy import ONE_TIME_CALLS, ONE_TIME_RANGES
 from tracekit.results.vocab import IdleCause
@@ -403,21 +405,31 @@ def on_thread(df: pl.DataFrame, threads: pl.DataFrame) -> pl.DataFrame:
     a process lie close together), else joined on that key; a join on the pair would encode
     both columns row by row first (three times the work of one key). Else joined on the pair.
     """
-    low, high, top = threads.select(low=pl.col("tid").min(), high=pl.col("tid").max(), top=pl.col("rank").max()).row(0)
-    if low is None or (high - low + 1) * (top + 1) >= 1 << 62 or low < -(1 << 62):
+    tids, ranks, number = (threads.get_column(c) for c in ("tid", "rank", "thread"))
+    if threads.height == 0 or tids.null_count() or ranks.null_count():
+        return df.join(threads, on=["rank", "tid"], maintain_order="left").drop("rank", "tid")
+    low, high, top = (cast("int", x) for x in (tids.min(), tids.max(), ranks.max()))
+    if (high - low + 1) * (top + 1) >= 1 << 62 or low < -(1 << 62):
         return df.join(threads, on=["rank", "tid"], maintain_order="left").drop("rank", "tid")
     width = high - low + 1
-    key = (pl.col("rank").cast(pl.Int64) * width + (pl.col("tid") - low)).alias("_thread_key")
-    inside = df.filter(pl.col("tid").is_between(low, high) & (pl.col("rank") <= top))  # others match none, nor overflow
+
+    def key(rank: pl.Series, tid: pl.Series) -> pl.Series:
+        packed: pl.Series = rank.cast(pl.Int64) * width + (tid.cast(pl.Int64) - low)
+        return packed.alias("_thread_key")
+
+    # the rows of another rank or tid match none, nor overflow (column by column: no query)
+    tid, rank = df.get_column("tid"), df.get_column("rank")
+    inside = kept(df, (tid >= low) & (tid <= high) & (rank >= 0) & (rank <= top))
+    rest = columns(inside, *(c for c in inside.columns if c not in ("rank", "tid")))
+    keys = key(inside.get_column("rank"), inside.get_column("tid"))
     if width * (top + 1) <= _LOOKUP_KEYS:
-        number = threads.get_column("thread")
-        table = pl.repeat(None, width * (top + 1), dtype=number.dtype, eager=True)
-        table = table.scatter(threads.select(key).to_series(), number)
-        found = table.gather(inside.select(key).to_series()).alias("thread")
-        return inside.with_columns(found).filter(pl.col("thread").is_not_null()).drop("rank", "tid")
-    keyed = threads.select(key, "thread")
-    joined = inside.with_columns(key).join(keyed, on="_thread_key", maintain_order="left")
-    return joined.drop("rank", "tid", "_thread_key")
+        table = np.full(width * (top + 1), -1, dtype=np.int64)
+        table[key(ranks, tids).to_numpy()] = number.cast(pl.Int64).to_numpy()
+        found = table[keys.to_numpy()]
+        hit = found >= 0
+        return kept(rest, pl.Series(hit)).hstack([pl.Series("thread", found[hit]).cast(number.dtype)])
+    joined = rest.hstack([keys]).join(pl.DataFrame([key(ranks, tids), number]), on="_thread_key", maintain_order="left")
+    return joined.drop("_thread_key")
 
 
 def _launching(ops: pl.DataFrame, launches: pl.DataFrame) -> pl.DataFrame:
@@ -557,23 +569,24 @@ def _overlapping(events: pl.DataFrame, gaps: pl.DataFrame) -> pl.DataFrame:
 
     The gaps are laid end to end on one integer packing the rank with the time (rank * width
     + offset, sorted); each event's gap is the first to end after it starts, found by a binary
-    search: no join, and only the events kept are copied.
+    search, in NumPy: no join and no query, and only the events kept are copied. A row with a
+    null rank or time overlaps nothing.
     """
+    cols = ("rank", "start_ns", "end_ns")
+    events, gaps = (
+        f.drop_nulls(cols) if any(f.get_column(c).null_count() for c in cols) else f for f in (events, gaps)
+    )
     if events.height == 0 or gaps.height == 0:
         return events.clear()
-    bounds = [f.select(low=pl.col("start_ns").min(), high=pl.col("end_ns").max()) for f in (events, gaps)]
-    low, high = pl.concat(bounds).select(pl.col("low").min(), pl.col("high").max()).row(0)
-    width = high - low + 1
-    key = pl.col("rank").cast(pl.Int64) * width - low
-    ends = gaps.select(key + pl.col("end_ns")).to_series()
-    found = ends.search_sorted(events.select(key + pl.col("start_ns")).to_series(), side="right")
-    gap = found.clip(upper_bound=gaps.height - 1)
-    inside = (
-        (found < gaps.height)
-        & (gaps.get_column("rank").gather(gap) == events.get_column("rank"))
-        & (gaps.get_column("start_ns").gather(gap) < events.get_column("end_ns"))
-    )
-    return events.filter(inside)
+    (er, es, ee), (gr, gs, ge) = ([f.get_column(c) for c in cols] for f in (events, gaps))
+    low = min(cast("int", es.min()), cast("int", gs.min()))
+    width = max(cast("int", ee.max()), cast("int", ge.max())) - low + 1
+    event_rank, gap_rank = er.cast(pl.Int64).to_numpy(), gr.cast(pl.Int64).to_numpy()
+    ends = gap_rank * width - low + ge.cast(pl.Int64).to_numpy()
+    found = np.searchsorted(ends, event_rank * width - low + es.cast(pl.Int64).to_numpy(), side="right")
+    gap = np.minimum(found, gaps.height - 1)
+    inside = (found < gaps.height) & (gap_rank[gap] == event_rank) & (gs.to_numpy()[gap] < ee.to_numpy())
+    return kept(events, pl.Series(inside))
 
 
 def _numbered(events: pl.DataFrame, by: list[str]) -> pl.DataFrame:

@@ -175,7 +175,7 @@ def _union_flat(df: pl.DataFrame, shift: _Shift) -> pl.DataFrame:
     rows = first if order is None else order[first]
     return pl.DataFrame(
         [
-            df.get_column(shift.key).gather(rows),
+            df.get_column(shift.key)[rows],
             pl.Series(START, starts[first] - off[first]).cast(df.schema[START]),
             pl.Series(END, reach[last] - off[last]),
         ]
@@ -244,7 +244,7 @@ def _sweep_flat(frames: list[pl.DataFrame], labels: list[str], shift: _Shift) ->
     step = np.concatenate([np.repeat(np.array([1, -1], dtype=np.int8), f.height) for f in frames])
     order = np.argsort(at, kind="stable")
     at, off, code, step = at[order], off[order], code[order], step[order]
-    key = keys.gather(order)
+    key = keys[order]
     following = np.append(at[1:], at[-1])
     groups = key.to_numpy()
     same = np.append(groups[1:] == groups[:-1], False)
@@ -419,10 +419,10 @@ def outermost(df: pl.DataFrame, keys: Sequence[str], *, first_of_equal: bool = F
     at = df.select(pl.arg_sort_by(order, descending=descending, maintain_order=True)).to_series()
     first = pl.Series([True]).extend_constant(False, df.height - 1)  # the first row of its group
     for key in keys:
-        values = df.get_column(key).gather(at)
+        values = df.get_column(key)[at]
         first |= values != values.shift(1, fill_value=values[0])
         del values
-    start, end = df.get_column(START).gather(at), df.get_column(END).gather(at)
+    start, end = df.get_column(START)[at], df.get_column(END)[at]
     tmin, tmax = min(_extent(start)[0], _extent(end)[0]), max(_extent(start)[1], _extent(end)[1])
     width = tmax - tmin + 1
     if (int(first.sum()) + 1) * width >= 1 << 62:
@@ -489,10 +489,10 @@ def locate(
         ends = shift.shifted(right, "frame_end_ns")
         if not starts.is_sorted():
             order = starts.arg_sort()
-            right, starts, ends = taken(right, order), starts.gather(order), ends.gather(order)
+            right, starts, ends = taken(right, order), starts[order], ends[order]
         found = starts.search_sorted(at, side="right").cast(pl.Int64) - 1
         safe = found.clip(lower_bound=0)
-        inside = (found >= 0) & (at < ends.gather(safe))
+        inside = (found >= 0) & (at < ends[safe])
         frame = safe.filter(inside)
         points = kept(df, inside).hstack(taken(columns(right, *keep, "frame_end_ns"), frame).get_columns())
         at = at.filter(inside)
@@ -536,7 +536,7 @@ def first_at_or_after(
         return None
     shift, values, at = laid
     found = values.search_sorted(at, side="left")
-    value = values.gather(found.clip(upper_bound=max(values.len() - 1, 0)))
+    value = values[found.clip(upper_bound=max(values.len() - 1, 0))]
     # a mark of a later group lies a whole width further: its group is another
     same = (found < values.len()) & (value // shift.width == at // shift.width)
     first: pl.Series = pl.select(pl.when(same).then(value - shift.offsets(points))).to_series()
@@ -573,9 +573,9 @@ def within(df: pl.DataFrame, time: str, frames: pl.DataFrame, *, by: Sequence[st
     starts, ends = shift.shifted(right, START), shift.shifted(right, END)
     if not starts.is_sorted():
         order = starts.arg_sort()
-        starts, ends = starts.gather(order), ends.gather(order)
+        starts, ends = starts[order], ends[order]
     at = shift.shifted(df, time)
     frame = starts.search_sorted(at, side="right").cast(pl.Int64) - 1
     del starts
-    inside: pl.Series = (frame >= 0) & (at < ends.gather(frame.clip(lower_bound=0)))
+    inside: pl.Series = (frame >= 0) & (at < ends[frame.clip(lower_bound=0)])
     return inside.alias(time)

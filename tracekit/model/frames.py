@@ -5,6 +5,9 @@ it and runs it: about 50 to 200 us before any work, whatever the frame's size. A
 125 MB rank makes some 1,700 of them, most on frames of a few hundred rows, where that fixed
 cost is the whole cost. Picking columns by name and filtering or gathering each column of a
 frame run no query (a few us): what these do, with the results of the operations they replace.
+Some methods of a series run a query as well (polars implements them as expressions on a frame
+of one column: ``gather``, ``clip``, ``shift``, ``is_null``...): indexing a series with
+integers (``s[rows]``) gathers without one.
 """
 
 from __future__ import annotations
@@ -34,4 +37,4 @@ def taken(df: pl.DataFrame, rows: pl.Series) -> pl.DataFrame:
     """The rows of ``df`` at the indices ``rows``, in their order: ``df[rows]`` without a query."""
     if df.width == 0:
         return df
-    return pl.DataFrame([column.gather(rows) for column in df.get_columns()])
+    return pl.DataFrame([column[rows] for column in df.get_columns()])  # Series.gather runs a query
