@@ -105,6 +105,11 @@ def _shift(keys: Sequence[str], frames: Sequence[tuple[pl.DataFrame, Sequence[st
     return _Shift(key, kmin, width, tmin)
 
 
+def _ascending(values: np.ndarray) -> bool:
+    """Whether ``values`` never decrease."""
+    return bool(values.size < 2 or (values[1:] >= values[:-1]).all())
+
+
 def _extent(series: pl.Series) -> tuple[int, int]:
     """The least and the greatest value of an integer series with values and no nulls."""
     low, high = series.min(), series.max()
@@ -490,13 +495,15 @@ def locate(
         if not starts.is_sorted():
             order = starts.arg_sort()
             right, starts, ends = taken(right, order), starts[order], ends[order]
-        found = starts.search_sorted(at, side="right").cast(pl.Int64) - 1
-        safe = found.clip(lower_bound=0)
-        inside = (found >= 0) & (at < ends[safe])
-        frame = safe.filter(inside)
-        points = kept(df, inside).hstack(taken(columns(right, *keep, "frame_end_ns"), frame).get_columns())
-        at = at.filter(inside)
-        return points if not in_time_order or at.is_sorted() else points.sort(at)
+        # in NumPy: Series.search_sorted and clip each run a query
+        points_at = at.to_numpy()
+        found = np.searchsorted(starts.to_numpy(), points_at, side="right") - 1
+        safe = np.maximum(found, 0)
+        inside = (found >= 0) & (points_at < ends.to_numpy()[safe])
+        frame = pl.Series(safe[inside])
+        points = kept(df, pl.Series(inside)).hstack(taken(columns(right, *keep, "frame_end_ns"), frame).get_columns())
+        kept_at = points_at[inside]
+        return points if not in_time_order or _ascending(kept_at) else points.sort(pl.Series(kept_at))
     return (
         sort_within(df, by, time)
         .join_asof(
