@@ -15,6 +15,7 @@ chunk with msgspec, as does ``TRACEKIT_NATIVE=0``.
 
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING, Any, Final
 
 import numpy as np
@@ -79,19 +80,16 @@ def _decode(text: Text) -> tuple[pl.DataFrame, pl.DataFrame | None] | None:
     categorical = strings.cast(pl.Categorical)
     by_code = dict(zip(_STRINGS, codes, strict=True))
     columns = {"instant": owned(pl.Series("instant", np.frombuffer(instant, dtype=np.bool_)))}
-    columns |= {name: categorical.gather(_codes(by_code[name])).alias(name) for name in _CATEGORICAL}
+    columns |= {name: categorical[_codes(by_code[name])].alias(name) for name in _CATEGORICAL}
     columns |= {name: _column(name, pair, np.float64) for name, pair in zip(_FLOATS, floats, strict=True)}
     columns |= {name: _column(name, pair, np.int64) for name, pair in zip(_INTS, ints, strict=True)}
-    # what each category and each name decides, worked out once per distinct string, not once per event
-    distinct = strings.to_frame("s")
-    facts = pl.concat(
-        [
-            distinct.select(**category_facts(pl.col("s"))).select(pl.all().gather(_codes(by_code["cat"]))),
-            distinct.select(**name_facts(pl.col("s"))).select(pl.all().gather(_codes(by_code["name"]))),
-        ],
-        how="horizontal",
-    )
-    frame = pl.DataFrame([columns[c] for c in _ORDER]).hstack(facts)
+    # what each category and each name decides, worked out once per distinct string (one query),
+    # not once per event; each event's then read by its code (indexing a series: no query)
+    by_category, by_name = _facts()
+    decided = strings.to_frame("s").select(**by_category, **by_name)
+    cat, name_codes = _codes(by_code["cat"]), _codes(by_code["name"])
+    facts = [decided.get_column(c)[cat] for c in by_category] + [decided.get_column(c)[name_codes] for c in by_name]
+    frame = pl.DataFrame([*(columns[c] for c in _ORDER), *facts])
     assert frame.height == n
     if not m:
         return frame, None
@@ -102,6 +100,13 @@ def _decode(text: Text) -> tuple[pl.DataFrame, pl.DataFrame | None] | None:
         ]
     )
     return frame, memory
+
+
+@functools.cache
+def _facts() -> tuple[dict[str, pl.Expr], dict[str, pl.Expr]]:
+    """What a category and what a name decide, as expressions of the column ``s``: built once
+    (the category's took 0.3 ms, once per chunk)."""
+    return category_facts(pl.col("s")), name_facts(pl.col("s"))
 
 
 def _codes(codes: bytes) -> pl.Series:
