@@ -304,12 +304,18 @@ def collective_counts(events: pl.DataFrame) -> pl.DataFrame:
     # the step markers' names only as text (every event's: 30 MB of strings on a 125 MB rank)
     markers = pl.col("name").filter(pl.col("kind") == "step").cast(pl.String)
     numbers = markers.str.extract(r"#(\d+)$").cast(pl.Int64, strict=False)
-    return events.group_by("rank").agg(
-        gpu=pl.col("kind").is_in(GPU_ACTIVITY_KINDS).sum(),
-        coll_kernels=((pl.col("kind") == "kernel") & (pl.col("category") == "collective")).sum(),
-        coll_host=((pl.col("kind") != "kernel") & (pl.col("category") == "collective")).sum(),
-        steps=numbers.drop_nulls().n_unique(),
-    )
+    counts = {
+        "gpu": pl.col("kind").is_in(GPU_ACTIVITY_KINDS).sum(),
+        "coll_kernels": ((pl.col("kind") == "kernel") & (pl.col("category") == "collective")).sum(),
+        "coll_host": ((pl.col("kind") != "kernel") & (pl.col("category") == "collective")).sum(),
+        "steps": numbers.drop_nulls().n_unique(),
+    }
+    rank = events.get_column("rank")
+    if events.height and not rank.null_count() and rank.min() == rank.max():
+        # one rank (a shard of one large file): no grouping, whose hashing of every event's rank
+        # cost 15 times the counting (7 of 7.5 ms on a 125 MB rank)
+        return events.select(pl.col("rank").first(), **counts)
+    return events.group_by("rank").agg(**counts)
 
 
 def collective_warnings(infos: list[RankInfo], counts: pl.DataFrame) -> list[InputWarning]:
