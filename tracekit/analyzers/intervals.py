@@ -542,12 +542,13 @@ def first_at_or_after(
     if laid is None:
         return None
     shift, values, at = laid
-    found = values.search_sorted(at, side="left")
-    value = values[found.clip(upper_bound=max(values.len() - 1, 0))]
+    marks_at, points_at = values.to_numpy(), at.to_numpy()  # NumPy: search_sorted, clip and // each ran a query
+    found = np.searchsorted(marks_at, points_at, side="left")
+    value = marks_at[np.minimum(found, marks_at.size - 1)]
     # a mark of a later group lies a whole width further: its group is another
-    same = (found < values.len()) & (value // shift.width == at // shift.width)
-    first: pl.Series = pl.select(pl.when(same).then(value - shift.offsets(points))).to_series()
-    return first.alias(mark)
+    same = (found < marks_at.size) & (value // shift.width == points_at // shift.width)
+    first = pl.Series(mark, value - shift.offsets(points).to_numpy(), dtype=pl.Int64)
+    return first.set(pl.Series(~same), None)
 
 
 def count_before(
@@ -560,11 +561,10 @@ def count_before(
     if laid is None:
         return None
     shift, values, at = laid
-    group_start = shift.offsets(points) + shift.tmin  # the first value the group's marks can take
-    before: pl.Series = values.search_sorted(at, side="left").cast(pl.Int64) - values.search_sorted(
-        group_start, side="left"
-    ).cast(pl.Int64)
-    return before
+    marks_at = values.to_numpy()
+    group_start = shift.offsets(points).to_numpy() + shift.tmin  # the first value the group's marks can take
+    before = np.searchsorted(marks_at, at.to_numpy(), side="left") - np.searchsorted(marks_at, group_start, side="left")
+    return pl.Series(mark, before, dtype=pl.Int64)
 
 
 def within(df: pl.DataFrame, time: str, frames: pl.DataFrame, *, by: Sequence[str]) -> pl.Series:
