@@ -182,3 +182,21 @@ def test_the_events_overlapping_a_gap_of_their_rank_as_by_hand(gaps: list, event
     got = hc._overlapping(df, gap_frame)
     assert got.get_column("row").to_list() == expected
     assert got.columns == df.columns
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    ranges=st.lists(st.tuples(st.integers(0, 4), st.integers(0, 50), st.integers(0, 9)), max_size=12),
+    threads=st.lists(st.tuples(st.integers(0, 4), st.integers(0, 9)), unique=True, max_size=8),
+)
+def test_ranges_are_repeated_for_each_thread_of_their_rank(ranges: list, threads: list) -> None:
+    """``per_thread`` (a gather in NumPy): each range once for each thread of its rank, as the
+    join on the rank gives: each range in order, its rank's threads in their order."""
+    frame = {"rank": pl.Int32, "start_ns": pl.Int64, "end_ns": pl.Int64}
+    df = pl.DataFrame([(r, s, s + n) for r, s, n in ranges], schema=frame, orient="row")
+    known = pl.DataFrame(threads, schema={"rank": pl.Int32, "tid": pl.Int64}, orient="row").with_row_index("thread")
+    got = hc.per_thread(df, known)
+    expected = [(t, s, e) for r, s, e in df.iter_rows() for t, tr, _ in known.iter_rows() if tr == r]
+    assert got.columns == ["thread", "start_ns", "end_ns"]
+    assert got.schema["thread"] == known.schema["thread"]
+    assert list(got.iter_rows()) == expected

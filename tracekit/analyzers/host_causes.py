@@ -475,7 +475,8 @@ def process_ranges(
     slow = (pl.col("end_ns") - pl.col("start_ns")) >= SLOW_LAUNCH_NS
 
     def both(*frames: pl.DataFrame) -> pl.DataFrame:
-        return pl.concat([f.select(pl.col("rank").cast(pl.Int32), *SPAN) for f in frames], how="vertical_relaxed")
+        spans = [pl.DataFrame([f.get_column("rank").cast(pl.Int32), *(f.get_column(c) for c in SPAN)]) for f in frames]
+        return pl.concat(spans, how="vertical_relaxed")
 
     # on a rank alone in its world a collective blocks on no peer: the host runs it, its own work
     collective = _matching(named, BLOCKING_COLLECTIVE).filter(
@@ -560,8 +561,24 @@ def _first_calls(run: Run) -> pl.DataFrame:
 
 
 def per_thread(ranges: pl.DataFrame, threads: pl.DataFrame) -> pl.DataFrame:
-    """Process-wide ranges repeated for every launching thread of their rank."""
-    return ranges.join(threads.select("rank", "thread"), on="rank").select("thread", *SPAN)
+    """Process-wide ranges repeated for every launching thread of their rank (thread, start_ns,
+    end_ns): each range, in order, once for each thread of its rank. Gathered in NumPy (no join)."""
+    mine, theirs = ranges.get_column("rank"), threads.get_column("rank")
+    if mine.null_count() or theirs.null_count():
+        return ranges.join(columns(threads, "rank", "thread"), on="rank").select("thread", *SPAN)
+    order = np.argsort(theirs.to_numpy(), kind="stable")
+    ranks = theirs.to_numpy()[order]
+    wanted = mine.to_numpy()
+    first = np.searchsorted(ranks, wanted, side="left")
+    count = np.searchsorted(ranks, wanted, side="right") - first
+    row = np.repeat(np.arange(wanted.size), count)
+    # the k-th copy of a range takes the k-th thread of its rank
+    nth = np.arange(row.size) - np.repeat(np.cumsum(count) - count, count)
+    thread = order[np.repeat(first, count) + nth]
+    rows = pl.Series(row, dtype=pl.Int64)
+    return pl.DataFrame(
+        [threads.get_column("thread")[pl.Series(thread, dtype=pl.Int64)], *(ranges.get_column(c)[rows] for c in SPAN)]
+    )
 
 
 def _overlapping(events: pl.DataFrame, gaps: pl.DataFrame) -> pl.DataFrame:
@@ -621,7 +638,7 @@ def _exclusive(gaps: pl.DataFrame, covers: list[tuple[str, pl.DataFrame]]) -> li
     """Time of each gap that each cause's covers take, earlier covers taking it first (one
     series per cause that has covers, named for it)."""
     taken = iv.covered_first(
-        gaps.select("thread", *SPAN), [cover.select("thread", *SPAN) for _, cover in covers], ["thread"]
+        columns(gaps, "thread", *SPAN), [columns(cover, "thread", *SPAN) for _, cover in covers], ["thread"]
     )
     times = {cause: pl.Series(values=[0] * gaps.height, dtype=pl.Int64) for cause, _ in covers}
     for (cause, _), time in zip(covers, taken, strict=True):
