@@ -85,11 +85,20 @@ class ByRank:
 
     def __init__(self, df: pl.DataFrame) -> None:
         self.empty = df.clear()
-        self.parts = (
-            {int(k[0]): v for k, v in df.partition_by("rank", as_dict=True, maintain_order=True).items()}
-            if df.height
-            else {}
-        )
+        self.parts: dict[int, pl.DataFrame] = {}
+        if df.height == 0:
+            return
+        ranks = df.get_column("rank")
+        if ranks.null_count() == 0 and ranks.is_sorted():
+            # in rank order (a plan's tables are): each rank's rows are a slice, no copy (a
+            # partition copied every row: 0.8 s for 1,024 ranks of 6 MB)
+            values = ranks.to_numpy()
+            edges = np.flatnonzero(values[1:] != values[:-1]) + 1
+            starts = [0, *edges.tolist()]
+            ends = [*edges.tolist(), df.height]
+            self.parts = {int(values[a]): df.slice(a, b - a) for a, b in zip(starts, ends, strict=True)}
+            return
+        self.parts = {int(k[0]): v for k, v in df.partition_by("rank", as_dict=True, maintain_order=True).items()}
 
     def __getitem__(self, rank: int) -> pl.DataFrame:
         return self.parts.get(rank, self.empty)
@@ -140,6 +149,23 @@ def crossing(red: Reduced, frames: pl.DataFrame) -> Crossing | None:
     return Crossing(origin=origin, has_gpu=red.has_gpu, matched=matched, coll=coll)
 
 
+def _matched(tasks: pl.DataFrame, kernels: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
+    """``tasks`` in their order with the ``instance`` (-1: none) and ``arrival_ns`` of the
+    collective kernel of the same ``keys`` (at most one: ``kernels`` is unique on them). The few
+    tasks whose start is a kernel's are joined on the keys, not all of them: a left join of a
+    thousand ranks' tasks on four keys encodes every row's keys (2.0 s for 1,024 ranks of 6 MB)."""
+    starts = kernels.get_column("start_ns")
+    candidates = tasks.with_row_index("_task").filter(pl.col("start_ns").is_in(starts.implode()))
+    found = candidates.join(kernels, on=keys, how="inner").select("_task", "instance", "arrival_ns")
+    rows = found.get_column("_task")
+    instance = pl.Series("instance", np.full(tasks.height, -1, dtype=np.int64)).scatter(
+        rows, found.get_column("instance").cast(pl.Int64)
+    )
+    arrival = found.get_column("arrival_ns")
+    arrivals = pl.repeat(None, tasks.height, dtype=arrival.dtype, eager=True).alias("arrival_ns").scatter(rows, arrival)
+    return tasks.hstack([instance.cast(kernels.schema["instance"]), arrivals])
+
+
 def plans(red: Reduced, parts: Tables) -> GainRun | None:
     """Every rank's :class:`RankPlan` from ``parts`` (the gains' per-rank tables, gathered) and
     the collectives matched across ranks; None when no rank has a step or window."""
@@ -179,10 +205,8 @@ def group_plans(cross: Crossing, parts: Tables) -> GainRun | None:
             .select(rank, pl.col("stream").fill_null(-1), "start_ns", "end_ns", "instance", "arrival_ns")
             .unique(keys, keep="first", maintain_order=True)
         )
-        device = (
-            parts.tasks.with_columns(rank)
-            .join(kernels, on=keys, how="left", maintain_order="left")
-            .with_columns(pl.col("instance").fill_null(-1), arrival_is_launch=pl.lit(False), done_ns=pl.col("end_ns"))
+        device = _matched(parts.tasks.with_columns(rank), kernels, keys).with_columns(
+            arrival_is_launch=pl.lit(False), done_ns=pl.col("end_ns")
         )
         tasks = pl.concat([device.select(host.columns), host], how="vertical_relaxed")
     tasks = tasks if tasks["rank"].is_sorted() else tasks.sort("rank", maintain_order=True)
