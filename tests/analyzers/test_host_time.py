@@ -158,32 +158,6 @@ def test_rows_get_their_thread_as_the_join_on_the_pair_gives(threads: list, rows
     assert got.equals(expected.sort("row"))
 
 
-@settings(max_examples=300, deadline=None)
-@given(
-    gaps=st.lists(st.tuples(st.integers(0, 3), st.integers(0, 50), st.integers(1, 20)), max_size=12),
-    events=st.lists(
-        st.tuples(st.one_of(st.none(), st.integers(0, 4)), st.integers(-5, 60), st.integers(0, 15)), max_size=20
-    ),
-)
-def test_the_events_overlapping_a_gap_of_their_rank_as_by_hand(gaps: list, events: list) -> None:
-    """``_overlapping`` (a binary search on rank and time packed in one integer): an event is
-    kept when it overlaps a gap of its rank (start before the gap's end, end after its start),
-    in its order; a null rank overlaps nothing."""
-    disjoint, reach = [], {}
-    for rank, start, length in sorted(gaps):
-        if start >= reach.get(rank, -1):  # the gaps of a rank are disjoint and sorted
-            disjoint.append((rank, start, start + length))
-            reach[rank] = start + length
-    frame = {"rank": pl.Int32, "start_ns": pl.Int64, "end_ns": pl.Int64}
-    gap_frame = pl.DataFrame(disjoint, schema=frame, orient="row")
-    rows = [(r, s, s + n) for r, s, n in events]
-    df = pl.DataFrame(rows, schema=frame, orient="row").with_row_index("row")
-    expected = [i for i, (r, s, e) in enumerate(rows) if any(r == gr and s < ge and e > gs for gr, gs, ge in disjoint)]
-    got = hc._overlapping(df, gap_frame)
-    assert got.get_column("row").to_list() == expected
-    assert got.columns == df.columns
-
-
 @settings(max_examples=200, deadline=None)
 @given(
     ranges=st.lists(st.tuples(st.integers(0, 4), st.integers(0, 50), st.integers(0, 9)), max_size=12),

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import polars as pl
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tracekit.analyzers import intervals as iv
-from tracekit.analyzers.host_causes import _overlapping
 
 TIMES = st.integers(min_value=0, max_value=60)
 
@@ -22,7 +23,7 @@ def disjoint(draw: st.DrawFn, ranks: int) -> list[tuple[int, int, int]]:
     return out
 
 
-def _frame(rows: list[tuple[int, ...]], names: list[str]) -> pl.DataFrame:
+def _frame(rows: Sequence[tuple[int | None, ...]], names: list[str]) -> pl.DataFrame:
     schema = {n: pl.Int32 if n == "rank" else pl.Int64 for n in names}
     return pl.DataFrame(rows, schema=schema, orient="row")
 
@@ -47,17 +48,26 @@ def test_locate_finds_the_frame_of_each_point(
     assert keys == sorted(keys)  # in group, then time order
 
 
-@settings(max_examples=200, deadline=None)
-@given(gaps=disjoint(3), events=st.lists(st.tuples(st.integers(0, 2), TIMES, TIMES), max_size=30))
+@settings(max_examples=300, deadline=None)
+@given(
+    gaps=disjoint(3),
+    events=st.lists(st.tuples(st.one_of(st.none(), st.integers(0, 2)), TIMES, TIMES), max_size=30),
+    far=st.booleans(),
+)
 def test_overlapping_keeps_the_events_that_overlap_a_gap_of_their_rank(
-    gaps: list[tuple[int, int, int]], events: list[tuple[int, int, int]]
+    gaps: list[tuple[int, int, int]], events: list[tuple[int | None, int, int]], far: bool
 ) -> None:
-    rows = sorted((r, a, a + d) for r, a, d in events)
-    df = _frame(rows, ["rank", "start_ns", "end_ns"])
-    gap_frame = _frame(gaps, ["rank", "start_ns", "end_ns"])
-    found = _overlapping(df, gap_frame)
-    expected = [(r, a, b) for r, a, b in rows if any(g == r and s < b and a < e for g, s, e in gaps)]
-    assert found.rows() == expected
+    """``overlapping`` keeps, in the events' own order, those overlapping a gap of their rank (a
+    null rank overlaps nothing; ``far``: ranks 2**60 apart, whose times cannot be laid end to end
+    in one integer: the as-of join)."""
+    scale = 1 << 60 if far else 1
+    rows = [(r, a, a + d) for r, a, d in events]
+    df = _frame(rows, ["rank", "start_ns", "end_ns"]).with_columns(pl.col("rank").cast(pl.Int64) * scale)
+    gap_frame = _frame(gaps, ["rank", "start_ns", "end_ns"]).with_columns(pl.col("rank").cast(pl.Int64) * scale)
+    found = iv.overlapping(df.with_row_index("row"), gap_frame, by=["rank"])
+    expected = [i for i, (r, a, b) in enumerate(rows) if any(g == r and s < b and a < e for g, s, e in gaps)]
+    assert found.get_column("row").to_list() == expected
+    assert found.columns == ["row", "rank", "start_ns", "end_ns"]
 
 
 @settings(max_examples=200, deadline=None)
@@ -91,5 +101,5 @@ def test_overlapping_slice_by_slice_is_overlapping_at_once(
     """What ``late_causes`` keeps of events read a slice at a time is what it keeps of them at once."""
     df = _frame(sorted((r, a, a + d) for r, a, d in events), ["rank", "start_ns", "end_ns"])
     gap_frame = _frame(gaps, ["rank", "start_ns", "end_ns"])
-    parts = [_overlapping(df.slice(o, rows), gap_frame) for o in range(0, max(df.height, 1), rows)]
-    assert pl.concat(parts).equals(_overlapping(df, gap_frame))
+    parts = [iv.overlapping(df.slice(o, rows), gap_frame, by=["rank"]) for o in range(0, max(df.height, 1), rows)]
+    assert pl.concat(parts).equals(iv.overlapping(df, gap_frame, by=["rank"]))

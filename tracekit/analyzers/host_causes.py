@@ -370,7 +370,7 @@ def thread_events(
 
     def on_threads(parts: Iterable[pl.DataFrame]) -> pl.DataFrame:
         # slice by slice: of millions of operators, a few overlap the gaps
-        overlapping = (_overlapping(part, gaps) for part in parts)
+        overlapping = (iv.overlapping(part, gaps, by=["rank"]) for part in parts)
         kept = pl.concat([o if near is None else o.filter(near) for o in overlapping], how="vertical")
         return on_thread(kept, keys)
 
@@ -406,10 +406,9 @@ def on_thread(df: pl.DataFrame, threads: pl.DataFrame) -> pl.DataFrame:
     both columns row by row first (three times the work of one key). Else joined on the pair.
     """
     tids, ranks, number = (threads.get_column(c) for c in ("tid", "rank", "thread"))
-    if threads.height == 0 or tids.null_count() or ranks.null_count():
-        return df.join(threads, on=["rank", "tid"], maintain_order="left").drop("rank", "tid")
-    low, high, top = (cast("int", x) for x in (tids.min(), tids.max(), ranks.max()))
-    if (high - low + 1) * (top + 1) >= 1 << 62 or low < -(1 << 62):
+    packed = threads.height > 0 and not tids.null_count() and not ranks.null_count()
+    low, high, top = (cast("int", x) for x in (tids.min(), tids.max(), ranks.max())) if packed else (0, 0, 0)
+    if not packed or (high - low + 1) * (top + 1) >= 1 << 62 or low < -(1 << 62):
         return df.join(threads, on=["rank", "tid"], maintain_order="left").drop("rank", "tid")
     width = high - low + 1
 
@@ -579,31 +578,6 @@ def per_thread(ranges: pl.DataFrame, threads: pl.DataFrame) -> pl.DataFrame:
     return pl.DataFrame(
         [threads.get_column("thread")[pl.Series(thread, dtype=pl.Int64)], *(ranges.get_column(c)[rows] for c in SPAN)]
     )
-
-
-def _overlapping(events: pl.DataFrame, gaps: pl.DataFrame) -> pl.DataFrame:
-    """The ``events`` (in rank, start order) that overlap one of the ``gaps`` of their rank.
-
-    The gaps are laid end to end on one integer packing the rank with the time (rank * width
-    + offset, sorted); each event's gap is the first to end after it starts, found by a binary
-    search, in NumPy: no join and no query, and only the events kept are copied. A row with a
-    null rank or time overlaps nothing.
-    """
-    cols = ("rank", "start_ns", "end_ns")
-    events, gaps = (
-        f.drop_nulls(cols) if any(f.get_column(c).null_count() for c in cols) else f for f in (events, gaps)
-    )
-    if events.height == 0 or gaps.height == 0:
-        return events.clear()
-    (er, es, ee), (gr, gs, ge) = ([f.get_column(c) for c in cols] for f in (events, gaps))
-    low = min(cast("int", es.min()), cast("int", gs.min()))
-    width = max(cast("int", ee.max()), cast("int", ge.max())) - low + 1
-    event_rank, gap_rank = er.cast(pl.Int64).to_numpy(), gr.cast(pl.Int64).to_numpy()
-    ends = gap_rank * width - low + ge.cast(pl.Int64).to_numpy()
-    found = np.searchsorted(ends, event_rank * width - low + es.cast(pl.Int64).to_numpy(), side="right")
-    gap = np.minimum(found, gaps.height - 1)
-    inside = (found < gaps.height) & (gap_rank[gap] == event_rank) & (gs.to_numpy()[gap] < ee.to_numpy())
-    return kept(events, pl.Series(inside))
 
 
 def _numbered(events: pl.DataFrame, by: list[str]) -> pl.DataFrame:

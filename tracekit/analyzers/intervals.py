@@ -519,6 +519,49 @@ def locate(
     )
 
 
+def overlapping(df: pl.DataFrame, gaps: pl.DataFrame, *, by: Sequence[str]) -> pl.DataFrame:
+    """The rows of ``df`` (intervals) that overlap one of the ``gaps`` of their group (disjoint
+    intervals per group, ``by + [start_ns, end_ns]``), in ``df``'s order; a row with a null key
+    or time overlaps nothing.
+
+    Each row's gap is the first of its group to end after the row starts: a binary search on the
+    groups laid end to end (see :func:`_offset`; a gap of another group then lies a whole width
+    away), no join, and only the rows kept are copied; else an as-of join.
+    """
+    cols = (*by, START, END)
+    df, gaps = (f.drop_nulls(cols) if any(f.get_column(c).null_count() for c in cols) else f for f in (df, gaps))
+    if df.height == 0 or gaps.height == 0:
+        return df.clear()
+    shift = _shift(by, [(df, [START, END]), (gaps, [START, END])])
+    if shift is None:
+        right = pl.DataFrame(
+            [*(gaps.get_column(c) for c in by), gaps.get_column(START).alias("_gap_start"), gaps.get_column(END)]
+        )
+        return (
+            sort_within(df.with_row_index("_row"), by, START)
+            .join_asof(
+                sort_within(right.rename({END: "_gap_end"}), by, "_gap_end"),
+                left_on=START,
+                right_on="_gap_end",
+                by=list(by),
+                strategy="forward",
+                allow_exact_matches=False,
+                check_sortedness=False,
+            )
+            .filter(pl.col("_gap_start") < pl.col(END))
+            .sort("_row")
+            .drop("_row", "_gap_start", "_gap_end")
+        )
+    # in NumPy (Series.search_sorted runs a query): gaps disjoint in a group end in start order
+    starts, ends = shift.shifted(gaps, START).to_numpy(), shift.shifted(gaps, END).to_numpy()
+    if not _ascending(ends):
+        order = np.argsort(ends, kind="stable")
+        starts, ends = starts[order], ends[order]
+    found = np.searchsorted(ends, shift.shifted(df, START).to_numpy(), side="right")
+    gap = np.minimum(found, ends.size - 1)
+    return kept(df, pl.Series((found < ends.size) & (starts[gap] < shift.shifted(df, END).to_numpy())))
+
+
 def _laid(
     points: pl.DataFrame, time: str, marks: pl.DataFrame, mark: str, by: Sequence[str]
 ) -> tuple[_Shift, pl.Series, pl.Series] | None:
