@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tracekit.analyzers.retime import RankPlan, Scenario, simulate
-from tracekit.analyzers.retime_ranks import RankAlone, Round, agreed_order, recorded, settle_each, solve
+from tracekit.analyzers.retime_ranks import RankAlone, Round, agreed_order, met, recorded, settle_each, solve
 
 from .test_retime import _scenarios, plan, removal, timelines
 
@@ -85,3 +85,36 @@ def test_instances_finished_in_opposite_orders_are_left_to_the_whole_run() -> No
     r1 = plan(1, tasks=[(nan, 0, 5), (nan, 5, 10)], instances=[1, 0])
     gains, _ = apart([r0, r1], {"none": Scenario()})
     assert gains == {"none": None}
+
+
+_ARRIVAL = st.one_of(st.floats(-1e3, 1e3), st.sampled_from([float("nan"), float("-inf"), 0.0, 5.0]))
+
+
+@st.composite
+def _listed_rounds(draw: st.DrawFn) -> list[Round]:
+    """Rounds as the C core answers them (lists in finishing order): instances shared between
+    ranks, sources among them or none, ties, NaN and never (-inf), now and then an instance
+    listed twice by one rank."""
+    out = []
+    for rank in range(draw(st.integers(1, 5))):
+        order = draw(st.lists(st.integers(0, 6), max_size=7, unique=not draw(st.booleans()) or rank % 2 == 0))
+        own = [draw(_ARRIVAL) for _ in order]
+        src = [draw(st.integers(-1, 3)) for _ in order]
+        out.append(Round(rank, float(rank), order=order, cycled=draw(st.booleans()), listed=(own, src)))
+    return out
+
+
+@settings(max_examples=1000, deadline=None)
+@given(_listed_rounds())
+def test_rounds_the_core_lists_merge_as_the_same_rounds_given_as_dicts(rounds: list[Round]) -> None:
+    """:func:`met` of the core's lists (merged in arrays) is :func:`met` of the same rounds as
+    dicts (the loop): per instance and source the latest arrival, NaN and never not counted,
+    an instance listed twice the later of its two."""
+    as_dicts = []
+    for r in rounds:
+        assert r.listed is not None
+        d = Round(r.rank, r.gained, order=list(r.order), cycled=r.cycled)
+        for i, s, a in r.pairs():
+            d.arrivals[i], d.sources[i] = a, s
+        as_dicts.append(d)
+    assert met(rounds) == met(as_dicts)

@@ -42,7 +42,7 @@ from tracekit.analyzers.retime import _NO_SOURCE, _core, _NativeRank, _Rank, mee
 from tracekit.analyzers.retime_shape import _NEVER
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable
+    from collections.abc import Callable, Iterable, Iterator
 
     from tracekit.analyzers.retime_plan import RankPlan, Scenario
 
@@ -71,9 +71,10 @@ MAX_ROUNDS: Final = 8
 TOLERANCE: Final = 1e-12
 
 
-@dataclass
+@dataclass(eq=False)
 class Round:
-    """What one rank sends back from one round: a few numbers per instance it holds."""
+    """What one rank sends back from one round: a few numbers per instance it holds (equal to
+    another whichever way its arrivals and sources are given)."""
 
     rank: int
     #: how much earlier the rank's measured time ends, ns (final once the run settles)
@@ -86,6 +87,31 @@ class Round:
     order: list[int] = field(default_factory=list)
     #: whether the rank met a cycle on its own events (then the whole run is re-timed at once)
     cycled: bool = False
+    #: the C core's answer (:meth:`RankAlone._round_native`): each instance's arrival and
+    #: source, in ``order``, given as lists instead of ``arrivals`` and ``sources`` (None: those)
+    listed: tuple[list[float], list[int]] | None = None
+
+    def pairs(self) -> Iterator[tuple[int, int, float]]:
+        """Each instance, the source its arrival hangs on and that arrival (the latest listed,
+        if it is listed twice)."""
+        if self.listed is None:
+            return ((i, self.sources[i], a) for i, a in self.arrivals.items())
+        own, src = self.listed
+        by = dict(zip(self.order, zip(src, own, strict=True), strict=True))
+        return ((i, s, a) for i, (s, a) in by.items())
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Round):
+            return NotImplemented
+        return self._compared() == other._compared()
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, compared by value: as a dataclass's
+
+    def _compared(self) -> tuple[object, ...]:
+        arrivals, sources = {}, {}
+        for i, s, a in self.pairs():
+            arrivals[i], sources[i] = a, s
+        return (self.rank, self.gained, arrivals, sources, self.order, self.cycled)
 
 
 @dataclass
@@ -105,21 +131,59 @@ class Met:
 
 def met(rounds: Iterable[Round | Met]) -> Met:
     """Several ranks' rounds as one (the same last arrivals, order and gains follow from it)."""
+    rounds = list(rounds)
+    if rounds and all(isinstance(r, Round) and r.listed is not None for r in rounds):
+        merged = _met_listed(rounds)  # type: ignore[arg-type]
+        if merged is not None:
+            return merged
     out = Met()
     for r in rounds:
         if isinstance(r, Met):
             out.gained.update(r.gained)
             out.orders |= r.orders
-            pairs = ((i, s, a) for i, by in r.latest.items() for s, a in by.items())
+            pairs: Iterator[tuple[int, int, float]] = ((i, s, a) for i, by in r.latest.items() for s, a in by.items())
         else:
             out.gained[r.rank] = r.gained
             out.orders.add(tuple(r.order))
-            pairs = ((i, r.sources[i], a) for i, a in r.arrivals.items())
+            pairs = r.pairs()
         for i, s, a in pairs:
             by = out.latest.setdefault(i, {})
             if a > by.get(s, _NEVER):
                 by[s] = a
         out.cycled = out.cycled or r.cycled
+    return out
+
+
+def _met_listed(rounds: list[Round]) -> Met | None:
+    """:func:`met` of rounds the C core answered, in arrays: per instance and source the
+    latest arrival, NaN and never (-inf) not counted, as the loop does (None: an instance
+    listed twice by one rank, which the loop takes the later of)."""
+    sizes = [len(r.order) for r in rounds]
+    inst = np.fromiter(itertools.chain.from_iterable(r.order for r in rounds), np.int64, sum(sizes))
+    lists = [r.listed for r in rounds if r.listed is not None]
+    own = np.fromiter(itertools.chain.from_iterable(a for a, _ in lists), np.float64, inst.size)
+    src = np.fromiter(itertools.chain.from_iterable(s for _, s in lists), np.int64, inst.size)
+    who = np.repeat(np.arange(len(rounds)), sizes)
+    by_rank = np.lexsort((inst, who))
+    if inst.size > 1 and bool(((np.diff(who[by_rank]) == 0) & (np.diff(inst[by_rank]) == 0)).any()):
+        return None
+    out = Met()
+    for r in rounds:
+        out.gained[r.rank] = r.gained
+        out.orders.add(tuple(r.order))
+        out.cycled = out.cycled or r.cycled
+    if not inst.size:
+        return out
+    at = np.lexsort((src, inst))
+    inst, src, own = inst[at], src[at], own[at]
+    first = np.flatnonzero(np.concatenate([[True], (inst[1:] != inst[:-1]) | (src[1:] != src[:-1])]))
+    latest = np.fmax.reduceat(own, first)
+    counted = latest > _NEVER
+    for i in np.unique(inst).tolist():
+        out.latest[i] = {}
+    kept = zip(inst[first][counted].tolist(), src[first][counted].tolist(), latest[counted].tolist(), strict=True)
+    for i, s, a in kept:
+        out.latest[i][s] = a
     return out
 
 
@@ -226,9 +290,7 @@ class RankAlone:
         gained, order, arrivals, sources, cycled = _core.alone(
             rank.core, ids_a, m_off, m_core, m_task, last_old, given, ev_core, ev_block, i_order, i_t
         )
-        out = Round(self.plan.rank, gained, dict(zip(order, arrivals, strict=True)), order=order, cycled=cycled)
-        out.sources = dict(zip(order, sources, strict=True))
-        return out
+        return Round(self.plan.rank, gained, order=order, cycled=cycled, listed=(arrivals, sources))
 
 
 def recorded(plans: Iterable[RankPlan]) -> tuple[dict[int, float], dict[int, float]]:

@@ -38,18 +38,21 @@ class HostRemoval:
     #: the state when nothing is removed on this rank, once worked out (see :meth:`_unremoved`)
     _unremoved_state: dict[str, object] | None
 
-    def _removal(self, rem: Removal) -> None:
+    def _removal(self, rem: Removal, *, lists: bool = True) -> None:
         """The host time ``rem`` removes, in order, and how much of it lies before each block's
-        start and end (asked for at every re-timed launch)."""
+        start and end (asked for at every re-timed launch). ``lists``: also as Python lists,
+        which only the Python paths read (the C core reads the arrays)."""
         order = np.argsort(rem.start, kind="stable")
         self.r_start, self.r_end, self.r_rate = rem.start[order], rem.end[order], rem.rate[order]
         self.r_cum = np.concatenate([[0.0], np.cumsum((self.r_end - self.r_start) * self.r_rate)])
+        self.r_at_start = self.removed_before(self.b_start)
+        self.r_at_end = self.removed_before(self.b_end)
+        if not lists:
+            return
         self.l_r_start: list[float] = self.r_start.tolist()
         self.l_r_end: list[float] = self.r_end.tolist()
         self.l_r_rate: list[float] = self.r_rate.tolist()
         self.l_r_cum: list[float] = self.r_cum.tolist()
-        self.r_at_start = self.removed_before(self.b_start)
-        self.r_at_end = self.removed_before(self.b_end)
         self.l_at_start: list[float] = self.r_at_start.tolist()
         self.l_at_end: list[float] = self.r_at_end.tolist()
 
