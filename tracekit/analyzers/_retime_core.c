@@ -61,6 +61,7 @@ typedef struct {
     const uint8_t *b_waited, *b_coll, *b_kept;
     const int64_t *aw, *aw_off, *awf, *awf_off, *comp_task;
     const double *comp_end, *comp_lch;
+    int b_start_sorted; /* b_start ascending, no NaN: bisect_near may search it */
 } Arrays;
 
 typedef struct {
@@ -82,6 +83,9 @@ typedef struct Core {
     double *s_new, *e_new, *b_shift;
     int64_t *e_src, *b_src, *done;
     Py_ssize_t b_done, b_busy;
+    /* the last answers of the searches of b_start and r_end (bisect_near); r_end ascending, no NaN */
+    Py_ssize_t near_b, near_r;
+    int r_end_sorted;
     int hide, no_wait, track, device_end;
     double window_end, tolerance;
     PyObject *arrived, *arrived_src;
@@ -100,6 +104,48 @@ static inline Py_ssize_t bisect_right(const double *a, Py_ssize_t n, double x) {
         Py_ssize_t mid = (lo + hi) / 2;
         if (x < a[mid]) hi = mid; else lo = mid + 1;
     }
+    return lo;
+}
+
+/* Whether a[0..n) ascends (each a[i] <= a[i + 1]: no NaN among them). */
+static int ascending(const double *a, Py_ssize_t n) {
+    for (Py_ssize_t i = 1; i < n; i++)
+        if (!(a[i - 1] <= a[i])) return 0;
+    return n == 0 || a[0] == a[0];
+}
+
+/* bisect_right of an ascending array (see ascending), searched from *near, the last answer,
+ * galloping out: the same index, the first i with x < a[i] (n if none: a predicate that
+ * ascends with i), in a few steps where one search follows the last; *near becomes it. */
+static inline Py_ssize_t bisect_near(const double *a, Py_ssize_t n, double x, Py_ssize_t *near) {
+    if (x != x) return bisect_right(a, n, x);
+    Py_ssize_t h = *near, lo, hi;
+    if (h < 0 || h > n) h = 0;
+    if (h < n && !(x < a[h])) { /* the answer is after h */
+        Py_ssize_t step = 1;
+        lo = h + 1;
+        hi = lo;
+        while (hi < n && !(x < a[hi])) {
+            lo = hi + 1;
+            hi = lo + step;
+            step <<= 1;
+        }
+        if (hi > n) hi = n;
+    } else { /* at h or before */
+        Py_ssize_t step = 1, probe = h - 1;
+        hi = h;
+        while (probe >= 0 && x < a[probe]) {
+            hi = probe;
+            probe -= step;
+            step <<= 1;
+        }
+        lo = probe < 0 ? 0 : probe + 1;
+    }
+    while (lo < hi) {
+        Py_ssize_t mid = lo + (hi - lo) / 2;
+        if (x < a[mid]) hi = mid; else lo = mid + 1;
+    }
+    *near = lo;
     return lo;
 }
 
@@ -168,10 +214,10 @@ static int meet(Meet *m, int64_t inst) {
 }
 
 /* HostRemoval.removed_one */
-static inline double removed_one(const Core *c, double t) {
+static inline double removed_one(Core *c, double t) {
     Py_ssize_t n = c->nr;
     if (n == 0) return 0.0;
-    Py_ssize_t i = bisect_right(c->r_end, n, t);
+    Py_ssize_t i = c->r_end_sorted ? bisect_near(c->r_end, n, t, &c->near_r) : bisect_right(c->r_end, n, t);
     if (i >= n) return c->r_cum[i];
     return c->r_cum[i] + pmax(t - c->r_start[i], 0.0) * c->r_rate[i];
 }
@@ -217,7 +263,8 @@ static int host_shift_one(Core *c, double t, Meet *m, Timed *out) {
 
 static int host_shift_one_(Core *c, double t, Meet *m, Timed *out) {
     double removed = c->nr ? removed_one(c, t) : 0.0;
-    Py_ssize_t j = bisect_right(c->a.b_start, c->a.nb, t) - 1;
+    Py_ssize_t j = (c->a.b_start_sorted ? bisect_near(c->a.b_start, c->a.nb, t, &c->near_b)
+                                        : bisect_right(c->a.b_start, c->a.nb, t)) - 1;
     if (j < 0) {
         out->t = removed;
         out->src = NO_SOURCE;
@@ -934,6 +981,7 @@ static PyObject *Shape_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     h->a.comp_task = PTR(SH_COMP_TASK);
     h->a.comp_end = PTR(SH_COMP_END);
     h->a.comp_lch = PTR(SH_COMP_LCH);
+    h->a.b_start_sorted = ascending(h->a.b_start, nb);
     /* the offsets and indexes must stay inside their arrays: checked here, not at every read */
     {
         Py_ssize_t n_sidx = h->buf[SH_S_IDX].len / 8, n_stidx = h->buf[SH_ST_IDX].len / 8;
@@ -1020,6 +1068,7 @@ static PyObject *Core_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) 
     c->r_cum = PTR(SC_R_CUM);
     c->at_start = PTR(SC_AT_START);
     c->at_end = PTR(SC_AT_END);
+    c->r_end_sorted = ascending(c->r_end, c->nr);
     c->s_new = PTR(N_SCEN + ST_S_NEW);
     c->e_new = PTR(N_SCEN + ST_E_NEW);
     c->e_src = PTR(N_SCEN + ST_E_SRC);
