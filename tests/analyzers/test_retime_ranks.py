@@ -118,3 +118,21 @@ def test_rounds_the_core_lists_merge_as_the_same_rounds_given_as_dicts(rounds: l
             d.arrivals[i], d.sources[i] = a, s
         as_dicts.append(d)
     assert met(rounds) == met(as_dicts)
+
+
+@settings(max_examples=200, deadline=None)
+@given(timelines(), st.floats(0, 200), st.floats(0, 50), st.floats(0, 50))
+def test_a_rank_re_timed_again_under_a_scenario_is_re_timed_as_the_first_time(
+    plans: list[RankPlan], at: float, length: float, other: float
+) -> None:
+    """Each rank keeps what a scenario's removed host time comes to (``_removal_kept``) for
+    its next rounds: re-timed under another removal in between, then under the first again,
+    each round is what a rank never re-timed before gives."""
+    last_old, first_end = recorded(plans)
+    first = _scenarios(plans, at, length)["all"]
+    second = _scenarios(plans, at + other, length + other)["removed"]
+    for p in plans:
+        rank = RankAlone(p, last_old, first_end)
+        rounds = [rank.round(s, last_old) for s in (first, second, first, second)]
+        assert rounds[0] == rounds[2] == RankAlone(p, last_old, first_end).round(first, last_old)
+        assert rounds[1] == rounds[3] == RankAlone(p, last_old, first_end).round(second, last_old)

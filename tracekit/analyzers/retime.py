@@ -545,7 +545,7 @@ class _NativeRank(_Rank):
         if rem.start.size == 0:
             self.__dict__.update(self._unremoved())
         else:
-            self._removal(rem, lists=False)  # the core reads the arrays only
+            self._removal_kept(rem)  # the core reads the arrays only
         shape = self._native_shape
         if shape is None or shape[0] is not plan:  # the shape's, once per rank (``like`` passes it on)
             shape = (plan, _core.Shape(self.packed()), np.ascontiguousarray(plan.end - plan.start, dtype=np.float64))

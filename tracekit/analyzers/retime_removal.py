@@ -13,6 +13,8 @@ from tracekit.analyzers.retime_plan import Removal
 
 __all__ = ["HostRemoval"]
 
+#: What :meth:`HostRemoval._removal` sets as arrays (what the re-timing in C reads).
+_ARRAY_STATE: Final = ("r_start", "r_end", "r_rate", "r_cum", "r_at_start", "r_at_end")
 #: What :meth:`HostRemoval._removal` sets.
 _REMOVAL_STATE: Final = (
     "r_start",
@@ -37,6 +39,8 @@ class HostRemoval:
     b_end: np.ndarray
     #: the state when nothing is removed on this rank, once worked out (see :meth:`_unremoved`)
     _unremoved_state: dict[str, object] | None
+    #: per removal, its arrays' state, once worked out (see :meth:`_removal_kept`)
+    _removals_kept: dict[int, tuple[object, dict[str, object]]]
 
     def _removal(self, rem: Removal, *, lists: bool = True) -> None:
         """The host time ``rem`` removes, in order, and how much of it lies before each block's
@@ -55,6 +59,18 @@ class HostRemoval:
         self.l_r_cum: list[float] = self.r_cum.tolist()
         self.l_at_start: list[float] = self.r_at_start.tolist()
         self.l_at_end: list[float] = self.r_at_end.tolist()
+
+    def _removal_kept(self, rem: Removal) -> None:
+        """:meth:`_removal` of ``rem`` as arrays only, worked out once per removal and rank (kept
+        by the rank's shape): the rounds of a rank re-timed apart ask for the same scenario's
+        removal again and again."""
+        kept = self._removals_kept.get(id(rem))
+        if kept is None or kept[0] is not rem:
+            self._removal(rem, lists=False)
+            kept = (rem, {k: self.__dict__[k] for k in _ARRAY_STATE})
+            self._removals_kept[id(rem)] = kept
+        else:
+            self.__dict__.update(kept[1])
 
     def _unremoved(self) -> dict[str, object]:
         """What :meth:`_removal` sets when nothing is removed, worked out once per rank (every

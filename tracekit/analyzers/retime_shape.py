@@ -47,6 +47,9 @@ class RankShape:
         self._lists()
         #: the re-timing's state when nothing is removed on this rank (``retime._Rank._unremoved``)
         self._unremoved_state: dict[str, object] | None = None
+        #: per removal (by identity, held), the re-timing in C's state of it (``_removal_kept``):
+        #: the same scenario's rounds on a rank re-timed apart reuse it
+        self._removals_kept: dict[int, tuple[object, dict[str, object]]] = {}
         #: the shape as the re-timing in C reads it (:meth:`packed`), once worked out
         self._packed: tuple[np.ndarray, ...] | None = None
         # per stream, the places of the tasks re-timed one by one (a collective, or a wait on
