@@ -35,7 +35,7 @@ from __future__ import annotations
 import heapq
 from bisect import bisect_left, bisect_right
 from math import isnan
-from typing import TYPE_CHECKING, Final, Protocol, TypeVar
+from typing import TYPE_CHECKING, ClassVar, Final, Protocol, TypeVar
 
 import numpy as np
 
@@ -98,6 +98,9 @@ class Meets(Protocol):
 class _Rank(RankShape, HostRemoval):
     """One rank's re-timing state under one scenario."""
 
+    #: whether it reads the shape's Python lists (:meth:`RankShape.lists`)
+    _LISTS: ClassVar[bool] = True
+
     def __init__(self, plan: RankPlan, scenario: Scenario, like: _Rank | None = None, *, track: bool = False) -> None:
         """``like``: the same plan's rank under another scenario, whose shape (streams,
         delays, dependencies, blocks: what the scenario does not change) is taken as is.
@@ -108,6 +111,8 @@ class _Rank(RankShape, HostRemoval):
             self.__dict__.update(like.__dict__)
         else:
             RankShape.__init__(self, plan)
+        if self._LISTS:
+            self.lists()
         self.track = track
         self._scenario(scenario)
 
@@ -534,6 +539,7 @@ class _NativeRank(_Rank):
     #: the plan, its shape as the core holds it, and its recorded durations: once per rank
     #: (passed on with the rest of the shape to the same plan's rank under the next scenario)
     _native_shape: tuple[RankPlan, Shape, np.ndarray] | None = None
+    _LISTS: ClassVar[bool] = False  # the core reads the packed arrays
 
     def _scenario(self, scenario: Scenario) -> None:
         """What ``scenario`` changes, and the state the core writes (the Python paths' own

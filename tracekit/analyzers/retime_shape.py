@@ -44,7 +44,6 @@ class RankShape:
         self._delays()
         self._dependencies()
         self._blocks()
-        self._lists()
         #: the re-timing's state when nothing is removed on this rank (``retime._Rank._unremoved``)
         self._unremoved_state: dict[str, object] | None = None
         #: per removal (by identity, held), the re-timing in C's state of it (``_removal_kept``):
@@ -144,6 +143,12 @@ class RankShape:
         length = self.b_end - self.b_start
         self.own = np.where(self.waited, np.clip(self.tail, 0.0, length), length)
 
+    def lists(self) -> None:
+        """The blocks as Python lists (:meth:`_lists`), unless made: only the re-timing in Python
+        reads them (the core in C reads :meth:`packed`)."""
+        if "l_start" not in self.__dict__:
+            self._lists()
+
     def _lists(self) -> None:
         """The blocks as Python lists, for the one-time-at-a-time paths (``*_one``): a NumPy
         call on one element costs more than the arithmetic it does."""
@@ -170,7 +175,13 @@ class RankShape:
             return self._packed
         p = self.plan
         stops = [np.array(s, dtype=np.int64) for s in self.stops]
-        awaited = [np.array(a, dtype=np.int64).reshape(-1) for a in self.l_awaited]
+        # per block, (stream, the last task it awaits there, that task) for the streams in
+        # order, as ``l_awaited`` lists them, flat
+        blocks, streams = np.nonzero(self.awaited >= 0)  # row by row, each row's streams in order
+        last = self.awaited[blocks, streams]
+        s_flat, s_off = _flat(self.streams)
+        awaited = np.stack([streams, last, s_flat[s_off[streams] + last]], axis=1).reshape(-1)
+        awaited_off = _offsets(np.bincount(blocks, minlength=self.b_start.size).tolist())
         self._packed = (
             *(_f64(a) for a in (p.start, p.end, p.arrival, self.lch, self.delay, self.overlap)),
             *(_i64(a) for a in (p.instance, self.place, self.stream_of, self.dep)),
@@ -179,8 +190,8 @@ class RankShape:
             *_flat(stops),
             *(_f64(a) for a in (self.b_start, self.b_end, self.drain, self.own, self.tail)),
             *(_u8(a) for a in (self.waited, self.b_coll, np.array(self.l_kept, dtype=bool))),
-            _i64(np.concatenate(awaited)) if awaited else _i64(np.empty(0)),
-            _offsets([a.size // 3 for a in awaited]),
+            _i64(awaited),
+            awaited_off,
             *_flat(self.awaited_free),
             _i64(self.comp_task),
             _f64(self.comp_end),
