@@ -73,6 +73,37 @@ def test_the_tensorboard_pair_stays_data_bound_and_says_what_launch_shares(share
     assert verdict.joint.gain_pct < launch.gain_pct + data.gain_pct  # never their sum
 
 
+def _steps_ms(path: Path) -> tuple[float, float]:
+    """The mean step of a one-rank trace and its standard error, in ms."""
+    durations = (analysis_of([path]).frames.steps.steps["duration_ns"] / 1e6).to_numpy()
+    return float(durations.mean()), float(durations.std(ddof=1)) / len(durations) ** 0.5
+
+
+def test_the_tensorboard_pair_measures_what_the_starved_run_predicts(shared_traces: Path) -> None:
+    """The one pair in the shared traces that changes one knob (num_workers 0 -> 4) on the same
+    GPU and model: the starved run's data what-if predicts the control's measured step (154.8
+    -> 124.0 ms predicted, 128.3 measured), and its joint data-and-launch what-if the step the
+    control's own launch what-if predicts (114.4 and 120.1 ms), each within two standard errors
+    of the steps' means (6 steps a run, 108 to 152 ms in the control)."""
+    starved_dir, control_dir = (shared_traces / "kineto" / f"tbplugin-resnet50-workers{n}" for n in (0, 4))
+    starved = analysis_of([starved_dir]).analysis.verdict
+    control = analysis_of([control_dir]).analysis.verdict
+    (starved_ms, starved_se), (control_ms, control_se) = _steps_ms(starved_dir), _steps_ms(control_dir)
+    data = next(g for g in starved.gains if g.bound is BoundKind.DATA)
+    assert data.step_ns == pytest.approx(starved_ms * 1e6, rel=1e-3) and data.gain_pct is not None
+    predicted = starved_ms * (1 - data.gain_pct / 100)
+    # the prediction scales the starved run's mean, and carries its error at that scale
+    error = ((control_se) ** 2 + (starved_se * predicted / starved_ms) ** 2) ** 0.5
+    assert abs(predicted - control_ms) <= 2 * error, (predicted, control_ms, error)
+    assert starved.joint is not None and starved.joint.bounds == [BoundKind.DATA, BoundKind.LAUNCH]
+    launch = next(g for g in control.gains if g.bound is BoundKind.LAUNCH)
+    assert launch.gain_pct is not None and starved.joint.gain_pct is not None
+    both = starved_ms * (1 - starved.joint.gain_pct / 100)
+    control_without = control_ms * (1 - launch.gain_pct / 100)
+    error = ((control_se * control_without / control_ms) ** 2 + (starved_se * both / starved_ms) ** 2) ** 0.5
+    assert abs(both - control_without) <= 2 * error, (both, control_without, error)
+
+
 def test_a_late_rank_with_others_close_behind_is_a_symptom(shared_traces: Path) -> None:
     # PARAM DLRM: rank 7 arrives last, but removing its lateness alone gains 3% (the next-latest
     # rank arrives soon after): not the bound; the launch gaps, worth 1.24x, are
