@@ -93,7 +93,7 @@ def test_the_tensorboard_pair_measures_what_the_starved_run_predicts(shared_trac
     assert data.step_ns == pytest.approx(starved_ms * 1e6, rel=1e-3) and data.gain_pct is not None
     predicted = starved_ms * (1 - data.gain_pct / 100)
     # the prediction scales the starved run's mean, and carries its error at that scale
-    error = ((control_se) ** 2 + (starved_se * predicted / starved_ms) ** 2) ** 0.5
+    error = (control_se**2 + (starved_se * predicted / starved_ms) ** 2) ** 0.5
     assert abs(predicted - control_ms) <= 2 * error, (predicted, control_ms, error)
     assert starved.joint is not None and starved.joint.bounds == [BoundKind.DATA, BoundKind.LAUNCH]
     launch = next(g for g in control.gains if g.bound is BoundKind.LAUNCH)

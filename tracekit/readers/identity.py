@@ -7,8 +7,8 @@ content: the whole file up to about 1 MiB, else 17 blocks of 64 KiB at evenly sp
 offsets (the first and the last, which end a gzip file with the CRC-32 of its content, and
 one centred on the middle). A CRC-32 sees every edit of up to 32 consecutive bits, and ISA-L
 computes it at several GB/s: a cryptographic digest (BLAKE2b: 1.4 ms for a file's 1 MiB here)
-was a quarter of a warm analysis of 256 ranks' CPU, for nothing a checksum does not see (the
-identity tells a file from its edits, not from a forgery). The ctime cannot be set back by a
+took 0.37 s of the 1.62 s of CPU of a warm analysis of 256 ranks in one process, for nothing a
+checksum does not see (the identity tells a file from its edits, not from a forgery). The ctime cannot be set back by a
 user, so an in-place edit is seen even where the mtime was restored; the digest sees it where
 the ctime did not tick (timestamps advance only every few ms). Identifying a 2 GB file reads 1
 MiB of it.
