@@ -102,7 +102,8 @@ def child(executor_name: str, folder: Path, out: Path, cache: Path) -> None:
             cpu_marks.append(workers_cpu())
 
     apart = _count_apart() if running else None
-    options = AnalyzeOptions(executor=executor, jobs=JOBS, cache_dir=cache, stage=staged)
+    # the JSON and terminal reports: no details, as the command line without --details
+    options = AnalyzeOptions(executor=executor, jobs=JOBS, cache_dir=cache, stage=staged, details=False)
     analysis = analyze_paths([folder], options).analysis
     marks.append(_now())
     if workers_cpu is not None:

@@ -10,9 +10,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tracekit.analyzers.convert import DECIMALS, rows
+from tracekit.analyzers.idle import NO_HOST_RANGE, longest_of_each, one_time_by_range
 from tracekit.analyzers.sections import _ledger_rows, longest_intervals
 from tracekit.results import rows as r
-from tracekit.results.vocab import LedgerEntry
+from tracekit.results.vocab import IdleCause, LedgerEntry
 
 ENTRIES = [e.value for e in LedgerEntry]
 
@@ -65,6 +66,58 @@ def test_the_longest_intervals_as_a_top_k_on_every_key(rows: list[tuple[int, int
     keys = ["length_ns", "rank", "start_ns"]
     expected = intervals.top_k(count, by=keys, reverse=[False, True, True]).sort(keys, descending=[True, False, False])
     assert longest_intervals(intervals, count).equals(expected)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 5), st.integers(0, 50), st.integers(0, 20)), max_size=120), st.integers(1, 12))
+def test_the_run_s_longest_are_among_each_rank_s_longest(rows: list[tuple[int, int, int]], count: int) -> None:
+    """What each rank's map sends (its intervals at least as long as its ``count``-th longest)
+    gives the run's longest exactly as every interval does, ties at the cut included."""
+    intervals = pl.DataFrame(rows, schema={"rank": pl.Int32, "start_ns": pl.Int64, "length_ns": pl.Int64}, orient="row")
+    expected = longest_intervals(intervals, count)
+    # each rank mapped alone (a shard of one rank), and several in one shard
+    parts = [longest_of_each(part, count) for part in intervals.partition_by("rank", maintain_order=True)]
+    sent = pl.concat(parts) if parts else intervals
+    assert sent.select("rank").unique().height == intervals.select("rank").unique().height  # every rank sends
+    assert longest_intervals(sent, count).equals(expected)
+    assert longest_intervals(longest_of_each(intervals, count), count).equals(expected)
+
+
+def test_each_rank_s_longest_by_hand() -> None:
+    intervals = pl.DataFrame(
+        {"rank": [0, 0, 0, 1, 1, 2], "length_ns": [5, 3, 3, 9, 1, 2], "start_ns": [1, 2, 3, 4, 5, 6]}
+    )
+    # rank 0: 5 and both 3s (a tie at its second longest); rank 1: 9 and 1; rank 2: its one
+    assert longest_of_each(intervals, 2).get_column("length_ns").to_list() == [5, 3, 3, 9, 1, 2]
+    assert longest_of_each(intervals, 1).get_column("length_ns").to_list() == [5, 9, 2]
+    assert longest_of_each(intervals.clear(), 1).height == 0
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.integers(0, 5),
+            st.sampled_from([IdleCause.ONE_TIME.value, IdleCause.BACK_TO_BACK.value]),
+            st.one_of(st.none(), st.sampled_from(["cudaMalloc", "module load", "graph capture"])),
+            st.integers(0, 10**12),
+        ),
+        max_size=80,
+    ),
+    st.sets(st.integers(0, 5)),
+)
+def test_one_time_idle_by_host_range_sums_as_the_gaps_do(
+    rows: list[tuple[int, str, str | None, int]], pace: set[int]
+) -> None:
+    """The pace ranks' one-time idle by host range, from each rank's sums, is the sum over
+    their gaps (what the verdict's warm-up work read from every interval before)."""
+    schema = {"rank": pl.Int32, "cause": pl.String, "host_range": pl.Categorical, "length_ns": pl.Int64}
+    intervals = pl.DataFrame(rows, schema=schema, orient="row")
+    by_rank = one_time_by_range(intervals)
+    got = by_rank.filter(pl.col("rank").is_in(pace)).group_by("name").agg(ns=pl.col("ns").sum()).sort("name")
+    gaps = intervals.filter(pl.col("cause") == IdleCause.ONE_TIME.value, pl.col("rank").is_in(pace))
+    named = gaps.group_by(name=pl.col("host_range").cast(pl.String).fill_null(NO_HOST_RANGE))
+    assert got.equals(named.agg(ns=pl.col("length_ns").sum()).sort("name"))
 
 
 class _Mixed(r.Row, frozen=True, kw_only=True):

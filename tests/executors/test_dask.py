@@ -95,6 +95,22 @@ def test_the_ranks_re_timed_on_the_workers_give_the_local_gains(
     )
 
 
+@pytest.mark.e2e
+def test_without_details_the_idle_intervals_stay_on_the_workers(
+    cluster: DaskExecutor, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On a cluster elsewhere, a rank's every GPU idle interval stays on the worker that mapped
+    it, beside the gains' tables: the same analysis as the local one with them."""
+    folder = SAMPLES / "captures" / "cuda-h200-gloo2-straggler"
+    local = analyze_paths([folder], AnalyzeOptions(use_cache=False))
+    monkeypatch.setattr(type(cluster), "elsewhere", True)  # as a cluster on other machines
+    on_dask = analyze_paths([folder], AnalyzeOptions(executor=cluster, use_cache=False, details=False))
+    assert local.frames.idle.intervals.height > 0 and on_dask.frames.idle.intervals.height == 0
+    assert msgspec.structs.replace(on_dask.analysis, analysis_seconds=None) == msgspec.structs.replace(
+        local.analysis, analysis_seconds=None
+    )
+
+
 def test_places_name_the_worker_that_keeps_each_result(cluster: DaskExecutor) -> None:
     handles = cluster.keep(abs, [-1, -2, -3, -4])
     places = cluster.places(handles)

@@ -228,6 +228,32 @@ def test_a_process_pool_gives_the_same_analysis(one_file_shards: None) -> None:
     assert msgspec.json.encode(pooled) == msgspec.json.encode(loaded([folder]))
 
 
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_without_details_every_idle_interval_stays_where_it_was_mapped(
+    tmp_path: Path, one_file_shards: None, jobs: int
+) -> None:
+    """No figure reads every GPU idle interval: the same analysis without them (from the map,
+    and from the map cache a run with them filled); only the details, which then say so."""
+    folder = SAMPLES / "captures" / "cuda-h200-gloo2-straggler"
+    executor = LocalExecutor(jobs=jobs)
+    settings = Settings(cache_dir=str(tmp_path))
+    try:
+        fresh = analyze_files([folder], executor=executor, settings=Settings(use_cache=False), details=False)
+        whole = analyze_files([folder], executor=executor, settings=settings)
+        cached = analyze_files([folder], executor=executor, settings=settings, details=False)
+    finally:
+        executor.close()
+    every = whole.frames.idle.intervals
+    assert every.height > 50 and whole.details["idle_intervals"].height == every.height
+    assert every.select("rank").unique().height == 2
+    for alone in (fresh, cached):
+        assert msgspec.json.encode(alone.analysis) == msgspec.json.encode(whole.analysis)
+        assert alone.frames.idle.intervals.height == 0 and not alone.details_kept
+        assert alone.frames.idle.longest.height < every.height
+        with pytest.raises(ValueError, match=r"details=True"):
+            _ = alone.details
+
+
 @pytest.mark.real
 @pytest.mark.parametrize(
     "name",

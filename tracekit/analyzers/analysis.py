@@ -85,10 +85,21 @@ class Outcome:
     analysis: Analysis
     #: every intermediate result as polars frames (steps, breakdown, collectives per rank, ...)
     frames: Frames
+    #: whether every GPU idle interval came to this process (``frames.idle.intervals``): False
+    #: when the analysis did not bring them from where each rank was mapped
+    #: (``AnalyzeOptions(details=False)``)
+    details_kept: bool = True
 
     @property
     def details(self) -> dict[str, pl.DataFrame]:
-        """The per-instance tables that the typed result leaves out."""
+        """The per-instance tables that the typed result leaves out.
+
+        Raises ValueError when the analysis did not bring them from where the ranks were mapped."""
+        if not self.details_kept:
+            raise ValueError(
+                "the per-instance tables were not brought from where each rank was analyzed: analyze with "
+                "AnalyzeOptions(details=True) (the default) to have them"
+            )
         out = {"collectives_per_rank": self.frames.collectives.per_rank}
         if (idle := self.frames.idle) is not None:
             out["idle_intervals"] = idle.intervals.with_columns(pl.col("cause").cast(pl.String))

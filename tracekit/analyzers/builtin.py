@@ -48,7 +48,7 @@ ANALYSES: Final[tuple[Entry[Any], ...]] = (
     Entry("stragglers", cross_rank=s.stragglers_reduce, requires=(i.STRAGGLERS,), result=a.StragglersSection),
     Entry("dataloader", s.dataloader_map, s.dataloader_reduce, requires=(i.DATALOADER,), result=a.DataLoaderSection),
     Entry("host_syncs", s.syncs_map, s.syncs_reduce, requires=(i.SYNCS,), result=a.SyncsSection),
-    Entry("idle_causes", s.idle_map, s.idle_reduce, requires=(i.IDLE,), result=a.IdleSection),
+    Entry("idle_causes", s.idle_map, s.idle_reduce, requires=(i.IDLE,), result=a.IdleSection, version=2),
     Entry("memory", memory.memory_map, memory.memory_reduce, result=a.MemorySection),
     Entry("ledger", ledger.ledger_map, s.ledger_reduce, requires=(i.LEDGER,), result=a.LedgerSection),
     Entry("gains", gains.gains_map),

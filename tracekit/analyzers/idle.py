@@ -80,7 +80,7 @@ name pattern is a constant here or of :mod:`tracekit.analyzers.host_causes`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final
 
 import polars as pl
@@ -138,6 +138,33 @@ class IdleResult:
     intervals: pl.DataFrame
     #: rank, cause, idle_ns, count, share_pct (of the rank's idle)
     per_rank: pl.DataFrame
+    #: in the reduce: the longest intervals of every rank (:func:`longest_of_each`), which the
+    #: run's longest are among; the same columns as ``intervals``
+    longest: pl.DataFrame = field(default_factory=pl.DataFrame)
+    #: in the reduce: each rank's one-time idle by host range (:func:`one_time_by_range`)
+    one_time: pl.DataFrame = field(default_factory=pl.DataFrame)
+
+
+#: The host range of a one-time gap that recorded none, as :func:`one_time_by_range` names it.
+NO_HOST_RANGE: Final = "(no host range recorded)"
+
+
+def longest_of_each(intervals: pl.DataFrame, count: int) -> pl.DataFrame:
+    """The intervals of each rank at least as long as its ``count``-th longest: the run's
+    ``count`` longest (by length, then rank and start) are among them, so a rank's map sends
+    these, not every interval, and the client finds the run's longest in them."""
+    if intervals.height == 0:
+        return intervals
+    shortest = pl.col("length_ns").top_k(count).min().over("rank")
+    return intervals.filter(pl.col("length_ns") >= shortest)
+
+
+def one_time_by_range(intervals: pl.DataFrame) -> pl.DataFrame:
+    """rank, name, ns: each rank's one-time idle summed by the host range its gaps name
+    (:data:`NO_HOST_RANGE` where a gap recorded none)."""
+    gaps = intervals.filter(pl.col("cause") == IdleCause.ONE_TIME.value)
+    name = pl.col("host_range").cast(pl.String).fill_null(NO_HOST_RANGE)
+    return gaps.group_by("rank", name=name).agg(ns=pl.col("length_ns").sum()).sort("rank", "name")
 
 
 def idle_causes(

@@ -18,6 +18,7 @@ from tracekit.analyzers.breakdown import gpu_breakdown
 from tracekit.analyzers.collectives import find_collectives
 from tracekit.analyzers.convert import DECIMALS, rows
 from tracekit.analyzers.dataloader import dataloader_gaps
+from tracekit.analyzers.idle import longest_of_each, one_time_by_range
 from tracekit.analyzers.kernels import kernels_by_rank
 from tracekit.analyzers.left_out import left_out, run_left_out
 from tracekit.analyzers.overlap import comm_overlap
@@ -242,7 +243,12 @@ def idle_map(ctx: RankContext) -> IdleParts:
     if not ctx.has_gpu:
         return IdleParts()
     result = ctx.idle
-    return IdleParts(intervals=result.intervals, per_rank=result.per_rank)
+    return IdleParts(
+        intervals=result.intervals,
+        per_rank=result.per_rank,
+        longest=longest_of_each(result.intervals, IDLE_INTERVALS),
+        one_time=one_time_by_range(result.intervals),
+    )
 
 
 def idle_reduce(red: Reduced) -> IdleSection | None:
@@ -250,7 +256,7 @@ def idle_reduce(red: Reduced) -> IdleSection | None:
     idle = red.result(IDLE)
     if idle is None:
         return None
-    longest = longest_intervals(idle.intervals, IDLE_INTERVALS)
+    longest = longest_intervals(idle.longest, IDLE_INTERVALS)
     return IdleSection(per_rank=rows(idle.per_rank, r.IdleCauseRow), longest=rows(longest, r.IdleInterval))
 
 

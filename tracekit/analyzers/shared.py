@@ -125,7 +125,7 @@ def _idle(red: Reduced) -> IdleResult | None:
     if not red.has_gpu:
         return None
     p = red.gather(IdleParts)
-    return IdleResult(intervals=p.intervals, per_rank=p.per_rank)
+    return IdleResult(intervals=p.intervals, per_rank=p.per_rank, longest=p.longest, one_time=p.one_time)
 
 
 def _ledger(red: Reduced) -> LedgerResult:

@@ -29,7 +29,6 @@ from tracekit.results.analysis import Finding, SyncSource, Verdict, WarmupWork
 from tracekit.results.vocab import (
     BoundKind,
     Confidence,
-    IdleCause,
     LedgerEntry,
     MeasuredOn,
     NoteKind,
@@ -186,15 +185,13 @@ def _warmup(red: Reduced) -> Finding | None:
 def _warmup_work(red: Reduced) -> list[WarmupWork]:
     """The host ranges of the longest one-time idle, summed over the pace ranks' gaps."""
     idle = red.result(IDLE)
-    if idle is None or idle.intervals.height == 0:
+    if idle is None or idle.one_time.height == 0:
         return []
-    gaps = idle.intervals.filter(
-        pl.col("cause") == IdleCause.ONE_TIME.value, pl.col("rank").is_in(red.result(LEDGER).pace_ranks)
-    )
+    gaps = idle.one_time.filter(pl.col("rank").is_in(red.result(LEDGER).pace_ranks))
     if gaps.height == 0:
         return []
-    named = gaps.group_by(name=pl.col("host_range").cast(pl.String).fill_null("(no host range recorded)"))
-    top = named.agg(ns=pl.col("length_ns").sum()).sort(["ns", "name"], descending=[True, False]).head(WARMUP_NAMED)
+    named = gaps.group_by("name").agg(ns=pl.col("ns").sum())
+    top = named.sort(["ns", "name"], descending=[True, False]).head(WARMUP_NAMED)
     return [WarmupWork(name=r["name"], ns=int(r["ns"])) for r in top.iter_rows(named=True)]
 
 

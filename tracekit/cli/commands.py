@@ -87,7 +87,10 @@ def run_analyze(
         check_annotatable(paths)
     options = analyze_options(analysis)
     with DelayedProgress() as progress:
-        outcome = analyze_paths(paths, dataclasses.replace(options, progress=progress.file_done, stage=progress.stage))
+        # every GPU idle interval comes here only for the tables that list them
+        wanted = details is not None or annotated is not None
+        chosen = dataclasses.replace(options, progress=progress.file_done, stage=progress.stage, details=wanted)
+        outcome = analyze_paths(paths, chosen)
         progress.stage("writing reports")
         result = outcome.analysis
         text = TerminalRenderer(
@@ -399,7 +402,7 @@ class _Judge:
         self.options = options
 
     def analyze(self, folder: Path) -> Analysis:
-        return analyze_paths([folder], self.options).analysis
+        return analyze_paths([folder], dataclasses.replace(self.options, details=False)).analysis
 
     def compare(self, a: Path, b: Path) -> Comparison:
         return compare_paths([a], [b], options=self.options)

@@ -46,6 +46,11 @@ class AnalyzeOptions(AnalysisChoices):
     ``executor``: where the per-rank map runs: ``"local"`` (``jobs`` processes on this
     machine), ``"dask"`` (a Dask cluster at ``scheduler``, else a local cluster of ``jobs``
     workers), or an :class:`~tracekit.executors.Executor` the caller made (and closes).
+    ``details``: bring every GPU idle interval to this process, for
+    :attr:`~tracekit.analyzers.analysis.Outcome.details` (``--details``) and the annotated
+    trace; no figure of the report reads them (the longest of each rank and its one-time idle
+    by host range come back either way), so ``False`` does not send them from where each rank
+    was analyzed, which a run of many large ranks needs (about 17 kB a rank-MB of trace).
     """
 
     ranks: set[int] | None = None
@@ -57,6 +62,7 @@ class AnalyzeOptions(AnalysisChoices):
     scheduler: str | None = None
     progress: Callable[[str, int, int], None] | None = field(default=None, compare=False)
     stage: Callable[[str], None] | None = field(default=None, compare=False)
+    details: bool = True
 
 
 def analyze_paths(paths: Sequence[Path], options: AnalyzeOptions | None = None) -> Outcome:
@@ -89,6 +95,7 @@ def analyze_paths(paths: Sequence[Path], options: AnalyzeOptions | None = None) 
             progress=options.progress,
             stage=options.stage,
             cores_shared=ranks_over_cores(capture) is not None,
+            details=options.details,
         )
     analysis = msgspec.structs.replace(
         outcome.analysis,

@@ -74,8 +74,11 @@ def write_annotated_trace(outcome: Outcome, path: str | Path) -> None:
     """Write the traces ``outcome`` analyzed, with its findings as tracks, to ``path`` (Chrome
     Trace Event JSON; gzip-compressed where ``path`` ends in ``.gz``), atomically.
 
-    Raises :class:`~tracekit.errors.InputError` for inputs other than Kineto traces.
+    Raises :class:`~tracekit.errors.InputError` for inputs other than Kineto traces, and
+    ValueError for an outcome that left its GPU idle intervals where the ranks were analyzed.
     """
+    if not outcome.details_kept:
+        raise ValueError("an annotated trace draws every GPU idle interval: analyze with AnalyzeOptions(details=True)")
     red = outcome.frames
     sources = rank_sources(red)
     tracks = finding_tracks(red)

@@ -7,6 +7,7 @@ unless it is a saved analysis; a sweep folder's traced cells are analyzed for th
 
 from __future__ import annotations
 
+import dataclasses
 from typing import TYPE_CHECKING, Final
 
 from tracekit.arguments import path_list, text_list
@@ -107,7 +108,8 @@ def load_side(path: Path, options: AnalyzeOptions | None = None) -> list[Analysi
                 "capture folders or traces",
                 path=path,
             )
-    return [analyze_paths([folder], options).analysis for folder in run_folders(path)]
+    alone = dataclasses.replace(options or AnalyzeOptions(), details=False)  # only the analysis is read
+    return [analyze_paths([folder], alone).analysis for folder in run_folders(path)]
 
 
 def _runs(path: Path) -> int:
@@ -173,7 +175,8 @@ def sweep_matrix(
     for name in sweep.cells:
         run = next((r for r in sweep.runs if r.cell == name and not r.probe and r.status == "ok" and r.traced), None)
         if run is not None:
-            verdicts[name] = analyze_paths([path / run.folder], options).analysis.verdict.primary
+            alone = dataclasses.replace(options or AnalyzeOptions(), details=False)  # only the verdict is read
+            verdicts[name] = analyze_paths([path / run.folder], alone).analysis.verdict.primary
     return build_matrix(
         sweep,
         source=str(path),

@@ -37,6 +37,7 @@ from tracekit.analyzers.gains import GainParts
 from tracekit.analyzers.gains_held import KEPT_TABLES
 from tracekit.analyzers.mapreduce import RankSummary, map_ranks
 from tracekit.analyzers.memory import timeline_parts
+from tracekit.analyzers.parts import IdleParts
 from tracekit.executors import TaskFailed
 from tracekit.pipeline.map_cache import CacheWarning, look_up, through_cache
 from tracekit.pipeline.mapped import Mapped, Settings, Shard
@@ -171,12 +172,14 @@ def analyze_files(
     progress: ProgressCallback | None = None,
     stage: Callable[[str], None] | None = None,
     cores_shared: bool = False,
+    details: bool = True,
 ) -> Outcome:
     """The analysis of the traces at ``paths``, mapped by ``executor`` (see the module's docstring).
 
     ``settings`` holds ``tracekit analyze``'s options; its ``alone`` and ``jobs`` are set here.
     ``cores_shared``: the ranks outnumbered their machine's cores (the capture summary's word,
     :func:`~tracekit.analyzers.caveats.ranks_over_cores`); the re-timed gains are floors.
+    ``details``: every GPU idle interval comes here (else each shard's are not sent from where it was mapped).
     Raises :class:`~tracekit.errors.TracekitError` as :func:`~tracekit.readers.load.load_run` does.
     """
     paths = list(paths)
@@ -187,7 +190,7 @@ def analyze_files(
     shards = plan(inputs.files, workers=executor.workers)
     settings = replace(settings, alone=len(inputs.files) == 1, jobs=executor.workers if len(shards) == 1 else 1)
     tasks = [Shard(paths=p, settings=settings) for p in shards]
-    mapped = _map(executor, tasks, progress=progress)
+    mapped = _map(executor, tasks, progress=progress, details=details)
     by_path = {f.path: f for m in mapped for f in m.files}
     resolved = resolve(
         [by_path[str(p)] for p in inputs.files], inputs.special, rank=settings.rank, ranks=settings.ranks
@@ -195,7 +198,7 @@ def analyze_files(
     has_gpu = any(k in m.gpu for m in mapped for k in resolved.assigned)
     decided = [_decided(t, resolved.assigned, has_gpu) for t in tasks]
     wrong = [i for i, (d, m) in enumerate(zip(decided, mapped, strict=True)) if _guessed_wrong(m, d)]
-    for i, m in zip(wrong, _map(executor, [decided[i] for i in wrong], progress=None), strict=True):
+    for i, m in zip(wrong, _map(executor, [decided[i] for i in wrong], progress=None, details=details), strict=True):
         mapped[i] = m
     executor.rest()  # its map is done: what it keeps idle is released before the reduce
     for note in dict.fromkeys(n for m in mapped for n in m.notes):
@@ -218,7 +221,7 @@ def analyze_files(
         memo=whatif_cache(settings),
         cores_shared=cores_shared,
     )
-    return reduce_outcome(summaries, options, meta)
+    return replace(reduce_outcome(summaries, options, meta), details_kept=details)
 
 
 @dataclass(frozen=True)
@@ -285,9 +288,12 @@ def _guessed_wrong(mapped: Mapped, decided: Shard) -> bool:
     return bool(mapped.ranks) and mapped.has_gpu != decided.has_gpu
 
 
-def _map(executor: Executor, tasks: Sequence[Shard], *, progress: ProgressCallback | None) -> list[Mapped]:
+def _map(
+    executor: Executor, tasks: Sequence[Shard], *, progress: ProgressCallback | None, details: bool = True
+) -> list[Mapped]:
     """Every shard mapped by ``executor``, in the order of ``tasks``; a shard the executor could
-    not run gives its files as unreadable, with the reason."""
+    not run gives its files as unreadable, with the reason. ``details``: with every GPU idle
+    interval (else without: :func:`_without_intervals`, where the shard was mapped)."""
     total = sum(len(t.paths) for t in tasks)
     out: dict[int, Mapped] = {}
     notes: dict[int, tuple[str, ...]] = {}
@@ -302,7 +308,7 @@ def _map(executor: Executor, tasks: Sequence[Shard], *, progress: ProgressCallba
     for i, task in enumerate(tasks):  # what the map cache holds is read here: no worker is needed for it
         found, notes[i] = look_up(task)
         if found is not None:
-            done(i, found)
+            done(i, found if details else _without_intervals(found))
     todo = [i for i in range(len(tasks)) if i not in out]
     kept: list[Any] = []
     if executor.elsewhere and todo:
@@ -310,10 +316,10 @@ def _map(executor: Executor, tasks: Sequence[Shard], *, progress: ProgressCallba
         # held there (tracekit.analyzers.gains_held); the rest of each result comes here
         whole = executor.keep(map_shard, [tasks[i] for i in todo])
         kept = executor.keep(_gains_of, whole)
-        results = executor.map(_light, whole)
+        results = executor.map(_light if details else _light_alone, whole)
         del whole  # each whole result leaves its worker once its two parts are made
     else:
-        results = executor.map(map_shard, [tasks[i] for i in todo])
+        results = executor.map(map_shard if details else _map_alone, [tasks[i] for i in todo])
     for j, result in results:
         i = todo[j]
         if isinstance(result, TaskFailed):
@@ -369,3 +375,27 @@ def _light(mapped: Mapped) -> Mapped:
         for name, p in summary.parts.items()
     }
     return replace(mapped, summary=replace(summary, parts=parts))
+
+
+def _without_intervals(mapped: Mapped) -> Mapped:
+    """A shard's result without every GPU idle interval (:attr:`IdleParts.intervals`, which only
+    the details and the annotated trace read; the reduce reads each rank's longest and its
+    one-time idle by host range)."""
+    summary = mapped.summary
+    if summary is None or not any(isinstance(p, IdleParts) for p in summary.parts.values()):
+        return mapped
+    parts = {
+        name: replace(p, intervals=p.intervals.clear()) if isinstance(p, IdleParts) else p
+        for name, p in summary.parts.items()
+    }
+    return replace(mapped, summary=replace(summary, parts=parts))
+
+
+def _map_alone(shard: Shard) -> Mapped:
+    """:func:`map_shard` without every GPU idle interval (run where the shard is mapped)."""
+    return _without_intervals(map_shard(shard))
+
+
+def _light_alone(mapped: Mapped) -> Mapped:
+    """:func:`_light` without every GPU idle interval (run where the result is)."""
+    return _without_intervals(_light(mapped))
