@@ -189,15 +189,19 @@ class SyncParts(Parts):
     calls: pl.DataFrame = table("rank start_ns end_ns name kind op calls")
 
 
+#: The columns of a GPU idle interval (:data:`tracekit.analyzers.idle.INTERVAL_COLUMNS`).
+_IDLE_INTERVAL: Final = "rank step start_ns end_ns length_ns cause ended_by launch_ns host_range launches"
+
+
 class IdleParts(Parts):
     """GPU idle intervals and their causes."""
 
     #: every interval: for the details and the annotated trace only, not for any figure (not
     #: sent from where the rank was mapped when neither is asked for: ``AnalyzeOptions(details=False)``)
-    intervals: pl.DataFrame = table("rank step start_ns end_ns length_ns cause ended_by launch_ns host_range launches")
+    intervals: pl.DataFrame = table(_IDLE_INTERVAL)
     per_rank: pl.DataFrame = table("rank cause idle_ns count share_pct")
     #: the longest intervals of each rank (:func:`~tracekit.analyzers.idle.longest_of_each`)
-    longest: pl.DataFrame = table("rank step start_ns end_ns length_ns cause ended_by launch_ns host_range launches")
+    longest: pl.DataFrame = table(_IDLE_INTERVAL)
     #: each rank's one-time idle by host range (:func:`~tracekit.analyzers.idle.one_time_by_range`)
     one_time: pl.DataFrame = table("rank name ns")
 

@@ -22,7 +22,7 @@ from tracekit.cli.paths import Written, check_outputs
 from tracekit.cli.progress import DelayedProgress
 from tracekit.errors import InputError
 from tracekit.pipeline.analyze import AnalyzeOptions, analyze_paths
-from tracekit.pipeline.runs import compare_paths
+from tracekit.pipeline.runs import analysis_only, compare_paths
 from tracekit.reports import TerminalRenderer, renderer
 from tracekit.reports.compare_text import gate_line
 from tracekit.reports.text import one_line
@@ -402,7 +402,7 @@ class _Judge:
         self.options = options
 
     def analyze(self, folder: Path) -> Analysis:
-        return analyze_paths([folder], dataclasses.replace(self.options, details=False)).analysis
+        return analyze_paths([folder], analysis_only(self.options)).analysis
 
     def compare(self, a: Path, b: Path) -> Comparison:
         return compare_paths([a], [b], options=self.options)

@@ -91,6 +91,12 @@ def _check_repeats(path: Path, captures: Sequence[Path]) -> None:
             )
 
 
+def analysis_only(options: AnalyzeOptions | None) -> AnalyzeOptions:
+    """``options`` (or the defaults) for an analysis of which only the typed result is read: no
+    details (every GPU idle interval stays where its rank was analyzed)."""
+    return dataclasses.replace(options or AnalyzeOptions(), details=False)
+
+
 def load_side(path: Path, options: AnalyzeOptions | None = None) -> list[Analysis]:
     """The analyses of one side of a comparison: a saved analysis (``analyze --json``), a
     capture folder or trace files (analyzed now), or a folder of repeated captures (each one)."""
@@ -108,7 +114,7 @@ def load_side(path: Path, options: AnalyzeOptions | None = None) -> list[Analysi
                 "capture folders or traces",
                 path=path,
             )
-    alone = dataclasses.replace(options or AnalyzeOptions(), details=False)  # only the analysis is read
+    alone = analysis_only(options)
     return [analyze_paths([folder], alone).analysis for folder in run_folders(path)]
 
 
@@ -172,10 +178,10 @@ def sweep_matrix(
         raise InputError("not a sweep folder (no sweep.json)", path=path)
     sweep = load_sweep(record.read_bytes(), source=str(record))
     verdicts = {}
+    alone = analysis_only(options)
     for name in sweep.cells:
         run = next((r for r in sweep.runs if r.cell == name and not r.probe and r.status == "ok" and r.traced), None)
         if run is not None:
-            alone = dataclasses.replace(options or AnalyzeOptions(), details=False)  # only the verdict is read
             verdicts[name] = analyze_paths([path / run.folder], alone).analysis.verdict.primary
     return build_matrix(
         sweep,
