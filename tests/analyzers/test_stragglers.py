@@ -119,6 +119,31 @@ def test_a_late_step_start_is_the_cause_when_no_phase_explains_it() -> None:
     assert (straggler.cause, straggler.phase, straggler.cause_excess_ns) == (StragglerCause.LATE_START, None, 300 * US)
 
 
+def test_the_waiting_a_straggler_causes_is_counted_in_the_steps_it_is_divided_by() -> None:
+    # 2 ranks: a first step of 3000 us (warm-up, left out of the steps measured) where rank 1
+    # enters the all-reduce 2000 us late (a one-time stall), then 3 steps of 1000 us where its
+    # forward takes 300 us longer than rank 0's. Per measured step rank 1 costs rank 0 300 us,
+    # all of it its forward's excess: a straggler. Counting the warm-up's 2000 us in the wait
+    # but dividing by the 3 measured steps read 967 us a step (more than the forward explains;
+    # in a 2-rank capture of 1 measured step, 298 ms "a step" of 103 ms) and named none.
+    rows: list[dict[str, object]] = []
+    starts = [0, 3 * STEP, 4 * STEP, 5 * STEP]
+    for step, t in enumerate(starts):
+        length = 3 * STEP if step == 0 else STEP
+        for r in range(2):
+            forward = (2200 if step == 0 else 500) * US if r == 1 else 200 * US
+            rows.append(ev("step", f"ProfilerStep#{step}", t, t + length, rank=r))
+            rows.append(ev("annotation", "tracekit.phase/forward", t, t + forward, rank=r))
+            rows += nccl_call(r, t + forward, t + (2300 if step == 0 else 600) * US, corr=step + 1)
+    _, result = cross_rank(make_run(rows, world_size=2))
+    assert result.matrix.filter(rank=1)["step"].to_list() == [1, 2, 3]
+    (straggler,) = result.stragglers
+    assert (straggler.rank, straggler.phase) == (1, "tracekit.phase/forward")
+    assert straggler.caused_wait_ns == pytest.approx(3 * 300 * US)
+    assert straggler.score == pytest.approx(0.3)
+    assert straggler.cause_excess_ns == pytest.approx(300 * US)
+
+
 def test_of_two_ranks_the_late_one_is_compared_with_the_other_not_with_their_median() -> None:
     # 2 ranks, 4 steps: rank 1's forward takes 500 us instead of 200, so it enters the
     # all-reduce 300 us after rank 0, which waits those 300 us. The median of two ranks is

@@ -124,8 +124,12 @@ def _caused_wait(joined: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def _per_rank(joined: pl.DataFrame, *, base: float, n_steps: int) -> pl.DataFrame:
-    caused = _caused_wait(joined)
+def _per_rank(joined: pl.DataFrame, *, base: float, n_steps: int, in_steps: bool) -> pl.DataFrame:
+    """Per rank: its arrivals at every matched collective, and the waiting it caused, counted in
+    the steps measured when there are steps (the wait is divided by their number: a warm-up
+    stall counted in it but not in the steps read as more waiting a step than any phase explains,
+    and more than the step itself), else in the whole trace."""
+    caused = _caused_wait(joined.filter(pl.col("step").is_not_null()) if in_steps else joined)
     return (
         joined.group_by("rank")
         .agg(
@@ -176,7 +180,7 @@ def find_stragglers(
     joined = _attributed(collectives)
     steps = on_corrected_clocks(steps, collectives.clocks)
     base, n_steps = _time_base(steps, span_ns)
-    per_rank = _per_rank(joined, base=base, n_steps=n_steps)
+    per_rank = _per_rank(joined, base=base, n_steps=n_steps, in_steps=steps.has_steps)
     matrix = (
         joined.filter(pl.col("step").is_not_null())
         .group_by("rank", "step")
