@@ -68,14 +68,19 @@ class Sizes:
     #: the sweep: a transformer whose activations grow with the batch
     sweep: dict[str, str]
     sweep_grid: str
+    #: the straggler's injected delay (ms): on a GPU a few steps' worth of noise, on a loaded
+    #: CPU machine more than the tens of ms its steps vary by (30 ms read 52 ms of waiting there)
+    straggler_delay_ms: int
     #: the sweep's memory: a fraction of the GPU (GiB) or a budget on peak RSS (GiB)
     memory_cap_gib: float
 
 
-#: The straggler's injected delay, and how many times it the steps may vary (on CPU) before it
-#: is drowned in the noise.
-STRAGGLER_DELAY_MS: Final = 30
+#: How many times the straggler's delay the steps may vary (on CPU) before it is drowned in the
+#: noise.
 DROWNED: Final = 5
+#: The straggler's injected delay on a GPU and on CPU (:attr:`Sizes.straggler_delay_ms`).
+GPU_STRAGGLER_MS: Final = 30
+CPU_STRAGGLER_MS: Final = 100
 
 GPU: Final = Sizes(
     backend="nccl",
@@ -93,7 +98,7 @@ GPU: Final = Sizes(
                 "hidden": 1024,
                 "depth": 3,
                 "straggler_rank": 1,
-                "straggler_delay_ms": STRAGGLER_DELAY_MS,
+                "straggler_delay_ms": GPU_STRAGGLER_MS,
             }
         ),
         "batch_size": "256",
@@ -105,14 +110,21 @@ GPU: Final = Sizes(
         "workload_args": json.dumps({"vocab": 8192, "d_model": 512, "heads": 8, "layers": 4, "seq_len": 512}),
     },
     sweep_grid="batch_size=2,4",
+    straggler_delay_ms=GPU_STRAGGLER_MS,
     memory_cap_gib=3.0,
 )
 CPU: Final = Sizes(
     backend="gloo",
     healthy={},
-    gloo2={"workload_args": json.dumps({"straggler_rank": 1, "straggler_delay_ms": STRAGGLER_DELAY_MS})},
+    gloo2={
+        "workload_args": json.dumps({"straggler_rank": 1, "straggler_delay_ms": CPU_STRAGGLER_MS}),
+        # steps enough that two or more are measured after the first, long one (gloo's set-up)
+        "measured_steps": "6",
+        "profiler.active": "5",
+    },
     sweep={},
     sweep_grid="batch_size=8",
+    straggler_delay_ms=CPU_STRAGGLER_MS,
     memory_cap_gib=0.01,  # below any process's RSS: the first cell is over it, the probe stops
 )
 STEPS: Final = {"warmup_steps": "2", "measured_steps": "4"}
@@ -458,11 +470,12 @@ def check_gloo2(runner: Runner, sizes: Sizes, name: str, check: Check, cuda: boo
     ]
     spread_ms = _step_spread_ms(result)
     check.facts["step_spread_ms"] = spread_ms
-    if not cuda and not stragglers and spread_ms > DROWNED * STRAGGLER_DELAY_MS:
+    delay = sizes.straggler_delay_ms
+    if not cuda and not stragglers and spread_ms > DROWNED * delay:
         # on a loaded CPU machine the steps can vary by ten times the injected delay: then nothing
         # tells the straggler from the noise, and the check has nothing to assert (on the GPU it
         # always asserts)
-        check.skipped = f"steps vary by {spread_ms:.0f} ms, over {DROWNED}x the {STRAGGLER_DELAY_MS} ms delay"
+        check.skipped = f"steps vary by {spread_ms:.0f} ms, over {DROWNED}x the {delay} ms delay"
         return
     check.expect(bool(stragglers) and stragglers[0]["rank"] == 1, f"rank 1 not named the straggler: {stragglers}")
 

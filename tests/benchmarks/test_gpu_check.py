@@ -43,7 +43,9 @@ def test_every_check_passes_on_cpu(tmp_path: Path) -> None:
     for name, check in results.items():
         assert check["passed"] or check["skipped"], (name, check["failures"])
     assert results["sync-ab"]["facts"]["gate_exit"] == 1
-    assert results["gloo2-straggler"]["facts"]["stragglers"][0]["rank"] == 1
+    straggler = results["gloo2-straggler"]
+    # skipped (with its reason) only where the steps varied by 5x the delay: nothing to name then
+    assert straggler["skipped"] or straggler["facts"]["stragglers"][0]["rank"] == 1
     assert "| healthy: " in (out / "gpu_check.md").read_text()
     with tarfile.open(out / "captures.tar.gz") as tar:
         names = tar.getnames()
