@@ -53,14 +53,18 @@ def test_locate_finds_the_frame_of_each_point(
     gaps=disjoint(3),
     events=st.lists(st.tuples(st.one_of(st.none(), st.integers(0, 2)), TIMES, TIMES), max_size=30),
     far=st.booleans(),
+    in_order=st.booleans(),
 )
 def test_overlapping_keeps_the_events_that_overlap_a_gap_of_their_rank(
-    gaps: list[tuple[int, int, int]], events: list[tuple[int | None, int, int]], far: bool
+    gaps: list[tuple[int, int, int]], events: list[tuple[int | None, int, int]], far: bool, in_order: bool
 ) -> None:
     """``overlapping`` keeps, in the events' own order, those overlapping a gap of their rank (a
     null rank overlaps nothing; ``far``: ranks 2**60 apart, whose times cannot be laid end to end
-    in one integer: the as-of join)."""
+    in one integer: the as-of join; ``in_order``: the events in rank and start order, as a
+    rank's are, which places the gaps among the events rather than each event among the gaps)."""
     scale = 1 << 60 if far else 1
+    if in_order:
+        events = sorted(events, key=lambda e: (e[0] is None, e[0] or 0, e[1]))
     rows = [(r, a, a + d) for r, a, d in events]
     df = _frame(rows, ["rank", "start_ns", "end_ns"]).with_columns(pl.col("rank").cast(pl.Int64) * scale)
     gap_frame = _frame(gaps, ["rank", "start_ns", "end_ns"]).with_columns(pl.col("rank").cast(pl.Int64) * scale)

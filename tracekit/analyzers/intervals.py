@@ -44,24 +44,36 @@ def _spans(df: pl.DataFrame, by: Sequence[str], *, empty: bool) -> pl.DataFrame:
 
 
 class _Shift(NamedTuple):
-    """The shift that lays groups end to end (see :func:`_offset`): ``(key - kmin) * width - tmin``."""
+    """The shift that lays groups end to end (see :func:`_offset`): ``(key - kmin) * width - tmin``.
+
+    ``single``: every row has the one key ``kmin`` (a shard of one rank), so the shift is
+    ``-tmin`` for all: the same values without the key's column read, cast and multiplied (a
+    2 GB rank's idle model spent a tenth of its time there)."""
 
     key: str
     kmin: int
     width: int
     tmin: int
+    single: bool = False
 
     def expr(self) -> pl.Expr:
         """The shift of each row, as an expression."""
+        if self.single:
+            return pl.lit(-self.tmin, dtype=pl.Int64)
         return (pl.col(self.key).cast(pl.Int64) - self.kmin) * self.width - self.tmin
 
     def offsets(self, df: pl.DataFrame) -> pl.Series:
         """The shift of each row of ``df``, computed on the series (no query)."""
+        if self.single:
+            return pl.Series(self.key, np.full(df.height, -self.tmin, dtype=np.int64))
         offsets: pl.Series = (df.get_column(self.key).cast(pl.Int64) - self.kmin) * self.width - self.tmin
         return offsets
 
     def shifted(self, df: pl.DataFrame, column: str) -> pl.Series:
         """``column + shift`` of each row of ``df``."""
+        if self.single:
+            moved: pl.Series = df.get_column(column).cast(pl.Int64) - self.tmin
+            return moved
         shifted: pl.Series = df.get_column(column) + self.offsets(df)
         return shifted
 
@@ -102,7 +114,7 @@ def _shift(keys: Sequence[str], frames: Sequence[tuple[pl.DataFrame, Sequence[st
     width = tmax - tmin + 1
     if (kmax - kmin + 1) * width >= 1 << 62:
         return None
-    return _Shift(key, kmin, width, tmin)
+    return _Shift(key, kmin, width, tmin, single=kmin == kmax)
 
 
 def _ascending(values: np.ndarray) -> bool:
@@ -552,14 +564,27 @@ def overlapping(df: pl.DataFrame, gaps: pl.DataFrame, *, by: Sequence[str]) -> p
             .sort("_row")
             .drop("_row", "_gap_start", "_gap_end")
         )
-    # in NumPy (Series.search_sorted runs a query): gaps disjoint in a group end in start order
-    starts, ends = shift.shifted(gaps, START).to_numpy(), shift.shifted(gaps, END).to_numpy()
+
+    # in NumPy (Series.search_sorted runs a query): gaps disjoint in a group end in start order;
+    # of one group, the times as they are (a shift common to all changes no comparison)
+    def laid(frame: pl.DataFrame, column: str) -> np.ndarray:
+        return (frame.get_column(column) if shift.single else shift.shifted(frame, column)).to_numpy()
+
+    starts, ends = laid(gaps, START), laid(gaps, END)
     if not _ascending(ends):
         order = np.argsort(ends, kind="stable")
         starts, ends = starts[order], ends[order]
-    found = np.searchsorted(ends, shift.shifted(df, START).to_numpy(), side="right")
+    at = laid(df, START)
+    if ends.size < at.size and _ascending(at):
+        # the rows in time order (a rank's events are): each gap's place among the rows, then
+        # each row's count of the gaps placed at or before it, the same as a search per row
+        # (a 2 GB rank's 5 million operators searched among its gaps took a seventh of its idle model)
+        placed = np.searchsorted(at, ends, side="left")
+        found = np.cumsum(np.bincount(placed, minlength=at.size + 1)[: at.size])
+    else:
+        found = np.searchsorted(ends, at, side="right")
     gap = np.minimum(found, ends.size - 1)
-    return kept(df, pl.Series((found < ends.size) & (starts[gap] < shift.shifted(df, END).to_numpy())))
+    return kept(df, pl.Series((found < ends.size) & (starts[gap] < laid(df, END))))
 
 
 def _laid(
