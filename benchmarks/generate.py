@@ -42,6 +42,17 @@ SHAPES: Final = {
     "dlrm": _KINETO / "param-dlrm-8rank-v100" / "worker0_step_12.1694128201545.pt.trace.json",
 }
 DATA_DIR: Final = Path(__file__).resolve().parent / "data"
+#: ``dense``: not a recorded trace but one step written here (:func:`dense_source`), a collective
+#: instance per 1.8 kB of JSON (the A100 shape has one per 470 kB): ranks of 4 MB hold the steps
+#: and instances of an A100 rank of a GB, to measure what grows with ranks x instances.
+DENSE: Final = DATA_DIR / "dense" / "rank0.json"
+#: The gradient buckets of a step of the ``dense`` shape, each all-reduced (the A100 shape has
+#: about 10 collectives a step).
+DENSE_BUCKETS: Final = 10
+#: The optimizer's kernels of a step of the ``dense`` shape, each launched when the last ended.
+DENSE_OPTIMIZER_KERNELS: Final = 16
+#: Every source a benchmark can tile: the recorded shapes, and the dense one.
+SOURCES: Final = {**SHAPES, "dense": DENSE}
 #: Idle time between two copies of the source, in the trace's microseconds.
 GAP_US: Final = 1000
 #: Bump when the generated content changes, so that old data is not reused.
@@ -79,6 +90,71 @@ class Spec:
 #: allocator's reserve above the running total.
 MEMORY_SIZES: Final = (512, 4096, 1 << 20, 8 << 20, 64 << 10)
 RESERVE: Final = 256 << 20
+
+
+def dense_source(path: Path = DENSE) -> Path:
+    """One training step on one GPU, in microseconds, with the A100 shape's structure and few
+    events: a DataLoader fetch, then :data:`DENSE_BUCKETS` times a GEMM launched from an
+    ``aten::mm`` and the NCCL all-reduce of its gradient bucket (its ``record_param_comms`` op,
+    then its kernel on the collective stream, overlapping the next GEMM), each kernel linked to
+    its launch by correlation id; then the optimizer: a stream sync, host work, and
+    :data:`DENSE_OPTIMIZER_KERNELS` small kernels waiting for their launches. The wastes the A100
+    shape's what-ifs re-time (compute, comms, launches, the sync) are there. 1 MB of it holds
+    about 56 steps and 560 collective instances: a rank of 4 MB holds the steps and instances
+    of an A100 rank of a GB (224 and 2,231 against 216 and 2,150). Written once (the folder is
+    ignored by git)."""
+    if path.is_file():
+        return path
+
+    def event(cat: str, name: str, ts: int, dur: int, *, gpu: bool = False, **args: Any) -> dict[str, Any]:
+        where = {"pid": 0, "tid": args.get("stream", 7)} if gpu else {"pid": 100, "tid": 1}
+        return {"ph": "X", "cat": cat, "name": name, **where, "ts": ts, "dur": dur, "args": args}
+
+    t = 1_000_000
+    comm = {"Collective name": "allreduce", "In msg nelems": 1 << 20, "Out msg nelems": 1 << 20}
+    comm |= {"dtype": "Float", "Process Group Name": "0", "Process Group Description": "default_pg"}
+    events = [
+        event("user_annotation", "ProfilerStep#1", t, 100 + DENSE_BUCKETS * 300 + 500 + 40 * DENSE_OPTIMIZER_KERNELS),
+        event("user_annotation", "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", t + 5, 90),
+    ]
+    for b in range(DENSE_BUCKETS):
+        at, mm, ar = t + 100 + b * 300, 2 * b + 1, 2 * b + 2
+        events += [
+            event("cpu_op", "aten::mm", at, 20, **{"External id": mm}),
+            event("cuda_runtime", "cudaLaunchKernel", at + 5, 5, correlation=mm, **{"External id": mm}),
+            event("kernel", "sm80_xmma_gemm_f32f32_f32f32_f32_tn_n", at + 15, 250, gpu=True, correlation=mm),
+            event("cpu_op", "record_param_comms", at + 30, 20, **{"External id": ar}, **comm),
+            event("cuda_runtime", "cudaLaunchKernel", at + 35, 5, correlation=ar, **{"External id": ar}),
+            event(
+                "kernel",
+                "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*)",
+                at + 270,
+                200,
+                gpu=True,
+                correlation=ar,
+                stream=20,
+                **comm,
+            ),
+        ]
+    # the optimizer: a sync that waits for the last all-reduce, host work the GPU waits for, then
+    # small kernels each waiting for its launch
+    end = t + 100 + DENSE_BUCKETS * 300
+    sync = 2 * DENSE_BUCKETS + 1
+    events += [
+        event("cuda_runtime", "cudaStreamSynchronize", end, 175, correlation=sync),
+        event("cpu_op", "Optimizer.zero_grad#SGD.zero_grad", end + 180, 300),
+    ]
+    for j in range(DENSE_OPTIMIZER_KERNELS):
+        at, c = end + 490 + 40 * j, sync + 1 + j
+        events += [
+            event("cpu_op", "aten::add_", at, 15, **{"External id": c}),
+            event("cuda_runtime", "cudaLaunchKernel", at + 5, 5, correlation=c, **{"External id": c}),
+            event("kernel", "vectorized_elementwise_kernel", at + 12, 4, gpu=True, correlation=c),
+        ]
+    doc = {"schemaVersion": 1, "deviceProperties": [{"id": 0, "name": "NVIDIA A100-SXM4-80GB"}], "traceEvents": events}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(doc))
+    return path
 
 
 def with_memory(doc: dict[str, Any]) -> dict[str, Any]:
@@ -200,6 +276,8 @@ def generate(spec: Spec, data_dir: Path = DATA_DIR, *, log: bool = False) -> Pat
     if folder.exists():
         shutil.rmtree(folder)
     folder.mkdir(parents=True)
+    if Path(spec.source) == DENSE:
+        dense_source()
     doc = _load(Path(spec.source))
     if spec.memory:
         doc = with_memory(doc)
@@ -234,10 +312,10 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ranks", type=int, default=8)
     parser.add_argument("--mb-per-rank", type=float, default=125.0)
-    parser.add_argument("--shape", choices=sorted(SHAPES), default="a100", help="the trace repeated [a100]")
+    parser.add_argument("--shape", choices=sorted(SOURCES), default="a100", help="the trace repeated [a100]")
     parser.add_argument("--data-dir", type=Path, default=DATA_DIR)
     args = parser.parse_args(argv)
-    spec = Spec(ranks=args.ranks, mb_per_rank=args.mb_per_rank, source=str(SHAPES[args.shape]))
+    spec = Spec(ranks=args.ranks, mb_per_rank=args.mb_per_rank, source=str(SOURCES[args.shape]))
     print(generate(spec, args.data_dir, log=True))
 
 

@@ -18,11 +18,18 @@ times the client's cores, the what-ifs re-time each rank apart on the workers (e
 client solves over the collective instances: :mod:`tracekit.analyzers.retime_ranks`), so the
 reduce is measured apart as well (:class:`ApartPoint`, :func:`fit_apart`):
 
-    reduce     = ra0 + R * (ra1 + ra2 * S)  +  R * (wa1 + wa2 * S) / W
+    reduce     = ra0 + R * (ra1 + ra2 * S + ra3 * I(S))  +  R * (wa1 + wa2 * S + wa3 * I(S)) / W
+    I(S)       = i0 + i1 * S
 
-``ra*``: the client's CPU seconds (what it still does per rank-MB: the gains' tables gathered,
-the plans and scenarios built and sent, the rounds' answers solved); ``wa*``: the workers' CPU
-seconds during the reduce (the rounds of re-timing), spread over the W workers.
+``ra*``: the client's CPU seconds (the collectives matched, the stragglers, the gains' tables
+gathered and sent to the workers, the rounds' answers solved: what grows with ranks x collective
+instances, ``ra3``, and what is left per rank-MB, ``ra2``); ``wa*``: the workers' CPU seconds
+during the reduce (the rounds of re-timing), spread over the W workers. ``I(S)``: the collective
+instances of a rank of S MB of the A100 shape, fitted on the local points (about 2 a MB). The
+A100 points alone cannot tell ``ra3`` from ``ra2`` (their instances grow with their MB, a few
+to a few dozen), so the reduce apart is also measured on ranks of the ``dense`` shape
+(:func:`benchmarks.generate.dense_source`): a few MB holding the steps and collective instances
+of an A100 rank of a GB, what a prediction at a GB a rank needs without extrapolating 300x.
 
 Every coefficient is fitted by least squares on CPU seconds, not wall time: the benchmark
 machine is shared, and CPU seconds are what the work costs whoever else runs. The map's fit
@@ -68,6 +75,8 @@ class ApartPoint:
     workers: int
     reduce_client_cpu_s: float
     reduce_workers_cpu_s: float
+    #: the collective instances of a rank
+    instances: int = 0
 
 
 @dataclass(frozen=True)
@@ -85,18 +94,29 @@ class Model:
     #: starting the workers (all of them, as measured)
     a_start: float = 0.0
     #: the reduce with the ranks re-timed apart on the workers (see the module's docstring):
-    #: the client's CPU seconds, once, per rank and per rank-MB ...
+    #: the client's CPU seconds, once, per rank, per rank-MB and per rank-instance ...
     ra0: float = 0.0
     ra1_per_rank: float = 0.0
     ra2_per_rank_mb: float = 0.0
-    #: ... and the workers', per rank and per rank-MB, spread over them (0 each: not measured)
+    ra3_per_rank_instance: float = 0.0
+    #: ... and the workers', per rank, per rank-MB and per rank-instance, spread over them (0
+    #: each: not measured)
     wa1_per_rank: float = 0.0
     wa2_per_rank_mb: float = 0.0
+    wa3_per_rank_instance: float = 0.0
+    #: the collective instances of an A100-shaped rank: once, and per MB
+    i0_instances: float = 0.0
+    i1_instances_per_mb: float = 0.0
 
     @property
     def apart(self) -> bool:
         """Whether the reduce apart was measured (:func:`fit_apart`)."""
-        return any((self.ra0, self.ra1_per_rank, self.ra2_per_rank_mb, self.wa1_per_rank, self.wa2_per_rank_mb))
+        client = (self.ra0, self.ra1_per_rank, self.ra2_per_rank_mb, self.ra3_per_rank_instance)
+        return any((*client, self.wa1_per_rank, self.wa2_per_rank_mb, self.wa3_per_rank_instance))
+
+    def instances(self, mb: float) -> float:
+        """The collective instances of an A100-shaped rank of ``mb`` MB."""
+        return self.i0_instances + self.i1_instances_per_mb * mb
 
     def tasks(self, ranks: int, mb: float, workers: int) -> int:
         """How many shards :func:`tracekit.pipeline.shards.plan` makes of R files of S MB."""
@@ -120,8 +140,10 @@ class Model:
         if apart:
             if not self.apart:
                 raise ValueError("the reduce apart was not measured: fit_apart first")
-            client = self.ra0 + ranks * (self.ra1_per_rank + self.ra2_per_rank_mb * mb)
-            reduce_s = client + ranks * (self.wa1_per_rank + self.wa2_per_rank_mb * mb) / workers
+            n = self.instances(mb)
+            client = self.ra0 + ranks * (self.ra1_per_rank + self.ra2_per_rank_mb * mb + self.ra3_per_rank_instance * n)
+            there = self.wa1_per_rank + self.wa2_per_rank_mb * mb + self.wa3_per_rank_instance * n
+            reduce_s = client + ranks * there / workers
         else:
             reduce_s = self.r0 + ranks * (self.r1_per_rank + self.r2_per_rank_mb * mb)
         report_s = self.p0 + ranks * self.p1_per_rank
@@ -144,25 +166,42 @@ def _least_squares(rows: list[list[float]], values: list[float]) -> list[float]:
     return [max(0.0, float(c)) for c in coef]
 
 
-def fit(points: list[Point], *, task_overhead_s: float) -> Model:
+def fit(points: list[Point], *, task_overhead_s: float, instances: list[int] | None = None) -> Model:
     """The model of ``points`` (local runs: no scheduler); ``task_overhead_s``: the scheduler's
-    CPU seconds per task, measured apart (a Dask cluster running tasks that do nothing)."""
+    CPU seconds per task, measured apart (a Dask cluster running tasks that do nothing);
+    ``instances``: each point's collective instances a rank (A100-shaped ranks: :meth:`Model.instances`)."""
     a, m, k = _least_squares([[1.0, p.ranks * p.mb, p.ranks] for p in points], [p.map_cpu_s for p in points])
     r0, r1, r2 = _least_squares([[1.0, p.ranks, p.ranks * p.mb] for p in points], [p.reduce_cpu_s for p in points])
     p0, p1 = _least_squares([[1.0, p.ranks] for p in points], [p.report_cpu_s for p in points])
-    return Model(m, k, task_overhead_s, r0, r1, r2, p0, p1, a_start=a)
+    i0 = i1 = 0.0
+    if instances is not None:
+        i0, i1 = _least_squares([[1.0, p.mb] for p in points], [float(n) for n in instances])
+    return Model(m, k, task_overhead_s, r0, r1, r2, p0, p1, a_start=a, i0_instances=i0, i1_instances_per_mb=i1)
 
 
 def fit_apart(model: Model, points: list[ApartPoint]) -> Model:
-    """``model`` with the reduce apart fitted on ``points`` (at least three, of two sizes per
-    rank and two numbers of ranks, or the per-rank and per-rank-MB terms are not told apart)."""
+    """``model`` with the reduce apart fitted on ``points``: of two sizes per rank, two numbers
+    of ranks and two numbers of instances a rank at one size (the ``dense`` shape's), or the
+    per-rank, per-rank-MB and per-rank-instance terms are not told apart."""
     if len({p.mb for p in points}) < 2 or len({p.ranks for p in points}) < 2:
         raise ValueError("the reduce apart needs points of two sizes per rank and two numbers of ranks")
-    ra0, ra1, ra2 = _least_squares(
-        [[1.0, p.ranks, p.ranks * p.mb] for p in points], [p.reduce_client_cpu_s for p in points]
+    rows = [[1.0, p.ranks, p.ranks * p.mb, p.ranks * p.instances] for p in points]
+    if np.linalg.matrix_rank(np.array(rows)) < len(rows[0]):
+        raise ValueError("the reduce apart needs points of one size per rank and two numbers of instances")
+    ra0, ra1, ra2, ra3 = _least_squares(rows, [p.reduce_client_cpu_s for p in points])
+    wa1, wa2, wa3 = _least_squares(
+        [[p.ranks, p.ranks * p.mb, p.ranks * p.instances] for p in points], [p.reduce_workers_cpu_s for p in points]
     )
-    wa1, wa2 = _least_squares([[p.ranks, p.ranks * p.mb] for p in points], [p.reduce_workers_cpu_s for p in points])
-    return replace(model, ra0=ra0, ra1_per_rank=ra1, ra2_per_rank_mb=ra2, wa1_per_rank=wa1, wa2_per_rank_mb=wa2)
+    return replace(
+        model,
+        ra0=ra0,
+        ra1_per_rank=ra1,
+        ra2_per_rank_mb=ra2,
+        ra3_per_rank_instance=ra3,
+        wa1_per_rank=wa1,
+        wa2_per_rank_mb=wa2,
+        wa3_per_rank_instance=wa3,
+    )
 
 
 def check(model: Model, point: Point) -> dict[str, Any]:

@@ -50,7 +50,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
-from benchmarks.generate import DATA_DIR, Spec, describe, generate
+from benchmarks.generate import DATA_DIR, SOURCES, Spec, describe, generate
 from benchmarks.run import _env, _last_json, _machine, measure
 from benchmarks.scale_model import ApartPoint, Point, check, fit, fit_apart
 
@@ -69,9 +69,17 @@ QUICK_LARGE: Final = (128, 3.0)
 TARGET: Final = (1024, 500.0, 64)
 NOOP_TASKS: Final = 2000
 TARGETS: Final = {"peak_rss_mb_max": 1000, "reduce_s_max": 5.0}  # issue 48 (4,000 MB before)
-#: The points of the reduce apart (two sizes per rank at 1,024 ranks, and fewer ranks) ...
-APART_POINTS: Final = ((256, 3.0), (1024, 3.0), (1024, 6.0))
-QUICK_APART_POINTS: Final = ((64, 3.0), (128, 3.0), (128, 6.0))
+#: The points of the reduce apart (ranks, MB per rank, shape): two sizes per rank at 1,024 ranks,
+#: and fewer ranks, of the A100 shape; ranks of the ``dense`` shape, which hold at 4 MB the
+#: collective instances and steps of an A100 rank of a GB (what grows with ranks x instances) ...
+APART_POINTS: Final = (
+    (256, 3.0, "a100"),
+    (1024, 3.0, "a100"),
+    (1024, 6.0, "a100"),
+    (64, 4.0, "dense"),
+    (1024, 4.0, "dense"),
+)
+QUICK_APART_POINTS: Final = ((64, 3.0, "a100"), (128, 3.0, "a100"), (128, 6.0, "a100"), (32, 4.0, "dense"))
 #: ... on a running cluster of this many single-threaded workers: more than ``ROUNDS`` (3)
 #: times the processes the client re-times in (its cores, 2 here), the condition for re-timing
 #: the ranks on the workers (the fewest that meet it: this machine's 2 cores run them all)
@@ -245,13 +253,14 @@ def run_point(
     log: Any,
     scheduler: str | None = None,
     workers: int = JOBS,
+    shape: str = "a100",
 ) -> dict[str, Any]:
-    """Generate (or reuse) R files of S MB; analyze them in a measured process with an empty
-    cache. ``scheduler``: the address of a running cluster of ``workers`` workers, which the
-    measured process reaches (its workers are not in the measured process tree)."""
-    spec = Spec(ranks=ranks, mb_per_rank=mb, world_size=ranks)
+    """Generate (or reuse) R files of S MB of ``shape``; analyze them in a measured process with
+    an empty cache. ``scheduler``: the address of a running cluster of ``workers`` workers, which
+    the measured process reaches (its workers are not in the measured process tree)."""
+    spec = Spec(ranks=ranks, mb_per_rank=mb, world_size=ranks, source=str(SOURCES[shape]))
     folder = generate(spec, data_dir)
-    out = out_dir / f"{ranks}x{mb:g}mb-{executor}.json"
+    out = out_dir / f"{ranks}x{mb:g}mb-{shape}-{executor}.json"
     with tempfile.TemporaryDirectory(prefix="tracekit-scale-cache-") as cache:
         name = scheduler or executor
         command = [sys.executable, "-m", "benchmarks.scale_ranks", "--child", name, str(folder), str(out), cache]
@@ -263,6 +272,7 @@ def run_point(
     row = {
         "ranks": ranks,
         "mb_per_rank": mb,
+        "shape": shape,
         "json_mb": round(sum(describe(spec, data_dir)["json_bytes"]) / 1e6, 1),
         "executor": executor,
         "workers": workers,
@@ -275,12 +285,13 @@ def run_point(
         "load_1min": [round(load_before, 2), round(os.getloadavg()[0], 2)],
         "json": str(out),
     }
-    log(f"  {ranks} x {mb:g} MB on {executor}: {json.dumps({k: row[k] for k in ('wall_s', 'peak_rss_mb')} | stages)}")
+    shown = {k: row[k] for k in ("wall_s", "peak_rss_mb")} | stages
+    log(f"  {ranks} x {mb:g} MB ({shape}) on {executor}: {json.dumps(shown)}")
     return row
 
 
 def run_apart(
-    points: tuple[tuple[int, float], ...], *, data_dir: Path, out_dir: Path, log: Any
+    points: tuple[tuple[int, float, str], ...], *, data_dir: Path, out_dir: Path, log: Any
 ) -> list[dict[str, Any]]:
     """``points`` analyzed through a running cluster of :data:`APART_WORKERS` workers, started
     here: the what-ifs re-time the ranks on its workers."""
@@ -296,7 +307,7 @@ def run_apart(
         runs: list[list[dict[str, Any]]] = [[] for _ in points]
         reports: list[bytes] = [b"" for _ in points]
         for _ in range(APART_REPEATS):  # in turns: every point once, then again
-            for i, (r, mb) in enumerate(points):
+            for i, (r, mb, shape) in enumerate(points):
                 row = run_point(
                     r,
                     mb,
@@ -306,10 +317,11 @@ def run_apart(
                     log=log,
                     scheduler=str(cluster.scheduler_address),
                     workers=APART_WORKERS,
+                    shape=shape,
                 )
                 report = without_time(Path(row["json"]))
                 if reports[i] and report != reports[i]:
-                    raise SystemExit(f"{r} x {mb:g} MB apart: two runs gave different reports")
+                    raise SystemExit(f"{r} x {mb:g} MB ({shape}) apart: two runs gave different reports")
                 reports[i] = report
                 runs[i].append(row)
     rows = []
@@ -327,7 +339,8 @@ def run_apart(
 def apart_point_of(row: dict[str, Any]) -> ApartPoint:
     """The apart model's view of a measured row: :func:`point_of`'s, and the workers' reduce."""
     p = point_of(row)
-    return ApartPoint(p.ranks, p.mb, p.workers, p.reduce_cpu_s, row["reduce_workers_cpu_s"])
+    workers = row["reduce_workers_cpu_s"]
+    return ApartPoint(p.ranks, p.mb, p.workers, p.reduce_cpu_s, workers, row["collective_instances"])
 
 
 def without_time(path: Path) -> bytes:
@@ -363,12 +376,16 @@ def run_all(*, quick: bool, data_dir: Path, log: Any) -> dict[str, Any]:
         dask = run_point(*large, "dask", data_dir=data_dir, out_dir=out_dir, log=log)
         identical = without_time(Path(local["json"])) == without_time(Path(dask["json"]))
         apart = run_apart(QUICK_APART_POINTS if quick else APART_POINTS, data_dir=data_dir, out_dir=out_dir, log=log)
-        same = next(r for r in apart if (r["ranks"], r["mb_per_rank"]) == large)
+        same = next(r for r in apart if (r["ranks"], r["mb_per_rank"], r["shape"]) == (*large, "a100"))
         apart_identical = without_time(Path(local["json"])) == without_time(Path(same["json"]))
     finally:
         shutil.rmtree(out_dir, ignore_errors=True)
     overhead = noop_overhead(200 if quick else NOOP_TASKS)
-    model = fit([point_of(r) for r in rows], task_overhead_s=overhead["cpu_s"])
+    model = fit(
+        [point_of(r) for r in rows],
+        task_overhead_s=overhead["cpu_s"],
+        instances=[r["collective_instances"] for r in rows],
+    )
     model = fit_apart(model, [apart_point_of(r) for r in apart])
     ranks, mb, workers = TARGET
     for row in [*rows, local, dask, *apart]:
@@ -419,7 +436,8 @@ def table(doc: dict[str, Any]) -> str:
         c = checked.get((row["ranks"], row["executor"]))
         model = f"{c['map_cpu_s']['predicted']} ({c['map_cpu_error_pct']:+}%)" if c else "fitted"
         lines.append(
-            f"| {row['ranks']} x {row['mb_per_rank']:g} | {row['executor']} | {row['tasks']} | {row['map_s']:.1f} "
+            f"| {row['ranks']} x {row['mb_per_rank']:g}{_shape(row)} | {row['executor']} | {row['tasks']} "
+            f"| {row['map_s']:.1f} "
             f"| {row['reduce_s']:.2f} | {row['report_s']:.2f} | {row['wall_s']:.1f} | {max(row['load_1min']):.1f} "
             f"| {row['peak_rss_mb']} | {point_of(row).map_cpu_s:g} {model} |"
         )
@@ -434,6 +452,12 @@ def table(doc: dict[str, Any]) -> str:
         f"| {p['map_s']:.0f} | {p['reduce_s']:.1f} | {p['report_s']:.1f} | {p['total_s']:.0f} (model) | - | - | - |"
     )
     return "\n".join(lines)
+
+
+def _shape(row: dict[str, Any]) -> str:
+    """A row's shape where it is not the A100's (rows of runs before stop 76 have none)."""
+    shape = row.get("shape", "a100")
+    return "" if shape == "a100" else f" {shape}"
 
 
 def main(argv: list[str] | None = None) -> None:

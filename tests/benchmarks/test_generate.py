@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING
 import polars as pl
 import pytest
 
-from benchmarks.generate import SHAPES, Spec, _copy, describe, generate
+from benchmarks.generate import DENSE_BUCKETS, SHAPES, Spec, _copy, dense_source, describe, generate
+from tracekit.analyzers import run_analysis
 from tracekit.readers import load_run
 
 if TYPE_CHECKING:
@@ -74,6 +75,25 @@ def test_every_shape_tiles_into_one_rank_with_distinct_steps_and_ids(tmp_path: P
     assert (steps["start_ns"].diff().drop_nulls() > 0).all()
     launches = events.filter(pl.col("kind") == "runtime", pl.col("correlation").is_not_null())
     assert launches.height and launches["correlation"].n_unique() == launches.height
+
+
+def test_the_dense_shape_holds_ten_matched_collectives_a_step_in_2_kb(tmp_path: Path) -> None:
+    """The ``dense`` shape (scale_ranks' points of many instances): every step's all-reduces
+    matched across the ranks, each kernel with its launch, about 560 instances a MB."""
+    source = dense_source(tmp_path / "dense" / "rank0.json")
+    folder = generate(Spec(ranks=2, mb_per_rank=0.3, source=str(source), world_size=2), tmp_path)
+    run = load_run([folder], use_cache=False)
+    events = run.events.filter(rank=0)
+    steps = events.filter(kind="step")["name"].cast(pl.String).to_list()
+    assert len(steps) > 12 and len(set(steps)) == len(steps)
+    kernels = events.filter(kind="kernel")
+    launches = events.filter(pl.col("kind") == "runtime", pl.col("correlation").is_not_null())
+    assert kernels.join(launches, on="correlation", how="anti").height == 0
+    collectives = run_analysis(run).analysis.collectives
+    assert collectives.match == "complete" and collectives.ranks_present == 2
+    # the last copy is cut short: between the whole steps' buckets and one step's more
+    assert DENSE_BUCKETS * (len(steps) - 1) <= collectives.count <= DENSE_BUCKETS * len(steps)
+    assert 450 < collectives.count / 0.3 < 650
 
 
 def test_stack_events_ids_are_offset_per_copy() -> None:

@@ -57,21 +57,42 @@ def test_a_fit_recovers_the_model_of_its_points() -> None:
     assert abs(checked["map_cpu_error_pct"]) < 1
 
 
-APART = replace(TRUE, ra0=0.2, ra1_per_rank=0.0004, ra2_per_rank_mb=0.00005, wa1_per_rank=0.003, wa2_per_rank_mb=0.002)
+APART = replace(
+    TRUE,
+    ra0=0.2,
+    ra1_per_rank=0.0004,
+    ra2_per_rank_mb=0.00005,
+    ra3_per_rank_instance=0.00001,
+    wa1_per_rank=0.003,
+    wa2_per_rank_mb=0.002,
+    wa3_per_rank_instance=0.00002,
+    i0_instances=1.0,
+    i1_instances_per_mb=2.0,
+)
+
+
+def _apart_point(ranks: int, mb: float, instances: int) -> ApartPoint:
+    a = APART
+    client = a.ra0 + ranks * (a.ra1_per_rank + a.ra2_per_rank_mb * mb + a.ra3_per_rank_instance * instances)
+    workers = ranks * (a.wa1_per_rank + a.wa2_per_rank_mb * mb + a.wa3_per_rank_instance * instances)
+    return ApartPoint(ranks, mb, 7, client, workers, instances)
 
 
 def test_a_fit_apart_recovers_the_reduce_on_the_client_and_on_the_workers() -> None:
-    points = []
-    for ranks, mb in [(256, 3.0), (1024, 3.0), (1024, 6.0)]:
-        client = APART.ra0 + ranks * (APART.ra1_per_rank + APART.ra2_per_rank_mb * mb)
-        workers = ranks * (APART.wa1_per_rank + APART.wa2_per_rank_mb * mb)
-        points.append(ApartPoint(ranks, mb, 7, client, workers))
-    fitted = fit_apart(TRUE, points)
+    # A100-shaped ranks (instances grow with their MB) and dense ones (2,500 instances in 3 MB)
+    points = [_apart_point(256, 3.0, 7), _apart_point(1024, 3.0, 7), _apart_point(1024, 6.0, 13)]
+    points += [_apart_point(64, 3.0, 2500), _apart_point(256, 3.0, 2500)]
+    local = [Point(r, mb, 2, "local", 1.0, 1.0, 1.0) for r, mb in [(64, 3.0), (64, 12.0), (16, 64.0)]]
+    model = fit(local, task_overhead_s=TRUE.o_per_task, instances=[7, 25, 129])
+    assert model.instances(1000.0) == pytest.approx(2001.0)
+    fitted = fit_apart(replace(TRUE, i0_instances=1.0, i1_instances_per_mb=2.0), points)
     assert fitted.apart and not TRUE.apart
     for name, value in asdict(fitted).items():
         assert value == pytest.approx(getattr(APART, name), rel=1e-6, abs=1e-9), name
-    # by hand: 1,024 x 1 GB on 64 workers, the client's part whole and the workers' spread over 64
-    reduce_s = 0.2 + 1024 * (0.0004 + 0.00005 * 1000) + 1024 * (0.003 + 0.002 * 1000) / 64
+    # by hand: 1,024 x 1 GB on 64 workers (2,001 instances a rank), the client's part whole and
+    # the workers' spread over 64
+    client = 0.2 + 1024 * (0.0004 + 0.00005 * 1000 + 0.00001 * 2001)
+    reduce_s = client + 1024 * (0.003 + 0.002 * 1000 + 0.00002 * 2001) / 64
     assert fitted.stages(1024, 1000.0, 64, scheduled=True, apart=True)["reduce_s"] == pytest.approx(reduce_s, abs=0.01)
     # the map does not change; the reduce on the client alone is the other model's
     whole = fitted.stages(1024, 1000.0, 64, scheduled=True)
@@ -79,10 +100,13 @@ def test_a_fit_apart_recovers_the_reduce_on_the_client_and_on_the_workers() -> N
     assert whole["reduce_s"] == pytest.approx(0.1 + 1024 * (0.0005 + 0.0001 * 1000), abs=0.01)
 
 
-def test_the_reduce_apart_needs_two_sizes_and_two_numbers_of_ranks() -> None:
-    one_size = [ApartPoint(r, 3.0, 7, 1.0, 2.0) for r in (256, 512, 1024)]
+def test_the_reduce_apart_needs_two_sizes_two_numbers_of_ranks_and_of_instances() -> None:
+    one_size = [ApartPoint(r, 3.0, 7, 1.0, 2.0, 4) for r in (256, 512, 1024)]
     with pytest.raises(ValueError, match="two sizes"):
         fit_apart(TRUE, one_size)
+    one_density = [ApartPoint(256, 3.0, 7, 1.0, 2.0, 4), ApartPoint(1024, 6.0, 7, 1.0, 2.0, 10)]
+    with pytest.raises(ValueError, match="two numbers of instances"):
+        fit_apart(TRUE, one_density)
     with pytest.raises(ValueError, match="fit_apart first"):
         TRUE.stages(1024, 3.0, 64, scheduled=True, apart=True)
 
