@@ -3,14 +3,16 @@
     T(R, S, W) = map + reduce + report                       (workers and scheduler running)
     map        = R * (S * m + k) / W + tasks(R, S, W) * o
     reduce     = r0 + R * (r1 + r2 * S)
-    report     = p0 + R * p1
+    report     = p0 + R * (p1 + p2 * I(S))
 
 ``m``: CPU seconds of a worker per MB of JSON (decode, cache, classification, every per-rank
 analysis); ``k``: CPU seconds of a worker per rank whatever its size (opening a file, the fixed
 cost of the per-rank queries); ``o``: the scheduler's CPU seconds per task (a Dask scheduler is
 one process: its cost per task adds up, it is not divided by W); ``r*``: the reduce on the
 client (ranks decided, collectives matched, stragglers, verdict), per rank and per rank-MB (a
-rank's collective calls and idle intervals grow with its trace); ``p*``: rendering the reports.
+rank's collective calls and idle intervals grow with its trace); ``p*``: rendering the reports
+(a row per rank and step in several sections: ``p2``, per rank-instance, fitted on the points
+apart, where the dense shape's ranks hold a GB's steps; 0 where those were not measured).
 ``tasks`` is what :func:`tracekit.pipeline.shards.plan` cuts the files into.
 
 On a running cluster of more workers than :data:`tracekit.analyzers.retime_parallel.ROUNDS`
@@ -77,6 +79,8 @@ class ApartPoint:
     reduce_workers_cpu_s: float
     #: the collective instances of a rank
     instances: int = 0
+    #: the client's CPU seconds in the reports
+    report_cpu_s: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -107,6 +111,8 @@ class Model:
     #: the collective instances of an A100-shaped rank: once, and per MB
     i0_instances: float = 0.0
     i1_instances_per_mb: float = 0.0
+    #: the reports' CPU seconds per rank-instance (:func:`fit_apart`)
+    p2_per_rank_instance: float = 0.0
 
     @property
     def apart(self) -> bool:
@@ -146,7 +152,7 @@ class Model:
             reduce_s = client + ranks * there / workers
         else:
             reduce_s = self.r0 + ranks * (self.r1_per_rank + self.r2_per_rank_mb * mb)
-        report_s = self.p0 + ranks * self.p1_per_rank
+        report_s = self.p0 + ranks * (self.p1_per_rank + self.p2_per_rank_instance * self.instances(mb))
         return {
             "tasks": tasks,
             "map_s": round(map_s, 2),
@@ -192,8 +198,13 @@ def fit_apart(model: Model, points: list[ApartPoint]) -> Model:
     wa1, wa2, wa3 = _least_squares(
         [[p.ranks, p.ranks * p.mb, p.ranks * p.instances] for p in points], [p.reduce_workers_cpu_s for p in points]
     )
+    reports = [p.report_cpu_s for p in points]
+    p0, p1, p2 = _least_squares([[1.0, p.ranks, p.ranks * p.instances] for p in points], reports)
     return replace(
         model,
+        p0=p0,
+        p1_per_rank=p1,
+        p2_per_rank_instance=p2,
         ra0=ra0,
         ra1_per_rank=ra1,
         ra2_per_rank_mb=ra2,

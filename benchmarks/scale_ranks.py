@@ -340,7 +340,7 @@ def apart_point_of(row: dict[str, Any]) -> ApartPoint:
     """The apart model's view of a measured row: :func:`point_of`'s, and the workers' reduce."""
     p = point_of(row)
     workers = row["reduce_workers_cpu_s"]
-    return ApartPoint(p.ranks, p.mb, p.workers, p.reduce_cpu_s, workers, row["collective_instances"])
+    return ApartPoint(p.ranks, p.mb, p.workers, p.reduce_cpu_s, workers, row["collective_instances"], p.report_cpu_s)
 
 
 def without_time(path: Path) -> bytes:

@@ -68,6 +68,7 @@ APART = replace(
     wa3_per_rank_instance=0.00002,
     i0_instances=1.0,
     i1_instances_per_mb=2.0,
+    p2_per_rank_instance=0.000003,
 )
 
 
@@ -75,7 +76,8 @@ def _apart_point(ranks: int, mb: float, instances: int) -> ApartPoint:
     a = APART
     client = a.ra0 + ranks * (a.ra1_per_rank + a.ra2_per_rank_mb * mb + a.ra3_per_rank_instance * instances)
     workers = ranks * (a.wa1_per_rank + a.wa2_per_rank_mb * mb + a.wa3_per_rank_instance * instances)
-    return ApartPoint(ranks, mb, 7, client, workers, instances)
+    report = a.p0 + ranks * (a.p1_per_rank + a.p2_per_rank_instance * instances)
+    return ApartPoint(ranks, mb, 7, client, workers, instances, report)
 
 
 def test_a_fit_apart_recovers_the_reduce_on_the_client_and_on_the_workers() -> None:
@@ -93,7 +95,10 @@ def test_a_fit_apart_recovers_the_reduce_on_the_client_and_on_the_workers() -> N
     # the workers' spread over 64
     client = 0.2 + 1024 * (0.0004 + 0.00005 * 1000 + 0.00001 * 2001)
     reduce_s = client + 1024 * (0.003 + 0.002 * 1000 + 0.00002 * 2001) / 64
-    assert fitted.stages(1024, 1000.0, 64, scheduled=True, apart=True)["reduce_s"] == pytest.approx(reduce_s, abs=0.01)
+    stages = fitted.stages(1024, 1000.0, 64, scheduled=True, apart=True)
+    assert stages["reduce_s"] == pytest.approx(reduce_s, abs=0.01)
+    # the reports: a row per rank and step in several sections, fitted on the points apart
+    assert stages["report_s"] == pytest.approx(0.05 + 1024 * (0.001 + 0.000003 * 2001), abs=0.01)
     # the map does not change; the reduce on the client alone is the other model's
     whole = fitted.stages(1024, 1000.0, 64, scheduled=True)
     assert whole["map_s"] == fitted.stages(1024, 1000.0, 64, scheduled=True, apart=True)["map_s"]
