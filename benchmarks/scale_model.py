@@ -215,6 +215,32 @@ def fit_apart(model: Model, points: list[ApartPoint]) -> Model:
     )
 
 
+def client_terms(
+    points: list[ApartPoint], runs: list[list[float]], ranks: int, mb: float, instances: float
+) -> dict[str, tuple[float, float]]:
+    """The client's CPU seconds in the reduce apart at R ranks of S MB and I instances a rank,
+    term by term (:func:`fit_apart`'s four), each with its standard error: fitted on every run of
+    every point (``runs``: each point's client CPU seconds, run by run; nothing clipped). A term
+    whose error is as large as itself is one the points do not determine: at these sizes, a
+    rank-MB more is a few tenths of a second that two runs of one point differ by."""
+    rows, values = [], []
+    for p, measured in zip(points, runs, strict=True):
+        for v in measured:
+            rows.append([1.0, p.ranks, p.ranks * p.mb, p.ranks * p.instances])
+            values.append(v)
+    a, y = np.array(rows, dtype=float), np.array(values, dtype=float)
+    dof = len(values) - a.shape[1]
+    if dof <= 0 or np.linalg.matrix_rank(a) < a.shape[1]:
+        raise ValueError("the client's terms need more runs than terms, of points that tell them apart")
+    coef, *_ = np.linalg.lstsq(a, y, rcond=None)
+    variance = float(((y - a @ coef) ** 2).sum()) / dof
+    errors = np.sqrt(np.diag(variance * np.linalg.inv(a.T @ a)))
+    at = (1.0, ranks, ranks * mb, ranks * instances)
+    names = ("once", "per_rank", "per_rank_mb", "per_rank_instance")
+    terms = zip(names, coef, errors, at, strict=True)
+    return {n: (round(float(c * x), 2), round(float(e * x), 2)) for n, c, e, x in terms}
+
+
 def check(model: Model, point: Point) -> dict[str, Any]:
     """A measured point beside the model's prediction of it: the CPU seconds of the map (its
     workers' start-up included, as measured) and of the reduce, and the wall time on idle workers."""

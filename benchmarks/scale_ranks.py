@@ -10,7 +10,9 @@ its own process, with an empty cache (decoding included):
   the local executor (``--jobs 2``);
 * 1,024 ranks of 3 MB through a local Dask cluster of 2 single-threaded workers;
 * the Dask scheduler's own cost per task: tasks that do nothing on that cluster;
-* the reduce apart: 256 ranks of 3 MB and 1,024 ranks of 3 and of 6 MB through a running Dask
+* the reduce apart: 256 ranks of 3 MB and 1,024 ranks of 3 and of 6 MB, and 64 and 1,024 ranks
+  of 4 MB of the ``dense`` shape (:func:`benchmarks.generate.dense_source`: each rank the 224
+  steps and 2,231 collective instances of an A100 rank of a GB), through a running Dask
   cluster (started here, reached at its address as a user's would be) of
   :data:`APART_WORKERS` workers, more than ``ROUNDS`` times this machine's cores, so that the
   what-ifs re-time each rank on the workers (:mod:`tracekit.analyzers.retime_parallel`): the
@@ -33,7 +35,7 @@ reduce on the client and with the ranks re-timed apart on the workers (what a ru
 of 64 workers does).
 Results: ``benchmarks/results/scale_ranks.json``.
 
-    python -m benchmarks.scale_ranks           # all of it: about 15 minutes on 2 cores
+    python -m benchmarks.scale_ranks           # all of it: about 25 minutes on 2 cores
     python -m benchmarks.scale_ranks --quick   # 64 and 128 ranks: a check that it runs
 """
 
@@ -52,7 +54,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from benchmarks.generate import DATA_DIR, SOURCES, Spec, describe, generate
 from benchmarks.run import _env, _last_json, _machine, measure
-from benchmarks.scale_model import ApartPoint, Point, check, fit, fit_apart
+from benchmarks.scale_model import ApartPoint, Point, check, client_terms, fit, fit_apart
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -67,6 +69,8 @@ LARGE: Final = (1024, 3.0)
 QUICK_LARGE: Final = (128, 3.0)
 #: The prediction asked for: ranks, MB per rank, workers.
 TARGET: Final = (1024, 500.0, 64)
+#: Issue 48's: where the client's reduce apart is also given term by term, with its errors.
+ISSUE_TARGET: Final = (1024, 1000.0, 64)
 NOOP_TASKS: Final = 2000
 TARGETS: Final = {"peak_rss_mb_max": 1000, "reduce_s_max": 5.0}  # issue 48 (4,000 MB before)
 #: The points of the reduce apart (ranks, MB per rank, shape): two sizes per rank at 1,024 ranks,
@@ -387,6 +391,14 @@ def run_all(*, quick: bool, data_dir: Path, log: Any) -> dict[str, Any]:
         instances=[r["collective_instances"] for r in rows],
     )
     model = fit_apart(model, [apart_point_of(r) for r in apart])
+    r_issue, mb_issue, _ = ISSUE_TARGET
+    terms = client_terms(
+        [apart_point_of(r) for r in apart],
+        [r["reduce_client_cpu_s_runs"] for r in apart],
+        r_issue,
+        mb_issue,
+        model.instances(mb_issue),
+    )
     ranks, mb, workers = TARGET
     for row in [*rows, local, dask, *apart]:
         del row["json"]
@@ -405,6 +417,12 @@ def run_all(*, quick: bool, data_dir: Path, log: Any) -> dict[str, Any]:
             "workers": workers,
             "executor": "dask (a running scheduler and workers: no start-up)",
             **model.stages(ranks, mb, workers, scheduled=True),
+        },
+        "client_terms_apart": {
+            "ranks": r_issue,
+            "mb_per_rank": mb_issue,
+            "instances_per_rank": round(model.instances(mb_issue)),
+            "terms_s": {name: {"value": v, "error": e} for name, (v, e) in terms.items()},
         },
         "prediction_apart": {
             "ranks": ranks,
@@ -481,7 +499,7 @@ def main(argv: list[str] | None = None) -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(doc, indent=1) + "\n")
     print(table(doc))
-    keys = ("model", "prediction", "prediction_apart", "targets")
+    keys = ("model", "prediction", "client_terms_apart", "prediction_apart", "targets")
     print(json.dumps({k: doc[k] for k in keys}, indent=1))
     print(f"wrote {out}")
 

@@ -13,12 +13,13 @@ and whether each is met.
    (peak RSS < 1 GB each, the same JSON), and the fitted cost model's 1,024 ranks x 1 GB on 64
    Dask workers (< 60 s, with a reduce < 5 s that does not grow with the MB per rank), its
    reduce as a running cluster of 64 workers runs it: the ranks re-timed on the workers, the
-   slopes measured on a running cluster here (``scale_ranks``' points apart).
+   slopes measured on a running cluster here (``scale_ranks``' points apart, among them 1,024
+   ranks of the ``dense`` shape, which hold the collective instances of an A100 rank of a GB).
 
 Writes every part's own results and the table of targets to one JSON file (``--out``) and
 prints the table as Markdown, with the machine and the load it ran under. ``--quick`` runs
 small sizes only: a check that the runner works, whose figures mean nothing for the targets.
-About 35 minutes in full (HTA, the 2 GB tiles and the 1,024-rank points are most of it).
+About 45 minutes in full (HTA, the 2 GB tiles and the 1,024-rank points are most of it).
 """
 
 from __future__ import annotations

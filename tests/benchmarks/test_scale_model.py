@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from benchmarks.scale_model import MB, ApartPoint, Model, Point, check, fit, fit_apart
+from benchmarks.scale_model import MB, ApartPoint, Model, Point, check, client_terms, fit, fit_apart
 from benchmarks.scale_ranks import point_of
 from tracekit.pipeline.shards import plan
 
@@ -103,6 +103,24 @@ def test_a_fit_apart_recovers_the_reduce_on_the_client_and_on_the_workers() -> N
     whole = fitted.stages(1024, 1000.0, 64, scheduled=True)
     assert whole["map_s"] == fitted.stages(1024, 1000.0, 64, scheduled=True, apart=True)["map_s"]
     assert whole["reduce_s"] == pytest.approx(0.1 + 1024 * (0.0005 + 0.0001 * 1000), abs=0.01)
+
+
+def test_the_clients_terms_come_with_errors_that_say_which_the_points_determine() -> None:
+    points = [_apart_point(256, 3.0, 7), _apart_point(1024, 3.0, 7), _apart_point(1024, 6.0, 13)]
+    points += [_apart_point(64, 3.0, 2500), _apart_point(1024, 3.0, 2500)]
+    exact = [[p.reduce_client_cpu_s] * 2 for p in points]
+    terms = client_terms(points, exact, 1024, 1000.0, 2001.0)
+    by_hand = {"once": 0.2, "per_rank": 1024 * 0.0004, "per_rank_mb": 1024 * 0.05, "per_rank_instance": 1024 * 0.02001}
+    for name, value in by_hand.items():
+        assert terms[name][0] == pytest.approx(value, abs=0.01) and terms[name][1] == pytest.approx(0.0, abs=0.01)
+    # two runs of each point 0.1 s apart: the rank-instances (a dense point's 2.5M) are told
+    # from that noise, the rank-MB (3,072 between the A100 points) are not
+    noisy = [[p.reduce_client_cpu_s - 0.05, p.reduce_client_cpu_s + 0.05] for p in points]
+    terms = client_terms(points, noisy, 1024, 1000.0, 2001.0)
+    assert terms["per_rank_instance"][1] < 0.1 * terms["per_rank_instance"][0]
+    assert terms["per_rank_mb"][1] > 5.0
+    with pytest.raises(ValueError, match="more runs than terms"):
+        client_terms(points[:4], [[p.reduce_client_cpu_s] for p in points[:4]], 1024, 1000.0, 2001.0)
 
 
 def test_the_reduce_apart_needs_two_sizes_two_numbers_of_ranks_and_of_instances() -> None:
