@@ -433,18 +433,22 @@ def find_collectives(run: Run, activity: pl.DataFrame, steps: StepResult) -> pl.
     return _located(found, steps)
 
 
-def _aligned(keyed: pl.DataFrame, hosts: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+def _aligned(keyed: pl.DataFrame, hosts: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame | None]:
     """The calls aligned per step (:func:`~tracekit.analyzers.alignment.align`), again after
     renumbering ranks whose step numbers are shifted (:func:`~tracekit.analyzers.alignment.step_shifts`),
-    with floors and waits; and the steps that do not align."""
+    with floors and waits; the steps that do not align; and the clocks of those calls, where
+    the estimate made to find the shifts is theirs (no rank renumbered, no host recorded: the
+    hosts then change nothing), else None."""
     found, misaligned = align(keyed)
     found = _floors(with_members(found))
-    shifts = step_shifts(found, estimate_clocks(found, list(KEYS)), hosts)
+    clocks = estimate_clocks(found, list(KEYS))
+    shifts = step_shifts(found, clocks, hosts)
     if shifts.height == 0:
-        return found, misaligned
+        return found, misaligned, clocks if hosts["host"].drop_nulls().len() == 0 else None
     keyed, dropped = renumber(keyed, shifts)
     found, misaligned = align(keyed)
-    return _floors(with_members(found)), pl.concat([misaligned, dropped]).sort("step", "pg", "op", nulls_last=True)
+    found = _floors(with_members(found))
+    return found, pl.concat([misaligned, dropped]).sort("step", "pg", "op", nulls_last=True), None
 
 
 def match_found(
@@ -461,8 +465,9 @@ def match_found(
     ``hosts``: :func:`~tracekit.analyzers.clocks.rank_hosts` of every rank (which share a clock).
     """
     hosts = rank_hosts(()) if hosts is None else hosts
-    found, misaligned = _aligned(_in_run(found, groups, world_size), hosts)
-    clocks = estimate_clocks(found, list(KEYS), hosts)
+    found, misaligned, clocks = _aligned(_in_run(found, groups, world_size), hosts)
+    if clocks is None:
+        clocks = estimate_clocks(found, list(KEYS), hosts)
     found = _measure(tolerance(found, clocks, list(KEYS)))
     per_rank = found.select(
         "rank",
