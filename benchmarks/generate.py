@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import bisect
 import gzip
+import hashlib
 import json
 import re
 import shutil
@@ -42,17 +43,11 @@ SHAPES: Final = {
     "dlrm": _KINETO / "param-dlrm-8rank-v100" / "worker0_step_12.1694128201545.pt.trace.json",
 }
 DATA_DIR: Final = Path(__file__).resolve().parent / "data"
-#: ``dense``: not a recorded trace but one step written here (:func:`dense_source`), a collective
-#: instance per 1.8 kB of JSON (the A100 shape has one per 470 kB): ranks of 4 MB hold the steps
-#: and instances of an A100 rank of a GB, to measure what grows with ranks x instances.
-DENSE: Final = DATA_DIR / "dense" / "rank0.json"
 #: The gradient buckets of a step of the ``dense`` shape, each all-reduced (the A100 shape has
 #: about 10 collectives a step).
 DENSE_BUCKETS: Final = 10
 #: The optimizer's kernels of a step of the ``dense`` shape, each launched when the last ended.
 DENSE_OPTIMIZER_KERNELS: Final = 16
-#: Every source a benchmark can tile: the recorded shapes, and the dense one.
-SOURCES: Final = {**SHAPES, "dense": DENSE}
 #: Idle time between two copies of the source, in the trace's microseconds.
 GAP_US: Final = 1000
 #: Bump when the generated content changes, so that old data is not reused.
@@ -92,19 +87,8 @@ MEMORY_SIZES: Final = (512, 4096, 1 << 20, 8 << 20, 64 << 10)
 RESERVE: Final = 256 << 20
 
 
-def dense_source(path: Path = DENSE) -> Path:
-    """One training step on one GPU, in microseconds, with the A100 shape's structure and few
-    events: a DataLoader fetch, then :data:`DENSE_BUCKETS` times a GEMM launched from an
-    ``aten::mm`` and the NCCL all-reduce of its gradient bucket (its ``record_param_comms`` op,
-    then its kernel on the collective stream, overlapping the next GEMM), each kernel linked to
-    its launch by correlation id; then the optimizer: a stream sync, host work, and
-    :data:`DENSE_OPTIMIZER_KERNELS` small kernels waiting for their launches. The wastes the A100
-    shape's what-ifs re-time (compute, comms, launches, the sync) are there. 1 MB of it holds
-    about 56 steps and 560 collective instances: a rank of 4 MB holds the steps and instances
-    of an A100 rank of a GB (224 and 2,231 against 216 and 2,150). Written once (the folder is
-    ignored by git)."""
-    if path.is_file():
-        return path
+def _dense_doc() -> dict[str, Any]:
+    """What :func:`dense_source` writes."""
 
     def event(cat: str, name: str, ts: int, dur: int, *, gpu: bool = False, **args: Any) -> dict[str, Any]:
         where = {"pid": 0, "tid": args.get("stream", 7)} if gpu else {"pid": 100, "tid": 1}
@@ -151,9 +135,35 @@ def dense_source(path: Path = DENSE) -> Path:
             event("cuda_runtime", "cudaLaunchKernel", at + 5, 5, correlation=c, **{"External id": c}),
             event("kernel", "vectorized_elementwise_kernel", at + 12, 4, gpu=True, correlation=c),
         ]
-    doc = {"schemaVersion": 1, "deviceProperties": [{"id": 0, "name": "NVIDIA A100-SXM4-80GB"}], "traceEvents": events}
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(doc))
+    return {"schemaVersion": 1, "deviceProperties": [{"id": 0, "name": "NVIDIA A100-SXM4-80GB"}], "traceEvents": events}
+
+
+_DENSE_TEXT: Final = json.dumps(_dense_doc())
+#: ``dense``: not a recorded trace but one step written here (:func:`dense_source`), a collective
+#: instance per 1.8 kB of JSON (the A100 shape has one per 470 kB): ranks of 4 MB hold the steps
+#: and instances of an A100 rank of a GB, to measure what grows with ranks x instances. Its
+#: folder is named by its content, so that a step written otherwise is never read from the
+#: files (or the tiled ranks) of the step before.
+DENSE: Final = DATA_DIR / f"dense-{hashlib.sha256(_DENSE_TEXT.encode()).hexdigest()[:8]}" / "rank0.json"
+#: Every source a benchmark can tile: the recorded shapes, and the dense one.
+SOURCES: Final = {**SHAPES, "dense": DENSE}
+
+
+def dense_source(path: Path | None = None) -> Path:
+    """One training step on one GPU, in microseconds, with the A100 shape's structure and few
+    events: a DataLoader fetch, then :data:`DENSE_BUCKETS` times a GEMM launched from an
+    ``aten::mm`` and the NCCL all-reduce of its gradient bucket (its ``record_param_comms`` op,
+    then its kernel on the collective stream, overlapping the next GEMM), each kernel linked to
+    its launch by correlation id; then the optimizer: a stream sync, host work, and
+    :data:`DENSE_OPTIMIZER_KERNELS` small kernels waiting for their launches. The wastes the A100
+    shape's what-ifs re-time (compute, comms, launches, the sync) are there. 1 MB of it holds
+    about 56 steps and 560 collective instances: a rank of 4 MB holds the steps and instances
+    of an A100 rank of a GB (224 and 2,231 against 216 and 2,150). Written once (the folder is
+    ignored by git)."""
+    path = DENSE if path is None else path
+    if not path.is_file():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(_DENSE_TEXT)
     return path
 
 

@@ -185,13 +185,18 @@ def fit(points: list[Point], *, task_overhead_s: float, instances: list[int] | N
     return Model(m, k, task_overhead_s, r0, r1, r2, p0, p1, a_start=a, i0_instances=i0, i1_instances_per_mb=i1)
 
 
+def _client_row(p: ApartPoint) -> list[float]:
+    """A point's row of the client's reduce apart: once, per rank, per rank-MB, per rank-instance."""
+    return [1.0, p.ranks, p.ranks * p.mb, p.ranks * p.instances]
+
+
 def fit_apart(model: Model, points: list[ApartPoint]) -> Model:
     """``model`` with the reduce apart fitted on ``points``: of two sizes per rank, two numbers
     of ranks and two numbers of instances a rank at one size (the ``dense`` shape's), or the
     per-rank, per-rank-MB and per-rank-instance terms are not told apart."""
     if len({p.mb for p in points}) < 2 or len({p.ranks for p in points}) < 2:
         raise ValueError("the reduce apart needs points of two sizes per rank and two numbers of ranks")
-    rows = [[1.0, p.ranks, p.ranks * p.mb, p.ranks * p.instances] for p in points]
+    rows = [_client_row(p) for p in points]
     if np.linalg.matrix_rank(np.array(rows)) < len(rows[0]):
         raise ValueError("the reduce apart needs points of one size per rank and two numbers of instances")
     ra0, ra1, ra2, ra3 = _least_squares(rows, [p.reduce_client_cpu_s for p in points])
@@ -226,7 +231,7 @@ def client_terms(
     rows, values = [], []
     for p, measured in zip(points, runs, strict=True):
         for v in measured:
-            rows.append([1.0, p.ranks, p.ranks * p.mb, p.ranks * p.instances])
+            rows.append(_client_row(p))
             values.append(v)
     a, y = np.array(rows, dtype=float), np.array(values, dtype=float)
     dof = len(values) - a.shape[1]
