@@ -20,12 +20,14 @@ def _same(a: Removal, b: Removal) -> bool:
 @st.composite
 def removals(draw: st.DrawFn) -> Removal:
     """A removal as the what-ifs make one: intervals of integer ns (touching, overlapping or
-    apart; a few starting together), each at a rate in [0, 1]."""
+    apart; a few starting together), each at a rate in [0, 1]; some from 2**52, where
+    consecutive integers are adjacent doubles and the midpoint of two rounds to one of them."""
+    base = draw(st.sampled_from([0.0, 2.0**52]))
     n = draw(st.integers(0, 6))
     starts = draw(st.lists(st.integers(0, 60), min_size=n, max_size=n))
     lengths = draw(st.lists(st.integers(0, 20), min_size=n, max_size=n))
     rates = draw(st.lists(st.sampled_from([0.0, 0.25, 0.5, 1.0, 1 / 3]), min_size=n, max_size=n))
-    start = np.array(starts, dtype=float)
+    start = base + np.array(starts, dtype=float)
     return Removal(start=start, end=start + np.array(lengths, dtype=float), rate=np.array(rates, dtype=float))
 
 

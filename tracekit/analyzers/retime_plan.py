@@ -109,10 +109,10 @@ def merge(removals: list[Removal]) -> Removal:
 
 def merge_each(groups: dict[K, list[Removal]]) -> dict[K, Removal]:
     """:func:`merge` of each group's removals (each rank's, of several scenarios), every group
-    at once: the same boundaries, midpoints and rates, found by a few sorts of every group's
-    instead of a few NumPy calls a group (a thousand ranks' took 0.45 s of a warm reduce's
-    2.3, profiled). A group with two intervals of one removal starting together, whose rate
-    :func:`rate_at` takes from either, is merged alone."""
+    at once: the same boundaries, midpoints and rates, found by one sort of every group's
+    boundaries instead of a few NumPy calls a group (a thousand ranks' took 0.45 s of a warm
+    reduce's 2.3, profiled). A group with two intervals of one removal starting together,
+    whose rate :func:`rate_at` takes from either, is merged alone."""
     keys = list(groups)
     out = {k: Removal() for k in keys}
     kept = [(g, r) for g, k in enumerate(keys) for r in groups[k] if r.start.size]
@@ -121,8 +121,11 @@ def merge_each(groups: dict[K, list[Removal]]) -> dict[K, Removal]:
     of = np.array([g for g, _ in kept], dtype=np.int64)  # each non-empty removal's group
     owner = np.repeat(np.arange(len(kept), dtype=np.int64), [r.start.size for _, r in kept])  # each interval's
     start, end, rate = (np.concatenate([getattr(r, name) for _, r in kept]) for name in ("start", "end", "rate"))
-    lo, hi, g_mid = _stretches(of[owner], start, end)
-    rates, tied = _max_rates(of, owner, (start, end, rate), (lo + hi) / 2, g_mid, groups=len(keys))
+    points, at_start, at_end = _points(of[owner], start, end)
+    g_pts, t_pts = points
+    first = np.flatnonzero(g_pts[1:] == g_pts[:-1])  # each stretch's first point (and the next is its last)
+    lo, hi, g_mid = t_pts[first], t_pts[first + 1], g_pts[first]
+    rates, tied = _max_rates(of, owner, (at_start, at_end, rate), (lo + hi) / 2, first=first, hi=hi)
     keep = rates > 0
     bounds = np.concatenate([[0], np.cumsum(np.bincount(g_mid, minlength=len(keys)))]).tolist()
     for g, k in enumerate(keys):
@@ -134,19 +137,22 @@ def merge_each(groups: dict[K, list[Removal]]) -> dict[K, Removal]:
     return out
 
 
-def _stretches(group: np.ndarray, start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The elementary stretches between consecutive boundaries of each group (the starts and
-    ends of its intervals, each interval of ``group``; unique: :func:`cut`'s), in group then
-    time order: their starts, ends and group."""
+def _points(
+    group: np.ndarray, start: np.ndarray, end: np.ndarray
+) -> tuple[tuple[np.ndarray, np.ndarray], np.ndarray, np.ndarray]:
+    """The boundaries of each group (the starts and ends of its intervals, each interval of
+    ``group``; unique: :func:`cut`'s), in group then time order (their groups and times), and
+    where each interval's start and end are among them."""
+    n = start.size
     g_pts = np.concatenate([group, group])
     t_pts = np.concatenate([start, end])
     order = np.lexsort((t_pts, g_pts))
     g_pts, t_pts = g_pts[order], t_pts[order]
-    first = np.ones(g_pts.size, dtype=bool)
-    first[1:] = (g_pts[1:] != g_pts[:-1]) | (t_pts[1:] != t_pts[:-1])
-    g_pts, t_pts = g_pts[first], t_pts[first]
-    pair = g_pts[1:] == g_pts[:-1]
-    return t_pts[:-1][pair], t_pts[1:][pair], g_pts[:-1][pair]
+    new = np.ones(g_pts.size, dtype=bool)
+    new[1:] = (g_pts[1:] != g_pts[:-1]) | (t_pts[1:] != t_pts[:-1])
+    place = np.empty(order.size, dtype=np.int64)
+    place[order] = np.cumsum(new, dtype=np.int64) - 1
+    return (g_pts[new], t_pts[new]), place[:n], place[n:]
 
 
 def _max_rates(
@@ -154,42 +160,45 @@ def _max_rates(
     owner: np.ndarray,
     intervals: tuple[np.ndarray, np.ndarray, np.ndarray],
     mid: np.ndarray,
-    g_mid: np.ndarray,
     *,
-    groups: int,
+    first: np.ndarray,
+    hi: np.ndarray,
 ) -> tuple[np.ndarray, set[int]]:
-    """At each of ``mid`` (of group ``g_mid``), the largest rate of the removals of its group
-    (removal ``i`` of group ``of[i]``; ``intervals``: every removal's starts, ends and rates,
-    each of removal ``owner``; :func:`rate_at`'s: the last interval starting by then, where
-    it holds the point; 0 where none, as the empty removals give), and the groups with a
-    removal of two intervals starting together."""
-    start, end, rate = intervals
-    # every (midpoint, removal of its group) pair
-    per_group = np.bincount(of, minlength=groups)
-    counts = per_group[g_mid]
-    pair_mid = np.repeat(np.arange(mid.size, dtype=np.int64), counts)
-    first_removal = np.concatenate([[0], np.cumsum(per_group)[:-1]])
-    within = np.arange(pair_mid.size, dtype=np.int64) - np.repeat(np.cumsum(counts) - counts, counts)
-    pair_removal = first_removal[g_mid[pair_mid]] + within
-    # intervals and pairs sorted by (removal, time), a start before a point at its time
-    n = start.size
-    by = np.concatenate([owner, pair_removal])
-    at = np.concatenate([start, mid[pair_mid]])
-    is_point = np.concatenate([np.zeros(n, dtype=bool), np.ones(pair_mid.size, dtype=bool)])
-    order = np.lexsort((is_point, at, by))
-    starts = order[~is_point[order]]
-    tied = (owner[starts][1:] == owner[starts][:-1]) & (start[starts][1:] == start[starts][:-1])
-    # at each position, the last interval at or before it; its own removal's, or none
-    last = np.maximum.accumulate(np.where(is_point[order], -1, np.arange(order.size)))
-    found = np.where(last >= 0, order[np.maximum(last, 0)], 0)
-    points = is_point[order]
-    hit, pair = found[points], order[points] - n
-    t = at[order[points]]
-    ok = (last[points] >= 0) & (owner[hit] == by[order[points]])
-    inside = ok & (t >= start[hit]) & (t < end[hit])
+    """At each of ``mid``, the midpoint of the stretch from boundary ``first`` to the next
+    (which is at ``hi``), the largest rate of the removals of its group (removal ``i`` of group
+    ``of[i]``, its removals consecutive; ``intervals``: where each interval starts and ends
+    among the boundaries and its rate, each of removal ``owner``): :func:`rate_at`'s, the last
+    interval starting by the midpoint where it holds the point, 0 where none; and the groups
+    with a removal of two intervals starting together.
+
+    The boundaries of a group include every start and end of its intervals, so an interval
+    holds a stretch's midpoint when it starts at or before the stretch's first boundary and
+    ends after it; a midpoint that rounds to the next boundary (two adjacent doubles) is that
+    boundary. The removals are taken a place in their group at a time (the first of each
+    group, then the second...): a running maximum of the intervals' order along the
+    boundaries is the last to start by each one, with no sort of the midpoints."""
+    at_start, at_end, rate = intervals
+    at = first + (mid == hi)
+    group_starts = np.flatnonzero(np.concatenate([[True], of[1:] != of[:-1]]))
+    place = np.arange(of.size) - np.repeat(group_starts, np.diff(np.append(group_starts, of.size)))
+    of_interval = place[owner]
     rates = np.zeros(mid.size)
-    np.maximum.at(rates, pair_mid[pair], np.where(inside, rate[hit], 0.0))
-    return rates, set(of[owner[starts][1:][tied]].tolist())
+    tied: set[int] = set()
+    boundaries = int(max(at_end.max(), at_start.max())) + 1
+    for p in range(int(place.max()) + 1):
+        these = np.flatnonzero(of_interval == p)
+        these = these[np.argsort(at_start[these], kind="stable")]  # by group, then time
+        starts = at_start[these]
+        together = starts[1:] == starts[:-1]
+        tied.update(of[owner[these[1:][together]]].tolist())
+        last = np.full(boundaries, -1, dtype=np.int64)
+        last[starts] = np.arange(these.size)
+        np.maximum.accumulate(last, out=last)
+        hit = last[at]
+        which = these[np.maximum(hit, 0)]
+        inside = (hit >= 0) & (at_end[which] > at)
+        np.maximum(rates, np.where(inside, rate[which], 0.0), out=rates)
+    return rates, tied
 
 
 def outside(removal: Removal, taken: Removal) -> Removal:
