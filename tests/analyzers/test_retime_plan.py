@@ -4,9 +4,11 @@ group at once, gives each group exactly what :func:`merge` gives it alone."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tracekit.analyzers import retime_plan
 from tracekit.analyzers.retime_plan import Removal, merge, merge_each, outside
 
 
@@ -50,3 +52,21 @@ def test_merge_each_by_hand() -> None:
     assert merged["r0"].rate.tolist() == [1.0, 1.0, 0.75, 0.75, 0.5]
     assert merged["r1"].start.size == 0
     assert _same(merged["r2"], merge([b, outside(a, b)]))
+
+
+def test_merge_each_in_batches_is_merge_of_each_group(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Groups taken a few intervals at a time (a batch ends inside no group) give what each
+    group gives alone, in the groups' order."""
+    rng = np.random.default_rng(7)
+
+    def removal() -> Removal:
+        n = int(rng.integers(0, 8))
+        start = np.sort(rng.integers(0, 100, n)).astype(float)
+        return Removal(start=start, end=start + rng.integers(0, 15, n), rate=rng.choice([0.25, 0.5, 1.0], n))
+
+    groups = {f"r{g}": [removal() for _ in range(int(rng.integers(0, 4)))] for g in range(300)}
+    monkeypatch.setattr(retime_plan, "BATCH_INTERVALS", 10)
+    merged = merge_each(groups)
+    assert list(merged) == list(groups)
+    for key, group in groups.items():
+        assert _same(merged[key], merge(group)), key
