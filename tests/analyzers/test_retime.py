@@ -352,3 +352,16 @@ def test_a_collective_re_timed_in_a_cycle_still_holds_its_instance_back() -> Non
         device_end=False,
     )
     assert simulate([rank0, rank1], Scenario()) == {0: pytest.approx(0.0, abs=1e-6), 1: pytest.approx(0.0, abs=1e-6)}
+
+
+@settings(max_examples=300, deadline=None)
+@given(timelines())
+def test_the_meetings_worked_out_at_once_are_the_loops(plans: list[RankPlan]) -> None:
+    """What the core reads of the instances, from every plan's arrays at once, is what the
+    Python loops over each rank's instances give (their members, last arrivals, first ends)."""
+    at_once = retime.Simulation(plans, Scenario())
+    looped = retime.Simulation(plans, Scenario())
+    assert looped.members is not None  # worked out in Python first: the meetings then read them
+    for a, b in zip(at_once._meetings(), looped._meetings(), strict=True):
+        assert a.dtype == b.dtype
+        assert a.tobytes() == b.tobytes()

@@ -88,8 +88,9 @@ class Meets(Protocol):
     """Where a rank's collectives meet the other ranks': :class:`Simulation` (every rank in one
     process), or one rank re-timed alone (:class:`tracekit.analyzers.retime_ranks.Alone`)."""
 
-    #: each instance's last arrival as recorded
-    last_old: dict[int, float]
+    @property
+    def last_old(self) -> dict[int, float]:
+        """Each instance's last arrival as recorded."""
 
     def instance(self, i: int) -> None:
         """Re-time collective instance ``i`` (its members on the ranks this side holds)."""
@@ -622,24 +623,40 @@ class Simulation:
         """``like``: a simulation of the same plans under another scenario, whose ranks'
         shapes are reused (see :class:`_Rank`)."""
         before: dict[int, _Rank] = like.ranks if like is not None else {}
+        self.plans = plans
         self.ranks: dict[int, _Rank] = {p.rank: new_rank(p, scenario, before.get(p.rank)) for p in plans}
-        #: instance -> [(rank, task)], and its last arrival as recorded (what no scenario changes)
-        self.members: dict[int, list[tuple[int, int]]] = {}
-        self.last_old: dict[int, float] = {}
         same_plans = len(before) == len(plans) and all(p.rank in before and before[p.rank].plan is p for p in plans)
+        #: instance -> [(rank, task)], and its last arrival as recorded (what no scenario changes):
+        #: worked out where the ranks are met in Python (:attr:`members`), else never
+        self._members: tuple[dict[int, list[tuple[int, int]]], dict[int, float]] | None = None
         #: the meetings as ``_retime_core.simulate`` reads them (:meth:`_meetings`), once worked out
         self._native: tuple[np.ndarray, ...] | None = None
         if like is not None and same_plans:
-            self.members, self.last_old = like.members, like.last_old
-            self._native = like._native
-        else:
-            for p in plans:
-                for k in np.flatnonzero(p.instance >= 0):
-                    i = int(p.instance[k])
-                    self.members.setdefault(i, []).append((p.rank, int(k)))
-                    self.last_old[i] = max(self.last_old.get(i, _NEVER), float(p.arrival[k]))
+            self._members, self._native = like._members, like._native
         self.finished: set[int] = set()
         self.in_progress: set[int] = set()
+
+    @property
+    def members(self) -> dict[int, list[tuple[int, int]]]:
+        """Each instance's members: (rank, task), in the plans' order."""
+        return self._by_instance()[0]
+
+    @property
+    def last_old(self) -> dict[int, float]:
+        """Each instance's last arrival as recorded (what no scenario changes)."""
+        return self._by_instance()[1]
+
+    def _by_instance(self) -> tuple[dict[int, list[tuple[int, int]]], dict[int, float]]:
+        if self._members is None:
+            members: dict[int, list[tuple[int, int]]] = {}
+            last_old: dict[int, float] = {}
+            for p in self.plans:
+                for k in np.flatnonzero(p.instance >= 0):
+                    i = int(p.instance[k])
+                    members.setdefault(i, []).append((p.rank, int(k)))
+                    last_old[i] = max(last_old.get(i, _NEVER), float(p.arrival[k]))
+            self._members = members, last_old
+        return self._members
 
     def instance(self, i: int) -> None:
         """Re-time collective instance ``i`` on every rank that holds it."""
@@ -698,13 +715,41 @@ class Simulation:
         """What :meth:`run` visits and in which order (:func:`meetings`), once per plans."""
         if self._native is None:
             at = {rank: x for x, rank in enumerate(self.ranks)}
-            self._native = meetings(
-                {i: [(at[rank], k) for rank, k in ms] for i, ms in self.members.items()},
-                self.last_old,
-                {i: self._first_end(ms) for i, ms in self.members.items()},
-                [(rank, r.b_end) for rank, r in self.ranks.items()],
-            )
+            blocks = [(rank, r.b_end) for rank, r in self.ranks.items()]
+            held = None if self._members is not None else _held(self.plans, at)
+            if held is not None:
+                self._native = _meetings_of(held, blocks)
+            else:
+                self._native = meetings(
+                    {i: [(at[rank], k) for rank, k in ms] for i, ms in self.members.items()},
+                    self.last_old,
+                    {i: self._first_end(ms) for i, ms in self.members.items()},
+                    blocks,
+                )
         return self._native
+
+
+def _held(plans: list[RankPlan], at: dict[int, int]) -> tuple[np.ndarray, ...] | None:
+    """What :func:`meetings` reads of the instances, from the plans at once (the ranks x
+    instances of a thousand ranks in Python loops took seconds and a few hundred MB): the
+    instances by id, each one's members (``at``: the index of each rank; in the plans' order,
+    then the tasks'), last arrival and first end as recorded; None where a time is not a
+    number (whose place in a Python ``max`` decides: the loops do)."""
+    tasks = [np.flatnonzero(p.instance >= 0) for p in plans]
+    k = np.concatenate([np.empty(0, dtype=np.int64), *tasks]).astype(np.int64)
+    x = np.repeat(np.array([at[p.rank] for p in plans], dtype=np.int64), [t.size for t in tasks])
+    inst = np.concatenate([np.empty(0, dtype=np.int64), *(p.instance[t] for p, t in zip(plans, tasks, strict=True))])
+    arrival = np.concatenate([np.empty(0), *(p.arrival[t] for p, t in zip(plans, tasks, strict=True))])
+    end = np.concatenate([np.empty(0), *(p.end[t] for p, t in zip(plans, tasks, strict=True))])
+    if np.isnan(arrival).any() or np.isnan(end).any():
+        return None
+    order = np.argsort(inst, kind="stable")  # by instance, then as the plans hold them
+    ids, counts = np.unique(inst[order], return_counts=True)
+    offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+    starts = offsets[:-1]
+    last = np.maximum.reduceat(arrival[order], starts) if ids.size else np.empty(0)
+    first = np.minimum.reduceat(end[order], starts) if ids.size else np.empty(0)
+    return ids.astype(np.int64), offsets, x[order], k[order], last.astype(np.float64), first.astype(np.float64)
 
 
 def meetings(
@@ -722,8 +767,22 @@ def meetings(
     heap pops them."""
     ids = sorted(members)
     held = [members[i] for i in ids]
-    ids_a = np.array(ids, dtype=np.int64)
-    first = np.array([first_end[i] for i in ids], dtype=np.float64)
+    held_a = (
+        np.array(ids, dtype=np.int64),
+        np.concatenate([[0], np.cumsum([len(ms) for ms in held], dtype=np.int64)]).astype(np.int64),
+        np.array([x for ms in held for x, _ in ms], dtype=np.int64),
+        np.array([k for ms in held for _, k in ms], dtype=np.int64),
+        np.array([last_old[i] for i in ids], dtype=np.float64),
+        np.array([first_end[i] for i in ids], dtype=np.float64),
+    )
+    return _meetings_of(held_a, blocks)
+
+
+def _meetings_of(held: tuple[np.ndarray, ...], blocks: list[tuple[int, np.ndarray]]) -> tuple[np.ndarray, ...]:
+    """:func:`meetings` of the instances as arrays (``held``): their ids, where each one's
+    members start and end in the next two (their ranks' indexes and tasks), their last arrivals
+    and first ends."""
+    ids_a, offsets, member_x, member_k, last, first = held
     i_order = np.lexsort((ids_a, first)).astype(np.int64)
     ends = [e for _, e in blocks]
     ev_core = np.repeat(np.arange(len(ends), dtype=np.int64), [e.size for e in ends])
@@ -732,10 +791,10 @@ def meetings(
     visits = np.lexsort((ev_block, np.array([rank for rank, _ in blocks], dtype=np.int64)[ev_core], t))
     return (
         ids_a,
-        np.concatenate([[0], np.cumsum([len(ms) for ms in held], dtype=np.int64)]).astype(np.int64),
-        np.array([x for ms in held for x, _ in ms], dtype=np.int64),
-        np.array([k for ms in held for _, k in ms], dtype=np.int64),
-        np.array([last_old[i] for i in ids], dtype=np.float64),
+        offsets,
+        member_x,
+        member_k,
+        last,
         ev_core[visits],
         ev_block[visits],
         i_order,
