@@ -62,7 +62,8 @@ def waits(draw: st.DrawFn) -> list[RankPlan]:
 def _simulated(
     plans: list[RankPlan], scenario: Scenario, *, native: bool, met_in_python: bool = False
 ) -> tuple[dict[int, float], list[np.ndarray]]:
-    """Each rank's gain, and every task's re-timed start, end and source, every block's shift.
+    """Each rank's gain, and every task's re-timed start, end and source, every block's shift,
+    every collective's arrival.
     ``met_in_python``: ranks in C, met by Python's visit one call at a time (the core's methods)."""
     was = retime.NATIVE
     retime.NATIVE = native
@@ -72,6 +73,8 @@ def _simulated(
     finally:
         retime.NATIVE = was
     arrays = [a for r in sim.ranks.values() for a in (r.s_new, r.e_new, r.e_src, r.b_shift, r.b_src)]
+    # each collective's arrival and its source, as re-timed (else as recorded)
+    arrays += [np.array([r.arrival_of(k) for k in range(r.plan.start.size)]).reshape(-1) for r in sim.ranks.values()]
     assert all(type(r) is (retime._NativeRank if native else retime._Rank) for r in sim.ranks.values())
     return gains, arrays
 
@@ -198,12 +201,19 @@ def test_arrays_of_the_wrong_size_are_refused() -> None:
         retime._core.Core(
             retime._core.Shape(shape),
             (rank.dur, rank.r_start, rank.r_end, rank.r_rate, rank.r_cum, rank.r_at_start, rank.r_at_end),
-            (rank.s_new, rank.e_new, rank.e_src, rank.b_shift, rank.b_src, np.zeros(5, dtype=np.int64)),
+            (
+                rank.s_new,
+                rank.e_new,
+                rank.e_src,
+                rank.b_shift,
+                rank.b_src,
+                np.zeros(5, dtype=np.int64),
+                rank.arrived_at,
+                rank.arrived_from,
+            ),
             hide=False,
             no_wait=False,
             track=False,
-            arrived={},
-            arrived_src={},
             window_end=20.0,
             device_end=True,
             tolerance=0.0,

@@ -9,14 +9,15 @@
  * worked out one at a time, as a loop over plain arrays: what costs there is the interpreter,
  * not the arithmetic (benchmarks/README.md).
  *
- * Core(shape, scenario, state, hide, no_wait, track, arrived, arrived_src)
+ * Core(shape, scenario, state, hide, no_wait, track)
  *   shape     the arrays of tracekit.analyzers.retime_shape.RankShape.packed(), in its order
  *   scenario  (dur, r_start, r_end, r_rate, r_cum, r_at_start, r_at_end): the task durations
  *             and the host time removed (tracekit.analyzers.retime_removal.HostRemoval)
- *   state     (s_new, e_new, e_src, b_shift, b_src, done): arrays it writes, which the caller
- *             reads (each task's re-timed start, end and source; each block's shift and source;
- *             per stream, the tasks re-timed)
- *   arrived, arrived_src   dicts it fills: each collective's re-timed arrival and its source
+ *   state     (s_new, e_new, e_src, b_shift, b_src, done, arrived, arrived_src): arrays it
+ *             writes, which the caller reads (each task's re-timed start, end and source; each
+ *             block's shift and source; per stream, the tasks re-timed; each collective's
+ *             re-timed arrival and its source, NOT_ARRIVED where it has none yet: retime._Rank's
+ *             dicts arrived and arrived_src, without a Python object per collective)
  *
  * Where a collective's instance is met, it calls sim.instance(i) (tracekit.analyzers.retime.Meets),
  * which calls back collective_arrival and finish_collective on each rank that holds it; a
@@ -29,6 +30,8 @@
 #include <string.h>
 
 #define NO_SOURCE ((int64_t)-1)
+/* arrived_src of a collective not re-timed yet (retime._NOT_ARRIVED) */
+#define NOT_ARRIVED ((int64_t)-2)
 #define NEVER (-INFINITY)
 
 enum {
@@ -47,7 +50,7 @@ enum {
     N_SHAPE
 };
 enum { SC_DUR, SC_R_START, SC_R_END, SC_R_RATE, SC_R_CUM, SC_AT_START, SC_AT_END, N_SCEN };
-enum { ST_S_NEW, ST_E_NEW, ST_E_SRC, ST_B_SHIFT, ST_B_SRC, ST_DONE, N_STATE };
+enum { ST_S_NEW, ST_E_NEW, ST_E_SRC, ST_B_SHIFT, ST_B_SRC, ST_DONE, ST_ARRIVED, ST_ARRIVED_SRC, N_STATE };
 #define N_BUF (N_SCEN + N_STATE)
 
 /* A rank's shape under every scenario: RankShape.packed()'s arrays, held and checked once. */
@@ -80,15 +83,14 @@ typedef struct Core {
     Py_ssize_t nr;
     const double *dur;
     const double *r_start, *r_end, *r_rate, *r_cum, *at_start, *at_end;
-    double *s_new, *e_new, *b_shift;
-    int64_t *e_src, *b_src, *done;
+    double *s_new, *e_new, *b_shift, *arrived;
+    int64_t *e_src, *b_src, *done, *arrived_src;
     Py_ssize_t b_done, b_busy;
     /* the last answers of the searches of b_start and r_end (bisect_near); r_end ascending, no NaN */
     Py_ssize_t near_b, near_r;
     int r_end_sorted;
     int hide, no_wait, track, device_end;
     double window_end, tolerance;
-    PyObject *arrived, *arrived_src;
 } Core;
 
 static PyObject *s_instance, *s_last_old;
@@ -487,15 +489,9 @@ static int collective_arrival(Core *c, Py_ssize_t k, Meet *m, Timed *start, Time
         if (start_after(c, k, a, m, start) < 0) return -1;
     }
     *arrival = (free_ && c->a.launched[k]) ? a : *start;
-    PyObject *key = PyLong_FromSsize_t(k);
-    if (key == NULL) return -1;
-    PyObject *t = PyFloat_FromDouble(arrival->t);
-    PyObject *s = PyLong_FromLongLong(arrival->src);
-    int err = t == NULL || s == NULL || PyDict_SetItem(c->arrived, key, t) < 0 || PyDict_SetItem(c->arrived_src, key, s) < 0;
-    Py_XDECREF(t);
-    Py_XDECREF(s);
-    Py_DECREF(key);
-    return err ? -1 : 0;
+    c->arrived[k] = arrival->t;
+    c->arrived_src[k] = arrival->src;
+    return 0;
 }
 
 static void finish_collective(Core *c, Py_ssize_t k, Timed start, Timed last, double last_old) {
@@ -603,21 +599,12 @@ static int stream_until_(Core *c, Py_ssize_t j, Py_ssize_t last, Meet *m) {
 
 /* A collective's arrival as re-timed before (retime._Rank.arrived, arrived_src), else as recorded. */
 static int arrived_of(Core *c, Py_ssize_t k, Timed *out) {
-    out->t = c->a.arrival[k];
-    out->src = NO_SOURCE;
-    PyObject *key = PyLong_FromSsize_t(k);
-    if (key == NULL) return -1;
-    PyObject *t = PyDict_GetItemWithError(c->arrived, key);
-    PyObject *src = t == NULL ? NULL : PyDict_GetItemWithError(c->arrived_src, key);
-    Py_DECREF(key);
-    if (PyErr_Occurred()) return -1;
-    if (t != NULL) {
-        out->t = PyFloat_AsDouble(t);
-        if (out->t == -1.0 && PyErr_Occurred()) return -1;
-    }
-    if (src != NULL) {
-        out->src = PyLong_AsLongLong(src);
-        if (out->src == -1 && PyErr_Occurred()) return -1;
+    if (c->arrived_src[k] == NOT_ARRIVED) {
+        out->t = c->a.arrival[k];
+        out->src = NO_SOURCE;
+    } else {
+        out->t = c->arrived[k];
+        out->src = c->arrived_src[k];
     }
     return 0;
 }
@@ -875,8 +862,6 @@ static PyObject *Core_gained(Core *c, PyObject *sim) {
 static void Core_dealloc(Core *c) {
     for (int i = 0; i < c->held; i++) PyBuffer_Release(&c->buf[i]);
     Py_XDECREF(c->shape);
-    Py_XDECREF(c->arrived);
-    Py_XDECREF(c->arrived_src);
     Py_TYPE(c)->tp_free((PyObject *)c);
 }
 
@@ -1020,14 +1005,14 @@ fail:
 #define PTR(i) (c->buf[i].buf)
 
 static PyObject *Core_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
-    PyObject *shape, *scen, *state, *arrived, *arrived_src;
+    PyObject *shape, *scen, *state;
     int hide, no_wait, track, device_end;
     double window_end, tolerance;
-    static char *kw[] = {"shape", "scenario", "state", "hide", "no_wait", "track", "arrived", "arrived_src",
+    static char *kw[] = {"shape",      "scenario",   "state",     "hide", "no_wait", "track",
                          "window_end", "device_end", "tolerance", NULL};
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O!O!O!pppO!O!dpd", kw, &ShapeType, &shape, &PyTuple_Type, &scen,
-                                     &PyTuple_Type, &state, &hide, &no_wait, &track, &PyDict_Type, &arrived, &PyDict_Type,
-                                     &arrived_src, &window_end, &device_end, &tolerance))
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O!O!O!pppdpd", kw, &ShapeType, &shape, &PyTuple_Type, &scen,
+                                     &PyTuple_Type, &state, &hide, &no_wait, &track, &window_end, &device_end,
+                                     &tolerance))
         return NULL;
     if (PyTuple_GET_SIZE(scen) != N_SCEN || PyTuple_GET_SIZE(state) != N_STATE) {
         PyErr_SetString(PyExc_TypeError, "Core: scenario and state of the wrong lengths");
@@ -1038,8 +1023,6 @@ static PyObject *Core_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) 
     Shape *h = (Shape *)shape;
     c->held = 0;
     c->shape = (Shape *)Py_NewRef(shape);
-    c->arrived = Py_NewRef(arrived);
-    c->arrived_src = Py_NewRef(arrived_src);
     c->hide = hide;
     c->no_wait = no_wait;
     c->track = track;
@@ -1056,8 +1039,8 @@ static PyObject *Core_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) 
         c->nr = nr;
         Py_ssize_t sc_sizes[N_SCEN] = {n, nr, nr, nr, nr + 1, nb, nb};
         int sc_items[N_SCEN] = {8, 8, 8, 8, 8, 8, 8};
-        Py_ssize_t st_sizes[N_STATE] = {n, n, n, nb, nb, ns};
-        int st_items[N_STATE] = {8, 8, 8, 8, 8, 8};
+        Py_ssize_t st_sizes[N_STATE] = {n, n, n, nb, nb, ns, n, n};
+        int st_items[N_STATE] = {8, 8, 8, 8, 8, 8, 8, 8};
         if (hold(c->buf, &c->held, scen, N_SCEN, sc_sizes, sc_items, 0, "scenario") < 0) goto fail;
         if (hold(c->buf, &c->held, state, N_STATE, st_sizes, st_items, 1, "state") < 0) goto fail;
     }
@@ -1075,6 +1058,8 @@ static PyObject *Core_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) 
     c->b_shift = PTR(N_SCEN + ST_B_SHIFT);
     c->b_src = PTR(N_SCEN + ST_B_SRC);
     c->done = PTR(N_SCEN + ST_DONE);
+    c->arrived = PTR(N_SCEN + ST_ARRIVED);
+    c->arrived_src = PTR(N_SCEN + ST_ARRIVED_SRC);
     for (Py_ssize_t j = 0; j < c->a.ns; j++) c->done[j] = 0;
     return (PyObject *)c;
 fail:

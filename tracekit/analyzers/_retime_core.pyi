@@ -17,8 +17,6 @@ class Core:
         hide: bool,
         no_wait: bool,
         track: bool,
-        arrived: dict[int, float],
-        arrived_src: dict[int, int],
         window_end: float,
         device_end: bool,
         tolerance: float,

@@ -80,6 +80,8 @@ NATIVE: bool = _core is not None and wanted()
 _FEW: Final = 16
 #: A time that hangs on no collective instance's last arrival (see ``_Rank.e_src``).
 _NO_SOURCE: Final = -1
+#: The source of a collective's arrival that is not re-timed yet (``_NativeRank.arrived_from``).
+_NOT_ARRIVED: Final = -2
 #: The sources of times as arrays, where they are not followed (``_Rank.track``).
 _UNTRACKED: Final = np.empty(0, dtype=np.int64)
 
@@ -477,6 +479,10 @@ class _Rank(RankShape, HostRemoval):
         self.arrived_src[k] = arrival_src
         return start, src, arrival, arrival_src
 
+    def arrival_of(self, k: int) -> tuple[float, int]:
+        """Collective ``k``'s arrival and its source as re-timed, else as recorded (no source)."""
+        return self.arrived.get(k, float(self.plan.arrival[k])), self.arrived_src.get(k, _NO_SOURCE)
+
     def finish_collective(self, k: int, start: float, start_src: int, last: tuple[float, int], last_old: float) -> None:
         """A collective's end: when the last rank arrives (``last``: its time, and the instance
         that time hangs on), plus its own tail."""
@@ -565,8 +571,8 @@ class _NativeRank(_Rank):
         self.s_new = np.full(n, np.nan)
         self.e_new = np.full(n, np.nan)
         self.e_src = np.full(n, _NO_SOURCE, dtype=np.int64)
-        self.arrived = {}
-        self.arrived_src = {}
+        self.arrived_at = np.full(n, np.nan)  # each collective's arrival, re-timed
+        self.arrived_from = np.full(n, _NOT_ARRIVED, dtype=np.int64)  # and its source (none yet)
         self.b_shift = np.zeros(nb)
         self.b_src = np.full(nb, _NO_SOURCE, dtype=np.int64)
         done = np.zeros(len(self.streams), dtype=np.int64)
@@ -575,12 +581,10 @@ class _NativeRank(_Rank):
         self.core: Core = _core.Core(
             shape[1],
             (self.dur, *(np.ascontiguousarray(a, dtype=np.float64) for a in removal)),
-            (self.s_new, self.e_new, self.e_src, self.b_shift, self.b_src, done),
+            (self.s_new, self.e_new, self.e_src, self.b_shift, self.b_src, done, self.arrived_at, self.arrived_from),
             hide=self.hide,
             no_wait=self.no_wait,
             track=self.track,
-            arrived=self.arrived,
-            arrived_src=self.arrived_src,
             window_end=float(plan.window_end),
             device_end=bool(plan.device_end),
             tolerance=AWAIT_TOLERANCE_NS,
@@ -598,6 +602,12 @@ class _NativeRank(_Rank):
 
     def collective_arrival(self, k: int, sim: Meets) -> tuple[float, int, float, int]:
         return self.core.collective_arrival(k, sim)
+
+    def arrival_of(self, k: int) -> tuple[float, int]:
+        src = int(self.arrived_from[k])
+        if src == _NOT_ARRIVED:
+            return float(self.plan.arrival[k]), _NO_SOURCE
+        return float(self.arrived_at[k]), src
 
     def finish_collective(self, k: int, start: float, start_src: int, last: tuple[float, int], last_old: float) -> None:
         self.core.finish_collective(k, start, start_src, last, last_old)
@@ -670,7 +680,7 @@ class Simulation:
             if not isnan(r.e_new.item(k)):
                 # re-timed alone meanwhile (reached again through a cycle across ranks): it
                 # still arrives when it did, and the others wait for it
-                last_new = max(last_new, r.arrived.get(k, float(r.plan.arrival[k])))
+                last_new = max(last_new, r.arrival_of(k)[0])
                 continue
             start, start_src, arrival, _ = r.collective_arrival(k, self)
             starts.append((r, k, start, start_src, arrival))

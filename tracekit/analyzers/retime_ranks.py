@@ -216,7 +216,7 @@ class _Alone:
                 starts.append((k, start, start_src))
             else:  # re-timed alone meanwhile, through a cycle
                 self.out.cycled = True
-                arrival, arrival_src = r.arrived.get(k, float(r.plan.arrival[k])), r.arrived_src.get(k, _NO_SOURCE)
+                arrival, arrival_src = r.arrival_of(k)
             if arrival > own:
                 own, own_src = arrival, arrival_src
         given = self.last.get(i, _NEVER)
