@@ -745,21 +745,32 @@ def _held(plans: list[RankPlan], at: dict[int, int]) -> tuple[np.ndarray, ...] |
     instances by id, each one's members (``at``: the index of each rank; in the plans' order,
     then the tasks'), last arrival and first end as recorded; None where a time is not a
     number (whose place in a Python ``max`` decides: the loops do)."""
-    tasks = [np.flatnonzero(p.instance >= 0) for p in plans]
-    k = np.concatenate([np.empty(0, dtype=np.int64), *tasks]).astype(np.int64)
-    x = np.repeat(np.array([at[p.rank] for p in plans], dtype=np.int64), [t.size for t in tasks])
-    inst = np.concatenate([np.empty(0, dtype=np.int64), *(p.instance[t] for p, t in zip(plans, tasks, strict=True))])
-    arrival = np.concatenate([np.empty(0), *(p.arrival[t] for p, t in zip(plans, tasks, strict=True))])
-    end = np.concatenate([np.empty(0), *(p.end[t] for p, t in zip(plans, tasks, strict=True))])
-    if np.isnan(arrival).any() or np.isnan(end).any():
+    ids, offsets, plan_of, task, last, first = recorded_instances(plans)
+    if np.isnan(last).any() or np.isnan(first).any():  # a time not a number propagates to its instance's
         return None
+    x = np.array([at[p.rank] for p in plans], dtype=np.int64)[plan_of]
+    return ids, offsets, x, task, last, first
+
+
+def recorded_instances(plans: list[RankPlan]) -> tuple[np.ndarray, ...]:
+    """Every plan's collective tasks by instance, then plan, then task: the instances' ids, where
+    each one's members start and end in the next two arrays (``offsets``), each member's plan
+    (its index in ``plans``) and task, and each instance's last arrival and first end as
+    recorded (NaN where one of its times is not a number)."""
+    tasks = [np.flatnonzero(p.instance >= 0) for p in plans]
+    task = np.concatenate([np.empty(0, dtype=np.int64), *tasks]).astype(np.int64)
+    plan_of = np.repeat(np.arange(len(plans), dtype=np.int64), [t.size for t in tasks])
+    held = list(zip(plans, tasks, strict=True))
+    inst = np.concatenate([np.empty(0, dtype=np.int64), *(p.instance[t] for p, t in held)])
+    arrival = np.concatenate([np.empty(0), *(p.arrival[t] for p, t in held)]).astype(np.float64)
+    end = np.concatenate([np.empty(0), *(p.end[t] for p, t in held)]).astype(np.float64)
     order = np.argsort(inst, kind="stable")  # by instance, then as the plans hold them
     ids, counts = np.unique(inst[order], return_counts=True)
     offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
     starts = offsets[:-1]
     last = np.maximum.reduceat(arrival[order], starts) if ids.size else np.empty(0)
     first = np.minimum.reduceat(end[order], starts) if ids.size else np.empty(0)
-    return ids.astype(np.int64), offsets, x[order], k[order], last.astype(np.float64), first.astype(np.float64)
+    return ids.astype(np.int64), offsets, plan_of[order], task[order], last, first
 
 
 def meetings(

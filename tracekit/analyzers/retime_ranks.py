@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Final, TypeVar
 
 import numpy as np
 
-from tracekit.analyzers.retime import _NO_SOURCE, _core, _NativeRank, _Rank, meetings, new_rank
+from tracekit.analyzers.retime import _NO_SOURCE, _core, _NativeRank, _Rank, meetings, new_rank, recorded_instances
 from tracekit.analyzers.retime_shape import _NEVER
 
 if TYPE_CHECKING:
@@ -296,17 +296,7 @@ class RankAlone:
 def recorded(plans: Iterable[RankPlan]) -> tuple[dict[int, float], dict[int, float]]:
     """Each instance's last arrival and first end as recorded: what the client knows of every
     rank before any round (ranks x instances numbers)."""
-    held = [p for p in plans if (p.instance >= 0).any()]
-    if not held:
-        return {}, {}
-    inst = np.concatenate([p.instance[p.instance >= 0] for p in held])
-    arrival = np.concatenate([p.arrival[p.instance >= 0] for p in held])
-    end = np.concatenate([p.end[p.instance >= 0] for p in held])
-    ids, at = np.unique(inst, return_inverse=True)
-    last = np.full(ids.size, _NEVER)
-    first = np.full(ids.size, np.inf)
-    np.maximum.at(last, at, arrival)
-    np.minimum.at(first, at, end)
+    ids, *_, last, first = recorded_instances(list(plans))
     keys = ids.tolist()
     return dict(zip(keys, last.tolist(), strict=True)), dict(zip(keys, first.tolist(), strict=True))
 
