@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+import polars as pl
 import pytest
 
 from tests.factories import ev, make_run, nccl_call
-from tracekit.analyzers.collectives import CollectiveResult, match_collectives
+from tracekit.analyzers.collectives import INSTANCE, CollectiveResult, _numbered, match_collectives
 from tracekit.analyzers.steps import analyze_steps, gpu_activity
 from tracekit.model import ProcessGroup
 from tracekit.results.vocab import CollectiveMatch, MatchKey
@@ -199,3 +200,23 @@ def test_a_gloo_op_queued_behind_the_previous_collective_is_not_late() -> None:
     assert per["explained_wait_ns"].to_list() == [50 * US, 0, 0, 0]
     assert per["unexplained_wait_ns"].to_list() == [50 * US, 0, 0, 50 * US]
     assert result.instances.sort("k")["last_rank"].to_list() == [1, 1]
+
+
+def test_each_instance_is_numbered_once_null_keys_alike() -> None:
+    """The cross-rank part groups by one number per instance (pg, op, matched_by, k): calls of
+    the same keys share it on every rank, a null key equals a null key, any other key differs."""
+    found = pl.DataFrame(
+        {
+            "rank": [0, 1, 0, 1, 0, 1, 2],
+            "pg": ["0", "0", "0", "0", None, None, "0"],
+            "op": ["allreduce", "allreduce", None, None, "broadcast", "broadcast", "allreduce"],
+            "matched_by": ["sequence"] * 6 + ["group_order"],
+            "k": [1, 1, 1, 1, 1, 1, 1],
+        }
+    )
+    numbered = _numbered(found)
+    assert numbered.drop(INSTANCE).equals(found)
+    ids = numbered[INSTANCE].to_list()
+    assert None not in ids
+    assert ids[0] == ids[1] and ids[2] == ids[3] and ids[4] == ids[5]
+    assert len({ids[0], ids[2], ids[4], ids[6]}) == 4
