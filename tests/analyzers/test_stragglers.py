@@ -359,6 +359,7 @@ def test_the_consistent_ranks_as_every_rank_compared_with_every_other(
     largest (ranks x steps): the same ranks as every pair compared, ties and absent ranks too."""
     import polars as pl
 
+    from tracekit.analyzers.collectives import _numbered
     from tracekit.analyzers.stragglers import _consistent
 
     data = [(r % ranks, last % ranks, step, k, w) for r, last, step, k, w in rows]
@@ -376,4 +377,5 @@ def test_the_consistent_ranks_as_every_rank_compared_with_every_other(
             "explained_wait_ns": [float(d[4]) for d in data],
         }
     )
+    joined = _numbered(joined)  # what the collectives' result carries: a number per instance
     assert _consistent(joined) == _consistent_pairwise(joined)

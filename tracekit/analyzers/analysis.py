@@ -12,7 +12,7 @@ import polars as pl
 
 from tracekit.analyzers import registry, shared
 from tracekit.analyzers.clocks import rank_hosts
-from tracekit.analyzers.collectives import group_members
+from tracekit.analyzers.collectives import INSTANCE, group_members
 from tracekit.analyzers.context import Options, RankContext
 from tracekit.analyzers.mapreduce import Entry, RankSummary, Reduced, map_ranks, reduce_ranks
 from tracekit.errors import InputError
@@ -100,7 +100,7 @@ class Outcome:
                 "the per-instance tables were not brought from where each rank was analyzed: analyze with "
                 "AnalyzeOptions(details=True) (the default) to have them"
             )
-        out = {"collectives_per_rank": self.frames.collectives.per_rank}
+        out = {"collectives_per_rank": self.frames.collectives.per_rank.drop(INSTANCE, strict=False)}
         if (idle := self.frames.idle) is not None:
             out["idle_intervals"] = idle.intervals.with_columns(pl.col("cause").cast(pl.String))
         return out

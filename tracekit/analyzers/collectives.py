@@ -72,13 +72,15 @@ class CollectiveResult:
     #: rank, pg, op, matched_by, k, source ("kernel"/"host"), stream, step, launch_ns,
     #: arrival_ns, start_ns, end_ns, duration_ns, floor_ns, wait_ns, lateness_ns,
     #: explained_wait_ns, unexplained_wait_ns, is_last (the last six null when unmatched;
-    #: arrival and lateness on the corrected clocks, lateness null within their uncertainty)
+    #: arrival and lateness on the corrected clocks, lateness null within their uncertainty),
+    #: and :data:`INSTANCE`, its instance's number (in ``instances`` too: what joins the two)
     per_rank: pl.DataFrame
     #: pg, op, matched_by, k, step, ranks, expected_ranks, matched, complete, common,
     #: first_start_ns, first_arrival_ns, floor_ns, spread_ns (of arrivals), tolerance_ns,
     #: mean_wait_ns, explained_wait_ns, unexplained_wait_ns (means over its ranks), last_rank
     #: (latest arrival), last_ranks (within tolerance of it); floors, waits and last ranks are
-    #: null when unmatched, last ranks also when the spread is within the clocks' tolerance
+    #: null when unmatched, last ranks also when the spread is within the clocks' tolerance;
+    #: :data:`INSTANCE`
     instances: pl.DataFrame
     #: ranks whose traces are present
     ranks_present: int = 0
@@ -369,6 +371,7 @@ def _instances(found: pl.DataFrame) -> pl.DataFrame:
             "unexplained_wait_ns",
             "last_rank",
             "last_ranks",
+            INSTANCE,
         )
         .sort("pg", "op", "matched_by", "k")
     )
@@ -498,6 +501,7 @@ def match_found(
         "explained_wait_ns",
         "unexplained_wait_ns",
         "is_last",
+        INSTANCE,
     ).sort("rank", "start_ns")
     instances = _instances(found)
     present, world = ranks_present, world_size

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Final
 import msgspec
 import polars as pl
 
-from tracekit.analyzers.collectives import KEYS as COLLECTIVE_KEYS
+from tracekit.analyzers.collectives import INSTANCE
 from tracekit.analyzers.gains_scenarios import COMPUTE
 from tracekit.analyzers.shared import COLLECTIVES, LEDGER, STRAGGLERS
 from tracekit.analyzers.stats import num
@@ -126,14 +126,14 @@ def _next_arriver(red: Reduced) -> tuple[int, float] | None:
     if not red.result(STRAGGLERS).stragglers or red.result(COLLECTIVES).per_rank.height == 0:
         return None
     rank = red.result(STRAGGLERS).stragglers[0].rank
-    keys = list(COLLECTIVE_KEYS)
-    inst = red.result(COLLECTIVES).instances.filter(pl.col("matched") & (pl.col("last_rank") == rank)).select(keys)
-    calls = red.result(COLLECTIVES).per_rank.join(inst, on=keys, how="inner").filter(pl.col("arrival_ns").is_not_null())
+    inst = red.result(COLLECTIVES).instances.filter(pl.col("matched") & (pl.col("last_rank") == rank))
+    calls = red.result(COLLECTIVES).per_rank.join(inst.select(INSTANCE), on=INSTANCE, how="inner")
+    calls = calls.filter(pl.col("arrival_ns").is_not_null())
     if calls.height == 0:
         return None
-    own = calls.filter(pl.col("rank") == rank).select(*keys, own="arrival_ns")
-    rest = calls.filter(pl.col("rank") != rank).sort("arrival_ns", descending=True).unique(keys, keep="first")
-    gaps = rest.join(own, on=keys).select("rank", gap=(pl.col("own") - pl.col("arrival_ns")).cast(pl.Float64))
+    own = calls.filter(pl.col("rank") == rank).select(INSTANCE, own="arrival_ns")
+    rest = calls.filter(pl.col("rank") != rank).sort("arrival_ns", descending=True).unique(INSTANCE, keep="first")
+    gaps = rest.join(own, on=INSTANCE).select("rank", gap=(pl.col("own") - pl.col("arrival_ns")).cast(pl.Float64))
     if gaps.height == 0:
         return None
     nxt = gaps.group_by("rank").len().sort(["len", "rank"], descending=[True, False])["rank"][0]
@@ -147,10 +147,9 @@ def _mean_wait(red: Reduced) -> float | None:
     calls = red.result(COLLECTIVES).per_rank
     if calls.height == 0 or "explained_wait_ns" not in calls.columns:
         return None
-    keys = list(COLLECTIVE_KEYS)
     named = [s.rank for s in red.result(STRAGGLERS).stragglers]
-    last = red.result(COLLECTIVES).instances.select(*keys, "last_rank")
-    pace = calls.join(last, on=keys, how="left").filter(
+    last = red.result(COLLECTIVES).instances.select(INSTANCE, "last_rank")
+    pace = calls.join(last, on=INSTANCE, how="left").filter(
         pl.col("rank").is_in(red.result(LEDGER).pace_ranks),
         pl.col("explained_wait_ns").is_not_null(),
         ~pl.col("last_rank").is_in(named).fill_null(False),

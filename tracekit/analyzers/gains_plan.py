@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Final, Protocol
 import numpy as np
 import polars as pl
 
-from tracekit.analyzers.collectives import KEYS as COLLECTIVE_KEYS
+from tracekit.analyzers.collectives import INSTANCE
 from tracekit.analyzers.retime_plan import RankPlan
 from tracekit.analyzers.shared import COLLECTIVES
 
@@ -148,8 +148,8 @@ def crossing(red: Reduced, frames: pl.DataFrame) -> Crossing | None:
     origin = int(frames["start_ns"].min())  # type: ignore[arg-type]
     coll = red.result(COLLECTIVES).per_rank
     # every instance, matched or held by one rank (then its own: hiding its time still applies)
-    instances = red.result(COLLECTIVES).instances.select(*COLLECTIVE_KEYS, "matched").with_row_index("instance")
-    coll = coll.join(instances.drop("matched"), on=list(COLLECTIVE_KEYS), how="left").with_columns(
+    instances = red.result(COLLECTIVES).instances.select(INSTANCE, "matched").with_row_index("instance")
+    coll = coll.join(instances.drop("matched"), on=INSTANCE, how="left").with_columns(
         pl.col("instance").cast(pl.Int64).fill_null(-1), pl.col("rank").cast(pl.Int32)
     )
     # a host collective completes, for every rank of its instance, when its first span ends

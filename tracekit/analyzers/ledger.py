@@ -46,7 +46,7 @@ import polars as pl
 
 from tracekit.analyzers import intervals as iv
 from tracekit.analyzers import timeline
-from tracekit.analyzers.collectives import KEYS as COLLECTIVE_KEYS
+from tracekit.analyzers.collectives import INSTANCE
 from tracekit.analyzers.parts import LedgerParts
 from tracekit.analyzers.stats import grouped
 from tracekit.results.vocab import BoundKind, IdleCause, LedgerEntry, StragglerCause
@@ -313,9 +313,8 @@ def _straggler_waits(
     empty = pl.DataFrame(schema={"rank": pl.Int32, "step": pl.Int64, "ns": pl.Int64})
     if not named or comms.height == 0 or collectives.per_rank.height == 0:
         return empty
-    keys = list(COLLECTIVE_KEYS)
-    inst = collectives.instances.filter(pl.col("matched") & pl.col("complete")).select(*keys, "last_rank")
-    calls = collectives.per_rank.join(inst, on=keys, how="inner").filter(
+    inst = collectives.instances.filter(pl.col("matched") & pl.col("complete")).select(INSTANCE, "last_rank")
+    calls = collectives.per_rank.join(inst, on=INSTANCE, how="inner").filter(
         pl.col("last_rank").is_in(named), pl.col("rank") != pl.col("last_rank"), pl.col("explained_wait_ns") > 0
     )
     waits = calls.select(

@@ -36,7 +36,7 @@ import numpy as np
 import polars as pl
 
 from tracekit.analyzers import intervals as iv
-from tracekit.analyzers.collectives import KEYS
+from tracekit.analyzers.collectives import INSTANCE
 from tracekit.analyzers.dataloader import FETCH_PATTERN
 from tracekit.analyzers.t_quantiles import t_quantile
 from tracekit.results.rows import Straggler
@@ -84,14 +84,13 @@ class StragglerResult:
 def _attributed(collectives: CollectiveResult) -> pl.DataFrame:
     """Matched calls with their instance's last rank, and at the last rank's row the others'
     mean explained wait (``others_wait``): what its lateness cost them there."""
-    keys = list(KEYS)
-    inst = collectives.instances.filter(pl.col("matched")).select(*keys, "last_rank", "ranks", "complete")
+    inst = collectives.instances.filter(pl.col("matched")).select(INSTANCE, "last_rank", "ranks", "complete")
     explained = pl.col("explained_wait_ns").fill_null(0)
     return (
-        collectives.per_rank.join(inst, on=keys, how="inner")
+        collectives.per_rank.join(inst, on=INSTANCE, how="inner")
         .with_columns(arrived_last=(pl.col("rank") == pl.col("last_rank")) & pl.col("complete"))
         .with_columns(
-            others_wait=(explained.sum().over(keys) - explained) / (pl.col("ranks") - 1).clip(1),
+            others_wait=(explained.sum().over(INSTANCE) - explained) / (pl.col("ranks") - 1).clip(1),
         )
     )
 
@@ -221,7 +220,7 @@ def _consistent(joined: pl.DataFrame) -> list[int]:
     steps = sorted(int(x) for x in joined.filter(pl.col("step").is_not_null())["step"].unique())
     if len(steps) < 2:
         return ranks
-    by_instance = rows.group_by(*KEYS, "step", "last_rank").agg(w=pl.col("explained_wait_ns").fill_null(0).mean())
+    by_instance = rows.group_by(INSTANCE, "step", "last_rank").agg(w=pl.col("explained_wait_ns").fill_null(0).mean())
     caused = by_instance.group_by("step", "last_rank").agg(pl.col("w").sum())
     table = {(int(s), int(r)): float(w) for s, r, w in caused.select("step", "last_rank", "w").iter_rows()}
     # per step, the most any other rank's explain: the largest of all, or for the rank that
