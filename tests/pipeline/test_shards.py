@@ -14,6 +14,7 @@ import pytest
 from tests.conftest import SAMPLES, analysis_of
 from tests.factories import kineto_event, kineto_memory, simple_step, write_kineto
 from tracekit.analyzers import run_analysis
+from tracekit.analyzers.collectives import INSTANCE
 from tracekit.errors import InputError
 from tracekit.executors import TaskFailed
 from tracekit.executors.local import LocalExecutor
@@ -245,6 +246,9 @@ def test_without_details_every_idle_interval_stays_where_it_was_mapped(
         executor.close()
     every = whole.frames.idle.intervals
     assert every.height > 50 and whole.details["idle_intervals"].height == every.height
+    # the calls as documented: the instances' numbers that join them in the reduce stay there
+    calls = whole.details["collectives_per_rank"]
+    assert calls.height and INSTANCE in whole.frames.collectives.per_rank.columns and INSTANCE not in calls.columns
     assert every.select("rank").unique().height == 2
     for alone in (fresh, cached):
         assert msgspec.json.encode(alone.analysis) == msgspec.json.encode(whole.analysis)
