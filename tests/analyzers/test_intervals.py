@@ -299,3 +299,49 @@ def test_first_mark_and_marks_before_leave_what_does_not_pack_to_the_caller() ->
     assert iv.first_at_or_after(points, "t", none, "m", by=["g"]) is None
     assert iv.count_before(points, "t", null, "m", by=["g"]) is None
     assert iv.count_before(points, "t", pl.DataFrame({"g": [0], "m": [2]}), "m", by=["g", "t"]) is None
+
+
+_POINTS = st.lists(st.tuples(st.integers(0, 2), st.integers(-2, 52)), min_size=1, max_size=20)
+
+
+@settings(max_examples=300, deadline=None)
+@given(rows=_OPS, points=_POINTS, shuffled=st.booleans())
+def test_outermost_at_is_locate_in_the_outermost(
+    rows: list[tuple[int, int, int, int]], points: list[tuple[int, int]], shuffled: bool
+) -> None:
+    """Each point's outermost range found from the running maximum of the ends is the one
+    :func:`locate` finds among :func:`outermost`'s (ties of start, twins, zero lengths, ranges
+    that overlap without nesting, points before, between and after them), on one key (the
+    binary search) and on two (the fallback)."""
+    data = [(r, s, s + d, f"op{i}") for i, (r, _, s, d) in enumerate(rows)]
+    # in start order, as a trace's events are; or in any other: it is sorted within
+    by_start, shuffle = (lambda row: row[1]), (lambda row: (-row[0], row[3]))
+    data = sorted(data, key=shuffle if shuffled else by_start)
+    schema = {"g": pl.Int64, "start_ns": pl.Int64, "end_ns": pl.Int64, "name": pl.String}
+    ranges = pl.DataFrame(data, schema=schema, orient="row")
+    at = pl.DataFrame(points, schema={"g": pl.Int64, "t": pl.Int64}, orient="row").with_row_index("i")
+    for keys, df, spans in (
+        (["g"], at, ranges),
+        (["g", "h"], at.with_columns(h=pl.lit(1)), ranges.with_columns(h=pl.lit(1))),
+    ):
+        tops = iv.outermost(spans, keys, first_of_equal=True)
+        expected = iv.locate(df, "t", tops, by=keys, keep=["name"]).sort("i").select("i", "name")
+        found = iv.outermost_at(df, "t", spans, by=keys, keep=["name"])
+        assert found.select("i", "name").equals(expected), (keys, found, expected)
+        assert found.get_column("i").is_sorted()
+
+
+def test_outermost_at_by_hand() -> None:
+    # a: 0-10 holds b: 2-4 (nested); c: 8-15 overlaps a without nesting (not outermost);
+    # d and e start together at 20, e the longer (outermost), f: 30-30 (zero length)
+    ranges = pl.DataFrame(
+        {
+            "g": [1] * 6,
+            "start_ns": [0, 2, 8, 20, 20, 30],
+            "end_ns": [10, 4, 15, 22, 25, 30],
+            "name": ["a", "b", "c", "d", "e", "f"],
+        }
+    )
+    points = pl.DataFrame({"g": [1] * 7, "t": [3, 9, 12, 21, 24, 30, -1]})
+    found = iv.outermost_at(points, "t", ranges, by=["g"], keep=["name"])
+    assert found.rows() == [(1, 3, "a"), (1, 9, "a"), (1, 21, "e"), (1, 24, "e")]

@@ -460,6 +460,52 @@ def outermost(df: pl.DataFrame, keys: Sequence[str], *, first_of_equal: bool = F
     return taken(df, at.filter(keep))
 
 
+def outermost_at(
+    df: pl.DataFrame, time: str, ranges: pl.DataFrame, *, by: Sequence[str], keep: Sequence[str]
+) -> pl.DataFrame:
+    """The rows of ``df`` held by a range of ``outermost(ranges, by, first_of_equal=True)``,
+    in ``df``'s order, with that range's ``keep`` columns: what :func:`locate` of ``time`` in
+    those outermost ranges gives, without finding the outermost of every range (a sort of them
+    by group, start and end: 2.6 of a 2 GB rank's 3.1 s of naming a few thousand syncs).
+
+    With ``ranges`` in order of start within each group (ties in their order), ``reach`` the
+    running maximum of their ends: the range an outermost one holding ``t`` would be is the
+    first whose reach passes ``t``, if it starts by ``t``; of the ranges starting with it, the
+    longest (the first of equal ones), which is outermost when every range that starts before
+    it has ended by its start. One binary search per point, a sort of one integer (the groups
+    laid end to end, :func:`_offset`). Where the groups do not lay end to end (a null, several
+    keys, no integer times) or a range ends before it starts, the outermost ranges are found
+    and located.
+    """
+    shift = _shift(by, [(df, [time]), (ranges, [START, END])])
+    if shift is None or (ranges.get_column(END) < ranges.get_column(START)).any():
+        located = locate(df.with_row_index("_at"), time, outermost(ranges, by, first_of_equal=True), by=by, keep=keep)
+        return located.sort("_at").drop("_at", "frame_end_ns")
+    starts, ends = shift.shifted(ranges, START).to_numpy(), shift.shifted(ranges, END).to_numpy()
+    order = np.argsort(starts, kind="stable")
+    starts, ends = starts[order], ends[order]
+    reach = np.maximum.accumulate(ends)
+    at = shift.shifted(df, time).to_numpy()
+    first = np.minimum(np.searchsorted(reach, at, side="right"), starts.size - 1)
+    held = (reach[first] > at) & (starts[first] <= at)
+    lo = np.searchsorted(starts, starts[first], side="left")
+    hi = np.searchsorted(starts, starts[first], side="right")
+    chosen = lo.copy()
+    tied = np.flatnonzero(held & (hi - lo > 1))
+    if tied.size:  # of the ranges that start together, the first of the longest
+        runs, where = np.unique(lo[tied], return_inverse=True)
+        lengths = hi[tied][np.unique(where, return_index=True)[1]] - runs
+        index = np.repeat(runs, lengths) + (np.arange(lengths.sum()) - np.repeat(np.cumsum(lengths) - lengths, lengths))
+        bounds = np.cumsum(lengths) - lengths
+        longest = np.repeat(np.maximum.reduceat(ends[index], bounds), lengths)
+        best = np.minimum.reduceat(np.where(ends[index] == longest, index, np.iinfo(np.int64).max), bounds)
+        chosen[tied] = best[where]
+    before = np.where(lo > 0, reach[np.maximum(lo - 1, 0)], np.iinfo(np.int64).min)
+    held &= before <= starts[chosen]
+    rows = pl.Series(order[chosen[held]])
+    return kept(df, pl.Series(held)).hstack(taken(columns(ranges, *keep), rows).get_columns())
+
+
 def _outermost_by_window(
     df: pl.DataFrame, keys: Sequence[str], order: list[str], descending: list[bool], *, first_of_equal: bool
 ) -> pl.DataFrame:

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Final
 import polars as pl
 
 from tracekit.analyzers import intervals as iv
+from tracekit.analyzers.host_causes import on_thread
 from tracekit.analyzers.parts import CollectiveParts, WorkParts
 from tracekit.analyzers.shared import STEPS
 from tracekit.analyzers.stats import grouped
@@ -35,44 +36,24 @@ if TYPE_CHECKING:
 MAX_ROWS: Final = 2000
 
 
-def outermost_ops(ctx: RankContext, threads: pl.DataFrame | None = None) -> pl.DataFrame:
-    """The outermost CPU operators of each thread: rank, tid, start_ns, end_ns, name.
-
-    ``threads``: (rank, tid) rows; when given, the operators of those threads only (a thread's
-    outermost operators do not depend on the other threads').
-    """
-    if threads is None:
-        ops = ctx.run.select(["cpu_op"], "rank", "tid", "start_ns", "end_ns", "name")
-    else:
-        tids = pl.col("tid").is_in(threads.get_column("tid").unique().implode())
-        ranks = threads.get_column("rank").unique()
-        one_rank = ranks.len() == 1 and ranks.null_count() == 0
-        if one_rank:  # the threads of one rank: no join (a copy of every operator) to pair them
-            tids &= pl.col("rank") == ranks.item()
-        ops = ctx.run.select(["cpu_op"], "rank", "tid", "start_ns", "end_ns", "name", where=tids)
-        if not one_rank:
-            ops = ops.join(
-                threads.select("rank", "tid").unique(), on=["rank", "tid"], how="semi", maintain_order="left"
-            )
-    # a parent and its child can share both times (``aten::item`` and the ``_local_scalar_dense``
-    # it calls, at 1 us resolution): keep the first in event order, whatever the shard
-    return iv.outermost(ops, ["rank", "tid"], first_of_equal=True)
-
-
 def _named(points: pl.DataFrame, ctx: RankContext) -> pl.DataFrame:
-    """``points`` (rank, tid, start_ns, sync_kind) with ``op`` (outermost operator) and ``phase``."""
+    """``points`` (rank, tid, start_ns, sync_kind) with ``op`` (the outermost operator of its
+    thread holding it) and ``phase``."""
     if points.height == 0:
         return points.with_columns(op=pl.lit(None, pl.String), phase=pl.lit(None, pl.String))
     points = points.with_row_index("_i")
-    ops = outermost_ops(ctx, threads=points.select("rank", "tid"))
-    # the names of the operators found only made strings (a 2 GB rank's 1.4M outermost: 60 MB)
-    by_op = iv.locate(points, "start_ns", ops.rename({"name": "op"}), by=["rank", "tid"], keep=["op"])
-    by_op = by_op.with_columns(pl.col("op").cast(pl.String))
+    threads = points.select("rank", "tid").unique().sort("rank", "tid").with_row_index("thread")
+    tids = pl.col("tid").is_in(threads.get_column("tid").implode())
+    ops = on_thread(ctx.run.select(["cpu_op"], "rank", "tid", "start_ns", "end_ns", "name", where=tids), threads)
+    # a parent and its child can share both times (``aten::item`` and the ``_local_scalar_dense``
+    # it calls, at 1 us resolution): the first in event order, whatever the shard; the names of
+    # the operators found only made strings (a 2 GB rank's 1.4M outermost: 60 MB)
+    mine = on_thread(points.select("_i", "rank", "tid", "start_ns"), threads)
+    by_op = iv.outermost_at(mine, "start_ns", ops, by=["thread"], keep=["name"])
+    by_op = by_op.select("_i", op=pl.col("name").cast(pl.String))
     phases = ctx.top_level.select("rank", "tid", "start_ns", "end_ns", pl.col("name").alias("phase"))
     by_phase = iv.locate(points, "start_ns", phases, by=["rank", "tid"], keep=["phase"])
-    return points.join(by_op.select("_i", "op"), on="_i", how="left").join(
-        by_phase.select("_i", "phase"), on="_i", how="left"
-    )
+    return points.join(by_op, on="_i", how="left").join(by_phase.select("_i", "phase"), on="_i", how="left")
 
 
 def work_map(ctx: RankContext) -> WorkParts:
