@@ -481,11 +481,19 @@ def outermost_at(
     if shift is None or (ranges.get_column(END) < ranges.get_column(START)).any():
         located = locate(df.with_row_index("_at"), time, outermost(ranges, by, first_of_equal=True), by=by, keep=keep)
         return located.sort("_at").drop("_at", "frame_end_ns")
-    starts, ends = shift.shifted(ranges, START).to_numpy(), shift.shifted(ranges, END).to_numpy()
-    order = np.argsort(starts, kind="stable")
-    starts, ends = starts[order], ends[order]
+    # one group (a thread's operators) needs no shift, and its ranges in order no sort: the
+    # columns' own arrays are read (a 2 GB rank's 4.6M operators: six copies of 37 MB less)
+    if shift.single:
+        starts, ends, at = (
+            f.get_column(c).cast(pl.Int64).to_numpy() for f, c in ((ranges, START), (ranges, END), (df, time))
+        )
+    else:
+        starts, ends = shift.shifted(ranges, START).to_numpy(), shift.shifted(ranges, END).to_numpy()
+        at = shift.shifted(df, time).to_numpy()
+    order = None if _ascending(starts) else np.argsort(starts, kind="stable")
+    if order is not None:
+        starts, ends = starts[order], ends[order]
     reach = np.maximum.accumulate(ends)
-    at = shift.shifted(df, time).to_numpy()
     first = np.minimum(np.searchsorted(reach, at, side="right"), starts.size - 1)
     held = (reach[first] > at) & (starts[first] <= at)
     lo = np.searchsorted(starts, starts[first], side="left")
@@ -502,7 +510,7 @@ def outermost_at(
         chosen[tied] = best[where]
     before = np.where(lo > 0, reach[np.maximum(lo - 1, 0)], np.iinfo(np.int64).min)
     held &= before <= starts[chosen]
-    rows = pl.Series(order[chosen[held]])
+    rows = pl.Series(chosen[held] if order is None else order[chosen[held]])
     return kept(df, pl.Series(held)).hstack(taken(columns(ranges, *keep), rows).get_columns())
 
 
