@@ -147,3 +147,21 @@ def test_a_key_is_never_a_path(tmp_path: Path) -> None:
     assert not list(tmp_path.rglob("*escape*"))
     cache.put("ab12", b"kept")
     assert cache.get("ab12") == b"kept"
+
+
+def test_a_warm_run_merges_no_set_of_wastes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The explanations' pairs of wastes are kept under their wastes' keys: a warm run reads
+    them back without merging their scenarios (a thousand ranks' merges took seconds)."""
+    folder = SAMPLES / "captures" / "cuda-h200-small"  # three pairs explained
+    cold = _analysis(folder, tmp_path / "cache")
+    merged: list[Any] = []
+    real = gains.scenario_of
+
+    def counted(scenarios: Any, wastes: Any) -> Any:
+        merged.append(wastes)
+        return real(scenarios, wastes)
+
+    monkeypatch.setattr(gains, "scenario_of", counted)
+    warm = _analysis(folder, tmp_path / "cache")
+    assert merged == []
+    assert warm == cold == _analysis(folder, None)
