@@ -150,18 +150,22 @@ def test_a_key_is_never_a_path(tmp_path: Path) -> None:
 
 
 def test_a_warm_run_merges_no_set_of_wastes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The explanations' pairs of wastes are kept under their wastes' keys: a warm run reads
-    them back without merging their scenarios (a thousand ranks' merges took seconds)."""
+    """The explanations' pairs of wastes, and compute's every other waste at once, are kept
+    under their wastes' keys: a warm run reads them back without merging their scenarios (a
+    thousand ranks' merges took seconds)."""
     folder = SAMPLES / "captures" / "cuda-h200-small"  # three pairs explained
     cold = _analysis(folder, tmp_path / "cache")
-    merged: list[Any] = []
-    real = gains.scenario_of
+    merged: list[str] = []
+    for name in ("scenario_of", "everything", "computed"):
+        real = getattr(gains, name)
 
-    def counted(scenarios: Any, wastes: Any) -> Any:
-        merged.append(wastes)
-        return real(scenarios, wastes)
+        def counted(*args: Any, _real: Any = real, _name: str = name) -> Any:
+            merged.append(_name)
+            return _real(*args)
 
-    monkeypatch.setattr(gains, "scenario_of", counted)
+        monkeypatch.setattr(gains, name, counted)
     warm = _analysis(folder, tmp_path / "cache")
     assert merged == []
-    assert warm == cold == _analysis(folder, None)
+    assert warm == cold
+    alone = _analysis(folder, None)  # without the cache, they are merged to be re-timed
+    assert "computed" in merged and "scenario_of" in merged and alone == cold

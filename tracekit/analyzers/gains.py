@@ -56,6 +56,8 @@ from tracekit.analyzers.gains_plan import TASK_KEYS, crossing, plans
 from tracekit.analyzers.gains_scenarios import (
     COMPUTE,
     built,
+    computed,
+    everything,
     modeled_kinds,
     present,
     scenario_of,
@@ -245,6 +247,8 @@ def _partial(red: Reduced) -> bool:
 
 #: What the memo's keys of several wastes at once begin with (:meth:`WhatIfs._key`).
 _SETS_KEY: Final = b"wastes at once 1"
+#: ... and of a compute waste, every other at once (:meth:`WhatIfs._kind_key`).
+_COMPUTED_KEY: Final = b"compute of 1"
 
 
 @dataclass
@@ -267,11 +271,14 @@ class WhatIfs:
     #: built there (:mod:`tracekit.analyzers.gains_held`): then ``run`` is None and
     #: ``scenarios`` empty here
     held: Held | None = None
+    #: the compute wastes modelled whose scenario (every other waste's at once) ``scenarios``
+    #: leaves out: merged only to be re-timed (:meth:`_scenario`), keyed by the others' keys
+    computed: frozenset[BoundKind] = frozenset()
 
     @property
     def kinds(self) -> frozenset[BoundKind]:
         """The wastes with a what-if."""
-        return self.held.kinds if self.held is not None else frozenset(self.scenarios)
+        return self.held.kinds if self.held is not None else frozenset(self.scenarios) | self.computed
 
     @property
     def facts(self) -> RunFacts | None:
@@ -311,7 +318,7 @@ class WhatIfs:
         is made only to be re-timed (a warm run at 1,024 dense ranks merged its explanations'
         pairs for their keys alone: 2.1 s)."""
         if self.memo is None:
-            return self._simulate(run, {k: scenario_of(self.scenarios, v) for k, v in sets.items()})
+            return self._simulate(run, {k: self._scenario(v) for k, v in sets.items()})
         keys = {k: self._key(v) for k, v in sets.items()}
         out: dict[K, dict[int, float]] = {}
         for k, key in keys.items():
@@ -319,7 +326,7 @@ class WhatIfs:
             kept = None if data is None else decode(data)
             if kept is not None:
                 out[k] = kept
-        todo = {k: scenario_of(self.scenarios, v) for k, v in sets.items() if k not in out}
+        todo = {k: self._scenario(v) for k, v in sets.items() if k not in out}
         if todo:
             fresh = self._simulate(run, todo)
             for k, gained in fresh.items():
@@ -339,10 +346,29 @@ class WhatIfs:
         return hex_of(digest)
 
     def _kind_key(self, kind: BoundKind) -> str:
-        """:func:`~tracekit.analyzers.gains_memo.scenario_key` of ``kind``'s scenario, once."""
+        """:func:`~tracekit.analyzers.gains_memo.scenario_key` of ``kind``'s scenario, once; of a
+        compute waste left to merge, its parts' keys' digest."""
         if kind not in self._kind_keys:
-            self._kind_keys[kind] = scenario_key(self._plans_digest, self.scenarios[kind])
+            if kind in self.computed:
+                digest = new_digest(_COMPUTED_KEY)
+                for part in self.scenarios:
+                    if part not in COMPUTE:
+                        digest.update(self._kind_key(part).encode())
+                self._kind_keys[kind] = hex_of(digest)
+            else:
+                self._kind_keys[kind] = scenario_key(self._plans_digest, self.scenarios[kind])
         return self._kind_keys[kind]
+
+    def _scenario(self, wastes: tuple[BoundKind, ...]) -> Scenario:
+        """The scenario of ``wastes`` removed at once (compute's merged here, once)."""
+        if not any(w in self.computed for w in wastes):
+            return scenario_of(self.scenarios, wastes)
+        parts = [self._computed if w in self.computed else self.scenarios[w] for w in wastes]
+        return parts[0] if len(parts) == 1 else everything(parts)
+
+    @functools.cached_property
+    def _computed(self) -> Scenario:
+        return computed(self.scenarios)
 
     @functools.cached_property
     def _kind_keys(self) -> dict[BoundKind, str]:
@@ -401,11 +427,13 @@ def what_ifs(red: Reduced) -> WhatIfs | None:
     parts = gains_held.completed(parts, kept, o.spread)
     run = plans(red, parts)
     scenarios: dict[BoundKind, Scenario] = {}
+    compute: frozenset[BoundKind] = frozenset()
     if run is not None:
         straggler = straggler_scenario(cut, run, parts)
         kinds = modeled_kinds(present(run, parts, straggler), has_gpu=run.has_gpu, partial=partial)
-        scenarios = built(kinds, run, parts, straggler)
-    return WhatIfs(run, scenarios, windows, step_ns, jobs=o.jobs, spread=o.spread, memo=o.memo)
+        scenarios = built(kinds, run, parts, straggler, merged=False)
+        compute = kinds & COMPUTE
+    return WhatIfs(run, scenarios, windows, step_ns, jobs=o.jobs, spread=o.spread, memo=o.memo, computed=compute)
 
 
 def _work(red: Reduced, parts: GainParts, cut: StragglerCut | None) -> tuple[int, int]:

@@ -31,6 +31,7 @@ __all__ = [
     "StragglerCut",
     "Tables",
     "built",
+    "computed",
     "everything",
     "modeled_kinds",
     "present",
@@ -198,11 +199,12 @@ def modeled_kinds(found: set[BoundKind], *, has_gpu: bool, partial: bool) -> fro
 
 
 def built(
-    kinds: frozenset[BoundKind], run: GainRun, parts: Tables, straggler: Scenario | None
+    kinds: frozenset[BoundKind], run: GainRun, parts: Tables, straggler: Scenario | None, *, merged: bool = True
 ) -> dict[BoundKind, Scenario]:
     """The scenario of each waste of ``kinds`` (decided for the whole run: :func:`modeled`) on
     the ranks of ``run`` and ``parts``: every rank's, or a group's, whose scenarios are then
-    the whole run's on those ranks."""
+    the whole run's on those ranks. Without ``merged``, compute's (every other at once,
+    :func:`computed`) is left out, for the caller to merge when it needs it."""
     out: dict[BoundKind, Scenario] = {}
     if BoundKind.STRAGGLER in kinds:
         out[BoundKind.STRAGGLER] = straggler if straggler is not None else Scenario()
@@ -225,9 +227,15 @@ def built(
             out[kind] = Scenario(hide_collectives=True)
         else:
             out[kind] = Scenario(durations=_transfers(run))
-    for kind in kinds & COMPUTE:
-        out[kind] = everything([v for k, v in out.items() if k not in COMPUTE])
+    if merged:
+        for kind in kinds & COMPUTE:
+            out[kind] = computed(out)
     return out
+
+
+def computed(scenarios: dict[BoundKind, Scenario]) -> Scenario:
+    """Compute's scenario: every other waste of ``scenarios`` removed at once."""
+    return everything([v for k, v in scenarios.items() if k not in COMPUTE])
 
 
 def everything(scenarios: list[Scenario]) -> Scenario:
