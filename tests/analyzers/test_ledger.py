@@ -5,9 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 import polars as pl
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tests.factories import FETCH, ev, make_run, nccl_call
 from tracekit.analyzers import run_analysis
+from tracekit.analyzers.ledger import in_ledger_order
 
 US = 1000
 STEP = 1000 * US
@@ -171,3 +174,24 @@ def test_a_stream_wait_between_the_launches_is_a_dependency() -> None:
     # in each step waited on that event, k2's is still the device's own
     got = entries(queued_steps(wait=True))[0]
     assert (got["dependency"], got["switch"]) == (3 * 30 * US, 3 * 30 * US)
+
+
+_KEYED = st.lists(
+    st.tuples(
+        st.integers(0, 5),
+        st.none() | st.integers(-3, 3) | st.sampled_from([10**9]),
+        st.none() | st.sampled_from(["gpu_compute", "comms", "data_wait", "Z", "a", ""]),
+    ),
+    max_size=40,
+    unique=True,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(rows=_KEYED)
+def test_in_ledger_order_is_the_sort_on_the_three_columns(rows: list[tuple[int, int | None, str | None]]) -> None:
+    """The packed key orders (rank, step, entry) rows as polars' sort of the three does, nulls
+    last (steps far apart, entries of any text)."""
+    schema = {"rank": pl.Int32, "step": pl.Int64, "entry": pl.String}
+    df = pl.DataFrame(rows, schema=schema, orient="row").with_row_index("i")
+    assert in_ledger_order(df).equals(df.sort("rank", "step", "entry", nulls_last=True))

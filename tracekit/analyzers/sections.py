@@ -20,6 +20,7 @@ from tracekit.analyzers.convert import DECIMALS, rows
 from tracekit.analyzers.dataloader import dataloader_gaps
 from tracekit.analyzers.idle import longest_of_each, one_time_by_range
 from tracekit.analyzers.kernels import kernels_by_rank
+from tracekit.analyzers.ledger import in_ledger_order
 from tracekit.analyzers.left_out import left_out, run_left_out
 from tracekit.analyzers.overlap import comm_overlap
 from tracekit.analyzers.parts import (
@@ -290,7 +291,7 @@ def _ledger_rows(entries: pl.DataFrame, windows: pl.DataFrame) -> list[r.LedgerR
 
     The rows are written as JSON by polars and decoded by msgspec (a row per rank and step:
     1,024 ranks of 300 steps are 300k rows, which a loop in Python took seconds to build)."""
-    keyed = entries.join(windows, on=["rank", "step"], nulls_equal=True).sort("rank", "step", "entry", nulls_last=True)
+    keyed = in_ledger_order(entries.join(windows, on=["rank", "step"], nulls_equal=True))
     if keyed.height == 0:
         return []
     window = pl.col("window_ns")
