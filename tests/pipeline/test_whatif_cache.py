@@ -168,4 +168,4 @@ def test_a_warm_run_merges_no_set_of_wastes(tmp_path: Path, monkeypatch: pytest.
     assert merged == []
     assert warm == cold
     alone = _analysis(folder, None)  # without the cache, they are merged to be re-timed
-    assert "computed" in merged and "scenario_of" in merged and alone == cold
+    assert "computed" in merged and "everything" in merged and alone == cold

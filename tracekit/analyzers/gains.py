@@ -41,7 +41,7 @@ what-if: its gain is not estimated. What every estimate cannot see is listed wit
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 import msgspec
@@ -274,6 +274,8 @@ class WhatIfs:
     #: the compute wastes modelled whose scenario (every other waste's at once) ``scenarios``
     #: leaves out: merged only to be re-timed (:meth:`_scenario`), keyed by the others' keys
     computed: frozenset[BoundKind] = frozenset()
+    #: each waste's memo key, once (:meth:`_kind_key`)
+    _kind_keys: dict[BoundKind, str] = field(default_factory=dict, init=False, repr=False)
 
     @property
     def kinds(self) -> frozenset[BoundKind]:
@@ -361,18 +363,12 @@ class WhatIfs:
 
     def _scenario(self, wastes: tuple[BoundKind, ...]) -> Scenario:
         """The scenario of ``wastes`` removed at once (compute's merged here, once)."""
-        if not any(w in self.computed for w in wastes):
-            return scenario_of(self.scenarios, wastes)
         parts = [self._computed if w in self.computed else self.scenarios[w] for w in wastes]
         return parts[0] if len(parts) == 1 else everything(parts)
 
     @functools.cached_property
     def _computed(self) -> Scenario:
         return computed(self.scenarios)
-
-    @functools.cached_property
-    def _kind_keys(self) -> dict[BoundKind, str]:
-        return {}
 
     def gains(self, sets: dict[K, tuple[BoundKind, ...]]) -> dict[K, float]:
         """Each set of wastes removed at once, re-timed: its gain, percent of the step. A set

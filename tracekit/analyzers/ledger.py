@@ -282,7 +282,7 @@ def reduce_ledger(
 def in_ledger_order(df: pl.DataFrame) -> pl.DataFrame:
     """``df`` (rank, step, entry, unique together) sorted by rank, step and entry, nulls last:
     on one integer that packs the three (the entries' codes in their sorted order), where it
-    fits in 63 bits; a sort on the three columns encodes every row's (0.56 against 0.11 s for
+    fits in 62 bits; a sort on the three columns encodes every row's (0.56 against 0.11 s for
     the 1.4M rows of 1,024 dense ranks)."""
     if df.height == 0 or df.get_column("rank").null_count():
         return df.sort("rank", "step", "entry", nulls_last=True)
