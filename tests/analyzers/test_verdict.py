@@ -19,15 +19,17 @@ NO_STRAGGLERS = StragglerResult(per_rank=pl.DataFrame(), matrix=pl.DataFrame(), 
 NO_COLLECTIVES = CollectiveResult(per_rank=pl.DataFrame(), instances=pl.DataFrame())
 
 
-def ledger(*steps: dict[str, float], ranks: int = 1) -> LedgerResult:
-    """A ledger of 1000 ns steps: each dict gives the entries' shares of its step (the rest
-    of the step is compute unless given), on every rank alike."""
+def ledger(*steps: dict[str, float], ranks: int = 1, lengths: list[int] | None = None) -> LedgerResult:
+    """A ledger of 1000 ns steps (or of ``lengths``): each dict gives the entries' shares of its
+    step (the rest of the step is compute unless given), on every rank alike."""
     rows = []
+    sizes = lengths or [1000] * len(steps)
     for rank in range(ranks):
         for step, shares in enumerate(steps):
             given = {"compute": 1 - sum(shares.values()), **shares}
             rows += [
-                {"rank": rank, "step": step, "phase": None, "entry": e, "ns": round(v * 1000)} for e, v in given.items()
+                {"rank": rank, "step": step, "phase": None, "entry": e, "ns": round(v * sizes[step])}
+                for e, v in given.items()
             ]
     entries = pl.DataFrame(
         rows, schema={"rank": pl.Int32, "step": pl.Int64, "phase": pl.String, "entry": pl.String, "ns": pl.Int64}
@@ -147,6 +149,24 @@ def test_a_step_holding_neither_waste_counts_as_no_difference() -> None:
     verdict = decided({"comms": 0.40, "straggler": 0.25}, {"comms": 0.40, "straggler": 0.25}, {})
     assert verdict.primary.bound == "mixed"
     assert verdict.primary.components == ["comms-bound", "straggler-bound"]
+
+
+def test_the_steps_weigh_in_the_test_as_they_do_in_the_shares() -> None:
+    # long steps (3000 ns) data 50% and host 15%; short ones (500 ns) data 10% and host 60%. The
+    # run's shares: data 4650 / 10500 ns = 44.3%, host 2250 / 10500 = 21.4%, both worth fixing.
+    # Unweighted, the steps' differences +35, -50 (three each) have mean -7.5: host would look
+    # the larger. Weighted by the steps' time: mean 80000 / 3500 = 22.86 points; each step's
+    # w (d - 22.86) is +-36429, so se = sqrt(6/5 * 6 * 36429^2) / 10500 = 9.31 and the one-sided
+    # 95% bound (t 2.015, 5 degrees of freedom) 22.86 - 18.75 = 4.1 > 0: data-bound, named alone
+    long, short = {"data": 0.50, "host_work": 0.15}, {"data": 0.10, "host_work": 0.60}
+    led = ledger(*[long, short] * 3, lengths=[3000, 500] * 3)
+    assert led.share(LedgerEntry.DATA) == pytest.approx(100 * 4650 / 10500)
+    assert led.share(LedgerEntry.HOST_WORK) == pytest.approx(100 * 2250 / 10500)
+    verdict = decide(led, measured_on=MeasuredOn.GPU, stragglers=NO_STRAGGLERS)
+    assert verdict.primary.bound == "data-bound"
+    assert [f.bound for f in verdict.secondary] == ["host-bound"]
+    # the same steps all of one length: data 30%, host 37.5% of the run, by turns +35 and -50
+    assert decided(*[long, short] * 3).primary.bound == "mixed"
 
 
 def test_one_step_decides_by_the_margin_with_low_confidence() -> None:
