@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from polars.testing import assert_frame_equal
 
 from tracekit.analyzers.alignment import _KEY, OUTSIDE, POINT_TO_POINT, _as_misaligned, align, key_ids, misaligned_frame
+from tracekit.analyzers.collectives import INSTANCE, KEYS, _numbered
 from tracekit.results.vocab import MatchKey
 
 _SCHEMA = {
@@ -103,3 +104,25 @@ def test_the_keys_ids_tell_every_distinct_key_apart() -> None:
     ids, distinct = key_ids(frame, ["pg", "op"])
     assert ids.n_unique() == 4 and distinct.height == 4
     assert ids[2] == ids[4] and ids[0] != ids[3]
+
+
+_KEYED = st.fixed_dictionaries(
+    {
+        "pg": st.sampled_from(["0", "1", None]),
+        "op": st.sampled_from(["allreduce", "broadcast"]),
+        "matched_by": st.sampled_from([m.value for m in MatchKey]),
+        # negative, null and past 2**40: the keys' own join numbers them
+        "k": st.integers(0, 4) | st.sampled_from([-1, None, 1 << 41]),
+    }
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(_KEYED, max_size=30))
+def test_an_instance_s_number_is_its_keys(rows: list[dict[str, Any]]) -> None:
+    schema = {"pg": pl.String, "op": pl.String, "matched_by": pl.String, "k": pl.Int64}
+    found = _numbered(pl.DataFrame(rows, schema=schema))
+    assert found.schema[INSTANCE] == pl.Int64
+    pairs = set(zip(found.select(KEYS).rows(), found[INSTANCE].to_list(), strict=True))
+    # one number per keys, one keys per number
+    assert len({keys for keys, _ in pairs}) == len(pairs) == len({n for _, n in pairs})

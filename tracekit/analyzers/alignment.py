@@ -88,6 +88,8 @@ def key_ids(frame: pl.DataFrame, keys: list[str]) -> tuple[pl.Series, pl.DataFra
     a grouping, 0.7 a join, where one on an integer takes a third)."""
     hashed = frame.select(keys).with_columns(_key=frame.select(keys).hash_rows())
     firsts = hashed.unique("_key", keep="first", maintain_order=True)
+    if firsts.height == 0:
+        return hashed.get_column("_key"), firsts
     if firsts.height == 1:
         theirs = [pl.lit(firsts.get_column(k)[0], dtype=hashed.schema[k]) for k in keys]
     else:
