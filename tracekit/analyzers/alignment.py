@@ -188,9 +188,11 @@ def step_shifts(found: pl.DataFrame, clocks: pl.DataFrame, hosts: pl.DataFrame) 
     """rank, shift (whole steps to add to its step numbers), offset_ns (its clock estimate),
     ambiguous: of each rank whose clock estimate (``clocks`` fitted per rank, hosts aside) is
     beyond one clock's and a whole number of steps or close to none (see the module docstring)."""
-    period = step_period(found)
     schema = {"rank": pl.Int32, "shift": pl.Int64, "offset_ns": pl.Int64, "ambiguous": pl.Boolean}
-    if period is None or clocks.height == 0:
+    if clocks.height == 0 or not clocks.get_column("corrected").any():  # only corrected clocks shift
+        return pl.DataFrame(schema=schema)
+    period = step_period(found)
+    if period is None:
         return pl.DataFrame(schema=schema)
     marked = found.filter(_ORDERED_IN_STEP).select(pl.col("rank").cast(pl.Int32)).unique()
     est = pl.col("estimate_ns").cast(pl.Float64)

@@ -93,11 +93,21 @@ def _polish(points: pl.DataFrame, keys: list[str]) -> tuple[pl.DataFrame, pl.Dat
 
 
 def _components(points: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
-    """rank, ref: the lowest rank linked to it through instances they share."""
-    comp = points.select("rank").unique().with_columns(ref=pl.col("rank"))
+    """rank, ref: the lowest rank linked to it through instances they share. An instance links
+    each of its ranks to its lowest: the lowest label is passed along those links, far fewer
+    than the points (2.3M calls of 1,024 ranks: one pass over them, then 1,024 links)."""
+    links = points.select("rank", low=pl.col("rank").min().over(keys)).unique()
+    comp = links.select("rank").unique().with_columns(ref=pl.col("rank"))
     for _ in range(comp.height):
-        linked = points.join(comp, on="rank").with_columns(pl.col("ref").min().over(keys))
-        new = linked.group_by("rank").agg(pl.col("ref").min())
+        ends = comp.rename({"rank": "low", "ref": "low_ref"})
+        passed = pl.concat(
+            [
+                comp,
+                links.join(ends, on="low").select("rank", ref="low_ref"),
+                links.join(comp, on="rank").select(pl.col("low").alias("rank"), "ref"),
+            ]
+        )
+        new = passed.group_by("rank").agg(pl.col("ref").min())
         if new.join(comp, on=["rank", "ref"], how="anti").height == 0:
             break
         comp = new
