@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import gc
 import math
 
 import msgspec
 import polars as pl
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tracekit.analyzers.convert import DECIMALS, rows
+from tracekit.analyzers.convert import DECIMALS, rows, untracked
 from tracekit.analyzers.idle import NO_HOST_RANGE, longest_of_each, one_time_by_range
 from tracekit.analyzers.sections import _ledger_rows, longest_intervals
 from tracekit.results import rows as r
@@ -164,3 +166,19 @@ def test_rows_through_json_as_through_dicts(data: Cells, category: bool) -> None
         df = df.with_columns(pl.col("name").cast(pl.Categorical))
     assert rows(df, _Mixed) == _rows_by_dicts(df, _Mixed)
     assert all(x.share is None or math.isfinite(x.share) for x in rows(df, _Mixed))
+
+
+def test_rows_are_made_with_the_collector_paused_and_left_as_it_was() -> None:
+    seen = []
+    for running in (True, False):
+        (gc.enable if running else gc.disable)()
+        try:
+            with untracked():
+                seen.append(gc.isenabled())
+            assert gc.isenabled() is running
+            with pytest.raises(ValueError, match="a row that failed"), untracked():
+                raise ValueError("a row that failed")
+            assert gc.isenabled() is running
+        finally:
+            gc.enable()
+    assert seen == [False, False]

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
-from typing import TypeVar
+import gc
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, TypeVar
 
 import msgspec
 import polars as pl
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
 
 T = TypeVar("T")
 #: Floats are kept to this many decimals (ns and percentages: far below what anyone reads).
@@ -32,8 +37,24 @@ def rows(df: pl.DataFrame, row_type: type[T]) -> list[T]:
             col = col.cast(pl.String)
         cleaned.append(col.alias(name))
     frame = df.select(cleaned)
-    if any(dtype.is_nested() for dtype in frame.schema.values()):
-        result: list[T] = msgspec.convert(frame.to_dicts(), list[row_type])  # type: ignore[valid-type]
-    else:
-        result = msgspec.json.decode(frame.write_json(), type=list[row_type])  # type: ignore[valid-type]
+    with untracked():
+        if any(dtype.is_nested() for dtype in frame.schema.values()):
+            result: list[T] = msgspec.convert(frame.to_dicts(), list[row_type])  # type: ignore[valid-type]
+        else:
+            result = msgspec.json.decode(frame.write_json(), type=list[row_type])  # type: ignore[valid-type]
     return result
+
+
+@contextmanager
+def untracked() -> Iterator[None]:
+    """The cyclic garbage collector paused while rows are made: hundreds of thousands of
+    Structs and their maps, no cycle among them, each allocation counting towards a collection
+    that walks every object of the process (at 1,024 ranks of 224 steps the ledger's 229k rows
+    took 5.4-5.6 s of CPU with it running, 3.6-3.8 without). Running again as it was after."""
+    running = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if running:
+            gc.enable()

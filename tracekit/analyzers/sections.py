@@ -16,7 +16,7 @@ from tracekit.analyzers import intervals as iv
 from tracekit.analyzers.annotations import annotations_per_step
 from tracekit.analyzers.breakdown import gpu_breakdown
 from tracekit.analyzers.collectives import find_collectives
-from tracekit.analyzers.convert import DECIMALS, rows
+from tracekit.analyzers.convert import DECIMALS, rows, untracked
 from tracekit.analyzers.dataloader import dataloader_gaps
 from tracekit.analyzers.idle import longest_of_each, one_time_by_range
 from tracekit.analyzers.kernels import kernels_by_rank
@@ -323,7 +323,8 @@ def _ledger_rows(entries: pl.DataFrame, windows: pl.DataFrame) -> list[r.LedgerR
             pl.lit("}}"),
         ).str.join(",")
     ).item()
-    return msgspec.json.decode(f"[{text}]", type=list[r.LedgerRow])
+    with untracked():
+        return msgspec.json.decode(f"[{text}]", type=list[r.LedgerRow])
 
 
 def work_reduce(red: Reduced) -> WorkSection:
