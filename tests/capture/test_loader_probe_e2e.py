@@ -24,8 +24,11 @@ def test_the_loader_ceiling_against_training(tmp_path: Path) -> None:
     assert captured.returncode == 0, captured.stderr
     training = json.loads((cap / "summary.json").read_text())["throughput"]["global_samples_per_s"]
 
-    # a slow __getitem__ (2 ms a sample, 64 ms a batch of 32): the loader alone cannot feed this training
-    slow = tracekit("dataloader", "--out_dir", cap, *SHORT, "--batches=8", "--workload_args.loader_delay_ms=2")
+    # a slow __getitem__ (10 ms a sample, 320 ms a batch of 32: 200 samples/s on 2 ranks): the loader
+    # alone cannot feed this training. Its sleeps do not slow with the machine's load, the training
+    # does: at 2 ms a sample (1,000 samples/s) a CI run beside the other tests trained at 885 and
+    # the loader was not the slower; 10 ms leaves the training 4x that load's slowdown
+    slow = tracekit("dataloader", "--out_dir", cap, *SHORT, "--batches=8", "--workload_args.loader_delay_ms=10")
     assert slow.returncode == 0, slow.stderr
     assert slow.stdout.startswith("input-bound: the loader alone delivers only")
     probe = load_loader_probe((tmp_path / "cap.dataloader" / "dataloader.json").read_bytes(), source="slow")
@@ -34,9 +37,9 @@ def test_the_loader_ceiling_against_training(tmp_path: Path) -> None:
     assert [r.batches for r in probe.per_rank] == [8, 8]
     slowest = min(r.batches_per_s for r in probe.per_rank)
     assert probe.samples_per_s == pytest.approx(slowest * 32 * 2)
-    for r in probe.per_rank:  # no workers: every fetch makes its batch, about 64 ms
+    for r in probe.per_rank:  # no workers: every fetch makes its batch, about 320 ms
         assert r.modes is None
-        assert 60e6 < r.median_ns < 200e6
+        assert 300e6 < r.median_ns < 1000e6
     changes = [c for n in probe.notes for c in n.differences]
     assert any("loader_delay_ms" in str(c.probed) for c in changes)  # not the captured config: said so
 
