@@ -211,11 +211,10 @@ def step_noise(ledger: LedgerResult) -> float | None:
     """The step's noise, percent: the standard deviation of the measured step over the steps
     (the mean over the pace ranks of each step) over its mean, how much one step differs from
     the next; None with fewer than two steps."""
-    pace = ledger.per_step.filter(pl.col("rank").is_in(ledger.pace_ranks))
-    steps = pace.group_by("rank", "step").agg(pl.col("ns").sum()).group_by("step").agg(pl.col("ns").mean())
+    steps = step_weights(ledger)
     if steps.height < 2:
         return None
-    mean, sd = num(steps["ns"].mean()), num(steps["ns"].std())
+    mean, sd = num(steps["window_ns"].mean()), num(steps["window_ns"].std())
     return round(100 * sd / mean, 4) if mean > 0 else None
 
 
