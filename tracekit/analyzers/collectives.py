@@ -269,14 +269,19 @@ def _in_run(found: pl.DataFrame, groups: pl.DataFrame, world_size: int | None) -
     """``found`` keyed within the whole run: a group's label where groups of one name differ
     between ranks (a rank's calls of one name are one group, so its order ``k`` stays), and the
     world size as the size of the default group where nothing else gave one."""
-    labels = groups.select("rank", "pg_name", "label")
     default = pl.col("pg_name").is_null() | (pl.col("pg_name") == DEFAULT_PG)
     world = pl.when(default).then(pl.lit(world_size, dtype=pl.Int64))
+    expected = pl.coalesce("expected_ranks", world)
+    # only the labels that differ from their name change a key (a join of every call on a text
+    # key, most often to find its own name again: 0.6 s of 2.3M calls at 1,024 ranks)
+    labels = groups.filter(pl.col("label") != pl.col("pg_name")).select("rank", "pg_name", "label")
+    if labels.height == 0:
+        return found.with_columns(expected_ranks=expected)
     return (
         found.join(labels, on=["rank", "pg_name"], how="left", maintain_order="left")
         .with_columns(
             pg=pl.when(pl.col("pg_name").is_not_null()).then(pl.coalesce("label", "pg_name")).otherwise("pg"),
-            expected_ranks=pl.coalesce("expected_ranks", world),
+            expected_ranks=expected,
         )
         .drop("label")
     )
