@@ -276,22 +276,30 @@ def ledger_reduce(red: Reduced) -> LedgerSection:
     measured_on = MeasuredOn.GPU if red.has_gpu else MeasuredOn.HOST
     run = led.run.with_columns(bound=pl.col("entry").replace_strict(bound_names(measured_on), return_dtype=pl.String))
     no_step = pl.lit(None, dtype=pl.Int64).alias("step")
-    steps = led.per_step.group_by("rank", "step").agg(window_ns=pl.col("ns").sum())
     return LedgerSection(
         measured_on=measured_on,
         pace_ranks=led.pace_ranks,
         run=rows(run, r.LedgerShare),
         per_rank=_ledger_rows(led.per_rank.with_columns(no_step), led.windows.with_columns(no_step)),
-        per_step=_ledger_rows(led.per_step, steps),
+        per_step=_ledger_rows(led.per_step, None),  # a step's window is the sum of its entries
     )
 
 
-def _ledger_rows(entries: pl.DataFrame, windows: pl.DataFrame) -> list[r.LedgerRow]:
-    """One row per (rank, step): the entries' ns and shares as maps.
+def _ledger_rows(entries: pl.DataFrame, windows: pl.DataFrame | None) -> list[r.LedgerRow]:
+    """One row per (rank, step): the entries' ns and shares as maps, of the window of its rank
+    and step in ``windows`` (None: the sum of its entries).
 
     The rows are written as JSON by polars and decoded by msgspec (a row per rank and step:
     1,024 ranks of 300 steps are 300k rows, which a loop in Python took seconds to build)."""
-    keyed = in_ledger_order(entries.join(windows, on=["rank", "step"], nulls_equal=True))
+    if windows is None:
+        keyed = in_ledger_order(entries)
+        # in that order each rank's step is one run of rows (a join on the two keys, or a
+        # grouping by them, hashes every row's: 0.52 against 0.21 s of 1.4M entries)
+        keyed = keyed.with_columns(_row=pl.struct("rank", "step").rle_id())
+        keyed = keyed.with_columns(window_ns=pl.col("ns").sum().over("_row"))
+    else:
+        keyed = in_ledger_order(entries.join(windows, on=["rank", "step"], nulls_equal=True))
+        keyed = keyed.with_columns(_row=pl.struct("rank", "step").rle_id())
     if keyed.height == 0:
         return []
     window = pl.col("window_ns")
@@ -299,14 +307,19 @@ def _ledger_rows(entries: pl.DataFrame, windows: pl.DataFrame) -> list[r.LedgerR
     pct = pl.when(window != 0).then((100 * pl.col("ns") / window).round(DECIMALS)).otherwise(0.0)
     entry = pl.col("entry").cast(pl.String)
     pairs = keyed.select(
+        "_row",
         "rank",
         "step",
         "window_ns",
         ns=pl.concat_str(pl.lit('"'), entry, pl.lit('":'), pl.col("ns")),
         pct=pl.concat_str(pl.lit('"'), entry, pl.lit('":'), pct),
     )
-    grouped = pairs.group_by("rank", "step", "window_ns", maintain_order=True).agg(
-        pl.col("ns").str.join(","), pl.col("pct").str.join(",")
+    # each row's pairs as lists, then joined (a str.join in the aggregation: 1.36 against 0.19 s
+    # of CPU for the 1.4M entries of 1,024 dense ranks)
+    grouped = (
+        pairs.group_by("_row", maintain_order=True)
+        .agg(pl.col("rank", "step", "window_ns").first(), "ns", "pct")
+        .with_columns(pl.col("ns").list.join(","), pl.col("pct").list.join(","))
     )
     text = grouped.select(
         pl.concat_str(
