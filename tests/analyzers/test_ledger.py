@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from tests.factories import FETCH, ev, make_run, nccl_call
 from tracekit.analyzers import run_analysis
-from tracekit.analyzers.ledger import in_ledger_order
+from tracekit.analyzers.ledger import in_ledger_order, summed
 
 US = 1000
 STEP = 1000 * US
@@ -195,3 +195,25 @@ def test_in_ledger_order_is_the_sort_on_the_three_columns(rows: list[tuple[int, 
     schema = {"rank": pl.Int32, "step": pl.Int64, "entry": pl.String}
     df = pl.DataFrame(rows, schema=schema, orient="row").with_row_index("i")
     assert in_ledger_order(df).equals(df.sort("rank", "step", "entry", nulls_last=True))
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    rows=st.lists(
+        st.tuples(
+            st.integers(0, 5),
+            st.none() | st.integers(-3, 3) | st.sampled_from([10**9, 2**61]),
+            st.none() | st.sampled_from(["gpu_compute", "comms", "data_wait", "Z", "a", ""]),
+            st.integers(-(10**12), 10**12),
+        ),
+        max_size=60,
+    )
+)
+def test_summed_is_the_grouped_sum_in_ledger_order(rows: list[tuple[int, int | None, str | None, int]]) -> None:
+    """The sums by (rank, step, entry) from one sort on the packed key are polars' grouping of
+    the three, sorted (repeated keys, null steps and entries, steps too far apart to pack)."""
+    schema = {"rank": pl.Int32, "step": pl.Int64, "entry": pl.String, "ns": pl.Int64}
+    df = pl.DataFrame(rows, schema=schema, orient="row")
+    expected = df.group_by("rank", "step", "entry").agg(pl.col("ns").sum())
+    expected = expected.sort("rank", "step", "entry", nulls_last=True)
+    assert summed(df).equals(expected)

@@ -251,7 +251,7 @@ def reduce_ledger(
         )
     named = [s.rank for s in stragglers.stragglers]
     waited = _straggler_waits(comms, frames, collectives, named)
-    per_step = entries.group_by([*_KEYS, "entry"]).agg(pl.col("ns").sum())
+    per_step = summed(entries)
     per_step = _carve(per_step, waited)
     per_step = _own_excess(per_step, entries, stragglers)
     per_step = in_ledger_order(per_step.filter(pl.col("ns") > 0))
@@ -283,22 +283,80 @@ def in_ledger_order(df: pl.DataFrame) -> pl.DataFrame:
     """``df`` (rank, step, entry, unique together) sorted by rank, step and entry, nulls last:
     on one integer that packs the three (the entries' codes in their sorted order), where it
     fits in 62 bits; a sort on the three columns encodes every row's (0.56 against 0.11 s for
-    the 1.4M rows of 1,024 dense ranks)."""
-    if df.height == 0 or df.get_column("rank").null_count():
+    the 1.4M rows of 1,024 dense ranks). Rows already in that order are returned as they are."""
+    packed = _Packed.of(df)
+    if packed is None:
         return df.sort("rank", "step", "entry", nulls_last=True)
-    entry, step = df.get_column("entry"), df.get_column("step").cast(pl.Int64)
-    names = entry.unique().drop_nulls().sort().cast(pl.String)
-    code = entry.cast(pl.String).cast(pl.Enum(names)).to_physical().cast(pl.Int64).fill_null(names.len())
-    ranks = df.get_column("rank").cast(pl.Int64)
-    stepped = step.drop_nulls()
-    low, high, first, last = (
-        cast("int", v) for v in (ranks.min(), ranks.max(), stepped.min() or 0, stepped.max() or 0)
+    key = packed.key(df)
+    return df if key.is_sorted() else df.sort(key)
+
+
+def summed(df: pl.DataFrame) -> pl.DataFrame:
+    """rank, step, entry, ns: ``df``'s ns summed by rank, step and entry, in ledger order
+    (:func:`in_ledger_order`): the rows sorted on the one integer that packs the three, each
+    run of one key summed (a grouping on the three hashes the entry's text of every row:
+    1.0 against 0.3 s of CPU for the 1.6M phase rows of 1,024 dense ranks)."""
+    packed = _Packed.of(df)
+    if packed is None:
+        return in_ledger_order(df.group_by("rank", "step", "entry").agg(pl.col("ns").sum()))
+    keyed = pl.DataFrame([packed.key(df).alias("_key"), df.get_column("ns")]).sort("_key")
+    runs = keyed.group_by(pl.col("_key").rle_id().alias("_run"), maintain_order=True).agg(
+        pl.col("_key").first(), pl.col("ns").sum()
     )
-    steps, codes = last - first + 2, names.len() + 1  # a slot past the last for nulls
-    if (high - low + 1) * steps * codes >= 1 << 62:
-        return df.sort("rank", "step", "entry", nulls_last=True)
-    position = (step - first).fill_null(steps - 1)
-    return df.sort(((ranks - low) * steps + position) * codes + code)
+    return packed.unpacked(runs.get_column("_key"), df.schema).with_columns(runs.get_column("ns"))
+
+
+@dataclass(frozen=True)
+class _Packed:
+    """rank, step and entry packed in one integer that sorts as the three (nulls last)."""
+
+    names: pl.Series
+    low: int
+    first: int
+    steps: int
+
+    @classmethod
+    def of(cls, df: pl.DataFrame) -> _Packed | None:
+        """The packing of ``df``'s keys; None where a rank is null or the product does not fit."""
+        if df.height == 0 or df.get_column("rank").null_count():
+            return None
+        ranks, stepped = df.get_column("rank"), df.get_column("step").drop_nulls()
+        names = df.get_column("entry").unique().drop_nulls().sort().cast(pl.String)
+        low, high = cast("int", ranks.min()), cast("int", ranks.max())
+        first, last = cast("int", stepped.min() or 0), cast("int", stepped.max() or 0)
+        steps = last - first + 2  # a slot past the last for nulls
+        if (high - low + 1) * steps * (names.len() + 1) >= 1 << 62:
+            return None
+        return cls(names=names, low=low, first=first, steps=steps)
+
+    @property
+    def codes(self) -> int:
+        return self.names.len() + 1  # a slot past the last for nulls
+
+    def key(self, df: pl.DataFrame) -> pl.Series:
+        entry, step = df.get_column("entry"), df.get_column("step").cast(pl.Int64)
+        code = entry.cast(pl.String).cast(pl.Enum(self.names)).to_physical().cast(pl.Int64)
+        ranks = df.get_column("rank").cast(pl.Int64)
+        position = (step - self.first).fill_null(self.steps - 1)
+        key: pl.Series = ((ranks - self.low) * self.steps + position) * self.codes + code.fill_null(self.names.len())
+        return key
+
+    def unpacked(self, key: pl.Series, schema: pl.Schema) -> pl.DataFrame:
+        """rank, step and entry of each ``key``, of the types of ``schema``'s."""
+        code, rest = key % self.codes, key // self.codes
+        position, rank = rest % self.steps, rest // self.steps + self.low
+        parts = pl.DataFrame([position.alias("p"), code.alias("c")]).select(
+            step=pl.when(pl.col("p") != self.steps - 1).then(pl.col("p") + self.first),
+            code=pl.when(pl.col("c") < self.names.len()).then("c"),
+        )
+        step, entry = parts.get_column("step"), self.names.gather(parts.get_column("code"))
+        return pl.DataFrame(
+            [
+                rank.cast(schema["rank"]).alias("rank"),
+                step.cast(schema["step"]).alias("step"),
+                entry.cast(schema["entry"]).alias("entry"),
+            ]
+        )
 
 
 def _pace_ranks(steps: pl.DataFrame) -> list[int]:
