@@ -267,6 +267,8 @@ def longest_intervals(intervals: pl.DataFrame, count: int) -> pl.DataFrame:
     the three keys took 0.1 s of the reduce at 1,024 ranks; a top_k of the lengths, 0.01)."""
     keys = ["length_ns", "rank", "start_ns"]
     shortest = intervals.get_column("length_ns").top_k(count).min()
+    if shortest is None:  # no intervals
+        return intervals.clear()
     return intervals.filter(pl.col("length_ns") >= shortest).sort(keys, descending=[True, False, False]).head(count)
 
 
