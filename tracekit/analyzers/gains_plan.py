@@ -19,7 +19,6 @@ if TYPE_CHECKING:
     from tracekit.analyzers.mapreduce import Reduced
 
 __all__ = [
-    "CROSSING_COLUMNS",
     "HOST_STREAMS",
     "TASK_KEYS",
     "ByRank",
@@ -35,19 +34,6 @@ __all__ = [
 #: What identifies a device task: the map keeps one task of each (``gains.gains_map``), and a
 #: collective kernel is matched to its task by them.
 TASK_KEYS: Final = ("rank", "stream", "start_ns", "end_ns")
-#: The columns of every rank's collectives that the plans read (:attr:`Crossing.coll`).
-CROSSING_COLUMNS: Final = (
-    "rank",
-    "pg",
-    "source",
-    "stream",
-    "launch_ns",
-    "arrival_ns",
-    "start_ns",
-    "end_ns",
-    "instance",
-    "done_ns",
-)
 
 
 class Tables(Protocol):
@@ -122,22 +108,37 @@ class ByRank:
 class Crossing:
     """What the plans of any group of ranks need of the whole run: ranks x instances numbers,
     never events. The plans of a group built with it (:func:`group_plans`) are those ranks'
-    plans of the whole run (:func:`plans`), wherever the group is built."""
+    plans of the whole run (:func:`plans`), wherever the group is built.
+
+    A group's part travels to a worker, so it holds only what the plans read, in the fewest
+    bytes: a collective kernel's arrival is its start on its rank's corrected clock
+    (``offsets``), and the host collectives are apart (1,024 dense ranks' 2.3M collective
+    kernels: from 205 to about 70 MB pickled)."""
 
     #: the run's origin (its earliest measured window's start, ns): every plan's zero
     origin: int
     has_gpu: bool
     #: whether any collective instance is held by more than one rank
     matched: bool
-    #: every rank's collectives (:data:`COLLECTIVES`' per-rank rows, :data:`CROSSING_COLUMNS` of
-    #: them) with their instance (-1: none) and ``done_ns``: when the instance completed as its
-    #: ranks saw it
-    coll: pl.DataFrame
+    #: every rank's collective kernels (rank, stream: -1 for none, start_ns, end_ns, and their
+    #: instance: -1 for none), in rank order; with their ``arrival_ns`` where ``offsets`` is empty
+    kernels: pl.DataFrame
+    #: every rank's host collectives (rank, stream: their process group's, numbered down from
+    #: :data:`HOST_STREAMS` on each rank, launch_ns, start_ns, end_ns, instance, arrival_ns, done_ns)
+    host: pl.DataFrame
+    #: rank -> what its clock's correction takes off a kernel's start to give its arrival (:data:`_SHIFTS`)
+    offsets: pl.DataFrame
 
     def of(self, ranks: set[int]) -> Crossing:
         """What a group of ``ranks`` needs of it."""
-        coll = self.coll.filter(pl.col("rank").is_in(sorted(ranks))) if self.coll.height else self.coll
-        return dataclasses.replace(self, coll=coll)
+        mine = pl.col("rank").is_in(sorted(ranks))
+        kernels = self.kernels.filter(mine) if self.kernels.height else self.kernels
+        host = self.host.filter(mine) if self.host.height else self.host
+        return dataclasses.replace(self, kernels=kernels, host=host, offsets=self.offsets.filter(mine))
+
+
+#: The columns of :attr:`Crossing.offsets`.
+_SHIFTS: Final = {"rank": pl.Int32, "offset_ns": pl.Int64}
 
 
 def crossing(red: Reduced, frames: pl.DataFrame) -> Crossing | None:
@@ -150,21 +151,41 @@ def crossing(red: Reduced, frames: pl.DataFrame) -> Crossing | None:
     # every instance, matched or held by one rank (then its own: hiding its time still applies)
     instances = red.result(COLLECTIVES).instances.select(INSTANCE, "matched").with_row_index("instance")
     coll = coll.join(instances.drop("matched"), on=INSTANCE, how="left").with_columns(
-        pl.col("instance").cast(pl.Int64).fill_null(-1), pl.col("rank").cast(pl.Int32)
+        pl.col("instance").cast(pl.Int32).fill_null(-1), pl.col("rank").cast(pl.Int32)
     )
+    host_rows = coll.filter(pl.col("source") == "host")
     # a host collective completes, for every rank of its instance, when its first span ends
-    done = (
-        coll.filter(pl.col("source") == "host", pl.col("instance") >= 0)
-        .group_by("instance")
-        .agg(done_ns=pl.col("end_ns").min())
+    done = host_rows.filter(pl.col("instance") >= 0).group_by("instance").agg(done_ns=pl.col("end_ns").min())
+    host = host_rows.join(done, on="instance", how="left").select(
+        "rank",
+        stream=(HOST_STREAMS - pl.col("pg").rank("dense").over("rank")).cast(pl.Int64),
+        launch_ns="launch_ns",
+        start_ns="start_ns",
+        end_ns="end_ns",
+        instance="instance",
+        arrival_ns="arrival_ns",
+        done_ns=pl.col("done_ns").fill_null(pl.col("end_ns")),
     )
-    done_ns = pl.col("done_ns").fill_null(pl.col("end_ns"))
-    # what the plans read of them (:func:`group_plans`): a group's part travels to a worker, and
-    # the columns it would not read were more than half of it (450 -> 200 MB pickled at 1,024
-    # ranks of 2,500 instances)
-    coll = coll.join(done, on="instance", how="left").with_columns(done_ns=done_ns).select(CROSSING_COLUMNS)
+    kernels = coll.filter(pl.col("source") == "kernel")
+    shifts = kernels.group_by("rank").agg(
+        offset_ns=(pl.col("start_ns") - pl.col("arrival_ns")).first(),
+        one=(pl.col("start_ns") - pl.col("arrival_ns")).n_unique() == 1,
+    )
+    # a kernel arrives at its start on its rank's corrected clock (clocks.tolerance): one offset
+    # a rank, else (a correction of another kind) every kernel's arrival is sent
+    alone = shifts.height == 0 or bool(shifts["one"].all())
+    arrival = [] if alone else ["arrival_ns"]
+    kernels = kernels.select("rank", pl.col("stream").fill_null(-1), "start_ns", "end_ns", "instance", *arrival)
+    shifts = shifts if alone else shifts.clear()
     matched = bool(instances["matched"].any()) if instances.height else False
-    return Crossing(origin=origin, has_gpu=red.has_gpu, matched=matched, coll=coll)
+    return Crossing(
+        origin=origin,
+        has_gpu=red.has_gpu,
+        matched=matched,
+        kernels=kernels,
+        host=host,
+        offsets=shifts.select("rank", "offset_ns").cast(_SHIFTS),  # type: ignore[arg-type]
+    )
 
 
 def _matched(tasks: pl.DataFrame, kernels: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
@@ -219,18 +240,17 @@ def group_plans(cross: Crossing, parts: Tables) -> GainRun | None:
     if frames.height == 0:
         return None
     origin = cross.origin
-    coll = cross.coll
     # every rank's tasks at once (a query per rank would cost a thousand ranks seconds): its
     # device tasks in order, matched to its collective kernels, then its host collectives
     rank = pl.col("rank").cast(pl.Int64)
-    host = coll.filter(pl.col("source") == "host").select(
+    host = cross.host.select(
         rank,
-        stream=(HOST_STREAMS - pl.col("pg").rank("dense").over("rank")).cast(pl.Int64),
-        launch_ns="launch_ns",
-        start_ns="start_ns",
-        end_ns="end_ns",
+        "stream",
+        "launch_ns",
+        "start_ns",
+        "end_ns",
         transfer=pl.lit(False),
-        instance="instance",
+        instance=pl.col("instance").cast(pl.Int64),
         arrival_ns="arrival_ns",
         arrival_is_launch=pl.lit(True),
         done_ns="done_ns",
@@ -238,10 +258,19 @@ def group_plans(cross: Crossing, parts: Tables) -> GainRun | None:
     tasks = host
     if cross.has_gpu and parts.tasks.height:
         keys = list(TASK_KEYS)
-        # each task matched to the first collective kernel of its keys (the map kept one task of each)
+        # each task matched to the first collective kernel of its keys (the map kept one task of
+        # each), arriving at its start on its rank's corrected clock
+        arrival = pl.col("start_ns") - pl.col("offset_ns")
         kernels = (
-            coll.filter(pl.col("source") == "kernel")
-            .select(rank, pl.col("stream").fill_null(-1), "start_ns", "end_ns", "instance", "arrival_ns")
+            cross.kernels.join(cross.offsets, on="rank", how="left", maintain_order="left")
+            .select(
+                rank,
+                "stream",
+                "start_ns",
+                "end_ns",
+                pl.col("instance").cast(pl.Int64),
+                arrival_ns=pl.col("arrival_ns") if "arrival_ns" in cross.kernels.columns else arrival,
+            )
             .pipe(_first_of_keys, keys)
         )
         device = _matched(parts.tasks.with_columns(rank), kernels, keys).with_columns(
