@@ -130,8 +130,11 @@ class Met:
 
 
 def met(rounds: Iterable[Round | Met]) -> Met:
-    """Several ranks' rounds as one (the same last arrivals, order and gains follow from it)."""
+    """Several ranks' rounds as one (the same last arrivals, order and gains follow from it);
+    one :class:`Met` is itself (read, never changed, by its callers)."""
     rounds = list(rounds)
+    if len(rounds) == 1 and isinstance(rounds[0], Met):
+        return rounds[0]
     if rounds and all(isinstance(r, Round) and r.listed is not None for r in rounds):
         merged = _met_listed(rounds)  # type: ignore[arg-type]
         if merged is not None:
