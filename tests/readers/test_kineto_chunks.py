@@ -100,7 +100,11 @@ def test_chunks_decoded_in_two_workers_read_the_same(
     assert_same(_read_whole(generated), chunked)
 
 
-def test_read_kineto_chunks_large_files_only(generated: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_read_kineto_reads_in_chunks_natively_else_large_files_only(
+    generated: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With the native decoder every file is read in chunks (a small one all tail, decoded
+    natively); without it, files of ``CHUNKED_MIN_BYTES`` and more only."""
     calls: list[int] = []
     real = kineto.read_chunked
 
@@ -109,11 +113,45 @@ def test_read_kineto_chunks_large_files_only(generated: Path, monkeypatch: pytes
         return real(path, chunk_bytes=chunk_bytes, jobs=jobs)
 
     monkeypatch.setattr(kineto, "read_chunked", spy)
+    monkeypatch.setattr(kineto_native, "ENABLED", False)
     whole = read_kineto(generated)
     assert not calls  # 3 MB: below CHUNKED_MIN_BYTES
     monkeypatch.setattr(kineto, "CHUNKED_MIN_BYTES", 1_000_000)
     assert_same(whole, read_kineto(generated))
     assert calls == [kineto.MIN_CHUNK_BYTES]  # 3 MB: chunks of the smallest size
+    if kineto_native._native is None:
+        return
+    monkeypatch.setattr(kineto_native, "ENABLED", True)
+    monkeypatch.setattr(kineto, "CHUNKED_MIN_BYTES", 2**40)
+    assert_same(whole, read_kineto(generated))
+    assert calls == [kineto.MIN_CHUNK_BYTES] * 2
+
+
+def test_the_last_events_are_decoded_natively_up_to_their_end(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The tail's events are decoded natively up to the ``]`` that ends their list, though
+    ``}]`` comes before it inside strings and nested values and after it in the fields; the
+    fields after the list are read as before."""
+    if not kineto_native.ENABLED:
+        pytest.skip("the native decoder was not built")
+    events = simple_step()
+    events[0]["args"] = {"Input Dims": [[1, 2], []], "note": "a}]b", "nested": [{"x": [1]}]}
+    events[1]["name"] = "k}]"
+    doc = {"traceEvents": events, "traceName": "x}]", "distributedInfo": {"rank": 1, "world_size": 4}}
+    doc["deviceProperties"] = [{"id": 0, "name": "NVIDIA H100"}]
+    path = tmp_path / "rank1.json"
+    path.write_text(json.dumps(doc))
+    by_msgspec: list[int] = []
+    real = kineto.raw_frames
+
+    def spy(events: Any) -> Any:
+        by_msgspec.append(len(events))
+        return real(events)
+
+    monkeypatch.setattr(kineto, "raw_frames", spy)
+    chunked = read_chunked(path, chunk_bytes=kineto.MIN_CHUNK_BYTES)
+    assert chunked is not None and by_msgspec == []  # all tail, none of it decoded by msgspec
+    assert chunked.rank == 1 and chunked.world_size == 4 and chunked.events.height > 0
+    assert_same(_read_whole(path), chunked)
 
 
 def test_a_chunk_is_a_part_of_its_file_within_bounds() -> None:

@@ -17,7 +17,7 @@ from polars.testing import assert_frame_equal
 
 from tracekit.readers import kineto_native
 from tracekit.readers.kineto_decode import EVENTS_DECODER, LOOSE_EVENTS_DECODER, OTHER_PHASES, raw_frames
-from tracekit.readers.kineto_native import native_frames, owned
+from tracekit.readers.kineto_native import native_frames, native_prefix, owned
 from tracekit.readers.kineto_normalize import CATEGORY_FACTS, NAME_FACTS, prepare
 from tracekit.readers.kineto_stream import NotChunked, open_text, split_events
 
@@ -285,6 +285,36 @@ def test_events_of_the_right_types_are_taken(events: list[dict[str, Any]], ascii
     assert same(json.dumps(events, ensure_ascii=ascii_only).encode())
 
 
+@settings(max_examples=150, deadline=None)
+@given(events=st.lists(_typed_event(), max_size=6), after=st.binary(max_size=40), spaced=st.booleans())
+def test_a_prefix_is_the_array_it_starts_with_and_where_that_ends(
+    events: list[dict[str, Any]], after: bytes, spaced: bool
+) -> None:
+    """``native_prefix``: the frames of the array that starts the text, whatever follows it
+    (the fields that end a document), and its length up to its ``]``."""
+    text = json.dumps(events, separators=(", ", ": ") if spaced else (",", ":")).encode()
+    got = native_prefix(text + after)
+    want = kineto_native._decode(text)
+    assert want is not None and got is not None
+    (frames, memory), read = got
+    assert read == len(text)
+    assert_frame_equal(frames, want[0])
+    assert (memory is None) == (want[1] is None)
+
+
+def test_a_prefix_cut_before_its_end_is_declined() -> None:
+    """The list cut anywhere before its ``]`` and followed by a document's last fields holds no
+    whole array: declined (a ``}]`` inside a string or a nested list, or in the fields, is not
+    the list's end)."""
+    odd = {"ph": "X", "name": "a}]b", "pid": 1, "ts": 1.0, "args": {"Input Dims": [[1, 2], []], "x": [{"y": 1}]}}
+    text = _chunk(_EVENT, odd)
+    fields = b', "traceName": "}]", "x": [{"y": [1]}]}'
+    whole = native_prefix(text + fields)
+    assert whole is not None and whole[1] == len(text) and whole[0][0].height == 2
+    for cut in range(len(text)):
+        assert native_prefix(text[:cut] + fields) is None
+
+
 def test_typical_events_are_taken() -> None:
     """The property test above cannot fail by declining everything: typical events are taken."""
     memory = {"ph": "i", "name": "[memory]", "ts": 2.5, "args": {"Bytes": 512, "Total Allocated": 1024}}
@@ -332,4 +362,5 @@ def test_decoding_in_threads_gives_the_same_frames() -> None:
 def test_turned_off_it_declines(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(kineto_native, "ENABLED", False)
     assert native_frames(_chunk(_EVENT)) is None
+    assert native_prefix(_chunk(_EVENT)) is None
     assert kineto_native._decode(_chunk(_EVENT)) is not None

@@ -1006,8 +1006,9 @@ static PyObject *result(Columns *c, Strings *t) {
     return out;
 }
 
-/* The scan of the whole array, without the GIL: 0, DECLINE or FAIL (no memory). */
-static int scan(Cursor *c, Strings *t, Columns *cols) {
+/* The scan of the whole array, without the GIL: 0, DECLINE or FAIL (no memory). With
+   ``prefix``, the array may be followed by any text: the cursor is left after its ']'. */
+static int scan(Cursor *c, Strings *t, Columns *cols, int prefix) {
     Row row;
     int rc;
     skip_ws(c);
@@ -1027,12 +1028,16 @@ static int scan(Cursor *c, Strings *t, Columns *cols) {
             if (!more) break;
         }
     }
+    if (prefix) return 0;
     skip_ws(c);
     return c->p == c->end ? 0 : DECLINE; /* trailing characters */
 }
 
-static PyObject *decode(PyObject *self, PyObject *arg) {
+static PyObject *decode(PyObject *self, PyObject *args) {
     (void)self;
+    PyObject *arg;
+    int prefix = 0;
+    if (!PyArg_ParseTuple(args, "O|p", &arg, &prefix)) return NULL;
     Py_buffer view;
     if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0) return NULL;
     Cursor c = {(const char *)view.buf, (const char *)view.buf + view.len};
@@ -1045,13 +1050,20 @@ static PyObject *decode(PyObject *self, PyObject *arg) {
     /* room for the events a text of this size holds at 256 bytes each (profilers write 300 to 400) */
     size_t cap = (size_t)view.len / 256;
     if (!rc && columns_resize(&cols, cap > 4096 ? cap : 4096) < 0) rc = FAIL;
-    if (!rc) rc = scan(&c, &t, &cols);
+    if (!rc) rc = scan(&c, &t, &cols, prefix);
     Py_END_ALLOW_THREADS
     PyObject *out = NULL;
     if (!rc) out = result(&cols, &t);
     else if (rc == DECLINE) out = Py_NewRef(Py_None);
     else if (rc == TOO_LONG) PyErr_Format(PyExc_ValueError, "string of %zu bytes", t.too_long);
     else PyErr_NoMemory();
+    if (out && prefix && out != Py_None) { /* (columns, the bytes read up to the array's ']') */
+        PyObject *read = PyLong_FromSsize_t((Py_ssize_t)(c.p - (const char *)view.buf));
+        PyObject *both = read ? PyTuple_Pack(2, out, read) : NULL;
+        Py_XDECREF(read);
+        Py_DECREF(out);
+        out = both;
+    }
     columns_free(&cols);
     strings_free(&t);
     PyBuffer_Release(&view);
@@ -1059,8 +1071,10 @@ static PyObject *decode(PyObject *self, PyObject *arg) {
 }
 
 static PyMethodDef METHODS[] = {
-    {"decode", decode, METH_O,
-     "A JSON array of Kineto events -> raw columns, or None (see the module). Releases the GIL while it reads."},
+    {"decode", decode, METH_VARARGS,
+     "decode(text, prefix=False): a JSON array of Kineto events -> raw columns, or None (see the module);\n"
+     "with prefix, the array may be followed by any text: (raw columns, the bytes up to its ']'), or None.\n"
+     "Releases the GIL while it reads."},
     {NULL, NULL, 0, NULL},
 };
 

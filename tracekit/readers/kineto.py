@@ -1,7 +1,7 @@
 """Read one Kineto (torch.profiler) Chrome trace, ``.json`` or ``.json.gz``, into columns.
 
-A file of at least :data:`CHUNKED_MIN_BYTES` is read in chunks of events
-(:mod:`tracekit.readers.kineto_stream`), each decoded by the native decoder
+A file is read in chunks of events (:mod:`tracekit.readers.kineto_stream`) where the native
+decoder was built, else from :data:`CHUNKED_MIN_BYTES` up; each chunk decoded by the native decoder
 (:mod:`tracekit.readers.kineto_native`), or by msgspec's typed decoder
 (:mod:`tracekit.readers.kineto_decode`) where that declines or was not built, and kept only
 as its prepared columns (:func:`~tracekit.readers.kineto_normalize.prepare`): memory holds a
@@ -11,9 +11,12 @@ while this one reads and inflates the next; without the native decoder, a file o
 :data:`PARALLEL_MIN_BYTES` has them decoded in that many processes. Else the next chunk is
 read in a thread while one is decoded.
 A chunk that the typed decoder rejects (text where an int belongs: AMD's ``"bytes": "128"``)
-is decoded leniently, alone, as the whole file would be. Smaller files, and files laid out
-otherwise or whose entries even the lenient decoder rejects, are decoded whole. Both ways
-give the same frames (:func:`~tracekit.readers.kineto_normalize.finish`).
+is decoded leniently, alone, as the whole file would be. The last events, before the fields
+that end the document, are decoded natively too (:func:`_tail_events`): the whole of a file
+smaller than a chunk (a 4 MB rank in half the CPU msgspec and its structs take). Files laid
+out otherwise or whose entries even the lenient decoder rejects, and small files without the
+native decoder, are decoded whole. Both ways give the same frames
+(:func:`~tracekit.readers.kineto_normalize.finish`).
 """
 
 from __future__ import annotations
@@ -52,7 +55,7 @@ from tracekit.readers.kineto_decode import (
     LooseTrace,
     raw_frames,
 )
-from tracekit.readers.kineto_native import native_frames
+from tracekit.readers.kineto_native import native_frames, native_prefix
 from tracekit.readers.kineto_normalize import finish, prepare
 from tracekit.readers.kineto_stream import NotChunked, Piece, open_text, prefetched, split_events
 from tracekit.readers.ranks import is_rank
@@ -64,7 +67,8 @@ if TYPE_CHECKING:
 
 #: The clock of every Kineto trace, as :class:`RankTrace` reports it.
 CLOCK: Final = "kineto: host clock, us -> ns"
-#: Files of at least this many bytes of JSON are read in chunks.
+#: Files of at least this many bytes of JSON are read in chunks where the native decoder is
+#: not there (with it, every file is: its events decoded natively).
 CHUNKED_MIN_BYTES: Final = 32 * 1024 * 1024
 #: The bytes of JSON text in a chunk, at most: each costs 4 to 6 ms of fixed work (building its
 #: frames, planning its preparation), 0.6 s of CPU over 2 GB in chunks of 16 MiB.
@@ -102,13 +106,14 @@ def read_kineto(path: str | Path, *, chunk_bytes: int | None = None, jobs: int =
     """Decode one Kineto trace file into the event schema (without ``rank``).
 
     ``chunk_bytes``: read in chunks of this many bytes of JSON whatever the file's size
-    (default: :func:`chunk_size` for files of :data:`CHUNKED_MIN_BYTES` or more); ``jobs``:
+    (default: :func:`chunk_size` for every file where the native decoder is there, else for files
+    of :data:`CHUNKED_MIN_BYTES` or more); ``jobs``:
     threads that decode the chunks natively, else processes for a file of
     :data:`PARALLEL_MIN_BYTES` or more.
     """
     path = Path(path)
     size = data_bytes(path)
-    if chunk_bytes is None and size >= CHUNKED_MIN_BYTES:
+    if chunk_bytes is None and (size >= CHUNKED_MIN_BYTES or kineto_native.ENABLED):
         chunk_bytes = chunk_size(size)
     if chunk_bytes is not None:
         # threads cost nothing to start; processes about a second
@@ -169,6 +174,7 @@ def read_chunked(path: Path, *, chunk_bytes: int, jobs: int = 1) -> RankTrace | 
     chunks: list[Chunk] = []
     fields: list[Any] = []
     processes = jobs > 1 and not kineto_native.ENABLED
+    several = False  # whether the events came in several chunks
     try:
         with contextlib.ExitStack() as stack:
             # the events go straight from the read buffer to a slot (views) when processes decode them
@@ -178,13 +184,17 @@ def read_chunked(path: Path, *, chunk_bytes: int, jobs: int = 1) -> RankTrace | 
             submit, in_flight = _decoders(stack, jobs=jobs, chunk_bytes=chunk_bytes, processes=processes)
             pending: deque[Callable[[], Chunk]] = deque()
             for piece in pieces:
+                several |= piece.kind == "events"
                 if piece.kind == "head":
                     fields.append(HEAD_DECODER.decode(piece.text + b"]}"))
                 elif piece.kind == "tail":
-                    tail = _decode_tail(b'{"traceEvents":[' + piece.text)
+                    last, rest = _tail_events(piece.text)
+                    tail = _decode_tail(b'{"traceEvents":[' + rest)
                     fields.insert(0, tail)  # the fields after the events come last in the document
-                    raw, mem = raw_frames(tail.traceEvents)
-                    tail_chunk = (prepare(raw), mem)
+                    if last is None:
+                        raw, mem = raw_frames(tail.traceEvents)
+                        last = (prepare(raw), mem)
+                    tail_chunk = last
                 else:
                     pending.append(submit(piece))
                 while len(pending) > in_flight:  # a chunk in each worker, the next being read: no more text held
@@ -194,7 +204,11 @@ def read_chunked(path: Path, *, chunk_bytes: int, jobs: int = 1) -> RankTrace | 
     except _NOT_CHUNKED:
         return None
     finally:
-        trim_heap()  # what the chunks' text and the decoder's arrays left free in the C heap
+        # what the chunks' text and the decoder's arrays left free in the C heap: a chunk or less
+        # (a small file, all tail) stays for the next file to reuse (given back and faulted in
+        # again, it cost a 3 MB rank a third of its read in the system's time)
+        if several:
+            trim_heap()
     info, props, version, host = (_first(fields, name) for name in _FIELDS)
     prepared = [c[0] for c in chunks]
     memory = [c[1] for c in chunks if c[1] is not None]
@@ -229,6 +243,19 @@ def _decoders(
         return functools.partial(_slot_chunk, future, out, slots, slot)
 
     return submit, jobs
+
+
+def _tail_events(text: bytes) -> tuple[Chunk | None, bytes]:
+    """The last events of a document (``text``: its tail, from the ``{`` of an event), decoded
+    natively, and the text after them (from the ``]`` that ends their list); else None and the
+    whole tail (msgspec then decodes it all, events and fields, as it does where the native
+    decoder declines or was not built). A small file is all tail: its events are decoded
+    natively this way too."""
+    found = native_prefix(b"[" + text)
+    if found is None:
+        return None, text
+    (raw, memory), read = found
+    return (prepare(raw), memory), text[read - 2 :]  # read: the bytes up to ``]``, ``[`` counted
 
 
 def _decode_tail(text: bytes) -> Any:

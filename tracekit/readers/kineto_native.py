@@ -59,20 +59,42 @@ def native_frames(text: Text) -> tuple[pl.DataFrame, pl.DataFrame | None] | None
     return _decode(text) if ENABLED else None
 
 
-def _decode(text: Text) -> tuple[pl.DataFrame, pl.DataFrame | None] | None:
-    """:func:`native_frames` whether or not turned off (the extension must be there)."""
-    if _native is None:
+def native_prefix(text: Text) -> tuple[tuple[pl.DataFrame, pl.DataFrame | None], int] | None:
+    """:func:`native_frames` of the JSON array that ``text`` starts with, whatever follows it,
+    and the bytes of ``text`` up to the array's ``]`` (included); None where the native decoder
+    declines (or is off)."""
+    if not ENABLED or _native is None:
         return None
+    out = _call(text, prefix=True)
+    if out is None:
+        return None
+    columns, read = out
+    return _frames(columns), read
+
+
+def _call(text: Text, *, prefix: bool = False) -> Any:
+    """The extension's decode of ``text`` (the extension must be there)."""
+    assert _native is not None
     try:
-        out = _native.decode(text)
+        return _native.decode(text, prefix)
     except ValueError as exc:  # a string over the decoder's limit: refused before it is copied
         size = int(str(exc).split()[2])
         raise TraceReadError(
             f"an event holds a string of {size / 2**20:.0f} MiB; no profiler writes one over "
             f"{MAX_NAME_BYTES >> 20} MiB: not a trace tracekit reads"
         ) from None
-    if out is None:
+
+
+def _decode(text: Text) -> tuple[pl.DataFrame, pl.DataFrame | None] | None:
+    """:func:`native_frames` whether or not turned off (the extension must be there)."""
+    if _native is None:
         return None
+    out = _call(text)
+    return None if out is None else _frames(out)
+
+
+def _frames(out: Any) -> tuple[pl.DataFrame, pl.DataFrame | None]:
+    """The frames of what the extension's decode gave."""
     n, instant, uniques, codes, floats, ints, (m, mem_ts, mem_ints) = out
     strings = pl.Series(uniques, dtype=pl.String)  # uniques[0] is None: code 0 is no value
     # the names categorical from the start: each distinct string hashed once, and no string
