@@ -99,9 +99,13 @@ class CollectiveResult:
 
 
 def _kernel_collectives(activity: pl.DataFrame) -> pl.DataFrame:
-    return activity.filter(pl.col("category") == "collective", pl.col("kind") == "kernel").select(
+    kernels = activity.filter(pl.col("category") == "collective", pl.col("kind") == "kernel")
+    # each distinct name's operation found once (patterns tried in turn), not once per launch
+    names = kernels.select(pl.col("name").unique())
+    ops = names.with_columns(op=kernel_op_expr(pl.col("name").cast(pl.String)))
+    return kernels.join(ops, on="name", how="left", maintain_order="left").select(
         "rank",
-        kernel_op_expr(pl.col("name").cast(pl.String)).alias("op"),
+        "op",
         "launch_ns",
         "start_ns",
         "end_ns",
