@@ -179,7 +179,10 @@ def read_chunked(path: Path, *, chunk_bytes: int, jobs: int = 1) -> RankTrace | 
         with contextlib.ExitStack() as stack:
             # the events go straight from the read buffer to a slot (views) when processes decode them
             pieces = split_events(stack.enter_context(open_text(path)), chunk_bytes=chunk_bytes, views=processes)
-            if jobs == 1:  # read the next chunk in a thread; stopped before the file is closed
+            # read the next chunk in a thread, stopped before the file is closed; not for a file of
+            # one chunk (no next to read: its text would come from the thread's own arena of the
+            # C heap, which 1,024 small ranks left at 160 MB more)
+            if jobs == 1 and data_bytes(path) > chunk_bytes:
                 pieces = stack.enter_context(contextlib.closing(prefetched(pieces)))
             submit, in_flight = _decoders(stack, jobs=jobs, chunk_bytes=chunk_bytes, processes=processes)
             pending: deque[Callable[[], Chunk]] = deque()
