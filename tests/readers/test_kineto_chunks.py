@@ -108,9 +108,9 @@ def test_read_kineto_reads_in_chunks_natively_else_large_files_only(
     calls: list[int] = []
     real = kineto.read_chunked
 
-    def spy(path: Path, *, chunk_bytes: int, jobs: int = 1) -> RankTrace | None:
+    def spy(path: Path, *, chunk_bytes: int, jobs: int = 1, size: int | None = None) -> RankTrace | None:
         calls.append(chunk_bytes)
-        return real(path, chunk_bytes=chunk_bytes, jobs=jobs)
+        return real(path, chunk_bytes=chunk_bytes, jobs=jobs, size=size)
 
     monkeypatch.setattr(kineto, "read_chunked", spy)
     monkeypatch.setattr(kineto_native, "ENABLED", False)

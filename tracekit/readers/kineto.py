@@ -119,7 +119,7 @@ def read_kineto(path: str | Path, *, chunk_bytes: int | None = None, jobs: int =
         # threads cost nothing to start; processes about a second
         parallel = kineto_native.ENABLED or size >= PARALLEL_MIN_BYTES
         workers = min(jobs, -(-size // chunk_bytes)) if parallel else 1
-        trace = read_chunked(path, chunk_bytes=chunk_bytes, jobs=workers)
+        trace = read_chunked(path, chunk_bytes=chunk_bytes, jobs=workers, size=size)
         if trace is not None:
             return trace
     return _read_whole(path)
@@ -167,27 +167,29 @@ def _slot_chunk(future: Future[pl.DataFrame | None], out: Path, slots: Slots, sl
     return prepared, memory
 
 
-def read_chunked(path: Path, *, chunk_bytes: int, jobs: int = 1) -> RankTrace | None:
+def read_chunked(path: Path, *, chunk_bytes: int, jobs: int = 1, size: int | None = None) -> RankTrace | None:
     """``path`` read in chunks of ``chunk_bytes`` of JSON, decoded in ``jobs + 1`` threads (the
     native decoder, which releases the GIL), else ``jobs`` processes (msgspec, which holds
-    it), or in this thread when ``jobs`` is 1; None when it must be read whole."""
+    it), or in this thread when ``jobs`` is 1; None when it must be read whole. ``size``: its
+    bytes of JSON (:func:`~tracekit.sizes.data_bytes`), when already known.
+
+    A file of one chunk (all tail) is read with no thread reading ahead (its text would come
+    from that thread's arena of the C heap, which 1,024 small ranks left 160 MB larger) and the
+    heap is not trimmed after it (its few MB stay for the next file: given back and faulted in
+    again, they cost a 3 MB rank a third of its read in the system's time)."""
     chunks: list[Chunk] = []
     fields: list[Any] = []
     processes = jobs > 1 and not kineto_native.ENABLED
-    several = False  # whether the events came in several chunks
+    several = (data_bytes(path) if size is None else size) > chunk_bytes
     try:
         with contextlib.ExitStack() as stack:
             # the events go straight from the read buffer to a slot (views) when processes decode them
             pieces = split_events(stack.enter_context(open_text(path)), chunk_bytes=chunk_bytes, views=processes)
-            # read the next chunk in a thread, stopped before the file is closed; not for a file of
-            # one chunk (no next to read: its text would come from the thread's own arena of the
-            # C heap, which 1,024 small ranks left at 160 MB more)
-            if jobs == 1 and data_bytes(path) > chunk_bytes:
+            if jobs == 1 and several:  # read the next chunk in a thread; stopped before the file is closed
                 pieces = stack.enter_context(contextlib.closing(prefetched(pieces)))
             submit, in_flight = _decoders(stack, jobs=jobs, chunk_bytes=chunk_bytes, processes=processes)
             pending: deque[Callable[[], Chunk]] = deque()
             for piece in pieces:
-                several |= piece.kind == "events"
                 if piece.kind == "head":
                     fields.append(HEAD_DECODER.decode(piece.text + b"]}"))
                 elif piece.kind == "tail":
@@ -207,10 +209,7 @@ def read_chunked(path: Path, *, chunk_bytes: int, jobs: int = 1) -> RankTrace | 
     except _NOT_CHUNKED:
         return None
     finally:
-        # what the chunks' text and the decoder's arrays left free in the C heap: a chunk or less
-        # (a small file, all tail) stays for the next file to reuse (given back and faulted in
-        # again, it cost a 3 MB rank a third of its read in the system's time)
-        if several:
+        if several:  # what the chunks' text and the decoder's arrays left free in the C heap
             trim_heap()
     info, props, version, host = (_first(fields, name) for name in _FIELDS)
     prepared = [c[0] for c in chunks]
