@@ -62,11 +62,15 @@ def runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Runs:
     return Runs(folder, tmp_path / "cache", monkeypatch)
 
 
+def _decoded(path: Path) -> map_cache._Entry[bytes]:
+    return msgspec.msgpack.decode(path.read_bytes()[len(MAGIC) + map_cache._DIGEST :], type=map_cache._Entry[bytes])
+
+
 def test_a_warm_run_maps_nothing_and_gives_the_same_analysis(runs: Runs) -> None:
     cold, mapped = runs()
     assert mapped >= 1
     for path in runs.entries():
-        entry = msgspec.msgpack.decode(path.read_bytes()[len(MAGIC) + map_cache._DIGEST :], type=map_cache._Entry)
+        entry = _decoded(path)
         assert entry.key.map_version == map_cache.MAP_CACHE_VERSION
         assert entry.key.tracekit == map_cache.__version__
         assert entry.key.analyses == map_cache.analyses_key(registry.ANALYSES)
@@ -206,7 +210,7 @@ def _foreign_kind(path: Path) -> None:
     """A well-formed entry (its checksum right) naming a kind of parts that no analysis gives."""
     data = path.read_bytes()
     body = data[len(MAGIC) + map_cache._DIGEST :]
-    entry = msgspec.msgpack.decode(body, type=map_cache._Entry)
+    entry = msgspec.msgpack.decode(body, type=map_cache._Entry[bytes])
     parts = tuple(msgspec.structs.replace(p, kind="os.system") for p in entry.parts)
     body = msgspec.msgpack.encode(msgspec.structs.replace(entry, parts=parts))
     path.write_bytes(MAGIC + map_cache.checksum(body) + body)
@@ -287,7 +291,7 @@ def test_a_part_of_other_columns_is_mapped_again_with_a_warning(runs: Runs) -> N
     checksum intact) is damaged: mapped again and said once, never an internal error."""
     plain, _ = runs()
     for path in runs.entries():
-        entry = msgspec.msgpack.decode(path.read_bytes()[len(MAGIC) + map_cache._DIGEST :], type=map_cache._Entry)
+        entry = _decoded(path)
         other = map_cache._ipc(pl.DataFrame({"rank": [0], "other": [1]}))
         parts = tuple(
             msgspec.structs.replace(p, tables={**p.tables, "stats": other}) if "stats" in p.tables else p

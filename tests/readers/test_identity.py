@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from tracekit.readers.identity import BLOCK, SAMPLES, FileIdentity, read_regular, sample_offsets
+from tracekit.readers.identity import BLOCK, SAMPLES, FileIdentity, mapped_regular, read_regular, sample_offsets
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -76,6 +76,8 @@ def test_only_regular_files_are_opened(tmp_path: Path) -> None:
             FileIdentity.of(path)
         with pytest.raises(OSError, match="not a regular file"):
             read_regular(path, limit=10)
+        with pytest.raises(OSError, match="not a regular file"), mapped_regular(path, limit=10):
+            pass
     regular = tmp_path / "regular"
     regular.write_bytes(b"0123456789")
     link.unlink()
@@ -85,3 +87,33 @@ def test_only_regular_files_are_opened(tmp_path: Path) -> None:
         read_regular(link, limit=10, follow=False)
     with pytest.raises(OSError, match="over 9 bytes"):
         read_regular(regular, limit=9)
+    with mapped_regular(link, limit=10) as view:
+        assert view == b"0123456789"
+    with pytest.raises(OSError, match="not a regular file"), mapped_regular(link, limit=10, follow=False):
+        pass
+    with pytest.raises(OSError, match="over 9 bytes"), mapped_regular(regular, limit=9):
+        pass
+
+
+def test_a_mapped_file_is_its_bytes_and_views_kept_past_the_block_stay_readable(tmp_path: Path) -> None:
+    """What :func:`mapped_regular` gives is the file's bytes, an empty file's none; a view of it
+    still held when the block ends (by a result, or by an error's traceback) is not an error
+    and still reads the file's bytes."""
+    empty = tmp_path / "empty"
+    empty.write_bytes(b"")
+    with mapped_regular(empty, limit=10) as view:
+        assert view.nbytes == 0
+    full = tmp_path / "full"
+    full.write_bytes(bytes(range(256)) * 64)
+    with mapped_regular(full, limit=1 << 20) as view:
+        assert view == full.read_bytes()
+        held = view[100:110]
+    assert held == bytes(range(100, 110))
+    with pytest.raises(KeyError):
+        _fail_holding_a_view(full)
+
+
+def _fail_holding_a_view(path: Path) -> None:
+    with mapped_regular(path, limit=1 << 20) as view:
+        inner = view[1:3]
+        raise KeyError(bytes(inner))

@@ -40,7 +40,7 @@ import io
 import types
 from dataclasses import asdict, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, Generic, TypeVar
 
 import msgspec
 import polars as pl
@@ -54,7 +54,7 @@ from tracekit.pipeline.mapped import Mapped
 from tracekit.readers.cache import CACHE_VERSION, replace_file
 from tracekit.readers.claims import FileClaims  # noqa: TC001  (msgspec reads annotations at run time)
 from tracekit.readers.compressed import crc32
-from tracekit.readers.identity import FileIdentity, read_regular
+from tracekit.readers.identity import FileIdentity, mapped_regular
 from tracekit.readers.load import event_cache
 
 if TYPE_CHECKING:
@@ -100,14 +100,19 @@ class _Key(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     analyses: str
 
 
-class _Part(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+#: What an entry's tables are: ``bytes`` when it is written, views of the entry's bytes when it
+#: is read (:meth:`MapCache.load`: each table copied once, into polars).
+B = TypeVar("B", bytes, memoryview)
+
+
+class _Part(msgspec.Struct, Generic[B], frozen=True, forbid_unknown_fields=True):
     entry: str
     #: the :class:`~tracekit.analyzers.parts.Parts` subclass, by module and name
     kind: str
-    tables: dict[str, bytes]
+    tables: dict[str, B]
 
 
-class _Entry(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+class _Entry(msgspec.Struct, Generic[B], frozen=True, forbid_unknown_fields=True):
     key: _Key
     files: tuple[FileClaims, ...]
     #: (path, trace index, rank) of each trace analyzed
@@ -115,8 +120,8 @@ class _Entry(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     has_gpu: bool
     gpu: tuple[tuple[str, int], ...]
     summary_ranks: tuple[int, ...] | None
-    parts: tuple[_Part, ...]
-    counts: bytes
+    parts: tuple[_Part[B], ...]
+    counts: B
 
 
 class Damaged(Exception):
@@ -150,20 +155,26 @@ class MapCache:
         key's; :class:`Damaged` when it is there but unusable."""
         path = self.folder / f"{stem}.msgpack"
         try:
-            data = read_regular(path, limit=_LIMIT, follow=False)
+            with mapped_regular(path, limit=_LIMIT, follow=False) as data:
+                return self._read(data, key)
         except FileNotFoundError:
             return None
         except OSError as exc:
             raise Damaged(f"cannot read it ({exc.strerror or type(exc).__name__})") from None
-        if data[: len(MAGIC)] != MAGIC:
-            if data[: len(MAGIC)] in OLD_MAGIC:
+
+    @staticmethod
+    def _read(data: memoryview, key: _Key) -> Mapped | None:
+        """:meth:`load` of an entry's bytes (every view of them let go when it returns)."""
+        magic = bytes(data[: len(MAGIC)])
+        if magic != MAGIC:
+            if magic in OLD_MAGIC:
                 return None
             raise Damaged("not a tracekit map cache entry")
         body = data[len(MAGIC) + _DIGEST :]
         if checksum(body) != data[len(MAGIC) : len(MAGIC) + _DIGEST]:
             raise Damaged("its checksum does not match")
         try:
-            entry = msgspec.msgpack.decode(body, type=_Entry)
+            entry = msgspec.msgpack.decode(body, type=_Entry[memoryview])
         except msgspec.MsgspecError as exc:
             raise Damaged(f"not an entry of this shape ({exc})") from None
         if entry.key != key:
@@ -228,7 +239,7 @@ def _digest_code(code: types.CodeType, digest: Any) -> None:
             digest.update(repr(const).encode())
 
 
-def checksum(body: bytes) -> bytes:
+def checksum(body: bytes | memoryview) -> bytes:
     """What an entry records of its ``body``: its CRC-32, little-endian."""
     return crc32(body).to_bytes(_DIGEST, "little")
 
@@ -274,7 +285,7 @@ def _ipc(frame: pl.DataFrame) -> bytes:
     return out.getvalue()
 
 
-def _frame(data: bytes) -> pl.DataFrame:
+def _frame(data: bytes | memoryview) -> pl.DataFrame:
     try:
         # a stream, not a file: polars reads a file through a lazy scan, ~0.8 ms a table
         return pl.read_ipc_stream(io.BytesIO(data))
@@ -287,7 +298,7 @@ def _kinds() -> dict[str, type[Parts]]:
     return {f"{kind.__module__}.{kind.__qualname__}": kind for kind in Parts.kinds()}
 
 
-def _entry(key: _Key, mapped: Mapped) -> _Entry:
+def _entry(key: _Key, mapped: Mapped) -> _Entry[bytes]:
     summary = mapped.summary
     parts = () if summary is None else summary.parts.items()
     return _Entry(
@@ -305,7 +316,7 @@ def _entry(key: _Key, mapped: Mapped) -> _Entry:
     )
 
 
-def _mapped(entry: _Entry) -> Mapped:
+def _mapped(entry: _Entry[memoryview]) -> Mapped:
     kinds = _kinds()
     parts: dict[str, Parts] = {}
     for part in entry.parts:

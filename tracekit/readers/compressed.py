@@ -27,7 +27,7 @@ _INFLATE: Final = _inflate_module()
 _GZIP: Final = gzip if _INFLATE is zlib else importlib.import_module("isal.igzip")
 
 
-def crc32(data: bytes, value: int = 0) -> int:
+def crc32(data: bytes | memoryview, value: int = 0) -> int:
     """The CRC-32 of ``data`` (gzip's), with ISA-L's SIMD code when installed: 45 MB in 4 ms
     (zlib's 12 ms, BLAKE2b's 57 ms). ``value``: the CRC-32 of what came before ``data``."""
     out: int = _INFLATE.crc32(data, value)

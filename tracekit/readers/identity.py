@@ -20,13 +20,18 @@ device where one was expected is an :class:`OSError`, never a read that blocks o
 from __future__ import annotations
 
 import errno
+import mmap
 import os
 import stat
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO, Final
+from typing import TYPE_CHECKING, BinaryIO, Final
 
 from tracekit.readers.compressed import crc32
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
 
 #: The size of one sampled block.
 BLOCK: Final = 64 * 1024
@@ -106,3 +111,36 @@ def read_regular(path: str | Path, *, limit: int, follow: bool = True) -> bytes:
         if os.fstat(handle.fileno()).st_size > limit:
             raise OSError(errno.EFBIG, f"over {limit} bytes", str(path))
         return handle.read(limit)
+
+
+@contextmanager
+def mapped_regular(path: str | Path, *, limit: int, follow: bool = True) -> Iterator[memoryview]:
+    """The bytes of the regular file ``path`` as a read-only view while the block runs: mapped
+    into memory, not copied (:class:`OSError` as :func:`read_regular`; read where the file
+    system cannot map it). What is taken out of the view must be copied before the block ends.
+
+    A map cache entry of 54 MB read into a buffer, its tables then copied out as ``bytes`` and
+    again into polars, faulted fresh pages in for each copy and gave them back after: 1,024
+    dense ranks' 32 entries took 1.66M page faults and 4.1 s of system time to load. Mapped,
+    the tables are copied once, from the page cache.
+    """
+    fd = open_fd(path, follow=follow)
+    try:
+        size = os.fstat(fd).st_size
+        if size > limit:
+            raise OSError(errno.EFBIG, f"over {limit} bytes", str(path))
+        try:
+            mapping: mmap.mmap | bytes = mmap.mmap(fd, 0, access=mmap.ACCESS_READ) if size else b""
+        except (OSError, ValueError):  # a file system that does not map files: read it
+            with os.fdopen(os.dup(fd), "rb") as handle:
+                mapping = handle.read(limit)
+    finally:
+        os.close(fd)
+    view = memoryview(mapping)
+    try:
+        yield view
+    finally:
+        view.release()
+        if isinstance(mapping, mmap.mmap):
+            with suppress(BufferError):  # a view of it still held (by an error's traceback): unmapped when it goes
+                mapping.close()
