@@ -192,15 +192,22 @@ class MapCache:
             self.folder.mkdir(parents=True, exist_ok=True)
         except (OSError, pl.exceptions.PolarsError, msgspec.MsgspecError, TypeError):
             return False
-        data = MAGIC + checksum(body) + body
+        head = MAGIC + checksum(body)
         with entry_lock(self.folder / f"{stem}.lock", wait_s=_LOCK_WAIT_S) as locked:
             if not locked:  # another process is writing it: it is that one's to write
                 return False
             try:
-                replace_file(self.folder / f"{stem}.msgpack", lambda tmp: tmp.write_bytes(data))
+                replace_file(self.folder / f"{stem}.msgpack", lambda tmp: _write(tmp, head, body))
             except OSError:
                 return False
         return True
+
+
+def _write(path: Path, *parts: bytes) -> None:
+    """``parts`` written one after the other to ``path`` (not joined first: a copy of the entry)."""
+    with path.open("wb") as out:
+        for part in parts:
+            out.write(part)
 
 
 def _per_rank(entries: Sequence[Entry[Any]]) -> set[str]:
