@@ -117,7 +117,8 @@ def read_regular(path: str | Path, *, limit: int, follow: bool = True) -> bytes:
 def mapped_regular(path: str | Path, *, limit: int, follow: bool = True) -> Iterator[memoryview]:
     """The bytes of the regular file ``path`` as a read-only view while the block runs: mapped
     into memory, not copied (:class:`OSError` as :func:`read_regular`; read where the file
-    system cannot map it). What is taken out of the view must be copied before the block ends.
+    system cannot map it). Copy what is kept: a slice of the view still held when the block
+    ends (by a result, or an error's traceback) keeps the file mapped until it goes.
 
     A map cache entry of 54 MB read into a buffer, its tables then copied out as ``bytes`` and
     again into polars, faulted fresh pages in for each copy and gave them back after: 1,024
