@@ -111,6 +111,31 @@ def test_union_of_interleaved_groups_and_unsorted_rows() -> None:
     assert iv.intersect(frame([(0, 100)], rank=0), df, ["rank"]).rows() == [(0, 0, 47)]
 
 
+@given(
+    gaps=st.lists(st.tuples(st.integers(0, 2), st.integers(1, 5), st.integers(1, 9)), min_size=1, max_size=30),
+    touch=st.none() | st.integers(0, 29),
+    end_type=st.sampled_from([pl.Int64, pl.Int32]),
+)
+def test_union_of_rows_already_apart_is_the_rows_as_the_general_path_gives_them(
+    gaps: list[tuple[int, int, int]], touch: int | None, end_type: pl.DataType
+) -> None:
+    # rows in order, each group's intervals apart (the fast path returns them as they are); one
+    # pair made to touch where ``touch`` says (then they merge, as in the general path)
+    rows, rank, t = [], 0, 0
+    for i, (step, gap, length) in enumerate(gaps):
+        rank += step
+        t += 0 if (touch == i and rows and step == 0) else gap
+        rows.append((rank, t, t + length))
+        t += length
+    schema = {"rank": pl.Int32, "start_ns": pl.Int64, "end_ns": end_type}
+    df = pl.DataFrame(rows, schema=schema, orient="row")
+    fast = iv.union(df, ["rank"])
+    general = iv.union(df.with_columns(host=pl.lit("a")), ["rank", "host"]).drop("host")
+    assert fast.schema == {"rank": pl.Int32, "start_ns": pl.Int64, "end_ns": pl.Int64}
+    assert fast.rows() == general.sort("rank", "start_ns").rows()
+    assert _covered(fast.rows()) == _covered(rows)
+
+
 def _covered(rows: list[tuple[int, int, int]]) -> set[tuple[int, int]]:
     """Brute force: every (rank, unit of time) some interval covers."""
     return {(r, t) for r, s, e in rows for t in range(s, e)}

@@ -179,6 +179,11 @@ def _union_flat(df: pl.DataFrame, shift: _Shift) -> pl.DataFrame:
     off = shift.offsets(df).to_numpy()
     starts = df.get_column(START).to_numpy() + off
     ends = df.get_column(END).to_numpy() + off
+    if bool((starts[1:] > ends[:-1]).all()):
+        # in order, apart and not touching already (as unions and the classified host time are
+        # when merged again): every row is an island of its own, so the rows are the union (the
+        # gains' removals of 1,024 ranks, 2.7M rows: no running maximum, no gather, no new columns)
+        return pl.DataFrame([df.get_column(shift.key), df.get_column(START), df.get_column(END).cast(pl.Int64)])
     order = None
     if starts.size > 1 and (starts[1:] < starts[:-1]).any():
         order = np.argsort(starts, kind="stable")
