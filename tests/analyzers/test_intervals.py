@@ -119,11 +119,13 @@ def test_union_of_interleaved_groups_and_unsorted_rows() -> None:
 def test_union_of_rows_already_apart_is_the_rows_as_the_general_path_gives_them(
     gaps: list[tuple[int, int, int]], touch: int | None, end_type: pl.DataType
 ) -> None:
-    # rows in order, each group's intervals apart (the fast path returns them as they are); one
-    # pair made to touch where ``touch`` says (then they merge, as in the general path)
+    # rows in order, each group's intervals apart (the fast path returns them as they are), each
+    # group's times from 0 again (apart only once the groups are laid end to end); one pair made
+    # to touch where ``touch`` says (then they merge, as in the general path)
     rows, rank, t = [], 0, 0
     for i, (step, gap, length) in enumerate(gaps):
         rank += step
+        t = 0 if step else t
         t += 0 if (touch == i and rows and step == 0) else gap
         rows.append((rank, t, t + length))
         t += length
