@@ -47,7 +47,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from benchmarks.run import _env, _machine
 from tracekit.capture.doctor_plan import agreement
 from tracekit.results.doctor import Agreement, TrialMeasure
 from tracekit.results.vocab import BoundKind, Change
@@ -133,12 +132,17 @@ def _measured(out: Path, env: dict[str, str]) -> dict[str, Any]:
     """B against A: the step's change as a gain (positive: B faster), with its interval."""
     saved = out / "compare.json"
     _run([sys.executable, "-m", "tracekit", "compare", str(out / "a"), str(out / "b"), "--json", str(saved)], env)
-    step = json.loads(saved.read_text())["step"]
+    return step_gain(json.loads(saved.read_text())["step"])
+
+
+def step_gain(step: dict[str, Any], digits: int = 2) -> dict[str, Any]:
+    """A compare report's step: both sides (ms), B's change as a gain of A's step (positive: B
+    faster) and its 95% interval (the change's own where none was estimated)."""
     a = step["a"]
     ci = step.get("ci") or {"low": step["delta"], "high": step["delta"]}
     return {
-        "a_ms": round(a / 1e6, 2),
-        "b_ms": round(step["b"] / 1e6, 2),
+        "a_ms": round(a / 1e6, digits),
+        "b_ms": round(step["b"] / 1e6, digits),
         "gain_pct": round(-100 * step["delta"] / a, 2),
         "ci_pct": [round(-100 * ci["high"] / a, 2), round(-100 * ci["low"] / a, 2)],
         "change": step["change"],
@@ -199,6 +203,10 @@ def main(argv: list[str] | None = None) -> None:
     if args.rejudge:
         _rejudge(args.out)
         return
+    # here, not at the top: benchmarks.gpu_calibration imports this module on the GPU machine,
+    # which lacks what benchmarks.run needs (orjson)
+    from benchmarks.run import _env, _machine  # noqa: PLC0415
+
     env = _env()
     began = time.perf_counter()
     rows = []

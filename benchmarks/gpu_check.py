@@ -741,6 +741,23 @@ def bundle(work: Path, slug: str, results: Path) -> str:
     return f"{path.name} ({path.stat().st_size / 1e6:.1f} MB)"
 
 
+def start_run(cpu: bool, out: Path, name: str, deadline: float) -> tuple[float, str, str, Runner, dict[str, Any]]:
+    """A GPU script's start (``gpu_check``, ``gpu_calibration``): on CPU, CUDA hidden from it and its
+    commands; its results folder, a work folder (``tracekit-NAME-*``, with the commands' cache)
+    and the runner that logs to ``NAME.log`` (``-`` as ``_``) until ``deadline`` seconds from now.
+    Returns the start, the device's slug and words, the runner and the environment's facts."""
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    if cpu:
+        os.environ["CUDA_VISIBLE_DEVICES"] = env["CUDA_VISIBLE_DEVICES"] = ""
+    start = time.monotonic()
+    slug, device = device_name(cpu)
+    out.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=f"tracekit-{name}-"))
+    env["TRACEKIT_CACHE_DIR"] = str(work / "cache")
+    runner = Runner(work, out / f"{name.replace('-', '_')}.log", start + deadline, env)
+    return start, slug, device, runner, environment(cpu)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cpu", action="store_true", help="run on CPU as a smoke test of the script")
@@ -748,16 +765,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", action="append", choices=[c[0] for c in CHECKS], help="run only these checks")
     parser.add_argument("--deadline", type=float, default=DEADLINE_S, help="seconds the whole run may take")
     args = parser.parse_args(argv)
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    if args.cpu:
-        os.environ["CUDA_VISIBLE_DEVICES"] = env["CUDA_VISIBLE_DEVICES"] = ""
-    start = time.monotonic()
-    slug, device = device_name(args.cpu)
-    args.out.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix="tracekit-gpu-check-"))
-    env["TRACEKIT_CACHE_DIR"] = str(work / "cache")
-    runner = Runner(work, args.out / "gpu_check.log", start + args.deadline, env)
-    facts = environment(args.cpu)
+    start, slug, device, runner, facts = start_run(args.cpu, args.out, "gpu-check", args.deadline)
+    work = runner.work
     runner.say(f"tracekit GPU check on {device}: {json.dumps(facts)}; work folder {work}")
     sizes = CPU if args.cpu else GPU
     checks: list[Check] = []
