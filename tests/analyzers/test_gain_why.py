@@ -83,7 +83,7 @@ def test_the_tensorboard_pair_measures_what_the_starved_run_predicts(shared_trac
     """The one pair in the shared traces that changes one knob (num_workers 0 -> 4) on the same
     GPU and model: the starved run's data what-if predicts the control's measured step (154.8
     -> 124.0 ms predicted, 128.3 measured), and its joint data-and-launch what-if the step the
-    control's own launch what-if predicts (114.4 and 120.1 ms), each within two standard errors
+    control's own launch what-if predicts (112.4 and 118.3 ms), each within two standard errors
     of the steps' means (6 steps a run, 108 to 152 ms in the control)."""
     starved_dir, control_dir = (shared_traces / "kineto" / f"tbplugin-resnet50-workers{n}" for n in (0, 4))
     starved = analysis_of([starved_dir]).analysis.verdict

@@ -152,3 +152,33 @@ def test_a_runs_what_ifs_work_each_ranks_shape_out_once(monkeypatch: pytest.Monk
     ranks = [r.rank for r in outcome.analysis.run.ranks]
     assert len(calls) >= 2  # the gains and their explanation
     assert sorted(built) == sorted(ranks)
+
+
+def test_a_kernel_launched_as_a_graph_starts_a_graph_gap_after_the_last() -> None:
+    """The launch what-if: kernels launched inside the removed dispatch start GRAPH_GAP_NS after
+    their stream's last, not their launch latency after their launch; a kernel queued behind its
+    stream, a collective, one launched outside the dispatch and a wait beyond the switch time
+    keep theirs (worked by hand: 1 us kernels, 9 us latencies)."""
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    from tests.analyzers.test_retime import plan
+    from tracekit.analyzers.gains_scenarios import GRAPH_GAP_NS, _graph_launched
+    from tracekit.analyzers.retime_plan import Removal
+
+    tasks = [
+        (0.0, 9_000.0, 10_000.0),  # launched at 0, started 9 us later: cut to 1 us
+        (10_500.0, 19_500.0, 20_500.0),  # the same after the first: cut
+        (15_000.0, 21_000.0, 22_000.0),  # queued: launched before its predecessor ended
+        (30_000.0, 39_000.0, 40_000.0),  # a collective: kept
+        (60_000.0, 69_000.0, 70_000.0),  # launched outside the removed dispatch: kept
+        (80_000.0, 110_000.0, 111_000.0),  # 30 us after its launch: a wait, kept
+    ]
+    p = plan(tasks=tasks, instances=[-1, -1, -1, 0, -1, -1])
+    removal = Removal(start=np.array([0.0, 75_000.0]), end=np.array([50_000.0, 90_000.0]), rate=np.ones(2))
+    run = SimpleNamespace(plans=[p])
+    durations = _graph_launched(run, {0: removal})  # type: ignore[arg-type]
+    cut = 1_000.0 - (9_000.0 - GRAPH_GAP_NS)
+    assert durations[0][:2].tolist() == [cut, cut]
+    assert np.isnan(durations[0][2:]).all()

@@ -25,7 +25,9 @@ comms               each collective's own time after the last rank arrives (full
 straggler           the straggler's excess in the phase that makes it late (or before its
                     step starts, when it starts late; with neither named, spread over its step)
 launch              the host's dispatching: operators that launch, runtime calls, the Python
-                    between them (what CUDA graphs' one launch for many saves)
+                    between them (what CUDA graphs' one launch for many saves); and each
+                    kernel so launched starts a graph's gap after the last, not its launch
+                    latency after its launch (:data:`~tracekit.analyzers.gains_scenarios.GRAPH_GAP_NS`)
 host                the host's own CPU work: long operators that launch nothing, Python
                     that runs long without launching
 transfer            host<->device copies on the device (pinned memory, ``non_blocking``)
