@@ -98,6 +98,19 @@ def test_a_sync_that_no_longer_waits_lets_the_host_run_ahead() -> None:
     assert simulate([p], Scenario(no_wait_blocks=True)) == {0: pytest.approx(82 - 61)}
 
 
+def test_a_blocking_copy_that_the_device_ends_just_after_the_call_is_still_awaited() -> None:
+    # a pageable cudaMemcpyAsync (the host's block, 0-7,700 us) launches its copy at 0 (300-7,705
+    # us on the device): the device records its end 5 us after the call returns (the two clocks
+    # as the trace aligns them; 2.5-4.8 us on an H200). The host then launches k2 at 7,710 (it
+    # runs 7,715-7,725). With the copy gone (a pinned, non_blocking one), the copy ends where it
+    # starts (300) and the call returns then, less the 5 us it returned before the copy's end
+    # (295): the host runs 7,405 us sooner, k2 is launched at 305 and runs 310-320
+    us = 1_000.0
+    p = plan(tasks=[(0, 300 * us, 7_705 * us), (7_710 * us, 7_715 * us, 7_725 * us)], blocks=[(0, 7_700 * us)])
+    gone = np.array([0.0, NAN])
+    assert simulate([p], Scenario(durations={0: gone})) == {0: pytest.approx(7_405 * us)}
+
+
 def test_a_kept_block_waits_when_the_training_s_syncs_no_longer_do() -> None:
     # the same, the sync being tracekit capture's own step-end sync: removing the training's
     # syncs leaves it waiting, so nothing is gained; a fetch removed still gains its time
