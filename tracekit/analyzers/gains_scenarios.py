@@ -159,7 +159,7 @@ def _graph_launched(run: GainRun, removals: dict[int, Removal]) -> dict[int, np.
         removal = removals.get(plan.rank)
         if removal is None or removal.start.size == 0 or plan.start.size == 0:
             continue
-        order = np.lexsort((plan.start, plan.stream))
+        order = np.argsort(plan.stream, kind="stable")  # a plan's tasks are in order within each stream
         prev_end = np.full(plan.start.size, -np.inf)
         same = plan.stream[order[1:]] == plan.stream[order[:-1]]
         prev_end[order[1:][same]] = plan.end[order[:-1]][same]
