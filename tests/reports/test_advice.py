@@ -178,3 +178,22 @@ def test_a_capture_with_more_ranks_than_cores_says_so_in_every_report() -> None:
     for fmt in ("terminal", "md", "html"):
         assert "More ranks than cores: 8 ranks ran on 2 CPU cores" in renderer(fmt).render(done), fmt
     assert '"ranks-over-cores"' in renderer("json").render(done)
+
+
+def test_copies_from_pageable_memory_get_pinning_first() -> None:
+    # a run whose top device activity is a pageable host-to-device copy: each blocks the host,
+    # so pinning the batches comes before "copy less"
+    pageable = analyze(
+        make_run([ev("memcpy", "Memcpy HtoD (Pageable -> Device)", 0, 50), ev("kernel", "gemm", 50, 60)])
+    )
+    assert RunTraits.of(pageable).pageable_copies
+    pinned = analyze(make_run([ev("memcpy", "Memcpy HtoD (Pinned -> Device)", 0, 50), ev("kernel", "gemm", 50, 60)]))
+    assert not RunTraits.of(pinned).pageable_copies
+    v = verdict(BoundKind.TRANSFER)
+    first = recommendations(v.primary, v, traits=RunTraits(pageable_copies=True))[0]
+    assert first.startswith("Pin the batches") and "pin_memory=True" in first and "non_blocking=True" in first
+    assert "pin_memory=True" not in recommendations(v.primary, v, traits=RunTraits())[0]
+    # a program that is not PyTorch: pinned host buffers, in CUDA's words
+    plain = msgspec.structs.replace(v, evidence=msgspec.structs.replace(v.evidence, pytorch=False))
+    cuda = recommendations(plain.primary, plain, traits=RunTraits(pageable_copies=True))[0]
+    assert "cudaMallocHost" in cuda and "DataLoader" not in cuda

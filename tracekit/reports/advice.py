@@ -30,6 +30,9 @@ attention              how the run computes attention (:class:`~tracekit.results
 one-thread kernels     a kernel launched on one thread that takes a material share of the kernel
                        time (:attr:`~tracekit.results.analysis.Evidence.one_thread_kernels`) is the
                        first advice of the primary finding, PyTorch or not
+copies                 whether the host-to-device copies come from pageable memory
+                       (:attr:`RunTraits.pageable_copies`): then each blocks the host until done,
+                       and pinning the batches (``pin_memory``, ``non_blocking``) comes first
 the profiler           the tool the traces came from (:attr:`RunTraits.nsys`): advice that changes
                        how the run is profiled names torch.profiler's settings for a Kineto trace,
                        and ``nsys profile``'s and NVTX ranges for an Nsight Systems export (without
@@ -79,6 +82,9 @@ class RunTraits:
     nsys: bool = False
     #: it is a PyTorch program (the verdict's :attr:`~tracekit.results.analysis.Evidence.pytorch`)
     pytorch: bool = True
+    #: a copy from pageable host memory is among the run's top device activities (its
+    #: ``Memcpy HtoD (Pageable -> Device)``): each blocks the host until it is done
+    pageable_copies: bool = False
 
     @classmethod
     def of(cls, analysis: Analysis) -> RunTraits:
@@ -97,6 +103,7 @@ class RunTraits:
             pace_ranks=tuple(analysis.ledger.pace_ranks) if analysis.ledger is not None else (),
             nsys=formats == {TraceFormat.NSYS},
             pytorch=verdict.evidence.pytorch,
+            pageable_copies=any(k.kind == "memcpy" and PAGEABLE in k.name for k in analysis.kernels.top),
         )
 
     @classmethod
@@ -106,6 +113,15 @@ class RunTraits:
         return cls(gpu=gpu, gpu_collectives=gpu, pytorch=verdict.evidence.pytorch)
 
 
+#: How Kineto and Nsight Systems name a copy from (or to) pageable host memory.
+PAGEABLE: Final = "Pageable"
+#: A transfer-bound run's first advice where its copies come from pageable memory.
+PIN_FIRST: Final = {
+    True: "Pin the batches and copy without blocking: DataLoader(pin_memory=True) and .to(device, "
+    "non_blocking=True). The copies here are from pageable memory: each blocks the host until it is done.",
+    False: "Allocate the host buffers pinned (cudaMallocHost / cudaHostAlloc) and copy with cudaMemcpyAsync: "
+    "the copies here are from pageable memory, and each blocks the host until it is done.",
+}
 NCCL_CHECK: Final = "Check the interconnect: NCCL_DEBUG=INFO shows the transport (NVLink/IB vs. sockets)."
 HOST_COLLECTIVES: Final = (
     "Collectives run on the host here (gloo or MPI): give each rank cores of its own (its threads compete "
@@ -245,6 +261,8 @@ def for_bound(
         base = CUDA_RECOMMENDATIONS[bound]
     else:
         base = RECOMMENDATIONS.get(bound, ())
+    if bound is BoundKind.TRANSFER and traits.pageable_copies:
+        base = (PIN_FIRST[traits.pytorch], *base)
     if evidence.graph_replay_pct is not None:
         replayed = graphs_replayed(evidence.graph_replay_pct, traits)
         base = tuple(replayed if line in CAPTURE_GRAPHS else line for line in base)
