@@ -208,6 +208,9 @@ class Row:
     judged: dict[str, Any] = field(default_factory=dict)
     after: str | None = None
     note: str = ""
+    #: where each capture's time went: the mean over the case's runs of the rank's age (s) at each
+    #: mark of its timeline (``phases.rank0.json``'s ``timeline_s``)
+    timeline_s: dict[str, float] = field(default_factory=dict)
 
 
 def _json(path: Path) -> dict[str, Any]:
@@ -350,7 +353,15 @@ def run_case(runner: Runner, case: Case, slug: str, row: Row, *, cpu: bool) -> N
         return
     ab = _json(out / "ab.json")
     row.capture_s = [round(o["seconds"], 1) for o in ab["order"]]
+    row.timeline_s = _timeline([*_runs(out / "a"), *_runs(out / "b")])
     row.status = "captured"
+
+
+def _timeline(runs: list[Path]) -> dict[str, float]:
+    """The mean over ``runs`` of rank 0's age at each mark of its timeline (marks all share)."""
+    lines = [_json(run / "phases.rank0.json").get("timeline_s") or {} for run in runs]
+    marks = [m for m in (lines[0] if lines else {}) if all(m in line for line in lines)]
+    return {m: round(statistics.fmean(line[m] for line in lines), 2) for m in marks}
 
 
 def judge_case(runner: Runner, case: Case, slug: str, row: Row) -> None:
@@ -504,6 +515,17 @@ def markdown(rows: list[Row], extra: dict[str, Any], env: dict[str, Any], device
             f"| {row.case} | {row.a} | {row.b} | {_predicted_words(row, case_bounds, measure)} | "
             f"{_measured_words(row)} | {agreement} | {row.after or '-'} |"
         )
+    timed = [r for r in rows if r.timeline_s]
+    if timed:
+        marks = list(timed[0].timeline_s)
+        lines += [
+            "",
+            "Where each capture's time went: rank 0's process age (s) at each mark, the mean over the case's captures",
+            "",
+            "| case | " + " | ".join(marks) + " |",
+            "| --- |" + " ---: |" * len(marks),
+        ]
+        lines += [f"| {r.case} | " + " | ".join(f"{r.timeline_s.get(m, 0):.2f}" for m in marks) + " |" for r in timed]
     lines += ["", "```json", json.dumps(extra, indent=1, default=str), "```"]
     return "\n".join(lines) + "\n"
 

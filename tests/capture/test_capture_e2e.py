@@ -64,6 +64,12 @@ def test_healthy_capture_is_read_by_analyze(tmp_path: Path) -> None:
     summary = capture("healthy", out)
     assert sorted(p.name for p in out.glob("rank*.pt.trace.json.gz")) == [f"rank{r}.pt.trace.json.gz" for r in range(8)]
     assert len(list(out.glob("phases.rank*.json"))) == 8
+    # where each rank's time went: its start-up stages, then the profiler's marks, in order
+    for path in out.glob("phases.rank*.json"):
+        timeline = json.loads(path.read_text())["timeline_s"]
+        marks = ["start", "init", "workload", "prepare", "profiling", "steps", "steps_done", "written"]
+        assert list(timeline) == marks, path
+        assert list(timeline.values()) == sorted(timeline.values()), path
     env = summary["environment"]
     assert isinstance(env, dict)
     assert env["backend"] == "gloo" and env["world_size"] == 8 and env["distributed_type"] == "MULTI_CPU"

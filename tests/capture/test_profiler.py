@@ -46,6 +46,11 @@ def test_user_loop_writes_trace_phases_and_summary(tmp_path: Path) -> None:
         assert step["phases_ns"]["forward"] >= 4_000_000
         assert set(step["phases_ns"]) >= {"dataload_wait", "forward", "backward", "optim_step", "device_sync", "other"}
     assert phases["memory"]["peak_rss_bytes"] >= phases["memory"]["rss_bytes"] > 0
+    # where the rank's time went: the process's age at each mark, in order (this process is
+    # pytest's: it started before the profiler)
+    timeline = phases["timeline_s"]
+    assert list(timeline) == ["profiling", "steps", "steps_done", "written"]
+    assert 0 < timeline["profiling"] <= timeline["steps"] <= timeline["steps_done"] <= timeline["written"]
     for step in phases["steps"]:  # memory around every phase; the phases' changes and other's make the step's
         assert set(step["phase_memory"]) == set(step["phases_ns"]) - {"other"}
         for m in step["phase_memory"].values():
@@ -323,3 +328,17 @@ def test_a_phase_name_the_reports_could_not_show_is_refused(tmp_path: Path) -> N
         with prof.phase("forward"):
             pass
         prof.step()
+
+
+def test_a_forked_rank_counts_its_age_from_its_parent_s_start() -> None:
+    from tracekit.capture import files
+
+    own = files.process_age()
+    assert own is not None and own > 0  # Linux: /proc
+    try:
+        files.forked_at(100.0)
+        age = files.process_age()
+        assert age is not None and 100.0 + own <= age < 100.0 + own + 60
+    finally:
+        files.forked_at(None)
+    assert files.process_age() == pytest.approx(own, abs=60)

@@ -142,3 +142,28 @@ def check_writable(folder: Path, *, probe_bytes: int = 1 << 16) -> None:
     finally:
         with contextlib.suppress(OSError):
             probe.unlink()
+
+
+#: What :func:`process_age` adds: in a process forked to run a rank (under its supervisor), the
+#: age of the process it was forked from, then (so the age counts from the command's start).
+_AGE_BEFORE_FORK: list[float] = [0.0]
+
+
+def forked_at(age: float | None) -> None:
+    """This process was forked from one ``age`` seconds old (None: unknown, count from the fork)."""
+    _AGE_BEFORE_FORK[0] = age or 0.0
+
+
+def process_age() -> float | None:
+    """Seconds since this process started (to 0.01 s; a forked rank's from its parent's start),
+    from ``/proc``; None where there is none (not Linux): what
+    :attr:`tracekit.capture.Profiler.timeline` counts from."""
+    try:
+        with open("/proc/self/stat", "rb") as f:
+            # the fields after the command's closing parenthesis start at the 3rd; starttime is the 22nd
+            start_ticks = int(f.read().rsplit(b")", 1)[1].split()[19])
+        with open("/proc/uptime", "rb") as f:
+            uptime = float(f.read().split()[0])
+        return round(_AGE_BEFORE_FORK[0] + uptime - start_ticks / os.sysconf("SC_CLK_TCK"), 2)
+    except (OSError, ValueError, IndexError):
+        return None

@@ -186,6 +186,13 @@ class Profiler:
         self.summary_extra = summary_extra or {}
         #: Called with (step, phase) as each phase begins, before it is timed.
         self.progress = progress
+        #: Where this rank's time went: seconds since its process started (``/proc``; empty where
+        #: that is unknown) at each mark: ``profiling`` (the profiler started), ``steps`` (the
+        #: first step began), ``steps_done`` (the last one ended, its trace written),
+        #: ``written`` (this file); a launcher adds its own start-up stages before them
+        #: (``tracekit capture``: ``start``, ``init``, ``workload``, ``prepare``). Written to
+        #: ``phases.rank{r}.json`` as ``timeline_s``.
+        self.timeline: dict[str, float] = {}
         self.rank, self.world_size = 0, 1
         self._records: list[_StepRecord] = []
         self._current: _StepRecord | None = None
@@ -244,6 +251,7 @@ class Profiler:
         if self.nvtx:
             self._nvtx_domain = _nvtx_domain()
         self._torch_profiler.__enter__()
+        self._mark("profiling")
         if self.warmup_steps == 0:
             self._start_measured()
         self._begin_step()
@@ -339,12 +347,20 @@ class Profiler:
         self._set_cuda_range(self._in_active_window())
         if self.done:
             self._current = None
+            self._mark("steps_done")
             return False
         self._begin_step()
         return True
 
     # -- internals ---------------------------------------------------------------------
+    def _mark(self, name: str) -> None:
+        """Mark ``name`` in :attr:`timeline` (once: the first time it is reached)."""
+        age = files.process_age()
+        if age is not None and name not in self.timeline:
+            self.timeline[name] = age
+
     def _begin_step(self) -> None:
+        self._mark("steps")
         # an NVTX range per step (Nsight Systems has no ProfilerStep#N): read back as a step
         nvtx_range = self._nvtx_domain.start_range(message=f"step#{self._step}") if self._nvtx_domain else None
         memory_start = self._sample(fresh=True)
@@ -463,6 +479,7 @@ class Profiler:
                 self.notes.append(_failed(CaptureNoteKind.NO_TIMELINE, self.rank, exc))
 
     def _finish(self) -> None:
+        self._mark("written")
         files.write_json_atomic(self.out_dir / files.phases_name(self.rank), self.phase_record())
         if not self.write_summary:
             return
@@ -484,6 +501,7 @@ class Profiler:
             "steps": [r.as_json() for r in self._records],
             "memory": self._memory(),
             "notes": msgspec.to_builtins(self.notes),
+            "timeline_s": dict(self.timeline),
         }
 
 

@@ -65,9 +65,14 @@ class RankProgress:
     def __init__(self, folder: Path, rank: int) -> None:
         self.folder, self.rank = folder, rank
         self._fd = os.open(folder / files.progress_name(rank), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        #: each start-up stage entered, at the process's age then (s; the Profiler's timeline)
+        self.ages: dict[str, float] = {}
 
     def stage(self, name: str) -> None:
         """The rank entered a start-up stage (one of :data:`STAGES`)."""
+        age = files.process_age()
+        if age is not None:
+            self.ages.setdefault(name, age)
         self._write({"stage": name})
 
     def phase(self, step: int, name: str) -> None:

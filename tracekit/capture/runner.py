@@ -222,6 +222,8 @@ def run(config: CaptureConfig, out_dir: Path | None = None, progress: RankProgre
         },
         progress=progress.phase if progress is not None else None,
     )
+    if progress is not None:  # the start-up stages, before the profiler's own marks
+        prof.timeline.update(progress.ages)
     _loop(config, accelerator, prof, workload=workload, loader=loader, prepared=prepared)
     stage("finishing")
     barrier()
@@ -310,7 +312,9 @@ def run_rank(folder: Path, body: Callable[[RankProgress], None]) -> None:
     progress, error file and done marker written into ``folder`` (:mod:`tracekit.capture.ranks`)."""
     rank = int(os.environ.get("RANK", "0"))
     if os.environ.get(supervisor.PARENT_ENV) and supervisor.available():
+        age = files.process_age()
         supervisor.fork(folder, rank)  # returns in the child; the parent waits and records its exit
+        files.forked_at(age)
     progress = RankProgress(folder, rank)
     progress.stage("start")
     try:

@@ -88,6 +88,9 @@ class PhaseRecord(msgspec.Struct, frozen=True):
     steps: list[StepRecord] = []
     memory: Memory = msgspec.field(default_factory=Memory)
     notes: list[CaptureNote] = []
+    #: where the rank's time went: its process's age (s) at each mark (:attr:`Profiler.timeline`;
+    #: {} in files that predate it, or where the age is unknown)
+    timeline_s: dict[str, float] = {}
 
 
 def read_phase_files(out_dir: Path) -> list[PhaseRecord]:
