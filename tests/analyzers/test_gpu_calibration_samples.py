@@ -1,8 +1,9 @@
 """The H200 calibration's samples (``benchmarks/gpu_calibration.sh``, 2026-12-04): each side of
 each case analyses with the verdict the case was built for, and today's model predicts, on the
 first A run's trace, the gain ``benchmarks/results/gpu_calibration_h200.json`` records for it
-(``repredicted_run1``: rerecord it with the model when the model changes, and say so in
-``docs/verdict.md``'s GPU table).
+(``repredicted_run1``: when the model changes, rerecord it with ``python -m
+benchmarks.gpu_calibration --repredict benchmarks/results/gpu_calibration_h200.json`` and say so
+in ``docs/verdict.md``'s GPU table).
 """
 
 from __future__ import annotations
@@ -84,3 +85,13 @@ def test_the_optimizer_s_fix_is_now_predicted_within_a_quarter() -> None:
     assert isinstance(measured, dict) and isinstance(row["repredicted_run1"], dict)
     gain = float(row["repredicted_run1"]["gain_pct"])
     assert abs(gain - measured["gain_pct"]) <= 0.25 * measured["gain_pct"]
+
+
+def test_repredicting_the_recorded_results_changes_nothing(tmp_path: Path) -> None:
+    # the command that re-records them, on today's model: what is recorded is today's
+    from benchmarks.gpu_calibration import repredict
+
+    copy = tmp_path / RESULTS.name
+    copy.write_text(RESULTS.read_text())
+    repredict(copy)
+    assert json.loads(copy.read_text()) == json.loads(RESULTS.read_text())
