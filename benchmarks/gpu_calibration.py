@@ -619,6 +619,8 @@ def judge_all(runner: Runner, slug: str, captured: list[tuple[Case, Row]]) -> No
 def repredict(results: Path) -> None:
     """Today's model on each case's committed first A run, into ``results``' ``repredicted_run1``
     (what ``tests/analyzers/test_gpu_calibration_samples.py`` holds the model to)."""
+    import msgspec  # noqa: PLC0415
+
     from tracekit.analyzers import run_analysis  # noqa: PLC0415
     from tracekit.readers import load_run  # noqa: PLC0415
 
@@ -630,20 +632,20 @@ def repredict(results: Path) -> None:
         sample = ROOT / "samples" / "captures" / f"{slug}-cal-{row['case']}-a"
         if case is None or not case.bounds or not sample.is_dir():
             continue
-        verdict = run_analysis(load_run([sample], use_cache=False)).analysis.verdict
-        found = [g for g in verdict.gains if g.bound.value in case.bounds]
-        best = max(found, key=lambda g: g.gain_pct or 0.0, default=None)
-        if best is None:
+        # the prediction as the run made it (:func:`_finding`), of the analysis as its JSON holds it
+        analysis = msgspec.to_builtins(run_analysis(load_run([sample], use_cache=False)).analysis)
+        found = _finding(analysis, case.bounds)
+        if found["bound"] is None:
             row.pop("repredicted_run1", None)
             continue
         row["repredicted_run1"] = {
             "sample": sample.name,
-            "bound": best.bound.value,
-            "gain_pct": round(best.gain_pct or 0.0, 2),
-            "share_pct": round(best.share_pct, 2),
+            "bound": found["bound"],
+            "gain_pct": round(found["gain_pct"], 2),
+            "share_pct": round(found["share_pct"], 2),
         }
         measured = row["measured"].get("gain_pct")
-        print(f"{row['case']}: {best.bound.value} {best.gain_pct or 0:.2f}% (measured {measured}%)")
+        print(f"{row['case']}: {found['bound']} {found['gain_pct']:.2f}% (measured {measured}%)")
     results.write_text(json.dumps(doc, indent=1, default=str))
 
 

@@ -354,9 +354,12 @@ class Profiler:
 
     # -- internals ---------------------------------------------------------------------
     def _mark(self, name: str) -> None:
-        """Mark ``name`` in :attr:`timeline` (once: the first time it is reached)."""
+        """Mark ``name`` in :attr:`timeline` (once: the first time it is reached; ``/proc`` is
+        read only then, not at every step)."""
+        if name in self.timeline:
+            return
         age = files.process_age()
-        if age is not None and name not in self.timeline:
+        if age is not None:
             self.timeline[name] = age
 
     def _begin_step(self) -> None:
