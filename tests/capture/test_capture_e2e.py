@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import SAMPLES
+from tracekit.capture.runner import ALLOC_CONF_VARS
 from tracekit.readers import load_run
 
 pytest.importorskip("torch")
@@ -73,6 +74,8 @@ def test_healthy_capture_is_read_by_analyze(tmp_path: Path) -> None:
     env = summary["environment"]
     assert isinstance(env, dict)
     assert env["backend"] == "gloo" and env["world_size"] == 8 and env["distributed_type"] == "MULTI_CPU"
+    # the allocator's settings the ranks ran with (capture 1.8): this process's, which they inherit
+    assert env["alloc_conf"] == {k: os.environ[k] for k in ALLOC_CONF_VARS if os.environ.get(k)}
     phases = summary["phases"]
     step = summary["step"]
     assert isinstance(phases, list) and isinstance(step, dict)

@@ -103,7 +103,9 @@ def test_gpu_compute_tries_bf16_then_a_fused_optimizer() -> None:
     assert keys({"mixed_precision": "bf16", "optimizer_impl": "foreach"}, compute) == []
 
 
-def test_the_audit_and_the_allocator_come_first() -> None:
+def test_the_audit_and_the_allocator_come_first(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("PYTORCH_ALLOC_CONF", "PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_HIP_ALLOC_CONF"):
+        monkeypatch.delenv(name, raising=False)  # the shell's allocator settings are not this test's
     used = ParamAudit(device="cpu", parameters=4, numel=10, unused=[], frozen=[])
     unused = msgspec.structs.replace(used, unused=[ModuleParams(module="head", parameters=["weight"], numel=4)])
     data = baseline(finding(BoundKind.DATA))
@@ -112,6 +114,15 @@ def test_the_audit_and_the_allocator_come_first() -> None:
     fragmented = baseline(finding(BoundKind.DATA), device="cuda", memory=[MemoryNote.FRAGMENTATION])
     assert keys({}, fragmented)[0] == "env.PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"
     assert keys({}, baseline(finding(BoundKind.DATA), memory=[MemoryNote.FRAGMENTATION]))[0] == "num_workers=8"  # CPU
+
+
+def test_the_allocator_is_not_tried_where_the_shell_already_grows_its_segments(monkeypatch: pytest.MonkeyPatch) -> None:
+    # the ranks inherit the doctor's environment: expandable segments set there are on already
+    fragmented = baseline(finding(BoundKind.DATA), device="cuda", memory=[MemoryNote.FRAGMENTATION])
+    monkeypatch.setenv("PYTORCH_ALLOC_CONF", "expandable_segments:True")
+    assert not any(k.startswith("env.") for k in keys({}, fragmented))
+    monkeypatch.setenv("PYTORCH_ALLOC_CONF", "max_split_size_mb:128")
+    assert keys({}, fragmented)[0] == "env.PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"
 
 
 def test_findings_without_a_knob_are_code_changes_with_where_they_are() -> None:

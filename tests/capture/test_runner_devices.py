@@ -111,3 +111,12 @@ def test_the_cores_a_capture_ran_on(monkeypatch: pytest.MonkeyPatch) -> None:
     assert runner.cpu_count() == 2
     monkeypatch.delattr(os, "sched_getaffinity", raising=False)
     assert runner.cpu_count() == os.cpu_count()
+
+
+def test_the_allocator_settings_a_rank_runs_with(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in runner.ALLOC_CONF_VARS:
+        monkeypatch.delenv(name, raising=False)
+    assert runner.alloc_conf() == {}
+    monkeypatch.setenv("PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:True")
+    monkeypatch.setenv("PYTORCH_ALLOC_CONF", "")  # set empty: as unset
+    assert runner.alloc_conf() == {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}

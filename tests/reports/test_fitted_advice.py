@@ -293,3 +293,48 @@ def test_what_fills_memory_is_advised_as_the_run_shards(kind: Parallelism | None
     filled = MemoryFinding(note=MemoryNote.FILLED_BY, rank=0, value=61.0, bytes=2**33, category="optimizer_state")
     [text] = write_memory(filled, kind).recommendations
     assert own in text and foreign not in text
+
+
+# ---------------------------------------------------------------- the allocator's settings
+
+
+def _with_capture(side: str) -> Any:
+    """The memory calibration's side, analysed as ``tracekit analyze`` does: its summary.json beside it."""
+    from tracekit.pipeline import AnalyzeOptions, analyze_paths
+
+    folder = SAMPLES / "captures" / f"cuda-h200-cal-memory-{side}"
+    return analyze_paths([folder], AnalyzeOptions(use_cache=False, details=False)).analysis
+
+
+def _memory_advice(a: Any) -> list[str]:
+    written = write_analysis(a)
+    return [r for w in written.memory if "fragmentation" in w.title for r in w.recommendations]
+
+
+def test_a_run_with_expandable_segments_on_is_not_told_to_turn_them_on() -> None:
+    """The H200 memory calibration: A (the default allocator) is told to grow its segments; B ran
+    with PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (its config's env, capture 1.7) and keeps
+    a 22% gap: it is told what is left, not to set what it set."""
+    before, after = (_with_capture(side) for side in "ab")
+    assert not RunTraits.of(before).expandable_segments and RunTraits.of(after).expandable_segments
+    [told] = _memory_advice(before)
+    assert "expandable_segments:True" in told
+    [left] = _memory_advice(after)
+    assert "already on" in left and "set PYTORCH_CUDA_ALLOC_CONF" not in left
+
+
+@pytest.mark.parametrize(
+    ("recorded", "on"),
+    [
+        ({"PYTORCH_ALLOC_CONF": "expandable_segments:True"}, True),  # torch 2.9's name
+        ({"PYTORCH_CUDA_ALLOC_CONF": "max_split_size_mb:128, expandable_segments:true"}, True),
+        ({"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:False"}, False),
+        ({}, False),  # recorded as unset (capture 1.8): the config's env is not read instead
+    ],
+)
+def test_the_allocator_settings_a_capture_recorded_decide(recorded: dict[str, str], on: bool) -> None:
+    after = _with_capture("b")
+    assert after.capture is not None and after.capture.environment is not None
+    environment = {**after.capture.environment, "alloc_conf": recorded}
+    capture = msgspec.structs.replace(after.capture, environment=environment)
+    assert RunTraits.of(msgspec.structs.replace(after, capture=capture)).expandable_segments is on

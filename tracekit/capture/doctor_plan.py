@@ -25,10 +25,12 @@ events) needs a change of code: each is stated with its predicted gain and where
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final
 
+from tracekit.capture.runner import ALLOC_CONF_VARS
 from tracekit.errors import InputError
 from tracekit.results.doctor import Agreement, CodeChange, Knob
 from tracekit.results.vocab import BoundKind, MemoryNote, NoteKind
@@ -187,6 +189,12 @@ def _knobs(
     return []
 
 
+def _grows() -> bool:
+    """Whether the ranks, which inherit this process's environment, already run with growable
+    allocator segments (set in the shell, not in the config): no trial of what is on."""
+    return any(EXPANDABLE.lower() in os.environ.get(name, "").replace(" ", "").lower() for name in ALLOC_CONF_VARS)
+
+
 def candidates(
     config: CaptureConfig, baseline: Baseline, audit: ParamAudit | None, *, cpus: int, limit: int
 ) -> list[Candidate]:
@@ -197,7 +205,7 @@ def candidates(
     chosen: list[Candidate] = []
     if config.find_unused_parameters and audit is not None and not audit.unused:
         chosen.append(Candidate(Knob.FIND_UNUSED_PARAMETERS, {"find_unused_parameters": "false"}))
-    if cuda and MemoryNote.FRAGMENTATION in baseline.memory and ALLOCATOR_ENV not in config.env:
+    if cuda and MemoryNote.FRAGMENTATION in baseline.memory and ALLOCATOR_ENV not in config.env and not _grows():
         overrides = {f"env.{ALLOCATOR_ENV}": EXPANDABLE}
         chosen.append(Candidate(Knob.EXPANDABLE_SEGMENTS, overrides, memory=MemoryNote.FRAGMENTATION))
     ranked = findings(baseline.verdict)

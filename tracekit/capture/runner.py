@@ -108,7 +108,19 @@ def environment(accelerator: Any, backend: str) -> dict[str, Any]:
         "mixed_precision": accelerator.mixed_precision,
         "python": sys.version.split()[0],
         "cpu_count": cpu_count(),
+        "alloc_conf": alloc_conf(),
     }
+
+
+#: The variables that configure PyTorch's caching allocators (``PYTORCH_ALLOC_CONF`` since torch
+#: 2.9, the CUDA and HIP names before, still read)
+ALLOC_CONF_VARS: Final = ("PYTORCH_ALLOC_CONF", "PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_HIP_ALLOC_CONF")
+
+
+def alloc_conf() -> dict[str, str]:
+    """The caching allocator's settings this rank runs with (those of :data:`ALLOC_CONF_VARS`
+    set, by name): the report does not advise what is already on (``expandable_segments``)."""
+    return {name: os.environ[name] for name in ALLOC_CONF_VARS if os.environ.get(name)}
 
 
 def cpu_count() -> int | None:

@@ -56,7 +56,7 @@ def environment(*, framework: str, version: str, distributed_type: str | None) -
     import torch
     import torch.distributed as dist
 
-    from tracekit.capture.runner import cpu_count  # with torch: importing this module imports neither
+    from tracekit.capture.runner import alloc_conf, cpu_count  # with torch: importing this module imports neither
 
     cuda = torch.cuda.is_available()
     initialized = dist.is_available() and dist.is_initialized()
@@ -70,6 +70,7 @@ def environment(*, framework: str, version: str, distributed_type: str | None) -
         "distributed_type": distributed_type,
         "python": sys.version.split()[0],
         "cpu_count": cpu_count(),
+        "alloc_conf": alloc_conf(),
     }
 
 

@@ -33,6 +33,9 @@ one-thread kernels     a kernel launched on one thread that takes a material sha
 copies                 whether the host-to-device copies come from pageable memory
                        (:attr:`RunTraits.pageable_copies`): then each blocks the host until done,
                        and pinning the batches (``pin_memory``, ``non_blocking``) comes first
+the allocator          whether the caching allocator already grows its segments
+                       (:attr:`RunTraits.expandable_segments`, from the capture's summary): then a
+                       fragmentation gap is told what is left, not to turn them on
 the profiler           the tool the traces came from (:attr:`RunTraits.nsys`): advice that changes
                        how the run is profiled names torch.profiler's settings for a Kineto trace,
                        and ``nsys profile``'s and NVTX ranges for an Nsight Systems export (without
@@ -63,6 +66,7 @@ from tracekit.results.vocab import (
 
 if TYPE_CHECKING:
     from tracekit.results.analysis import Analysis, Evidence, KernelShare, Verdict
+    from tracekit.results.capture import CaptureSummary
 
 
 @dataclass(frozen=True)
@@ -85,6 +89,10 @@ class RunTraits:
     #: a copy from pageable host memory is among the run's top device activities (its
     #: ``Memcpy HtoD (Pageable -> Device)``): each blocks the host until it is done
     pageable_copies: bool = False
+    #: its CUDA/HIP caching allocator grows its segments (``expandable_segments:True`` in the
+    #: allocator's settings its capture recorded, or in the environment its config set): the
+    #: fragmentation advice is already taken
+    expandable_segments: bool = False
 
     @classmethod
     def of(cls, analysis: Analysis) -> RunTraits:
@@ -104,6 +112,7 @@ class RunTraits:
             nsys=formats == {TraceFormat.NSYS},
             pytorch=verdict.evidence.pytorch,
             pageable_copies=any(k.kind == "memcpy" and PAGEABLE in k.name for k in analysis.kernels.top),
+            expandable_segments=_expandable(analysis.capture),
         )
 
     @classmethod
@@ -113,6 +122,20 @@ class RunTraits:
         return cls(gpu=gpu, gpu_collectives=gpu, pytorch=verdict.evidence.pytorch)
 
 
+def _expandable(capture: CaptureSummary | None) -> bool:
+    """Whether a capture's ranks ran with growable allocator segments: the settings they recorded
+    (``environment.alloc_conf``, capture summary 1.8), else the environment their config set."""
+    if capture is None:
+        return False
+    recorded = (capture.environment or {}).get("alloc_conf")
+    if not isinstance(recorded, dict):
+        recorded = (capture.config or {}).get("env")
+    values = recorded.values() if isinstance(recorded, dict) else ()
+    return any(EXPANDABLE_ON in str(v).replace(" ", "").lower() for v in values)
+
+
+#: The allocator's setting (lower case, no spaces) that makes its segments growable.
+EXPANDABLE_ON: Final = "expandable_segments:true"
 #: How Kineto and Nsight Systems name a copy from (or to) pageable host memory.
 PAGEABLE: Final = "Pageable"
 #: A transfer-bound run's first advice where its copies come from pageable memory.

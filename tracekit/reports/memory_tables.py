@@ -119,7 +119,8 @@ def memory_findings(a: Analysis) -> Table | None:
     memory = a.memory
     if memory is None or not memory.findings:
         return None
-    written = [write_memory(f, RunTraits.of(a).parallelism) for f in memory.findings]
+    traits = RunTraits.of(a)
+    written = [write_memory(f, traits.parallelism, expandable=traits.expandable_segments) for f in memory.findings]
     return make_table(
         "memory_findings",
         "Memory findings",

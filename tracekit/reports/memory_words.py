@@ -47,6 +47,12 @@ SHARDED_FILL_ADVICE: Final = {
     },
 }
 EXPANDABLE: Final = "set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (growable segments, less stranded memory)"
+#: A fragmentation finding's advice in a run whose allocator already grows its segments.
+EXPANDABLE_ON: Final = (
+    "expandable segments are already on: what is left is freed memory the allocator keeps mapped for reuse; "
+    "steadier tensor sizes keep it smaller (pad or bucket variable lengths and batch shapes), and it costs "
+    "only when memory is near full"
+)
 
 
 def _measured(title: str, evidence: tuple[str, ...], advice: tuple[str, ...], *, good: bool = False) -> Written:
@@ -56,9 +62,10 @@ def _measured(title: str, evidence: tuple[str, ...], advice: tuple[str, ...], *,
     )
 
 
-def write_memory(f: MemoryFinding, parallelism: Parallelism | None = None) -> Written:
+def write_memory(f: MemoryFinding, parallelism: Parallelism | None = None, *, expandable: bool = False) -> Written:
     """One memory finding in words, with what to do about it (in a run that is data-parallel as
-    ``parallelism`` says: FSDP and ZeRO already shard what they shard)."""
+    ``parallelism`` says: FSDP and ZeRO already shard what they shard; whose allocator grows its
+    segments when ``expandable``: that advice is not given again)."""
     rank = f"rank {f.rank}"
     if f.note is MemoryNote.HEADROOM:
         used = None if f.capacity_bytes is None or f.bytes is None else f.capacity_bytes - f.bytes
@@ -70,7 +77,7 @@ def write_memory(f: MemoryFinding, parallelism: Parallelism | None = None) -> Wr
                 (
                     "a larger batch will not fit, and a longer step may not: "
                     "free memory first (see what fills it) or shard more (FSDP, ZeRO)",
-                    EXPANDABLE,
+                    *(() if expandable else (EXPANDABLE,)),
                 ),
             )
         return _measured(f"Memory headroom: {f.value:.1f}% of the device left on {rank}", (figures,), (), good=True)
@@ -78,7 +85,7 @@ def write_memory(f: MemoryFinding, parallelism: Parallelism | None = None) -> Wr
         return _measured(
             f"Memory fragmentation: {f.value:.1f}% of reserved memory unallocated at the peak on {rank}",
             (f"{gib(f.bytes)} held by the caching allocator and used by no tensor when allocated peaked",),
-            (EXPANDABLE,),
+            (EXPANDABLE_ON if expandable else EXPANDABLE,),
         )
     if f.note is MemoryNote.FILLED_BY:
         return _measured(

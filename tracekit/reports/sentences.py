@@ -481,12 +481,14 @@ def write_verdict(
     summary.json, for the tools' commands; ``traits``: what of the run its advice depends on)."""
     primary = _advised(write(verdict.primary, verdict, capture, traits), PRIMARY_ADVICE)
     secondary = tuple(_advised(write(f, verdict, capture, traits), OTHER_ADVICE) for f in verdict.secondary)
+    run = traits or RunTraits()
     return WrittenVerdict(
         measured_on=verdict.measured_on.value,
         primary=primary,
         secondary=secondary,
         memory=tuple(
-            _advised(write_memory(f, (traits or RunTraits()).parallelism), OTHER_ADVICE) for f in memory.findings
+            _advised(write_memory(f, run.parallelism, expandable=run.expandable_segments), OTHER_ADVICE)
+            for f in memory.findings
         )
         if memory is not None
         else (),

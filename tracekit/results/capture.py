@@ -38,7 +38,9 @@ adds the note kind ``ddp_options_no_effect``, ``environment.ddp`` (the options D
 from the wrapped model) and ``environment.optimizer`` (the optimizer's class and its ``foreach``
 and ``fused``); 1.7 adds ``RankPhases.step_cpu_ns``, the CPU time each measured step used on the
 rank (its process's threads together, DataLoader workers not counted): what a step costs
-whatever else the machine runs, where its wall time on a busy CPU is a share of cores.
+whatever else the machine runs, where its wall time on a busy CPU is a share of cores; 1.8 adds
+``environment.alloc_conf``, the caching allocator's settings the ranks ran with (each of
+``PYTORCH_ALLOC_CONF``, ``PYTORCH_CUDA_ALLOC_CONF`` and ``PYTORCH_HIP_ALLOC_CONF`` set, by name).
 Any 1.x file loads; a newer major version is refused.
 """
 
@@ -80,7 +82,7 @@ __all__ = [
 ]
 
 CAPTURE_SCHEMA: Final = "tracekit.capture_summary"
-CAPTURE_SCHEMA_VERSION: Final = "1.7"
+CAPTURE_SCHEMA_VERSION: Final = "1.8"
 
 
 class StepStats(msgspec.Struct, kw_only=True, frozen=True):
