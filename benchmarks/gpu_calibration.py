@@ -55,6 +55,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from benchmarks.gains_calibration import _verdict, step_gain
+from tracekit.results.vocab import MemoryNote
 
 if TYPE_CHECKING:
     import subprocess
@@ -258,7 +259,8 @@ def _memory_gap(result: dict[str, Any]) -> dict[str, Any]:
     row = max(rows, key=lambda r: r.get("peak_reserved_bytes") or 0)
     gap, reserved = row.get("gap_at_peak_bytes"), row.get("peak_reserved_bytes")
     pct = 100.0 * gap / reserved if gap and reserved else 0.0
-    noted = any(f["note"] == "fragmentation" for f in result["memory"].get("findings", []))
+    # the analysis's own finding (its threshold), by the vocabulary's name ("memory-fragmentation")
+    noted = any(f["note"] == MemoryNote.FRAGMENTATION for f in result["memory"].get("findings", []))
     return {
         "bound": "fragmentation" if noted else None,
         "gain_pct": round(pct, 2),
@@ -634,7 +636,7 @@ def repredict(results: Path) -> None:
             continue
         # the prediction as the run made it (:func:`_finding`), of the analysis as its JSON holds it
         analysis = msgspec.to_builtins(run_analysis(load_run([sample], use_cache=False)).analysis)
-        found = _finding(analysis, case.bounds)
+        found = _memory_gap(analysis) if case.measure == "reserved" else _finding(analysis, case.bounds)
         if found["bound"] is None:
             row.pop("repredicted_run1", None)
             continue
