@@ -776,6 +776,253 @@ CASES: tuple[Case, ...] = (
             _share(COMPUTE, 0.88, 1),
         ),
     ),
+    # --- the H200 calibration's samples (benchmarks/gpu_calibration.sh, 2026-12-04, torch 2.11):
+    # one rank each, ProfilerStep#2-#7 (six steady steps: warm-up ran before the profiler's
+    # window), figures from overview.py and idle_causes.py (host-late: the idle the host's
+    # lateness explains, without the gaps after the capture's own step-end sync). Where a
+    # capture copies batches from pageable memory (no pin_memory), each of the two copies a step
+    # (inputs, targets) is a cudaMemcpyAsync followed by a cudaStreamSynchronize: 2 syncs a step;
+    # tracekit capture's own step-end cudaDeviceSynchronize is not counted (CAPTURE_SYNC_WHY).
+    # "cuda-h200-cal-launch-a": 16 x Linear+LayerNorm+GELU, width 256, batch 64, eager: 23.6 ms
+    # steps of microsecond kernels, compute 2.5%, idle 97.5%, every gap host-late (94.9%): launch
+    # gaps (within a few dispatch intervals) 53.1%, host work 30.6%, data 11.2% (no workers).
+    Case(
+        id="capture-cuda-h200-cal-launch-a",
+        root="samples",
+        paths=("cuda-h200-cal-launch-a",),
+        known="1 rank on an H200, 16 small Linear+LayerNorm+GELU blocks, batch 64, eager",
+        primary="launch-bound",
+        deciding="GPU idle 97.5%, launch gaps 53.1% of the window against host work 30.6%",
+        secondary=("host-bound",),
+        figures=(
+            Figure(STEPS, 6, 0, 0, STEADY, "ProfilerStep#2-#7"),
+            _share(COMPUTE, 2.51, 0),
+            _share(IDLE, 97.45, 0),
+            Figure(HOST_LATE, 94.89, 5, 0, STEADY, CAUSE_TOL),
+            Figure(SYNCS, 2, 0, 0, STEADY, "two pageable copies a step; " + CAPTURE_SYNC_WHY),
+        ),
+    ),
+    # --- "cuda-h200-cal-launch-b": the same, its forward and backward replayed as CUDA graphs
+    # (make_graphed_callables): 14.1 ms steps; the launch gaps fall to 22.5% of the window and the
+    # host's own work between the replays (the optimizer's Python, the loss, the phases) is
+    # 52.1%; data 18.3%. host-bound.
+    Case(
+        id="capture-cuda-h200-cal-launch-b",
+        root="samples",
+        paths=("cuda-h200-cal-launch-b",),
+        known="the launch case's model with forward and backward as CUDA graphs",
+        primary="host-bound",
+        deciding="GPU idle 95.6%: host work 52.1% of the window, launch gaps 22.5%, data 18.3%",
+        figures=(
+            Figure(STEPS, 6, 0, 0, STEADY, "ProfilerStep#2-#7"),
+            _share(COMPUTE, 4.31, 0),
+            _share(IDLE, 95.62, 0),
+            Figure(HOST_LATE, 92.85, 5, 0, STEADY, CAUSE_TOL),
+        ),
+    ),
+    # --- "cuda-h200-cal-optimizer-a": AdamW's for-loop step over 384 small tensors: 99.3 ms
+    # steps, 3,134 kernels a step; compute 3.1%, idle 96.9%, launch gaps 74.1% of the window
+    # (18,660 gaps), host work 19.5%. launch-bound, host second.
+    Case(
+        id="capture-cuda-h200-cal-optimizer-a",
+        root="samples",
+        paths=("cuda-h200-cal-optimizer-a",),
+        known="1 rank on an H200, AdamW (for-loop) over 384 small parameter tensors",
+        primary="launch-bound",
+        deciding="launch gaps 74.1% of the window (18,660 gaps), host work 19.5%",
+        secondary=("host-bound",),
+        figures=(
+            Figure(STEPS, 6, 0, 0, STEADY, "ProfilerStep#2-#7"),
+            _share(COMPUTE, 3.09, 0),
+            _share(IDLE, 96.90, 0),
+            Figure(HOST_LATE, 96.54, 5, 0, STEADY, CAUSE_TOL),
+        ),
+    ),
+    # --- "cuda-h200-cal-optimizer-b": the same with AdamW(fused=True): 24.0 ms steps; the
+    # kernels are few, the host's Python between them is 76.0% of the window, data 12.8%, launch
+    # gaps 9.2%. host-bound.
+    Case(
+        id="capture-cuda-h200-cal-optimizer-b",
+        root="samples",
+        paths=("cuda-h200-cal-optimizer-b",),
+        known="the optimizer case with AdamW(fused=True)",
+        primary="host-bound",
+        deciding="host work 76.0% of the window, launch gaps 9.2%",
+        figures=(
+            Figure(STEPS, 6, 0, 0, STEADY, "ProfilerStep#2-#7"),
+            _share(COMPUTE, 0.66, 0),
+            _share(IDLE, 99.30, 0),
+            Figure(HOST_LATE, 97.99, 5, 0, STEADY, CAUSE_TOL),
+        ),
+    ),
+    # --- "cuda-h200-cal-transfer-a": 32 MiB pageable batches from 2 workers: 23.1-27.1 ms steps;
+    # the two pageable copies are 31.2% of the window on the device (Memcpy HtoD (Pageable ->
+    # Device)) and block the host 8.1-9.6 ms a step (the h2d phase); the fetch phase
+    # (dataload_wait) lasts 8.5-11.4 ms, of which the DataLoader's __next__ is 1.6-4.4 ms and
+    # about 7 ms follow it with no event (released: the previous batch's shared memory, which a
+    # pinned batch does not hold). GPU idle 67.6%, all host-late. The wait for the data first,
+    # the copies second; "transfer-bound" is as sound a reading (the copies alone are 31%).
+    Case(
+        id="capture-cuda-h200-cal-transfer-a",
+        root="samples",
+        paths=("cuda-h200-cal-transfer-a",),
+        known="1 rank on an H200, 32 MiB pageable batches from 2 DataLoader workers, blocking copies",
+        primary="data-bound",
+        alternatives=("transfer-bound",),
+        deciding="the fetch phase 8.5-11.4 ms a step of 23-27, the pageable copies 31.2% of the window",
+        secondary=("transfer-bound",),
+        figures=(
+            Figure(STEPS, 6, 0, 0, STEADY, "ProfilerStep#2-#7"),
+            _share(COMPUTE, 1.20, 0),
+            _share(MEMORY, 31.18, 0),
+            _share(IDLE, 67.61, 0),
+            Figure(HOST_LATE, 66.54, 5, 0, STEADY, CAUSE_TOL),
+            Figure(SYNCS, 2, 0, 0, STEADY, "two pageable copies a step; " + CAPTURE_SYNC_WHY),
+        ),
+    ),
+    # --- "cuda-h200-cal-transfer-b": the same, pinned and non_blocking: the copies 3.3% of the
+    # window, no sync; the 2 workers cannot keep up (13.5 ms steps, one fetch of 40.6 ms): GPU
+    # idle 95.1%, under the fetch 62.5% of the window. data-bound.
+    Case(
+        id="capture-cuda-h200-cal-transfer-b",
+        root="samples",
+        paths=("cuda-h200-cal-transfer-b",),
+        known="the transfer case with pin_memory=True and non_blocking copies",
+        primary="data-bound",
+        deciding="GPU idle under the DataLoader fetch: 62.5% of the window",
+        figures=(
+            Figure(STEPS, 6, 0, 0, STEADY, "ProfilerStep#2-#7"),
+            _share(MEMORY, 3.32, 0),
+            _share(IDLE, 95.10, 0),
+            Figure(HOST_LATE, 93.41, 5, 0, STEADY, CAUSE_TOL),
+            Figure(SYNCS, 0, 0, 0, STEADY, CAPTURE_SYNC_WHY),
+        ),
+    ),
+    # --- "cuda-h200-cal-compute-a": the 210M-parameter MLP in fp32 (batch 256, 4 pinned workers):
+    # 13.2 ms steps, compute 85.8%, idle 14.0% (host work 6.3%, after the capture's own
+    # step-end sync 4.6%). gpu-compute-bound.
+    Case(
+        id="capture-cuda-h200-cal-compute-a",
+        root="samples",
+        paths=("cuda-h200-cal-compute-a",),
+        known="1 rank on an H200, a 210M-parameter MLP, fp32, batch 256",
+        primary="gpu-compute-bound",
+        deciding="compute 85.8% of the window",
+        figures=(
+            Figure(STEPS, 6, 0, 0, STEADY, "ProfilerStep#2-#7"),
+            _share(COMPUTE, 85.82, 0),
+            _share(IDLE, 13.97, 0),
+            Figure(HOST_LATE, 6.75, 5, 0, STEADY, CAUSE_TOL),
+            Figure(SYNCS, 0, 0, 0, STEADY, CAPTURE_SYNC_WHY),
+        ),
+    ),
+    # --- "cuda-h200-cal-compute-b": the same under bf16 autocast: the GEMMs shrink, 12.2 ms
+    # steps, compute 51.3%, idle 48.5%, of which host work 24.5% and launch gaps 16.5% of the
+    # window (4.5% more after the capture's own step-end sync): the host sets the pace (bf16's
+    # measured gain was 11.7%, within noise). Compute is still the largest single share, so
+    # "gpu-compute-bound" is a sound reading too; the host's two parts together (41.0%) are
+    # what a faster step needs.
+    Case(
+        id="capture-cuda-h200-cal-compute-b",
+        root="samples",
+        paths=("cuda-h200-cal-compute-b",),
+        known="the compute case under bf16 autocast",
+        primary="mixed",
+        alternatives=("gpu-compute-bound", "host-bound", "launch-bound"),
+        deciding="compute 51.3%; GPU idle 48.5%: host work 24.5%, launch gaps 16.5%",
+        figures=(
+            Figure(STEPS, 6, 0, 0, STEADY, "ProfilerStep#2-#7"),
+            _share(COMPUTE, 51.27, 0),
+            _share(IDLE, 48.51, 0),
+            Figure(HOST_LATE, 40.95, 5, 0, STEADY, CAUSE_TOL),
+        ),
+    ),
+    # --- "cuda-h200-cal-sync-a": the fp32 MLP with a .item() in every forward: 15.8 ms steps,
+    # one cudaStreamSynchronize a step (5.0-5.7 ms of waiting for the forward's GEMMs), then the
+    # GPU idles while the host launches backward: compute 71.7%, idle 28.1% (host work 13.1%,
+    # launch gaps 7.7%, after the capture's own sync 4.7%). gpu-compute-bound, the sync a finding.
+    Case(
+        id="capture-cuda-h200-cal-sync-a",
+        root="samples",
+        paths=("cuda-h200-cal-sync-a",),
+        known="the compute case with a .item() in every forward",
+        primary="gpu-compute-bound",
+        deciding="compute 71.7% of the window; one sync a step, 5.0-5.7 ms waiting",
+        figures=(
+            Figure(STEPS, 6, 0, 0, STEADY, "ProfilerStep#2-#7"),
+            _share(COMPUTE, 71.67, 0),
+            _share(IDLE, 28.13, 0),
+            Figure(HOST_LATE, 20.76, 5, 0, STEADY, CAUSE_TOL),
+            Figure(SYNCS, 1, 0, 0, STEADY, "cudaStreamSynchronize (.item()); " + CAPTURE_SYNC_WHY),
+        ),
+    ),
+    # --- "cuda-h200-cal-sync-b": the same without the .item(): 14.4 ms steps, compute 80.5%.
+    Case(
+        id="capture-cuda-h200-cal-sync-b",
+        root="samples",
+        paths=("cuda-h200-cal-sync-b",),
+        known="the sync case's B: the compute case again, no .item()",
+        primary="gpu-compute-bound",
+        deciding="compute 80.5% of the window",
+        figures=(
+            Figure(STEPS, 6, 0, 0, STEADY, "ProfilerStep#2-#7"),
+            _share(COMPUTE, 80.46, 0),
+            _share(IDLE, 19.33, 0),
+            Figure(HOST_LATE, 9.95, 5, 0, STEADY, CAUSE_TOL),
+            Figure(SYNCS, 0, 0, 0, STEADY, CAPTURE_SYNC_WHY),
+        ),
+    ),
+    # --- "cuda-h200-cal-memory-a" and "-b": a small MLP (width 1024, batch 64, no workers) whose
+    # every forward fills a scratch buffer 64 MiB larger than the last (built for memory: the
+    # allocator's fragmentation, then expandable segments). Time: 8.2 and 5.7 ms steps, GPU idle
+    # 96.0 and 94.8%, the host late for all of it, in three near-equal parts: host work 33.3 and
+    # 33.4%, launch gaps 30.2 and 29.1%, data (the training thread collating) 29.5 and 28.9% of
+    # the window. No one of them is the bound: mixed (host and data, which the steps do not tell
+    # apart), any of the three a sound reading.
+    *(
+        Case(
+            id=f"capture-cuda-h200-cal-memory-{side}",
+            root="samples",
+            paths=(f"cuda-h200-cal-memory-{side}",),
+            known=f"1 rank on an H200, a growing scratch buffer every forward ({allocator})",
+            primary="mixed",
+            alternatives=("host-bound", "data-bound", "launch-bound"),
+            deciding=f"GPU idle {idle}%: host work, launch gaps and data within 4.4 points of each other",
+            figures=(
+                Figure(STEPS, 6, 0, 0, STEADY, "ProfilerStep#2-#7"),
+                _share(COMPUTE, compute, 0),
+                _share(IDLE, idle, 0),
+                Figure(HOST_LATE, late, 5, 0, STEADY, CAUSE_TOL),
+                Figure(SYNCS, 2, 0, 0, STEADY, "two pageable copies a step; " + CAPTURE_SYNC_WHY),
+            ),
+        )
+        for side, allocator, compute, idle, late in (
+            ("a", "the default allocator", 3.83, 96.02, 92.91),
+            ("b", "expandable segments", 5.03, 94.78, 91.33),
+        )
+    ),
+    # --- "cuda-h200-compile": the launch case's model under torch.compile (default mode): 17.7
+    # ms steps of Inductor's fused Triton kernels, compute 3.0%, idle 97.0%, all host-late
+    # (94.8%). idle_causes.py splits it 48.0% host work, 33.6% launch gaps, 13.2% data: its rule
+    # calls a gap longer than five of the thread's dispatch intervals host work, and Inductor's
+    # wrapper launches each Triton kernel through tens of microseconds of Python. That time is
+    # the launching itself, which CUDA graphs (mode="reduce-overhead") remove: launch-bound, as
+    # tracekit reads it; host-bound is the independent script's reading.
+    Case(
+        id="capture-cuda-h200-compile",
+        root="samples",
+        paths=("cuda-h200-compile",),
+        known="the launch case's model under torch.compile (default mode), 1 rank on an H200",
+        primary="launch-bound",
+        alternatives=("host-bound",),
+        deciding="GPU idle 97.0%, all host-late: Triton launches through Inductor's Python wrapper",
+        figures=(
+            Figure(STEPS, 6, 0, 0, STEADY, "ProfilerStep#2-#7"),
+            _share(COMPUTE, 2.98, 0),
+            _share(IDLE, 96.97, 0),
+            Figure(HOST_LATE, 94.75, 5, 0, STEADY, CAUSE_TOL),
+        ),
+    ),
     # --- TraceLens vLLM decode, full graph (overview.py, idle_causes.py --window gpu|trace): one
     # decode step of 32 requests on one AMD GPU (ROCm), no ProfilerStep. The host prepares inputs
     # (9 hipMemcpyAsync) and replays the whole model with one hipGraphLaunch at +1.5 ms; its

@@ -26,7 +26,11 @@ launching thread did between the gap start and the launch is the cause:
                  the host dispatches ops one by one and the GPU drains faster than it is fed
   ``host_work``  longer: the thread issued no launch for many dispatch intervals, it was
                  doing CPU work that launches nothing
-Gaps with no ending op (trailing idle of a window) are ``tail``; an ending op with no launch
+A host-late gap that began while its launching thread sat in tracekit capture's own step-end
+sync (the last ``cudaDeviceSynchronize`` of a ProfilerStep, after every ``tracekit.phase/``
+range of it has ended; or within ``SWITCH`` of its return; a gap cut by a window's start began
+where the GPU fell idle) is ``capture_sync``: the measurement drained the queue, not the
+training. Gaps with no ending op (trailing idle of a window) are ``tail``; an ending op with no launch
 in the trace is ``unobservable`` when it starts before the trace's first runtime call
 (launched before the profiler recorded the host), else ``unexplained``. ``--window trace``
 measures from the trace's first to its last event (where the GPU's first op comes late);
@@ -103,6 +107,20 @@ def is_launch(name: str) -> bool:
     return any(k in name for k in LAUNCHES)
 
 
+def _capture_syncs(ev: list[tuple], steps: list[tuple]) -> list[tuple]:
+    """tracekit capture's step-end syncs: in each ProfilerStep, its last cudaDeviceSynchronize
+    when it starts after every tracekit.phase/ range of the step has ended."""
+    out = []
+    for s in steps:
+        phases = [e[5] for e in ev if e[0] == "cpu" and e[1].startswith("tracekit.phase/") and s[4] <= e[4] < s[5]]
+        calls = [e for e in ev if e[0] == "runtime" and e[1] == "cudaDeviceSynchronize" and s[4] <= e[4] < s[5]]
+        if phases and calls:
+            last = max(calls, key=lambda e: e[4])
+            if last[4] >= max(phases):
+                out.append(last)
+    return out
+
+
 def explain(  # noqa: PLR0912, PLR0915
     path: Path, exclude: set[int], window: str, verbose: int = 0, nsys_rank: int | None = None
 ) -> dict[str, float]:
@@ -145,6 +163,8 @@ def explain(  # noqa: PLR0912, PLR0915
         if is_launch(e[1]):
             launch_by_tid[e[3]].append(e[4])
     sync_u = {k: union(v) for k, v in sync_by_tid.items()}
+    capture_syncs = _capture_syncs(ev, steps)
+    busy_ends = [hi for _, hi in busy]
     alloc_u = {k: union(v) for k, v in alloc_by_tid.items()}
     interval = {}
     for k, v in launch_by_tid.items():
@@ -177,7 +197,11 @@ def explain(  # noqa: PLR0912, PLR0915
                 late = [(gs, min(launch[4], ge))]
                 late_len = length(late)
                 tid = launch[3]
-                if length(intersect(late, fetch)) > late_len / 2:
+                # where the GPU fell idle: a gap cut by the window's start began at the last busy end
+                began = busy_ends[i - 1] if gs == lo and (i := bisect.bisect_right(busy_ends, gs)) > 0 else gs
+                if any(c[3] == tid and c[4] <= began <= c[5] + SWITCH for c in capture_syncs):
+                    cause = "capture_sync"
+                elif length(intersect(late, fetch)) > late_len / 2:
                     cause = "data"
                 elif length(intersect(late, sync_u.get(tid, []))) > late_len / 2:
                     cause = "host_sync"
