@@ -358,6 +358,42 @@ def test_outermost_at_is_locate_in_the_outermost(
         assert found.get_column("i").is_sorted()
 
 
+@settings(max_examples=1000, deadline=None)
+@given(rows=_OPS, points=_POINTS, cuts=st.lists(st.integers(0, 60), max_size=4), shuffled=st.booleans())
+def test_the_holders_give_outermost_at_every_range_s_answers(
+    rows: list[tuple[int, int, int, int]], points: list[tuple[int, int]], cuts: list[int], shuffled: bool
+) -> None:
+    """outermost_at over the ranges :func:`holders` keeps (read from the ranges cut into
+    slices) answers as over every range: partial overlaps (a range that starts inside another
+    holding no point is not outermost), twins, ties of start, zero lengths, points outside."""
+    data = [(r, s, s + d, f"op{i}") for i, (r, _, s, d) in enumerate(rows)]
+    data = sorted(data, key=(lambda row: (-row[0], row[3])) if shuffled else (lambda row: row[1]))
+    schema = {"g": pl.Int64, "start_ns": pl.Int64, "end_ns": pl.Int64, "name": pl.String}
+    ranges = pl.DataFrame(data, schema=schema, orient="row")
+    at = pl.DataFrame(points, schema={"g": pl.Int64, "t": pl.Int64}, orient="row").with_row_index("i")
+    bounds = sorted({0, ranges.height, *(min(c, ranges.height) for c in cuts)})
+
+    def slices() -> list[pl.DataFrame]:
+        return [ranges.slice(lo, hi - lo) for lo, hi in itertools.pairwise(bounds)] or [ranges.clear()]
+
+    kept = iv.holders(slices, at, "t", by=["g"])
+    assert kept.height <= ranges.height
+    assert kept.get_column("name").is_in(ranges.get_column("name").implode()).all()
+    expected = iv.outermost_at(at, "t", ranges, by=["g"], keep=["name"])
+    found = iv.outermost_at(at, "t", kept, by=["g"], keep=["name"])
+    assert found.select("i", "name").equals(expected.select("i", "name")), (kept, found, expected)
+
+
+def test_a_range_holding_no_point_still_decides_the_outermost() -> None:
+    # a: 0-10 holds no point, c: 8-15 holds 12 but starts inside a: not outermost, no answer;
+    # b: 20-30 holds 25 and is outermost; d: 40-41 holds nothing and decides nothing
+    ranges = pl.DataFrame({"g": [1] * 4, "start_ns": [0, 8, 20, 40], "end_ns": [10, 15, 30, 41], "name": list("acbd")})
+    points = pl.DataFrame({"g": [1, 1], "t": [12, 25]})
+    kept = iv.holders(lambda: [ranges.head(2), ranges.tail(2)], points, "t", by=["g"])
+    assert kept.get_column("name").to_list() == ["a", "c", "b"]
+    assert iv.outermost_at(points, "t", kept, by=["g"], keep=["name"]).rows() == [(1, 25, "b")]
+
+
 def test_outermost_at_by_hand() -> None:
     # a: 0-10 holds b: 2-4 (nested); c: 8-15 overlaps a without nesting (not outermost);
     # d and e start together at 20, e the longer (outermost), f: 30-30 (zero length)

@@ -15,7 +15,7 @@ import polars as pl
 from tracekit.model.frames import columns, kept, taken
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping, Sequence
+    from collections.abc import Callable, Iterable, Mapping, Sequence
 
 START, END = "start_ns", "end_ns"
 _KEY = "__group"
@@ -517,6 +517,31 @@ def outermost_at(
     held &= before <= starts[chosen]
     rows = pl.Series(chosen[held] if order is None else order[chosen[held]])
     return kept(df, pl.Series(held)).hstack(taken(columns(ranges, *keep), rows).get_columns())
+
+
+def holders(
+    slices: Callable[[], Iterable[pl.DataFrame]], points: pl.DataFrame, time: str, *, by: Sequence[str]
+) -> pl.DataFrame:
+    """Of the ranges that ``slices()`` gives (slices of one frame, by + start_ns, end_ns and any
+    other columns), the ones an answer of :func:`outermost_at` for ``points`` (by + ``time``)
+    can depend on, in the slices' order: those that hold a point (the outermost range holding
+    one is among them), and those that hold the start of one of those (they decide whether it
+    is outermost: a range is when every range that starts before it has ended by its start).
+    ``outermost_at(points, time, holders(...))`` is ``outermost_at(points, time, every range)``;
+    of millions of ranges (a thread's operators), a few are kept, one slice held at a time.
+    ``slices`` is called twice, and gives at least one slice (an empty one where there are none)."""
+
+    def spans(times: pl.DataFrame) -> pl.DataFrame:  # the times as ranges of 1 ns, disjoint
+        at = pl.col(time)
+        return union(times.drop_nulls().select(*by, at.alias(START), (at + 1).alias(END)), by)
+
+    def holding(times: pl.DataFrame) -> pl.DataFrame:
+        around = spans(times)
+        return pl.concat([overlapping(part, around, by=by) for part in slices()], how="vertical_relaxed")
+
+    points = points.select(*by, time)
+    held = holding(points)
+    return holding(pl.concat([points, held.select(*by, pl.col(START).alias(time))], how="vertical_relaxed"))
 
 
 def _outermost_by_window(

@@ -28,6 +28,8 @@ from tracekit.analyzers.syncs import sync_points, user_calls
 from tracekit.results.vocab import SyncKind, WorkKind
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+
     from tracekit.analyzers.context import RankContext
     from tracekit.analyzers.mapreduce import Reduced
 
@@ -43,12 +45,18 @@ def _named(points: pl.DataFrame, ctx: RankContext) -> pl.DataFrame:
         return points.with_columns(op=pl.lit(None, pl.String), phase=pl.lit(None, pl.String))
     points = points.with_row_index("_i")
     threads = points.select("rank", "tid").unique().sort("rank", "tid").with_row_index("thread")
-    tids = pl.col("tid").is_in(threads.get_column("tid").implode())
-    ops = on_thread(ctx.run.select(["cpu_op"], "rank", "tid", "start_ns", "end_ns", "name", where=tids), threads)
+    mine = on_thread(points.select("_i", "rank", "tid", "start_ns"), threads)
+
+    def slices() -> Iterator[pl.DataFrame]:
+        for part in ctx.run.select_slices(["cpu_op"], "rank", "tid", "start_ns", "end_ns", "name"):
+            yield on_thread(part, threads)
+
+    # of the threads' operators (a 2 GB rank's millions, for a few thousand syncs), those an
+    # answer depends on, a slice of the events at a time
+    ops = iv.holders(slices, mine, "start_ns", by=["thread"])
     # a parent and its child can share both times (``aten::item`` and the ``_local_scalar_dense``
     # it calls, at 1 us resolution): the first in event order, whatever the shard; the names of
     # the operators found only made strings (a 2 GB rank's 1.4M outermost: 60 MB)
-    mine = on_thread(points.select("_i", "rank", "tid", "start_ns"), threads)
     by_op = iv.outermost_at(mine, "start_ns", ops, by=["thread"], keep=["name"])
     by_op = by_op.select("_i", op=pl.col("name").cast(pl.String))
     phases = ctx.top_level.select("rank", "tid", "start_ns", "end_ns", pl.col("name").alias("phase"))
