@@ -142,3 +142,13 @@ def test_with_capture_adds_the_note_once_and_the_run_kind() -> None:
     assert [f.note for f in done.verdict.secondary].count(NoteKind.RANKS_OVER_CORES) == 1
     assert with_capture(done) == done
     assert with_capture(analysis) == analysis  # no capture: nothing to add
+
+
+def test_with_capture_gives_the_world_size_the_traces_do_not_record() -> None:
+    # a rank alone records no process group: its capture says how many ranks the run had
+    analysis = analyze(make_run([ev("step", "ProfilerStep#1", 0, 10), ev("cpu_op", "aten::mm", 1, 5)]))
+    unknown = msgspec.structs.replace(analysis, run=msgspec.structs.replace(analysis.run, world_size=None))
+    capture = summary({"nproc": 8}, {"world_size": 8})
+    assert with_capture(msgspec.structs.replace(unknown, capture=capture)).run.world_size == 8
+    recorded = msgspec.structs.replace(analysis, run=msgspec.structs.replace(analysis.run, world_size=16))
+    assert with_capture(msgspec.structs.replace(recorded, capture=capture)).run.world_size == 16  # the traces' own

@@ -126,12 +126,15 @@ def ranks_over_cores(capture: CaptureSummary | None) -> Finding | None:
 
 
 def with_capture(analysis: Analysis) -> Analysis:
-    """``analysis`` completed by its capture summary: how the run is data-parallel, where its
-    ops did not tell, and a note when its ranks outnumbered the cores they ran on."""
+    """``analysis`` completed by its capture summary: how the run is data-parallel and its world
+    size, where its traces did not tell (a rank alone records no process group), and a note when
+    its ranks outnumbered the cores they ran on."""
     capture = analysis.capture
     run = analysis.run
     if run.parallelism is None and (kind := run_kind.from_capture(capture)) is not None:
         run = msgspec.structs.replace(run, parallelism=kind)
+    if run.world_size is None and capture is not None and capture.world_size > 0:
+        run = msgspec.structs.replace(run, world_size=capture.world_size)
     verdict = analysis.verdict
     note = ranks_over_cores(capture)
     if note is not None and note not in verdict.secondary:
