@@ -87,9 +87,25 @@ def test_dataloader_gap_is_device_idle_during_the_fetch() -> None:
         ev("kernel", "gemm", 20, 60, correlation=1),
     ]
     dl = run_analysis(make_run(rows)).frames.dataloader.per_rank.row(0, named=True)
-    assert dl["fetch_ns"] == 30
+    assert dl["fetch_ns"] == 30 and dl["loader_ns"] == 30  # the fetch is the DataLoader's own
     assert dl["idle_ns"] == 20  # [0, 20): the fetch's last 10 ns overlap the kernel
     assert dl["share_pct"] == pytest.approx(20.0)
+
+
+def test_the_dataloader_s_own_part_of_a_capture_s_fetch_phase() -> None:
+    # tracekit capture's fetch phase [0, 40) holds the DataLoader's __next__ [5, 15): 10 of its
+    # 40 ns are the loader's own wait, 30 the loop's around it
+    rows = [
+        ev("step", "ProfilerStep#1", 0, 100),
+        ev("annotation", "tracekit.phase/dataload_wait", 0, 40),
+        ev("cpu_op", "enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__", 5, 15),
+        ev("runtime", "cudaLaunchKernel", 41, 42, correlation=1),
+        ev("kernel", "gemm", 50, 90, correlation=1),
+    ]
+    outcome = run_analysis(make_run(rows))
+    dl = outcome.frames.dataloader.per_rank.row(0, named=True)
+    assert (dl["fetch_ns"], dl["loader_ns"], dl["idle_ns"]) == (40, 10, 40)
+    assert outcome.analysis.verdict.evidence.fetch_around() == (40.0, 10.0, 30.0)
 
 
 def test_host_syncs_count_and_idle_after_but_not_optimizer_items() -> None:

@@ -140,3 +140,29 @@ def test_a_fix_worth_nothing_is_not_advised() -> None:
         ],
     )
     assert [f.bound for f in fixes] == [BoundKind.SYNC]
+
+
+def test_the_data_knob_is_a_code_change_where_the_fetch_is_mostly_around_the_loader() -> None:
+    gains = [_gain(BoundKind.DATA, 38.8, 44.1), _gain(BoundKind.TRANSFER, 31.1, 31.1)]
+    found = [_found(BoundKind.DATA), _found(BoundKind.TRANSFER)]
+    assert [f.bound for f in first_fixes(found, gains)] == [BoundKind.DATA, BoundKind.TRANSFER]
+    around = first_fixes(found, gains, data_knob=False)
+    # more workers shorten only the DataLoader's own wait: the rest is the loop's code (38.8 / 2 < 31.1)
+    assert [(f.bound, f.effort) for f in around] == [(BoundKind.TRANSFER, Effort.KNOB), (BoundKind.DATA, Effort.CODE)]
+
+
+def test_a_capture_whose_fetch_is_mostly_around_the_loader_pins_first() -> None:
+    # 32 MiB pageable batches from 2 workers (H200): the fetch phase 8.5-11.4 ms a step, the
+    # DataLoader's __next__ inside it 1.6-4.4 ms (overview.py: means 9.64 and 2.51 ms); with the
+    # batches pinned (B) the fetch phase is the DataLoader's own but for 0.07-0.53 ms
+    verdict = analysis_of([CAPTURES / "cuda-h200-cal-transfer-a"]).analysis.verdict
+    around = verdict.evidence.fetch_around()
+    assert around is not None
+    fetch, own, rest = around
+    assert fetch / 1e6 == pytest.approx(9.64, abs=0.01) and own / 1e6 == pytest.approx(2.51, abs=0.01)
+    assert rest == pytest.approx(fetch - own)
+    assert [(f.bound, f.effort) for f in verdict.first[:2]] == [
+        (BoundKind.TRANSFER, Effort.KNOB),
+        (BoundKind.DATA, Effort.CODE),
+    ]
+    assert analysis_of([CAPTURES / "cuda-h200-cal-transfer-b"]).analysis.verdict.evidence.fetch_around() is None

@@ -338,3 +338,33 @@ def test_the_allocator_settings_a_capture_recorded_decide(recorded: dict[str, st
     environment = {**after.capture.environment, "alloc_conf": recorded}
     capture = msgspec.structs.replace(after.capture, environment=environment)
     assert RunTraits.of(msgspec.structs.replace(after, capture=capture)).expandable_segments is on
+
+
+# ---------------------------------------------------------------- the fetch around the DataLoader
+
+
+@pytest.mark.parametrize(
+    ("fetch", "own", "around"),
+    [
+        (9.64e6, 2.51e6, True),  # most of the fetch phase outside __next__
+        (9.64e6, 5.0e6, False),  # most of it the DataLoader's own wait
+        (9.64e6, 0.0, False),  # no DataLoader range recorded: a loader of the user's own
+        (9.64e6, None, False),  # an analysis before 2.12
+        (None, None, False),
+    ],
+)
+def test_a_fetch_mostly_around_the_loader_is_advised_before_more_workers(
+    fetch: float | None, own: float | None, around: bool
+) -> None:
+    from tracekit.reports.advice import for_bound
+    from tracekit.results.analysis import Evidence
+    from tracekit.results.vocab import DataMeasure
+
+    e = Evidence(steps_per_rank=6, data_measure=DataMeasure.GPU_IDLE, fetch_per_step_ns=fetch, loader_per_step_ns=own)
+    assert (e.fetch_around() is not None) is around
+    first = for_bound(BoundKind.DATA, RunTraits(), e)[0]
+    if around:
+        assert first.startswith("Look at what the loop does around the DataLoader: 7.13 ms of the 9.64 ms")
+        assert "(2.51 ms)" in first
+    else:
+        assert first.startswith("Raise DataLoader num_workers")

@@ -46,7 +46,14 @@ ANALYSES: Final[tuple[Entry[Any], ...]] = (
         "collectives", s.collectives_map, s.collectives_reduce, requires=(i.COLLECTIVES,), result=a.CollectivesSection
     ),
     Entry("stragglers", cross_rank=s.stragglers_reduce, requires=(i.STRAGGLERS,), result=a.StragglersSection),
-    Entry("dataloader", s.dataloader_map, s.dataloader_reduce, requires=(i.DATALOADER,), result=a.DataLoaderSection),
+    Entry(
+        "dataloader",
+        s.dataloader_map,
+        s.dataloader_reduce,
+        requires=(i.DATALOADER,),
+        result=a.DataLoaderSection,
+        version=2,  # 2: the DataLoader's own part of the fetch (loader_ns)
+    ),
     Entry("host_syncs", s.syncs_map, s.syncs_reduce, requires=(i.SYNCS,), result=a.SyncsSection),
     Entry("idle_causes", s.idle_map, s.idle_reduce, requires=(i.IDLE,), result=a.IdleSection, version=2),
     Entry("memory", memory.memory_map, memory.memory_reduce, result=a.MemorySection),

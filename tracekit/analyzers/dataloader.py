@@ -3,7 +3,10 @@
 Measured from the device's side (DESIGN.md): GPU idle time that overlaps a host fetch
 (``enumerate(DataLoader)#...__next__``, ``tracekit.phase/dataload_wait``), not the fetch's
 own duration, which a prefetching loader hides. On a CPU-only run the host is the device:
-the fetch time itself is the cost.
+the fetch time itself is the cost. Beside the fetch time, the part of it inside the DataLoader's
+own range (``loader_ns``: its ``__next__``, where more workers shorten the wait): a capture's
+fetch phase also holds what the loop does around the loader (a wrapper's work, the previous batch
+released), which no number of workers shortens.
 """
 
 from __future__ import annotations
@@ -19,17 +22,20 @@ from tracekit.results.vocab import DataMeasure
 if TYPE_CHECKING:
     from tracekit.model.run import Run
 
-#: Host ranges that fetch a batch.
-FETCH_PATTERN: Final = r"(?i)dataloader.*__next__|^tracekit\.phase/dataload_wait$"
+#: The DataLoader's own range: its iterator's ``__next__`` (torch's ``record_function``).
+LOADER_PATTERN: Final = r"(?i)dataloader.*__next__"
+#: Host ranges that fetch a batch: the DataLoader's own, and tracekit capture's fetch phase.
+FETCH_PATTERN: Final = LOADER_PATTERN + r"|^tracekit\.phase/dataload_wait$"
 
 
 @dataclass(frozen=True)
 class DataLoaderResult:
     """Per rank and step: host fetch time and the device idle it causes."""
 
-    #: rank, step, window_ns, fetch_ns, idle_ns (device idle during fetches), share_pct
+    #: rank, step, window_ns, fetch_ns, loader_ns (of the fetch, inside the DataLoader's own
+    #: range), idle_ns (device idle during fetches), share_pct
     per_step: pl.DataFrame
-    #: rank, window_ns, fetch_ns, idle_ns, share_pct
+    #: rank, window_ns, fetch_ns, loader_ns, idle_ns, share_pct
     per_rank: pl.DataFrame
     #: device idle during fetches, or (a CPU-only run) the host's fetch time
     measure: DataMeasure
@@ -56,7 +62,11 @@ def dataloader_gaps(
     """
     fetch = fetch_ranges(run) if fetch is None else fetch
     window = frames.group_by("rank", "step").agg((pl.col("end_ns") - pl.col("start_ns")).sum().alias("window_ns"))
-    host = _per_window(iv.intersect(fetch, frames.select("rank", "start_ns", "end_ns"), ["rank"]), frames, "fetch_ns")
+    spans = frames.select("rank", "start_ns", "end_ns")
+    host = _per_window(iv.intersect(fetch, spans, ["rank"]), frames, "fetch_ns")
+    own = run.select(["cpu_op", "annotation", "python"], "rank", "start_ns", "end_ns", name=LOADER_PATTERN)
+    own = iv.union(own, ["rank"])
+    loader = _per_window(iv.intersect(own, spans, ["rank"]), frames, "loader_ns")
     if has_gpu:
         idle = segments.filter(~pl.col("compute") & ~pl.col("collective") & ~pl.col("memory"))
         gpu = _per_window(iv.intersect(idle.select("rank", "start_ns", "end_ns"), fetch, ["rank"]), frames, "idle_ns")
@@ -64,11 +74,12 @@ def dataloader_gaps(
         gpu = host.rename({"fetch_ns": "idle_ns"})
     per_step = (
         window.join(host, on=["rank", "step"], how="left", nulls_equal=True)
+        .join(loader, on=["rank", "step"], how="left", nulls_equal=True)
         .join(gpu, on=["rank", "step"], how="left", nulls_equal=True)
-        .with_columns(pl.col("fetch_ns", "idle_ns").fill_null(0))
+        .with_columns(pl.col("fetch_ns", "loader_ns", "idle_ns").fill_null(0))
         .sort("rank", "step")
     )
-    per_rank = per_step.group_by("rank").agg(pl.col("window_ns", "fetch_ns", "idle_ns").sum()).sort("rank")
+    per_rank = per_step.group_by("rank").agg(pl.col("window_ns", "fetch_ns", "loader_ns", "idle_ns").sum()).sort("rank")
 
     def shares(df: pl.DataFrame) -> pl.DataFrame:
         return df.with_columns(

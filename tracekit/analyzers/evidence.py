@@ -44,6 +44,7 @@ def evidence(
         fields.update(
             data_measure=dataloader.measure,
             fetch_per_step_ns=num(dataloader.per_rank["fetch_ns"].mean()) / n_steps,
+            loader_per_step_ns=num(dataloader.per_rank["loader_ns"].mean()) / n_steps,
             worst_data_rank=worst["rank"],
             worst_data_step=worst["step"],
             worst_data_share_pct=num(worst["share_pct"]),

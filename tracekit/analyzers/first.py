@@ -41,10 +41,14 @@ WEIGHT: Final[dict[Effort, float]] = {Effort.KNOB: 1.0, Effort.CODE: 2.0}
 NEGLIGIBLE_PCT: Final = 1.0
 
 
-def first_fixes(findings: Iterable[Finding], gains: list[Gain], *, pytorch: bool = True) -> list[Fix]:
+def first_fixes(
+    findings: Iterable[Finding], gains: list[Gain], *, pytorch: bool = True, data_knob: bool = True
+) -> list[Fix]:
     """The fixes of ``findings`` (a bound's, or the waste a note names), each once, first first.
     ``pytorch``: a program that is not PyTorch (a CUDA or MPI application) has none of
-    PyTorch's knobs: every fix is a change of its code."""
+    PyTorch's knobs: every fix is a change of its code. ``data_knob``: False where most of the
+    fetch is outside the DataLoader's own range (:meth:`Evidence.fetch_around`): its knobs
+    shorten only its own wait, and the fix of the rest is in the loop's code."""
     by_bound = {g.bound: g for g in gains}
     seen: dict[BoundKind, Fix] = {}
     for f in findings:
@@ -54,7 +58,7 @@ def first_fixes(findings: Iterable[Finding], gains: list[Gain], *, pytorch: bool
         g = by_bound.get(bound)
         if g is None or (g.gain_pct is not None and g.gain_pct < NEGLIGIBLE_PCT):
             continue
-        effort = EFFORT[bound] if pytorch else Effort.CODE
+        effort = EFFORT[bound] if pytorch and (data_knob or bound is not BoundKind.DATA) else Effort.CODE
         seen[bound] = Fix(
             bound=bound,
             effort=effort,

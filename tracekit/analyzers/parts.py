@@ -172,8 +172,8 @@ class CollectiveParts(Parts):
 class DataLoaderParts(Parts):
     """DataLoader gaps."""
 
-    per_step: pl.DataFrame = table("rank step window_ns fetch_ns idle_ns share_pct")
-    per_rank: pl.DataFrame = table("rank window_ns fetch_ns idle_ns share_pct")
+    per_step: pl.DataFrame = table("rank step window_ns fetch_ns loader_ns idle_ns share_pct")
+    per_rank: pl.DataFrame = table("rank window_ns fetch_ns loader_ns idle_ns share_pct")
 
 
 class SyncParts(Parts):

@@ -93,7 +93,7 @@ def verdict_reduce(red: Reduced) -> Verdict:
         worth=retimed,
     )
     findings = [lowered(decision.primary, caveat), *decision.secondary, *notes]
-    first = first_fixes(findings, worth, pytorch=pytorch)
+    first = first_fixes(findings, worth, pytorch=pytorch, data_knob=evidence.fetch_around() is None)
     noise = step_noise(red.result(LEDGER))
     joint = None
     if model is not None:

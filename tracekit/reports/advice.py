@@ -30,6 +30,10 @@ attention              how the run computes attention (:class:`~tracekit.results
 one-thread kernels     a kernel launched on one thread that takes a material share of the kernel
                        time (:attr:`~tracekit.results.analysis.Evidence.one_thread_kernels`) is the
                        first advice of the primary finding, PyTorch or not
+the fetch              whether most of a fetch is outside the DataLoader's own range
+                       (:meth:`~tracekit.results.analysis.Evidence.fetch_around`: a capture's
+                       fetch phase around ``__next__``): then
+                       what the loop does around the loader comes before more workers
 copies                 whether the host-to-device copies come from pageable memory
                        (:attr:`RunTraits.pageable_copies`): then each blocks the host until done,
                        and pinning the batches (``pin_memory``, ``non_blocking``) comes first
@@ -132,6 +136,19 @@ def _expandable(capture: CaptureSummary | None) -> bool:
         recorded = (capture.config or {}).get("env")
     values = recorded.values() if isinstance(recorded, dict) else ()
     return any(EXPANDABLE_ON in str(v).replace(" ", "").lower() for v in values)
+
+
+#: A data-bound run's first advice where most of its fetch is outside the DataLoader's own range.
+FETCH_AROUND: Final = (
+    "Look at what the loop does around the DataLoader: {around} of the {fetch} fetch a step is outside the "
+    "DataLoader's own __next__ ({own}), which more workers do not shorten: a wrapper's work (a device move, a "
+    "prefetch), or the previous batch released (a batch from workers arrives in shared memory; with "
+    "pin_memory=True the pin thread takes it over). py-spy record, or torch.profiler with_stack=True, shows it."
+)
+
+
+def _ms(ns: float) -> str:
+    return f"{ns / 1e6:.2f} ms"
 
 
 #: The allocator's setting (lower case, no spaces) that makes its segments growable.
@@ -286,6 +303,9 @@ def for_bound(
         base = RECOMMENDATIONS.get(bound, ())
     if bound is BoundKind.TRANSFER and traits.pageable_copies:
         base = (PIN_FIRST[traits.pytorch], *base)
+    if bound is BoundKind.DATA and traits.pytorch and (around := evidence.fetch_around()) is not None:
+        fetch, own, rest = around
+        base = (FETCH_AROUND.format(around=_ms(rest), fetch=_ms(fetch), own=_ms(own)), *base)
     if evidence.graph_replay_pct is not None:
         replayed = graphs_replayed(evidence.graph_replay_pct, traits)
         base = tuple(replayed if line in CAPTURE_GRAPHS else line for line in base)

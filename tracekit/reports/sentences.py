@@ -313,8 +313,11 @@ def _bound_lines(  # noqa: PLR0911  (one case per bound)
     bound: BoundKind | None, e: Evidence, traits: RunTraits | None = None
 ) -> list[str]:
     if bound is BoundKind.DATA and e.data_measure is not None:
+        around = e.fetch_around()
+        own = "" if around is None else f", of which {ms(around[1])} in the DataLoader's own __next__"
         return [
-            f"measured as {DATA_MEASURES[e.data_measure]}; host fetch time {ms(e.fetch_per_step_ns)} per step per rank",
+            f"measured as {DATA_MEASURES[e.data_measure]}; host fetch time {ms(e.fetch_per_step_ns)} per step per rank"
+            + own,
             f"worst step: rank {e.worst_data_rank} step {e.worst_data_step}: {e.worst_data_share_pct or 0:.1f}% "
             "of the step",
         ]

@@ -27,7 +27,9 @@ measured window (``StepsSection.left_out``, ``left_out_run``); ``OpLatency.match
 2.10: the run warnings ``bad_steps`` (step markers left out or cut), ``uneven_ranks`` (a rank
 whose steps or collectives number differently from its peers') and ``bad_memory`` (memory rows
 left out). New in 2.11: ``SectionData.fields``, the title and unit each field of a registered
-section declares.
+section declares. New in 2.12: of each fetch, the time inside the DataLoader's own range
+(``DataLoaderRow.loader_ns``, ``Evidence.loader_per_step_ns``): the rest of a capture's fetch
+phase is the loop's around the loader, which more workers do not shorten.
 """
 
 from __future__ import annotations
@@ -91,7 +93,7 @@ from tracekit.results.worth import Fix, Gain, Joint  # noqa: TC001
 
 SCHEMA: Final = "tracekit.analysis"
 #: The major version changes when a reader of the previous one would misread a file.
-SCHEMA_VERSION: Final = "2.11"
+SCHEMA_VERSION: Final = "2.12"
 
 
 class Struct(msgspec.Struct, frozen=True, kw_only=True):
@@ -262,12 +264,21 @@ class WarmupWork(Struct, frozen=True, kw_only=True):
     ns: int
 
 
+#: The share of a fetch outside the DataLoader's own range from which the fetch is mostly the
+#: loop's around the loader (:meth:`Evidence.fetch_around`): then the DataLoader's knobs, which
+#: shorten only its own wait, are not the fix.
+FETCH_AROUND_SHARE: Final = 0.5
+
+
 class Evidence(Struct, frozen=True, kw_only=True):
     """The figures behind each candidate bound, from which the reports write the evidence."""
 
     steps_per_rank: int
     data_measure: DataMeasure | None = None
     fetch_per_step_ns: float | None = None
+    #: since 2.12: of the fetch, the time inside the DataLoader's own range (its ``__next__``),
+    #: per step and rank; the rest of a capture's fetch phase is the loop's around it
+    loader_per_step_ns: float | None = None
     worst_data_rank: int | None = None
     worst_data_step: int | None = None
     worst_data_share_pct: float | None = None
@@ -294,6 +305,16 @@ class Evidence(Struct, frozen=True, kw_only=True):
     #: kernels launched on one thread (a grid of 1x1x1 blocks of 1x1x1) that took a material
     #: share of the measured kernel time, largest first, with that share
     one_thread_kernels: list[KernelShare] = msgspec.field(default_factory=list)
+
+    def fetch_around(self) -> tuple[float, float, float] | None:
+        """(the fetch, the DataLoader's own part, the rest) per step and rank, in ns, where at
+        least :data:`FETCH_AROUND_SHARE` of the fetch is outside the DataLoader's own range (a
+        capture's fetch phase around ``__next__``); else None, and where no DataLoader range was
+        recorded (a loader of the user's own, not torch's: what is its own is not known)."""
+        fetch, own = self.fetch_per_step_ns, self.loader_per_step_ns
+        if fetch is None or not own or fetch - own < FETCH_AROUND_SHARE * fetch:
+            return None
+        return fetch, own, fetch - own
 
 
 class Verdict(Struct, frozen=True, kw_only=True):

@@ -313,6 +313,9 @@ class DataLoaderRow(Row, frozen=True, kw_only=True):
     step: int | None = None
     window_ns: int
     fetch_ns: int
+    #: since 2.12: of the fetch, the time inside the DataLoader's own range (its ``__next__``):
+    #: the rest is the loop's around it (a capture's fetch phase); None in older files
+    loader_ns: int | None = None
     idle_ns: int
     share_pct: float | None
 
