@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from tracekit.results.doctor import Agreement
+
 pytest.importorskip("torch")
 pytest.importorskip("accelerate")
 pytestmark = pytest.mark.e2e
@@ -38,7 +40,10 @@ def test_every_case_runs_on_cpu(tmp_path: Path) -> None:
             assert row["measured"] == {"note": "no device memory measured (CPU)"}
             continue
         assert row["predicted"] and row["measured"]["ci_pct"], name
-        assert row["judged"]["agreement"] in ("as_predicted", "partly", "inconclusive", "no_prediction"), name
+        # judged, whatever the judgment: on 2 CPU cores beside other tests a knob can measure
+        # slower than predicted (the data case's workers, "missed", in a loaded CI run): the smoke
+        # test holds the plumbing, the GPU run the agreement
+        assert row["judged"]["agreement"] in {a.value for a in Agreement}, name
     # the fix that needs a GPU (CUDA graphs) runs A against itself, and says so
     assert "needs a GPU" in rows["launch"]["note"]
     # the doctor's trial is the data case: its knob is the B side
