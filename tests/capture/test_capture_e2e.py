@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import SAMPLES
-from tracekit.capture.runner import ALLOC_CONF_VARS
 from tracekit.readers import load_run
+from tracekit.results.capture import ALLOC_CONF_VARS
 
 pytest.importorskip("torch")
 pytest.importorskip("accelerate")

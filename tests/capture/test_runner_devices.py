@@ -13,6 +13,7 @@ import pytest
 from tracekit.capture import runner
 from tracekit.capture.config import build_config
 from tracekit.errors import InputError
+from tracekit.results.capture import ALLOC_CONF_VARS
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("accelerate")
@@ -114,7 +115,7 @@ def test_the_cores_a_capture_ran_on(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_the_allocator_settings_a_rank_runs_with(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in runner.ALLOC_CONF_VARS:
+    for name in ALLOC_CONF_VARS:
         monkeypatch.delenv(name, raising=False)
     assert runner.alloc_conf() == {}
     monkeypatch.setenv("PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:True")

@@ -30,8 +30,8 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final
 
-from tracekit.capture.runner import ALLOC_CONF_VARS
 from tracekit.errors import InputError
+from tracekit.results.capture import ALLOC_CONF_VARS, grows_segments
 from tracekit.results.doctor import Agreement, CodeChange, Knob
 from tracekit.results.vocab import BoundKind, MemoryNote, NoteKind
 
@@ -192,7 +192,7 @@ def _knobs(
 def _grows() -> bool:
     """Whether the ranks, which inherit this process's environment, already run with growable
     allocator segments (set in the shell, not in the config): no trial of what is on."""
-    return any(EXPANDABLE.lower() in os.environ.get(name, "").replace(" ", "").lower() for name in ALLOC_CONF_VARS)
+    return grows_segments({name: os.environ.get(name, "") for name in ALLOC_CONF_VARS})
 
 
 def candidates(

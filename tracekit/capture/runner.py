@@ -25,7 +25,7 @@ from tracekit.capture.profiler import Profiler
 from tracekit.capture.ranks import RankProgress
 from tracekit.capture.workloads import Workload, WorkloadContext, resolve
 from tracekit.errors import InputError, TracekitError
-from tracekit.results.capture import CaptureNote
+from tracekit.results.capture import ALLOC_CONF_VARS, CaptureNote
 from tracekit.results.vocab import CaptureNoteKind
 
 if TYPE_CHECKING:
@@ -110,11 +110,6 @@ def environment(accelerator: Any, backend: str) -> dict[str, Any]:
         "cpu_count": cpu_count(),
         "alloc_conf": alloc_conf(),
     }
-
-
-#: The variables that configure PyTorch's caching allocators (``PYTORCH_ALLOC_CONF`` since torch
-#: 2.9, the CUDA and HIP names before, still read)
-ALLOC_CONF_VARS: Final = ("PYTORCH_ALLOC_CONF", "PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_HIP_ALLOC_CONF")
 
 
 def alloc_conf() -> dict[str, str]:

@@ -58,7 +58,9 @@ from tracekit.reports.wording import (
     FUSED_ATTENTION,
     NOTE_RECOMMENDATIONS,
     RECOMMENDATIONS,
+    ms,
 )
+from tracekit.results.capture import CaptureSummary, grows_segments
 from tracekit.results.traits import Attention, TraceFormat
 from tracekit.results.vocab import (
     BoundKind,
@@ -70,7 +72,6 @@ from tracekit.results.vocab import (
 
 if TYPE_CHECKING:
     from tracekit.results.analysis import Analysis, Evidence, KernelShare, Verdict
-    from tracekit.results.capture import CaptureSummary
 
 
 @dataclass(frozen=True)
@@ -134,8 +135,7 @@ def _expandable(capture: CaptureSummary | None) -> bool:
     recorded = (capture.environment or {}).get("alloc_conf")
     if not isinstance(recorded, dict):
         recorded = (capture.config or {}).get("env")
-    values = recorded.values() if isinstance(recorded, dict) else ()
-    return any(EXPANDABLE_ON in str(v).replace(" ", "").lower() for v in values)
+    return isinstance(recorded, dict) and grows_segments(recorded)
 
 
 #: A data-bound run's first advice where most of its fetch is outside the DataLoader's own range.
@@ -147,12 +147,6 @@ FETCH_AROUND: Final = (
 )
 
 
-def _ms(ns: float) -> str:
-    return f"{ns / 1e6:.2f} ms"
-
-
-#: The allocator's setting (lower case, no spaces) that makes its segments growable.
-EXPANDABLE_ON: Final = "expandable_segments:true"
 #: How Kineto and Nsight Systems name a copy from (or to) pageable host memory.
 PAGEABLE: Final = "Pageable"
 #: A transfer-bound run's first advice where its copies come from pageable memory.
@@ -305,7 +299,7 @@ def for_bound(
         base = (PIN_FIRST[traits.pytorch], *base)
     if bound is BoundKind.DATA and traits.pytorch and (around := evidence.fetch_around()) is not None:
         fetch, own, rest = around
-        base = (FETCH_AROUND.format(around=_ms(rest), fetch=_ms(fetch), own=_ms(own)), *base)
+        base = (FETCH_AROUND.format(around=ms(rest), fetch=ms(fetch), own=ms(own)), *base)
     if evidence.graph_replay_pct is not None:
         replayed = graphs_replayed(evidence.graph_replay_pct, traits)
         base = tuple(replayed if line in CAPTURE_GRAPHS else line for line in base)

@@ -5,16 +5,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Final
 
+from tracekit.reports.wording import ms
+
 if TYPE_CHECKING:
     from tracekit.results.analysis import CollectivesSection
     from tracekit.results.rows import ClockOffset, MisalignedStep
 
 #: The steps listed by name in one note at most (the JSON lists them all).
 _SHOWN: Final = 5
-
-
-def _ms(ns: float) -> str:
-    return f"{ns / 1e6:.2f} ms"
 
 
 def _step(m: MisalignedStep) -> str:
@@ -82,13 +80,13 @@ def clock_note(c: CollectivesSection) -> str:
     corrected = [k for k in c.clocks if k.corrected]
     if corrected:
         offsets = ", ".join(
-            f"rank {k.rank}{_host(k)} {k.offset_ns / 1e6:+.2f} ms ± {_ms(k.uncertainty_ns)}" for k in corrected
+            f"rank {k.rank}{_host(k)} {k.offset_ns / 1e6:+.2f} ms ± {ms(k.uncertainty_ns)}" for k in corrected
         )
         parts.append(f"Clock offsets estimated from the collectives' ends and corrected: {offsets}.")
     tolerance = max((i.tolerance_ns or 0 for i in c.instances if i.matched), default=0)
     if tolerance > 0:
         parts.append(
-            f"Ranks' clocks may differ by up to {_ms(tolerance)} (from where their collectives end): "
+            f"Ranks' clocks may differ by up to {ms(tolerance)} (from where their collectives end): "
             "lateness below that is not measurable and is not named."
         )
     return " ".join(parts)

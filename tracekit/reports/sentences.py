@@ -24,6 +24,7 @@ from tracekit.reports.wording import (
     WARMUP_ONLY,
     Written,
     WrittenVerdict,
+    ms,
 )
 from tracekit.results.analysis import Evidence, Verdict
 from tracekit.results.vocab import BoundKind, Confidence, MeasuredOn, NoteKind, Parallelism, StragglerCause, SyncKind
@@ -43,11 +44,6 @@ if TYPE_CHECKING:
 def _name(text: str, limit: int = 80) -> str:
     """A name from a trace, cut to ``limit`` characters."""
     return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def ms(ns: float | None) -> str:
-    """ns as '1.23 ms'."""
-    return "-" if ns is None else f"{ns / 1e6:.2f} ms"
 
 
 def _component(bound: BoundKind, verdict: Verdict) -> str:

@@ -8,6 +8,12 @@ from typing import Final
 
 from tracekit.results.vocab import BoundKind, NoteKind
 
+
+def ms(ns: float | None) -> str:
+    """ns as '1.23 ms'."""
+    return "-" if ns is None else f"{ns / 1e6:.2f} ms"
+
+
 TITLES: Final = {
     BoundKind.DATA: "Data-bound: the device waits for the DataLoader",
     BoundKind.COMMS: "Comms-bound: collectives are exposed, not hidden behind compute",

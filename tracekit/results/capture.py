@@ -64,6 +64,7 @@ from tracekit.results.vocab import (  # noqa: TC001  (msgspec reads them at run 
 )
 
 __all__ = [
+    "ALLOC_CONF_VARS",
     "CAPTURE_SCHEMA",
     "CAPTURE_SCHEMA_VERSION",
     "CaptureNote",
@@ -77,12 +78,24 @@ __all__ = [
     "Throughput",
     "as_capture_summary",
     "dump_capture_summary",
+    "grows_segments",
     "load_capture_summary",
     "upgraded",
 ]
 
 CAPTURE_SCHEMA: Final = "tracekit.capture_summary"
 CAPTURE_SCHEMA_VERSION: Final = "1.8"
+#: The variables that configure PyTorch's caching allocators (``PYTORCH_ALLOC_CONF`` since torch
+#: 2.9, the CUDA and HIP names before, still read): ``environment.alloc_conf`` holds those set.
+ALLOC_CONF_VARS: Final = ("PYTORCH_ALLOC_CONF", "PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_HIP_ALLOC_CONF")
+#: The allocator setting (lower case, no spaces) that makes its segments growable.
+_GROWABLE: Final = "expandable_segments:true"
+
+
+def grows_segments(settings: dict[str, Any]) -> bool:
+    """Whether allocator ``settings`` (variable -> value, as ``environment.alloc_conf`` or a
+    config's ``env`` hold them) turn on growable segments (``expandable_segments:True``)."""
+    return any(_GROWABLE in str(v).replace(" ", "").lower() for v in settings.values())
 
 
 class StepStats(msgspec.Struct, kw_only=True, frozen=True):
