@@ -122,3 +122,17 @@ def test_the_report_names_the_hosts_and_the_lateness_not_measurable() -> None:
         " Ranks' clocks may differ by up to 1.00 ms (from where their collectives end):"
         " lateness below that is not measurable and is not named."
     )
+
+
+def test_a_wait_for_a_straggler_is_carved_on_the_waiting_ranks_own_clock() -> None:
+    # rank 3 enters 20 ms late at every all-reduce (6 steps): ranks 0-2 wait 20 ms a step for it,
+    # which the ledger moves from their communication time to the straggler's entry. b's clock
+    # reads 5 ms ahead, beyond the 1 ms floor: corrected, so rank 2's arrivals move 5 ms onto
+    # a's clock. Its communication time stays on its own clock, and so must its waits: before,
+    # they were placed 5 ms early on its timeline, and 5 ms of each (30 ms) stayed under comms
+    def straggler_ns(skew_ms: float) -> dict[int, int]:
+        run = on_hosts(make_run(four_ranks(20, skew_ms=skew_ms), world_size=4), HOSTS)
+        ledger = run_analysis(run).frames.ledger.per_rank
+        return by_rank(ledger.filter(entry="straggler"), "ns")
+
+    assert straggler_ns(5) == straggler_ns(0) == dict.fromkeys(range(4), 6 * 20 * MS)

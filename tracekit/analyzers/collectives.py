@@ -62,6 +62,11 @@ LAST_TOLERANCE_NS: Final = 20_000
 KEYS: Final = ("pg", "op", "matched_by", "k")
 #: The cross-rank part's number of each instance (:func:`_numbered`), in place of :data:`KEYS`.
 INSTANCE: Final = "_instance"
+#: When a call arrives, on its rank's own clock: a kernel when it starts, a host collective when
+#: it is launched. The cross-rank part moves ``arrival_ns`` onto the corrected clocks
+#: (:func:`~tracekit.analyzers.clocks.tolerance`); what is compared with the rank's own events
+#: (its communication time, say) reads this.
+OWN_ARRIVAL: Final = pl.when(pl.col("source") == "kernel").then(pl.col("start_ns")).otherwise(pl.col("launch_ns"))
 _ARGS: Final = ("pg_name", "coll_name", "group_size", "seq")
 
 
@@ -471,9 +476,8 @@ def find_collectives(run: Run, activity: pl.DataFrame, steps: StepResult) -> pl.
     kernels = _kernel_collectives(activity)
     host = _host_collectives(run, kernels["rank"].unique())
     found = pl.concat([_launch_args(run, kernels), host], how="vertical_relaxed")
-    arrival = pl.when(pl.col("source") == "kernel").then(pl.col("start_ns")).otherwise(pl.col("launch_ns"))
     found = _keys(found, group_members(run.ranks)).with_columns(
-        duration_ns=pl.col("end_ns") - pl.col("start_ns"), arrival_ns=arrival
+        duration_ns=pl.col("end_ns") - pl.col("start_ns"), arrival_ns=OWN_ARRIVAL
     )
     return _located(found, steps)
 

@@ -46,7 +46,7 @@ import polars as pl
 
 from tracekit.analyzers import intervals as iv
 from tracekit.analyzers import timeline
-from tracekit.analyzers.collectives import INSTANCE
+from tracekit.analyzers.collectives import INSTANCE, OWN_ARRIVAL
 from tracekit.analyzers.parts import LedgerParts
 from tracekit.analyzers.stats import grouped
 from tracekit.results.vocab import BoundKind, IdleCause, LedgerEntry, StragglerCause
@@ -397,10 +397,11 @@ def _straggler_waits(
     calls = collectives.per_rank.join(inst, on=INSTANCE, how="inner").filter(
         pl.col("last_rank").is_in(named), pl.col("rank") != pl.col("last_rank"), pl.col("explained_wait_ns") > 0
     )
+    # on the rank's own clock, as its comms are: ``arrival_ns`` is on the corrected clocks
     waits = calls.select(
         pl.col("rank").cast(pl.Int32),
-        pl.col("arrival_ns").cast(pl.Int64).alias("start_ns"),
-        (pl.col("arrival_ns") + pl.col("explained_wait_ns")).cast(pl.Int64).alias("end_ns"),
+        OWN_ARRIVAL.cast(pl.Int64).alias("start_ns"),
+        (OWN_ARRIVAL + pl.col("explained_wait_ns")).cast(pl.Int64).alias("end_ns"),
     )
     if waits.height == 0:
         return empty
