@@ -84,11 +84,11 @@ def test_the_ranks_re_timed_on_the_workers_give_the_local_gains(
     monkeypatch.setattr(sharding, "PARALLEL_MIN_BYTES", 0)  # a shard a rank, as large ranks are
     monkeypatch.setattr(sharding, "SHARD_MAX_BYTES", 1)
     on_dask = analyze_paths([folder], AnalyzeOptions(executor=cluster, use_cache=False)).analysis
-    # the gains' tables left where they were mapped, the shards each worker kept a group made
-    # there, its plans and scenarios built there for the verdict's gains and their
-    # explanation: none of them sent back to the workers, or built here
-    assert len(held) == 1 and held[0] is not None and not sent and len(kept) == 3
-    shards, _, groups = kept
+    # the gains' tables (and the ledger's communication time) left where they were mapped, the
+    # shards each worker kept a group made there, its plans and scenarios built there for the
+    # verdict's gains and their explanation: none of them sent back to the workers, or built here
+    assert len(held) == 1 and held[0] is not None and not sent and len(kept) == 4
+    shards, _, _, groups = kept
     assert len(shards) == len(local.run.ranks) and len(groups) == len(set(cluster.places(shards))) <= 2
     assert msgspec.structs.replace(on_dask, analysis_seconds=None) == msgspec.structs.replace(
         local, analysis_seconds=None

@@ -15,6 +15,7 @@ from tests.conftest import SAMPLES, analysis_of
 from tests.factories import kineto_event, kineto_memory, simple_step, write_kineto
 from tracekit.analyzers import run_analysis
 from tracekit.analyzers.collectives import INSTANCE
+from tracekit.analyzers.parts import SyncParts
 from tracekit.errors import InputError
 from tracekit.executors import TaskFailed
 from tracekit.executors.local import LocalExecutor
@@ -233,8 +234,9 @@ def test_a_process_pool_gives_the_same_analysis(one_file_shards: None) -> None:
 def test_without_details_every_idle_interval_stays_where_it_was_mapped(
     tmp_path: Path, one_file_shards: None, jobs: int
 ) -> None:
-    """No figure reads every GPU idle interval: the same analysis without them (from the map,
-    and from the map cache a run with them filled); only the details, which then say so."""
+    """No figure reads every GPU idle interval, or the host's longest blocking calls (the
+    annotated trace's): the same analysis without them (from the map, and from the map cache a
+    run with them filled); only the details, which then say so."""
     folder = SAMPLES / "captures" / "cuda-h200-gloo2-straggler"
     executor = LocalExecutor(jobs=jobs)
     settings = Settings(cache_dir=str(tmp_path))
@@ -250,9 +252,11 @@ def test_without_details_every_idle_interval_stays_where_it_was_mapped(
     calls = whole.details["collectives_per_rank"]
     assert calls.height and INSTANCE in whole.frames.collectives.per_rank.columns and INSTANCE not in calls.columns
     assert every.select("rank").unique().height == 2
+    assert whole.frames.gather(SyncParts).calls.height > 0
     for alone in (fresh, cached):
         assert msgspec.json.encode(alone.analysis) == msgspec.json.encode(whole.analysis)
         assert alone.frames.idle.intervals.height == 0 and not alone.details_kept
+        assert alone.frames.gather(SyncParts).calls.height == 0
         assert alone.frames.idle.longest.height < every.height
         with pytest.raises(ValueError, match=r"details=True"):
             _ = alone.details
@@ -296,3 +300,28 @@ def test_a_single_use_pool_stops_once_its_map_is_done(
         assert sorted(r for _, r in executor.map(abs, [-1, -2])) == [1, 2]  # a later map starts them again
     finally:
         executor.close()
+
+
+@pytest.mark.parametrize(("sample", "fetched"), [("straggler", True), ("healthy", False)])
+def test_the_ledgers_communication_time_is_fetched_from_the_workers_for_a_straggler_only(
+    sample: str, fetched: bool, one_file_shards: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On a cluster elsewhere, each rank's communication time (tens of thousands of pieces on a
+    rank of a GB) stays on the worker that mapped it: the ledger reads it to carve a named
+    straggler's waits from it, and only then fetches it. The same analysis either way."""
+    folder = SAMPLES / "captures" / sample
+    local = loaded([folder])
+    kinds: list[str] = []
+    fetch = sharding.Spread.fetch
+
+    def spied(self: sharding.Spread, kept: list[Any]) -> list[Any]:
+        kinds.extend(k.kind.__name__ for k in kept)
+        return fetch(self, kept)
+
+    monkeypatch.setattr(sharding.Spread, "fetch", spied)
+    apart = sharded([folder], executor=FailsOn("none of them", workers=2, elsewhere=True), use_cache=False)
+    assert ("LedgerParts" in kinds) == fetched
+    assert bool(local.stragglers.stragglers) == fetched
+    assert msgspec.structs.replace(apart, analysis_seconds=None) == msgspec.structs.replace(
+        local, analysis_seconds=None
+    )

@@ -79,7 +79,8 @@ class RankSummary:
     parts: dict[str, Parts]
     #: a part's type -> a handle of that whole part, left where the shard was mapped (a
     #: cluster's worker: :meth:`tracekit.executors.Executor.keep`), whose entry in ``parts``
-    #: lacks the tables its analysis leaves there (the gains' tables of events)
+    #: lacks the tables its analysis leaves there (the gains' tables of events, the ledger's
+    #: communication time: :data:`tracekit.pipeline.shards.KEPT`)
     kept: dict[type, Any] = field(default_factory=dict)
 
 

@@ -43,6 +43,7 @@ from tracekit.analyzers.syncs import SyncResult
 
 if TYPE_CHECKING:
     from tracekit.analyzers.mapreduce import Reduced
+    from tracekit.analyzers.parts import Parts
 
 
 def _steps(red: Reduced) -> StepResult:
@@ -131,9 +132,30 @@ def _idle(red: Reduced) -> IdleResult | None:
 def _ledger(red: Reduced) -> LedgerResult:
     """Every ns of each rank's window under one entry, stragglers carved out (the verdict's numbers)."""
     p = red.gather(LedgerParts)
-    return reduce_ledger(
-        p.entries, p.comms, p.frames, collectives=red.result(COLLECTIVES), stragglers=red.result(STRAGGLERS)
-    )
+    stragglers = red.result(STRAGGLERS)
+    comms = _whole(red, p, "comms") if stragglers.stragglers else p.comms  # read for a straggler's waits only
+    return reduce_ledger(p.entries, comms, p.frames, collectives=red.result(COLLECTIVES), stragglers=stragglers)
+
+
+def _whole(red: Reduced, gathered: Parts, table: str) -> pl.DataFrame:
+    """``table`` of the parts ``gathered`` here, with that of the shards whose workers kept it
+    where they mapped them (:meth:`Reduced.kept`) fetched: every rank's, in rank order."""
+    kept = red.kept(type(gathered))
+    here: pl.DataFrame = getattr(gathered, table)
+    if not kept:
+        return here
+    spread = red.options.spread
+    if spread is None:  # kept by an executor whose workers are elsewhere: its spread is given
+        raise ValueError(f"{type(gathered).__name__}.{table} was kept on workers the reduce cannot reach")
+    got = spread.fetch([handle for _, handle in kept])
+    frames: list[pl.DataFrame] = [here, *(getattr(g, table) for g in got if g is not None)]
+    frames = [f for f in frames if f.width and f.height]
+    if not frames:
+        return here
+    whole = pl.concat(frames, how="vertical_relaxed")
+    if not whole["rank"].is_sorted():
+        whole = whole.sort("rank", maintain_order=True)
+    return whole
 
 
 STEPS: Final = Entry[StepResult]("shared.steps", cross_rank=_steps)

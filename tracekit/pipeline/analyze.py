@@ -46,11 +46,12 @@ class AnalyzeOptions(AnalysisChoices):
     ``executor``: where the per-rank map runs: ``"local"`` (``jobs`` processes on this
     machine), ``"dask"`` (a Dask cluster at ``scheduler``, else a local cluster of ``jobs``
     workers), or an :class:`~tracekit.executors.Executor` the caller made (and closes).
-    ``details``: bring every GPU idle interval to this process, for
-    :attr:`~tracekit.analyzers.analysis.Outcome.details` (``--details``) and the annotated
-    trace; no figure of the report reads them (the longest of each rank and its one-time idle
-    by host range come back either way), so ``False`` does not send them from where each rank
-    was analyzed, which a run of many large ranks needs (about 17 kB a rank-MB of trace).
+    ``details``: bring every GPU idle interval and the host's longest blocking calls to this
+    process, for :attr:`~tracekit.analyzers.analysis.Outcome.details` (``--details``) and the
+    annotated trace; no figure of the report reads them (the longest intervals of each rank, its
+    one-time idle by host range and its syncs per step come back either way), so ``False`` does
+    not send them from where each rank was analyzed, which a run of many large ranks needs
+    (about 17 kB a rank-MB of trace, and up to 5,000 calls a rank).
     """
 
     ranks: set[int] | None = None

@@ -37,7 +37,7 @@ from tracekit.analyzers.gains import GainParts
 from tracekit.analyzers.gains_held import KEPT_TABLES
 from tracekit.analyzers.mapreduce import RankSummary, map_ranks
 from tracekit.analyzers.memory import timeline_parts
-from tracekit.analyzers.parts import IdleParts
+from tracekit.analyzers.parts import IdleParts, LedgerParts, Parts, SyncParts
 from tracekit.executors import TaskFailed
 from tracekit.pipeline.map_cache import CacheWarning, look_up, through_cache
 from tracekit.pipeline.mapped import Mapped, Settings, Shard
@@ -68,6 +68,12 @@ SHARD_MAX_BYTES: Final = 128 * 1024 * 1024
 SHARDS_PER_WORKER: Final = 4
 #: The registry entry that the memory timelines (read here, not by a shard) belong to.
 MEMORY_ENTRY: Final = "memory"
+#: The tables a shard's result leaves on the worker that mapped it, on a cluster elsewhere, by
+#: the part they are of: what the reduce reads of them, it fetches (:meth:`Reduced.kept`). The
+#: gains' tables of events, which the what-ifs held there re-time; the ledger's communication
+#: time, which only a named straggler's waits are carved from (on a rank of a GB, tens of
+#: thousands of pieces where its other tables hold a few thousand rows).
+KEPT: Final[dict[type[Parts], tuple[str, ...]]] = {GainParts: KEPT_TABLES, LedgerParts: ("comms",)}
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -179,7 +185,8 @@ def analyze_files(
     ``settings`` holds ``tracekit analyze``'s options; its ``alone`` and ``jobs`` are set here.
     ``cores_shared``: the ranks outnumbered their machine's cores (the capture summary's word,
     :func:`~tracekit.analyzers.caveats.ranks_over_cores`); the re-timed gains are floors.
-    ``details``: every GPU idle interval comes here (else each shard's are not sent from where it was mapped).
+    ``details``: every GPU idle interval and the longest blocking calls come here (else each shard's are not
+    sent from where it was mapped).
     Raises :class:`~tracekit.errors.TracekitError` as :func:`~tracekit.readers.load.load_run` does.
     """
     paths = list(paths)
@@ -260,7 +267,7 @@ class Spread:
         got = self(_itself, kept)
         if got is not None and all(g is not None for g in got):
             return got
-        return [_gains_of(map_shard(k.shard)) for k in kept]
+        return [_part_of(map_shard(k.shard), k.kind) for k in kept]
 
     def __call__(self, fn: Callable[[T], R], items: list[T]) -> list[R] | None:
         out: list[R] = []
@@ -293,7 +300,8 @@ def _map(
 ) -> list[Mapped]:
     """Every shard mapped by ``executor``, in the order of ``tasks``; a shard the executor could
     not run gives its files as unreadable, with the reason. ``details``: with every GPU idle
-    interval (else without: :func:`_without_intervals`, where the shard was mapped)."""
+    interval and the longest blocking calls (else without: :func:`_without_details`, where the
+    shard was mapped)."""
     total = sum(len(t.paths) for t in tasks)
     out: dict[int, Mapped] = {}
     notes: dict[int, tuple[str, ...]] = {}
@@ -308,16 +316,16 @@ def _map(
     for i, task in enumerate(tasks):  # what the map cache holds is read here: no worker is needed for it
         found, notes[i] = look_up(task)
         if found is not None:
-            done(i, found if details else _without_intervals(found))
+            done(i, found if details else _without_details(found))
     todo = [i for i in range(len(tasks)) if i not in out]
-    kept: list[Any] = []
+    kept: dict[type[Parts], list[Any]] = {}
     if executor.elsewhere and todo:
-        # the gains' tables of events stay on the workers that mapped them, for the what-ifs
-        # held there (tracekit.analyzers.gains_held); the rest of each result comes here
+        # the tables of KEPT stay on the workers that mapped them (the gains' for the what-ifs
+        # held there: tracekit.analyzers.gains_held); the rest of each result comes here
         whole = executor.keep(map_shard, [tasks[i] for i in todo])
-        kept = executor.keep(_gains_of, whole)
+        kept = {kind: executor.keep(_KEEPERS[kind], whole) for kind in KEPT}
         results = executor.map(_light if details else _light_alone, whole)
-        del whole  # each whole result leaves its worker once its two parts are made
+        del whole  # each whole result leaves its worker once its parts are made
     else:
         results = executor.map(map_shard if details else _map_alone, [tasks[i] for i in todo])
     for j, result in results:
@@ -326,8 +334,8 @@ def _map(
             reason = f"not analyzed: the {executor.name} executor failed to run it ({result.reason})"
             done(i, _unmapped(tuple(FileClaims(p, reason) for p in tasks[i].paths)))
         elif kept and result.summary is not None:
-            summary = replace(result.summary, kept={GainParts: KeptPart(kept[j], tasks[i])})
-            done(i, replace(result, summary=summary))
+            held = {kind: KeptPart(handles[j], tasks[i], kind) for kind, handles in kept.items()}
+            done(i, replace(result, summary=replace(result.summary, kept=held)))
         else:
             done(i, result)
     return [out[i] for i in range(len(tasks))]
@@ -335,11 +343,12 @@ def _map(
 
 @dataclass(frozen=True)
 class KeptPart:
-    """A shard's gains' part left where it was mapped: the executor's handle of it, and the
-    shard, mapped again here if the workers lose it (:meth:`Spread.fetch`)."""
+    """A shard's part of type ``kind`` left where it was mapped: the executor's handle of it,
+    and the shard, mapped again here if the workers lose it (:meth:`Spread.fetch`)."""
 
     handle: Any
     shard: Shard
+    kind: type[Parts] = GainParts
 
 
 def _unwrapped(item: Any) -> Any:
@@ -351,12 +360,26 @@ def _unwrapped(item: Any) -> Any:
     return item
 
 
-def _gains_of(mapped: Mapped) -> GainParts | None:
-    """The gains' part of a shard's result (run where the result is)."""
+def _part_of(mapped: Mapped, kind: type[Parts]) -> Parts | None:
+    """The part of type ``kind`` of a shard's result (run where the result is)."""
     summary = mapped.summary
     if summary is None:
         return None
-    return next((p for p in summary.parts.values() if isinstance(p, GainParts)), None)
+    return next((p for p in summary.parts.values() if isinstance(p, kind)), None)
+
+
+def _gains_of(mapped: Mapped) -> Parts | None:
+    """The gains' part of a shard's result (run where the result is)."""
+    return _part_of(mapped, GainParts)
+
+
+def _ledger_of(mapped: Mapped) -> Parts | None:
+    """The ledger's part of a shard's result (run where the result is)."""
+    return _part_of(mapped, LedgerParts)
+
+
+#: What takes each part of :data:`KEPT` out of a shard's result, where the result is.
+_KEEPERS: Final = {GainParts: _gains_of, LedgerParts: _ledger_of}
 
 
 def _itself(value: T) -> T:
@@ -365,37 +388,45 @@ def _itself(value: T) -> T:
 
 
 def _light(mapped: Mapped) -> Mapped:
-    """A shard's result without the gains' tables that stay where it was mapped
-    (:data:`~tracekit.analyzers.gains_held.KEPT_TABLES`)."""
+    """A shard's result without the tables that stay where it was mapped (:data:`KEPT`)."""
     summary = mapped.summary
     if summary is None:
         return mapped
     parts = {
-        name: replace(p, **{t: getattr(p, t).clear() for t in KEPT_TABLES}) if isinstance(p, GainParts) else p
+        name: replace(p, **{t: getattr(p, t).clear() for t in KEPT[type(p)]})  # type: ignore[type-var]
+        if type(p) in KEPT
+        else p
         for name, p in summary.parts.items()
     }
     return replace(mapped, summary=replace(summary, parts=parts))
 
 
-def _without_intervals(mapped: Mapped) -> Mapped:
-    """A shard's result without every GPU idle interval (:attr:`IdleParts.intervals`, which only
-    the details and the annotated trace read; the reduce reads each rank's longest and its
-    one-time idle by host range)."""
+def _without_details(mapped: Mapped) -> Mapped:
+    """A shard's result without what only the details and the annotated trace read: every GPU
+    idle interval (:attr:`IdleParts.intervals`; the reduce reads each rank's longest and its
+    one-time idle by host range) and the host's longest blocking calls (:attr:`SyncParts.calls`:
+    up to 5,000 a rank, with their names; the reduce reads the counts per step)."""
     summary = mapped.summary
-    if summary is None or not any(isinstance(p, IdleParts) for p in summary.parts.values()):
+    if summary is None or not any(type(p) in _DETAILS for p in summary.parts.values()):
         return mapped
     parts = {
-        name: replace(p, intervals=p.intervals.clear()) if isinstance(p, IdleParts) else p
+        name: replace(p, **{t: getattr(p, t).clear() for t in _DETAILS[type(p)]})  # type: ignore[type-var]
+        if type(p) in _DETAILS
+        else p
         for name, p in summary.parts.items()
     }
     return replace(mapped, summary=replace(summary, parts=parts))
+
+
+#: The tables of :func:`_without_details`, by the part they are of.
+_DETAILS: Final[dict[type[Parts], tuple[str, ...]]] = {IdleParts: ("intervals",), SyncParts: ("calls",)}
 
 
 def _map_alone(shard: Shard) -> Mapped:
     """:func:`map_shard` without every GPU idle interval (run where the shard is mapped)."""
-    return _without_intervals(map_shard(shard))
+    return _without_details(map_shard(shard))
 
 
 def _light_alone(mapped: Mapped) -> Mapped:
     """:func:`_light` without every GPU idle interval (run where the result is)."""
-    return _without_intervals(_light(mapped))
+    return _without_details(_light(mapped))
