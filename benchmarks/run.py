@@ -200,6 +200,15 @@ def tracekit_command(folder: Path, out_dir: Path, *, jobs: int | None, cache: Pa
     return command
 
 
+def write_results(doc: dict[str, Any], out: Path, text: str) -> None:
+    """Write a benchmark's results ``doc`` as JSON to ``out``, then print ``text`` (its table) and
+    where it went."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(doc, indent=1) + "\n")
+    print(text)
+    print(f"wrote {out}")
+
+
 def _last_json(text: str) -> Any:
     for line in reversed(text.strip().splitlines()):
         if line.startswith("{"):
@@ -355,11 +364,7 @@ def main(argv: list[str] | None = None) -> None:
         repeat=args.repeat,
         log=log,
     )
-    out = args.out or HERE / "results" / f"{spec.ranks}x{mb:g}mb.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(doc, indent=1) + "\n")
-    print(table(doc))
-    print(f"wrote {out}")
+    write_results(doc, args.out or HERE / "results" / f"{spec.ranks}x{mb:g}mb.json", table(doc))
 
 
 if __name__ == "__main__":

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import gzip
-import json
 import os
 import shutil
 import subprocess
@@ -38,7 +37,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from benchmarks.generate import ROOT, SHAPES, Spec, generate
-from benchmarks.run import HERE, Measure, _env, _machine, measure, tracekit_command
+from benchmarks.run import HERE, Measure, _env, _machine, measure, tracekit_command, write_results
 
 SIZES_GB: Final = (0.5, 1.0, 2.0)
 #: HTA's peak RSS per GB of JSON (2.63 GB for one 0.5 GB rank, measured here).
@@ -256,10 +255,7 @@ def main(argv: list[str] | None = None) -> None:
         shapes=tuple(args.shapes),
         only=tuple(args.only),
     )
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(doc, indent=1) + "\n")
-    print(table(doc))
-    print(f"wrote {args.out}")
+    write_results(doc, args.out, table(doc))
 
 
 if __name__ == "__main__":

@@ -25,7 +25,6 @@ About 45 minutes in full (HTA, the 2 GB tiles and the 1,024-rank points are most
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import tempfile
@@ -181,10 +180,7 @@ def main(argv: list[str] | None = None) -> None:
 
     doc = run_all(quick=args.quick, data_dir=args.data_dir, log=log)
     out = args.out or HERE / "results" / ("targets_quick.json" if args.quick else "targets.json")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(doc, indent=1) + "\n")
-    print(markdown(doc))
-    print(f"wrote {out}")
+    run.write_results(doc, out, markdown(doc))
 
 
 if __name__ == "__main__":
