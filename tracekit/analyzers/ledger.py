@@ -55,6 +55,7 @@ if TYPE_CHECKING:
     from tracekit.analyzers.collectives import CollectiveResult
     from tracekit.analyzers.context import RankContext
     from tracekit.analyzers.stragglers import StragglerResult
+    from tracekit.results.rows import Straggler
 
 #: The entry of GPU idle time, by the cause of its gap.
 IDLE_ENTRY: Final = {
@@ -110,15 +111,23 @@ def _code(entry: LedgerEntry) -> pl.Expr:
 
 
 def ledger_map(ctx: RankContext) -> LedgerParts:
-    """The per-rank part: ``entries`` (rank, step, phase, entry, ns), ``comms`` (rank,
-    start_ns, end_ns: the union of each rank's ``comms`` time, where a straggler's wait is
-    carved from) and ``frames`` (the measured windows)."""
+    """The per-rank part: ``entries`` (rank, step, phase, entry, ns), and ``per_step``, them
+    summed over the phases (a rank's alone: summed here, not over every rank's in the reduce, 9M
+    rows at 1,024 ranks of a GB); ``comms`` (rank, start_ns, end_ns: the union of each rank's
+    ``comms`` time, where a straggler's wait is carved from) and ``frames`` (the measured windows).
+    The reduce reads ``entries`` and ``comms`` only to carve a named straggler's cost
+    (:func:`reduce_ledger`)."""
     segs = _gpu_segments(ctx) if ctx.has_gpu else _host_segments(ctx)
     entries = _by_phase(segs, ctx.top_level).with_columns(pl.col("entry").cast(pl.String))
     comms = iv.union(
         segs.filter(pl.col("entry") == LedgerEntry.COMMS.value).select("rank", "start_ns", "end_ns"), ["rank"]
     )
-    return LedgerParts(entries=entries, comms=comms, frames=ctx.frames.select("rank", "step", "start_ns", "end_ns"))
+    return LedgerParts(
+        entries=entries,
+        per_step=summed(entries) if entries.height else entries.clear().drop("phase"),
+        comms=comms,
+        frames=ctx.frames.select("rank", "step", "start_ns", "end_ns"),
+    )
 
 
 def _gpu_segments(ctx: RankContext) -> pl.DataFrame:
@@ -242,16 +251,21 @@ def reduce_ledger(
     *,
     collectives: CollectiveResult,
     stragglers: StragglerResult,
+    per_step: pl.DataFrame | None = None,
 ) -> LedgerResult:
     """The ledger of the run from the ranks' parts (see :func:`ledger_map`), with the
-    stragglers' share carved out of communication and out of their own slow phase."""
+    stragglers' share carved out of communication and out of their own slow phase.
+
+    ``per_step``: ``entries`` summed (:func:`summed`) where the ranks' parts did (else here);
+    then ``comms`` is read only where a straggler is named (:func:`straggler_reads`), and
+    ``entries`` only where a straggler's cause is a phase."""
     if entries.height == 0:
         entries = pl.DataFrame(
             schema={"rank": pl.Int32, "step": pl.Int64, "phase": pl.String, "entry": pl.String, "ns": pl.Int64}
         )
     named = [s.rank for s in stragglers.stragglers]
     waited = _straggler_waits(comms, frames, collectives, named)
-    per_step = summed(entries)
+    per_step = summed(entries) if per_step is None or per_step.width == 0 else per_step
     per_step = _carve(per_step, waited)
     per_step = _own_excess(per_step, entries, stragglers)
     per_step = in_ledger_order(per_step.filter(pl.col("ns") > 0))
@@ -427,12 +441,25 @@ def _carve(per_step: pl.DataFrame, waited: pl.DataFrame) -> pl.DataFrame:
     return _take(per_step, moved.select(*_KEYS, entry=pl.lit(LedgerEntry.COMMS.value), take="moved"))
 
 
+def straggler_reads(stragglers: StragglerResult) -> tuple[bool, bool]:
+    """Whether :func:`reduce_ledger` reads ``comms`` (a straggler is named: its waits are carved
+    from the others' communication) and ``entries`` (a named straggler's cause is a phase: its
+    excess there is carved from that phase's entries)."""
+    named = stragglers.stragglers
+    return bool(named), any(_own_cost(s) for s in named)
+
+
+def _own_cost(s: Straggler) -> bool:
+    """Whether the named straggler ``s``'s excess in its own slow phase is carved (:func:`_own_excess`)."""
+    return s.cause is StragglerCause.PHASE and s.phase is not None and s.cause_excess_ns > 0
+
+
 def _own_excess(per_step: pl.DataFrame, entries: pl.DataFrame, stragglers: StragglerResult) -> pl.DataFrame:
     """On each named straggler whose cause is a phase, its excess in that phase per step moved
     to ``straggler`` from that phase's entries (but waiting), in proportion."""
     out = per_step
     for s in stragglers.stragglers:
-        if s.cause is not StragglerCause.PHASE or s.phase is None or s.cause_excess_ns <= 0:
+        if not _own_cost(s):
             continue
         own = (
             entries.filter(pl.col("rank") == s.rank, pl.col("phase") == s.phase, ~pl.col("entry").is_in(_WAITING))

@@ -209,7 +209,10 @@ class IdleParts(Parts):
 class LedgerParts(Parts):
     """The ledger's entries per step, the communication intervals, the measured windows."""
 
+    #: each step's entries by phase (what a straggler's own slow phase is carved from)
     entries: pl.DataFrame = table("rank step phase entry ns")
+    #: each step's entries, the phases summed (:func:`~tracekit.analyzers.ledger.summed`)
+    per_step: pl.DataFrame = table("rank step entry ns")
     comms: pl.DataFrame = table("rank start_ns end_ns")
     frames: pl.DataFrame = table("rank step start_ns end_ns")
 

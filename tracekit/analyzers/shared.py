@@ -21,7 +21,7 @@ from tracekit.analyzers.collectives import CollectiveResult, match_found
 from tracekit.analyzers.dataloader import DataLoaderResult, data_measure
 from tracekit.analyzers.idle import IdleResult
 from tracekit.analyzers.kernels import KernelResult, summarize_kernels
-from tracekit.analyzers.ledger import LedgerResult, reduce_ledger
+from tracekit.analyzers.ledger import LedgerResult, reduce_ledger, straggler_reads
 from tracekit.analyzers.mapreduce import Entry
 from tracekit.analyzers.overlap import OverlapResult
 from tracekit.analyzers.parts import (
@@ -133,29 +133,39 @@ def _ledger(red: Reduced) -> LedgerResult:
     """Every ns of each rank's window under one entry, stragglers carved out (the verdict's numbers)."""
     p = red.gather(LedgerParts)
     stragglers = red.result(STRAGGLERS)
-    comms = _whole(red, p, "comms") if stragglers.stragglers else p.comms  # read for a straggler's waits only
-    return reduce_ledger(p.entries, comms, p.frames, collectives=red.result(COLLECTIVES), stragglers=stragglers)
+    # read to carve a named straggler's cost only: on a cluster elsewhere, fetched then
+    waits, own = straggler_reads(stragglers)
+    whole = _whole(red, p, tuple(t for t, read in (("entries", own), ("comms", waits)) if read))
+    return reduce_ledger(
+        whole.get("entries", p.entries),
+        whole.get("comms", p.comms),
+        p.frames,
+        collectives=red.result(COLLECTIVES),
+        stragglers=stragglers,
+        per_step=p.per_step,
+    )
 
 
-def _whole(red: Reduced, gathered: Parts, table: str) -> pl.DataFrame:
-    """``table`` of the parts ``gathered`` here, with that of the shards whose workers kept it
-    where they mapped them (:meth:`Reduced.kept`) fetched: every rank's, in rank order."""
-    kept = red.kept(type(gathered))
-    here: pl.DataFrame = getattr(gathered, table)
+def _whole(red: Reduced, gathered: Parts, tables: tuple[str, ...]) -> dict[str, pl.DataFrame]:
+    """``tables`` of the parts ``gathered`` here, with those of the shards whose workers kept
+    them where they mapped them (:meth:`Reduced.kept`) fetched, once: every rank's, in rank order."""
+    kept = red.kept(type(gathered)) if tables else []
     if not kept:
-        return here
+        return {t: getattr(gathered, t) for t in tables}
     spread = red.options.spread
     if spread is None:  # kept by an executor whose workers are elsewhere: its spread is given
-        raise ValueError(f"{type(gathered).__name__}.{table} was kept on workers the reduce cannot reach")
-    got = spread.fetch([handle for _, handle in kept])
-    frames: list[pl.DataFrame] = [here, *(getattr(g, table) for g in got if g is not None)]
-    frames = [f for f in frames if f.width and f.height]
-    if not frames:
-        return here
-    whole = pl.concat(frames, how="vertical_relaxed")
-    if not whole["rank"].is_sorted():
-        whole = whole.sort("rank", maintain_order=True)
-    return whole
+        raise ValueError(f"{type(gathered).__name__} was kept on workers the reduce cannot reach")
+    got = [g for g in spread.fetch([handle for _, handle in kept]) if g is not None]
+    out = {}
+    for table in tables:
+        frames: list[pl.DataFrame] = [getattr(gathered, table), *(getattr(g, table) for g in got)]
+        frames = [f for f in frames if f.width and f.height]
+        if not frames:
+            out[table] = getattr(gathered, table)
+            continue
+        whole = pl.concat(frames, how="vertical_relaxed")
+        out[table] = whole if whole["rank"].is_sorted() else whole.sort("rank", maintain_order=True)
+    return out
 
 
 STEPS: Final = Entry[StepResult]("shared.steps", cross_rank=_steps)
