@@ -14,7 +14,12 @@ and whether each is met.
    Dask workers (< 60 s, with a reduce < 5 s that does not grow with the MB per rank), its
    reduce as a running cluster of 64 workers runs it: the ranks re-timed on the workers, the
    slopes measured on a running cluster here (``scale_ranks``' points apart, among them 1,024
-   ranks of the ``dense`` shape, which hold the collective instances of an A100 rank of a GB).
+   ranks of the ``dense`` shape, which hold the collective instances of an A100 rank of a GB);
+5. ``benchmarks.client_reduce``: the client's part of that reduce measured at the target's size
+   (its reduce of 1,024 copies of one mapped A100 rank of a GB), which then stands in the
+   model's reduce for the client's terms fitted on ranks of a few MB (:func:`measured_reduce`;
+   the fitted terms' per rank-MB slope is a few tenths of a second between two points, which
+   two runs of one point differ by, extrapolated 300 times).
 
 Writes every part's own results and the table of targets to one JSON file (``--out``) and
 prints the table as Markdown, with the machine and the load it ran under. ``--quick`` runs
@@ -32,7 +37,7 @@ import time
 from pathlib import Path
 from typing import Any, Final
 
-from benchmarks import compare, run, scale_file, scale_ranks
+from benchmarks import client_reduce, compare, run, scale_file, scale_ranks
 from benchmarks.generate import DATA_DIR, SHAPES, Spec
 from benchmarks.scale_model import Model
 
@@ -61,13 +66,39 @@ TARGETS: Final = (
 )
 
 
+def measured_reduce(parts: dict[str, Any], model: Model) -> dict[str, float] | None:
+    """The reduce of 1,024 ranks x 1 GB on 64 workers with the client's part measured at that size
+    (``benchmarks.client_reduce``: its reduce of 1,024 copies of a 1 GB A100 rank, the what-ifs
+    aside), not extrapolated from ranks of a few MB: that CPU, plus the client's part of the
+    what-ifs re-timed apart (``scale_ranks``' 1,024 dense ranks apart less ``client_reduce``'s
+    copies of a dense rank: both hold the instances of a rank of a GB), plus the workers' part
+    (the model's, spread over them). None where either part did not run."""
+    points = parts.get("client_reduce", {}).get("points", [])
+    apart = parts["scale_ranks"].get("apart", {}).get("points", [])
+    ranks, mb, workers = SCALE
+    a100 = [p for p in points if p["shape"] == "a100"]
+    dense = [p for p in points if p["shape"] == "dense"]
+    dense_apart = [p for p in apart if p.get("shape") == "dense" and p["ranks"] == ranks]
+    if not (a100 and dense and dense_apart and model.apart):
+        return None
+    client = max(a100, key=lambda p: p["mb_per_rank"])["reduce_cpu_s"]
+    rounds = max(0.0, dense_apart[0]["reduce_client_cpu_s"] - dense[0]["reduce_cpu_s"])
+    n = model.instances(mb)
+    there = ranks * (model.wa1_per_rank + model.wa2_per_rank_mb * mb + model.wa3_per_rank_instance * n) / workers
+    return {"client_s": client, "rounds_s": round(rounds, 3), "workers_s": round(there, 3)}
+
+
 def values(parts: dict[str, Any]) -> dict[str, float | None]:
     """Each target's measured value from the parts' results (None: that part failed)."""
     eight = parts["8x125mb"]["targets"]
     model = Model(**parts["scale_ranks"]["model"])
     ranks, mb, workers = SCALE
-    # a running cluster of 64 workers re-times the ranks on its workers: the model apart, where measured
+    # a running cluster of 64 workers re-times the ranks on its workers: the model apart, where
+    # measured, with the client's part measured at the target's size where it was
     stages = model.stages(ranks, mb, workers, scheduled=True, apart=model.apart)
+    if (measured := measured_reduce(parts, model)) is not None:
+        reduce_s = round(sum(measured.values()), 2)
+        stages = {**stages, "reduce_s": reduce_s, "total_s": round(stages["map_s"] + reduce_s + stages["report_s"], 2)}
     shapes = parts["scale_file"]["targets"]
     large = parts["scale_ranks"]["large"]
     out: dict[str, float | None] = {
@@ -151,6 +182,8 @@ def run_all(*, quick: bool, data_dir: Path, log: Any) -> dict[str, Any]:
     )
     log("== ranks at scale: the points, 1,024 ranks local and Dask, the model")
     parts["scale_ranks"] = scale_ranks.run_all(quick=quick, data_dir=data_dir, log=log)
+    log("== the client's reduce of 1,024 ranks of a GB, measured")
+    parts["client_reduce"] = client_reduce.run_all(quick=quick, data_dir=data_dir, repeat=2, log=log)
     doc: dict[str, Any] = {
         "issue": 48,
         "quick": quick,
@@ -164,6 +197,7 @@ def run_all(*, quick: bool, data_dir: Path, log: Any) -> dict[str, Any]:
         "parts": parts,
     }
     doc["targets"] = targets(parts)
+    doc["measured_reduce"] = measured_reduce(parts, Model(**parts["scale_ranks"]["model"]))
     return doc
 
 

@@ -73,3 +73,25 @@ def test_the_model_target_reads_the_reduce_apart_once_measured() -> None:
     # a results file from before the points apart: the reduce on the client, the JSON check not run
     before = _table(rss_over_hta=0.15, local_mb=900, dask_mb=990, identical=True)
     assert before["scale_reduce_s"]["value"] == 1.0 and before["ranks_1024_apart_same_json"]["met"] is None
+
+
+def test_the_model_target_reads_the_clients_reduce_where_measured_at_its_size() -> None:
+    apart = replace(MODEL, ra0=0.5, ra2_per_rank_mb=0.001, wa2_per_rank_mb=0.064)
+    parts = _parts(rss_over_hta=0.15, local_mb=900, dask_mb=990, identical=True)
+    dense_apart = {"ranks": 1024, "mb_per_rank": 4.0, "shape": "dense", "reduce_client_cpu_s": 12.0}
+    measured = {"json_identical_to_local": True, "points": [dense_apart]}
+    parts["scale_ranks"] |= {"model": asdict(apart), "apart": measured}
+    parts["client_reduce"] = {
+        "points": [
+            {"shape": "dense", "mb_per_rank": 4.0, "reduce_cpu_s": 10.5},
+            {"shape": "a100", "mb_per_rank": 1000.0, "reduce_cpu_s": 10.0},
+        ]
+    }
+    table = {t["name"]: t for t in targets.targets(parts)}
+    # by hand: the client's 10 s measured at 1 GB, its rounds 12 - 10.5, the workers' 1024 x 0.064 x 1000 / 64
+    assert table["scale_reduce_s"]["value"] == 10.0 + 1.5 + 1024
+    stages = apart.stages(*targets.SCALE, scheduled=True, apart=True)
+    assert table["scale_total_s"]["value"] == round(stages["map_s"] + 10.0 + 1.5 + 1024 + stages["report_s"], 2)
+    # without the dense ranks apart, the client's measured reduce has no rounds to go with: the model's
+    del parts["scale_ranks"]["apart"]["points"]
+    assert {t["name"]: t for t in targets.targets(parts)}["scale_reduce_s"]["value"] == 0.5 + 1024 + 1024
