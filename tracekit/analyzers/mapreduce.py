@@ -80,7 +80,7 @@ class RankSummary:
     #: a part's type -> a handle of that whole part, left where the shard was mapped (a
     #: cluster's worker: :meth:`tracekit.executors.Executor.keep`), whose entry in ``parts``
     #: lacks the tables its analysis leaves there (the gains' tables of events, the ledger's
-    #: communication time: :data:`tracekit.pipeline.shards.KEPT`)
+    #: communication time and entries by phase: :data:`tracekit.pipeline.shards.KEPT`)
     kept: dict[type, Any] = field(default_factory=dict)
 
 
