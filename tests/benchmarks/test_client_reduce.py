@@ -10,6 +10,7 @@ import pytest
 from benchmarks.client_reduce import copies, mapped_rank, tables, timed_reduce
 from benchmarks.generate import SOURCES, Spec, generate
 from tracekit.analyzers.analysis import reduce_outcome, run_options
+from tracekit.analyzers.gains_held import KEPT_TABLES
 from tracekit.executors import make_executor
 from tracekit.pipeline import AnalyzeOptions, analyze_paths
 from tracekit.pipeline.mapped import Settings
@@ -38,7 +39,7 @@ def test_copies_of_one_rank_reduce_as_the_ranks_they_copy(tmp_path: Path) -> Non
     # what the client gets of the rank: its steps' and collectives' tables, none of the gains' events
     sizes = tables(mapped.summary)
     assert sizes["collectives.found"]["rows"] == got.collectives.count
-    assert all(sizes[f"gains.{t}"]["rows"] == 0 for t in ("tasks", "fetch", "launches", "host_free"))
+    assert all(sizes[f"gains.{t}"]["rows"] == 0 for t in KEPT_TABLES)
 
     timed = timed_reduce(mapped, world)
     assert (timed["ranks"], timed["collective_instances"]) == (world, got.collectives.count)
