@@ -51,7 +51,7 @@ sound methods); exact for counts and ranks.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Final, Literal
 
 # figure names (the adapter in test_truth.py returns the same names)
 STEPS = "steps"  # steady + excluded steps found, per rank
@@ -136,6 +136,15 @@ CLOSING_SYNC = (
 
 def _share(name: str, value: float, rank: int | None, window: str = STEADY, tol: float = 3.0) -> Figure:
     return Figure(name, value, tol, rank, window, SHARE_TOL)
+
+
+#: The steps of the one-rank H200 captures (ProfilerStep#2-#7: the profiler's window after warm-up).
+_H200_STEPS: Final = Figure(STEPS, 6, 0, 0, STEADY, "ProfilerStep#2-#7")
+
+
+def _host_late(value: float) -> Figure:
+    """Rank 0's host-late share of the steady steps (idle_causes.py), within 5 points."""
+    return Figure(HOST_LATE, value, 5, 0, STEADY, CAUSE_TOL)
 
 
 CASES: tuple[Case, ...] = (
@@ -272,7 +281,7 @@ CASES: tuple[Case, ...] = (
             _share(COMM, 5.93, 0),
             Figure(MEMORY, 0.34, 1, 0, STEADY, "small share"),
             _share(IDLE, 76.39, 0),
-            Figure(HOST_LATE, 75.83, 5, 0, STEADY, CAUSE_TOL),
+            _host_late(75.83),
             Figure(SYNCS, 8, 0, 0, STEADY, "8 cudaEventSynchronize per step, no pageable copies"),
         ),
     ),
@@ -697,7 +706,7 @@ CASES: tuple[Case, ...] = (
             Figure(STEPS, 3, 0, 0, STEADY, "ProfilerStep#2-#4"),
             _share(COMPUTE, 4.31, 0),
             _share(IDLE, 95.61, 0),
-            Figure(HOST_LATE, 92.26, 5, 0, STEADY, CAUSE_TOL),
+            _host_late(92.26),
         ),
     ),
     # --- "cuda-h200-data-bound-pinned": samples/configs/data_bound.json (10 ms per sample, 16 a
@@ -752,7 +761,7 @@ CASES: tuple[Case, ...] = (
         primary="gpu-compute-bound",
         deciding="compute 79.5% of the 6 steps; GPU idle 20.3%, host work after the sync 13.9%",
         figures=(
-            Figure(STEPS, 6, 0, 0, STEADY, "ProfilerStep#2-#7"),
+            _H200_STEPS,
             _share(COMPUTE, 79.53, 0),
             _share(IDLE, 20.26, 0),
             Figure(SYNCS, 1, 0, 0, STEADY, "cudaStreamSynchronize (is_nonzero); " + CAPTURE_SYNC_WHY),
@@ -795,10 +804,10 @@ CASES: tuple[Case, ...] = (
         deciding="GPU idle 97.5%, launch gaps 53.1% of the window against host work 30.6%",
         secondary=("host-bound",),
         figures=(
-            Figure(STEPS, 6, 0, 0, STEADY, "ProfilerStep#2-#7"),
+            _H200_STEPS,
             _share(COMPUTE, 2.51, 0),
             _share(IDLE, 97.45, 0),
-            Figure(HOST_LATE, 94.89, 5, 0, STEADY, CAUSE_TOL),
+            _host_late(94.89),
             Figure(SYNCS, 2, 0, 0, STEADY, "two pageable copies a step; " + CAPTURE_SYNC_WHY),
         ),
     ),
@@ -814,10 +823,10 @@ CASES: tuple[Case, ...] = (
         primary="host-bound",
         deciding="GPU idle 95.6%: host work 52.1% of the window, launch gaps 22.5%, data 18.3%",
         figures=(
-            Figure(STEPS, 6, 0, 0, STEADY, "ProfilerStep#2-#7"),
+            _H200_STEPS,
             _share(COMPUTE, 4.31, 0),
             _share(IDLE, 95.62, 0),
-            Figure(HOST_LATE, 92.85, 5, 0, STEADY, CAUSE_TOL),
+            _host_late(92.85),
         ),
     ),
     # --- "cuda-h200-cal-optimizer-a": AdamW's for-loop step over 384 small tensors: 99.3 ms
@@ -832,10 +841,10 @@ CASES: tuple[Case, ...] = (
         deciding="launch gaps 74.1% of the window (18,660 gaps), host work 19.5%",
         secondary=("host-bound",),
         figures=(
-            Figure(STEPS, 6, 0, 0, STEADY, "ProfilerStep#2-#7"),
+            _H200_STEPS,
             _share(COMPUTE, 3.09, 0),
             _share(IDLE, 96.90, 0),
-            Figure(HOST_LATE, 96.54, 5, 0, STEADY, CAUSE_TOL),
+            _host_late(96.54),
         ),
     ),
     # --- "cuda-h200-cal-optimizer-b": the same with AdamW(fused=True): 24.0 ms steps; the
@@ -849,10 +858,10 @@ CASES: tuple[Case, ...] = (
         primary="host-bound",
         deciding="host work 76.0% of the window, launch gaps 9.2%",
         figures=(
-            Figure(STEPS, 6, 0, 0, STEADY, "ProfilerStep#2-#7"),
+            _H200_STEPS,
             _share(COMPUTE, 0.66, 0),
             _share(IDLE, 99.30, 0),
-            Figure(HOST_LATE, 97.99, 5, 0, STEADY, CAUSE_TOL),
+            _host_late(97.99),
         ),
     ),
     # --- "cuda-h200-cal-transfer-a": 32 MiB pageable batches from 2 workers: 23.1-27.1 ms steps;
@@ -872,11 +881,11 @@ CASES: tuple[Case, ...] = (
         deciding="the fetch phase 8.5-11.4 ms a step of 23-27, the pageable copies 31.2% of the window",
         secondary=("transfer-bound",),
         figures=(
-            Figure(STEPS, 6, 0, 0, STEADY, "ProfilerStep#2-#7"),
+            _H200_STEPS,
             _share(COMPUTE, 1.20, 0),
             _share(MEMORY, 31.18, 0),
             _share(IDLE, 67.61, 0),
-            Figure(HOST_LATE, 66.54, 5, 0, STEADY, CAUSE_TOL),
+            _host_late(66.54),
             Figure(SYNCS, 2, 0, 0, STEADY, "two pageable copies a step; " + CAPTURE_SYNC_WHY),
         ),
     ),
@@ -891,10 +900,10 @@ CASES: tuple[Case, ...] = (
         primary="data-bound",
         deciding="GPU idle under the DataLoader fetch: 62.5% of the window",
         figures=(
-            Figure(STEPS, 6, 0, 0, STEADY, "ProfilerStep#2-#7"),
+            _H200_STEPS,
             _share(MEMORY, 3.32, 0),
             _share(IDLE, 95.10, 0),
-            Figure(HOST_LATE, 93.41, 5, 0, STEADY, CAUSE_TOL),
+            _host_late(93.41),
             Figure(SYNCS, 0, 0, 0, STEADY, CAPTURE_SYNC_WHY),
         ),
     ),
@@ -909,10 +918,10 @@ CASES: tuple[Case, ...] = (
         primary="gpu-compute-bound",
         deciding="compute 85.8% of the window",
         figures=(
-            Figure(STEPS, 6, 0, 0, STEADY, "ProfilerStep#2-#7"),
+            _H200_STEPS,
             _share(COMPUTE, 85.82, 0),
             _share(IDLE, 13.97, 0),
-            Figure(HOST_LATE, 6.75, 5, 0, STEADY, CAUSE_TOL),
+            _host_late(6.75),
             Figure(SYNCS, 0, 0, 0, STEADY, CAPTURE_SYNC_WHY),
         ),
     ),
@@ -931,10 +940,10 @@ CASES: tuple[Case, ...] = (
         alternatives=("gpu-compute-bound", "host-bound", "launch-bound"),
         deciding="compute 51.3%; GPU idle 48.5%: host work 24.5%, launch gaps 16.5%",
         figures=(
-            Figure(STEPS, 6, 0, 0, STEADY, "ProfilerStep#2-#7"),
+            _H200_STEPS,
             _share(COMPUTE, 51.27, 0),
             _share(IDLE, 48.51, 0),
-            Figure(HOST_LATE, 40.95, 5, 0, STEADY, CAUSE_TOL),
+            _host_late(40.95),
         ),
     ),
     # --- "cuda-h200-cal-sync-a": the fp32 MLP with a .item() in every forward: 15.8 ms steps,
@@ -949,10 +958,10 @@ CASES: tuple[Case, ...] = (
         primary="gpu-compute-bound",
         deciding="compute 71.7% of the window; one sync a step, 5.0-5.7 ms waiting",
         figures=(
-            Figure(STEPS, 6, 0, 0, STEADY, "ProfilerStep#2-#7"),
+            _H200_STEPS,
             _share(COMPUTE, 71.67, 0),
             _share(IDLE, 28.13, 0),
-            Figure(HOST_LATE, 20.76, 5, 0, STEADY, CAUSE_TOL),
+            _host_late(20.76),
             Figure(SYNCS, 1, 0, 0, STEADY, "cudaStreamSynchronize (.item()); " + CAPTURE_SYNC_WHY),
         ),
     ),
@@ -965,10 +974,10 @@ CASES: tuple[Case, ...] = (
         primary="gpu-compute-bound",
         deciding="compute 80.5% of the window",
         figures=(
-            Figure(STEPS, 6, 0, 0, STEADY, "ProfilerStep#2-#7"),
+            _H200_STEPS,
             _share(COMPUTE, 80.46, 0),
             _share(IDLE, 19.33, 0),
-            Figure(HOST_LATE, 9.95, 5, 0, STEADY, CAUSE_TOL),
+            _host_late(9.95),
             Figure(SYNCS, 0, 0, 0, STEADY, CAPTURE_SYNC_WHY),
         ),
     ),
@@ -989,7 +998,7 @@ CASES: tuple[Case, ...] = (
             alternatives=("host-bound", "data-bound", "launch-bound"),
             deciding=f"GPU idle {idle}%: host work, launch gaps and data within 4.4 points of each other",
             figures=(
-                Figure(STEPS, 6, 0, 0, STEADY, "ProfilerStep#2-#7"),
+                _H200_STEPS,
                 _share(COMPUTE, compute, 0),
                 _share(IDLE, idle, 0),
                 Figure(HOST_LATE, late, 5, 0, STEADY, CAUSE_TOL),
@@ -1017,10 +1026,10 @@ CASES: tuple[Case, ...] = (
         alternatives=("host-bound",),
         deciding="GPU idle 97.0%, all host-late: Triton launches through Inductor's Python wrapper",
         figures=(
-            Figure(STEPS, 6, 0, 0, STEADY, "ProfilerStep#2-#7"),
+            _H200_STEPS,
             _share(COMPUTE, 2.98, 0),
             _share(IDLE, 96.97, 0),
-            Figure(HOST_LATE, 94.75, 5, 0, STEADY, CAUSE_TOL),
+            _host_late(94.75),
         ),
     ),
     # --- TraceLens vLLM decode, full graph (overview.py, idle_causes.py --window gpu|trace): one

@@ -47,9 +47,10 @@ def data_measure(*, has_gpu: bool) -> DataMeasure:
     return DataMeasure.GPU_IDLE if has_gpu else DataMeasure.HOST_FETCH
 
 
-def fetch_ranges(run: Run) -> pl.DataFrame:
-    """Union of host fetch ranges per rank: rank, start_ns, end_ns."""
-    fetches = run.select(["cpu_op", "annotation", "python"], "rank", "start_ns", "end_ns", name=FETCH_PATTERN)
+def fetch_ranges(run: Run, pattern: str = FETCH_PATTERN) -> pl.DataFrame:
+    """Union of host fetch ranges per rank (those named by ``pattern``: every fetch, or with
+    :data:`LOADER_PATTERN` the DataLoader's own): rank, start_ns, end_ns."""
+    fetches = run.select(["cpu_op", "annotation", "python"], "rank", "start_ns", "end_ns", name=pattern)
     return iv.union(fetches, ["rank"])
 
 
@@ -64,8 +65,7 @@ def dataloader_gaps(
     window = frames.group_by("rank", "step").agg((pl.col("end_ns") - pl.col("start_ns")).sum().alias("window_ns"))
     spans = frames.select("rank", "start_ns", "end_ns")
     host = _per_window(iv.intersect(fetch, spans, ["rank"]), frames, "fetch_ns")
-    own = run.select(["cpu_op", "annotation", "python"], "rank", "start_ns", "end_ns", name=LOADER_PATTERN)
-    own = iv.union(own, ["rank"])
+    own = fetch_ranges(run, LOADER_PATTERN)
     loader = _per_window(iv.intersect(own, spans, ["rank"]), frames, "loader_ns")
     if has_gpu:
         idle = segments.filter(~pl.col("compute") & ~pl.col("collective") & ~pl.col("memory"))

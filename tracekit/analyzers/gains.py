@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Final, TypeVar
+from typing import TYPE_CHECKING, Final, TypeVar
 
 import msgspec
 import numpy as np
@@ -418,11 +418,11 @@ def what_ifs(red: Reduced) -> WhatIfs | None:
         cross = crossing(red, parts.frames)
         held = None
         if cross is not None:
-            here = functools.partial(_here, red, parts, kept, cut, jobs=o.jobs)
+            here = functools.partial(_here, red, parts, cut, jobs=o.jobs)
             held = gains_held.hold(parts, kept, cross, cut, o.spread, partial=partial, here=here)
         if held is not None:
             return WhatIfs(None, {}, windows, step_ns, jobs=o.jobs, memo=o.memo, held=held)
-    parts = gains_held.completed(parts, kept, o.spread)
+    parts = red.completed(parts, gains_held.KEPT_TABLES)
     run = plans(red, parts)
     scenarios: dict[BoundKind, Scenario] = {}
     compute: frozenset[BoundKind] = frozenset()
@@ -459,7 +459,6 @@ def _work(red: Reduced, parts: GainParts, cut: StragglerCut | None) -> tuple[int
 def _here(
     red: Reduced,
     gathered: GainParts,
-    kept: list[tuple[tuple[int, ...], Any]],
     cut: StragglerCut | None,
     kinds: frozenset[BoundKind],
     *,
@@ -470,7 +469,7 @@ def _here(
 
     @functools.cache
     def whole() -> tuple[GainRun | None, dict[BoundKind, Scenario]]:
-        parts = gains_held.completed(gathered, kept, red.options.spread)
+        parts = red.completed(gathered, gains_held.KEPT_TABLES)
         run = plans(red, parts)
         if run is None:
             return None, {}

@@ -19,7 +19,6 @@ plans then built here from the same tables: the gains never depend on the worker
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, TypeVar
@@ -58,7 +57,6 @@ __all__ = [
     "Group",
     "Held",
     "RunFacts",
-    "completed",
     "hold",
     "make_group",
     "on_one_worker",
@@ -400,21 +398,3 @@ def make_group(item: tuple[tuple[Parts | None, ...], Crossing, StragglerCut | No
     kind = type(parts[0])
     tables = {name: [t for p in parts if (t := getattr(p, name)).width] for name in kind.names()}
     return Group(kind(**{name: pl.concat(t, how="vertical_relaxed") for name, t in tables.items() if t}), cross, cut)
-
-
-def completed(parts: P, kept: list[tuple[tuple[int, ...], Any]], spread: Spread | None) -> P:
-    """``parts`` (the gains' tables gathered here) with the tables the workers kept where they
-    mapped them fetched (:data:`KEPT_TABLES`): every rank's, whole."""
-    if not kept:
-        return parts
-    if spread is None:  # kept by an executor whose workers are elsewhere: its spread is given
-        raise ValueError("the gains' tables were kept on workers the reduce cannot reach")
-    got = spread.fetch([handle for _, handle in kept])
-    tables = {}
-    for name in KEPT_TABLES:
-        frames = [f for f in (getattr(parts, name), *(getattr(g, name) for g in got if g is not None)) if f.width]
-        whole = pl.concat(frames, how="vertical_relaxed") if frames else pl.DataFrame()
-        if whole.height and not whole["rank"].is_sorted():
-            whole = whole.sort("rank", maintain_order=True)
-        tables[name] = whole
-    return dataclasses.replace(parts, **tables)  # type: ignore[type-var]

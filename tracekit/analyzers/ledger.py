@@ -124,7 +124,7 @@ def ledger_map(ctx: RankContext) -> LedgerParts:
     )
     return LedgerParts(
         entries=entries,
-        per_step=summed(entries) if entries.height else entries.clear().drop("phase"),
+        per_step=summed(entries),
         comms=comms,
         frames=ctx.frames.select("rank", "step", "start_ns", "end_ns"),
     )

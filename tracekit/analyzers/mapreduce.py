@@ -11,6 +11,7 @@ built-ins included (:mod:`tracekit.analyzers.builtin`).
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
@@ -122,6 +123,25 @@ class Reduced:
         """The shards whose whole part of type ``kind`` was left where they were mapped: their
         ranks and its handle (:attr:`RankSummary.kept`); :meth:`gather` has the rest of it."""
         return [(s.ranks, s.kept[kind]) for s in self.shards if kind in s.kept]
+
+    def completed(self, parts: P, tables: Sequence[str]) -> P:
+        """``parts`` (:meth:`gather`'s) with its ``tables`` that the shards' workers kept where
+        they mapped them (:meth:`kept`) fetched, once: every rank's, whole, in rank order."""
+        kept = self.kept(type(parts))
+        if not kept or not tables:
+            return parts
+        spread = self.options.spread
+        if spread is None:  # kept by an executor whose workers are elsewhere: its spread is given
+            raise ValueError(f"{type(parts).__name__}'s tables were kept on workers the reduce cannot reach")
+        got = [g for g in spread.fetch([handle for _, handle in kept]) if g is not None]
+        whole = {}
+        for name in tables:
+            frames = [f for f in (getattr(parts, name), *(getattr(g, name) for g in got)) if f.width]
+            table = pl.concat(frames, how="vertical_relaxed") if frames else pl.DataFrame()
+            if table.height and not table["rank"].is_sorted():
+                table = table.sort("rank", maintain_order=True)
+            whole[name] = table
+        return dataclasses.replace(parts, **whole)  # type: ignore[type-var]
 
     @overload
     def result(self, entry: Entry[R]) -> R: ...

@@ -43,7 +43,6 @@ from tracekit.analyzers.syncs import SyncResult
 
 if TYPE_CHECKING:
     from tracekit.analyzers.mapreduce import Reduced
-    from tracekit.analyzers.parts import Parts
 
 
 def _steps(red: Reduced) -> StepResult:
@@ -131,41 +130,13 @@ def _idle(red: Reduced) -> IdleResult | None:
 
 def _ledger(red: Reduced) -> LedgerResult:
     """Every ns of each rank's window under one entry, stragglers carved out (the verdict's numbers)."""
-    p = red.gather(LedgerParts)
     stragglers = red.result(STRAGGLERS)
     # read to carve a named straggler's cost only: on a cluster elsewhere, fetched then
     waits, own = straggler_reads(stragglers)
-    whole = _whole(red, p, tuple(t for t, read in (("entries", own), ("comms", waits)) if read))
+    p = red.completed(red.gather(LedgerParts), [t for t, read in (("entries", own), ("comms", waits)) if read])
     return reduce_ledger(
-        whole.get("entries", p.entries),
-        whole.get("comms", p.comms),
-        p.frames,
-        collectives=red.result(COLLECTIVES),
-        stragglers=stragglers,
-        per_step=p.per_step,
+        p.entries, p.comms, p.frames, collectives=red.result(COLLECTIVES), stragglers=stragglers, per_step=p.per_step
     )
-
-
-def _whole(red: Reduced, gathered: Parts, tables: tuple[str, ...]) -> dict[str, pl.DataFrame]:
-    """``tables`` of the parts ``gathered`` here, with those of the shards whose workers kept
-    them where they mapped them (:meth:`Reduced.kept`) fetched, once: every rank's, in rank order."""
-    kept = red.kept(type(gathered)) if tables else []
-    if not kept:
-        return {t: getattr(gathered, t) for t in tables}
-    spread = red.options.spread
-    if spread is None:  # kept by an executor whose workers are elsewhere: its spread is given
-        raise ValueError(f"{type(gathered).__name__} was kept on workers the reduce cannot reach")
-    got = [g for g in spread.fetch([handle for _, handle in kept]) if g is not None]
-    out = {}
-    for table in tables:
-        frames: list[pl.DataFrame] = [getattr(gathered, table), *(getattr(g, table) for g in got)]
-        frames = [f for f in frames if f.width and f.height]
-        if not frames:
-            out[table] = getattr(gathered, table)
-            continue
-        whole = pl.concat(frames, how="vertical_relaxed")
-        out[table] = whole if whole["rank"].is_sorted() else whole.sort("rank", maintain_order=True)
-    return out
 
 
 STEPS: Final = Entry[StepResult]("shared.steps", cross_rank=_steps)

@@ -349,7 +349,7 @@ class KeptPart:
 
     handle: Any
     shard: Shard
-    kind: type[Parts] = GainParts
+    kind: type[Parts]
 
 
 def _unwrapped(item: Any) -> Any:
