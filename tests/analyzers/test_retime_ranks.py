@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tracekit.analyzers.retime import RankPlan, Scenario, simulate
-from tracekit.analyzers.retime_ranks import RankAlone, Round, agreed_order, met, recorded, settle_each, solve
+from tracekit.analyzers.retime_ranks import Lasts, RankAlone, Round, agreed_order, met, recorded, settle_each, solve
+from tracekit.analyzers.retime_shape import _NEVER
 
 from .test_retime import _scenarios, plan, removal, timelines
 
@@ -136,3 +138,25 @@ def test_a_rank_re_timed_again_under_a_scenario_is_re_timed_as_the_first_time(
         rounds = [rank.round(s, last_old) for s in (first, second, first, second)]
         assert rounds[0] == rounds[2] == RankAlone(p, last_old, first_end).round(first, last_old)
         assert rounds[1] == rounds[3] == RankAlone(p, last_old, first_end).round(second, last_old)
+
+
+@given(
+    st.dictionaries(st.integers(-5, 40), st.floats(allow_nan=False, allow_infinity=False), max_size=20),
+    st.lists(st.integers(-8, 45), max_size=30),
+)
+@settings(max_examples=300, deadline=None)
+def test_the_last_arrivals_looked_up_at_once_are_those_looked_up_one_by_one(
+    given_lasts: dict[int, float], ids: list[int]
+) -> None:
+    lasts = Lasts(given_lasts)
+    at = np.array(ids, dtype=np.int64)
+    expected = [given_lasts.get(i, _NEVER) for i in ids]
+    assert lasts.at(at).tolist() == expected
+    assert lasts.at(at).tolist() == expected  # the sorted arrays, made once, read again
+
+
+def test_a_rank_holds_each_instance_s_tasks_in_order() -> None:
+    """:attr:`RankAlone.members`, worked out of arrays: each instance -> its tasks, in order."""
+    p = plan(0, tasks=[(0, 0, 10), (0, 10, 20), (0, 20, 30), (0, 30, 40)], instances=[2, -1, 0, 2])
+    alone = RankAlone(p, {0: 0.0, 2: 0.0}, {0: 0.0, 2: 0.0})
+    assert alone.members == {0: [2], 2: [0, 3]}

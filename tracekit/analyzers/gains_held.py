@@ -39,7 +39,7 @@ from tracekit.analyzers.gains_scenarios import (
     straggler_scenario,
 )
 from tracekit.analyzers.retime_parallel import balanced
-from tracekit.analyzers.retime_ranks import Met, RankAlone, met, recorded, settle_each
+from tracekit.analyzers.retime_ranks import Met, RankAlone, met, read_lasts, recorded, settle_each
 from tracekit.results.vocab import BoundKind
 
 if TYPE_CHECKING:
@@ -200,7 +200,10 @@ class Group:
         if b.alone is None:
             b.alone = [RankAlone(p, *recorded_old) for p in b.run.plans]
         alone = b.alone
-        return {k: [met(r.round(self.scenario(kinds, sets[k]), last) for r in alone)] for k, last in lasts.items()}
+        return {
+            k: [met(r.round(self.scenario(kinds, sets[k]), read) for r in alone)]
+            for k, read in read_lasts(lasts).items()
+        }
 
 
 def group_summary(group: Group) -> Summary:

@@ -54,6 +54,7 @@ __all__ = [
     "Shapes",
     "Simulation",
     "meetings",
+    "meetings_of",
     "new_rank",
     "simulate",
     "simulate_each",
@@ -728,7 +729,7 @@ class Simulation:
             blocks = [(rank, r.b_end) for rank, r in self.ranks.items()]
             held = None if self._members is not None else _held(self.plans, at)
             if held is not None:
-                self._native = _meetings_of(held, blocks)
+                self._native = meetings_of(held, blocks)
             else:
                 self._native = meetings(
                     {i: [(at[rank], k) for rank, k in ms] for i, ms in self.members.items()},
@@ -796,10 +797,10 @@ def meetings(
         np.array([last_old[i] for i in ids], dtype=np.float64),
         np.array([first_end[i] for i in ids], dtype=np.float64),
     )
-    return _meetings_of(held_a, blocks)
+    return meetings_of(held_a, blocks)
 
 
-def _meetings_of(held: tuple[np.ndarray, ...], blocks: list[tuple[int, np.ndarray]]) -> tuple[np.ndarray, ...]:
+def meetings_of(held: tuple[np.ndarray, ...], blocks: list[tuple[int, np.ndarray]]) -> tuple[np.ndarray, ...]:
     """:func:`meetings` of the instances as arrays (``held``): their ids, where each one's
     members start and end in the next two (their ranks' indexes and tasks), their last arrivals
     and first ends."""
