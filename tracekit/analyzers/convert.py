@@ -29,7 +29,7 @@ def rows(df: pl.DataFrame, row_type: type[T]) -> list[T]:
     nested columns (whose floats are not cleaned) takes the dicts. A ``row_type`` of plain fields
     (:func:`_plain`) is made from the columns' values instead, where each column holds what its
     field takes (:func:`_constructed`): the same rows, without writing and parsing the text (the
-    2.4M phase rows of 1,024 ranks: 1.5 -> 0.8 s).
+    2.4M phase rows of the reduce of 1,024 copies of an A100 rank of a GB: 1.56 -> 1.24 s).
     """
     fields = set(getattr(row_type, "__struct_fields__", ()))
     cleaned = []
