@@ -390,16 +390,7 @@ def _itself(value: T) -> T:
 
 def _light(mapped: Mapped) -> Mapped:
     """A shard's result without the tables that stay where it was mapped (:data:`KEPT`)."""
-    summary = mapped.summary
-    if summary is None:
-        return mapped
-    parts = {
-        name: replace(p, **{t: getattr(p, t).clear() for t in KEPT[type(p)]})  # type: ignore[type-var]
-        if type(p) in KEPT
-        else p
-        for name, p in summary.parts.items()
-    }
-    return replace(mapped, summary=replace(summary, parts=parts))
+    return _cleared(mapped, KEPT)
 
 
 def _without_details(mapped: Mapped) -> Mapped:
@@ -407,27 +398,32 @@ def _without_details(mapped: Mapped) -> Mapped:
     idle interval (:attr:`IdleParts.intervals`; the reduce reads each rank's longest and its
     one-time idle by host range) and the host's longest blocking calls (:attr:`SyncParts.calls`:
     up to 5,000 a rank, with their names; the reduce reads the counts per step)."""
-    summary = mapped.summary
-    if summary is None or not any(type(p) in _DETAILS for p in summary.parts.values()):
-        return mapped
-    parts = {
-        name: replace(p, **{t: getattr(p, t).clear() for t in _DETAILS[type(p)]})  # type: ignore[type-var]
-        if type(p) in _DETAILS
-        else p
-        for name, p in summary.parts.items()
-    }
-    return replace(mapped, summary=replace(summary, parts=parts))
+    return _cleared(mapped, _DETAILS)
 
 
 #: The tables of :func:`_without_details`, by the part they are of.
 _DETAILS: Final[dict[type[Parts], tuple[str, ...]]] = {IdleParts: ("intervals",), SyncParts: ("calls",)}
 
 
+def _cleared(mapped: Mapped, tables: dict[type[Parts], tuple[str, ...]]) -> Mapped:
+    """A shard's result with the ``tables`` of each part of those types emptied (their columns kept)."""
+    summary = mapped.summary
+    if summary is None or not any(type(p) in tables for p in summary.parts.values()):
+        return mapped
+    parts = {
+        name: replace(p, **{t: getattr(p, t).clear() for t in tables[type(p)]})  # type: ignore[type-var]
+        if type(p) in tables
+        else p
+        for name, p in summary.parts.items()
+    }
+    return replace(mapped, summary=replace(summary, parts=parts))
+
+
 def _map_alone(shard: Shard) -> Mapped:
-    """:func:`map_shard` without every GPU idle interval (run where the shard is mapped)."""
+    """:func:`map_shard` without the details (:func:`_without_details`; run where the shard is mapped)."""
     return _without_details(map_shard(shard))
 
 
 def _light_alone(mapped: Mapped) -> Mapped:
-    """:func:`_light` without every GPU idle interval (run where the result is)."""
+    """:func:`_light` without the details (:func:`_without_details`; run where the result is)."""
     return _without_details(_light(mapped))
