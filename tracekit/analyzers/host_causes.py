@@ -184,7 +184,7 @@ def late_causes(
     if launches is None:
         launches = launch_calls(run, calls)
     every = [(c.value, per_thread(process[c], threads)) for c in PROCESS_CAUSES]
-    bounds = cuts(calls, run.events.height)
+    bounds = cuts(calls, run.height)
     reads = Reads.of(calls, launches, threads)
     if not bounds:
         return _late(threaded, keyed, run, threads=threads, reads=reads, every=every, process=process, window=None)

@@ -71,7 +71,7 @@ def host_time(
     if process is None:
         process = process_ranges(run, fetch=fetch, syncs=syncs, calls=calls, frames=frames)
     every = {c.value: per_thread(process[c], threads) for c in PROCESS_CAUSES}
-    pieces = _pieces(spans.select("idle_id", "rank", "thread", *SPAN), cuts(calls, run.events.height))
+    pieces = _pieces(spans.select("idle_id", "rank", "thread", *SPAN), cuts(calls, run.height))
     reads = Reads.of(calls, launches, threads)
     found = [f for piece in pieces if (f := _classified(run, piece, threads, reads, every)).height]
     return pl.concat(found).sort("rank", "start_ns") if found else empty

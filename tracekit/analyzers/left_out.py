@@ -55,9 +55,10 @@ def left_out(run: Run, steps: StepResult, frames: pl.DataFrame) -> pl.DataFrame:
     of the rank's recorded span, ``steps`` the steps it holds, ``ranks`` 1.
     """
     span = (
-        run.select(RECORDED_KINDS, "rank", "start_ns", "end_ns")
+        run.unordered("rank", "start_ns", "end_ns", kinds=RECORDED_KINDS)
         .group_by(_RANK)
         .agg(first_ns=pl.col("start_ns").min(), last_ns=pl.col("end_ns").max())
+        .collect()
     )
     every = steps.all_steps.select(_RANK, "step", "win_start_ns", "win_end_ns")
     bounds = _bounds(frames, every).join(span, on="rank")

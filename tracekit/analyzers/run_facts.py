@@ -47,22 +47,19 @@ def facts_map(ctx: RankContext) -> FactParts:
     def signs(pattern: str) -> pl.Expr:  # the pattern is tested once per distinct name
         return host & pl.col("name").is_in(run.names_matching(pattern).implode())
 
-    # flags first, then plain sums by rank: a grouped sum of a column is much cheaper than
-    # one of an expression
+    flags = {
+        "gpu_events": pl.col("kind").is_in(GPU_ACTIVITY_KINDS),
+        "gpu_signs": signs(GPU_JOB_SIGNS),
+        "torch_ops": signs(PYTORCH_SIGNS)
+        | (pl.col("kind") == "kernel") & pl.col("name").is_in(run.names_matching(PYTORCH_KERNELS).implode()),
+        "comm_kernels": (pl.col("kind") == "kernel") & (pl.col("category") == "collective"),
+        "comm_host": pl.col("kind").is_in(list(HOST_KINDS)) & (pl.col("category") == "collective"),
+        **run_kind.sign_flags(run),
+    }
+    # flags first (each kind's events apart: the sums do not depend on the order), then plain
+    # sums by rank: a grouped sum of a column is much cheaper than one of an expression
     counts = (
-        run.events.lazy()
-        .select(
-            "rank",
-            "start_ns",
-            "end_ns",
-            gpu_events=pl.col("kind").is_in(GPU_ACTIVITY_KINDS),
-            gpu_signs=signs(GPU_JOB_SIGNS),
-            torch_ops=signs(PYTORCH_SIGNS)
-            | (pl.col("kind") == "kernel") & pl.col("name").is_in(run.names_matching(PYTORCH_KERNELS).implode()),
-            comm_kernels=(pl.col("kind") == "kernel") & (pl.col("category") == "collective"),
-            comm_host=pl.col("kind").is_in(list(HOST_KINDS)) & (pl.col("category") == "collective"),
-            **run_kind.sign_flags(run),
-        )
+        run.unordered("rank", "start_ns", "end_ns", *(flag.alias(name) for name, flag in flags.items()))
         .group_by("rank")
         .agg(
             events=pl.len(),

@@ -8,8 +8,9 @@ from typing import TYPE_CHECKING, Final, Literal
 
 import polars as pl
 
+from tracekit.model.by_kind import ByKind
 from tracekit.model.counters import empty_categories, empty_counters
-from tracekit.model.schema import GPU_ACTIVITY_KINDS
+from tracekit.model.schema import GPU_ACTIVITY_KINDS, empty_events
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence
@@ -135,16 +136,18 @@ class RunMeta:
         return sorted({d for r in self.ranks for d in r.devices})
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class Run:
-    """Every rank's events (one frame, ``rank`` column), counters and per-rank metadata.
+    """Every rank's events, counters and per-rank metadata.
 
-    ``events`` follows :data:`tracekit.model.schema.SCHEMA` and is sorted by rank and start;
-    ``counters`` (memory over time) follows :data:`tracekit.model.counters.COUNTER_SCHEMA` and
-    is sorted by rank and time; it has no rows when the traces recorded none.
+    The events follow :data:`tracekit.model.schema.SCHEMA` and are in the run's order, by rank
+    and start; they are held a kind at a time (:class:`~tracekit.model.by_kind.ByKind`) and read
+    by kind (:meth:`select`); :attr:`events` makes them one frame. ``counters`` (memory over
+    time) follows :data:`tracekit.model.counters.COUNTER_SCHEMA` and is sorted by rank and
+    time; it has no rows when the traces recorded none.
     """
 
-    events: pl.DataFrame
+    by_kind: ByKind
     ranks: tuple[RankInfo, ...]
     skipped: tuple[SkippedFile, ...] = ()
     warnings: tuple[InputWarning, ...] = field(default=())
@@ -152,6 +155,48 @@ class Run:
     #: the categorized memory timeline (:data:`tracekit.model.counters.CATEGORY_SCHEMA`), when a
     #: ``export_memory_timeline`` file came with the traces or alone
     memory_categories: pl.DataFrame = field(default_factory=empty_categories)
+
+    def __init__(
+        self,
+        events: pl.DataFrame | None = None,
+        *,
+        ranks: tuple[RankInfo, ...] = (),
+        skipped: tuple[SkippedFile, ...] = (),
+        warnings: tuple[InputWarning, ...] = (),
+        counters: pl.DataFrame | None = None,
+        memory_categories: pl.DataFrame | None = None,
+        by_kind: ByKind | None = None,
+    ) -> None:
+        """``events``: a frame in the run's order (held a kind at a time from here on), or
+        ``by_kind``: the events already held so."""
+        if events is not None:
+            by_kind = ByKind.of(events)
+        elif by_kind is None:
+            by_kind = ByKind.of(empty_events())
+        object.__setattr__(self, "by_kind", by_kind)
+        object.__setattr__(self, "ranks", ranks)
+        object.__setattr__(self, "skipped", skipped)
+        object.__setattr__(self, "warnings", warnings)
+        object.__setattr__(self, "counters", empty_counters() if counters is None else counters)
+        object.__setattr__(
+            self, "memory_categories", empty_categories() if memory_categories is None else memory_categories
+        )
+
+    @property
+    def events(self) -> pl.DataFrame:
+        """Every event in one frame, in the run's order: a copy of every column (the analyses
+        read by kind, :meth:`select`)."""
+        return self.by_kind.frame()
+
+    @property
+    def height(self) -> int:
+        """How many events the run holds."""
+        return self.by_kind.height
+
+    def unordered(self, *columns: str | pl.Expr, kinds: Sequence[str] | None = None) -> pl.LazyFrame:
+        """The ``columns`` (row by row) of every event (of these ``kinds``, if given), not in
+        the run's order: for sums, counts and extremes (:meth:`ByKind.unordered`)."""
+        return self.by_kind.unordered(columns, kinds)
 
     @property
     def meta(self) -> RunMeta:
@@ -186,13 +231,12 @@ class Run:
     @property
     def has_gpu(self) -> bool:
         """Whether any rank recorded GPU activity (kernels, copies, sets)."""
-        return bool(self.events.select(pl.col("kind").is_in(GPU_ACTIVITY_KINDS).any()).item())
+        return any(k in self.by_kind.parts for k in GPU_ACTIVITY_KINDS)
 
     @cached_property
     def names(self) -> pl.Series:
         """Every distinct event name (strings), for matching patterns once per name."""
-        names: pl.Series = self.events.get_column("name").unique().cast(pl.String).drop_nulls()
-        return names
+        return self.by_kind.names()
 
     def names_matching(self, pattern: str) -> pl.Series:
         """The distinct event names that match the regular expression ``pattern`` (each name is
@@ -213,12 +257,10 @@ class Run:
         tested once per distinct name rather than once per event. Only the columns asked
         for are copied, which on millions of events is most of the cost of a filter.
         """
-        conditions = [pl.col("kind").is_in(list(kinds))]
-        if where is not None:
-            conditions.append(where)
+        conditions = [] if where is None else [where]
         if name is not None:
             conditions.append(pl.col("name").is_in(self.names_matching(name).implode()))
-        return self.events.lazy().filter(*conditions).select(*columns).collect()
+        return self.by_kind.select(kinds, columns, conditions)
 
     def select_slices(
         self,
@@ -232,22 +274,13 @@ class Run:
         holds one slice of them at a time, not all. ``within``: the slices holding no event that
         reaches into this stretch (lo, hi) are left unread (a caller reading a piece of the time
         reads the slices of that time)."""
-        read = 0
-        for part in row_slices(self.events, rows):
-            if within is not None and part.height:
-                first, last = part.select(pl.col("start_ns").min(), pl.col("end_ns").max()).row(0)
-                if first >= within[1] or last <= within[0]:
-                    continue
-            read += 1
-            yield part.lazy().filter(pl.col("kind").is_in(list(kinds))).select(*columns).collect()
-        if not read:
-            yield self.events.clear().lazy().select(*columns).collect()
+        return self.by_kind.slices(kinds, columns, rows, within)
 
     def only(self, ranks: Sequence[int]) -> Run:
         """The same run restricted to ``ranks`` (events, counters and metadata)."""
         keep = list(set(ranks))
         return Run(
-            events=self.events.filter(pl.col("rank").is_in(keep)),
+            by_kind=self.by_kind.only(pl.col("rank").is_in(keep)),
             ranks=tuple(r for r in self.ranks if r.rank in keep),
             skipped=self.skipped,
             warnings=self.warnings,

@@ -298,6 +298,10 @@ def _by_time(counters: pl.DataFrame) -> pl.DataFrame:
     return counters if counters["time_ns"].is_sorted() else counters.sort("time_ns", maintain_order=True)
 
 
+#: The columns :func:`collective_counts` reads.
+COUNTED: Final = ("rank", "kind", "category", "name")
+
+
 def collective_counts(events: pl.DataFrame) -> pl.DataFrame:
     """Per rank of ``events`` (classified): GPU activities, collective kernels, host collectives,
     and the step numbers its step markers hold (``steps``)."""

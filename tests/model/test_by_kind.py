@@ -1,0 +1,133 @@
+"""Events held a kind at a time read as one frame of them does: every selection, slice, whole
+frame and restriction equals the one frame's, row for row and in order (a property test on
+random frames: kinds interleaved, equal starts, columns null or one value within a kind)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import polars as pl
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tests.factories import ev, make_run
+from tracekit.model.by_kind import ROW, ByKind
+from tracekit.model.schema import SCHEMA, empty_events
+
+_KINDS = ("cpu_op", "runtime", "kernel", "memcpy", "annotation", "step")
+
+
+@st.composite
+def frames(draw: st.DrawFn) -> pl.DataFrame:
+    n = draw(st.integers(0, 40))
+    kinds = draw(st.lists(st.sampled_from(_KINDS), min_size=n, max_size=n))
+    starts = draw(st.lists(st.integers(0, 30), min_size=n, max_size=n))  # ties are common
+    lengths = draw(st.lists(st.integers(0, 9), min_size=n, max_size=n))
+    ranks = sorted(draw(st.lists(st.integers(0, 2), min_size=n, max_size=n)))
+    names = draw(st.lists(st.sampled_from(["a", "b", "nccl:x", "cudaLaunchKernel"]), min_size=n, max_size=n))
+    # a column of one value within a kind, one null within some kinds, one of any values
+    pid = [7 if k in ("cpu_op", "runtime") else draw(st.integers(0, 3)) for k in kinds]
+    device = [draw(st.one_of(st.none(), st.integers(0, 1))) if k in ("kernel", "memcpy") else None for k in kinds]
+    correlation = [draw(st.one_of(st.none(), st.integers(0, 5))) for _ in kinds]
+    rows = {
+        "rank": ranks,
+        "kind": kinds,
+        "category": ["compute"] * n,
+        "name": names,
+        "start_ns": starts,
+        "end_ns": [s + d for s, d in zip(starts, lengths, strict=True)],
+        "pid": pid,
+        "tid": [draw(st.integers(1, 2)) for _ in kinds],
+        "device": device,
+        "stream": [None if d is None else 7 for d in device],
+        "correlation": correlation,
+    }
+    frame = pl.DataFrame(rows, schema={c: SCHEMA[c] for c in rows})
+    # the run's order: by rank and start, ties as given
+    frame = frame.sort("rank", "start_ns", maintain_order=True)
+    return pl.concat([empty_events(), frame], how="diagonal_relaxed").select(list(SCHEMA))
+
+
+_COLUMNS = ("rank", "kind", "tid", "start_ns", "end_ns", pl.col("name").cast(pl.String), "device", "correlation")
+
+
+def _reference(frame: pl.DataFrame, kinds: list[str], conditions: list[pl.Expr]) -> pl.DataFrame:
+    return frame.lazy().filter(pl.col("kind").is_in(kinds), *conditions).select(*_COLUMNS).collect()
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    frames(),
+    st.lists(st.sampled_from([*_KINDS, "sync"]), max_size=4),
+    st.sampled_from(["none", "where", "null"]),
+    st.sampled_from([0, 1 << 16]),
+)
+def test_a_selection_is_the_one_frame_s(frame: pl.DataFrame, kinds: list[str], condition: str, literal: int) -> None:
+    conditions = {
+        "none": [],
+        "where": [pl.col("start_ns") >= 10],
+        "null": [pl.col("correlation").is_not_null()],
+    }[condition]
+    held = ByKind.of(frame, literal_rows=literal)
+    assert held.select(kinds, _COLUMNS, conditions).equals(_reference(frame, kinds, conditions))
+    assert held.frame().equals(frame)
+    assert held.height == frame.height
+    assert sorted(held.names().to_list()) == sorted(frame["name"].unique().cast(pl.String).drop_nulls().to_list())
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    frames(),
+    st.lists(st.sampled_from(_KINDS), min_size=1, max_size=3),
+    st.integers(1, 8),
+    st.integers(0, 40),
+    st.sampled_from([0, 1 << 16]),
+)
+def test_slices_are_the_one_frame_s_slices(
+    frame: pl.DataFrame, kinds: list[str], rows: int, lo: int, literal: int
+) -> None:
+    held = ByKind.of(frame, literal_rows=literal)
+    for within in (None, (lo, lo + 5)):
+        expected = []
+        read = 0
+        for offset in range(0, max(frame.height, 1), rows):
+            part = frame.slice(offset, rows)
+            if within is not None and part.height:
+                first, last = part.select(pl.col("start_ns").min(), pl.col("end_ns").max()).row(0)
+                if first >= within[1] or last <= within[0]:
+                    continue
+            read += 1
+            expected.append(_reference(part, kinds, []))
+        if not read:
+            expected.append(_reference(frame.clear(), kinds, []))
+        got = list(held.slices(kinds, _COLUMNS, rows, within))
+        assert len(got) == len(expected)
+        for mine, theirs in zip(got, expected, strict=True):
+            assert mine.equals(theirs)
+
+
+@settings(max_examples=200, deadline=None)
+@given(frames(), st.integers(0, 2), st.sampled_from([0, 1 << 16]))
+def test_a_restriction_and_order_free_sums_are_the_one_frame_s(frame: pl.DataFrame, rank: int, literal: int) -> None:
+    held = ByKind.of(frame, literal_rows=literal)
+    assert held.only(pl.col("rank") == rank).frame().equals(frame.filter(pl.col("rank") == rank))
+    sums = held.unordered(["rank", "start_ns"]).group_by("rank").agg(pl.len(), pl.col("start_ns").sum())
+    assert (
+        sums.collect().sort("rank").equals(frame.group_by("rank").agg(pl.len(), pl.col("start_ns").sum()).sort("rank"))
+    )
+
+
+def test_a_column_of_one_value_or_none_within_a_kind_holds_no_buffer() -> None:
+    run = make_run(
+        [ev("cpu_op", "a", 0, 5, tid=1), ev("kernel", "k", 1, 4, device=0, stream=7), ev("cpu_op", "b", 2, 3, tid=2)]
+    )
+    run = dataclasses.replace(run, by_kind=ByKind.of(run.events, literal_rows=0))
+    ops = run.by_kind.parts["cpu_op"]
+    assert ops.columns == [*SCHEMA, ROW]
+    assert ops[ROW].to_list() == [0, 2]
+    # device and stream are null on every operator, kind and process one value: literals
+    assert ops.select("device", "stream", "kind", "pid").estimated_size() < 100
+    assert ops.select("tid").estimated_size() >= 16  # two values: a buffer
+    # the same values as one frame's, read back through the run
+    assert run.select(["cpu_op"], "device", "stream", "kind", "tid")["device"].to_list() == [None, None]
+    assert run.select(["cpu_op", "kernel"], "name")["name"].cast(pl.String).to_list() == ["a", "k", "b"]
