@@ -131,3 +131,12 @@ def test_a_column_of_one_value_or_none_within_a_kind_holds_no_buffer() -> None:
     # the same values as one frame's, read back through the run
     assert run.select(["cpu_op"], "device", "stream", "kind", "tid")["device"].to_list() == [None, None]
     assert run.select(["cpu_op", "kernel"], "name")["name"].cast(pl.String).to_list() == ["a", "k", "b"]
+
+
+def test_taken_empties_the_list_and_holds_the_same_events() -> None:
+    run = make_run([ev("cpu_op", "a", 0, 5), ev("kernel", "k", 1, 4, device=0, stream=7), ev("runtime", "r", 2, 3)])
+    frame = run.events
+    owned = [frame.clone()]
+    held = ByKind.taken(owned, literal_rows=0)
+    assert owned == []
+    assert held.frame().equals(frame)

@@ -50,30 +50,40 @@ class ByKind:
     def of(cls, events: pl.DataFrame, *, literal_rows: int = LITERAL_ROWS) -> ByKind:
         """``events`` (in the run's order) held a kind at a time; from ``literal_rows`` events
         up, a column of no value or of one within a kind is a literal there."""
-        schema = events.schema
-        if events.height == 0:
+        return cls.taken([events], literal_rows=literal_rows)
+
+    @classmethod
+    def taken(cls, owned: list[pl.DataFrame], *, literal_rows: int = LITERAL_ROWS) -> ByKind:
+        """:meth:`of` the one frame of ``owned`` (which this empties), a column at a time: each
+        column is let go once every kind has its part, so that, where nothing else holds the
+        frame, the events are held once and a column, not twice (a Python call keeps its
+        arguments alive until it returns, hence the list this takes the frame out of)."""
+        events = owned.pop()
+        schema, height = events.schema, events.height
+        if height == 0:
             return cls({}, 0, schema)
         rows = _rows_by_kind(events.get_column("kind"))
-        if events.height < literal_rows:
-            parts = {k: events.select(pl.all().gather(places)).with_columns(places) for k, places in rows.items()}
-            return cls(parts, events.height, schema)
         plain = [c for c, t in schema.items() if t.is_integer()]
-        stats = _stats(events, plain)
-        parts = {}
-        for kind, places in rows.items():
-            held = stats.get(kind, {})
-            columns: list[pl.Series | pl.Expr] = []
-            for c, dtype in schema.items():
-                if c == "kind" and kind:
-                    columns.append(pl.lit(kind, dtype=dtype).alias(c))
+        stats = _stats(events, plain) if height >= literal_rows else None
+        columns: dict[str, list[pl.Series | pl.Expr]] = {kind: [] for kind in rows}
+        for c, dtype in schema.items():
+            column = events.get_column(c)
+            events = events.drop(c)
+            for kind, places in rows.items():
+                held = {} if stats is None else stats.get(kind, {})
+                if stats is None:
+                    columns[kind].append(column.gather(places))
+                elif c == "kind" and kind:
+                    columns[kind].append(pl.lit(kind, dtype=dtype).alias(c))
                 elif held.get((c, "nulls")) == places.len():
-                    columns.append(pl.lit(None, dtype=dtype).alias(c))
+                    columns[kind].append(pl.lit(None, dtype=dtype).alias(c))
                 elif c in plain and held.get((c, "nulls")) == 0 and held.get((c, "min")) == held.get((c, "max")):
-                    columns.append(pl.lit(held[(c, "min")], dtype=dtype).alias(c))
+                    columns[kind].append(pl.lit(held[(c, "min")], dtype=dtype).alias(c))
                 else:
-                    columns.append(events.get_column(c).gather(places))
-            parts[kind] = places.to_frame().with_columns(columns).select(*schema, ROW)
-        return cls(parts, events.height, schema)
+                    columns[kind].append(column.gather(places))
+            del column
+        parts = {k: places.to_frame().with_columns(columns.pop(k)).select(*schema, ROW) for k, places in rows.items()}
+        return cls(parts, height, schema)
 
     def _kinds(self, kinds: Iterable[str]) -> list[pl.DataFrame]:
         return [self.parts[k] for k in dict.fromkeys(kinds) if k in self.parts]

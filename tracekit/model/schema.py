@@ -86,11 +86,17 @@ def without_null_columns(frame: pl.DataFrame) -> pl.DataFrame:
     columns of the schema are null in most traces (the collective arguments outside NCCL
     events, say): 5 of them are a quarter of a 5M-event frame's 0.5 GB when held as buffers.
     """
+    if frame.height == 0:
+        return frame
     schema = frame.schema  # worked out on each call: once here (a file read in chunks asks per chunk)
-    empty = [pl.lit(None, dtype=dtype).alias(c) for c, dtype in schema.items() if all_null(frame, c)]
+    nulls = frame.select(pl.all().null_count()).row(0)
+    empty = [
+        pl.lit(None, dtype=t).alias(c) for (c, t), n in zip(schema.items(), nulls, strict=True) if n == frame.height
+    ]
     return frame.with_columns(empty) if empty else frame
 
 
 def all_null(frame: pl.DataFrame, column: str) -> bool:
-    """Whether ``frame`` has rows and ``column`` holds no value in any (read from its null counts)."""
-    return frame.height > 0 and frame.get_column(column).null_count() == frame.height
+    """Whether ``frame`` has rows and ``column`` holds no value in any (read from its null counts
+    in a query: a literal column read as a series would be made a buffer, and kept one)."""
+    return frame.height > 0 and frame.select(pl.col(column).null_count()).item() == frame.height

@@ -105,7 +105,7 @@ def _map_files(shard: Shard) -> Mapped:
         return _unmapped(files, gpu)
     order = sorted(chosen, key=lambda k: chosen[k])
     run = rank_run(
-        [(claims[k].info(chosen[k], claims[k].rank_source), traces[k]) for k in order],
+        [(claims[k].info(chosen[k], claims[k].rank_source), traces.pop(k)) for k in order],  # held by the run alone
         comm_kernels=settings.comm_kernels,
     )
     del traces

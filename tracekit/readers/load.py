@@ -17,6 +17,7 @@ import polars as pl
 
 from tracekit.arguments import number, path_list, text_list
 from tracekit.errors import InputError
+from tracekit.model.by_kind import ByKind
 from tracekit.model.classify import classify_run
 from tracekit.model.comm_evidence import user_kernel_pattern
 from tracekit.model.counters import empty_categories, empty_counters
@@ -87,11 +88,12 @@ def load_run(
     by_rank = {r: traces.pop(key) for key, r in resolved.assigned.items()}
     del traces
     infos = resolved.infos
-    events, counters = rank_tables([(i.rank, by_rank.pop(i.rank)) for i in infos], comm_kernels=comm_kernels)
+    held, counters = rank_tables([(i.rank, by_rank.pop(i.rank)) for i in infos], comm_kernels=comm_kernels)
     categories, timeline_skips, timeline_warnings = timelines_beside([i.rank for i in infos], found.timelines)
-    meta = run_meta(resolved, skipped=timeline_skips, counts=collective_counts(events), warnings=timeline_warnings)
+    counts = collective_counts(held.unordered(COUNTED).collect())
+    meta = run_meta(resolved, skipped=timeline_skips, counts=counts, warnings=timeline_warnings)
     return Run(
-        events=events,
+        by_kind=held,
         ranks=meta.ranks,
         skipped=meta.skipped,
         warnings=meta.warnings,
@@ -138,23 +140,31 @@ def event_cache(cache_dir: str | Path | None, *, use_cache: bool) -> EventCache 
 
 
 def rank_tables(
-    traces: Sequence[tuple[int, RankTrace]], *, comm_kernels: Sequence[str] = ()
-) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """The events (classified) and the counters of rank traces given in rank order, as one run's."""
+    traces: list[tuple[int, RankTrace]], *, comm_kernels: Sequence[str] = ()
+) -> tuple[ByKind, pl.DataFrame]:
+    """The events (classified, held by kind) and the counters of rank traces given in rank
+    order, as one run's. ``traces`` is emptied: where nothing else holds the traces, their
+    events are then held once while they are sorted by kind (:meth:`ByKind.taken`), not twice."""
     # each rank's frame is sorted by start (readers sort, the cache keeps the order): in rank
     # order they make the run's order without a sort; one chunk, since polars would otherwise
     # re-chunk the whole frame again in every query the analyses make
     events = pl.concat([_with_rank(_by_start(t.events), r) for r, t in traces], how="vertical", rechunk=True)
     counters = pl.concat([empty_counters(), *(_with_rank(_by_time(t.counters), r) for r, t in traces)], rechunk=True)
+    del traces[:]
     # a column that no event fills holds no buffer, whatever the reader of each rank left
-    return without_null_columns(classify_run(events, comm_kernels=comm_kernels)), counters
+    owned = [without_null_columns(classify_run(events, comm_kernels=comm_kernels))]
+    del events
+    return ByKind.taken(owned), counters
 
 
-def rank_run(traces: Sequence[tuple[RankInfo, RankTrace]], *, comm_kernels: Sequence[str] = ()) -> Run:
+def rank_run(traces: list[tuple[RankInfo, RankTrace]], *, comm_kernels: Sequence[str] = ()) -> Run:
     """The run of rank traces given in rank order, each with what is known of its rank
-    (:func:`rank_tables`; no file skipped, no warning)."""
-    events, counters = rank_tables([(info.rank, trace) for info, trace in traces], comm_kernels=comm_kernels)
-    return Run(events=events, ranks=tuple(info for info, _ in traces), counters=counters)
+    (:func:`rank_tables`; no file skipped, no warning). ``traces`` is emptied, as there."""
+    ranks = tuple(info for info, _ in traces)
+    owned = [(info.rank, trace) for info, trace in traces]
+    del traces[:]
+    held, counters = rank_tables(owned, comm_kernels=comm_kernels)
+    return Run(by_kind=held, ranks=ranks, counters=counters)
 
 
 def run_meta(
