@@ -365,20 +365,16 @@ def by_start(owned: list[pl.DataFrame], *, unordered: frozenset[str] = frozenset
     (:func:`~tracekit.readers.load.rank_tables`) needs no copy of it.
     """
     events = owned.pop()
-    schema = events.schema
-    order = None
-    if not events["start_ns"].is_sorted():
-        order = events.select(pl.arg_sort_by("start_ns", maintain_order=True)).to_series()
-    columns = []
-    for name in schema:
-        if name in unordered:
-            continue
-        column = events.get_column(name)
-        events = events.drop(name)  # the column in its chunks is let go as its copy is made
-        columns.append(column.rechunk() if order is None else column.gather(order))
-        del column
-    literals = [pl.lit(None, dtype=schema[name]).alias(name) for name in schema if name in unordered]
-    return pl.DataFrame(columns).with_columns(literals).select(list(schema))
+    if events["start_ns"].is_sorted():
+        for name in events.columns:
+            if name not in unordered and events[name].n_chunks() > 1:
+                events = events.with_columns(events[name].rechunk())
+        return events
+    order = events.select(pl.arg_sort_by("start_ns", maintain_order=True)).to_series()
+    for name in events.columns:
+        if name not in unordered:
+            events = events.with_columns(events[name].gather(order))
+    return events
 
 
 def _counters(memory: pl.DataFrame, base: int) -> pl.DataFrame:
