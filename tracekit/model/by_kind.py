@@ -186,14 +186,11 @@ def _rows_by_kind(kind: pl.Series) -> dict[str, pl.Series]:
         kind = text.cast(dtype)
     names = dtype.categories.to_list()
     codes = kind.to_physical().cast(pl.Int64).fill_null(len(names)).to_numpy()
-    order = np.argsort(codes, kind="stable")  # each kind's places in order
     counts = np.bincount(codes, minlength=len(names) + 1)
-    ends = np.cumsum(counts)
     index = np.uint32 if kind.len() < 2**32 else np.uint64
+    # a pass over the codes per kind present (a handful): cheaper than sorting them
     return {
-        ("" if code == len(names) else names[code]): pl.Series(
-            ROW, order[ends[code] - counts[code] : ends[code]].astype(index)
-        )
+        ("" if code == len(names) else names[code]): pl.Series(ROW, np.flatnonzero(codes == code).astype(index))
         for code in np.flatnonzero(counts)
     }
 
@@ -222,9 +219,10 @@ def _rows_of(part: pl.DataFrame, lo: int, hi: int) -> pl.DataFrame:
 
 
 def _merged(frames: list[pl.LazyFrame]) -> pl.DataFrame:
-    """Frames each in the run's order (with :data:`ROW`) as one, in that order, without it."""
+    """Frames each in the run's order (with :data:`ROW`) as one, in that order, without it
+    (concatenated and sorted: polars' ``merge_sorted`` took twice the time)."""
     done = [f.collect() for f in frames]
-    merged = done[0]
-    for other in done[1:]:
-        merged = merged.merge_sorted(other, key=ROW)
-    return merged.drop(ROW)
+    held = [f for f in done if f.height] or done[:1]
+    if len(held) == 1:
+        return held[0].drop(ROW)
+    return pl.concat(held, how="vertical").sort(ROW).drop(ROW)
