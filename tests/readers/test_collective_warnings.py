@@ -60,9 +60,9 @@ def test_collective_counts_per_rank() -> None:
             ev("memcpy", "Memcpy HtoD (Pageable -> Device)", 1, 2, rank=1),
         ]
     )
-    got = {row["rank"]: row for row in collective_counts(run.events).iter_rows(named=True)}
+    got = {row["rank"]: row for row in collective_counts(run.by_kind).iter_rows(named=True)}
     assert got[0] == {"rank": 0, "gpu": 2, "coll_kernels": 1, "coll_host": 1, "steps": 2}
     assert got[1] == {"rank": 1, "gpu": 1, "coll_kernels": 0, "coll_host": 0, "steps": 1}
     # a shard of one rank is counted without grouping: the same row, the same types
-    alone = run.events.filter(pl.col("rank") == 0)
-    assert collective_counts(alone).equals(collective_counts(run.events).filter(pl.col("rank") == 0))
+    alone = run.only([0]).by_kind
+    assert collective_counts(alone).equals(collective_counts(run.by_kind).filter(pl.col("rank") == 0))

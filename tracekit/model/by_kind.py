@@ -31,6 +31,9 @@ ROW: Final = "_row"
 #: most, and finding those of no value or one (a query over every column) costs more than it saves.
 LITERAL_ROWS: Final = 1 << 16
 
+#: What :func:`_stats` finds of a kind's column: (column, "nulls" | "min" | "max") -> value.
+_Held = dict[tuple[str, str], object]
+
 
 class ByKind:
     """The events of a run (a frame of :data:`tracekit.model.schema.SCHEMA` in the run's order),
@@ -63,24 +66,14 @@ class ByKind:
         if height == 0:
             return cls({}, 0, schema)
         rows = _rows_by_kind(events.get_column("kind"))
-        plain = [c for c, t in schema.items() if t.is_integer()]
-        stats = _stats(events, plain) if height >= literal_rows else None
+        stats = _stats(events) if height >= literal_rows else None
         columns: dict[str, list[pl.Series | pl.Expr]] = {kind: [] for kind in rows}
         for c, dtype in schema.items():
             column = events.get_column(c)
             events = events.drop(c)
             for kind, places in rows.items():
-                held = {} if stats is None else stats.get(kind, {})
-                if stats is None:
-                    columns[kind].append(column.gather(places))
-                elif c == "kind" and kind:
-                    columns[kind].append(pl.lit(kind, dtype=dtype).alias(c))
-                elif held.get((c, "nulls")) == places.len():
-                    columns[kind].append(pl.lit(None, dtype=dtype).alias(c))
-                elif c in plain and held.get((c, "nulls")) == 0 and held.get((c, "min")) == held.get((c, "max")):
-                    columns[kind].append(pl.lit(held[(c, "min")], dtype=dtype).alias(c))
-                else:
-                    columns[kind].append(column.gather(places))
+                one = None if stats is None else _literal(kind, c, dtype, stats.get(kind, {}), places.len())
+                columns[kind].append(column.gather(places) if one is None else one)
             del column
         parts = {k: places.to_frame().with_columns(columns.pop(k)).select(*schema, ROW) for k, places in rows.items()}
         return cls(parts, height, schema)
@@ -195,13 +188,27 @@ def _rows_by_kind(kind: pl.Series) -> dict[str, pl.Series]:
     }
 
 
-def _stats(events: pl.DataFrame, plain: list[str]) -> dict[str, dict[tuple[str, str], object]]:
+def _literal(kind: str, column: str, dtype: pl.DataType, held: _Held, rows: int) -> pl.Expr | None:
+    """``column`` of the ``rows`` events of ``kind`` as a literal, where it is one value or none
+    there (``held``: :func:`_stats` of the kind, which holds an integer column's extremes)."""
+    if column == "kind" and kind:
+        return pl.lit(kind, dtype=dtype).alias(column)
+    if held.get((column, "nulls")) == rows:
+        return pl.lit(None, dtype=dtype).alias(column)
+    one = held.get((column, "min"))
+    if dtype.is_integer() and held.get((column, "nulls")) == 0 and one == held.get((column, "max")):
+        return pl.lit(one, dtype=dtype).alias(column)
+    return None
+
+
+def _stats(events: pl.DataFrame) -> dict[str, _Held]:
     """Per kind, each column's nulls, and each integer column's least and largest value."""
+    plain = [c for c, t in events.schema.items() if t.is_integer()]
     aggs = [pl.col(c).null_count().alias(f"{c}\0nulls") for c in events.columns]
     aggs += [pl.col(c).min().alias(f"{c}\0min") for c in plain]
     aggs += [pl.col(c).max().alias(f"{c}\0max") for c in plain]
     found = events.lazy().group_by("kind").agg(aggs).collect()
-    out: dict[str, dict[tuple[str, str], object]] = {}
+    out: dict[str, _Held] = {}
     for row in found.iter_rows(named=True):
         kind = row.pop("kind")
         out["" if kind is None else str(kind)] = {tuple(k.split("\0")): v for k, v in row.items()}  # type: ignore[misc]

@@ -254,8 +254,9 @@ class Run:
         """The ``columns`` of the events of these ``kinds``, in event order (rank, start).
 
         ``where``: a further condition; ``name``: a regular expression the name must match,
-        tested once per distinct name rather than once per event. Only the columns asked
-        for are copied, which on millions of events is most of the cost of a filter.
+        tested once per distinct name rather than once per event. Only the kinds asked for are
+        read, and only the columns asked for copied, which on millions of events is most of the
+        cost of a filter (one kind with no condition: its columns, no copy).
         """
         conditions = [] if where is None else [where]
         if name is not None:

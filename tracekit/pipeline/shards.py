@@ -44,7 +44,6 @@ from tracekit.pipeline.mapped import Mapped, Settings, Shard
 from tracekit.pipeline.whatif_cache import whatif_cache
 from tracekit.readers.claims import FileClaims, TraceClaim, TraceKey, rank_for, resolve
 from tracekit.readers.load import (
-    COUNTED,
     collective_counts,
     event_cache,
     find_inputs,
@@ -112,7 +111,7 @@ def _map_files(shard: Shard) -> Mapped:
     has_gpu = shard.has_gpu if shard.has_gpu is not None else any(k in gpu for k in chosen)
     options = Options(**settings.chosen(), has_gpu=has_gpu)
     summary = map_ranks(RankContext(run, options), registry.ANALYSES)
-    counts = collective_counts(run.unordered(*COUNTED).collect())  # each kind's events apart: counts
+    counts = collective_counts(run.by_kind)
     return Mapped(files, chosen, has_gpu=has_gpu, gpu=gpu, summary=summary, counts=counts)
 
 
