@@ -1,10 +1,12 @@
-"""A file's events sorted by start keep their columns of no value as literals (no buffer)."""
+"""A file's events sorted by start: their columns of no value stay literals (no buffer), and
+every other column comes out in the same pieces."""
 
 from __future__ import annotations
 
 import polars as pl
 import pytest
 
+from tracekit.readers import kineto_normalize
 from tracekit.readers.kineto_normalize import by_start
 
 _N = 1000
@@ -27,3 +29,30 @@ def test_a_literal_column_is_left_as_it_is_whether_or_not_the_events_are_in_orde
     assert out.select("none").estimated_size() < 100
     assert out.select("start_ns").estimated_size() == 8 * 2 * _N
     assert out.equals(expected)
+
+
+@pytest.mark.parametrize("shuffled", [True, False])
+def test_every_column_comes_out_in_the_same_pieces_whatever_its_chunks_were(
+    shuffled: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(kineto_normalize, "SORT_PIECE_ROWS", 300)
+    starts = [(i * 7919) % _N if shuffled else i for i in range(_N)]
+    # columns chunked apart, as a query over the decoded chunks can leave them: 3 and 5 chunks
+    frame = pl.DataFrame(
+        [
+            pl.concat([pl.Series("start_ns", starts[a : a + 334]) for a in range(0, _N, 334)], rechunk=False),
+            pl.concat([pl.Series("x", range(a, min(a + 200, _N))) for a in range(0, _N, 200)], rechunk=False),
+        ]
+    )
+    expected = frame.sort("start_ns", maintain_order=True)
+    out = by_start([frame])
+    assert out.equals(expected)
+    # the pieces of the allocator's reuse (300 rows), met at the same rows by every column: a
+    # query over columns chunked apart copies them all into one piece first
+    assert out.n_chunks("all") == [4, 4]
+    assert [len(c) for c in out.get_column("x").get_chunks()] == [300, 300, 300, 100]
+
+
+def test_no_event() -> None:
+    frame = pl.DataFrame(schema={"start_ns": pl.Int64, "x": pl.Int32})
+    assert by_start([frame]).equals(frame)

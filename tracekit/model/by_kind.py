@@ -69,7 +69,9 @@ class ByKind:
         stats = _stats(events) if height >= literal_rows else None
         columns: dict[str, list[pl.Series | pl.Expr]] = {kind: [] for kind in rows}
         for c, dtype in schema.items():
-            column = events.get_column(c)
+            # gathered from one piece: from a column in chunks (as read) each row is looked up
+            # in them, three times the work (the piece is let go before the next column's)
+            column = events.get_column(c).rechunk()
             events = events.drop(c)
             for kind, places in rows.items():
                 one = None if stats is None else _literal(kind, c, dtype, stats.get(kind, {}), places.len())

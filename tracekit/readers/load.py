@@ -146,9 +146,10 @@ def rank_tables(
     order, as one run's. ``traces`` is emptied: where nothing else holds the traces, their
     events are then held once while they are sorted by kind (:meth:`ByKind.taken`), not twice."""
     # each rank's frame is sorted by start (readers sort, the cache keeps the order): in rank
-    # order they make the run's order without a sort; one chunk, since polars would otherwise
-    # re-chunk the whole frame again in every query the analyses make
-    events = pl.concat([_with_rank(_by_start(t.events), r) for r, t in traces], how="vertical", rechunk=True)
+    # order they make the run's order without a sort; left in their chunks (one piece would
+    # copy every column at once), as the analyses read each kind's columns, gathered in one
+    # piece (:meth:`ByKind.taken`)
+    events = pl.concat([_with_rank(_by_start(t.events), r) for r, t in traces], how="vertical", rechunk=False)
     counters = pl.concat([empty_counters(), *(_with_rank(_by_time(t.counters), r) for r, t in traces)], rechunk=True)
     del traces[:]
     # a column that no event fills holds no buffer, whatever the reader of each rank left
