@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 import polars as pl
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tests.factories import kineto_event, nsys_kernel_rows, said, simple_step, write_kineto, write_nsys
 from tracekit.analyzers import analyze
@@ -15,7 +17,7 @@ from tracekit.errors import InputError
 from tracekit.model.input_warnings import DroppedEvent
 from tracekit.readers import load_run
 from tracekit.readers.kineto import read_kineto
-from tracekit.readers.plausible import FAR, NEGATIVE, NO_EXTENT, NO_TIME, screen
+from tracekit.readers.plausible import FAR, FAR_NS, NEGATIVE, NO_EXTENT, NO_TIME, SPREAD_FACTOR, _window, screen
 from tracekit.reports.input_words import DROP_REASONS
 from tracekit.results.vocab import DropReason
 
@@ -246,3 +248,21 @@ def test_a_huge_world_is_named_without_listing_it(tmp_path: Path) -> None:
     write_kineto(tmp_path / "rank5.json", steps(0), rank=5, world_size=2**31 - 1)
     [warning] = [w for w in said(load_run([tmp_path], use_cache=False).warnings) if "no trace here" in w]
     assert "2147483646 of the 2147483647 ranks" in warning and "(ranks 0-4, 6-2147483646)" in warning
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.floats(min_value=-1e15, max_value=1e15, allow_nan=False), min_size=1, max_size=60))
+def test_the_window_is_the_one_polars_medians_give(starts: list[float]) -> None:
+    # the medians partition an array in place: the same center and spread, to the bit, as
+    # polars' medians of the starts and of their distances to the center
+    frame = pl.DataFrame({"ts": starts}, schema={"ts": pl.Float64})
+    center = frame.get_column("ts").median()
+    spread = (frame.get_column("ts") - center).abs().median()
+    window = _window(frame, pl.col("ts"), 1000.0)
+    assert window is not None
+    assert window.center == center
+    assert window.bound == max(SPREAD_FACTOR * spread, FAR_NS / 1000.0)
+
+
+def test_no_start_is_no_window() -> None:
+    assert _window(pl.DataFrame({"ts": [1.0]}), pl.col("ts").filter(pl.lit(False)), 1000.0) is None

@@ -25,6 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final
 
+import numpy as np
 import polars as pl
 
 from tracekit.model.input_warnings import DroppedEvent, InputWarning
@@ -167,13 +168,28 @@ def screen(
 
 def _window(df: pl.DataFrame, starts: pl.Expr, unit_ns: float) -> Window | None:
     """The median of the ``starts`` of ``df``, and how far from it an event may lie (see the
-    module's docstring); each median in a query of its own, which holds the starts once."""
-    center = df.select(starts.median()).item()
-    if center is None:
+    module's docstring): the starts held once, as an array each median partitions in place
+    (a median in a query sorts a copy, and a query of the distances holds them beside the
+    starts: four arrays of a float per event at once, 230 MB on a rank of 7M events)."""
+    values = df.select(starts).to_series().to_numpy(writable=True)
+    if values.size == 0:
         return None
-    center = float(center)
-    spread = df.select((starts - center).abs().median()).item()
-    return Window(center, max(SPREAD_FACTOR * float(spread or 0.0), FAR_NS / unit_ns))
+    center = _median(values)
+    np.subtract(values, center, out=values)
+    spread = _median(np.abs(values, out=values))
+    return Window(center, max(SPREAD_FACTOR * spread, FAR_NS / unit_ns))
+
+
+def _median(values: np.ndarray) -> float:
+    """The median of ``values`` (reordered in place), as polars finds it: the middle value, or
+    the lower of the two middle ones plus half their difference."""
+    middle = (values.size - 1) // 2
+    if values.size % 2:
+        values.partition(middle)
+        return float(values[middle])
+    values.partition([middle, middle + 1])
+    low, high = float(values[middle]), float(values[middle + 1])
+    return low + (high - low) * 0.5
 
 
 def _example(df: pl.DataFrame, flags: pl.DataFrame, row: int, start: float, end: float, *, unit: str) -> DroppedEvent:
