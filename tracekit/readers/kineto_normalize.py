@@ -32,6 +32,7 @@ missing.
 from __future__ import annotations
 
 import functools
+from itertools import accumulate
 from typing import Final
 
 import polars as pl
@@ -369,31 +370,42 @@ def by_start(owned: list[pl.DataFrame], *, unordered: frozenset[str] = frozenset
     decoded: the allocator gives a piece the memory of a chunk freed before it, where a
     column in one piece takes new memory while the freed chunks' stays with the process (a
     2 GB rank's read peaked at 1,100 MB so, against 850 in pieces). A frame already in order
-    is copied in the same pieces, so that every column's chunks meet at the same rows (a
-    query aligns columns chunked apart by copying them all at once). The run's frame is then
+    is left in its chunks, those of the few columns chunked apart made the starts' (a query
+    over columns chunked apart copies them all into one piece first). The run's frame is then
     held a kind at a time (:meth:`tracekit.model.by_kind.ByKind.taken`), each kind's columns
     in one piece.
     """
     events = owned.pop()
-    rows = events.height
     if events["start_ns"].is_sorted():
-        order = None
-    else:
-        order = events.select(pl.arg_sort_by("start_ns", maintain_order=True)).to_series()
-
-    def piece(column: pl.Series, at: int) -> pl.Series:
-        taken: pl.Series = (
-            column.slice(at, SORT_PIECE_ROWS) if order is None else column.gather(order.slice(at, SORT_PIECE_ROWS))
-        )
-        whole: pl.Series = taken.rechunk()
-        return whole
-
+        return _aligned(events, unordered)
+    order = events.select(pl.arg_sort_by("start_ns", maintain_order=True)).to_series()
+    pieces = [order.slice(at, SORT_PIECE_ROWS) for at in range(0, order.len(), SORT_PIECE_ROWS)]
+    del order
     for name in events.columns:
         if name not in unordered:
             column = events.get_column(name)
-            pieces = [piece(column, at) for at in range(0, rows, SORT_PIECE_ROWS)] or [column.clear()]
-            events = events.with_columns(pl.concat(pieces, rechunk=False))
-            del column, pieces
+            events = events.with_columns(pl.concat([column.gather(p).rechunk() for p in pieces], rechunk=False))
+            del column
+    return events
+
+
+def _chunk_rows(column: pl.Series) -> list[int]:
+    return [c.len() for c in column.get_chunks()]
+
+
+def _aligned(events: pl.DataFrame, unordered: frozenset[str]) -> pl.DataFrame:
+    """``events`` with each column chunked apart from the starts (the query that makes the
+    events leaves a few so: the categories) copied in the starts' chunks."""
+    rows = _chunk_rows(events.get_column("start_ns"))
+    offsets = [0, *accumulate(rows)][:-1]
+    for name in events.columns:
+        if name in unordered:
+            continue
+        column = events.get_column(name)
+        if _chunk_rows(column) != rows:
+            split = [column.slice(at, n).rechunk() for at, n in zip(offsets, rows, strict=True)]
+            events = events.with_columns(pl.concat(split, rechunk=False))
+        del column
     return events
 
 
