@@ -3,11 +3,16 @@ every other column comes out in the same pieces."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+from typing import cast
+
 import polars as pl
 import pytest
 
-from tracekit.readers import kineto_normalize
+from tracekit.model.counters import empty_counters
+from tracekit.readers import kineto_normalize, load
 from tracekit.readers.kineto_normalize import by_start
+from tracekit.readers.trace import RankTrace
 
 _N = 1000
 
@@ -57,3 +62,30 @@ def test_every_column_comes_out_in_the_same_pieces_whatever_its_chunks_were(
 def test_no_event() -> None:
     frame = pl.DataFrame(schema={"start_ns": pl.Int64, "x": pl.Int32})
     assert by_start([frame]).equals(frame)
+
+
+@pytest.mark.parametrize("ranks", [1, 3])
+def test_the_run_is_classified_on_columns_whose_chunks_meet(ranks: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    # a query over columns chunked apart copies them all into one piece, each time: several
+    # ranks' frames, each in its chunks, and their ranks, a piece each, must not reach the
+    # queries so; one rank's frame is left in its chunks (one piece would be a copy of it)
+    events = pl.concat(
+        [pl.DataFrame({"start_ns": [10 * i + j for j in range(5)]}, schema={"start_ns": pl.Int64}) for i in range(4)],
+        rechunk=False,
+    ).with_columns(end_ns=pl.col("start_ns") + 1)
+    trace = cast("RankTrace", SimpleNamespace(events=events, counters=empty_counters()))
+    seen: list[pl.DataFrame] = []
+
+    def classified(frame: pl.DataFrame, **_: object) -> pl.DataFrame:
+        seen.append(frame)
+        return frame
+
+    monkeypatch.setattr(load, "classify_run", classified)
+    monkeypatch.setattr(load.ByKind, "taken", classmethod(lambda cls, owned: owned.pop()))
+    load.rank_tables([(r, trace) for r in range(ranks)])
+    [frame] = seen
+    chunks = {n: [len(c) for c in frame.get_column(n).get_chunks()] for n in ("start_ns", "end_ns", "rank")}
+    if ranks == 1:
+        assert chunks["start_ns"] == chunks["end_ns"] == [5, 5, 5, 5]
+    else:
+        assert chunks["start_ns"] == chunks["end_ns"] == chunks["rank"], chunks

@@ -146,10 +146,14 @@ def rank_tables(
     order, as one run's. ``traces`` is emptied: where nothing else holds the traces, their
     events are then held once while they are sorted by kind (:meth:`ByKind.taken`), not twice."""
     # each rank's frame is sorted by start (readers sort, the cache keeps the order): in rank
-    # order they make the run's order without a sort; left in their chunks (one piece would
-    # copy every column at once), as the analyses read each kind's columns, gathered in one
-    # piece (:meth:`ByKind.taken`)
-    events = pl.concat([_with_rank(_by_start(t.events), r) for r, t in traces], how="vertical", rechunk=False)
+    # order they make the run's order without a sort. One rank's frame is left in its chunks
+    # (one piece would copy every column at once: the analyses read each kind's columns,
+    # gathered in one piece by :meth:`ByKind.taken`); several ranks' are made one piece, as
+    # their ranks, one value a frame, come out a piece a rank, which the other columns' chunks
+    # do not meet, and each query would copy them all into one piece again
+    pieces = [_with_rank(_by_start(t.events), r) for r, t in traces]
+    events = pl.concat(pieces, how="vertical", rechunk=len(pieces) > 1)
+    del pieces
     counters = pl.concat([empty_counters(), *(_with_rank(_by_time(t.counters), r) for r, t in traces)], rechunk=True)
     del traces[:]
     # a column that no event fills holds no buffer, whatever the reader of each rank left
