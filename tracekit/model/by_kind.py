@@ -17,7 +17,7 @@ kinds come out in that order, as one frame's would.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, cast
 
 import numpy as np
 import polars as pl
@@ -69,13 +69,19 @@ class ByKind:
         stats = _stats(events) if height >= literal_rows else None
         columns: dict[str, list[pl.Series | pl.Expr]] = {kind: [] for kind in rows}
         for c, dtype in schema.items():
-            # gathered from one piece: from a column in chunks (as read) each row is looked up
-            # in them, three times the work (the piece is let go before the next column's)
-            column = events.get_column(c).rechunk()
+            ones = {
+                kind: None if stats is None else _literal(kind, c, dtype, stats.get(kind, {}), places.len())
+                for kind, places in rows.items()
+            }
+            # a column literal in every kind is not read (read, a literal of the frame, such as
+            # a column no event fills or a rank's rank, would first be made a buffer); one read
+            # is gathered from one piece: from a column in chunks (as read) each row is looked
+            # up in them, three times the work (the piece is let go before the next column's)
+            column = None if all(one is not None for one in ones.values()) else events.get_column(c).rechunk()
             events = events.drop(c)
             for kind, places in rows.items():
-                one = None if stats is None else _literal(kind, c, dtype, stats.get(kind, {}), places.len())
-                columns[kind].append(column.gather(places) if one is None else one)
+                one = ones[kind]  # a column not read is a literal in every kind
+                columns[kind].append(one if one is not None else cast("pl.Series", column).gather(places))
             del column
         parts = {k: places.to_frame().with_columns(columns.pop(k)).select(*schema, ROW) for k, places in rows.items()}
         return cls(parts, height, schema)
