@@ -10,9 +10,10 @@ its own process, with an empty cache (decoding included):
   the local executor (``--jobs 2``);
 * 1,024 ranks of 3 MB through a local Dask cluster of 2 single-threaded workers;
 * the Dask scheduler's own cost per task: tasks that do nothing on that cluster;
-* the reduce apart: 256 ranks of 3 MB and 1,024 ranks of 3 and of 6 MB, and 64 and 1,024 ranks
+* the reduce apart: 256 ranks of 3 MB and 1,024 ranks of 3 and of 6 MB, 64 and 1,024 ranks
   of 4 MB of the ``dense`` shape (:func:`benchmarks.generate.dense_source`: each rank the 224
-  steps and 2,231 collective instances of an A100 rank of a GB), through a running Dask
+  steps and 2,231 collective instances of an A100 rank of a GB), and 4 ranks of 1 GB (the
+  workers' CPU a rank at the size the issue's prediction is of), through a running Dask
   cluster (started here, reached at its address as a user's would be) of
   :data:`APART_WORKERS` workers, more than ``ROUNDS`` times this machine's cores, so that the
   what-ifs re-time each rank on the workers (:mod:`tracekit.analyzers.retime_parallel`): the
@@ -55,6 +56,7 @@ from typing import TYPE_CHECKING, Any, Final
 from benchmarks.generate import DATA_DIR, SOURCES, Spec, describe, generate
 from benchmarks.run import _env, _last_json, _machine, measure
 from benchmarks.scale_model import ApartPoint, Point, check, client_terms, fit, fit_apart
+from benchmarks.worker_tasks import time_worker_tasks, worker_tasks_cpu
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -82,7 +84,13 @@ APART_POINTS: Final = (
     (1024, 6.0, "a100"),
     (64, 4.0, "dense"),
     (1024, 4.0, "dense"),
+    (4, 1000.0, "a100"),
 )
+#: ... and a few ranks of the size the issue's prediction is of (:data:`ISSUE_TARGET`: 1 GB of JSON
+#: a rank, the last point above): the workers' CPU a rank in the reduce, which grows with the
+#: rank's tasks, measured at that size, not extrapolated 166 times from the slope between 3 and
+#: 6 MB (``benchmarks.targets.measured_reduce`` reads it; ranks generated once, 4 GB of JSON)
+GB_APART: Final = APART_POINTS[-1]
 QUICK_APART_POINTS: Final = ((64, 3.0, "a100"), (128, 3.0, "a100"), (128, 6.0, "a100"), (32, 4.0, "dense"))
 #: ... on a running cluster of this many single-threaded workers: more than ``ROUNDS`` (3)
 #: times the processes the client re-times in (its cores, 2 here), the condition for re-timing
@@ -111,7 +119,9 @@ def child(executor_name: str, folder: Path, out: Path, cache: Path) -> None:
     else:
         executor = make_executor(executor_name, jobs=JOBS, single_use=True)
     workers_cpu = _workers_cpu(executor_name) if running else None
+    tasks_cpu = _workers_tasks_cpu(executor_name) if running else None
     cpu_marks: list[float] = []
+    task_marks: list[float] = []
     marks.append(_now())
 
     threads: list[dict[int, tuple[str, float]]] = []
@@ -119,8 +129,9 @@ def child(executor_name: str, folder: Path, out: Path, cache: Path) -> None:
     def staged(_: str) -> None:  # the reduce begins
         marks.append(_now())
         threads.append(_threads_cpu())
-        if workers_cpu is not None:
+        if workers_cpu is not None and tasks_cpu is not None:
             cpu_marks.append(workers_cpu())
+            task_marks.append(tasks_cpu())
 
     apart = _count_apart() if running else None
     # the JSON and terminal reports: no details, as the command line without --details
@@ -128,8 +139,9 @@ def child(executor_name: str, folder: Path, out: Path, cache: Path) -> None:
     analysis = analyze_paths([folder], options).analysis
     marks.append(_now())
     threads.append(_threads_cpu())
-    if workers_cpu is not None:
+    if workers_cpu is not None and tasks_cpu is not None:
         cpu_marks.append(workers_cpu())
+        task_marks.append(tasks_cpu())
     out.write_text(renderer("json").render(analysis))
     TerminalRenderer(top=10, width=120, color=False).render(analysis)
     marks.append(_now())
@@ -145,6 +157,7 @@ def child(executor_name: str, folder: Path, out: Path, cache: Path) -> None:
             {
                 **stages,
                 **({"reduce_workers_cpu_s": round(cpu_marks[1] - cpu_marks[0], 3)} if cpu_marks else {}),
+                **({"reduce_workers_task_cpu_s": round(task_marks[1] - task_marks[0], 3)} if task_marks else {}),
                 **({"reduce_threads_cpu_s": _by_thread(*threads)} if len(threads) == 2 and threads[0] else {}),
                 **({"scenarios_apart": apart} if apart is not None else {}),
                 "client_cpu_s": round(time.process_time(), 2),
@@ -192,6 +205,19 @@ def _workers_cpu(address: str) -> Callable[[], float]:
 
     client = distributed.Client(address, set_as_default=False)
     return lambda: float(sum(client.run(time.process_time).values()))
+
+
+def _workers_tasks_cpu(address: str) -> Callable[[], float]:
+    """The CPU seconds the workers of the cluster at ``address`` have spent in the reduce's tasks
+    (:data:`~benchmarks.worker_tasks.WORKER_TASKS`, each worker's threads inside them) since this
+    was called, as a function to call: the work the reduce asks of them, without Dask's own
+    (heartbeats, its profiler, its event loop), which runs on every worker for as long as the
+    reduce lasts, whatever the work."""
+    import distributed  # noqa: PLC0415  (the measured process of a point apart only)
+
+    client = distributed.Client(address, set_as_default=False)
+    client.run(time_worker_tasks)
+    return lambda: float(sum(client.run(worker_tasks_cpu).values()))
 
 
 def _threads_cpu() -> dict[int, tuple[str, float]]:
@@ -333,6 +359,7 @@ def run_apart(
         row = min(tries, key=lambda t: t["reduce_client_cpu_s"])
         row["reduce_client_cpu_s_runs"] = [t["reduce_client_cpu_s"] for t in tries]
         row["reduce_workers_cpu_s_runs"] = [t["reduce_workers_cpu_s"] for t in tries]
+        row["reduce_workers_task_cpu_s_runs"] = [t.get("reduce_workers_task_cpu_s") for t in tries]
         rows.append(row)
     for row in rows:
         if not row["scenarios_apart"]["settled"]:
@@ -341,9 +368,11 @@ def run_apart(
 
 
 def apart_point_of(row: dict[str, Any]) -> ApartPoint:
-    """The apart model's view of a measured row: :func:`point_of`'s, and the workers' reduce."""
+    """The apart model's view of a measured row: :func:`point_of`'s, and the workers' reduce: their
+    CPU in the reduce's tasks where measured (``reduce_workers_task_cpu_s``), which grows with the
+    ranks, else all their CPU in the reduce, Dask's own included (rows from before stop 92)."""
     p = point_of(row)
-    workers = row["reduce_workers_cpu_s"]
+    workers = row.get("reduce_workers_task_cpu_s", row["reduce_workers_cpu_s"])
     return ApartPoint(p.ranks, p.mb, p.workers, p.reduce_cpu_s, workers, row["collective_instances"], p.report_cpu_s)
 
 

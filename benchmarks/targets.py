@@ -14,7 +14,8 @@ and whether each is met.
    Dask workers (< 60 s, with a reduce < 5 s that does not grow with the MB per rank), its
    reduce as a running cluster of 64 workers runs it: the ranks re-timed on the workers, the
    slopes measured on a running cluster here (``scale_ranks``' points apart, among them 1,024
-   ranks of the ``dense`` shape, which hold the collective instances of an A100 rank of a GB);
+   ranks of the ``dense`` shape, which hold the collective instances of an A100 rank of a GB,
+   and 4 A100 ranks of a GB, whose workers' CPU a rank stands for the workers' part);
 5. ``benchmarks.client_reduce``: the client's part of that reduce measured at the target's size
    (its reduce of 1,024 copies of one mapped A100 rank of a GB), which then stands in the
    model's reduce for the client's terms fitted on ranks of a few MB (:func:`measured_reduce`;
@@ -72,7 +73,10 @@ def measured_reduce(parts: dict[str, Any], model: Model) -> dict[str, float] | N
     aside), not extrapolated from ranks of a few MB: that CPU, plus the client's part of the
     what-ifs re-timed apart (``scale_ranks``' 1,024 dense ranks apart less ``client_reduce``'s
     copies of a dense rank: both hold the instances of a rank of a GB), plus the workers' part
-    (the model's, spread over them). None where either part did not run."""
+    (``scale_ranks``' A100 ranks of the target's size apart: their workers' CPU in the reduce's tasks
+    a rank, spread over the workers; the model's terms where that point did not run). None where either
+    of the client's parts did not run. ``workers_per_rank_s``: the workers' CPU a rank, and
+    ``workers_measured``: 1 where measured at the target's size, 0 where the model's."""
     points = parts.get("client_reduce", {}).get("points", [])
     apart = parts["scale_ranks"].get("apart", {}).get("points", [])
     ranks, mb, workers = SCALE
@@ -83,9 +87,27 @@ def measured_reduce(parts: dict[str, Any], model: Model) -> dict[str, float] | N
         return None
     client = max(a100, key=lambda p: p["mb_per_rank"])["reduce_cpu_s"]
     rounds = max(0.0, dense_apart[0]["reduce_client_cpu_s"] - dense[0]["reduce_cpu_s"])
-    n = model.instances(mb)
-    there = ranks * (model.wa1_per_rank + model.wa2_per_rank_mb * mb + model.wa3_per_rank_instance * n) / workers
-    return {"client_s": client, "rounds_s": round(rounds, 3), "workers_s": round(there, 3)}
+    _, gb_mb, gb_shape = scale_ranks.GB_APART
+    at_size = [
+        p for p in apart if (p.get("shape"), p["mb_per_rank"]) == (gb_shape, gb_mb) and "reduce_workers_cpu_s" in p
+    ]
+    if at_size:
+        gb = at_size[0]  # the reduce's tasks there, where measured; else all the workers' CPU in it
+        per_rank = gb.get("reduce_workers_task_cpu_s", gb["reduce_workers_cpu_s"]) / gb["ranks"]
+    else:
+        n = model.instances(mb)
+        per_rank = model.wa1_per_rank + model.wa2_per_rank_mb * mb + model.wa3_per_rank_instance * n
+    return {
+        "client_s": client,
+        "rounds_s": round(rounds, 3),
+        "workers_s": round(ranks * per_rank / workers, 3),
+        "workers_per_rank_s": round(per_rank, 4),
+        "workers_measured": float(bool(at_size)),
+    }
+
+
+#: The parts of :func:`measured_reduce` that add up to the reduce.
+_REDUCE_PARTS: Final = ("client_s", "rounds_s", "workers_s")
 
 
 def values(parts: dict[str, Any]) -> dict[str, float | None]:
@@ -97,7 +119,7 @@ def values(parts: dict[str, Any]) -> dict[str, float | None]:
     # measured, with the client's part measured at the target's size where it was
     stages = model.stages(ranks, mb, workers, scheduled=True, apart=model.apart)
     if (measured := measured_reduce(parts, model)) is not None:
-        reduce_s = round(sum(measured.values()), 2)
+        reduce_s = round(sum(measured[k] for k in _REDUCE_PARTS), 2)
         stages = {**stages, "reduce_s": reduce_s, "total_s": round(stages["map_s"] + reduce_s + stages["report_s"], 2)}
     shapes = parts["scale_file"]["targets"]
     large = parts["scale_ranks"]["large"]

@@ -95,3 +95,34 @@ def test_the_model_target_reads_the_clients_reduce_where_measured_at_its_size() 
     # without the dense ranks apart, the client's measured reduce has no rounds to go with: the model's
     del parts["scale_ranks"]["apart"]["points"]
     assert {t["name"]: t for t in targets.targets(parts)}["scale_reduce_s"]["value"] == 0.5 + 1024 + 1024
+
+
+def test_the_workers_part_is_read_where_measured_at_the_targets_size() -> None:
+    apart = replace(MODEL, ra0=0.5, ra2_per_rank_mb=0.001, wa2_per_rank_mb=0.064)
+    parts = _parts(rss_over_hta=0.15, local_mb=900, dask_mb=990, identical=True)
+    dense_apart = {"ranks": 1024, "mb_per_rank": 4.0, "shape": "dense", "reduce_client_cpu_s": 12.0}
+    # 4 ranks of a GB apart: their workers spent 2.4 s in the reduce, 0.6 s a rank
+    gb_apart = {"ranks": 4, "mb_per_rank": 1000.0, "shape": "a100", "reduce_workers_cpu_s": 2.4}
+    measured_apart = {"json_identical_to_local": True, "points": [dense_apart, gb_apart]}
+    parts["scale_ranks"] |= {"model": asdict(apart), "apart": measured_apart}
+    parts["client_reduce"] = {
+        "points": [
+            {"shape": "dense", "mb_per_rank": 4.0, "reduce_cpu_s": 10.5},
+            {"shape": "a100", "mb_per_rank": 1000.0, "reduce_cpu_s": 10.0},
+        ]
+    }
+
+    def workers() -> tuple[float, ...]:
+        got = targets.measured_reduce(parts, apart)
+        assert got is not None and (got["client_s"], got["rounds_s"]) == (10.0, 1.5)
+        return got["workers_s"], got["workers_per_rank_s"], got["workers_measured"]
+
+    # by hand: 1,024 ranks x 0.6 s / 64 workers = 9.6 s, not the model's 1024 x 0.064 x 1000 / 64
+    assert workers() == (9.6, 0.6, 1.0)
+    assert {t["name"]: t for t in targets.targets(parts)}["scale_reduce_s"]["value"] == 10.0 + 1.5 + 9.6
+    # where the workers' CPU in the reduce's own tasks was measured (Dask's own left out), that
+    gb_apart["reduce_workers_task_cpu_s"] = 1.6
+    assert workers() == (6.4, 0.4, 1.0)
+    # a point of another size is not the target's: the model's terms stand
+    gb_apart["mb_per_rank"] = 500.0
+    assert workers() == (1024.0, 64.0, 0.0)
