@@ -120,6 +120,23 @@ def test_rounds_the_core_lists_merge_as_the_same_rounds_given_as_dicts(rounds: l
             d.arrivals[i], d.sources[i] = a, s
         as_dicts.append(d)
     assert met(rounds) == met(as_dicts)
+    # and what a loop over the pairs keeps, merged in any grouping: the groups' merges merged
+    assert met(rounds).by_instance() == _latest_by_loop(rounds)
+    halves = [met(rounds[: len(rounds) // 2]), met(rounds[len(rounds) // 2 :])]
+    assert met(halves).by_instance() == _latest_by_loop(rounds)
+    assert met(halves).gained == {r.rank: r.gained for r in rounds}
+
+
+def _latest_by_loop(rounds: list[Round]) -> dict[int, dict[int, float]]:
+    """Per instance and source the latest arrival, one pair at a time (a rank's pairs as
+    :meth:`Round.pairs` gives them), NaN and never not counted: what :func:`met` merges in arrays."""
+    out: dict[int, dict[int, float]] = {}
+    for r in rounds:
+        for i, s, a in r.pairs():
+            by = out.setdefault(i, {})
+            if a > by.get(s, _NEVER):
+                by[s] = a
+    return out
 
 
 @settings(max_examples=200, deadline=None)
