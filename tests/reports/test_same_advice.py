@@ -59,5 +59,9 @@ def test_the_short_answer_names_each_other_finding(kineto_dir: Path) -> None:
     assert len(text.splitlines()) <= 45
     for f in written.secondary:
         assert " ".join(f.title.split()) in flat
+        # a finding whose gain differs from its share says why there too (a gain above the
+        # primary's, unexplained, tells a second story)
+        assert f.reason is None or " ".join(f.reason.split()) in flat
+    assert any(f.reason for f in written.secondary)
     assert sum(1 for line in text.splitlines() if re.match(r"  \d\. ", line)) == min(3, len(written.first))
     assert "┃" not in text

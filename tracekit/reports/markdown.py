@@ -90,7 +90,7 @@ def verdict(v: WrittenVerdict) -> str:
         for f in v.secondary:
             badge = f" ({escape(f.badge)})" if f.badge else ""
             advised = " ".join(f.recommendations)
-            reason = next((e for e in f.evidence if e.startswith("why the gain")), None)
+            reason = f.reason
             why = f" {escape(reason[0].upper() + reason[1:])}." if reason else ""
             lines.append(f"- {escape(f.title)}{badge}.{why} {escape(advised)}")
     if v.memory:

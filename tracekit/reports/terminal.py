@@ -74,6 +74,8 @@ def short(doc: Document, *, more: str) -> Text:
             _line(text, f"  > {rec}", "cyan")
     for f in v.secondary:
         _line(text, f"also: {f.title}" + (f" [{f.badge}]" if f.badge else ""), "yellow")
+        if f.reason:  # a gain above the primary's reads as a second story without it
+            _line(text, f"  - {f.reason}")
     for m in v.memory:
         _line(text, f"memory: {m.title}", "green" if m.good else "yellow")
     if doc.head.facts:

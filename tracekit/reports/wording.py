@@ -226,6 +226,11 @@ class Written:
     #: its numbers and confidence, for its heading: "share 20.0%, gain 19.9% (1.25x), confidence medium"
     badge: str = ""
 
+    @property
+    def reason(self) -> str | None:
+        """Why its gain differs from its share, where its evidence says (one sentence), else None."""
+        return next((e for e in self.evidence if e.startswith("why the gain")), None)
+
 
 @dataclass(frozen=True)
 class WrittenVerdict:
