@@ -29,8 +29,8 @@ instances, ``ra3``, and what is left per rank-MB, ``ra2``); ``wa*``: the workers
 in the reduce's tasks (the groups' plans built, the rounds of re-timing; Dask's own CPU on the
 workers left out where measured apart: ``benchmarks.worker_tasks``), spread over the W workers.
 ``I(S)``: the collective instances of a rank of S MB of the A100 shape, fitted on the local
-points (about 2 a MB). The A100 points alone cannot tell ``ra3`` from ``ra2`` (their instances grow with their MB, a few
-to a few dozen), so the reduce apart is also measured on ranks of the ``dense`` shape
+points (about 2 a MB). The A100 points alone cannot tell ``ra3`` from ``ra2`` (their instances
+grow with their MB, a few to a few dozen), so the reduce apart is also measured on ranks of the ``dense`` shape
 (:func:`benchmarks.generate.dense_source`): a few MB holding the steps and collective instances
 of an A100 rank of a GB, what a prediction at a GB a rank needs without extrapolating 300x.
 

@@ -119,9 +119,7 @@ def child(executor_name: str, folder: Path, out: Path, cache: Path) -> None:
     else:
         executor = make_executor(executor_name, jobs=JOBS, single_use=True)
     workers_cpu = _workers_cpu(executor_name) if running else None
-    tasks_cpu = _workers_tasks_cpu(executor_name) if running else None
-    cpu_marks: list[float] = []
-    task_marks: list[float] = []
+    cpu_marks: list[tuple[float, float]] = []  # (all the workers' CPU, that in the reduce's tasks)
     marks.append(_now())
 
     threads: list[dict[int, tuple[str, float]]] = []
@@ -129,9 +127,8 @@ def child(executor_name: str, folder: Path, out: Path, cache: Path) -> None:
     def staged(_: str) -> None:  # the reduce begins
         marks.append(_now())
         threads.append(_threads_cpu())
-        if workers_cpu is not None and tasks_cpu is not None:
+        if workers_cpu is not None:
             cpu_marks.append(workers_cpu())
-            task_marks.append(tasks_cpu())
 
     apart = _count_apart() if running else None
     # the JSON and terminal reports: no details, as the command line without --details
@@ -139,9 +136,8 @@ def child(executor_name: str, folder: Path, out: Path, cache: Path) -> None:
     analysis = analyze_paths([folder], options).analysis
     marks.append(_now())
     threads.append(_threads_cpu())
-    if workers_cpu is not None and tasks_cpu is not None:
+    if workers_cpu is not None:
         cpu_marks.append(workers_cpu())
-        task_marks.append(tasks_cpu())
     out.write_text(renderer("json").render(analysis))
     TerminalRenderer(top=10, width=120, color=False).render(analysis)
     marks.append(_now())
@@ -156,8 +152,7 @@ def child(executor_name: str, folder: Path, out: Path, cache: Path) -> None:
         json.dumps(
             {
                 **stages,
-                **({"reduce_workers_cpu_s": round(cpu_marks[1] - cpu_marks[0], 3)} if cpu_marks else {}),
-                **({"reduce_workers_task_cpu_s": round(task_marks[1] - task_marks[0], 3)} if task_marks else {}),
+                **(_reduce_cpu(*cpu_marks) if len(cpu_marks) == 2 else {}),
                 **({"reduce_threads_cpu_s": _by_thread(*threads)} if len(threads) == 2 and threads[0] else {}),
                 **({"scenarios_apart": apart} if apart is not None else {}),
                 "client_cpu_s": round(time.process_time(), 2),
@@ -198,26 +193,31 @@ def _count_apart() -> dict[str, int]:
     return counts
 
 
-def _workers_cpu(address: str) -> Callable[[], float]:
-    """The CPU seconds the workers of the cluster at ``address`` have spent, summed, as a
-    function to call (a client of its own, beside the analysis's)."""
-    import distributed  # noqa: PLC0415  (the measured process of a point apart only)
-
-    client = distributed.Client(address, set_as_default=False)
-    return lambda: float(sum(client.run(time.process_time).values()))
-
-
-def _workers_tasks_cpu(address: str) -> Callable[[], float]:
-    """The CPU seconds the workers of the cluster at ``address`` have spent in the reduce's tasks
-    (:data:`~benchmarks.worker_tasks.WORKER_TASKS`, each worker's threads inside them) since this
-    was called, as a function to call: the work the reduce asks of them, without Dask's own
-    (heartbeats, its profiler, its event loop), which runs on every worker for as long as the
+def _workers_cpu(address: str) -> Callable[[], tuple[float, float]]:
+    """The CPU seconds the workers of the cluster at ``address`` have spent, summed, and of those
+    the seconds in the reduce's tasks since this was called (:data:`~benchmarks.worker_tasks.WORKER_TASKS`,
+    each worker's threads inside them), as a function to call (a client of its own, beside the
+    analysis's). The tasks' seconds are the work the reduce asks of the workers, without Dask's
+    own (heartbeats, its profiler, its event loop), which runs on every worker for as long as the
     reduce lasts, whatever the work."""
     import distributed  # noqa: PLC0415  (the measured process of a point apart only)
 
     client = distributed.Client(address, set_as_default=False)
     client.run(time_worker_tasks)
-    return lambda: float(sum(client.run(worker_tasks_cpu).values()))
+
+    def spent() -> tuple[float, float]:
+        return float(sum(client.run(time.process_time).values())), float(sum(client.run(worker_tasks_cpu).values()))
+
+    return spent
+
+
+def _reduce_cpu(start: tuple[float, float], end: tuple[float, float]) -> dict[str, float]:
+    """The workers' CPU seconds in the reduce, all of it and in its tasks, from two marks of
+    :func:`_workers_cpu`."""
+    return {
+        "reduce_workers_cpu_s": round(end[0] - start[0], 3),
+        "reduce_workers_task_cpu_s": round(end[1] - start[1], 3),
+    }
 
 
 def _threads_cpu() -> dict[int, tuple[str, float]]:

@@ -4,10 +4,11 @@
 during the reduce, and, with these, the CPU inside the functions the reduce sends them
 (:data:`WORKER_TASKS`). The difference is Dask's own: its event loop, heartbeats, system monitor
 and statistical profiler, which run on every worker for as long as the reduce lasts whatever it
-asks of them (on 7 workers sharing 2 cores, 0.9 of the 2.9 s of the workers' CPU in the reduce of
-4 ranks of a GB, whose tasks took 2.0). The functions live here, in a module of their own, so that a task naming them is
-looked up in this module on the worker, not sent by value (the benchmark's child runs as
-``__main__``, whose functions Dask pickles with a copy of their globals).
+asks of them (on 7 workers sharing 2 cores, 0.9 of the 2.9 s of the workers' CPU in the reduce
+of 4 ranks of a GB, whose tasks took 2.0). The functions live here, in a module of their own, so
+that a task naming them is looked up in this module on the worker, not sent by value (the
+benchmark's child runs as ``__main__``, whose functions Dask pickles with a copy of their
+globals).
 """
 
 from __future__ import annotations

@@ -227,9 +227,9 @@ def met(rounds: Iterable[Round | Met]) -> Met:
         out.cycled = out.cycled or r.cycled
     if not rounds:
         return out
-    out.held = _distinct(np.concatenate(held).astype(np.int64, copy=False))
-    every_inst, every_src = np.concatenate(inst).astype(np.int64, copy=False), np.concatenate(src).astype(np.int64)
-    every = np.concatenate(arrivals).astype(np.float64, copy=False)
+    # every piece is int64 or float64 already (a Met's arrays, :func:`_own`'s)
+    out.held = _distinct(np.concatenate(held))
+    every_inst, every_src, every = np.concatenate(inst), np.concatenate(src), np.concatenate(arrivals)
     counted = every > _NEVER  # NaN compares false: not counted, as never
     if not counted.all():
         every_inst, every_src, every = every_inst[counted], every_src[counted], every[counted]
