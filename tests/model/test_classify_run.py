@@ -10,6 +10,8 @@ import pytest
 from tests.factories import ev, make_run
 from tracekit.errors import InputError
 from tracekit.model import classify_run
+from tracekit.model.by_kind import ByKind
+from tracekit.model.classify import classify_held
 
 NCCL = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*)"
 GEMM = "sm90_xmma_gemm_bf16bf16_bf16f32"
@@ -25,9 +27,14 @@ def launched(
 
 
 def categories(rows: list[dict[str, Any]], **options: Any) -> dict[tuple[int, str], str]:
-    """(rank, kernel name) -> category after classify_run (kernel names are unique per rank here)."""
-    events = classify_run(make_run(rows).events, **options)
-    kernels = events.filter(pl.col("kind") == "kernel")
+    """(rank, kernel name) -> category after classify_run (kernel names are unique per rank
+    here), which the events held a kind at a time get too (with and without literals)."""
+    events = make_run(rows).events
+    whole = classify_run(events, **options)
+    for literal_rows in (1, 1 << 16):
+        held = classify_held(ByKind.of(events, literal_rows=literal_rows), **options)
+        assert held.frame().equals(whole)
+    kernels = whole.filter(pl.col("kind") == "kernel")
     return {(r, str(n)): str(c) for r, n, c in zip(kernels["rank"], kernels["name"], kernels["category"], strict=True)}
 
 

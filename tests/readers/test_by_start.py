@@ -65,7 +65,7 @@ def test_no_event() -> None:
 
 
 @pytest.mark.parametrize("ranks", [1, 3])
-def test_the_run_is_classified_on_columns_whose_chunks_meet(ranks: int, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_run_is_held_by_kind_from_columns_whose_chunks_meet(ranks: int, monkeypatch: pytest.MonkeyPatch) -> None:
     # a query over columns chunked apart copies them all into one piece, each time: several
     # ranks' frames, each in its chunks, and their ranks, a piece each, must not reach the
     # queries so; one rank's frame is left in its chunks (one piece would be a copy of it)
@@ -76,12 +76,12 @@ def test_the_run_is_classified_on_columns_whose_chunks_meet(ranks: int, monkeypa
     trace = cast("RankTrace", SimpleNamespace(events=events, counters=empty_counters()))
     seen: list[pl.DataFrame] = []
 
-    def classified(frame: pl.DataFrame, **_: object) -> pl.DataFrame:
-        seen.append(frame)
-        return frame
+    def taken(cls: object, owned: list[pl.DataFrame]) -> pl.DataFrame:
+        seen.append(owned.pop())
+        return seen[-1]
 
-    monkeypatch.setattr(load, "classify_run", classified)
-    monkeypatch.setattr(load.ByKind, "taken", classmethod(lambda cls, owned: owned.pop()))
+    monkeypatch.setattr(load.ByKind, "taken", classmethod(taken))
+    monkeypatch.setattr(load, "classify_held", lambda held, **_: held)
     load.rank_tables([(r, trace) for r in range(ranks)])
     [frame] = seen
     chunks = {n: [len(c) for c in frame.get_column(n).get_chunks()] for n in ("start_ns", "end_ns", "rank")}

@@ -146,6 +146,7 @@ def cuts(calls: pl.DataFrame, events: int) -> list[int]:
     starts = calls.get_column("start_ns")
     if count <= 1 or starts.len() < count:
         return []
+    starts = starts.sort()  # once: a quantile of a series not known sorted sorts a copy of it (19 of 1.8M: 65 ms)
     return sorted({int(starts.quantile(k / count, "nearest") or 0) for k in range(1, count)})
 
 

@@ -45,7 +45,13 @@ from tracekit.errors import InputError
 from tracekit.model.taxonomy import HOST_KINDS
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
+    from typing import TypeAlias
+
+    #: How the functions below read events: the ``columns`` of the events of these ``kinds``
+    #: that meet every one of the conditions, in the run's order
+    #: (:meth:`~tracekit.model.by_kind.ByKind.select`, or :func:`frame_select` of one frame).
+    Select: TypeAlias = Callable[[Sequence[str], Sequence[str | pl.Expr], Sequence[pl.Expr]], pl.DataFrame]
 
 #: Host calls that launch GPU work, linked to it by ``correlation``.
 LAUNCH_KINDS: Final = ("runtime", "driver")
@@ -69,13 +75,26 @@ def user_kernel_pattern(patterns: Sequence[str]) -> str | None:
     return "|".join(f"(?:{p})" for p in patterns) if patterns else None
 
 
+def frame_select(events: pl.DataFrame) -> Select:
+    """:data:`Select` over one frame of every event (``kind`` among its columns)."""
+
+    def select(kinds: Sequence[str], columns: Sequence[str | pl.Expr], conditions: Sequence[pl.Expr]) -> pl.DataFrame:
+        return events.lazy().filter(pl.col("kind").is_in(list(kinds)), *conditions).select(*columns).collect()
+
+    return select
+
+
+#: The columns of a kernel that the functions below read (``_row``: its place in the run).
+KERNEL_COLUMNS: Final = ("rank", "name", "category", "correlation", "device", "stream", "start_ns", "end_ns")
+
+
 def kernels_of(events: pl.DataFrame) -> pl.DataFrame:
     """The kernels of ``events`` with their row numbers (``_row``), for the functions below."""
     return (
         events.lazy()
         .with_row_index("_row")
         .filter(pl.col("kind") == "kernel")
-        .select("_row", "rank", "name", "category", "correlation", "device", "stream", "start_ns", "end_ns")
+        .select("_row", *KERNEL_COLUMNS)
         .collect()
     )
 
@@ -104,23 +123,16 @@ def _in_time_order(launches: pl.DataFrame) -> pl.DataFrame:
     return launches.sort([*_THREAD, "start_ns"])
 
 
-def launched_in_comm(events: pl.DataFrame, kernels: pl.DataFrame) -> pl.Series:
-    """Rows of ``kernels`` launched from inside a communication host event."""
-    comm = (
-        events.lazy()
-        .filter(pl.col("kind").is_in(list(HOST_KINDS)), pl.col("category") == "collective")
-        .select(*_THREAD, "start_ns", "end_ns", "external_id")
-        .collect()
-    )
+def launched_in_comm(select: Select, kernels: pl.DataFrame) -> pl.Series:
+    """Rows of ``kernels`` launched from inside a communication host event (the events read
+    through ``select``)."""
+    collective = pl.col("category") == "collective"
+    comm = select(list(HOST_KINDS), [*_THREAD, "start_ns", "end_ns", "external_id"], [collective])
     none = pl.Series("_row", [], dtype=pl.get_index_type())
     if comm.is_empty() or kernels.is_empty():
         return none
-    launches = (
-        events.lazy()
-        .filter(pl.col("kind").is_in(list(LAUNCH_KINDS)), pl.col("correlation").is_not_null())
-        .select(*_THREAD, "start_ns", "correlation", "external_id")
-        .collect()
-    )
+    recorded = pl.col("correlation").is_not_null()
+    launches = select(LAUNCH_KINDS, [*_THREAD, "start_ns", "correlation", "external_id"], [recorded])
     spans = _host_spans(comm.filter(pl.col("end_ns") > pl.col("start_ns")))
     inside = (
         _in_time_order(launches)
@@ -143,17 +155,16 @@ def launched_in_comm(events: pl.DataFrame, kernels: pl.DataFrame) -> pl.Series:
     return rows
 
 
-def unlaunched_on_comm_streams(events: pl.DataFrame, kernels: pl.DataFrame, *, candidates: pl.DataFrame) -> pl.Series:
+def unlaunched_on_comm_streams(select: Select, kernels: pl.DataFrame, *, candidates: pl.DataFrame) -> pl.Series:
     """Rows of ``candidates`` with no recorded launch, on streams where every kernel of ``kernels``
-    whose launch is recorded is a collective (and one is)."""
+    whose launch is recorded is a collective (and one is); the launches read through ``select``."""
     streams = kernels.filter(pl.col("category") == "collective").select(_STREAM).unique()
     if streams.is_empty():
         return pl.Series("_row", [], dtype=pl.get_index_type())
     on = kernels.join(streams, on=_STREAM, how="semi")
     recorded = (
-        events.lazy()
-        .filter(pl.col("kind").is_in(list(LAUNCH_KINDS)), pl.col("correlation").is_not_null())
-        .select(_LAUNCH)
+        select(LAUNCH_KINDS, _LAUNCH, [pl.col("correlation").is_not_null()])
+        .lazy()
         .join(on.lazy().select(_LAUNCH).unique(), on=_LAUNCH, how="semi")
         .unique()
         .with_columns(launched=pl.lit(True))

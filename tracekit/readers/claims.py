@@ -176,11 +176,12 @@ def _typical(events: pl.DataFrame) -> int | None:
     if events.height == 0:
         return None
     length = pl.col("end_ns") - pl.col("start_ns")
-    kernels, lasting = pl.col("kind") == "kernel", pl.col("end_ns") > pl.col("start_ns")
-    found = events.select(
-        k=length.filter(kernels & lasting).median(), any=length.filter(lasting & (pl.col("kind") != "instant")).median()
-    ).row(0)
-    value = found[0] if found[0] is not None else found[1]
+    lasting = pl.col("end_ns") > pl.col("start_ns")
+    # the kernels' first, in a query of their own: every event's length (7.2M on a 2 GB rank)
+    # is read only where there is no kernel
+    value = events.lazy().filter(pl.col("kind") == "kernel", lasting).select(length.median()).collect().item()
+    if value is None:
+        value = events.lazy().filter(lasting, pl.col("kind") != "instant").select(length.median()).collect().item()
     return None if value is None else int(value)
 
 

@@ -18,7 +18,7 @@ import polars as pl
 from tracekit.arguments import number, path_list, text_list
 from tracekit.errors import InputError
 from tracekit.model.by_kind import ByKind
-from tracekit.model.classify import classify_run
+from tracekit.model.classify import classify_held
 from tracekit.model.comm_evidence import user_kernel_pattern
 from tracekit.model.counters import empty_categories, empty_counters
 from tracekit.model.input_warnings import InputWarning
@@ -68,7 +68,7 @@ def load_run(
     ``.nsys-rep`` reports, unless ``use_cache`` is False (exports then go to a temporary folder).
     ``comm_kernels``: regular expressions of kernel names that are communication, beside the
     taxonomy (:mod:`tracekit.model.taxonomy`); communication is also found from launching host
-    ops and dedicated streams, after the cache (:func:`~tracekit.model.classify.classify_run`).
+    ops and dedicated streams, after the cache (:func:`~tracekit.model.classify.classify_held`).
     Raises :class:`~tracekit.errors.TracekitError` when nothing can be analyzed, or when a
     pattern is not a valid regular expression.
     """
@@ -156,10 +156,11 @@ def rank_tables(
     del pieces
     counters = pl.concat([empty_counters(), *(_with_rank(_by_time(t.counters), r) for r, t in traces)], rechunk=True)
     del traces[:]
-    # a column that no event fills holds no buffer, whatever the reader of each rank left
-    owned = [without_null_columns(classify_run(events, comm_kernels=comm_kernels))]
+    # a column that no event fills holds no buffer, whatever the reader of each rank left; the
+    # events are classified once held by kind (each kind read alone, no copy of the one frame)
+    owned = [without_null_columns(events)]
     del events
-    return ByKind.taken(owned), counters
+    return classify_held(ByKind.taken(owned), comm_kernels=comm_kernels), counters
 
 
 def rank_run(traces: list[tuple[RankInfo, RankTrace]], *, comm_kernels: Sequence[str] = ()) -> Run:
