@@ -6,6 +6,8 @@ from typing import Any
 
 import polars as pl
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tests.factories import ev, make_run
 from tracekit.errors import InputError
@@ -240,3 +242,46 @@ def test_kernels_launched_inside_pplx_operators_are_collectives() -> None:
     ]
     got = categories(rows)
     assert (got[(0, PPLX)], got[(0, combine)], got[(0, GEMM)]) == ("collective", "collective", "compute")
+
+
+_KERNEL_NAMES = (GEMM, NCCL, "my_kernel", "deep_ep::dispatch_kernel", "layout_kernel")
+_OP_NAMES = ("aten::mm", "c10d::allreduce_", "record_param_comms", "nccl:all_reduce")
+
+
+@st.composite
+def _runs(draw: st.DrawFn) -> list[dict[str, Any]]:
+    """Random ranks of host ops (some communication), launches on two threads, their kernels on
+    three streams (some with no recorded launch), and a user's external ids: every rule's
+    evidence, mixed."""
+    rows: list[dict[str, Any]] = []
+    for corr in range(draw(st.integers(0, 14))):
+        rank, tid = draw(st.integers(0, 1)), draw(st.integers(1, 2))
+        start = draw(st.integers(0, 400))
+        if draw(st.booleans()):
+            rows.append(
+                ev(
+                    "cpu_op",
+                    draw(st.sampled_from(_OP_NAMES)),
+                    start,
+                    start + draw(st.integers(0, 60)),
+                    rank=rank,
+                    tid=tid,
+                )
+            )
+        name, stream = draw(st.sampled_from(_KERNEL_NAMES)), draw(st.sampled_from([7, 20, 21]))
+        if draw(st.integers(0, 4)):  # its launch recorded
+            call = ev("runtime", "cudaLaunchKernel", start + 5, start + 9, rank=rank, tid=tid, correlation=corr)
+            call["external_id"] = draw(st.one_of(st.none(), st.integers(0, 3)))
+            rows.append(call)
+        rows.append(ev("kernel", name, start + 50, start + 90, rank=rank, stream=stream, correlation=corr))
+    return rows
+
+
+@settings(max_examples=150, deadline=None)
+@given(_runs(), st.sampled_from([(), ("my_.*",)]))
+def test_held_by_kind_classifies_as_one_frame(rows: list[dict[str, Any]], patterns: tuple[str, ...]) -> None:
+    # a property: the events held a kind at a time (literals or not) are classified as one frame
+    events = make_run(rows).events
+    whole = classify_run(events, comm_kernels=patterns)
+    for literal_rows in (1, 1 << 16):
+        assert classify_held(ByKind.of(events, literal_rows=literal_rows), comm_kernels=patterns).frame().equals(whole)
