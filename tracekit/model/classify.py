@@ -153,11 +153,7 @@ def classify_held(held: ByKind, *, comm_kernels: Sequence[str] = ()) -> ByKind:
     rows = _promoted(held.select, kernels, comm_kernels)
     if part is None or rows.len() == 0:
         return held
-    hit = pl.col(ROW).is_in(rows.implode())
-    promoted = part.with_columns(
-        pl.when(hit).then(pl.lit("collective", dtype=Category)).otherwise("category").alias("category")
-    )
-    return ByKind({**held.parts, "kernel": promoted}, held.height, held.schema)
+    return ByKind({**held.parts, "kernel": _promote(part, rows)}, held.height, held.schema)
 
 
 def _promoted(select: Select, kernels_read: Callable[[], pl.DataFrame], comm_kernels: Sequence[str]) -> pl.Series:
@@ -187,10 +183,11 @@ def _promoted(select: Select, kernels_read: Callable[[], pl.DataFrame], comm_ker
 
 
 def _promote(kernels: pl.DataFrame, rows: pl.Series) -> pl.DataFrame:
-    """``kernels`` with the kernels at these event ``rows`` made collectives."""
+    """``kernels`` (with their places, ``_row``) with the kernels at these ``rows`` made
+    collectives: the candidates of each rule, and the kernel part of a run held by kind."""
     if rows.len() == 0:
         return kernels
-    hit = pl.col("_row").is_in(rows.implode())
+    hit = pl.col(ROW).is_in(rows.implode())
     return kernels.with_columns(
         pl.when(hit).then(pl.lit("collective", dtype=Category)).otherwise("category").alias("category")
     )
