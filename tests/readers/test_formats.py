@@ -13,6 +13,7 @@ from click.testing import CliRunner
 from tests.factories import ev, make_run, simple_step, write_kineto
 from tracekit.cli.main import cli
 from tracekit.errors import InputError, TraceReadError
+from tracekit.model.by_kind import ByKind
 from tracekit.readers import discover, formats, load_run, read_file
 from tracekit.readers.formats import FORMATS, InputFormat, format_of
 from tracekit.readers.trace import RankTrace
@@ -68,7 +69,9 @@ def fake_read(path: Path, *, cache_root: Path | None, jobs: int = 1) -> list[Ran
     """A reader of a made-up format: one rank per file, rank 5, with one event."""
     del cache_root, jobs
     events = make_run([ev("cpu_op", "aten::mm", 0, 10)]).events.with_columns(pl.lit(None, dtype=pl.Int32).alias("rank"))
-    return [RankTrace(str(path), events, rank=5, world_size=8, backend=None, devices=(), schema_version=None)]
+    return [
+        RankTrace(str(path), ByKind.of(events), rank=5, world_size=8, backend=None, devices=(), schema_version=None)
+    ]
 
 
 @pytest.fixture

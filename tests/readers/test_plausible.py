@@ -258,11 +258,11 @@ def test_the_window_is_the_one_polars_medians_give(starts: list[float]) -> None:
     frame = pl.DataFrame({"ts": starts}, schema={"ts": pl.Float64})
     center = frame.get_column("ts").median()
     spread = (frame.get_column("ts") - center).abs().median()
-    window = _window(frame, pl.col("ts"), 1000.0)
+    window = _window([(frame, pl.col("ts"))], 1000.0)
     assert window is not None
     assert window.center == center
     assert window.bound == max(SPREAD_FACTOR * spread, FAR_NS / 1000.0)
 
 
 def test_no_start_is_no_window() -> None:
-    assert _window(pl.DataFrame({"ts": [1.0]}), pl.col("ts").filter(pl.lit(False)), 1000.0) is None
+    assert _window([(pl.DataFrame({"ts": [1.0]}), pl.col("ts").filter(pl.lit(False)))], 1000.0) is None

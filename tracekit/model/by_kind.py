@@ -86,6 +86,60 @@ class ByKind:
         parts = {k: places.to_frame().with_columns(columns.pop(k)).select(*schema, ROW) for k, places in rows.items()}
         return cls(parts, height, schema)
 
+    @classmethod
+    def held(
+        cls, parts: dict[str, pl.DataFrame], height: int, schema: pl.Schema, *, literal_rows: int = LITERAL_ROWS
+    ) -> ByKind:
+        """The events of ``parts`` (each kind's frame of ``schema`` and :data:`ROW`, in the order of
+        its places among the ``height`` events of all kinds), each column of no value or of one
+        within a kind of ``literal_rows`` events or more made a literal there (as :meth:`taken`
+        does)."""
+        parts = {k: p.select(*schema, ROW) for k, p in parts.items() if p.height}
+        for kind, part in parts.items():
+            if part.height >= literal_rows:
+                held = _stats(part.drop(ROW)).get(kind, {})
+                ones = [one for c, t in schema.items() if (one := _literal(kind, c, t, held, part.height)) is not None]
+                parts[kind] = part.with_columns(ones) if ones else part
+        return cls(parts, height, schema)
+
+    @classmethod
+    def ranked(cls, held: list[tuple[int, ByKind]], *, rank: str = "rank") -> ByKind:
+        """The events of ranks each held by kind (in rank order: ``held``, which this empties),
+        as one run's: each event's ``rank`` set, its place after those of the ranks before."""
+        schema = held[0][1].schema if held else pl.Schema()
+        kinds = dict.fromkeys(k for _, h in held for k in h.parts)
+        rank_type, height = schema[rank], sum(h.height for _, h in held)
+        index = pl.UInt32 if height < 2**32 else pl.UInt64
+        pieces: dict[str, list[pl.DataFrame]] = {k: [] for k in kinds}
+        offset = 0
+        for number, h in held:
+            place = pl.col(ROW).cast(index) + pl.lit(offset, dtype=index)
+            for kind, part in h.parts.items():
+                pieces[kind].append(part.with_columns(place, pl.lit(number, dtype=rank_type).alias(rank)))
+            offset += h.height
+        del held[:]
+        parts = {}
+        for kind in kinds:
+            # one rank's kind stays as it is; several ranks' are made one piece (their ranks, one
+            # value a frame, would come out a piece a rank, which the other columns' chunks do
+            # not meet, and each query would copy them all into one piece again)
+            found = pieces.pop(kind)
+            parts[kind] = found[0] if len(found) == 1 else pl.concat(found, how="vertical", rechunk=True)
+            del found
+        return cls(parts, height, schema)
+
+    def replaced(self, kind: str, part: pl.DataFrame, dropped: pl.Series) -> ByKind:
+        """These events with ``kind``'s replaced by ``part`` (some of them, changed in place:
+        none moved), the events at the places ``dropped`` (ascending) gone, and the places
+        after them moved up to close the gaps."""
+        parts = {**self.parts, kind: part}
+        gone = dropped.to_numpy()
+        if gone.size:
+            for k, p in parts.items():
+                rows = p.get_column(ROW).to_numpy()
+                parts[k] = p.with_columns(pl.Series(ROW, rows - np.searchsorted(gone, rows).astype(rows.dtype)))
+        return ByKind({k: p for k, p in parts.items() if p.height}, self.height - gone.size, self.schema)
+
     def _kinds(self, kinds: Iterable[str]) -> list[pl.DataFrame]:
         return [self.parts[k] for k in dict.fromkeys(kinds) if k in self.parts]
 

@@ -96,7 +96,7 @@ def _map_files(shard: Shard) -> Mapped:
     traces = {(p.path, i): t for p in parsed for i, t in enumerate(p.traces)}
     del parsed
     claims = {(f.path, i): c for f in files for i, c in enumerate(f.traces)}
-    gpu = frozenset(k for k, t in traces.items() if has_gpu_activity(t.events))
+    gpu = frozenset(k for k, t in traces.items() if has_gpu_activity(t.held))
     ranks = shard.ranks if shard.ranks is not None else _own_ranks(files, settings)
     keep = settings.ranks
     chosen = {k: r for k, r in ranks.items() if claims[k].has_content and (keep is None or r in keep)}

@@ -36,6 +36,7 @@ import polars as pl
 
 from tracekit import __version__
 from tracekit.locks import entry_lock
+from tracekit.model.by_kind import ROW, ByKind
 from tracekit.model.counters import COUNTER_SCHEMA, empty_counters
 from tracekit.model.input_warnings import InputWarning  # noqa: TC001  (msgspec reads annotations at run time)
 from tracekit.model.run import ProcessGroup, RankFound  # noqa: TC001
@@ -50,7 +51,7 @@ if TYPE_CHECKING:
 __all__ = ["CACHE_ENV", "CACHE_VERSION", "EventCache", "FileIdentity", "default_cache_dir"]
 
 #: Bump whenever a reader's output (columns, values, rank metadata) or the entry layout changes.
-CACHE_VERSION: Final = 13
+CACHE_VERSION: Final = 14
 #: The environment variable naming the cache root.
 CACHE_ENV: Final = "TRACEKIT_CACHE_DIR"
 #: The largest entry metadata read (a few hundred bytes per rank trace).
@@ -88,6 +89,8 @@ class _Trace(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     host: str | None
     rows: Annotated[int, msgspec.Meta(ge=0)]
     counter_rows: Annotated[int, msgspec.Meta(ge=0)]
+    #: the events of each kind, in the order the events file holds them (a kind after another)
+    kinds: tuple[tuple[str, Annotated[int, msgspec.Meta(ge=1)]], ...] = ()
 
 
 class _Entry(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -155,7 +158,7 @@ class EventCache:
         try:
             for i, trace in enumerate(traces):
                 base = self.folder / f"{stem}.{token}.{i}"
-                replace_file(base.with_name(f"{base.name}.parquet"), partial(_write_parquet, trace.events))
+                replace_file(base.with_name(f"{base.name}.parquet"), partial(_write_held, trace.held))
                 if trace.counters.height:
                     replace_file(
                         base.with_name(f"{base.name}.counters.parquet"), partial(_write_parquet, trace.counters)
@@ -207,14 +210,15 @@ def _describe(trace: RankTrace) -> _Trace:
         host=trace.host,
         warnings=trace.warnings,
         device_memory=trace.device_memory,
-        rows=trace.events.height,
+        rows=trace.held.height,
         counter_rows=trace.counters.height,
+        kinds=tuple((k, p.height) for k, p in trace.held.parts.items()),
     )
 
 
 def _read_trace(item: _Trace, base: Path) -> RankTrace:
     """One rank trace from ``<base>.parquet`` (and ``<base>.counters.parquet`` when it has counters)."""
-    events = _read_frame(base.with_name(f"{base.name}.parquet"), SCHEMA, rows=item.rows)
+    events = _read_held(base.with_name(f"{base.name}.parquet"), item)
     counters = (
         _read_frame(base.with_name(f"{base.name}.counters.parquet"), COUNTER_SCHEMA, rows=item.counter_rows)
         if item.counter_rows
@@ -222,7 +226,7 @@ def _read_trace(item: _Trace, base: Path) -> RankTrace:
     )
     return RankTrace(
         path=item.path,
-        events=events,
+        held=events,
         rank=item.rank,
         world_size=item.world_size,
         backend=item.backend,
@@ -244,6 +248,37 @@ def _read_frame(parquet: Path, schema: dict[str, pl.DataType], *, rows: int) -> 
     if frame.schema != pl.Schema(schema) or frame.height != rows:
         raise ValueError(f"{parquet}: not the schema, or not the rows recorded")
     return without_null_columns(frame)
+
+
+def _read_held(parquet: Path, item: _Trace) -> ByKind:
+    """The events of ``<base>.parquet``, a kind at a time (each kind read alone: the file's
+    columns are never all read at once, the nulls of one kind beside another's values)."""
+    schema = pl.Schema([*SCHEMA.items(), (ROW, pl.UInt32())])
+    if sum(n for _, n in item.kinds) != item.rows:
+        raise ValueError(f"{parquet}: its kinds do not hold the rows recorded")
+    parts = {}
+    with open_regular(parquet, follow=False) as handle:
+        scan = pl.scan_parquet(handle)
+        if scan.collect_schema() != schema:
+            raise ValueError(f"{parquet}: not the schema")
+        offset = 0
+        for kind, rows in item.kinds:
+            part = scan.slice(offset, rows).collect()
+            if part.height != rows or (kind and part.get_column("kind").ne_missing(kind).any()):
+                raise ValueError(f"{parquet}: not the rows recorded")
+            parts[kind] = part
+            offset += rows
+    return ByKind.held(parts, item.rows, pl.Schema(SCHEMA))
+
+
+def _write_held(held: ByKind, path: Path) -> None:
+    """``held``'s events, a kind after another, each with its place (:data:`ROW`), in one file."""
+    if not held.parts:
+        pl.DataFrame(schema={**SCHEMA, ROW: pl.UInt32}).write_parquet(path, compression="lz4", statistics=False)
+        return
+    index = pl.col(ROW).cast(pl.UInt32)
+    kinds = [p.lazy().with_columns(index) for p in held.parts.values()]
+    pl.concat(kinds, how="vertical").sink_parquet(path, compression="lz4", statistics=False)
 
 
 def _write_parquet(frame: pl.DataFrame, path: Path) -> None:

@@ -25,6 +25,8 @@ if TYPE_CHECKING:
     from collections.abc import Set as AbstractSet
     from pathlib import Path
 
+    from tracekit.model.by_kind import ByKind
+
 
 #: Nothing decided the rank (yet).
 NOTHING: Final = RankFound("none")
@@ -69,10 +71,15 @@ class TraceClaim:
     @classmethod
     def of(cls, trace: RankTrace) -> TraceClaim:
         """What ``trace`` claims."""
-        events = trace.events
+        events = trace.held
         span = None
         if events.height:
-            first, last = events.select(pl.col("start_ns").min(), pl.col("end_ns").max()).row(0)
+            first, last = (
+                events.unordered(["start_ns", "end_ns"])
+                .select(pl.col("start_ns").min(), pl.col("end_ns").max())
+                .collect()
+                .row(0)
+            )
             span = (int(first), int(last))
         said = {f.name: getattr(trace, f.name) for f in fields(cls) if f.name in _TRACE_FIELDS}  # what the file said
         return cls(**said, has_content=_has_content(trace), span=span, typical_ns=_typical(events))
@@ -171,17 +178,22 @@ def resolve(
     )
 
 
-def _typical(events: pl.DataFrame) -> int | None:
+def _typical(events: ByKind) -> int | None:
     """The median length of ``events``' kernels, else of its events with a length."""
     if events.height == 0:
         return None
-    length = pl.col("end_ns") - pl.col("start_ns")
-    lasting = pl.col("end_ns") > pl.col("start_ns")
-    # the kernels' first, in a query of their own: every event's length (7.2M on a 2 GB rank)
-    # is read only where there is no kernel
-    value = events.lazy().filter(pl.col("kind") == "kernel", lasting).select(length.median()).collect().item()
+    length = (pl.col("end_ns") - pl.col("start_ns")).alias("length")
+    lasting = pl.col("length") > 0
+    # the kernels' first: every event's length (7.2M on a 2 GB rank) is read only where there is no kernel
+    value = (
+        events.unordered([length], kinds=["kernel"]).filter(lasting).select(pl.col("length").median()).collect().item()
+    )
     if value is None:
-        value = events.lazy().filter(lasting, pl.col("kind") != "instant").select(length.median()).collect().item()
+        # every kind's but the instants' (and the events' of no kind, as ``kind != "instant"`` left them out)
+        kinds = [k for k in events.parts if k not in ("instant", "")]
+        value = (
+            events.unordered([length], kinds=kinds).filter(lasting).select(pl.col("length").median()).collect().item()
+        )
     return None if value is None else int(value)
 
 
@@ -209,7 +221,7 @@ def _other_scale(infos: list[RankInfo], typical: dict[int, int | None]) -> dict[
 
 def _has_content(trace: RankTrace) -> bool:
     """Whether a trace holds anything to analyze: an event with a duration, or memory counters."""
-    return bool(trace.counters.height) or bool(trace.events.select((pl.col("kind") != "instant").any()).item())
+    return bool(trace.counters.height) or any(k not in ("instant", "") for k in trace.held.parts)
 
 
 def _assign_ranks(

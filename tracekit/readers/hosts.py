@@ -11,9 +11,12 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 import polars as pl
+
+if TYPE_CHECKING:
+    from tracekit.model.by_kind import ByKind
 
 #: torch.profiler.tensorboard_trace_handler's file name: ``{hostname}_{pid}.{time_ns}.pt.trace.json``.
 HANDLER_NAME: Final = re.compile(r"^(?P<host>.+)_(?P<pid>\d+)\.\d+\.pt\.trace\.json(?:\.gz)?$")
@@ -31,14 +34,14 @@ def clean_host(value: object) -> str | None:
     return text if 0 < len(text) <= MAX_HOST and text.isprintable() else None
 
 
-def host_of(path: str | Path, recorded: object, events: pl.DataFrame) -> str | None:
+def host_of(path: str | Path, recorded: object, events: ByKind) -> str | None:
     """The host of a Kineto trace: the ``host_name`` it records, else the one its file name
     gives when the name's pid is the trace's own process (``events``' host events)."""
     host = clean_host(recorded)
     if host is not None:
         return host
     match = HANDLER_NAME.match(Path(path).name)
-    if match is None or "pid" not in events.columns or events.height == 0:
+    if match is None or events.height == 0:
         return None
-    own = events.filter(pl.col("kind").cast(pl.String).is_in(_HOST_KINDS))["pid"].drop_nulls().unique()
+    own = events.unordered([pl.col("pid")], kinds=_HOST_KINDS).unique().collect().get_column("pid").drop_nulls()
     return clean_host(match["host"]) if int(match["pid"]) in own.to_list() else None

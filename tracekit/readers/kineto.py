@@ -42,6 +42,7 @@ from tracekit.readers.compressed import GZIP_ERRORS, data_bytes, read_bytes
 from tracekit.readers.handoff import Slots, read_slot
 from tracekit.readers.heap import trim_heap
 from tracekit.readers.hosts import host_of
+from tracekit.readers.kinds import Pieces
 from tracekit.readers.kineto_decode import (
     ANY_DECODER,
     DECODER,
@@ -177,8 +178,15 @@ def read_chunked(path: Path, *, chunk_bytes: int, jobs: int = 1, size: int | Non
     from that thread's arena of the C heap, which 1,024 small ranks left 160 MB larger) and the
     heap is not trimmed after it (its few MB stay for the next file: given back and faulted in
     again, they cost a 3 MB rank a third of its read in the system's time)."""
-    chunks: list[Chunk] = []
+    # each chunk split by kind as it comes: the file's events are never held as one frame
+    kinds, memory = Pieces(), []
     fields: list[Any] = []
+
+    def keep(chunk: Chunk) -> None:
+        kinds.add(chunk[0])
+        if chunk[1] is not None:
+            memory.append(chunk[1])
+
     processes = jobs > 1 and not kineto_native.ENABLED
     several = (data_bytes(path) if size is None else size) > chunk_bytes
     try:
@@ -203,19 +211,17 @@ def read_chunked(path: Path, *, chunk_bytes: int, jobs: int = 1, size: int | Non
                 else:
                     pending.append(submit(piece))
                 while len(pending) > in_flight:  # a chunk in each worker, the next being read: no more text held
-                    chunks.append(pending.popleft()())
-            chunks += [result() for result in pending]
-            chunks.append(tail_chunk)
+                    keep(pending.popleft()())
+            while pending:
+                keep(pending.popleft()())
+            keep(tail_chunk)
     except _NOT_CHUNKED:
         return None
     finally:
         if several:  # what the chunks' text and the decoder's arrays left free in the C heap
             trim_heap()
     info, props, version, host = (_first(fields, name) for name in _FIELDS)
-    prepared = [c[0] for c in chunks]
-    memory = [c[1] for c in chunks if c[1] is not None]
-    del chunks
-    return _rank_trace(path, prepared, memory, info=info, props=props, version=version, host=host, notes=())
+    return _rank_trace(path, kinds, memory, info=info, props=props, version=version, host=host, notes=())
 
 
 def _decoders(
@@ -301,12 +307,15 @@ def _read_whole(path: Path) -> RankTrace:
     raw, memory = raw_frames(raw_events)
     del raw_events
     mem = [memory] if memory is not None else []
-    return _rank_trace(path, [prepare(raw)], mem, info=info, props=props, version=version, host=host, notes=notes)
+    kinds = Pieces()
+    kinds.add(prepare(raw))
+    del raw
+    return _rank_trace(path, kinds, mem, info=info, props=props, version=version, host=host, notes=notes)
 
 
 def _rank_trace(
     path: Path,
-    prepared: list[pl.DataFrame],
+    kinds: Pieces,
     memory: list[pl.DataFrame],
     *,
     info: Any,
@@ -315,16 +324,16 @@ def _rank_trace(
     host: Any,
     notes: tuple[InputWarning, ...],
 ) -> RankTrace:
-    """The rank trace of ``path`` from its prepared chunks and the fields of its document."""
+    """The rank trace of ``path`` from its prepared chunks (split by kind) and the fields of its document."""
     info = info if isinstance(info, dict) else {}
     props = props if isinstance(props, list) else []
-    events, counters, dropped, unread = finish(prepared, memory)
+    events, counters, dropped, unread = finish(kinds, memory)
     rank, rank_problem = _distributed_int(info, "rank", lowest=0)
     world_size, world_problem = _distributed_int(info, "world_size", lowest=1)
     problems = tuple(p for p in (rank_problem, world_problem) if p is not None)
     return RankTrace(
         path=str(path),
-        events=events,
+        held=events,
         counters=counters,
         rank=rank,
         world_size=world_size,

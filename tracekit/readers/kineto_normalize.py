@@ -5,8 +5,10 @@ the schema's dtypes), so that a file read in chunks keeps only the prepared colu
 chunk; :func:`finish` does what needs every event of the file: the events with impossible
 times are dropped (:mod:`tracekit.readers.plausible`, which judges them against the bulk of
 the rank), times become int64 nanoseconds relative to the file's first start, and the
-events are sorted by start (ties in file order). A file read whole goes through the same two
-steps, so both ways give the same frames.
+events are held by kind in the order of their starts (ties in file order). Each chunk's
+prepared columns are split by kind as it comes (:mod:`tracekit.readers.kinds`): the file's
+events are never one frame of every column for every event. A file read whole goes through
+the same two steps, so both ways give the same events.
 
 Kineto writes float microseconds; they are converted once here, relative to an integer base
 to keep nanosecond precision beyond float64's 2**53. Instants named ``[memory]`` become the
@@ -32,8 +34,7 @@ missing.
 from __future__ import annotations
 
 import functools
-from itertools import accumulate
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 import polars as pl
 
@@ -41,9 +42,14 @@ from tracekit.errors import TraceReadError
 from tracekit.model.classify import category_of
 from tracekit.model.counters import COUNTER_SCHEMA, DeviceType, empty_counters
 from tracekit.model.input_warnings import InputWarning
-from tracekit.model.schema import GPU_KINDS, SCHEMA, UNNAMED, all_null, without_null_columns
+from tracekit.model.schema import GPU_KINDS, SCHEMA, UNNAMED, all_null
+from tracekit.readers.kinds import POS, held
 from tracekit.readers.kineto_decode import MEMORY_EVENT
-from tracekit.readers.plausible import Dropped, screen, screen_counters
+from tracekit.readers.plausible import Dropped, screen, screen_counters, screen_parts
+
+if TYPE_CHECKING:
+    from tracekit.model.by_kind import ByKind
+    from tracekit.readers.kinds import Pieces
 
 #: Kineto category (lower-cased) -> event kind, for today's names and the 2021 ones.
 CATEGORY_KINDS: Final[dict[str, str]] = {
@@ -221,8 +227,8 @@ def prepare(raw: pl.DataFrame) -> pl.DataFrame:
     kept, decided, completed, chosen = _preparation(
         given=all(c in raw.columns for c in CATEGORY_FACTS), named=all(c in raw.columns for c in NAME_FACTS)
     )
-    prepared = raw.lazy().filter(*kept).with_columns(**decided).with_columns(**completed).select(*chosen).collect()
-    return without_null_columns(prepared)  # held until the file's last chunk: no buffer for no value
+    # (a column of no value is made a literal a kind at a time: :class:`~tracekit.readers.kinds.Pieces`)
+    return raw.lazy().filter(*kept).with_columns(**decided).with_columns(**completed).select(*chosen).collect()
 
 
 @functools.cache
@@ -264,29 +270,36 @@ def _preparation(
 
 
 def finish(
-    prepared: list[pl.DataFrame], memory: list[pl.DataFrame]
-) -> tuple[pl.DataFrame, pl.DataFrame, Dropped, tuple[InputWarning, ...]]:
-    """The events and counters of a file from its prepared chunks and the raw columns of its
+    pieces: Pieces, memory: list[pl.DataFrame]
+) -> tuple[ByKind, pl.DataFrame, Dropped, tuple[InputWarning, ...]]:
+    """The events (held by kind) and counters of a file from its prepared chunks (``pieces``,
+    split by kind as they were decoded, which this empties) and the raw columns of its
     ``[memory]`` instants (in file order); what was dropped for impossible times; the warnings
     about device events it holds but tracekit does not read (:func:`unread_warnings`)."""
-    df = pl.concat(prepared, how="vertical", rechunk=False)  # rechunking would copy every column at once
-    del prepared[:]  # the caller's list: its chunks are freed as the concatenation is
+    parts = pieces.taken()
     instant = pl.col("instant")
-    df, dropped, window = screen(
-        df,
+    parts, dropped, window = screen_parts(
+        parts,
         start=pl.col("ts"),
         end=pl.when(instant).then(pl.col("ts")).otherwise(pl.col("ts") + pl.col("dur")),
         needs_extent=~instant,
         unit_ns=1000,
         unit="us",
+        order=POS,
     )
-    unread = unread_warnings(df)
-    base = int(df["ts"].min() or 0)  # type: ignore[arg-type]
-    owned = [df]
-    del df  # _events owns the prepared columns now: each is freed as its sorted copy is made
-    events = _events(owned, base)
+    unread = unread_warnings(*parts.values())
+    lows = [int(low) for p in parts.values() if p.height and (low := p.get_column("ts").min()) is not None]  # type: ignore[arg-type]
+    base = min(lows, default=0)
+    events, places, literal = {}, {}, {}
+    for kind in list(parts):
+        part = parts.pop(kind)
+        places[kind] = part.drop_in_place(POS).to_numpy()
+        owned = [part]
+        del part  # _events owns the prepared columns now
+        events[kind], literal[kind] = _events(owned, base)
+    held_events = held(events, places, pl.Schema(SCHEMA), literal=literal)
     if not memory:
-        return events, empty_counters(), dropped, unread
+        return held_events, empty_counters(), dropped, unread
     counters, dropped_memory, _ = screen(
         pl.concat(memory, how="vertical", rechunk=True).with_columns(name=pl.lit(MEMORY_EVENT)),
         start=pl.col("ts"),
@@ -297,16 +310,21 @@ def finish(
         window=window,
     )
     counters, implausible = screen_counters(_counters(counters, base))
-    return events, counters, dropped + dropped_memory, (*unread, *implausible)
+    return held_events, counters, dropped + dropped_memory, (*unread, *implausible)
 
 
-def unread_warnings(prepared: pl.DataFrame) -> tuple[InputWarning, ...]:
-    """One warning per device kind whose events ``prepared`` (a file's prepared columns) holds
-    but tracekit does not read as work (:data:`UNREAD_DEVICE_CATEGORIES`): the kind, its
-    categories and how many events."""
-    if UNREAD not in prepared.columns or all_null(prepared, UNREAD) or prepared.height == 0:
+def unread_warnings(*prepared: pl.DataFrame) -> tuple[InputWarning, ...]:
+    """One warning per device kind whose events ``prepared`` (a file's prepared columns, in
+    parts) holds but tracekit does not read as work (:data:`UNREAD_DEVICE_CATEGORIES`): the
+    kind, its categories and how many events."""
+    found = [
+        p.get_column(UNREAD).drop_nulls().value_counts(name="n")
+        for p in prepared
+        if UNREAD in p.columns and p.height and not all_null(p, UNREAD)
+    ]
+    if not found:
         return ()
-    counts = prepared.get_column(UNREAD).drop_nulls().value_counts(name="n").sort(UNREAD)
+    counts = pl.concat(found).group_by(UNREAD).agg(pl.col("n").sum()).sort(UNREAD)
     kinds: dict[str, tuple[list[str], int]] = {}
     for category, n in counts.iter_rows():
         categories, total = kinds.setdefault(UNREAD_DEVICE_CATEGORIES[category], ([], 0))
@@ -322,9 +340,10 @@ def _ns(ts: pl.Expr, base: int) -> pl.Expr:
     return ((ts - base) * 1000).round().cast(pl.Int64) + base * 1000
 
 
-def _events(owned: list[pl.DataFrame], base: int) -> pl.DataFrame:
-    """The prepared columns (the one frame of ``owned``, which this empties) -> the event
-    schema (ns times, names, categories), sorted by start."""
+def _events(owned: list[pl.DataFrame], base: int) -> tuple[pl.DataFrame, frozenset[str]]:
+    """The prepared columns of a kind's events (the one frame of ``owned``, which this empties)
+    -> the event schema (ns times, names, categories), and the columns that are literals of no
+    value there."""
     dur = pl.when(pl.col("instant")).then(0).otherwise((pl.col("dur") * 1000).round()).cast(pl.Int64)
     df = owned.pop()
     # a column of no value becomes a literal here, in the one pass over the chunks: an eager
@@ -344,69 +363,11 @@ def _events(owned: list[pl.DataFrame], base: int) -> pl.DataFrame:
             **empty,
         )
         .with_columns(category)
-        .select(list(SCHEMA))
+        .select(*SCHEMA)
         .collect()
     )
     del df  # its columns that pass through unchanged are shared with ``events``, not copied
-    owned.append(events)
-    del events
-    return by_start(owned, unordered=frozenset({*empty, "rank"}))
-
-
-#: The rows of each piece a column is sorted in (:func:`by_start`).
-SORT_PIECE_ROWS: Final = 1 << 16
-
-
-def by_start(owned: list[pl.DataFrame], *, unordered: frozenset[str] = frozenset()) -> pl.DataFrame:
-    """The one frame of ``owned`` (which this empties) sorted by ``start_ns``, ties in their
-    order, one column at a time; the ``unordered`` columns, literals of no value, are the same
-    in any order and stay literals (gathered, each would be a buffer: a 2 GB rank's frame
-    402 -> 550 MB).
-
-    Sorting the frame at once holds it twice; gathering one column at a time holds one
-    column more than the frame, provided nothing else holds the frame: a Python call keeps
-    its arguments alive until it returns, hence the list this takes the frame out of. Each
-    column is gathered in pieces of :data:`SORT_PIECE_ROWS` rows, as the file's chunks were
-    decoded: the allocator gives a piece the memory of a chunk freed before it, where a
-    column in one piece takes new memory while the freed chunks' stays with the process (a
-    2 GB rank's read peaked at 1,100 MB so, against 850 in pieces). A frame already in order
-    is left in its chunks, those of the few columns chunked apart made the starts' (a query
-    over columns chunked apart copies them all into one piece first). The run's frame is then
-    held a kind at a time (:meth:`tracekit.model.by_kind.ByKind.taken`), each kind's columns
-    in one piece.
-    """
-    events = owned.pop()
-    if events["start_ns"].is_sorted():
-        return _aligned(events, unordered)
-    order = events.select(pl.arg_sort_by("start_ns", maintain_order=True)).to_series()
-    pieces = [order.slice(at, SORT_PIECE_ROWS) for at in range(0, order.len(), SORT_PIECE_ROWS)]
-    del order
-    for name in events.columns:
-        if name not in unordered:
-            column = events.get_column(name)
-            events = events.with_columns(pl.concat([column.gather(p).rechunk() for p in pieces], rechunk=False))
-            del column
-    return events
-
-
-def _chunk_rows(column: pl.Series) -> list[int]:
-    return [c.len() for c in column.get_chunks()]
-
-
-def _aligned(events: pl.DataFrame, unordered: frozenset[str]) -> pl.DataFrame:
-    """``events`` with each column chunked apart from the starts (the query that makes the
-    events leaves a few so: the categories) copied in the starts' chunks."""
-    rows = _chunk_rows(events.get_column("start_ns"))
-    offsets = [0, *accumulate(rows)][:-1]
-    for name in events.columns:
-        if name in unordered:
-            continue
-        column = events.get_column(name)
-        if _chunk_rows(column) != rows:
-            split = [column.slice(at, n).rechunk() for at, n in zip(offsets, rows, strict=True)]
-            events = events.with_columns(pl.concat(split, rechunk=False))
-        del column
-    return events
+    return events, frozenset({*empty, "rank"})
 
 
 def _counters(memory: pl.DataFrame, base: int) -> pl.DataFrame:

@@ -23,7 +23,7 @@ from tracekit.model.comm_evidence import user_kernel_pattern
 from tracekit.model.counters import empty_categories, empty_counters
 from tracekit.model.input_warnings import InputWarning
 from tracekit.model.run import RankInfo, Run, RunMeta, SkippedFile
-from tracekit.model.schema import GPU_ACTIVITY_KINDS, empty_events, without_null_columns
+from tracekit.model.schema import GPU_ACTIVITY_KINDS, empty_events
 from tracekit.model.taxonomy import HOST_BACKENDS
 from tracekit.readers.cache import EventCache, default_cache_dir
 from tracekit.readers.claims import FileClaims, Resolved, TraceClaim, rank_for, resolve
@@ -143,24 +143,14 @@ def rank_tables(
     traces: list[tuple[int, RankTrace]], *, comm_kernels: Sequence[str] = ()
 ) -> tuple[ByKind, pl.DataFrame]:
     """The events (classified, held by kind) and the counters of rank traces given in rank
-    order, as one run's. ``traces`` is emptied: where nothing else holds the traces, their
-    events are then held once while they are sorted by kind (:meth:`ByKind.taken`), not twice."""
-    # each rank's frame is sorted by start (readers sort, the cache keeps the order): in rank
-    # order they make the run's order without a sort. One rank's frame is left in its chunks
-    # (one piece would copy every column at once: the analyses read each kind's columns,
-    # gathered in one piece by :meth:`ByKind.taken`); several ranks' are made one piece, as
-    # their ranks, one value a frame, come out a piece a rank, which the other columns' chunks
-    # do not meet, and each query would copy them all into one piece again
-    pieces = [_with_rank(_by_start(t.events), r) for r, t in traces]
-    events = pl.concat(pieces, how="vertical", rechunk=len(pieces) > 1)
-    del pieces
+    order, as one run's. ``traces`` is emptied: where nothing else holds the traces, each rank's
+    kinds are let go as the run's are made (:meth:`ByKind.ranked`), not held twice."""
+    # each rank's events are held by kind in the order of their starts (readers hold them so, the
+    # cache keeps them so): in rank order they make the run's order without a sort
+    held = [(r, t.held) for r, t in traces]
     counters = pl.concat([empty_counters(), *(_with_rank(_by_time(t.counters), r) for r, t in traces)], rechunk=True)
     del traces[:]
-    # a column that no event fills holds no buffer, whatever the reader of each rank left; the
-    # events are classified once held by kind (each kind read alone, no copy of the one frame)
-    owned = [without_null_columns(events)]
-    del events
-    return classify_held(ByKind.taken(owned), comm_kernels=comm_kernels), counters
+    return classify_held(ByKind.ranked(held), comm_kernels=comm_kernels), counters
 
 
 def rank_run(traces: list[tuple[RankInfo, RankTrace]], *, comm_kernels: Sequence[str] = ()) -> Run:
@@ -232,9 +222,9 @@ def uneven_ranks(infos: Sequence[RankInfo], counts: pl.DataFrame) -> list[InputW
     return sorted(out, key=lambda w: w.rank or 0)
 
 
-def has_gpu_activity(events: pl.DataFrame) -> bool:
+def has_gpu_activity(events: ByKind) -> bool:
     """Whether ``events`` hold any GPU activity (kernels, copies, sets)."""
-    return bool(events.select(pl.col("kind").is_in(GPU_ACTIVITY_KINDS).any()).item())
+    return any(k in GPU_ACTIVITY_KINDS for k in events.parts)
 
 
 def _with_rank(frame: pl.DataFrame, rank: int) -> pl.DataFrame:
@@ -304,10 +294,6 @@ def _timelines_alone(timelines: Sequence[Path], *, rank: int | None, skipped: Se
         warnings=(InputWarning(kind="memory_only"), *said),
         memory_categories=pl.concat([empty_categories(), *frames], how="vertical"),
     )
-
-
-def _by_start(events: pl.DataFrame) -> pl.DataFrame:
-    return events if events["start_ns"].is_sorted() else events.sort("start_ns")
 
 
 def _by_time(counters: pl.DataFrame) -> pl.DataFrame:

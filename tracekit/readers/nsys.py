@@ -35,6 +35,7 @@ from typing import Final
 import polars as pl
 
 from tracekit.errors import TraceReadError
+from tracekit.model.by_kind import ByKind
 from tracekit.model.classify import with_category
 from tracekit.model.run import RankFound
 from tracekit.model.schema import GPU_ACTIVITY_KINDS, GPU_KINDS, SCHEMA, THREADS_LIMIT, UNNAMED
@@ -391,7 +392,9 @@ def _split_ranks(events: pl.DataFrame, memory: pl.DataFrame, meta: ExportMeta, n
         traces.append(
             RankTrace(
                 path=name,
-                events=frame,
+                held=ByKind.taken(
+                    [frame if frame["start_ns"].is_sorted() else frame.sort("start_ns", maintain_order=True)]
+                ),
                 counters=memory_by_pid.get((pid,), memory.drop("pid").clear()),
                 rank=rank,
                 world_size=count if count > 1 else _world_size(meta),

@@ -23,7 +23,7 @@ largest overshoot among the real traces in the test corpus is a 13 s ``ProfilerS
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, TypedDict
 
 import numpy as np
 import polars as pl
@@ -31,6 +31,8 @@ import polars as pl
 from tracekit.model.input_warnings import DroppedEvent, InputWarning
 
 if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
     from tracekit.model.input_warnings import DropReasonName
 
 #: Two events further apart than this are not one recording (ns).
@@ -96,15 +98,18 @@ class Window:
     bound: float
 
 
+class Rules(TypedDict):
+    """How :func:`screen` reads a table's times (see there)."""
+
+    start: pl.Expr
+    end: pl.Expr
+    needs_extent: pl.Expr | bool
+    unit_ns: float
+    unit: str
+
+
 def screen(
-    df: pl.DataFrame,
-    *,
-    start: pl.Expr,
-    end: pl.Expr,
-    needs_extent: pl.Expr | bool,
-    unit_ns: float,
-    unit: str,
-    window: Window | None = None,
+    df: pl.DataFrame, *, window: Window | None = None, **rules: Unpack[Rules]
 ) -> tuple[pl.DataFrame, Dropped, Window | None]:
     """``df`` without its implausible rows, what was dropped, and the window it was judged by.
 
@@ -114,8 +119,27 @@ def screen(
     one (another table of the same rank, such as its memory counters) instead of the
     rows' own. ``df`` needs a ``name`` column (for the example) unless it has no rows.
     """
-    if df.height == 0:
-        return df, Dropped(), window
+    kept, dropped, window = screen_parts({"": df}, window=window, **rules)
+    return kept[""], dropped, window
+
+
+def screen_parts(
+    parts: dict[str, pl.DataFrame],
+    *,
+    start: pl.Expr,
+    end: pl.Expr,
+    needs_extent: pl.Expr | bool,
+    unit_ns: float,
+    unit: str,
+    window: Window | None = None,
+    order: str | None = None,
+) -> tuple[dict[str, pl.DataFrame], Dropped, Window | None]:
+    """:func:`screen` of the rows of one file held in ``parts`` (its events a kind at a time,
+    say), judged together: one window for all, the drops counted over all, the example the
+    first dropped in the file's order (``order``: the column of each row's place in it; None:
+    one part, in that order)."""
+    if not any(p.height for p in parts.values()):
+        return parts, Dropped(), window
     limit = MAX_NS / unit_ns
     start_f, end_f = start.cast(pl.Float64), end.cast(pl.Float64)
     no_time = start_f.is_null() | ~start_f.is_finite() | (start_f.abs() > limit)
@@ -123,10 +147,10 @@ def screen(
     no_extent = extent & (end_f.is_null() | ~end_f.is_finite())
     negative = (end_f < start_f).fill_null(False)
     beyond = (end_f.abs() > limit).fill_null(False)
-    # flags only: the times are read from ``df`` again where needed, never held as columns
+    # flags only: the times are read from each part again where needed, never held as columns
     # beside it (two columns of floats on millions of events)
-    flags = (
-        df.lazy()
+    flags = {
+        k: df.lazy()
         .select(
             no_time=no_time,
             no_extent=~no_time & no_extent,
@@ -135,43 +159,53 @@ def screen(
         )
         .with_columns(ok=~pl.any_horizontal("no_time", "no_extent", "negative", "beyond"))
         .collect(engine="streaming")  # in batches: no column of floats at once
-    )
-    ok = flags["ok"]
+        for k, df in parts.items()
+    }
     end_f = pl.coalesce(end_f, start_f)
     if window is None:
-        window = _window(df, start_f.filter(pl.lit(ok)), unit_ns)
-    if window is None:  # nothing has a usable time
-        far = ok & False
-    else:
-        c, b = window.center, window.bound
-        outside = ((start_f - c).abs() > b) | ((end_f - c).abs() > b)
-        far = ok & df.lazy().select(outside.alias("far")).collect(engine="streaming").to_series()
-    far = far | flags["beyond"]
-    keep = ok & ~far
-    if keep.all():
-        return df, Dropped(), window
+        window = _window([(df, start_f.filter(pl.lit(flags[k]["ok"]))) for k, df in parts.items()], unit_ns)
+    keeps = {}
+    for k, df in parts.items():
+        ok = flags[k]["ok"]
+        if window is None:  # nothing has a usable time
+            far = ok & False
+        else:
+            c, b = window.center, window.bound
+            outside = ((start_f - c).abs() > b) | ((end_f - c).abs() > b)
+            far = ok & df.lazy().select(outside.alias("far")).collect(engine="streaming").to_series()
+        keeps[k] = (ok & ~(far | flags[k]["beyond"]), far | flags[k]["beyond"])
+    if all(keep.all() for keep, _ in keeps.values()):
+        return parts, Dropped(), window
     counts = {
-        NO_TIME: flags["no_time"].sum(),
-        NO_EXTENT: flags["no_extent"].sum(),
-        NEGATIVE: flags["negative"].sum(),
-        FAR: far.sum(),
+        NO_TIME: sum(f["no_time"].sum() for f in flags.values()),
+        NO_EXTENT: sum(f["no_extent"].sum() for f in flags.values()),
+        NEGATIVE: sum(f["negative"].sum() for f in flags.values()),
+        FAR: sum(far.sum() for _, far in keeps.values()),
     }
-    row = int((~keep).arg_true()[0])
+    # the first dropped row in the file's order
+    firsts = [(k, int((~keep).arg_true()[0])) for k, (keep, _) in keeps.items() if not keep.all()]
+    if order is not None:
+        firsts.sort(key=lambda kr: parts[kr[0]].get_column(order)[kr[1]])
+    k, row = firsts[0]
+    df = parts[k]
     start_value, end_value = df.slice(row, 1).select(start_f.alias("start"), end_f.alias("end")).row(0)
     dropped = Dropped(
-        count=int((~keep).sum()),
-        reasons={k: int(v) for k, v in counts.items() if v},
-        example=_example(df, flags, row, start_value, end_value, unit=unit),
+        count=sum(int((~keep).sum()) for keep, _ in keeps.values()),
+        reasons={r: int(v) for r, v in counts.items() if v},
+        example=_example(df, flags[k], row, start_value, end_value, unit=unit),
     )
-    return df.filter(keep), dropped, window
+    return {k: df.filter(keeps[k][0]) for k, df in parts.items()}, dropped, window
 
 
-def _window(df: pl.DataFrame, starts: pl.Expr, unit_ns: float) -> Window | None:
-    """The median of the ``starts`` of ``df``, and how far from it an event may lie (see the
-    module's docstring): the starts held once, as an array each median partitions in place
-    (a median in a query sorts a copy, and a query of the distances holds them beside the
+def _window(starts: list[tuple[pl.DataFrame, pl.Expr]], unit_ns: float) -> Window | None:
+    """The median of the starts (each frame's ``starts``), and how far from it an event may lie
+    (see the module's docstring): the starts held once, as an array each median partitions in
+    place (a median in a query sorts a copy, and a query of the distances holds them beside the
     starts: four arrays of a float per event at once, 230 MB on a rank of 7M events)."""
-    values = df.select(starts).to_series().to_numpy(writable=True)
+    alone = len(starts) == 1
+    found = [df.select(expr).to_series().to_numpy(writable=alone) for df, expr in starts]
+    values = found[0] if alone else np.concatenate(found)
+    del found
     if values.size == 0:
         return None
     center = _median(values)

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Final
 import polars as pl
 
 from tracekit.errors import TraceReadError
+from tracekit.model.by_kind import ROW
 from tracekit.model.input_warnings import InputWarning
 
 if TYPE_CHECKING:
@@ -44,29 +45,21 @@ MIN_STEP_NS: Final = 1_000
 MIN_JUDGED: Final = 3
 #: tracekit's own step markers, a family apart from the profiler's.
 _TRACEKIT: Final = r"^step#\d+$"
-_ROW: Final = "_step_row"
 
 
 def screen_steps(trace: RankTrace) -> RankTrace:
     """``trace`` with its implausible step markers left out or cut (a warning per kind of fix);
     raises :class:`TraceReadError` when its markers say its times are in another unit."""
-    events = trace.events
-    if events.height == 0:
+    markers = trace.held.parts.get("step")
+    if markers is None:
         return trace
-    is_step = pl.col("kind") == "step"
-    steps = (
-        events.with_row_index(_ROW)
-        .filter(is_step)
-        .select(
-            _ROW,
-            "start_ns",
-            "end_ns",
-            family=pl.col("name").cast(pl.String).str.contains(_TRACEKIT),
-            number=pl.col("name").cast(pl.String).str.extract(r"#(\d+)$").cast(pl.Int64, strict=False),
-        )
+    steps = markers.select(
+        ROW,
+        "start_ns",
+        "end_ns",
+        family=pl.col("name").cast(pl.String).str.contains(_TRACEKIT),
+        number=pl.col("name").cast(pl.String).str.extract(r"#(\d+)$").cast(pl.Int64, strict=False),
     )
-    if steps.height == 0:
-        return trace
     unnumbered = steps.filter(pl.col("number").is_null())
     steps = steps.filter(pl.col("number").is_not_null())
     zero = steps.filter(pl.col("end_ns") <= pl.col("start_ns"))
@@ -83,16 +76,17 @@ def screen_steps(trace: RankTrace) -> RankTrace:
     ]
     if not warnings:
         return trace
-    dropped = pl.concat([unnumbered.get_column(_ROW), zero.get_column(_ROW), nested.get_column(_ROW)])
-    cut = over.select(_ROW, pl.col("next_ns").alias("_cut_ns"))
+    dropped = pl.concat([unnumbered.get_column(ROW), zero.get_column(ROW), nested.get_column(ROW)]).sort()
+    cut = over.select(ROW, pl.col("next_ns").alias("_cut_ns"))
     fixed = (
-        events.with_row_index(_ROW)
-        .join(cut, on=_ROW, how="left", maintain_order="left")
-        .filter(~pl.col(_ROW).is_in(dropped.implode()))
+        markers.join(cut, on=ROW, how="left", maintain_order="left")
+        .filter(~pl.col(ROW).is_in(dropped.implode()))
         .with_columns(end_ns=pl.coalesce("_cut_ns", "end_ns"))
-        .drop(_ROW, "_cut_ns")
+        .drop("_cut_ns")
     )
-    return dataclasses.replace(trace, events=fixed, warnings=(*trace.warnings, *warnings))
+    return dataclasses.replace(
+        trace, held=trace.held.replaced("step", fixed, dropped), warnings=(*trace.warnings, *warnings)
+    )
 
 
 def _check_units(steps: pl.DataFrame, path: str) -> None:

@@ -11,6 +11,7 @@ from tracekit.model.run import DISTRIBUTED_INFO, RankFound
 if TYPE_CHECKING:
     import polars as pl
 
+    from tracekit.model.by_kind import ByKind
     from tracekit.model.input_warnings import InputWarning
     from tracekit.model.run import ProcessGroup
 
@@ -21,10 +22,14 @@ class RankTrace:
 
     A Kineto file holds one rank; an Nsight Systems export may hold several processes, each
     a ``RankTrace`` with its own ``rank`` (and ``rank_source`` saying how it was decided).
+    The events are held a kind at a time (:class:`~tracekit.model.by_kind.ByKind`, in the
+    order of their starts, ties in the file's order) from the read on: one frame of every
+    event holds each column for every event, whatever its kind (a 2 GB rank of Python frames,
+    682 MB against 290 held by kind), and a run is made of its ranks' kinds.
     """
 
     path: str
-    events: pl.DataFrame
+    held: ByKind
     rank: int | None
     world_size: int | None
     backend: str | None
@@ -46,3 +51,8 @@ class RankTrace:
     device_memory: tuple[tuple[int, int], ...] = ()
     #: The host the file was recorded on, when it says (:attr:`tracekit.model.run.RankInfo.host`).
     host: str | None = None
+
+    @property
+    def events(self) -> pl.DataFrame:
+        """Every event in one frame, in order (a copy of every column: for the few readers of the whole)."""
+        return self.held.frame()

@@ -1,0 +1,162 @@
+"""A file's events held by kind from its chunks (:mod:`tracekit.readers.kinds`): the same events,
+places and order as its one frame sorted by start (ties in the file's order) held by kind, and a
+column no event of a kind fills a literal there, never a buffer."""
+
+from __future__ import annotations
+
+import itertools
+
+import polars as pl
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tracekit.model.by_kind import ROW, ByKind
+from tracekit.readers import kinds as kinds_module
+from tracekit.readers.kinds import POS, Pieces, in_order
+from tracekit.readers.plausible import NEGATIVE, screen_parts
+
+_SCHEMA = pl.Schema({"kind": pl.String(), "start_ns": pl.Int64(), "x": pl.Int64(), "y": pl.Int64()})
+_KINDS = ("cpu_op", "python", "kernel")
+
+
+def _frame(rows: list[tuple[str, int, int | None, int | None]]) -> pl.DataFrame:
+    return pl.DataFrame(rows, schema=_SCHEMA, orient="row")
+
+
+def _held(chunks: list[pl.DataFrame], *, literal_rows: int = 1) -> ByKind:
+    pieces = Pieces()
+    for chunk in chunks:
+        pieces.add(chunk)
+    parts = pieces.taken()
+    height = sum(p.height for p in parts.values())
+    places = {k: p.drop_in_place(POS).to_numpy() for k, p in parts.items()}
+    literal = {
+        k: frozenset(c for c in ("x", "y") if p.get_column(c).null_count() == p.height) for k, p in parts.items()
+    }
+    return ByKind.held(in_order(parts, places, literal=literal), height, _SCHEMA, literal_rows=literal_rows)
+
+
+def _same(held: ByKind, expected: ByKind) -> None:
+    assert held.height == expected.height
+    assert set(held.parts) == set(expected.parts)
+    for kind, part in expected.parts.items():
+        assert held.parts[kind].select(*_SCHEMA, ROW).equals(part), kind
+
+
+_events = st.lists(
+    st.tuples(
+        st.sampled_from(_KINDS),
+        st.integers(0, 20),  # few starts: many ties, across kinds and within one
+        st.one_of(st.none(), st.integers(0, 5)),
+    ),
+    min_size=0,
+    max_size=60,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(events=_events, cuts=st.lists(st.integers(0, 60), max_size=5), split=st.integers(1, 40))
+def test_held_by_kind_from_chunks_is_the_one_frame_sorted_and_held_by_kind(
+    events: list[tuple[str, int, int | None]], cuts: list[int], split: int
+) -> None:
+    # the Python frames fill no ``x``; ``y`` is filled by the kernels alone
+    rows = [(k, s, None if k == "python" else x, x if k == "kernel" else None) for k, s, x in events]
+    frame = _frame(rows)
+    edges = sorted({0, len(rows), *(c for c in cuts if c <= len(rows))})
+    chunks = [frame.slice(a, b - a) for a, b in itertools.pairwise(edges)]
+    before = kinds_module.SPLIT_ROWS
+    kinds_module.SPLIT_ROWS = split  # chunks split by kind a few at a time, or one by one
+    try:
+        held = _held(chunks)
+    finally:
+        kinds_module.SPLIT_ROWS = before
+    _same(held, ByKind.of(frame.sort("start_ns", maintain_order=True), literal_rows=1))
+    assert held.frame().equals(frame.sort("start_ns", maintain_order=True))
+
+
+@pytest.mark.parametrize("shuffled", [True, False])
+def test_a_column_no_event_of_a_kind_fills_stays_a_literal_there(
+    shuffled: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(kinds_module, "SPLIT_ROWS", 5000)  # the chunks split by kind two at a time
+    n = 20_000
+    starts = [(i * 7919) % n if shuffled else i for i in range(n)]
+    kinds = ["python" if i % 4 else "cpu_op" for i in range(n)]
+    frame = pl.DataFrame(
+        {"kind": kinds, "start_ns": starts, "x": [None if k == "python" else i for i, k in enumerate(kinds)]},
+        schema={"kind": pl.String, "start_ns": pl.Int64, "x": pl.Int64},
+    ).with_columns(y=pl.lit(None, dtype=pl.Int64))
+    chunks = [frame.slice(a, 3000) for a in range(0, n, 3000)]
+    held = _held(chunks, literal_rows=1 << 30)  # no literal made after: only those the chunks' split made
+    python = held.parts["python"]
+    # a buffer would be 8 bytes an event and its validity
+    assert python.select("x").estimated_size() < 100
+    assert python.select("y").estimated_size() < 100
+    assert held.parts["cpu_op"].select("x").estimated_size() >= 8 * (n // 4)
+    assert held.frame().equals(frame.sort("start_ns", maintain_order=True))
+
+
+def test_places_close_over_the_events_left_out() -> None:
+    frame = _frame(
+        [("cpu_op", 5, 1, None), ("python", 1, None, None), ("cpu_op", 3, 2, None), ("python", 0, None, None)]
+    )
+    pieces = Pieces()
+    pieces.add(frame)
+    parts = pieces.taken()
+    # the event at place 2 (cpu_op at 3) left out, as a screen for impossible times would
+    parts["cpu_op"] = parts["cpu_op"].filter(pl.col(POS) != 2)
+    places = {k: p.drop_in_place(POS).to_numpy() for k, p in parts.items()}
+    held = ByKind.held(in_order(parts, places, literal={}), 3, _SCHEMA)
+    assert held.parts["python"].get_column(ROW).to_list() == [0, 1]
+    assert held.parts["cpu_op"].get_column(ROW).to_list() == [2]
+    assert held.frame().get_column("start_ns").to_list() == [0, 1, 5]
+
+
+def test_no_event() -> None:
+    pieces = Pieces()
+    pieces.add(_frame([]))
+    assert pieces.taken() == {}
+    held = ByKind.held(in_order({}, {}, literal={}), 0, _SCHEMA)
+    assert held.height == 0
+    assert held.frame().equals(pl.DataFrame(schema=_SCHEMA))
+
+
+def test_ranks_held_by_kind_make_the_run_as_their_frames_would() -> None:
+    one = _frame([("cpu_op", 0, 1, None), ("kernel", 1, None, 7), ("cpu_op", 2, 3, None)])
+    two = _frame([("python", 0, None, None), ("kernel", 4, None, 8)])
+    unranked = pl.lit(None, pl.Int32).alias("rank")
+    held = [(3, ByKind.of(one.with_columns(unranked), literal_rows=1))]
+    held.append((5, ByKind.of(two.with_columns(unranked), literal_rows=1)))
+    ranked = ByKind.ranked(held)
+    assert not held  # taken
+    whole = pl.concat([one.with_columns(rank=pl.lit(3, pl.Int32)), two.with_columns(rank=pl.lit(5, pl.Int32))])
+    assert ranked.height == 5
+    assert ranked.frame().equals(whole)
+    assert ranked.parts["kernel"].get_column(ROW).to_list() == [1, 4]
+
+
+def test_a_kind_replaced_closes_the_places_it_left() -> None:
+    held = ByKind.of(_frame([("step", 0, None, None), ("cpu_op", 1, 1, None), ("step", 2, None, None)]), literal_rows=1)
+    step = held.parts["step"].filter(pl.col(ROW) != 0)
+    out = held.replaced("step", step, pl.Series([0], dtype=pl.UInt32))
+    assert out.height == 2
+    assert out.frame().get_column("start_ns").to_list() == [1, 2]
+    assert out.parts["cpu_op"].get_column(ROW).to_list() == [0]
+
+
+def test_the_example_dropped_is_the_first_in_the_files_order_whatever_its_kind() -> None:
+    # places 0..3 over two kinds: the ones at 2 (a kernel) and 3 (an operator) end before they start
+    parts = {
+        "cpu_op": pl.DataFrame({POS: [1, 3], "name": ["ok", "late"], "ts": [1.0, 2.0], "dur": [1.0, -1.0]}),
+        "kernel": pl.DataFrame({POS: [0, 2], "name": ["ok", "first"], "ts": [1.0, 2.0], "dur": [1.0, -1.0]}),
+    }
+    end = pl.col("ts") + pl.col("dur")
+    kept, dropped, _ = screen_parts(
+        parts, start=pl.col("ts"), end=end, needs_extent=True, unit_ns=1000, unit="us", order=POS
+    )
+    assert dropped.count == 2
+    assert dropped.reasons == {NEGATIVE: 2}
+    assert dropped.example is not None
+    assert dropped.example.name == "first"
+    assert {k: p.get_column(POS).to_list() for k, p in kept.items()} == {"cpu_op": [1], "kernel": [0]}
