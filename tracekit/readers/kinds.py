@@ -69,23 +69,21 @@ class Pieces:
         batch = self._waiting[0] if len(self._waiting) == 1 else pl.concat(self._waiting, rechunk=False)
         self._waiting, self._waiting_rows = [], 0
         schema = batch.schema
-        # each kind's null counts, in one query over the batch
-        counts = (pl.col(c).null_count() for c in batch.columns if c != "kind")
-        nulls = {
-            row.pop("kind"): row
-            for row in batch.group_by("kind").agg(pl.len().alias(_ROWS), *counts).iter_rows(named=True)
-        }
+        kinds = batch.get_column("kind")
         pieces = (
-            {(k,): batch for k in nulls}
-            if len(nulls) == 1
-            else batch.partition_by("kind", as_dict=True, maintain_order=True)
+            batch.partition_by("kind", as_dict=True, maintain_order=True)
+            if kinds.n_unique() > 1
+            else {(kinds.first(),): batch}
         )
-        del batch
-        for key, piece in pieces.items():
-            kind = key[0]
-            found = nulls[kind]
-            rows = found[_ROWS]
-            empty = [_null(c, schema[c]) for c in schema if c != "kind" and found[c] == rows]
+        del batch, kinds
+        for (kind,), piece in pieces.items():
+            # a column's nulls are counted as its pieces were made: no query
+            nulls = piece.null_count().row(0)
+            empty = [
+                _null(c, t)
+                for (c, t), n in zip(schema.items(), nulls, strict=True)
+                if n == piece.height and c != "kind"
+            ]
             self._by_kind.setdefault(NO_KIND if kind is None else str(kind), []).append(
                 piece.with_columns(empty) if empty else piece
             )
@@ -99,9 +97,6 @@ class Pieces:
             out[kind] = found[0] if len(found) == 1 else pl.concat(found, how="vertical", rechunk=False)
             del found
         return out
-
-
-_ROWS: Final = "\0rows"
 
 
 @functools.cache
