@@ -30,10 +30,12 @@ POS: Final = "_pos"
 NO_KIND: Final = ""
 
 
-#: Chunks are split by kind this many events at a time (at least): splitting a chunk of a few
-#: thousand events cost 5 ms, most of it the same few queries whatever the events, against 13 MB
-#: at most held before a split.
-SPLIT_ROWS: Final = 1 << 17
+#: Chunks are split by kind this many events at a time (at least): one split of a few thousand
+#: events cost 5 ms, most of it the same few queries whatever the events; the chunks waiting
+#: and their split are held in full meanwhile. Cold, 8 ranks of 125 MB (11k events a chunk), in
+#: turns: 2^17 rows 9.0-9.5 s of CPU and 522-547 MB, 2^16 9.6-10.0 s and 482-497 MB, 2^15
+#: 9.8-10.0 s and 476-482 MB (the one frame before: 9.8-10.4 s and 476-484 MB).
+SPLIT_ROWS: Final = 1 << 16
 
 
 class Pieces:
