@@ -15,7 +15,6 @@ stable sort of the one frame by start would.
 
 from __future__ import annotations
 
-import functools
 from typing import Final
 
 import numpy as np
@@ -23,6 +22,7 @@ import polars as pl
 
 from tracekit.errors import TraceReadError
 from tracekit.model.by_kind import ROW, ByKind
+from tracekit.model.schema import null_literal, without_null_columns
 
 #: The column of each event's place in its file (in the order its chunks are decoded).
 POS: Final = "_pos"
@@ -70,7 +70,6 @@ class Pieces:
             return
         batch = self._waiting[0] if len(self._waiting) == 1 else pl.concat(self._waiting, rechunk=False)
         self._waiting, self._waiting_rows = [], 0
-        schema = batch.schema
         kinds = batch.get_column("kind")
         pieces = (
             batch.partition_by("kind", as_dict=True, maintain_order=True)
@@ -79,16 +78,7 @@ class Pieces:
         )
         del batch, kinds
         for (kind,), piece in pieces.items():
-            # a column's nulls are counted as its pieces were made: no query
-            nulls = piece.null_count().row(0)
-            empty = [
-                _null(c, t)
-                for (c, t), n in zip(schema.items(), nulls, strict=True)
-                if n == piece.height and c != "kind"
-            ]
-            self._by_kind.setdefault(NO_KIND if kind is None else str(kind), []).append(
-                piece.with_columns(empty) if empty else piece
-            )
+            self._by_kind.setdefault(NO_KIND if kind is None else str(kind), []).append(without_null_columns(piece))
 
     def taken(self) -> dict[str, pl.DataFrame]:
         """Each kind's events, in the file's order (the pieces are let go)."""
@@ -101,12 +91,6 @@ class Pieces:
         return out
 
 
-@functools.cache
-def _null(column: str, dtype: pl.DataType) -> pl.Expr:
-    """``column`` of no value (built once: an expression took 40 us to build, a few hundred a file)."""
-    return pl.lit(None, dtype=dtype).alias(column)
-
-
 def in_order(
     parts: dict[str, pl.DataFrame], places: dict[str, np.ndarray], *, literal: dict[str, frozenset[str]]
 ) -> dict[str, pl.DataFrame]:
@@ -114,7 +98,7 @@ def in_order(
     file, ascending; ``parts`` is emptied) in the order of their starts (``start_ns``), ties in
     the file's order, each with its place among the events of every kind (:data:`ROW`): the
     parts of :meth:`ByKind.held <tracekit.model.by_kind.ByKind.held>`, each column in one piece.
-    ``literal``: per kind, its columns that are one value there (kept so: gathered, each would
+    ``literal``: per kind, its columns of no value there (kept literals: gathered, each would
     be a buffer)."""
     kinds = list(parts)
     found = [places[k] for k in kinds]
@@ -170,7 +154,7 @@ def _one_piece(
     kept = {n: frame.schema[n] for n in names if n in literal}
     del frame
     out = pl.DataFrame([*taken.values(), pl.Series(ROW, places.astype(np.uint32))])
-    return out.with_columns(pl.lit(None, dtype=t).alias(n) for n, t in kept.items()).select(*names, ROW)
+    return out.with_columns(null_literal(n, t) for n, t in kept.items()).select(*names, ROW)
 
 
 def held(
