@@ -15,7 +15,7 @@ from benchmarks.many_ranks import synthetic_run
 from tests.conftest import analysis_of
 from tracekit.analyzers import analysis, registry, run_analysis
 from tracekit.analyzers.context import Options, RankContext
-from tracekit.analyzers.mapreduce import Entry, Reduced, in_order, map_ranks, reduce_ranks
+from tracekit.analyzers.mapreduce import Entry, RankSummary, Reduced, in_order, map_ranks, reduce_ranks
 from tracekit.analyzers.registry import ANALYSES
 from tracekit.analyzers.shared import STEPS
 from tracekit.analyzers.steps import StepResult
@@ -55,6 +55,32 @@ def test_a_gathered_kind_is_held_once() -> None:
     assert not any(type(p) is GainParts for s in shards for p in s.parts.values())
     assert all(any(type(p) is StepParts for p in s.parts.values()) for s in shards)
     assert reduced.gather(GainParts) is gathered
+
+
+def test_shards_tables_of_other_column_types_gather_in_their_common_type() -> None:
+    """A shard whose column is all null (polars' Null type) or of a narrower type than the
+    others' is gathered with them in the type that holds both, as when every shard agrees."""
+    from tracekit.analyzers.parts import FactParts
+
+    def shard(rank: int, span: pl.DataFrame) -> RankSummary:
+        return RankSummary(ranks=(rank,), parts={"facts": FactParts(span=span)})
+
+    def reduced(*spans: pl.DataFrame) -> pl.DataFrame:
+        shards = [shard(i, s) for i, s in enumerate(spans)]
+        return Reduced(shards=shards, options=Options(), run_meta=synthetic_run(1).meta).gather(FactParts).span
+
+    columns = sorted(FactParts.COLUMNS["span"])
+    full = pl.DataFrame({c: [1] for c in columns}, schema=dict.fromkeys(columns, pl.Int64))
+    same = reduced(full.with_columns(rank=pl.lit(0, dtype=pl.Int64)), full)
+    assert same.schema == full.schema
+    assert same["rank"].to_list() == [0, 1]
+    null = full.with_columns(pl.lit(None).alias("busy_ns"), rank=pl.lit(0, dtype=pl.Int64))
+    narrow = full.with_columns(pl.col("steps").cast(pl.Int32), rank=pl.lit(2, dtype=pl.Int64))
+    mixed = reduced(null, full, narrow)
+    assert mixed.schema == full.schema
+    assert mixed["busy_ns"].to_list() == [None, 1, 1]
+    assert mixed["rank"].to_list() == [0, 1, 2]
+    assert mixed.n_chunks() == 1
 
 
 #: Fields of Analysis that no registry entry fills: the schema, the timing, the capture's
