@@ -21,9 +21,12 @@ over the collective instances, is in ``benchmarks.scale_ranks``' points apart (i
 ranks hold the instances of a rank of a GB: that point's client CPU less this one's ``dense``
 row is it).
 
-Writes, per source: the rank's events, steps and collective instances; each table the client
-gets, its rows and bytes; the reduce's CPU seconds (user and system of every thread of this
-process), wall seconds and peak RSS. ``benchmarks/results/client_reduce.json``.
+Writes, per source: the rank's events, steps and collective instances; the CPU and wall seconds
+of mapping that rank once more as a worker does, with an empty cache (:func:`timed_map`: the
+map of a rank measured at its own size, which the cost model's fit extrapolates from ranks of a
+few MB); each table the client gets, its rows and bytes; the reduce's CPU seconds (user and
+system of every thread of this process), wall seconds and peak RSS.
+``benchmarks/results/client_reduce.json``.
 
     python -m benchmarks.client_reduce             # 1,024 ranks: about 3 minutes
     python -m benchmarks.client_reduce --quick     # 16 ranks of small sources: a check that it runs
@@ -35,6 +38,7 @@ import argparse
 import gc
 import resource
 import sys
+import tempfile
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -50,7 +54,7 @@ from tracekit.analyzers.analysis import reduce_outcome, run_options
 from tracekit.analyzers.mapreduce import RankSummary
 from tracekit.model.run import RunMeta
 from tracekit.pipeline.mapped import Settings, Shard
-from tracekit.pipeline.shards import _light_alone, _map_files
+from tracekit.pipeline.shards import _light_alone, _map_files, map_shard
 from tracekit.readers.claims import resolve
 
 if TYPE_CHECKING:
@@ -70,14 +74,31 @@ REPEAT: Final = 2
 
 def mapped_rank(shape: str, mb: float, world: int, data_dir: Path) -> tuple[Mapped, dict[str, Any]]:
     """One rank of ``shape`` of ``mb`` MB of JSON in a world of ``world`` ranks, mapped here with no
-    cache, as the client of a running cluster gets it; what the generator says of the file."""
+    cache, as the client of a running cluster gets it; what the generator says of the file, and
+    :func:`timed_map` of it."""
     spec = Spec(ranks=1, mb_per_rank=mb, source=str(SOURCES[shape]), world_size=world)
     folder = generate(spec, data_dir, log=True)
     settings = Settings(use_cache=False)
     mapped = _map_files(Shard(paths=(str(folder / "rank0.json.gz"),), settings=settings))
     if mapped.summary is None:
         raise SystemExit(f"{folder}: the rank was not analyzed")
-    return _light_alone(mapped), describe(spec, data_dir)
+    return _light_alone(mapped), describe(spec, data_dir) | timed_map(folder)
+
+
+def timed_map(folder: Path) -> dict[str, float]:
+    """The CPU (every thread of this process) and wall seconds of mapping the rank of ``folder`` as a
+    worker of the cost model does: read on one core (``jobs`` 1) with an empty cache, which it
+    fills (the event cache and the map's), every per-rank analysis run. What the model's map
+    term stands for at a rank's own size, where its fit extrapolates from ranks of 3 to 64 MB
+    (:func:`benchmarks.targets.measured_map`). Run after :func:`mapped_rank`'s own map of the
+    same file: the imports done, the file in the page cache, as on a worker past its first rank."""
+    with tempfile.TemporaryDirectory(prefix="tracekit-client-map-") as cache:
+        shard = Shard(paths=(str(folder / "rank0.json.gz"),), settings=Settings(cache_dir=cache))
+        gc.collect()
+        cpu, wall = _cpu(), time.perf_counter()
+        if map_shard(shard).summary is None:
+            raise SystemExit(f"{folder}: the rank was not analyzed")
+        return {"map_cpu_s": round(_cpu() - cpu, 3), "map_s": round(time.perf_counter() - wall, 3)}
 
 
 def tables(summary: RankSummary) -> dict[str, dict[str, int]]:
@@ -160,6 +181,8 @@ def run_all(*, quick: bool, data_dir: Path, repeat: int, log: Any) -> dict[str, 
                 "shape": shape,
                 "mb_per_rank": mb,
                 "events_per_rank": made["events_per_rank"],
+                "map_cpu_s": made["map_cpu_s"],
+                "map_s": made["map_s"],
                 "client_tables": got,
                 "client_rows": sum(t["rows"] for t in got.values()),
                 "client_bytes": sum(t["bytes"] for t in got.values()),
@@ -175,16 +198,17 @@ def run_all(*, quick: bool, data_dir: Path, repeat: int, log: Any) -> dict[str, 
 def table(doc: dict[str, Any]) -> str:
     """The results as Markdown: a row per source, then the tables whose rows differ."""
     points = doc["points"]
-    head = f"| shape, MB a rank | events a rank | instances | the client's rows a rank (MB) | reduce of {doc['world']}"
+    head = "| shape, MB a rank | events a rank | its map, CPU s | instances | the client's rows a rank (MB)"
     lines = [
-        f"{head}, CPU s | wall s |",
-        "|---|---:|---:|---:|---:|---:|",
+        f"{head} | reduce of {doc['world']}, CPU s | wall s |",
+        "|---|---:|---:|---:|---:|---:|---:|",
     ]
     for p in points:
         mb = p["client_bytes"] / 2**20
         lines.append(
-            f"| {p['shape']}, {p['mb_per_rank']:g} | {p['events_per_rank']:,} | {p['collective_instances']:,} "
-            f"| {p['client_rows']:,} ({mb:.2f}) | {p['reduce_cpu_s']} | {p['reduce_s']} |"
+            f"| {p['shape']}, {p['mb_per_rank']:g} | {p['events_per_rank']:,} | {p.get('map_cpu_s', 'n/a')} "
+            f"| {p['collective_instances']:,} | {p['client_rows']:,} ({mb:.2f}) "
+            f"| {p['reduce_cpu_s']} | {p['reduce_s']} |"
         )
     names = sorted({n for p in points for n in p["client_tables"]})
     differ = [n for n in names if len({p["client_tables"].get(n, {}).get("rows", 0) for p in points}) > 1]

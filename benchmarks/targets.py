@@ -20,7 +20,9 @@ and whether each is met.
    (its reduce of 1,024 copies of one mapped A100 rank of a GB), which then stands in the
    model's reduce for the client's terms fitted on ranks of a few MB (:func:`measured_reduce`;
    the fitted terms' per rank-MB slope is a few tenths of a second between two points, which
-   two runs of one point differ by, extrapolated 300 times).
+   two runs of one point differ by, extrapolated 300 times); and the map of that A100 rank of a
+   GB, once more as a worker maps it, whose CPU stands for the model's map term fitted on ranks
+   of 3 to 64 MB (:func:`measured_map`).
 
 Writes every part's own results and the table of targets to one JSON file (``--out``) and
 prints the table as Markdown, with the machine and the load it ran under. ``--quick`` runs
@@ -106,6 +108,28 @@ def measured_reduce(parts: dict[str, Any], model: Model) -> dict[str, float] | N
     }
 
 
+def measured_map(parts: dict[str, Any], model: Model) -> dict[str, float] | None:
+    """The map of 1,024 ranks x 1 GB on 64 workers with a rank's CPU measured at that size
+    (``benchmarks.client_reduce``'s A100 rank of a GB mapped once more as a worker maps it, on one
+    core with an empty cache: :func:`~benchmarks.client_reduce.timed_map`), not the model's map
+    term, whose fit on ranks of 3 to 64 MB it extrapolates 16 times: a rank's CPU per MB is lower
+    at a GB (its fixed costs, a chunk's and a query's, spread over more events). That CPU a rank,
+    the ranks spread over the workers, plus the scheduler's CPU per task (the model's). None where
+    it was not measured. ``model_map_s``: the model's own map term, beside it."""
+    points = parts.get("client_reduce", {}).get("points", [])
+    ranks, mb, workers = SCALE
+    at_size = [p for p in points if (p["shape"], p["mb_per_rank"]) == ("a100", mb) and "map_cpu_s" in p]
+    if not at_size:
+        return None
+    per_rank = at_size[0]["map_cpu_s"]
+    tasks = model.tasks(ranks, mb, workers)
+    return {
+        "map_s": round(ranks * per_rank / workers + tasks * model.o_per_task, 2),
+        "per_rank_cpu_s": per_rank,
+        "model_map_s": model.stages(ranks, mb, workers, scheduled=True)["map_s"],
+    }
+
+
 #: The parts of :func:`measured_reduce` that add up to the reduce.
 _REDUCE_PARTS: Final = ("client_s", "rounds_s", "workers_s")
 
@@ -118,9 +142,11 @@ def values(parts: dict[str, Any]) -> dict[str, float | None]:
     # a running cluster of 64 workers re-times the ranks on its workers: the model apart, where
     # measured, with the client's part measured at the target's size where it was
     stages = model.stages(ranks, mb, workers, scheduled=True, apart=model.apart)
+    if (mapped := measured_map(parts, model)) is not None:
+        stages = {**stages, "map_s": mapped["map_s"]}
     if (measured := measured_reduce(parts, model)) is not None:
-        reduce_s = round(sum(measured[k] for k in _REDUCE_PARTS), 2)
-        stages = {**stages, "reduce_s": reduce_s, "total_s": round(stages["map_s"] + reduce_s + stages["report_s"], 2)}
+        stages = {**stages, "reduce_s": round(sum(measured[k] for k in _REDUCE_PARTS), 2)}
+    stages = {**stages, "total_s": round(stages["map_s"] + stages["reduce_s"] + stages["report_s"], 2)}
     shapes = parts["scale_file"]["targets"]
     large = parts["scale_ranks"]["large"]
     out: dict[str, float | None] = {
@@ -220,6 +246,7 @@ def run_all(*, quick: bool, data_dir: Path, log: Any) -> dict[str, Any]:
     }
     doc["targets"] = targets(parts)
     doc["measured_reduce"] = measured_reduce(parts, Model(**parts["scale_ranks"]["model"]))
+    doc["measured_map"] = measured_map(parts, Model(**parts["scale_ranks"]["model"]))
     return doc
 
 

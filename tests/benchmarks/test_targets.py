@@ -126,3 +126,25 @@ def test_the_workers_part_is_read_where_measured_at_the_targets_size() -> None:
     # a point of another size is not the target's: the model's terms stand
     gb_apart["mb_per_rank"] = 500.0
     assert workers() == (1024.0, 64.0, 0.0)
+
+
+def test_the_map_is_read_where_a_rank_was_mapped_at_the_targets_size() -> None:
+    model = replace(MODEL, o_per_task=0.002)
+    parts = _parts(rss_over_hta=0.15, local_mb=900, dask_mb=990, identical=True)
+    parts["scale_ranks"]["model"] = asdict(model)
+    ranks, mb, workers = targets.SCALE
+    stages = model.stages(ranks, mb, workers, scheduled=True)
+    tasks = model.tasks(ranks, mb, workers)
+    # not measured: the model's map term
+    assert targets.measured_map(parts, model) is None
+    assert {t["name"]: t for t in targets.targets(parts)}["scale_total_s"]["value"] == round(stages["total_s"], 3)
+    # one A100 rank of a GB mapped in 6 s of CPU: 1,024 x 6 / 64 = 96 s, and the scheduler's CPU per task
+    a100 = {"shape": "a100", "mb_per_rank": 1000.0, "reduce_cpu_s": 10.0, "map_cpu_s": 6.0}
+    parts["client_reduce"] = {"points": [{"shape": "dense", "mb_per_rank": 4.0, "reduce_cpu_s": 10.5}, a100]}
+    got = targets.measured_map(parts, model)
+    assert got == {"map_s": round(96 + tasks * 0.002, 2), "per_rank_cpu_s": 6.0, "model_map_s": stages["map_s"]}
+    table = {t["name"]: t for t in targets.targets(parts)}
+    assert table["scale_total_s"]["value"] == round(got["map_s"] + stages["reduce_s"] + stages["report_s"], 2)
+    # a rank of another size is not the target's
+    a100["mb_per_rank"] = 500.0
+    assert targets.measured_map(parts, model) is None
