@@ -78,8 +78,20 @@ def _calls_frames(ids: list[tuple[int, int | None]], calls: list[tuple[int, int,
         schema={"rank": pl.Int32, "correlation": pl.Int64, "start_ns": pl.Int64},
     )
     frame = pl.DataFrame(
-        {"rank": [r for r, _, _ in calls], "correlation": [c for _, c, _ in calls], "call_ns": [n for *_, n in calls]},
-        schema={"rank": pl.Int32, "correlation": pl.Int64, "call_ns": pl.Int64},
+        {
+            "rank": [r for r, _, _ in calls],
+            "correlation": [c for _, c, _ in calls],
+            "launch_ns": [1000 - n for *_, n in calls],  # a later call may start earlier
+            "launch_pid": list(range(len(calls))),
+            "launch_call_ns": [n for *_, n in calls],
+        },
+        schema={
+            "rank": pl.Int32,
+            "correlation": pl.Int64,
+            "launch_ns": pl.Int64,
+            "launch_pid": pl.Int64,
+            "launch_call_ns": pl.Int64,
+        },
     )
     return kernels, frame
 
@@ -100,19 +112,25 @@ def _launches(draw: st.DrawFn) -> tuple[list, list]:
 @settings(max_examples=400, deadline=None)
 @given(drawn=_launches())
 def test_each_kernel_gets_the_first_call_of_its_rank_and_id(drawn: tuple[list, list]) -> None:
-    """The launch call of each kernel, on one packed key where every id packs and on the pair
-    where one does not: the first call (in event order) of the kernel's rank and id, or none."""
+    """The launch of each kernel (:func:`steps._link`, which the launches' figures read), on one
+    packed key where every id packs and on the pair where one does not: of the calls of the
+    kernel's rank and id, the earliest start, and the first call's (in event order) process and
+    duration; none where no call has them."""
     import polars as pl
 
-    from tracekit.analyzers.launches import _with_calls
+    from tracekit.analyzers.steps import _link
 
     ids, calls = drawn
     kernels, frame = _calls_frames(ids, calls)
-    got = _with_calls(kernels, kernels, frame)
-    first: dict[tuple[int, int], int] = {}
-    for r, c, n in calls:
-        first.setdefault((r, c), n)
-    expected = [first.get((r, c)) if c is not None else None for r, c in ids]
-    assert got.sort("start_ns").get_column("call_ns").to_list() == expected
-    assert got.columns == [*kernels.columns, "call_ns"]
-    assert got.schema["call_ns"] == pl.Int64
+    got = _link(kernels, frame).sort("start_ns")
+    first: dict[tuple[int, int], tuple[int, int]] = {}
+    earliest: dict[tuple[int, int], int] = {}
+    for pid, (r, c, n) in enumerate(calls):
+        first.setdefault((r, c), (pid, n))
+        earliest[(r, c)] = min(earliest.get((r, c), 1000 - n), 1000 - n)
+    keys = [(r, c) if c is not None else None for r, c in ids]
+    assert got.get_column("launch_call_ns").to_list() == [first[k][1] if k in first else None for k in keys]
+    assert got.get_column("launch_pid").to_list() == [first[k][0] if k in first else None for k in keys]
+    assert got.get_column("launch_ns").to_list() == [earliest.get(k) if k is not None else None for k in keys]
+    assert got.columns == [*kernels.columns, "launch_ns", "launch_pid", "launch_call_ns"]
+    assert got.schema["launch_call_ns"] == pl.Int64

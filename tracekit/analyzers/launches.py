@@ -20,7 +20,6 @@ import polars as pl
 
 from tracekit.analyzers import intervals as iv
 from tracekit.analyzers.convert import rows
-from tracekit.analyzers.keys import CORRELATION_KEY, packs
 from tracekit.analyzers.parts import Parts, table
 from tracekit.results.launches import LaunchRank, LaunchStats
 
@@ -44,21 +43,13 @@ def launches_map(ctx: RankContext) -> LaunchParts:
     if not ctx.has_gpu:
         return LaunchParts()
     kernels = ctx.activity.filter(pl.col("kind") == "kernel").select(
-        "rank", "correlation", "start_ns", "end_ns", "launch_ns", "launch_pid"
-    )
-    calls = ctx.run.select(
-        ["runtime", "driver"],
-        "rank",
-        "correlation",
-        (pl.col("end_ns") - pl.col("start_ns")).alias("call_ns"),
-        where=pl.col("correlation").is_not_null(),
+        "rank", "start_ns", "end_ns", "launch_ns", "launch_pid", pl.col("launch_call_ns").alias("call_ns")
     )
     frames = ctx.frames.select("rank", "step", "start_ns", "end_ns")
     located = iv.locate(kernels, "start_ns", frames, by=["rank"], keep=["step"], in_time_order=False)
-    joined = _with_calls(located, kernels, calls)
     return LaunchParts(
         per_rank=_per_rank(
-            joined.select(
+            located.select(
                 "rank",
                 "step",
                 (pl.col("end_ns") - pl.col("start_ns")).alias("kernel_ns"),
@@ -69,27 +60,6 @@ def launches_map(ctx: RankContext) -> LaunchParts:
             )
         )
     )
-
-
-def _with_calls(located: pl.DataFrame, kernels: pl.DataFrame, calls: pl.DataFrame) -> pl.DataFrame:
-    """``located`` (kernels) with ``call_ns``: that of the first of the ``calls`` (rank,
-    correlation, call_ns, in event order) with its rank and correlation id (null where none).
-
-    Only the calls of ``kernels`` are kept, before the first of each id is. On one Int64 key
-    packing the rank with the id (:mod:`tracekit.analyzers.keys`) where every id of the shard packs:
-    hashing the two columns as a pair encodes them into one binary key first (a 2 GB rank's
-    1.8M calls and 0.6M kernels: +90 to +145 MB in each of the unique, the semi-join and the
-    join); else on the pair."""
-    if packs(kernels, calls):
-        key = CORRELATION_KEY.alias("_key")
-        wanted = kernels.select(key).get_column("_key").unique().implode()
-        first = calls.filter(key.is_in(wanted)).select(key, "call_ns").unique("_key", keep="first")
-        return located.with_columns(key).join(first, on="_key", how="left").drop("_key")
-    keys = kernels.select("rank", "correlation").unique()
-    first = calls.join(keys, on=["rank", "correlation"], how="semi", maintain_order="left").unique(
-        ["rank", "correlation"], keep="first"
-    )
-    return located.join(first, on=["rank", "correlation"], how="left")
 
 
 def _per_rank(kernels: pl.DataFrame) -> pl.DataFrame:

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 import polars as pl
 
 from tracekit.analyzers.parts import Parts
+from tracekit.heap import trim_heap
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -101,8 +102,16 @@ class RankSummary:
 
 def map_ranks(ctx: RankContext, entries: Sequence[Entry[Any]]) -> RankSummary:
     """Run the per-rank part of every entry on the ranks of ``ctx`` (the caller makes the context:
-    the core knows no per-rank intermediate)."""
-    parts = {e.name: e.per_rank(ctx) for e in in_order(entries) if e.per_rank is not None}
+    the core knows no per-rank intermediate).
+
+    The C heap's free pages are given back after each entry (:func:`~tracekit.heap.trim_heap`):
+    NumPy's arrays of a few MB, freed, stay resident in glibc's heap, and an entry's would add to
+    the next one's peak (one 2 GB rank: 80 to 100 MB of the map's peak, at no measurable cost)."""
+    parts: dict[str, Parts] = {}
+    for entry in in_order(entries):
+        if entry.per_rank is not None:
+            parts[entry.name] = entry.per_rank(ctx)
+            trim_heap()
     return RankSummary(ranks=tuple(ctx.run.rank_ids), parts=parts)
 
 

@@ -102,7 +102,8 @@ def gpu_activity(run: Run) -> pl.DataFrame:
     """GPU activities (kernels, copies, sets) with ``launch_ns``: when the host launched them.
 
     Columns: rank, kind, name, category, start_ns, end_ns, device, stream, correlation,
-    launch_ns, launch_pid (the process that launched it; null when no launch was recorded).
+    launch_ns, launch_pid (the process that launched it; null when no launch was recorded),
+    launch_call_ns (how long the launch call took on the host; null likewise).
     """
     launches = run.select(
         ["runtime", "driver"],
@@ -110,6 +111,7 @@ def gpu_activity(run: Run) -> pl.DataFrame:
         "correlation",
         pl.col("start_ns").alias("launch_ns"),
         pl.col("pid").alias("launch_pid"),
+        (pl.col("end_ns") - pl.col("start_ns")).alias("launch_call_ns"),
         where=pl.col("correlation").is_not_null(),
     )
     activity = run.select(
@@ -119,11 +121,13 @@ def gpu_activity(run: Run) -> pl.DataFrame:
 
 
 def _link(activity: pl.DataFrame, launches: pl.DataFrame) -> pl.DataFrame:
-    """``activity`` with the launch (rank, correlation) of each row: launch_ns, launch_pid.
+    """``activity`` with the launch (rank, correlation) of each row: launch_ns, launch_pid,
+    launch_call_ns.
 
     Joins on one integer, ``rank * 2**40 + correlation``, when the ids allow it (a join on
     two columns costs twice as much), and skips grouping the launches by id unless some id
-    was launched more than once (then the earliest launch counts).
+    was launched more than once: then the earliest launch's time counts, and the first call's
+    (in event order: ``launches``' order) process and duration.
     """
     one = packs(activity, launches)
     keys = ["_key"] if one else ["rank", "correlation"]
@@ -131,10 +135,12 @@ def _link(activity: pl.DataFrame, launches: pl.DataFrame) -> pl.DataFrame:
     def keyed(df: pl.DataFrame) -> pl.DataFrame:
         return df.with_columns(CORRELATION_KEY.alias("_key")) if one else df
 
-    right = keyed(launches).select(*keys, "launch_ns", "launch_pid")
+    right = keyed(launches).select(*keys, "launch_ns", "launch_pid", "launch_call_ns")
     joined = keyed(activity).join(right, on=keys, how="left")
     if joined.height != activity.height:  # an id launched more than once: the earliest launch
-        right = right.group_by(keys).agg(pl.col("launch_ns").min(), pl.col("launch_pid").first())
+        right = right.group_by(keys).agg(
+            pl.col("launch_ns").min(), pl.col("launch_pid").first(), pl.col("launch_call_ns").first()
+        )
         joined = keyed(activity).join(right, on=keys, how="left")
     return joined.drop("_key", strict=False)
 

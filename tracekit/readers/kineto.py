@@ -34,13 +34,13 @@ import msgspec
 import polars as pl
 
 from tracekit.errors import TraceReadError
+from tracekit.heap import trim_heap
 from tracekit.model.input_warnings import InputWarning
 from tracekit.model.run import ProcessGroup
 from tracekit.pools import WorkerPool
 from tracekit.readers import kineto_native
 from tracekit.readers.compressed import GZIP_ERRORS, data_bytes, read_bytes
 from tracekit.readers.handoff import Slots, read_slot
-from tracekit.readers.heap import trim_heap
 from tracekit.readers.hosts import host_of
 from tracekit.readers.kinds import Pieces
 from tracekit.readers.kineto_decode import (
