@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import polars as pl
@@ -217,3 +218,46 @@ def test_summed_is_the_grouped_sum_in_ledger_order(rows: list[tuple[int, int | N
     expected = df.group_by("rank", "step", "entry").agg(pl.col("ns").sum())
     expected = expected.sort("rank", "step", "entry", nulls_last=True)
     assert summed(df).equals(expected)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    cuts=st.lists(st.tuples(st.integers(0, 2), st.integers(0, 300)), max_size=30, unique=True),
+    tops=st.lists(
+        st.tuples(st.integers(0, 2), st.integers(0, 300), st.integers(0, 80), st.sampled_from("FBO")), max_size=8
+    ),
+)
+def test_the_time_by_phase_is_the_same_found_in_place_or_located(
+    cuts: list[tuple[int, int]], tops: list[tuple[int, int, int, str]]
+) -> None:
+    """The segments' time by phase (each segment's phase as a column beside it) is what locating
+    the segments in the phases gives (the way taken where the ranks' times cannot be laid end to
+    end): every (rank, step, phase, entry) the same ns, nested and overlapping phases, time
+    outside every phase."""
+    import tracekit.analyzers.intervals as iv
+    from tracekit.analyzers import ledger
+
+    by_rank: dict[int, list[int]] = {}
+    for rank, t in sorted(cuts):
+        by_rank.setdefault(rank, []).append(t)
+    segs = [
+        (rank, a // 100, ["comms", "gpu_compute"][a % 2], a, b, b - a)
+        for rank, ts in by_rank.items()
+        for a, b in itertools.pairwise(ts)
+    ]
+    schema = {"rank": pl.Int32, "step": pl.Int64, "entry": pl.String, "start_ns": pl.Int64, "end_ns": pl.Int64}
+    seg_frame = pl.DataFrame(segs, schema={**schema, "length_ns": pl.Int64}, orient="row")
+    top = pl.DataFrame(
+        [(r, s, s + d, n) for r, s, d, n in tops],
+        schema={"rank": pl.Int32, "start_ns": pl.Int64, "end_ns": pl.Int64, "name": pl.String},
+        orient="row",
+    )
+    in_place = ledger._by_phase(seg_frame, top)
+    original = iv.containing
+    iv.containing = lambda *a, **k: None  # type: ignore[assignment]
+    try:
+        located = ledger._by_phase(seg_frame, top)
+    finally:
+        iv.containing = original
+    order = ["rank", "step", "phase", "entry"]
+    assert in_place.sort(order, nulls_last=True).equals(located.sort(order, nulls_last=True))

@@ -107,3 +107,38 @@ def test_overlapping_slice_by_slice_is_overlapping_at_once(
     gap_frame = _frame(gaps, ["rank", "start_ns", "end_ns"])
     parts = [iv.overlapping(df.slice(o, rows), gap_frame, by=["rank"]) for o in range(0, max(df.height, 1), rows)]
     assert pl.concat(parts).equals(iv.overlapping(df, gap_frame, by=["rank"]))
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    frames=disjoint(3),
+    points=st.lists(st.tuples(st.integers(0, 2), TIMES, st.integers(0, 99)), max_size=30),
+    order=st.randoms(use_true_random=False),
+    far=st.booleans(),
+)
+def test_containing_is_the_row_of_the_frame_of_each_point(
+    frames: list[tuple[int, int, int]], points: list[tuple[int, ...]], order: object, far: bool
+) -> None:
+    """``containing`` gives, in the points' own order, the row number of the frame of its rank
+    that holds each point (null where none), whatever the frames' order; None where the ranks
+    (``far``: 2**60 apart) cannot be laid end to end, where the caller locates instead."""
+    import random
+
+    assert isinstance(order, random.Random)
+    shuffled = list(frames)
+    order.shuffle(shuffled)
+    scale = 1 << 60 if far else 1
+    windows = _frame(shuffled, ["rank", "start_ns", "end_ns"]).with_columns(pl.col("rank").cast(pl.Int64) * scale)
+    df = _frame(points, ["rank", "start_ns", "tag"]).with_columns(pl.col("rank").cast(pl.Int64) * scale)
+    found = iv.containing(df, "start_ns", windows, by=["rank"])
+    if far and len({r for r, *_ in points} | {r for r, *_ in frames}) > 1:
+        assert found is None
+        return
+    if not points or not frames:
+        return  # nothing to lay: None or an empty or all-null answer are both the caller's to read
+    assert found is not None
+    expected = [
+        next((i for i, (fr, a, b) in enumerate(shuffled) if fr == r and a <= t < b), None) for r, t, _ in points
+    ]
+    assert found.to_list() == expected
+    assert found.dtype == pl.UInt32

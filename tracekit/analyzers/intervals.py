@@ -565,6 +565,28 @@ def _outermost_by_window(
     return df.sort(order, descending=descending, maintain_order=True).filter(keep)
 
 
+def containing(df: pl.DataFrame, time: str, frames: pl.DataFrame, *, by: Sequence[str]) -> pl.Series | None:
+    """For each row of ``df``, in its order, the row number in ``frames`` (non-overlapping
+    intervals per group, ``by + [start_ns, end_ns]``) of the frame of its group that contains its
+    ``time``, null where none: :func:`locate`'s binary search, with no row of ``df`` copied (a
+    caller that groups by the frame adds this one column). None where the groups cannot be laid
+    end to end (see :func:`_offset`): the caller locates the rows instead."""
+    shift = _shift(by, [(df, [time]), (frames, [START, END])])
+    if shift is None:
+        return None
+    starts, ends = shift.shifted(frames, START).to_numpy(), shift.shifted(frames, END).to_numpy()
+    order = None
+    if not _ascending(starts):
+        order = np.argsort(starts, kind="stable")
+        starts, ends = starts[order], ends[order]
+    points = shift.shifted(df, time).to_numpy()
+    found = np.searchsorted(starts, points, side="right") - 1
+    safe = np.maximum(found, 0)
+    inside = (found >= 0) & (points < ends[safe])
+    rows = (safe if order is None else order[safe]).astype(np.uint32)
+    return pl.Series("frame", np.ma.masked_array(rows, mask=~inside))
+
+
 def locate(
     df: pl.DataFrame,
     time: str,
