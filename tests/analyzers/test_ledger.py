@@ -226,38 +226,41 @@ def test_summed_is_the_grouped_sum_in_ledger_order(rows: list[tuple[int, int | N
     tops=st.lists(
         st.tuples(st.integers(0, 2), st.integers(0, 300), st.integers(0, 80), st.sampled_from("FBO")), max_size=8
     ),
+    far=st.booleans(),
 )
-def test_the_time_by_phase_is_the_same_found_in_place_or_located(
-    cuts: list[tuple[int, int]], tops: list[tuple[int, int, int, str]]
+def test_the_time_by_phase_is_each_segments_outermost_phase(
+    cuts: list[tuple[int, int]], tops: list[tuple[int, int, int, str]], far: bool
 ) -> None:
-    """The segments' time by phase (each segment's phase as a column beside it) is what locating
-    the segments in the phases gives (the way taken where the ranks' times cannot be laid end to
-    end): every (rank, step, phase, entry) the same ns, nested and overlapping phases, time
-    outside every phase."""
+    """The segments' time by (rank, step, phase, entry): each segment under the outermost phase
+    of its rank holding its start (a brute force over :func:`intervals.outermost`'s phases),
+    the time outside every phase under none; nested and overlapping phases, and (``far``) ranks
+    too far apart to lay end to end."""
     import tracekit.analyzers.intervals as iv
     from tracekit.analyzers import ledger
 
+    scale = 2**53 if far else 1
     by_rank: dict[int, list[int]] = {}
     for rank, t in sorted(cuts):
-        by_rank.setdefault(rank, []).append(t)
+        by_rank.setdefault(rank, []).append(t * scale if rank == 2 else t)
     segs = [
-        (rank, a // 100, ["comms", "gpu_compute"][a % 2], a, b, b - a)
+        (rank, a // 100 if rank != 2 else 0, ["comms", "gpu_compute"][a % 2], a, b, b - a)
         for rank, ts in by_rank.items()
         for a, b in itertools.pairwise(ts)
     ]
     schema = {"rank": pl.Int32, "step": pl.Int64, "entry": pl.String, "start_ns": pl.Int64, "end_ns": pl.Int64}
     seg_frame = pl.DataFrame(segs, schema={**schema, "length_ns": pl.Int64}, orient="row")
     top = pl.DataFrame(
-        [(r, s, s + d, n) for r, s, d, n in tops],
+        [(r, s * scale if r == 2 else s, (s + d) * scale if r == 2 else s + d, n) for r, s, d, n in tops],
         schema={"rank": pl.Int32, "start_ns": pl.Int64, "end_ns": pl.Int64, "name": pl.String},
         orient="row",
     )
-    in_place = ledger._by_phase(seg_frame, top)
-    original = iv.containing
-    iv.containing = lambda *a, **k: None  # type: ignore[assignment]
-    try:
-        located = ledger._by_phase(seg_frame, top)
-    finally:
-        iv.containing = original
-    order = ["rank", "step", "phase", "entry"]
-    assert in_place.sort(order, nulls_last=True).equals(located.sort(order, nulls_last=True))
+    got = ledger._by_phase(seg_frame, top)
+    outer = iv.outermost(top.select("rank", "start_ns", "end_ns", "name"), ["rank"]).rows()
+    expected: dict[tuple[int, int, str | None, str], int] = {}
+    for rank, step, entry, a, _, length in segs:
+        phase = next((n for r, s, e, n in outer if r == rank and s <= a < e), None) if tops else None
+        expected[(rank, step, phase, entry)] = expected.get((rank, step, phase, entry), 0) + length
+    if tops and segs:  # no time outside every phase is listed where there is none
+        expected = {k: v for k, v in expected.items() if k[2] is not None or v > 0}
+    assert {(r, st_, p, e): ns for r, st_, p, e, ns in got.rows()} == expected
+    assert got.height == len(expected)

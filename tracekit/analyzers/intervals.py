@@ -384,14 +384,11 @@ def covered_first(df: pl.DataFrame, covers: Sequence[pl.DataFrame], by: Sequence
     for i in range(len(covers)):
         mine = np.where(firsts == i, lengths, 0)
         before = np.cumsum(mine) - mine  # cover i's time in the pieces before each
-
-        def upto(
-            where: tuple[np.ndarray, np.ndarray, np.ndarray], i: int = i, before: np.ndarray = before
-        ) -> np.ndarray:
-            found, at, inside = where
-            return np.where(found >= 0, before[at] + np.where(firsts[at] == i, inside, 0), 0)
-
-        out.append(pl.Series("covered_ns", upto(ends) - upto(begins), dtype=pl.Int64))
+        end, begin = (
+            np.where(found >= 0, before[at] + np.where(firsts[at] == i, inside, 0), 0)
+            for found, at, inside in (ends, begins)
+        )
+        out.append(pl.Series("covered_ns", end - begin, dtype=pl.Int64))
     return out
 
 
@@ -565,24 +562,37 @@ def _outermost_by_window(
     return df.sort(order, descending=descending, maintain_order=True).filter(keep)
 
 
-def containing(df: pl.DataFrame, time: str, frames: pl.DataFrame, *, by: Sequence[str]) -> pl.Series | None:
+def containing(df: pl.DataFrame, time: str, frames: pl.DataFrame, *, by: Sequence[str]) -> pl.Series:
     """For each row of ``df``, in its order, the row number in ``frames`` (non-overlapping
     intervals per group, ``by + [start_ns, end_ns]``) of the frame of its group that contains its
-    ``time``, null where none: :func:`locate`'s binary search, with no row of ``df`` copied (a
-    caller that groups by the frame adds this one column). None where the groups cannot be laid
-    end to end (see :func:`_offset`): the caller locates the rows instead."""
+    ``time``, null where none: what :func:`locate` finds, with no row of ``df`` copied (a caller
+    that groups by the frame adds this one column). A binary search on the groups laid end to end
+    (see :func:`_offset`), else an as-of join."""
     shift = _shift(by, [(df, [time]), (frames, [START, END])])
     if shift is None:
-        return None
+        right = frames.select(*by, pl.col(START).alias("_start"), pl.col(END).alias("_end")).with_row_index("frame")
+        found = (
+            sort_within(df.select(*by, time).with_row_index("_row"), by, time)
+            .join_asof(
+                sort_within(right, by, "_start"),
+                left_on=time,
+                right_on="_start",
+                by=list(by),
+                strategy="backward",
+                check_sortedness=False,
+            )
+            .sort("_row")
+        )
+        return found.select(pl.when(pl.col(time) < pl.col("_end")).then(pl.col("frame")).alias("frame")).to_series()
     starts, ends = shift.shifted(frames, START).to_numpy(), shift.shifted(frames, END).to_numpy()
     order = None
     if not _ascending(starts):
         order = np.argsort(starts, kind="stable")
         starts, ends = starts[order], ends[order]
     points = shift.shifted(df, time).to_numpy()
-    found = np.searchsorted(starts, points, side="right") - 1
-    safe = np.maximum(found, 0)
-    inside = (found >= 0) & (points < ends[safe])
+    found_at = np.searchsorted(starts, points, side="right") - 1
+    safe = np.maximum(found_at, 0)
+    inside = (found_at >= 0) & (points < ends[safe])
     rows = (safe if order is None else order[safe]).astype(np.uint32)
     return pl.Series("frame", np.ma.masked_array(rows, mask=~inside))
 

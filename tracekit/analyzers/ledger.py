@@ -199,40 +199,18 @@ def _by_phase(segs: pl.DataFrame, top: pl.DataFrame) -> pl.DataFrame:
         return totals.with_columns(phase=pl.lit(None, dtype=pl.String)).select("rank", "step", "phase", "entry", "ns")
     phases = iv.outermost(top.select("rank", "start_ns", "end_ns", "name"), ["rank"]).with_row_index("_phase")
     names = phases.select("_phase", phase=pl.col("name").cast(pl.String))
-    found = iv.containing(segs, "start_ns", phases, by=["rank"])
-    if found is not None:
-        # each segment's phase as one column beside its own (no copy of the segments: located,
-        # a 2 GB rank's 1.4M were copied, +100 MB); the time outside every phase is that of null
-        sums = grouped(
-            segs.select(*keys, "length_ns").with_columns(found.alias("_phase")),
-            [*keys, "_phase"],
-            ns=pl.col("length_ns").sum(),
-        )
-        phased = sums.filter(pl.col("_phase").is_not_null()).join(names, on="_phase")
-        outside = sums.filter(pl.col("_phase").is_null() & (pl.col("ns") > 0)).with_columns(
-            phase=pl.lit(None, dtype=pl.String)
-        )
-        return pl.concat(
-            [
-                phased.select("rank", "step", "phase", "entry", "ns"),
-                outside.select("rank", "step", "phase", "entry", "ns"),
-            ]
-        )
-    inside = iv.locate(
-        segs.select(*keys, "start_ns", "length_ns"),
-        "start_ns",
-        phases,
-        by=["rank"],
-        keep=["_phase"],
-        in_time_order=False,
+    # each segment's phase as one column beside its own (no copy of the segments: located, a 2 GB
+    # rank's 1.4M were copied, +100 MB); the time outside every phase is that of null
+    sums = grouped(
+        segs.select(*keys, "length_ns").with_columns(
+            iv.containing(segs, "start_ns", phases, by=["rank"]).alias("_phase")
+        ),
+        [*keys, "_phase"],
+        ns=pl.col("length_ns").sum(),
     )
-    phased = grouped(inside, [*keys, "_phase"], ns=pl.col("length_ns").sum()).join(names, on="_phase")
-    held = phased.group_by(keys).agg(held=pl.col("ns").sum())
-    outside = (
-        grouped(segs, keys, ns=pl.col("length_ns").sum())
-        .join(held, on=keys, how="left", nulls_equal=True)
-        .select(*keys, phase=pl.lit(None, dtype=pl.String), ns=pl.col("ns") - pl.col("held").fill_null(0))
-        .filter(pl.col("ns") > 0)
+    phased = sums.filter(pl.col("_phase").is_not_null()).join(names, on="_phase")
+    outside = sums.filter(pl.col("_phase").is_null() & (pl.col("ns") > 0)).with_columns(
+        phase=pl.lit(None, dtype=pl.String)
     )
     return pl.concat(
         [phased.select("rank", "step", "phase", "entry", "ns"), outside.select("rank", "step", "phase", "entry", "ns")]
