@@ -104,6 +104,16 @@ def test_slices_are_the_one_frame_s_slices(
         assert len(got) == len(expected)
         for mine, theirs in zip(got, expected, strict=True):
             assert mine.equals(theirs)
+        # a filter of rows applied to each kind's events before they are merged: the slices filtered
+        kept = list(held.slices(kinds, _COLUMNS, rows, within, kept=_kept))
+        assert len(kept) == len(expected)
+        for mine, theirs in zip(kept, expected, strict=True):
+            assert mine.equals(_kept(theirs))
+
+
+def _kept(frame: pl.DataFrame) -> pl.DataFrame:
+    """A filter that keeps a row or not whatever the others (as an overlap with gaps does)."""
+    return frame.filter((pl.col("end_ns") - pl.col("start_ns") >= 3) | (pl.col("tid") == 2))
 
 
 @settings(max_examples=200, deadline=None)

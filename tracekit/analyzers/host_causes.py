@@ -151,7 +151,7 @@ def cuts(calls: pl.DataFrame, events: int) -> list[int]:
 
 
 def late_causes(
-    gaps: pl.DataFrame,
+    owned: list[pl.DataFrame],
     run: Run,
     *,
     fetch: pl.DataFrame,
@@ -163,9 +163,11 @@ def late_causes(
 ) -> pl.DataFrame:
     """The host-side cause of each gap.
 
-    ``gaps``: idle_id, rank, tid (the launching thread), start_ns, end_ns, launch_ns (of the
-    work that ends the gap; null when unknown), queued_from (from when that work was queued:
-    the time after it votes :data:`QUEUED`; null when never), disjoint per rank. ``fetch``:
+    ``owned``: a list of one frame of the gaps, which this empties (the gaps are let go once
+    read: a Python call keeps its arguments alive until it returns): idle_id, rank, tid (the
+    launching thread), start_ns, end_ns, launch_ns (of the work that ends the gap; null when
+    unknown), queued_from (from when that work was queued: the time after it votes
+    :data:`QUEUED`; null when never), disjoint per rank. ``fetch``:
     the DataLoader fetch ranges; ``syncs``: the blocking calls (rank, start_ns, end_ns);
     ``calls``: the runtime and driver calls (rank, tid, start_ns, end_ns, name), read from
     ``run`` when not given; ``process``: :func:`process_ranges` of the same arguments, when
@@ -175,8 +177,10 @@ def late_causes(
     :data:`QUEUED`), host_range (the outermost range on the launching thread at the gap's
     middle), launches (launch calls on the rank during the gap).
     """
+    gaps = owned.pop()
     threads = gaps.select("rank", "tid").unique().sort("rank", "tid").with_row_index("thread")
     threaded = gaps.join(threads, on=["rank", "tid"])
+    del gaps
     keyed = threaded.select("idle_id", "rank", "thread", *SPAN).sort("rank", "start_ns")
     if calls is None:
         calls = run.select(["runtime", "driver"], "rank", "tid", "start_ns", "end_ns", "name")
@@ -369,15 +373,21 @@ def thread_events(
     keys = threads.select("rank", "tid", "thread")
     near = None if within is None else (pl.col("end_ns") > within[0]) & (pl.col("start_ns") < within[1])
 
-    def on_threads(parts: Iterable[pl.DataFrame]) -> pl.DataFrame:
-        # slice by slice: of millions of operators, a few overlap the gaps
-        overlapping = (iv.overlapping(part, gaps, by=["rank"]) for part in parts)
-        kept = pl.concat([o if near is None else o.filter(near) for o in overlapping], how="vertical")
-        return on_thread(kept, keys)
+    def overlapping(part: pl.DataFrame) -> pl.DataFrame:
+        found = iv.overlapping(part, gaps, by=["rank"])
+        return found if near is None else found.filter(near)
 
-    ops = on_threads(run.select_slices(["cpu_op"], *cols, "name", within=within))
-    scopes = on_threads(run.select_slices(["annotation", "python", "step"], *cols, "kind", "name", within=within))
-    calls = on_threads(row_slices(reads.calls.select(*cols))).select("thread", *SPAN)
+    def on_threads(parts: Iterable[pl.DataFrame]) -> pl.DataFrame:
+        # slice by slice, each kind's events of a slice kept or not before the kinds are merged:
+        # of millions of operators or Python calls, a few overlap the gaps
+        return on_thread(pl.concat(parts, how="vertical"), keys)
+
+    def kinds(names: list[str], *columns: str) -> pl.DataFrame:
+        return on_threads(run.select_slices(names, *cols, *columns, within=within, kept=overlapping))
+
+    ops = kinds(["cpu_op"], "name")
+    scopes = kinds(["annotation", "python", "step"], "kind", "name")
+    calls = on_threads(overlapping(part) for part in row_slices(reads.calls.select(*cols))).select("thread", *SPAN)
     ops = _launching(ops, reads.by_thread)
     long = (pl.col("end_ns") - pl.col("start_ns")) >= DISPATCH_GAP_NS
     busy = iv.union(pl.concat([ops.filter(pl.col("launching") | ~long).select("thread", *SPAN), calls]), ["thread"])

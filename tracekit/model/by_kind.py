@@ -23,7 +23,7 @@ import numpy as np
 import polars as pl
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Iterator, Sequence
+    from collections.abc import Callable, Iterable, Iterator, Sequence
 
 #: The column of each kind's frame holding each event's place in the run's order.
 ROW: Final = "_row"
@@ -160,11 +160,20 @@ class ByKind:
         return _merged([_selected(p.lazy(), [*columns, ROW], conditions) for p in parts])
 
     def slices(
-        self, kinds: Sequence[str], columns: Sequence[str | pl.Expr], rows: int, within: tuple[int, int] | None
+        self,
+        kinds: Sequence[str],
+        columns: Sequence[str | pl.Expr],
+        rows: int,
+        within: tuple[int, int] | None,
+        kept: Callable[[pl.DataFrame], pl.DataFrame] | None = None,
     ) -> Iterator[pl.DataFrame]:
         """:meth:`select` of the run's events ``rows`` at a time, in order (at least one, empty
         when none is read); ``within``: a slice none of whose events (of any kind) reaches into
-        this stretch (lo, hi) is left unread."""
+        this stretch (lo, hi) is left unread; ``kept``: a filter of rows that keeps each row or
+        not whatever the others, in their order and with their columns, applied to each kind's
+        events of a slice before they are put in order, so that only the rows it keeps are
+        merged (a slice of a million Python, annotation and step events merged whole: 40 MB)."""
+        keep = kept if kept is not None else _all
         parts = self._kinds(kinds)
         extents = self._extent(rows) if within is not None and self.parts else None
         read = 0
@@ -176,13 +185,15 @@ class ByKind:
             read += 1
             pieces = [_rows_of(p, offset, offset + rows) for p in parts]
             if len(pieces) == 1:
-                yield pieces[0].select(*columns)
+                yield keep(pieces[0].select(*columns))
             elif not pieces:
-                yield self.empty().select(*columns)
-            else:
+                yield keep(self.empty().select(*columns))
+            elif kept is None:
                 yield _merged([p.lazy().select(*columns, ROW) for p in pieces])
+            else:
+                yield _merged([kept(p.select(*columns, ROW)).lazy() for p in pieces])
         if not read:
-            yield self.empty().select(*columns)
+            yield keep(self.empty().select(*columns))
 
     def _extent(self, rows: int) -> pl.DataFrame:
         """The first start and last end of the events of each slice of ``rows`` (of any kind)."""
@@ -279,6 +290,11 @@ def _stats(events: pl.DataFrame) -> dict[str, _Held]:
 
 def _selected(frame: pl.LazyFrame, columns: Sequence[str | pl.Expr], conditions: Sequence[pl.Expr]) -> pl.LazyFrame:
     return (frame.filter(*conditions) if conditions else frame).select(*columns)
+
+
+def _all(frame: pl.DataFrame) -> pl.DataFrame:
+    """Every row of ``frame``."""
+    return frame
 
 
 def _rows_of(part: pl.DataFrame, lo: int, hi: int) -> pl.DataFrame:

@@ -13,7 +13,7 @@ from tracekit.model.counters import empty_categories, empty_counters
 from tracekit.model.schema import GPU_ACTIVITY_KINDS, empty_events
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator, Sequence
+    from collections.abc import Callable, Iterator, Sequence
 
     from tracekit.model.input_warnings import InputWarning
 
@@ -269,13 +269,16 @@ class Run:
         *columns: str | pl.Expr,
         rows: int = SLICE_ROWS,
         within: tuple[int, int] | None = None,
+        kept: Callable[[pl.DataFrame], pl.DataFrame] | None = None,
     ) -> Iterator[pl.DataFrame]:
         """:meth:`select` of consecutive slices of ``rows`` events, in event order (at least
         one, empty when there are no events): a caller that keeps a few of millions of events
         holds one slice of them at a time, not all. ``within``: the slices holding no event that
         reaches into this stretch (lo, hi) are left unread (a caller reading a piece of the time
-        reads the slices of that time)."""
-        return self.by_kind.slices(kinds, columns, rows, within)
+        reads the slices of that time); ``kept``: a filter of rows that keeps each row or not
+        whatever the others (in their order, with their columns), applied to each kind's events
+        of a slice before the kinds are put in order (:meth:`ByKind.slices`)."""
+        return self.by_kind.slices(kinds, columns, rows, within, kept)
 
     def only(self, ranks: Sequence[int]) -> Run:
         """The same run restricted to ``ranks`` (events, counters and metadata)."""
