@@ -181,7 +181,7 @@ def late_causes(
     threads = gaps.select("rank", "tid").unique().sort("rank", "tid").with_row_index("thread")
     threaded = gaps.join(threads, on=["rank", "tid"])
     del gaps
-    keyed = threaded.select("idle_id", "rank", "thread", *SPAN).sort("rank", "start_ns")
+    keyed = iv.sort_within(threaded.select("idle_id", "rank", "thread", *SPAN), ["rank"], "start_ns")
     if calls is None:
         calls = run.select(["runtime", "driver"], "rank", "tid", "start_ns", "end_ns", "name")
     if process is None:
@@ -223,7 +223,7 @@ def _late(
     reach into ``window``, which holds the gaps and ``DISPATCH_GAP_NS`` around them, so the
     pauses reaching into a gap and every range holding its middle are read; the covers are each
     gap's own."""
-    mine = threaded.select("idle_id", "rank", "thread", *SPAN).sort("rank", "start_ns")
+    mine = iv.sort_within(threaded.select("idle_id", "rank", "thread", *SPAN), ["rank"], "start_ns")
     queued = threaded.filter(pl.col("queued_from") < pl.col("end_ns"))
     queued = queued.select("thread", start_ns=pl.max_horizontal("start_ns", "queued_from"), end_ns="end_ns")
     events = thread_events(run, keyed, threads, reads, within=window)
