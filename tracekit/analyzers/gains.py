@@ -114,7 +114,7 @@ class GainParts(Parts):
 def _inside(df: pl.DataFrame | pl.LazyFrame, spans: pl.DataFrame) -> pl.DataFrame:
     """Rows of ``df`` that start inside their rank's measured span (``spans``: rank, _lo, _hi; a
     rank of none is left out), in their order, ``rank`` as Int32."""
-    return df.lazy().with_columns(pl.col("rank").cast(pl.Int32)).filter(*_starts_inside(spans)).collect()
+    return df.lazy().with_columns(pl.col("rank").cast(pl.Int32)).filter(*_starts_inside(spans)).collect().rechunk()
 
 
 def _starts_inside(spans: pl.DataFrame) -> list[pl.Expr]:
@@ -157,6 +157,7 @@ def gains_map(ctx: RankContext) -> GainParts:
         .filter(*_starts_inside(spans))
         .unique(TASK_KEYS, keep="first", maintain_order=True)  # one task a stream and span (the re-timing's identity)
         .collect()
+        .rechunk()  # one piece a column, as the re-timing reads them (the query's filter leaves several)
     )
     # tracekit capture's own step-end sync is kept in every what-if: the fix is the training's
     syncs = ctx.syncs.calls.select(

@@ -238,6 +238,7 @@ def idle_causes(
         .collect()
     )
     del ended, host
+    intervals = intervals.rechunk()  # one piece a column, as its readers take it (a query may leave several)
     per_rank = (
         intervals.group_by("rank", "cause")
         .agg(idle_ns=pl.col("length_ns").sum(), count=pl.len())
