@@ -111,7 +111,7 @@ class GainParts(Parts):
     frames: pl.DataFrame = table("rank step start_ns end_ns")
 
 
-def _inside(df: pl.DataFrame | pl.LazyFrame, spans: pl.DataFrame) -> pl.DataFrame:
+def _inside(df: pl.DataFrame, spans: pl.DataFrame) -> pl.DataFrame:
     """Rows of ``df`` that start inside their rank's measured span (``spans``: rank, _lo, _hi; a
     rank of none is left out), in their order, ``rank`` as Int32."""
     return df.lazy().with_columns(pl.col("rank").cast(pl.Int32)).filter(*_starts_inside(spans)).collect().rechunk()

@@ -569,21 +569,12 @@ def containing(df: pl.DataFrame, time: str, frames: pl.DataFrame, *, by: Sequenc
     that groups by the frame adds this one column). A binary search on the groups laid end to end
     (see :func:`_offset`), else an as-of join."""
     shift = _shift(by, [(df, [time]), (frames, [START, END])])
-    if shift is None:
-        right = frames.select(*by, pl.col(START).alias("_start"), pl.col(END).alias("_end")).with_row_index("frame")
-        found = (
-            sort_within(df.select(*by, time).with_row_index("_row"), by, time)
-            .join_asof(
-                sort_within(right, by, "_start"),
-                left_on=time,
-                right_on="_start",
-                by=list(by),
-                strategy="backward",
-                check_sortedness=False,
-            )
-            .sort("_row")
-        )
-        return found.select(pl.when(pl.col(time) < pl.col("_end")).then(pl.col("frame")).alias("frame")).to_series()
+    if shift is None:  # each row's frame as :func:`locate` finds it, put back at the row's place
+        numbered = frames.select(*by, START, END).with_row_index("frame")
+        placed = df.select(*by, time).with_row_index("_row")
+        found = locate(placed, time, numbered, by=by, keep=["frame"], in_time_order=False)
+        none = pl.Series("frame", [None] * df.height, dtype=pl.UInt32)
+        return none.scatter(found.get_column("_row"), found.get_column("frame"))
     starts, ends = shift.shifted(frames, START).to_numpy(), shift.shifted(frames, END).to_numpy()
     order = None
     if not _ascending(starts):

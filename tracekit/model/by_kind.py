@@ -188,10 +188,8 @@ class ByKind:
                 yield keep(pieces[0].select(*columns))
             elif not pieces:
                 yield keep(self.empty().select(*columns))
-            elif kept is None:
-                yield _merged([p.lazy().select(*columns, ROW) for p in pieces])
             else:
-                yield _merged([kept(p.select(*columns, ROW)).lazy() for p in pieces])
+                yield _merged([keep(p.select(*columns, ROW)).lazy() for p in pieces])
         if not read:
             yield keep(self.empty().select(*columns))
 
