@@ -50,6 +50,10 @@ def gpu_breakdown(segments: pl.DataFrame, *, window: WindowKind = WindowKind.STE
         )
         .sort("rank", "step")
     )
+    return BreakdownResult(per_step=_with_shares(per_step), per_rank=per_rank_of(per_step), window=window)
+
+
+def per_rank_of(per_step: pl.DataFrame) -> pl.DataFrame:
+    """Each rank's totals and shares (:attr:`BreakdownResult.per_rank`) from its steps' rows."""
     totals = ("window", *PARTS, "transfer")
-    per_rank = per_step.group_by("rank").agg(pl.col(f"{p}_ns").sum() for p in totals).sort("rank")
-    return BreakdownResult(per_step=_with_shares(per_step), per_rank=_with_shares(per_rank), window=window)
+    return _with_shares(per_step.group_by("rank").agg(pl.col(f"{p}_ns").sum() for p in totals).sort("rank"))

@@ -36,11 +36,15 @@ ANALYSES: Final[tuple[Entry[Any], ...]] = (
     Entry("facts", run_facts.facts_map),
     Entry("run", cross_rank=run_facts.facts_reduce, requires=(i.SPAN,), result=a.RunFacts),
     Entry("steps", s.steps_map, s.steps_reduce, requires=(i.STEPS,), result=a.StepsSection),
-    Entry("breakdown", s.breakdown_map),
+    Entry("breakdown", s.breakdown_map, fold=s.breakdown_fold),
     Entry("gpu_breakdown", cross_rank=s.gpu_breakdown_reduce, requires=(i.MEASURED,), result=a.BreakdownSection),
     Entry("host_breakdown", cross_rank=s.host_breakdown_reduce, requires=(i.MEASURED,), result=a.BreakdownSection),
-    Entry("overlap", s.overlap_map, s.overlap_reduce, requires=(i.OVERLAP,), result=a.OverlapSection),
-    Entry("kernels", s.kernels_map, s.kernels_reduce, requires=(i.KERNELS,), result=a.KernelsSection),
+    Entry(
+        "overlap", s.overlap_map, s.overlap_reduce, requires=(i.OVERLAP,), result=a.OverlapSection, fold=s.overlap_fold
+    ),
+    Entry(
+        "kernels", s.kernels_map, s.kernels_reduce, requires=(i.KERNELS,), result=a.KernelsSection, fold=s.kernels_fold
+    ),
     Entry("annotations", s.annotations_map, s.annotations_reduce, requires=(i.ANNOTATIONS,), result=a.PhasesSection),
     Entry(
         "collectives", s.collectives_map, s.collectives_reduce, requires=(i.COLLECTIVES,), result=a.CollectivesSection

@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING
 
+import polars as pl
+
 from tracekit.analyzers import timeline
 from tracekit.analyzers.annotations import top_level
 from tracekit.analyzers.clocks import rank_hosts
@@ -23,8 +25,6 @@ from tracekit.analyzers.syncs import SyncResult, host_syncs
 from tracekit.results.choices import AnalysisChoices
 
 if TYPE_CHECKING:
-    import polars as pl
-
     from tracekit.analyzers.gains_memo import Memo
     from tracekit.analyzers.retime_parallel import Spread
     from tracekit.model.run import Run
@@ -64,12 +64,40 @@ class Options(AnalysisChoices):
     cores_shared: bool = False
 
 
+@dataclass(frozen=True)
+class Window:
+    """A stretch [``lo``, ``hi``) of a rank's time, in ns, whose per-rank parts are made apart
+    (:mod:`tracekit.analyzers.windows`): the events that start in it are its own."""
+
+    lo: int
+    hi: int
+
+
 class RankContext:
     """The events of a shard of ranks, with the intermediates the per-rank analyses share."""
 
     def __init__(self, run: Run, options: Options) -> None:
         self.run = run
         self.options = options
+
+    @property
+    def window(self) -> Window | None:
+        """The window of the rank this context is of (:mod:`tracekit.analyzers.windows`), or
+        None: all of its time."""
+        return None
+
+    def owned(self, column: str = "start_ns") -> pl.Expr:
+        """Whether a row's ``column`` (a time) lies in :attr:`window`: the rows a window's part
+        counts (true of every row of the whole rank)."""
+        w = self.window
+        if w is None:
+            return pl.lit(value=True)
+        return (pl.col(column) >= w.lo) & (pl.col(column) < w.hi)
+
+    def own(self, frame: pl.DataFrame, column: str = "start_ns") -> pl.DataFrame:
+        """The rows of ``frame`` that are :attr:`window`'s (:meth:`owned`): all of them on the
+        whole rank."""
+        return frame if self.window is None else frame.filter(self.owned(column))
 
     @property
     def has_gpu(self) -> bool:

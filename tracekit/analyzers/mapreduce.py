@@ -54,6 +54,9 @@ class Entry(Generic[R]):
     result: type | None = None
     #: a section kept in ``Analysis.sections`` under this title (None: a field of Analysis)
     title: str | None = None
+    #: its per-rank part's parts of the windows of a rank (:mod:`tracekit.analyzers.windows`), in
+    #: time order, made into the part the whole rank gives (None: the part is made of the whole rank)
+    fold: Callable[[list[Any]], Parts] | None = None
     #: what its per-rank part gives: bump it when that changes in a way its code does not show
     #: (a helper it calls, a library's behaviour). The map cache keys every stored result on each
     #: entry's name, version and per-rank code, so a new, removed or changed entry misses it.

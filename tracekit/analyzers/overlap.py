@@ -31,11 +31,15 @@ def comm_overlap(segments: pl.DataFrame) -> OverlapResult:
         .agg(comm_ns=length.filter(coll).sum(), overlapped_ns=length.filter(coll & pl.col("compute")).sum())
         .sort("rank", "step")
     )
-    per_rank = per_step.group_by("rank").agg(pl.col("comm_ns", "overlapped_ns").sum()).sort("rank")
+    return OverlapResult(per_step=_finish(per_step), per_rank=per_rank_of(per_step))
 
-    def finish(df: pl.DataFrame) -> pl.DataFrame:
-        return df.with_columns(exposed_ns=pl.col("comm_ns") - pl.col("overlapped_ns")).with_columns(
-            share("overlapped_ns", "comm_ns", "overlap_pct")
-        )
 
-    return OverlapResult(per_step=finish(per_step), per_rank=finish(per_rank))
+def per_rank_of(per_step: pl.DataFrame) -> pl.DataFrame:
+    """Each rank's collective time and overlap (:attr:`OverlapResult.per_rank`) from its steps' rows."""
+    return _finish(per_step.group_by("rank").agg(pl.col("comm_ns", "overlapped_ns").sum()).sort("rank"))
+
+
+def _finish(df: pl.DataFrame) -> pl.DataFrame:
+    return df.with_columns(exposed_ns=pl.col("comm_ns") - pl.col("overlapped_ns")).with_columns(
+        share("overlapped_ns", "comm_ns", "overlap_pct")
+    )

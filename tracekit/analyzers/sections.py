@@ -15,6 +15,7 @@ from tracekit import __version__
 from tracekit.analyzers import intervals as iv
 from tracekit.analyzers.annotations import annotations_per_step
 from tracekit.analyzers.breakdown import gpu_breakdown
+from tracekit.analyzers.breakdown import per_rank_of as breakdown_per_rank
 from tracekit.analyzers.collectives import find_collectives
 from tracekit.analyzers.convert import DECIMALS, rows, untracked
 from tracekit.analyzers.dataloader import dataloader_gaps
@@ -23,6 +24,7 @@ from tracekit.analyzers.kernels import kernels_by_rank
 from tracekit.analyzers.ledger import in_ledger_order
 from tracekit.analyzers.left_out import left_out, run_left_out
 from tracekit.analyzers.overlap import comm_overlap
+from tracekit.analyzers.overlap import per_rank_of as overlap_per_rank
 from tracekit.analyzers.parts import (
     AnnotationParts,
     BreakdownParts,
@@ -47,9 +49,10 @@ from tracekit.analyzers.shared import (
     STRAGGLERS,
     SYNCS,
 )
-from tracekit.analyzers.stats import num
+from tracekit.analyzers.stats import grouped, num
 from tracekit.analyzers.syncs import longest_calls, sync_points, user_calls
 from tracekit.analyzers.verdict import bound_names
+from tracekit.analyzers.windows import stacked
 from tracekit.analyzers.work import MAX_ROWS as WORK_ROWS
 from tracekit.analyzers.work import work_tables
 from tracekit.results import rows as r
@@ -111,6 +114,14 @@ def breakdown_map(ctx: RankContext) -> BreakdownParts:
     return BreakdownParts(per_step=result.per_step, per_rank=result.per_rank)
 
 
+def breakdown_fold(parts: list[BreakdownParts]) -> BreakdownParts:
+    """The rank's breakdown from its windows': their steps, and the rank's totals of them."""
+    per_step = stacked([p.per_step for p in parts])
+    if not per_step.width:
+        return BreakdownParts()
+    return BreakdownParts(per_step=per_step, per_rank=breakdown_per_rank(per_step))
+
+
 def _breakdown(red: Reduced) -> BreakdownSection:
     m = red.result(MEASURED)
     return BreakdownSection(
@@ -138,6 +149,14 @@ def overlap_map(ctx: RankContext) -> OverlapParts:
     return OverlapParts(per_step=result.per_step, per_rank=result.per_rank)
 
 
+def overlap_fold(parts: list[OverlapParts]) -> OverlapParts:
+    """The rank's overlap from its windows': their steps, and the rank's totals of them."""
+    per_step = stacked([p.per_step for p in parts])
+    if not per_step.width:
+        return OverlapParts()
+    return OverlapParts(per_step=per_step, per_rank=overlap_per_rank(per_step))
+
+
 def overlap_reduce(red: Reduced) -> OverlapSection:
     """Overlap per rank and step."""
     o = red.result(OVERLAP)
@@ -146,7 +165,18 @@ def overlap_reduce(red: Reduced) -> OverlapSection:
 
 def kernels_map(ctx: RankContext) -> KernelParts:
     """GPU activities by rank and name."""
-    return KernelParts(by_rank=kernels_by_rank(ctx.activity))
+    return KernelParts(by_rank=kernels_by_rank(ctx.own(ctx.activity)))
+
+
+def kernels_fold(parts: list[KernelParts]) -> KernelParts:
+    """The rank's GPU activities by name from its windows' (each activity counted in the window
+    it starts in)."""
+    found = stacked([p.by_rank for p in parts])
+    if not found.width:
+        return KernelParts()
+    count, total, longest = pl.col("count").sum(), pl.col("total_ns").sum(), pl.col("max_ns").max()
+    by_rank = grouped(found, ["rank", "name", "kind", "category"], count=count, total_ns=total, max_ns=longest)
+    return KernelParts(by_rank=by_rank.cast(found.schema))
 
 
 def kernels_reduce(red: Reduced) -> KernelsSection:

@@ -234,6 +234,23 @@ class ByKind:
             return self.empty()
         return _merged([p.lazy() for p in self.parts.values()])
 
+    def within(self, lo: int, hi: int) -> ByKind:
+        """The events that reach into the stretch [``lo``, ``hi``): each that starts before ``hi``
+        and ends after ``lo``, or starts in it (an instant at ``lo``), held the same way, each
+        with its place among them (:data:`ROW`, renumbered: the events kept, in the same order)."""
+        reach = (pl.col("start_ns") < hi) & ((pl.col("end_ns") > lo) | (pl.col("start_ns") >= lo))
+        kept = {k: p.filter(reach) for k, p in self.parts.items()}
+        kept = {k: p for k, p in kept.items() if p.height}
+        if not kept:
+            return ByKind({}, 0, self.schema)
+        places = {k: p.get_column(ROW).to_numpy() for k, p in kept.items()}
+        every = np.sort(np.concatenate(list(places.values())))
+        parts = {
+            k: p.with_columns(pl.Series(ROW, np.searchsorted(every, places[k]).astype(places[k].dtype)))
+            for k, p in kept.items()
+        }
+        return ByKind(parts, int(every.size), self.schema)
+
     def only(self, condition: pl.Expr) -> ByKind:
         """The events that meet ``condition`` (row by row), held the same way."""
         kept = {k: p.filter(condition) for k, p in self.parts.items()}

@@ -292,6 +292,18 @@ class Run:
             memory_categories=self.memory_categories.filter(pl.col("rank").is_in(keep)),
         )
 
+    def within(self, lo: int, hi: int) -> Run:
+        """The same run with only the events that reach into the stretch [``lo``, ``hi``) of time
+        (:meth:`ByKind.within`); the counters and metadata whole."""
+        return Run(
+            by_kind=self.by_kind.within(lo, hi),
+            ranks=self.ranks,
+            skipped=self.skipped,
+            warnings=self.warnings,
+            counters=self.counters,
+            memory_categories=self.memory_categories,
+        )
+
     def rank_counters(self, rank: int) -> pl.DataFrame:
         """The counters of one rank, in time order."""
         return self.counters.filter(pl.col("rank") == rank)

@@ -1,0 +1,162 @@
+"""A rank analysed in windows of its steps (:mod:`tracekit.analyzers.windows`).
+
+The events of a window are those that reach into it (a property test against a brute force);
+the windows cover all time and cut no measured frame; and every entry that folds gives, from a
+rank's windows, the part the whole rank gives, table for table, on the real traces and the
+samples (each cut into as many windows as its frames allow, and into two).
+"""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import polars as pl
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from polars.testing import assert_frame_equal
+
+from tests.model.test_by_kind import frames
+from tracekit.analyzers import windows
+from tracekit.analyzers.context import Options, RankContext, Window
+from tracekit.analyzers.mapreduce import Entry, map_ranks
+from tracekit.analyzers.parts import KernelParts
+from tracekit.analyzers.registry import ANALYSES
+from tracekit.model.by_kind import ROW, ByKind
+from tracekit.readers import load_run
+
+if TYPE_CHECKING:
+    from tracekit.model.run import Run
+
+SAMPLES = Path(__file__).resolve().parents[2] / "samples" / "captures"
+
+
+@settings(max_examples=300, deadline=None)
+@given(frames(), st.integers(-2, 40), st.integers(0, 20))
+def test_a_window_holds_the_events_that_reach_into_it(frame: pl.DataFrame, lo: int, length: int) -> None:
+    hi = lo + length
+    got = ByKind.of(frame).within(lo, hi)
+    start, end = pl.col("start_ns"), pl.col("end_ns")
+    expected = frame.filter((start < hi) & ((end > lo) | (start >= lo)))
+    assert got.height == expected.height
+    assert_frame_equal(got.frame(), expected)
+    for part in got.parts.values():  # the places renumbered: every one of 0 .. height - 1 once
+        assert part.get_column(ROW).dtype == pl.UInt32
+    places = sorted(v for p in got.parts.values() for v in p.get_column(ROW).to_list())
+    assert places == list(range(got.height))
+
+
+def _run(path: Path) -> Run:
+    return load_run([path])
+
+
+def _plain(frame: pl.DataFrame) -> pl.DataFrame:
+    """``frame`` in one order of its rows (its tables' rows have none that matters), names as text."""
+    if not frame.width:
+        return frame
+    texts = [c for c, t in frame.schema.items() if isinstance(t, (pl.Categorical, pl.Enum))]
+    plain = frame.with_columns(pl.col(texts).cast(pl.String))
+    return plain.sort(plain.columns, nulls_last=True)
+
+
+def _check_folds(run: Run, events: int) -> int:
+    """Each rank of ``run`` mapped whole and in windows of about ``events`` events: every entry
+    that folds gives the same tables. How many windows the largest plan had."""
+    most = 0
+    options = Options(has_gpu=run.has_gpu)
+    for rank in run.rank_ids:
+        part = run.only([rank])
+        whole = map_ranks(RankContext(part, options), ANALYSES)
+        plan = windows.plan(RankContext(part, options), events)
+        most = max(most, len(plan))
+        folded = windows.map_windows(RankContext(part, options), ANALYSES, plan)
+        assert list(folded.parts) == list(whole.parts)
+        for entry in windows.folding(ANALYSES):
+            mine, theirs = whole.parts[entry.name], folded.parts[entry.name]
+            for table in mine.names():
+                assert_frame_equal(_plain(getattr(theirs, table)), _plain(getattr(mine, table)), check_dtypes=True)
+    return most
+
+
+def _cases(root: Path, *patterns: str) -> list[Path]:
+    return sorted(p for pattern in patterns for p in root.glob(pattern))
+
+
+def test_the_windows_cover_all_time_and_cut_no_frame() -> None:
+    path = SAMPLES / "healthy" / "rank0.pt.trace.json.gz"
+    run = _run(path)
+    ctx = RankContext(run.only([0]), Options(has_gpu=run.has_gpu))
+    plan = windows.plan(ctx, events=1)
+    frames_ = ctx.frames
+    assert len(plan) == frames_.height > 1  # one event a window at least: a cut at every frame
+    assert plan[0].lo == windows.EARLIEST
+    assert plan[-1].hi == windows.LATEST
+    assert all(a.hi == b.lo for a, b in itertools.pairwise(plan))
+    for window in plan:
+        inside = frames_.filter((pl.col("start_ns") >= window.lo) & (pl.col("start_ns") < window.hi))
+        assert inside.height == 1
+        assert int(inside["end_ns"].max()) <= window.hi  # type: ignore[arg-type]
+    # as many events a window as the rank has: one window
+    assert windows.plan(ctx, events=run.height + 1) == [windows.Window(windows.EARLIEST, windows.LATEST)]
+
+
+def test_several_ranks_or_no_steps_are_one_window() -> None:
+    run = _run(SAMPLES / "healthy")
+    assert len(run.rank_ids) > 1
+    assert windows.plan(RankContext(run, Options(has_gpu=run.has_gpu)), events=1) == [
+        Window(windows.EARLIEST, windows.LATEST)
+    ]
+
+
+def test_an_entry_without_a_fold_is_mapped_whole() -> None:
+    seen: list[Window | None] = []
+
+    def kernels(ctx: RankContext) -> KernelParts:
+        seen.append(ctx.window)
+        return KernelParts()
+
+    run = _run(SAMPLES / "healthy" / "rank0.pt.trace.json.gz")
+    ctx = RankContext(run.only([0]), Options(has_gpu=run.has_gpu))
+    plan = windows.plan(ctx, events=1)
+    windows.map_windows(ctx, [Entry("mine", kernels)], plan)
+    assert seen == [None]
+    folded = Entry("mine", kernels, fold=lambda parts: parts[0])
+    seen.clear()
+    windows.map_windows(ctx, [folded], plan)
+    assert seen == plan
+
+
+@pytest.mark.parametrize(
+    "path",
+    _cases(SAMPLES, "*/rank0.pt.trace.json.gz"),
+    ids=lambda p: f"{p.parent.name}/{p.name}",
+)
+def test_the_folds_give_the_whole_rank_s_parts_on_the_samples(path: Path) -> None:
+    run = _run(path)
+    assert _check_folds(run, events=1) >= 1
+    _check_folds(run, events=max(1, run.height // 2))
+
+
+@pytest.mark.real
+@pytest.mark.parametrize(
+    "name",
+    [
+        "hta-misc/alexnet-a100-cuda-sync.json.gz",
+        "hta-misc/amd-mi250-rocm.json.gz",
+        "hta-misc/cpu-only-gloo-rank34.pt.trace.json.gz",
+        "hta-misc/cuda-event-sync-multistream.json.gz",
+        "hta-misc/nccl-rank0-world2.json.gz",
+        "hta-sampled-2rank/sampled_rank-0.json.gz",
+        "hta-trace-diff/control-rank3-a100.json.gz",
+        "tbplugin-resnet50-workers0/worker0.pt.trace.json.gz",
+        "tbplugin-resnet50-workers4/worker0.pt.trace.json.gz",
+        "tracelens-mi300-resnet-actckpt/rank0.json.gz",
+        "param-dlrm-8rank-v100/worker0_step_12.1694128201545.pt.trace.json",
+    ],
+)
+def test_the_folds_give_the_whole_rank_s_parts_on_real_traces(kineto_dir: Path, name: str) -> None:
+    run = _run(kineto_dir / name)
+    _check_folds(run, events=1)
+    _check_folds(run, events=max(1, run.height // 2))

@@ -1,0 +1,164 @@
+"""A rank analysed in windows of its steps (issue 48's plan, being built entry by entry).
+
+A rank of 2 GB of JSON holds millions of events, and each per-rank analysis makes tables of
+them (the device's segments, the idle gaps, the launching threads' calls) held beside the run:
+the map's peak grows with the rank's length. Cut into windows of whole steps, each window's
+events, intermediates and parts can be made and let go before the next window's, and the
+parts folded into the rank's: the peak is then set by the largest window, not by the rank.
+
+**A window** (:class:`~tracekit.analyzers.context.Window`) is a stretch [lo, hi) of the rank's
+time. The windows of a rank cover all of its time, end to end (the first from the earliest
+time, the last to the latest), and are cut only at the start of a measured frame that no
+earlier frame reaches past (:func:`plan`): every frame lies in one window. An event *belongs*
+to the window its start is in (:meth:`RankContext.owned
+<tracekit.analyzers.context.RankContext.owned>`); a window's context holds every event that
+*reaches into* it (:meth:`~tracekit.model.run.Run.within`): a kernel that starts before the
+window and runs into its first frame is there, for the frame's segments. What a window cannot
+see, the facts of the whole rank (its steps and their frames, which the step inference and the
+warm-up judge over every step; each GPU activity's launch, which may lie windows earlier), its
+context takes from the rank's (:class:`WindowContext`).
+
+**An entry folds** when its :class:`~tracekit.analyzers.mapreduce.Entry` has a ``fold``: its
+per-rank part, run on each window's context, gives parts that ``fold`` makes into the part the
+whole rank gives: the rows of a step or an event concatenated, sums by name added, a rank's
+totals and shares worked out again from its steps'. :func:`map_windows` runs the entries that
+fold window by window and the others on the whole rank; the tests hold every fold to the whole
+rank's part on real traces (``tests/analyzers/test_windows.py``). The map uses windows once every
+per-rank part folds (until then the whole rank's intermediates are made anyway, and windows
+would only add work): which do is :func:`folding`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+from functools import cached_property
+from typing import TYPE_CHECKING, Any, Final
+
+import numpy as np
+import polars as pl
+
+from tracekit.analyzers.context import RankContext, Window
+from tracekit.analyzers.mapreduce import RankSummary, in_order
+from tracekit.heap import trim_heap
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from tracekit.analyzers.mapreduce import Entry
+    from tracekit.analyzers.parts import Parts
+    from tracekit.analyzers.steps import StepResult
+
+#: The events a window belongs to, about: a window ends at the first cut past this many.
+WINDOW_EVENTS: Final = 1 << 20
+#: The earliest and latest times a window reaches (the first and last windows' open ends).
+EARLIEST: Final = -(2**63)
+LATEST: Final = 2**63 - 1
+
+
+def plan(ctx: RankContext, events: int = WINDOW_EVENTS) -> list[Window]:
+    """The windows of the rank of ``ctx``, each with about ``events`` events or more (the last
+    one fewer), cut at the starts of its measured frames that no earlier frame reaches past;
+    one window of all time where the rank cannot be cut so (a shard of several ranks, frames
+    that are no steps: a GPU span)."""
+    whole = [Window(EARLIEST, LATEST)]
+    frames = ctx.frames
+    if len(ctx.run.rank_ids) != 1 or frames.height < 2 or frames.get_column("step").null_count():
+        return whole
+    ordered = frames.select("start_ns", "end_ns").sort("start_ns")
+    starts = ordered.get_column("start_ns").to_numpy()
+    reach = np.maximum.accumulate(ordered.get_column("end_ns").to_numpy())
+    # a frame's start is a cut where every frame before it has ended
+    cuts = starts[1:][reach[:-1] <= starts[1:]]
+    before = np.zeros(cuts.size, dtype=np.int64)
+    for part in ctx.run.by_kind.parts.values():  # each kind in order of its starts (one rank)
+        before += np.searchsorted(part.get_column("start_ns").to_numpy(), cuts, side="left")
+    chosen, last = [], 0
+    for cut, count in zip(cuts.tolist(), before.tolist(), strict=True):
+        if count - last >= events:
+            chosen.append(cut)
+            last = count
+    bounds = [EARLIEST, *chosen, LATEST]
+    return [Window(lo, hi) for lo, hi in itertools.pairwise(bounds)]
+
+
+class WindowContext(RankContext):
+    """The context of one window of a rank: the events that reach into it, and what it takes
+    from the whole rank's context (the steps and their frames, the GPU activity with each
+    activity's launch)."""
+
+    def __init__(self, whole: RankContext, window: Window) -> None:
+        super().__init__(whole.run.within(window.lo, window.hi), whole.options)
+        self.whole = whole
+        self._window = window
+
+    @property
+    def window(self) -> Window:
+        """The stretch of time this context's parts are of."""
+        return self._window
+
+    def _reaches(self) -> pl.Expr:
+        w = self._window
+        return (pl.col("start_ns") < w.hi) & ((pl.col("end_ns") > w.lo) | (pl.col("start_ns") >= w.lo))
+
+    @cached_property
+    def activity(self) -> pl.DataFrame:
+        """The whole rank's GPU activity that reaches into the window (each with its launch,
+        which may be windows earlier)."""
+        return self.whole.activity.filter(self._reaches())
+
+    @cached_property
+    def steps(self) -> StepResult:
+        """The whole rank's steps whose windows start in this one (each step's rows; the
+        rank's statistics and how its steps were found are the whole rank's)."""
+        s = self.whole.steps
+        mine = self.owned("win_start_ns")
+        return dataclasses.replace(
+            s, steps=s.steps.filter(mine), all_steps=s.all_steps.filter(mine), warmup=s.warmup.filter(mine)
+        )
+
+    @cached_property
+    def frames(self) -> pl.DataFrame:
+        """The whole rank's measured frames that start in the window (every one lies in it)."""
+        return self.whole.frames.filter(self.owned())
+
+
+def stacked(tables: list[pl.DataFrame]) -> pl.DataFrame:
+    """One table of the windows' ``tables`` (in time order), one under the other, in one piece;
+    a window that has none of it (no columns) left out."""
+    found = [t for t in tables if t.width]
+    if not found:
+        return pl.DataFrame()
+    return found[0] if len(found) == 1 else pl.concat(found, how="vertical", rechunk=True)
+
+
+def folding(entries: Sequence[Entry[Any]]) -> list[Entry[Any]]:
+    """The entries with a per-rank part that folds (in the map's order)."""
+    return [e for e in in_order(entries) if e.per_rank is not None and e.fold is not None]
+
+
+def map_windows(ctx: RankContext, entries: Sequence[Entry[Any]], windows: Sequence[Window]) -> RankSummary:
+    """:func:`~tracekit.analyzers.mapreduce.map_ranks` of ``ctx``'s rank, the entries that fold
+    run on each of ``windows`` (:func:`plan`) in turn and their parts folded, the others on the
+    whole rank: the same parts as the whole rank's map."""
+    ordered = [e for e in in_order(entries) if e.per_rank is not None]
+    folds = {e.name for e in folding(entries)} if len(windows) > 1 else set()
+    pieces: dict[str, list[Parts]] = {name: [] for name in folds}
+    for window in windows if folds else ():
+        part_ctx = WindowContext(ctx, window)
+        for entry in ordered:
+            if entry.name in folds:
+                assert entry.per_rank is not None
+                pieces[entry.name].append(entry.per_rank(part_ctx))
+        del part_ctx
+        trim_heap()
+    parts: dict[str, Parts] = {}
+    for entry in ordered:
+        assert entry.per_rank is not None
+        if entry.name in folds:
+            assert entry.fold is not None
+            parts[entry.name] = entry.fold(pieces.pop(entry.name))
+        else:
+            parts[entry.name] = entry.per_rank(ctx)
+        trim_heap()
+    return RankSummary(ranks=tuple(ctx.run.rank_ids), parts=parts)
