@@ -56,6 +56,7 @@ ANALYSES: Final[tuple[Entry[Any], ...]] = (
         s.dataloader_reduce,
         requires=(i.DATALOADER,),
         result=a.DataLoaderSection,
+        fold=s.dataloader_fold,
         version=2,  # 2: the DataLoader's own part of the fetch (loader_ns)
     ),
     Entry("host_syncs", s.syncs_map, s.syncs_reduce, requires=(i.SYNCS,), result=a.SyncsSection),

@@ -79,14 +79,24 @@ def dataloader_gaps(
         .with_columns(pl.col("fetch_ns", "loader_ns", "idle_ns").fill_null(0))
         .sort("rank", "step")
     )
-    per_rank = per_step.group_by("rank").agg(pl.col("window_ns", "fetch_ns", "loader_ns", "idle_ns").sum()).sort("rank")
+    return DataLoaderResult(
+        per_step=_with_shares(per_step), per_rank=per_rank_of(per_step), measure=data_measure(has_gpu=has_gpu)
+    )
 
-    def shares(df: pl.DataFrame) -> pl.DataFrame:
-        return df.with_columns(
-            share_pct=pl.when(pl.col("window_ns") > 0).then(100 * pl.col("idle_ns") / pl.col("window_ns"))
-        )
 
-    return DataLoaderResult(per_step=shares(per_step), per_rank=shares(per_rank), measure=data_measure(has_gpu=has_gpu))
+def per_rank_of(per_step: pl.DataFrame) -> pl.DataFrame:
+    """Each rank's totals and share (:attr:`DataLoaderResult.per_rank`) from its steps' rows: the
+    whole rank's, or its windows' steps stacked (:mod:`tracekit.analyzers.windows`)."""
+    totals = per_step.group_by("rank").agg(pl.col("window_ns", "fetch_ns", "loader_ns", "idle_ns").sum())
+    return _with_shares(totals.sort("rank"))
+
+
+def _with_shares(df: pl.DataFrame) -> pl.DataFrame:
+    """``df`` with ``share_pct``: its device idle during fetches, in % of its window (null where
+    the window is empty)."""
+    return df.with_columns(
+        share_pct=pl.when(pl.col("window_ns") > 0).then(100 * pl.col("idle_ns") / pl.col("window_ns"))
+    )
 
 
 def _per_window(parts: pl.DataFrame, frames: pl.DataFrame, name: str) -> pl.DataFrame:

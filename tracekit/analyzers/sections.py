@@ -19,6 +19,7 @@ from tracekit.analyzers.breakdown import per_rank_of as breakdown_per_rank
 from tracekit.analyzers.collectives import find_collectives
 from tracekit.analyzers.convert import DECIMALS, rows, untracked
 from tracekit.analyzers.dataloader import dataloader_gaps
+from tracekit.analyzers.dataloader import per_rank_of as dataloader_per_rank
 from tracekit.analyzers.idle import longest_of_each, one_time_by_range
 from tracekit.analyzers.kernels import kernels_by_rank
 from tracekit.analyzers.ledger import in_ledger_order
@@ -242,6 +243,16 @@ def dataloader_map(ctx: RankContext) -> DataLoaderParts:
     """DataLoader gaps per rank and step."""
     result = dataloader_gaps(ctx.run, ctx.segments, ctx.frames, has_gpu=ctx.has_gpu, fetch=ctx.fetch)
     return DataLoaderParts(per_step=result.per_step, per_rank=result.per_rank)
+
+
+def dataloader_fold(parts: list[DataLoaderParts]) -> DataLoaderParts:
+    """The rank's DataLoader gaps from its windows': their steps (each window's frames are its
+    own, and the fetches and idle segments it cuts them by lie in them), and the rank's totals of
+    them."""
+    per_step = stacked([p.per_step for p in parts])
+    if not per_step.width:
+        return DataLoaderParts()
+    return DataLoaderParts(per_step=per_step, per_rank=dataloader_per_rank(per_step))
 
 
 def dataloader_reduce(red: Reduced) -> DataLoaderSection:
