@@ -18,12 +18,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from polars.testing import assert_frame_equal
 
+from tests.analyzers.test_run_traits import kernel, launch, softmax_between_bmms
+from tests.factories import ev, make_run
 from tests.model.test_by_kind import frames
 from tracekit.analyzers import windows
 from tracekit.analyzers.context import Options, RankContext, Window
 from tracekit.analyzers.mapreduce import Entry, map_ranks
 from tracekit.analyzers.parts import KernelParts
 from tracekit.analyzers.registry import ANALYSES
+from tracekit.analyzers.run_traits import traits_map
 from tracekit.model.by_kind import ROW, ByKind
 from tracekit.readers import load_run
 
@@ -160,3 +163,28 @@ def test_the_folds_give_the_whole_rank_s_parts_on_real_traces(kineto_dir: Path, 
     run = _run(kineto_dir / name)
     _check_folds(run, events=1)
     _check_folds(run, events=max(1, run.height // 2))
+
+
+def test_the_traits_fold_across_the_cuts() -> None:
+    """Softmaxes on either side of a cut, each with a batched matmul in the window before it and
+    one in the window after, 2 to 41 operators away (attention written out where both are within
+    32), and kernels replayed by a graph launched a window earlier: the folded traits are the
+    whole rank's."""
+    ms = 1_000_000
+    rows = []
+    for step in range(12):
+        rows.append(ev("step", f"ProfilerStep#{step}", step * ms, (step + 1) * ms))
+        rows.append(launch("cudaGraphLaunch" if step % 2 else "cudaLaunchKernel", step + 0.9, step + 1))
+        rows.append(kernel("gemm", step + 1.1, step + 1.5, correlation=step + 1))
+    for step, between in enumerate([1, 3, 20, 30, 31, 32, 33, 40, 31, 32, 2]):
+        cut = (step + 1) * ms
+        ops = softmax_between_bmms(0, between=between)  # 10 us apart: the softmax is the middle one
+        shift = -(between + 1) * 10_000 + (step % 3 - 1) * (between // 2) * 10_000
+        rows += [{**op, "start_ns": op["start_ns"] + cut + shift, "end_ns": op["end_ns"] + cut + shift} for op in ops]
+    rows += [ev("cpu_op", "aten::add", 5 * ms + i * 1000, 5 * ms + i * 1000 + 500, tid=2) for i in range(50)]
+    run = make_run(rows)
+    whole = traits_map(RankContext(run, Options(has_gpu=run.has_gpu)))
+    assert whole.signs["unfused"].to_list() == [7]  # the softmaxes with 1, 3, 20, 30, 31 (twice) and 2 between
+    assert whole.time["graph_ns"].item() > 0
+    assert _check_folds(run, events=1) > 5
+    _check_folds(run, events=40)

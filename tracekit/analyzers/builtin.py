@@ -64,7 +64,7 @@ ANALYSES: Final[tuple[Entry[Any], ...]] = (
     Entry("memory", memory.memory_map, memory.memory_reduce, result=a.MemorySection),
     Entry("ledger", ledger.ledger_map, s.ledger_reduce, requires=(i.LEDGER,), result=a.LedgerSection),
     Entry("gains", gains.gains_map),
-    Entry("traits", run_traits.traits_map),
+    Entry("traits", run_traits.traits_map, fold=run_traits.traits_fold),
     Entry("verdict", cross_rank=verdict_section.verdict_reduce, requires=_VERDICT_READS, result=a.Verdict),
     Entry("work", work.work_map, s.work_reduce, requires=(i.MEASURED, i.STEPS), result=a.WorkSection),
     Entry(

@@ -20,11 +20,13 @@ from tracekit.analyzers.collectives import no_groups
 from tracekit.analyzers.dataloader import fetch_ranges
 from tracekit.analyzers.host_causes import launch_calls, process_ranges
 from tracekit.analyzers.idle import CALL_COLUMNS, IdleResult, idle_causes
-from tracekit.analyzers.steps import StepResult, analyze_steps, gpu_activity
+from tracekit.analyzers.steps import StepResult, analyze_steps, gpu_activity, graph_launches
 from tracekit.analyzers.syncs import SyncResult, host_syncs
 from tracekit.results.choices import AnalysisChoices
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from tracekit.analyzers.gains_memo import Memo
     from tracekit.analyzers.retime_parallel import Spread
     from tracekit.model.run import Run
@@ -99,6 +101,15 @@ class RankContext:
         whole rank."""
         return frame if self.window is None else frame.filter(self.owned(column))
 
+    def beside(
+        self, kinds: Sequence[str], count: int, threads: pl.DataFrame, *columns: str
+    ) -> tuple[pl.DataFrame, pl.DataFrame]:
+        """The ``columns`` of the ``count`` events of ``kinds`` of each of ``threads`` (rank, tid)
+        nearest :attr:`window` on either side, in the rank's order: the last that start before
+        it, and the first that start at or after its end. None on the whole rank."""
+        none = self.run.select(kinds, *columns).clear()
+        return none, none
+
     @property
     def has_gpu(self) -> bool:
         """Whether the run's device timeline is the GPU's."""
@@ -108,6 +119,11 @@ class RankContext:
     def activity(self) -> pl.DataFrame:
         """GPU activities with their launch times."""
         return gpu_activity(self.run)
+
+    @cached_property
+    def graph_launches(self) -> pl.DataFrame:
+        """The calls that replay a captured graph (:func:`~tracekit.analyzers.steps.graph_launches`)."""
+        return graph_launches(self.run)
 
     @cached_property
     def steps(self) -> StepResult:

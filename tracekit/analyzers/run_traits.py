@@ -46,11 +46,7 @@ from tracekit.results.traits import Attention
 if TYPE_CHECKING:
     from tracekit.analyzers.context import RankContext
     from tracekit.analyzers.mapreduce import Reduced
-    from tracekit.model.run import Run
     from tracekit.results.analysis import Evidence
-
-#: The runtime and driver calls that replay a captured graph.
-GRAPH_LAUNCH: Final = r"^(?:cuda|hip|cu)GraphLaunch(?:_|$)"
 
 #: Kernels of fused attention, by name (case-insensitive), as the shared traces and the libraries
 #: name them: FlashAttention 2/3/4 and PyTorch's copy of it (``flash_fwd_kernel``,
@@ -102,7 +98,7 @@ def traits_map(ctx: RankContext) -> TraitParts:
         return TraitParts()
     run = ctx.run
     kernels = run.select(["kernel"], "rank", "name", "start_ns", "end_ns", "correlation", "threads")
-    graph_calls = run.select(["runtime", "driver"], "rank", "correlation", name=GRAPH_LAUNCH).unique()
+    graph_calls = ctx.graph_launches  # (:func:`~tracekit.analyzers.steps.graph_launches`)
     frames = ctx.frames.select("rank", "step", "start_ns", "end_ns")
     measured = (
         iv.locate(kernels, "start_ns", frames, by=["rank"], keep=["step"], in_time_order=False)
@@ -128,18 +124,38 @@ def traits_map(ctx: RankContext) -> TraitParts:
     )
     by_name = named.group_by("rank", "name", "trait").agg(total_ns=pl.col("ns").sum())
     by_name = by_name.with_columns(pl.col("name").cast(pl.String))
-    return TraitParts(time=time.sort("rank"), kernels=by_name.sort("rank", "name", "trait"), signs=_signs(run))
+    return TraitParts(time=time.sort("rank"), kernels=by_name.sort("rank", "name", "trait"), signs=_signs(ctx))
 
 
-def _signs(run: Run) -> pl.DataFrame:
-    """Per rank: softmaxes between batched matmuls (unfused attention), and SDPA's math path."""
-    math = run.select(_HOST, "rank", name=SDPA_MATH).group_by("rank").agg(math=pl.len())
+def traits_fold(parts: list[TraitParts]) -> TraitParts:
+    """The rank's traits from its windows' (:mod:`tracekit.analyzers.windows`): each counts the
+    kernels and host operators that start in it, so the kernel time, the signs and the kernels'
+    time by name and trait are the sums of the windows'."""
+    if not any(p.time.width for p in parts):
+        return TraitParts()
+    return TraitParts(
+        time=_added([p.time for p in parts], ["rank"]),
+        kernels=_added([p.kernels for p in parts], ["rank", "name", "trait"]),
+        signs=_added([p.signs for p in parts], ["rank"]),
+    )
+
+
+def _added(tables: list[pl.DataFrame], keys: list[str]) -> pl.DataFrame:
+    """The windows' ``tables`` (rows by ``keys``) in one, the other columns summed by ``keys``."""
+    found = pl.concat([t for t in tables if t.width], how="vertical")
+    summed = found.group_by(keys).agg(pl.exclude(keys).sum())
+    return summed.select(found.columns).cast(found.schema).sort(keys)
+
+
+def _signs(ctx: RankContext) -> pl.DataFrame:
+    """Per rank: softmaxes between batched matmuls (unfused attention), and SDPA's math path;
+    of a window, those that start in it."""
+    run = ctx.run
+    math = ctx.own(run.select(_HOST, "rank", "start_ns", name=SDPA_MATH)).group_by("rank").agg(math=pl.len())
     unfused = pl.DataFrame(schema={"rank": pl.Int32, "unfused": pl.UInt32})
     if not run.names_matching(f"^(?:{'|'.join(SOFTMAX)})$").is_empty():
-        ops = run.select(_HOST, "rank", "tid", "name").with_columns(
-            at=pl.int_range(pl.len(), dtype=pl.Int64).over("rank", "tid")
-        )
-        softmax = ops.filter(pl.col("name").is_in(SOFTMAX)).select("rank", "tid", "at")
+        ops = _host_ops(ctx).with_columns(at=pl.int_range(pl.len(), dtype=pl.Int64).over("rank", "tid"))
+        softmax = ops.filter(pl.col("name").is_in(SOFTMAX) & pl.col("mine")).select("rank", "tid", "at")
         matmul = ops.filter(pl.col("name").is_in(BATCHED_MATMUL)).select("rank", "tid", "at", mm=pl.col("at"))
         if matmul.height:
             softmax, matmul = softmax.sort("at"), matmul.sort("at")  # each join keeps the softmaxes' order
@@ -154,6 +170,27 @@ def _signs(run: Run) -> pl.DataFrame:
         math.join(unfused, on="rank", how="full", coalesce=True)
         .with_columns(pl.col("math", "unfused").fill_null(0))
         .sort("rank")
+    )
+
+
+def _host_ops(ctx: RankContext) -> pl.DataFrame:
+    """The host operators of ``ctx``'s threads in order (rank, tid, name), and whether each is
+    the context's to count (``mine``). A window's are those that start in it, with the
+    :data:`NEIGHBOURS` operators before them and after them on each thread that has a softmax
+    of its own (:meth:`~tracekit.analyzers.context.RankContext.beside`): a softmax near either
+    end has the batched matmuls that make it attention in the windows beside."""
+    columns = ("rank", "tid", "name")
+    if ctx.window is None:
+        return ctx.run.select(_HOST, *columns).with_columns(mine=pl.lit(value=True))
+    own = ctx.own(ctx.run.select(_HOST, *columns, "start_ns")).drop("start_ns")
+    threads = own.filter(pl.col("name").is_in(SOFTMAX)).select("rank", "tid").unique()
+    before, after = ctx.beside(_HOST, NEIGHBOURS, threads, *columns)
+    return pl.concat(
+        [
+            before.with_columns(mine=pl.lit(value=False)),
+            own.with_columns(mine=pl.lit(value=True)),
+            after.with_columns(mine=pl.lit(value=False)),
+        ]
     )
 
 

@@ -35,6 +35,9 @@ from tracekit.results.vocab import StepSource
 if TYPE_CHECKING:
     from tracekit.model.run import Run
 
+#: The runtime and driver calls that replay a captured graph (read by :mod:`tracekit.analyzers.run_traits`).
+GRAPH_LAUNCH: Final = r"^(?:cuda|hip|cu)GraphLaunch(?:_|$)"
+
 #: The columns of every step frame, found or inferred.
 STEP_COLUMNS: Final = (
     "rank",
@@ -96,6 +99,12 @@ class StepResult:
     def threads(self) -> pl.DataFrame:
         """rank, pid, tid: the host thread each rank's steps are on (ranks with steps only)."""
         return self.how_found.select("rank", "pid", "tid").drop_nulls()
+
+
+def graph_launches(run: Run) -> pl.DataFrame:
+    """The runtime and driver calls of ``run`` that replay a captured graph (:data:`GRAPH_LAUNCH`):
+    rank, correlation, once each."""
+    return run.select(["runtime", "driver"], "rank", "correlation", name=GRAPH_LAUNCH).unique()
 
 
 def gpu_activity(run: Run) -> pl.DataFrame:

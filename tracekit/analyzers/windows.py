@@ -40,7 +40,9 @@ import polars as pl
 
 from tracekit.analyzers.context import RankContext, Window
 from tracekit.analyzers.mapreduce import RankSummary, in_order
+from tracekit.analyzers.stats import num
 from tracekit.heap import trim_heap
+from tracekit.model.by_kind import ROW
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -121,6 +123,57 @@ class WindowContext(RankContext):
     def frames(self) -> pl.DataFrame:
         """The whole rank's measured frames that start in the window (every one lies in it)."""
         return self.whole.frames.filter(self.owned())
+
+    @cached_property
+    def graph_launches(self) -> pl.DataFrame:
+        """The whole rank's graph replays (a few calls): a kernel of the window may be replayed
+        by a call that ended windows earlier."""
+        return self.whole.graph_launches
+
+    def beside(
+        self, kinds: Sequence[str], count: int, threads: pl.DataFrame, *columns: str
+    ) -> tuple[pl.DataFrame, pl.DataFrame]:
+        """The ``columns`` of the ``count`` events of ``kinds`` of each of ``threads`` (rank, tid)
+        nearest the window on either side, in the rank's order, read from the whole rank's events
+        around its ends (no more of them than the threads need)."""
+        parts = [p for k, p in self.whole.run.by_kind.parts.items() if k in kinds]
+        if not parts or not threads.height:
+            return super().beside(kinds, count, threads, *columns)
+        w = self._window
+        return (
+            _nearest(parts, w.lo, count, threads, columns, after=False),
+            _nearest(parts, w.hi, count, threads, columns, after=True),
+        )
+
+
+def _nearest(
+    parts: list[pl.DataFrame], edge: int, count: int, threads: pl.DataFrame, columns: Sequence[str], *, after: bool
+) -> pl.DataFrame:
+    """The ``columns`` of the ``count`` events of each of ``threads`` nearest ``edge`` on one side
+    (those that start at or after it, or before it) among ``parts`` (a kind's events each, in the
+    order of their starts: one rank's), in their order. Each kind is read out from ``edge`` in
+    growing stretches until every thread has ``count`` events in it or the kind has no more: an
+    event farther out than a thread's ``count`` nearest of its kind is not among its ``count``
+    nearest of all."""
+    keys = ["rank", "tid"]
+    ats = [int(np.searchsorted(p.get_column("start_ns").to_numpy(), edge, side="left")) for p in parts]
+    size = 16 * count
+    while True:
+        pieces, enough = [], True
+        for part, at in zip(parts, ats, strict=True):
+            lo, hi = (at, min(part.height, at + size)) if after else (max(0, at - size), at)
+            piece = part.slice(lo, hi - lo).select(*columns, ROW)
+            pieces.append(piece)
+            if hi < part.height if after else lo > 0:  # the kind has more: do its threads have enough?
+                held = piece.join(threads, on=keys, how="semi").group_by(keys).len()
+                enough = enough and held.height == threads.height and num(held["len"].min()) >= count
+        if enough:
+            break
+        size *= 8
+    found = pl.concat(pieces).join(threads, on=keys, how="semi").sort(ROW)
+    place = pl.int_range(pl.len()).over(keys)
+    near = place < count if after else place >= pl.len().over(keys).cast(pl.Int64) - count  # (unsigned)
+    return found.filter(near).drop(ROW)
 
 
 def stacked(tables: list[pl.DataFrame]) -> pl.DataFrame:
