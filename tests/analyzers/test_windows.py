@@ -21,10 +21,11 @@ from polars.testing import assert_frame_equal
 from tests.analyzers.test_run_traits import kernel, launch, softmax_between_bmms
 from tests.factories import ev, make_run
 from tests.model.test_by_kind import frames
-from tracekit.analyzers import windows
+from tracekit.analyzers import sections, windows
+from tracekit.analyzers.annotations import UNANNOTATED
 from tracekit.analyzers.context import Options, RankContext, Window
 from tracekit.analyzers.mapreduce import Entry, map_ranks
-from tracekit.analyzers.parts import KernelParts
+from tracekit.analyzers.parts import AnnotationParts, KernelParts
 from tracekit.analyzers.registry import ANALYSES
 from tracekit.analyzers.run_traits import traits_map
 from tracekit.model.by_kind import ROW, ByKind
@@ -188,3 +189,21 @@ def test_the_traits_fold_across_the_cuts() -> None:
     assert whole.time["graph_ns"].item() > 0
     assert _check_folds(run, events=1) > 5
     _check_folds(run, events=40)
+
+
+def test_the_annotations_fold_gives_each_step_every_name_of_the_rank() -> None:
+    # a window's steps have rows for the names found in it alone; the rank's, for all of its
+    def rows(step: int, names: list[str]) -> pl.DataFrame:
+        every = [*names, UNANNOTATED]
+        return pl.DataFrame(
+            {"rank": 0, "step": step, "name": every, "cpu_ns": 5, "gpu_ns": 3, "count": [1] * len(names) + [0]},
+            schema_overrides={"count": pl.UInt32},
+        )
+
+    got = sections.annotations_fold(
+        [AnnotationParts(per_step=rows(1, ["a"])), AnnotationParts(per_step=rows(2, ["b"]))]
+    )
+    absent = got.per_step.filter(pl.col("cpu_ns") == 0)
+    assert absent.select("step", "name", "gpu_ns", "count").rows() == [(1, "b", 0, 0), (2, "a", 0, 0)]
+    assert got.per_step.schema == rows(1, []).schema
+    assert got.per_step.height == 6

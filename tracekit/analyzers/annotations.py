@@ -116,6 +116,17 @@ def annotations_per_step(
     return per_step.sort("rank", "step", "name")
 
 
+def every_name(per_step: pl.DataFrame) -> pl.DataFrame:
+    """Rows of :func:`annotations_per_step` (of the windows of a rank, one under the other)
+    with a row of every name of the rank in each of its steps, zero where a name is absent:
+    the rows the rank's part has, where a window's has the names found in it alone."""
+    names = per_step.filter(pl.col("name") != UNANNOTATED).select("rank", "name").unique()
+    grid = per_step.select("rank", "step").unique().join(names, on="rank")
+    absent = grid.join(per_step, on=["rank", "step", "name"], how="anti", nulls_equal=True)
+    zero = absent.with_columns(cpu_ns=0, gpu_ns=0, count=0).select(per_step.columns).cast(per_step.schema)
+    return pl.concat([per_step, zero]).sort("rank", "step", "name")
+
+
 def summarize_annotations(per_step: pl.DataFrame, steps: StepResult) -> AnnotationResult:
     """The cross-rank part: per-rank and run-wide rows from every rank's per-step rows."""
     # ties in time are ordered by name, so that the same input always gives the same report

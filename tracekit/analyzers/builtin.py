@@ -45,7 +45,14 @@ ANALYSES: Final[tuple[Entry[Any], ...]] = (
     Entry(
         "kernels", s.kernels_map, s.kernels_reduce, requires=(i.KERNELS,), result=a.KernelsSection, fold=s.kernels_fold
     ),
-    Entry("annotations", s.annotations_map, s.annotations_reduce, requires=(i.ANNOTATIONS,), result=a.PhasesSection),
+    Entry(
+        "annotations",
+        s.annotations_map,
+        s.annotations_reduce,
+        requires=(i.ANNOTATIONS,),
+        result=a.PhasesSection,
+        fold=s.annotations_fold,
+    ),
     Entry(
         "collectives", s.collectives_map, s.collectives_reduce, requires=(i.COLLECTIVES,), result=a.CollectivesSection
     ),
@@ -59,7 +66,7 @@ ANALYSES: Final[tuple[Entry[Any], ...]] = (
         fold=s.dataloader_fold,
         version=2,  # 2: the DataLoader's own part of the fetch (loader_ns)
     ),
-    Entry("host_syncs", s.syncs_map, s.syncs_reduce, requires=(i.SYNCS,), result=a.SyncsSection),
+    Entry("host_syncs", s.syncs_map, s.syncs_reduce, requires=(i.SYNCS,), result=a.SyncsSection, fold=s.syncs_fold),
     Entry("idle_causes", s.idle_map, s.idle_reduce, requires=(i.IDLE,), result=a.IdleSection, version=2),
     Entry("memory", memory.memory_map, memory.memory_reduce, result=a.MemorySection),
     Entry("ledger", ledger.ledger_map, s.ledger_reduce, requires=(i.LEDGER,), result=a.LedgerSection),

@@ -21,7 +21,7 @@ from tracekit.analyzers.dataloader import fetch_ranges
 from tracekit.analyzers.host_causes import launch_calls, process_ranges
 from tracekit.analyzers.idle import CALL_COLUMNS, IdleResult, idle_causes
 from tracekit.analyzers.steps import StepResult, analyze_steps, gpu_activity, graph_launches
-from tracekit.analyzers.syncs import SyncResult, host_syncs
+from tracekit.analyzers.syncs import SyncResult, host_syncs, idle_stretches, sync_calls, user_calls
 from tracekit.results.choices import AnalysisChoices
 
 if TYPE_CHECKING:
@@ -163,9 +163,26 @@ class RankContext:
         return fetch_ranges(self.run)
 
     @cached_property
+    def sync_calls(self) -> pl.DataFrame:
+        """The host's blocking calls, tracekit capture's own too (:func:`~tracekit.analyzers.syncs.sync_calls`)."""
+        return sync_calls(self.run)
+
+    @cached_property
+    def sync_idle(self) -> pl.DataFrame:
+        """The GPU idle after each of the training's blocking calls
+        (:func:`~tracekit.analyzers.syncs.idle_stretches`)."""
+        return idle_stretches(user_calls(self.sync_calls), self.activity)
+
+    @cached_property
     def syncs(self) -> SyncResult:
         """Host syncs per step."""
-        return host_syncs(self.run, self.activity, self.frames)
+        return host_syncs(self.run, self.activity, self.frames, every=self.sync_calls, stretches=self.sync_idle)
+
+    @property
+    def launched(self) -> pl.DataFrame:
+        """The GPU activity whose launches this context's parts count by the range they were
+        launched in (the annotations' GPU time): all of it (a window's: :mod:`~tracekit.analyzers.windows`)."""
+        return self.activity
 
     @cached_property
     def calls(self) -> pl.DataFrame:

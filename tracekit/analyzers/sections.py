@@ -13,7 +13,7 @@ import polars as pl
 
 from tracekit import __version__
 from tracekit.analyzers import intervals as iv
-from tracekit.analyzers.annotations import annotations_per_step
+from tracekit.analyzers.annotations import annotations_per_step, every_name
 from tracekit.analyzers.breakdown import gpu_breakdown
 from tracekit.analyzers.breakdown import per_rank_of as breakdown_per_rank
 from tracekit.analyzers.collectives import find_collectives
@@ -51,7 +51,8 @@ from tracekit.analyzers.shared import (
     SYNCS,
 )
 from tracekit.analyzers.stats import grouped, num
-from tracekit.analyzers.syncs import longest_calls, sync_points, user_calls
+from tracekit.analyzers.syncs import KEPT_CALLS, longest_calls, sync_points, user_calls
+from tracekit.analyzers.syncs import per_rank_of as syncs_per_rank
 from tracekit.analyzers.verdict import bound_names
 from tracekit.analyzers.windows import stacked
 from tracekit.analyzers.work import MAX_ROWS as WORK_ROWS
@@ -187,8 +188,18 @@ def kernels_reduce(red: Reduced) -> KernelsSection:
 
 
 def annotations_map(ctx: RankContext) -> AnnotationParts:
-    """Top-level annotations per rank and step."""
-    return AnnotationParts(per_step=annotations_per_step(ctx.run, ctx.steps, ctx.activity, top=ctx.top_level))
+    """Top-level annotations per rank and step (a window's: of its steps, each range in the
+    step it starts in, with the GPU time of what it launched, wherever that ran)."""
+    return AnnotationParts(per_step=annotations_per_step(ctx.run, ctx.steps, ctx.launched, top=ctx.top_level))
+
+
+def annotations_fold(parts: list[AnnotationParts]) -> AnnotationParts:
+    """The rank's annotations from its windows': their steps, each with every name of the rank
+    (a window's steps have rows for the names found in the window alone)."""
+    per_step = stacked([p.per_step for p in parts])
+    if not per_step.width:
+        return AnnotationParts()
+    return AnnotationParts(per_step=every_name(per_step))
 
 
 def annotations_reduce(red: Reduced) -> PhasesSection:
@@ -264,14 +275,46 @@ def dataloader_reduce(red: Reduced) -> DataLoaderSection:
 
 
 def syncs_map(ctx: RankContext) -> SyncParts:
-    """Host syncs per rank and step."""
+    """Host syncs per rank and step (a window's: the sync points and calls that start in it)."""
     calls = user_calls(ctx.syncs.calls)
-    points = sync_points(calls)
+    points = ctx.own(sync_points(calls))
+    calls = ctx.own(calls)
     phases = ctx.top_level.select("rank", "tid", "start_ns", "end_ns", pl.col("name").cast(pl.String).alias("phase"))
     located = iv.locate(points.with_row_index("_i"), "start_ns", phases, by=["rank", "tid"], keep=["phase"])
     points = points.with_row_index("_i").join(located.select("_i", "phase"), on="_i", how="left")
     by_op = points.group_by("rank", pl.col("op").fill_null("(no operator)"), "kind", "phase").agg(points=pl.len())
     return SyncParts(per_step=ctx.syncs.per_step, per_rank=ctx.syncs.per_rank, by_op=by_op, calls=longest_calls(calls))
+
+
+def syncs_fold(parts: list[SyncParts]) -> SyncParts:
+    """The rank's syncs from its windows': their steps, and the rank's totals of them; the
+    points by operator added; the longest calls of the windows' longest (each window keeps its
+    longest :data:`~tracekit.analyzers.syncs.KEPT_CALLS`), each with how many the rank has."""
+    per_step = stacked([p.per_step for p in parts])
+    if not per_step.width:
+        return SyncParts()
+    by_op = stacked([p.by_op for p in parts])
+    if by_op.width:
+        keys = ["rank", "op", "kind", "phase"]
+        by_op = by_op.group_by(keys).agg(pl.col("points").sum()).cast(by_op.schema)
+    calls = stacked([p.calls for p in parts])
+    if calls.width:
+        # each window's count of its calls (on each of its rows), added up
+        counts = stacked([p.calls.group_by("rank").agg(pl.col("calls").first()) for p in parts])
+        counts = counts.group_by("rank").agg(pl.col("calls").sum().cast(calls.schema["calls"]))
+        # the longest of each window's longest, as :func:`longest_calls` takes them
+        length = pl.col("end_ns") - pl.col("start_ns")
+        calls = (
+            calls.drop("calls")
+            .join(counts, on="rank")
+            .with_columns(_length=length)
+            .sort(["rank", "_length", "start_ns"], descending=[False, True, False])
+            .group_by("rank", maintain_order=True)
+            .head(KEPT_CALLS)
+            .sort("rank", "start_ns")
+            .select(calls.columns)
+        )
+    return SyncParts(per_step=per_step, per_rank=syncs_per_rank(per_step), by_op=by_op, calls=calls)
 
 
 def syncs_reduce(red: Reduced) -> SyncsSection:

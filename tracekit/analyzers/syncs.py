@@ -244,11 +244,26 @@ def _open_ops(run: Run, calls: pl.DataFrame) -> pl.DataFrame:
     return pl.concat(found) if found else pl.DataFrame(schema=schema)
 
 
-def host_syncs(run: Run, activity: pl.DataFrame, frames: pl.DataFrame) -> SyncResult:
+def host_syncs(
+    run: Run,
+    activity: pl.DataFrame,
+    frames: pl.DataFrame,
+    *,
+    every: pl.DataFrame | None = None,
+    stretches: pl.DataFrame | None = None,
+) -> SyncResult:
     """Count syncs per step and measure the GPU idle after the blocking calls (the training's:
-    tracekit capture's own are kept in ``calls`` and counted nowhere)."""
-    every = sync_calls(run)
+    tracekit capture's own are kept in ``calls`` and counted nowhere).
+
+    ``every``: the blocking calls (:func:`sync_calls` of ``run`` when not given); ``stretches``:
+    the idle after them (:func:`idle_stretches` of their training's calls and ``activity`` when
+    not given). A window of a rank gives both from the whole rank's: a window's events cannot
+    tell which operator call a call's sync point is of, nor where the idle after a call that
+    returned before the window ends (:mod:`tracekit.analyzers.windows`).
+    """
+    every = sync_calls(run) if every is None else every
     calls = user_calls(every)
+    stretches = idle_stretches(calls, activity) if stretches is None else stretches
     ops = run.select(["cpu_op"], "rank", "tid", "start_ns", "end_ns", name=SYNC_OPS_PATTERN)
     # a read recorded with no duration (1 us resolution) is a read: 1 ns long, so that the union
     # keeps it; and it counts aten::item once, not again for the _local_scalar_dense it calls
@@ -259,7 +274,7 @@ def host_syncs(run: Run, activity: pl.DataFrame, frames: pl.DataFrame) -> SyncRe
     gpu_syncs = run.select(["sync"], "rank", "start_ns", "end_ns")
     parts = [
         _count(sync_points(calls), frames, "sync_calls"),
-        _idle_after(calls, activity, frames),
+        _idle_after(stretches, frames),
         _count(calls.filter(kind=SyncKind.BLOCKING_COPY), frames, "blocking_copies"),
         _count(ops, frames, "sync_ops"),
         _count(gpu_syncs, frames, "gpu_sync_events"),
@@ -270,7 +285,14 @@ def host_syncs(run: Run, activity: pl.DataFrame, frames: pl.DataFrame) -> SyncRe
     counts = ("sync_calls", "blocking_copies", "sync_ops", "gpu_sync_events")
     per_step = per_step.with_columns(pl.col(*counts).fill_null(0).cast(pl.Int64), pl.col("idle_after_ns").fill_null(0))
     per_step = per_step.select("rank", "step", "sync_calls", "idle_after_ns", *counts[1:]).sort("rank", "step")
-    per_rank = (
+    return SyncResult(per_step=per_step, per_rank=per_rank_of(per_step), calls=every, reads=ops)
+
+
+def per_rank_of(per_step: pl.DataFrame) -> pl.DataFrame:
+    """Each rank's syncs from its steps' (:attr:`SyncResult.per_step`): the counts and the idle
+    summed, the calls and reads a step on average."""
+    counts = ("sync_calls", "blocking_copies", "sync_ops", "gpu_sync_events")
+    return (
         per_step.group_by("rank")
         .agg(
             pl.col(*counts, "idle_after_ns").sum(),
@@ -279,20 +301,24 @@ def host_syncs(run: Run, activity: pl.DataFrame, frames: pl.DataFrame) -> SyncRe
         )
         .sort("rank")
     )
-    return SyncResult(per_step=per_step, per_rank=per_rank, calls=every, reads=ops)
 
 
-def _idle_after(calls: pl.DataFrame, activity: pl.DataFrame, frames: pl.DataFrame) -> pl.DataFrame:
-    """GPU idle after blocking calls per rank and step: from each call's return to the next
-    GPU activity that starts after it, within the call's window; counted once where the
-    stretches of several calls overlap (``.item()`` is a copy and a stream sync)."""
+def idle_stretches(calls: pl.DataFrame, activity: pl.DataFrame) -> pl.DataFrame:
+    """The GPU idle after each of the blocking ``calls``: rank, start_ns (the call's return),
+    end_ns (the start of the next GPU activity, where one starts after it)."""
     starts = activity.select("rank", pl.col("start_ns").alias("next_ns")).sort("rank", "next_ns")
-    stretches = (
+    return (
         calls.sort("rank", "end_ns")
         .join_asof(starts, left_on="end_ns", right_on="next_ns", by="rank", strategy="forward", check_sortedness=False)
         .filter(pl.col("next_ns") > pl.col("end_ns"))
         .select("rank", pl.col("end_ns").alias("start_ns"), pl.col("next_ns").alias("end_ns"))
     )
+
+
+def _idle_after(stretches: pl.DataFrame, frames: pl.DataFrame) -> pl.DataFrame:
+    """GPU idle after blocking calls per rank and step: the ``stretches`` of
+    :func:`idle_stretches` within the window each call returned in; counted once where the
+    stretches of several calls overlap (``.item()`` is a copy and a stream sync)."""
     # the idle counts in the window where the call returned, up to that window's end
     located = iv.locate(iv.union(stretches, ["rank"]), "start_ns", frames, by=["rank"], keep=["step"])
     idle = pl.min_horizontal("end_ns", "frame_end_ns") - pl.col("start_ns")

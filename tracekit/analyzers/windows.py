@@ -145,6 +145,49 @@ class WindowContext(RankContext):
             _nearest(parts, w.hi, count, threads, columns, after=True),
         )
 
+    @cached_property
+    def top_level(self) -> pl.DataFrame:
+        """The whole rank's outermost annotations of its training threads (a few a step). A
+        window's own events cannot tell them: which threads are the training threads, whether
+        the rank carries tracekit's phases, and whether a range that starts before the window
+        is nested in one that ended before it are facts of the whole rank; and a launch or a
+        sync in the window is placed in the range of its thread that started last before it,
+        which may lie windows earlier."""
+        return self.whole.top_level
+
+    @cached_property
+    def launched(self) -> pl.DataFrame:
+        """The whole rank's GPU activity launched from the window's start to the end of its
+        steps and of the top-level ranges that start in them: every launch of the ranges and
+        steps that are the window's (an activity launched in the window may run windows
+        later)."""
+        lo = self._window.lo
+        end = _latest(self.steps.steps, self._window.hi)
+        end = _latest(self.top_level.filter(pl.col("start_ns").is_between(lo, end, closed="left")), end)
+        return self.whole.activity.filter(pl.col("launch_ns").is_between(lo, end, closed="left"))
+
+    @cached_property
+    def sync_calls(self) -> pl.DataFrame:
+        """The whole rank's blocking calls that reach into the window, and those before them
+        of the operator calls they are in (the first of an operator call's calls is its sync
+        point). Which operator issued a call (the last of its thread that started before it),
+        and which call is tracekit capture's own (the last of a step's, or one after the
+        rank's last step), the window's own events cannot tell."""
+        calls = self.whole.sync_calls.filter(pl.col("start_ns") < self._window.hi).with_row_index("_i")
+        reach = self._reaches()
+        keys = ["rank", "tid", "op_start_ns"]
+        ops = calls.filter(reach & pl.col("op_start_ns").is_not_null()).select(keys).unique()
+        earlier = calls.filter(~reach).join(ops, on=keys, how="semi")
+        return pl.concat([earlier, calls.filter(reach)]).sort("_i").drop("_i")  # in the rank's order
+
+    @cached_property
+    def sync_idle(self) -> pl.DataFrame:
+        """The whole rank's idle after blocking calls that reaches into the window or ends at
+        its start: those the window's idle is the union of (the idle after a call that returned
+        windows earlier may last into this one, and what starts there is not the window's)."""
+        w = self._window
+        return self.whole.sync_idle.filter((pl.col("end_ns") >= w.lo) & (pl.col("start_ns") < w.hi))
+
 
 def _nearest(
     parts: list[pl.DataFrame], edge: int, count: int, threads: pl.DataFrame, columns: Sequence[str], *, after: bool
@@ -174,6 +217,12 @@ def _nearest(
     place = pl.int_range(pl.len()).over(keys)
     near = place < count if after else place >= pl.len().over(keys).cast(pl.Int64) - count  # (unsigned)
     return found.filter(near).drop(ROW)
+
+
+def _latest(ranges: pl.DataFrame, end: int) -> int:
+    """The latest of ``end`` and the ends of ``ranges``."""
+    last = ranges.get_column("end_ns").max()
+    return end if last is None else max(end, int(last))  # type: ignore[arg-type]
 
 
 def stacked(tables: list[pl.DataFrame]) -> pl.DataFrame:
