@@ -21,7 +21,7 @@ from polars.testing import assert_frame_equal
 from tests.analyzers.test_run_traits import kernel, launch, softmax_between_bmms
 from tests.factories import ev, make_run
 from tests.model.test_by_kind import frames
-from tracekit.analyzers import sections, windows
+from tracekit.analyzers import run_facts, sections, windows
 from tracekit.analyzers.annotations import UNANNOTATED
 from tracekit.analyzers.context import Options, RankContext, Window
 from tracekit.analyzers.mapreduce import Entry, map_ranks
@@ -50,6 +50,22 @@ def test_a_window_holds_the_events_that_reach_into_it(frame: pl.DataFrame, lo: i
         assert part.get_column(ROW).dtype == pl.UInt32
     places = sorted(v for p in got.parts.values() for v in p.get_column(ROW).to_list())
     assert places == list(range(got.height))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 120), st.integers(0, 3)), min_size=1, max_size=40))
+def test_the_runs_of_the_windows_calls_give_the_rank_s_calls_and_jumps(calls: list[tuple[int, int]]) -> None:
+    """Each call (a correlation id) in any of 4 windows, their ids interleaved or not: the runs
+    of the windows' calls give the calls and jumps of the rank's, found by a brute force."""
+    ids = sorted(i for i, _ in calls)
+    expected = (len(ids) - 1, sum(b - a >= run_facts.SAMPLED_JUMP for a, b in itertools.pairwise(ids)))
+    runs = [
+        run_facts.call_runs(pl.DataFrame({"rank": [0] * len(mine), "correlation": sorted(mine)}))
+        for window in range(4)
+        if (mine := [i for i, w in calls if w == window])
+    ]
+    got = run_facts.runs_calls(pl.concat(runs))
+    assert got.select("calls", "jumps").row(0) == expected
 
 
 def _run(path: Path) -> Run:

@@ -33,7 +33,7 @@ _VERDICT_READS: Final = (
 
 ANALYSES: Final[tuple[Entry[Any], ...]] = (
     Entry("tracekit_version", cross_rank=s.version, result=str),
-    Entry("facts", run_facts.facts_map),
+    Entry("facts", run_facts.facts_map, fold=run_facts.facts_fold),
     Entry("run", cross_rank=run_facts.facts_reduce, requires=(i.SPAN,), result=a.RunFacts),
     Entry("steps", s.steps_map, s.steps_reduce, requires=(i.STEPS,), result=a.StepsSection),
     Entry("breakdown", s.breakdown_map, fold=s.breakdown_fold),

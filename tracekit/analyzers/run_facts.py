@@ -9,9 +9,10 @@ import polars as pl
 
 from tracekit.analyzers import intervals as iv
 from tracekit.analyzers import run_kind
-from tracekit.analyzers.parts import FactParts
+from tracekit.analyzers.parts import FactParts, table
 from tracekit.analyzers.shared import SPAN
 from tracekit.analyzers.stats import totals
+from tracekit.analyzers.windows import stacked
 from tracekit.model.schema import GPU_ACTIVITY_KINDS
 from tracekit.model.taxonomy import HOST_KINDS
 from tracekit.results.analysis import DroppedEvent, RankFacts, RankFound, RunFacts, RunWarning, SkippedFile
@@ -39,8 +40,20 @@ PYTORCH_KERNELS: Final = r"(?:^|[^\w:])(?:at::native::|at::cuda::|pytorch_flash:
 GPU_JOB_SIGNS: Final = r"(?i)^nccl:|^rccl:|record_stream|cudnn|miopen|^cuda[A-Z]|^hip[A-Z]"
 
 
+class FactPieces(FactParts):
+    """A window's facts (:mod:`tracekit.analyzers.windows`): its :class:`FactParts`, and the runs of
+    its runtime calls that :func:`facts_fold` needs to count the rank's jumps. Only the fold
+    reads them: the rank's part it makes is a plain :class:`FactParts`, as the whole rank's is."""
+
+    #: each run of the window's calls in order of correlation id, none further than
+    #: :data:`SAMPLED_JUMP` from the one before it: its first and last id and how many it holds
+    runs: pl.DataFrame = table("rank first last ids")
+
+
 def facts_map(ctx: RankContext) -> FactParts:
-    """Event counts, the span of each rank, signs of a GPU job, and the device's busy time in steps."""
+    """Event counts, the span of each rank, signs of a GPU job, and the device's busy time in
+    steps. On a window (:mod:`tracekit.analyzers.windows`): of the events that start in it, the
+    busy time inside it, and the runs of its calls (:class:`FactPieces`) for :func:`facts_fold`."""
     run = ctx.run
     host = pl.col("kind").is_in(["cpu_op", "annotation", "runtime", "driver"])
 
@@ -60,6 +73,7 @@ def facts_map(ctx: RankContext) -> FactParts:
     # sums by rank: a grouped sum of a column is much cheaper than one of an expression
     counts = (
         run.unordered("rank", "start_ns", "end_ns", *(flag.alias(name) for name, flag in flags.items()))
+        .filter(ctx.owned())
         .group_by("rank")
         .agg(
             events=pl.len(),
@@ -73,17 +87,32 @@ def facts_map(ctx: RankContext) -> FactParts:
     )
     # rows sorted by rank: a difference within a rank is one whose previous row is of that rank
     jump = pl.when(pl.col("rank").shift(1) == pl.col("rank")).then(pl.col("correlation").diff())
-    ids = run.select(["runtime", "driver"], "rank", "correlation", where=pl.col("correlation").is_not_null())
+    ids = iv.sort_within(  # ids mostly in order already: no sort then
+        run.select(
+            ["runtime", "driver"], "rank", "correlation", where=pl.col("correlation").is_not_null() & ctx.owned()
+        ),
+        ["rank"],
+        "correlation",
+    )
     calls = (
-        iv.sort_within(ids, ["rank"], "correlation")  # ids mostly in order already: no sort then
-        .lazy()
+        ids.lazy()
         .select("rank", calls=jump.is_not_null(), jumps=jump >= SAMPLED_JUMP)
         .group_by("rank")
         .agg(pl.col("calls", "jumps").sum())
     )
-    busy = iv.total(ctx.activity.select("rank", "start_ns", "end_ns"), ["rank"])
+    activity = ctx.activity.select("rank", "start_ns", "end_ns")
+    if (window := ctx.window) is not None:  # the busy time inside the window: the windows' add up
+        activity = activity.with_columns(pl.col("start_ns", "end_ns").clip(window.lo, window.hi))
+    busy = iv.total(activity, ["rank"])
     assert isinstance(busy, pl.DataFrame)
     steps = ctx.steps.steps.group_by("rank").len("steps")
+    if window is not None:  # a window that owns no event may yet be busy, or own a step: a row
+        counts = counts.join(
+            pl.concat([busy.select("rank"), steps.select("rank")]).lazy().unique(),
+            on="rank",
+            how="full",
+            coalesce=True,
+        )
     facts = (
         counts.join(busy.rename({"total_ns": "busy_ns"}).lazy(), on="rank", how="left")
         .join(steps.lazy(), on="rank", how="left")
@@ -92,7 +121,63 @@ def facts_map(ctx: RankContext) -> FactParts:
         .sort("rank")
         .collect()
     )
-    return FactParts(span=facts)
+    if window is None:
+        return FactParts(span=facts)
+    return FactPieces(span=facts, runs=call_runs(ids))
+
+
+def facts_fold(parts: list[FactParts]) -> FactParts:
+    """The rank's facts from its windows' (:class:`FactPieces`): the counts, steps and busy
+    time added (each event counted in the window it starts in, the busy time of each window
+    inside it), the span from the first start to the last end, and the calls and jumps of the
+    runs of every window's calls taken in order of their first id.
+
+    Two consecutive calls (by correlation id) of the rank lie in one run of a window unless a
+    jump parts them, or they are of two windows (a window's ids need not all come before the
+    next one's, where threads call at once): the rank's jumps are the runs whose first id lies
+    :data:`SAMPLED_JUMP` or more past every earlier run's last, and its calls (pairs of
+    consecutive ids) one fewer than its ids."""
+    span = stacked([p.span for p in parts])
+    if not span.width:
+        return FactParts()
+    runs = stacked([p.runs for p in parts if isinstance(p, FactPieces)])
+    total = {c: pl.col(c).sum() for c in span.columns if c not in ("rank", "start_ns", "end_ns", "calls", "jumps")}
+    facts = span.group_by("rank").agg(start_ns=pl.col("start_ns").min(), end_ns=pl.col("end_ns").max(), **total)
+    if runs.width:
+        facts = facts.join(runs_calls(runs), on="rank", how="left")
+    else:
+        facts = facts.with_columns(calls=pl.lit(None), jumps=pl.lit(None))
+    facts = facts.with_columns(pl.col("calls", "jumps").fill_null(0))
+    return FactParts(span=facts.select(span.columns).cast(span.schema).sort("rank"))
+
+
+def call_runs(ids: pl.DataFrame) -> pl.DataFrame:
+    """The runs of the calls ``ids`` (rank, correlation; sorted by both) in which no id lies
+    :data:`SAMPLED_JUMP` or more past the one before it: rank, first and last id, and ids (how many)."""
+    jump = pl.col("correlation").diff() >= SAMPLED_JUMP
+    new = pl.col("rank").shift(1).ne_missing(pl.col("rank")) | (pl.col("rank").shift(1) == pl.col("rank")) & jump
+    return (
+        ids.lazy()
+        .with_columns(run=new.cum_sum())
+        .group_by("rank", "run")
+        .agg(first=pl.col("correlation").min(), last=pl.col("correlation").max(), ids=pl.len())
+        .drop("run")
+        .collect()
+    )
+
+
+def runs_calls(runs: pl.DataFrame) -> pl.DataFrame:
+    """The calls (pairs of consecutive ids) and jumps of each rank whose calls are in ``runs``
+    (:func:`call_runs` of any parts of them, in any order): a jump starts each run whose first
+    id lies :data:`SAMPLED_JUMP` or more past the last of every run that starts before it (an
+    id between them would be in one of those), and the calls are one fewer than the ids."""
+    reach = pl.col("last").cum_max().shift(1).over("rank")  # the last id of the runs before
+    return (
+        runs.sort("rank", "first")
+        .with_columns(jump=pl.col("first") >= reach + SAMPLED_JUMP)
+        .group_by("rank")
+        .agg(calls=pl.col("ids").sum() - 1, jumps=pl.col("jump").sum())
+    )
 
 
 def run_warning(w: InputWarning) -> RunWarning:
