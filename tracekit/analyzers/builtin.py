@@ -80,5 +80,6 @@ ANALYSES: Final[tuple[Entry[Any], ...]] = (
         launches.launches_reduce,
         result=LaunchStats,
         title="Kernel launches",
+        fold=launches.launches_fold,
     ),
 )

@@ -14,13 +14,14 @@ A registered section without a field of its own: this module, its result Structs
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 import polars as pl
 
 from tracekit.analyzers import intervals as iv
 from tracekit.analyzers.convert import rows
 from tracekit.analyzers.parts import Parts, table
+from tracekit.analyzers.windows import stacked
 from tracekit.results.launches import LaunchRank, LaunchStats
 
 if TYPE_CHECKING:
@@ -38,28 +39,74 @@ class LaunchParts(Parts):
     )
 
 
+class LaunchPieces(LaunchParts):
+    """A window's figures (:mod:`tracekit.analyzers.windows`): its :class:`LaunchParts`, and what
+    :func:`launches_fold` needs to work out the rank's medians and step count again. Only the
+    fold reads them: the rank's part it makes is a plain :class:`LaunchParts`, as the whole rank's is."""
+
+    #: how many of the window's kernels have each value of each measure (:data:`MEASURES`): a
+    #: median is of the rank's kernels, not of the windows' medians (kernels of one step often
+    #: last alike, so a window has far fewer values than kernels)
+    values: pl.DataFrame = table("rank measure value count")
+    #: the steps the window's kernels ran in
+    steps: pl.DataFrame = table("rank step")
+
+
+#: The measures of each kernel whose median (and 95th percentile) a rank's figures give.
+MEASURES: Final = ("kernel_ns", "queue_ns", "call_ns")
+
+
 def launches_map(ctx: RankContext) -> LaunchParts:
-    """Each rank's figures over the kernels of its measured windows (duration, queue delay, launch call)."""
+    """Each rank's figures over the kernels of its measured windows (duration, queue delay, launch
+    call). On a window (:mod:`tracekit.analyzers.windows`): over those of its frames (every one
+    starts in it), with what :func:`launches_fold` needs (:class:`LaunchPieces`)."""
     if not ctx.has_gpu:
         return LaunchParts()
     kernels = ctx.activity.filter(pl.col("kind") == "kernel").select(
         "rank", "start_ns", "end_ns", "launch_ns", "launch_pid", pl.col("launch_call_ns").alias("call_ns")
     )
     frames = ctx.frames.select("rank", "step", "start_ns", "end_ns")
-    located = iv.locate(kernels, "start_ns", frames, by=["rank"], keep=["step"], in_time_order=False)
-    return LaunchParts(
-        per_rank=_per_rank(
-            located.select(
-                "rank",
-                "step",
-                (pl.col("end_ns") - pl.col("start_ns")).alias("kernel_ns"),
-                pl.when(pl.col("launch_pid").is_not_null())
-                .then(pl.col("start_ns") - pl.col("launch_ns"))
-                .alias("queue_ns"),
-                "call_ns",
-            )
-        )
+    located = iv.locate(kernels, "start_ns", frames, by=["rank"], keep=["step"], in_time_order=False).select(
+        "rank",
+        "step",
+        (pl.col("end_ns") - pl.col("start_ns")).alias("kernel_ns"),
+        pl.when(pl.col("launch_pid").is_not_null()).then(pl.col("start_ns") - pl.col("launch_ns")).alias("queue_ns"),
+        "call_ns",
     )
+    per_rank = _per_rank(located)
+    if ctx.window is None:
+        return LaunchParts(per_rank=per_rank)
+    values = [
+        located.filter(pl.col(m).is_not_null())
+        .group_by("rank", pl.col(m).alias("value"))
+        .agg(measure=pl.lit(m), count=pl.len())
+        for m in MEASURES
+    ]
+    return LaunchPieces(per_rank=per_rank, values=pl.concat(values), steps=located.select("rank", "step").unique())
+
+
+def launches_fold(parts: list[LaunchParts]) -> LaunchParts:
+    """The rank's figures from its windows' (:class:`LaunchPieces`): the counts added, the steps
+    counted once each, the medians and 95th percentiles of every kernel's values again."""
+    found = stacked([p.per_rank for p in parts])
+    if not found.height:
+        return LaunchParts(per_rank=found)
+    pieces = [p for p in parts if isinstance(p, LaunchPieces)]
+    values = stacked([p.values for p in pieces]).group_by("rank", "measure", "value").agg(pl.col("count").sum())
+    steps = stacked([p.steps for p in pieces]).group_by("rank").agg(steps=pl.col("step").n_unique())
+    per_rank = found.group_by("rank").agg(pl.col("kernels", "shorter_than_launch", "with_call").sum())
+    per_rank = per_rank.join(steps, on="rank", how="left")
+    for m, name in zip(MEASURES, ("kernel", "queue", "launch_call"), strict=True):
+        every = (
+            values.filter(pl.col("measure") == m).select("rank", pl.col("value").repeat_by("count")).explode("value")
+        )
+        figures = every.group_by("rank").agg(
+            pl.col("value").median().alias(f"median_{name}_ns"),
+            *([] if m == "call_ns" else [pl.col("value").quantile(0.95, "nearest").alias(f"p95_{name}_ns")]),
+        )
+        per_rank = per_rank.join(figures, on="rank", how="left")
+    per_rank = per_rank.cast({c: t for c, t in found.schema.items() if c in per_rank.columns}).with_columns(_shares())
+    return LaunchParts(per_rank=per_rank.select(found.columns).sort("rank"))
 
 
 def _per_rank(kernels: pl.DataFrame) -> pl.DataFrame:
@@ -77,14 +124,19 @@ def _per_rank(kernels: pl.DataFrame) -> pl.DataFrame:
             shorter_than_launch=shorter,
             with_call=pl.col("call_ns").is_not_null().sum(),
         )
-        .with_columns(
-            kernels_per_step=pl.col("kernels") / pl.col("steps").cast(pl.Float64),
-            shorter_than_launch_pct=pl.when(pl.col("with_call") > 0).then(
-                100.0 * pl.col("shorter_than_launch") / pl.col("with_call")
-            ),
-        )
+        .with_columns(_shares())
         .sort("rank")
     )
+
+
+def _shares() -> list[pl.Expr]:
+    """A rank's kernels per step, and the share of those with a launch call that ran shorter than it."""
+    return [
+        (pl.col("kernels") / pl.col("steps").cast(pl.Float64)).alias("kernels_per_step"),
+        pl.when(pl.col("with_call") > 0)
+        .then(100.0 * pl.col("shorter_than_launch") / pl.col("with_call"))
+        .alias("shorter_than_launch_pct"),
+    ]
 
 
 def launches_reduce(red: Reduced) -> LaunchStats | None:
