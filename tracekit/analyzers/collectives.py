@@ -241,11 +241,23 @@ def _stream_groups(found: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def _keys(found: pl.DataFrame, groups: pl.DataFrame) -> pl.DataFrame:
-    """The instance key of each call (pg, op, matched_by, k) and the size of its group, as far as
-    the rank's own metadata tells them (:func:`_in_run` completes both)."""
+def _grouped(found: pl.DataFrame, groups: pl.DataFrame) -> pl.DataFrame:
+    """``found`` with each call's group (a kernel without one takes its stream's:
+    :func:`_stream_groups`) and that group's size on its rank (``members``, null when the rank's
+    metadata does not list the group)."""
     members = groups.select("rank", "pg_name", "members")
-    found = _stream_groups(found).join(members, on=["rank", "pg_name"], how="left", maintain_order="left")
+    return _stream_groups(found).join(members, on=["rank", "pg_name"], how="left", maintain_order="left")
+
+
+def keyed(found: pl.DataFrame) -> pl.DataFrame:
+    """``found`` (:func:`collective_calls`) with the instance key of each call (pg, op,
+    matched_by, k) and the size of its group, as far as the rank's own metadata tells them
+    (:func:`_in_run` completes both), in order of (rank, start).
+
+    A key depends on every call of the rank before it (its order ``k`` in its group, the slot of
+    its stream among the rank's, numbered by first use): it is worked out over the rank's calls
+    at once. Keying keyed calls again gives the same keys, so a rank's calls keyed a window at a
+    time are keyed again once put together (:func:`~tracekit.analyzers.sections.collectives_fold`)."""
     no_group = pl.col("pg_name").is_null() & (pl.col("source") == "kernel")
     first_use = pl.col("start_ns").min().over("rank", "stream")
     slot = pl.when(no_group).then(first_use).rank("dense").over("rank") - 1
@@ -467,19 +479,37 @@ def match_collectives(run: Run, activity: pl.DataFrame, steps: StepResult) -> Co
     )
 
 
+def collective_calls(run: Run, activity: pl.DataFrame) -> pl.DataFrame:
+    """Each rank's collective calls as its events record them, unkeyed: its collective kernels
+    (of ``activity``) with the arguments of the ops that launched them, else its host
+    collectives with when each was launched; each call with its group and the group's size
+    (:func:`_grouped`). One row a call: what :func:`located` keys and places in the steps.
+
+    Each row depends on events that may lie far from the call (the op whose arguments it takes,
+    the ``c10d::`` call paired with a backend op, the other kernels of its stream), so a window
+    of a rank reads the rank's calls, not its own events' (:class:`~tracekit.analyzers.windows.WindowContext`).
+    """
+    kernels = _kernel_collectives(activity)
+    host = _host_collectives(run, kernels["rank"].unique())
+    found = pl.concat([_launch_args(run, kernels), host], how="vertical_relaxed")
+    return _grouped(found, group_members(run.ranks))
+
+
+def located(calls: pl.DataFrame, steps: StepResult) -> pl.DataFrame:
+    """``calls`` (:func:`collective_calls`) keyed (:func:`keyed`), with duration, arrival and the
+    step that holds each launch (:func:`_located`; ``steps``: the whole rank's, as a launch may lie
+    in any of them)."""
+    found = keyed(calls).with_columns(duration_ns=pl.col("end_ns") - pl.col("start_ns"), arrival_ns=OWN_ARRIVAL)
+    return _located(found, steps)
+
+
 def find_collectives(run: Run, activity: pl.DataFrame, steps: StepResult) -> pl.DataFrame:
     """The per-rank part: each rank's collectives keyed (pg, op, matched_by, k), with arrival and step.
 
     Reads only the metadata of the ranks of ``run``, so a shard of one rank gives the same rows
     as the whole run; :func:`match_found` completes the keys that depend on the other ranks.
     """
-    kernels = _kernel_collectives(activity)
-    host = _host_collectives(run, kernels["rank"].unique())
-    found = pl.concat([_launch_args(run, kernels), host], how="vertical_relaxed")
-    found = _keys(found, group_members(run.ranks)).with_columns(
-        duration_ns=pl.col("end_ns") - pl.col("start_ns"), arrival_ns=OWN_ARRIVAL
-    )
-    return _located(found, steps)
+    return located(collective_calls(run, activity), steps)
 
 
 def _aligned(keyed: pl.DataFrame, hosts: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame | None]:
