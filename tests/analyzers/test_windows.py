@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from polars.testing import assert_frame_equal
 
 from tests.analyzers.test_run_traits import kernel, launch, softmax_between_bmms
-from tests.factories import ev, make_run
+from tests.factories import ev, make_run, nccl_call
 from tests.model.test_by_kind import frames
 from tracekit.analyzers import run_facts, sections, windows
 from tracekit.analyzers.annotations import UNANNOTATED
@@ -223,3 +223,21 @@ def test_the_annotations_fold_gives_each_step_every_name_of_the_rank() -> None:
     assert absent.select("step", "name", "gpu_ns", "count").rows() == [(1, "b", 0, 0), (2, "a", 0, 0)]
     assert got.per_step.schema == rows(1, []).schema
     assert got.per_step.height == 6
+
+
+def test_a_collective_is_keyed_by_the_rank_s_calls_of_every_window() -> None:
+    # one step a window (steps are cut at every frame): the kernel of step 1 has no group of its
+    # own and takes that of its stream's kernel in step 0; the kernels of steps 2 and 3, on
+    # streams of no group, are numbered by the rank's first use of each (22 then 21), not the window's
+    us = 1000
+    rows = [ev("step", f"ProfilerStep#{i}", i * 100 * us, (i + 1) * 100 * us - us) for i in range(4)]
+    rows += nccl_call(0, 40 * us, 60 * us, corr=1, pg="dp", seq=0)
+    for step, (stream, corr) in enumerate([(20, 2), (22, 3), (21, 4)], start=1):
+        call = nccl_call(0, (step * 100 + 40) * us, (step * 100 + 60) * us, corr=corr, stream=stream)
+        rows += [r for r in call if r["name"] != "record_param_comms"]
+    run = make_run(rows, world_size=1)
+    ctx = RankContext(run, Options(has_gpu=run.has_gpu))
+    assert len(windows.plan(ctx, events=1)) == 4
+    found = map_ranks(ctx, ANALYSES).parts["collectives"].found.sort("start_ns")
+    assert found["pg"].to_list() == ["dp", "dp", "stream#0", "stream#1"]
+    assert _check_folds(run, events=1) == 4

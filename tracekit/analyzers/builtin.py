@@ -54,7 +54,12 @@ ANALYSES: Final[tuple[Entry[Any], ...]] = (
         fold=s.annotations_fold,
     ),
     Entry(
-        "collectives", s.collectives_map, s.collectives_reduce, requires=(i.COLLECTIVES,), result=a.CollectivesSection
+        "collectives",
+        s.collectives_map,
+        s.collectives_reduce,
+        requires=(i.COLLECTIVES,),
+        result=a.CollectivesSection,
+        fold=s.collectives_fold,
     ),
     Entry("stragglers", cross_rank=s.stragglers_reduce, requires=(i.STRAGGLERS,), result=a.StragglersSection),
     Entry(

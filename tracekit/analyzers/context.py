@@ -16,7 +16,7 @@ import polars as pl
 from tracekit.analyzers import timeline
 from tracekit.analyzers.annotations import top_level
 from tracekit.analyzers.clocks import rank_hosts
-from tracekit.analyzers.collectives import no_groups
+from tracekit.analyzers.collectives import collective_calls, no_groups
 from tracekit.analyzers.dataloader import fetch_ranges
 from tracekit.analyzers.host_causes import launch_calls, process_ranges
 from tracekit.analyzers.idle import CALL_COLUMNS, IdleResult, idle_causes
@@ -131,6 +131,17 @@ class RankContext:
         return analyze_steps(
             self.run, activity=self.activity, select=self.options.steps, include_warmup=self.options.include_warmup
         )
+
+    @property
+    def rank_steps(self) -> StepResult:
+        """The steps of the whole rank (:attr:`steps` on the whole rank; a window's :attr:`steps`
+        are only those that start in it): what an event is placed in, from any window."""
+        return self.steps
+
+    @cached_property
+    def collective_calls(self) -> pl.DataFrame:
+        """Each rank's collective calls, unkeyed (:func:`~tracekit.analyzers.collectives.collective_calls`)."""
+        return collective_calls(self.run, self.activity)
 
     @cached_property
     def top_level(self) -> pl.DataFrame:

@@ -16,7 +16,7 @@ from tracekit.analyzers import intervals as iv
 from tracekit.analyzers.annotations import annotations_per_step, every_name
 from tracekit.analyzers.breakdown import gpu_breakdown
 from tracekit.analyzers.breakdown import per_rank_of as breakdown_per_rank
-from tracekit.analyzers.collectives import find_collectives
+from tracekit.analyzers.collectives import keyed, located
 from tracekit.analyzers.convert import DECIMALS, rows, untracked
 from tracekit.analyzers.dataloader import dataloader_gaps
 from tracekit.analyzers.dataloader import per_rank_of as dataloader_per_rank
@@ -215,8 +215,19 @@ def annotations_reduce(red: Reduced) -> PhasesSection:
 
 
 def collectives_map(ctx: RankContext) -> CollectiveParts:
-    """Every collective of each rank."""
-    return CollectiveParts(found=find_collectives(ctx.run, ctx.activity, ctx.steps))
+    """Every collective of each rank (in a window, those that start in it, each placed in the
+    rank's steps)."""
+    return CollectiveParts(found=located(ctx.own(ctx.collective_calls), ctx.rank_steps))
+
+
+def collectives_fold(parts: list[CollectiveParts]) -> CollectiveParts:
+    """The rank's collectives from its windows' (each call in the window it starts in), keyed
+    again over the rank: a call's order in its group and its stream's slot count the calls of
+    every window before it."""
+    found = stacked([p.found for p in parts])
+    if not found.width:
+        return CollectiveParts()
+    return CollectiveParts(found=keyed(found))
 
 
 def collectives_reduce(red: Reduced) -> CollectivesSection:

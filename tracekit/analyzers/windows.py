@@ -15,8 +15,9 @@ to the window its start is in (:meth:`RankContext.owned
 *reaches into* it (:meth:`~tracekit.model.run.Run.within`): a kernel that starts before the
 window and runs into its first frame is there, for the frame's segments. What a window cannot
 see, the facts of the whole rank (its steps and their frames, which the step inference and the
-warm-up judge over every step; each GPU activity's launch, which may lie windows earlier), its
-context takes from the rank's (:class:`WindowContext`).
+warm-up judge over every step; each GPU activity's launch, which may lie windows earlier; the
+rank's collective calls, each found from events that may lie windows away), its context takes
+from the rank's (:class:`WindowContext`).
 
 **An entry folds** when its :class:`~tracekit.analyzers.mapreduce.Entry` has a ``fold``: its
 per-rank part, run on each window's context, gives parts that ``fold`` makes into the part the
@@ -87,7 +88,7 @@ def plan(ctx: RankContext, events: int = WINDOW_EVENTS) -> list[Window]:
 class WindowContext(RankContext):
     """The context of one window of a rank: the events that reach into it, and what it takes
     from the whole rank's context (the steps and their frames, the GPU activity with each
-    activity's launch)."""
+    activity's launch, the collective calls)."""
 
     def __init__(self, whole: RankContext, window: Window) -> None:
         super().__init__(whole.run.within(window.lo, window.hi), whole.options)
@@ -187,6 +188,19 @@ class WindowContext(RankContext):
         windows earlier may last into this one, and what starts there is not the window's)."""
         w = self._window
         return self.whole.sync_idle.filter((pl.col("end_ns") >= w.lo) & (pl.col("start_ns") < w.hi))
+
+    @property
+    def rank_steps(self) -> StepResult:
+        """The whole rank's steps (a call of the window may be launched in a step of an earlier one)."""
+        return self.whole.steps
+
+    @cached_property
+    def collective_calls(self) -> pl.DataFrame:
+        """The whole rank's collective calls that reach into the window: a call's group and
+        arguments are found from events that may lie windows away (the op that launched it, the
+        other kernels of its stream), so the rank's calls are found once, from all of its events
+        (one row a call: a small table beside the events)."""
+        return self.whole.collective_calls.filter(self._reaches())
 
 
 def _nearest(
