@@ -30,6 +30,7 @@ from tracekit.analyzers.registry import ANALYSES
 from tracekit.analyzers.run_traits import traits_map
 from tracekit.model.by_kind import ROW, ByKind
 from tracekit.readers import load_run
+from tracekit.results.vocab import SyncKind
 
 if TYPE_CHECKING:
     from tracekit.model.run import Run
@@ -240,4 +241,25 @@ def test_a_collective_is_keyed_by_the_rank_s_calls_of_every_window() -> None:
     assert len(windows.plan(ctx, events=1)) == 4
     found = map_ranks(ctx, ANALYSES).parts["collectives"].found.sort("start_ns")
     assert found["pg"].to_list() == ["dp", "dp", "stream#0", "stream#1"]
+    assert _check_folds(run, events=1) == 4
+
+
+def test_a_read_that_runs_on_from_the_window_before_is_not_the_window_s() -> None:
+    """Host reads on one thread that touch at a cut (one ends where the next starts, one of no
+    duration 1 ns before): the rank has one read each, of the step before the cut; a window
+    that reads its own events alone would find another at its start. The work and the host
+    syncs count the rank's."""
+    us = 1000
+    rows = []
+    for step in range(4):
+        rows.append(ev("step", f"ProfilerStep#{step}", step * 100 * us, (step + 1) * 100 * us))
+        rows.append(launch("cudaLaunchKernel", step * 0.1 + 0.01, step + 1))
+        rows.append(kernel("gemm", step * 0.1 + 0.03, step * 0.1 + 0.05, correlation=step + 1))
+    rows += [ev("cpu_op", "aten::item", 195 * us, 200 * us), ev("cpu_op", "aten::item", 200 * us, 203 * us)]
+    rows += [ev("cpu_op", "aten::item", 300 * us - 1, 300 * us - 1), ev("cpu_op", "aten::item", 300 * us, 301 * us)]
+    run = make_run(rows)
+    ctx = RankContext(run, Options(has_gpu=run.has_gpu))
+    assert len(windows.plan(ctx, events=1)) == 4
+    reads = map_ranks(ctx, ANALYSES).parts["work"].syncs.filter(sync_kind=SyncKind.HOST_READ)
+    assert reads.get_column("count").sum() == 2
     assert _check_folds(run, events=1) == 4

@@ -78,7 +78,9 @@ ANALYSES: Final[tuple[Entry[Any], ...]] = (
     Entry("gains", gains.gains_map),
     Entry("traits", run_traits.traits_map, fold=run_traits.traits_fold),
     Entry("verdict", cross_rank=verdict_section.verdict_reduce, requires=_VERDICT_READS, result=a.Verdict),
-    Entry("work", work.work_map, s.work_reduce, requires=(i.MEASURED, i.STEPS), result=a.WorkSection),
+    Entry(
+        "work", work.work_map, s.work_reduce, requires=(i.MEASURED, i.STEPS), result=a.WorkSection, fold=work.work_fold
+    ),
     Entry(
         "launches",
         launches.launches_map,

@@ -21,7 +21,7 @@ from tracekit.analyzers.dataloader import fetch_ranges
 from tracekit.analyzers.host_causes import launch_calls, process_ranges
 from tracekit.analyzers.idle import CALL_COLUMNS, IdleResult, idle_causes
 from tracekit.analyzers.steps import StepResult, analyze_steps, gpu_activity, graph_launches
-from tracekit.analyzers.syncs import SyncResult, host_syncs, idle_stretches, sync_calls, user_calls
+from tracekit.analyzers.syncs import SyncResult, host_reads, host_syncs, idle_stretches, sync_calls, user_calls
 from tracekit.results.choices import AnalysisChoices
 
 if TYPE_CHECKING:
@@ -185,9 +185,21 @@ class RankContext:
         return idle_stretches(user_calls(self.sync_calls), self.activity)
 
     @cached_property
+    def sync_reads(self) -> pl.DataFrame:
+        """The host reads of tensor values (:func:`~tracekit.analyzers.syncs.host_reads`)."""
+        return host_reads(self.run)
+
+    @cached_property
     def syncs(self) -> SyncResult:
         """Host syncs per step."""
-        return host_syncs(self.run, self.activity, self.frames, every=self.sync_calls, stretches=self.sync_idle)
+        return host_syncs(
+            self.run,
+            self.activity,
+            self.frames,
+            every=self.sync_calls,
+            stretches=self.sync_idle,
+            reads=self.sync_reads,
+        )
 
     @property
     def launched(self) -> pl.DataFrame:

@@ -251,26 +251,23 @@ def host_syncs(
     *,
     every: pl.DataFrame | None = None,
     stretches: pl.DataFrame | None = None,
+    reads: pl.DataFrame | None = None,
 ) -> SyncResult:
     """Count syncs per step and measure the GPU idle after the blocking calls (the training's:
     tracekit capture's own are kept in ``calls`` and counted nowhere).
 
     ``every``: the blocking calls (:func:`sync_calls` of ``run`` when not given); ``stretches``:
     the idle after them (:func:`idle_stretches` of their training's calls and ``activity`` when
-    not given). A window of a rank gives both from the whole rank's: a window's events cannot
-    tell which operator call a call's sync point is of, nor where the idle after a call that
-    returned before the window ends (:mod:`tracekit.analyzers.windows`).
+    not given); ``reads``: the host reads (:func:`host_reads` of ``run`` when not given). A
+    window of a rank gives all three from the whole rank's: a window's events cannot tell which
+    operator call a call's sync point is of, where the idle after a call that returned before
+    the window ends, nor whether a read at its start runs on from one that ended there
+    (:mod:`tracekit.analyzers.windows`).
     """
     every = sync_calls(run) if every is None else every
     calls = user_calls(every)
     stretches = idle_stretches(calls, activity) if stretches is None else stretches
-    ops = run.select(["cpu_op"], "rank", "tid", "start_ns", "end_ns", name=SYNC_OPS_PATTERN)
-    # a read recorded with no duration (1 us resolution) is a read: 1 ns long, so that the union
-    # keeps it; and it counts aten::item once, not again for the _local_scalar_dense it calls
-    ops = iv.union(ops.with_columns(end_ns=pl.max_horizontal("end_ns", pl.col("start_ns") + 1)), ["rank", "tid"])
-    optimizer = run.select(["cpu_op", "annotation"], "rank", "start_ns", "end_ns", name=NOT_SYNC_RANGES)
-    inside = iv.locate(ops, "start_ns", iv.union(optimizer, ["rank"]), by=["rank"], keep=[])
-    ops = ops.join(inside.select("rank", "start_ns"), on=["rank", "start_ns"], how="anti")
+    ops = host_reads(run) if reads is None else reads
     gpu_syncs = run.select(["sync"], "rank", "start_ns", "end_ns")
     parts = [
         _count(sync_points(calls), frames, "sync_calls"),
@@ -286,6 +283,18 @@ def host_syncs(
     per_step = per_step.with_columns(pl.col(*counts).fill_null(0).cast(pl.Int64), pl.col("idle_after_ns").fill_null(0))
     per_step = per_step.select("rank", "step", "sync_calls", "idle_after_ns", *counts[1:]).sort("rank", "step")
     return SyncResult(per_step=per_step, per_rank=per_rank_of(per_step), calls=every, reads=ops)
+
+
+def host_reads(run: Run) -> pl.DataFrame:
+    """The host reads of tensor values (:data:`SYNC_OPS` outside the optimizers' ranges): rank,
+    tid, start_ns, end_ns; the reads of a thread that overlap or touch are one."""
+    ops = run.select(["cpu_op"], "rank", "tid", "start_ns", "end_ns", name=SYNC_OPS_PATTERN)
+    # a read recorded with no duration (1 us resolution) is a read: 1 ns long, so that the union
+    # keeps it; and it counts aten::item once, not again for the _local_scalar_dense it calls
+    ops = iv.union(ops.with_columns(end_ns=pl.max_horizontal("end_ns", pl.col("start_ns") + 1)), ["rank", "tid"])
+    optimizer = run.select(["cpu_op", "annotation"], "rank", "start_ns", "end_ns", name=NOT_SYNC_RANGES)
+    inside = iv.locate(ops, "start_ns", iv.union(optimizer, ["rank"]), by=["rank"], keep=[])
+    return ops.join(inside.select("rank", "start_ns"), on=["rank", "start_ns"], how="anti")
 
 
 def per_rank_of(per_step: pl.DataFrame) -> pl.DataFrame:

@@ -189,6 +189,13 @@ class WindowContext(RankContext):
         w = self._window
         return self.whole.sync_idle.filter((pl.col("end_ns") >= w.lo) & (pl.col("start_ns") < w.hi))
 
+    @cached_property
+    def sync_reads(self) -> pl.DataFrame:
+        """The whole rank's host reads that reach into the window (one a read): a thread's reads
+        that touch are one, and one that ended at the window's start (not among its events)
+        takes in one that starts there."""
+        return self.whole.sync_reads.filter(self._reaches())
+
     @property
     def rank_steps(self) -> StepResult:
         """The whole rank's steps (a call of the window may be launched in a step of an earlier one)."""

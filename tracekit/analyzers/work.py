@@ -65,7 +65,9 @@ def _named(points: pl.DataFrame, ctx: RankContext) -> pl.DataFrame:
 
 
 def work_map(ctx: RankContext) -> WorkParts:
-    """Kernels, host operators and sync points of the measured steps, by name, per rank."""
+    """Kernels, host operators and sync points of the measured steps, by name, per rank (a
+    window's: the kernels and sync points of its frames, the host operators that start in it
+    within any of the rank's steps)."""
     frames = ctx.frames
     dur = pl.col("end_ns") - pl.col("start_ns")
     # grouped on the names' codes, which are as many as the names; they stay codes until the
@@ -76,9 +78,12 @@ def work_map(ctx: RankContext) -> WorkParts:
     del located
     # a slice of the operators at a time (a 2 GB rank's 4.6M held at once: +100 MB), each
     # grouped; the slices' counts and times then summed
+    # (a step's host range may start in the window before its frame's: of the rank's steps)
+    steps = ctx.rank_steps
     by_slice = []
     for part in ctx.run.select_slices(["cpu_op"], "rank", "start_ns", "end_ns", "name"):
-        ops = part.filter(iv.within(part, "start_ns", ctx.steps.steps, by=["rank"])) if ctx.steps.has_steps else part
+        mine = ctx.own(part)
+        ops = mine.filter(iv.within(mine, "start_ns", steps.steps, by=["rank"])) if steps.has_steps else mine
         by_slice.append(ops.group_by("rank", "name").agg(count=pl.len(), total_ns=dur.sum()))
     host_ops = pl.concat(by_slice).group_by("rank", "name").agg(pl.col("count").sum(), pl.col("total_ns").sum())
     calls = sync_points(user_calls(ctx.syncs.calls)).select(
@@ -93,6 +98,26 @@ def work_map(ctx: RankContext) -> WorkParts:
         .agg(count=pl.len())
     )
     return WorkParts(kernels=kernels, host_ops=host_ops, syncs=syncs)
+
+
+def work_fold(parts: list[WorkParts]) -> WorkParts:
+    """The rank's work from its windows' (:mod:`tracekit.analyzers.windows`): each counts the
+    kernels, host operators and sync points it owns, so each table is the sums of the windows'
+    by name."""
+    if not any(p.kernels.width for p in parts):
+        return WorkParts()
+    return WorkParts(
+        kernels=_added([p.kernels for p in parts], ["rank", "name", "kind", "category"]),
+        host_ops=_added([p.host_ops for p in parts], ["rank", "name"]),
+        syncs=_added([p.syncs for p in parts], ["rank", "sync_kind", "op", "phase"]),
+    )
+
+
+def _added(tables: list[pl.DataFrame], keys: list[str]) -> pl.DataFrame:
+    """The windows' ``tables`` (rows by ``keys``) in one, the other columns summed by ``keys``."""
+    found = pl.concat([t for t in tables if t.width], how="vertical")
+    summed = found.group_by(keys).agg(pl.exclude(keys).sum())
+    return summed.select(found.columns).cast(found.schema)
 
 
 def work_tables(red: Reduced) -> dict[WorkKind, pl.DataFrame]:
