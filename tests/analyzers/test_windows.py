@@ -82,11 +82,12 @@ def _plain(frame: pl.DataFrame) -> pl.DataFrame:
     return plain.sort(plain.columns, nulls_last=True)
 
 
-def _check_folds(run: Run, events: int) -> int:
-    """Each rank of ``run`` mapped whole and in windows of about ``events`` events: every entry
-    that folds gives the same tables. How many windows the largest plan had."""
+def _check_folds(run: Run, events: int, options: Options | None = None) -> int:
+    """Each rank of ``run`` mapped whole and in windows of about ``events`` events (with
+    ``options``, by default the run's own): every entry that folds gives the same tables. How
+    many windows the largest plan had."""
     most = 0
-    options = Options(has_gpu=run.has_gpu)
+    options = options or Options(has_gpu=run.has_gpu)
     for rank in run.rank_ids:
         part = run.only([rank])
         whole = map_ranks(RankContext(part, options), ANALYSES)
@@ -263,3 +264,22 @@ def test_a_read_that_runs_on_from_the_window_before_is_not_the_window_s() -> Non
     reads = map_ranks(ctx, ANALYSES).parts["work"].syncs.filter(sync_kind=SyncKind.HOST_READ)
     assert reads.get_column("count").sum() == 2
     assert _check_folds(run, events=1) == 4
+
+
+def test_the_steps_fold_works_out_the_time_left_out_of_the_whole_rank() -> None:
+    # host work before the first step and after the last, and steps a selection leaves out on
+    # either side: each stretch lies in a window of its own, and the rank's recorded span is the
+    # first window's first start to the last window's last end
+    ms = 1_000_000
+    rows = [ev("cpu_op", "setup", 0, 40 * ms)]
+    for step in range(8):
+        start = (50 + 10 * step) * ms
+        rows.append(ev("step", f"ProfilerStep#{step}", start, start + 9 * ms))
+        rows.append(ev("cpu_op", "aten::mm", start + ms, start + 8 * ms))
+    rows.append(ev("cpu_op", "teardown", 140 * ms, 200 * ms))
+    run = make_run(rows)
+    options = Options(has_gpu=run.has_gpu, steps="2-5")
+    whole = map_ranks(RankContext(run, options), ANALYSES).parts["steps"]
+    assert set(whole.left_out["reason"]) == {"before_first_step", "unselected", "after_last_step"}
+    assert whole.left_out.filter(reason="unselected")["steps"].to_list() == [4]
+    assert _check_folds(run, events=1, options=options) == 4

@@ -35,7 +35,7 @@ ANALYSES: Final[tuple[Entry[Any], ...]] = (
     Entry("tracekit_version", cross_rank=s.version, result=str),
     Entry("facts", run_facts.facts_map, fold=run_facts.facts_fold),
     Entry("run", cross_rank=run_facts.facts_reduce, requires=(i.SPAN,), result=a.RunFacts),
-    Entry("steps", s.steps_map, s.steps_reduce, requires=(i.STEPS,), result=a.StepsSection),
+    Entry("steps", s.steps_map, s.steps_reduce, requires=(i.STEPS,), result=a.StepsSection, fold=s.steps_fold),
     Entry("breakdown", s.breakdown_map, fold=s.breakdown_fold),
     Entry("gpu_breakdown", cross_rank=s.gpu_breakdown_reduce, requires=(i.MEASURED,), result=a.BreakdownSection),
     Entry("host_breakdown", cross_rank=s.host_breakdown_reduce, requires=(i.MEASURED,), result=a.BreakdownSection),

@@ -54,13 +54,31 @@ def left_out(run: Run, steps: StepResult, frames: pl.DataFrame) -> pl.DataFrame:
     left out, ``start_ns``/``end_ns`` where (from the first start to the last end), ``share_pct``
     of the rank's recorded span, ``steps`` the steps it holds, ``ranks`` 1.
     """
-    span = (
-        run.unordered("rank", "start_ns", "end_ns", kinds=RECORDED_KINDS)
-        .group_by(_RANK)
-        .agg(first_ns=pl.col("start_ns").min(), last_ns=pl.col("end_ns").max())
-        .collect()
-    )
-    every = steps.all_steps.select(_RANK, "step", "win_start_ns", "win_end_ns")
+    return left_out_of(recorded_span(run), steps.all_steps, steps.steps, frames, excluded_reason(steps))
+
+
+def recorded_span(run: Run, owned: pl.Expr | None = None) -> pl.DataFrame:
+    """rank, first_ns, last_ns: each rank's recorded span, the first start and the last end of
+    its host and device events (of those ``owned`` is true of: a window's, say)."""
+    events = run.unordered("rank", "start_ns", "end_ns", kinds=RECORDED_KINDS)
+    if owned is not None:
+        events = events.filter(owned)
+    return events.group_by(_RANK).agg(first_ns=pl.col("start_ns").min(), last_ns=pl.col("end_ns").max()).collect()
+
+
+def excluded_reason(steps: StepResult) -> LeftOutReason:
+    """Why the steps found but kept out of the steady state are left out: a ``--steps``
+    selection left them out, or they are warm-up."""
+    return LeftOutReason.UNSELECTED if steps.selection is not None else LeftOutReason.WARMUP
+
+
+def left_out_of(
+    span: pl.DataFrame, all_steps: pl.DataFrame, steps: pl.DataFrame, frames: pl.DataFrame, excluded: LeftOutReason
+) -> pl.DataFrame:
+    """:func:`left_out` from its pieces: each rank's recorded ``span`` (:func:`recorded_span`),
+    every step found (``all_steps``), the steady ones (``steps``), the measured ``frames``, and
+    why the steps kept out of the steady state are (:func:`excluded_reason`)."""
+    every = all_steps.select(_RANK, "step", "win_start_ns", "win_end_ns")
     bounds = _bounds(frames, every).join(span, on="rank")
 
     def edge(start: str, end: str, stepped: LeftOutReason, device: LeftOutReason) -> pl.DataFrame:
@@ -73,11 +91,10 @@ def left_out(run: Run, steps: StepResult, frames: pl.DataFrame) -> pl.DataFrame:
         ns=(pl.col("end_ns") - pl.col("start_ns")).clip(lower_bound=0), steps=pl.lit(0, dtype=pl.UInt32)
     )
     # the steps of a rank measured by its steps that its windows leave out: warm-up, or unselected
-    out = every.join(steps.steps.select(_RANK, "step"), on=["rank", "step"], how="anti")
+    out = every.join(steps.select(_RANK, "step"), on=["rank", "step"], how="anti")
     out = out.join(bounds.filter("stepped").select("rank"), on="rank", how="semi")
-    reason = LeftOutReason.UNSELECTED if steps.selection is not None else LeftOutReason.WARMUP
-    excluded = out.group_by("rank").agg(
-        reason=pl.lit(reason.value),
+    kept_out = out.group_by("rank").agg(
+        reason=pl.lit(excluded.value),
         start_ns=pl.col("win_start_ns").min(),
         end_ns=pl.col("win_end_ns").max(),
         ns=(pl.col("win_end_ns") - pl.col("win_start_ns")).sum(),
@@ -85,7 +102,7 @@ def left_out(run: Run, steps: StepResult, frames: pl.DataFrame) -> pl.DataFrame:
     )
     whole = span.select("rank", recorded=pl.col("last_ns") - pl.col("first_ns"))
     return (
-        pl.concat([pieces, excluded.select(pieces.columns)])
+        pl.concat([pieces, kept_out.select(pieces.columns)])
         .join(whole, on="rank")
         .with_columns(share_pct=100 * pl.col("ns") / pl.col("recorded"), ranks=pl.lit(1))
         .filter(pl.col("ns") >= LEFT_OUT_MIN_NS, pl.col("ns") >= LEFT_OUT_MIN_SHARE * pl.col("recorded"))

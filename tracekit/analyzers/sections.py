@@ -23,7 +23,7 @@ from tracekit.analyzers.dataloader import per_rank_of as dataloader_per_rank
 from tracekit.analyzers.idle import longest_of_each, one_time_by_range
 from tracekit.analyzers.kernels import kernels_by_rank
 from tracekit.analyzers.ledger import in_ledger_order
-from tracekit.analyzers.left_out import left_out, run_left_out
+from tracekit.analyzers.left_out import excluded_reason, left_out, left_out_of, recorded_span, run_left_out
 from tracekit.analyzers.overlap import comm_overlap
 from tracekit.analyzers.overlap import per_rank_of as overlap_per_rank
 from tracekit.analyzers.parts import (
@@ -37,6 +37,7 @@ from tracekit.analyzers.parts import (
     StepParts,
     SyncParts,
 )
+from tracekit.analyzers.parts import table as declared
 from tracekit.analyzers.shared import (
     ANNOTATIONS,
     COLLECTIVES,
@@ -73,6 +74,7 @@ from tracekit.results.analysis import (
     WorkSection,
 )
 from tracekit.results.vocab import (
+    LeftOutReason,
     MeasuredOn,
     WorkKind,
 )
@@ -85,12 +87,70 @@ if TYPE_CHECKING:
 IDLE_INTERVALS: Final = 50
 
 
+class StepPieces(StepParts):
+    """A window's steps (:mod:`tracekit.analyzers.windows`): its :class:`StepParts` but the time
+    left out, and what :func:`steps_fold` works that out again from. Only the fold reads them: the
+    rank's part it makes is a plain :class:`StepParts`, as the whole rank's is."""
+
+    #: the first start and the last end of the events that start in the window (its share of
+    #: the rank's recorded span: :func:`~tracekit.analyzers.left_out.recorded_span`), and why the
+    #: rank's steps kept out of the steady state are left out (a ``LeftOutReason`` value)
+    recorded: pl.DataFrame = declared("rank first_ns last_ns excluded")
+    #: the window's measured frames (every one lies in a window)
+    frames: pl.DataFrame = declared("rank step start_ns end_ns")
+
+
 def steps_map(ctx: RankContext) -> StepParts:
-    """Steps and step-time statistics."""
+    """Steps and step-time statistics. On a window (:mod:`tracekit.analyzers.windows`): its
+    steps, the rank's statistics and how its steps were found, and, for :func:`steps_fold`, the
+    span of its events and its frames (:class:`StepPieces`) in place of the time left out."""
     s = ctx.steps
-    outside = left_out(ctx.run, s, ctx.frames)
+    if ctx.window is None:
+        outside = left_out(ctx.run, s, ctx.frames)
+        return StepParts(
+            steps=s.steps,
+            stats=s.stats,
+            all_steps=s.all_steps,
+            warmup=s.warmup,
+            how_found=s.how_found,
+            left_out=outside,
+        )
+    recorded = recorded_span(ctx.run, ctx.owned()).with_columns(excluded=pl.lit(excluded_reason(s).value))
+    return StepPieces(
+        steps=s.steps,
+        stats=s.stats,
+        all_steps=s.all_steps,
+        warmup=s.warmup,
+        how_found=s.how_found,
+        recorded=recorded,
+        frames=ctx.frames.select("rank", "step", "start_ns", "end_ns"),
+    )
+
+
+def steps_fold(parts: list[StepParts]) -> StepParts:
+    """The rank's steps from its windows' (:class:`StepPieces`): their steps stacked (each step in
+    the window its window starts in), the rank's statistics and how its steps were found (each
+    window carries them), and the time left out worked out again from the rank's steps, frames
+    and recorded span (from the first start of the windows' events to the last end)."""
+    if not parts:
+        return StepParts()
+    pieces = [p for p in parts if isinstance(p, StepPieces)]
+    first = parts[0]
+    steps, all_steps = stacked([p.steps for p in parts]), stacked([p.all_steps for p in parts])
+    outside = first.left_out
+    recorded = stacked([p.recorded for p in pieces])
+    if recorded.width:  # (a rank without events has no span, and so none left out, for any reason)
+        span = recorded.group_by("rank").agg(first_ns=pl.col("first_ns").min(), last_ns=pl.col("last_ns").max())
+        excluded = LeftOutReason(recorded.get_column("excluded")[0]) if recorded.height else LeftOutReason.WARMUP
+        frames = stacked([p.frames for p in pieces])
+        outside = left_out_of(span, all_steps, steps, frames, excluded)
     return StepParts(
-        steps=s.steps, stats=s.stats, all_steps=s.all_steps, warmup=s.warmup, how_found=s.how_found, left_out=outside
+        steps=steps,
+        stats=first.stats,
+        all_steps=all_steps,
+        warmup=stacked([p.warmup for p in parts]),
+        how_found=first.how_found,
+        left_out=outside,
     )
 
 
