@@ -283,3 +283,17 @@ def test_the_steps_fold_works_out_the_time_left_out_of_the_whole_rank() -> None:
     assert set(whole.left_out["reason"]) == {"before_first_step", "unselected", "after_last_step"}
     assert whole.left_out.filter(reason="unselected")["steps"].to_list() == [4]
     assert _check_folds(run, events=1, options=options) == 4
+
+
+def test_the_memory_fold_takes_what_ran_at_each_peak_from_the_window_it_lies_in() -> None:
+    # the host's peak before the first step, the device's in the second: each window finds
+    # what ran at its own; the counters' tables (the categorized timeline's too) are the rank's
+    run = _run(SAMPLES / "cuda-h200-memory")
+    ctx = RankContext(run, Options(has_gpu=run.has_gpu))
+    plan = windows.plan(ctx, events=1)
+    memory = map_ranks(ctx, ANALYSES).parts["memory"]
+    assert memory.categories.height
+    found = memory.per_device.filter(pl.col("peak_phase").is_not_null())
+    holding = {i for t in found["peak_time_ns"] for i, w in enumerate(plan) if w.lo <= t < w.hi}
+    assert len(holding) == found.height == 2
+    assert _check_folds(run, events=1) == len(plan)

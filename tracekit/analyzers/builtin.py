@@ -73,7 +73,7 @@ ANALYSES: Final[tuple[Entry[Any], ...]] = (
     ),
     Entry("host_syncs", s.syncs_map, s.syncs_reduce, requires=(i.SYNCS,), result=a.SyncsSection, fold=s.syncs_fold),
     Entry("idle_causes", s.idle_map, s.idle_reduce, requires=(i.IDLE,), result=a.IdleSection, version=2),
-    Entry("memory", memory.memory_map, memory.memory_reduce, result=a.MemorySection),
+    Entry("memory", memory.memory_map, memory.memory_reduce, result=a.MemorySection, fold=memory.memory_fold),
     Entry("ledger", ledger.ledger_map, s.ledger_reduce, requires=(i.LEDGER,), result=a.LedgerSection),
     Entry("gains", gains.gains_map),
     Entry("traits", run_traits.traits_map, fold=run_traits.traits_fold),

@@ -20,6 +20,7 @@ from tracekit.analyzers.collectives import collective_calls, no_groups
 from tracekit.analyzers.dataloader import fetch_ranges
 from tracekit.analyzers.host_causes import launch_calls, process_ranges
 from tracekit.analyzers.idle import CALL_COLUMNS, IdleResult, idle_causes
+from tracekit.analyzers.memory_counters import Counted, counted
 from tracekit.analyzers.steps import StepResult, analyze_steps, gpu_activity, graph_launches
 from tracekit.analyzers.syncs import SyncResult, host_reads, host_syncs, idle_stretches, sync_calls, user_calls
 from tracekit.results.choices import AnalysisChoices
@@ -142,6 +143,12 @@ class RankContext:
     def collective_calls(self) -> pl.DataFrame:
         """Each rank's collective calls, unkeyed (:func:`~tracekit.analyzers.collectives.collective_calls`)."""
         return collective_calls(self.run, self.activity)
+
+    @cached_property
+    def memory(self) -> Counted:
+        """The ranks' memory as their counters tell it (:func:`~tracekit.analyzers.memory_counters.counted`):
+        a few rows a device, read from the counters alone."""
+        return counted(self.run)
 
     @cached_property
     def top_level(self) -> pl.DataFrame:

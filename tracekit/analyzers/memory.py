@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Final
 import polars as pl
 
 from tracekit.analyzers.convert import rows
-from tracekit.analyzers.parts import MemoryParts
+from tracekit.analyzers.parts import MemoryParts, table
 from tracekit.results.analysis import MemoryFinding, MemoryPeak, MemorySection
 from tracekit.results.rows import MemoryCategoryRow, MemoryRow, MemorySample
 from tracekit.results.vocab import MemoryNote
@@ -52,97 +52,65 @@ FILLED_MIN_SHARE: Final = 0.4
 HEADROOM_LOW_SHARE: Final = 0.1
 
 
+class MemoryPieces(MemoryParts):
+    """A window's memory (:mod:`tracekit.analyzers.windows`): the rank's :class:`MemoryParts` (its
+    counters' alone, each window's the same) with what ran at the peak moments that lie in the
+    window, and those moments apart for :func:`memory_fold`, which alone reads them: the rank's
+    part it makes is a plain :class:`MemoryParts`, as the whole rank's is."""
+
+    #: what ran at each peak moment (rank, peak_time_ns) of the window
+    running: pl.DataFrame = table("rank peak_time_ns peak_phase peak_op")
+
+
 def memory_map(ctx: RankContext) -> MemoryParts:
     """Peaks, gaps and what ran at the peak per rank and device; the timeline for charts; the
-    categorized timeline's peak."""
-    buckets = _buckets(ctx.run.counters)
-    keys = ["rank", "device_type", "device"]
-    first_peak = pl.col("max_allocated").fill_null(-1).arg_max()
-    peaks = (
-        buckets.sort([*keys, "bucket"], nulls_last=True)
-        .group_by(keys, maintain_order=True)
-        .agg(
-            samples=pl.col("samples").sum(),
-            peak_allocated_bytes=pl.col("max_allocated").max(),
-            peak_reserved_bytes=pl.col("max_reserved").max(),
-            final_allocated_bytes=pl.col("last_allocated").drop_nulls().last(),
-            final_reserved_bytes=pl.col("last_reserved").drop_nulls().last(),
-            # the moment allocated first reached its peak
-            peak_time_ns=pl.col("peak_time_ns").gather(first_peak).first(),
-            reserved_then=pl.col("reserved_then").gather(first_peak).first(),
-            allocated_then=pl.col("max_allocated").gather(first_peak).first(),
-        )
-        .with_columns(
-            # the host has no caching allocator (reserved 0 on CPU): no gap there
-            gap_at_peak_bytes=pl.when(pl.col("allocated_then").is_not_null() & (pl.col("reserved_then") > 0))
-            .then(pl.col("reserved_then") - pl.col("allocated_then"))
-            .otherwise(None)
-        )
-        .with_columns(
-            gap_at_peak_pct=pl.when(pl.col("reserved_then") > 0).then(
-                100.0 * pl.col("gap_at_peak_bytes") / pl.col("reserved_then")
-            )
-        )
-        .drop("reserved_then", "allocated_then")
-        .sort(keys, nulls_last=True)
-    )
-    timeline = buckets.select(
-        *keys,
-        "time_ns",
-        pl.col("point_allocated").alias("allocated_bytes"),
-        pl.col("point_reserved").alias("reserved_bytes"),
-    ).sort([*keys, "time_ns"], nulls_last=True)
-    categorized = timeline_parts(ctx.run.memory_categories)
-    return MemoryParts(
-        per_device=_with_headroom(ctx, _running_at_peak(ctx, peaks)),
-        timeline=timeline,
-        peaks=categorized.peaks,
-        categories=categorized.categories,
-    )
+    categorized timeline's peak. On a window (:mod:`tracekit.analyzers.windows`): the rank's
+    (its counters', :attr:`RankContext.memory <tracekit.analyzers.context.RankContext.memory>`)
+    with what ran at the peak moments that lie in the window (:class:`MemoryPieces`), from the
+    events open then: every one reaches into the window."""
+    c = ctx.memory
+    per_device = _with_headroom(ctx, _running_at_peak(ctx, c.peaks))
+    tables = {
+        "per_device": per_device,
+        "timeline": c.timeline,
+        "peaks": c.categorized.peaks,
+        "categories": c.categorized.categories,
+    }
+    if ctx.window is None:
+        return MemoryParts(**tables)
+    keys = ["rank", "peak_time_ns"]
+    running = per_device.filter(ctx.owned("peak_time_ns")).select(*keys, "peak_phase", "peak_op").unique(keys)
+    return MemoryPieces(**tables, running=running)
 
 
-#: Points per rank and device in the timeline kept for charts.
-CHART_POINTS: Final = 256
-
-
-def _buckets(counters: pl.DataFrame) -> pl.DataFrame:
-    """One pass over the samples: each rank and device's span cut into :data:`CHART_POINTS`
-    stretches of time, and per stretch what the peaks, the final values and the chart need:
-    the sample count, the largest allocated and reserved, the last of each, when allocated first
-    reached its largest and reserved then, and the chart's point: the sample holding the most
-    allocated (reserved, where allocated is not recorded), so no peak is lost."""
-    keys = ["rank", "device_type", "device"]
-    time = pl.col("time_ns")
-    t0, t1 = time.min().over(keys), time.max().over(keys)
-    value = pl.coalesce("total_allocated", "total_reserved").fill_null(-1)
-    at_alloc = pl.col("total_allocated").fill_null(-1).arg_max()
-    # the counters are in time order within each rank (Run's contract), and so within each group
-    return (
-        counters.lazy()
-        .with_columns(bucket=(time - t0) * CHART_POINTS // (t1 - t0 + 1))
-        .group_by([*keys, "bucket"])
-        .agg(
-            samples=pl.len(),
-            max_allocated=pl.col("total_allocated").max(),
-            max_reserved=pl.col("total_reserved").max(),
-            last_allocated=pl.col("total_allocated").drop_nulls().last(),
-            last_reserved=pl.col("total_reserved").drop_nulls().last(),
-            peak_time_ns=time.gather(at_alloc).first(),
-            reserved_then=pl.col("total_reserved").gather(at_alloc).first(),
-            time_ns=time.gather(value.arg_max()).first(),
-            point_allocated=pl.col("total_allocated").gather(value.arg_max()).first(),
-            point_reserved=pl.col("total_reserved").gather(value.arg_max()).first(),
+def memory_fold(parts: list[MemoryParts]) -> MemoryParts:
+    """The rank's memory from its windows' (:class:`MemoryPieces`): the rank's tables (each
+    window's are its counters'), with what ran at each peak moment from the window it lies in."""
+    if not parts:
+        return MemoryParts()
+    first = parts[0]
+    per_device = first.per_device
+    found = [p.running for p in parts if isinstance(p, MemoryPieces) and p.running.width]
+    if per_device.width and found:
+        running = pl.concat(found, how="vertical")
+        keys = ["rank", "peak_time_ns"]
+        per_device = (
+            per_device.drop("peak_phase", "peak_op")
+            .join(running, on=keys, how="left")
+            .select(per_device.columns)
+            .cast(per_device.schema)
         )
-        .with_columns(pl.col("device_type").cast(pl.String))
-        .collect()
-    )
+    return MemoryParts(per_device=per_device, timeline=first.timeline, peaks=first.peaks, categories=first.categories)
 
 
 def _running_at_peak(ctx: RankContext, peaks: pl.DataFrame) -> pl.DataFrame:
-    """``peaks`` with the outermost annotation and the innermost operator open at each peak."""
+    """``peaks`` with the outermost annotation and the innermost operator open at each peak (at
+    each that lies in the window of ``ctx``: none elsewhere)."""
     if peaks.height == 0:
         return peaks.with_columns(peak_phase=pl.lit(None, pl.String), peak_op=pl.lit(None, pl.String))
     moments = peaks.select("rank", "peak_time_ns").drop_nulls().unique()
+    if ctx.window is not None:
+        moments = moments.filter(ctx.owned("peak_time_ns"))
     if moments.height == 0:
         return peaks.with_columns(peak_phase=pl.lit(None, pl.String), peak_op=pl.lit(None, pl.String))
     # only what was open at one of the moments (one pass, a few columns)
@@ -187,43 +155,6 @@ def _with_headroom(ctx: RankContext, peaks: pl.DataFrame) -> pl.DataFrame:
         .with_columns(headroom_bytes=pl.col("capacity_bytes") - held)
         .with_columns(headroom_pct=100.0 * pl.col("headroom_bytes") / pl.col("capacity_bytes"))
     )
-
-
-def timeline_parts(timeline: pl.DataFrame) -> MemoryParts:
-    """Per rank: the categorized timeline's peak, and each category at the peak and at its own peak."""
-    if timeline.height == 0:
-        return MemoryParts()
-    ordered = timeline.with_row_index("order").sort("rank", "time_ns", "order", nulls_last=False)
-    ordered = ordered.with_columns(
-        total=pl.col("bytes").cum_sum().over("rank"),
-        held=pl.col("bytes").cum_sum().over("rank", "category"),
-    ).with_columns(index=pl.int_range(pl.len()).over("rank"))
-    peak = (
-        ordered.group_by("rank")
-        .agg(
-            peak_bytes=pl.col("total").max(),
-            peak_index=pl.col("index").sort_by("total").last(),
-            peak_time_ns=pl.col("time_ns").sort_by("total").last(),
-            rows=pl.len(),
-        )
-        .sort("rank")
-    )
-    # each category's holding at the peak: its running sum at the last row at or before the peak
-    upto = ordered.join(peak.select("rank", "peak_index"), on="rank").filter(pl.col("index") <= pl.col("peak_index"))
-    at_peak = upto.group_by("rank", "category").agg(at_peak_bytes=pl.col("held").last())
-    own_peak = ordered.group_by("rank", "category").agg(peak_bytes=pl.col("held").max())
-    categories = (
-        own_peak.join(at_peak, on=["rank", "category"], how="left")
-        .join(peak.select("rank", total="peak_bytes"), on="rank")
-        .with_columns(pl.col("at_peak_bytes").fill_null(0))
-        .with_columns(
-            at_peak_pct=pl.when(pl.col("total") > 0).then(100.0 * pl.col("at_peak_bytes") / pl.col("total")),
-            category=pl.col("category").cast(pl.String),
-        )
-        .select("rank", "category", "at_peak_bytes", "at_peak_pct", "peak_bytes")
-        .sort(["rank", "at_peak_bytes", "category"], descending=[False, True, False])
-    )
-    return MemoryParts(peaks=peak.drop("peak_index"), categories=categories)
 
 
 def memory_reduce(red: Reduced) -> MemorySection:

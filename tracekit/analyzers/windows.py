@@ -49,6 +49,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from tracekit.analyzers.mapreduce import Entry
+    from tracekit.analyzers.memory_counters import Counted
     from tracekit.analyzers.parts import Parts
     from tracekit.analyzers.steps import StepResult
 
@@ -145,6 +146,12 @@ class WindowContext(RankContext):
             _nearest(parts, w.lo, count, threads, columns, after=False),
             _nearest(parts, w.hi, count, threads, columns, after=True),
         )
+
+    @property
+    def memory(self) -> Counted:
+        """The whole rank's memory as its counters tell it (read once, from the counters alone:
+        a window's run holds them whole)."""
+        return self.whole.memory
 
     @cached_property
     def top_level(self) -> pl.DataFrame:

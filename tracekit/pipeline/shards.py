@@ -36,7 +36,7 @@ from tracekit.analyzers.context import Options, RankContext
 from tracekit.analyzers.gains import GainParts
 from tracekit.analyzers.gains_held import KEPT_TABLES
 from tracekit.analyzers.mapreduce import RankSummary, map_ranks
-from tracekit.analyzers.memory import timeline_parts
+from tracekit.analyzers.memory_counters import timeline_parts
 from tracekit.analyzers.parts import IdleParts, LedgerParts, Parts, SyncParts
 from tracekit.executors import TaskFailed
 from tracekit.pipeline.map_cache import CacheWarning, look_up, through_cache
