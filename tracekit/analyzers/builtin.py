@@ -72,7 +72,15 @@ ANALYSES: Final[tuple[Entry[Any], ...]] = (
         version=2,  # 2: the DataLoader's own part of the fetch (loader_ns)
     ),
     Entry("host_syncs", s.syncs_map, s.syncs_reduce, requires=(i.SYNCS,), result=a.SyncsSection, fold=s.syncs_fold),
-    Entry("idle_causes", s.idle_map, s.idle_reduce, requires=(i.IDLE,), result=a.IdleSection, version=2),
+    Entry(
+        "idle_causes",
+        s.idle_map,
+        s.idle_reduce,
+        requires=(i.IDLE,),
+        result=a.IdleSection,
+        version=2,
+        fold=s.idle_fold,
+    ),
     Entry("memory", memory.memory_map, memory.memory_reduce, result=a.MemorySection, fold=memory.memory_fold),
     Entry("ledger", ledger.ledger_map, s.ledger_reduce, requires=(i.LEDGER,), result=a.LedgerSection),
     Entry("gains", gains.gains_map),

@@ -18,8 +18,17 @@ from tracekit.analyzers.annotations import top_level
 from tracekit.analyzers.clocks import rank_hosts
 from tracekit.analyzers.collectives import collective_calls, no_groups
 from tracekit.analyzers.dataloader import fetch_ranges
-from tracekit.analyzers.host_causes import launch_calls, process_ranges
-from tracekit.analyzers.idle import CALL_COLUMNS, IdleResult, idle_causes
+from tracekit.analyzers.host_causes import LAUNCH_CALLS, launch_calls, process_ranges
+from tracekit.analyzers.idle import (
+    CALL_COLUMNS,
+    IdleReads,
+    IdleResult,
+    comm_streams,
+    first_call,
+    first_work,
+    idle_causes,
+    stream_waits,
+)
 from tracekit.analyzers.memory_counters import Counted, counted
 from tracekit.analyzers.steps import StepResult, analyze_steps, gpu_activity, graph_launches
 from tracekit.analyzers.syncs import SyncResult, host_reads, host_syncs, idle_stretches, sync_calls, user_calls
@@ -220,6 +229,12 @@ class RankContext:
         return self.run.select(["runtime", "driver"], *CALL_COLUMNS)
 
     @cached_property
+    def launch_threads(self) -> pl.DataFrame:
+        """rank, tid: the threads that make launch calls
+        (:data:`~tracekit.analyzers.host_causes.LAUNCH_CALLS`; a few)."""
+        return self.run.select(["runtime", "driver"], "rank", "tid", name=LAUNCH_CALLS).unique(maintain_order=True)
+
+    @cached_property
     def launch_calls(self) -> pl.DataFrame:
         """The launch calls among :attr:`calls` (:func:`~tracekit.analyzers.host_causes.launch_calls`),
         read by the idle model and the gains' host time."""
@@ -232,6 +247,54 @@ class RankContext:
         return process_ranges(self.run, fetch=self.fetch, syncs=self.syncs.calls, calls=self.calls, frames=self.frames)
 
     @cached_property
+    def first_work(self) -> pl.DataFrame:
+        """rank, first_work: the start of each rank's first GPU activity."""
+        return first_work(self.activity)
+
+    @cached_property
+    def first_call(self) -> pl.DataFrame:
+        """rank, first_call: the start of each rank's first runtime or driver call."""
+        return first_call(self.run.select(["runtime", "driver"], "rank", "start_ns"))
+
+    @cached_property
+    def comm_streams(self) -> pl.DataFrame:
+        """rank, device, stream: the streams that carry collectives (a few)."""
+        return comm_streams(self.activity)
+
+    @cached_property
+    def stream_waits(self) -> pl.DataFrame:
+        """The stream waits (:func:`~tracekit.analyzers.idle.stream_waits`), read by the idle
+        model only where a gap needs them."""
+        return stream_waits(self.run)
+
+    @property
+    def idle_activity(self) -> pl.DataFrame:
+        """The GPU activity that may start or end the idle gaps: all of it (a window's: that
+        which starts or ends in it, its ends included)."""
+        return self.activity
+
+    @property
+    def idle_intervals(self) -> pl.DataFrame:
+        """The idle gaps this context's parts count, with their causes: all of the rank's (a
+        window's: those that start in it, :mod:`~tracekit.analyzers.windows`)."""
+        return self.idle.intervals
+
+    @property
+    def idle_reads(self) -> IdleReads:
+        """What the idle model reads of the rank around its gaps (:class:`~tracekit.analyzers.idle.IdleReads`):
+        its facts, and the lookups answered from all of its activity and calls."""
+        activity, calls = self.activity, self.calls
+        return IdleReads(
+            first_work=self.first_work,
+            first_call=self.first_call,
+            comm=self.comm_streams,
+            launches_of=lambda _: calls,
+            before=lambda _: activity,
+            nodes=lambda _: activity,
+            waits=lambda: self.stream_waits,
+        )
+
+    @cached_property
     def idle(self) -> IdleResult:
         """GPU idle gaps and their causes (read by the idle-cause table and the ledger)."""
         return idle_causes(
@@ -240,8 +303,9 @@ class RankContext:
             self.frames,
             self.fetch,
             self.syncs.calls,
-            activity=self.activity,
+            activity=self.idle_activity,
             calls=self.calls,
             process=self.host_ranges,
             launches=self.launch_calls,
+            reads=self.idle_reads,
         )

@@ -167,6 +167,59 @@ def one_time_by_range(intervals: pl.DataFrame) -> pl.DataFrame:
     return gaps.group_by("rank", name=name).agg(ns=pl.col("length_ns").sum()).sort("rank", "name")
 
 
+@dataclass(frozen=True)
+class IdleReads:
+    """What the idle model reads of the rank around its gaps, beyond the activity that starts or
+    ends them: the rank's few facts, and lookups of the work and calls that may lie far from a
+    gap (:func:`rank_reads` on a whole rank; a window of it reads them from the whole rank's,
+    :class:`~tracekit.analyzers.windows.WindowContext`)."""
+
+    #: rank, first_work: the start of each rank's first GPU activity
+    first_work: pl.DataFrame
+    #: rank, first_call: the start of each rank's first runtime or driver call
+    first_call: pl.DataFrame
+    #: rank, device, stream: the streams that carry collectives
+    comm: pl.DataFrame
+    #: the runtime and driver calls (:data:`CALL_COLUMNS`), every call of the correlation ids
+    #: of the work given (rank, correlation) among them
+    launches_of: Callable[[pl.DataFrame], pl.DataFrame]
+    #: the activity (in event order) holding, for each row given (rank, device, stream,
+    #: end_ns), the work of its stream that started last before its end_ns
+    before: Callable[[pl.DataFrame], pl.DataFrame]
+    #: the activity holding every node of the graph replays given (rank, correlation)
+    nodes: Callable[[pl.DataFrame], pl.DataFrame]
+    #: the rank's stream waits (:func:`stream_waits`)
+    waits: Callable[[], pl.DataFrame]
+
+
+def first_work(activity: pl.DataFrame) -> pl.DataFrame:
+    """rank, first_work: the start of each rank's first GPU activity."""
+    return activity.group_by("rank").agg(first_work=pl.col("start_ns").min())
+
+
+def first_call(calls: pl.DataFrame) -> pl.DataFrame:
+    """rank, first_call: the start of each rank's first call among ``calls``."""
+    return calls.group_by("rank").agg(first_call=pl.col("start_ns").min())
+
+
+def comm_streams(activity: pl.DataFrame) -> pl.DataFrame:
+    """rank, device, stream: the streams that carry collectives."""
+    return activity.filter(pl.col("category") == "collective").select("rank", "device", "stream").drop_nulls().unique()
+
+
+def rank_reads(run: Run, activity: pl.DataFrame, calls: pl.DataFrame) -> IdleReads:
+    """The reads of whole ranks: every lookup answered from all of ``activity`` and ``calls``."""
+    return IdleReads(
+        first_work=first_work(activity),
+        first_call=first_call(calls),
+        comm=comm_streams(activity),
+        launches_of=lambda _: calls,
+        before=lambda _: activity,
+        nodes=lambda _: activity,
+        waits=lambda: stream_waits(run),
+    )
+
+
 def idle_causes(
     run: Run,
     segments: pl.DataFrame,
@@ -178,6 +231,7 @@ def idle_causes(
     calls: pl.DataFrame | None = None,
     process: dict[IdleCause, pl.DataFrame] | None = None,
     launches: pl.DataFrame | None = None,
+    reads: IdleReads | None = None,
 ) -> IdleResult:
     """Attribute each GPU idle gap (from the timeline segments) to one cause.
 
@@ -187,7 +241,9 @@ def idle_causes(
     start_ns, end_ns, device, stream, correlation, in event order), read from ``run`` when
     not given; ``calls``: the runtime and driver calls (:data:`CALL_COLUMNS`) and ``process``
     (:func:`~tracekit.analyzers.host_causes.process_ranges`) and ``launches``
-    (:func:`~tracekit.analyzers.host_causes.launch_calls`), likewise, when already read.
+    (:func:`~tracekit.analyzers.host_causes.launch_calls`), likewise, when already read;
+    ``reads``: what the gaps read of the rank around them (:func:`rank_reads` of ``activity``
+    and ``calls`` when not given).
     """
     if activity is None:
         columns = ("rank", "name", "category", "start_ns", "end_ns", "device", "stream", "correlation")
@@ -196,8 +252,10 @@ def idle_causes(
         calls = run.select(["runtime", "driver"], *CALL_COLUMNS)
     if launches is None:
         launches = launch_calls(run, calls)
+    if reads is None:
+        reads = rank_reads(run, activity, calls)
     gaps = _gaps(segments, frames)
-    ended = _ending_work(gaps, activity, calls, launches, lambda: _stream_waits(run))
+    ended = _ending_work(gaps, activity, launches, reads)
     # the host's causes are found from the waits (in a list, which ``late_causes`` empties) and
     # the gaps are not read again: neither is held through them, the idle model's peak (a 2 GB
     # DLRM rank's 599k gaps: 23 MB less, live)
@@ -239,13 +297,17 @@ def idle_causes(
     )
     del ended, host
     intervals = intervals.rechunk()  # one piece a column, as its readers take it (a query may leave several)
-    per_rank = (
+    return IdleResult(intervals=intervals, per_rank=per_rank_of(intervals))
+
+
+def per_rank_of(intervals: pl.DataFrame) -> pl.DataFrame:
+    """rank, cause, idle_ns, count, share_pct: the ``intervals`` of each rank by cause."""
+    return (
         intervals.group_by("rank", "cause")
         .agg(idle_ns=pl.col("length_ns").sum(), count=pl.len())
         .with_columns(share_pct=100 * pl.col("idle_ns") / pl.col("idle_ns").sum().over("rank"))
         .sort("rank", "cause")
     )
-    return IdleResult(intervals=intervals, per_rank=per_rank)
 
 
 def _gaps(segments: pl.DataFrame, frames: pl.DataFrame) -> pl.DataFrame:
@@ -262,18 +324,15 @@ def _gaps(segments: pl.DataFrame, frames: pl.DataFrame) -> pl.DataFrame:
 
 
 def _ending_work(
-    gaps: pl.DataFrame,
-    activity: pl.DataFrame,
-    calls: pl.DataFrame,
-    launch_calls: pl.DataFrame,
-    waits: Callable[[], pl.DataFrame],
+    gaps: pl.DataFrame, activity: pl.DataFrame, launch_calls: pl.DataFrame, reads: IdleReads
 ) -> pl.DataFrame:
     """``gaps`` with the work that ends each, its launch, and who the GPU waited for.
 
     Adds ended_by, launch_ns, launch_end_ns, tid (of the launch call; else the thread of the
     rank's first launch call after the gap began, else -1), late (no launch call had
-    returned when the gap began), and the columns of :func:`_waits` (``waits``: the rank's
-    stream waits, :func:`_stream_waits`, read only where a gap needs them). Joins on one
+    returned when the gap began), and the columns of :func:`_waits` (``reads``: the rank's
+    facts and lookups, the stream waits read only where a gap needs them). ``activity`` holds
+    the work that starts as a gap ends or ends as it begins. Joins on one
     packed integer per key (see :func:`_keys`): most gaps are micro-gaps, so these joins run
     on many rows.
     """
@@ -290,7 +349,7 @@ def _ending_work(
         "rank", pl.col("end_ns").alias("start_ns")
     )
     at_end, at_start, launched = _keys(gaps, work, finished)
-    launches = _launches_of(calls, work)
+    launches = _launches_of(reads.launches_of(work), work)
     ended = _exact(gaps.with_columns(_key=at_end), work.with_columns(_key=at_end).drop("rank", "end_ns"))
     launches = launches.select(launched.alias("_key"), "tid", "launch_ns", "launch_end_ns", "graph")
     ended = ended.with_columns(_key=launched).join(launches, on="_key", how="left")
@@ -299,11 +358,11 @@ def _ending_work(
     late = pl.col("launch_end_ns").is_null() | (pl.col("launch_end_ns") > pl.col("start_ns"))
     ended = _next_launcher(ended.with_columns(late=late), launch_calls)
     after = at_start.is_in(finished.select(at_start).to_series().implode())
-    ended = _waits(ended.with_columns(after=after), activity, calls)
-    return _waited_on(ended, activity, calls, waits).drop("_key", "after", "graph")
+    ended = _waits(ended.with_columns(after=after), reads)
+    return _waited_on(ended, reads).drop("_key", "after", "graph")
 
 
-def _waits(ended: pl.DataFrame, activity: pl.DataFrame, calls: pl.DataFrame) -> pl.DataFrame:
+def _waits(ended: pl.DataFrame, reads: IdleReads) -> pl.DataFrame:
     """``ended`` (with ``after``: some activity of the rank ended as the gap began) with what
     the GPU did while the work that ends each gap waited:
 
@@ -319,12 +378,11 @@ def _waits(ended: pl.DataFrame, activity: pl.DataFrame, calls: pl.DataFrame) -> 
     stream = ["rank", "device", "stream"]
     # what each gap reads of the rank's and its stream's few facts, looked up by key: joins on
     # them copied every gap's every column, three times (a 2 GB rank's 600k gaps: 80 MB each)
-    comm = activity.filter(pl.col("category") == "collective").select(stream).drop_nulls().unique()
+    comm = reads.comm
     on_comm = pl.struct(stream).is_in(comm.select(pl.struct(stream)).to_series().implode())
-    first = activity.group_by("rank").agg(first_work=pl.col("start_ns").min())
-    first_call = calls.group_by("rank").agg(first_call=pl.col("start_ns").min())
+    first, called = reads.first_work, reads.first_call
     first_work = pl.col("rank").replace_strict(first["rank"], first["first_work"], default=None)
-    first_called = pl.col("rank").replace_strict(first_call["rank"], first_call["first_call"], default=None)
+    first_called = pl.col("rank").replace_strict(called["rank"], called["first_call"], default=None)
     length = pl.col("end_ns") - pl.col("start_ns")
     returned, start = pl.col("launch_end_ns"), pl.col("start_ns")
     queued_cause = (
@@ -343,9 +401,7 @@ def _waits(ended: pl.DataFrame, activity: pl.DataFrame, calls: pl.DataFrame) -> 
     )
 
 
-def _waited_on(
-    ended: pl.DataFrame, activity: pl.DataFrame, calls: pl.DataFrame, waits: Callable[[], pl.DataFrame]
-) -> pl.DataFrame:
+def _waited_on(ended: pl.DataFrame, reads: IdleReads) -> pl.DataFrame:
     """``ended`` with the queued cause filled where :func:`_waits` left it open: ``dependency``
     where the trace shows what the work waited on (an event or value wait on its stream,
     another stream, an earlier node of its graph replay: see the module's docstring), else
@@ -359,11 +415,11 @@ def _waited_on(
     gap = pl.lit(IdleCause.DEVICE_GAP.value)
     if rows.height == 0:
         return ended.with_columns(queued_cause=pl.col("queued_cause").fill_null(gap))
-    rows = _event_waits(_own_stream(rows, activity, calls), waits())
+    rows = _event_waits(_own_stream(rows, reads), reads.waits())
     # another stream: ready on its own stream a switch before the gap began, yet held past it
     ready = pl.max_horizontal("prev_end", "launch_end_ns")
     other = (pl.col("after") & (ready + SWITCH_NS <= pl.col("start_ns"))).fill_null(False)
-    waited = _inside_replay(rows, activity).select(
+    waited = _inside_replay(rows, reads).select(
         "idle_id",
         waited=pl.when(pl.col("event") | other | pl.col("inside"))
         .then(pl.lit(IdleCause.DEPENDENCY.value))
@@ -376,13 +432,13 @@ def _waited_on(
     )
 
 
-def _own_stream(rows: pl.DataFrame, activity: pl.DataFrame, calls: pl.DataFrame) -> pl.DataFrame:
+def _own_stream(rows: pl.DataFrame, reads: IdleReads) -> pl.DataFrame:
     """``rows`` (the work ending each gap) with the work before it on its stream: prev_end
     (when its stream let it start) and since_ns (that work's launch, else its start: a wait
     put on the stream after it is the ending work's); null where it is the stream's first.
-    ``activity`` is in event order: sorted by start within each stream."""
+    The activity (:attr:`IdleReads.before`) is in event order: sorted by start within each stream."""
     stream = ["rank", "device", "stream"]
-    own = activity.select(*stream, prev_start="start_ns", prev_end="end_ns", prev_corr="correlation")
+    own = reads.before(rows).select(*stream, prev_start="start_ns", prev_end="end_ns", prev_corr="correlation")
     rows = rows.sort("end_ns").join_asof(
         own,
         left_on="end_ns",
@@ -393,7 +449,11 @@ def _own_stream(rows: pl.DataFrame, activity: pl.DataFrame, calls: pl.DataFrame)
         check_sortedness=False,
     )
     prev = rows.select("rank", correlation="prev_corr").drop_nulls().unique()
-    launched = _launches_of(calls, prev).group_by("rank", prev_corr="correlation").agg(prev_launch=pl.min("launch_ns"))
+    launched = (
+        _launches_of(reads.launches_of(prev), prev)
+        .group_by("rank", prev_corr="correlation")
+        .agg(prev_launch=pl.min("launch_ns"))
+    )
     return (
         rows.join(launched, on=["rank", "prev_corr"], how="left")
         .with_columns(since_ns=pl.coalesce("prev_launch", "prev_start"))
@@ -402,7 +462,7 @@ def _own_stream(rows: pl.DataFrame, activity: pl.DataFrame, calls: pl.DataFrame)
 
 
 def _event_waits(rows: pl.DataFrame, waits: pl.DataFrame) -> pl.DataFrame:
-    """``rows`` (with since_ns) with ``event``: a stream wait (:func:`_stream_waits`) was put
+    """``rows`` (with since_ns) with ``event``: a stream wait (:func:`stream_waits`) was put
     on the ending work's stream, or on a stream the trace does not name, after since_ns and
     no later than the work's launch."""
     waits = waits.with_columns(pl.col(c).cast(rows.schema[c]) for c in ("rank", "device", "stream"))
@@ -420,13 +480,13 @@ def _event_waits(rows: pl.DataFrame, waits: pl.DataFrame) -> pl.DataFrame:
     return rows.with_columns(event=event).drop("wait_ns", "any_wait_ns")
 
 
-def _inside_replay(rows: pl.DataFrame, activity: pl.DataFrame) -> pl.DataFrame:
+def _inside_replay(rows: pl.DataFrame, reads: IdleReads) -> pl.DataFrame:
     """``rows`` with ``inside``: the ending work is a node of a graph replay after an earlier
     node of the same replay (same rank and correlation id) had started."""
     nodes = rows.filter("graph").select("rank", "correlation").unique()
     if nodes.height == 0:
         return rows.with_columns(inside=pl.lit(value=False))
-    wanted = activity.filter(pl.col("correlation").is_in(nodes["correlation"].implode()))
+    wanted = reads.nodes(nodes).filter(pl.col("correlation").is_in(nodes["correlation"].implode()))
     first = (
         wanted.join(nodes, on=["rank", "correlation"])
         .group_by("rank", "correlation")
@@ -436,7 +496,7 @@ def _inside_replay(rows: pl.DataFrame, activity: pl.DataFrame) -> pl.DataFrame:
     return rows.join(first, on=["rank", "correlation"], how="left").with_columns(inside=inside)
 
 
-def _stream_waits(run: Run) -> pl.DataFrame:
+def stream_waits(run: Run) -> pl.DataFrame:
     """The rank's stream waits: rank, device, stream (null where the trace does not say which
     stream waited), wait_ns (the call's start; the GPU record's where no call is recorded).
     A call's stream is that of the GPU's record of the same correlation id."""

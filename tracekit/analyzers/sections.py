@@ -21,6 +21,7 @@ from tracekit.analyzers.convert import DECIMALS, rows, untracked
 from tracekit.analyzers.dataloader import dataloader_gaps
 from tracekit.analyzers.dataloader import per_rank_of as dataloader_per_rank
 from tracekit.analyzers.idle import longest_of_each, one_time_by_range
+from tracekit.analyzers.idle import per_rank_of as idle_per_rank
 from tracekit.analyzers.kernels import kernels_by_rank
 from tracekit.analyzers.ledger import in_ledger_order
 from tracekit.analyzers.left_out import excluded_reason, left_out, left_out_of, recorded_span, run_left_out
@@ -398,12 +399,31 @@ def idle_map(ctx: RankContext) -> IdleParts:
     """GPU idle intervals and their causes (nothing on a CPU-only run)."""
     if not ctx.has_gpu:
         return IdleParts()
-    result = ctx.idle
+    intervals = ctx.idle_intervals
     return IdleParts(
-        intervals=result.intervals,
-        per_rank=result.per_rank,
-        longest=longest_of_each(result.intervals, IDLE_INTERVALS),
-        one_time=one_time_by_range(result.intervals),
+        intervals=intervals,
+        per_rank=idle_per_rank(intervals),
+        longest=longest_of_each(intervals, IDLE_INTERVALS),
+        one_time=one_time_by_range(intervals),
+    )
+
+
+def idle_fold(parts: list[IdleParts]) -> IdleParts:
+    """The rank's idle from its windows': their intervals (each gap is the window's it starts in,
+    whole where it runs across the window's end, :attr:`WindowContext.idle_intervals
+    <tracekit.analyzers.windows.WindowContext.idle_intervals>`, and its cause is the whole rank's:
+    a window reads what lies beyond it of the rank,
+    :attr:`~tracekit.analyzers.context.RankContext.idle_reads`), and the rank's totals, longest
+    intervals and one-time idle worked out again from them."""
+    intervals = stacked([p.intervals for p in parts])
+    if not intervals.width:
+        return IdleParts()
+    intervals = intervals.sort("rank", "start_ns")
+    return IdleParts(
+        intervals=intervals,
+        per_rank=idle_per_rank(intervals),
+        longest=longest_of_each(intervals, IDLE_INTERVALS),
+        one_time=one_time_by_range(intervals),
     )
 
 

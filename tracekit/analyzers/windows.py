@@ -17,7 +17,9 @@ window and runs into its first frame is there, for the frame's segments. What a 
 see, the facts of the whole rank (its steps and their frames, which the step inference and the
 warm-up judge over every step; each GPU activity's launch, which may lie windows earlier; the
 rank's collective calls, each found from events that may lie windows away), its context takes
-from the rank's (:class:`WindowContext`).
+from the rank's (:class:`WindowContext`). An idle gap of the device may run across a cut (idle
+at the end of one frame and at the start of the next, which touch): it is the window's it starts
+in, whole (:attr:`WindowContext.idle_intervals`).
 
 **An entry folds** when its :class:`~tracekit.analyzers.mapreduce.Entry` has a ``fold``: its
 per-rank part, run on each window's context, gives parts that ``fold`` makes into the part the
@@ -40,18 +42,25 @@ import numpy as np
 import polars as pl
 
 from tracekit.analyzers.context import RankContext, Window
+from tracekit.analyzers.host_causes import LAUNCH_CALLS, SYNC_SKEW_NS
+from tracekit.analyzers.idle import CALL_COLUMNS
+from tracekit.analyzers.keys import CORRELATION_KEY, CORRELATION_LIMIT
 from tracekit.analyzers.mapreduce import RankSummary, in_order
 from tracekit.analyzers.stats import num
+from tracekit.analyzers.timeline import LABELS
 from tracekit.heap import trim_heap
 from tracekit.model.by_kind import ROW
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
+    from tracekit.analyzers.idle import IdleReads
     from tracekit.analyzers.mapreduce import Entry
     from tracekit.analyzers.memory_counters import Counted
     from tracekit.analyzers.parts import Parts
     from tracekit.analyzers.steps import StepResult
+    from tracekit.model.run import Run
+    from tracekit.results.vocab import IdleCause
 
 #: The events a window belongs to, about: a window ends at the first cut past this many.
 WINDOW_EVENTS: Final = 1 << 20
@@ -216,9 +225,175 @@ class WindowContext(RankContext):
         (one row a call: a small table beside the events)."""
         return self.whole.collective_calls.filter(self._reaches())
 
+    @cached_property
+    def idle_activity(self) -> pl.DataFrame:
+        """The whole rank's GPU activity that starts or ends in the window, its ends included:
+        the work that starts as one of its gaps ends (at its end, a frame's), or ends as one
+        begins (at its start)."""
+        w = self._window
+        start, end = pl.col("start_ns"), pl.col("end_ns")
+        return self.whole.activity.filter((start <= w.hi) & ((end >= w.lo) | (start >= w.lo)))
+
+    @cached_property
+    def first_work(self) -> pl.DataFrame:
+        """The whole rank's first GPU work (a gap's work may wait behind work windows earlier)."""
+        return self.whole.first_work
+
+    @cached_property
+    def first_call(self) -> pl.DataFrame:
+        """The whole rank's first runtime or driver call (work launched before it was launched
+        before the trace recorded the host)."""
+        return self.whole.first_call
+
+    @cached_property
+    def comm_streams(self) -> pl.DataFrame:
+        """The whole rank's streams that carry collectives (a stream's collectives may all lie
+        in other windows)."""
+        return self.whole.comm_streams
+
+    @cached_property
+    def stream_waits(self) -> pl.DataFrame:
+        """The whole rank's stream waits (one row a wait: the wait a gap's work waited on may
+        have been put on its stream windows earlier)."""
+        return self.whole.stream_waits
+
+    @cached_property
+    def launch_calls(self) -> pl.DataFrame:
+        """The window's launch calls, with the last of each launching thread of the rank before
+        it and the first at or after its end (read from the whole rank's calls around its ends):
+        whether an operator reaching into the window launched (a launch of its thread may lie
+        before or after the window), and the rank's first launch after a gap began (windows
+        later, where the window has none after it)."""
+        own = super().launch_calls
+        threads = self.whole.launch_threads
+        parts = [p for k, p in self.whole.run.by_kind.parts.items() if k in ("runtime", "driver")]
+        if not parts or not threads.height:
+            return own
+        where = pl.col("name").is_in(self.whole.run.names_matching(LAUNCH_CALLS).implode())
+        w, columns = self._window, own.columns
+        before = _nearest(parts, w.lo, 1, threads, columns, after=False, where=where)
+        after = _nearest(parts, w.hi, 1, threads, columns, after=True, where=where)
+        return pl.concat([before, own, after], how="vertical_relaxed").sort("start_ns", maintain_order=True)
+
+    @cached_property
+    def host_ranges(self) -> dict[IdleCause, pl.DataFrame]:
+        """The whole rank's process-wide host ranges that reach into the window or end within
+        :data:`~tracekit.analyzers.host_causes.SYNC_SKEW_NS` before it, with those that start
+        after it and return before the latest of these (what a gap that began in a sync is
+        matched with: the call of the first return at or after the gap began). Whether one-time
+        work recurs, and which call is an operator's first, are facts of the whole rank's."""
+        w = self._window
+        reach = pl.col("end_ns") + SYNC_SKEW_NS
+        found = {}
+        for cause, ranges in self.whole.host_ranges.items():
+            near = ranges.filter(reach >= w.lo)
+            latest = near.filter(pl.col("start_ns") < w.hi).get_column("end_ns").max()
+            inside = pl.col("start_ns") < w.hi
+            found[cause] = near.filter(inside if latest is None else inside | (pl.col("end_ns") <= latest))
+        return found
+
+    @cached_property
+    def idle_intervals(self) -> pl.DataFrame:
+        """The rank's idle gaps that start in the window, whole, with their causes: the rank's
+        gaps are unions of the idle segments of its frames, so one runs across a cut where the
+        device is idle on both sides of it. The window's own frames end such a gap at its end:
+        the gaps are found in the window stretched to the first frame that starts after the
+        gap crossing its end has ended (its frames and the events that reach into them), and
+        the piece of the gap that began in the window before it, at its start, is left out."""
+        w = self._window
+        end = _idle_across(self.whole, w.hi)
+        ctx = self if end is None else WindowContext(self.whole, Window(w.lo, _next_frame(self.whole.frames, end)))
+        start = pl.col("start_ns")
+        mine = (start >= w.lo) & (start < w.hi)
+        if _idle_across(self.whole, w.lo) is not None:
+            mine &= start != w.lo
+        return ctx.idle.intervals.filter(mine)
+
+    @property
+    def idle_reads(self) -> IdleReads:
+        """What the window's gaps read of the rank around them, from the whole rank's: its facts;
+        the launches of the work they read by correlation id (from the whole rank's calls: a
+        launch may lie windows earlier); the work before a gap's work on its stream (the
+        stream's last before the window, and its work since); the nodes of a graph replay (its
+        first may have run windows earlier)."""
+        whole = self.whole
+        return dataclasses.replace(
+            super().idle_reads,
+            launches_of=lambda work: _launches(whole.run, work),
+            before=lambda rows: _before(whole.activity, rows, self._window),
+            nodes=lambda _: whole.activity,
+        )
+
+
+def _idle_across(ctx: RankContext, at: int) -> int | None:
+    """The end of the idle gap of ``ctx``'s rank that runs across ``at`` (a window's end, a frame's
+    start), None where none does: where a frame ends at ``at`` and no work of the device
+    (:data:`~tracekit.analyzers.timeline.LABELS`) runs at it, its ends included, the idle
+    segments on either side of it are one gap, which ends where the device's next work starts
+    or the frames that touch from ``at`` on end."""
+    if at in (EARLIEST, LATEST):
+        return None
+    frames = ctx.frames
+    start, end = pl.col("start_ns"), pl.col("end_ns")
+    if frames.filter((start < at) & (end == at)).is_empty():
+        return None
+    work = ctx.device.filter(pl.col("category").is_in(LABELS) & (end > start))
+    if not work.filter((start <= at) & (end >= at)).is_empty():
+        return None
+    reach = at
+    for lo, hi in frames.filter(start >= at).select("start_ns", "end_ns").sort("start_ns").iter_rows():
+        if lo > reach:
+            break
+        reach = max(reach, hi)
+    after = work.filter(start > at).get_column("start_ns").min()
+    return reach if after is None else min(reach, int(after))  # type: ignore[arg-type]
+
+
+def _next_frame(frames: pl.DataFrame, at: int) -> int:
+    """The first start of ``frames`` after ``at`` (the latest time where none is)."""
+    found = frames.filter(pl.col("start_ns") > at).get_column("start_ns").min()
+    return LATEST if found is None else int(found)  # type: ignore[arg-type]
+
+
+def _launches(run: Run, work: pl.DataFrame) -> pl.DataFrame:
+    """The runtime and driver calls (:data:`~tracekit.analyzers.idle.CALL_COLUMNS`) of ``run``
+    whose correlation ids (rank, correlation) are ``work``'s, of the ids that pack."""
+    fits = pl.col("correlation").is_between(0, CORRELATION_LIMIT - 1)
+    wanted = work.filter(fits).select(CORRELATION_KEY.unique()).to_series().implode()
+    return run.select(["runtime", "driver"], *CALL_COLUMNS, where=fits & CORRELATION_KEY.is_in(wanted))
+
+
+def _before(activity: pl.DataFrame, rows: pl.DataFrame, window: Window) -> pl.DataFrame:
+    """The ``activity`` (in its order) of the streams of ``rows`` (rank, device, stream) from the
+    last start of each before ``window`` to its end: each row's work before it on its stream."""
+    stream = ["rank", "device", "stream"]
+    wanted = rows.select(stream).unique()
+    start = pl.col("start_ns")
+    last = (
+        activity.lazy()
+        .filter(start < window.lo)
+        .join(wanted.lazy(), on=stream, how="semi")
+        .group_by(stream)
+        .agg(_since=start.max())
+        .collect()
+    )
+    bounds = wanted.join(last, on=stream, how="left").with_columns(pl.col("_since").fill_null(window.lo))
+    return (
+        activity.join(bounds, on=stream, maintain_order="left")
+        .filter(start >= pl.col("_since"), start < window.hi)
+        .drop("_since")
+    )
+
 
 def _nearest(
-    parts: list[pl.DataFrame], edge: int, count: int, threads: pl.DataFrame, columns: Sequence[str], *, after: bool
+    parts: list[pl.DataFrame],
+    edge: int,
+    count: int,
+    threads: pl.DataFrame,
+    columns: Sequence[str],
+    *,
+    after: bool,
+    where: pl.Expr | None = None,
 ) -> pl.DataFrame:
     """The ``columns`` of the ``count`` events of each of ``threads`` nearest ``edge`` on one side
     (those that start at or after it, or before it) among ``parts`` (a kind's events each, in the
@@ -233,7 +408,8 @@ def _nearest(
         pieces, enough = [], True
         for part, at in zip(parts, ats, strict=True):
             lo, hi = (at, min(part.height, at + size)) if after else (max(0, at - size), at)
-            piece = part.slice(lo, hi - lo).select(*columns, ROW)
+            piece = part.slice(lo, hi - lo)
+            piece = (piece if where is None else piece.filter(where)).select(*columns, ROW)
             pieces.append(piece)
             if hi < part.height if after else lo > 0:  # the kind has more: do its threads have enough?
                 held = piece.join(threads, on=keys, how="semi").group_by(keys).len()
