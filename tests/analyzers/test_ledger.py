@@ -6,7 +6,7 @@ import itertools
 from typing import Any
 
 import polars as pl
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from tests.factories import FETCH, ev, make_run, nccl_call
@@ -221,6 +221,7 @@ def test_summed_is_the_grouped_sum_in_ledger_order(rows: list[tuple[int, int | N
 
 
 @settings(max_examples=200, deadline=None)
+@example(cuts=[(0, 0), (0, 2), (0, 3)], tops=[(0, 0, 1, "F"), (0, 1, 2, "F")], far=False)  # one name, two ranges
 @given(
     cuts=st.lists(st.tuples(st.integers(0, 2), st.integers(0, 300)), max_size=30, unique=True),
     tops=st.lists(

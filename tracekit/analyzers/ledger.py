@@ -190,7 +190,7 @@ def _host_segments(ctx: RankContext) -> pl.DataFrame:
 
 def _by_phase(segs: pl.DataFrame, top: pl.DataFrame) -> pl.DataFrame:
     """rank, step, phase, entry, ns: the segments' time by the outermost annotation of the
-    training thread holding them (phase null outside every one). The segments never straddle
+    training thread holding them, by its name (phase null outside every one). The segments never straddle
     a phase boundary: each one's phase is found by binary search (no join), and the time outside
     every phase is what no phase holds."""
     keys = ["rank", "step", "entry"]
@@ -208,7 +208,13 @@ def _by_phase(segs: pl.DataFrame, top: pl.DataFrame) -> pl.DataFrame:
         [*keys, "_phase"],
         ns=pl.col("length_ns").sum(),
     )
-    phased = sums.filter(pl.col("_phase").is_not_null()).join(names, on="_phase")
+    # by the phases' names: two ranges of one name (a step's two forward passes) are one phase
+    phased = (
+        sums.filter(pl.col("_phase").is_not_null())
+        .join(names, on="_phase")
+        .group_by("rank", "step", "phase", "entry")
+        .agg(pl.col("ns").sum())
+    )
     outside = sums.filter(pl.col("_phase").is_null() & (pl.col("ns") > 0)).with_columns(
         phase=pl.lit(None, dtype=pl.String)
     )
