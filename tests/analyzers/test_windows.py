@@ -297,3 +297,25 @@ def test_the_memory_fold_takes_what_ran_at_each_peak_from_the_window_it_lies_in(
     holding = {i for t in found["peak_time_ns"] for i, w in enumerate(plan) if w.lo <= t < w.hi}
     assert len(holding) == found.height == 2
     assert _check_folds(run, events=1) == len(plan)
+
+
+def test_the_ledger_fold_counts_a_gap_across_a_cut_in_its_steps_and_merges_the_comms() -> None:
+    # four steps that touch, one a window: the device idle from step 0's kernel into step 1 and
+    # from step 2's into step 3 (a gap across a cut, the first window's, whole: its time in the
+    # next window's frames counted there, in their steps), and a collective across the cut of
+    # steps 1 and 2 (one interval of the rank's communication, a piece in each window)
+    us = 1000
+    rows = [ev("step", f"ProfilerStep#{i}", i * 100 * us, (i + 1) * 100 * us) for i in range(4)]
+    for step, (start, end) in enumerate([(10, 50), (0, 0), (210, 250), (330, 340)]):
+        if end:
+            rows.append(launch("cudaLaunchKernel", start / 1000 - 0.005, step + 1))
+            rows.append(kernel("gemm", start / 1000, end / 1000, correlation=step + 1))
+    rows += nccl_call(0, 190 * us, 210 * us, corr=9, pg="dp", seq=0)
+    run = make_run(rows, world_size=2)
+    ctx = RankContext(run, Options(has_gpu=run.has_gpu))
+    assert len(windows.plan(ctx, events=1)) == 4
+    ledger = map_ranks(ctx, ANALYSES).parts["ledger"]
+    assert ledger.comms.select("start_ns", "end_ns").rows() == [(190 * us, 210 * us)]
+    gaps = map_ranks(ctx, ANALYSES).parts["idle_causes"].intervals.select("start_ns", "end_ns").rows()
+    assert (50 * us, 190 * us) in gaps
+    assert _check_folds(run, events=1) == 4

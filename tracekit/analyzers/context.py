@@ -280,6 +280,13 @@ class RankContext:
         return self.idle.intervals
 
     @property
+    def idle_beyond(self) -> pl.DataFrame:
+        """The device's segments past this context's frames in the gaps of :attr:`idle_intervals`
+        that run on past them (a window's gap across its end): none of the whole rank's, whose
+        frames hold all of its gaps."""
+        return self.segments.clear()
+
+    @property
     def idle_reads(self) -> IdleReads:
         """What the idle model reads of the rank around its gaps (:class:`~tracekit.analyzers.idle.IdleReads`):
         its facts, and the lookups answered from all of its activity and calls."""

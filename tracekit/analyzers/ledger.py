@@ -49,6 +49,7 @@ from tracekit.analyzers import timeline
 from tracekit.analyzers.collectives import INSTANCE, OWN_ARRIVAL
 from tracekit.analyzers.parts import LedgerParts
 from tracekit.analyzers.stats import grouped
+from tracekit.analyzers.windows import stacked
 from tracekit.results.vocab import BoundKind, IdleCause, LedgerEntry, StragglerCause
 
 if TYPE_CHECKING:
@@ -130,12 +131,31 @@ def ledger_map(ctx: RankContext) -> LedgerParts:
     )
 
 
+def ledger_fold(parts: list[LedgerParts]) -> LedgerParts:
+    """The rank's ledger from its windows': the time of each (rank, step, phase, entry) summed
+    over them (a gap across a cut is the window's it starts in, whole, and its time in the next
+    window's frames is counted there, in their steps: a step's rows may come from two windows),
+    the phases summed again; the communication intervals merged again (one may touch a cut from
+    either side); the frames stacked."""
+    entries = stacked([p.entries for p in parts])
+    if not entries.width:
+        return LedgerParts()
+    keys = ["rank", "step", "phase", "entry"]
+    entries = entries.group_by(keys).agg(pl.col("ns").sum()).select(*keys, "ns")
+    return LedgerParts(
+        entries=entries,
+        per_step=summed(entries),
+        comms=iv.union(stacked([p.comms for p in parts]), ["rank"]),
+        frames=stacked([p.frames for p in parts]),
+    )
+
+
 def _gpu_segments(ctx: RankContext) -> pl.DataFrame:
     """The device's segments (rank, step, start_ns, end_ns, length_ns) with their entry: work
     by its flags, idle by its gap's cause."""
     segs = ctx.segments
     causes = {k: v.value for k, v in IDLE_ENTRY.items()}
-    gaps = ctx.idle.intervals.select(
+    gaps = ctx.idle_intervals.select(
         "rank",
         "start_ns",
         "end_ns",
@@ -156,9 +176,11 @@ def _gpu_segments(ctx: RankContext) -> pl.DataFrame:
         .otherwise(_code(LedgerEntry.MEMORY))
     )
     busy = segs.filter(~idle).select(*columns, entry=entry)
-    waiting = iv.locate(
-        segs.filter(idle).select(columns), "start_ns", gaps, by=["rank"], keep=["entry"], in_time_order=False
-    )
+    idle_segs = segs.filter(idle).select(columns)
+    beyond = ctx.idle_beyond
+    if beyond.height:  # a window's gap across its end: its time in the next window's frames
+        idle_segs = pl.concat([idle_segs, beyond.filter(idle).select(columns)])
+    waiting = iv.locate(idle_segs, "start_ns", gaps, by=["rank"], keep=["entry"], in_time_order=False)
     return pl.concat([busy, waiting.select(*columns, "entry")])
 
 

@@ -310,6 +310,18 @@ class WindowContext(RankContext):
         return ctx.idle.intervals.filter(mine)
 
     @property
+    def idle_beyond(self) -> pl.DataFrame:
+        """The device's segments of the frames from the window's end to the first that starts
+        after the gap across its end has ended (those :attr:`idle_intervals` was found in past
+        the window; none where no gap runs across its end): that gap's time in the next window's
+        frames is counted with the gap, in their steps. Found in a context of those frames alone."""
+        w = self._window
+        end = _idle_across(self.whole, w.hi)
+        if end is None:
+            return super().idle_beyond
+        return WindowContext(self.whole, Window(w.hi, _next_frame(self.whole.frames, end))).segments
+
+    @property
     def idle_reads(self) -> IdleReads:
         """What the window's gaps read of the rank around them, from the whole rank's: its facts;
         the launches of the work they read by correlation id (from the whole rank's calls: a
