@@ -319,3 +319,22 @@ def test_the_ledger_fold_counts_a_gap_across_a_cut_in_its_steps_and_merges_the_c
     gaps = map_ranks(ctx, ANALYSES).parts["idle_causes"].intervals.select("start_ns", "end_ns").rows()
     assert (50 * us, 190 * us) in gaps
     assert _check_folds(run, events=1) == 4
+
+
+@pytest.mark.xfail(
+    strict=True, reason="issue 48, left for the next stop: the cause of a gap after work that began a window earlier"
+)
+def test_a_gap_after_work_across_the_window_s_start_has_the_whole_rank_s_cause() -> None:
+    """A collective kernel runs across the cut at 200 us and the next kernel starts at 230: the
+    whole rank says the gap [210, 230) waited on its launch, the window that owns it (the
+    collective began in the window before) says host work. Kept failing until the idle model's
+    window reads the work before a gap that began before the window."""
+    us = 1000
+    rows = [ev("step", f"ProfilerStep#{i}", i * 100 * us, (i + 1) * 100 * us) for i in range(4)]
+    for step, (start, end) in enumerate([(10, 50), (0, 0), (230, 250), (330, 340)]):
+        if end:
+            rows.append(launch("cudaLaunchKernel", start / 1000 - 0.005, step + 1))
+            rows.append(kernel("gemm", start / 1000, end / 1000, correlation=step + 1))
+    rows += nccl_call(0, 190 * us, 210 * us, corr=9, pg="dp", seq=0)
+    run = make_run(rows, world_size=2)
+    _check_folds(run, events=1)
