@@ -21,7 +21,7 @@ from polars.testing import assert_frame_equal
 from tests.analyzers.test_run_traits import kernel, launch, softmax_between_bmms
 from tests.factories import ev, make_run, nccl_call
 from tests.model.test_by_kind import frames
-from tracekit.analyzers import run_facts, sections, windows
+from tracekit.analyzers import gains, host_causes, run_facts, sections, windows
 from tracekit.analyzers.annotations import UNANNOTATED
 from tracekit.analyzers.context import Options, RankContext, Window
 from tracekit.analyzers.mapreduce import Entry, map_ranks
@@ -30,7 +30,7 @@ from tracekit.analyzers.registry import ANALYSES
 from tracekit.analyzers.run_traits import traits_map
 from tracekit.model.by_kind import ROW, ByKind
 from tracekit.readers import load_run
-from tracekit.results.vocab import SyncKind
+from tracekit.results.vocab import IdleCause, SyncKind
 
 if TYPE_CHECKING:
     from tracekit.model.run import Run
@@ -338,3 +338,36 @@ def test_a_gap_after_work_across_the_window_s_start_has_the_whole_rank_s_cause()
     rows += nccl_call(0, 190 * us, 210 * us, corr=9, pg="dp", seq=0)
     run = make_run(rows, world_size=2)
     _check_folds(run, events=1)
+
+
+@pytest.mark.parametrize(
+    ("piece_events", "gate"), [(host_causes.PIECE_EVENTS, None), (3_000, None), (3_000, 1.0), (3_000, "edge")]
+)
+def test_the_gains_fold_gives_the_rank_s_tables_in_its_order(
+    monkeypatch: pytest.MonkeyPatch, piece_events: int, gate: float | str | None
+) -> None:
+    """The re-timing reads the gains' tasks in their order: the folded tables are the whole
+    rank's row for row, cut at every frame. The host time runs across the cuts (the windows'
+    joined again where they meet) and, in pieces of 3,000 events, is cut where the whole rank's
+    pieces meet (those not joined); it is kept where the host's idle of all the windows' gaps
+    reaches the share (set above the rank's: none kept; just under it: above any window's)."""
+    monkeypatch.setattr(host_causes, "PIECE_EVENTS", piece_events)
+    run = _run(SAMPLES / "cuda-h200-compile" / "rank0.pt.trace.json.gz")
+    options = Options(has_gpu=run.has_gpu)
+    if gate == "edge":
+        ctx = RankContext(run, options)
+        causes = [IdleCause.LAUNCH.value, IdleCause.HOST_WORK.value]
+        held = ctx.idle.per_rank.filter(pl.col("cause").cast(pl.String).is_in(causes))["idle_ns"].sum()
+        length = ctx.frames["end_ns"].max() - ctx.frames["start_ns"].min()  # type: ignore[operator]
+        gate = held / length * (1 - 1e-9)
+    if gate is not None:
+        monkeypatch.setattr(gains, "HOST_IDLE_SHARE", gate)
+    entry = [Entry("gains", gains.gains_map, fold=gains.gains_fold)]
+    whole = map_ranks(RankContext(run, options), entry).parts["gains"]
+    plan = windows.plan(RankContext(run, options), events=1)
+    assert len(plan) > 2
+    folded = windows.map_windows(RankContext(run, options), entry, plan).parts["gains"]
+    assert type(folded) is gains.GainParts
+    assert bool(whole.launches.height and whole.host_free.height) is (gate != 1.0)
+    for table in whole.names():
+        assert_frame_equal(getattr(folded, table), getattr(whole, table), check_dtypes=True)

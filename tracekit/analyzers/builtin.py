@@ -90,7 +90,7 @@ ANALYSES: Final[tuple[Entry[Any], ...]] = (
         result=a.LedgerSection,
         fold=ledger.ledger_fold,
     ),
-    Entry("gains", gains.gains_map),
+    Entry("gains", gains.gains_map, fold=gains.gains_fold),
     Entry("traits", run_traits.traits_map, fold=run_traits.traits_fold),
     Entry("verdict", cross_rank=verdict_section.verdict_reduce, requires=_VERDICT_READS, result=a.Verdict),
     Entry(

@@ -18,7 +18,7 @@ from tracekit.analyzers.annotations import top_level
 from tracekit.analyzers.clocks import rank_hosts
 from tracekit.analyzers.collectives import collective_calls, no_groups
 from tracekit.analyzers.dataloader import fetch_ranges
-from tracekit.analyzers.host_causes import LAUNCH_CALLS, launch_calls, process_ranges
+from tracekit.analyzers.host_causes import LAUNCH_CALLS, cuts, launch_calls, process_ranges
 from tracekit.analyzers.idle import (
     CALL_COLUMNS,
     IdleReads,
@@ -147,6 +147,25 @@ class RankContext:
         """The steps of the whole rank (:attr:`steps` on the whole rank; a window's :attr:`steps`
         are only those that start in it): what an event is placed in, from any window."""
         return self.steps
+
+    @property
+    def rank_frames(self) -> pl.DataFrame:
+        """The whole rank's measured frames (:attr:`frames` on the whole rank; a window's are
+        only those that start in it): the rank's measured span, from any window."""
+        return self.frames
+
+    def widened(self, margin: int) -> RankContext:
+        """This context with ``margin`` more of the rank's time on either side: itself on the
+        whole rank (a window's: :mod:`~tracekit.analyzers.windows`)."""
+        del margin
+        return self
+
+    @cached_property
+    def host_cuts(self) -> list[int]:
+        """Where the gains' host time cuts the rank's time into pieces
+        (:func:`~tracekit.analyzers.host_causes.cuts` of the rank's calls), from the calls'
+        starts alone."""
+        return cuts(self.run.select(["runtime", "driver"], "start_ns"), self.run.height)
 
     @cached_property
     def collective_calls(self) -> pl.DataFrame:

@@ -66,12 +66,14 @@ from tracekit.analyzers.gains_scenarios import (
     straggler_cut,
     straggler_scenario,
 )
+from tracekit.analyzers.host_causes import DISPATCH_GAP_NS
 from tracekit.analyzers.host_time import host_time
 from tracekit.analyzers.parts import Parts, table
 from tracekit.analyzers.retime import Scenario, Shapes
 from tracekit.analyzers.retime_parallel import place, simulate_each
 from tracekit.analyzers.shared import COLLECTIVES, LEDGER
 from tracekit.analyzers.timeline import COLLECTIVE_WAIT, TRANSFER_COPY, host_collective_waits
+from tracekit.analyzers.windows import EARLIEST, stacked
 from tracekit.results.vocab import BoundKind, IdleCause
 from tracekit.results.worth import NOTE_BOUND, Gain, GainLimit
 
@@ -127,20 +129,44 @@ def _starts_inside(spans: pl.DataFrame) -> list[pl.Expr]:
     return [pl.col("start_ns") >= lo, pl.col("start_ns") <= hi]
 
 
+class GainPieces(GainParts):
+    """A window's gains (:mod:`tracekit.analyzers.windows`): the rows of the rank's tables that
+    start in it, and apart, for :func:`gains_fold` alone, what the rank's fetch, host time and
+    its gate are made of: the union of the fetches that start in the window, its input ranges,
+    its launching threads' time by cause (cut at the window's ends and at the whole rank's
+    pieces), where it is cut at its start, and the idle its gaps blame on the host."""
+
+    #: the union of the DataLoader fetches that start in the window
+    fetched: pl.DataFrame = table("rank start_ns end_ns")
+    #: the process's input ranges that start in the window, inside the rank's measured span
+    inputs: pl.DataFrame = table("rank start_ns end_ns")
+    #: the launching threads' time by cause inside the window (:func:`_host_time`, every rank's)
+    host: pl.DataFrame = table("rank cause start_ns end_ns")
+    #: the window's start, where the host time is cut at it (and the whole rank's is not)
+    seams: pl.DataFrame = table("rank at")
+    #: the idle of the window's gaps the host's dispatching or own work caused
+    held: pl.DataFrame = table("rank idle_ns")
+
+
 def gains_map(ctx: RankContext) -> GainParts:
-    """The per-rank part: the device tasks, host blocks and removable host time in the window."""
-    frames = ctx.frames.select(pl.col("rank").cast(pl.Int32), "step", "start_ns", "end_ns")
-    if frames.height == 0:
+    """The per-rank part: the device tasks, host blocks and removable host time in the window.
+    On a window (:mod:`tracekit.analyzers.windows`): the rows that start in it, with what
+    :func:`gains_fold` makes the rank's fetch and host time of (:class:`GainPieces`)."""
+    rank_frames = ctx.rank_frames.select(pl.col("rank").cast(pl.Int32), "step", "start_ns", "end_ns")
+    if rank_frames.height == 0:
         return GainParts()
-    spans = frames.group_by("rank").agg(_lo=pl.col("start_ns").min(), _hi=pl.col("end_ns").max())
+    frames = ctx.own(rank_frames)
+    spans = rank_frames.group_by("rank").agg(_lo=pl.col("start_ns").min(), _hi=pl.col("end_ns").max())
     window = spans.select("rank", start_ns="_lo", end_ns="_hi")
-    fetch = _inside(iv.union(ctx.fetch.select(pl.col("rank").cast(pl.Int32), "start_ns", "end_ns"), ["rank"]), spans)
-    phases = _inside(ctx.top_level.select("rank", pl.col("name").cast(pl.String), "start_ns", "end_ns"), spans)
+    fetched = iv.union(ctx.own(ctx.fetch).select(pl.col("rank").cast(pl.Int32), "start_ns", "end_ns"), ["rank"])
+    phases = _inside(ctx.own(ctx.top_level).select("rank", pl.col("name").cast(pl.String), "start_ns", "end_ns"), spans)
     if not ctx.has_gpu:
-        waits = ctx.device.filter(pl.col("name").cast(pl.String) == COLLECTIVE_WAIT).select(
+        waits = ctx.own(ctx.device.filter(pl.col("name").cast(pl.String) == COLLECTIVE_WAIT)).select(
             "rank", "start_ns", "end_ns", until="end_ns", on_collectives=pl.lit(True), kept=pl.lit(False)
         )
-        return GainParts(blocks=_inside(waits, spans), fetch=fetch, phases=phases, frames=frames)
+        if ctx.window is not None:
+            return GainPieces(blocks=_inside(waits, spans), fetched=fetched, phases=phases, frames=frames)
+        return GainParts(blocks=_inside(waits, spans), fetch=_inside(fetched, spans), phases=phases, frames=frames)
     act = ctx.activity
     # each distinct name tested once (every activity's name as text: 20 MB on a 125 MB rank)
     copies = (pl.col("kind") == "memcpy") & pl.col("name").is_in(ctx.run.names_matching(TRANSFER_COPY).implode())
@@ -154,13 +180,13 @@ def gains_map(ctx: RankContext) -> GainParts:
             end_ns="end_ns",
             transfer=copies,
         )
-        .filter(*_starts_inside(spans))
+        .filter(*_starts_inside(spans), ctx.owned())
         .unique(TASK_KEYS, keep="first", maintain_order=True)  # one task a stream and span (the re-timing's identity)
         .collect()
         .rechunk()  # one piece a column, as the re-timing reads them (the query's filter leaves several)
     )
     # tracekit capture's own step-end sync is kept in every what-if: the fix is the training's
-    syncs = ctx.syncs.calls.select(
+    syncs = ctx.own(ctx.syncs.calls).select(
         pl.col("rank").cast(pl.Int32),
         "start_ns",
         "end_ns",
@@ -170,7 +196,7 @@ def gains_map(ctx: RankContext) -> GainParts:
     )
     parts = [syncs]
     if ctx.run.select(["cpu_op", "annotation"], "rank", name=HOST_BACKEND).height:  # a GPU run on gloo/MPI
-        waits = host_collective_waits(ctx.run).select(
+        waits = ctx.own(host_collective_waits(ctx.run)).select(
             pl.col("rank").cast(pl.Int32),
             "start_ns",
             "end_ns",
@@ -180,17 +206,111 @@ def gains_map(ctx: RankContext) -> GainParts:
         )
         parts.append(waits)
     blocks = _inside(pl.concat(parts).sort("rank", "start_ns"), spans)
+    data = ctx.host_ranges[IdleCause.DATA].select(pl.col("rank").cast(pl.Int32), "start_ns", "end_ns")
+    inputs = _inside(ctx.own(data), spans)
+    if ctx.window is not None:
+        return GainPieces(
+            tasks=tasks,
+            blocks=blocks,
+            phases=phases,
+            frames=frames,
+            fetched=fetched,
+            inputs=inputs,
+            host=_window_host_time(ctx, window),
+            seams=_seams(ctx, rank_frames),
+            held=_held(ctx.idle_intervals),
+        )
+    fetch = _inside(fetched, spans)
     host = _host_time(ctx, window)
+    return _with_host(host, fetch, inputs, tasks=tasks, blocks=blocks, phases=phases, frames=frames)
+
+
+def _with_host(
+    host: pl.DataFrame,
+    fetch: pl.DataFrame,
+    inputs: pl.DataFrame,
+    *,
+    tasks: pl.DataFrame,
+    blocks: pl.DataFrame,
+    phases: pl.DataFrame,
+    frames: pl.DataFrame,
+) -> GainParts:
+    """The rank's part on a GPU, its host time by cause (:func:`_host_time`) given."""
 
     def cause(c: IdleCause) -> pl.DataFrame:
         return host.filter(pl.col("cause") == c.value).select("rank", "start_ns", "end_ns")
 
-    inputs = ctx.host_ranges[IdleCause.DATA].select(pl.col("rank").cast(pl.Int32), "start_ns", "end_ns")
-    data = iv.union(pl.concat([fetch, _inside(inputs, spans)], how="vertical_relaxed"), ["rank"])
+    data = iv.union(pl.concat([fetch, inputs], how="vertical_relaxed"), ["rank"])
     launches, host_free = cause(IdleCause.LAUNCH), cause(IdleCause.HOST_WORK)
     return GainParts(
         tasks=tasks, blocks=blocks, fetch=data, launches=launches, host_free=host_free, phases=phases, frames=frames
     )
+
+
+def gains_fold(parts: list[GainParts]) -> GainParts:
+    """The rank's part from its windows' (:class:`GainPieces`): their rows stacked (each table in
+    the rank's order: the windows' in time order), the fetches' unions joined again, the host
+    time cut at the windows' starts joined again, on a rank whose host left the GPU idle
+    (:data:`HOST_IDLE_SHARE` of its window: the windows' gaps' idle added)."""
+    pieces = [p for p in parts if isinstance(p, GainPieces)]
+    frames = stacked([p.frames for p in pieces])
+    if not frames.width:
+        return GainParts()
+    spans = frames.group_by("rank").agg(_lo=pl.col("start_ns").min(), _hi=pl.col("end_ns").max())
+    window = spans.select("rank", start_ns="_lo", end_ns="_hi")
+    fetch = _inside(iv.union(stacked([p.fetched for p in pieces]), ["rank"]), spans)
+    blocks, phases = (stacked([getattr(p, name) for p in pieces]) for name in ("blocks", "phases"))
+    inputs = stacked([p.inputs for p in pieces])
+    if not inputs.width:  # not a GPU's
+        return GainParts(blocks=blocks, fetch=fetch, phases=phases, frames=frames)
+    held = stacked([p.held for p in pieces])
+    ranks = _idle_ranks(held.group_by("rank").agg(pl.col("idle_ns").sum()), window)
+    host = _joined(stacked([p.host for p in pieces]), stacked([p.seams for p in pieces]))
+    host = host.filter(pl.col("rank").is_in(ranks.implode()))
+    tasks = stacked([p.tasks for p in pieces])
+    return _with_host(host, fetch, inputs, tasks=tasks, blocks=blocks, phases=phases, frames=frames)
+
+
+def _joined(host: pl.DataFrame, seams: pl.DataFrame) -> pl.DataFrame:
+    """``host`` (rank, cause, start_ns, end_ns) with the intervals of a cause that touch at one
+    of the ``seams`` (rank, at) joined, in the order of rank and start."""
+    if not seams.height or not host.height:
+        return host
+    same = (pl.col("rank") == pl.col("rank").shift(1)) & (pl.col("cause") == pl.col("cause").shift(1))
+    touch = same & (pl.col("start_ns") == pl.col("end_ns").shift(1)) & pl.col("start_ns").is_in(seams["at"].implode())
+    return (
+        host.sort("rank", "cause", "start_ns")
+        .with_columns(_island=(~touch.fill_null(False)).cum_sum())
+        .group_by("_island", maintain_order=True)
+        .agg(pl.col("rank").first(), pl.col("cause").first(), pl.col("start_ns").first(), pl.col("end_ns").last())
+        .select(host.columns)
+        .sort("rank", "start_ns")
+    )
+
+
+def _seams(ctx: RankContext, rank_frames: pl.DataFrame) -> pl.DataFrame:
+    """Where the window's host time is cut and the whole rank's is not: its start (none for the
+    first window, nor at a cut of the rank's pieces)."""
+    w = ctx.window
+    ranks = rank_frames.get_column("rank").unique()
+    if w is None or w.lo == EARLIEST or w.lo in ctx.host_cuts:
+        return pl.DataFrame({"rank": ranks.clear(), "at": pl.Series([], dtype=pl.Int64)})
+    return pl.DataFrame({"rank": ranks, "at": pl.Series([w.lo] * ranks.len(), dtype=pl.Int64)})
+
+
+def _held(intervals: pl.DataFrame) -> pl.DataFrame:
+    """rank, idle_ns: the idle of the gaps (the idle model's ``intervals``) the host's
+    dispatching or own work caused."""
+    causes = [IdleCause.LAUNCH.value, IdleCause.HOST_WORK.value]
+    idle = intervals.filter(pl.col("cause").cast(pl.String).is_in(causes))
+    return idle.group_by(pl.col("rank").cast(pl.Int32)).agg(idle_ns=pl.col("length_ns").sum())
+
+
+def _idle_ranks(held: pl.DataFrame, window: pl.DataFrame) -> pl.Series:
+    """The ranks whose host left the GPU idle (``held``: rank, idle_ns) at least
+    :data:`HOST_IDLE_SHARE` of their ``window``."""
+    lengths = window.select("rank", length=pl.col("end_ns") - pl.col("start_ns"))
+    return held.join(lengths, on="rank").filter(pl.col("idle_ns") >= HOST_IDLE_SHARE * pl.col("length"))["rank"]
 
 
 #: Host collectives that block the training thread (CPU backends' own operations).
@@ -208,8 +328,7 @@ def _host_time(ctx: RankContext, window: pl.DataFrame) -> pl.DataFrame:
     causes = [IdleCause.LAUNCH.value, IdleCause.HOST_WORK.value]
     idle = ctx.idle.per_rank.filter(pl.col("cause").cast(pl.String).is_in(causes))
     held = idle.group_by(pl.col("rank").cast(pl.Int32)).agg(pl.col("idle_ns").sum())
-    lengths = window.select("rank", length=pl.col("end_ns") - pl.col("start_ns"))
-    ranks = held.join(lengths, on="rank").filter(pl.col("idle_ns") >= HOST_IDLE_SHARE * pl.col("length"))["rank"]
+    ranks = _idle_ranks(held, window)
     if ranks.len() == 0:
         return pl.DataFrame(schema={"rank": pl.Int32, "cause": pl.String, "start_ns": pl.Int64, "end_ns": pl.Int64})
     return host_time(
@@ -221,6 +340,29 @@ def _host_time(ctx: RankContext, window: pl.DataFrame) -> pl.DataFrame:
         frames=ctx.frames,
         process=ctx.host_ranges,
         launches=ctx.launch_calls,
+    )
+
+
+def _window_host_time(ctx: RankContext, window: pl.DataFrame) -> pl.DataFrame:
+    """The launching threads' time by cause inside a window of the rank (every rank's: the fold
+    tells which the gains keep), as the rank's measured ``window`` classifies it: read from the
+    window widened by :data:`~tracekit.analyzers.host_causes.DISPATCH_GAP_NS` (every pause that
+    reaches into it), cut where the rank's own is (:attr:`RankContext.host_cuts
+    <tracekit.analyzers.context.RankContext.host_cuts>`) and at the window's ends."""
+    w = ctx.window
+    assert w is not None
+    wide = ctx.widened(DISPATCH_GAP_NS)
+    return host_time(
+        wide.run,
+        window,
+        fetch=ctx.fetch,
+        syncs=ctx.syncs.calls,
+        calls=wide.calls,
+        frames=ctx.frames,
+        process=wide.host_ranges,
+        launches=wide.launch_calls,
+        bounds=ctx.host_cuts,
+        within=(w.lo, w.hi),
     )
 
 

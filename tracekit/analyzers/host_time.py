@@ -45,6 +45,8 @@ def host_time(
     frames: pl.DataFrame | None = None,
     process: dict[IdleCause, pl.DataFrame] | None = None,
     launches: pl.DataFrame | None = None,
+    bounds: list[int] | None = None,
+    within: tuple[int, int] | None = None,
 ) -> pl.DataFrame:
     """The launching threads' time inside ``windows`` (rank, start_ns, end_ns) by the categories
     above, as the idle model would name it: rank, cause (an :class:`IdleCause` value), start_ns,
@@ -54,7 +56,10 @@ def host_time(
     instant is dispatch, not the training thread's own work). What a what-if removes
     (:mod:`tracekit.analyzers.gains`): the host time the idle model blames on that cause.
     ``launches``: :func:`~tracekit.analyzers.host_causes.launch_calls` of ``calls``, when
-    already found."""
+    already found. ``bounds``: where the time is cut in pieces (by default
+    :func:`~tracekit.analyzers.host_causes.cuts` of the calls); ``within``: the time of the
+    pieces only inside this stretch [lo, hi) (a window's, each span whole around it: its
+    instants classified as the whole span's are)."""
     empty = pl.DataFrame(schema=_OUT)
     if launches is None:
         launches = launch_calls(run, calls)
@@ -71,7 +76,11 @@ def host_time(
     if process is None:
         process = process_ranges(run, fetch=fetch, syncs=syncs, calls=calls, frames=frames)
     every = {c.value: per_thread(process[c], threads) for c in PROCESS_CAUSES}
-    pieces = _pieces(spans.select("idle_id", "rank", "thread", *SPAN), cuts(calls, run.height))
+    if bounds is None:
+        bounds = cuts(calls, run.height)
+    pieces = _pieces(spans.select("idle_id", "rank", "thread", *SPAN), bounds)
+    if within is not None:
+        pieces = [p for p in (_clipped(piece, *within) for piece in pieces) if p.height]
     reads = Reads.of(calls, launches, threads)
     found = [f for piece in pieces if (f := _classified(run, piece, threads, reads, every)).height]
     return pl.concat(found).sort("rank", "start_ns") if found else empty
@@ -94,6 +103,13 @@ def _pieces(spans: pl.DataFrame, bounds: list[int]) -> list[pl.DataFrame]:
         if piece.height:
             out.append(piece)
     return out
+
+
+def _clipped(piece: pl.DataFrame, lo: int, hi: int) -> pl.DataFrame:
+    """The time of ``piece`` (:func:`_pieces`) inside [lo, hi), its spans whole."""
+    return piece.with_columns(
+        start_ns=pl.max_horizontal("start_ns", pl.lit(lo)), end_ns=pl.min_horizontal("end_ns", pl.lit(hi))
+    ).filter(pl.col("end_ns") > pl.col("start_ns"))
 
 
 def _classified(

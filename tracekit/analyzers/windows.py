@@ -135,6 +135,23 @@ class WindowContext(RankContext):
         """The whole rank's measured frames that start in the window (every one lies in it)."""
         return self.whole.frames.filter(self.owned())
 
+    @property
+    def rank_frames(self) -> pl.DataFrame:
+        """The whole rank's measured frames (its measured span)."""
+        return self.whole.frames
+
+    def widened(self, margin: int) -> RankContext:
+        """The context of this window with ``margin`` more of the rank's time on either side."""
+        w = self._window
+        lo = w.lo if w.lo == EARLIEST else max(EARLIEST, w.lo - margin)
+        hi = w.hi if w.hi == LATEST else min(LATEST, w.hi + margin)
+        return WindowContext(self.whole, Window(lo, hi))
+
+    @cached_property
+    def host_cuts(self) -> list[int]:
+        """The whole rank's (the pieces its host time is cut in)."""
+        return self.whole.host_cuts
+
     @cached_property
     def graph_launches(self) -> pl.DataFrame:
         """The whole rank's graph replays (a few calls): a kernel of the window may be replayed
