@@ -106,26 +106,11 @@ def steps_map(ctx: RankContext) -> StepParts:
     steps, the rank's statistics and how its steps were found, and, for :func:`steps_fold`, the
     span of its events and its frames (:class:`StepPieces`) in place of the time left out."""
     s = ctx.steps
+    found = {"steps": s.steps, "stats": s.stats, "all_steps": s.all_steps, "warmup": s.warmup, "how_found": s.how_found}
     if ctx.window is None:
-        outside = left_out(ctx.run, s, ctx.frames)
-        return StepParts(
-            steps=s.steps,
-            stats=s.stats,
-            all_steps=s.all_steps,
-            warmup=s.warmup,
-            how_found=s.how_found,
-            left_out=outside,
-        )
+        return StepParts(**found, left_out=left_out(ctx.run, s, ctx.frames))
     recorded = recorded_span(ctx.run, ctx.owned()).with_columns(excluded=pl.lit(excluded_reason(s).value))
-    return StepPieces(
-        steps=s.steps,
-        stats=s.stats,
-        all_steps=s.all_steps,
-        warmup=s.warmup,
-        how_found=s.how_found,
-        recorded=recorded,
-        frames=ctx.frames.select("rank", "step", "start_ns", "end_ns"),
-    )
+    return StepPieces(**found, recorded=recorded, frames=ctx.frames.select("rank", "step", "start_ns", "end_ns"))
 
 
 def steps_fold(parts: list[StepParts]) -> StepParts:
