@@ -321,14 +321,12 @@ def test_the_ledger_fold_counts_a_gap_across_a_cut_in_its_steps_and_merges_the_c
     assert _check_folds(run, events=1) == 4
 
 
-@pytest.mark.xfail(
-    strict=True, reason="issue 48, left for the next stop: the cause of a gap after work that began a window earlier"
-)
 def test_a_gap_after_work_across_the_window_s_start_has_the_whole_rank_s_cause() -> None:
-    """A collective kernel runs across the cut at 200 us and the next kernel starts at 230: the
-    whole rank says the gap [210, 230) waited on its launch, the window that owns it (the
-    collective began in the window before) says host work. Kept failing until the idle model's
-    window reads the work before a gap that began before the window."""
+    """A collective kernel runs across the cut at 200 us and the next kernel starts at 230,
+    launched at 225: the whole rank says the gap [210, 230) waited on its launch, the host's
+    pause from the collective's call (which overlaps the gap before it, a window earlier) to
+    the launch being dispatch. The window that owns the gap reads that call with the gaps
+    beside it (it held host work before: the call ends before the window)."""
     us = 1000
     rows = [ev("step", f"ProfilerStep#{i}", i * 100 * us, (i + 1) * 100 * us) for i in range(4)]
     for step, (start, end) in enumerate([(10, 50), (0, 0), (230, 250), (330, 340)]):
@@ -338,6 +336,39 @@ def test_a_gap_after_work_across_the_window_s_start_has_the_whole_rank_s_cause()
     rows += nccl_call(0, 190 * us, 210 * us, corr=9, pg="dp", seq=0)
     run = make_run(rows, world_size=2)
     _check_folds(run, events=1)
+
+
+_US = 1000
+#: a kernel: (start, length, how long before it its launch begins), in us
+_KERNELS = st.lists(st.tuples(st.integers(0, 395), st.integers(1, 30), st.integers(1, 60)), max_size=8)
+#: an operator of the launching thread: (start, length), in us
+_OPS = st.lists(st.tuples(st.integers(0, 395), st.integers(1, 40)), max_size=8)
+
+
+@settings(max_examples=60, deadline=None)
+@given(_KERNELS, _OPS)
+def test_the_idle_fold_gives_the_rank_s_gaps_and_causes(
+    kernels: list[tuple[int, int, int]], ops: list[tuple[int, int]]
+) -> None:
+    """Four steps of 100 us, kernels launched 1 to 60 us before they start and operators of
+    the launching thread anywhere, cut at every step: the idle model's part folded from the
+    windows is the whole rank's, table for table. A pause of the host (under
+    ``DISPATCH_GAP_NS``) may run from an event of a gap in one window to one of a gap in the
+    next, either way across the cut."""
+    rows = [ev("step", f"ProfilerStep#{i}", i * 100 * _US, (i + 1) * 100 * _US) for i in range(4)]
+    for corr, (start, length, lag) in enumerate(kernels, 1):
+        at = (start - lag) * _US
+        rows.append(ev("runtime", "cudaLaunchKernel", at, at + 5_000, correlation=corr))
+        rows.append(ev("kernel", "gemm", start * _US, min(start + length, 400) * _US, correlation=corr))
+    rows += [ev("cpu_op", "aten::add", start * _US, (start + length) * _US) for start, length in ops]
+    run = make_run(rows)
+    options = Options(has_gpu=run.has_gpu)
+    entry = [e for e in ANALYSES if e.name == "idle_causes"]
+    whole = map_ranks(RankContext(run, options), entry).parts["idle_causes"]
+    plan = windows.plan(RankContext(run, options), events=1)
+    folded = windows.map_windows(RankContext(run, options), entry, plan).parts["idle_causes"]
+    for table in whole.names():
+        assert_frame_equal(_plain(getattr(folded, table)), _plain(getattr(whole, table)), check_dtypes=True)
 
 
 @pytest.mark.parametrize(

@@ -320,18 +320,28 @@ class RankContext:
             waits=lambda: self.stream_waits,
         )
 
+    @property
+    def idle_host(self) -> tuple[Run, pl.DataFrame, pl.DataFrame | None]:
+        """What the idle model reads of the host's events for its gaps' host causes: the run,
+        its runtime and driver calls, and the rank's gaps beside this context's whose events
+        the run holds too (none: the whole rank's context holds every gap; see
+        :func:`~tracekit.analyzers.host_causes.late_causes`)."""
+        return self.run, self.calls, None
+
     @cached_property
     def idle(self) -> IdleResult:
         """GPU idle gaps and their causes (read by the idle-cause table and the ledger)."""
+        run, calls, beside = self.idle_host
         return idle_causes(
-            self.run,
+            run,
             self.segments,
             self.frames,
             self.fetch,
             self.syncs.calls,
             activity=self.idle_activity,
-            calls=self.calls,
+            calls=calls,
             process=self.host_ranges,
             launches=self.launch_calls,
             reads=self.idle_reads,
+            beside=beside,
         )

@@ -160,6 +160,7 @@ def late_causes(
     frames: pl.DataFrame | None = None,
     process: dict[IdleCause, pl.DataFrame] | None = None,
     launches: pl.DataFrame | None = None,
+    beside: pl.DataFrame | None = None,
 ) -> pl.DataFrame:
     """The host-side cause of each gap.
 
@@ -173,7 +174,11 @@ def late_causes(
     ``run`` when not given; ``process``: :func:`process_ranges` of the same arguments, when
     already computed; ``frames``: the measured windows (rank, step, start_ns, end_ns), which
     tell one-time work from work that recurs (:func:`_recurring`); ``launches``:
-    :func:`launch_calls` of ``calls``, when already found. Returns idle_id, cause (:class:`IdleCause` values, or
+    :func:`launch_calls` of ``calls``, when already found; ``beside``: more of the rank's gaps
+    (rank, start_ns, end_ns), none of them overlapping those given, whose host events are read
+    with theirs: the pauses of a thread are found between its events that overlap a gap, so an
+    event of a gap beside (a window's neighbour's, whose events ``run`` holds) may end a pause
+    that reaches into one of these. Returns idle_id, cause (:class:`IdleCause` values, or
     :data:`QUEUED`), host_range (the outermost range on the launching thread at the gap's
     middle), launches (launch calls on the rank during the gap).
     """
@@ -182,6 +187,9 @@ def late_causes(
     threaded = gaps.join(threads, on=["rank", "tid"])
     del gaps
     keyed = iv.sort_within(threaded.select("idle_id", "rank", "thread", *SPAN), ["rank"], "start_ns")
+    held = keyed.select("rank", *SPAN)
+    if beside is not None and beside.height:
+        held = pl.concat([held, beside.select("rank", *SPAN)], how="vertical_relaxed").sort("rank", "start_ns")
     if calls is None:
         calls = run.select(["runtime", "driver"], "rank", "tid", "start_ns", "end_ns", "name")
     if process is None:
@@ -192,7 +200,7 @@ def late_causes(
     bounds = cuts(calls, run.height)
     reads = Reads.of(calls, launches, threads)
     if not bounds:
-        return _late(threaded, keyed, run, threads=threads, reads=reads, every=every, process=process, window=None)
+        return _late(threaded, held, run, threads=threads, reads=reads, every=every, process=process, window=None)
     # gaps by the piece of time they start in; each piece reads the events around its gaps
     piece = pl.Series(bounds, dtype=pl.Int64).search_sorted(keyed.get_column("start_ns"), side="right")
     found = []
@@ -200,14 +208,14 @@ def late_causes(
         mine = threaded.join(ids, on="idle_id", how="semi")
         lo, hi = mine.select(pl.col("start_ns").min(), pl.col("end_ns").max()).row(0)
         window = (lo - DISPATCH_GAP_NS, hi + DISPATCH_GAP_NS)
-        found.append(_late(mine, keyed, run, threads=threads, reads=reads, every=every, process=process, window=window))
+        found.append(_late(mine, held, run, threads=threads, reads=reads, every=every, process=process, window=window))
     order = keyed.select("idle_id").with_row_index("_order")
     return pl.concat(found).join(order, on="idle_id").sort("_order").drop("_order")
 
 
 def _late(
     threaded: pl.DataFrame,
-    keyed: pl.DataFrame,
+    held: pl.DataFrame,
     run: Run,
     *,
     threads: pl.DataFrame,
@@ -216,8 +224,9 @@ def _late(
     process: dict[IdleCause, pl.DataFrame],
     window: tuple[int, int] | None,
 ) -> pl.DataFrame:
-    """:func:`late_causes` of the gaps of ``threaded`` (some of ``keyed``'s, every gap: which
-    events are read), their events read inside ``window`` (lo, hi) only where given.
+    """:func:`late_causes` of the gaps of ``threaded`` (some of ``held``'s, every gap and
+    those beside: which events are read), their events read inside ``window`` (lo, hi) only
+    where given.
 
     A piece's gaps get what the whole gives them: the events read are those of the whole that
     reach into ``window``, which holds the gaps and ``DISPATCH_GAP_NS`` around them, so the
@@ -226,7 +235,7 @@ def _late(
     mine = iv.sort_within(threaded.select("idle_id", "rank", "thread", *SPAN), ["rank"], "start_ns")
     queued = threaded.filter(pl.col("queued_from") < pl.col("end_ns"))
     queued = queued.select("thread", start_ns=pl.max_horizontal("start_ns", "queued_from"), end_ns="end_ns")
-    events = thread_events(run, keyed, threads, reads, within=window)
+    events = thread_events(run, held, threads, reads, within=window)
     latency = threaded.filter(pl.col("launch_ns").is_not_null())
     latency = latency.select("thread", start_ns=pl.max_horizontal("start_ns", "launch_ns"), end_ns="end_ns")
     if window is not None:

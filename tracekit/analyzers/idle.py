@@ -232,6 +232,7 @@ def idle_causes(
     process: dict[IdleCause, pl.DataFrame] | None = None,
     launches: pl.DataFrame | None = None,
     reads: IdleReads | None = None,
+    beside: pl.DataFrame | None = None,
 ) -> IdleResult:
     """Attribute each GPU idle gap (from the timeline segments) to one cause.
 
@@ -243,7 +244,9 @@ def idle_causes(
     (:func:`~tracekit.analyzers.host_causes.process_ranges`) and ``launches``
     (:func:`~tracekit.analyzers.host_causes.launch_calls`), likewise, when already read;
     ``reads``: what the gaps read of the rank around them (:func:`rank_reads` of ``activity``
-    and ``calls`` when not given).
+    and ``calls`` when not given); ``beside``: the rank's gaps beside those of ``segments``
+    (rank, start_ns, end_ns: a window's neighbours', :mod:`~tracekit.analyzers.windows`) whose
+    host events ``run`` holds (:func:`~tracekit.analyzers.host_causes.late_causes`).
     """
     if activity is None:
         columns = ("rank", "name", "category", "start_ns", "end_ns", "device", "stream", "correlation")
@@ -254,7 +257,7 @@ def idle_causes(
         launches = launch_calls(run, calls)
     if reads is None:
         reads = rank_reads(run, activity, calls)
-    gaps = _gaps(segments, frames)
+    gaps = idle_gaps(segments, frames)
     ended = _ending_work(gaps, activity, launches, reads)
     # the host's causes are found from the waits (in a list, which ``late_causes`` empties) and
     # the gaps are not read again: neither is held through them, the idle model's peak (a 2 GB
@@ -271,7 +274,15 @@ def idle_causes(
         "idle_id", "rank", "step", "start_ns", "end_ns", "ended_by", "launch_ns", "switch", "pretrace", "queued_cause"
     )
     host = late_causes(
-        waits, run, fetch=fetch, syncs=syncs, calls=calls, frames=frames, process=process, launches=launches
+        waits,
+        run,
+        fetch=fetch,
+        syncs=syncs,
+        calls=calls,
+        frames=frames,
+        process=process,
+        launches=launches,
+        beside=beside,
     )
     cause = (
         pl.when(pl.col("switch"))
@@ -310,7 +321,7 @@ def per_rank_of(intervals: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def _gaps(segments: pl.DataFrame, frames: pl.DataFrame) -> pl.DataFrame:
+def idle_gaps(segments: pl.DataFrame, frames: pl.DataFrame) -> pl.DataFrame:
     """Idle gaps: idle_id, rank, step (of the window each starts in), start_ns, end_ns."""
     idle = segments.filter(~pl.col("compute") & ~pl.col("collective") & ~pl.col("memory"))
     merged = iv.union(idle.select("rank", "start_ns", "end_ns"), ["rank"])

@@ -46,8 +46,8 @@ import numpy as np
 import polars as pl
 
 from tracekit.analyzers.context import RankContext, Window
-from tracekit.analyzers.host_causes import LAUNCH_CALLS, SYNC_SKEW_NS
-from tracekit.analyzers.idle import CALL_COLUMNS
+from tracekit.analyzers.host_causes import DISPATCH_GAP_NS, LAUNCH_CALLS, SYNC_SKEW_NS
+from tracekit.analyzers.idle import CALL_COLUMNS, idle_gaps
 from tracekit.analyzers.keys import CORRELATION_KEY, CORRELATION_LIMIT
 from tracekit.analyzers.mapreduce import RankSummary, in_order
 from tracekit.analyzers.stats import num
@@ -342,6 +342,20 @@ class WindowContext(RankContext):
             return super().idle_beyond
         return WindowContext(self.whole, Window(w.hi, _next_frame(self.whole.frames, end))).segments
 
+    @cached_property
+    def idle_host(self) -> tuple[Run, pl.DataFrame, pl.DataFrame | None]:
+        """The whole rank's events that reach into the window or within
+        :data:`~tracekit.analyzers.host_causes.DISPATCH_GAP_NS` of it, and its gaps around the
+        window that its launching threads' operators and calls there reach into
+        (:func:`_gaps_beside`): a thread's pauses are found between its events that overlap any
+        of the rank's gaps, so one that reaches into a gap of the window may begin at an event
+        of a gap windows earlier, or end at one of a gap after it."""
+        w, whole = self._window, self.whole
+        lo = w.lo if w.lo == EARLIEST else max(EARLIEST, w.lo - DISPATCH_GAP_NS)
+        hi = w.hi if w.hi == LATEST else min(LATEST, w.hi + DISPATCH_GAP_NS)
+        run = whole.run.within(lo, hi)
+        return run, run.select(["runtime", "driver"], *CALL_COLUMNS), _gaps_beside(whole, run, w)
+
     @property
     def idle_reads(self) -> IdleReads:
         """What the window's gaps read of the rank around them, from the whole rank's: its facts;
@@ -356,6 +370,36 @@ class WindowContext(RankContext):
             before=lambda rows: _before(whole.activity, rows, self._window),
             nodes=lambda _: whole.activity,
         )
+
+
+def _gaps_beside(whole: RankContext, run: Run, window: Window) -> pl.DataFrame | None:
+    """The gaps of ``whole``'s rank (rank, start_ns, end_ns) before and after ``window`` that
+    the operators and calls of its launching threads in ``run`` (the events around the window)
+    reach into, besides others: found in the frames those events reach into (the gaps of
+    frames that start before the window from the first of them, those after it to the last),
+    with what cuts a gap at the window's ends (the piece of a gap across them in the window is
+    the window's). None where the window is all time or its threads' events reach no further."""
+    threads = whole.launch_threads
+    if not threads.height:
+        return None
+    host = run.select(["cpu_op", "runtime", "driver"], "rank", "tid", "start_ns", "end_ns")
+    host = host.join(threads, on=["rank", "tid"], how="semi")
+    first = host.get_column("start_ns").min() if window.lo != EARLIEST else None
+    last = host.get_column("end_ns").max() if window.hi != LATEST else None
+    frames, found = whole.frames, []
+    start, end = pl.col("start_ns"), pl.col("end_ns")
+    if first is not None and first < window.lo:  # type: ignore[operator]
+        before = frames.filter((end > first) & (start < window.lo)).get_column("start_ns").min()
+        if before is not None:
+            found.append(Window(int(before), window.lo))  # type: ignore[arg-type]
+    if last is not None and last > window.hi:  # type: ignore[operator]
+        after = frames.filter((start >= window.hi) & (start < last)).get_column("start_ns").max()
+        if after is not None:
+            found.append(Window(window.hi, _next_frame(frames, int(after))))  # type: ignore[arg-type]
+    if not found:
+        return None
+    gaps = [idle_gaps(ctx.segments, ctx.frames) for ctx in (WindowContext(whole, w) for w in found)]
+    return pl.concat(gaps, how="vertical_relaxed").select("rank", "start_ns", "end_ns")
 
 
 def _idle_across(ctx: RankContext, at: int) -> int | None:
