@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.factories import ev, make_run
-from tracekit.model.by_kind import ROW, ByKind
+from tracekit.model.by_kind import ROW, ByKind, Reach
 from tracekit.model.schema import SCHEMA, empty_events
 
 _KINDS = ("cpu_op", "runtime", "kernel", "memcpy", "annotation", "step")
@@ -150,3 +150,68 @@ def test_taken_empties_the_list_and_holds_the_same_events() -> None:
     held = ByKind.taken(owned, literal_rows=0)
     assert owned == []
     assert held.frame().equals(frame)
+
+
+@st.composite
+def ordered_frames(draw: st.DrawFn) -> pl.DataFrame:
+    """One rank's events in order of their starts (what :class:`Reach` reads by position): long
+    events whose ends pass those of events after them, instants, and nulls in the times where a
+    draw asks for them (read by the filter)."""
+    n = draw(st.integers(0, 40))
+    kinds = draw(st.lists(st.sampled_from(_KINDS[:3]), min_size=n, max_size=n))
+    starts = sorted(draw(st.lists(st.integers(0, 60), min_size=n, max_size=n)))
+    # mostly short, some instants, a few that last past many later starts
+    lengths = draw(st.lists(st.one_of(st.integers(0, 3), st.just(0), st.integers(0, 80)), min_size=n, max_size=n))
+    ends: list[int | None] = [s + d for s, d in zip(starts, lengths, strict=True)]
+    nulls = draw(st.sampled_from(["none", "start", "end"]))
+    begun: list[int | None] = list(starts)
+    if n and nulls != "none":
+        at = draw(st.integers(0, n - 1))
+        (begun if nulls == "start" else ends)[at] = None
+    rows = {"rank": [0] * n, "kind": kinds, "name": ["a"] * n, "start_ns": begun, "end_ns": ends}
+    frame = pl.DataFrame(rows, schema={c: SCHEMA[c] for c in rows})
+    return pl.concat([empty_events(), frame], how="diagonal_relaxed").select(list(SCHEMA))
+
+
+def _within_reference(frame: pl.DataFrame, lo: int, hi: int) -> pl.DataFrame:
+    start, end = pl.col("start_ns"), pl.col("end_ns")
+    return frame.filter((start < hi) & ((end > lo) | (start >= lo)))
+
+
+def _check_within(frame: pl.DataFrame, lo: int, hi: int, literal: int) -> None:
+    held = ByKind.of(frame, literal_rows=literal)
+    for _ in range(2):  # read once, then again with what the first read found of each kind
+        kept = held.within(lo, hi)
+        expected = _within_reference(frame, lo, hi)
+        assert kept.frame().equals(expected)
+        assert kept.height == expected.height
+        for part in kept.parts.values():  # the places renumbered among the kept, ascending
+            rows = part[ROW].to_list()
+            assert rows == sorted(rows)
+            assert all(0 <= r < kept.height for r in rows)
+
+
+@settings(max_examples=400, deadline=None)
+@given(ordered_frames(), st.integers(-5, 70), st.integers(-5, 70), st.sampled_from([0, 1 << 16]))
+def test_within_by_position_is_the_filter_s(frame: pl.DataFrame, lo: int, hi: int, literal: int) -> None:
+    _check_within(frame, lo, hi, literal)
+    for block in (1, 3, 8):  # the greatest ends kept a few rows at a time: the blocks' edges read
+        assert Reach.of(frame, block=block).within(frame, lo, hi).equals(_within_reference(frame, lo, hi))
+
+
+@settings(max_examples=200, deadline=None)
+@given(frames(), st.integers(-2, 40), st.integers(0, 12), st.sampled_from([0, 1 << 16]))
+def test_within_of_several_ranks_is_the_filter_s(frame: pl.DataFrame, lo: int, width: int, literal: int) -> None:
+    # several ranks' events are in order of rank, then start: a kind's starts may fall back
+    _check_within(frame, lo, lo + width, literal)
+
+
+def test_within_reads_a_kind_in_order_of_starts_by_position() -> None:
+    run = make_run([ev("cpu_op", "long", 0, 100), *(ev("cpu_op", f"op{i}", 10 * i, 10 * i + 2) for i in range(1, 9))])
+    held = ByKind.of(run.events, literal_rows=0)
+    names = held.within(45, 62).select(["cpu_op"], [pl.col("name").cast(pl.String)])["name"].to_list()
+    assert names == ["long", "op5", "op6"]  # the long one, whose end passes the others', kept
+    assert held._reach("cpu_op").starts is not None  # read by position
+    unordered = ByKind.of(run.events.reverse(), literal_rows=0)
+    assert unordered._reach("cpu_op").starts is None  # by the filter
+    assert unordered.within(45, 62).height == 3

@@ -30,6 +30,8 @@ ROW: Final = "_row"
 #: Runs of fewer events hold every column as a buffer: a kind's columns are then a few MB at
 #: most, and finding those of no value or one (a query over every column) costs more than it saves.
 LITERAL_ROWS: Final = 1 << 16
+#: The rows of a block of :class:`Reach` (the greatest end of each block is kept).
+REACH_BLOCK: Final = 64
 
 #: What :func:`_stats` finds of a kind's column: (column, "nulls" | "min" | "max") -> value.
 _Held = dict[tuple[str, str], object]
@@ -39,7 +41,7 @@ class ByKind:
     """The events of a run (a frame of :data:`tracekit.model.schema.SCHEMA` in the run's order),
     a frame per kind present, each in that order with its events' places (:data:`ROW`)."""
 
-    __slots__ = ("_extents", "height", "parts", "schema")
+    __slots__ = ("_extents", "_reaches", "height", "parts", "schema")
 
     def __init__(self, parts: dict[str, pl.DataFrame], height: int, schema: pl.Schema) -> None:
         self.parts = parts
@@ -48,6 +50,7 @@ class ByKind:
         #: the columns of the events (without :data:`ROW`)
         self.schema = schema
         self._extents: dict[int, pl.DataFrame] = {}
+        self._reaches: dict[str, Reach | None] = {}
 
     @classmethod
     def of(cls, events: pl.DataFrame, *, literal_rows: int = LITERAL_ROWS) -> ByKind:
@@ -237,25 +240,93 @@ class ByKind:
     def within(self, lo: int, hi: int) -> ByKind:
         """The events that reach into the stretch [``lo``, ``hi``): each that starts before ``hi``
         and ends after ``lo``, or starts in it (an instant at ``lo``), held the same way, each
-        with its place among them (:data:`ROW`, renumbered: the events kept, in the same order)."""
-        reach = (pl.col("start_ns") < hi) & ((pl.col("end_ns") > lo) | (pl.col("start_ns") >= lo))
-        kept = {k: p.filter(reach) for k, p in self.parts.items()}
+        with its place among them (:data:`ROW`, renumbered: the events kept, in the same order).
+        A kind in order of its starts (one rank's) is read by position (:class:`Reach`), any
+        other filtered."""
+        kept = {k: self._reach(k).within(p, lo, hi) for k, p in self.parts.items()}
         kept = {k: p for k, p in kept.items() if p.height}
         if not kept:
             return ByKind({}, 0, self.schema)
         places = {k: p.get_column(ROW).to_numpy() for k, p in kept.items()}
-        every = np.sort(np.concatenate(list(places.values())))
+        # each kind's places ascend: a stable sort (a merge of runs) of a few runs
+        every = np.sort(np.concatenate(list(places.values())), kind="stable")
         parts = {
             k: p.with_columns(pl.Series(ROW, np.searchsorted(every, places[k]).astype(places[k].dtype)))
             for k, p in kept.items()
         }
         return ByKind(parts, int(every.size), self.schema)
 
+    def _reach(self, kind: str) -> Reach:
+        """How :meth:`within` reads ``kind``'s events (found once)."""
+        if (found := self._reaches.get(kind)) is None:
+            found = self._reaches[kind] = Reach.of(self.parts[kind])
+        return found
+
     def only(self, condition: pl.Expr) -> ByKind:
         """The events that meet ``condition`` (row by row), held the same way."""
         kept = {k: p.filter(condition) for k, p in self.parts.items()}
         kept = {k: p for k, p in kept.items() if p.height}
         return ByKind.of(_merged([p.lazy() for p in kept.values()])) if kept else ByKind({}, 0, self.schema)
+
+
+def reaching(lo: int, hi: int) -> pl.Expr:
+    """Whether an event reaches into the stretch [``lo``, ``hi``): it starts before ``hi`` and
+    ends after ``lo``, or starts in it (an instant at ``lo``)."""
+    return (pl.col("start_ns") < hi) & ((pl.col("end_ns") > lo) | (pl.col("start_ns") >= lo))
+
+
+class Reach:
+    """The rows of a frame (of ``start_ns`` and ``end_ns``) that reach into a stretch of time
+    (:func:`reaching`), found by position where its rows are in order of their starts and
+    neither column holds a null (a kind's events of one rank), by the filter elsewhere.
+
+    In order of starts, the rows that start before ``hi`` are a prefix, and those of it that
+    start at ``lo`` or after its end. Of those that start before ``lo``, none before the first
+    block of :data:`REACH_BLOCK` rows whose running greatest end passes ``lo`` ends after it
+    (the ends of a block each: an eighth of a byte a row, not a copy of the ends); what is left
+    between is read end by end: as many rows as start while the longest event before ``lo``
+    runs (a kernel or an operator: a few; a range over the whole trace: all of them)."""
+
+    __slots__ = ("block", "ends", "reach", "starts")
+
+    def __init__(
+        self, starts: np.ndarray | None, ends: np.ndarray | None, reach: np.ndarray | None, block: int
+    ) -> None:
+        #: the rows' starts and ends (ascending starts), and the greatest end up to the end of
+        #: each ``block`` of rows; None where the rows are read by the filter
+        self.starts = starts
+        self.ends = ends
+        self.reach = reach
+        self.block = block
+
+    @classmethod
+    def of(cls, frame: pl.DataFrame, *, block: int = REACH_BLOCK) -> Reach:
+        """How ``frame``'s rows are read (by position when they are in order of starts), the
+        greatest end kept a ``block`` of rows at a time."""
+        start, end = frame.get_column("start_ns"), frame.get_column("end_ns")
+        if start.null_count() or end.null_count() or not start.is_sorted():
+            return cls(None, None, None, block)
+        ends = end.to_numpy()
+        blocks = np.maximum.reduceat(ends, np.arange(0, ends.size, block)) if ends.size else ends
+        return cls(start.to_numpy(), ends, np.maximum.accumulate(blocks), block)
+
+    def within(self, frame: pl.DataFrame, lo: int, hi: int) -> pl.DataFrame:
+        """The rows of ``frame`` (the one this was found of) that reach into [``lo``, ``hi``),
+        in its order: a slice of it, or a copy of those of a slice."""
+        if self.starts is None or self.ends is None or self.reach is None:
+            return frame.filter(reaching(lo, hi))
+        before, until = np.searchsorted(self.starts, [lo, hi], side="left").tolist()
+        early = min(before, until)  # those that start before both ``lo`` and ``hi``
+        inside = max(until - before, 0)  # then those that start in [lo, hi)
+        block = int(np.searchsorted(self.reach, lo, side="right"))  # the first whose rows may end after lo
+        start = min(block * self.block, early)
+        ended = self.ends[start:early] > lo
+        skip = int(ended.argmax()) if ended.any() else ended.size  # the block's rows that end by lo
+        first, ended = start + skip, ended[skip:]
+        if ended.all():
+            return frame.slice(first, early - first + inside)
+        keep = np.concatenate([ended, np.ones(inside, dtype=bool)])
+        return frame.slice(first, keep.size).filter(pl.Series(keep))
 
 
 def _rows_by_kind(kind: pl.Series) -> dict[str, pl.Series]:
