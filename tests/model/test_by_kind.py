@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.factories import ev, make_run
-from tracekit.model.by_kind import ROW, ByKind, Reach
+from tracekit.model.by_kind import ROW, ByKind, Reach, reaching
 from tracekit.model.schema import SCHEMA, empty_events
 
 _KINDS = ("cpu_op", "runtime", "kernel", "memcpy", "annotation", "step")
@@ -196,7 +196,13 @@ def _check_within(frame: pl.DataFrame, lo: int, hi: int, literal: int) -> None:
 def test_within_by_position_is_the_filter_s(frame: pl.DataFrame, lo: int, hi: int, literal: int) -> None:
     _check_within(frame, lo, hi, literal)
     for block in (1, 3, 8):  # the greatest ends kept a few rows at a time: the blocks' edges read
-        assert Reach.of(frame, block=block).within(frame, lo, hi).equals(_within_reference(frame, lo, hi))
+        reach = Reach.of(frame, block=block)
+        assert reach.within(frame, lo, hi).equals(_within_reference(frame, lo, hi))
+        # its ends included: the rows the window's idle model reads
+        start, end = pl.col("start_ns"), pl.col("end_ns")
+        closed = frame.filter((start <= hi) & ((end >= lo) | (start >= lo)))
+        assert reach.within(frame, lo, hi, closed=True).equals(closed)
+        assert frame.filter(reaching(lo, hi, closed=True)).equals(closed)
 
 
 @settings(max_examples=200, deadline=None)

@@ -53,7 +53,7 @@ from tracekit.analyzers.mapreduce import RankSummary, in_order
 from tracekit.analyzers.stats import num
 from tracekit.analyzers.timeline import LABELS
 from tracekit.heap import trim_heap
-from tracekit.model.by_kind import ROW
+from tracekit.model.by_kind import ROW, Reach, reaching
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -99,15 +99,43 @@ def plan(ctx: RankContext, events: int = WINDOW_EVENTS) -> list[Window]:
     return [Window(lo, hi) for lo, hi in itertools.pairwise(bounds)]
 
 
+class Shared:
+    """What the windows of a rank read of its whole context, found once for them all: how each
+    of its tables that a window reads the rows of that reach into it is read (by position where
+    the table is in order of starts: :class:`~tracekit.model.by_kind.Reach`), and where the
+    rank's idle gaps run across a time (:func:`_idle_across`)."""
+
+    def __init__(self, whole: RankContext) -> None:
+        self.whole = whole
+        self._reaches: dict[str, Reach] = {}
+        self._across: dict[int, int | None] = {}
+
+    def reaching(self, table: str, lo: int, hi: int, *, closed: bool = False) -> pl.DataFrame:
+        """The rows of the whole context's ``table`` (the name of one of its frames) that reach
+        into [``lo``, ``hi``) (``closed``: [``lo``, ``hi``]), in its order."""
+        frame = getattr(self.whole, table)
+        if (reach := self._reaches.get(table)) is None:
+            reach = self._reaches[table] = Reach.of(frame)
+        return reach.within(frame, lo, hi, closed=closed)
+
+    def idle_across(self, at: int) -> int | None:
+        """:func:`_idle_across` of the whole rank at ``at``."""
+        if at not in self._across:
+            self._across[at] = _idle_across(self.whole, at)
+        return self._across[at]
+
+
 class WindowContext(RankContext):
     """The context of one window of a rank: the events that reach into it, and what it takes
     from the whole rank's context (the steps and their frames, the GPU activity with each
-    activity's launch, the collective calls)."""
+    activity's launch, the collective calls); ``shared``: what the windows of the rank find of
+    its whole context once (one a window where not given)."""
 
-    def __init__(self, whole: RankContext, window: Window) -> None:
+    def __init__(self, whole: RankContext, window: Window, *, shared: Shared | None = None) -> None:
         super().__init__(whole.run.within(window.lo, window.hi), whole.options)
         self.whole = whole
         self._window = window
+        self._shared = shared if shared is not None and shared.whole is whole else Shared(whole)
 
     @property
     def window(self) -> Window:
@@ -115,14 +143,17 @@ class WindowContext(RankContext):
         return self._window
 
     def _reaches(self) -> pl.Expr:
-        w = self._window
-        return (pl.col("start_ns") < w.hi) & ((pl.col("end_ns") > w.lo) | (pl.col("start_ns") >= w.lo))
+        return reaching(self._window.lo, self._window.hi)
+
+    def _reaching(self, table: str, *, closed: bool = False) -> pl.DataFrame:
+        """The rows of the whole context's ``table`` that reach into the window (:meth:`Shared.reaching`)."""
+        return self._shared.reaching(table, self._window.lo, self._window.hi, closed=closed)
 
     @cached_property
     def activity(self) -> pl.DataFrame:
         """The whole rank's GPU activity that reaches into the window (each with its launch,
         which may be windows earlier)."""
-        return self.whole.activity.filter(self._reaches())
+        return self._reaching("activity")
 
     @cached_property
     def steps(self) -> StepResult:
@@ -149,7 +180,7 @@ class WindowContext(RankContext):
         w = self._window
         lo = w.lo if w.lo == EARLIEST else max(EARLIEST, w.lo - margin)
         hi = w.hi if w.hi == LATEST else min(LATEST, w.hi + margin)
-        return WindowContext(self.whole, Window(lo, hi))
+        return WindowContext(self.whole, Window(lo, hi), shared=self._shared)
 
     @cached_property
     def host_cuts(self) -> list[int]:
@@ -223,15 +254,16 @@ class WindowContext(RankContext):
         """The whole rank's idle after blocking calls that reaches into the window or ends at
         its start: those the window's idle is the union of (the idle after a call that returned
         windows earlier may last into this one, and what starts there is not the window's)."""
+        # of those that reach into the window, its ends included (read by position where they can)
         w = self._window
-        return self.whole.sync_idle.filter((pl.col("end_ns") >= w.lo) & (pl.col("start_ns") < w.hi))
+        return self._reaching("sync_idle", closed=True).filter((pl.col("end_ns") >= w.lo) & (pl.col("start_ns") < w.hi))
 
     @cached_property
     def sync_reads(self) -> pl.DataFrame:
         """The whole rank's host reads that reach into the window (one a read): a thread's reads
         that touch are one, and one that ended at the window's start (not among its events)
         takes in one that starts there."""
-        return self.whole.sync_reads.filter(self._reaches())
+        return self._reaching("sync_reads")
 
     @property
     def rank_steps(self) -> StepResult:
@@ -244,16 +276,14 @@ class WindowContext(RankContext):
         arguments are found from events that may lie windows away (the op that launched it, the
         other kernels of its stream), so the rank's calls are found once, from all of its events
         (one row a call: a small table beside the events)."""
-        return self.whole.collective_calls.filter(self._reaches())
+        return self._reaching("collective_calls")
 
     @cached_property
     def idle_activity(self) -> pl.DataFrame:
         """The whole rank's GPU activity that starts or ends in the window, its ends included:
         the work that starts as one of its gaps ends (at its end, a frame's), or ends as one
         begins (at its start)."""
-        w = self._window
-        start, end = pl.col("start_ns"), pl.col("end_ns")
-        return self.whole.activity.filter((start <= w.hi) & ((end >= w.lo) | (start >= w.lo)))
+        return self._reaching("activity", closed=True)
 
     @cached_property
     def first_work(self) -> pl.DataFrame:
@@ -322,11 +352,12 @@ class WindowContext(RankContext):
         gap crossing its end has ended (its frames and the events that reach into them), and
         the piece of the gap that began in the window before it, at its start, is left out."""
         w = self._window
-        end = _idle_across(self.whole, w.hi)
-        ctx = self if end is None else WindowContext(self.whole, Window(w.lo, _next_frame(self.whole.frames, end)))
+        end = self._shared.idle_across(w.hi)
+        stretched = None if end is None else Window(w.lo, _next_frame(self.whole.frames, end))
+        ctx = self if stretched is None else WindowContext(self.whole, stretched, shared=self._shared)
         start = pl.col("start_ns")
         mine = (start >= w.lo) & (start < w.hi)
-        if _idle_across(self.whole, w.lo) is not None:
+        if self._shared.idle_across(w.lo) is not None:
             mine &= start != w.lo
         return ctx.idle.intervals.filter(mine)
 
@@ -337,10 +368,11 @@ class WindowContext(RankContext):
         the window; none where no gap runs across its end): that gap's time in the next window's
         frames is counted with the gap, in their steps. Found in a context of those frames alone."""
         w = self._window
-        end = _idle_across(self.whole, w.hi)
+        end = self._shared.idle_across(w.hi)
         if end is None:
             return super().idle_beyond
-        return WindowContext(self.whole, Window(w.hi, _next_frame(self.whole.frames, end))).segments
+        beyond = Window(w.hi, _next_frame(self.whole.frames, end))
+        return WindowContext(self.whole, beyond, shared=self._shared).segments
 
     @cached_property
     def idle_host(self) -> tuple[Run, pl.DataFrame, pl.DataFrame | None]:
@@ -527,14 +559,16 @@ def map_windows(ctx: RankContext, entries: Sequence[Entry[Any]], windows: Sequen
     ordered = [e for e in in_order(entries) if e.per_rank is not None]
     folds = {e.name for e in folding(entries)} if len(windows) > 1 else set()
     pieces: dict[str, list[Parts]] = {name: [] for name in folds}
+    shared = Shared(ctx)
     for window in windows if folds else ():
-        part_ctx = WindowContext(ctx, window)
+        part_ctx = WindowContext(ctx, window, shared=shared)
         for entry in ordered:
             if entry.name in folds:
                 assert entry.per_rank is not None
                 pieces[entry.name].append(entry.per_rank(part_ctx))
         del part_ctx
         trim_heap()
+    del shared
     parts: dict[str, Parts] = {}
     for entry in ordered:
         assert entry.per_rank is not None

@@ -269,10 +269,14 @@ class ByKind:
         return ByKind.of(_merged([p.lazy() for p in kept.values()])) if kept else ByKind({}, 0, self.schema)
 
 
-def reaching(lo: int, hi: int) -> pl.Expr:
+def reaching(lo: int, hi: int, *, closed: bool = False) -> pl.Expr:
     """Whether an event reaches into the stretch [``lo``, ``hi``): it starts before ``hi`` and
-    ends after ``lo``, or starts in it (an instant at ``lo``)."""
-    return (pl.col("start_ns") < hi) & ((pl.col("end_ns") > lo) | (pl.col("start_ns") >= lo))
+    ends after ``lo``, or starts in it (an instant at ``lo``); ``closed``: into [``lo``, ``hi``],
+    its ends included (it starts at ``hi`` or before, and ends at ``lo`` or after, or starts in it)."""
+    start, end = pl.col("start_ns"), pl.col("end_ns")
+    if closed:
+        return (start <= hi) & ((end >= lo) | (start >= lo))
+    return (start < hi) & ((end > lo) | (start >= lo))
 
 
 class Reach:
@@ -310,18 +314,21 @@ class Reach:
         blocks = np.maximum.reduceat(ends, np.arange(0, ends.size, block)) if ends.size else ends
         return cls(start.to_numpy(), ends, np.maximum.accumulate(blocks), block)
 
-    def within(self, frame: pl.DataFrame, lo: int, hi: int) -> pl.DataFrame:
-        """The rows of ``frame`` (the one this was found of) that reach into [``lo``, ``hi``),
-        in its order: a slice of it, or a copy of those of a slice."""
+    def within(self, frame: pl.DataFrame, lo: int, hi: int, *, closed: bool = False) -> pl.DataFrame:
+        """The rows of ``frame`` (the one this was found of) that reach into [``lo``, ``hi``)
+        (``closed``: [``lo``, ``hi``], :func:`reaching`), in its order: a slice of it, or a copy
+        of those of a slice."""
         if self.starts is None or self.ends is None or self.reach is None:
-            return frame.filter(reaching(lo, hi))
-        before, until = np.searchsorted(self.starts, [lo, hi], side="left").tolist()
-        early = min(before, until)  # those that start before both ``lo`` and ``hi``
-        inside = max(until - before, 0)  # then those that start in [lo, hi)
-        block = int(np.searchsorted(self.reach, lo, side="right"))  # the first whose rows may end after lo
+            return frame.filter(reaching(lo, hi, closed=closed))
+        before = int(np.searchsorted(self.starts, lo, side="left"))
+        until = int(np.searchsorted(self.starts, hi, side="right" if closed else "left"))
+        early = min(before, until)  # those that start before ``lo`` (and by ``hi``)
+        inside = max(until - before, 0)  # then those that start in the stretch
+        # the first block whose rows may end after ``lo`` (at it, closed)
+        block = int(np.searchsorted(self.reach, lo, side="left" if closed else "right"))
         start = min(block * self.block, early)
-        ended = self.ends[start:early] > lo
-        skip = int(ended.argmax()) if ended.any() else ended.size  # the block's rows that end by lo
+        ended = self.ends[start:early] >= lo if closed else self.ends[start:early] > lo
+        skip = int(ended.argmax()) if ended.any() else ended.size  # the block's rows that end before
         first, ended = start + skip, ended[skip:]
         if ended.all():
             return frame.slice(first, early - first + inside)
