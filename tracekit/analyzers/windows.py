@@ -382,11 +382,11 @@ class WindowContext(RankContext):
         (:func:`_gaps_beside`): a thread's pauses are found between its events that overlap any
         of the rank's gaps, so one that reaches into a gap of the window may begin at an event
         of a gap windows earlier, or end at one of a gap after it."""
-        w, whole = self._window, self.whole
+        w = self._window
         lo = w.lo if w.lo == EARLIEST else max(EARLIEST, w.lo - DISPATCH_GAP_NS)
         hi = w.hi if w.hi == LATEST else min(LATEST, w.hi + DISPATCH_GAP_NS)
-        run = whole.run.within(lo, hi)
-        return run, run.select(["runtime", "driver"], *CALL_COLUMNS), _gaps_beside(whole, run, w)
+        run = self.whole.run.within(lo, hi)
+        return run, run.select(["runtime", "driver"], *CALL_COLUMNS), _gaps_beside(self._shared, run, w)
 
     @property
     def idle_reads(self) -> IdleReads:
@@ -404,13 +404,14 @@ class WindowContext(RankContext):
         )
 
 
-def _gaps_beside(whole: RankContext, run: Run, window: Window) -> pl.DataFrame | None:
-    """The gaps of ``whole``'s rank (rank, start_ns, end_ns) before and after ``window`` that
-    the operators and calls of its launching threads in ``run`` (the events around the window)
-    reach into, besides others: found in the frames those events reach into (the gaps of
+def _gaps_beside(shared: Shared, run: Run, window: Window) -> pl.DataFrame | None:
+    """The gaps of the rank of ``shared``'s whole context (rank, start_ns, end_ns) before and
+    after ``window`` that the operators and calls of its launching threads in ``run`` (the
+    events around the window) reach into, besides others: found in the frames those events reach into (the gaps of
     frames that start before the window from the first of them, those after it to the last),
     with what cuts a gap at the window's ends (the piece of a gap across them in the window is
     the window's). None where the window is all time or its threads' events reach no further."""
+    whole = shared.whole
     threads = whole.launch_threads
     if not threads.height:
         return None
@@ -430,7 +431,8 @@ def _gaps_beside(whole: RankContext, run: Run, window: Window) -> pl.DataFrame |
             found.append(Window(window.hi, _next_frame(frames, int(after))))  # type: ignore[arg-type]
     if not found:
         return None
-    gaps = [idle_gaps(ctx.segments, ctx.frames) for ctx in (WindowContext(whole, w) for w in found)]
+    contexts = (WindowContext(whole, w, shared=shared) for w in found)
+    gaps = [idle_gaps(ctx.segments, ctx.frames) for ctx in contexts]
     return pl.concat(gaps, how="vertical_relaxed").select("rank", "start_ns", "end_ns")
 
 
