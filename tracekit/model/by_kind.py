@@ -293,11 +293,10 @@ class Reach:
 
     __slots__ = ("block", "ends", "reach", "starts")
 
-    def __init__(
-        self, starts: np.ndarray | None, ends: np.ndarray | None, reach: np.ndarray | None, block: int
-    ) -> None:
-        #: the rows' starts and ends (ascending starts), and the greatest end up to the end of
-        #: each ``block`` of rows; None where the rows are read by the filter
+    def __init__(self, starts: pl.Series | None, ends: pl.Series | None, reach: np.ndarray | None, block: int) -> None:
+        #: the rows' starts and ends (ascending starts: the frame's own columns, not a copy, a
+        #: 2 GB rank's 86 MB), and the greatest end up to the end of each ``block`` of rows;
+        #: None where the rows are read by the filter
         self.starts = starts
         self.ends = ends
         self.reach = reach
@@ -310,9 +309,9 @@ class Reach:
         start, end = frame.get_column("start_ns"), frame.get_column("end_ns")
         if start.null_count() or end.null_count() or not start.is_sorted():
             return cls(None, None, None, block)
-        ends = end.to_numpy()
+        ends = end.to_numpy()  # a copy where the column is in pieces, let go on return
         blocks = np.maximum.reduceat(ends, np.arange(0, ends.size, block)) if ends.size else ends
-        return cls(start.to_numpy(), ends, np.maximum.accumulate(blocks), block)
+        return cls(start, end, np.maximum.accumulate(blocks), block)
 
     def within(self, frame: pl.DataFrame, lo: int, hi: int, *, closed: bool = False) -> pl.DataFrame:
         """The rows of ``frame`` (the one this was found of) that reach into [``lo``, ``hi``)
@@ -320,14 +319,15 @@ class Reach:
         of those of a slice."""
         if self.starts is None or self.ends is None or self.reach is None:
             return frame.filter(reaching(lo, hi, closed=closed))
-        before = int(np.searchsorted(self.starts, lo, side="left"))
-        until = int(np.searchsorted(self.starts, hi, side="right" if closed else "left"))
+        before = int(self.starts.search_sorted(lo, side="left"))
+        until = int(self.starts.search_sorted(hi, side="right" if closed else "left"))
         early = min(before, until)  # those that start before ``lo`` (and by ``hi``)
         inside = max(until - before, 0)  # then those that start in the stretch
         # the first block whose rows may end after ``lo`` (at it, closed)
         block = int(np.searchsorted(self.reach, lo, side="left" if closed else "right"))
         start = min(block * self.block, early)
-        ended = self.ends[start:early] >= lo if closed else self.ends[start:early] > lo
+        ends = self.ends.slice(start, early - start).to_numpy()
+        ended = ends >= lo if closed else ends > lo
         skip = int(ended.argmax()) if ended.any() else ended.size  # the block's rows that end before
         first, ended = start + skip, ended[skip:]
         if ended.all():
