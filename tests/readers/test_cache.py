@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 import pytest
 
-from tests.factories import simple_step, write_kineto
+from tests.factories import kineto_event, simple_step, write_kineto
 from tracekit.analyzers import run_analysis
 from tracekit.readers import load_run, read_file
 from tracekit.readers.cache import CACHE_ENV, EventCache, default_cache_dir
@@ -310,3 +310,31 @@ def test_processes_racing_on_one_cache_folder(shared_traces: Path, tmp_path: Pat
     assert problems == []
     final = pl.read_parquet(expected / f"{flips % 2}.parquet")
     assert load_run([target], cache_dir=cache).events.equals(final)  # not a stale version
+
+
+def test_a_kind_s_columns_of_one_value_are_left_unread_and_held_as_literals_again(tmp_path: Path) -> None:
+    """A rank of 70k operators and 70k kernels: the entry records, per kind of 65,536 events or
+    more, its columns of one value or none (the operators' device and stream, none; their kind,
+    one), which the read leaves unread and holds as literals again: each kind's events equal
+    the decoded ones', held in as few bytes."""
+    count = 70_000
+    events = [kineto_event("user_annotation", "ProfilerStep#1", 1_000_000.0, 4 * count)]
+    events += [kineto_event("cpu_op", f"aten::op{i % 7}", 1_000_000.0 + 2 * i, 1) for i in range(count)]
+    events += [
+        kineto_event("kernel", "gemm", 1_000_001.0 + 2 * i, 1, correlation=i, stream=7, device=0) for i in range(count)
+    ]
+    path = write_kineto(tmp_path / "rank0.json", events)
+    cache = tmp_path / "cache"
+    first = load_run([path], cache_dir=cache).by_kind
+    (meta,) = (cache / "events").glob("*.json")
+    recorded = {(k, c): v for k, c, v in json.loads(meta.read_text())["traces"][0]["literals"]}
+    assert recorded[("cpu_op", "device")] is None
+    assert recorded[("cpu_op", "kind")] == "cpu_op"
+    assert recorded[("kernel", "stream")] == 7
+    assert not any(k == "step" for k, _ in recorded)  # a kind of fewer events holds every column
+    second = load_run([path], cache_dir=cache).by_kind
+    assert list(second.parts) == list(first.parts)
+    assert second.literals() == first.literals()
+    for kind, part in first.parts.items():
+        assert second.parts[kind].equals(part)
+        assert second.parts[kind].estimated_size() == part.estimated_size()

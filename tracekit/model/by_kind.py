@@ -41,7 +41,7 @@ class ByKind:
     """The events of a run (a frame of :data:`tracekit.model.schema.SCHEMA` in the run's order),
     a frame per kind present, each in that order with its events' places (:data:`ROW`)."""
 
-    __slots__ = ("_extents", "_reaches", "height", "parts", "schema")
+    __slots__ = ("_extents", "_literals", "_reaches", "height", "parts", "schema")
 
     def __init__(self, parts: dict[str, pl.DataFrame], height: int, schema: pl.Schema) -> None:
         self.parts = parts
@@ -51,6 +51,7 @@ class ByKind:
         self.schema = schema
         self._extents: dict[int, pl.DataFrame] = {}
         self._reaches: dict[str, Reach | None] = {}
+        self._literals: Literals | None = None
 
     @classmethod
     def of(cls, events: pl.DataFrame, *, literal_rows: int = LITERAL_ROWS) -> ByKind:
@@ -98,12 +99,36 @@ class ByKind:
         within a kind of ``literal_rows`` events or more made a literal there (as :meth:`taken`
         does)."""
         parts = {k: p.select(*schema, ROW) for k, p in parts.items() if p.height}
-        for kind, part in parts.items():
-            if part.height >= literal_rows:
-                held = _stats(part.drop(ROW)).get(kind, {})
-                ones = [one for c, t in schema.items() if (one := _literal(kind, c, t, held, part.height)) is not None]
-                parts[kind] = part.with_columns(ones) if ones else part
-        return cls(parts, height, schema)
+        found = literals_of(parts, schema, literal_rows=literal_rows)
+        for kind, ones in found.items():
+            if ones:
+                parts[kind] = parts[kind].with_columns(_as_literal(c, schema[c], v) for c, v in ones.items())
+        made = cls(parts, height, schema)
+        made._literals = found
+        return made
+
+    @classmethod
+    def read(cls, parts: dict[str, pl.DataFrame], height: int, schema: pl.Schema, literals: Literals) -> ByKind:
+        """The events of ``parts`` (as :meth:`held` takes them) held as :meth:`held` held them,
+        its ``literals`` (:meth:`literals`) given: each kind's frame holding every other column,
+        these made literals again (no column of no value read as a buffer: a 2 GB rank's
+        operators are 323 MB read whole, 119 held)."""
+        parts = {k: p for k, p in parts.items() if p.height}
+        for kind, ones in literals.items():
+            if ones and kind in parts:
+                parts[kind] = parts[kind].with_columns(_as_literal(c, schema[c], v) for c, v in ones.items())
+        parts = {k: p.select(*schema, ROW) for k, p in parts.items()}
+        made = cls(parts, height, schema)
+        made._literals = literals
+        return made
+
+    def literals(self, *, literal_rows: int = LITERAL_ROWS) -> Literals:
+        """Per kind of ``literal_rows`` events or more, its columns of no value or one there and
+        that value (None: no value), as :meth:`held` finds them: found once (:meth:`held` and
+        :meth:`read` know them)."""
+        if self._literals is None:
+            self._literals = literals_of(self.parts, self.schema, literal_rows=literal_rows)
+        return self._literals
 
     @classmethod
     def ranked(cls, held: list[tuple[int, ByKind]], *, rank: str = "rank") -> ByKind:
@@ -352,6 +377,36 @@ def _rows_by_kind(kind: pl.Series) -> dict[str, pl.Series]:
         ("" if code == len(names) else names[code]): pl.Series(ROW, np.flatnonzero(codes == code).astype(index))
         for code in np.flatnonzero(counts)
     }
+
+
+#: Per kind, its columns that are one value or none (None) there: column -> value.
+Literals = dict[str, dict[str, int | str | None]]
+
+
+def literals_of(parts: dict[str, pl.DataFrame], schema: pl.Schema, *, literal_rows: int = LITERAL_ROWS) -> Literals:
+    """Per kind of ``parts`` of ``literal_rows`` events or more, its columns (of ``schema``) of no
+    value or one there (:func:`_literal`), with that value (None: no value)."""
+    found: Literals = {}
+    for kind, part in parts.items():
+        if part.height >= literal_rows:
+            held = _stats(part.drop(ROW)).get(kind, {})
+            found[kind] = {
+                c: _value(kind, c, held)
+                for c, t in schema.items()
+                if _literal(kind, c, t, held, part.height) is not None
+            }
+    return found
+
+
+def _value(kind: str, column: str, held: _Held) -> int | str | None:
+    """The one value of a literal ``column`` of ``kind`` (:func:`_literal`), None where it has none."""
+    # a column of no value has no least value either (and only integer columns' are found)
+    return kind if column == "kind" and kind else cast("int | None", held.get((column, "min")))
+
+
+def _as_literal(column: str, dtype: pl.DataType, value: int | str | None) -> pl.Expr:
+    """``column`` as the literal ``value`` of ``dtype``."""
+    return pl.lit(value, dtype=dtype).alias(column)
 
 
 def _literal(kind: str, column: str, dtype: pl.DataType, held: _Held, rows: int) -> pl.Expr | None:

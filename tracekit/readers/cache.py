@@ -36,7 +36,7 @@ import polars as pl
 
 from tracekit import __version__
 from tracekit.locks import entry_lock
-from tracekit.model.by_kind import ROW, ByKind
+from tracekit.model.by_kind import ROW, ByKind, Literals
 from tracekit.model.counters import COUNTER_SCHEMA, empty_counters
 from tracekit.model.input_warnings import InputWarning  # noqa: TC001  (msgspec reads annotations at run time)
 from tracekit.model.run import ProcessGroup, RankFound  # noqa: TC001
@@ -51,7 +51,7 @@ if TYPE_CHECKING:
 __all__ = ["CACHE_ENV", "CACHE_VERSION", "EventCache", "FileIdentity", "default_cache_dir"]
 
 #: Bump whenever a reader's output (columns, values, rank metadata) or the entry layout changes.
-CACHE_VERSION: Final = 14
+CACHE_VERSION: Final = 15
 #: The environment variable naming the cache root.
 CACHE_ENV: Final = "TRACEKIT_CACHE_DIR"
 #: The largest entry metadata read (a few hundred bytes per rank trace).
@@ -91,6 +91,9 @@ class _Trace(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     counter_rows: Annotated[int, msgspec.Meta(ge=0)]
     #: the events of each kind, in the order the events file holds them (a kind after another)
     kinds: tuple[tuple[str, Annotated[int, msgspec.Meta(ge=1)]], ...] = ()
+    #: per kind, its columns of one value or none there, with the value (None: none), which the
+    #: events file holds as buffers and a read leaves unread (:meth:`ByKind.literals`)
+    literals: tuple[tuple[str, str, int | str | None], ...] = ()
 
 
 class _Entry(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -213,6 +216,9 @@ def _describe(trace: RankTrace) -> _Trace:
         rows=trace.held.height,
         counter_rows=trace.counters.height,
         kinds=tuple((k, p.height) for k, p in trace.held.parts.items()),
+        literals=tuple(
+            (kind, column, value) for kind, ones in trace.held.literals().items() for column, value in ones.items()
+        ),
     )
 
 
@@ -252,10 +258,16 @@ def _read_frame(parquet: Path, schema: dict[str, pl.DataType], *, rows: int) -> 
 
 def _read_held(parquet: Path, item: _Trace) -> ByKind:
     """The events of ``<base>.parquet``, a kind at a time (each kind read alone: the file's
-    columns are never all read at once, the nulls of one kind beside another's values)."""
+    columns are never all read at once, the nulls of one kind beside another's values), and of
+    each kind the columns that are not one value or none there (those made literals again)."""
     schema = pl.Schema([*SCHEMA.items(), (ROW, pl.UInt32())])
     if sum(n for _, n in item.kinds) != item.rows:
         raise ValueError(f"{parquet}: its kinds do not hold the rows recorded")
+    literals: Literals = {}
+    for kind, column, value in item.literals:
+        if column not in SCHEMA or (column == "kind" and value not in (None, kind)):
+            raise ValueError(f"{parquet}: not the literals of its kinds")
+        literals.setdefault(kind, {})[column] = value
     parts = {}
     with open_regular(parquet, follow=False) as handle:
         scan = pl.scan_parquet(handle)
@@ -263,12 +275,13 @@ def _read_held(parquet: Path, item: _Trace) -> ByKind:
             raise ValueError(f"{parquet}: not the schema")
         offset = 0
         for kind, rows in item.kinds:
-            part = scan.slice(offset, rows).collect()
-            if part.height != rows or (kind and part.get_column("kind").ne_missing(kind).any()):
+            read = [c for c in schema if c not in literals.get(kind, {})]
+            part = scan.slice(offset, rows).select(read).collect()
+            if part.height != rows or (kind and "kind" in read and part.get_column("kind").ne_missing(kind).any()):
                 raise ValueError(f"{parquet}: not the rows recorded")
             parts[kind] = part
             offset += rows
-    return ByKind.held(parts, item.rows, pl.Schema(SCHEMA))
+    return ByKind.read(parts, item.rows, pl.Schema(SCHEMA), literals)
 
 
 def _write_held(held: ByKind, path: Path) -> None:
