@@ -53,7 +53,7 @@ from tracekit.analyzers.mapreduce import RankSummary, in_order
 from tracekit.analyzers.stats import num
 from tracekit.analyzers.timeline import LABELS
 from tracekit.heap import trim_heap
-from tracekit.model.by_kind import ROW, Reach, reaching
+from tracekit.model.by_kind import ROW, ByKind, Reach, reaching
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -88,8 +88,9 @@ def plan(ctx: RankContext, events: int = WINDOW_EVENTS) -> list[Window]:
     # a frame's start is a cut where every frame before it has ended
     cuts = starts[1:][reach[:-1] <= starts[1:]]
     before = np.zeros(cuts.size, dtype=np.int64)
-    for part in ctx.run.by_kind.parts.values():  # each kind in order of its starts (one rank)
-        before += np.searchsorted(part.get_column("start_ns").to_numpy(), cuts, side="left")
+    held = ctx.run.by_kind
+    for kind in held.kinds():  # each kind in order of its starts (one rank)
+        before += held.starting_before(kind, cuts)
     chosen, last = [], 0
     for cut, count in zip(cuts.tolist(), before.tolist(), strict=True):
         if count - last >= events:
@@ -199,13 +200,14 @@ class WindowContext(RankContext):
         """The ``columns`` of the ``count`` events of ``kinds`` of each of ``threads`` (rank, tid)
         nearest the window on either side, in the rank's order, read from the whole rank's events
         around its ends (no more of them than the threads need)."""
-        parts = [p for k, p in self.whole.run.by_kind.parts.items() if k in kinds]
-        if not parts or not threads.height:
+        held = self.whole.run.by_kind
+        present = [k for k in held.kinds() if k in kinds]
+        if not present or not threads.height:
             return super().beside(kinds, count, threads, *columns)
         w = self._window
         return (
-            _nearest(parts, w.lo, count, threads, columns, after=False),
-            _nearest(parts, w.hi, count, threads, columns, after=True),
+            _nearest(held, present, w.lo, count, threads=threads, columns=columns, after=False),
+            _nearest(held, present, w.hi, count, threads=threads, columns=columns, after=True),
         )
 
     @property
@@ -317,13 +319,14 @@ class WindowContext(RankContext):
         later, where the window has none after it)."""
         own = super().launch_calls
         threads = self.whole.launch_threads
-        parts = [p for k, p in self.whole.run.by_kind.parts.items() if k in ("runtime", "driver")]
-        if not parts or not threads.height:
+        held = self.whole.run.by_kind
+        present = [k for k in held.kinds() if k in ("runtime", "driver")]
+        if not present or not threads.height:
             return own
         where = pl.col("name").is_in(self.whole.run.names_matching(LAUNCH_CALLS).implode())
         w, columns = self._window, own.columns
-        before = _nearest(parts, w.lo, 1, threads, columns, after=False, where=where)
-        after = _nearest(parts, w.hi, 1, threads, columns, after=True, where=where)
+        before = _nearest(held, present, w.lo, 1, threads=threads, columns=columns, after=False, where=where)
+        after = _nearest(held, present, w.hi, 1, threads=threads, columns=columns, after=True, where=where)
         return pl.concat([before, own, after], how="vertical_relaxed").sort("start_ns", maintain_order=True)
 
     @cached_property
@@ -497,34 +500,37 @@ def _before(activity: pl.DataFrame, rows: pl.DataFrame, window: Window) -> pl.Da
 
 
 def _nearest(
-    parts: list[pl.DataFrame],
+    held: ByKind,
+    kinds: list[str],
     edge: int,
     count: int,
+    *,
     threads: pl.DataFrame,
     columns: Sequence[str],
-    *,
     after: bool,
     where: pl.Expr | None = None,
 ) -> pl.DataFrame:
     """The ``columns`` of the ``count`` events of each of ``threads`` nearest ``edge`` on one side
-    (those that start at or after it, or before it) among ``parts`` (a kind's events each, in the
-    order of their starts: one rank's), in their order. Each kind is read out from ``edge`` in
+    (those that start at or after it, or before it) among the events of ``kinds`` of ``held``
+    (each kind's in the order of their starts: one rank's), in their order. Each kind is read out from ``edge`` in
     growing stretches until every thread has ``count`` events in it or the kind has no more: an
     event farther out than a thread's ``count`` nearest of its kind is not among its ``count``
     nearest of all."""
     keys = ["rank", "tid"]
-    ats = [int(np.searchsorted(p.get_column("start_ns").to_numpy(), edge, side="left")) for p in parts]
+    at_edge = np.array([edge], dtype=np.int64)
+    ats = [int(held.starting_before(k, at_edge)[0]) for k in kinds]
     size = 16 * count
     while True:
         pieces, enough = [], True
-        for part, at in zip(parts, ats, strict=True):
-            lo, hi = (at, min(part.height, at + size)) if after else (max(0, at - size), at)
-            piece = part.slice(lo, hi - lo)
+        for kind, at in zip(kinds, ats, strict=True):
+            rows = held.rows_of(kind)
+            lo, hi = (at, min(rows, at + size)) if after else (max(0, at - size), at)
+            piece = held.part_slice(kind, lo, hi - lo)
             piece = (piece if where is None else piece.filter(where)).select(*columns, ROW)
             pieces.append(piece)
-            if hi < part.height if after else lo > 0:  # the kind has more: do its threads have enough?
-                held = piece.join(threads, on=keys, how="semi").group_by(keys).len()
-                enough = enough and held.height == threads.height and num(held["len"].min()) >= count
+            if hi < rows if after else lo > 0:  # the kind has more: do its threads have enough?
+                have = piece.join(threads, on=keys, how="semi").group_by(keys).len()
+                enough = enough and have.height == threads.height and num(have["len"].min()) >= count
         if enough:
             break
         size *= 8

@@ -168,6 +168,27 @@ class ByKind:
                 parts[k] = p.with_columns(pl.Series(ROW, rows - np.searchsorted(gone, rows).astype(rows.dtype)))
         return ByKind({k: p for k, p in parts.items() if p.height}, self.height - gone.size, self.schema)
 
+    def kinds(self) -> list[str]:
+        """The kinds present, in the order their frames are held."""
+        return list(self.parts)
+
+    def rows_of(self, kind: str) -> int:
+        """How many events of ``kind`` there are (0: none)."""
+        part = self.parts.get(kind)
+        return 0 if part is None else part.height
+
+    def starting_before(self, kind: str, times: np.ndarray) -> np.ndarray:
+        """For each of ``times``, how many events of ``kind`` start before it (its events in
+        order of their starts: one rank's)."""
+        part = self.parts.get(kind)
+        if part is None:
+            return np.zeros(len(times), dtype=np.int64)
+        return part.get_column("start_ns").search_sorted(pl.Series(times), side="left").to_numpy()
+
+    def part_slice(self, kind: str, first: int, length: int) -> pl.DataFrame:
+        """The events of ``kind`` from its ``first`` (in their order) on, ``length`` of them at most."""
+        return self.parts[kind].slice(first, length)
+
     def _kinds(self, kinds: Iterable[str]) -> list[pl.DataFrame]:
         return [self.parts[k] for k in dict.fromkeys(kinds) if k in self.parts]
 

@@ -231,7 +231,7 @@ class Run:
     @property
     def has_gpu(self) -> bool:
         """Whether any rank recorded GPU activity (kernels, copies, sets)."""
-        return any(k in self.by_kind.parts for k in GPU_ACTIVITY_KINDS)
+        return any(k in self.by_kind.kinds() for k in GPU_ACTIVITY_KINDS)
 
     @cached_property
     def names(self) -> pl.Series:
