@@ -102,7 +102,7 @@ class ByKind:
         found = literals_of(parts, schema, literal_rows=literal_rows)
         for kind, ones in found.items():
             if ones:
-                parts[kind] = parts[kind].with_columns(_as_literal(c, schema[c], v) for c, v in ones.items())
+                parts[kind] = parts[kind].with_columns(as_literal(c, schema[c], v) for c, v in ones.items())
         made = cls(parts, height, schema)
         made._literals = found
         return made
@@ -116,7 +116,7 @@ class ByKind:
         parts = {k: p for k, p in parts.items() if p.height}
         for kind, ones in literals.items():
             if ones and kind in parts:
-                parts[kind] = parts[kind].with_columns(_as_literal(c, schema[c], v) for c, v in ones.items())
+                parts[kind] = parts[kind].with_columns(as_literal(c, schema[c], v) for c, v in ones.items())
         parts = {k: p.select(*schema, ROW) for k, p in parts.items()}
         made = cls(parts, height, schema)
         made._literals = literals
@@ -201,12 +201,7 @@ class ByKind:
     ) -> pl.DataFrame:
         """The ``columns`` (row by row expressions) of the events of these ``kinds`` that meet
         every one of ``conditions`` (row by row too), in the run's order."""
-        parts = self._kinds(kinds)
-        if not parts:
-            return _selected(self.empty().lazy(), columns, conditions).collect()
-        if len(parts) == 1:
-            return _selected(parts[0].lazy(), columns, conditions).collect()
-        return _merged([_selected(p.lazy(), [*columns, ROW], conditions) for p in parts])
+        return selected_from(self, [p.lazy() for p in self._kinds(kinds)], columns, conditions)
 
     def slices(
         self,
@@ -290,9 +285,14 @@ class ByKind:
         A kind in order of its starts (one rank's) is read by position (:class:`Reach`), any
         other filtered."""
         kept = {k: self._reach(k).within(p, lo, hi) for k, p in self.parts.items()}
-        kept = {k: p for k, p in kept.items() if p.height}
+        return ByKind.renumbered({k: p for k, p in kept.items() if p.height}, self.schema)
+
+    @classmethod
+    def renumbered(cls, kept: dict[str, pl.DataFrame], schema: pl.Schema) -> ByKind:
+        """Some events of a run (each kind's, in its order, with their places in the run), held
+        with their places among them (:data:`ROW`, renumbered: the events kept, in the same order)."""
         if not kept:
-            return ByKind({}, 0, self.schema)
+            return ByKind({}, 0, schema)
         places = {k: p.get_column(ROW).to_numpy() for k, p in kept.items()}
         # each kind's places ascend: a stable sort (a merge of runs) of a few runs
         every = np.sort(np.concatenate(list(places.values())), kind="stable")
@@ -300,7 +300,7 @@ class ByKind:
             k: p.with_columns(pl.Series(ROW, np.searchsorted(every, places[k]).astype(places[k].dtype)))
             for k, p in kept.items()
         }
-        return ByKind(parts, int(every.size), self.schema)
+        return ByKind(parts, int(every.size), schema)
 
     def _reach(self, kind: str) -> Reach:
         """How :meth:`within` reads ``kind``'s events (found once)."""
@@ -425,7 +425,7 @@ def _value(kind: str, column: str, held: _Held) -> int | str | None:
     return kind if column == "kind" and kind else cast("int | None", held.get((column, "min")))
 
 
-def _as_literal(column: str, dtype: pl.DataType, value: int | str | None) -> pl.Expr:
+def as_literal(column: str, dtype: pl.DataType, value: int | str | None) -> pl.Expr:
     """``column`` as the literal ``value`` of ``dtype``."""
     return pl.lit(value, dtype=dtype).alias(column)
 
@@ -455,6 +455,17 @@ def _stats(events: pl.DataFrame) -> dict[str, _Held]:
         kind = row.pop("kind")
         out["" if kind is None else str(kind)] = {tuple(k.split("\0")): v for k, v in row.items()}  # type: ignore[misc]
     return out
+
+
+def selected_from(
+    held: ByKind, kinds: list[pl.LazyFrame], columns: Sequence[str | pl.Expr], conditions: Sequence[pl.Expr]
+) -> pl.DataFrame:
+    """:meth:`ByKind.select` of ``held``'s events of ``kinds`` (each kind's, in the run's order)."""
+    if not kinds:
+        return _selected(held.empty().lazy(), columns, conditions).collect()
+    if len(kinds) == 1:
+        return _selected(kinds[0], columns, conditions).collect()
+    return _merged([_selected(p, [*columns, ROW], conditions) for p in kinds])
 
 
 def _selected(frame: pl.LazyFrame, columns: Sequence[str | pl.Expr], conditions: Sequence[pl.Expr]) -> pl.LazyFrame:

@@ -161,7 +161,7 @@ class EventCache:
         try:
             for i, trace in enumerate(traces):
                 base = self.folder / f"{stem}.{token}.{i}"
-                replace_file(base.with_name(f"{base.name}.parquet"), partial(_write_held, trace.held))
+                replace_file(base.with_name(f"{base.name}.parquet"), partial(write_held, trace.held))
                 if trace.counters.height:
                     replace_file(
                         base.with_name(f"{base.name}.counters.parquet"), partial(_write_parquet, trace.counters)
@@ -284,7 +284,7 @@ def _read_held(parquet: Path, item: _Trace) -> ByKind:
     return ByKind.read(parts, item.rows, pl.Schema(SCHEMA), literals)
 
 
-def _write_held(held: ByKind, path: Path) -> None:
+def write_held(held: ByKind, path: Path) -> None:
     """``held``'s events, a kind after another, each with its place (:data:`ROW`), in one file."""
     if not held.parts:
         pl.DataFrame(schema={**SCHEMA, ROW: pl.UInt32}).write_parquet(path, compression="lz4", statistics=False)
