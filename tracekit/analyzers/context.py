@@ -263,7 +263,12 @@ class RankContext:
     def host_ranges(self) -> dict[IdleCause, pl.DataFrame]:
         """The process-wide host categories (data, blocking collectives, syncs, one-time work):
         :func:`~tracekit.analyzers.host_causes.process_ranges`, read by the idle model and the gains."""
-        return process_ranges(self.run, fetch=self.fetch, syncs=self.syncs.calls, calls=self.calls, frames=self.frames)
+        # the calls the idle model read, else read for these alone and let go (the whole rank's
+        # context of its windows reads no other: a 2 GB rank's 64 MB not held through them)
+        calls = self.__dict__.get("calls")
+        if calls is None:
+            calls = self.run.select(["runtime", "driver"], *CALL_COLUMNS)
+        return process_ranges(self.run, fetch=self.fetch, syncs=self.syncs.calls, calls=calls, frames=self.frames)
 
     @cached_property
     def first_work(self) -> pl.DataFrame:
