@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tracekit.model.by_kind import ROW, ByKind
+from tracekit.model.by_kind import ROW, ByKind, Literals
 from tracekit.readers import kinds as kinds_module
 from tracekit.readers.kinds import POS, Pieces, in_order
 from tracekit.readers.plausible import NEGATIVE, screen_parts
@@ -31,9 +31,8 @@ def _held(chunks: list[pl.DataFrame], *, literal_rows: int = 1) -> ByKind:
     parts = pieces.taken()
     height = sum(p.height for p in parts.values())
     places = {k: p.drop_in_place(POS).to_numpy() for k, p in parts.items()}
-    literal = {
-        k: frozenset(c for c in ("x", "y") if p.get_column(c).null_count() == p.height) for k, p in parts.items()
-    }
+    # the columns of one value or none in every piece, as the reader keeps them
+    literal: Literals = {k: {c: v for c, v in pieces.ones[k].items() if c in ("x", "y")} for k in parts}
     return ByKind.held(in_order(parts, places, literal=literal), height, _SCHEMA, literal_rows=literal_rows)
 
 
@@ -95,6 +94,28 @@ def test_a_column_no_event_of_a_kind_fills_stays_a_literal_there(
     assert python.select("y").estimated_size() < 100
     assert held.parts["cpu_op"].select("x").estimated_size() >= 8 * (n // 4)
     assert held.frame().equals(frame.sort("start_ns", maintain_order=True))
+
+
+def test_a_column_of_one_value_in_every_piece_of_a_kind_is_one_literal(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(kinds_module, "SPLIT_ROWS", 5000)  # the chunks split by kind two at a time
+    n = 20_000
+    kinds = ["python" if i % 4 else "cpu_op" for i in range(n)]
+    # the operators' ``x`` is 0 in the first pieces, 1 in the last: one value in each, not in all
+    frame = pl.DataFrame(
+        {"kind": kinds, "start_ns": range(n), "x": [7 if k == "python" else i // 10_000 for i, k in enumerate(kinds)]},
+        schema={"kind": pl.String, "start_ns": pl.Int64, "x": pl.Int64},
+    ).with_columns(y=pl.lit(None, dtype=pl.Int64))
+    pieces = Pieces()
+    for a in range(0, n, 3000):
+        pieces.add(frame.slice(a, 3000))
+    parts = pieces.taken()
+    assert pieces.ones["python"] == {"kind": "python", "x": 7, "y": None}
+    assert pieces.ones["cpu_op"] == {"kind": "cpu_op", "y": None}
+    # literals of the python frames: no buffer of 8 bytes an event
+    assert parts["python"].select("kind", "x", "y").estimated_size() < 100
+    for kind, part in parts.items():
+        expected = frame.with_row_index(POS).filter(pl.col("kind") == kind)
+        assert part.select(expected.columns).equals(expected), kind
 
 
 def test_places_close_over_the_events_left_out() -> None:

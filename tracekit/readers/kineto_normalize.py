@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Final
 import polars as pl
 
 from tracekit.errors import TraceReadError
+from tracekit.model.by_kind import LITERAL_ROWS
 from tracekit.model.classify import category_of
 from tracekit.model.counters import COUNTER_SCHEMA, DeviceType, empty_counters
 from tracekit.model.input_warnings import InputWarning
@@ -125,6 +126,8 @@ DEVICE_TYPE_CODES: Final = {
 }
 #: The schema's columns that :func:`prepare` fills (times, rank and category come later).
 _PREPARED: Final = tuple(c for c in SCHEMA if c not in ("rank", "category", "start_ns", "end_ns"))
+#: ... of which those that :func:`_events` passes through unchanged (a name of none is named).
+_PASSED: Final = frozenset(_PREPARED) - {"name"}
 
 
 #: What an event's category decides (:func:`category_facts`): columns a raw frame may carry,
@@ -277,6 +280,7 @@ def finish(
     ``[memory]`` instants (in file order); what was dropped for impossible times; the warnings
     about device events it holds but tracekit does not read (:func:`unread_warnings`)."""
     parts = pieces.taken()
+    ones = pieces.ones
     instant = pl.col("instant")
     parts, dropped, window = screen_parts(
         parts,
@@ -296,7 +300,11 @@ def finish(
         places[kind] = part.drop_in_place(POS).to_numpy()
         owned = [part]
         del part  # _events owns the prepared columns now
-        events[kind], literal[kind] = _events(owned, base)
+        events[kind], empty = _events(owned, base)
+        # the columns of one value in every piece pass through unchanged: kept literals where
+        # ByKind.held would make them so (a small kind's are buffers)
+        one = ones.get(kind, {}) if events[kind].height >= LITERAL_ROWS else {}
+        literal[kind] = {c: v for c, v in one.items() if c in _PASSED} | dict.fromkeys(empty)
     held_events = held(events, places, pl.Schema(SCHEMA), literal=literal)
     if not memory:
         return held_events, empty_counters(), dropped, unread
