@@ -13,7 +13,9 @@ from tests.factories import ev, make_run
 from tracekit.errors import InputError
 from tracekit.model import classify_run
 from tracekit.model.by_kind import ByKind
-from tracekit.model.classify import classify_held
+from tracekit.model.classify import classify, classify_held
+from tracekit.model.comm_evidence import LAUNCH_KINDS, frame_select, kernels_of, launched_in_comm
+from tracekit.model.taxonomy import HOST_KINDS
 
 NCCL = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*)"
 GEMM = "sm90_xmma_gemm_bf16bf16_bf16f32"
@@ -285,3 +287,32 @@ def test_held_by_kind_classifies_as_one_frame(rows: list[dict[str, Any]], patter
     whole = classify_run(events, comm_kernels=patterns)
     for literal_rows in (1, 1 << 16):
         assert classify_held(ByKind.of(events, literal_rows=literal_rows), comm_kernels=patterns).frame().equals(whole)
+
+
+def _launched_plainly(events: pl.DataFrame) -> list[int]:
+    """The rows of the compute kernels whose launch (same rank and correlation) starts inside a
+    communication host event of its thread (from its start to before its end), or shares a
+    communication operator's external id: every pair tried."""
+    kernels = kernels_of(events).filter(pl.col("category") == "compute")
+    host = pl.col("kind").is_in(list(HOST_KINDS)) & (pl.col("category") == "collective")
+    comm = events.filter(host).select("rank", "pid", "tid", s="start_ns", e="end_ns", x="external_id")
+    calls = events.filter(pl.col("kind").is_in(LAUNCH_KINDS), pl.col("correlation").is_not_null())
+    inside = calls.join(comm, on=["rank", "pid", "tid"]).filter(
+        pl.col("s") <= pl.col("start_ns"), pl.col("start_ns") < pl.col("e")
+    )
+    linked = calls.join(comm.drop_nulls("x"), left_on=["rank", "external_id"], right_on=["rank", "x"])
+    launches = pl.concat([inside.select("rank", "correlation"), linked.select("rank", "correlation")])
+    return sorted(kernels.join(launches, on=["rank", "correlation"], how="semi").get_column("_row").to_list())
+
+
+@settings(max_examples=150, deadline=None)
+@given(_runs())
+def test_the_launches_read_are_those_any_pair_would_find(rows: list[dict[str, Any]]) -> None:
+    # a property: reading only the launches that could start in a span, or link to an operator,
+    # finds what trying every launch against every communication event finds
+    events = classify(make_run(rows).events)
+    kernels = kernels_of(events).filter(pl.col("category") == "compute")
+    expected = _launched_plainly(events)
+    assert sorted(launched_in_comm(frame_select(events), kernels).to_list()) == expected
+    held = ByKind.of(events, literal_rows=1)
+    assert sorted(launched_in_comm(held.select, kernels).to_list()) == expected

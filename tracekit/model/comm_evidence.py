@@ -125,35 +125,60 @@ def _in_time_order(launches: pl.DataFrame) -> pl.DataFrame:
 
 def launched_in_comm(select: Select, kernels: pl.DataFrame) -> pl.Series:
     """Rows of ``kernels`` launched from inside a communication host event (the events read
-    through ``select``)."""
+    through ``select``).
+
+    Only the launches of these kernels that could be such are read (each query's rows are
+    copied): those that start inside a communication span of any thread, then joined by thread,
+    and those whose ``external_id`` is a communication operator's, then joined by rank (a 2 GB
+    rank's 0.6M launches of kernels read whole, and joined as of a time by thread: 70 MB at the
+    peak of its cold read)."""
     collective = pl.col("category") == "collective"
     comm = select(list(HOST_KINDS), [*_THREAD, "start_ns", "end_ns", "external_id"], [collective])
     none = pl.Series("_row", [], dtype=pl.get_index_type())
     if comm.is_empty() or kernels.is_empty():
         return none
-    # only the launches of these kernels can make one communication: the others (most of a rank's
-    # runtime calls, 1.8M on a 2 GB rank, merged in the run's order: 170 MB) are not read
-    launches = select(LAUNCH_KINDS, [*_THREAD, "start_ns", "correlation", "external_id"], [_launching(kernels)])
+    launching = _launching(kernels)
     spans = _host_spans(comm.filter(pl.col("end_ns") > pl.col("start_ns")))
-    inside = (
-        _in_time_order(launches)
-        .lazy()
-        .join_asof(
-            spans.lazy(),
-            left_on="start_ns",
-            right_on="span_start_ns",
-            by=_THREAD,
-            strategy="backward",
-            check_sortedness=False,
+    found = []
+    if not spans.is_empty():
+        near = select(LAUNCH_KINDS, [*_THREAD, "start_ns", "correlation"], [launching, _in_any(spans)])
+        inside = (
+            _in_time_order(near)
+            .lazy()
+            .join_asof(
+                spans.lazy(),
+                left_on="start_ns",
+                right_on="span_start_ns",
+                by=_THREAD,
+                strategy="backward",
+                check_sortedness=False,
+            )
+            .filter(pl.col("start_ns") < pl.col("span_end_ns"))
+            .select(_LAUNCH)
         )
-        .filter(pl.col("start_ns") < pl.col("span_end_ns"))
-        .select(_LAUNCH)
-    )
-    ids = comm.lazy().filter(pl.col("external_id").is_not_null()).select("rank", "external_id").unique()
-    linked = launches.lazy().join(ids, on=["rank", "external_id"], how="semi").select(_LAUNCH)
-    launched = pl.concat([inside, linked]).unique()
+        found.append(inside)
+    ids = comm.lazy().filter(pl.col("external_id").is_not_null()).select("rank", "external_id").unique().collect()
+    if not ids.is_empty():
+        linking = pl.col("external_id").is_in(ids.get_column("external_id").unique().implode())
+        links = select(LAUNCH_KINDS, [*_LAUNCH, "external_id"], [launching, linking])
+        found.append(links.lazy().join(ids.lazy(), on=["rank", "external_id"], how="semi").select(_LAUNCH))
+    if not found:
+        return none
+    launched = pl.concat(found).unique()
     rows: pl.Series = kernels.lazy().join(launched, on=_LAUNCH, how="semi").select("_row").collect().to_series()
     return rows
+
+
+def _in_any(spans: pl.DataFrame) -> pl.Expr:
+    """Whether an event starts inside one of ``spans`` (:func:`_host_spans`) of any thread and
+    rank: one that does not is inside none of its own thread's."""
+    anywhere = spans.select(
+        *(pl.lit(0).alias(c) for c in _THREAD), start_ns=pl.col("span_start_ns"), end_ns=pl.col("span_end_ns")
+    )
+    merged = _host_spans(anywhere)  # disjoint, in order of their starts
+    start = pl.col("start_ns")
+    at = pl.lit(merged.get_column("span_start_ns")).search_sorted(start, side="right").cast(pl.Int64) - 1
+    return (at >= 0) & (start < pl.lit(merged.get_column("span_end_ns")).gather(at.clip(0)))
 
 
 def _launching(kernels: pl.DataFrame) -> pl.Expr:
