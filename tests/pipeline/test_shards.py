@@ -13,7 +13,7 @@ import pytest
 
 from tests.conftest import SAMPLES, analysis_of
 from tests.factories import kineto_event, kineto_memory, simple_step, write_kineto
-from tracekit.analyzers import run_analysis
+from tracekit.analyzers import run_analysis, windows
 from tracekit.analyzers.collectives import INSTANCE
 from tracekit.analyzers.parts import SyncParts
 from tracekit.errors import InputError
@@ -67,6 +67,29 @@ def test_shards_of_a_capture_give_the_whole_run_s_analysis(one_file_shards: None
     assert sharded([folder]) == loaded([folder])
     assert sharded([folder], ranks=frozenset({1, 5})) == loaded([folder], ranks={1, 5})
     assert sharded([folder], window="gpu_span", steps="3-") == loaded([folder], window="gpu_span", steps="3-")
+
+
+@pytest.mark.parametrize("sample", ["straggler", "cuda-h200-compile", "cuda-h200-gloo2-straggler"])
+def test_a_rank_of_many_events_is_analysed_in_windows_from_its_spilled_events(
+    one_file_shards: None, monkeypatch: pytest.MonkeyPatch, sample: str
+) -> None:
+    """Every rank over the threshold (here, any of more than 100 events) is written to a file of
+    its own and analysed in windows of its steps (of about 500 events) read from it: the
+    analysis is the one of the ranks held whole."""
+    folder = SAMPLES / "captures" / sample
+    whole = sharded([folder], use_cache=False)  # (no map cache: each rank mapped again below)
+    spilled: list[int] = []
+    real = sharding.Spilled.written
+
+    def written(held: Any, parquet: Path) -> Any:
+        spilled.append(held.height)
+        return real(held, parquet)
+
+    monkeypatch.setattr(sharding, "WINDOWED_EVENTS", 100)
+    monkeypatch.setattr(sharding.Spilled, "written", written)
+    monkeypatch.setattr(sharding, "windows_plan", lambda ctx: windows.plan(ctx, events=500))
+    assert sharded([folder], use_cache=False) == whole
+    assert len(spilled) == len(list(folder.glob("rank*"))) and min(spilled) > 100
 
 
 def test_shards_hold_neighbouring_ranks(tmp_path: Path, one_file_shards: None, monkeypatch: pytest.MonkeyPatch) -> None:

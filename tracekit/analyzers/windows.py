@@ -67,7 +67,7 @@ if TYPE_CHECKING:
     from tracekit.results.vocab import IdleCause
 
 #: The events a window belongs to, about: a window ends at the first cut past this many.
-WINDOW_EVENTS: Final = 1 << 20
+WINDOW_EVENTS: Final = 1 << 19
 #: The earliest and latest times a window reaches (the first and last windows' open ends).
 EARLIEST: Final = -(2**63)
 LATEST: Final = 2**63 - 1

@@ -21,8 +21,10 @@ of :func:`~tracekit.analyzers.analysis.run_analysis` on the whole run.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
+import tempfile
 import warnings
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -38,7 +40,10 @@ from tracekit.analyzers.gains_held import KEPT_TABLES
 from tracekit.analyzers.mapreduce import RankSummary, map_ranks
 from tracekit.analyzers.memory_counters import timeline_parts
 from tracekit.analyzers.parts import IdleParts, LedgerParts, Parts, SyncParts
+from tracekit.analyzers.windows import map_windows
+from tracekit.analyzers.windows import plan as windows_plan
 from tracekit.executors import TaskFailed
+from tracekit.heap import trim_heap
 from tracekit.pipeline.map_cache import CacheWarning, look_up, through_cache
 from tracekit.pipeline.mapped import Mapped, Settings, Shard
 from tracekit.pipeline.whatif_cache import whatif_cache
@@ -54,6 +59,7 @@ from tracekit.readers.load import (
     timelines_beside,
 )
 from tracekit.readers.parse import PARALLEL_MIN_BYTES, data_bytes, parse_files
+from tracekit.readers.spilled import Spilled
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Sequence
@@ -66,6 +72,13 @@ if TYPE_CHECKING:
 SHARD_MAX_BYTES: Final = 128 * 1024 * 1024
 #: Shards per worker, at least, so that workers finishing early take more.
 SHARDS_PER_WORKER: Final = 4
+#: A rank of more events is analysed in windows of its steps from its events spilled to a file
+#: (:func:`_map_files`). Held whole, a rank's map peaks at about 125 B live an event (the 2 GB A100,
+#: DLRM and MI300 ranks: 665, 797 and 675 MB for 5.4M, 6.9M and 7.2M events; stop 99), so 4M
+#: events are about 0.5 GB; in windows of 2^19 events from the file, those ranks' maps peak at
+#: 400, 449 and 358 MB, for 2.6 to 3.4 times the CPU (each window reads its events from the
+#: file and analyses them apart: benchmarks/README.md, stop 99), so smaller ranks stay whole.
+WINDOWED_EVENTS: Final = 1 << 22
 #: The registry entry that the memory timelines (read here, not by a shard) belong to.
 MEMORY_ENTRY: Final = "memory"
 #: The tables a shard's result leaves on the worker that mapped it, on a cluster elsewhere, by
@@ -110,8 +123,18 @@ def _map_files(shard: Shard) -> Mapped:
     del traces
     has_gpu = shard.has_gpu if shard.has_gpu is not None else any(k in gpu for k in chosen)
     options = Options(**settings.chosen(), has_gpu=has_gpu)
-    summary = map_ranks(RankContext(run, options), registry.ANALYSES)
     counts = collective_counts(run.by_kind)
+    if len(run.rank_ids) != 1 or run.height <= WINDOWED_EVENTS:
+        summary = map_ranks(RankContext(run, options), registry.ANALYSES)
+        return Mapped(files, chosen, has_gpu=has_gpu, gpu=gpu, summary=summary, counts=counts)
+    # one rank of many events: written to a file of its own and read from it a window of its
+    # steps at a time (Spilled, map_windows): the same parts, the peak set by a window's events
+    # and the few facts of the whole rank the windows read, not by the rank's length
+    with tempfile.TemporaryDirectory(prefix="tracekit-rank-") as folder:
+        run = dataclasses.replace(run, by_kind=Spilled.written(run.by_kind, Path(folder) / "events.parquet"))
+        trim_heap()  # the events held are let go: their pages given back before the windows
+        ctx = RankContext(run, options)
+        summary = map_windows(ctx, registry.ANALYSES, windows_plan(ctx))
     return Mapped(files, chosen, has_gpu=has_gpu, gpu=gpu, summary=summary, counts=counts)
 
 
