@@ -1,4 +1,4 @@
-"""A rank analysed in windows of its steps (issue 48's plan, being built).
+"""A rank analysed in windows of its steps (issue 48: a rank's peak set by a window, not its length).
 
 A rank of 2 GB of JSON holds millions of events, and each per-rank analysis makes tables of
 them (the device's segments, the idle gaps, the launching threads' calls) held beside the run:
@@ -27,12 +27,19 @@ whole rank gives: the rows of a step or an event concatenated, sums by name adde
 totals and shares worked out again from its steps'. :func:`map_windows` runs the entries that
 fold window by window and the others on the whole rank; the tests hold every fold to the whole
 rank's part on real traces (``tests/analyzers/test_windows.py``); which do is :func:`folding`.
-Every built-in one does. The map does not use windows yet: the run is still read whole, and
-several of the facts a window takes whole are read from the whole run (the collective calls,
-the operators and launches beside a cut, the process-wide host ranges), so the windows lower
-the map's peak by a fifth to a quarter of its work for 26 to 50% more CPU on a 2 GB rank
-(``benchmarks/README.md``, stop 98); those facts read in a first pass over the rank's cache and
-the run read a window at a time are what is left.
+Every built-in one does.
+
+**Where they are used.** The map analyses a rank of more than
+:data:`~tracekit.pipeline.shards.WINDOWED_EVENTS` events in windows, its events first written to
+a file of its own and the held run let go (:class:`~tracekit.readers.spilled.Spilled`): each
+window's events are then read from the file as the window is analysed, and the whole rank's
+facts a window takes (its steps, frames and GPU activity, the collective calls, the host ranges)
+are made from selections of a few columns, so the map's peak is a window's and those facts'
+(the 2 GB A100, DLRM and MI300 ranks: 400, 449 and 358 MB live against 665, 797 and 675 held
+whole), for 2.6 to 3.4 times the CPU (``benchmarks/README.md``, stop 99): each window reads its
+events, and those of the contexts around it (the gap across its end, the host's pauses beside
+it, the gains' host time), from the file again, and its analyses' fixed costs are paid a window
+at a time. Smaller ranks are analysed whole.
 """
 
 from __future__ import annotations
