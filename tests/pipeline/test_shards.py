@@ -92,6 +92,21 @@ def test_a_rank_of_many_events_is_analysed_in_windows_from_its_spilled_events(
     assert len(spilled) == len(list(folder.glob("rank*"))) and min(spilled) > 100
 
 
+def test_a_rank_whose_events_cannot_be_spilled_is_analysed_held(
+    one_file_shards: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No room in the temporary folder for a rank's events: it is analysed held, whole."""
+    folder = SAMPLES / "captures" / "straggler"
+    whole = sharded([folder], use_cache=False)
+
+    def full(*_: Any) -> Any:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(sharding, "WINDOWED_EVENTS", 100)
+    monkeypatch.setattr(sharding.Spilled, "written", full)
+    assert sharded([folder], use_cache=False) == whole
+
+
 def test_shards_hold_neighbouring_ranks(tmp_path: Path, one_file_shards: None, monkeypatch: pytest.MonkeyPatch) -> None:
     """The files are cut into shards in the order of the numbers in their names (rank2 before
     rank10): each shard's ranks follow the previous shard's, so its tables join without a sort."""

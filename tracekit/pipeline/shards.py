@@ -130,11 +130,18 @@ def _map_files(shard: Shard) -> Mapped:
     # one rank of many events: written to a file of its own and read from it a window of its
     # steps at a time (Spilled, map_windows): the same parts, the peak set by a window's events
     # and the few facts of the whole rank the windows read, not by the rank's length
-    with tempfile.TemporaryDirectory(prefix="tracekit-rank-") as folder:
-        run = dataclasses.replace(run, by_kind=Spilled.written(run.by_kind, Path(folder) / "events.parquet"))
-        trim_heap()  # the events held are let go: their pages given back before the windows
-        ctx = RankContext(run, options)
-        summary = map_windows(ctx, registry.ANALYSES, windows_plan(ctx))
+    with tempfile.TemporaryDirectory(prefix="tracekit-rank-", ignore_cleanup_errors=True) as folder:
+        try:
+            held = Spilled.written(run.by_kind, Path(folder) / "events.parquet")
+        except (OSError, pl.exceptions.PolarsError):  # no room to write it: analysed held, whole
+            held = None
+        if held is None:
+            summary = map_ranks(RankContext(run, options), registry.ANALYSES)
+        else:
+            run = dataclasses.replace(run, by_kind=held)
+            trim_heap()  # the events held are let go: their pages given back before the windows
+            ctx = RankContext(run, options)
+            summary = map_windows(ctx, registry.ANALYSES, windows_plan(ctx))
     return Mapped(files, chosen, has_gpu=has_gpu, gpu=gpu, summary=summary, counts=counts)
 
 
