@@ -95,15 +95,19 @@ def test_a_rank_of_many_events_is_analysed_in_windows_from_its_spilled_events(
 def test_a_rank_whose_events_cannot_be_spilled_is_analysed_held(
     one_file_shards: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """No room in the temporary folder for a rank's events: it is analysed held, whole."""
+    """No room in the temporary folder for a rank's events, or no temporary folder: it is
+    analysed held, whole."""
     folder = SAMPLES / "captures" / "straggler"
     whole = sharded([folder], use_cache=False)
 
-    def full(*_: Any) -> Any:
+    def full(*_: Any, **__: Any) -> Any:
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(sharding, "WINDOWED_EVENTS", 100)
-    monkeypatch.setattr(sharding.Spilled, "written", full)
+    with monkeypatch.context() as patch:
+        patch.setattr(sharding.Spilled, "written", full)
+        assert sharded([folder], use_cache=False) == whole
+    monkeypatch.setattr(sharding, "tempfile", SimpleNamespace(TemporaryDirectory=full))  # no temporary folder
     assert sharded([folder], use_cache=False) == whole
 
 

@@ -21,6 +21,7 @@ of :func:`~tracekit.analyzers.analysis.run_analysis` on the whole run.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import re
@@ -130,10 +131,13 @@ def _map_files(shard: Shard) -> Mapped:
     # one rank of many events: written to a file of its own and read from it a window of its
     # steps at a time (Spilled, map_windows): the same parts, the peak set by a window's events
     # and the few facts of the whole rank the windows read, not by the rank's length
-    with tempfile.TemporaryDirectory(prefix="tracekit-rank-", ignore_cleanup_errors=True) as folder:
+    with contextlib.ExitStack() as stack:
         try:
+            folder = stack.enter_context(
+                tempfile.TemporaryDirectory(prefix="tracekit-rank-", ignore_cleanup_errors=True)
+            )
             held = Spilled.written(run.by_kind, Path(folder) / "events.parquet")
-        except (OSError, pl.exceptions.PolarsError):  # no room to write it: analysed held, whole
+        except (OSError, pl.exceptions.PolarsError):  # no folder, or no room: analysed held, whole
             held = None
         if held is None:
             summary = map_ranks(RankContext(run, options), registry.ANALYSES)
