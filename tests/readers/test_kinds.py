@@ -55,21 +55,30 @@ _events = st.lists(
 
 
 @settings(max_examples=200, deadline=None)
-@given(events=_events, cuts=st.lists(st.integers(0, 60), max_size=5), split=st.integers(1, 40))
+@given(
+    events=_events,
+    cuts=st.lists(st.integers(0, 60), max_size=5),
+    split=st.integers(1, 40),
+    block=st.integers(1, 8),
+    ordered=st.booleans(),
+)
 def test_held_by_kind_from_chunks_is_the_one_frame_sorted_and_held_by_kind(
-    events: list[tuple[str, int, int | None]], cuts: list[int], split: int
+    events: list[tuple[str, int, int | None]], cuts: list[int], split: int, block: int, ordered: bool
 ) -> None:
+    if ordered:  # in order of starts already (read a ``block`` of starts at a time, not sorted)
+        events = sorted(events, key=lambda e: e[1])
     # the Python frames fill no ``x``; ``y`` is filled by the kernels alone
     rows = [(k, s, None if k == "python" else x, x if k == "kernel" else None) for k, s, x in events]
     frame = _frame(rows)
     edges = sorted({0, len(rows), *(c for c in cuts if c <= len(rows))})
     chunks = [frame.slice(a, b - a) for a, b in itertools.pairwise(edges)]
-    before = kinds_module.SPLIT_ROWS
+    before = kinds_module.SPLIT_ROWS, kinds_module.ORDER_BLOCK
     kinds_module.SPLIT_ROWS = split  # chunks split by kind a few at a time, or one by one
+    kinds_module.ORDER_BLOCK = block
     try:
         held = _held(chunks)
     finally:
-        kinds_module.SPLIT_ROWS = before
+        kinds_module.SPLIT_ROWS, kinds_module.ORDER_BLOCK = before
     _same(held, ByKind.of(frame.sort("start_ns", maintain_order=True), literal_rows=1))
     assert held.frame().equals(frame.sort("start_ns", maintain_order=True))
 
