@@ -189,12 +189,14 @@ def _launching(kernels: pl.DataFrame) -> pl.Expr:
 
 
 def unlaunched_on_comm_streams(select: Select, kernels: pl.DataFrame, *, candidates: pl.DataFrame) -> pl.Series:
-    """Rows of ``candidates`` with no recorded launch, on streams where every kernel of ``kernels``
-    whose launch is recorded is a collective (and one is); the launches read through ``select``."""
+    """Rows of ``candidates`` (their ``_row``) with no recorded launch, on streams where every kernel
+    of ``kernels`` whose launch is recorded is a collective (and one is); the launches read through
+    ``select``."""
     streams = kernels.filter(pl.col("category") == "collective").select(_STREAM).unique()
     if streams.is_empty():
         return pl.Series("_row", [], dtype=pl.get_index_type())
-    on = kernels.join(streams, on=_STREAM, how="semi")
+    # the columns read below alone: the kernels on those streams, joined twice, are copied
+    on = kernels.select("_row", *_STREAM, "correlation", "category").join(streams, on=_STREAM, how="semi")
     recorded = (
         select(LAUNCH_KINDS, _LAUNCH, [_launching(on)])
         .lazy()
