@@ -126,6 +126,12 @@ def read_kineto(path: str | Path, *, chunk_bytes: int | None = None, jobs: int =
     return _read_whole(path)
 
 
+#: The heap is trimmed (:func:`~tracekit.heap.trim_heap`) after every so many chunks kept: what
+#: the chunks' text and the decoder's arrays left free is given back while the pieces grow
+#: among it (trimmed once, at the end, a 2 GB rank's analysis began 20 MB higher).
+TRIM_CHUNKS: Final = 8
+
+
 def chunk_size(size: int) -> int:
     """The bytes of JSON in each chunk of a file of ``size`` bytes: about a
     :data:`CHUNKS_PER_FILE`-th of it, from :data:`MIN_CHUNK_BYTES` to :data:`CHUNK_BYTES`."""
@@ -186,6 +192,10 @@ def read_chunked(path: Path, *, chunk_bytes: int, jobs: int = 1, size: int | Non
         kinds.add(chunk[0])
         if chunk[1] is not None:
             memory.append(chunk[1])
+        if next(kept) % TRIM_CHUNKS == 0:
+            trim_heap()
+
+    kept = itertools.count(1)
 
     processes = jobs > 1 and not kineto_native.ENABLED
     several = (data_bytes(path) if size is None else size) > chunk_bytes
