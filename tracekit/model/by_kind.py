@@ -224,7 +224,8 @@ class ByKind:
         for number, offset in enumerate(range(0, max(self.height, 1), rows)):
             if extents is not None and within is not None:
                 first, last = extents.row(number)
-                if first is not None and (first >= within[1] or last <= within[0]):
+                # (a slice whose events have no start, or no end, may reach in: it is read)
+                if first is not None and last is not None and (first >= within[1] or last <= within[0]):
                     continue
             read += 1
             pieces = [_rows_of(p, offset, offset + rows) for p in parts]
