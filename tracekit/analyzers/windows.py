@@ -417,10 +417,11 @@ class WindowContext(RankContext):
 def _gaps_beside(shared: Shared, run: Run, window: Window) -> pl.DataFrame | None:
     """The gaps of the rank of ``shared``'s whole context (rank, start_ns, end_ns) before and
     after ``window`` that the operators and calls of its launching threads in ``run`` (the
-    events around the window) reach into, besides others: found in the frames those events reach into (the gaps of
-    frames that start before the window from the first of them, those after it to the last),
-    with what cuts a gap at the window's ends (the piece of a gap across them in the window is
-    the window's). None where the window is all time or its threads' events reach no further."""
+    events around the window) reach into, besides others: found in the frames those events
+    reach into (the gaps of frames that start before the window from the first of them, those
+    after it to the last), with what cuts a gap at the window's ends (the piece of a gap across
+    them in the window is the window's). None where the window is all time or its threads'
+    events reach no further."""
     whole = shared.whole
     threads = whole.launch_threads
     if not threads.height:
@@ -519,10 +520,10 @@ def _nearest(
 ) -> pl.DataFrame:
     """The ``columns`` of the ``count`` events of each of ``threads`` nearest ``edge`` on one side
     (those that start at or after it, or before it) among the events of ``kinds`` of ``held``
-    (each kind's in the order of their starts: one rank's), in their order. Each kind is read out from ``edge`` in
-    growing stretches until every thread has ``count`` events in it or the kind has no more: an
-    event farther out than a thread's ``count`` nearest of its kind is not among its ``count``
-    nearest of all."""
+    (each kind's in the order of their starts: one rank's), in their order. Each kind is read
+    out from ``edge`` in growing stretches until every thread has ``count`` events in it or the
+    kind has no more: an event farther out than a thread's ``count`` nearest of its kind is not
+    among its ``count`` nearest of all."""
     keys = ["rank", "tid"]
     at_edge = np.array([edge], dtype=np.int64)
     ats = [int(held.starting_before(k, at_edge)[0]) for k in kinds]

@@ -50,7 +50,7 @@ class ByKind:
         #: the columns of the events (without :data:`ROW`)
         self.schema = schema
         self._extents: dict[int, pl.DataFrame] = {}
-        self._reaches: dict[str, Reach | None] = {}
+        self._reaches: dict[str, Reach] = {}
         self._literals: Literals | None = None
 
     @classmethod
@@ -99,13 +99,7 @@ class ByKind:
         within a kind of ``literal_rows`` events or more made a literal there (as :meth:`taken`
         does)."""
         parts = {k: p.select(*schema, ROW) for k, p in parts.items() if p.height}
-        found = literals_of(parts, schema, literal_rows=literal_rows)
-        for kind, ones in found.items():
-            if ones:
-                parts[kind] = parts[kind].with_columns(as_literal(c, schema[c], v) for c, v in ones.items())
-        made = cls(parts, height, schema)
-        made._literals = found
-        return made
+        return cls.read(parts, height, schema, literals_of(parts, schema, literal_rows=literal_rows))
 
     @classmethod
     def read(cls, parts: dict[str, pl.DataFrame], height: int, schema: pl.Schema, literals: Literals) -> ByKind:
@@ -217,7 +211,7 @@ class ByKind:
         not whatever the others, in their order and with their columns, applied to each kind's
         events of a slice before they are put in order, so that only the rows it keeps are
         merged (a slice of a million Python, annotation and step events merged whole: 40 MB)."""
-        keep = kept if kept is not None else _all
+        keep = kept if kept is not None else every_row
         parts = self._kinds(kinds)
         extents = self._extent(rows) if within is not None and self.parts else None
         read = 0
@@ -228,13 +222,7 @@ class ByKind:
                 if first is not None and last is not None and (first >= within[1] or last <= within[0]):
                     continue
             read += 1
-            pieces = [_rows_of(p, offset, offset + rows) for p in parts]
-            if len(pieces) == 1:
-                yield keep(pieces[0].select(*columns))
-            elif not pieces:
-                yield keep(self.empty().select(*columns))
-            else:
-                yield _merged([keep(p.select(*columns, ROW)).lazy() for p in pieces])
+            yield slice_of(self, [_rows_of(p, offset, offset + rows) for p in parts], columns, keep)
         if not read:
             yield keep(self.empty().select(*columns))
 
@@ -473,9 +461,24 @@ def _selected(frame: pl.LazyFrame, columns: Sequence[str | pl.Expr], conditions:
     return (frame.filter(*conditions) if conditions else frame).select(*columns)
 
 
-def _all(frame: pl.DataFrame) -> pl.DataFrame:
-    """Every row of ``frame``."""
+def every_row(frame: pl.DataFrame) -> pl.DataFrame:
+    """Every row of ``frame`` (:meth:`ByKind.slices`' filter where none is given)."""
     return frame
+
+
+def slice_of(
+    held: ByKind,
+    pieces: list[pl.DataFrame],
+    columns: Sequence[str | pl.Expr],
+    keep: Callable[[pl.DataFrame], pl.DataFrame],
+) -> pl.DataFrame:
+    """One slice of :meth:`ByKind.slices`: the ``columns`` of ``pieces`` (``held``'s events of a
+    slice, a kind's each, with their places) the ``keep`` filter keeps, in the run's order."""
+    if len(pieces) == 1:
+        return keep(pieces[0].select(*columns))
+    if not pieces:
+        return keep(held.empty().select(*columns))
+    return _merged([keep(p.select(*columns, ROW)).lazy() for p in pieces])
 
 
 def _rows_of(part: pl.DataFrame, lo: int, hi: int) -> pl.DataFrame:

@@ -22,7 +22,6 @@ of :func:`~tracekit.analyzers.analysis.run_analysis` on the whole run.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import os
 import re
 import tempfile
@@ -142,7 +141,7 @@ def _map_files(shard: Shard) -> Mapped:
         if held is None:
             summary = map_ranks(RankContext(run, options), registry.ANALYSES)
         else:
-            run = dataclasses.replace(run, by_kind=held)
+            run = replace(run, by_kind=held)
             trim_heap()  # the events held are let go: their pages given back before the windows
             ctx = RankContext(run, options)
             summary = map_windows(ctx, registry.ANALYSES, windows_plan(ctx))

@@ -1,11 +1,12 @@
-"""A rank's events left in its cache entry and read as asked: :class:`Spilled`.
+"""A rank's events written to a file of their own and read from it as asked: :class:`Spilled`.
 
 A rank of 2 GB of Kineto JSON holds 5.4M events, 250 MB held by kind (:class:`ByKind`), which
 the analyses of a rank in windows of its steps (:mod:`tracekit.analyzers.windows`) need only a
 window at a time, and the facts of the whole rank (its steps, its GPU activity, its launch
 calls) a few columns of a few kinds at a time. :class:`Spilled` answers what a :class:`ByKind`
-answers from the rank's Parquet file in the events cache (:mod:`tracekit.readers.cache`: a
-kind's events after another's, each in order of their starts, with their places): a selection
+answers from a Parquet file of the rank's events written as the events cache writes an entry
+(:mod:`tracekit.readers.cache`: a kind's events after another's, each in order of their starts,
+with their places; :meth:`Spilled.written`): a selection
 reads the columns and kinds it names, a window (:meth:`Spilled.within`) the rows of each kind
 that may reach into it, found by position from an index of each block of
 :data:`BLOCK` rows (its first start, and the latest end up to it). What it holds is that index
@@ -20,7 +21,7 @@ from typing import TYPE_CHECKING, Final
 import numpy as np
 import polars as pl
 
-from tracekit.model.by_kind import ROW, ByKind, Literals, as_literal, reaching, selected_from
+from tracekit.model.by_kind import ROW, ByKind, Literals, as_literal, every_row, reaching, selected_from, slice_of
 from tracekit.readers.cache import write_held
 
 if TYPE_CHECKING:
@@ -46,11 +47,11 @@ class _Index:
 
 
 class Spilled(ByKind):
-    """The events of one rank trace read from its cache entry's Parquet file as asked, held as
+    """The events of one rank read from a Parquet file (:meth:`written`) as asked, held as
     :class:`ByKind` holds them where a reader takes them whole (:attr:`parts`, :meth:`frame`:
     for the few readers of every event; the analyses select)."""
 
-    __slots__ = ("_file", "_index", "_ones", "_spans")
+    __slots__ = ("_file", "_index", "_spans")
 
     def __init__(
         self, parquet: Path, kinds: Sequence[tuple[str, int]], literals: Literals, height: int, schema: pl.Schema
@@ -62,7 +63,6 @@ class Spilled(ByKind):
         self._extents = {}
         self._reaches = {}
         self._literals = literals
-        self._ones = literals
         self._file = parquet
         offsets = np.cumsum([0, *(n for _, n in kinds)]).tolist()
         self._spans = {k: (int(offsets[i]), n) for i, (k, n) in enumerate(kinds) if n}
@@ -84,7 +84,7 @@ class Spilled(ByKind):
         """``kind``'s events, to be read: its literal columns are not."""
         first, rows = self._spans[kind]
         frame = pl.scan_parquet(self._file).slice(first, rows)
-        ones = self._ones.get(kind, {})
+        ones = self.literals().get(kind, {})
         if ones:
             frame = frame.with_columns(as_literal(c, self.schema[c], v) for c, v in ones.items())
         return frame
@@ -156,19 +156,14 @@ class Spilled(ByKind):
         """:meth:`ByKind.slices`, each slice's events of each kind read from the file (found by
         their places in the index)."""
         present = [k for k in dict.fromkeys(kinds) if k in self._spans]
-        keep = kept if kept is not None else _every
+        keep = kept if kept is not None else every_row
         read = 0
         for offset in range(0, max(self.height, 1), rows):
             pieces = [self._places(k, offset, offset + rows) for k in present]
             if within is not None and not _reaches(pieces, within):
                 continue
             read += 1
-            if len(pieces) == 1:
-                yield keep(pieces[0].select(*columns))
-            elif not pieces:
-                yield keep(self.empty().select(*columns))
-            else:
-                yield _in_order([keep(p.select(*columns, ROW)) for p in pieces])
+            yield slice_of(self, pieces, columns, keep)
         if not read:
             yield keep(self.empty().select(*columns))
 
@@ -223,10 +218,6 @@ class Spilled(ByKind):
         return ByKind.held(self.parts, self.height, self.schema).only(condition)
 
 
-def _every(frame: pl.DataFrame) -> pl.DataFrame:
-    return frame
-
-
 def _reaches(pieces: list[pl.DataFrame], within: tuple[int, int]) -> bool:
     """Whether an event of ``pieces`` reaches into the stretch (lo, hi) (:meth:`ByKind.slices`)."""
     firsts = [p.get_column("start_ns").min() for p in pieces]
@@ -234,11 +225,3 @@ def _reaches(pieces: list[pl.DataFrame], within: tuple[int, int]) -> bool:
     first = min((int(f) for f in firsts if f is not None), default=None)  # type: ignore[arg-type]
     last = max((int(t) for t in lasts if t is not None), default=None)  # type: ignore[arg-type]
     return first is None or last is None or not (first >= within[1] or last <= within[0])
-
-
-def _in_order(pieces: list[pl.DataFrame]) -> pl.DataFrame:
-    """Pieces each in the run's order (with :data:`ROW`) as one, in that order, without it."""
-    held = [p for p in pieces if p.height] or pieces[:1]
-    if len(held) == 1:
-        return held[0].drop(ROW)
-    return pl.concat(held, how="vertical").sort(ROW).drop(ROW)
