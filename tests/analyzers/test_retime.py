@@ -308,6 +308,9 @@ def test_scenarios_re_timed_together_as_each_alone(plans: list[RankPlan], at: fl
     kept = shapes.last
     assert kept is not None
     held = {rank: r.streams for rank, r in kept.ranks.items()}
+    # each scenario's state let go once it is re-timed: the shape alone is kept for the next
+    for r in kept.ranks.values():
+        assert not set(retime.SCENARIO_STATE) & set(vars(r)) and not r._removals_kept
     second = simulate_each(plans, {k: scenarios[k] for k in keys[1::2]}, shapes=shapes)
     assert {**first, **second} == alone
     assert shapes.last is not None and all(r.streams is held[rank] for rank, r in shapes.last.ranks.items())

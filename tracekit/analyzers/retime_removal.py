@@ -11,12 +11,12 @@ import numpy as np
 
 from tracekit.analyzers.retime_plan import Removal
 
-__all__ = ["HostRemoval"]
+__all__ = ["REMOVAL_STATE", "HostRemoval"]
 
 #: What :meth:`HostRemoval._removal` sets as arrays (what the re-timing in C reads).
 _ARRAY_STATE: Final = ("r_start", "r_end", "r_rate", "r_cum", "r_at_start", "r_at_end")
 #: What :meth:`HostRemoval._removal` sets.
-_REMOVAL_STATE: Final = (
+REMOVAL_STATE: Final = (
     "r_start",
     "r_end",
     "r_rate",
@@ -78,7 +78,7 @@ class HostRemoval:
         state = self._unremoved_state
         if state is None:
             self._removal(Removal())
-            state = {k: self.__dict__[k] for k in _REMOVAL_STATE}
+            state = {k: self.__dict__[k] for k in REMOVAL_STATE}
             self._unremoved_state = state
         return state
 
