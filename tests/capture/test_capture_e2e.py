@@ -122,9 +122,16 @@ def test_straggler_capture_names_the_injected_rank(tmp_path: Path) -> None:
     throughput = summary["throughput"]
     assert isinstance(throughput, dict)
     assert throughput["slowest_rank"] == 3
-    kind, _, title = verdict_of(out)
-    assert kind == "straggler-bound"
-    assert "rank 3" in title
+    kind, secondary, title = verdict_of(out)
+    # straggler-bound; or, on a machine loaded past its cores (stop 100's CI run beside two 2 GB
+    # analyses, a 1-minute load of 5 to 7), mixed with the straggler the larger of the two bounds
+    # the traced steps do not tell apart, and rank 3 named in its finding
+    if kind == "mixed":
+        (first, *_) = json.loads((out.parent / f"{out.name}.tracekit.json").read_text())["verdict"]["secondary"]
+        assert secondary[0] == "straggler-bound" and first["straggler_rank"] == 3
+    else:
+        assert kind == "straggler-bound"
+        assert "rank 3" in title
     from tracekit.analyzers import analyze
 
     (slowest,) = analyze(load_run([out])).stragglers.stragglers
