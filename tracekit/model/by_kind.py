@@ -441,7 +441,8 @@ def _aggregates(events: pl.DataFrame) -> list[pl.Expr]:
     return aggs
 
 
-def _held(row: dict[str, object]) -> _Held:
+def _as_held(row: dict[str, object]) -> _Held:
+    """A row of :func:`_aggregates` (``column\0what`` -> value) keyed by (column, what)."""
     return {tuple(k.split("\0")): v for k, v in row.items()}  # type: ignore[misc]
 
 
@@ -451,14 +452,14 @@ def _stats(events: pl.DataFrame) -> dict[str, _Held]:
     out: dict[str, _Held] = {}
     for row in found.iter_rows(named=True):
         kind = row.pop("kind")
-        out["" if kind is None else str(kind)] = _held(row)
+        out["" if kind is None else str(kind)] = _as_held(row)
     return out
 
 
 def _stats_of_one(events: pl.DataFrame) -> _Held:
     """:func:`_stats` of events of one kind: the aggregates of the whole frame, no grouping by a
     kind that is one value (a 2 GB DLRM rank's parts grouped: 0.66 s of CPU; selected: 0.05)."""
-    return _held(events.select(_aggregates(events)).row(0, named=True))
+    return _as_held(events.select(_aggregates(events)).row(0, named=True))
 
 
 def selected_from(
