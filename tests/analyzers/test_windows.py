@@ -82,23 +82,24 @@ def _plain(frame: pl.DataFrame) -> pl.DataFrame:
     return plain.sort(plain.columns, nulls_last=True)
 
 
-def _check_folds(run: Run, events: int, options: Options | None = None) -> int:
-    """Each rank of ``run`` mapped whole and in windows of about ``events`` events (with
-    ``options``, by default the run's own): every entry that folds gives the same tables. How
-    many windows the largest plan had."""
+def _check_folds(run: Run, events: int, *more: int, options: Options | None = None) -> int:
+    """Each rank of ``run`` mapped whole (once) and in windows of about ``events`` events, then of
+    each of ``more`` (with ``options``, by default the run's own): every entry that folds gives the
+    same tables. How many windows the largest plan had."""
     most = 0
     options = options or Options(has_gpu=run.has_gpu)
     for rank in run.rank_ids:
         part = run.only([rank])
         whole = map_ranks(RankContext(part, options), ANALYSES)
-        plan = windows.plan(RankContext(part, options), events)
-        most = max(most, len(plan))
-        folded = windows.map_windows(RankContext(part, options), ANALYSES, plan)
-        assert list(folded.parts) == list(whole.parts)
-        for entry in windows.folding(ANALYSES):
-            mine, theirs = whole.parts[entry.name], folded.parts[entry.name]
-            for table in mine.names():
-                assert_frame_equal(_plain(getattr(theirs, table)), _plain(getattr(mine, table)), check_dtypes=True)
+        for size in (events, *more):
+            plan = windows.plan(RankContext(part, options), size)
+            most = max(most, len(plan))
+            folded = windows.map_windows(RankContext(part, options), ANALYSES, plan)
+            assert list(folded.parts) == list(whole.parts)
+            for entry in windows.folding(ANALYSES):
+                mine, theirs = whole.parts[entry.name], folded.parts[entry.name]
+                for table in mine.names():
+                    assert_frame_equal(_plain(getattr(theirs, table)), _plain(getattr(mine, table)), check_dtypes=True)
     return most
 
 
@@ -157,8 +158,7 @@ def test_an_entry_without_a_fold_is_mapped_whole() -> None:
 )
 def test_the_folds_give_the_whole_rank_s_parts_on_the_samples(path: Path) -> None:
     run = _run(path)
-    assert _check_folds(run, events=1) >= 1
-    _check_folds(run, events=max(1, run.height // 2))
+    assert _check_folds(run, 1, max(1, run.height // 2)) >= 1
 
 
 @pytest.mark.real
@@ -180,8 +180,7 @@ def test_the_folds_give_the_whole_rank_s_parts_on_the_samples(path: Path) -> Non
 )
 def test_the_folds_give_the_whole_rank_s_parts_on_real_traces(kineto_dir: Path, name: str) -> None:
     run = _run(kineto_dir / name)
-    _check_folds(run, events=1)
-    _check_folds(run, events=max(1, run.height // 2))
+    _check_folds(run, 1, max(1, run.height // 2))
 
 
 def test_the_traits_fold_across_the_cuts() -> None:
@@ -205,8 +204,7 @@ def test_the_traits_fold_across_the_cuts() -> None:
     whole = traits_map(RankContext(run, Options(has_gpu=run.has_gpu)))
     assert whole.signs["unfused"].to_list() == [7]  # the softmaxes with 1, 3, 20, 30, 31 (twice) and 2 between
     assert whole.time["graph_ns"].item() > 0
-    assert _check_folds(run, events=1) > 5
-    _check_folds(run, events=40)
+    assert _check_folds(run, 1, 40) > 5
 
 
 def test_the_annotations_fold_gives_each_step_every_name_of_the_rank() -> None:
