@@ -105,8 +105,10 @@ def test_a_capture_leaves_no_process_that_escaped_its_session(tmp_path: Path, mo
     )
     seen: list[tuple[int, int, str]] = []  # the progress a terminal shows (issue 46, item 8)
     capture(config, progress=lambda done, total, where: seen.append((done, total, where)))
-    # polled every 0.5 s while the ranks start (importing torch alone takes seconds), step and finish
+    # polled every 0.5 s while the ranks start (importing torch alone takes seconds), step and finish;
+    # "starting up" before any rank has begun (the launcher imports torch for them first)
     assert seen and all(total == 3 and 0 <= done <= 3 for done, total, _ in seen), seen
+    assert seen[0] == (0, 3, "starting up")
     escaped = [int(p.stem) for p in pids.glob("*.pid")]
     try:
         assert len(escaped) == 2

@@ -37,8 +37,11 @@ def test_accelerate_command_generated_and_user_config(tmp_path: Path, monkeypatc
 def test_tracekit_launcher_command() -> None:
     config = load_config(None, {"nproc": "2"})
     cmd = build_command(config, Path("c.json"), port=29500, launcher="tracekit")
-    launch = [sys.executable, "-m", "tracekit.capture.spawn", "2", "127.0.0.1", "29500"]
-    assert cmd == [*launch, "-m", "tracekit.capture.runner", "c.json", "tracekit-capture"]
+    launch = [sys.executable, "-m", "tracekit.capture.spawn", "--preload", "torch,accelerate,torch._dynamo"]
+    assert cmd == [*launch, "2", "127.0.0.1", "29500", "-m", "tracekit.capture.runner", "c.json", "tracekit-capture"]
+    # one rank: nothing to share, so nothing imported before it starts
+    one = build_command(load_config(None, {"nproc": "1"}), Path("c.json"), port=1, launcher="tracekit")
+    assert one[:4] == [sys.executable, "-m", "tracekit.capture.spawn", "1"]
 
 
 def test_tracekit_launcher_by_default_accelerate_for_an_accelerate_config() -> None:

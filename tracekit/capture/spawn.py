@@ -17,28 +17,43 @@ uses: no restarts (a capture that fails is reported, not retried), no rendezvous
 Its store is the one difference the ranks see: rank 0 serves the rendezvous at ADDR:PORT
 (``init_process_group``'s ``env://``), as under accelerate's launcher; torchrun's
 agent served it and said so with ``TORCHELASTIC_USE_AGENT_STORE=True``.
+
+Each rank is a fork of this process (where ARGS are ``-m MODULE ...`` or ``-c CODE ...``, as the
+capture's are), which runs ARGS as ``python ARGS`` would. ``--preload torch,accelerate`` (the
+launcher's, for two ranks or more) imports those modules here first, once: every rank has them
+without importing them again: they were most of what a rank of a small capture costs (the
+healthy sample's 8 ranks on a 2-core machine, in turns: 7-9 s of CPU and 6-7 s wall forked,
+27-30 s and 15-16 s each a process of its own). Nothing here touches a GPU, so the ranks fork before CUDA starts, as a
+DataLoader's workers do; Nsight Systems follows them (``--trace-fork-before-exec``).
+``TRACEKIT_SPAWN_FORK=0`` starts each rank as a process of its own instead (``python ARGS``).
 """
 
 from __future__ import annotations
 
+import builtins
 import contextlib
+import importlib
 import os
+import runpy
 import signal
 import subprocess
 import sys
 import time
 import uuid
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, NoReturn, Protocol
 
+from tracekit.capture import files
 from tracekit.capture.processes import TERM_GRACE_S
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
     from types import FrameType
 
 #: Seconds between looks at the ranks.
 POLL_S: Final = 0.05
 _PASSED_ON: Final = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+#: "0": each rank a process of its own (``python ARGS``), not a fork of the launcher.
+FORK_ENV: Final = "TRACEKIT_SPAWN_FORK"
 
 
 def rank_variables(rank: int, nproc: int, addr: str, port: int, run_id: str) -> dict[str, str]:
@@ -69,16 +84,104 @@ def exit_status(code: int) -> int:
     return 128 - code if code < 0 else code
 
 
-def run(nproc: int, addr: str, port: int, args: Sequence[str]) -> int:
-    """Start ``nproc`` ranks of ``python args``, wait for them; the exit status (see above)."""
+class _Rank(Protocol):
+    """What the launcher asks of a rank's process (a :class:`subprocess.Popen`'s)."""
+
+    @property
+    def returncode(self) -> int | None: ...
+
+    def poll(self) -> int | None: ...
+
+    def send_signal(self, sig: int) -> None: ...
+
+
+class _Forked:
+    """A rank forked from this process, as :class:`subprocess.Popen` shows one: ``returncode``
+    is None while it runs, then its exit code, or minus the signal that ended it."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.returncode: int | None = None
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            pid, status = os.waitpid(self.pid, os.WNOHANG)
+            if pid:
+                self.returncode = os.waitstatus_to_exitcode(status)
+        return self.returncode
+
+    def send_signal(self, sig: int) -> None:
+        if self.poll() is None:
+            os.kill(self.pid, sig)
+
+
+def in_this_interpreter(args: Sequence[str]) -> Callable[[], None] | None:
+    """What runs ``python ARGS`` in this interpreter (``-m MODULE ...`` and ``-c CODE ...``, with
+    ``sys.argv`` as Python sets it); None for any other ARGS (an option of the interpreter first,
+    a script: only a new interpreter does as it would)."""
+    if len(args) < 2 or args[0] not in ("-m", "-c"):
+        return None
+    what, rest = args[1], list(args[2:])
+    if args[0] == "-m":
+
+        def module() -> None:
+            sys.argv = [what, *rest]  # runpy makes the first the module's file, as python -m does
+            runpy.run_module(what, run_name="__main__", alter_sys=True)
+
+        return module
+
+    def code() -> None:
+        sys.argv = ["-c", *rest]
+        exec(compile(what, "<string>", "exec"), {"__name__": "__main__", "__builtins__": builtins})
+
+    return code
+
+
+def preload(modules: Sequence[str]) -> None:
+    """Import ``modules`` here, for every forked rank; one that fails to import is left to the
+    ranks, which then fail on it themselves and say why."""
+    for name in modules:
+        with contextlib.suppress(Exception):
+            importlib.import_module(name)
+
+
+def _fork(env: dict[str, str], body: Callable[[], None]) -> _Forked:
+    """Fork a rank that runs ``body`` with ``env`` added to its environment, and ends as Python
+    ends after a program: its exception printed and exit 1, ``sys.exit``'s status, its threads
+    joined and its ``atexit`` functions run. Its age counts from this process's start
+    (:func:`~tracekit.capture.files.process_age`)."""
+    age = files.process_age()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid == 0:
+        _as_rank(env, body, age)
+    return _Forked(pid)
+
+
+def _as_rank(env: dict[str, str], body: Callable[[], None], age: float | None) -> NoReturn:
+    """The forked rank: the exception ``body`` raises, if any, goes up to the interpreter, which
+    ends this process as it ends any program (no handler above this one catches it)."""
+    os.environ.update(env)
+    files.forked_at(age)
+    body()
+    sys.exit(0)
+
+
+def run(nproc: int, addr: str, port: int, args: Sequence[str], *, modules: Sequence[str] = ()) -> int:
+    """Start ``nproc`` ranks of ``python args`` (forks, after ``modules`` are imported, where
+    :func:`in_this_interpreter` runs ``args``), wait for them; the exit status (see above)."""
     run_id = uuid.uuid4().hex
-    ranks = [
-        subprocess.Popen(
-            [sys.executable, *args],
-            env={**os.environ, **(rank_variables(r, nproc, addr, port, run_id) if nproc > 1 else {})},
-        )
-        for r in range(nproc)
-    ]
+    body = in_this_interpreter(args) if hasattr(os, "fork") and os.environ.get(FORK_ENV) != "0" else None
+    if body is not None:
+        preload(modules)
+    ranks: list[_Rank] = []
+    for r in range(nproc):
+        env = rank_variables(r, nproc, addr, port, run_id) if nproc > 1 else {}
+        if body is not None:
+            ranks.append(_fork(env, body))
+        else:
+            ranks.append(subprocess.Popen([sys.executable, *args], env={**os.environ, **env}))
 
     def pass_on(signum: int, _frame: FrameType | None) -> None:
         _signal_live(ranks, signum)
@@ -100,7 +203,7 @@ def run(nproc: int, addr: str, port: int, args: Sequence[str]) -> int:
     return 0 if first_failed is None else exit_status(first_failed)
 
 
-def _signal_live(ranks: Sequence[subprocess.Popen[bytes]], signum: int) -> None:
+def _signal_live(ranks: Sequence[_Rank], signum: int) -> None:
     for p in ranks:
         if p.poll() is None:
             with contextlib.suppress(ProcessLookupError):
@@ -108,8 +211,14 @@ def _signal_live(ranks: Sequence[subprocess.Popen[bytes]], signum: int) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    nproc, addr, port, *args = sys.argv[1:] if argv is None else argv
-    sys.exit(run(int(nproc), addr, int(port), args))
+    """``[--preload MODULE,MODULE] NPROC ADDR PORT ARGS...``"""
+    words = list(sys.argv[1:] if argv is None else argv)
+    modules: list[str] = []
+    if words[:1] == ["--preload"]:
+        modules = [m for m in words[1].split(",") if m]
+        words = words[2:]
+    nproc, addr, port, *args = words
+    sys.exit(run(int(nproc), addr, int(port), args, modules=modules))
 
 
 if __name__ == "__main__":
