@@ -153,3 +153,21 @@ def test_only_a_module_or_code_runs_in_a_fork() -> None:
     assert in_this_interpreter(["train.py", "-m", "x"]) is None
     assert in_this_interpreter(["-X", "importtime", "-m", "x"]) is None
     assert in_this_interpreter(["-m"]) is None
+
+
+def test_the_fork_s_warning_of_threads_is_not_every_capture_s_noise(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Python 3.12+ warns (DeprecationWarning) at a fork from a process with several threads:
+    numpy's import leaves one, so every capture's log would say it."""
+    import warnings
+
+    from tracekit.capture import spawn as launcher
+
+    def fork() -> int:
+        warnings.warn("This process is multi-threaded, use of fork() may lead to deadlocks", DeprecationWarning, 2)
+        return 4321  # the parent's side: the "child" is not run
+
+    monkeypatch.setattr(launcher.os, "fork", fork)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        forked = launcher._fork({}, lambda: None)
+    assert forked.pid == 4321 and forked.returncode is None

@@ -40,6 +40,7 @@ import subprocess
 import sys
 import time
 import uuid
+import warnings
 from typing import TYPE_CHECKING, Final, NoReturn, Protocol
 
 from tracekit.capture import files
@@ -149,11 +150,17 @@ def _fork(env: dict[str, str], body: Callable[[], None]) -> _Forked:
     """Fork a rank that runs ``body`` with ``env`` added to its environment, and ends as Python
     ends after a program: its exception printed and exit 1, ``sys.exit``'s status, its threads
     joined and its ``atexit`` functions run. Its age counts from this process's start
-    (:func:`~tracekit.capture.files.process_age`)."""
+    (:func:`~tracekit.capture.files.process_age`).
+
+    Python 3.12 and later warn at a fork from a process of several threads; numpy's import leaves
+    one more here (OpenBLAS's server, which its own fork handlers restart in the child), and no
+    lock of this process is held by it: the warning would be every capture's log's noise."""
     age = files.process_age()
     sys.stdout.flush()
     sys.stderr.flush()
-    pid = os.fork()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        pid = os.fork()
     if pid == 0:
         _as_rank(env, body, age)
     return _Forked(pid)
