@@ -171,3 +171,17 @@ def test_the_fork_s_warning_of_threads_is_not_every_capture_s_noise(monkeypatch:
         warnings.simplefilter("error")
         forked = launcher._fork({}, lambda: None)
     assert forked.pid == 4321 and forked.returncode is None
+
+
+def test_a_fork_reaped_meanwhile_is_ended_not_an_error() -> None:
+    """The launcher's signal handler polls the ranks between two bytecodes of its loop's poll:
+    a rank reaped there is gone for the loop's ``waitpid`` (ECHILD), which must not raise."""
+    from tracekit.capture.spawn import _Forked
+
+    pid = os.fork()
+    if pid == 0:
+        os._exit(3)
+    forked = _Forked(pid)
+    os.waitpid(pid, 0)  # reaped elsewhere, its status lost to this handle
+    assert forked.poll() == 0
+    assert forked.returncode == 0  # ended: the launcher's loop stops waiting for it

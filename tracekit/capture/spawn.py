@@ -106,7 +106,14 @@ class _Forked:
 
     def poll(self) -> int | None:
         if self.returncode is None:
-            pid, status = os.waitpid(self.pid, os.WNOHANG)
+            try:
+                pid, status = os.waitpid(self.pid, os.WNOHANG)
+            except ChildProcessError:
+                # reaped meanwhile: by this poll called from the signal handler (which set the
+                # code), or elsewhere, whose status is lost (Popen says 0 then, and so does this)
+                if self.returncode is None:
+                    self.returncode = 0
+                return self.returncode
             if pid:
                 self.returncode = os.waitstatus_to_exitcode(status)
         return self.returncode
