@@ -20,8 +20,9 @@ RANKS = 2
 
 
 #: What a rank prints when it aborts at interpreter exit, after its files are written: seen in
-#: about 1 run in 10 of the accelerate example on 2 gloo ranks (torch 2.13, CPU), never with
-#: plain torch.profiler + accelerate, nor with tracekit's Profiler alone; not yet explained.
+#: about 1 run in 10 of the accelerate example on 2 gloo ranks (torch 2.13, CPU), and once in
+#: about 30 CI runs of the Trainer example under torchrun; never with plain torch.profiler +
+#: accelerate, nor with tracekit's Profiler alone; not yet explained.
 EXIT_ABORT = "terminate called without an active exception"
 
 

@@ -21,7 +21,15 @@ pytest.importorskip("transformers", reason="the Trainer callback needs transform
 @pytest.mark.concurrent  # its outcome does not depend on timing (tests/conftest.py)
 def test_trainer_under_torchrun_reads_as_a_capture(tmp_path: Path) -> None:
     out = tmp_path / "trainer"
-    run(sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(RANKS), *example("hf_trainer.py", out))
+    run(
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nproc_per_node",
+        str(RANKS),
+        *example("hf_trainer.py", out),
+        abort_at_exit=True,  # the known abort at exit (output.EXIT_ABORT); the files are checked below
+    )
     phases = {"dataload_wait", "h2d", "forward", "backward", "optim_step", "zero_grad"}
     analysis = check_capture_folder(out, phases=phases, framework="transformers.Trainer")
     traced = traced_phases(analysis)
