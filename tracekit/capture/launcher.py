@@ -126,7 +126,7 @@ def build_command(
         cmd = [sys.executable, "-m", "accelerate.commands.launch", *setup]
         cmd += ["--num_processes", str(config.nproc), "--main_process_port", str(port), *target]
     else:
-        # ranks forked from the launcher, which imports torch and accelerate once for them all
+        # ranks forked from the launcher, which imports torch, accelerate and torch._dynamo once for them all
         preload = ["--preload", ",".join(PRELOAD)] if config.nproc > 1 else []
         cmd = [sys.executable, "-m", SPAWN, *preload, str(config.nproc), "127.0.0.1", str(port), *target]
     return [*nsys_prefix(folder), *cmd] if config.nsys else cmd

@@ -19,8 +19,8 @@ Its store is the one difference the ranks see: rank 0 serves the rendezvous at A
 agent served it and said so with ``TORCHELASTIC_USE_AGENT_STORE=True``.
 
 Each rank is a fork of this process (where ARGS are ``-m MODULE ...`` or ``-c CODE ...``, as the
-capture's are), which runs ARGS as ``python ARGS`` would. ``--preload torch,accelerate`` (the
-launcher's, for two ranks or more) imports those modules here first, once: every rank has them
+capture's are), which runs ARGS as ``python ARGS`` would. ``--preload torch,accelerate,torch._dynamo``
+(the launcher's, for two ranks or more) imports those modules here first, once: every rank has them
 without importing them again: they were most of what a rank of a small capture costs (the
 healthy sample's 8 ranks on a 2-core machine, in turns: 7-9 s of CPU and 6-7 s wall forked,
 27-30 s and 15-16 s each a process of its own). Nothing here touches a GPU, so the ranks fork before CUDA starts, as a
