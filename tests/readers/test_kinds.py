@@ -24,7 +24,7 @@ def _frame(rows: list[tuple[str, int, int | None, int | None]]) -> pl.DataFrame:
     return pl.DataFrame(rows, schema=_SCHEMA, orient="row")
 
 
-def _held(chunks: list[pl.DataFrame], *, literal_rows: int = 1) -> ByKind:
+def _held(chunks: list[pl.DataFrame], *, literal_rows: int = 1, chunked: bool = False) -> ByKind:
     pieces = Pieces()
     for chunk in chunks:
         pieces.add(chunk)
@@ -33,7 +33,8 @@ def _held(chunks: list[pl.DataFrame], *, literal_rows: int = 1) -> ByKind:
     places = {k: p.drop_in_place(POS).to_numpy() for k, p in parts.items()}
     # the columns of one value or none in every piece, as the reader keeps them
     literal: Literals = {k: {c: v for c, v in pieces.ones[k].items() if c in ("x", "y")} for k in parts}
-    return ByKind.held(in_order(parts, places, literal=literal), height, _SCHEMA, literal_rows=literal_rows)
+    ordered = in_order(parts, places, literal=literal, chunked=chunked)
+    return ByKind.held(ordered, height, _SCHEMA, literal_rows=literal_rows)
 
 
 def _same(held: ByKind, expected: ByKind) -> None:
@@ -61,9 +62,10 @@ _events = st.lists(
     split=st.integers(1, 40),
     block=st.integers(1, 8),
     ordered=st.booleans(),
+    chunked=st.booleans(),
 )
 def test_held_by_kind_from_chunks_is_the_one_frame_sorted_and_held_by_kind(
-    events: list[tuple[str, int, int | None]], cuts: list[int], split: int, block: int, ordered: bool
+    *, events: list[tuple[str, int, int | None]], cuts: list[int], split: int, block: int, ordered: bool, chunked: bool
 ) -> None:
     if ordered:  # in order of starts already (read a ``block`` of starts at a time, not sorted)
         events = sorted(events, key=lambda e: e[1])
@@ -76,11 +78,37 @@ def test_held_by_kind_from_chunks_is_the_one_frame_sorted_and_held_by_kind(
     kinds_module.SPLIT_ROWS = split  # chunks split by kind a few at a time, or one by one
     kinds_module.ORDER_BLOCK = block
     try:
-        held = _held(chunks)
+        held = _held(chunks, chunked=chunked)
     finally:
         kinds_module.SPLIT_ROWS, kinds_module.ORDER_BLOCK = before
     _same(held, ByKind.of(frame.sort("start_ns", maintain_order=True), literal_rows=1))
     assert held.frame().equals(frame.sort("start_ns", maintain_order=True))
+
+
+@pytest.mark.parametrize("chunked", [True, False])
+def test_a_rank_in_order_to_be_spilled_keeps_its_columns_in_their_pieces(
+    chunked: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a rank of more events than SPILLED_EVENTS is written to a file of its own before its
+    # analysis: its columns are not copied into one piece first (the same events either way)
+    monkeypatch.setattr(kinds_module, "SPLIT_ROWS", 1000)
+    n = 5000
+    frame = _frame([("cpu_op" if i % 3 else "kernel", i, i, None) for i in range(n)])
+    chunks = [frame.slice(a, 700) for a in range(0, n, 700)]
+    held = _held(chunks, literal_rows=1 << 30, chunked=chunked)
+    column = held.parts["cpu_op"].get_column("x")
+    assert (column.n_chunks() > 1) == chunked
+    assert held.frame().equals(frame)
+    # the reader leaves them so for a rank of more than SPILLED_EVENTS events
+    monkeypatch.setattr(kinds_module, "SPILLED_EVENTS", n - 1 if chunked else n)
+    pieces = Pieces()
+    for chunk in chunks:
+        pieces.add(chunk)
+    parts = pieces.taken()
+    places = {k: p.drop_in_place(POS).to_numpy() for k, p in parts.items()}
+    read = kinds_module.held(parts, places, _SCHEMA, literal={})
+    assert (read.parts["cpu_op"].get_column("x").n_chunks() > 1) == chunked
+    assert read.frame().equals(frame)
 
 
 @pytest.mark.parametrize("shuffled", [True, False])

@@ -59,7 +59,7 @@ from tracekit.readers.load import (
     timelines_beside,
 )
 from tracekit.readers.parse import PARALLEL_MIN_BYTES, data_bytes, parse_files
-from tracekit.readers.spilled import Spilled
+from tracekit.readers.spilled import SPILLED_EVENTS, Spilled
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Sequence
@@ -78,7 +78,7 @@ SHARDS_PER_WORKER: Final = 4
 #: events are about 0.5 GB; in windows of 2^19 events from the file, those ranks' maps peak at
 #: 400, 449 and 358 MB, for 2.6 to 3.4 times the CPU (each window reads its events from the
 #: file and analyses them apart: benchmarks/README.md, stop 99), so smaller ranks stay whole.
-WINDOWED_EVENTS: Final = 1 << 22
+WINDOWED_EVENTS: Final = SPILLED_EVENTS
 #: The registry entry that the memory timelines (read here, not by a shard) belong to.
 MEMORY_ENTRY: Final = "memory"
 #: The tables a shard's result leaves on the worker that mapped it, on a cluster elsewhere, by

@@ -25,6 +25,7 @@ from tracekit.errors import TraceReadError
 from tracekit.heap import trim_heap
 from tracekit.model.by_kind import ROW, ByKind, Literals
 from tracekit.model.schema import null_literal
+from tracekit.readers.spilled import SPILLED_EVENTS
 
 #: The column of each event's place in its file (in the order its chunks are decoded).
 POS: Final = "_pos"
@@ -123,14 +124,16 @@ def _compact(piece: pl.DataFrame) -> tuple[pl.DataFrame, dict[str, int | str | N
 
 
 def in_order(
-    parts: dict[str, pl.DataFrame], places: dict[str, np.ndarray], *, literal: Literals
+    parts: dict[str, pl.DataFrame], places: dict[str, np.ndarray], *, literal: Literals, chunked: bool = False
 ) -> dict[str, pl.DataFrame]:
     """Each kind's events of ``parts`` (in the file's order, ``places`` their places in the
     file, ascending; ``parts`` is emptied) in the order of their starts (``start_ns``), ties in
     the file's order, each with its place among the events of every kind (:data:`ROW`): the
     parts of :meth:`ByKind.held <tracekit.model.by_kind.ByKind.held>`, each column in one piece.
     ``literal``: per kind, its columns of one value or none there, and that value (None: none;
-    kept literals: gathered, each would be a buffer)."""
+    kept literals: gathered, each would be a buffer). ``chunked``: events already in order keep
+    their columns in the pieces they were decoded in (not copied into one piece: a rank written
+    to a file of its own before its analysis, :data:`~tracekit.readers.spilled.SPILLED_EVENTS`)."""
     kinds = list(parts)
     found = [places[k] for k in kinds]
     height = sum(p.size for p in found)
@@ -149,7 +152,7 @@ def in_order(
     if height == 0 or _ascending(columns, found, height, block=ORDER_BLOCK):  # already in order: no sort, no gather
         del columns
         for kind, p in zip(kinds, found, strict=True):
-            out[kind] = _one_piece(parts.pop(kind), None, p, literal.get(kind, {}))
+            out[kind] = _one_piece(parts.pop(kind), None, p, literal.get(kind, {}), chunked=chunked)
         return out
     starts = np.empty(height, dtype=np.int64)
     _fill(starts, columns, found, 0)
@@ -209,19 +212,27 @@ def _ascending(columns: list[pl.Series], places: list[np.ndarray], height: int, 
 
 
 def _one_piece(
-    frame: pl.DataFrame, rows: np.ndarray | None, places: np.ndarray, literal: dict[str, int | str | None]
+    frame: pl.DataFrame,
+    rows: np.ndarray | None,
+    places: np.ndarray,
+    literal: dict[str, int | str | None],
+    *,
+    chunked: bool = False,
 ) -> pl.DataFrame:
     """``frame``'s ``rows`` (None: all, in order) with their ``places`` (:data:`ROW`), each column
-    in one piece, taken out of ``frame`` a column at a time (each let go as its copy is made);
-    the ``literal`` columns stay literals. No query reads ``frame`` whole: its columns, chunked
-    apart (those a query made and those it passed through), would all be copied into one piece
-    at once first."""
+    in one piece (``chunked``, and ``rows`` None: as it is), taken out of ``frame`` a column at a
+    time (each let go as its copy is made); the ``literal`` columns stay literals. No query reads
+    ``frame`` whole: its columns, chunked apart (those a query made and those it passed through),
+    would all be copied into one piece at once first."""
     names = frame.columns
     taken = {}
     for name in names:
         if name not in literal:
             column = frame.drop_in_place(name)
-            taken[name] = column.rechunk() if rows is None else column.gather(rows)
+            if rows is not None:
+                taken[name] = column.gather(rows)
+            else:
+                taken[name] = column if chunked else column.rechunk()
             del column
     kept = [
         null_literal(n, frame.schema[n]) if literal[n] is None else pl.lit(literal[n], dtype=frame.schema[n]).alias(n)
@@ -243,7 +254,9 @@ def held(
     """The events of one file (each kind's, in the file's order, ``places`` their places in it,
     of ``schema``) held by kind in the order of their starts (:func:`in_order`)."""
     height = sum(p.height for p in parts.values())
-    ordered = in_order(parts, places, literal=literal)
+    # a rank analysed from a file of its own: its pieces are written there as they are (copied
+    # into one piece each, the 2 GB ranks' columns were 250-300 MB made anew at the read's peak)
+    ordered = in_order(parts, places, literal=literal, chunked=height > SPILLED_EVENTS)
     if height >= ORDER_BLOCK:  # the blocks, places and order freed in glibc's heap (a 2 GB rank's 20-30 MB)
         trim_heap()
     return ByKind.held(ordered, height, schema)

@@ -28,6 +28,11 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Sequence
     from pathlib import Path
 
+#: A rank of more events is analysed from a file of its own (:class:`Spilled`, in windows of its
+#: steps: ``tracekit.pipeline.shards``), so a reader leaves such a rank's columns in the pieces it
+#: decoded them in (:func:`tracekit.readers.kinds.held`: the file is written from them as well as
+#: from one piece).
+SPILLED_EVENTS: Final = 1 << 22
 #: The rows of a block of the index of a kind's events (:class:`_Index`).
 BLOCK: Final = 256
 #: The most times :meth:`Spilled.starting_before` finds block by block (more: from every start).
