@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -22,6 +23,16 @@ if TYPE_CHECKING:
 if os.environ.get("PYTEST_XDIST_WORKER") and "POLARS_MAX_THREADS" not in os.environ:
     _WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT") or 1)
     os.environ["POLARS_MAX_THREADS"] = str(max(1, (os.cpu_count() or 1) // _WORKERS))
+
+
+def requires(module: str, reason: str) -> None:
+    """At a test module's top: skip the module where ``module`` is not installed, without importing
+    it, for modules whose tests import it only in the processes they start (``importorskip``
+    would import lightning, 4 s of CPU, and transformers, 1 s, in each xdist worker and in the
+    controller, only to collect)."""
+    if importlib.util.find_spec(module) is None:
+        pytest.skip(reason, allow_module_level=True)
+
 
 SHARED_TRACES = Path(__file__).resolve().parents[1].parent / "shared" / "traces"
 SAMPLES = Path(__file__).resolve().parents[1] / "samples"

@@ -8,13 +8,14 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from tests.conftest import requires
 from tests.integrations.output import check_capture_folder, example, run, traced_phases
 
 if TYPE_CHECKING:
     from pathlib import Path
 
 pytest.importorskip("torch", reason="the Lightning integration needs torch")
-pytest.importorskip("lightning", reason="the Lightning callback needs lightning (the lightning extra)")
+requires("lightning", "the Lightning callback needs lightning (the lightning extra)")
 
 
 @pytest.mark.e2e

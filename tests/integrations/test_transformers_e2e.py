@@ -8,13 +8,14 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from tests.conftest import requires
 from tests.integrations.output import RANKS, check_capture_folder, example, run, traced_phases
 
 if TYPE_CHECKING:
     from pathlib import Path
 
 pytest.importorskip("torch", reason="the transformers integration needs torch (the capture extra)")
-pytest.importorskip("transformers", reason="the Trainer callback needs transformers (the transformers extra)")
+requires("transformers", "the Trainer callback needs transformers (the transformers extra)")
 
 
 @pytest.mark.e2e

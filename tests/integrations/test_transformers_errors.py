@@ -15,8 +15,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import requires
+
 pytest.importorskip("torch", reason="the transformers integration needs torch (the capture extra)")
-pytest.importorskip("transformers", reason="the Trainer callback needs transformers (the transformers extra)")
+requires("transformers", "the Trainer callback needs transformers (the transformers extra)")
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -62,7 +62,7 @@ _BEFORE_FORWARD = frozenset({"h2d"})
 _FRAMES: Final = 8
 
 
-class TracekitCallback(transformers.TrainerCallback):
+class TracekitCallback(transformers.TrainerCallback):  # type: ignore[misc]  # Any to mypy: pyproject.toml
     """Profile a ``Trainer``'s steps as ``tracekit capture`` does (see the module's text).
 
     Options: those of :class:`tracekit.capture.Profiler` (``out_dir``, ``warmup_steps``,
