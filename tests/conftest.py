@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import os
+import pickle
+import shutil
+import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -40,20 +44,46 @@ SAMPLES = Path(__file__).resolve().parents[1] / "samples"
 _ANALYSES: dict[tuple[Path, ...], Outcome] = {}
 
 
+#: Under pytest-xdist, a folder the workers share for the outcomes of :func:`analysis_of` (made
+#: by the controller for the session, see :func:`pytest_configure`).
+SHARED_OUTCOMES = "TRACEKIT_TEST_OUTCOMES"
+
+
 def analysis_of(paths: Sequence[Path]) -> Outcome:
     """``run_analysis(load_run(paths))`` (no cache), once per session for the same paths.
 
     The real traces and the samples are analyzed by several modules (tests/truth, the ledger,
     the verdict), each checking other numbers of the same outcome: analyzed once, they cost
-    their analysis once. An outcome is not to be changed by a test.
+    their analysis once. Under pytest-xdist once in all: a worker that needs an outcome another
+    has pickled reads it (their tests are shared among the workers, so each worker analyzed
+    nearly all 56, 57 s of CPU). An outcome is not to be changed by a test.
     """
     key = tuple(paths)
     if key not in _ANALYSES:
-        from tracekit.analyzers import run_analysis
-        from tracekit.readers import load_run
+        shared = os.environ.get(SHARED_OUTCOMES)
+        saved = Path(shared, hashlib.sha256(repr(key).encode()).hexdigest()) if shared else None
+        if saved is not None and saved.is_file():
+            _ANALYSES[key] = pickle.loads(saved.read_bytes())
+        else:
+            from tracekit.analyzers import run_analysis
+            from tracekit.readers import load_run
 
-        _ANALYSES[key] = run_analysis(load_run(list(paths), use_cache=False))
+            _ANALYSES[key] = run_analysis(load_run(list(paths), use_cache=False))
+            if saved is not None:  # whole or not at all: another worker may be reading
+                partial = saved.with_name(f"{saved.name}.{os.getpid()}")
+                partial.write_bytes(pickle.dumps(_ANALYSES[key], protocol=pickle.HIGHEST_PROTOCOL))
+                partial.replace(saved)
     return _ANALYSES[key]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The controller of xdist's workers makes the folder of shared outcomes (they inherit its
+    environment); a run without workers keeps its outcomes in memory."""
+    if os.environ.get("PYTEST_XDIST_WORKER") or not getattr(config.option, "numprocesses", None):
+        return
+    folder = tempfile.mkdtemp(prefix="tracekit-test-outcomes-")
+    os.environ[SHARED_OUTCOMES] = folder
+    config.add_cleanup(lambda: shutil.rmtree(folder, ignore_errors=True))
 
 
 #: What a launcher sets for its ranks: a test that leaves one in this process's environment makes
