@@ -112,6 +112,22 @@ def test_one_sync_per_step_fails_syncs_plus_0(folders: dict[str, Path]) -> None:
     assert "aten::is_nonzero" in result.stdout  # the op that issued it, named
 
 
+def test_the_terminal_prints_the_short_answer_unless_full(folders: dict[str, Path], tmp_path: Path) -> None:
+    saved = tmp_path / "c.json"
+    short = tracekit("compare", folders["base"], folders["sync"], "--fail-if", "syncs:+0", "--json", saved)
+    full = tracekit("compare", folders["base"], folders["sync"], "--fail-if", "syncs:+0", "--full")
+    assert short.returncode == full.returncode == 1  # the gate is the same either way
+    more = "the whole report: --full prints every table here; --md FILE and --html FILE write the whole report"
+    assert more in short.stdout.splitlines() and more not in full.stdout  # then the "wrote" line
+    for whole in ("Run-level measures", "Step time per rank", "The runs"):
+        assert whole not in short.stdout and whole in full.stdout, whole
+    assert "FAIL syncs:+0" in short.stdout and len(short.stdout.splitlines()) * 3 < len(full.stdout.splitlines())
+    # a saved comparison drawn again: the same short answer, and --full the whole
+    again = tracekit("report", saved)
+    assert again.returncode == 0 and again.stdout.rstrip().endswith(more)
+    assert "Run-level measures" in tracekit("report", saved, "--full").stdout
+
+
 def test_a_saved_analysis_compares_like_its_traces(folders: dict[str, Path], tmp_path: Path) -> None:
     saved = tmp_path / "base.json"
     assert tracekit("analyze", folders["base"], "--json", saved).returncode == 0

@@ -6,6 +6,7 @@ within noise, a sync that disappeared, no steps), so every expected string is wo
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from pathlib import Path
@@ -13,7 +14,7 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from tests.reports.comparisons import CASES, MS, no_steps, slower, within_noise
+from tests.reports.comparisons import CASES, MS, no_steps, slower, time, within_noise
 from tests.reports.hostile import PAYLOADS, with_strings
 from tests.reports.test_html_escaping import ALLOWED as HTML_ALLOWED
 from tests.reports.test_html_escaping import _Page
@@ -22,6 +23,8 @@ from tests.reports.test_markdown_escaping import github, shown
 from tests.reports.test_terminal_escaping import CONTROLS, SGR, assert_terminal_safe
 from tracekit.reports import RENDERERS, TerminalRenderer, renderer
 from tracekit.reports import compare_text as ct
+from tracekit.reports.document import Format
+from tracekit.reports.documents import as_document
 from tracekit.reports.html import _plotly_js
 from tracekit.reports.markdown import MAX_CHARS
 from tracekit.reports.text import one_line, printable
@@ -150,6 +153,73 @@ def test_the_gate_shows_pass_and_fail() -> None:
     text = terminal(slower(), color=True)
     assert re.search(r"\x1b\[31m\s*FAIL slower:2%", text) and re.search(r"\x1b\[32m\s*PASS syncs", text)
     assert "Gate" not in terminal(within_noise())
+
+
+def test_the_short_answer_says_what_moved_and_where_the_rest_is() -> None:
+    c = slower()
+    text = TerminalRenderer(width=200, full=False, more="MORE").render(c)
+    lines = text.splitlines()
+    assert lines[0] == "tracekit comparison" and lines[-1] == "MORE"
+    in_order(
+        text,
+        (
+            "Step time A 40.50 ms -> B 45.52 ms",
+            "slower by 5.02 ms ± 0.31 (+12.4%)",
+            "steps found differ: A 320, B 120",  # how the runs differ, before the numbers
+            "capture configs differ in: workload_args.seq_len",
+            "Gate: 1 of 2 conditions failed",
+            "FAIL slower:2%",
+            "PASS syncs:+1",
+            "Measures that moved beyond noise",
+            "exposed communication per step +0.05 ms",
+            "Phases that moved beyond noise",
+            "forward +5.00 ms ± 0.05 (+12.35% of the step) slower",
+            "from aten::item in optimizer",  # a side has syncs: which ops issued them
+            "A: GPU-compute-bound: the GPU is busy computing [62.0% of the time]",
+            "B: GPU-compute-bound: the GPU is busy computing [65.5% of the time]",
+            "Same bound on both runs",
+            "What to change (B): ",
+        ),
+    )
+    # three measures of the five that moved; no phase within noise; the rest is the whole report's
+    assert sum(line.startswith("  ") and " ± " in line for line in lines) <= 4
+    assert "syncs per step +33" not in text and "backward" not in text and "optimizer +0.01" not in text
+    for whole in ("Noise model", "Run-level measures", "ampere_sgemm_128x64_tn", "The runs", "┏"):
+        assert whole not in text, whole
+    full = TerminalRenderer(width=200, full=True).render(c)
+    assert "Run-level measures" in full and len(lines) * 3 < len(full.splitlines())
+
+
+def test_the_short_answer_lists_the_phases_that_moved_largest_first() -> None:
+    c = slower()
+    c = msgspec.structs.replace(
+        c,
+        phases=[
+            time("phase:forward", 12.0, 13.0, 0.05, Change.SLOWER, step_pct=2.47),
+            time("phase:backward", 24.0, 21.0, 0.08, Change.FASTER, step_pct=-7.41),
+            time("phase:optimizer", 4.5, 4.51, 0.02, Change.WITHIN_NOISE, step_pct=0.02),
+            time("phase:zero_grad", 1.0, 1.5, 0.02, Change.SLOWER, step_pct=1.23),
+            time("phase:h2d", 1.0, 3.0, 0.02, Change.SLOWER, step_pct=4.94),
+        ],
+    )
+    text = TerminalRenderer(width=200, full=False).render(c)
+    in_order(text, ("backward -3.00 ms", "h2d +2.00 ms", "forward +1.00 ms"))
+    assert "zero_grad" not in text and "optimizer +0.01" not in text  # the fourth largest, and noise
+
+
+def test_a_result_with_neither_verdict_nor_brief_prints_whole_in_short() -> None:
+    c = within_noise()
+    doc = as_document(c, Format.TERMINAL)
+    bare = dataclasses.replace(doc, brief=())
+    assert TerminalRenderer(width=200, full=False).render(bare) == TerminalRenderer(width=200).render(bare)
+
+
+@pytest.mark.parametrize("name", sorted(PAYLOADS))
+def test_names_from_traces_are_text_in_the_short_answer(name: str) -> None:
+    payload = PAYLOADS[name]
+    text = TerminalRenderer(width=200, full=False, color=True).render(with_strings(slower(), payload))
+    assert_terminal_safe(text)
+    assert f"capture configs differ in: {printable(payload)}" in SGR.sub("", text)
 
 
 def test_top_limits_the_work_table() -> None:

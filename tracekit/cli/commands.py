@@ -129,8 +129,8 @@ def _more(*, traces: bool = True) -> str:
 
 def run_report(report: Path, *, outputs: dict[str, Path | None], full: bool = False) -> None:
     """``tracekit report``: draw a saved record again (any of :func:`~tracekit.pipeline.saved.load_saved`'s),
-    in the terminal (an analysis as the short answer unless ``full``), and to ``--md`` / ``--html``
-    where given."""
+    in the terminal (an analysis or a comparison as the short answer unless ``full``), and to
+    ``--md`` / ``--html`` where given."""
     from tracekit.pipeline.saved import load_saved
 
     check_outputs({f"--{fmt}": path for fmt, path in outputs.items()}, [report])
@@ -215,16 +215,19 @@ def run_compare(
     analysis: Mapping[str, Any] | None = None,
     noise: Noise | None = None,
     top: int = 15,
+    full: bool = False,
 ) -> int:
-    """``tracekit compare``: print the comparison, write the outputs; the exit code of the gate
-    (1 when a ``--fail-if`` condition fails, else 0). ``analysis``: the options of analyzing each
-    side, as given (default: analyze's defaults)."""
+    """``tracekit compare``: print the comparison (its short answer unless ``full``), write the
+    outputs; the exit code of the gate (1 when a ``--fail-if`` condition fails, else 0).
+    ``analysis``: the options of analyzing each side, as given (default: analyze's defaults)."""
     check_outputs({f"--{fmt}": path for fmt, path in outputs.items()}, [*a, *b])
     options = analyze_options(analysis or {})
     with DelayedProgress() as progress:
         options = dataclasses.replace(options, progress=progress.file_done, stage=progress.stage)
         comparison = compare_paths(a, b, options=options, noise=noise, fail_if=fail_if)
-        text = TerminalRenderer(top=top, width=terminal_width(), color=sys.stdout.isatty()).render(comparison)
+        text = TerminalRenderer(
+            top=top, width=terminal_width(), color=sys.stdout.isatty(), full=full, more=_more(traces=False)
+        ).render(comparison)
     emit(text, {path: renderer(fmt).render(comparison) for fmt, path in outputs.items() if path is not None})
     failed = [g for g in comparison.gate if g.failed]
     for g in failed:

@@ -122,7 +122,7 @@ def analyze(
 @cli.command()
 @click.argument("report", type=click.Path(dir_okay=False, path_type=Path))
 @output_options(html="Write the HTML report.", md="Write the Markdown report.")
-@click.option("--full", is_flag=True, help="Print every table of an analysis, not the short answer.")
+@click.option("--full", is_flag=True, help="Print every table of an analysis or a comparison, not the short answer.")
 def report(report: Path, outputs: dict[str, Path | None], full: bool) -> None:
     """Draw a saved record again, without the traces: an analysis (analyze --json), a comparison,
     a sweep, doctor.json, a capture's summary.json, ab.json, a probe or an audit; in the terminal,
@@ -159,6 +159,7 @@ def report(report: Path, outputs: dict[str, Path | None], full: bool) -> None:
     help="Confidence level of the intervals.",
 )
 @click.option("--top", default=15, show_default=True, type=click.IntRange(min=1), help="Work changes to list.")
+@click.option("--full", is_flag=True, help="Print every table of the comparison, not the short answer.")
 @analysis_options
 @click.pass_context
 def compare(
@@ -169,6 +170,7 @@ def compare(
     noise_threshold: float,
     level: float,
     top: int,
+    full: bool,
     analysis: dict[str, Any],
 ) -> None:
     """Compare run B against the baseline run A: what changed, by how much, beyond noise or not.
@@ -183,7 +185,9 @@ def compare(
 
     a, b = pair(runs)
     noise = Noise(level=level, threshold_pct=noise_threshold)
-    ctx.exit(run_compare([a], [b], outputs=outputs, fail_if=fail_if, analysis=analysis, noise=noise, top=top))
+    ctx.exit(
+        run_compare([a], [b], outputs=outputs, fail_if=fail_if, analysis=analysis, noise=noise, top=top, full=full)
+    )
 
 
 @cli.command(cls=ConfigCommand, context_settings={"ignore_unknown_options": True, "allow_extra_args": True})

@@ -3,7 +3,7 @@ the gate, then the measures, phases, ranks, syncs, work, verdicts and the runs t
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from tracekit.reports import compare_figures
 from tracekit.reports import compare_tables as ctb
@@ -62,6 +62,48 @@ def _verdict_lines(c: Comparison) -> tuple[Line, ...]:
     return tuple(lines)
 
 
+#: Run-level measures, and phases, the short answer lists of those that moved beyond noise.
+BRIEF_ROWS: Final = 3
+#: How the runs differ: the sentences the short answer prints (the rest are counted).
+BRIEF_WARNINGS: Final = 3
+
+
+def _brief(c: Comparison) -> tuple[Line, ...]:
+    """The short answer under the head (a terminal's, without ``--full``): how the runs differ,
+    the gate, the run-level measures and the phases that moved beyond noise (the phases with the
+    largest change first), the syncs where a side has any (and the ops that issued them), each
+    side's verdict, whether the bound changed and what to change in B first. What is within
+    noise, the ranks, the work and the runs are the whole report's."""
+    per = c.noise.unit
+    lines: list[Line] = []
+    said = ct.warnings(c)
+    lines += [Line(w, Tone.WARN) for w in said[:BRIEF_WARNINGS]]
+    if len(said) > BRIEF_WARNINGS:
+        lines.append(Line(f"and {len(said) - BRIEF_WARNINGS} more difference(s), in the whole report", Tone.WARN))
+    if c.gate:
+        lines.append(Line(ct.gate_summary(c), Tone.BAD if any(g.failed for g in c.gate) else Tone.GOOD))
+        lines += [Line(f"  {ct.gate_line(g)}", Tone.BAD if g.failed else Tone.GOOD) for g in c.gate]
+    moved = [m for m in c.measures if m.change in ct.MOVED][:BRIEF_ROWS]
+    if moved:
+        lines.append(Line("Measures that moved beyond noise", Tone.STRONG))
+        lines += [Line(f"  {ct.measure_line(m, per=per)}") for m in moved]
+    phases = sorted((m for m in c.phases if m.change in ct.MOVED), key=lambda m: -abs(m.delta or 0.0))
+    if phases:
+        lines.append(Line("Phases that moved beyond noise, per step (largest first)", Tone.STRONG))
+        lines += [Line(f"  {ct.measure_line(m, per=per)}") for m in phases[:BRIEF_ROWS]]
+    if c.syncs.a_per_step or c.syncs.b_per_step:  # the syncs on either side, and the ops that issued them
+        lines.append(Line(ct.sync_line(c)))
+    v = c.verdicts
+    for label, finding, on in ((c.a.label, v.a, v.a_measured_on), (c.b.label, v.b, v.b_measured_on)):
+        w = write_alone(finding, on)
+        share = "" if w.share_pct is None else f" [{w.share_pct:.1f}% of the time]"
+        lines.append(Line(f"{label}: {w.title}{share}"))
+    lines.append(Line(ct.cost_line(c)))
+    advice = write_alone(v.b, v.b_measured_on).recommendations[:1]
+    lines += [Line(f"What to change ({c.b.label}): {r}", Tone.ADVICE) for r in advice]
+    return tuple(lines)
+
+
 def comparison_document(c: Comparison, *, top: int = 15) -> Document:
     """The comparison as a document; ``top``: rows of the work that changed."""
     charts = {ch.key: ch for ch in compare_figures.all_charts(c, top=top)}
@@ -108,4 +150,4 @@ def comparison_document(c: Comparison, *, top: int = 15) -> Document:
         f"tracekit {c.tracekit_version} · comparison schema {c.schema_version} · "
         "every number, for every rank, phase and kernel, is in the JSON report"
     )
-    return Document("comparison", _head(c), tuple(sections), source=c, footer=footer)
+    return Document("comparison", _head(c), tuple(sections), source=c, footer=footer, brief=_brief(c))

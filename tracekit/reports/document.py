@@ -149,3 +149,6 @@ class Document:
     #: what a console prints between the head and the tables (the run, skipped files, warnings;
     #: the other formats show these in the sections)
     notes: tuple[Line, ...] = ()
+    #: a result without a verdict (a comparison): what its short answer prints under the head in a
+    #: terminal (:func:`tracekit.reports.terminal.brief`); empty: the terminal prints it whole
+    brief: tuple[Line, ...] = ()

@@ -37,7 +37,8 @@ class TerminalRenderer:
         self.top = top
         self.width = width
         self.color = color
-        #: every section's tables; else, for a document with a verdict, the short answer (:func:`short`)
+        #: every section's tables; else the short answer: of a document with a verdict (:func:`short`),
+        #: or with a brief (:func:`brief`: a comparison)
         self.full = full
         #: the short answer's last line: where the rest of the report is
         self.more = more or MORE
@@ -47,6 +48,8 @@ class TerminalRenderer:
         doc = as_document(document, self.format, top=self.top)
         if not self.full and doc.head.verdict is not None:
             return printed([short(doc, more=self.more)], width=self.width, color=self.color)
+        if not self.full and doc.brief:
+            return printed([brief(doc, more=self.more)], width=self.width, color=self.color)
         return printed(sections(doc, width=self.width), width=self.width, color=self.color)
 
 
@@ -87,6 +90,26 @@ def short(doc: Document, *, more: str) -> Text:
         _line(text, n.text, _TONE[n.tone])
     if len(others) > SHORT_WARNINGS:
         _line(text, f"and {len(others) - SHORT_WARNINGS} more warning(s), in the whole report", "yellow")
+    _line(text, more, "bold", end="")
+    return text
+
+
+def brief(doc: Document, *, more: str) -> Text:
+    """The short answer of a result without a verdict (a comparison): its heading, title and
+    headline with the head's lines but the dim ones (how the intervals were made, which the whole
+    report explains), the document's :attr:`~tracekit.reports.document.Document.brief`, the facts
+    line, and ``more``: where the whole report is."""
+    h = doc.head
+    text = Text()
+    _line(text, h.heading, "bold")
+    if h.title:
+        _line(text, h.title, "bold")
+    for line in (*([h.headline] if h.headline else []), *(x for x in h.lines if x.tone is not Tone.DIM)):
+        _line(text, line.text, _TONE[line.tone])
+    for line in doc.brief:
+        _line(text, line.text, _TONE[line.tone])
+    if h.facts:
+        _line(text, h.facts, "dim")
     _line(text, more, "bold", end="")
     return text
 
