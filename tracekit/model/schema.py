@@ -104,6 +104,6 @@ def null_literal(column: str, dtype: pl.DataType) -> pl.Expr:
 
 
 def all_null(frame: pl.DataFrame, column: str) -> bool:
-    """Whether ``frame`` has rows and ``column`` holds no value in any (read from its null counts
-    in a query: a literal column read as a series would be made a buffer, and kept one)."""
-    return frame.height > 0 and frame.select(pl.col(column).null_count()).item() == frame.height
+    """Whether ``frame`` has rows and ``column`` holds no value in any (read from the frame's null
+    counts, which its columns keep: no query, a literal column read as no buffer)."""
+    return frame.height > 0 and frame.null_count().get_column(column).item() == frame.height
