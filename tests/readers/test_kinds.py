@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 
+import numpy as np
 import polars as pl
 import pytest
 from hypothesis import given, settings
@@ -109,6 +110,44 @@ def test_a_rank_in_order_to_be_spilled_keeps_its_columns_in_their_pieces(
     read = kinds_module.held(parts, places, _SCHEMA, literal={})
     assert (read.parts["cpu_op"].get_column("x").n_chunks() > 1) == chunked
     assert read.frame().equals(frame)
+
+
+def _cut(series: pl.Series, size: int) -> pl.Series:
+    return pl.concat([series.slice(a, size) for a in range(0, series.len(), size)], rechunk=False)
+
+
+def test_a_spilled_kind_whose_columns_are_cut_apart_keeps_them_in_pieces() -> None:
+    # a column a query made in pieces of its own (a kind's category, its places) beside those
+    # passed through as decoded: a query on them together would copy every column into one
+    # piece (a 2 GB rank's operators and kernels, all at once: the read's peak)
+    n = 3000
+    frame = pl.DataFrame(
+        [_cut(pl.Series("x", range(n)), 250), _cut(pl.Series("y", range(n, 2 * n)), 1000), pl.Series("z", [None] * n)]
+    )
+    out = kinds_module._one_piece(frame, None, np.arange(n), {"z": None}, chunked=True)
+    assert [out.get_column(c).n_chunks() for c in out.columns] == [12, 12, 1, 12]  # z: a literal
+    expected = pl.DataFrame({"x": range(n), "y": range(n, 2 * n)})
+    assert out.equals(
+        expected.with_columns(z=pl.lit(None, dtype=pl.Null), **{ROW: pl.Series(np.arange(n, dtype=np.uint32))})
+    )
+
+
+@pytest.mark.parametrize(
+    ("sizes", "pieces"),
+    [
+        ((250, 1000, 3000, 250), 12),  # the cut most columns share
+        ((1000, 3000), 3),
+        ((3000, 3000), 1),  # none in pieces: as they are
+        ((7, 250, 250, 1000, 1000, 1000), 3),
+    ],
+)
+def test_columns_are_cut_where_most_of_them_are(sizes: tuple[int, ...], pieces: int) -> None:
+    n = 3000
+    columns = [_cut(pl.Series(f"c{i}", range(i, i + n)), size) for i, size in enumerate(sizes)]
+    aligned = kinds_module._aligned(columns)
+    assert {c.n_chunks() for c in aligned} == {pieces}
+    assert len({tuple(c.chunk_lengths()) for c in aligned}) == 1
+    assert all(a.equals(c) for a, c in zip(aligned, columns, strict=True))
 
 
 @pytest.mark.parametrize("shuffled", [True, False])

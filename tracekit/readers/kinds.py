@@ -241,8 +241,33 @@ def _one_piece(
         if n in literal
     }
     del frame
-    out = pl.DataFrame([*taken.values(), pl.Series(ROW, places.astype(np.uint32))])
+    series = [*taken.values(), pl.Series(ROW, places.astype(np.uint32))]
+    if chunked and rows is None:
+        series = _aligned(series)
+    out = pl.DataFrame(series)
     return out.select(*(kept.get(n, n) for n in names), ROW)  # the literals in place: one query
+
+
+def _aligned(columns: list[pl.Series]) -> list[pl.Series]:
+    """``columns`` (of one length) cut where most of them are cut into pieces: those cut
+    elsewhere (the places, a column a query made in pieces of its own) made one piece, then cut
+    there, by views. A query on a frame whose columns are cut in different places first copies
+    every column into one piece: a 2 GB rank's operators and kernels, all their columns at once,
+    the read's peak (the other kinds' pieces already matched)."""
+    layouts = [tuple(c.chunk_lengths()) for c in columns]
+    cut = max((layout for layout in layouts if len(layout) > 1), key=layouts.count, default=None)
+    if cut is None:
+        return columns
+    ends = np.cumsum(cut).tolist()
+    starts = [0, *ends[:-1]]
+    out = []
+    for column, layout in zip(columns, layouts, strict=True):
+        if layout == cut:
+            out.append(column)
+        else:
+            whole = column.rechunk()
+            out.append(pl.concat([whole.slice(a, n) for a, n in zip(starts, cut, strict=True)], rechunk=False))
+    return out
 
 
 def held(
