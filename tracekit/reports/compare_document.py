@@ -82,7 +82,7 @@ def _brief(c: Comparison) -> tuple[Line, ...]:
         lines.append(Line(f"and {len(said) - BRIEF_WARNINGS} more difference(s), in the whole report", Tone.WARN))
     if c.gate:
         lines.append(Line(ct.gate_summary(c), Tone.BAD if any(g.failed for g in c.gate) else Tone.GOOD))
-        lines += [Line(f"  {ct.gate_line(g)}", Tone.BAD if g.failed else Tone.GOOD) for g in c.gate]
+        lines += [Line(f"  {x.text}", x.tone) for x in _gate_lines(c)]
     moved = [m for m in c.measures if m.change in ct.MOVED][:BRIEF_ROWS]
     if moved:
         lines.append(Line("Measures that moved beyond noise", Tone.STRONG))
@@ -94,14 +94,19 @@ def _brief(c: Comparison) -> tuple[Line, ...]:
     if c.syncs.a_per_step or c.syncs.b_per_step:  # the syncs on either side, and the ops that issued them
         lines.append(Line(ct.sync_line(c)))
     v = c.verdicts
-    for label, finding, on in ((c.a.label, v.a, v.a_measured_on), (c.b.label, v.b, v.b_measured_on)):
-        w = write_alone(finding, on)
+    a, b = write_alone(v.a, v.a_measured_on), write_alone(v.b, v.b_measured_on)
+    for label, w in ((c.a.label, a), (c.b.label, b)):
         share = "" if w.share_pct is None else f" [{w.share_pct:.1f}% of the time]"
         lines.append(Line(f"{label}: {w.title}{share}"))
     lines.append(Line(ct.cost_line(c)))
-    advice = write_alone(v.b, v.b_measured_on).recommendations[:1]
+    advice = b.recommendations[:1]
     lines += [Line(f"What to change ({c.b.label}): {r}", Tone.ADVICE) for r in advice]
     return tuple(lines)
+
+
+def _gate_lines(c: Comparison) -> tuple[Line, ...]:
+    """Each ``--fail-if`` condition's line, its tone by whether it failed."""
+    return tuple(Line(ct.gate_line(g), Tone.BAD if g.failed else Tone.GOOD) for g in c.gate)
 
 
 def comparison_document(c: Comparison, *, top: int = 15) -> Document:
@@ -119,8 +124,7 @@ def comparison_document(c: Comparison, *, top: int = 15) -> Document:
             Section("warnings", "How the runs differ (read before the numbers)", "Differences", lines=warned)
         )
     if c.gate:
-        checks = tuple(Line(ct.gate_line(g), Tone.BAD if g.failed else Tone.GOOD) for g in c.gate)
-        sections.append(Section("gate", ct.gate_summary(c), "Gate", lines=checks))
+        sections.append(Section("gate", ct.gate_summary(c), "Gate", lines=_gate_lines(c)))
     phases = ctb.phases(c)
     if c.phases:  # the lines say it in the terminal and Markdown; HTML has the table too
         phases = only(phases, Format.HTML)
