@@ -158,7 +158,8 @@ def test_a_chunk_is_a_part_of_its_file_within_bounds() -> None:
     mib = 1024 * 1024
     assert kineto.chunk_size(40 * mib) == kineto.MIN_CHUNK_BYTES
     assert kineto.chunk_size(125 * 10**6) == kineto.MIN_CHUNK_BYTES  # 3.7 MiB a 32nd: the floor
-    assert kineto.chunk_size(256 * mib) == 8 * mib
+    assert kineto.chunk_size(192 * mib) == 6 * mib
+    assert kineto.chunk_size(256 * mib) == kineto.CHUNK_BYTES == 8 * mib
     assert kineto.chunk_size(2 * 10**9) == kineto.CHUNK_BYTES
 
 

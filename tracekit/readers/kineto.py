@@ -72,11 +72,12 @@ CLOCK: Final = "kineto: host clock, us -> ns"
 #: not there (with it, every file is: its events decoded natively).
 CHUNKED_MIN_BYTES: Final = 32 * 1024 * 1024
 #: The bytes of JSON text in a chunk, at most: each costs 4 to 6 ms of fixed work (building its
-#: frames, planning its preparation), 0.6 s of CPU over 2 GB in chunks of 16 MiB, 0.8 in 12.
-#: The chunks in flight at the end of a file's decoding, beside its pieces, are its read's
-#: peak: a 2 GB A100 rank's 491 MB live in chunks of 16 MiB, 467 in 12 (DLRM's 569, 541).
-CHUNK_BYTES: Final = 12 * 1024 * 1024
-#: ... and at least (files from 384 MiB up have chunks of the largest size).
+#: frames, planning its preparation), 0.6 s of CPU over 2 GB in chunks of 16 MiB, 0.8 in 12,
+#: 1.2 in 8. The chunks in flight at the end of a file's decoding, beside its pieces, are its
+#: read's peak: a 2 GB A100 rank's 491 MB live in chunks of 16 MiB, 467 in 12 (DLRM's 569,
+#: 541); in 8, 420 where 12 gave 451 the same minute (the read alone, in one process).
+CHUNK_BYTES: Final = 8 * 1024 * 1024
+#: ... and at least (files from 256 MiB up have chunks of the largest size).
 MIN_CHUNK_BYTES: Final = 4 * 1024 * 1024
 #: A file's chunks, about, between those sizes: what is in flight while a file is read (two
 #: chunks' text and one's decoded columns) is a chunk's worth, so smaller chunks bound a
