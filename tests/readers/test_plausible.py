@@ -258,11 +258,43 @@ def test_the_window_is_the_one_polars_medians_give(starts: list[float]) -> None:
     frame = pl.DataFrame({"ts": starts}, schema={"ts": pl.Float64})
     center = frame.get_column("ts").median()
     spread = (frame.get_column("ts") - center).abs().median()
-    window = _window([(frame, pl.col("ts"))], 1000.0)
+    window = _window([(frame, pl.col("ts"), None)], 1000.0)
     assert window is not None
     assert window.center == center
     assert window.bound == max(SPREAD_FACTOR * spread, FAR_NS / 1000.0)
 
 
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.lists(st.tuples(st.floats(min_value=-1e15, max_value=1e15, allow_nan=False), st.booleans()), max_size=30),
+        min_size=1,
+        max_size=4,
+    ),
+    st.integers(min_value=1, max_value=8),
+)
+def test_the_window_of_several_frames_read_in_slices_is_that_of_their_kept_starts(
+    frames: list[list[tuple[float, bool]]], rows: int
+) -> None:
+    # each frame's kept starts read a few rows at a time: the window of them all, as polars'
+    # medians of the kept starts put together give it
+    kept = pl.Series([s for f in frames for s, ok in f if ok], dtype=pl.Float64)
+    parts = [
+        (
+            pl.DataFrame({"ts": [s for s, _ in f]}, schema={"ts": pl.Float64}),
+            pl.col("ts"),
+            pl.Series([ok for _, ok in f], dtype=pl.Boolean),
+        )
+        for f in frames
+    ]
+    window = _window(parts, 1000.0, rows=rows)
+    if kept.len() == 0:
+        assert window is None
+        return
+    center = kept.median()
+    assert window is not None and window.center == center
+    assert window.bound == max(SPREAD_FACTOR * (kept - center).abs().median(), FAR_NS / 1000.0)
+
+
 def test_no_start_is_no_window() -> None:
-    assert _window([(pl.DataFrame({"ts": [1.0]}), pl.col("ts").filter(pl.lit(False)))], 1000.0) is None
+    assert _window([(pl.DataFrame({"ts": [1.0]}), pl.col("ts"), pl.Series([False]))], 1000.0) is None

@@ -39,6 +39,8 @@ if TYPE_CHECKING:
 FAR_NS: Final = 10 * 60 * 1_000_000_000
 #: How many median absolute deviations of the starts an event may lie from their median.
 SPREAD_FACTOR: Final = 40
+#: The window's starts are read this many rows of a frame at a time (:func:`_window`).
+WINDOW_ROWS: Final = 1 << 20
 
 #: The reasons an event is dropped, in the order they are tested.
 NO_TIME: Final[DropReasonName] = "no_time"
@@ -163,7 +165,7 @@ def screen_parts(
     }
     end_f = pl.coalesce(end_f, start_f)
     if window is None:
-        window = _window([(df, start_f.filter(pl.lit(flags[k]["ok"]))) for k, df in parts.items()], unit_ns)
+        window = _window([(df, start_f, flags[k]["ok"]) for k, df in parts.items()], unit_ns)
     keeps = {}
     for k, df in parts.items():
         ok = flags[k]["ok"]
@@ -197,24 +199,30 @@ def screen_parts(
     return {k: df.filter(keeps[k][0]) for k, df in parts.items()}, dropped, window
 
 
-def _window(starts: list[tuple[pl.DataFrame, pl.Expr]], unit_ns: float) -> Window | None:
-    """The median of the starts (each frame's ``starts``), and how far from it an event may lie
-    (see the module's docstring): the starts held once, as an array each median partitions in
-    place (a median in a query sorts a copy, and a query of the distances holds them beside the
-    starts: four arrays of a float per event at once, 230 MB on a rank of 7M events); the
-    frames' starts are copied into it a frame at a time (their arrays, then one of them all,
-    were 86 MB at once on a 2 GB rank of 5.4M events, the peak of its screen)."""
-    if len(starts) == 1:
-        df, expr = starts[0]
-        values = df.select(expr).to_series().to_numpy(writable=True)
-    else:  # each frame's starts copied into one array as they are read (room for all its rows)
-        values = np.empty(sum(df.height for df, _ in starts), dtype=np.float64)
+def _window(
+    starts: list[tuple[pl.DataFrame, pl.Expr, pl.Series | None]], unit_ns: float, *, rows: int = WINDOW_ROWS
+) -> Window | None:
+    """The median of the starts (each frame's ``start`` where its ``ok`` holds; None: every
+    row), and how far from it an event may lie (see the module's docstring): the starts held
+    once, as an array each median partitions in place (a median in a query sorts a copy, and a
+    query of the distances holds them beside the starts: four arrays of a float per event at
+    once, 230 MB on a rank of 7M events); the frames' starts are copied into it ``rows`` at a
+    time (a frame's at once, then one of them all, were 86 MB on a 2 GB rank of 5.4M events, the
+    peak of its screen; a frame's whole, its 2.9M operators' starts beside the array of all, its
+    screen's peak still, 504 MB where the read's plateau after is 492)."""
+    if len(starts) == 1 and starts[0][0].height <= rows:
+        df, start, ok = starts[0]
+        values = df.select(start if ok is None else start.filter(pl.lit(ok))).to_series().to_numpy(writable=True)
+    else:  # copied into one array as they are read (room for all the rows)
+        values = np.empty(sum(df.height for df, _, _ in starts), dtype=np.float64)
         at = 0
-        for df, expr in starts:
-            found = df.select(expr).to_series().to_numpy()
-            values[at : at + found.size] = found
-            at += found.size
-            del found
+        for df, start, ok in starts:
+            for offset in range(0, df.height, rows):
+                kept = start if ok is None else start.filter(pl.lit(ok.slice(offset, rows)))
+                found = df.slice(offset, rows).select(kept).to_series().to_numpy()
+                values[at : at + found.size] = found
+                at += found.size
+                del found
         values = values[:at]
     if values.size == 0:
         return None
