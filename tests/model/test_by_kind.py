@@ -5,13 +5,15 @@ random frames: kinds interleaved, equal starts, columns null or one value within
 from __future__ import annotations
 
 import dataclasses
+from unittest import mock
 
 import polars as pl
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.factories import ev, make_run
-from tracekit.model.by_kind import ROW, ByKind, Reach, reaching
+from tracekit.model import by_kind
+from tracekit.model.by_kind import NARROW_TYPE, ROW, ByKind, Reach, reaching
 from tracekit.model.schema import SCHEMA, empty_events
 
 _KINDS = ("cpu_op", "runtime", "kernel", "memcpy", "annotation", "step")
@@ -28,7 +30,8 @@ def frames(draw: st.DrawFn) -> pl.DataFrame:
     # a column of one value within a kind, one null within some kinds, one of any values
     pid = [7 if k in ("cpu_op", "runtime") else draw(st.integers(0, 3)) for k in kinds]
     device = [draw(st.one_of(st.none(), st.integers(0, 1))) if k in ("kernel", "memcpy") else None for k in kinds]
-    correlation = [draw(st.one_of(st.none(), st.integers(0, 5))) for _ in kinds]
+    # (now and then one past what a narrower column holds: that kind's column stays wide)
+    correlation = [draw(st.one_of(st.none(), st.integers(0, 5), st.just(2**40))) for _ in kinds]
     rows = {
         "rank": ranks,
         "kind": kinds,
@@ -59,17 +62,23 @@ def _reference(frame: pl.DataFrame, kinds: list[str], conditions: list[pl.Expr])
 @given(
     frames(),
     st.lists(st.sampled_from([*_KINDS, "sync"]), max_size=4),
-    st.sampled_from(["none", "where", "null"]),
+    st.sampled_from(["none", "where", "null", "wide"]),
     st.sampled_from([0, 1 << 16]),
+    st.sampled_from([1, 3, 1 << 20]),
 )
-def test_a_selection_is_the_one_frame_s(frame: pl.DataFrame, kinds: list[str], condition: str, literal: int) -> None:
+def test_a_selection_is_the_one_frame_s(
+    frame: pl.DataFrame, kinds: list[str], condition: str, literal: int, filter_rows: int
+) -> None:
     conditions = {
         "none": [],
         "where": [pl.col("start_ns") >= 10],
         "null": [pl.col("correlation").is_not_null()],
+        # a column held narrower (NARROW) is read in the schema's type: no overflow
+        "wide": [pl.col("tid") * 2**32 > 2**32, pl.col("correlation").is_in([1, 2**40])],
     }[condition]
     held = ByKind.of(frame, literal_rows=literal)
-    assert held.select(kinds, _COLUMNS, conditions).equals(_reference(frame, kinds, conditions))
+    with mock.patch.object(by_kind, "FILTER_ROWS", filter_rows):  # a kind filtered a few rows at a time
+        assert held.select(kinds, _COLUMNS, conditions).equals(_reference(frame, kinds, conditions))
     assert held.frame().equals(frame)
     assert held.height == frame.height
     assert sorted(held.names().to_list()) == sorted(frame["name"].unique().cast(pl.String).drop_nulls().to_list())
@@ -137,9 +146,12 @@ def test_a_column_of_one_value_or_none_within_a_kind_holds_no_buffer() -> None:
     assert ops[ROW].to_list() == [0, 2]
     # device and stream are null on every operator, kind and process one value: literals
     assert ops.select("device", "stream", "kind", "pid").estimated_size() < 100
-    assert ops.select("tid").estimated_size() >= 16  # two values: a buffer
-    # the same values as one frame's, read back through the run
-    assert run.select(["cpu_op"], "device", "stream", "kind", "tid")["device"].to_list() == [None, None]
+    # two values: a buffer, of the narrower type (they fit it)
+    assert ops.schema["tid"] == NARROW_TYPE and ops.select("tid").estimated_size() >= 8
+    # the same values and types as one frame's, read back through the run
+    back = run.select(["cpu_op"], "device", "stream", "kind", "tid")
+    assert back["device"].to_list() == [None, None] and back["tid"].to_list() == [1, 2]
+    assert back.schema["tid"] == SCHEMA["tid"]
     assert run.select(["cpu_op", "kernel"], "name")["name"].cast(pl.String).to_list() == ["a", "k", "b"]
 
 

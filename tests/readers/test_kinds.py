@@ -257,3 +257,56 @@ def test_the_example_dropped_is_the_first_in_the_files_order_whatever_its_kind()
     assert dropped.example is not None
     assert dropped.example.name == "first"
     assert {k: p.get_column(POS).to_list() for k, p in kept.items()} == {"cpu_op": [1], "kernel": [0]}
+
+
+_NARROWED = pl.Schema({"kind": pl.String(), "start_ns": pl.Int64(), "tid": pl.Int64(), "correlation": pl.Int64()})
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    events=st.lists(
+        st.tuples(
+            st.sampled_from(_KINDS),
+            st.integers(0, 20),
+            st.integers(1, 3),
+            # now and then a value past 32 bits, in a piece of its own or beside others
+            st.one_of(st.none(), st.integers(-5, 5), st.just(2**40), st.just(-(2**31))),
+        ),
+        max_size=40,
+    ),
+    cuts=st.lists(st.integers(0, 40), max_size=4),
+    split=st.integers(1, 20),
+    literal_rows=st.sampled_from([1, 8, 1 << 16]),
+)
+def test_columns_that_fit_are_held_narrower_and_read_back_whole(
+    *, events: list[tuple[str, int, int, int | None]], cuts: list[int], split: int, literal_rows: int
+) -> None:
+    # a column of NARROW is held in 32 bits in each piece where it fits, and so by a kind of
+    # literal_rows events or more where it fits in every piece (else in 64): the same types as
+    # the one frame held by kind, the same values read back, in the schema's types
+    frame = pl.DataFrame(events, schema=_NARROWED, orient="row")
+    edges = sorted({0, len(events), *(c for c in cuts if c <= len(events))})
+    chunks = [frame.slice(a, b - a) for a, b in itertools.pairwise(edges)]
+    before = kinds_module.SPLIT_ROWS
+    kinds_module.SPLIT_ROWS = split
+    try:
+        pieces = Pieces()
+        for chunk in chunks:
+            pieces.add(chunk)
+        parts = pieces.taken()
+    finally:
+        kinds_module.SPLIT_ROWS = before
+    height = sum(p.height for p in parts.values())
+    places = {k: p.drop_in_place(POS).to_numpy() for k, p in parts.items()}
+    ordered = in_order(parts, places, literal={})
+    held = ByKind.held(ordered, height, _NARROWED, literal_rows=literal_rows)
+    expected = ByKind.of(frame.sort("start_ns", maintain_order=True), literal_rows=literal_rows)
+    literals = held.literals(literal_rows=literal_rows)
+    for kind, part in expected.parts.items():
+        mine = held.parts[kind]
+        assert mine.schema == part.schema and mine.select(*_NARROWED, ROW).equals(part), kind
+        values = frame.filter(pl.col("kind") == kind).get_column("tid")
+        narrow = part.height >= literal_rows and "tid" not in literals.get(kind, {})
+        assert (mine.schema["tid"] == pl.Int32) == (narrow and values.max() < 2**31), kind  # type: ignore[operator]
+    assert held.frame().equals(frame.sort("start_ns", maintain_order=True))
+    assert held.frame().schema == _NARROWED

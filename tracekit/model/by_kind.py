@@ -8,9 +8,17 @@ at a time, a column that is null on every event of a kind, or one value on every
 buffer (:func:`tracekit.model.schema.without_null_columns`). One rank of 2 GB of Kineto JSON
 (5.4M events) holds 236 MB so against 403 MB in one frame.
 
+A kind of many events also holds each of its integer columns that never needs 64 bits there
+(a thread, a stream, a correlation id: :data:`NARROW`) in 32, half the bytes: the 2 GB DLRM
+rank's 4.6M operators and 1.5M runtime calls hold their threads, external and correlation ids
+so. The types are the holder's business: every frame read out of it has the schema's
+(:meth:`ByKind.lazy`, the cast made in the query that reads the column), so that no analysis
+sees a narrower column or computes in one.
+
 The analyses read events by kind (:meth:`ByKind.select`), which reads the kinds asked for
 alone: where no condition narrows them, their columns are the frames' own (no copy: the
-runtime calls every idle model reads), and no filter passes over the other kinds' events.
+runtime calls every idle model reads; a column held narrower is cast, a copy of that column),
+and no filter passes over the other kinds' events.
 Each kept event carries its place in the run's order (:data:`ROW`), so that events of several
 kinds come out in that order, as one frame's would.
 """
@@ -23,7 +31,7 @@ import numpy as np
 import polars as pl
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable, Iterator, Sequence
+    from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 
 #: The column of each kind's frame holding each event's place in the run's order.
 ROW: Final = "_row"
@@ -32,6 +40,15 @@ ROW: Final = "_row"
 LITERAL_ROWS: Final = 1 << 16
 #: The rows of a block of :class:`Reach` (the greatest end of each block is kept).
 REACH_BLOCK: Final = 64
+#: The schema's Int64 columns that a kind of :data:`LITERAL_ROWS` events or more holds as
+#: :data:`NARROW_TYPE` where every value there fits (a process, a thread, a stream, a launch's
+#: correlation and external id, a copy's bytes, a collective's elements: the times never): half
+#: their bytes. What is read out of a :class:`ByKind` has them cast back (:meth:`ByKind.lazy`),
+#: in the query that reads them.
+NARROW: Final = ("pid", "tid", "stream", "correlation", "external_id", "bytes", "msg_nelems")
+NARROW_TYPE: Final = pl.Int32()
+#: The events of a kind :meth:`ByKind.select` filters at once, at most, where it holds columns narrower.
+FILTER_ROWS: Final = 1 << 20
 
 #: What :func:`_stats` finds of a kind's column: (column, "nulls" | "min" | "max") -> value.
 _Held = dict[tuple[str, str], object]
@@ -41,9 +58,10 @@ class ByKind:
     """The events of a run (a frame of :data:`tracekit.model.schema.SCHEMA` in the run's order),
     a frame per kind present, each in that order with its events' places (:data:`ROW`)."""
 
-    __slots__ = ("_extents", "_literals", "_reaches", "height", "parts", "schema")
+    __slots__ = ("_casts", "_extents", "_literals", "_reaches", "height", "parts", "schema")
 
     def __init__(self, parts: dict[str, pl.DataFrame], height: int, schema: pl.Schema) -> None:
+        #: each kind's frame: the schema's columns (a :data:`NARROW` one perhaps narrower) and :data:`ROW`
         self.parts = parts
         #: how many events in all
         self.height = height
@@ -52,6 +70,7 @@ class ByKind:
         self._extents: dict[int, pl.DataFrame] = {}
         self._reaches: dict[str, Reach] = {}
         self._literals: Literals | None = None
+        self._casts: dict[str, list[pl.Expr]] = {}
 
     @classmethod
     def of(cls, events: pl.DataFrame, *, literal_rows: int = LITERAL_ROWS) -> ByKind:
@@ -87,8 +106,9 @@ class ByKind:
                 one = ones[kind]  # a column not read is a literal in every kind
                 columns[kind].append(one if one is not None else cast("pl.Series", column).gather(places))
             del column
+        literal = {k: {c for c, one in zip(schema, columns[k], strict=True) if isinstance(one, pl.Expr)} for k in rows}
         parts = {k: places.to_frame().with_columns(columns.pop(k)).select(*schema, ROW) for k, places in rows.items()}
-        return cls(parts, height, schema)
+        return cls(narrowed(parts, schema, literal, literal_rows=literal_rows), height, schema)
 
     @classmethod
     def held(
@@ -99,20 +119,29 @@ class ByKind:
         within a kind of ``literal_rows`` events or more made a literal there (as :meth:`taken`
         does)."""
         parts = {k: p.select(*schema, ROW) for k, p in parts.items() if p.height}
-        return cls.read(parts, height, schema, literals_of(parts, schema, literal_rows=literal_rows))
+        literals = literals_of(parts, schema, literal_rows=literal_rows)
+        return cls.read(parts, height, schema, literals, literal_rows=literal_rows)
 
     @classmethod
-    def read(cls, parts: dict[str, pl.DataFrame], height: int, schema: pl.Schema, literals: Literals) -> ByKind:
+    def read(
+        cls,
+        parts: dict[str, pl.DataFrame],
+        height: int,
+        schema: pl.Schema,
+        literals: Literals,
+        *,
+        literal_rows: int = LITERAL_ROWS,
+    ) -> ByKind:
         """The events of ``parts`` (as :meth:`held` takes them) held as :meth:`held` held them,
         its ``literals`` (:meth:`literals`) given: each kind's frame holding every other column,
         these made literals again (no column of no value read as a buffer: a 2 GB rank's
-        operators are 323 MB read whole, 119 held)."""
+        operators are 323 MB read whole, 119 held), the columns :func:`narrowed` says narrower."""
         parts = {k: p for k, p in parts.items() if p.height}
         for kind, ones in literals.items():
             if ones and kind in parts:
                 parts[kind] = parts[kind].with_columns(as_literal(c, schema[c], v) for c, v in ones.items())
         parts = {k: p.select(*schema, ROW) for k, p in parts.items()}
-        made = cls(parts, height, schema)
+        made = cls(narrowed(parts, schema, literals, literal_rows=literal_rows), height, schema)
         made._literals = literals
         return made
 
@@ -146,7 +175,8 @@ class ByKind:
             # value a frame, would come out a piece a rank, which the other columns' chunks do
             # not meet, and each query would copy them all into one piece again)
             found = pieces.pop(kind)
-            parts[kind] = found[0] if len(found) == 1 else pl.concat(found, how="vertical", rechunk=True)
+            # (a column one rank holds narrower than another's is made the wider type)
+            parts[kind] = found[0] if len(found) == 1 else pl.concat(found, how="vertical_relaxed", rechunk=True)
             del found
         return cls(parts, height, schema)
 
@@ -181,10 +211,26 @@ class ByKind:
 
     def part_slice(self, kind: str, first: int, length: int) -> pl.DataFrame:
         """The events of ``kind`` from its ``first`` (in their order) on, ``length`` of them at most."""
-        return self.parts[kind].slice(first, length)
+        return self._wide(kind, self.parts[kind].slice(first, length))
 
-    def _kinds(self, kinds: Iterable[str]) -> list[pl.DataFrame]:
-        return [self.parts[k] for k in dict.fromkeys(kinds) if k in self.parts]
+    def _present(self, kinds: Iterable[str]) -> list[str]:
+        return [k for k in dict.fromkeys(kinds) if k in self.parts]
+
+    def _cast(self, kind: str) -> list[pl.Expr]:
+        """The casts back to the schema of ``kind``'s columns held narrower (found once)."""
+        if (found := self._casts.get(kind)) is None:
+            held = self.parts[kind].schema
+            found = self._casts[kind] = [pl.col(c).cast(t) for c, t in self.schema.items() if held.get(c, t) != t]
+        return found
+
+    def lazy(self, kind: str) -> pl.LazyFrame:
+        """``kind``'s events (with :data:`ROW`) to be read, in the schema's types."""
+        return self._lazy_rows(kind, self.parts[kind])
+
+    def _wide(self, kind: str, rows: pl.DataFrame) -> pl.DataFrame:
+        """``rows`` of ``kind``'s frame in the schema's types."""
+        casts = self._cast(kind)
+        return rows.with_columns(casts) if casts else rows
 
     def empty(self) -> pl.DataFrame:
         """No event, with the events' columns."""
@@ -194,8 +240,26 @@ class ByKind:
         self, kinds: Sequence[str], columns: Sequence[str | pl.Expr], conditions: Sequence[pl.Expr] = ()
     ) -> pl.DataFrame:
         """The ``columns`` (row by row expressions) of the events of these ``kinds`` that meet
-        every one of ``conditions`` (row by row too), in the run's order."""
-        return selected_from(self, [p.lazy() for p in self._kinds(kinds)], columns, conditions)
+        every one of ``conditions`` (row by row too), in the run's order.
+
+        A condition on a column held narrower reads it cast back for every event of the kind: a
+        kind of more than :data:`FILTER_ROWS` events is filtered that many at a time (a 2 GB
+        rank's 4.6M operators, their correlations cast at once: 37 MB)."""
+        present = self._present(kinds)
+        if not conditions or all(self.rows_of(k) <= FILTER_ROWS or not self._cast(k) for k in present):
+            return selected_from(self, [self.lazy(k) for k in present], columns, conditions)
+        # each kind's rows in their order (its slices in turn), then the kinds' merged
+        found = []
+        for kind in present:
+            part = self.parts[kind]
+            lazies = [self._lazy_rows(kind, part.slice(lo, FILTER_ROWS)) for lo in range(0, part.height, FILTER_ROWS)]
+            found.append(pl.concat(pl.collect_all(_selected(f, [*columns, ROW], conditions) for f in lazies)))
+        return _merged([f.lazy() for f in found])
+
+    def _lazy_rows(self, kind: str, rows: pl.DataFrame) -> pl.LazyFrame:
+        """``rows`` of ``kind``'s frame to be read, in the schema's types."""
+        casts = self._cast(kind)
+        return rows.lazy().with_columns(casts) if casts else rows.lazy()
 
     def slices(
         self,
@@ -212,7 +276,7 @@ class ByKind:
         events of a slice before they are put in order, so that only the rows it keeps are
         merged (a slice of a million Python, annotation and step events merged whole: 40 MB)."""
         keep = kept if kept is not None else every_row
-        parts = self._kinds(kinds)
+        present = self._present(kinds)
         extents = self._extent(rows) if within is not None and self.parts else None
         read = 0
         for number, offset in enumerate(range(0, max(self.height, 1), rows)):
@@ -222,7 +286,8 @@ class ByKind:
                 if first is not None and last is not None and (first >= within[1] or last <= within[0]):
                     continue
             read += 1
-            yield slice_of(self, [_rows_of(p, offset, offset + rows) for p in parts], columns, keep)
+            pieces = [self._wide(k, _rows_of(self.parts[k], offset, offset + rows)) for k in present]
+            yield slice_of(self, pieces, columns, keep)
         if not read:
             yield keep(self.empty().select(*columns))
 
@@ -249,8 +314,9 @@ class ByKind:
     def unordered(self, columns: Sequence[str | pl.Expr], kinds: Sequence[str] | None = None) -> pl.LazyFrame:
         """The ``columns`` (row by row) of every event (of these ``kinds``, if given), a kind
         after another: for what does not depend on the order (sums, counts, extremes by rank)."""
-        parts = (list(self.parts.values()) if kinds is None else self._kinds(kinds)) or [self.empty()]
-        return pl.concat([p.lazy().select(*columns) for p in parts], how="vertical")
+        chosen = list(self.parts) if kinds is None else self._present(kinds)
+        frames = [self.lazy(k).select(*columns) for k in chosen] or [self.empty().lazy().select(*columns)]
+        return pl.concat(frames, how="vertical")
 
     def names(self) -> pl.Series:
         """Every distinct name, as strings."""
@@ -265,7 +331,7 @@ class ByKind:
         readers of the whole)."""
         if not self.parts:
             return self.empty()
-        return _merged([p.lazy() for p in self.parts.values()])
+        return _merged([self.lazy(k) for k in self.parts])
 
     def within(self, lo: int, hi: int) -> ByKind:
         """The events that reach into the stretch [``lo``, ``hi``): each that starts before ``hi``
@@ -299,7 +365,7 @@ class ByKind:
 
     def only(self, condition: pl.Expr) -> ByKind:
         """The events that meet ``condition`` (row by row), held the same way."""
-        kept = {k: p.filter(condition) for k, p in self.parts.items()}
+        kept = {k: self.lazy(k).filter(condition).collect() for k in self.parts}
         kept = {k: p for k, p in kept.items() if p.height}
         return ByKind.of(_merged([p.lazy() for p in kept.values()])) if kept else ByKind({}, 0, self.schema)
 
@@ -406,6 +472,44 @@ def literals_of(parts: dict[str, pl.DataFrame], schema: pl.Schema, *, literal_ro
                 if _literal(kind, c, t, held, part.height) is not None
             }
     return found
+
+
+def narrowed(
+    parts: dict[str, pl.DataFrame],
+    schema: pl.Schema,
+    literal: Mapping[str, Collection[str]],
+    *,
+    literal_rows: int = LITERAL_ROWS,
+) -> dict[str, pl.DataFrame]:
+    """``parts`` (each kind's frame) with each :data:`NARROW` column of a kind of ``literal_rows``
+    events or more whose values all fit :data:`NARROW_TYPE` held so (but its ``literal`` columns,
+    no buffer), and every column of a smaller kind in the ``schema``'s type: whichever types a
+    kind's columns came in (a file's pieces narrowed as they were read, a cache's read wide),
+    the same events are held in the same types."""
+    out = {}
+    for kind, part in parts.items():
+        held = part.schema
+        if part.height < literal_rows:
+            wide = [pl.col(c).cast(t) for c, t in schema.items() if held.get(c, t) != t]
+            out[kind] = part.with_columns(wide) if wide else part
+            continue
+        ones = literal.get(kind, ())
+        wide_ones = [c for c in NARROW if c in held and c not in ones and held[c] == schema.get(c) == pl.Int64]
+        if wide_ones:
+            ends = part.select(
+                *(pl.col(c).min().alias(f"{c}\0min") for c in wide_ones), *(pl.col(c).max() for c in wide_ones)
+            ).row(0)
+            lows, highs = ends[: len(wide_ones)], ends[len(wide_ones) :]
+            fit = [c for c, low, high in zip(wide_ones, lows, highs, strict=True) if fits_narrow(low, high)]
+            out[kind] = part.with_columns(pl.col(c).cast(NARROW_TYPE) for c in fit) if fit else part
+        else:
+            out[kind] = part
+    return out
+
+
+def fits_narrow(low: object, high: object) -> bool:
+    """Whether integers from ``low`` to ``high`` (None: no value) fit :data:`NARROW_TYPE`."""
+    return low is None or high is None or (cast("int", low) >= -(2**31) and cast("int", high) < 2**31)
 
 
 def _value(kind: str, column: str, held: _Held) -> int | str | None:

@@ -148,7 +148,7 @@ def classify_held(held: ByKind, *, comm_kernels: Sequence[str] = ()) -> ByKind:
     def kernels() -> pl.DataFrame:
         if part is None:
             return pl.DataFrame(schema={ROW: pl.get_index_type(), **{c: held.schema[c] for c in KERNEL_COLUMNS}})
-        return part.select(ROW, *KERNEL_COLUMNS)
+        return held.lazy("kernel").select(ROW, *KERNEL_COLUMNS).collect()
 
     rows = _promoted(held.select, kernels, comm_kernels)
     if part is None or rows.len() == 0:

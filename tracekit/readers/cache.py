@@ -290,7 +290,7 @@ def write_held(held: ByKind, path: Path) -> None:
         pl.DataFrame(schema={**SCHEMA, ROW: pl.UInt32}).write_parquet(path, compression="lz4", statistics=False)
         return
     index = pl.col(ROW).cast(pl.UInt32)
-    kinds = [p.lazy().with_columns(index) for p in held.parts.values()]
+    kinds = [held.lazy(k).with_columns(index) for k in held.kinds()]  # each column in the schema's type
     pl.concat(kinds, how="vertical").sink_parquet(path, compression="lz4", statistics=False)
 
 

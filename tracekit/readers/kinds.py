@@ -23,7 +23,7 @@ import polars as pl
 
 from tracekit.errors import TraceReadError
 from tracekit.heap import trim_heap
-from tracekit.model.by_kind import ROW, ByKind, Literals
+from tracekit.model.by_kind import NARROW, NARROW_TYPE, ROW, ByKind, Literals, fits_narrow
 from tracekit.model.schema import null_literal
 from tracekit.readers.spilled import SPILLED_EVENTS
 
@@ -96,30 +96,50 @@ class Pieces:
         out = {}
         for kind in list(self._by_kind):
             found = self._by_kind.pop(kind)
-            out[kind] = found[0] if len(found) == 1 else pl.concat(found, how="vertical", rechunk=False)
+            out[kind] = found[0] if len(found) == 1 else _concat(found)
             del found
         return out
 
 
+def _concat(pieces: list[pl.DataFrame]) -> pl.DataFrame:
+    """A kind's ``pieces`` as one frame (not copied): where a column of a piece did not fit the
+    narrower type the others hold it in (a copy's bytes over 2 GiB), made the wider type."""
+    try:
+        return pl.concat(pieces, how="vertical", rechunk=False)
+    except pl.exceptions.SchemaError:
+        return pl.concat(pieces, how="vertical_relaxed", rechunk=False)
+
+
 def _compact(piece: pl.DataFrame) -> tuple[pl.DataFrame, dict[str, int | str | None]]:
     """``piece`` (of one kind) with each column of no value, each integer column of one value
-    (the process of a kind's host events, often) and its kind made literals (no buffer), and
-    those columns with their values (None: no value). Pieces of equal literals concatenate into
+    (the process of a kind's host events, often) and its kind made literals (no buffer), each
+    :data:`~tracekit.model.by_kind.NARROW` column whose values fit held in the narrower type, and
+    the literal columns with their values (None: no value). Pieces of equal literals concatenate into
     one literal: a 2 GB rank's pieces held 294 MB with its processes and kinds as buffers, 243 so
     (finding the values: 0.05 to 0.1 s of CPU more than finding the columns of none)."""
     if piece.height == 0:
         return piece, {}
+    schema = piece.schema
     nulls = dict(zip(piece.columns, piece.null_count().row(0), strict=True))
     ones: dict[str, int | str | None] = {c: None for c, n in nulls.items() if n == piece.height}
-    plain = [c for c, t in piece.schema.items() if c != POS and t.is_integer() and not nulls[c]]
-    if plain:
-        ends = piece.select(*(pl.col(c).min().alias(f"{c}\0min") for c in plain), *(pl.col(c).max() for c in plain))
-        low, high = ends.row(0)[: len(plain)], ends.row(0)[len(plain) :]
-        ones |= {c: a for c, a, b in zip(plain, low, high, strict=True) if a == b}
+    # the integer columns' extremes: of those with no null, for their one value; of those that
+    # may be held narrower, for whether their values fit
+    plain = [c for c, t in schema.items() if c != POS and t.is_integer() and not nulls[c]]
+    ends = [*plain, *(c for c in NARROW if schema.get(c) == pl.Int64 and c not in ones and c not in plain)]
+    fit: set[str] = {c for c in NARROW if c in ones}  # (no value fits)
+    if ends:
+        found = piece.select(*(pl.col(c).min().alias(f"{c}\0min") for c in ends), *(pl.col(c).max() for c in ends))
+        low, high = found.row(0)[: len(ends)], found.row(0)[len(ends) :]
+        ones |= {c: a for c, a, b in zip(plain, low, high, strict=False) if a == b}
+        fit |= {c for c, a, b in zip(ends, low, high, strict=True) if c in NARROW and fits_narrow(a, b)}
     if "kind" in piece.columns and "kind" not in ones:
         ones["kind"] = str(piece.get_column("kind")[0])
-    schema = piece.schema
-    made = [null_literal(c, schema[c]) if v is None else pl.lit(v, dtype=schema[c]).alias(c) for c, v in ones.items()]
+    # a column that may be held narrower is so in every piece where it fits, literal or not, so
+    # that a kind's pieces are one type (:meth:`Pieces.taken`), the type a kind of many events
+    # keeps (:func:`~tracekit.model.by_kind.narrowed`): its pieces held in half the bytes
+    types = {c: NARROW_TYPE if c in fit else t for c, t in schema.items()}
+    made = [null_literal(c, types[c]) if v is None else pl.lit(v, dtype=types[c]).alias(c) for c, v in ones.items()]
+    made += [pl.col(c).cast(NARROW_TYPE) for c in fit if c not in ones]
     return (piece.with_columns(made) if made else piece), ones
 
 
@@ -176,8 +196,11 @@ def in_order(
     return out
 
 
-#: The events whose starts :func:`_ascending` reads at once (8 MB).
-ORDER_BLOCK: Final = 1 << 20
+#: The events whose starts :func:`_ascending` reads at once (2 MB; a block's starts are read
+#: from each kind's column, a copy: 2^20 held a 2 GB DLRM rank's read 20 MB higher).
+ORDER_BLOCK: Final = 1 << 18
+#: A file of this many events or more has the C heap trimmed once its events are in order.
+TRIM_EVENTS: Final = 1 << 20
 
 
 def _blocks(height: int, size: int) -> list[tuple[int, int]]:
@@ -283,6 +306,6 @@ def held(
     # a rank analysed from a file of its own: its pieces are written there as they are (copied
     # into one piece each, the 2 GB ranks' columns were 250-300 MB made anew at the read's peak)
     ordered = in_order(parts, places, literal=literal, chunked=height > SPILLED_EVENTS)
-    if height >= ORDER_BLOCK:  # the blocks, places and order freed in glibc's heap (a 2 GB rank's 20-30 MB)
+    if height >= TRIM_EVENTS:  # the blocks, places and order freed in glibc's heap (a 2 GB rank's 20-30 MB)
         trim_heap()
     return ByKind.held(ordered, height, schema)

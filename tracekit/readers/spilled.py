@@ -68,6 +68,7 @@ class Spilled(ByKind):
         self._extents = {}
         self._reaches = {}
         self._literals = literals
+        self._casts = {}  # (its file holds every column in the schema's type: none narrowed)
         self._file = parquet
         offsets = np.cumsum([0, *(n for _, n in kinds)]).tolist()
         self._spans = {k: (int(offsets[i]), n) for i, (k, n) in enumerate(kinds) if n}
@@ -83,9 +84,9 @@ class Spilled(ByKind):
     @property
     def parts(self) -> dict[str, pl.DataFrame]:  # type: ignore[override]  # the base's slot, read whole here
         """Every kind's events, read whole (each call reads them again)."""
-        return {k: self._lazy(k).collect() for k in self._spans}
+        return {k: self.lazy(k).collect() for k in self._spans}
 
-    def _lazy(self, kind: str) -> pl.LazyFrame:
+    def lazy(self, kind: str) -> pl.LazyFrame:
         """``kind``'s events, to be read: its literal columns are not."""
         first, rows = self._spans[kind]
         frame = pl.scan_parquet(self._file).slice(first, rows)
@@ -105,7 +106,7 @@ class Spilled(ByKind):
 
     def _indexed(self, kind: str) -> _Index:
         if (found := self._index.get(kind)) is None:
-            read = self._lazy(kind).select("start_ns", "end_ns", ROW).collect()
+            read = self.lazy(kind).select("start_ns", "end_ns", ROW).collect()
             at = np.arange(0, read.height, BLOCK)
             places = read.get_column(ROW).to_numpy()[at].copy()
             if read.get_column("start_ns").null_count() or read.get_column("end_ns").null_count():
@@ -127,13 +128,13 @@ class Spilled(ByKind):
         asked = np.asarray(times, dtype=np.int64)
         index = self._indexed(kind)
         if index.starts is None or asked.size > FEW_TIMES:
-            starts = self._lazy(kind).select("start_ns").collect().get_column("start_ns")
+            starts = self.lazy(kind).select("start_ns").collect().get_column("start_ns")
             return starts.search_sorted(pl.Series(asked), side="left").to_numpy()
         out = np.empty(asked.size, dtype=np.int64)
         for i, t in enumerate(asked.tolist()):
             # the block before the first whose first start is at or after ``t`` holds the place
             first = max(int(np.searchsorted(index.starts, t, side="left")) - 1, 0) * BLOCK
-            read = self._lazy(kind).slice(first, BLOCK).select("start_ns").collect().get_column("start_ns")
+            read = self.lazy(kind).slice(first, BLOCK).select("start_ns").collect().get_column("start_ns")
             out[i] = first + int(read.search_sorted(t, side="left"))
         return out
 
@@ -141,13 +142,13 @@ class Spilled(ByKind):
         """The events of ``kind`` from its ``first`` on, ``length`` of them at most."""
         rows = self.rows_of(kind)
         first = min(max(first, 0), rows)
-        return self._lazy(kind).slice(first, max(min(length, rows - first), 0)).collect()
+        return self.lazy(kind).slice(first, max(min(length, rows - first), 0)).collect()
 
     def select(
         self, kinds: Sequence[str], columns: Sequence[str | pl.Expr], conditions: Sequence[pl.Expr] = ()
     ) -> pl.DataFrame:
         """:meth:`ByKind.select`, each kind's columns read from the file."""
-        chosen = [self._lazy(k) for k in dict.fromkeys(kinds) if k in self._spans]
+        chosen = [self.lazy(k) for k in dict.fromkeys(kinds) if k in self._spans]
         return selected_from(self, chosen, columns, conditions)
 
     def slices(
@@ -183,20 +184,20 @@ class Spilled(ByKind):
     def unordered(self, columns: Sequence[str | pl.Expr], kinds: Sequence[str] | None = None) -> pl.LazyFrame:
         """:meth:`ByKind.unordered`, read from the file."""
         chosen = self.kinds() if kinds is None else [k for k in dict.fromkeys(kinds) if k in self._spans]
-        frames = [self._lazy(k).select(*columns) for k in chosen] or [self.empty().lazy().select(*columns)]
+        frames = [self.lazy(k).select(*columns) for k in chosen] or [self.empty().lazy().select(*columns)]
         return pl.concat(frames, how="vertical")
 
     def names(self) -> pl.Series:
         """Every distinct name, as strings."""
         if not self._spans:
             return pl.Series("name", [], dtype=pl.String)
-        found = pl.concat([self._lazy(k).select(pl.col("name").unique()) for k in self._spans]).collect()
+        found = pl.concat([self.lazy(k).select(pl.col("name").unique()) for k in self._spans]).collect()
         names: pl.Series = found.get_column("name").unique().cast(pl.String).drop_nulls()
         return names
 
     def frame(self) -> pl.DataFrame:
         """Every event in one frame, in the run's order (read whole)."""
-        return selected_from(self, [self._lazy(k) for k in self._spans], list(self.schema), ())
+        return selected_from(self, [self.lazy(k) for k in self._spans], list(self.schema), ())
 
     def within(self, lo: int, hi: int) -> ByKind:
         """:meth:`ByKind.within`, held: each kind's rows from the first block whose events may
