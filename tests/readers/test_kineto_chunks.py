@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from benchmarks.generate import _load, build_events, with_memory
 from tests.factories import kineto_event, simple_step, write_kineto
 from tracekit.errors import TraceReadError
-from tracekit.readers import kineto, kineto_native, nsys_meta
+from tracekit.readers import kineto, kineto_native, kineto_normalize, nsys_meta
 from tracekit.readers.kineto import _read_whole, read_chunked, read_kineto
 from tracekit.readers.kineto_decode import DECODER
 from tracekit.readers.kineto_stream import open_text, split_events
@@ -71,7 +71,12 @@ def generated(tmp_path_factory: pytest.TempPathFactory, shared_traces: Path) -> 
 
 
 @pytest.mark.parametrize("chunk_bytes", [16_384, 300_000])  # 3 MB: 180 and 10 chunks
-def test_generated_one_line_trace_reads_the_same(generated: Path, chunk_bytes: int) -> None:
+@pytest.mark.parametrize("events_rows", [None, 997])  # each kind's events made in slices of 997
+def test_generated_one_line_trace_reads_the_same(
+    generated: Path, chunk_bytes: int, events_rows: int | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if events_rows is not None:
+        monkeypatch.setattr(kineto_normalize, "EVENTS_ROWS", events_rows)
     chunked = read_chunked(generated, chunk_bytes=chunk_bytes)
     assert chunked is not None and chunked.counters.height > 0
     assert_same(_read_whole(generated), chunked)
