@@ -214,7 +214,9 @@ class ByKind:
         return self._wide(kind, self.parts[kind].slice(first, length))
 
     def _present(self, kinds: Iterable[str]) -> list[str]:
-        return [k for k in dict.fromkeys(kinds) if k in self.parts]
+        """Those of ``kinds`` present, once each, in the order asked."""
+        held = set(self.kinds())
+        return [k for k in dict.fromkeys(kinds) if k in held]
 
     def _cast(self, kind: str) -> list[pl.Expr]:
         """The casts back to the schema of ``kind``'s columns held narrower (found once)."""
@@ -246,15 +248,19 @@ class ByKind:
         kind of more than :data:`FILTER_ROWS` events is filtered that many at a time (a 2 GB
         rank's 4.6M operators, their correlations cast at once: 37 MB)."""
         present = self._present(kinds)
-        if not conditions or all(self.rows_of(k) <= FILTER_ROWS or not self._cast(k) for k in present):
+        sliced = [k for k in present if conditions and self.rows_of(k) > FILTER_ROWS and self._cast(k)]
+        if not sliced:
             return selected_from(self, [self.lazy(k) for k in present], columns, conditions)
-        # each kind's rows in their order (its slices in turn), then the kinds' merged
+        # such a kind's rows in their order (its slices in turn), then the kinds' merged
         found = []
         for kind in present:
+            if kind not in sliced:
+                found.append(_selected(self.lazy(kind), [*columns, ROW], conditions))
+                continue
             part = self.parts[kind]
             lazies = [self._lazy_rows(kind, part.slice(lo, FILTER_ROWS)) for lo in range(0, part.height, FILTER_ROWS)]
-            found.append(pl.concat(pl.collect_all(_selected(f, [*columns, ROW], conditions) for f in lazies)))
-        return _merged([f.lazy() for f in found])
+            found.append(pl.concat(pl.collect_all(_selected(f, [*columns, ROW], conditions) for f in lazies)).lazy())
+        return _merged(found)
 
     def _lazy_rows(self, kind: str, rows: pl.DataFrame) -> pl.LazyFrame:
         """``rows`` of ``kind``'s frame to be read, in the schema's types."""
@@ -314,7 +320,7 @@ class ByKind:
     def unordered(self, columns: Sequence[str | pl.Expr], kinds: Sequence[str] | None = None) -> pl.LazyFrame:
         """The ``columns`` (row by row) of every event (of these ``kinds``, if given), a kind
         after another: for what does not depend on the order (sums, counts, extremes by rank)."""
-        chosen = list(self.parts) if kinds is None else self._present(kinds)
+        chosen = self.kinds() if kinds is None else self._present(kinds)
         frames = [self.lazy(k).select(*columns) for k in chosen] or [self.empty().lazy().select(*columns)]
         return pl.concat(frames, how="vertical")
 
@@ -329,9 +335,7 @@ class ByKind:
     def frame(self) -> pl.DataFrame:
         """Every event in one frame, in the run's order (a copy of every column: for the few
         readers of the whole)."""
-        if not self.parts:
-            return self.empty()
-        return _merged([self.lazy(k) for k in self.parts])
+        return selected_from(self, [self.lazy(k) for k in self.kinds()], list(self.schema), ())
 
     def within(self, lo: int, hi: int) -> ByKind:
         """The events that reach into the stretch [``lo``, ``hi``): each that starts before ``hi``

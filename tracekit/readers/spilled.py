@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Final
 import numpy as np
 import polars as pl
 
-from tracekit.model.by_kind import ROW, ByKind, Literals, as_literal, every_row, reaching, selected_from, slice_of
+from tracekit.model.by_kind import ROW, ByKind, Literals, as_literal, every_row, reaching, slice_of
 from tracekit.readers.cache import write_held
 
 if TYPE_CHECKING:
@@ -68,7 +68,6 @@ class Spilled(ByKind):
         self._extents = {}
         self._reaches = {}
         self._literals = literals
-        self._casts = {}  # (its file holds every column in the schema's type: none narrowed)
         self._file = parquet
         offsets = np.cumsum([0, *(n for _, n in kinds)]).tolist()
         self._spans = {k: (int(offsets[i]), n) for i, (k, n) in enumerate(kinds) if n}
@@ -85,6 +84,11 @@ class Spilled(ByKind):
     def parts(self) -> dict[str, pl.DataFrame]:  # type: ignore[override]  # the base's slot, read whole here
         """Every kind's events, read whole (each call reads them again)."""
         return {k: self.lazy(k).collect() for k in self._spans}
+
+    def _cast(self, kind: str) -> list[pl.Expr]:
+        """None: its file holds every column in the schema's type."""
+        del kind
+        return []
 
     def lazy(self, kind: str) -> pl.LazyFrame:
         """``kind``'s events, to be read: its literal columns are not."""
@@ -144,13 +148,6 @@ class Spilled(ByKind):
         first = min(max(first, 0), rows)
         return self.lazy(kind).slice(first, max(min(length, rows - first), 0)).collect()
 
-    def select(
-        self, kinds: Sequence[str], columns: Sequence[str | pl.Expr], conditions: Sequence[pl.Expr] = ()
-    ) -> pl.DataFrame:
-        """:meth:`ByKind.select`, each kind's columns read from the file."""
-        chosen = [self.lazy(k) for k in dict.fromkeys(kinds) if k in self._spans]
-        return selected_from(self, chosen, columns, conditions)
-
     def slices(
         self,
         kinds: Sequence[str],
@@ -161,7 +158,7 @@ class Spilled(ByKind):
     ) -> Iterator[pl.DataFrame]:
         """:meth:`ByKind.slices`, each slice's events of each kind read from the file (found by
         their places in the index)."""
-        present = [k for k in dict.fromkeys(kinds) if k in self._spans]
+        present = self._present(kinds)
         keep = kept if kept is not None else every_row
         read = 0
         for offset in range(0, max(self.height, 1), rows):
@@ -181,12 +178,6 @@ class Spilled(ByKind):
         piece = self.part_slice(kind, first, last - first)
         return piece.filter(pl.col(ROW).is_between(lo, hi, closed="left"))
 
-    def unordered(self, columns: Sequence[str | pl.Expr], kinds: Sequence[str] | None = None) -> pl.LazyFrame:
-        """:meth:`ByKind.unordered`, read from the file."""
-        chosen = self.kinds() if kinds is None else [k for k in dict.fromkeys(kinds) if k in self._spans]
-        frames = [self.lazy(k).select(*columns) for k in chosen] or [self.empty().lazy().select(*columns)]
-        return pl.concat(frames, how="vertical")
-
     def names(self) -> pl.Series:
         """Every distinct name, as strings."""
         if not self._spans:
@@ -194,10 +185,6 @@ class Spilled(ByKind):
         found = pl.concat([self.lazy(k).select(pl.col("name").unique()) for k in self._spans]).collect()
         names: pl.Series = found.get_column("name").unique().cast(pl.String).drop_nulls()
         return names
-
-    def frame(self) -> pl.DataFrame:
-        """Every event in one frame, in the run's order (read whole)."""
-        return selected_from(self, [self.lazy(k) for k in self._spans], list(self.schema), ())
 
     def within(self, lo: int, hi: int) -> ByKind:
         """:meth:`ByKind.within`, held: each kind's rows from the first block whose events may
