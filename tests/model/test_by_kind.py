@@ -64,7 +64,7 @@ def _reference(frame: pl.DataFrame, kinds: list[str], conditions: list[pl.Expr])
     st.lists(st.sampled_from([*_KINDS, "sync"]), max_size=4),
     st.sampled_from(["none", "where", "null", "wide"]),
     st.sampled_from([0, 1 << 16]),
-    st.sampled_from([1, 3, 1 << 20]),
+    st.sampled_from([1, 3, 1 << 19]),
 )
 def test_a_selection_is_the_one_frame_s(
     frame: pl.DataFrame, kinds: list[str], condition: str, literal: int, filter_rows: int
