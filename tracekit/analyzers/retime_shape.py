@@ -4,6 +4,7 @@ blocks made disjoint with what each awaits (:class:`RankShape`)."""
 
 from __future__ import annotations
 
+import itertools
 from typing import TYPE_CHECKING, Final
 
 import numpy as np
@@ -44,6 +45,10 @@ class RankShape:
             self.place[idx] = np.arange(idx.size)
             self.stream_of[idx] = len(self.streams)
             self.streams.append(idx)
+        # the streams as one array (the core reads it so) and each a view of it: not a copy of
+        # every task's index beside the streams' own (a 2 GB rank's 0.7M tasks: 6 MB)
+        self.s_flat, self.s_off = _flat(self.streams)
+        self.streams = [self.s_flat[a:b] for a, b in itertools.pairwise(self.s_off.tolist())]
         self._delays()
         self._dependencies()
         self._blocks()
@@ -122,10 +127,17 @@ class RankShape:
         since = np.concatenate([[_NEVER], self.b_end[:-1]]) if nb else self.b_end
         lo = np.searchsorted(self.comp_end, since, side="right")
         hi = np.searchsorted(self.comp_end, self.b_end + AWAIT_TOLERANCE_NS, side="right")
-        self.awaited_free = [
-            self._launched_by(coll[lo[b] : hi[b]], untils[b], instant[b]) if colls[b] else coll[:0] for b in range(nb)
-        ]
-        drain = np.array([p.end[k].max() if k.size else _NEVER for k in self.awaited_free], dtype=float)
+        # per block, the host collectives it awaits: one array, each block's a slice of it (an
+        # array a block, most of them empty, were 110 bytes each: 59k blocks, 7 MB)
+        waits = [self._launched_by(coll[lo[b] : hi[b]], untils[b], instant[b]) for b in np.flatnonzero(self.b_coll)]
+        sizes = np.zeros(nb, dtype=np.int64)
+        sizes[self.b_coll] = [k.size for k in waits]
+        self.free_flat = _i64(np.concatenate(waits)) if waits else _i64(np.empty(0))
+        self.free_off = _offsets(sizes.tolist())
+        drain = np.full(nb, _NEVER)
+        if self.free_flat.size:
+            nonempty = np.flatnonzero(sizes)
+            drain[nonempty] = np.maximum.reduceat(p.end[self.free_flat], self.free_off[nonempty])
         self.awaited = np.full((nb, len(self.streams)), -1, dtype=np.int64)
         for j, idx in enumerate(self.streams):
             launches = np.maximum.accumulate(self.lch[idx]) if idx.size else self.lch[idx]
@@ -164,7 +176,8 @@ class RankShape:
         self.l_comp_lch: list[float] = self.comp_lch.tolist()
         self.l_own: list[float] = self.own.tolist()
         self.l_tail: list[float] = self.tail.tolist()
-        self.l_awaited_free: list[list[int]] = [k.tolist() for k in self.awaited_free]
+        flat, off = self.free_flat.tolist(), self.free_off.tolist()
+        self.l_awaited_free: list[list[int]] = [flat[a:b] for a, b in itertools.pairwise(off)]
         # per block, (stream, the last task it awaits there, that task), the streams in order
         self.l_awaited: list[list[tuple[int, int, int]]] = [[] for _ in range(self.b_start.size)]
         blocks, streams = np.nonzero(self.awaited >= 0)  # row by row, each row's streams in order
@@ -182,7 +195,7 @@ class RankShape:
         # order, as ``l_awaited`` lists them, flat
         blocks, streams = np.nonzero(self.awaited >= 0)  # row by row, each row's streams in order
         last = self.awaited[blocks, streams]
-        s_flat, s_off = _flat(self.streams)
+        s_flat, s_off = self.s_flat, self.s_off
         awaited = np.stack([streams, last, s_flat[s_off[streams] + last]], axis=1).reshape(-1)
         awaited_off = _offsets(np.bincount(blocks, minlength=self.b_start.size).tolist())
         self._packed = (
@@ -196,7 +209,8 @@ class RankShape:
             *(_u8(a) for a in (self.waited, self.b_coll, np.array(self.l_kept, dtype=bool))),
             _i64(awaited),
             awaited_off,
-            *_flat(self.awaited_free),
+            self.free_flat,
+            self.free_off,
             _i64(self.comp_task),
             _f64(self.comp_end),
             _f64(self.comp_lch),
