@@ -5,7 +5,7 @@ before a time, and before each block's start and end."""
 from __future__ import annotations
 
 from bisect import bisect_right
-from typing import Final
+from typing import ClassVar, Final
 
 import numpy as np
 
@@ -41,6 +41,8 @@ class HostRemoval:
     _unremoved_state: dict[str, object] | None
     #: per removal, its arrays' state, once worked out (see :meth:`_removal_kept`)
     _removals_kept: dict[int, tuple[object, dict[str, object]]]
+    #: whether the re-timing reads the removal as Python lists too (its Python paths), or only as arrays
+    _LISTS: ClassVar[bool] = True
 
     def _removal(self, rem: Removal, *, lists: bool = True) -> None:
         """The host time ``rem`` removes, in order, and how much of it lies before each block's
@@ -76,9 +78,10 @@ class HostRemoval:
         """What :meth:`_removal` sets when nothing is removed, worked out once per rank (every
         scenario reads it, none writes it)."""
         state = self._unremoved_state
-        if state is None:
-            self._removal(Removal())
-            state = {k: self.__dict__[k] for k in REMOVAL_STATE}
+        if state is None or (self._LISTS and "l_r_start" not in state):
+            # the lists only where the Python paths read them (a 2 GB rank's 59k blocks: 4 MB)
+            self._removal(Removal(), lists=self._LISTS)
+            state = {k: self.__dict__[k] for k in REMOVAL_STATE if k in self.__dict__}
             self._unremoved_state = state
         return state
 
