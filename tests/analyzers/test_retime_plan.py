@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tracekit.analyzers import retime_plan
-from tracekit.analyzers.retime_plan import Removal, merge, merge_each, outside
+from tracekit.analyzers.retime_plan import Removal, Scenario, Shortened, merge, merge_each, outside
 
 
 def _same(a: Removal, b: Removal) -> bool:
@@ -70,3 +70,29 @@ def test_merge_each_in_batches_is_merge_of_each_group(monkeypatch: pytest.Monkey
     assert list(merged) == list(groups)
     for key, group in groups.items():
         assert _same(merged[key], merge(group)), key
+
+
+_DURATION = st.one_of(st.just(float("nan")), st.floats(0.0, 1e6), st.sampled_from([0.0, 5.0]))
+
+
+_SCENARIOS = st.integers(0, 12).flatmap(
+    lambda n: st.lists(st.lists(_DURATION, min_size=n, max_size=n), min_size=1, max_size=4)
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_SCENARIOS)
+def test_durations_kept_as_those_changed_give_what_every_tasks_did(dense: list[list[float]]) -> None:
+    """A scenario's new durations, kept as the tasks changed (NaN: unchanged), applied, and
+    several at once (each task at the shortest any gives), are what arrays of every task's
+    gave: ``np.where(isnan)`` and ``np.fmin``."""
+    arrays = [np.array(d, dtype=float) for d in dense]
+    recorded = np.arange(arrays[0].size, dtype=float) * 10.0
+    each = [Scenario(durations={0: a}).durations[0] for a in arrays]
+    for a, s in zip(arrays, each, strict=True):
+        assert np.array_equal(s.applied(recorded), np.where(np.isnan(a), recorded, a))
+        assert np.all(np.diff(s.index) > 0)
+    both = arrays[0]
+    for a in arrays[1:]:
+        both = np.fmin(both, a)
+    assert np.array_equal(Shortened.shortest(each).applied(recorded), np.where(np.isnan(both), recorded, both))

@@ -17,7 +17,7 @@ import polars as pl
 
 from tracekit.analyzers import intervals as iv
 from tracekit.analyzers.gains_plan import rank_frame
-from tracekit.analyzers.retime_plan import Removal, Scenario, merge_each, outside
+from tracekit.analyzers.retime_plan import Removal, Scenario, Shortened, merge_each, outside
 from tracekit.analyzers.retime_shape import DEPENDENCY_NS
 from tracekit.analyzers.shared import STRAGGLERS
 from tracekit.results.vocab import BoundKind, StragglerCause
@@ -134,7 +134,7 @@ def straggler_scenario(cut: StragglerCut | None, run: GainRun, parts: Tables) ->
         for a, b in zip(removal.start, removal.end, strict=True):
             inside |= (launch >= a) & (launch < b)
         dur = (tasks["end_ns"] - tasks["start_ns"]).cast(pl.Float64).to_numpy()
-        durations[cut.rank] = np.where(inside, dur * (1 - rate), np.nan)
+        durations[cut.rank] = Shortened.where(inside, dur[inside] * (1 - rate))
     return Scenario(removals={cut.rank: removal}, durations=durations)
 
 
@@ -143,7 +143,7 @@ def straggler_scenario(cut: StragglerCut | None, run: GainRun, parts: Tables) ->
 GRAPH_GAP_NS: Final = 1_000.0
 
 
-def _graph_launched(run: GainRun, removals: dict[int, Removal]) -> dict[int, np.ndarray]:
+def _graph_launched(run: GainRun, removals: dict[int, Removal]) -> dict[int, Shortened]:
     """The launch what-if's tasks, as one graph's launch runs them: each task launched inside a
     removed dispatch that started when its launch let it (after its stream's previous task had
     ended) starts :data:`GRAPH_GAP_NS` after that, not after its launch latency (the kernel's
@@ -154,7 +154,7 @@ def _graph_launched(run: GainRun, removals: dict[int, Removal]) -> dict[int, np.
     their launch (a wait on another stream), keep theirs. Calibrated on the H200
     (``docs/verdict.md``): for AdamW's for-loop step of 3,134 kernels a step, the latency kept
     was 30.8 ms of a 99 ms step."""
-    out: dict[int, np.ndarray] = {}
+    out: dict[int, Shortened] = {}
     for plan in run.plans:
         removal = removals.get(plan.rank)
         if removal is None or removal.start.size == 0 or plan.start.size == 0:
@@ -175,17 +175,17 @@ def _graph_launched(run: GainRun, removals: dict[int, Removal]) -> dict[int, np.
         cut = inside & gated & (plan.instance < 0) & ~plan.arrival_is_launch.astype(bool)
         cut &= (latency > GRAPH_GAP_NS) & (latency <= DEPENDENCY_NS)
         if cut.any():
-            dur = plan.end - plan.start
-            out[plan.rank] = np.where(cut, dur - (latency - GRAPH_GAP_NS), np.nan)
+            out[plan.rank] = Shortened.where(cut, (plan.end - plan.start)[cut] - (latency[cut] - GRAPH_GAP_NS))
     return out
 
 
-def _transfers(run: GainRun) -> dict[int, np.ndarray]:
-    return {
-        rank: np.where(t["transfer"].to_numpy(), 0.0, np.nan)
-        for rank, t in run.tasks.items()
-        if t.height and bool(t["transfer"].any())
-    }
+def _transfers(run: GainRun) -> dict[int, Shortened]:
+    out = {}
+    for rank, t in run.tasks.items():
+        if t.height and bool(t["transfer"].any()):
+            transfer = t["transfer"].to_numpy()
+            out[rank] = Shortened.where(transfer, np.zeros(int(transfer.sum())))
+    return out
 
 
 class Tables(Protocol):
@@ -288,10 +288,9 @@ def everything(scenarios: list[Scenario]) -> Scenario:
     shortest duration, the blocks and collectives of any."""
     ranks = {r for s in scenarios for r in (*s.removals, *s.durations)}
     removals = merge_each({r: [s.removals[r] for s in scenarios if r in s.removals] for r in ranks})
-    durations: dict[int, np.ndarray] = {}
-    for s in scenarios:
-        for r, d in s.durations.items():
-            durations[r] = d if r not in durations else np.fmin(durations[r], d)
+    durations = {
+        r: Shortened.shortest(each) for r in ranks if (each := [s.durations[r] for s in scenarios if r in s.durations])
+    }
     return Scenario(
         removals=removals,
         durations=durations,

@@ -162,7 +162,7 @@ class _Rank(RankShape, HostRemoval):
             self._removal(rem)
         new = scenario.durations.get(plan.rank)
         dur = plan.end - plan.start
-        self.dur = dur if new is None else np.where(np.isnan(new), dur, new)
+        self.dur = dur if new is None else new.applied(dur)
         self.hide = scenario.hide_collectives
         self.no_wait = scenario.no_wait_blocks
         self.s_new = np.full(n, np.nan)
@@ -596,7 +596,7 @@ class _NativeRank(_Rank):
             shape = (plan, _core.Shape(self.packed()), np.ascontiguousarray(plan.end - plan.start, dtype=np.float64))
             self._native_shape = shape
         new = scenario.durations.get(plan.rank)
-        dur = shape[2] if new is None else np.where(np.isnan(new), shape[2], new)
+        dur = shape[2] if new is None else new.applied(shape[2])
         self.dur = np.ascontiguousarray(dur, dtype=np.float64)
         self.hide = scenario.hide_collectives
         self.no_wait = scenario.no_wait_blocks
