@@ -18,6 +18,8 @@ from __future__ import annotations
 import os
 from typing import Final
 
+from tracekit.heap import DIRTY_DECAY_MS
+
 #: Cores per jemalloc arena. jemalloc's default, four arenas per core, spreads polars'
 #: threads so that memory one freed is rarely what another allocates: on 2 cores one arena
 #: held 8 x 125 MB's cold peak 30 MB lower on average (471 to 522 MB, mean 499, against 513
@@ -29,7 +31,7 @@ CORES_PER_ARENA: Final = 4
 #: jemalloc's settings: purge freed pages within 100 ms, in a background thread, with no
 #: lazy (``MADV_FREE``) stage between freed and returned; an arena per :data:`CORES_PER_ARENA`.
 ALLOCATOR: Final = (
-    "background_thread:true,dirty_decay_ms:100,muzzy_decay_ms:0,"
+    f"background_thread:true,dirty_decay_ms:{DIRTY_DECAY_MS},muzzy_decay_ms:0,"
     f"narenas:{max(1, (os.cpu_count() or 1) // CORES_PER_ARENA)}"
 )
 #: The variable polars' jemalloc reads its settings from, once, when polars loads.

@@ -43,7 +43,7 @@ from tracekit.analyzers.parts import IdleParts, LedgerParts, Parts, SyncParts
 from tracekit.analyzers.windows import map_windows
 from tracekit.analyzers.windows import plan as windows_plan
 from tracekit.executors import TaskFailed
-from tracekit.heap import trim_heap
+from tracekit.heap import given_back
 from tracekit.pipeline.map_cache import CacheWarning, look_up, through_cache
 from tracekit.pipeline.mapped import Mapped, Settings, Shard
 from tracekit.pipeline.whatif_cache import whatif_cache
@@ -142,7 +142,7 @@ def _map_files(shard: Shard) -> Mapped:
             summary = map_ranks(RankContext(run, options), registry.ANALYSES)
         else:
             run = replace(run, by_kind=held)
-            trim_heap()  # the events held are let go: their pages given back before the windows
+            given_back()  # the events held are let go: their pages given back before the windows
             ctx = RankContext(run, options)
             summary = map_windows(ctx, registry.ANALYSES, windows_plan(ctx))
     return Mapped(files, chosen, has_gpu=has_gpu, gpu=gpu, summary=summary, counts=counts)
