@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from tests.factories import ev, make_run
 from tracekit.model import by_kind
-from tracekit.model.by_kind import NARROW_TYPE, ROW, ByKind, Reach, reaching
+from tracekit.model.by_kind import NARROW_TYPE, ROW, ByKind, Reach, reaching, with_literals
 from tracekit.model.schema import SCHEMA, empty_events
 
 _KINDS = ("cpu_op", "runtime", "kernel", "memcpy", "annotation", "step")
@@ -233,3 +233,32 @@ def test_within_reads_a_kind_in_order_of_starts_by_position() -> None:
     unordered = ByKind.of(run.events.reverse(), literal_rows=0)
     assert unordered._reach("cpu_op").starts is None  # by the filter
     assert unordered.within(45, 62).height == 3
+
+
+def test_with_literals_makes_columns_of_one_value_or_none_literals_and_keeps_every_value() -> None:
+    """An integer column of one value (no null) and a column of none become literals (no
+    buffer: a few bytes, not one value a row); a column of two values, one with a null, and a
+    string column of one value stay buffers. Filters, joins and sorts read the same values."""
+    rows = 1000
+    frame = pl.DataFrame(
+        {
+            "rank": [3] * rows,
+            "device": [0, None] * (rows // 2),
+            "stream": [7, 9] * (rows // 2),
+            "bytes": pl.Series([None] * rows, dtype=pl.Int64),
+            "name": ["k"] * rows,
+            "start_ns": list(range(rows, 0, -1)),
+        }
+    )
+    made = with_literals(frame, literal_rows=0)
+    # (before anything reads the literals row by row: that makes them buffers, as the frame's own)
+    held = {c: made.select(c).estimated_size() for c in made.columns}
+    assert {c for c, size in held.items() if size < rows} == {"rank", "bytes"}
+    assert made.equals(frame)
+    assert made.schema == frame.schema
+    assert made.filter(pl.col("stream") == 9).equals(frame.filter(pl.col("stream") == 9))
+    assert made.sort("start_ns").equals(frame.sort("start_ns"))
+    other = pl.DataFrame({"rank": [3], "stream": [9], "note": ["x"]})
+    assert made.join(other, on=["rank", "stream"]).equals(frame.join(other, on=["rank", "stream"]))
+    assert with_literals(frame.clear(), literal_rows=0).equals(frame.clear())
+    assert with_literals(frame, literal_rows=rows + 1) is frame  # a short table as it is

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from tracekit.model.schema import all_null, with_literals, without_null_columns
+from tracekit.model.schema import all_null, without_null_columns
 
 
 def test_columns_of_no_value_become_literals_and_the_frame_is_unchanged() -> None:
@@ -36,31 +36,3 @@ def test_a_frame_without_rows_or_without_empty_columns_is_returned_as_it_is() ->
     assert without_null_columns(empty) is empty
     full = pl.DataFrame({"seq": [1, None]}, schema={"seq": pl.Int32})
     assert without_null_columns(full) is full
-
-
-def test_with_literals_makes_columns_of_one_value_or_none_literals_and_keeps_every_value() -> None:
-    """An integer column of one value (no null) and a column of none become literals (no
-    buffer: a few bytes, not one value a row); a column of two values, one with a null, and a
-    string column of one value stay buffers. Filters, joins and sorts read the same values."""
-    rows = 1000
-    frame = pl.DataFrame(
-        {
-            "rank": [3] * rows,
-            "device": [0, None] * (rows // 2),
-            "stream": [7, 9] * (rows // 2),
-            "bytes": pl.Series([None] * rows, dtype=pl.Int64),
-            "name": ["k"] * rows,
-            "start_ns": list(range(rows, 0, -1)),
-        }
-    )
-    made = with_literals(frame)
-    # (before anything reads the literals row by row: that makes them buffers, as the frame's own)
-    held = {c: made.select(c).estimated_size() for c in made.columns}
-    assert {c for c, size in held.items() if size < rows} == {"rank", "bytes"}
-    assert made.equals(frame)
-    assert made.schema == frame.schema
-    assert made.filter(pl.col("stream") == 9).equals(frame.filter(pl.col("stream") == 9))
-    assert made.sort("start_ns").equals(frame.sort("start_ns"))
-    other = pl.DataFrame({"rank": [3], "stream": [9], "note": ["x"]})
-    assert made.join(other, on=["rank", "stream"]).equals(frame.join(other, on=["rank", "stream"]))
-    assert with_literals(frame.clear()).equals(frame.clear())

@@ -29,8 +29,8 @@ from tracekit.analyzers.stats import summary_exprs
 from tracekit.analyzers.step_inference import host_steps
 from tracekit.analyzers.warmup import flag_warmup, step_filter
 from tracekit.errors import InputError
-from tracekit.model.by_kind import LITERAL_ROWS
-from tracekit.model.schema import GPU_ACTIVITY_KINDS, with_literals
+from tracekit.model.by_kind import with_literals
+from tracekit.model.schema import GPU_ACTIVITY_KINDS
 from tracekit.results.vocab import StepSource
 
 if TYPE_CHECKING:
@@ -130,7 +130,7 @@ def gpu_activity(run: Run) -> pl.DataFrame:
     linked = _link(activity, launches).with_columns(pl.col("launch_ns").fill_null(pl.col("start_ns")))
     # a table held through every analysis of the rank (through all its windows): its columns of
     # one value held once (a 2 GB rank's 0.7M activities: its rank, device and launching process)
-    return with_literals(linked) if linked.height >= LITERAL_ROWS else linked
+    return with_literals(linked)
 
 
 def _link(activity: pl.DataFrame, launches: pl.DataFrame) -> pl.DataFrame:

@@ -568,6 +568,17 @@ def _stats(events: pl.DataFrame) -> dict[str, _Held]:
     return out
 
 
+def with_literals(frame: pl.DataFrame, *, literal_rows: int = LITERAL_ROWS) -> pl.DataFrame:
+    """``frame`` (a table of many rows held long: a rank's GPU activity) with each column of no
+    value, and each integer column of one value, a literal (no buffer), as a kind's are in a
+    :class:`ByKind`; a frame of fewer than ``literal_rows`` rows as it is."""
+    if frame.height == 0 or frame.height < literal_rows:
+        return frame
+    held = _stats_of_one(frame)
+    made = [e for c, t in frame.schema.items() if (e := _literal("", c, t, held, frame.height)) is not None]
+    return frame.with_columns(made) if made else frame
+
+
 def _stats_of_one(events: pl.DataFrame) -> _Held:
     """:func:`_stats` of events of one kind: the aggregates of the whole frame, no grouping by a
     kind that is one value (a 2 GB DLRM rank's parts grouped: 0.66 s of CPU; selected: 0.05)."""

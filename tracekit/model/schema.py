@@ -96,28 +96,6 @@ def without_null_columns(frame: pl.DataFrame) -> pl.DataFrame:
     return frame.with_columns(empty) if empty else frame
 
 
-def with_literals(frame: pl.DataFrame) -> pl.DataFrame:
-    """``frame`` with each column of no value, and each integer column of one value (no null),
-    replaced by a literal (no buffer; see :func:`without_null_columns`): a rank's GPU activity
-    holds its rank, device and launching process once, not once a row (one query)."""
-    if frame.height == 0:
-        return frame
-    ints = [c for c, t in frame.schema.items() if t.is_integer()]
-    found = frame.select(
-        *(pl.col(c).null_count().alias(f"{c}\0nulls") for c in frame.columns),
-        *(pl.col(c).min().alias(f"{c}\0min") for c in ints),
-        *(pl.col(c).max().alias(f"{c}\0max") for c in ints),
-    ).row(0, named=True)
-    made = []
-    for c, t in frame.schema.items():
-        nulls = found[f"{c}\0nulls"]
-        if nulls == frame.height:
-            made.append(null_literal(c, t))
-        elif c in ints and nulls == 0 and found[f"{c}\0min"] == found[f"{c}\0max"]:
-            made.append(pl.lit(found[f"{c}\0min"], dtype=t).alias(c))
-    return frame.with_columns(made) if made else frame
-
-
 @functools.cache
 def null_literal(column: str, dtype: pl.DataType) -> pl.Expr:
     """``column`` of no value, of ``dtype`` (built once: an expression took 40 us to build, and a
