@@ -310,3 +310,72 @@ def test_columns_that_fit_are_held_narrower_and_read_back_whole(
         assert (mine.schema["tid"] == pl.Int32) == (narrow and values.max() < 2**31), kind  # type: ignore[operator]
     assert held.frame().equals(frame.sort("start_ns", maintain_order=True))
     assert held.frame().schema == _NARROWED
+
+
+_DURATIONS = pl.Schema({"kind": pl.String(), "start_ns": pl.Int64(), "dur": pl.Float64()})
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    events=st.lists(
+        st.tuples(
+            st.sampled_from(_KINDS),
+            st.integers(0, 20),
+            st.one_of(
+                st.none(),
+                # whole ns as Kineto writes them (231.569 us: polars' x / 1000 reads 231.56900000000002)
+                st.integers(0, 2**31 - 1).map(lambda ns: ns / 1000),
+                st.sampled_from([231.569, 0.47, 1.88, 55.809, 0.0, -0.0]),
+                # a part of a ns, negative, too long for 32 bits, no number: kept as floats
+                st.sampled_from([0.0004, 1.2345678, -1.0, 2**31 / 1000, 1e30, float("nan"), float("inf")]),
+            ),
+        ),
+        max_size=40,
+    ),
+    cuts=st.lists(st.integers(0, 40), max_size=4),
+    split=st.integers(1, 20),
+)
+def test_durations_held_in_whole_ns_read_back_as_the_floats_they_were(
+    *, events: list[tuple[str, int, float | None]], cuts: list[int], split: int
+) -> None:
+    # a piece whose every duration is a whole number of ns that fits 32 bits holds them so; a
+    # kind's frame holds both columns (one a literal of no value) and reads back, in float us,
+    # the very floats of the file (bit for bit: the screen judges the same ends), in whole ns
+    # what the events' times are made of
+    frame = pl.DataFrame(events, schema=_DURATIONS, orient="row")
+    edges = sorted({0, len(events), *(c for c in cuts if c <= len(events))})
+    before = kinds_module.SPLIT_ROWS
+    kinds_module.SPLIT_ROWS = split
+    try:
+        pieces = Pieces()
+        for a, b in itertools.pairwise(edges):
+            pieces.add(frame.slice(a, b - a))
+        parts = pieces.taken()
+    finally:
+        kinds_module.SPLIT_ROWS = before
+    for kind, part in parts.items():
+        assert {kinds_module.DURATION, kinds_module.DURATION_NS} <= set(part.columns)
+        mine = part.sort(POS).select(us=kinds_module.duration_us(), ns=kinds_module.duration_ns())
+        given_ = frame.filter(pl.col("kind") == kind).get_column("dur")
+        assert mine.get_column("us").to_numpy().tobytes() == given_.to_numpy().tobytes(), kind
+        assert mine.get_column("us").is_null().equals(given_.is_null())
+        in_ns = given_.to_frame().select((pl.col("dur") * 1000).round()).to_series()
+        assert mine.get_column("ns").equals(in_ns, null_equal=True)
+        values = given_.drop_nulls().to_numpy()
+        whole = values.size and bool(np.all(~np.signbit(values) & (np.round(values * 1000) < 2**31)))
+        whole = whole and bool(np.all(np.round(values * 1000) / 1000.0 == values))
+        if whole and len(edges) == 2 and split >= len(events):  # one piece of the kind: in ns
+            assert part.schema[kinds_module.DURATION_NS] == pl.Int32
+            assert part.get_column(kinds_module.DURATION).null_count() == part.height
+
+
+def test_a_piece_of_whole_ns_holds_them_in_half_the_bytes() -> None:
+    frame = pl.DataFrame(
+        {"kind": ["cpu_op"] * 4, "start_ns": [0, 1, 2, 3], "dur": [231.569, 0.47, 1.88, None]}, schema=_DURATIONS
+    )
+    pieces = Pieces()
+    pieces.add(frame)
+    part = pieces.taken()["cpu_op"]
+    assert part.get_column(kinds_module.DURATION_NS).to_list() == [231569, 470, 1880, None]
+    assert part.get_column(kinds_module.DURATION_NS).dtype == pl.Int32
+    assert part.select(kinds_module.duration_us()).to_series().to_list() == [231.569, 0.47, 1.88, None]

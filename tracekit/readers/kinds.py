@@ -31,6 +31,13 @@ from tracekit.readers.spilled import SPILLED_EVENTS
 POS: Final = "_pos"
 #: The key of the events of no kind.
 NO_KIND: Final = ""
+#: A prepared event's duration as Kineto writes it (float microseconds)...
+DURATION: Final = "dur"
+#: ... and the same held as whole nanoseconds in :data:`~tracekit.model.by_kind.NARROW_TYPE`
+#: (:func:`_in_ns`), half the bytes, in a piece whose every duration is a whole number of ns
+#: that fits: a kind's pieces hold one of the two, its frame both (:meth:`Pieces.taken`; the
+#: other a literal of no value), read as one by :func:`duration_us` and :func:`duration_ns`.
+DURATION_NS: Final = "_dur_ns"
 
 
 #: Chunks are split by kind this many events at a time (at least): one split of a few thousand
@@ -85,7 +92,7 @@ class Pieces:
         del batch, kinds
         for (kind,), piece in pieces.items():
             key = NO_KIND if kind is None else str(kind)
-            compact, ones = _compact(piece)
+            compact, ones = _compact(_in_ns(piece))
             self._by_kind.setdefault(key, []).append(compact)
             known = self.ones.get(key)
             self.ones[key] = ones if known is None else {c: v for c, v in known.items() if c in ones and ones[c] == v}
@@ -95,10 +102,72 @@ class Pieces:
         self._split()
         out = {}
         for kind in list(self._by_kind):
-            found = self._by_kind.pop(kind)
-            out[kind] = found[0] if len(found) == 1 else _concat(found)
+            found = _one_duration(self._by_kind.pop(kind))
+            out[kind] = _both_durations(found[0] if len(found) == 1 else _concat(found))
             del found
         return out
+
+
+def duration_us() -> pl.Expr:
+    """The duration of a prepared event in Kineto's float microseconds, whichever of the two
+    columns its kind holds it in (from :data:`DURATION_NS`: the very float it was made from)."""
+    return pl.coalesce(pl.col(DURATION), pl.col(DURATION_NS).map_batches(_as_us, pl.Float64, is_elementwise=True))
+
+
+def duration_ns() -> pl.Expr:
+    """The duration of a prepared event in whole nanoseconds (floats: rounded to the ns)."""
+    return pl.coalesce((pl.col(DURATION) * 1000).round(), pl.col(DURATION_NS).cast(pl.Float64))
+
+
+def _as_us(ns: pl.Series) -> pl.Series:
+    """Whole nanoseconds as float microseconds, each the float nearest to it (NumPy's division,
+    correctly rounded: polars' multiplies by the reciprocal, 231569 ns -> 231.56900000000002 us
+    where the file's 231.569 is read 231.569); a null stays one."""
+    return pl.Series(ns.name, ns.cast(pl.Float64).to_numpy() / 1000.0, nan_to_null=True)
+
+
+def _in_ns(piece: pl.DataFrame) -> pl.DataFrame:
+    """``piece`` with its durations (:data:`DURATION`) held as :data:`DURATION_NS` in their
+    place where each is a whole number of nanoseconds, none negative, that fits, made back
+    (:func:`_as_us`) the very float it was (a null stays one; some not null), so that the
+    screen judges the same ends and the events get the same times; else as it is (a duration
+    of a part of a ns, or over two seconds: a long Python frame; a piece of no duration
+    becomes a literal)."""
+    if DURATION not in piece.columns or piece.schema[DURATION] != pl.Float64:
+        return piece
+    column = piece.get_column(DURATION)
+    if column.null_count() == piece.height:
+        return piece
+    us = column.drop_nulls().to_numpy()
+    ns = np.round(us * 1000)
+    if not (
+        not bool(np.signbit(us).any())  # (nor -0.0, which would come back 0.0)
+        and bool(np.all(ns < 2**31))  # (nor a NaN)
+        and bool(np.all(ns / 1000.0 == us))  # (an infinity is not)
+    ):
+        return piece
+    del us, ns, column
+    made = (pl.col(DURATION) * 1000).round().cast(NARROW_TYPE).alias(DURATION_NS)
+    return piece.select(made if c == DURATION else pl.col(c) for c in piece.columns)
+
+
+def _one_duration(pieces: list[pl.DataFrame]) -> list[pl.DataFrame]:
+    """A kind's ``pieces``, the durations of all of them in :data:`DURATION_NS`, else all in
+    :data:`DURATION` (those in ns made the floats they were made from, in their place)."""
+    if len({DURATION in p.columns for p in pieces}) == 1:
+        return pieces
+    back = pl.col(DURATION_NS).map_batches(_as_us, pl.Float64, is_elementwise=True).alias(DURATION)
+    return [p.select(back if c == DURATION_NS else pl.col(c) for c in p.columns) for p in pieces]
+
+
+def _both_durations(frame: pl.DataFrame) -> pl.DataFrame:
+    """``frame`` (a kind's events) with the duration column it does not hold added, a literal
+    of no value: every kind's frame then has both (:func:`duration_us`)."""
+    if DURATION_NS in frame.columns and DURATION not in frame.columns:
+        return frame.with_columns(null_literal(DURATION, pl.Float64()))
+    if DURATION in frame.columns and DURATION_NS not in frame.columns:
+        return frame.with_columns(null_literal(DURATION_NS, NARROW_TYPE))
+    return frame
 
 
 def _concat(pieces: list[pl.DataFrame]) -> pl.DataFrame:

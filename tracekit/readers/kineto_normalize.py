@@ -44,7 +44,7 @@ from tracekit.model.classify import category_of
 from tracekit.model.counters import COUNTER_SCHEMA, DeviceType, empty_counters
 from tracekit.model.input_warnings import InputWarning
 from tracekit.model.schema import GPU_KINDS, SCHEMA, UNNAMED, all_null
-from tracekit.readers.kinds import POS, held
+from tracekit.readers.kinds import POS, duration_ns, duration_us, held
 from tracekit.readers.kineto_decode import MEMORY_EVENT
 from tracekit.readers.plausible import Dropped, screen, screen_counters, screen_parts
 
@@ -221,7 +221,8 @@ def _check_names(raw: pl.DataFrame) -> None:
 def prepare(raw: pl.DataFrame) -> pl.DataFrame:
     """Raw event columns -> what each event decides alone, in the schema's dtypes.
 
-    Keeps ``instant``, ``ts`` and ``dur`` (file units) for :func:`finish`; ``name`` stays
+    Keeps ``instant``, ``ts`` and ``dur`` (file units) for :func:`finish` (a duration held in
+    whole ns once split by kind, where that is exact: :func:`~tracekit.readers.kinds.duration_us`); ``name`` stays
     null where the file gives none, for the messages about dropped events. The facts of each
     event's category are taken from ``raw`` where it carries them (:data:`CATEGORY_FACTS`),
     else worked out here, event by event.
@@ -285,7 +286,7 @@ def finish(
     parts, dropped, window = screen_parts(
         parts,
         start=pl.col("ts"),
-        end=pl.when(instant).then(pl.col("ts")).otherwise(pl.col("ts") + pl.col("dur")),
+        end=pl.when(instant).then(pl.col("ts")).otherwise(pl.col("ts") + duration_us()),
         needs_extent=~instant,
         unit_ns=1000,
         unit="us",
@@ -356,7 +357,7 @@ def _events(owned: list[pl.DataFrame], base: int) -> tuple[pl.DataFrame, frozens
     """The prepared columns of a kind's events (the one frame of ``owned``, which this empties)
     -> the event schema (ns times, names, categories), and the columns that are literals of no
     value there."""
-    dur = pl.when(pl.col("instant")).then(0).otherwise((pl.col("dur") * 1000).round()).cast(pl.Int64)
+    dur = pl.when(pl.col("instant")).then(0).otherwise(duration_ns()).cast(pl.Int64)
     df = owned.pop()
     # a column of no value becomes a literal here, in the one pass over the chunks: an eager
     # replacement would first align (copy) every column of the unaligned chunks
