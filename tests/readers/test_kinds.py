@@ -259,6 +259,21 @@ def test_the_example_dropped_is_the_first_in_the_files_order_whatever_its_kind()
     assert {k: p.get_column(POS).to_list() for k, p in kept.items()} == {"cpu_op": [1], "kernel": [0]}
 
 
+def _taken(frame: pl.DataFrame, cuts: list[int], split: int) -> dict[str, pl.DataFrame]:
+    """``frame`` added to :class:`Pieces` in chunks cut at ``cuts``, split by kind ``split``
+    events at a time, and taken."""
+    edges = sorted({0, frame.height, *(c for c in cuts if c <= frame.height)})
+    before = kinds_module.SPLIT_ROWS
+    kinds_module.SPLIT_ROWS = split
+    try:
+        pieces = Pieces()
+        for a, b in itertools.pairwise(edges):
+            pieces.add(frame.slice(a, b - a))
+        return pieces.taken()
+    finally:
+        kinds_module.SPLIT_ROWS = before
+
+
 _NARROWED = pl.Schema({"kind": pl.String(), "start_ns": pl.Int64(), "tid": pl.Int64(), "correlation": pl.Int64()})
 
 
@@ -285,17 +300,7 @@ def test_columns_that_fit_are_held_narrower_and_read_back_whole(
     # literal_rows events or more where it fits in every piece (else in 64): the same types as
     # the one frame held by kind, the same values read back, in the schema's types
     frame = pl.DataFrame(events, schema=_NARROWED, orient="row")
-    edges = sorted({0, len(events), *(c for c in cuts if c <= len(events))})
-    chunks = [frame.slice(a, b - a) for a, b in itertools.pairwise(edges)]
-    before = kinds_module.SPLIT_ROWS
-    kinds_module.SPLIT_ROWS = split
-    try:
-        pieces = Pieces()
-        for chunk in chunks:
-            pieces.add(chunk)
-        parts = pieces.taken()
-    finally:
-        kinds_module.SPLIT_ROWS = before
+    parts = _taken(frame, cuts, split)
     height = sum(p.height for p in parts.values())
     places = {k: p.drop_in_place(POS).to_numpy() for k, p in parts.items()}
     ordered = in_order(parts, places, literal={})
@@ -343,16 +348,8 @@ def test_durations_held_in_whole_ns_read_back_as_the_floats_they_were(
     # the very floats of the file (bit for bit: the screen judges the same ends), in whole ns
     # what the events' times are made of
     frame = pl.DataFrame(events, schema=_DURATIONS, orient="row")
+    parts = _taken(frame, cuts, split)
     edges = sorted({0, len(events), *(c for c in cuts if c <= len(events))})
-    before = kinds_module.SPLIT_ROWS
-    kinds_module.SPLIT_ROWS = split
-    try:
-        pieces = Pieces()
-        for a, b in itertools.pairwise(edges):
-            pieces.add(frame.slice(a, b - a))
-        parts = pieces.taken()
-    finally:
-        kinds_module.SPLIT_ROWS = before
     for kind, part in parts.items():
         assert {kinds_module.DURATION, kinds_module.DURATION_NS} <= set(part.columns)
         mine = part.sort(POS).select(us=kinds_module.duration_us(), ns=kinds_module.duration_ns())
