@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from tests.factories import ev, make_run
 from tracekit.model import by_kind
-from tracekit.model.by_kind import NARROW_TYPE, ROW, ByKind, Reach, reaching, with_literals
+from tracekit.model.by_kind import NARROW_TYPE, ROW, SPAN, ByKind, Reach, reaching, with_literals
 from tracekit.model.schema import SCHEMA, empty_events
 
 _KINDS = ("cpu_op", "runtime", "kernel", "memcpy", "annotation", "step")
@@ -142,7 +142,9 @@ def test_a_column_of_one_value_or_none_within_a_kind_holds_no_buffer() -> None:
     )
     run = dataclasses.replace(run, by_kind=ByKind.of(run.events, literal_rows=0))
     ops = run.by_kind.parts["cpu_op"]
-    assert ops.columns == [*SCHEMA, ROW]
+    # the ends held as lengths, in their place
+    assert ops.columns == [*(SPAN if c == "end_ns" else c for c in SCHEMA), ROW]
+    assert ops[SPAN].to_list() == [5, 1] and ops.schema[SPAN] == NARROW_TYPE
     assert ops[ROW].to_list() == [0, 2]
     # device and stream are null on every operator, kind and process one value: literals
     assert ops.select("device", "stream", "kind", "pid").estimated_size() < 100
@@ -152,6 +154,8 @@ def test_a_column_of_one_value_or_none_within_a_kind_holds_no_buffer() -> None:
     back = run.select(["cpu_op"], "device", "stream", "kind", "tid")
     assert back["device"].to_list() == [None, None] and back["tid"].to_list() == [1, 2]
     assert back.schema["tid"] == SCHEMA["tid"]
+    ends = run.select(["cpu_op"], "end_ns")
+    assert ends["end_ns"].to_list() == [5, 3] and ends.schema["end_ns"] == SCHEMA["end_ns"]
     assert run.select(["cpu_op", "kernel"], "name")["name"].cast(pl.String).to_list() == ["a", "k", "b"]
 
 
@@ -262,3 +266,15 @@ def test_with_literals_makes_columns_of_one_value_or_none_literals_and_keeps_eve
     assert made.join(other, on=["rank", "stream"]).equals(frame.join(other, on=["rank", "stream"]))
     assert with_literals(frame.clear(), literal_rows=0).equals(frame.clear())
     assert with_literals(frame, literal_rows=rows + 1) is frame  # a short table as it is
+
+
+def test_ends_are_held_as_lengths_where_each_fits_and_ranks_of_both_make_one_run() -> None:
+    short = make_run([ev("cpu_op", "a", 0, 5), ev("cpu_op", "b", 2, 3)]).events
+    long = make_run([ev("cpu_op", "c", 1, 2**32), ev("cpu_op", "d", 4, 6)]).events
+    spanned, wide = ByKind.of(short, literal_rows=0), ByKind.of(long, literal_rows=0)
+    assert SPAN in spanned.parts["cpu_op"].columns  # lengths of 5 and 1
+    assert "end_ns" in wide.parts["cpu_op"].columns  # a length past 32 bits: ends as they are
+    # one rank's ends held as lengths, another's as ends: one run, every end as given
+    run = ByKind.ranked([(0, spanned), (1, wide)])
+    assert run.select(["cpu_op"], ["end_ns"])["end_ns"].to_list() == [5, 3, 2**32, 6]
+    assert run.frame().equals(pl.concat([short.with_columns(rank=0), long.with_columns(rank=1)]))

@@ -11,9 +11,10 @@ buffer (:func:`tracekit.model.schema.without_null_columns`). One rank of 2 GB of
 A kind of many events also holds each of its integer columns that never needs 64 bits there
 (a thread, a stream, a correlation id: :data:`NARROW`) in 32, half the bytes: the 2 GB DLRM
 rank's 4.6M operators and 1.5M runtime calls hold their threads, external and correlation ids
-so. The types are the holder's business: every frame read out of it has the schema's
-(:meth:`ByKind.lazy`, the cast made in the query that reads the column), so that no analysis
-sees a narrower column or computes in one.
+so; and the ends of its events as their lengths (:data:`SPAN`), where each fits 32 bits. The
+types are the holder's business: every frame read out of it has the schema's (:meth:`ByKind.lazy`,
+the cast made in the query that reads the column), so that no analysis sees a narrower column or
+computes in one.
 
 The analyses read events by kind (:meth:`ByKind.select`), which reads the kinds asked for
 alone: where no condition narrows them, their columns are the frames' own (no copy: the
@@ -47,6 +48,11 @@ REACH_BLOCK: Final = 64
 #: in the query that reads them.
 NARROW: Final = ("pid", "tid", "stream", "correlation", "external_id", "bytes", "msg_nelems")
 NARROW_TYPE: Final = pl.Int32()
+#: The column in whose place a kind of :data:`LITERAL_ROWS` events or more holds its events'
+#: ends (``end_ns``) as their lengths, in :data:`NARROW_TYPE`, where every length there fits (2.1
+#: s) and every event with an end has a start (:func:`narrowed`): half the bytes of a column
+#: every event fills. Read back as ends (:func:`end_of`), in the query that reads the column.
+SPAN: Final = "_span_ns"
 #: The events of a kind :meth:`ByKind.select` filters at once, at most, where it holds columns
 #: narrower (one slice after another: the 2 GB DLRM rank's classification read its 1.5M runtime
 #: calls' launches in slices of 2^20 collected together at 505 MB in-process, one at a time in
@@ -73,7 +79,7 @@ class ByKind:
         self._extents: dict[int, pl.DataFrame] = {}
         self._reaches: dict[str, Reach] = {}
         self._literals: Literals | None = None
-        self._casts: dict[str, list[pl.Expr]] = {}
+        self._casts: dict[str, list[pl.Expr] | None] = {}
 
     @classmethod
     def of(cls, events: pl.DataFrame, *, literal_rows: int = LITERAL_ROWS) -> ByKind:
@@ -120,8 +126,9 @@ class ByKind:
         """The events of ``parts`` (each kind's frame of ``schema`` and :data:`ROW`, in the order of
         its places among the ``height`` events of all kinds), each column of no value or of one
         within a kind of ``literal_rows`` events or more made a literal there (as :meth:`taken`
-        does)."""
-        parts = {k: p.select(*schema, ROW) for k, p in parts.items() if p.height}
+        does). ``parts`` is emptied (each kind's frame let go as it is held anew: its ends, made
+        lengths, are then not held twice)."""
+        _in_place(parts, lambda _, p: p.select(*schema, ROW) if p.height else None)
         literals = literals_of(parts, schema, literal_rows=literal_rows)
         return cls.read(parts, height, schema, literals, literal_rows=literal_rows)
 
@@ -138,12 +145,18 @@ class ByKind:
         """The events of ``parts`` (as :meth:`held` takes them) held as :meth:`held` held them,
         its ``literals`` (:meth:`literals`) given: each kind's frame holding every other column,
         these made literals again (no column of no value read as a buffer: a 2 GB rank's
-        operators are 323 MB read whole, 119 held), the columns :func:`narrowed` says narrower."""
-        parts = {k: p for k, p in parts.items() if p.height}
-        for kind, ones in literals.items():
-            if ones and kind in parts:
-                parts[kind] = parts[kind].with_columns(as_literal(c, schema[c], v) for c, v in ones.items())
-        parts = {k: p.select(*schema, ROW) for k, p in parts.items()}
+        operators are 323 MB read whole, 119 held), the columns :func:`narrowed` says narrower.
+        ``parts`` is emptied, as :meth:`held` empties it."""
+
+        def read(kind: str, part: pl.DataFrame) -> pl.DataFrame | None:
+            if not part.height:
+                return None
+            ones = literals.get(kind, {})
+            if ones:
+                part = part.with_columns(as_literal(c, schema[c], v) for c, v in ones.items())
+            return part.select(*schema, ROW)
+
+        _in_place(parts, read)
         made = cls(narrowed(parts, schema, literals, literal_rows=literal_rows), height, schema)
         made._literals = literals
         return made
@@ -178,6 +191,8 @@ class ByKind:
             # value a frame, would come out a piece a rank, which the other columns' chunks do
             # not meet, and each query would copy them all into one piece again)
             found = pieces.pop(kind)
+            if len({SPAN in f.columns for f in found}) > 1:  # ends held as lengths by some ranks: made ends
+                found = [_with_ends(f) for f in found]
             # (a column one rank holds narrower than another's is made the wider type)
             parts[kind] = found[0] if len(found) == 1 else pl.concat(found, how="vertical_relaxed", rechunk=True)
             del found
@@ -221,12 +236,15 @@ class ByKind:
         held = set(self.kinds())
         return [k for k in dict.fromkeys(kinds) if k in held]
 
-    def _cast(self, kind: str) -> list[pl.Expr]:
-        """The casts back to the schema of ``kind``'s columns held narrower (found once)."""
-        if (found := self._casts.get(kind)) is None:
+    def _cast(self, kind: str) -> list[pl.Expr] | None:
+        """``kind``'s columns (and :data:`ROW`) as read, in the schema's types, where some is held
+        narrower (cast back; its ends from their lengths: :data:`SPAN`); None where none is
+        (found once)."""
+        if kind not in self._casts:
             held = self.parts[kind].schema
-            found = self._casts[kind] = [pl.col(c).cast(t) for c, t in self.schema.items() if held.get(c, t) != t]
-        return found
+            narrower = SPAN in held or any(held.get(c, t) != t for c, t in self.schema.items())
+            self._casts[kind] = [*wide_columns(held, self.schema), pl.col(ROW)] if narrower else None
+        return self._casts[kind]
 
     def lazy(self, kind: str) -> pl.LazyFrame:
         """``kind``'s events (with :data:`ROW`) to be read, in the schema's types."""
@@ -235,7 +253,7 @@ class ByKind:
     def _wide(self, kind: str, rows: pl.DataFrame) -> pl.DataFrame:
         """``rows`` of ``kind``'s frame in the schema's types."""
         casts = self._cast(kind)
-        return rows.with_columns(casts) if casts else rows
+        return rows if casts is None else rows.select(casts)
 
     def empty(self) -> pl.DataFrame:
         """No event, with the events' columns."""
@@ -251,7 +269,7 @@ class ByKind:
         kind of more than :data:`FILTER_ROWS` events is filtered that many at a time (a 2 GB
         rank's 4.6M operators, their correlations cast at once: 37 MB)."""
         present = self._present(kinds)
-        sliced = [k for k in present if conditions and self.rows_of(k) > FILTER_ROWS and self._cast(k)]
+        sliced = [k for k in present if conditions and self.rows_of(k) > FILTER_ROWS and self._cast(k) is not None]
         if not sliced:
             return selected_from(self, [self.lazy(k) for k in present], columns, conditions)
         # such a kind's rows in their order (its slices in turn), then the kinds' merged
@@ -269,7 +287,7 @@ class ByKind:
     def _lazy_rows(self, kind: str, rows: pl.DataFrame) -> pl.LazyFrame:
         """``rows`` of ``kind``'s frame to be read, in the schema's types."""
         casts = self._cast(kind)
-        return rows.lazy().with_columns(casts) if casts else rows.lazy()
+        return rows.lazy() if casts is None else rows.lazy().select(casts)
 
     def slices(
         self,
@@ -307,7 +325,7 @@ class ByKind:
             return done
         slice_of = (pl.col(ROW) // rows).alias("_slice")
         per_kind = [
-            p.lazy().group_by(slice_of).agg(first=pl.col("start_ns").min(), last=pl.col("end_ns").max())
+            p.lazy().group_by(slice_of).agg(first=pl.col("start_ns").min(), last=end_of(p.schema).max())
             for p in self.parts.values()
         ]
         slices = pl.DataFrame({"_slice": range(-(-self.height // rows))}, schema={"_slice": pl.Int64})
@@ -378,11 +396,12 @@ class ByKind:
         return ByKind.of(_merged([p.lazy() for p in kept.values()])) if kept else ByKind({}, 0, self.schema)
 
 
-def reaching(lo: int, hi: int, *, closed: bool = False) -> pl.Expr:
+def reaching(lo: int, hi: int, *, closed: bool = False, end: pl.Expr | None = None) -> pl.Expr:
     """Whether an event reaches into the stretch [``lo``, ``hi``): it starts before ``hi`` and
     ends after ``lo``, or starts in it (an instant at ``lo``); ``closed``: into [``lo``, ``hi``],
-    its ends included (it starts at ``hi`` or before, and ends at ``lo`` or after, or starts in it)."""
-    start, end = pl.col("start_ns"), pl.col("end_ns")
+    its ends included (it starts at ``hi`` or before, and ends at ``lo`` or after, or starts in it).
+    ``end``: the events' ends (``end_ns``, unless given: :func:`end_of` a held kind's)."""
+    start, end = pl.col("start_ns"), pl.col("end_ns") if end is None else end
     if closed:
         return (start <= hi) & ((end >= lo) | (start >= lo))
     return (start < hi) & ((end > lo) | (start >= lo))
@@ -404,8 +423,9 @@ class Reach:
 
     def __init__(self, starts: pl.Series | None, ends: pl.Series | None, reach: np.ndarray | None, block: int) -> None:
         #: the rows' starts and ends (ascending starts: the frame's own columns, not a copy, a
-        #: 2 GB rank's 86 MB), and the greatest end up to the end of each ``block`` of rows;
-        #: None where the rows are read by the filter
+        #: 2 GB rank's 86 MB; the ends as lengths where the frame holds them so, :data:`SPAN`),
+        #: and the greatest end up to the end of each ``block`` of rows; None where the rows are
+        #: read by the filter
         self.starts = starts
         self.ends = ends
         self.reach = reach
@@ -415,10 +435,11 @@ class Reach:
     def of(cls, frame: pl.DataFrame, *, block: int = REACH_BLOCK) -> Reach:
         """How ``frame``'s rows are read (by position when they are in order of starts), the
         greatest end kept a ``block`` of rows at a time."""
-        start, end = frame.get_column("start_ns"), frame.get_column("end_ns")
+        start = frame.get_column("start_ns")
+        end = frame.get_column(SPAN if SPAN in frame.columns else "end_ns")  # (a length: no end without a start)
         if start.null_count() or end.null_count() or not start.is_sorted():
             return cls(None, None, None, block)
-        ends = end.to_numpy()  # a copy where the column is in pieces, let go on return
+        ends = _ends(start, end)  # a copy, let go on return
         blocks = np.maximum.reduceat(ends, np.arange(0, ends.size, block)) if ends.size else ends
         return cls(start, end, np.maximum.accumulate(blocks), block)
 
@@ -427,7 +448,7 @@ class Reach:
         (``closed``: [``lo``, ``hi``], :func:`reaching`), in its order: a slice of it, or a copy
         of those of a slice."""
         if self.starts is None or self.ends is None or self.reach is None:
-            return frame.filter(reaching(lo, hi, closed=closed))
+            return frame.filter(reaching(lo, hi, closed=closed, end=end_of(frame.schema)))
         before = int(self.starts.search_sorted(lo, side="left"))
         until = int(self.starts.search_sorted(hi, side="right" if closed else "left"))
         early = min(before, until)  # those that start before ``lo`` (and by ``hi``)
@@ -435,7 +456,7 @@ class Reach:
         # the first block whose rows may end after ``lo`` (at it, closed)
         block = int(np.searchsorted(self.reach, lo, side="left" if closed else "right"))
         start = min(block * self.block, early)
-        ends = self.ends.slice(start, early - start).to_numpy()
+        ends = _ends(self.starts.slice(start, early - start), self.ends.slice(start, early - start))
         ended = ends >= lo if closed else ends > lo
         skip = int(ended.argmax()) if ended.any() else ended.size  # the block's rows that end before
         first, ended = start + skip, ended[skip:]
@@ -443,6 +464,69 @@ class Reach:
             return frame.slice(first, early - first + inside)
         keep = np.concatenate([ended, np.ones(inside, dtype=bool)])
         return frame.slice(first, keep.size).filter(pl.Series(keep))
+
+
+def _in_place(parts: dict[str, pl.DataFrame], made: Callable[[str, pl.DataFrame], pl.DataFrame | None]) -> None:
+    """Each kind's frame of ``parts`` replaced by what ``made`` makes of it (None: left out), each
+    let go before the next is made."""
+    for kind in list(parts):
+        new = made(kind, parts.pop(kind))
+        if new is not None:
+            parts[kind] = new
+
+
+def _spans(part: pl.DataFrame, *, rows: int = FILTER_ROWS) -> pl.Series | None:
+    """The lengths of ``part``'s events (end - start) in :data:`NARROW_TYPE`, as :data:`SPAN`,
+    in the pieces its starts are held in (a query on a frame whose columns are cut apart first
+    copies every column into one piece: the 2 GB ranks' kinds, 100 MB), each made ``rows``
+    events at a time (the lengths in 64 bits never held at once); None where one does not fit
+    or an event with an end has no start."""
+    made, lo = [], 0
+    for size in part.get_column("start_ns").chunk_lengths():
+        piece = []
+        for first in range(lo, lo + size, rows):
+            n = min(rows, lo + size - first)
+            length = part.slice(first, n).select((pl.col("end_ns") - pl.col("start_ns")).alias(SPAN)).to_series()
+            if length.null_count() != part.get_column("end_ns").slice(first, n).null_count():
+                return None
+            if not fits_narrow(length.min(), length.max()):
+                return None
+            piece.append(length.cast(NARROW_TYPE))
+            del length
+        made.append(piece[0] if len(piece) == 1 else pl.concat(piece, rechunk=True))
+        del piece
+        lo += size
+    return pl.concat(made, rechunk=False) if made else None
+
+
+def _ends(starts: pl.Series, ends: pl.Series) -> np.ndarray:
+    """The ends of events (``ends``: their ends, or their lengths, :data:`SPAN`), an array."""
+    if ends.name != SPAN:
+        return ends.to_numpy()
+    made: np.ndarray = starts.to_numpy() + ends.to_numpy().astype(np.int64)
+    return made
+
+
+def end_of(held: pl.Schema) -> pl.Expr:
+    """The ends of the events of a kind's frame of this ``held`` schema (``end_ns``: from their
+    lengths where it holds them so, :data:`SPAN`)."""
+    return (pl.col("start_ns") + pl.col(SPAN).cast(pl.Int64)).alias("end_ns") if SPAN in held else pl.col("end_ns")
+
+
+def wide_columns(held: pl.Schema, schema: pl.Schema) -> list[pl.Expr]:
+    """The columns of a kind's frame of this ``held`` schema in ``schema``'s types and order
+    (those held narrower cast back, the ends made of their lengths)."""
+    return [
+        end_of(held) if c == "end_ns" else pl.col(c).cast(t) if held.get(c, t) != t else pl.col(c)
+        for c, t in schema.items()
+    ]
+
+
+def _with_ends(part: pl.DataFrame) -> pl.DataFrame:
+    """``part`` (a kind's frame) with its events' ends held as ends, in their place."""
+    if SPAN not in part.columns:
+        return part
+    return part.select(end_of(part.schema) if c == SPAN else pl.col(c) for c in part.columns)
 
 
 def _rows_by_kind(kind: pl.Series) -> dict[str, pl.Series]:
@@ -493,9 +577,11 @@ def narrowed(
     events or more whose values all fit :data:`NARROW_TYPE` held so (but its ``literal`` columns,
     no buffer), and every column of a smaller kind in the ``schema``'s type: whichever types a
     kind's columns came in (a file's pieces narrowed as they were read, a cache's read wide),
-    the same events are held in the same types."""
+    the same events are held in the same types; its ends as lengths (:data:`SPAN`) where each
+    fits. ``parts`` is emptied, each kind's frame let go as its own is made."""
     out = {}
-    for kind, part in parts.items():
+    for kind in list(parts):
+        part = parts.pop(kind)  # (let go as its new frame is made: its ends are not held twice)
         held = part.schema
         if part.height < literal_rows:
             wide = [pl.col(c).cast(t) for c, t in schema.items() if held.get(c, t) != t]
@@ -503,15 +589,20 @@ def narrowed(
             continue
         ones = literal.get(kind, ())
         wide_ones = [c for c in NARROW if c in held and c not in ones and held[c] == schema.get(c) == pl.Int64]
+        made: dict[str, pl.Expr | pl.Series] = {}
         if wide_ones:
             ends = part.select(
                 *(pl.col(c).min().alias(f"{c}\0min") for c in wide_ones), *(pl.col(c).max() for c in wide_ones)
             ).row(0)
             lows, highs = ends[: len(wide_ones)], ends[len(wide_ones) :]
             fit = [c for c, low, high in zip(wide_ones, lows, highs, strict=True) if fits_narrow(low, high)]
-            out[kind] = part.with_columns(pl.col(c).cast(NARROW_TYPE) for c in fit) if fit else part
-        else:
-            out[kind] = part
+            made |= {c: pl.col(c).cast(NARROW_TYPE) for c in fit}
+        if "end_ns" in held and "end_ns" not in ones and held["end_ns"] == schema.get("end_ns") == pl.Int64:
+            spans = _spans(part)  # the ends as lengths, where each fits
+            if spans is not None:
+                made["end_ns"] = spans
+        out[kind] = part.select(made.get(c, pl.col(c)) for c in part.columns) if made else part
+        del part
     return out
 
 

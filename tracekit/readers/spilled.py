@@ -85,10 +85,10 @@ class Spilled(ByKind):
         """Every kind's events, read whole (each call reads them again)."""
         return {k: self.lazy(k).collect() for k in self._spans}
 
-    def _cast(self, kind: str) -> list[pl.Expr]:
+    def _cast(self, kind: str) -> list[pl.Expr] | None:
         """None: its file holds every column in the schema's type."""
         del kind
-        return []
+        return None
 
     def lazy(self, kind: str) -> pl.LazyFrame:
         """``kind``'s events, to be read: its literal columns are not."""
