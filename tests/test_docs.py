@@ -158,7 +158,7 @@ def test_the_targets_table_quotes_its_run() -> None:
     section = text.split("## Issue 48's targets, every one in one run")[1].split("\n## ")[0]
     table = section.split("\n| target |")[1].split("\n\n")[0]  # the run's table (earlier runs' follow)
     rows = [ln for ln in table.splitlines() if ln.startswith("| ")]
-    doc = _result("targets_stop106.json")
+    doc = _result("targets_stop109.json")
     assert doc["commit"].rstrip("+") in section and not doc["quick"]
     shown = {"warm_speedup_vs_hta": "{:.2f}", "cold_speedup_vs_hta": "{:.1f}", "cold_over_floor": "{:.2f}"}
     assert len(rows) == len(doc["targets"])
