@@ -111,12 +111,17 @@ class Pieces:
 def duration_us() -> pl.Expr:
     """The duration of a prepared event in Kineto's float microseconds, whichever of the two
     columns its kind holds it in (from :data:`DURATION_NS`: the very float it was made from)."""
-    return pl.coalesce(pl.col(DURATION), pl.col(DURATION_NS).map_batches(_as_us, pl.Float64, is_elementwise=True))
+    return pl.coalesce(pl.col(DURATION), _ns_in_us())
 
 
 def duration_ns() -> pl.Expr:
     """The duration of a prepared event in whole nanoseconds (floats: rounded to the ns)."""
     return pl.coalesce((pl.col(DURATION) * 1000).round(), pl.col(DURATION_NS).cast(pl.Float64))
+
+
+def _ns_in_us() -> pl.Expr:
+    """:data:`DURATION_NS` in float microseconds (:func:`_as_us`)."""
+    return pl.col(DURATION_NS).map_batches(_as_us, pl.Float64, is_elementwise=True)
 
 
 def _as_us(ns: pl.Series) -> pl.Series:
@@ -156,7 +161,7 @@ def _one_duration(pieces: list[pl.DataFrame]) -> list[pl.DataFrame]:
     :data:`DURATION` (those in ns made the floats they were made from, in their place)."""
     if len({DURATION in p.columns for p in pieces}) == 1:
         return pieces
-    back = pl.col(DURATION_NS).map_batches(_as_us, pl.Float64, is_elementwise=True).alias(DURATION)
+    back = _ns_in_us().alias(DURATION)
     return [p.select(back if c == DURATION_NS else pl.col(c) for c in p.columns) for p in pieces]
 
 
