@@ -2,8 +2,8 @@
 
 Starts ``--hogs`` processes that spin on a core each (default 2: every core of the 2-core
 machines CI shares), then runs the e2e tests of ``tests/capture``'s ``*e2e*`` files, the A/B
-test, ``gpu_check.sh --cpu`` and ``tests/integrations`` (everything that starts gloo ranks and
-asserts on what they measured) ``--rounds`` times in a row
+test, ``gpu_check.sh --cpu``, ``gpu_calibration.sh --cpu`` and ``tests/integrations`` (everything
+that starts gloo ranks and asserts on what they measured) ``--rounds`` times in a row
 (default 3), each round one pytest process. The hogs are stopped whatever happens. A round passes
 when pytest exits 0; the run passes when every round does. Writes, per round, its exit status,
 wall time and the tests that failed, to ``benchmarks/results/load_test.json``::
@@ -30,6 +30,9 @@ TESTS = [
     *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "tests" / "capture").glob("test_*e2e*.py")),
     "tests/capture/test_ab.py",  # the A/B comparison's measured delta
     "tests/benchmarks/test_gpu_check.py",  # gpu_check.sh --cpu: its verdicts on CPU captures
+    # gpu_calibration.sh --cpu: its data case is the doctor's trial, which the baseline's verdict
+    # picks (data-bound: num_workers); a compute slowed enough by load makes another knob first
+    "tests/benchmarks/test_gpu_calibration.py",
     "tests/integrations",
 ]
 SPIN = "while True:\n    pass\n"
