@@ -91,6 +91,36 @@ def test_collectives_on_the_host_get_no_nccl_advice(traits: RunTraits) -> None:
     assert "GLOO_SOCKET_IFNAME" in text
 
 
+def _cores_shared(v: Verdict, ranks: int = 8, cores: int = 2) -> Verdict:
+    note = Finding(
+        note=NoteKind.RANKS_OVER_CORES, confidence=Confidence.HIGH, value=float(ranks), values=[float(cores)]
+    )
+    return msgspec.structs.replace(v, secondary=[note])
+
+
+def test_host_collectives_of_ranks_that_shared_the_cores_get_a_core_each_first() -> None:
+    """8 gloo ranks on 2 cores: a collective waits at each hop for a rank not scheduled, which no
+    DDP setting removes; one rank per core comes first, the wrapper's knobs after it."""
+    v = _cores_shared(verdict(BoundKind.COMMS, gpu=False))
+    traits = RunTraits.of_verdict(v)
+    assert traits.cores_shared == (8, 2)
+    recs = recommendations(v.primary, v, traits=traits)
+    assert recs[0].startswith("Run at most one rank per core and measure again: 8 ranks shared 2 CPU cores")
+    assert any("bucket_cap_mb" in r for r in recs[1:]) and "GLOO_SOCKET_IFNAME" in recs[-1]
+    assert sum("one rank per core" in r or "cores of its own" in r for r in recs) == 1  # said once
+    # the same run with its cores to itself: the wrapper's knobs first, the host's last
+    alone = recommendations(v.primary, v, traits=CPU_GLOO)
+    assert "bucket_cap_mb" in alone[0] and "cores of its own" in alone[-1]
+
+
+def test_nccl_collectives_of_ranks_that_shared_the_cores_keep_their_advice() -> None:
+    """Collectives on the GPU do not wait for the host's scheduler at each hop: the cores shared
+    change nothing of the communication advice (the ranks-over-cores note says the rest)."""
+    v = _cores_shared(verdict(BoundKind.COMMS))
+    shared = recommendations(v.primary, v, traits=RunTraits(gpu=True, gpu_collectives=True, cores_shared=(8, 2)))
+    assert shared == recommendations(v.primary, v, traits=GPU_NCCL)
+
+
 def test_nccl_collectives_get_interconnect_advice() -> None:
     assert "NCCL_DEBUG=INFO" in advice(verdict(BoundKind.COMMS), GPU_NCCL)
 

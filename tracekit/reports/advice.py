@@ -98,6 +98,9 @@ class RunTraits:
     #: allocator's settings its capture recorded, or in the environment its config set): the
     #: fragmentation advice is already taken
     expandable_segments: bool = False
+    #: (ranks, cores) where its capture ran more ranks than its machine had CPU cores (the
+    #: ranks-over-cores note): collectives on the host then wait for ranks not scheduled
+    cores_shared: tuple[int, int] | None = None
 
     @classmethod
     def of(cls, analysis: Analysis) -> RunTraits:
@@ -118,13 +121,22 @@ class RunTraits:
             pytorch=verdict.evidence.pytorch,
             pageable_copies=any(k.kind == "memcpy" and PAGEABLE in k.name for k in analysis.kernels.top),
             expandable_segments=_expandable(analysis.capture),
+            cores_shared=_cores_shared(verdict),
         )
 
     @classmethod
     def of_verdict(cls, verdict: Verdict) -> RunTraits:
         """What a verdict alone tells (a GPU when it was measured on one)."""
         gpu = verdict.measured_on is MeasuredOn.GPU
-        return cls(gpu=gpu, gpu_collectives=gpu, pytorch=verdict.evidence.pytorch)
+        return cls(gpu=gpu, gpu_collectives=gpu, pytorch=verdict.evidence.pytorch, cores_shared=_cores_shared(verdict))
+
+
+def _cores_shared(verdict: Verdict) -> tuple[int, int] | None:
+    """(ranks, cores) of the verdict's ranks-over-cores note, or None."""
+    for f in verdict.secondary:
+        if f.note is NoteKind.RANKS_OVER_CORES and f.value is not None and f.values:
+            return int(f.value), int(f.values[0])
+    return None
 
 
 def _expandable(capture: CaptureSummary | None) -> bool:
@@ -161,6 +173,16 @@ HOST_COLLECTIVES: Final = (
     "Collectives run on the host here (gloo or MPI): give each rank cores of its own (its threads compete "
     "with the collective's), and check the network interface it uses (GLOO_SOCKET_IFNAME)."
 )
+#: The first communication advice where collectives ran on the host of a capture whose ranks
+#: outnumbered its cores: each hop of a collective waits for a rank the scheduler has not run
+#: (the healthy sample's 8 gloo ranks on 2 cores: 25 ms of latency an all-reduce), which the
+#: wrapper's settings (buckets, hooks) reduce only by sending fewer collectives.
+CORES_SHARED: Final = (
+    "Run at most one rank per core and measure again: {ranks} ranks shared {cores} CPU cores, so each hop of a "
+    "collective on the host (gloo or MPI) waits for a rank the scheduler has not run, and this capture's "
+    "communication times are this machine's contention more than the run's."
+)
+GLOO_INTERFACE: Final = "Check the network interface the collectives use (GLOO_SOCKET_IFNAME)."
 
 DDP_COMMS: Final = (
     "Tune DDP bucket_cap_mb (default 25): larger buckets mean fewer, better-utilized collectives.",
@@ -256,9 +278,15 @@ def compute_straggler(traits: RunTraits) -> str:
 
 
 def comms(traits: RunTraits) -> tuple[str, ...]:
-    """Communication advice: the run's own knobs, then where its collectives run."""
+    """Communication advice: the run's own knobs, then where its collectives run; collectives
+    on the host of ranks that shared their cores get the cores first."""
     knobs = COMMS.get(traits.parallelism or Parallelism.DDP, DDP_COMMS)
-    return (*knobs, NCCL_CHECK if traits.gpu_collectives else HOST_COLLECTIVES)
+    if traits.gpu_collectives:
+        return (*knobs, NCCL_CHECK)
+    if traits.cores_shared is not None:
+        ranks, cores = traits.cores_shared
+        return (CORES_SHARED.format(ranks=ranks, cores=cores), *knobs, GLOO_INTERFACE)
+    return (*knobs, HOST_COLLECTIVES)
 
 
 def straggler(cause: StragglerCause | None, traits: RunTraits) -> tuple[str, ...]:
