@@ -14,6 +14,8 @@ from tests.conftest import SAMPLES, analysis_of, case_paths
 from tests.truth.corpus import CASES, Case
 from tracekit.analyzers.first import first_fixes
 from tracekit.analyzers.verdict import MATERIAL_SHARE
+from tracekit.reports.advice import RunTraits
+from tracekit.reports.sentences import write_verdict
 from tracekit.results.analysis import Finding
 from tracekit.results.vocab import BoundKind, Confidence
 from tracekit.results.worth import Effort, Gain, GainDiff
@@ -149,6 +151,36 @@ def test_the_data_knob_is_a_code_change_where_the_fetch_is_mostly_around_the_loa
     around = first_fixes(found, gains, data_knob=False)
     # more workers shorten only the DataLoader's own wait: the rest is the loop's code (38.8 / 2 < 31.1)
     assert [(f.bound, f.effort) for f in around] == [(BoundKind.TRANSFER, Effort.KNOB), (BoundKind.DATA, Effort.CODE)]
+
+
+def test_the_comms_knob_is_a_code_change_where_the_collectives_are_mostly_an_exchange() -> None:
+    gains = [_gain(BoundKind.COMMS, 30.0, 38.0), _gain(BoundKind.LAUNCH, 50.0, 45.0)]
+    found = [_found(BoundKind.COMMS), _found(BoundKind.LAUNCH)]
+    assert [(f.bound, f.effort) for f in first_fixes(found, gains)] == [
+        (BoundKind.COMMS, Effort.KNOB),
+        (BoundKind.LAUNCH, Effort.CODE),
+    ]
+    # a knob worth 30% comes before a code change worth 50%; an all-to-all is not tuned by the
+    # gradient buckets: overlapping it is the model's code, and 30 / 2 < 50 / 2
+    exchange = first_fixes(found, gains, comms_knob=False)
+    assert [(f.bound, f.effort) for f in exchange] == [(BoundKind.LAUNCH, Effort.CODE), (BoundKind.COMMS, Effort.CODE)]
+
+
+def test_a_dlrm_rank_whose_collectives_are_mostly_its_all_to_all_is_told_to_overlap_it(shared_traces: Path) -> None:
+    # PARAM DLRM, worker 0 alone: 5 all-to-alls (NCCL SendRecv kernels, 4.0 ms) and 3 gradient
+    # all-reduces (1.8 ms) a step: the exchange is 69% of the collectives' time
+    trace = shared_traces / "kineto" / "param-dlrm-8rank-v100" / "worker0_step_12.1694128201545.pt.trace.json"
+    analysis = analysis_of([trace]).analysis
+    times = {o.op: o.time_ns for o in analysis.verdict.evidence.ops}
+    assert times == {"SendRecv": 3_999_000, "AllReduce": 1_799_000}
+    exchange = analysis.verdict.evidence.exchange()
+    assert exchange is not None and exchange[0] == "SendRecv" and round(100 * exchange[1]) == 69
+    comms = next(f for f in analysis.verdict.first if f.bound is BoundKind.COMMS)
+    assert comms.effort is Effort.CODE
+    [advice] = write_verdict(analysis.verdict, traits=RunTraits.of(analysis)).first[:1]
+    assert advice.startswith(
+        "Overlap the exchange with compute and send less: 69% of the collectives' time is SendRecv"
+    )
 
 
 def test_a_capture_whose_fetch_is_mostly_around_the_loader_pins_first() -> None:

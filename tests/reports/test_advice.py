@@ -10,7 +10,7 @@ from tests.factories import ev, make_run
 from tracekit.analyzers import analyze
 from tracekit.reports.advice import RunTraits
 from tracekit.reports.sentences import recommendations, title, write_analysis, write_verdict
-from tracekit.results.analysis import Evidence, Finding, StragglerEvidence, Verdict
+from tracekit.results.analysis import Evidence, Finding, OpLatency, StragglerEvidence, Verdict
 from tracekit.results.vocab import BoundKind, Confidence, MeasuredOn, NoteKind, Parallelism, StragglerCause
 
 GPU_NCCL = RunTraits(gpu=True, gpu_collectives=True)
@@ -119,6 +119,34 @@ def test_nccl_collectives_of_ranks_that_shared_the_cores_keep_their_advice() -> 
     v = _cores_shared(verdict(BoundKind.COMMS))
     shared = recommendations(v.primary, v, traits=RunTraits(gpu=True, gpu_collectives=True, cores_shared=(8, 2)))
     assert shared == recommendations(v.primary, v, traits=GPU_NCCL)
+
+
+def _with_ops(v: Verdict, *ops: tuple[str, int | None]) -> Verdict:
+    listed = [OpLatency(op=op, count=4, floor_ns=None, mean_wait_ns=None, time_ns=t) for op, t in ops]
+    return msgspec.structs.replace(v, evidence=msgspec.structs.replace(v.evidence, ops=listed))
+
+
+@pytest.mark.parametrize(
+    ("ops", "first"),
+    [
+        # an all-to-all (NCCL's SendRecv kernels) over half the collectives' time: it leads
+        ((("SendRecv", 4_000_000), ("AllReduce", 1_800_000)), "69% of the collectives' time is SendRecv"),
+        ((("all_to_all", 3_000_000), ("send", 1_000_000), ("all_reduce", 1_000_000)), "is all_to_all and send"),
+        # the gradient all-reduce is most of it, or nothing says how long each takes: the wrapper's knobs
+        ((("SendRecv", 1_000_000), ("AllReduce", 1_800_000)), None),
+        ((("SendRecv", None), ("AllReduce", None)), None),
+    ],
+)
+def test_an_exchange_that_takes_most_of_the_collectives_time_leads_their_advice(
+    ops: tuple[tuple[str, int | None], ...], first: str | None
+) -> None:
+    v = _with_ops(verdict(BoundKind.COMMS), *ops)
+    recs = recommendations(v.primary, v, traits=GPU_NCCL)
+    if first is None:
+        assert v.evidence.exchange() is None and "bucket_cap_mb" in recs[0]
+        return
+    assert recs[0].startswith("Overlap the exchange with compute and send less: ") and first in recs[0]
+    assert "bucket_cap_mb" in recs[1] and "NCCL_DEBUG=INFO" in recs[-1]  # the reduction's knobs still follow
 
 
 def test_nccl_collectives_get_interconnect_advice() -> None:

@@ -65,8 +65,9 @@ def test_the_evidence_says_what_cannot_be_measured(alone: Analysis) -> None:
 
 def test_json_says_null_not_zero(alone: Analysis) -> None:
     doc = json.loads(renderer("json").render(alone))
+    # the time its calls take the rank is measured on one rank: 80 kernels of 0.4999 ms
     assert doc["verdict"]["evidence"]["ops"] == [
-        {"op": "send", "count": 80, "floor_ns": None, "mean_wait_ns": None, "matched": 0}
+        {"op": "send", "count": 80, "floor_ns": None, "mean_wait_ns": None, "matched": 0, "time_ns": 80 * 499_900}
     ]
     assert all(i["floor_ns"] is None and i["last_rank"] is None for i in doc["collectives"]["instances"])
 
@@ -92,6 +93,8 @@ def test_a_matched_operation_keeps_its_figures_beside_an_unmatched_one() -> None
     ops = {o.op: o for o in analysis.verdict.evidence.ops}
     assert (ops["allreduce"].floor_ns, ops["allreduce"].mean_wait_ns) == (400_000, 50_000)
     assert (ops["send"].floor_ns, ops["send"].mean_wait_ns) == (None, None)
+    # a rank's time in each: the all-reduce 0.5 and 0.4 ms, the send 1 ms on rank 0 and none on rank 1
+    assert (ops["allreduce"].time_ns, ops["send"].time_ns) == (450_000, 500_000)
 
 
 def test_one_rank_of_eight_real(kineto_dir: Path) -> None:

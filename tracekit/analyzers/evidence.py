@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 import polars as pl
 
 from tracekit.analyzers.alignment import POINT_TO_POINT
+from tracekit.analyzers.collectives import INSTANCE
 from tracekit.analyzers.convert import DECIMALS
 from tracekit.analyzers.stats import num
 from tracekit.analyzers.verdict import COMMS_MIN_SHARE, LOW_OVERLAP_PCT
@@ -21,6 +22,17 @@ if TYPE_CHECKING:
     from tracekit.analyzers.steps import StepResult
     from tracekit.analyzers.stragglers import StragglerResult
     from tracekit.analyzers.syncs import SyncResult
+
+
+def _op_time(per_rank: pl.DataFrame, instances: pl.DataFrame) -> pl.DataFrame:
+    """Per operation (``op``), the time its calls of the ``instances`` kept take a rank
+    (``time_ns``: their durations summed over the ranks, over how many ranks hold any): what
+    each operation weighs in the ranks' communication, matched across ranks or not."""
+    if not per_rank.height or INSTANCE not in per_rank.columns or INSTANCE not in instances.columns:
+        return pl.DataFrame(schema={"op": per_rank.schema.get("op", pl.String), "time_ns": pl.Float64})
+    kept = per_rank.join(instances.select(INSTANCE), on=INSTANCE, how="semi")
+    ranks = max(1, kept.get_column("rank").n_unique())
+    return kept.group_by("op").agg((pl.col("duration_ns").sum() / ranks).alias("time_ns"))
 
 
 def evidence(
@@ -63,6 +75,8 @@ def evidence(
             pl.when(matched).then(pl.col("mean_wait_ns").sum()).alias("mean_wait_ns"),
             pl.col("matched").sum().alias("matched"),
         )
+        by_op = by_op.join(_op_time(collectives.per_rank, inst), on="op", how="left")
+        order = by_op.sort(["floor_ns", "time_ns", "op"], descending=[True, True, False], nulls_last=True)
         fields["ops"] = [
             OpLatency(
                 op=r["op"],
@@ -70,8 +84,9 @@ def evidence(
                 floor_ns=None if r["floor_ns"] is None else int(r["floor_ns"]),
                 mean_wait_ns=None if r["mean_wait_ns"] is None else round(num(r["mean_wait_ns"]), DECIMALS),
                 matched=int(r["matched"]),
+                time_ns=None if r["time_ns"] is None else int(r["time_ns"]),
             )
-            for r in by_op.sort(["floor_ns", "op"], descending=[True, False], nulls_last=True).head(4).rows(named=True)
+            for r in order.head(4).rows(named=True)
         ]
         fields["has_collectives"] = True
         if overlap is not None and overlap.per_rank.height and overlap.per_rank["overlap_pct"].mean() is not None:

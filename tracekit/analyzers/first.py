@@ -42,13 +42,21 @@ NEGLIGIBLE_PCT: Final = 1.0
 
 
 def first_fixes(
-    findings: Iterable[Finding], gains: list[Gain], *, pytorch: bool = True, data_knob: bool = True
+    findings: Iterable[Finding],
+    gains: list[Gain],
+    *,
+    pytorch: bool = True,
+    data_knob: bool = True,
+    comms_knob: bool = True,
 ) -> list[Fix]:
     """The fixes of ``findings`` (a bound's, or the waste a note names), each once, first first.
     ``pytorch``: a program that is not PyTorch (a CUDA or MPI application) has none of
     PyTorch's knobs: every fix is a change of its code. ``data_knob``: False where most of the
     fetch is outside the DataLoader's own range (:meth:`Evidence.fetch_around`): its knobs
-    shorten only its own wait, and the fix of the rest is in the loop's code."""
+    shorten only its own wait, and the fix of the rest is in the loop's code. ``comms_knob``:
+    False where most of the collectives' time is an all-to-all or point-to-point exchange
+    (:meth:`Evidence.exchange`): the wrapper's knobs tune the gradient reduction, and overlapping
+    or shrinking the exchange is a change of the model's code."""
     by_bound = {g.bound: g for g in gains}
     seen: dict[BoundKind, Fix] = {}
     for f in findings:
@@ -58,7 +66,8 @@ def first_fixes(
         g = by_bound.get(bound)
         if g is None or (g.gain_pct is not None and g.gain_pct < NEGLIGIBLE_PCT):
             continue
-        effort = EFFORT[bound] if pytorch and (data_knob or bound is not BoundKind.DATA) else Effort.CODE
+        knob = (data_knob or bound is not BoundKind.DATA) and (comms_knob or bound is not BoundKind.COMMS)
+        effort = EFFORT[bound] if pytorch and knob else Effort.CODE
         seen[bound] = Fix(
             bound=bound,
             effort=effort,

@@ -93,7 +93,13 @@ def verdict_reduce(red: Reduced) -> Verdict:
         worth=retimed,
     )
     findings = [lowered(decision.primary, caveat), *decision.secondary, *notes]
-    first = first_fixes(findings, worth, pytorch=pytorch, data_knob=evidence.fetch_around() is None)
+    first = first_fixes(
+        findings,
+        worth,
+        pytorch=pytorch,
+        data_knob=evidence.fetch_around() is None,
+        comms_knob=evidence.exchange() is None,
+    )
     noise = step_noise(red.result(LEDGER))
     joint = None
     if model is not None:

@@ -10,9 +10,15 @@ communication          how the run is data-parallel (:class:`~tracekit.results.v
                        from its ops or its capture): DDP's gradient buckets and comm hooks; FSDP's
                        prefetching, resharding, ``limit_all_gathers`` and sharding strategy; ZeRO's
                        ``overlap_comm``, contiguous gradients, bucket sizes and stage. Unknown: DDP's.
+the exchange           which operations the collectives' time is in
+                       (:attr:`~tracekit.results.analysis.OpLatency.time_ns`): where half of it or
+                       more is all-to-all or point-to-point (embeddings, experts, pipeline stages),
+                       overlapping and shrinking that exchange comes before the gradient buckets
 the interconnect       where the collectives run: NCCL/RCCL kernels on a GPU get ``NCCL_DEBUG`` and
                        NVLink/InfiniBand; collectives on the host (gloo, MPI, a CPU-only run) get the
-                       host's cores and network, never NCCL's settings
+                       host's cores and network, never NCCL's settings; a capture whose ranks
+                       outnumbered its cores (:attr:`RunTraits.cores_shared`) gets one rank per
+                       core first
 a straggler            the cause found for it: a data phase gets input-pipeline advice; any other
                        phase (forward, backward, the optimizer) compute advice (that rank's device
                        and host: throttling, a slower device, other processes; its share of the
@@ -183,6 +189,13 @@ CORES_SHARED: Final = (
     "communication times are this machine's contention more than the run's."
 )
 GLOO_INTERFACE: Final = "Check the network interface the collectives use (GLOO_SOCKET_IFNAME)."
+#: The first communication advice where most of the collectives' time is exchanges.
+EXCHANGE: Final = (
+    "Overlap the exchange with compute and send less: {pct:.0f}% of the collectives' time is {ops} (all-to-all or "
+    "point-to-point: embeddings, experts, pipeline stages), which gradient buckets and hooks do not tune; start the "
+    "next batch's exchange during this one's dense work (TorchRec's TrainPipelineSparseDist, more pipeline "
+    "micro-batches) and send fewer or lower-precision values."
+)
 
 DDP_COMMS: Final = (
     "Tune DDP bucket_cap_mb (default 25): larger buckets mean fewer, better-utilized collectives.",
@@ -277,10 +290,14 @@ def compute_straggler(traits: RunTraits) -> str:
     return GPU_STRAGGLER if traits.gpu else HOST_STRAGGLER
 
 
-def comms(traits: RunTraits) -> tuple[str, ...]:
-    """Communication advice: the run's own knobs, then where its collectives run; collectives
-    on the host of ranks that shared their cores get the cores first."""
+def comms(traits: RunTraits, evidence: Evidence | None = None) -> tuple[str, ...]:
+    """Communication advice: the run's own knobs, then where its collectives run; an exchange
+    that takes most of the collectives' time (:meth:`Evidence.exchange`) first, and before it, for
+    collectives on the host of ranks that shared their cores, the cores."""
     knobs = COMMS.get(traits.parallelism or Parallelism.DDP, DDP_COMMS)
+    if evidence is not None and (found := evidence.exchange()) is not None:
+        ops, share = found
+        knobs = (EXCHANGE.format(pct=100 * share, ops=ops), *knobs)
     if traits.gpu_collectives:
         return (*knobs, NCCL_CHECK)
     if traits.cores_shared is not None:
@@ -316,7 +333,7 @@ def for_bound(
     """The advice for ``bound`` in this run: its own where it depends on the run (the table
     above), else the bound's (a program that is not PyTorch gets its own where there is one)."""
     if bound is BoundKind.COMMS and traits.pytorch:
-        return comms(traits)
+        return comms(traits, evidence)
     if bound is BoundKind.STRAGGLER:
         return straggler(cause, traits)
     if not traits.pytorch and bound in CUDA_RECOMMENDATIONS:

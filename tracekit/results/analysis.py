@@ -29,11 +29,14 @@ whose steps or collectives number differently from its peers') and ``bad_memory`
 left out). New in 2.11: ``SectionData.fields``, the title and unit each field of a registered
 section declares. New in 2.12: of each fetch, the time inside the DataLoader's own range
 (``DataLoaderRow.loader_ns``, ``Evidence.loader_per_step_ns``): the rest of a capture's fetch
-phase is the loop's around the loader, which more workers do not shorten.
+phase is the loop's around the loader, which more workers do not shorten. New in 2.13: the time
+each collective operation's calls take a rank (``OpLatency.time_ns``), which the communication
+advice follows (an all-to-all or point-to-point exchange is not tuned by gradient buckets).
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any, Final
 
 import msgspec
@@ -93,7 +96,7 @@ from tracekit.results.worth import Fix, Gain, Joint  # noqa: TC001
 
 SCHEMA: Final = "tracekit.analysis"
 #: The major version changes when a reader of the previous one would misread a file.
-SCHEMA_VERSION: Final = "2.12"
+SCHEMA_VERSION: Final = "2.13"
 
 
 class Struct(msgspec.Struct, frozen=True, kw_only=True):
@@ -223,6 +226,9 @@ class OpLatency(Struct, frozen=True, kw_only=True):
     mean_wait_ns: float | None
     #: since 2.9: how many instances were matched (the sums' terms; None in older files)
     matched: int | None = None
+    #: since 2.13: the time its calls take a rank, their durations summed over the ranks that
+    #: hold any and divided by how many they are (matched or not; None in older files)
+    time_ns: int | None = None
 
 
 class KernelShare(Struct, frozen=True, kw_only=True):
@@ -268,6 +274,15 @@ class WarmupWork(Struct, frozen=True, kw_only=True):
 #: loop's around the loader (:meth:`Evidence.fetch_around`): then the DataLoader's knobs, which
 #: shorten only its own wait, are not the fix.
 FETCH_AROUND_SHARE: Final = 0.5
+#: All-to-all and point-to-point operations, by the names the profiler gives them (NCCL runs an
+#: all-to-all as grouped sends and receives: its kernel is ``SendRecv``).
+EXCHANGE_OPS: Final = re.compile(
+    r"(?i)^(?:sendrecv|all_?to_?all(?:_base|_single|v)?|alltoall(?:_base|_single|v)?|send|recv|isend|irecv|p2p"
+    r"|batch_isend_irecv)$"
+)
+#: The share of the collectives' time in exchanges (:data:`EXCHANGE_OPS`) at which they, not the
+#: gradient reduction, are what the communication advice is about.
+EXCHANGE_SHARE: Final = 0.5
 
 
 class Evidence(Struct, frozen=True, kw_only=True):
@@ -315,6 +330,20 @@ class Evidence(Struct, frozen=True, kw_only=True):
         if fetch is None or not own or fetch - own < FETCH_AROUND_SHARE * fetch:
             return None
         return fetch, own, fetch - own
+
+    def exchange(self) -> tuple[str, float] | None:
+        """The all-to-all and point-to-point operations (:data:`EXCHANGE_OPS`: embedding tables,
+        experts, pipeline stages) among :attr:`ops`, named, and their share of the operations'
+        time (:attr:`OpLatency.time_ns`), where it is :data:`EXCHANGE_SHARE` or more: then the
+        communication's fix is in how the exchange overlaps and what it sends, not the gradient
+        buckets; else None."""
+        timed = [o for o in self.ops if o.time_ns]
+        total = sum(o.time_ns or 0 for o in timed)
+        ops = [o for o in timed if EXCHANGE_OPS.match(o.op)]
+        share = sum(o.time_ns or 0 for o in ops) / total if total else 0.0
+        if not ops or share < EXCHANGE_SHARE:
+            return None
+        return " and ".join(o.op for o in ops), share
 
 
 class Verdict(Struct, frozen=True, kw_only=True):
