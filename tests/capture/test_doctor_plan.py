@@ -8,7 +8,15 @@ import pytest
 from tracekit.capture.config import load_config
 from tracekit.capture.doctor_plan import agreement, candidates, code_changes, findings, parse_budget
 from tracekit.errors import InputError
-from tracekit.results.analysis import Evidence, Finding, MeasuredOn, StragglerEvidence, SyncSource, Verdict
+from tracekit.results.analysis import (
+    Evidence,
+    Finding,
+    MeasuredOn,
+    OpLatency,
+    StragglerEvidence,
+    SyncSource,
+    Verdict,
+)
 from tracekit.results.doctor import Agreement, Baseline, Knob, TrialMeasure
 from tracekit.results.param_audit import ModuleParams, ParamAudit
 from tracekit.results.vocab import BoundKind, Change, Confidence, MemoryNote, NoteKind, StragglerCause, SyncKind
@@ -95,6 +103,22 @@ def test_comms_knobs_need_ddp_and_follow_the_overlap() -> None:
     assert keys({"nproc": "4", "ddp_bucket_cap_mb": "40"}, hidden_little)[0] == "ddp_bucket_cap_mb=10"
     assert keys({"nproc": "1"}, comms) == []  # no DDP on one rank
     assert keys({"nproc": "4", "accelerate_config": "fsdp"}, comms) == []
+
+
+def test_comms_of_an_exchange_try_no_bucket_knob_and_stay_a_code_change() -> None:
+    """An all-to-all that takes 69% of the collectives' time (PARAM's DLRM ranks): DDP's buckets
+    and hooks tune the gradient all-reduce, not the exchange: no trial, and the finding is listed
+    among the changes of code, with its gain."""
+    ops = [
+        OpLatency(op="SendRecv", count=5, floor_ns=None, mean_wait_ns=None, time_ns=4_000_000),
+        OpLatency(op="AllReduce", count=3, floor_ns=None, mean_wait_ns=None, time_ns=1_800_000),
+    ]
+    comms = baseline(finding(BoundKind.COMMS, expected=30), finding(note=NoteKind.LOW_OVERLAP, expected=8), ops=ops)
+    config = load_config(None, {"nproc": "4"})
+    tried = candidates(config, comms, None, cpus=16, limit=9)
+    assert tried == []
+    changes = [(c.bound, c.note) for c in code_changes(comms, tried)]
+    assert changes == [(BoundKind.COMMS, None), (None, NoteKind.LOW_OVERLAP)]
 
 
 def test_gpu_compute_tries_bf16_then_a_fused_optimizer() -> None:

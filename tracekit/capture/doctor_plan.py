@@ -171,16 +171,18 @@ def _optimizer_knob(config: CaptureConfig) -> list[tuple[Knob, dict[str, str]]]:
 
 
 def _knobs(
-    f: Finding, config: CaptureConfig, *, cuda: bool, cpus: int, low_overlap: bool
+    f: Finding, config: CaptureConfig, *, cuda: bool, cpus: int, low_overlap: bool, exchange: bool = False
 ) -> list[tuple[Knob, dict[str, str]]]:
-    """The knobs that address finding ``f``, the likeliest first."""
+    """The knobs that address finding ``f``, the likeliest first. ``exchange``: most of the
+    collectives' time is an all-to-all or point-to-point exchange (:meth:`Evidence.exchange`),
+    which DDP's buckets and hooks do not tune: no knob addresses its communication."""
     bound = f.bound
     if bound is BoundKind.DATA:
         return _data_knobs(config, cuda=cuda, cpus=cpus)
     if bound is BoundKind.TRANSFER:
         return [(Knob.PIN_MEMORY, {"pin_memory": "true"})] if cuda and not config.pin_memory else []
     if bound is BoundKind.COMMS or f.note is NoteKind.LOW_OVERLAP:
-        return _comms_knobs(config, low_overlap=low_overlap)
+        return [] if exchange else _comms_knobs(config, low_overlap=low_overlap)
     if bound is BoundKind.GPU_COMPUTE:
         precision = [(Knob.MIXED_PRECISION, {"mixed_precision": "bf16"})] if config.mixed_precision == "no" else []
         return precision + _optimizer_knob(config)
@@ -210,10 +212,11 @@ def candidates(
         chosen.append(Candidate(Knob.EXPANDABLE_SEGMENTS, overrides, memory=MemoryNote.FRAGMENTATION))
     ranked = findings(baseline.verdict)
     low_overlap = any(f.note is NoteKind.LOW_OVERLAP for f in ranked)
+    exchange = baseline.verdict.evidence.exchange() is not None
     per_finding = [
         [
             Candidate(knob, overrides, bound=f.bound, note=f.note, predicted=f.gain)
-            for knob, overrides in _knobs(f, config, cuda=cuda, cpus=cpus, low_overlap=low_overlap)
+            for knob, overrides in _knobs(f, config, cuda=cuda, cpus=cpus, low_overlap=low_overlap, exchange=exchange)
         ]
         for f in ranked
     ]
