@@ -36,7 +36,7 @@ from typing import Final
 import numpy as np
 import polars as pl
 
-from tracekit.results.vocab import MatchKey
+from tracekit.results.vocab import POINT_TO_POINT_OPS, MatchKey
 
 #: The unit of calls outside every step (or on a rank without step markers).
 OUTSIDE: Final = -1
@@ -45,7 +45,7 @@ _KEY: Final = ("pg", "op", "matched_by")
 _GROUP: Final = ["pg", "matched_by"]
 #: Operations between two ranks of a group: the other ranks of the group do not hold them, so
 #: counts do not have to agree (they are matched by order within the step).
-POINT_TO_POINT: Final = r"(?i)^(?:send|recv|isend|irecv|p2p|batch_isend_irecv)$"
+POINT_TO_POINT: Final = rf"(?i)^(?:{POINT_TO_POINT_OPS})$"
 
 
 def _counts(held: pl.DataFrame, ops: pl.DataFrame) -> pl.DataFrame:

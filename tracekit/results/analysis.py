@@ -75,6 +75,7 @@ from tracekit.results.rows import (  # noqa: TC001  (msgspec reads annotations a
 from tracekit.results.sections import FieldMeta  # noqa: TC001  (msgspec reads annotations at run time)
 from tracekit.results.traits import Attention, TraceFormat  # noqa: TC001  (msgspec reads annotations at run time)
 from tracekit.results.vocab import (
+    POINT_TO_POINT_OPS,
     BoundKind,
     CollectiveMatch,
     Confidence,
@@ -277,8 +278,7 @@ FETCH_AROUND_SHARE: Final = 0.5
 #: All-to-all and point-to-point operations, by the names the profiler gives them (NCCL runs an
 #: all-to-all as grouped sends and receives: its kernel is ``SendRecv``).
 EXCHANGE_OPS: Final = re.compile(
-    r"(?i)^(?:sendrecv|all_?to_?all(?:_base|_single|v)?|alltoall(?:_base|_single|v)?|send|recv|isend|irecv|p2p"
-    r"|batch_isend_irecv)$"
+    rf"(?i)^(?:sendrecv|all_?to_?all(?:_base|_single|v)?|alltoall(?:_base|_single|v)?|{POINT_TO_POINT_OPS})$"
 )
 #: The share of the collectives' time in exchanges (:data:`EXCHANGE_OPS`) at which they, not the
 #: gradient reduction, are what the communication advice is about.

@@ -500,3 +500,9 @@ class WarningKind(StrEnum):
     WORKLOAD = "workload"  # a, b: the captured workloads
     BATCH_SIZE = "batch_size"  # a, b: the batch size per rank (per-step figures measure different work)
     CONFIG = "config"  # keys: the capture config keys that differ, dotted, sorted
+
+
+#: Point-to-point operations, by the names the profiler gives them (a regex alternation): they
+#: involve two ranks of their group by design (:data:`tracekit.analyzers.alignment.POINT_TO_POINT`,
+#: :data:`tracekit.results.analysis.EXCHANGE_OPS`).
+POINT_TO_POINT_OPS: Final = "send|recv|isend|irecv|p2p|batch_isend_irecv"
