@@ -183,6 +183,19 @@ def test_a_dlrm_rank_whose_collectives_are_mostly_its_all_to_all_is_told_to_over
     )
 
 
+def test_collectives_called_without_a_wrapper_get_advice_about_the_calls(shared_traces: Path) -> None:
+    # HTA's CPU-only rank 34 of 300: one step of 10 gloo all_reduces (85% of it), no forward, no
+    # backward, no DistributedDataParallel.forward: nothing to set a bucket size on
+    trace = shared_traces / "kineto" / "hta-misc" / "cpu-only-gloo-rank34.pt.trace.json.gz"
+    analysis = analysis_of([trace]).analysis
+    assert analysis.run.parallelism is None and analysis.verdict.primary.bound is BoundKind.COMMS
+    [comms] = analysis.verdict.first
+    assert (comms.bound, comms.effort) == (BoundKind.COMMS, Effort.CODE)
+    [advice] = write_verdict(analysis.verdict, traits=RunTraits.of(analysis)).first
+    assert advice.startswith("Overlap the collectives with compute and send fewer, larger ones: issue them with")
+    assert "Tune DDP" not in advice
+
+
 def test_a_capture_whose_fetch_is_mostly_around_the_loader_pins_first() -> None:
     # 32 MiB pageable batches from 2 workers (H200): the fetch phase 8.5-11.4 ms a step, the
     # DataLoader's __next__ inside it 1.6-4.4 ms (overview.py: means 9.64 and 2.51 ms); with the

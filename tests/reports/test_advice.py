@@ -168,7 +168,8 @@ def test_a_mixed_verdict_gives_each_component_this_run_s_advice() -> None:
         (Parallelism.FSDP, ("forward_prefetch", "reshard_after_forward", "limit_all_gathers", "HYBRID_SHARD"), ()),
         (Parallelism.ZERO, ("overlap_comm", "contiguous_gradients", "reduce_bucket_size", "ZeRO-2"), ()),
         (Parallelism.DDP, ("bucket_cap_mb", "find_unused_parameters", "no_sync()"), ("reshard", "overlap_comm")),
-        (None, ("bucket_cap_mb",), ("reshard", "overlap_comm")),
+        # no wrapper shows: the collectives are called directly; what DDP would do is an example
+        (None, ("async_op=True", "coalesce", "bucket_cap_mb"), ("reshard", "overlap_comm", "Tune DDP")),
     ],
 )
 def test_communication_advice_follows_how_the_run_is_data_parallel(

@@ -56,7 +56,8 @@ def first_fixes(
     shorten only its own wait, and the fix of the rest is in the loop's code. ``comms_knob``:
     False where most of the collectives' time is an all-to-all or point-to-point exchange
     (:meth:`Evidence.exchange`): the wrapper's knobs tune the gradient reduction, and overlapping
-    or shrinking the exchange is a change of the model's code."""
+    or shrinking the exchange is a change of the model's code; and where no wrapper (DDP, FSDP,
+    ZeRO) shows in the run: its collectives are called directly, and so are their fixes."""
     by_bound = {g.bound: g for g in gains}
     seen: dict[BoundKind, Fix] = {}
     for f in findings:

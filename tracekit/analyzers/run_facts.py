@@ -17,7 +17,7 @@ from tracekit.model.schema import GPU_ACTIVITY_KINDS
 from tracekit.model.taxonomy import HOST_KINDS
 from tracekit.results.analysis import DroppedEvent, RankFacts, RankFound, RunFacts, RunWarning, SkippedFile
 from tracekit.results.traits import TraceFormat
-from tracekit.results.vocab import DropReason, RankSource, RunWarningKind
+from tracekit.results.vocab import DropReason, Parallelism, RankSource, RunWarningKind
 
 if TYPE_CHECKING:
     from tracekit.analyzers.context import RankContext
@@ -48,6 +48,12 @@ class FactPieces(FactParts):
     #: each run of the window's calls in order of correlation id, none further than
     #: :data:`SAMPLED_JUMP` from the one before it: its first and last id and how many it holds
     runs: pl.DataFrame = table("rank first last ids")
+
+
+def parallelism_of(red: Reduced) -> Parallelism | None:
+    """How the run is data-parallel, by the signs its ranks' host events hold (None: none; a
+    capture's config may tell later, :func:`tracekit.analyzers.caveats.with_capture`)."""
+    return run_kind.from_signs(totals(red.gather(FactParts).span, map(run_kind.column, run_kind.SIGNS)))
 
 
 def facts_map(ctx: RankContext) -> FactParts:
@@ -243,5 +249,5 @@ def facts_reduce(red: Reduced) -> RunFacts:
         span_ns=red.result(SPAN),
         skipped=[SkippedFile(path=s.path, reason=s.reason) for s in run.skipped],
         warnings=warnings,
-        parallelism=run_kind.from_signs(totals(red.gather(FactParts).span, map(run_kind.column, run_kind.SIGNS))),
+        parallelism=parallelism_of(red),
     )

@@ -20,6 +20,7 @@ from tracekit.analyzers.first import first_fixes
 from tracekit.analyzers.gain_why import explain
 from tracekit.analyzers.gains import gains, what_ifs, with_gain
 from tracekit.analyzers.parts import FactParts, SyncParts
+from tracekit.analyzers.run_facts import parallelism_of
 from tracekit.analyzers.run_traits import with_traits
 from tracekit.analyzers.shared import COLLECTIVES, DATALOADER, IDLE, KERNELS, LEDGER, OVERLAP, STEPS, STRAGGLERS, SYNCS
 from tracekit.analyzers.stats import num
@@ -98,7 +99,7 @@ def verdict_reduce(red: Reduced) -> Verdict:
         worth,
         pytorch=pytorch,
         data_knob=evidence.fetch_around() is None,
-        comms_knob=evidence.exchange() is None,
+        comms_knob=evidence.exchange() is None and parallelism_of(red) is not None,
     )
     noise = step_noise(red.result(LEDGER))
     joint = None

@@ -227,6 +227,17 @@ ZERO_COMMS: Final = (
     "and backward); ZeRO++ (zero_hpz_partition_size, zero_quantized_weights/gradients) cuts cross-node traffic.",
     "Do more compute per collective: a larger per-rank batch or more gradient_accumulation_steps.",
 )
+#: Where nothing in the run names a data-parallel wrapper (collectives called directly, a trace
+#: without DDP's, FSDP's or DeepSpeed's ranges): what each of them would tune, said of the calls.
+DIRECT_COMMS: Final = (
+    "Overlap the collectives with compute and send fewer, larger ones: issue them with async_op=True and wait "
+    "on the handle only where the result is needed, and coalesce small tensors into one buffer (DDP does both "
+    "for gradients: its buckets, bucket_cap_mb).",
+    "Send less: lower-precision values (bf16 instead of fp32; for DDP's gradients, a comm hook such as "
+    "bf16_compress_hook).",
+    "Do more compute per collective: a larger per-rank batch, or gradient accumulation that reduces once "
+    "every N micro-batches.",
+)
 COMMS: Final = {Parallelism.DDP: DDP_COMMS, Parallelism.FSDP: FSDP_COMMS, Parallelism.ZERO: ZERO_COMMS}
 
 LOW_OVERLAP: Final = {
@@ -294,7 +305,7 @@ def comms(traits: RunTraits, evidence: Evidence | None = None) -> tuple[str, ...
     """Communication advice: the run's own knobs, then where its collectives run; an exchange
     that takes most of the collectives' time (:meth:`Evidence.exchange`) first, and before it, for
     collectives on the host of ranks that shared their cores, the cores."""
-    knobs = COMMS.get(traits.parallelism or Parallelism.DDP, DDP_COMMS)
+    knobs = DIRECT_COMMS if traits.parallelism is None else COMMS[traits.parallelism]
     if evidence is not None and (found := evidence.exchange()) is not None:
         ops, share = found
         knobs = (EXCHANGE.format(pct=100 * share, ops=ops), *knobs)
