@@ -8,16 +8,19 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import msgspec
 import pytest
 
+from tests.analyzers.test_caveats import summary
 from tests.conftest import SAMPLES, analysis_of, case_paths
 from tests.truth.corpus import CASES, Case
 from tracekit.analyzers.first import first_fixes
 from tracekit.analyzers.verdict import MATERIAL_SHARE
+from tracekit.pipeline.analyze import SUMMARY, AnalyzeOptions, analyze_paths
 from tracekit.reports.advice import RunTraits
 from tracekit.reports.sentences import write_verdict
 from tracekit.results.analysis import Finding
-from tracekit.results.vocab import BoundKind, Confidence
+from tracekit.results.vocab import BoundKind, Confidence, Parallelism
 from tracekit.results.worth import Effort, Gain, GainDiff
 
 pytestmark = pytest.mark.real
@@ -194,6 +197,21 @@ def test_collectives_called_without_a_wrapper_get_advice_about_the_calls(shared_
     [advice] = write_verdict(analysis.verdict, traits=RunTraits.of(analysis)).first
     assert advice.startswith("Overlap the collectives with compute and send fewer, larger ones: issue them with")
     assert "Tune DDP" not in advice
+
+
+def test_a_capture_whose_config_names_the_wrapper_keeps_its_knob(shared_traces: Path, tmp_path: Path) -> None:
+    # the same rank beside a capture summary whose config says DDP: the trace records none of its
+    # ranges, the capture does, and its knob is what to try
+    (tmp_path / "rank34.pt.trace.json.gz").symlink_to(
+        shared_traces / "kineto" / "hta-misc" / "cpu-only-gloo-rank34.pt.trace.json.gz"
+    )
+    (tmp_path / SUMMARY).write_bytes(msgspec.json.encode(summary({"accelerate_config": "ddp"}, None)))
+    analysis = analyze_paths([tmp_path], AnalyzeOptions(use_cache=False, jobs=1)).analysis
+    assert analysis.run.parallelism is Parallelism.DDP
+    [comms] = analysis.verdict.first
+    assert (comms.bound, comms.effort) == (BoundKind.COMMS, Effort.KNOB)
+    [advice] = write_verdict(analysis.verdict, traits=RunTraits.of(analysis)).first
+    assert advice.startswith("Tune DDP bucket_cap_mb")
 
 
 def test_a_capture_whose_fetch_is_mostly_around_the_loader_pins_first() -> None:

@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from tracekit.analyzers.retime_parallel import Spread
     from tracekit.model.run import RunMeta
     from tracekit.results.analysis import RunFacts, Verdict
+    from tracekit.results.vocab import Parallelism
 
 
 class _Result(Generic[R]):
@@ -120,6 +121,7 @@ def run_options(
     spread: Spread | None = None,
     memo: Memo | None = None,
     cores_shared: bool = False,
+    captured_parallelism: Parallelism | None = None,
 ) -> Options:
     """The options of an analysis of a run known by its metadata and whether any rank has GPU
     activity: what the map needs (the user's choices, ``has_gpu``) and what the reduce needs."""
@@ -134,6 +136,7 @@ def run_options(
         spread=spread,
         memo=memo,
         cores_shared=cores_shared,
+        captured_parallelism=captured_parallelism,
     )
 
 

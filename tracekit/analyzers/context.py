@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from tracekit.analyzers.gains_memo import Memo
     from tracekit.analyzers.retime_parallel import Spread
     from tracekit.model.run import Run
-    from tracekit.results.vocab import IdleCause
+    from tracekit.results.vocab import IdleCause, Parallelism
 
 
 @dataclass(frozen=True)
@@ -74,6 +74,10 @@ class Options(AnalysisChoices):
     #: :func:`caveats.ranks_over_cores`): on a CPU-only run, time one rank frees goes to the
     #: others, which the re-timing cannot give them (its gains are floors)
     cores_shared: bool = False
+    #: how the run is data-parallel by its capture's config (:func:`run_kind.from_capture`), where
+    #: its capture summary says: the verdict's communication fix is then that wrapper's knob even
+    #: where the trace records none of its signs
+    captured_parallelism: Parallelism | None = None
 
 
 @dataclass(frozen=True)

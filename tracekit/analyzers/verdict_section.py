@@ -99,7 +99,9 @@ def verdict_reduce(red: Reduced) -> Verdict:
         worth,
         pytorch=pytorch,
         data_knob=evidence.fetch_around() is None,
-        comms_knob=evidence.exchange() is None and parallelism_of(red) is not None,
+        # a wrapper's knob: neither an exchange nor collectives called directly (no wrapper shows)
+        comms_knob=evidence.exchange() is None
+        and (parallelism_of(red) or red.options.captured_parallelism) is not None,
     )
     noise = step_noise(red.result(LEDGER))
     joint = None

@@ -70,6 +70,7 @@ def analyze_paths(paths: Sequence[Path], options: AnalyzeOptions | None = None) 
     """Analyze the traces at ``paths`` (each rank read and analyzed where ``options.executor``
     runs it, the ranks combined here), attach the capture summary beside them and what it tells
     (:func:`~tracekit.analyzers.caveats.with_capture`)."""
+    from tracekit.analyzers import run_kind  # noqa: PLC0415  (polars-heavy)
     from tracekit.analyzers.caveats import ranks_over_cores, with_capture  # noqa: PLC0415  (polars-heavy)
     from tracekit.pipeline.mapped import Settings  # noqa: PLC0415
     from tracekit.pipeline.shards import analyze_files  # noqa: PLC0415
@@ -96,6 +97,7 @@ def analyze_paths(paths: Sequence[Path], options: AnalyzeOptions | None = None) 
             progress=options.progress,
             stage=options.stage,
             cores_shared=ranks_over_cores(capture) is not None,
+            captured_parallelism=run_kind.from_capture(capture),
             details=options.details,
         )
     analysis = msgspec.structs.replace(

@@ -67,6 +67,7 @@ if TYPE_CHECKING:
     from tracekit.analyzers.analysis import Outcome
     from tracekit.executors import Executor
     from tracekit.readers.parse import ProgressCallback
+    from tracekit.results.vocab import Parallelism
 
 #: A shard holds files of about this many bytes to decode at most (decoded, they are held at once).
 SHARD_MAX_BYTES: Final = 128 * 1024 * 1024
@@ -213,6 +214,7 @@ def analyze_files(
     progress: ProgressCallback | None = None,
     stage: Callable[[str], None] | None = None,
     cores_shared: bool = False,
+    captured_parallelism: Parallelism | None = None,
     details: bool = True,
 ) -> Outcome:
     """The analysis of the traces at ``paths``, mapped by ``executor`` (see the module's docstring).
@@ -220,6 +222,7 @@ def analyze_files(
     ``settings`` holds ``tracekit analyze``'s options; its ``alone`` and ``jobs`` are set here.
     ``cores_shared``: the ranks outnumbered their machine's cores (the capture summary's word,
     :func:`~tracekit.analyzers.caveats.ranks_over_cores`); the re-timed gains are floors.
+    ``captured_parallelism``: how the run is data-parallel by its capture's config, where it says.
     ``details``: every GPU idle interval and the longest blocking calls come here (else each shard's are not
     sent from where it was mapped).
     Raises :class:`~tracekit.errors.TracekitError` as :func:`~tracekit.readers.load.load_run` does.
@@ -262,6 +265,7 @@ def analyze_files(
         spread=Spread(executor) if executor.elsewhere else None,
         memo=whatif_cache(settings),
         cores_shared=cores_shared,
+        captured_parallelism=captured_parallelism,
     )
     return replace(reduce_outcome(summaries, options, meta), details_kept=details)
 
