@@ -76,6 +76,8 @@ def test_one_impossible_event_is_dropped_counted_and_named(tmp_path: Path, case:
     assert f"1 with {DROP_REASONS[DropReason(reason)]}" in warning
     assert "e.g. " in warning
     assert numbers(analyze(run)) == numbers(clean)  # the other rank and this one: as if it were never there
+    device = event.get("cat") == "kernel"
+    assert [w.device for w in run.warnings if w.kind == "dropped_events"] == [int(device)]
 
 
 def test_the_drop_is_in_every_report_and_the_cache(tmp_path: Path) -> None:
@@ -174,6 +176,7 @@ def test_nsys_rows_that_end_before_they_start_are_dropped(tmp_path: Path) -> Non
         "dropped 1 event(s) whose times cannot be right (1 with a negative duration)" in w for w in said(run.warnings)
     )
     assert [w.reasons for w in run.warnings] == [((NEGATIVE, 1),)]
+    assert [w.device for w in run.warnings] == [1]  # a kernel: a device activity
 
 
 @pytest.mark.parametrize(

@@ -14,7 +14,7 @@ import msgspec
 import polars as pl
 
 from tracekit.analyzers import evidence as ev
-from tracekit.analyzers.caveats import communication_caveat, lowered
+from tracekit.analyzers.caveats import Caveat, communication_caveat, lowered
 from tracekit.analyzers.convert import rows
 from tracekit.analyzers.first import first_fixes
 from tracekit.analyzers.gain_why import explain
@@ -61,8 +61,8 @@ def verdict_reduce(red: Reduced) -> Verdict:
     notes = [f for f in (ev.sync_finding(red.result(SYNCS), has_gpu=red.has_gpu), _partial_ranks(red)) if f]
     if not undetermined and _measured_steps(red) < 2:
         notes.append(Finding(note=NoteKind.ONE_STEP, confidence=Confidence.HIGH, value=float(_measured_steps(red))))
-    if (caveat := communication_caveat(red)) is not None:
-        notes.append(caveat.finding)
+    caveats = [c for c in (communication_caveat(red), _dropped_caveat(red, undetermined)) if c is not None]
+    notes += [c.finding for c in caveats]
     comms = costs.filter(pl.col("bound") == BoundKind.COMMS)["share_pct"].sum()
     if (low := ev.overlap_finding(red.result(OVERLAP), float(comms))) is not None:
         notes.append(low)
@@ -93,7 +93,10 @@ def verdict_reduce(red: Reduced) -> Verdict:
         undetermined=undetermined,
         worth=retimed,
     )
-    findings = [lowered(decision.primary, caveat), *decision.secondary, *notes]
+    primary = decision.primary
+    for caveat in caveats:
+        primary = lowered(primary, caveat)
+    findings = [primary, *decision.secondary, *notes]
     first = first_fixes(
         findings,
         worth,
@@ -150,13 +153,16 @@ def _measured_steps(red: Reduced) -> int:
     return int(num(red.result(STEPS).steps.group_by("rank").len()["len"].max()))
 
 
-def _undetermined(red: Reduced) -> tuple[Finding, ...]:
+def _undetermined(red: Reduced) -> tuple[Finding, ...]:  # noqa: PLR0911  (one return per reason)
     """Why the trace cannot support a verdict, if it cannot."""
     facts = red.gather(FactParts).span
     ranks_listing_gpus = sum(1 for r in red.run_meta.ranks if r.devices)
     if not red.has_gpu and any(w.kind == RunWarningKind.DEVICE_EVENTS_UNREAD.value for w in red.run_meta.warnings):
         # the device's events are there, of a kind not read (the warning names it): not missing
         return (Finding(note=NoteKind.DEVICE_EVENTS_UNREAD, confidence=Confidence.HIGH),)
+    dropped = _dropped_device(red)
+    if dropped is not None and dropped[0] >= DROPPED_NO_VERDICT:  # most of a device's work is not there
+        return (_dropped_finding(NoteKind.DEVICE_EVENTS_DROPPED, *dropped),)
     if not red.has_gpu and (num(facts["gpu_signs"].sum()) > 0 or ranks_listing_gpus):
         return (Finding(note=NoteKind.GPU_EVENTS_MISSING, confidence=Confidence.HIGH),)
     calls = num(facts["calls"].sum())
@@ -170,6 +176,52 @@ def _undetermined(red: Reduced) -> tuple[Finding, ...]:
     if share >= 100 * NO_STEADY_SHARE:  # warm-up, not a training step: no steady part to judge
         return (Finding(note=NoteKind.WARMUP, confidence=Confidence.HIGH, value=round(share, 4)),)
     return ()
+
+
+#: A rank whose reader dropped at least this share of its device activities (kernels, copies,
+#: sets) for times that cannot be right (a negative duration, a time far from the rest:
+#: :mod:`tracekit.readers.plausible`) misses most of its device's work: no verdict, as a
+#: sampled trace's (:data:`SAMPLED_MIN_SHARE`).
+DROPPED_NO_VERDICT: Final = 0.5
+#: ... at least this share (a waste's share at which it bounds the run, :data:`MATERIAL_SHARE`):
+#: what was dropped could hold such a waste, and the verdict's confidence is one level lower.
+DROPPED_LOWERS: Final = MATERIAL_SHARE
+
+
+def _dropped_device(red: Reduced) -> tuple[float, int] | None:
+    """The largest share of one file's device activities that its reader dropped for times that
+    cannot be right (of those dropped and those its ranks kept), and its first rank; None where
+    none was dropped."""
+    dropped: dict[str, int] = {}
+    for w in red.run_meta.warnings:
+        if w.kind == RunWarningKind.DROPPED_EVENTS.value and w.device and w.path is not None:
+            dropped[w.path] = dropped.get(w.path, 0) + w.device
+    if not dropped:
+        return None
+    span = red.gather(FactParts).span
+    kept = dict(zip(span.get_column("rank").to_list(), span.get_column("gpu_events").to_list(), strict=True))
+    ranks: dict[str, list[int]] = {}
+    for info in red.run_meta.ranks:
+        ranks.setdefault(info.source, []).append(info.rank)
+    shares = [
+        (n / (n + sum(int(kept.get(r) or 0) for r in ranks[path])), min(ranks[path]))
+        for path, n in dropped.items()
+        if path in ranks
+    ]
+    return max(shares, key=lambda s: (s[0], -s[1]), default=None)
+
+
+def _dropped_finding(note: NoteKind, share: float, rank: int) -> Finding:
+    return Finding(note=note, confidence=Confidence.HIGH, value=round(100 * share, 1), values=[float(rank)])
+
+
+def _dropped_caveat(red: Reduced, undetermined: tuple[Finding, ...]) -> Caveat | None:
+    """A note lowering the verdict's confidence where a rank's reader dropped a material share
+    of its device activities (:data:`DROPPED_LOWERS`; most of them: no verdict, see
+    :func:`_undetermined`)."""
+    if undetermined or (dropped := _dropped_device(red)) is None or dropped[0] < DROPPED_LOWERS:
+        return None
+    return Caveat(_dropped_finding(NoteKind.SOME_DEVICE_EVENTS_DROPPED, *dropped))
 
 
 #: One-time work (warm-up) holding at least this share of the measured window leaves no steady

@@ -60,8 +60,9 @@ class InputWarning:
     ``count`` step markers, ``number``, ``zero_length``, ``nested`` or ``overlapping``; for
     ``uneven_ranks``: what ``rank`` has ``count`` of, ``steps`` or ``collectives``, the ranks'
     median in ``value``); ``reasons`` counts of dropped events by
-    :data:`DropReasonName`; ``ranges`` the first :data:`MISSING_RANGES` ranges of missing ranks
-    and ``more`` how many ranges follow.
+    :data:`DropReasonName`, ``device`` how many of them were device activities (kernels, copies,
+    sets: the verdict weighs what the device's timeline misses); ``ranges`` the first
+    :data:`MISSING_RANGES` ranges of missing ranks and ``more`` how many ranges follow.
     """
 
     kind: InputWarningKind
@@ -75,3 +76,4 @@ class InputWarning:
     example: DroppedEvent | None = None
     ranges: tuple[tuple[int, int], ...] = ()
     more: int = 0
+    device: int = 0

@@ -29,6 +29,7 @@ import numpy as np
 import polars as pl
 
 from tracekit.model.input_warnings import DroppedEvent, InputWarning
+from tracekit.model.schema import GPU_ACTIVITY_KINDS
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -63,19 +64,25 @@ class Dropped:
     count: int = 0
     reasons: dict[DropReasonName, int] = field(default_factory=dict)
     example: DroppedEvent | None = None
+    #: how many of them were device activities (kernels, copies, sets)
+    device: int = 0
 
     def __add__(self, other: Dropped) -> Dropped:
         reasons = dict(self.reasons)
         for reason, n in other.reasons.items():
             reasons[reason] = reasons.get(reason, 0) + n
-        return Dropped(self.count + other.count, reasons, self.example or other.example)
+        return Dropped(self.count + other.count, reasons, self.example or other.example, self.device + other.device)
 
     def warnings(self) -> tuple[InputWarning, ...]:
         """The run's warning about these drops (the file is named by the caller), if any."""
         if not self.count:
             return ()
         reasons = tuple(self.reasons.items())
-        return (InputWarning(kind="dropped_events", count=self.count, reasons=reasons, example=self.example),)
+        return (
+            InputWarning(
+                kind="dropped_events", count=self.count, reasons=reasons, example=self.example, device=self.device
+            ),
+        )
 
     def message(self) -> str:
         """These drops in the words of an error (a file none of whose events can be used; the
@@ -195,8 +202,20 @@ def screen_parts(
         count=sum(int((~keep).sum()) for keep, _ in keeps.values()),
         reasons={r: int(v) for r, v in counts.items() if v},
         example=_example(df, flags[k], row, start_value, end_value, unit=unit),
+        device=sum(_device_rows(k, parts[k], ~keep) for k, (keep, _) in keeps.items()),
     )
     return {k: df.filter(keeps[k][0]) for k, df in parts.items()}, dropped, window
+
+
+def _device_rows(key: str, df: pl.DataFrame, dropped: pl.Series) -> int:
+    """How many of the rows of ``df`` that ``dropped`` marks are device activities (kernels,
+    copies, sets): each of a part of one such kind (``key``: a file's events a kind at a time),
+    else those whose ``kind`` column says so."""
+    if key in GPU_ACTIVITY_KINDS:
+        return int(dropped.sum())
+    if "kind" not in df.columns or not dropped.any():
+        return 0
+    return int(df.get_column("kind").filter(dropped).is_in(GPU_ACTIVITY_KINDS).sum())
 
 
 def _window(

@@ -74,6 +74,11 @@ def title(finding: Finding, verdict: Verdict) -> str:  # noqa: PLR0911  (one cas
     if finding.note is NoteKind.RANKS_OVER_CORES:
         cores = int(finding.values[0]) if finding.values else 0
         return f"More ranks than cores: {int(finding.value or 0)} ranks ran on {cores} CPU cores"
+    if finding.note is NoteKind.SOME_DEVICE_EVENTS_DROPPED:
+        return (
+            f"{finding.value or 0:.1f}% of a rank's device activities have times that cannot be right: "
+            "the verdict's confidence is lowered"
+        )
     bound = finding.bound or BoundKind.UNDETERMINED
     if bound is BoundKind.STRAGGLER and finding.straggler_rank is not None:
         return f"Straggler-bound: rank {finding.straggler_rank} arrives last and the others wait for it"
@@ -171,6 +176,13 @@ def _evidence(finding: Finding, verdict: Verdict, traits: RunTraits) -> list[str
         ]
     if finding.note in NO_DEVICE_EVIDENCE:
         return [NO_DEVICE_EVIDENCE[finding.note]]
+    if finding.note in (NoteKind.DEVICE_EVENTS_DROPPED, NoteKind.SOME_DEVICE_EVENTS_DROPPED):
+        rank = int(finding.values[0]) if finding.values else 0
+        return [
+            f"rank {rank}: {finding.value or 0:.1f}% of its device activities (kernels, copies, sets) were dropped "
+            "for times that cannot be right (the warnings name the file and why): its device timeline misses "
+            "that work, and every share measured on it may be off by as much"
+        ]
     if finding.note is NoteKind.EVENTS_SAMPLED:
         return [
             f"{finding.value or 0:.1f}% of consecutive CUDA calls skip 20 or more correlation ids (complete "

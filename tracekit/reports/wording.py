@@ -92,6 +92,7 @@ NOTE_TITLES: Final = {
     NoteKind.DEVICE_EVENTS_UNREAD: "No verdict: this trace's device events are of a kind tracekit does not read",
     NoteKind.TOO_LITTLE_WORK: "No verdict: the device did too little work in this trace to judge",
     NoteKind.EVENTS_SAMPLED: "No verdict: this trace is a sample: most of its CUDA calls were dropped",
+    NoteKind.DEVICE_EVENTS_DROPPED: "No verdict: most of the device's activities have times that cannot be right",
     NoteKind.ONE_STEP: "One window measured: the verdict cannot be checked against step-to-step variation",
     NoteKind.WARMUP: "This trace shows warm-up: one-time work, not the training's steady state",
 }
@@ -116,7 +117,15 @@ NO_VERDICT: Final = (
     NoteKind.DEVICE_EVENTS_UNREAD,
     NoteKind.TOO_LITTLE_WORK,
     NoteKind.EVENTS_SAMPLED,
+    NoteKind.DEVICE_EVENTS_DROPPED,
     NoteKind.WARMUP,
+)
+
+#: What to do about a trace whose device activities have times that cannot be right.
+DAMAGED_DEVICE_TIMES: Final = (
+    "Record the trace again: device activities with negative durations, or times far from the rest of the "
+    "trace, come from a damaged file (cut, edited, merged from several runs) or a profiler whose device "
+    "buffers or clock went wrong (a trace of fewer active steps fills smaller buffers)."
 )
 
 NOTE_RECOMMENDATIONS: Final[dict[NoteKind, tuple[str, ...]]] = {
@@ -136,6 +145,8 @@ NOTE_RECOMMENDATIONS: Final[dict[NoteKind, tuple[str, ...]]] = {
     NoteKind.EVENTS_SAMPLED: (
         "Analyze the unfiltered trace: idle time in a sampled trace is mostly work that was dropped.",
     ),
+    NoteKind.DEVICE_EVENTS_DROPPED: (DAMAGED_DEVICE_TIMES,),
+    NoteKind.SOME_DEVICE_EVENTS_DROPPED: (DAMAGED_DEVICE_TIMES,),
     NoteKind.ONE_STEP: (
         "Profile several steady-state steps (torch.profiler's schedule: wait/warmup/active, or tracekit capture) "
         "to measure how much the verdict's shares move from step to step.",

@@ -31,7 +31,10 @@ section declares. New in 2.12: of each fetch, the time inside the DataLoader's o
 (``DataLoaderRow.loader_ns``, ``Evidence.loader_per_step_ns``): the rest of a capture's fetch
 phase is the loop's around the loader, which more workers do not shorten. New in 2.13: the time
 each collective operation's calls take a rank (``OpLatency.time_ns``), which the communication
-advice follows (an all-to-all or point-to-point exchange is not tuned by gradient buckets).
+advice follows (an all-to-all or point-to-point exchange is not tuned by gradient buckets). New
+in 2.14: the notes ``device-events-dropped`` (most of a file's device activities have times that
+cannot be right: no verdict) and ``some-device-events-dropped`` (a material share of them: the
+verdict's confidence one level lower).
 """
 
 from __future__ import annotations
@@ -97,7 +100,7 @@ from tracekit.results.worth import Fix, Gain, Joint  # noqa: TC001
 
 SCHEMA: Final = "tracekit.analysis"
 #: The major version changes when a reader of the previous one would misread a file.
-SCHEMA_VERSION: Final = "2.13"
+SCHEMA_VERSION: Final = "2.14"
 
 
 class Struct(msgspec.Struct, frozen=True, kw_only=True):
