@@ -164,6 +164,11 @@ def _range_cases() -> list[Case]:
         for event in b.events(document):
             event.pop("dur", None)
 
+    def every_kernel_dur_negative(document: Any) -> None:
+        for event in b.events(document):
+            if isinstance(event, dict) and event.get("cat") == "kernel":
+                event["dur"] = -5
+
     def with_list_event(document: Any) -> None:
         document["traceEvents"].insert(5, [1, 2])
 
@@ -180,6 +185,8 @@ def _range_cases() -> list[Case]:
         Case("dur-minus-5", b.doc(b.set_field(b.longest, "dur", -5)), _DROPPED),
         Case("dur-missing", b.doc(b.set_field(b.longest, "dur", b.DELETE)), _DROPPED),
         Case("dur-missing-everywhere", b.doc(no_dur_everywhere), ("warning", "skipped")),
+        # most of its device's work gone: not read (alone an error, among good ranks skipped)
+        Case("every-kernel-dur-minus-5", b.doc(every_kernel_dur_negative), ("skipped",)),
         Case("ts-missing", b.doc(b.set_field(b.longest, "ts", b.DELETE)), _DROPPED),
         Case("step-lasts-1e15-us", b.doc(b.set_field(b.step, "dur", 10**15)), _DROPPED),
         Case("step-starts-at-0", b.doc(b.set_field(b.step, "ts", 0)), _DROPPED),

@@ -153,16 +153,13 @@ def _measured_steps(red: Reduced) -> int:
     return int(num(red.result(STEPS).steps.group_by("rank").len()["len"].max()))
 
 
-def _undetermined(red: Reduced) -> tuple[Finding, ...]:  # noqa: PLR0911  (one return per reason)
+def _undetermined(red: Reduced) -> tuple[Finding, ...]:
     """Why the trace cannot support a verdict, if it cannot."""
     facts = red.gather(FactParts).span
     ranks_listing_gpus = sum(1 for r in red.run_meta.ranks if r.devices)
     if not red.has_gpu and any(w.kind == RunWarningKind.DEVICE_EVENTS_UNREAD.value for w in red.run_meta.warnings):
         # the device's events are there, of a kind not read (the warning names it): not missing
         return (Finding(note=NoteKind.DEVICE_EVENTS_UNREAD, confidence=Confidence.HIGH),)
-    dropped = _dropped_device(red)
-    if dropped is not None and dropped[0] >= DROPPED_NO_VERDICT:  # most of a device's work is not there
-        return (_dropped_finding(NoteKind.DEVICE_EVENTS_DROPPED, *dropped),)
     if not red.has_gpu and (num(facts["gpu_signs"].sum()) > 0 or ranks_listing_gpus):
         return (Finding(note=NoteKind.GPU_EVENTS_MISSING, confidence=Confidence.HIGH),)
     calls = num(facts["calls"].sum())
@@ -178,13 +175,11 @@ def _undetermined(red: Reduced) -> tuple[Finding, ...]:  # noqa: PLR0911  (one r
     return ()
 
 
-#: A rank whose reader dropped at least this share of its device activities (kernels, copies,
+#: A file whose reader dropped at least this share of its device activities (kernels, copies,
 #: sets) for times that cannot be right (a negative duration, a time far from the rest:
-#: :mod:`tracekit.readers.plausible`) misses most of its device's work: no verdict, as a
-#: sampled trace's (:data:`SAMPLED_MIN_SHARE`).
-DROPPED_NO_VERDICT: Final = 0.5
-#: ... at least this share (a waste's share at which it bounds the run, :data:`MATERIAL_SHARE`):
-#: what was dropped could hold such a waste, and the verdict's confidence is one level lower.
+#: :mod:`tracekit.readers.plausible`, which does not read a file that lost half of them or more)
+#: lost as much as a waste that bounds the run takes (:data:`MATERIAL_SHARE`): what was dropped
+#: could hold one, and the verdict's confidence is one level lower.
 DROPPED_LOWERS: Final = MATERIAL_SHARE
 
 
@@ -211,17 +206,19 @@ def _dropped_device(red: Reduced) -> tuple[float, int] | None:
     return max(shares, key=lambda s: (s[0], -s[1]), default=None)
 
 
-def _dropped_finding(note: NoteKind, share: float, rank: int) -> Finding:
-    return Finding(note=note, confidence=Confidence.HIGH, value=round(100 * share, 1), values=[float(rank)])
-
-
 def _dropped_caveat(red: Reduced, undetermined: tuple[Finding, ...]) -> Caveat | None:
-    """A note lowering the verdict's confidence where a rank's reader dropped a material share
-    of its device activities (:data:`DROPPED_LOWERS`; most of them: no verdict, see
-    :func:`_undetermined`)."""
+    """A note lowering the verdict's confidence where a file's reader dropped a material share of
+    its device activities (:data:`DROPPED_LOWERS`)."""
     if undetermined or (dropped := _dropped_device(red)) is None or dropped[0] < DROPPED_LOWERS:
         return None
-    return Caveat(_dropped_finding(NoteKind.SOME_DEVICE_EVENTS_DROPPED, *dropped))
+    share, rank = dropped
+    note = Finding(
+        note=NoteKind.SOME_DEVICE_EVENTS_DROPPED,
+        confidence=Confidence.HIGH,
+        value=round(100 * share, 1),
+        values=[float(rank)],
+    )
+    return Caveat(note)
 
 
 #: One-time work (warm-up) holding at least this share of the measured window leaves no steady

@@ -43,7 +43,7 @@ from tracekit.model.by_kind import LITERAL_ROWS
 from tracekit.model.classify import category_of
 from tracekit.model.counters import COUNTER_SCHEMA, DeviceType, empty_counters
 from tracekit.model.input_warnings import InputWarning
-from tracekit.model.schema import GPU_KINDS, SCHEMA, UNNAMED, all_null
+from tracekit.model.schema import GPU_ACTIVITY_KINDS, GPU_KINDS, SCHEMA, UNNAMED, all_null
 from tracekit.readers.kinds import POS, duration_ns, duration_us, held
 from tracekit.readers.kineto_decode import MEMORY_EVENT
 from tracekit.readers.plausible import Dropped, screen, screen_counters, screen_parts
@@ -292,6 +292,8 @@ def finish(
         unit="us",
         order=POS,
     )
+    if (fault := dropped.device_fault(sum(parts[k].height for k in GPU_ACTIVITY_KINDS if k in parts))) is not None:
+        raise TraceReadError(fault)
     unread = unread_warnings(*parts.values())
     lows = [int(low) for p in parts.values() if p.height and (low := p.get_column("ts").min()) is not None]  # type: ignore[arg-type]
     base = min(lows, default=0)

@@ -184,6 +184,9 @@ def read_nsys(path: str | Path, *, shown: str | Path | None = None) -> list[Rank
     )
     if raw.height == 0:
         raise TraceReadError(f"no event with a usable time: {dropped.message()}", path=name)
+    kept_device = raw.get_column("kind").is_in(GPU_ACTIVITY_KINDS).sum()
+    if (fault := dropped.device_fault(int(kept_device))) is not None:
+        raise TraceReadError(fault, path=name)
     if window is not None:  # memory rows are on the epoch clock already
         epoch = meta.epoch_ns or 0
         memory, dropped_memory, _ = screen(

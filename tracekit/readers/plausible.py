@@ -84,16 +84,32 @@ class Dropped:
             ),
         )
 
+    def device_fault(self, kept: int) -> str | None:
+        """Why the file is not read where these drops are most of its device activities
+        (:data:`MOST_DEVICE_DROPPED`; ``kept``: the device activities left), else None."""
+        if not self.device or self.device < MOST_DEVICE_DROPPED * (self.device + kept):
+            return None
+        return (
+            f"{self.device} of its {self.device + kept} device activities (kernels, copies, sets) have times "
+            f"that cannot be right, too many to measure its device by: {self._said()}"
+        )
+
     def message(self) -> str:
         """These drops in the words of an error (a file none of whose events can be used; the
         reports write a warning's words from its figures)."""
+        return f"dropped {self._said()}; the analysis does not use them"
+
+    def _said(self) -> str:
         by_reason = ", ".join(f"{n} with {_REASONS[reason]}" for reason, n in self.reasons.items())
         example = "" if self.example is None else f", e.g. {_said(self.example)}"
-        return (
-            f"dropped {self.count} event(s) whose times cannot be right ({by_reason}){example}; "
-            "the analysis does not use them"
-        )
+        return f"{self.count} event(s) whose times cannot be right ({by_reason}){example}"
 
+
+#: A file whose screen drops at least this share of its device activities (kernels, copies,
+#: sets) is not read (:meth:`Dropped.device_fault`): what is left is a minority of its device's
+#: work, whose every share would be a guess; among other ranks it is skipped and named, as a
+#: broken file is, and the verdict weighs a smaller share (``some-device-events-dropped``).
+MOST_DEVICE_DROPPED: Final = 0.5
 
 #: Beyond this many ns from the epoch no clock a trace uses can reach (int64 ns: 292 years).
 MAX_NS: Final = 2**62

@@ -76,7 +76,7 @@ def title(finding: Finding, verdict: Verdict) -> str:  # noqa: PLR0911  (one cas
         return f"More ranks than cores: {int(finding.value or 0)} ranks ran on {cores} CPU cores"
     if finding.note is NoteKind.SOME_DEVICE_EVENTS_DROPPED:
         return (
-            f"{finding.value or 0:.1f}% of a rank's device activities have times that cannot be right: "
+            f"{finding.value or 0:.1f}% of a file's device activities have times that cannot be right: "
             "the verdict's confidence is lowered"
         )
     bound = finding.bound or BoundKind.UNDETERMINED
@@ -176,10 +176,11 @@ def _evidence(finding: Finding, verdict: Verdict, traits: RunTraits) -> list[str
         ]
     if finding.note in NO_DEVICE_EVIDENCE:
         return [NO_DEVICE_EVIDENCE[finding.note]]
-    if finding.note in (NoteKind.DEVICE_EVENTS_DROPPED, NoteKind.SOME_DEVICE_EVENTS_DROPPED):
+    if finding.note is NoteKind.SOME_DEVICE_EVENTS_DROPPED:
         rank = int(finding.values[0]) if finding.values else 0
         return [
-            f"rank {rank}: {finding.value or 0:.1f}% of its device activities (kernels, copies, sets) were dropped "
+            f"the file of rank {rank}: {finding.value or 0:.1f}% of its device activities (kernels, copies, sets) were "
+            "dropped "
             "for times that cannot be right (the warnings name the file and why): its device timeline misses "
             "that work, and every share measured on it may be off by as much"
         ]

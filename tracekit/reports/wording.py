@@ -92,7 +92,6 @@ NOTE_TITLES: Final = {
     NoteKind.DEVICE_EVENTS_UNREAD: "No verdict: this trace's device events are of a kind tracekit does not read",
     NoteKind.TOO_LITTLE_WORK: "No verdict: the device did too little work in this trace to judge",
     NoteKind.EVENTS_SAMPLED: "No verdict: this trace is a sample: most of its CUDA calls were dropped",
-    NoteKind.DEVICE_EVENTS_DROPPED: "No verdict: most of the device's activities have times that cannot be right",
     NoteKind.ONE_STEP: "One window measured: the verdict cannot be checked against step-to-step variation",
     NoteKind.WARMUP: "This trace shows warm-up: one-time work, not the training's steady state",
 }
@@ -117,7 +116,6 @@ NO_VERDICT: Final = (
     NoteKind.DEVICE_EVENTS_UNREAD,
     NoteKind.TOO_LITTLE_WORK,
     NoteKind.EVENTS_SAMPLED,
-    NoteKind.DEVICE_EVENTS_DROPPED,
     NoteKind.WARMUP,
 )
 
@@ -145,7 +143,6 @@ NOTE_RECOMMENDATIONS: Final[dict[NoteKind, tuple[str, ...]]] = {
     NoteKind.EVENTS_SAMPLED: (
         "Analyze the unfiltered trace: idle time in a sampled trace is mostly work that was dropped.",
     ),
-    NoteKind.DEVICE_EVENTS_DROPPED: (DAMAGED_DEVICE_TIMES,),
     NoteKind.SOME_DEVICE_EVENTS_DROPPED: (DAMAGED_DEVICE_TIMES,),
     NoteKind.ONE_STEP: (
         "Profile several steady-state steps (torch.profiler's schedule: wait/warmup/active, or tracekit capture) "

@@ -32,9 +32,9 @@ section declares. New in 2.12: of each fetch, the time inside the DataLoader's o
 phase is the loop's around the loader, which more workers do not shorten. New in 2.13: the time
 each collective operation's calls take a rank (``OpLatency.time_ns``), which the communication
 advice follows (an all-to-all or point-to-point exchange is not tuned by gradient buckets). New
-in 2.14: the notes ``device-events-dropped`` (most of a file's device activities have times that
-cannot be right: no verdict) and ``some-device-events-dropped`` (a material share of them: the
-verdict's confidence one level lower).
+in 2.14: the note ``some-device-events-dropped``: a material share of a file's device activities
+have times that cannot be right (a file that lost half of them or more is not read), and the
+verdict's confidence is one level lower.
 """
 
 from __future__ import annotations

@@ -219,10 +219,8 @@ class NoteKind(StrEnum):
     DEVICE_EVENTS_UNREAD = "device-events-unread"  # device events of a kind not read (the warnings name it)
     TOO_LITTLE_WORK = "too-little-work"  # the device did too little work to judge
     EVENTS_SAMPLED = "events-sampled"  # most CUDA calls between the kept ones are missing: a sampled trace
-    #: since 2.14: most of a rank's device activities were dropped for times that cannot be right
-    #: (value: the percent of them, values: [the rank]): no verdict
-    DEVICE_EVENTS_DROPPED = "device-events-dropped"
-    #: since 2.14: a material share of them (value, values: as above): the confidence lowered
+    #: since 2.14: a material share of a file's device activities were dropped for times that
+    #: cannot be right (value: the percent of them, values: [its first rank]): confidence lowered
     SOME_DEVICE_EVENTS_DROPPED = "some-device-events-dropped"
     ONE_STEP = "one-step"  # one measured step: no step-to-step variation to weigh the verdict's margin by
     NO_COMMUNICATION = "no-communication"  # a distributed GPU run with no kernel recognized as communication
