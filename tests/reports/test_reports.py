@@ -122,6 +122,8 @@ def test_a_mixed_verdict_says_why_neither_is_named() -> None:
     close, v = verdict(BoundKind.COMMS, BoundKind.DATA)
     assert title(close, v) == "Mixed: Comms-bound and Data-bound, which these steps do not tell apart"
     assert any("step-to-step variation" in line for line in evidence(close, v))
+    idle, v = verdict(BoundKind.LAUNCH, BoundKind.IDLE)  # a title with no "X-bound:" is named short
+    assert title(idle, v) == "Mixed: Launch-bound and GPU idle (unexplained), which these steps do not tell apart"
     small, v = verdict(BoundKind.IDLE, BoundKind.GPU_COMPUTE)
     assert title(small, v).startswith("Mixed: no bound dominates")
     assert any("no bound dominates" in line for line in evidence(small, v))

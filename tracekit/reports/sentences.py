@@ -17,6 +17,7 @@ from tracekit.reports.memory_words import write_memory
 from tracekit.reports.terms import DATA_MEASURES, phase_name
 from tracekit.reports.wording import (
     GOOD,
+    NAMES,
     NO_DEVICE_EVIDENCE,
     NO_VERDICT,
     NOTE_TITLES,
@@ -48,7 +49,7 @@ def _name(text: str, limit: int = 80) -> str:
 
 def _component(bound: BoundKind, verdict: Verdict) -> str:
     """A mixed verdict's candidate by name (a straggler with its rank)."""
-    name = TITLES[bound].split(":")[0]
+    name = NAMES.get(bound) or TITLES[bound].split(":")[0]
     named = verdict.evidence.stragglers
     return f"{name} (rank {named[0].rank})" if bound is BoundKind.STRAGGLER and named else name
 

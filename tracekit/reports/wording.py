@@ -29,6 +29,9 @@ TITLES: Final = {
     BoundKind.MIXED: "Mixed: no single bound dominates",
     BoundKind.UNDETERMINED: "No verdict: nothing was measured in these traces",
 }
+#: A bound named inside another title (a mixed verdict's candidates), where its own title does not
+#: start with its name ("Data-bound: ...").
+NAMES: Final = {BoundKind.IDLE: "GPU idle (unexplained)"}
 
 RECOMMENDATIONS: Final[dict[BoundKind, tuple[str, ...]]] = {
     BoundKind.DATA: (
