@@ -36,6 +36,10 @@ PYTORCH_SIGNS: Final = r"^aten::|^autograd::|^ProfilerStep#|^Optimizer\.|^enumer
 #: trace holds no operator of it (an Nsight Systems export without NVTX ranges).
 PYTORCH_KERNELS: Final = r"(?:^|[^\w:])(?:at::native::|at::cuda::|pytorch_flash::)"
 
+#: A device activity that starts more than this before its launch call began is impossible but
+#: for the clocks: the device's is ahead of the host's (complete traces: none, at 1 us).
+EARLY_NS: Final = 1_000
+
 #: Host events that only a GPU job records (its device events may have been left out).
 GPU_JOB_SIGNS: Final = r"(?i)^nccl:|^rccl:|record_stream|cudnn|miopen|^cuda[A-Z]|^hip[A-Z]"
 
@@ -106,6 +110,18 @@ def facts_map(ctx: RankContext) -> FactParts:
         .group_by("rank")
         .agg(pl.col("calls", "jumps").sum())
     )
+    linked = pl.col("launch_pid").is_not_null()
+    early = linked & (pl.col("start_ns") < pl.col("launch_ns") - EARLY_NS)
+    launched = (  # device activities whose launch call was recorded, and those that start before it
+        ctx.own(ctx.activity)
+        .lazy()
+        .group_by("rank")
+        .agg(
+            launched=linked.sum(),
+            early=early.sum(),
+            lead_ns=pl.when(early).then(pl.col("launch_ns") - pl.col("start_ns")).max(),
+        )
+    )
     activity = ctx.activity.select("rank", "start_ns", "end_ns")
     if (window := ctx.window) is not None:  # the busy time inside the window: the windows' add up
         activity = activity.with_columns(pl.col("start_ns", "end_ns").clip(window.lo, window.hi))
@@ -123,7 +139,8 @@ def facts_map(ctx: RankContext) -> FactParts:
         counts.join(busy.rename({"total_ns": "busy_ns"}).lazy(), on="rank", how="left")
         .join(steps.lazy(), on="rank", how="left")
         .join(calls, on="rank", how="left")
-        .with_columns(pl.col("busy_ns", "steps", "calls", "jumps").fill_null(0))
+        .join(launched, on="rank", how="left")
+        .with_columns(pl.col("busy_ns", "steps", "calls", "jumps", "launched", "early", "lead_ns").fill_null(0))
         .sort("rank")
         .collect()
     )
@@ -147,7 +164,11 @@ def facts_fold(parts: list[FactParts]) -> FactParts:
     if not span.width:
         return FactParts()
     runs = stacked([p.runs for p in parts if isinstance(p, FactPieces)])
-    total = {c: pl.col(c).sum() for c in span.columns if c not in ("rank", "start_ns", "end_ns", "calls", "jumps")}
+    total = {
+        c: pl.col(c).max() if c == "lead_ns" else pl.col(c).sum()
+        for c in span.columns
+        if c not in ("rank", "start_ns", "end_ns", "calls", "jumps")
+    }
     facts = span.group_by("rank").agg(start_ns=pl.col("start_ns").min(), end_ns=pl.col("end_ns").max(), **total)
     if runs.width:
         facts = facts.join(runs_calls(runs), on="rank", how="left")

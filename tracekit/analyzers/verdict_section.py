@@ -61,7 +61,8 @@ def verdict_reduce(red: Reduced) -> Verdict:
     notes = [f for f in (ev.sync_finding(red.result(SYNCS), has_gpu=red.has_gpu), _partial_ranks(red)) if f]
     if not undetermined and _measured_steps(red) < 2:
         notes.append(Finding(note=NoteKind.ONE_STEP, confidence=Confidence.HIGH, value=float(_measured_steps(red))))
-    caveats = [c for c in (communication_caveat(red), _dropped_caveat(red, undetermined)) if c is not None]
+    found = (communication_caveat(red), _dropped_caveat(red, undetermined), _clock_caveat(red, undetermined))
+    caveats = [c for c in found if c is not None]
     notes += [c.finding for c in caveats]
     comms = costs.filter(pl.col("bound") == BoundKind.COMMS)["share_pct"].sum()
     if (low := ev.overlap_finding(red.result(OVERLAP), float(comms))) is not None:
@@ -219,6 +220,34 @@ def _dropped_caveat(red: Reduced, undetermined: tuple[Finding, ...]) -> Caveat |
         values=[float(rank)],
     )
     return Caveat(note)
+
+
+#: A rank at least this share of whose launched device activities start before their launch call
+#: (:data:`~tracekit.analyzers.run_facts.EARLY_NS`; complete traces: none) has a device clock
+#: ahead of its host's: every time measured from host to device is off (:data:`SECONDARY_SHARE`,
+#: the share that makes a finding); from :data:`EARLY_MOST` of them, its whole device timeline.
+EARLY_SHARE: Final = SECONDARY_SHARE
+EARLY_MOST: Final = 0.5
+
+
+def _clock_caveat(red: Reduced, undetermined: tuple[Finding, ...]) -> Caveat | None:
+    """A note lowering the verdict's confidence where a rank's device clock is ahead of its host's:
+    its device activities start before the host launched them (one level; two from
+    :data:`EARLY_MOST` of them)."""
+    span = red.gather(FactParts).span
+    if undetermined or not span.height:
+        return None
+    shares = span.filter(pl.col("launched") > 0).select("rank", "lead_ns", share=pl.col("early") / pl.col("launched"))
+    worst = shares.sort(["share", "rank"], descending=[True, False]).head(1)
+    if not worst.height or (share := float(worst["share"][0])) < EARLY_SHARE:
+        return None
+    note = Finding(
+        note=NoteKind.DEVICE_CLOCK_AHEAD,
+        confidence=Confidence.HIGH,
+        value=round(100 * share, 1),
+        values=[float(worst["rank"][0]), float(worst["lead_ns"][0])],
+    )
+    return Caveat(note, lowers=2 if share >= EARLY_MOST else 1)
 
 
 #: One-time work (warm-up) holding at least this share of the measured window leaves no steady

@@ -75,6 +75,12 @@ def title(finding: Finding, verdict: Verdict) -> str:  # noqa: PLR0911  (one cas
     if finding.note is NoteKind.RANKS_OVER_CORES:
         cores = int(finding.values[0]) if finding.values else 0
         return f"More ranks than cores: {int(finding.value or 0)} ranks ran on {cores} CPU cores"
+    if finding.note is NoteKind.DEVICE_CLOCK_AHEAD:
+        rank = int(finding.values[0]) if finding.values else 0
+        return (
+            f"Rank {rank}'s device clock is ahead of its host's: {finding.value or 0:.1f}% of its device activities "
+            "start before they were launched, and the verdict's confidence is lowered"
+        )
     if finding.note is NoteKind.SOME_DEVICE_EVENTS_DROPPED:
         return (
             f"{finding.value or 0:.1f}% of a file's device activities have times that cannot be right: "
@@ -177,6 +183,14 @@ def _evidence(finding: Finding, verdict: Verdict, traits: RunTraits) -> list[str
         ]
     if finding.note in NO_DEVICE_EVIDENCE:
         return [NO_DEVICE_EVIDENCE[finding.note]]
+    if finding.note is NoteKind.DEVICE_CLOCK_AHEAD:
+        rank, lead = (int(finding.values[0]), finding.values[1]) if len(finding.values) > 1 else (0, 0.0)
+        return [
+            f"rank {rank}: {finding.value or 0:.1f}% of its kernels, copies and sets whose launch was recorded start "
+            f"before their launch call began, the earliest {ms(lead)} before it: a device cannot start work before it "
+            f"is launched, so its clock is at least {ms(lead)} ahead of the host's, and every time measured from the "
+            "host to the device (launch gaps, idle causes, the re-timed gains) is off by as much"
+        ]
     if finding.note is NoteKind.SOME_DEVICE_EVENTS_DROPPED:
         rank = int(finding.values[0]) if finding.values else 0
         return [

@@ -34,7 +34,9 @@ each collective operation's calls take a rank (``OpLatency.time_ns``), which the
 advice follows (an all-to-all or point-to-point exchange is not tuned by gradient buckets). New
 in 2.14: the note ``some-device-events-dropped``: a material share of a file's device activities
 have times that cannot be right (a file that lost half of them or more is not read), and the
-verdict's confidence is one level lower.
+verdict's confidence is one level lower; the note ``device-clock-ahead``: a rank's device
+activities start before the host's calls that launched them, its device's clock ahead of its
+host's, and the confidence one level lower (two from half of them).
 """
 
 from __future__ import annotations

@@ -222,6 +222,10 @@ class NoteKind(StrEnum):
     #: since 2.14: a material share of a file's device activities were dropped for times that
     #: cannot be right (value: the percent of them, values: [its first rank]): confidence lowered
     SOME_DEVICE_EVENTS_DROPPED = "some-device-events-dropped"
+    #: since 2.14: a rank's device activities start before their launch calls (value: the percent
+    #: of those launched, values: [the rank, how far ahead the earliest is, ns]): its device's
+    #: clock is ahead of the host's; the confidence lowered (two levels from half of them)
+    DEVICE_CLOCK_AHEAD = "device-clock-ahead"
     ONE_STEP = "one-step"  # one measured step: no step-to-step variation to weigh the verdict's margin by
     NO_COMMUNICATION = "no-communication"  # a distributed GPU run with no kernel recognized as communication
     RANKS_OVER_CORES = "ranks-over-cores"  # the capture ran more ranks than the machine had CPU cores

@@ -1,0 +1,74 @@
+"""A device clock ahead of the host's is said, and lowers the verdict's confidence.
+
+No device activity can start before the host's call that launched it began; in every shared
+trace and sample none does (by more than 1 us). The H200 sample ``cuda-h200-small`` (129 kernels
+and copies, each launched by a recorded call; host-bound, confidence high) with some of its
+device activities moved earlier, as a device clock ahead of the host's would put them: a fifth
+of them, 30 us earlier, lowers the confidence one level; all of them, 200 us earlier, two.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from tests.conftest import SAMPLES
+from tracekit.analyzers import analyze
+from tracekit.analyzers.caveats import lower
+from tracekit.readers import load_run
+from tracekit.reports.sentences import title, write_verdict
+from tracekit.results.vocab import NoteKind
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from tracekit.results.analysis import Analysis, Finding
+
+pytestmark = pytest.mark.real
+
+SAMPLE = SAMPLES / "captures" / "cuda-h200-small" / "rank0.pt.trace.json.gz"
+DEVICE = ("kernel", "gpu_memcpy", "gpu_memset")
+
+
+def _moved(tmp_path: Path, every: int, us: float) -> Analysis:
+    """The sample with every ``every``-th device activity ``us`` earlier."""
+    doc: dict[str, Any] = json.loads(gzip.decompress(SAMPLE.read_bytes()))
+    device = [e for e in doc["traceEvents"] if e.get("cat") in DEVICE]
+    for i, e in enumerate(device):
+        if i % every == 0:
+            e["ts"] -= us
+    path = tmp_path / "rank0.pt.trace.json"
+    path.write_text(json.dumps(doc))
+    return analyze(load_run([path], use_cache=False))
+
+
+def _clock(a: Analysis) -> Finding | None:
+    return next((f for f in a.verdict.secondary if f.note is NoteKind.DEVICE_CLOCK_AHEAD), None)
+
+
+def test_the_sample_as_recorded_has_no_device_before_its_launch() -> None:
+    assert _clock(analyze(load_run([SAMPLE], use_cache=False))) is None
+
+
+@pytest.mark.parametrize(("every", "us", "early", "levels"), [(5, 30, 25, 1), (1, 200, 129, 2)])
+def test_device_work_before_its_launch_is_a_clock_ahead(
+    tmp_path: Path, every: int, us: float, early: int, levels: int
+) -> None:
+    clean = analyze(load_run([SAMPLE], use_cache=False)).verdict.primary
+    moved = _moved(tmp_path, every, us)
+    note = _clock(moved)
+    assert note is not None
+    # the activities moved that now start before their launch call: each of this sample's starts 6
+    # us or more after its call began; 30 us earlier, all of the fifth moved but one (its 48 us)
+    assert note.value == pytest.approx(round(100 * early / 129, 1))
+    assert note.values[0] == 0.0 and 0 < note.values[1] <= 1000 * us
+    assert moved.verdict.primary.bound is clean.bound
+    assert moved.verdict.primary.confidence is lower(clean.confidence, levels)
+    assert title(note, moved.verdict).startswith("Rank 0's device clock is ahead of its host's")
+    written = write_verdict(moved.verdict)
+    [said] = [w for w in written.secondary if w.title.startswith("Rank 0's device clock")]
+    assert "a device cannot start work before it is launched" in said.evidence[0]
+    assert any("Record the trace again in one process" in r for r in said.recommendations)
