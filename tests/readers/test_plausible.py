@@ -220,6 +220,20 @@ def test_a_file_without_events_is_skipped_and_named(tmp_path: Path) -> None:
         load_run([tmp_path / "rank1.json"], use_cache=False)
 
 
+def test_a_file_whose_every_time_was_dropped_says_so_when_skipped(tmp_path: Path) -> None:
+    # every time a string: not "no events with a duration", but why none is left
+    write_kineto(tmp_path / "rank0.json", steps(0), rank=0, world_size=2)
+    write_kineto(tmp_path / "rank1.json", [{**e, "ts": str(e["ts"])} for e in steps(1)], rank=1, world_size=2)
+    [skip] = load_run([tmp_path], use_cache=False).skipped
+    count = len(steps(1))
+    assert skip.reason.startswith(
+        f"no event with a usable time: {count} event(s) whose times cannot be right ({count} with no numeric time), "
+        "e.g. "
+    )
+    with pytest.raises(InputError, match="no event with a usable time"):
+        load_run([tmp_path / "rank1.json"], use_cache=False)
+
+
 def test_huge_rank_override_is_an_input_error(tmp_path: Path) -> None:
     path = write_kineto(tmp_path / "x.json", steps(0), rank=None)
     with pytest.raises(InputError, match="not a rank"):

@@ -17,6 +17,7 @@ import polars as pl
 from tracekit.errors import InputError
 from tracekit.model.input_warnings import MISSING_RANGES, InputWarning
 from tracekit.model.run import ProcessGroup, RankFound, RankInfo, SkippedFile
+from tracekit.readers.plausible import Dropped
 from tracekit.readers.ranks import rank_from_name
 from tracekit.readers.trace import RankTrace
 
@@ -132,11 +133,7 @@ def resolve(
     skipped = list(special) + [SkippedFile(f.path, f.error) for f in files if f.error is not None]
     claims = {(f.path, i): c for f in files for i, c in enumerate(f.traces)}
     good = {key: c for key, c in claims.items() if c.has_content}
-    skipped += [
-        SkippedFile(c.path, "no events with a duration: nothing to analyze (was the profiler's schedule ever active?)")
-        for c in claims.values()
-        if not c.has_content
-    ]
+    skipped += [SkippedFile(c.path, _no_content(c)) for c in claims.values() if not c.has_content]
     if rank is not None and len(good) > 1:
         raise InputError(
             f"--rank applies to a file holding one rank; this one holds {len(good)} processes with GPU work",
@@ -176,6 +173,15 @@ def resolve(
         skipped=skipped,
         warnings=warnings + _rank_warnings(infos, selected=ranks is not None),
     )
+
+
+def _no_content(claim: TraceClaim) -> str:
+    """Why a trace with nothing to analyze is skipped: the events its reader dropped for times
+    that cannot be right, where it dropped any, else that none has a duration."""
+    dropped = next((w for w in claim.warnings if w.kind == "dropped_events"), None)
+    if dropped is not None:
+        return Dropped.of(dropped).nothing_left()
+    return "no events with a duration: nothing to analyze (was the profiler's schedule ever active?)"
 
 
 def _typical(events: ByKind) -> int | None:

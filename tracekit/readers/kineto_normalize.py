@@ -292,6 +292,8 @@ def finish(
         unit="us",
         order=POS,
     )
+    if dropped.count and not memory and not any(p.height for p in parts.values()):  # every event gone: say why
+        raise TraceReadError(dropped.nothing_left())
     if (fault := dropped.device_fault(sum(parts[k].height for k in GPU_ACTIVITY_KINDS if k in parts))) is not None:
         raise TraceReadError(fault)
     unread = unread_warnings(*parts.values())

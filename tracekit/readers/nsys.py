@@ -183,7 +183,7 @@ def read_nsys(path: str | Path, *, shown: str | Path | None = None) -> list[Rank
         raw, start=pl.col("start_ns"), end=pl.col("end_ns"), needs_extent=True, unit_ns=1, unit="ns"
     )
     if raw.height == 0:
-        raise TraceReadError(f"no event with a usable time: {dropped.message()}", path=name)
+        raise TraceReadError(dropped.nothing_left(), path=name)
     kept_device = raw.get_column("kind").is_in(GPU_ACTIVITY_KINDS).sum()
     if (fault := dropped.device_fault(int(kept_device))) is not None:
         raise TraceReadError(fault, path=name)

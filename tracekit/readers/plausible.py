@@ -99,6 +99,15 @@ class Dropped:
         reports write a warning's words from its figures)."""
         return f"dropped {self._said()}; the analysis does not use them"
 
+    def nothing_left(self) -> str:
+        """Why a file is not analysed whose every event with a duration was dropped."""
+        return f"no event with a usable time: {self._said()}"
+
+    @classmethod
+    def of(cls, warning: InputWarning) -> Dropped:
+        """The drops a ``dropped_events`` warning reports."""
+        return cls(warning.count or 0, dict(warning.reasons), warning.example, warning.device)
+
     def _said(self) -> str:
         by_reason = ", ".join(f"{n} with {_REASONS[reason]}" for reason, n in self.reasons.items())
         example = "" if self.example is None else f", e.g. {_said(self.example)}"
