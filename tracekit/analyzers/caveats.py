@@ -15,10 +15,18 @@ ranks over cores       the capture ran more ranks than the CPU cores its machine
                        since its 1.4): ranks, their DataLoader workers and gloo's  2.9: the shares
                        threads share cores, which slows host work, data and        are of this
                        host collectives in a way the target machine may not        machine's contention)
+device events dropped  a file's reader dropped 15% or more of its device           one level lower
+                       activities for times that cannot be right (half or more:
+                       the file is not read)
+device clock ahead     5% or more of a rank's launched device activities start     one level lower
+                       before their launch call began: its device's clock is       (two from half
+                       ahead of its host's                                         of them)
 =====================  ==========================================================  ==================
 
-Both are pure functions of facts; :func:`communication_caveat` reads them off a reduce and
-:func:`with_capture` off an analysis with its capture summary attached.
+All are pure functions of facts: :func:`communication_caveat` reads the first off a reduce and
+:func:`with_capture` the second off an analysis with its capture summary attached; the last two
+are read off a reduce in :mod:`tracekit.analyzers.verdict_section` (their thresholds are the
+verdict's shares, and :mod:`tracekit.analyzers.verdict` imports this module).
 """
 
 from __future__ import annotations

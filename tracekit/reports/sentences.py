@@ -183,22 +183,6 @@ def _evidence(finding: Finding, verdict: Verdict, traits: RunTraits) -> list[str
         ]
     if finding.note in NO_DEVICE_EVIDENCE:
         return [NO_DEVICE_EVIDENCE[finding.note]]
-    if finding.note is NoteKind.DEVICE_CLOCK_AHEAD:
-        rank, lead = (int(finding.values[0]), finding.values[1]) if len(finding.values) > 1 else (0, 0.0)
-        return [
-            f"rank {rank}: {finding.value or 0:.1f}% of its kernels, copies and sets whose launch was recorded start "
-            f"before their launch call began, the earliest {ms(lead)} before it: a device cannot start work before it "
-            f"is launched, so its clock is at least {ms(lead)} ahead of the host's, and every time measured from the "
-            "host to the device (launch gaps, idle causes, the re-timed gains) is off by as much"
-        ]
-    if finding.note is NoteKind.SOME_DEVICE_EVENTS_DROPPED:
-        rank = int(finding.values[0]) if finding.values else 0
-        return [
-            f"the file of rank {rank}: {finding.value or 0:.1f}% of its device activities (kernels, copies, sets) were "
-            "dropped "
-            "for times that cannot be right (the warnings name the file and why): its device timeline misses "
-            "that work, and every share measured on it may be off by as much"
-        ]
     if finding.note is NoteKind.EVENTS_SAMPLED:
         return [
             f"{finding.value or 0:.1f}% of consecutive CUDA calls skip 20 or more correlation ids (complete "
@@ -300,6 +284,21 @@ def _caveat_lines(finding: Finding) -> list[str] | None:
             f"world size {world}, {host} host-side collective ops, yet no GPU kernel was recognized as "
             "communication: its collectives read as compute or idle, so every share above may be off by "
             "the communication time"
+        ]
+    if finding.note is NoteKind.DEVICE_CLOCK_AHEAD:
+        rank, lead = (int(finding.values[0]), finding.values[1]) if len(finding.values) > 1 else (0, 0.0)
+        return [
+            f"rank {rank}: {finding.value or 0:.1f}% of its kernels, copies and sets whose launch was recorded start "
+            f"before their launch call began, the earliest {ms(lead)} before it: a device cannot start work before it "
+            f"is launched, so its clock is at least {ms(lead)} ahead of the host's, and every time measured from the "
+            "host to the device (launch gaps, idle causes, the re-timed gains) is off by as much"
+        ]
+    if finding.note is NoteKind.SOME_DEVICE_EVENTS_DROPPED:
+        rank = int(finding.values[0]) if finding.values else 0
+        return [
+            f"the file of rank {rank}: {finding.value or 0:.1f}% of its device activities (kernels, copies, sets) were "
+            "dropped for times that cannot be right (the warnings name the file and why): its device timeline "
+            "misses that work, and every share measured on it may be off by as much"
         ]
     if finding.note is NoteKind.RANKS_OVER_CORES:
         cores = int(finding.values[0]) if finding.values else 0
