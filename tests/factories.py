@@ -248,11 +248,11 @@ def gid(pid: int, tid: int = 0) -> int:
 
 
 def nsys_kernel_rows(count: int, *, pid: int = 5, name_id: int = 1) -> list[dict[str, Any]]:
-    """``count`` rows of ``CUPTI_ACTIVITY_KIND_KERNEL``, 50 ns each, 100 ns apart, named ``name_id``."""
+    """``count`` rows of ``CUPTI_ACTIVITY_KIND_KERNEL``, 1 us each, 2 us apart, named ``name_id``."""
     return [
         {
-            "start": 1000 + i * 100,
-            "end": 1050 + i * 100,
+            "start": 1000 + i * 2000,
+            "end": 2000 + i * 2000,
             "deviceId": 0,
             "streamId": 7,
             "globalPid": gid(pid),

@@ -81,7 +81,7 @@ def test_nsys_values_of_other_types_are_dropped_not_fatal(tmp_path: Path) -> Non
     path = write_nsys(tmp_path / "r.sqlite", {"CUPTI_ACTIVITY_KIND_KERNEL": kernels}, strings={1: "sm90_gemm"})
     with closing(sqlite3.connect(path)) as db, db:
         db.execute("INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES ('soon', x'00ff', 0, 7, ?, 9, 1, 1)", (gid(5),))
-        db.execute("INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES (1200, 1250, 'gpu', 7, ?, 10, 1, 1)", (gid(5),))
+        db.execute("INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES (1200, 2200, 'gpu', 7, ?, 10, 1, 1)", (gid(5),))
     run = load_run([path], use_cache=False)
     kernels_read = run.events.filter(pl.col("kind") == "kernel")
     assert kernels_read.height == 6  # the row without a time dropped; a text device id is no device

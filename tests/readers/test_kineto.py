@@ -32,11 +32,11 @@ def test_timestamps_become_exact_integer_ns(tmp_path: Path) -> None:
     # integer epoch us (~1.7e15) stay exact although *1000 passes float64's 2**53
     events = [
         kineto_event("kernel", "k", 4459158588101.665, 4.928, stream=7, device=0),
-        kineto_event("kernel", "k", 4459158588102.001, 0.001, stream=7, device=0),
+        kineto_event("kernel", "k", 4459158588102.001, 1.001, stream=7, device=0),
     ]
     rows = read_kineto(write_kineto(tmp_path / "t.json", events)).events.rows(named=True)
     assert [r["start_ns"] for r in rows] == [4459158588101665, 4459158588102001]
-    assert [r["end_ns"] - r["start_ns"] for r in rows] == [4928, 1]
+    assert [r["end_ns"] - r["start_ns"] for r in rows] == [4928, 1001]
     epoch = [kineto_event("cpu_op", "a", 1694128201435418, 52), kineto_event("cpu_op", "b", 1694128201435419, 1)]
     rows = read_kineto(write_kineto(tmp_path / "e.json", epoch)).events.rows(named=True)
     assert [r["start_ns"] for r in rows] == [1694128201435418000, 1694128201435419000]

@@ -170,10 +170,10 @@ def test_a_kernel_s_threads_are_its_grid_times_its_block(tmp_path: Path) -> None
 
 
 def test_missing_optional_tables_and_columns(tmp_path: Path) -> None:
-    tables = {"CUPTI_ACTIVITY_KIND_KERNEL": [{"start": 10, "end": 30, "deviceId": 0, "streamId": 1}]}
+    tables = {"CUPTI_ACTIVITY_KIND_KERNEL": [{"start": 10, "end": 1030, "deviceId": 0, "streamId": 1}]}
     [trace] = read_nsys(write_nsys(tmp_path / "bare.sqlite", tables))
     row = trace.events.row(0, named=True)
-    assert (row["kind"], row["name"], row["start_ns"], row["end_ns"]) == ("kernel", "(unnamed)", 10, 30)
+    assert (row["kind"], row["name"], row["start_ns"], row["end_ns"]) == ("kernel", "(unnamed)", 10, 1030)
     assert "not aligned" in trace.clock
     nvtx_only = {"NVTX_EVENTS": [nvtx(59, 5, 9, "load")]}
     [trace] = read_nsys(write_nsys(tmp_path / "nvtx.sqlite", nvtx_only))

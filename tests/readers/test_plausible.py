@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import gzip
 from typing import TYPE_CHECKING, Any
 
 import msgspec
@@ -11,6 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.conftest import SAMPLES
 from tests.factories import kineto_event, nsys_kernel_rows, said, simple_step, write_kineto, write_nsys
 from tracekit.analyzers import analyze
 from tracekit.errors import InputError
@@ -96,10 +98,11 @@ def test_relative_clocks_and_instants_are_not_dropped(tmp_path: Path) -> None:
         kineto_event("cpu_op", "aten::mm", -5, 10),  # a few us before zero: a relative clock, not a fault
         {"ph": "i", "cat": "cpu_instant_event", "name": "mark", "pid": 100, "tid": 1, "ts": 50, "s": "t"},
         kineto_event("kernel", "k", 20, 0, stream=7, device=0),  # a zero duration is a duration
+        *(kineto_event("kernel", "k", 30 + 10 * i, 2, stream=7, device=0) for i in range(2)),
     ]
     trace = read_kineto(write_kineto(tmp_path / "rank0.json", events))
     assert trace.warnings == ()
-    assert trace.events.height == 4
+    assert trace.events.height == 6
 
 
 def test_a_long_real_step_is_not_dropped(tmp_path: Path) -> None:
@@ -168,7 +171,7 @@ def test_memory_counters_out_of_range_are_dropped(tmp_path: Path) -> None:
 def test_nsys_rows_that_end_before_they_start_are_dropped(tmp_path: Path) -> None:
     strings = {1: "sm90_gemm"}
     kernels = nsys_kernel_rows(5)
-    kernels.append({**kernels[0], "start": 2000, "end": 1500, "correlationId": 99})
+    kernels.append({**kernels[0], "start": 2500, "end": 1500, "correlationId": 99})
     path = write_nsys(tmp_path / "r.sqlite", {"CUPTI_ACTIVITY_KIND_KERNEL": kernels}, strings=strings)
     run = load_run([path], use_cache=False)
     assert run.events.filter(pl.col("kind") == "kernel").height == 5
@@ -315,3 +318,61 @@ def test_the_window_of_several_frames_read_in_slices_is_that_of_their_kept_start
 
 def test_no_start_is_no_window() -> None:
     assert _window([(pl.DataFrame({"ts": [1.0]}), pl.col("ts"), pl.Series([False]))], 1000.0) is None
+
+
+SMALL = SAMPLES / "captures" / "cuda-h200-small" / "rank0.pt.trace.json.gz"
+
+
+@pytest.mark.real
+@pytest.mark.parametrize(("scale", "how"), [(0.0, "every one of them zero"), (0.001, "the median 2 ns")])
+def test_device_activities_too_short_for_a_gpu_keep_the_file_from_being_read(
+    tmp_path: Path, scale: float, how: str
+) -> None:
+    """The H200 sample (120 kernels and 9 copies, 1 us and more each) with every duration zero,
+    or written in ms and read as us (1,000 times too short): read, its device would be idle
+    nearly all the time ("GPU idle 100%", "launch-bound"). Not read: alone, one line naming it;
+    beside a good rank of the same run, skipped and named, the good one analysed."""
+    doc: dict[str, Any] = msgspec.json.decode(gzip.decompress(SMALL.read_bytes()))
+    for e in doc["traceEvents"]:
+        if isinstance(e.get("dur"), (int, float)):
+            e["dur"] *= scale
+    bad = tmp_path / "rank0.pt.trace.json"
+    bad.write_bytes(msgspec.json.encode(doc))
+    with pytest.raises(InputError) as alone:
+        load_run([bad], use_cache=False)
+    assert str(alone.value) == (
+        f"{bad}: 129 of its 129 device activities (kernels, copies, sets) last under 100 ns ({how}), "
+        "shorter than any a GPU records (a microsecond or so at the least): its durations are missing or "
+        "not in us, too wrong to measure its device by"
+    )
+    (tmp_path / "good").mkdir()
+    good = tmp_path / "good" / "rank1.pt.trace.json"
+    good.write_bytes(gzip.decompress(SMALL.read_bytes()).replace(b'"rank": 0', b'"rank": 1', 1))
+    run = load_run([bad, good], use_cache=False)
+    assert [r.rank for r in run.meta.ranks] == [1]
+    assert [s.path for s in run.meta.skipped] == [str(bad)]
+
+
+def test_a_trace_in_whole_microseconds_keeps_its_kernels_that_round_to_zero(tmp_path: Path) -> None:
+    """Older Kineto traces write whole microseconds: a kernel under one rounds to zero (3% of
+    the device activities of the TensorBoard plugin's ResNet-50 traces). Fewer than half of them
+    so short is a real trace: read, the zero-length kernels with the rest."""
+    events = [kineto_event("kernel", f"k{i}", T0 + 10 * i, 0 if i % 3 == 0 else 2, stream=7) for i in range(30)]
+    run = load_run([write_kineto(tmp_path / "rank0.json", steps(0) + events)], use_cache=False)
+    assert run.events.filter(pl.col("kind") == "kernel").height >= 30
+
+
+def test_an_nsys_export_of_zero_length_kernels_is_not_read(tmp_path: Path) -> None:
+    kernels = [{**k, "end": k["start"]} for k in nsys_kernel_rows(6)]
+    path = write_nsys(tmp_path / "r.sqlite", {"CUPTI_ACTIVITY_KIND_KERNEL": kernels}, strings={1: "sm90_gemm"})
+    zero = r"6 of its 6 device activities .* last under 100 ns \(every one of them zero\)"
+    with pytest.raises(InputError, match=zero):
+        load_run([path], use_cache=False)
+    # three of six (half) as short: not read either; two of six: read
+    kernels = [{**k, "end": k["start"] + (50 if i < 3 else 1000)} for i, k in enumerate(nsys_kernel_rows(6))]
+    path = write_nsys(tmp_path / "half.sqlite", {"CUPTI_ACTIVITY_KIND_KERNEL": kernels}, strings={1: "sm90_gemm"})
+    with pytest.raises(InputError, match=r"3 of its 6 device activities .* \(the median 525 ns\)"):
+        load_run([path], use_cache=False)
+    kernels = [{**k, "end": k["start"] + (50 if i < 2 else 1000)} for i, k in enumerate(nsys_kernel_rows(6))]
+    path = write_nsys(tmp_path / "third.sqlite", {"CUPTI_ACTIVITY_KIND_KERNEL": kernels}, strings={1: "sm90_gemm"})
+    assert load_run([path], use_cache=False).events.filter(pl.col("kind") == "kernel").height == 6

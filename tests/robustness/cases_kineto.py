@@ -9,10 +9,13 @@ JSON), mixed among workers 0-2; ``capture`` is rank 3 of tracekit's own 8-rank g
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tests.robustness import builders as b
 from tests.robustness.harness import Case
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 #: One event's field set to each of these (a kernel of ``dlrm``, the ProfilerStep of ``capture``).
 WRONG_VALUES: dict[str, Any] = {
@@ -169,6 +172,14 @@ def _range_cases() -> list[Case]:
             if isinstance(event, dict) and event.get("cat") == "kernel":
                 event["dur"] = -5
 
+    def every_dur_times(factor: float) -> Callable[[Any], None]:
+        def scaled(document: Any) -> None:
+            for event in b.events(document):
+                if isinstance(event, dict) and isinstance(event.get("dur"), (int, float)):
+                    event["dur"] *= factor
+
+        return scaled
+
     def with_list_event(document: Any) -> None:
         document["traceEvents"].insert(5, [1, 2])
 
@@ -187,6 +198,9 @@ def _range_cases() -> list[Case]:
         Case("dur-missing-everywhere", b.doc(no_dur_everywhere), ("warning", "skipped")),
         # most of its device's work gone: not read (alone an error, among good ranks skipped)
         Case("every-kernel-dur-minus-5", b.doc(every_kernel_dur_negative), ("skipped",)),
+        # no device records activities under 100 ns: durations missing, or in ms read as us
+        Case("every-dur-zero", b.doc(every_dur_times(0)), ("skipped",)),
+        Case("every-dur-in-ms", b.doc(every_dur_times(0.001)), ("skipped",)),
         Case("ts-missing", b.doc(b.set_field(b.longest, "ts", b.DELETE)), _DROPPED),
         Case("step-lasts-1e15-us", b.doc(b.set_field(b.step, "dur", 10**15)), _DROPPED),
         Case("step-starts-at-0", b.doc(b.set_field(b.step, "ts", 0)), _DROPPED),

@@ -51,7 +51,7 @@ if TYPE_CHECKING:
 __all__ = ["CACHE_ENV", "CACHE_VERSION", "EventCache", "FileIdentity", "default_cache_dir"]
 
 #: Bump whenever a reader's output (columns, values, rank metadata) or the entry layout changes.
-CACHE_VERSION: Final = 16
+CACHE_VERSION: Final = 17
 #: The environment variable naming the cache root.
 CACHE_ENV: Final = "TRACEKIT_CACHE_DIR"
 #: The largest entry metadata read (a few hundred bytes per rank trace).

@@ -46,7 +46,7 @@ from tracekit.model.input_warnings import InputWarning
 from tracekit.model.schema import GPU_ACTIVITY_KINDS, GPU_KINDS, SCHEMA, UNNAMED, all_null
 from tracekit.readers.kinds import POS, duration_ns, duration_us, held
 from tracekit.readers.kineto_decode import MEMORY_EVENT
-from tracekit.readers.plausible import Dropped, screen, screen_counters, screen_parts
+from tracekit.readers.plausible import Dropped, screen, screen_counters, screen_parts, short_device_fault
 
 if TYPE_CHECKING:
     from tracekit.model.by_kind import ByKind
@@ -295,6 +295,9 @@ def finish(
     if dropped.count and not memory and not any(p.height for p in parts.values()):  # every event gone: say why
         raise TraceReadError(dropped.nothing_left())
     if (fault := dropped.device_fault(sum(parts[k].height for k in GPU_ACTIVITY_KINDS if k in parts))) is not None:
+        raise TraceReadError(fault)
+    device = [parts[k].select(duration_ns()).to_series() for k in GPU_ACTIVITY_KINDS if k in parts]
+    if device and (fault := short_device_fault(pl.concat(device), "us")) is not None:
         raise TraceReadError(fault)
     unread = unread_warnings(*parts.values())
     lows = [int(low) for p in parts.values() if p.height and (low := p.get_column("ts").min()) is not None]  # type: ignore[arg-type]

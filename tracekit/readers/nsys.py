@@ -42,7 +42,7 @@ from tracekit.model.schema import GPU_ACTIVITY_KINDS, GPU_KINDS, SCHEMA, THREADS
 from tracekit.readers.columns import rows_frame
 from tracekit.readers.nsys_memory import memory_rows
 from tracekit.readers.nsys_meta import Export, ExportMeta, device_memory, device_names, rank_hint, read_meta
-from tracekit.readers.plausible import Window, screen
+from tracekit.readers.plausible import Window, screen, short_device_fault
 from tracekit.readers.ranks import is_rank
 from tracekit.readers.trace import RankTrace
 
@@ -184,8 +184,10 @@ def read_nsys(path: str | Path, *, shown: str | Path | None = None) -> list[Rank
     )
     if raw.height == 0:
         raise TraceReadError(dropped.nothing_left(), path=name)
-    kept_device = raw.get_column("kind").is_in(GPU_ACTIVITY_KINDS).sum()
-    if (fault := dropped.device_fault(int(kept_device))) is not None:
+    device = raw.filter(pl.col("kind").is_in(GPU_ACTIVITY_KINDS)).select(pl.col("end_ns") - pl.col("start_ns"))
+    if (fault := dropped.device_fault(device.height)) is not None:
+        raise TraceReadError(fault, path=name)
+    if (fault := short_device_fault(device.to_series(), "ns")) is not None:
         raise TraceReadError(fault, path=name)
     if window is not None:  # memory rows are on the epoch clock already
         epoch = meta.epoch_ns or 0

@@ -120,6 +120,33 @@ class Dropped:
 #: broken file is, and the verdict weighs a smaller share (``some-device-events-dropped``).
 MOST_DEVICE_DROPPED: Final = 0.5
 
+#: No device activity a GPU's tracer records lasts less (ns): the shortest in the shared traces
+#: last 639 ns (an MI300's), 704 ns (an Nsight export's) and 1 us (Kineto's older traces, in whole
+#: microseconds, where 3% of the activities round to zero). A file at least half of whose device
+#: activities are shorter (:data:`MOST_DEVICE_DROPPED`, :func:`short_device_fault`) recorded no
+#: durations, or wrote them in another unit than its own: durations in ms read as us make every
+#: kernel 1,000 times too short, and the device idle nearly all the time.
+SHORTEST_DEVICE_NS: Final = 100
+
+
+def short_device_fault(durations_ns: pl.Series, unit: str) -> str | None:
+    """Why a file is not read whose device activities (their ``durations_ns``, kept by the
+    screen) last under :data:`SHORTEST_DEVICE_NS` at least half of them, else None. ``unit``:
+    the file's unit of time, as its messages name it."""
+    total = durations_ns.len()
+    short = int((durations_ns < SHORTEST_DEVICE_NS).sum())
+    if not total or short < MOST_DEVICE_DROPPED * total:
+        return None
+    zero = int((durations_ns == 0).sum())
+    median = float(np.median(durations_ns.to_numpy()))
+    how = "every one of them zero" if zero == total else f"the median {median:.3g} ns"
+    return (
+        f"{short} of its {total} device activities (kernels, copies, sets) last under {SHORTEST_DEVICE_NS} ns "
+        f"({how}), shorter than any a GPU records (a microsecond or so at the least): its durations are "
+        f"missing or not in {unit}, too wrong to measure its device by"
+    )
+
+
 #: Beyond this many ns from the epoch no clock a trace uses can reach (int64 ns: 292 years).
 MAX_NS: Final = 2**62
 
