@@ -20,7 +20,7 @@ from tracekit.analyzers import analyze
 from tracekit.analyzers.caveats import lower
 from tracekit.readers import load_run
 from tracekit.reports.sentences import title, write_verdict
-from tracekit.results.vocab import NoteKind
+from tracekit.results.vocab import BoundKind, NoteKind
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -72,3 +72,21 @@ def test_device_work_before_its_launch_is_a_clock_ahead(
     [said] = [w for w in written.secondary if w.title.startswith("Rank 0's device clock")]
     assert "a device cannot start work before it is launched" in said.evidence[0]
     assert any("Record the trace again in one process" in r for r in said.recommendations)
+
+
+def test_a_device_clock_far_behind_the_host_s_leaves_no_verdict(tmp_path: Path) -> None:
+    """Every device activity 50 ms later, as a device clock behind the host's would put them
+    (the sample's steps last 4 ms): most of the window is then the GPU waiting behind work the
+    trace does not hold (the ledger's unobservable entry, 81.6%), and the rest, 0.8% of kernels,
+    was named "GPU-compute-bound" with the advice to make each kernel cheaper. No verdict now,
+    the note says how much cannot be judged; the recorded sample holds none of it."""
+    late = _moved(tmp_path, 1, -50_000)
+    primary = late.verdict.primary
+    assert primary.bound is BoundKind.UNDETERMINED and primary.share_pct is None
+    (note,) = [f for f in late.verdict.secondary if f.note is NoteKind.UNOBSERVABLE]
+    assert note.value == pytest.approx(81.6, abs=0.1)
+    assert title(primary, late.verdict) == "No verdict: most of the time the GPU waits on work this trace does not show"
+    (said,) = [f for f in write_verdict(late.verdict).secondary if f.title.startswith("Most of the time")]
+    assert said.evidence[0].startswith("81.6% of the measured time the GPU waits behind work this trace does not hold")
+    clean = analyze(load_run([SAMPLE], use_cache=False)).verdict
+    assert clean.primary.bound is BoundKind.HOST and all(f.note is not NoteKind.UNOBSERVABLE for f in clean.secondary)

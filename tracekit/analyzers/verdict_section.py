@@ -170,9 +170,10 @@ def _undetermined(red: Reduced) -> tuple[Finding, ...]:
     ops, busy = num(facts["gpu_events"].max()), num(facts["busy_ns"].max())
     if red.has_gpu and _measured_steps(red) < 2 and ops < MIN_OPS and busy < MIN_BUSY_NS:
         return (Finding(note=NoteKind.TOO_LITTLE_WORK, confidence=Confidence.HIGH, value=ops),)
-    share = _one_time_share(red)
-    if share >= 100 * NO_STEADY_SHARE:  # warm-up, not a training step: no steady part to judge
-        return (Finding(note=NoteKind.WARMUP, confidence=Confidence.HIGH, value=round(share, 4)),)
+    # warm-up, not a training step: no steady part to judge; the GPU waiting on what the trace does not show
+    for note, entry in ((NoteKind.WARMUP, LedgerEntry.ONE_TIME), (NoteKind.UNOBSERVABLE, LedgerEntry.UNOBSERVABLE)):
+        if (share := red.result(LEDGER).share(entry)) >= 100 * NO_STEADY_SHARE:
+            return (Finding(note=note, confidence=Confidence.HIGH, value=round(share, 4)),)
     return ()
 
 
@@ -251,7 +252,10 @@ def _clock_caveat(red: Reduced, undetermined: tuple[Finding, ...]) -> Caveat | N
 
 
 #: One-time work (warm-up) holding at least this share of the measured window leaves no steady
-#: part to judge: no bound, only the warm-up said.
+#: part to judge: no bound, only the warm-up said. So does GPU idle the trace cannot judge
+#: (``unobservable``: the GPU waits on work whose launch it does not hold or holds long before):
+#: no shared trace holds more than 5.3% of it; a device clock 50 ms behind its host's makes
+#: most of the window so, and the rest then named "compute-bound" at 0.8% of the time.
 NO_STEADY_SHARE: Final = 0.5
 #: The host ranges of one-time work the evidence names.
 WARMUP_NAMED: Final = 3

@@ -16,13 +16,13 @@ from tracekit.reports.gains_words import badge, faster, first_line, floor, joint
 from tracekit.reports.memory_words import write_memory
 from tracekit.reports.terms import DATA_MEASURES, phase_name
 from tracekit.reports.wording import (
+    ALONE_TITLES,
     GOOD,
     NAMES,
     NO_DEVICE_EVIDENCE,
     NO_VERDICT,
     NOTE_TITLES,
     TITLES,
-    WARMUP_ONLY,
     Written,
     WrittenVerdict,
     ms,
@@ -60,8 +60,8 @@ def title(finding: Finding, verdict: Verdict) -> str:  # noqa: PLR0911  (one cas
         return NOTE_TITLES[finding.note]
     if finding.bound is BoundKind.UNDETERMINED:
         why = [f for f in verdict.secondary if f.note in NO_VERDICT]
-        if why and why[0].note is NoteKind.WARMUP:
-            return WARMUP_ONLY
+        if why and why[0].note in ALONE_TITLES:
+            return ALONE_TITLES[why[0].note]
         return NOTE_TITLES[why[0].note] if why and why[0].note else TITLES[BoundKind.UNDETERMINED]
     if finding.bound is BoundKind.MIXED and finding.components:
         names = " and ".join(_component(c, verdict) for c in finding.components)
@@ -195,6 +195,12 @@ def _evidence(finding: Finding, verdict: Verdict, traits: RunTraits) -> list[str
         ]
     if finding.note is NoteKind.WARMUP:
         return _warmup_lines(finding, verdict)
+    if finding.note is NoteKind.UNOBSERVABLE:
+        return [
+            f"{finding.value or 0:.1f}% of the measured time the GPU waits behind work this trace does not hold "
+            "(launched before the profiler started, or recorded on a device clock behind the host's): what it "
+            "waited on cannot be seen, so no bound is named (the ledger's unobservable entry)"
+        ]
     if finding.note is NoteKind.ONE_STEP:
         steps = "no steps were found: the whole trace is one window" if not finding.value else "one measured step"
         return [f"{steps}, so no step-to-step variation weighs the verdict's margin: the verdict's confidence is low"]

@@ -97,9 +97,15 @@ NOTE_TITLES: Final = {
     NoteKind.EVENTS_SAMPLED: "No verdict: this trace is a sample: most of its CUDA calls were dropped",
     NoteKind.ONE_STEP: "One window measured: the verdict cannot be checked against step-to-step variation",
     NoteKind.WARMUP: "This trace shows warm-up: one-time work, not the training's steady state",
+    NoteKind.UNOBSERVABLE: "Most of the time the GPU waits on work this trace does not show",
 }
-#: The title of a verdict that the warm-up leaves without a steady part.
-WARMUP_ONLY: Final = "No verdict: this trace shows warm-up, not a training step"
+#: The title of a verdict that a note leaves without one, where the note's own title (under "also")
+#: says what it found: the warm-up that leaves no steady part, the GPU's waits on work the trace
+#: does not show.
+ALONE_TITLES: Final = {
+    NoteKind.WARMUP: "No verdict: this trace shows warm-up, not a training step",
+    NoteKind.UNOBSERVABLE: "No verdict: most of the time the GPU waits on work this trace does not show",
+}
 
 #: Why the host alone tells no verdict, by the note that says the device's work is not read.
 NO_DEVICE_EVIDENCE: Final = {
@@ -120,6 +126,7 @@ NO_VERDICT: Final = (
     NoteKind.TOO_LITTLE_WORK,
     NoteKind.EVENTS_SAMPLED,
     NoteKind.WARMUP,
+    NoteKind.UNOBSERVABLE,
 )
 
 #: What to do about a trace whose device activities have times that cannot be right.
@@ -164,6 +171,14 @@ NOTE_RECOMMENDATIONS: Final[dict[NoteKind, tuple[str, ...]]] = {
         "outside the recorded steps.",
         "Nothing here needs changing in the training: one-time work is paid once per process (cache compiled "
         "kernels across runs with TORCHINDUCTOR_FX_GRAPH_CACHE=1 if start-up time matters).",
+    ),
+    NoteKind.UNOBSERVABLE: (
+        "Record the trace again from a step boundary, several steady-state steps (torch.profiler's schedule: "
+        "wait/warmup/active, or tracekit capture), so that the work the device runs in the window was launched "
+        "in it.",
+        "If every device activity starts long after its launch call, the device's clock is behind the host's: "
+        "record in one process with a current PyTorch (Kineto converts the device's timestamps when a trace "
+        "starts; a trace merged from several processes keeps an offset).",
     ),
     NoteKind.TOO_LITTLE_WORK: (
         "Profile several steady-state training steps (torch.profiler schedule with wait/warmup/active) "

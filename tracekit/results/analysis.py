@@ -36,7 +36,11 @@ in 2.14: the note ``some-device-events-dropped``: a material share of a file's d
 have times that cannot be right (a file that lost half of them or more is not read), and the
 verdict's confidence is one level lower; the note ``device-clock-ahead``: a rank's device
 activities start before the host's calls that launched them, its device's clock ahead of its
-host's, and the confidence one level lower (two from half of them).
+host's, and the confidence one level lower (two from half of them). New in 2.15: the note
+``unobservable``: most of the measured time the GPU waits behind work the trace does not hold
+(launched before the profiler started, or recorded on a device clock behind the host's, which
+puts every activity long after its launch): nothing to judge, no verdict (before, the rest
+decided, down to "compute-bound" at 0.8% of the time).
 """
 
 from __future__ import annotations
@@ -102,7 +106,7 @@ from tracekit.results.worth import Fix, Gain, Joint  # noqa: TC001
 
 SCHEMA: Final = "tracekit.analysis"
 #: The major version changes when a reader of the previous one would misread a file.
-SCHEMA_VERSION: Final = "2.14"
+SCHEMA_VERSION: Final = "2.15"
 
 
 class Struct(msgspec.Struct, frozen=True, kw_only=True):

@@ -230,6 +230,9 @@ class NoteKind(StrEnum):
     NO_COMMUNICATION = "no-communication"  # a distributed GPU run with no kernel recognized as communication
     RANKS_OVER_CORES = "ranks-over-cores"  # the capture ran more ranks than the machine had CPU cores
     WARMUP = "warm-up"  # one-time work in the measured window (since 2.9): not the steady state
+    #: since 2.15: most of the measured time the GPU waits behind work the trace does not hold
+    #: (the ledger's unobservable entry; value: its percent): what it waited on cannot be seen, no verdict
+    UNOBSERVABLE = "unobservable"
 
 
 class RunWarningKind(StrEnum):
