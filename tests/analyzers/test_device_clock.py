@@ -74,13 +74,25 @@ def test_device_work_before_its_launch_is_a_clock_ahead(
     assert any("Record the trace again in one process" in r for r in said.recommendations)
 
 
-def test_a_device_clock_far_behind_the_host_s_leaves_no_verdict(tmp_path: Path) -> None:
+def _behind(a: Analysis) -> Finding | None:
+    return next((f for f in a.verdict.secondary if f.note is NoteKind.DEVICE_CLOCK_BEHIND), None)
+
+
+def test_a_device_clock_far_behind_the_host_s_leaves_no_verdict_and_says_why(tmp_path: Path) -> None:
     """Every device activity 50 ms later, as a device clock behind the host's would put them
     (the sample's steps last 4 ms): most of the window is then the GPU waiting behind work the
     trace does not hold (the ledger's unobservable entry, 81.6%), and the rest, 0.8% of kernels,
     was named "GPU-compute-bound" with the advice to make each kernel cheaper. No verdict now,
-    the note says how much cannot be judged; the recorded sample holds none of it."""
+    the note says how much cannot be judged, and why: each of the sample's 4 device syncs
+    returned 49.9 ms before work launched ahead of it ended. The recorded sample holds none of it."""
     late = _moved(tmp_path, 1, -50_000)
+    behind = _behind(late)
+    assert behind is not None and behind.value == 100.0
+    assert behind.values[0] == 0 and behind.values[1] == pytest.approx(49_916_742, abs=1_000)
+    assert title(behind, late.verdict).startswith("Rank 0's device clock is behind its host's: at 100.0% of")
+    (said,) = [f for f in write_verdict(late.verdict).secondary if f.title.startswith("Rank 0's device clock")]
+    assert said.evidence[0].startswith("rank 0: at 100.0% of its cudaDeviceSynchronize calls, a kernel, copy or set")
+    assert "at least 49.92 ms behind the host's" in said.evidence[0]
     primary = late.verdict.primary
     assert primary.bound is BoundKind.UNDETERMINED and primary.share_pct is None
     (note,) = [f for f in late.verdict.secondary if f.note is NoteKind.UNOBSERVABLE]
@@ -88,5 +100,17 @@ def test_a_device_clock_far_behind_the_host_s_leaves_no_verdict(tmp_path: Path) 
     assert title(primary, late.verdict) == "No verdict: most of the time the GPU waits on work this trace does not show"
     (said,) = [f for f in write_verdict(late.verdict).secondary if f.title.startswith("Most of the time")]
     assert said.evidence[0].startswith("81.6% of the measured time the GPU waits behind work this trace does not hold")
-    clean = analyze(load_run([SAMPLE], use_cache=False)).verdict
-    assert clean.primary.bound is BoundKind.HOST and all(f.note is not NoteKind.UNOBSERVABLE for f in clean.secondary)
+    clean = analyze(load_run([SAMPLE], use_cache=False))
+    assert clean.verdict.primary.bound is BoundKind.HOST
+    assert all(f.note is not NoteKind.UNOBSERVABLE for f in clean.verdict.secondary) and _behind(clean) is None
+
+
+def test_a_device_clock_a_little_behind_lowers_the_confidence(tmp_path: Path) -> None:
+    """Every device activity 300 us later: the steps keep their work, the verdict its bound, and
+    each device sync's wait is contradicted: the confidence two levels lower (high -> low)."""
+    clean = analyze(load_run([SAMPLE], use_cache=False)).verdict.primary
+    late = _moved(tmp_path, 1, -300)
+    behind = _behind(late)
+    assert behind is not None and behind.value == 100.0
+    assert late.verdict.primary.bound is clean.bound
+    assert late.verdict.primary.confidence is lower(clean.confidence, 2)

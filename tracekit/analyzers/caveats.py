@@ -21,10 +21,14 @@ device events dropped  a file's reader dropped 15% or more of its device        
 device clock ahead     5% or more of a rank's launched device activities start     one level lower
                        before their launch call began: its device's clock is       (two from half
                        ahead of its host's                                         of them)
+device clock behind    at 5% or more of a rank's device synchronize calls, an      one level lower
+                       activity launched before the call ends after it returned:   (two from half
+                       its device's clock is behind its host's (said also where    of them)
+                       there is no verdict)
 =====================  ==========================================================  ==================
 
 All are pure functions of facts: :func:`communication_caveat` reads the first off a reduce and
-:func:`with_capture` the second off an analysis with its capture summary attached; the last two
+:func:`with_capture` the second off an analysis with its capture summary attached; the last three
 are read off a reduce in :mod:`tracekit.analyzers.verdict_section` (their thresholds are the
 verdict's shares, and :mod:`tracekit.analyzers.verdict` imports this module).
 """

@@ -106,7 +106,7 @@ class FactParts(Parts):
 
     span: pl.DataFrame = table(
         "rank events gpu_events gpu_signs torch_ops start_ns end_ns comm_kernels comm_host fsdp_ops zero_ops"
-        " ddp_ops busy_ns steps calls jumps launched early lead_ns"
+        " ddp_ops busy_ns steps calls jumps launched early lead_ns syncs behind lag_ns"
     )
 
 

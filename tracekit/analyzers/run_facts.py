@@ -40,6 +40,12 @@ PYTORCH_KERNELS: Final = r"(?:^|[^\w:])(?:at::native::|at::cuda::|pytorch_flash:
 #: for the clocks: the device's is ahead of the host's (complete traces: none, at 1 us).
 EARLY_NS: Final = 1_000
 
+#: A device synchronize returns once every device activity launched before it began has ended:
+#: one that ends more than :data:`EARLY_NS` after the call returned is impossible but for the
+#: clocks, the device's behind the host's (the shared traces' and samples' 147 device syncs: none,
+#: the closest ending 5.8 us before its sync returned).
+DEVICE_SYNC: Final = r"^(?:cuda|hip)DeviceSynchronize$"
+
 #: Host events that only a GPU job records (its device events may have been left out).
 GPU_JOB_SIGNS: Final = r"(?i)^nccl:|^rccl:|record_stream|cudnn|miopen|^cuda[A-Z]|^hip[A-Z]"
 
@@ -140,13 +146,50 @@ def facts_map(ctx: RankContext) -> FactParts:
         .join(steps.lazy(), on="rank", how="left")
         .join(calls, on="rank", how="left")
         .join(launched, on="rank", how="left")
-        .with_columns(pl.col("busy_ns", "steps", "calls", "jumps", "launched", "early", "lead_ns").fill_null(0))
+        .join(_device_syncs(ctx), on="rank", how="left")
+        .with_columns(
+            pl.col(
+                "busy_ns", "steps", "calls", "jumps", "launched", "early", "lead_ns", "syncs", "behind", "lag_ns"
+            ).fill_null(0)
+        )
         .sort("rank")
         .collect()
     )
     if window is None:
         return FactParts(span=facts)
     return FactPieces(span=facts, runs=call_runs(ids))
+
+
+def _device_syncs(ctx: RankContext) -> pl.LazyFrame:
+    """Per rank: its device synchronize calls (:data:`DEVICE_SYNC`, ``syncs``), those after whose
+    return a device activity launched before them ends (``behind``: its device's clock is behind
+    its host's), and by how much the latest ends after (``lag_ns``). Each call counts in the
+    window it starts in; a window's activities are some of the rank's: what it misses can only
+    hide a contradiction, never make one."""
+    syncs = ctx.run.select(
+        ["runtime", "driver"],
+        "rank",
+        "start_ns",
+        "end_ns",
+        where=pl.col("name").cast(pl.String).str.contains(DEVICE_SYNC) & ctx.owned(),
+    )
+    if not syncs.height:
+        return pl.LazyFrame(
+            schema={"rank": syncs.schema["rank"], "syncs": pl.UInt32, "behind": pl.UInt32, "lag_ns": pl.Int64}
+        )
+    # the latest end of the activities launched before each time, by the launches' order
+    done = (
+        ctx.activity.filter(pl.col("launch_pid").is_not_null())
+        .select(pl.col("rank").cast(syncs.schema["rank"]), pl.col("launch_ns").alias("start_ns"), "end_ns")
+        .sort("rank", "start_ns")
+    )
+    done = done.select("rank", "start_ns", done=pl.col("end_ns").cum_max().over("rank"))
+    met = syncs.sort("rank", "start_ns").join_asof(
+        done, on="start_ns", by="rank", strategy="backward", allow_exact_matches=False, check_sortedness=False
+    )
+    lag = pl.col("done") - pl.col("end_ns")
+    late = (lag > EARLY_NS).fill_null(False)
+    return met.lazy().group_by("rank").agg(syncs=pl.len(), behind=late.sum(), lag_ns=pl.when(late).then(lag).max())
 
 
 def facts_fold(parts: list[FactParts]) -> FactParts:
@@ -165,7 +208,7 @@ def facts_fold(parts: list[FactParts]) -> FactParts:
         return FactParts()
     runs = stacked([p.runs for p in parts if isinstance(p, FactPieces)])
     total = {
-        c: pl.col(c).max() if c == "lead_ns" else pl.col(c).sum()
+        c: pl.col(c).max() if c in ("lead_ns", "lag_ns") else pl.col(c).sum()
         for c in span.columns
         if c not in ("rank", "start_ns", "end_ns", "calls", "jumps")
     }

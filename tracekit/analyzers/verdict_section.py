@@ -61,7 +61,12 @@ def verdict_reduce(red: Reduced) -> Verdict:
     notes = [f for f in (ev.sync_finding(red.result(SYNCS), has_gpu=red.has_gpu), _partial_ranks(red)) if f]
     if not undetermined and _measured_steps(red) < 2:
         notes.append(Finding(note=NoteKind.ONE_STEP, confidence=Confidence.HIGH, value=float(_measured_steps(red))))
-    found = (communication_caveat(red), _dropped_caveat(red, undetermined), _clock_caveat(red, undetermined))
+    found = (
+        communication_caveat(red),
+        _dropped_caveat(red, undetermined),
+        _clock_caveat(red, undetermined),
+        _behind_caveat(red),
+    )
     caveats = [c for c in found if c is not None]
     notes += [c.finding for c in caveats]
     comms = costs.filter(pl.col("bound") == BoundKind.COMMS)["share_pct"].sum()
@@ -235,20 +240,38 @@ def _clock_caveat(red: Reduced, undetermined: tuple[Finding, ...]) -> Caveat | N
     """A note lowering the verdict's confidence where a rank's device clock is ahead of its host's:
     its device activities start before the host launched them (one level; two from
     :data:`EARLY_MOST` of them)."""
-    span = red.gather(FactParts).span
-    if undetermined or not span.height:
+    if undetermined:
         return None
-    shares = span.filter(pl.col("launched") > 0).select("rank", "lead_ns", share=pl.col("early") / pl.col("launched"))
+    return _clock_off(red, NoteKind.DEVICE_CLOCK_AHEAD, off="early", checked="launched", by="lead_ns")
+
+
+def _behind_caveat(red: Reduced) -> Caveat | None:
+    """A note lowering the verdict's confidence where a rank's device clock is behind its host's:
+    device activities launched before a device synchronize end after the call returned
+    (:data:`~tracekit.analyzers.run_facts.DEVICE_SYNC`), in :data:`EARLY_SHARE` of its syncs or
+    more (two levels from :data:`EARLY_MOST`). Said also where there is no verdict: a clock far
+    behind leaves most of the window to work the trace cannot place (``unobservable``), and the
+    note says why."""
+    return _clock_off(red, NoteKind.DEVICE_CLOCK_BEHIND, off="behind", checked="syncs", by="lag_ns")
+
+
+def _clock_off(red: Reduced, note: NoteKind, *, off: str, checked: str, by: str) -> Caveat | None:
+    """``note`` about the rank with the largest share of its ``checked`` facts that contradict its
+    clocks (``off`` of them, the worst by ``by`` ns), from :data:`EARLY_SHARE` of them; None below."""
+    span = red.gather(FactParts).span
+    if not span.height:
+        return None
+    shares = span.filter(pl.col(checked) > 0).select("rank", by, share=pl.col(off) / pl.col(checked))
     worst = shares.sort(["share", "rank"], descending=[True, False]).head(1)
     if not worst.height or (share := float(worst["share"][0])) < EARLY_SHARE:
         return None
-    note = Finding(
-        note=NoteKind.DEVICE_CLOCK_AHEAD,
+    finding = Finding(
+        note=note,
         confidence=Confidence.HIGH,
         value=round(100 * share, 1),
-        values=[float(worst["rank"][0]), float(worst["lead_ns"][0])],
+        values=[float(worst["rank"][0]), float(worst[by][0])],
     )
-    return Caveat(note, lowers=2 if share >= EARLY_MOST else 1)
+    return Caveat(finding, lowers=2 if share >= EARLY_MOST else 1)
 
 
 #: One-time work (warm-up) holding at least this share of the measured window leaves no steady

@@ -70,7 +70,7 @@ __all__ = ["MAP_CACHE_VERSION", "CacheWarning", "MapCache", "analyses_key", "loo
 #: the rank, and the time each rank leaves out of its window; 7: an older capture's own step-end
 #: sync found by its place, one-time work of graph recording and the profiler, device_gap; 8: what
 #: the advice depends on, run_traits; 9: the registry's entries in the key).
-MAP_CACHE_VERSION: Final = 10
+MAP_CACHE_VERSION: Final = 11
 #: The first bytes of an entry; a change of the key's or the entry's fields takes a new one, so
 #: that an entry of the older layout is a silent miss, not damage that warns.
 MAGIC: Final = b"TKMAP\x00\x03\x00"

@@ -75,23 +75,35 @@ def title(finding: Finding, verdict: Verdict) -> str:  # noqa: PLR0911  (one cas
     if finding.note is NoteKind.RANKS_OVER_CORES:
         cores = int(finding.values[0]) if finding.values else 0
         return f"More ranks than cores: {int(finding.value or 0)} ranks ran on {cores} CPU cores"
-    if finding.note is NoteKind.DEVICE_CLOCK_AHEAD:
-        rank = int(finding.values[0]) if finding.values else 0
-        return (
-            f"Rank {rank}'s device clock is ahead of its host's: {finding.value or 0:.1f}% of its device activities "
-            "start before they were launched, and the verdict's confidence is lowered"
-        )
-    if finding.note is NoteKind.SOME_DEVICE_EVENTS_DROPPED:
-        return (
-            f"{finding.value or 0:.1f}% of a file's device activities have times that cannot be right: "
-            "the verdict's confidence is lowered"
-        )
+    if (caveat := _caveat_title(finding)) is not None:
+        return caveat
     bound = finding.bound or BoundKind.UNDETERMINED
     if bound is BoundKind.STRAGGLER and finding.straggler_rank is not None:
         return f"Straggler-bound: rank {finding.straggler_rank} arrives last and the others wait for it"
     if bound is BoundKind.COMPUTE or (bound is BoundKind.GPU_COMPUTE and verdict.measured_on is MeasuredOn.HOST):
         return TITLES[BoundKind.COMPUTE]
     return TITLES[bound]
+
+
+def _caveat_title(finding: Finding) -> str | None:
+    """The headline of a note about the input's times (None for any other finding)."""
+    rank = int(finding.values[0]) if finding.values else 0
+    if finding.note is NoteKind.DEVICE_CLOCK_AHEAD:
+        return (
+            f"Rank {rank}'s device clock is ahead of its host's: {finding.value or 0:.1f}% of its device activities "
+            "start before they were launched, and the verdict's confidence is lowered"
+        )
+    if finding.note is NoteKind.DEVICE_CLOCK_BEHIND:
+        return (
+            f"Rank {rank}'s device clock is behind its host's: at {finding.value or 0:.1f}% of its device "
+            "synchronizes, work launched before the call ends after it returned"
+        )
+    if finding.note is NoteKind.SOME_DEVICE_EVENTS_DROPPED:
+        return (
+            f"{finding.value or 0:.1f}% of a file's device activities have times that cannot be right: "
+            "the verdict's confidence is lowered"
+        )
+    return None
 
 
 def is_good(finding: Finding) -> bool:
@@ -291,14 +303,8 @@ def _caveat_lines(finding: Finding) -> list[str] | None:
             "communication: its collectives read as compute or idle, so every share above may be off by "
             "the communication time"
         ]
-    if finding.note is NoteKind.DEVICE_CLOCK_AHEAD:
-        rank, lead = (int(finding.values[0]), finding.values[1]) if len(finding.values) > 1 else (0, 0.0)
-        return [
-            f"rank {rank}: {finding.value or 0:.1f}% of its kernels, copies and sets whose launch was recorded start "
-            f"before their launch call began, the earliest {ms(lead)} before it: a device cannot start work before it "
-            f"is launched, so its clock is at least {ms(lead)} ahead of the host's, and every time measured from the "
-            "host to the device (launch gaps, idle causes, the re-timed gains) is off by as much"
-        ]
+    if finding.note in (NoteKind.DEVICE_CLOCK_AHEAD, NoteKind.DEVICE_CLOCK_BEHIND):
+        return [_clock_line(finding)]
     if finding.note is NoteKind.SOME_DEVICE_EVENTS_DROPPED:
         rank = int(finding.values[0]) if finding.values else 0
         return [
@@ -314,6 +320,28 @@ def _caveat_lines(finding: Finding) -> list[str] | None:
             "host collectives"
         ]
     return None
+
+
+def _clock_line(finding: Finding) -> str:
+    """The evidence of a device clock ahead of its host's, or behind it."""
+    rank, by = (int(finding.values[0]), finding.values[1]) if len(finding.values) > 1 else (0, 0.0)
+    share = f"{finding.value or 0:.1f}%"
+    if finding.note is NoteKind.DEVICE_CLOCK_AHEAD:
+        seen = (
+            f"{share} of its kernels, copies and sets whose launch was recorded start before their launch call "
+            f"began, the earliest {ms(by)} before it: a device cannot start work before it is launched, so its "
+            f"clock is at least {ms(by)} ahead of"
+        )
+    else:
+        seen = (
+            f"at {share} of its cudaDeviceSynchronize calls, a kernel, copy or set launched before the call ends "
+            f"after the call returned, the latest {ms(by)} after: the call returns only once all such work has "
+            f"ended, so the device's clock is at least {ms(by)} behind"
+        )
+    return (
+        f"rank {rank}: {seen} the host's, and every time measured from the host to the device (launch gaps, idle "
+        "causes, the re-timed gains) is off by as much"
+    )
 
 
 def _op_latency(o: OpLatency) -> str:

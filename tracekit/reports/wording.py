@@ -160,6 +160,12 @@ NOTE_RECOMMENDATIONS: Final[dict[NoteKind, tuple[str, ...]]] = {
         "a clock change keeps an offset. Until then, read the device's own figures (the GPU breakdown, the "
         "kernels): the offset does not change them.",
     ),
+    NoteKind.DEVICE_CLOCK_BEHIND: (
+        "Record the trace again in one process, with a current PyTorch: Kineto converts the device's timestamps "
+        "to the host's clock when it starts a trace, and a trace merged from several processes or recorded across "
+        "a clock change keeps an offset. Until then, read the device's own figures (the GPU breakdown, the "
+        "kernels): the offset does not change them.",
+    ),
     NoteKind.ONE_STEP: (
         "Profile several steady-state steps (torch.profiler's schedule: wait/warmup/active, or tracekit capture) "
         "to measure how much the verdict's shares move from step to step.",

@@ -40,7 +40,9 @@ host's, and the confidence one level lower (two from half of them). New in 2.15:
 ``unobservable``: most of the measured time the GPU waits behind work the trace does not hold
 (launched before the profiler started, or recorded on a device clock behind the host's, which
 puts every activity long after its launch): nothing to judge, no verdict (before, the rest
-decided, down to "compute-bound" at 0.8% of the time).
+decided, down to "compute-bound" at 0.8% of the time); the note ``device-clock-behind``: a
+device activity launched before a rank's device synchronize ends after the call returned, its
+device's clock behind its host's, and the confidence one level lower (two from half of its syncs).
 """
 
 from __future__ import annotations

@@ -226,6 +226,11 @@ class NoteKind(StrEnum):
     #: of those launched, values: [the rank, how far ahead the earliest is, ns]): its device's
     #: clock is ahead of the host's; the confidence lowered (two levels from half of them)
     DEVICE_CLOCK_AHEAD = "device-clock-ahead"
+    #: since 2.15: a device activity launched before a rank's device synchronize ends after the
+    #: call returned (value: the percent of its syncs so contradicted, values: [the rank, how much
+    #: later the latest ends, ns]): its device's clock is behind the host's; the confidence lowered
+    #: (two levels from half of them), said also where there is no verdict
+    DEVICE_CLOCK_BEHIND = "device-clock-behind"
     ONE_STEP = "one-step"  # one measured step: no step-to-step variation to weigh the verdict's margin by
     NO_COMMUNICATION = "no-communication"  # a distributed GPU run with no kernel recognized as communication
     RANKS_OVER_CORES = "ranks-over-cores"  # the capture ran more ranks than the machine had CPU cores
