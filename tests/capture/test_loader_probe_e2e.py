@@ -49,7 +49,10 @@ def test_the_loader_ceiling_against_training(tmp_path: Path) -> None:
     assert fast.stdout.startswith("not input-bound")
     probe = load_loader_probe((tmp_path / "fast.json").read_bytes(), source="fast")
     assert probe.headroom is not None and not probe.headroom.input_bound
-    assert probe.headroom.ratio > 5 * probe.headroom.threshold
+    # well clear of the threshold, whatever else the machine runs: the training was measured in the
+    # capture, the loader minutes later (a quiet run: over 5x the threshold; a CI run with two more
+    # processes beside it busy on both cores: 2.3x)
+    assert probe.headroom.ratio > 2 * probe.headroom.threshold
     assert probe.notes == []  # the captured config itself
 
 
