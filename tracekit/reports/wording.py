@@ -136,6 +136,14 @@ DAMAGED_DEVICE_TIMES: Final = (
     "buffers or clock went wrong (a trace of fewer active steps fills smaller buffers)."
 )
 
+#: What to do about a trace whose device clock is ahead of its host's, or behind it.
+CLOCK_OFFSET: Final = (
+    "Record the trace again in one process, with a current PyTorch: Kineto converts the device's timestamps "
+    "to the host's clock when it starts a trace, and a trace merged from several processes or recorded across "
+    "a clock change keeps an offset. Until then, read the device's own figures (the GPU breakdown, the "
+    "kernels): the offset does not change them."
+)
+
 NOTE_RECOMMENDATIONS: Final[dict[NoteKind, tuple[str, ...]]] = {
     NoteKind.PARTIAL_RANKS: (
         "Analyze every rank's trace together (one file per rank in one folder) to measure latency floors "
@@ -154,18 +162,8 @@ NOTE_RECOMMENDATIONS: Final[dict[NoteKind, tuple[str, ...]]] = {
         "Analyze the unfiltered trace: idle time in a sampled trace is mostly work that was dropped.",
     ),
     NoteKind.SOME_DEVICE_EVENTS_DROPPED: (DAMAGED_DEVICE_TIMES,),
-    NoteKind.DEVICE_CLOCK_AHEAD: (
-        "Record the trace again in one process, with a current PyTorch: Kineto converts the device's timestamps "
-        "to the host's clock when it starts a trace, and a trace merged from several processes or recorded across "
-        "a clock change keeps an offset. Until then, read the device's own figures (the GPU breakdown, the "
-        "kernels): the offset does not change them.",
-    ),
-    NoteKind.DEVICE_CLOCK_BEHIND: (
-        "Record the trace again in one process, with a current PyTorch: Kineto converts the device's timestamps "
-        "to the host's clock when it starts a trace, and a trace merged from several processes or recorded across "
-        "a clock change keeps an offset. Until then, read the device's own figures (the GPU breakdown, the "
-        "kernels): the offset does not change them.",
-    ),
+    NoteKind.DEVICE_CLOCK_AHEAD: (CLOCK_OFFSET,),
+    NoteKind.DEVICE_CLOCK_BEHIND: (CLOCK_OFFSET,),
     NoteKind.ONE_STEP: (
         "Profile several steady-state steps (torch.profiler's schedule: wait/warmup/active, or tracekit capture) "
         "to measure how much the verdict's shares move from step to step.",
